@@ -1,0 +1,115 @@
+"""Scalar and vector data types, spelled as in TVM: "float32", "int32x4", "bool"."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+import numpy as np
+
+_KINDS = {"float": (16, 32, 64), "int": (8, 16, 32, 64), "uint": (8, 16, 32, 64), "bool": (1,)}
+
+
+@dataclass(frozen=True)
+class DType:
+    """A data type: kind ("float", "int", "uint", "bool"), bit width and vector lanes."""
+
+    kind: str
+    bits: int
+    lanes: int = 1
+
+    def __post_init__(self):
+        if self.kind not in _KINDS or self.bits not in _KINDS[self.kind]:
+            raise ValueError(f"unsupported dtype {self.kind}{self.bits}; supported: {', '.join(SUPPORTED)}")
+        if self.lanes < 1:
+            raise ValueError(f"dtype lanes must be positive, got {self.lanes}")
+
+    def __str__(self) -> str:
+        base = "bool" if self.kind == "bool" else f"{self.kind}{self.bits}"
+        return base if self.lanes == 1 else f"{base}x{self.lanes}"
+
+    __repr__ = __str__
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "bool"
+
+    @property
+    def bytes(self) -> int:
+        """Bytes one lane occupies in memory (bool is stored as one byte)."""
+        return max(self.bits, 8) // 8
+
+    @property
+    def short(self) -> str:
+        """Compact spelling used by the IR printers: f32, i64, u8, bool, f32x16."""
+        base = "bool" if self.is_bool else f"{self.kind[0]}{self.bits}"
+        return base if self.lanes == 1 else f"{base}x{self.lanes}"
+
+    def with_lanes(self, lanes: int) -> "DType":
+        return self if lanes == self.lanes else DType(self.kind, self.bits, lanes)
+
+    def element(self) -> "DType":
+        return self.with_lanes(1)
+
+    @property
+    def numpy(self) -> np.dtype:
+        return np.dtype(np.bool_ if self.is_bool else f"{self.kind}{self.bits}")
+
+
+SUPPORTED = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
+             "uint8", "uint16", "uint32", "uint64", "bool")
+
+
+def dtype(value: Union[str, DType, np.dtype, type]) -> DType:
+    """Parse a dtype given as a string ("float32", "float32x8"), a numpy dtype or a DType."""
+    if isinstance(value, DType):
+        return value
+    if not isinstance(value, str):
+        try:
+            value = np.dtype(value).name
+        except TypeError:
+            raise TypeError(f"expected a dtype such as 'float32', got {value!r}") from None
+    text = value.strip()
+    lanes = 1
+    if "x" in text:
+        text, _, lane_text = text.partition("x")
+        if not lane_text.isdigit():
+            raise ValueError(f"bad dtype {value!r}: lanes after 'x' must be a number")
+        lanes = int(lane_text)
+    if text == "bool":
+        return DType("bool", 1, lanes)
+    for kind in ("float", "uint", "int"):
+        if text.startswith(kind) and text[len(kind):].isdigit():
+            bits = int(text[len(kind):])
+            if bits in _KINDS[kind]:
+                return DType(kind, bits, lanes)
+    raise ValueError(f"unsupported dtype {value!r}; supported: {', '.join(SUPPORTED)}")
+
+
+float16 = DType("float", 16)
+float32 = DType("float", 32)
+float64 = DType("float", 64)
+int32 = DType("int", 32)
+int64 = DType("int", 64)
+boolean = DType("bool", 1)
+
+
+def promote(a: DType, b: DType) -> DType:
+    """The common type of a binary operation: float beats int beats bool, wider beats narrower."""
+    if a == b:
+        return a
+    lanes = max(a.lanes, b.lanes)
+    rank = {"bool": 0, "uint": 1, "int": 2, "float": 3}
+    if rank[a.kind] != rank[b.kind]:
+        winner = a if rank[a.kind] > rank[b.kind] else b
+        other = b if winner is a else a
+        bits = max(winner.bits, other.bits) if winner.is_float and other.is_float else winner.bits
+        return DType(winner.kind, bits, lanes)
+    return DType(a.kind, max(a.bits, b.bits), lanes)

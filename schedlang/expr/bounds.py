@@ -1,0 +1,121 @@
+"""Integer interval analysis: constant bounds, and symbolic bounds with some variables relaxed."""
+from __future__ import annotations
+
+from typing import Mapping, Optional, Tuple
+
+from .nodes import Binary, Cast, Const, Expr, Select, Var, binary
+from .functor import free_vars
+
+Interval = Tuple[Optional[int], Optional[int]]   # None = unbounded on that side
+VarRanges = Mapping[Var, Tuple[int, int]]        # inclusive [lo, hi]
+
+
+def const_bounds(e: Expr, ranges: VarRanges) -> Interval:
+    """Inclusive constant bounds of an integer expression, given inclusive ranges of variables."""
+    if isinstance(e, Const):
+        return (int(e.value), int(e.value)) if not isinstance(e.value, float) else (None, None)
+    if isinstance(e, Var):
+        return ranges.get(e, (None, None))
+    if isinstance(e, Cast) and e.dtype.is_int and e.value.dtype.is_int:
+        return const_bounds(e.value, ranges)
+    if isinstance(e, Select):
+        t, f = const_bounds(e.true_value, ranges), const_bounds(e.false_value, ranges)
+        return _min_opt(t[0], f[0]), _max_opt(t[1], f[1])
+    if isinstance(e, Binary) and e.dtype.is_int:
+        a = const_bounds(e.a, ranges)
+        b = const_bounds(e.b, ranges)
+        return _binary_bounds(e.op, a, b)
+    return (None, None)
+
+
+def _min_opt(x, y):
+    return None if x is None or y is None else min(x, y)
+
+
+def _max_opt(x, y):
+    return None if x is None or y is None else max(x, y)
+
+
+def _binary_bounds(op: str, a: Interval, b: Interval) -> Interval:
+    (alo, ahi), (blo, bhi) = a, b
+    if op == "add":
+        return (None if alo is None or blo is None else alo + blo,
+                None if ahi is None or bhi is None else ahi + bhi)
+    if op == "sub":
+        return (None if alo is None or bhi is None else alo - bhi,
+                None if ahi is None or blo is None else ahi - blo)
+    if op == "mul":
+        if None in (alo, ahi, blo, bhi):
+            if blo is not None and blo == bhi:
+                return _scale(a, blo)
+            if alo is not None and alo == ahi:
+                return _scale(b, alo)
+            return (None, None)
+        products = [alo * blo, alo * bhi, ahi * blo, ahi * bhi]
+        return min(products), max(products)
+    if op == "floordiv":
+        if blo is not None and blo == bhi and blo > 0:
+            return (None if alo is None else alo // blo, None if ahi is None else ahi // blo)
+        return (None, None)
+    if op == "floormod":
+        if blo is not None and blo == bhi and blo > 0:
+            if alo is not None and ahi is not None and alo // blo == ahi // blo:
+                return alo % blo, ahi % blo
+            return 0, blo - 1
+        return (None, None)
+    if op == "min":   # min(a, b) <= each side, so one known upper bound suffices
+        his = [x for x in (ahi, bhi) if x is not None]
+        return _min_opt(alo, blo), (min(his) if his else None)
+    if op == "max":
+        los = [x for x in (alo, blo) if x is not None]
+        return (max(los) if los else None), _max_opt(ahi, bhi)
+    return (None, None)
+
+
+def _scale(a: Interval, c: int) -> Interval:
+    lo, hi = a
+    lo = None if lo is None else lo * c
+    hi = None if hi is None else hi * c
+    return (lo, hi) if c >= 0 else (hi, lo)
+
+
+def relaxed_interval(e: Expr, relax: VarRanges) -> Tuple[Expr, Expr]:
+    """Symbolic inclusive bounds (lo, hi) of e when the variables in relax take any value in
+    their ranges and every other variable is held fixed.
+
+    Linear parts keep the fixed variables exact; non-linear parts that touch a relaxed
+    variable fall back to constant bounds. Raises ValueError when no bound exists.
+    """
+    if not any(v in relax for v in free_vars(e)):
+        return e, e
+    if isinstance(e, Var):
+        lo, hi = relax[e]
+        return Const(lo, e.dtype), Const(hi, e.dtype)
+    if isinstance(e, Binary):
+        if e.op in ("add", "sub"):
+            alo, ahi = relaxed_interval(e.a, relax)
+            blo, bhi = relaxed_interval(e.b, relax)
+            if e.op == "add":
+                return binary("add", alo, blo), binary("add", ahi, bhi)
+            return binary("sub", alo, bhi), binary("sub", ahi, blo)
+        if e.op == "mul" and (isinstance(e.b, Const) or isinstance(e.a, Const)):
+            c, x = (e.b, e.a) if isinstance(e.b, Const) else (e.a, e.b)
+            lo, hi = relaxed_interval(x, relax)
+            if c.value >= 0:
+                return binary("mul", lo, c), binary("mul", hi, c)
+            return binary("mul", hi, c), binary("mul", lo, c)
+        if e.op == "floordiv" and isinstance(e.b, Const) and e.b.value > 0:
+            lo, hi = relaxed_interval(e.a, relax)
+            return binary("floordiv", lo, e.b), binary("floordiv", hi, e.b)
+        if e.op in ("min", "max"):
+            alo, ahi = relaxed_interval(e.a, relax)
+            blo, bhi = relaxed_interval(e.b, relax)
+            return binary(e.op, alo, blo), binary(e.op, ahi, bhi)
+    if isinstance(e, Cast) and e.dtype.is_int and e.value.dtype.is_int:
+        lo, hi = relaxed_interval(e.value, relax)
+        return Cast(e.dtype, lo), Cast(e.dtype, hi)
+    # Non-linear in a relaxed variable: bound it with constants only if every variable has a range.
+    lo, hi = const_bounds(e, relax)
+    if lo is None or hi is None:
+        raise ValueError(f"cannot bound '{e}' over {', '.join(v.name for v in relax)}")
+    return Const(lo, e.dtype), Const(hi, e.dtype)

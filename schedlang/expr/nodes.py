@@ -1,0 +1,455 @@
+"""Scalar expression nodes shared by every IR level.
+
+Nodes are frozen dataclasses with tuple children. Python operators build nodes, as
+in TVM: ``i * 4 + 1`` is an expression and ``a == b`` builds an equality node whose
+truth value is structural equality. Variables, tensors and buffers compare by
+identity; every other node compares structurally (``equal``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, Optional, Tuple, Union
+
+from ..dtypes import DType, boolean, dtype as parse_dtype, float32, int32, int64, promote
+
+BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max",
+              "bitand", "bitor", "bitxor", "shl", "shr")
+COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+class ExprOps:
+    """Python operator overloads that build expression nodes."""
+
+    def __add__(self, other): return binary("add", self, other)
+    def __radd__(self, other): return binary("add", other, self)
+    def __sub__(self, other): return binary("sub", self, other)
+    def __rsub__(self, other): return binary("sub", other, self)
+    def __mul__(self, other): return binary("mul", self, other)
+    def __rmul__(self, other): return binary("mul", other, self)
+    def __truediv__(self, other): return binary("div", self, other)
+    def __rtruediv__(self, other): return binary("div", other, self)
+    def __floordiv__(self, other): return binary("floordiv", self, other)
+    def __rfloordiv__(self, other): return binary("floordiv", other, self)
+    def __mod__(self, other): return binary("floormod", self, other)
+    def __rmod__(self, other): return binary("floormod", other, self)
+    def __neg__(self): return binary("sub", zero_like(self), self)
+    def __lt__(self, other): return compare("lt", self, other)
+    def __le__(self, other): return compare("le", self, other)
+    def __gt__(self, other): return compare("gt", self, other)
+    def __ge__(self, other): return compare("ge", self, other)
+    def __eq__(self, other):
+        if not isinstance(other, (ExprOps, int, float)):
+            return NotImplemented
+        return compare("eq", self, other)
+
+    def __ne__(self, other):
+        if not isinstance(other, (ExprOps, int, float)):
+            return NotImplemented
+        return compare("ne", self, other)
+
+    def __and__(self, other): return _bitwise_or_logic("and", "bitand", self, other)
+    def __rand__(self, other): return _bitwise_or_logic("and", "bitand", other, self)
+    def __or__(self, other): return _bitwise_or_logic("or", "bitor", self, other)
+    def __ror__(self, other): return _bitwise_or_logic("or", "bitor", other, self)
+    def __xor__(self, other): return binary("bitxor", self, other)
+    def __lshift__(self, other): return binary("shl", self, other)
+    def __rshift__(self, other): return binary("shr", self, other)
+    def __invert__(self):
+        e = as_expr(self)
+        return Not(e) if e.dtype.is_bool else binary("bitxor", e, const(-1, e.dtype))
+
+    __hash__ = object.__hash__
+
+    def astype(self, target) -> "Expr":
+        """Convert to another dtype (TVM's ``expr.astype``)."""
+        return cast(target, self)
+
+    def __bool__(self):
+        raise TypeError(
+            f"the truth value of the symbolic expression '{self}' is unknown at trace time; "
+            "use sl.if_then_else / sl.select (or sl.all / sl.any) instead of Python's if/and/or")
+
+
+class Expr(ExprOps):
+    """Base class of scalar (or vector) expressions."""
+
+    dtype: DType
+
+    def __str__(self) -> str:
+        from .printer import expr_str
+        return expr_str(self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self}>"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Var(Expr):
+    """A scalar variable: a loop index, an axis, or a combiner operand. Compared by identity."""
+
+    name: str
+    dtype: DType = int32
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Const(Expr):
+    """A literal of a given dtype."""
+
+    value: Union[int, float, bool]
+    dtype: DType = int32
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Binary(Expr):
+    """An arithmetic or bitwise operation on two operands of one dtype."""
+
+    op: str
+    a: Expr
+    b: Expr
+
+    __hash__ = object.__hash__
+
+    @property
+    def dtype(self) -> DType:
+        return self.a.dtype
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Compare(Expr):
+    """A comparison; the result is bool (with the operands' lanes)."""
+
+    op: str
+    a: Expr
+    b: Expr
+
+    __hash__ = object.__hash__
+
+    @property
+    def dtype(self) -> DType:
+        return boolean.with_lanes(self.a.dtype.lanes)
+
+    def __bool__(self):
+        # Lets `a == b` answer structural equality in plain Python code, as in TVM.
+        if self.op == "eq":
+            return equal(self.a, self.b)
+        if self.op == "ne":
+            return not equal(self.a, self.b)
+        return ExprOps.__bool__(self)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Logical(Expr):
+    """Logical and/or of two bool expressions."""
+
+    op: str
+    a: Expr
+    b: Expr
+
+    __hash__ = object.__hash__
+
+    @property
+    def dtype(self) -> DType:
+        return self.a.dtype
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Not(Expr):
+    a: Expr
+
+    __hash__ = object.__hash__
+
+    @property
+    def dtype(self) -> DType:
+        return self.a.dtype
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Select(Expr):
+    """cond ? true_value : false_value.
+
+    guarded=True is TVM's if_then_else: the branch not taken is never evaluated, so
+    it may hold reads that would be out of bounds (padding). guarded=False is
+    select: both sides may be evaluated.
+    """
+
+    cond: Expr
+    true_value: Expr
+    false_value: Expr
+    guarded: bool = False
+
+    __hash__ = object.__hash__
+
+    @property
+    def dtype(self) -> DType:
+        return self.true_value.dtype
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Cast(Expr):
+    dtype: DType
+    value: Expr
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Call(Expr):
+    """A pure math intrinsic such as exp or sqrt."""
+
+    name: str
+    args: Tuple[Expr, ...]
+    dtype: DType
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Ramp(Expr):
+    """The vector (base, base + stride, ..., base + (lanes-1)*stride)."""
+
+    base: Expr
+    stride: Expr
+    lanes: int
+
+    __hash__ = object.__hash__
+
+    @property
+    def dtype(self) -> DType:
+        return self.base.dtype.with_lanes(self.lanes)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Broadcast(Expr):
+    """A scalar repeated over lanes."""
+
+    value: Expr
+    lanes: int
+
+    __hash__ = object.__hash__
+
+    @property
+    def dtype(self) -> DType:
+        return self.value.dtype.with_lanes(self.lanes)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Buffer:
+    """A named region of memory: an argument, a temporary or a cache, with its scope.
+
+    strides are in elements; None means dense row-major. Compared by identity.
+    """
+
+    name: str
+    shape: Tuple[int, ...]
+    dtype: DType
+    scope: str = "global"
+    strides: Optional[Tuple[int, ...]] = None
+
+    __hash__ = object.__hash__
+
+    @property
+    def size(self) -> int:
+        """Elements the allocation must hold."""
+        if not self.shape:
+            return 1
+        if self.strides is None:
+            return math.prod(self.shape)
+        return 1 + sum((n - 1) * s for n, s in zip(self.shape, self.strides))
+
+    def dense_strides(self) -> Tuple[int, ...]:
+        if self.strides is not None:
+            return self.strides
+        out, step = [], 1
+        for n in reversed(self.shape):
+            out.append(step)
+            step *= n
+        return tuple(reversed(out))
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Load(Expr):
+    """Read buffer[indices]. In Kernel IR there is one flat index, possibly a vector;
+    predicate (a bool of the same lanes) masks lanes that must not be read."""
+
+    buffer: Buffer
+    indices: Tuple[Expr, ...]
+    predicate: Optional[Expr] = None
+
+    __hash__ = object.__hash__
+
+    @property
+    def dtype(self) -> DType:
+        lanes = max((i.dtype.lanes for i in self.indices), default=1)
+        return self.buffer.dtype.with_lanes(lanes)
+
+
+def as_expr(value: Any, hint: Optional[DType] = None) -> Expr:
+    """Turn a Python number, an IterVar or an Expr into an Expr."""
+    if isinstance(value, Expr):
+        return value
+    to_expr = getattr(value, "as_expr", None)
+    if to_expr is not None:
+        return to_expr()
+    if isinstance(value, bool):
+        return Const(value, boolean)
+    if isinstance(value, int):
+        if hint is not None and not hint.is_bool:
+            return const(value, hint.element())
+        return Const(value, int32 if -2**31 <= value < 2**31 else int64)
+    if isinstance(value, float):
+        if hint is not None and hint.is_float:
+            return const(value, hint.element())
+        return Const(value, float32)
+    raise TypeError(f"cannot use {value!r} (a {type(value).__name__}) as an expression")
+
+
+def const(value: Union[int, float, bool], dt: Union[str, DType] = None) -> Const:
+    """A constant of dtype dt (default: int32 for ints, float32 for floats)."""
+    if dt is None:
+        return as_expr(value)
+    dt = parse_dtype(dt)
+    if dt.is_float:
+        return Const(float(value), dt)
+    if dt.is_bool:
+        return Const(bool(value), dt)
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"constant {value} does not fit integer dtype {dt}")
+    return Const(int(value), dt)
+
+
+def zero_like(e) -> Const:
+    return const(0, as_expr(e).dtype.element())
+
+
+def _coerce_pair(a, b) -> Tuple[Expr, Expr]:
+    """Convert operands to expressions and to one common dtype (Python literals adapt)."""
+    a_lit, b_lit = not isinstance(a, ExprOps), not isinstance(b, ExprOps)
+    if a_lit and not b_lit:
+        b = as_expr(b)
+        a = as_expr(a, b.dtype)
+    elif b_lit and not a_lit:
+        a = as_expr(a)
+        b = as_expr(b, a.dtype)
+    else:
+        a, b = as_expr(a), as_expr(b)
+    if a.dtype != b.dtype:
+        common = promote(a.dtype, b.dtype)
+        a, b = cast(common, a), cast(common, b)
+    return a, b
+
+
+def binary(op: str, a, b) -> Expr:
+    a, b = _coerce_pair(a, b)
+    if a.dtype.is_bool and op in ("add", "sub", "mul", "div", "floordiv", "floormod"):
+        raise TypeError(f"arithmetic '{op}' on bool expressions '{a}' and '{b}'; cast them first")
+    if op in ("floordiv", "floormod") and a.dtype.is_float:
+        if op == "floordiv":
+            return Call("floor", (Binary("div", a, b),), a.dtype)
+        return Binary("sub", a, Binary("mul", b, Call("floor", (Binary("div", a, b),), a.dtype)))
+    if op == "div" and not a.dtype.is_float:
+        op = "floordiv"   # Halide semantics: integer division rounds toward -inf
+    return Binary(op, a, b)
+
+
+def compare(op: str, a, b) -> Compare:
+    a, b = _coerce_pair(a, b)
+    return Compare(op, a, b)
+
+
+def _bitwise_or_logic(logic_op: str, bit_op: str, a, b) -> Expr:
+    a, b = _coerce_pair(a, b)
+    if a.dtype.is_bool:
+        return Logical(logic_op, a, b)
+    return binary(bit_op, a, b)
+
+
+def logical(op: str, a, b) -> Expr:
+    a, b = as_expr(a), as_expr(b)
+    for side in (a, b):
+        if not side.dtype.is_bool:
+            raise TypeError(f"'{op}' needs bool operands, got '{side}' of dtype {side.dtype}")
+    return Logical(op, a, b)
+
+
+def cast(target, value) -> Expr:
+    target = parse_dtype(target)
+    value = as_expr(value)
+    target = target.with_lanes(value.dtype.lanes) if target.lanes == 1 else target
+    if value.dtype == target:
+        return value
+    if isinstance(value, Const) and target.lanes == 1:
+        return const(value.value if not target.is_int else int(value.value), target)
+    return Cast(target, value)
+
+
+def select(cond, true_value, false_value, guarded: bool = False) -> Select:
+    cond = as_expr(cond)
+    if not cond.dtype.is_bool:
+        raise TypeError(f"the condition of select/if_then_else must be bool, got '{cond}' of dtype {cond.dtype}")
+    t, f = _coerce_pair(true_value, false_value)
+    return Select(cond, t, f, guarded)
+
+
+# ---- structural equality and keys ---------------------------------------------------
+
+def equal(a: Any, b: Any) -> bool:
+    """Structural equality: identical variables, buffers and tensors; equal everything else."""
+    if a is b:
+        return True
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, Expr) and not isinstance(a, Var):
+        if isinstance(a, Const):
+            return a.dtype == b.dtype and a.value == b.value and type(a.value) is type(b.value)
+        return all(equal(getattr(a, f.name), getattr(b, f.name)) for f in fields(a))
+    if isinstance(a, (Expr, Buffer)):
+        return False
+    try:
+        return bool(a == b)
+    except TypeError:
+        return False
+
+
+def key(e: Any) -> Any:
+    """A hashable structural key: two expressions are equal iff their keys are equal."""
+    if isinstance(e, (tuple, list)):
+        return tuple(key(x) for x in e)
+    if isinstance(e, Const):
+        return ("Const", e.value, type(e.value).__name__, e.dtype)
+    if isinstance(e, Expr) and not isinstance(e, Var):
+        return (type(e).__name__,) + tuple(key(getattr(e, f.name)) for f in fields(e))
+    if isinstance(e, (Var, Buffer)) or hasattr(e, "__dataclass_fields__") or not _hashable(e):
+        return ("id", id(e))
+    return e
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+        return True
+    except TypeError:
+        return False
+
+
+def is_const(e: Any, value: Optional[Union[int, float]] = None) -> bool:
+    if not isinstance(e, Const):
+        return False
+    return value is None or e.value == value
+
+
+def const_value(e: Expr) -> Optional[Union[int, float, bool]]:
+    return e.value if isinstance(e, Const) else None
+
+
+def index_const(value: int) -> Const:
+    return Const(int(value), int32 if -2**31 <= value < 2**31 else int64)

@@ -1,0 +1,80 @@
+"""Python-like text for expressions, with the fewest parentheses that keep the meaning."""
+from __future__ import annotations
+
+from .nodes import (Binary, Broadcast, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
+                    Ramp, Select, Var)
+
+_INFIX = {"add": ("+", 9), "sub": ("-", 9), "mul": ("*", 10), "div": ("/", 10),
+          "floordiv": ("//", 10), "floormod": ("%", 10), "bitand": ("&", 7), "bitxor": ("^", 6),
+          "bitor": ("|", 5), "shl": ("<<", 8), "shr": (">>", 8)}
+_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_LOGIC = {"and": ("and", 2), "or": ("or", 1)}
+_ATOM = 100
+
+
+def const_str(e: Const) -> str:
+    value = e.value
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, float):
+        if value != value:
+            return "nan"
+        if value in (float("inf"), float("-inf")):
+            return "inf" if value > 0 else "-inf"
+        text = repr(value)
+        return text
+    return str(value)
+
+
+def expr_str(e) -> str:
+    return _fmt(e)[0]
+
+
+def _wrap(e, level: int, right: bool = False) -> str:
+    text, prec = _fmt(e)
+    if prec < level or (right and prec == level):
+        return f"({text})"
+    return text
+
+
+def _fmt(e):
+    """Return (text, precedence) of e."""
+    if isinstance(e, Var):
+        return e.name, _ATOM
+    if isinstance(e, Const):
+        text = const_str(e)
+        return text, (_ATOM if not text.startswith("-") else 11)
+    if isinstance(e, Binary):
+        if e.op in ("min", "max"):
+            return f"{e.op}({expr_str(e.a)}, {expr_str(e.b)})", _ATOM
+        if e.op == "sub" and isinstance(e.a, Const) and e.a.value == 0:
+            return f"-{_wrap(e.b, 11)}", 11
+        sym, prec = _INFIX[e.op]
+        return f"{_wrap(e.a, prec)} {sym} {_wrap(e.b, prec, right=True)}", prec
+    if isinstance(e, Compare):
+        return f"{_wrap(e.a, 5)} {_COMPARE[e.op]} {_wrap(e.b, 5)}", 4
+    if isinstance(e, Logical):
+        sym, prec = _LOGIC[e.op]
+        return f"{_wrap(e.a, prec)} {sym} {_wrap(e.b, prec, right=True)}", prec
+    if isinstance(e, Not):
+        return f"not {_wrap(e.a, 3)}", 3
+    if isinstance(e, Select):
+        name = "if_then_else" if e.guarded else "select"
+        return f"{name}({expr_str(e.cond)}, {expr_str(e.true_value)}, {expr_str(e.false_value)})", _ATOM
+    if isinstance(e, Cast):
+        return f"{e.dtype}({expr_str(e.value)})", _ATOM
+    if isinstance(e, Call):
+        return f"{e.name}({', '.join(expr_str(a) for a in e.args)})", _ATOM
+    if isinstance(e, Ramp):
+        return f"ramp({expr_str(e.base)}, {expr_str(e.stride)}, {e.lanes})", _ATOM
+    if isinstance(e, Broadcast):
+        return f"x{e.lanes}({expr_str(e.value)})", _ATOM
+    if isinstance(e, Load):
+        idx = ", ".join(expr_str(i) for i in e.indices)
+        if e.predicate is not None:
+            idx += f", if={expr_str(e.predicate)}"
+        return f"{e.buffer.name}[{idx}]", _ATOM
+    custom = getattr(e, "format", None)
+    if custom is not None:
+        return custom(expr_str), _ATOM
+    raise TypeError(f"cannot print {type(e).__name__}")

@@ -1,0 +1,279 @@
+"""Expression simplification: constant folding, canonical linear index arithmetic, and
+range-aware floordiv/floormod/min/max/comparisons (what makes split indices clean)."""
+from __future__ import annotations
+
+import math
+import operator
+from typing import Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from .bounds import VarRanges, const_bounds
+from .functor import ExprMutator, map_children
+from .nodes import (Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, key)
+
+_FOLD = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
+         "min": min, "max": max, "bitand": operator.and_, "bitor": operator.or_,
+         "bitxor": operator.xor, "shl": operator.lshift, "shr": operator.rshift}
+_CMP = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
+        "eq": operator.eq, "ne": operator.ne}
+
+
+def simplify(e: Expr, ranges: Optional[VarRanges] = None) -> Expr:
+    """Simplify e; ranges gives inclusive [lo, hi] bounds of loop variables."""
+    return _Simplifier(ranges or {}).visit(e)
+
+
+def _wrap_int(value: int, dt) -> int:
+    bits = dt.bits
+    if dt.kind == "uint":
+        return value % (1 << bits)
+    value %= 1 << bits
+    return value - (1 << bits) if value >= 1 << (bits - 1) else value
+
+
+def _fold_float(op: str, a: float, b: float, dt) -> Optional[float]:
+    np_type = dt.numpy.type
+    x, y = np_type(a), np_type(b)
+    with np.errstate(all="ignore"):
+        if op == "add": r = x + y
+        elif op == "sub": r = x - y
+        elif op == "mul": r = x * y
+        elif op == "div": r = x / y if y != 0 else None
+        elif op == "min": r = np.minimum(x, y)
+        elif op == "max": r = np.maximum(x, y)
+        else: return None
+    return None if r is None else float(np_type(r))
+
+
+def fold_binary(op: str, a: Const, b: Const) -> Optional[Const]:
+    dt = a.dtype
+    if dt.is_float:
+        value = _fold_float(op, a.value, b.value, dt)
+        return None if value is None else Const(value, dt)
+    x, y = int(a.value), int(b.value)
+    if op in ("floordiv", "floormod", "div"):
+        if y == 0:
+            return None
+        value = x // y if op != "floormod" else x % y
+    elif op in _FOLD:
+        if op in ("shl", "shr") and not 0 <= y < dt.bits:
+            return None
+        value = _FOLD[op](x, y)
+    else:
+        return None
+    if dt.is_bool:
+        return Const(bool(value), dt)
+    return Const(_wrap_int(value, dt), dt)
+
+
+# ---- linear forms -------------------------------------------------------------------
+
+Terms = List[Tuple[Expr, int]]
+
+
+def linear_form(e: Expr) -> Tuple[Terms, int]:
+    """Write an integer expression as sum(coeff * atom) + constant (atoms in first-seen order)."""
+    order: Dict[object, int] = {}
+    terms: Terms = []
+    constant = 0
+
+    def add(node: Expr, scale: int):
+        nonlocal constant
+        if isinstance(node, Const):
+            constant += scale * int(node.value)
+        elif isinstance(node, Binary) and node.op in ("add", "sub"):
+            add(node.a, scale)
+            add(node.b, scale if node.op == "add" else -scale)
+        elif isinstance(node, Binary) and node.op == "mul" and isinstance(node.b, Const):
+            add(node.a, scale * int(node.b.value))
+        elif isinstance(node, Binary) and node.op == "mul" and isinstance(node.a, Const):
+            add(node.b, scale * int(node.a.value))
+        else:
+            k = key(node)
+            if k in order:
+                atom, coeff = terms[order[k]]
+                terms[order[k]] = (atom, coeff + scale)
+            else:
+                order[k] = len(terms)
+                terms.append((node, scale))
+
+    add(e, 1)
+    return [(a, c) for a, c in terms if c != 0], constant
+
+
+def from_linear(terms: Terms, constant: int, dt) -> Expr:
+    """Rebuild an expression from a linear form: `a*4 + b - c*2 + 7`."""
+    result: Optional[Expr] = None
+    for atom, coeff in terms:
+        if coeff == 0:
+            continue
+        piece = atom if abs(coeff) == 1 else Binary("mul", atom, Const(abs(coeff), dt))
+        if result is None:
+            result = piece if coeff > 0 else Binary("sub", Const(0, dt), piece)
+        else:
+            result = Binary("add" if coeff > 0 else "sub", result, piece)
+    if result is None:
+        return Const(constant, dt)
+    if constant > 0:
+        return Binary("add", result, Const(constant, dt))
+    if constant < 0:
+        return Binary("sub", result, Const(-constant, dt))
+    return result
+
+
+class _Simplifier(ExprMutator):
+    def __init__(self, ranges: VarRanges):
+        self.ranges = ranges
+
+    def bounds(self, e: Expr):
+        return const_bounds(e, self.ranges)
+
+    # -- arithmetic --
+    def visit_Binary(self, e: Binary) -> Expr:
+        a, b = self.visit(e.a), self.visit(e.b)
+        if isinstance(a, Const) and isinstance(b, Const):
+            folded = fold_binary(e.op, a, b)
+            if folded is not None:
+                return folded
+        if e.dtype.lanes > 1:
+            return Binary(e.op, a, b)
+        if e.dtype.is_float:
+            return self._float_identities(e.op, a, b) or Binary(e.op, a, b)
+        if e.op in ("add", "sub", "mul"):
+            if e.op == "mul" and not isinstance(a, Const) and not isinstance(b, Const):
+                return Binary("mul", a, b)
+            terms, constant = linear_form(Binary(e.op, a, b))
+            return from_linear(terms, _wrap_int(constant, e.dtype), e.dtype)
+        if e.op in ("floordiv", "floormod") and isinstance(b, Const) and b.value > 0:
+            return self._div_mod(e.op, a, int(b.value))
+        if e.op in ("min", "max"):
+            return self._min_max(e.op, a, b)
+        return Binary(e.op, a, b)
+
+    @staticmethod
+    def _float_identities(op: str, a: Expr, b: Expr) -> Optional[Expr]:
+        if op == "mul":
+            if isinstance(b, Const) and b.value == 1.0:
+                return a
+            if isinstance(a, Const) and a.value == 1.0:
+                return b
+        if op in ("add", "sub") and isinstance(b, Const) and b.value == 0.0:
+            return a
+        if op == "add" and isinstance(a, Const) and a.value == 0.0:
+            return b
+        if op == "div" and isinstance(b, Const) and b.value == 1.0:
+            return a
+        return None
+
+    def _div_mod(self, op: str, a: Expr, c: int) -> Expr:
+        dt = a.dtype
+        if c == 1:
+            return a if op == "floordiv" else Const(0, dt)
+        terms, constant = linear_form(a)
+        g = math.gcd(c, constant, *(k for _, k in terms))
+        if g > 1 and op == "floordiv":       # (4x + 8) // 12 == (x + 2) // 3
+            terms, constant, c = [(t, k // g) for t, k in terms], constant // g, c // g
+            if c == 1:
+                return from_linear(terms, constant, dt)
+        quotient = [(t, k // c) for t, k in terms if k % c == 0]
+        rest = [(t, k) for t, k in terms if k % c != 0]
+        q_const, r_const = divmod(constant, c)
+        remainder = from_linear(rest, r_const, dt)
+        lo, hi = self.bounds(remainder)
+        if lo is not None and hi is not None and lo // c == hi // c:
+            if op == "floordiv":
+                return from_linear(quotient, q_const + lo // c, dt)
+            return self.visit(Binary("sub", remainder, Const((lo // c) * c, dt)))
+        if op == "floormod":
+            return Binary("floormod", remainder, Const(c, dt))
+        if isinstance(remainder, Binary) and remainder.op == "floordiv" and isinstance(remainder.b, Const):
+            inner = Binary("floordiv", remainder.a, Const(int(remainder.b.value) * c, dt))
+        else:
+            inner = Binary("floordiv", remainder, Const(c, dt))
+        if not quotient and q_const == 0:
+            return inner
+        return from_linear(quotient + [(inner, 1)], q_const, dt)
+
+    def _min_max(self, op: str, a: Expr, b: Expr) -> Expr:
+        terms, constant = linear_form(Binary("sub", a, b))
+        diff = from_linear(terms, constant, a.dtype)
+        lo, hi = self.bounds(diff)
+        if hi is not None and hi <= 0:        # a <= b
+            return a if op == "min" else b
+        if lo is not None and lo >= 0:        # a >= b
+            return b if op == "min" else a
+        return Binary(op, a, b)
+
+    # -- predicates --
+    def visit_Compare(self, e: Compare) -> Expr:
+        a, b = self.visit(e.a), self.visit(e.b)
+        if isinstance(a, Const) and isinstance(b, Const):
+            return Const(bool(_CMP[e.op](a.value, b.value)), e.dtype)
+        if a.dtype.is_int and a.dtype.lanes == 1:
+            terms, constant = linear_form(Binary("sub", a, b))
+            lo, hi = self.bounds(from_linear(terms, constant, a.dtype))
+            decided = _decide(e.op, lo, hi)
+            if decided is not None:
+                return Const(decided, e.dtype)
+        return Compare(e.op, a, b)
+
+    def visit_Logical(self, e: Logical) -> Expr:
+        a, b = self.visit(e.a), self.visit(e.b)
+        absorbing = e.op == "or"          # True absorbs `or`, False absorbs `and`
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, Const):
+                return x if bool(x.value) == absorbing else y
+        return Logical(e.op, a, b)
+
+    def visit_Not(self, e: Not) -> Expr:
+        a = self.visit(e.a)
+        if isinstance(a, Const):
+            return Const(not a.value, e.dtype)
+        if isinstance(a, Not):
+            return a.a
+        return Not(a)
+
+    def visit_Select(self, e: Select) -> Expr:
+        cond = self.visit(e.cond)
+        if isinstance(cond, Const):
+            return self.visit(e.true_value if cond.value else e.false_value)
+        return Select(cond, self.visit(e.true_value), self.visit(e.false_value), e.guarded)
+
+    def visit_Cast(self, e: Cast) -> Expr:
+        value = self.visit(e.value)
+        if value.dtype == e.dtype:
+            return value
+        if isinstance(value, Const) and e.dtype.lanes == 1:
+            v = value.value
+            if e.dtype.is_float:
+                return Const(float(e.dtype.numpy.type(v)), e.dtype)
+            if e.dtype.is_bool:
+                return Const(bool(v), e.dtype)
+            if isinstance(v, float) and not math.isfinite(v):
+                return Cast(e.dtype, value)
+            return Const(_wrap_int(int(v), e.dtype), e.dtype)
+        return Cast(e.dtype, value)
+
+    def visit_Call(self, e: Call) -> Expr:
+        return map_children(e, self.visit)
+
+
+def _decide(op: str, lo: Optional[int], hi: Optional[int]) -> Optional[bool]:
+    """Decide `d op 0` from bounds lo <= d <= hi, or None when undecided."""
+    if op == "lt":
+        return True if hi is not None and hi < 0 else False if lo is not None and lo >= 0 else None
+    if op == "le":
+        return True if hi is not None and hi <= 0 else False if lo is not None and lo > 0 else None
+    if op == "gt":
+        return True if lo is not None and lo > 0 else False if hi is not None and hi <= 0 else None
+    if op == "ge":
+        return True if lo is not None and lo >= 0 else False if hi is not None and hi < 0 else None
+    if op == "eq":
+        if lo is not None and lo == hi:
+            return lo == 0
+        return False if (lo is not None and lo > 0) or (hi is not None and hi < 0) else None
+    if op == "ne":
+        decided = _decide("eq", lo, hi)
+        return None if decided is None else not decided
+    return None

@@ -1,0 +1,89 @@
+"""split_kernels: cut a lowered function into kernels with their launch geometry.
+
+Each stage computed at the root becomes one kernel. Root temporaries become module
+buffers (global memory). A parallel outermost loop becomes the kernel's CPU workers;
+loops bound to blockIdx/threadIdx become its GPU grid and block.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Tuple
+
+from ..errors import LoweringError
+from ..expr.functor import walk
+from ..expr.nodes import Buffer, Load
+from ..loop.functor import StmtMutator, stmt_exprs, walk_stmts
+from ..loop.nodes import BOUND, PARALLEL, Allocate, For, Seq, Stmt, Store
+from .nodes import Kernel, KernelModule, LaunchAxis
+
+
+def _buffers_used(s: Stmt) -> List[Buffer]:
+    seen: Dict[Buffer, None] = {}
+    for x in walk_stmts(s):
+        if isinstance(x, Store):
+            seen.setdefault(x.buffer, None)
+        for e in stmt_exprs(x):
+            for n in walk(e):
+                if isinstance(n, Load):
+                    seen.setdefault(n.buffer, None)
+    return list(seen)
+
+
+def _stored(s: Stmt, exclude) -> str:
+    for x in walk_stmts(s):
+        if isinstance(x, Store) and x.buffer not in exclude:
+            return x.buffer.name
+    return "kernel"
+
+
+class _LiftThreads(StmtMutator):
+    """Remove loops bound to GPU thread axes, recording them as launch dimensions."""
+
+    def __init__(self):
+        self.axes: Dict[str, LaunchAxis] = {}
+
+    def visit_For(self, s: For) -> Stmt:
+        body = self.visit(s.body)
+        if s.kind != BOUND:
+            return s.with_body(body)
+        seen = self.axes.get(s.thread_tag)
+        if seen is not None and seen.extent != s.extent:
+            raise LoweringError("kernel launch", f"{s.thread_tag} is bound to loops of extents {seen.extent} and "
+                                f"{s.extent} in one kernel; bind loops of equal extent")
+        if seen is None:
+            self.axes[s.thread_tag] = LaunchAxis(s.thread_tag, s.var, s.extent)
+        elif seen.var is not s.var:
+            from ..loop.functor import substitute_stmt
+            body = substitute_stmt(body, {s.var: seen.var})
+        return body
+
+
+def split_kernels(name: str, params: Tuple[Buffer, ...], body: Stmt) -> KernelModule:
+    temps: List[Buffer] = []
+    while isinstance(body, Allocate):
+        temps.append(body.buffer)
+        body = body.body
+    parts = list(body.stmts) if isinstance(body, Seq) else [body]
+    module_buffers = list(params) + temps
+    kernels = []
+    used_names = set()
+    for part in parts:
+        local = {x.buffer for x in walk_stmts(part) if isinstance(x, Allocate)}
+        stage = re.sub(r"\W", "_", _stored(part, local))
+        kname = f"{name}_{stage}" if stage != name else f"{name}_kernel"
+        base, n = kname, 1
+        while kname in used_names:
+            n += 1
+            kname = f"{base}_{n}"
+        used_names.add(kname)
+        launch: List[LaunchAxis] = []
+        if isinstance(part, For) and part.kind == PARALLEL:
+            launch.append(LaunchAxis("worker", part.var, part.extent))
+            part = part.body
+        lifter = _LiftThreads()
+        part = lifter.visit(part)
+        launch += sorted(lifter.axes.values(), key=lambda a: a.tag)
+        used = [b for b in _buffers_used(part) if b in module_buffers]
+        ordered = tuple(b for b in module_buffers if b in used)
+        kernels.append(Kernel(kname, ordered, tuple(launch), part))
+    return KernelModule(name, tuple(params), tuple(temps), tuple(kernels))

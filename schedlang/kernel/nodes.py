@@ -1,0 +1,58 @@
+"""Kernel IR: kernels with parameters and launch geometry, over flat buffers.
+
+A KernelModule is what one build produces: argument buffers, global temporaries and a
+sequence of kernels run in order. A kernel's launch is either a set of CPU workers (a
+parallel loop lifted out of the body) or a GPU grid and block (loops bound to
+blockIdx/threadIdx). Inside kernels, statements are the shared ones of loop/nodes.py
+with these invariants: every Load/Store has one flat index (a Ramp or vector for vector
+accesses), loops are serial or parallel only, and allocations carry their scope
+(local, shared).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from ..expr.nodes import Buffer, Var
+from ..loop.nodes import Stmt
+
+
+@dataclass(frozen=True)
+class LaunchAxis:
+    """One launch dimension: its variable inside the kernel, its extent, and its tag
+    ("worker" on the CPU, "blockIdx.x" ... on the GPU)."""
+
+    tag: str
+    var: Var
+    extent: int
+
+
+@dataclass(frozen=True, eq=False)
+class Kernel:
+    name: str
+    params: Tuple[Buffer, ...]
+    launch: Tuple[LaunchAxis, ...]
+    body: Stmt
+
+    @property
+    def workers(self) -> Optional[LaunchAxis]:
+        for a in self.launch:
+            if a.tag == "worker":
+                return a
+        return None
+
+    def __str__(self) -> str:
+        from .printer import print_kernel
+        return print_kernel(self)
+
+
+@dataclass(frozen=True, eq=False)
+class KernelModule:
+    name: str
+    params: Tuple[Buffer, ...]
+    temps: Tuple[Buffer, ...]
+    kernels: Tuple[Kernel, ...]
+
+    def __str__(self) -> str:
+        from .printer import print_module
+        return print_module(self)

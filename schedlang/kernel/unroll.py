@@ -1,0 +1,37 @@
+"""unroll_loops: replace each unrolled loop by copies of its body (and honour the
+auto_unroll_max_step pragma for the loops nested inside one)."""
+from __future__ import annotations
+
+import math
+from typing import Dict
+
+from ..expr.nodes import Const, Expr, Var
+from ..loop.functor import StmtMutator, substitute_stmt, walk_stmts
+from ..loop.nodes import SERIAL, UNROLLED, For, Stmt, seq
+
+
+class _Unroll(StmtMutator):
+    def __init__(self):
+        self.auto_limit = 0
+
+    def visit_For(self, s: For) -> Stmt:
+        limit = dict(s.pragmas).get("auto_unroll_max_step")
+        saved = self.auto_limit
+        if limit is not None:
+            self.auto_limit = int(limit)
+        body = self.visit(s.body)
+        self.auto_limit = saved
+        auto = (limit is None and s.kind == SERIAL and self.auto_limit > 0
+                and s.extent * _inner_trips(body) <= self.auto_limit)
+        if s.kind == UNROLLED or auto:
+            return seq(*(substitute_stmt(body, {s.var: Const(i, s.var.dtype)}) for i in range(s.extent)))
+        return s.with_body(body)
+
+
+def _inner_trips(s: Stmt) -> int:
+    trips = [x.extent for x in walk_stmts(s) if isinstance(x, For)]
+    return math.prod(trips) if trips else 1
+
+
+def unroll_loops(body: Stmt) -> Stmt:
+    return _Unroll().visit(body)

@@ -1,0 +1,251 @@
+"""vectorize_loops: turn each vectorized loop into vector instructions.
+
+The loop variable becomes ramp(0, 1, lanes); affine indices stay ramps (contiguous
+vector loads and stores), lane-invariant values stay scalar (broadcast where they
+meet vectors), other indices become gathers/scatters. Loops inside the body keep
+running, each iteration over all lanes at once.
+
+Tails: a guard that depends on the lane (a split that does not divide, a region edge)
+and is affine in the loop variable is checked once for the first and last lane: if
+both pass, the vector body runs unguarded; otherwise a scalar copy of the loop runs.
+Lane-dependent guards that cannot be hoisted become masked loads and stores. When a
+body cannot be vectorized safely, the loop stays scalar and says why in Kernel IR.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from ..expr.functor import map_children, substitute, uses_var, walk
+from ..expr.nodes import (Binary, Broadcast, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Ramp,
+                          Select, Var, binary)
+from ..expr.simplify import linear_form, simplify
+from ..loop.functor import StmtMutator, substitute_stmt
+from ..loop.nodes import (PARALLEL, SERIAL, VECTORIZED, Allocate, Barrier, For, IfThen, Let, Seq, Stmt,
+                          Store, seq)
+from ..target.target import Target
+
+MAX_LANES_PER_REGISTER_GROUP = 4   # a vector loop longer than 4 native registers is strip-mined
+
+
+class Scalarize(Exception):
+    """This loop body cannot be vectorized safely; the message says why."""
+
+
+def _bcast(e: Expr, lanes: int) -> Expr:
+    if e.dtype.lanes == lanes:
+        return e
+    if e.dtype.lanes != 1:
+        raise Scalarize(f"mixed vector widths ({e.dtype.lanes} and {lanes} lanes)")
+    return Broadcast(e, lanes)
+
+
+def _and(a: Optional[Expr], b: Optional[Expr]) -> Optional[Expr]:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    lanes = max(a.dtype.lanes, b.dtype.lanes)
+    return Logical("and", _bcast(a, lanes), _bcast(b, lanes))
+
+
+class _Lanes:
+    """Rewrites the body of one vectorized loop over `lanes` lanes."""
+
+    def __init__(self, var: Var, lanes: int, ranges: Dict[Var, Tuple[int, int]]):
+        self.var = var
+        self.lanes = lanes
+        self.ranges = dict(ranges)
+
+    # -- expressions --
+    def expr(self, e: Expr, pred: Optional[Expr] = None) -> Expr:
+        if isinstance(e, Var):
+            return Ramp(Const(0, e.dtype), Const(1, e.dtype), self.lanes) if e is self.var else e
+        if isinstance(e, Const):
+            return e
+        if e.dtype.lanes > 1 or isinstance(e, (Ramp, Broadcast)):
+            raise Scalarize("it contains another vectorized loop")
+        if not uses_var(e, self.var) and pred is None:
+            return e
+        if isinstance(e, Binary):
+            return self.binary(e.op, self.expr(e.a, pred), self.expr(e.b, pred))
+        if isinstance(e, Compare):
+            a, b = self.expr(e.a, pred), self.expr(e.b, pred)
+            lanes = max(a.dtype.lanes, b.dtype.lanes)
+            return Compare(e.op, _bcast(a, lanes), _bcast(b, lanes))
+        if isinstance(e, Logical):
+            a, b = self.expr(e.a, pred), self.expr(e.b, pred)
+            lanes = max(a.dtype.lanes, b.dtype.lanes)
+            return Logical(e.op, _bcast(a, lanes), _bcast(b, lanes))
+        if isinstance(e, Not):
+            return Not(self.expr(e.a, pred))
+        if isinstance(e, Cast):
+            value = self.expr(e.value, pred)
+            return Cast(e.dtype.with_lanes(value.dtype.lanes), value)
+        if isinstance(e, Call):
+            args = [self.expr(a, pred) for a in e.args]
+            lanes = max(a.dtype.lanes for a in args)
+            return Call(e.name, tuple(_bcast(a, lanes) for a in args), e.dtype.with_lanes(lanes))
+        if isinstance(e, Select):
+            cond = self.expr(e.cond, pred)
+            vector_cond = cond.dtype.lanes > 1
+            tpred = _and(pred, cond) if e.guarded and vector_cond else pred
+            fpred = _and(pred, Not(cond)) if e.guarded and vector_cond else pred
+            t, f = self.expr(e.true_value, tpred), self.expr(e.false_value, fpred)
+            lanes = max(cond.dtype.lanes, t.dtype.lanes, f.dtype.lanes)
+            return Select(_bcast(cond, lanes), _bcast(t, lanes), _bcast(f, lanes), e.guarded)
+        if isinstance(e, Load):
+            index = self.expr(e.indices[0], None)
+            mask = pred if pred is not None and pred.dtype.lanes > 1 else None
+            if mask is None and index.dtype.lanes == 1:
+                return Load(e.buffer, (index,), e.predicate)
+            lanes = self.lanes
+            return Load(e.buffer, (_bcast(index, lanes),), _and(mask, e.predicate))
+        raise Scalarize(f"'{type(e).__name__}' has no vector form")
+
+    def binary(self, op: str, a: Expr, b: Expr) -> Expr:
+        if a.dtype.lanes == 1 and b.dtype.lanes == 1:
+            return Binary(op, a, b)
+        ra, rb = isinstance(a, Ramp), isinstance(b, Ramp)
+        if op in ("add", "sub") and (ra or rb):
+            if ra and rb:
+                return self.ramp(binary(op, a.base, b.base), binary(op, a.stride, b.stride))
+            if ra and b.dtype.lanes == 1:
+                return self.ramp(binary(op, a.base, b), a.stride)
+            if rb and a.dtype.lanes == 1:
+                stride = b.stride if op == "add" else binary("sub", Const(0, b.stride.dtype), b.stride)
+                return self.ramp(binary(op, a, b.base), stride)
+        if op == "mul" and ra != rb:
+            ramp, scalar = (a, b) if ra else (b, a)
+            if scalar.dtype.lanes == 1:
+                return self.ramp(binary("mul", ramp.base, scalar), binary("mul", ramp.stride, scalar))
+        if op in ("floordiv", "floormod") and ra and isinstance(b, Const) and b.value > 0:
+            stride = simplify(a.stride, self.ranges)
+            if isinstance(stride, Const) and stride.value >= 0:
+                last = binary("add", a.base, Const(stride.value * (self.lanes - 1), a.base.dtype))
+                same = simplify(binary("sub", binary("floordiv", last, b), binary("floordiv", a.base, b)), self.ranges)
+                if isinstance(same, Const) and same.value == 0:   # every lane in one block of b
+                    if op == "floordiv":
+                        return Broadcast(simplify(binary("floordiv", a.base, b), self.ranges), self.lanes)
+                    return self.ramp(binary("floormod", a.base, b), stride)
+        lanes = max(a.dtype.lanes, b.dtype.lanes)
+        return Binary(op, _bcast(a, lanes), _bcast(b, lanes))
+
+    def ramp(self, base: Expr, stride: Expr) -> Expr:
+        return Ramp(simplify(base, self.ranges), simplify(stride, self.ranges), self.lanes)
+
+    # -- statements --
+    def stmt(self, s: Stmt, pred: Optional[Expr] = None) -> Stmt:
+        if isinstance(s, Store):
+            index = self.expr(s.indices[0], None)
+            if index.dtype.lanes == 1:
+                raise Scalarize(f"every lane would store to the same element {s.buffer.name}[{s.indices[0]}]")
+            value = _bcast(self.expr(s.value, pred), self.lanes)
+            contiguous = isinstance(index, Ramp) and isinstance(index.stride, Const) and index.stride.value == 1
+            if not contiguous and any(isinstance(n, Load) and n.buffer is s.buffer for n in walk(s.value)):
+                raise Scalarize(f"a scattered read-modify-write of {s.buffer.name} could race between lanes")
+            own = None if s.predicate is None else self.expr(s.predicate, None)
+            return Store(s.buffer, (index,), value, _and(pred, own))
+        if isinstance(s, Seq):
+            return seq(*(self.stmt(x, pred) for x in s.stmts))
+        if isinstance(s, IfThen):
+            cond = self.expr(s.cond, None)
+            if cond.dtype.lanes == 1 and pred is None:
+                return IfThen(cond, self.stmt(s.then_body), None if s.else_body is None else self.stmt(s.else_body))
+            then = self.stmt(s.then_body, _and(pred, cond))
+            other = None if s.else_body is None else self.stmt(s.else_body, _and(pred, Not(cond)))
+            return seq(then, other)
+        if isinstance(s, For):
+            if pred is not None:
+                raise Scalarize(f"loop {s.var.name} runs under a condition that differs between lanes")
+            if s.kind == PARALLEL:
+                raise Scalarize(f"parallel loop {s.var.name} is inside it")
+            self.ranges[s.var] = (0, s.extent - 1)
+            body = self.stmt(s.body)
+            del self.ranges[s.var]
+            return s.with_body(body)
+        if isinstance(s, Allocate):
+            raise Scalarize(f"buffer {s.buffer.name} is allocated inside it (each lane would need its own)")
+        raise Scalarize(f"'{type(s).__name__}' has no vector form")
+
+
+def _affine_in(cond: Expr, var: Var) -> bool:
+    """A conjunction of comparisons, each linear in var (so monotone in it)."""
+    if isinstance(cond, Logical) and cond.op == "and":
+        return _affine_in(cond.a, var) and _affine_in(cond.b, var)
+    if isinstance(cond, Compare) and cond.op in ("lt", "le", "gt", "ge") and cond.a.dtype.is_int:
+        terms, _ = linear_form(Binary("sub", cond.a, cond.b))
+        return all(atom is var or not uses_var(atom, var) for atom, _ in terms)
+    return False
+
+
+def _hoist_guards(s: Stmt, var: Var, conds: List[Expr]) -> Stmt:
+    """Remove lane-dependent affine guards at the top of the body, collecting their conditions."""
+    if isinstance(s, Seq):
+        return seq(*(_hoist_guards(x, var, conds) for x in s.stmts))
+    if isinstance(s, IfThen) and s.else_body is None:
+        if uses_var(s.cond, var) and _affine_in(s.cond, var):
+            conds.append(s.cond)
+            return _hoist_guards(s.then_body, var, conds)
+        if not uses_var(s.cond, var):
+            return IfThen(s.cond, _hoist_guards(s.then_body, var, conds))
+    return s
+
+
+class _Vectorize(StmtMutator):
+    def __init__(self, target: Target):
+        self.target = target
+        self.ranges: Dict[Var, Tuple[int, int]] = {}
+
+    def visit_For(self, s: For) -> Stmt:
+        self.ranges[s.var] = (0, s.extent - 1)
+        body = self.visit(s.body)
+        del self.ranges[s.var]
+        loop = s.with_body(body)
+        return self.vectorize(loop) if s.kind == VECTORIZED else loop
+
+    def max_lanes(self, loop: For) -> int:
+        bits = max([n.dtype.bits for n in _loads_and_stores(loop)] or [32])
+        return self.target.native_lanes(bits) * MAX_LANES_PER_REGISTER_GROUP
+
+    def vectorize(self, loop: For) -> Stmt:
+        limit = self.max_lanes(loop)
+        if loop.extent > limit:   # strip-mine: a long vector loop becomes a loop over register groups
+            width = limit // 2
+            outer, inner = Var(loop.var.name + ".o"), Var(loop.var.name + ".v")
+            body = substitute_stmt(loop.body, {loop.var: binary("add", binary("mul", outer, Const(width)), inner)})
+            if loop.extent % width:
+                body = IfThen(binary("add", binary("mul", outer, Const(width)), inner) < loop.extent, body)
+            self.ranges[outer] = (0, -(-loop.extent // width) - 1)
+            strip = self.vectorize(For(inner, width, body, VECTORIZED))
+            del self.ranges[outer]
+            return For(outer, -(-loop.extent // width), strip, SERIAL)
+        try:
+            conds: List[Expr] = []
+            fast_body = _hoist_guards(loop.body, loop.var, conds)
+            vector = _Lanes(loop.var, loop.extent, self.ranges).stmt(fast_body)
+            if not conds:
+                return vector
+            check = None
+            for c in conds:
+                for lane in (0, loop.extent - 1):
+                    edge = substitute(c, {loop.var: Const(lane, loop.var.dtype)})
+                    check = edge if check is None else Logical("and", check, edge)
+            check = simplify(check, self.ranges)
+            if isinstance(check, Const):
+                return vector if check.value else For(loop.var, loop.extent, loop.body, SERIAL)
+            return IfThen(check, vector, For(loop.var, loop.extent, loop.body, SERIAL))
+        except Scalarize as why:
+            return For(loop.var, loop.extent, loop.body, SERIAL, pragmas=(("kept scalar", str(why)),))
+
+
+def _loads_and_stores(s: Stmt):
+    from ..loop.functor import stmt_exprs, walk_stmts
+    for x in walk_stmts(s):
+        if isinstance(x, Store):
+            yield x.value
+        for e in stmt_exprs(x):
+            yield from (n for n in walk(e) if isinstance(n, Load))
+
+
+def vectorize_loops(body: Stmt, target: Target) -> Stmt:
+    return _Vectorize(target).visit(body)

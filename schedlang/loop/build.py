@@ -1,0 +1,197 @@
+"""build_func: turn stage plans plus the region each stage computes into one function of
+loop nests (Loop IR when the plans are plain, Tile IR when they carry a schedule).
+
+For each stage: loops over its leaf axes, root indices rebuilt from them, guards where
+a split overshoots or a region leaves the stage's domain, reduction init placed just
+outside the first reduction loop, and stages attached by compute_at emitted at the
+start of their loop's body inside their own allocation.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..errors import ScheduleError
+from ..expr.bounds import const_bounds
+from ..expr.functor import map_children, substitute, uses_var
+from ..expr.nodes import Buffer, Const, Expr, Load, as_expr, binary, logical
+from ..expr.simplify import simplify
+from ..schedule.relations import pass_down_extents, pass_up_values
+from ..schedule.stage import BIND, PARALLEL, UNROLL, VECTORIZE
+from ..tensor.axis import REDUCE, IterVar
+from ..tensor.op import ComputeOp, TensorRead
+from ..tensor.reduce import Reduce
+from .nodes import (BOUND, PARALLEL as K_PARALLEL, SERIAL, UNROLLED, VECTORIZED, Allocate, For, Func,
+                    IfThen, Stmt, Store, seq)
+from .plan import Program, StagePlan
+from .simplify import simplify_stmt
+
+Region = List[Tuple[Expr, int]]     # per root axis: (min, extent)
+_KIND = {UNROLL: UNROLLED, VECTORIZE: VECTORIZED, PARALLEL: K_PARALLEL, BIND: BOUND}
+
+
+def full_region(plan: StagePlan) -> Region:
+    return [(Const(a.dom.min), a.dom.extent) for a in plan.roots]
+
+
+def make_buffer(plan: StagePlan, region: Region) -> Buffer:
+    """The buffer a stage writes: its full shape for arguments and root stages, its region
+    for stages computed at a loop."""
+    op = plan.op
+    ndim = len(op.shape)
+    shape = tuple(op.shape) if plan.is_arg or plan.attach_type == "root" else tuple(e for _, e in region[:ndim])
+    strides = None
+    if plan.storage_aligns:
+        if plan.is_arg:
+            raise ScheduleError("storage_align", plan.name, "is a function argument, whose layout is fixed by the caller",
+                                hint="storage_align a cache stage instead")
+        aligns = dict(plan.storage_aligns)
+        out, step = [1] * ndim, 1
+        for d in reversed(range(ndim)):
+            if d in aligns:
+                factor, offset = aligns[d]
+                step = step + ((offset - step) % factor)
+            out[d] = step
+            step *= shape[d]
+        strides = tuple(out)
+    return Buffer(plan.name, shape, op.dtype, "global" if plan.is_arg else plan.scope, strides)
+
+
+class _FuncBuilder:
+    def __init__(self, program: Program, regions: Dict[str, Region]):
+        self.program = program
+        self.regions = regions
+        self.buffers: Dict[str, Buffer] = {}
+        self.offsets: Dict[str, List[Expr]] = {}
+        for p in program.plans:
+            region = regions[p.name] if not p.is_input else [(Const(0), n) for n in p.op.shape]
+            self.buffers[p.name] = make_buffer(p, region)
+            ndim = len(p.op.shape)
+            attached_temp = not p.is_arg and p.attach_type == "at"
+            self.offsets[p.name] = [m for m, _ in region[:ndim]] if attached_temp else [Const(0)] * ndim
+        self.children: Dict[Tuple[str, int], List[StagePlan]] = {}
+        for p in program.plans:
+            if p.attach_type == "at":
+                self.children.setdefault((p.attach_stage, id(p.attach_ivar)), []).append(p)
+
+    # -- expressions --------------------------------------------------------------------
+    def lower_reads(self, e: Expr) -> Expr:
+        def go(node: Expr) -> Expr:
+            node = map_children(node, go)
+            if isinstance(node, TensorRead):
+                src = self.program.producer(node)
+                offs = self.offsets[src.name]
+                idx = tuple(i if (isinstance(o, Const) and o.value == 0) else binary("sub", i, o)
+                            for i, o in zip(node.indices, offs))
+                return Load(self.buffers[src.name], idx)
+            return node
+        return go(e)
+
+    # -- one stage ----------------------------------------------------------------------
+    def stage_nest(self, plan: StagePlan) -> Stmt:
+        op: ComputeOp = plan.op
+        region = self.regions[plan.name]
+        roots = plan.roots
+        ext = pass_down_extents({a: e for a, (_, e) in zip(roots, region)}, plan.relations)
+        rel = pass_up_values({a: a.var for a in plan.leaves}, plan.relations, ext)
+        ranges = {a.var: (0, ext[a] - 1) for a in plan.leaves}
+        value = {a: simplify(binary("add", m, rel[a]), ranges) for a, (m, _) in zip(roots, region)}
+        vmap = {a.var: value[a] for a in roots}
+        buffer = self.buffers[plan.name]
+        offs = self.offsets[plan.name]
+        store_idx = tuple(simplify(binary("sub", value[a], o), ranges) for a, o in zip(op.axis, offs))
+
+        guards = self.guards(plan, roots, region, rel, value, ext, ranges)
+        body = op.body
+        if isinstance(body, Reduce):
+            source = self.lower_reads(substitute(body.source, vmap))
+            current = Load(buffer, store_idx)
+            combined = substitute(body.combiner.result, {body.combiner.lhs: current, body.combiner.rhs: source})
+            update: Stmt = Store(buffer, store_idx, combined)
+            if body.condition is not None:
+                update = IfThen(self.lower_reads(substitute(body.condition, vmap)), update)
+            init = Store(buffer, store_idx, body.combiner.identity)
+            return self.reduction_nest(plan, update, init, guards)
+        value_expr = self.lower_reads(substitute(body, vmap))
+        return self.nest(plan, list(plan.leaves), Store(buffer, store_idx, value_expr), guards, attach=True)
+
+    def guards(self, plan, roots, region, rel, value, ext, ranges) -> List[Expr]:
+        """Conditions under which an iteration computes a real element of the stage."""
+        out = []
+        all_ranges = dict(ranges)
+        for p in self.program.plans:      # loop variables of enclosing stages, for the domain check
+            if p is not plan and not p.is_input and p.name in self.regions:
+                pext = pass_down_extents({a: e for a, (_, e) in zip(p.roots, self.regions[p.name])}, p.relations)
+                all_ranges.update({a.var: (0, pext[a] - 1) for a in p.leaves})
+        for a, (m, extent) in zip(roots, region):
+            lo, hi = const_bounds(simplify(rel[a], ranges), ranges)
+            if hi is None or hi >= extent:
+                out.append(rel[a] < extent)
+            vlo, vhi = const_bounds(value[a], all_ranges)
+            dom = a.dom
+            if vlo is None or vlo < dom.min:
+                out.append(value[a] >= dom.min)
+            if vhi is None or vhi >= dom.min + dom.extent:
+                out.append(value[a] < dom.min + dom.extent)
+        return [simplify(g, ranges) for g in out]
+
+    def reduction_nest(self, plan: StagePlan, update: Stmt, init: Stmt, guards: List[Expr]) -> Stmt:
+        leaves = list(plan.leaves)
+        first = next(i for i, a in enumerate(leaves) if a.kind == REDUCE)
+        outer, inner = leaves[:first], leaves[first:]
+        pos = {a.var: i for i, a in enumerate(leaves)}
+
+        def depth(g: Expr) -> int:
+            return max((pos[v] for v in pos if uses_var(g, v)), default=-1)
+
+        inner_guards = [g for g in guards if depth(g) >= first]
+        outer_guards = [g for g in guards if depth(g) < first]
+        init_loops = [a for a in inner if a.kind != REDUCE]
+        init_guards = [g for g in inner_guards if all(not uses_var(g, a.var) for a in inner if a.kind == REDUCE)]
+        init_nest = self.nest(plan, init_loops, init, init_guards, attach=False)
+        update_nest = self.nest(plan, inner, update, inner_guards, attach=True)
+        return self.nest(plan, outer, seq(init_nest, update_nest), outer_guards, attach=True)
+
+    def nest(self, plan: StagePlan, loops: Sequence[IterVar], inner: Stmt, guards: List[Expr], attach: bool) -> Stmt:
+        """Loops around inner, each guard just inside the deepest loop it mentions, and the
+        stages computed at each loop at the start of its body."""
+        ext = pass_down_extents({a: e for a, (_, e) in zip(plan.roots, self.regions[plan.name])}, plan.relations)
+        levels: Dict[int, List[Expr]] = {}
+        for g in guards:
+            lvl = max((i for i, a in enumerate(loops) if uses_var(g, a.var)), default=-1)
+            levels.setdefault(lvl, []).append(g)
+        body = inner
+        for i in reversed(range(len(loops))):
+            a = loops[i]
+            body = _guarded(levels.get(i, []), body)
+            if attach:
+                for child in reversed(self.children.get((plan.name, id(a)), [])):
+                    body = Allocate(self.buffers[child.name], seq(self.stage_nest(child), body)) \
+                        if not child.is_arg else seq(self.stage_nest(child), body)
+            ann = plan.annotation(a)
+            kind = _KIND[ann.kind] if ann is not None else SERIAL
+            body = For(a.var, ext[a], body, kind, ann.thread_tag if ann is not None else "", plan.pragmas_of(a))
+        return _guarded(levels.get(-1, []), body)
+
+    # -- the function ----------------------------------------------------------------------
+    def build(self) -> Func:
+        roots = [p for p in self.program.plans if not p.is_input and p.attach_type == "root"]
+        body = seq(*(self.stage_nest(p) for p in roots))
+        for p in reversed(roots):
+            if not p.is_arg:
+                body = Allocate(self.buffers[p.name], body)
+        params = tuple(self.buffers[p.name] for p in self.program.params)
+        return Func(self.program.name, params, simplify_stmt(body))
+
+
+def _guarded(conds: List[Expr], body: Stmt) -> Stmt:
+    if not conds:
+        return body
+    cond = conds[0]
+    for c in conds[1:]:
+        cond = logical("and", cond, c)
+    return IfThen(cond, body)
+
+
+def build_func(program: Program, regions: Dict[str, Region]) -> Func:
+    """One function computing the program, given the region each stage computes."""
+    return _FuncBuilder(program, regions).build()

@@ -1,0 +1,94 @@
+"""Generic statement traversal: a mutator that rebuilds only what changed."""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from ..expr.nodes import Expr
+from .nodes import Allocate, Barrier, For, IfThen, Let, Seq, Stmt, Store, seq
+
+
+class StmtMutator:
+    """Rewrites statements; override visit_<Node> for statements and visit_expr for expressions."""
+
+    def visit(self, s: Stmt) -> Stmt:
+        return getattr(self, "visit_" + type(s).__name__)(s)
+
+    def visit_expr(self, e: Expr) -> Expr:
+        return e
+
+    def visit_For(self, s: For) -> Stmt:
+        return s.with_body(self.visit(s.body))
+
+    def visit_Store(self, s: Store) -> Stmt:
+        idx = tuple(self.visit_expr(i) for i in s.indices)
+        value = self.visit_expr(s.value)
+        pred = None if s.predicate is None else self.visit_expr(s.predicate)
+        if value is s.value and pred is s.predicate and all(a is b for a, b in zip(idx, s.indices)):
+            return s
+        return Store(s.buffer, idx, value, pred)
+
+    def visit_IfThen(self, s: IfThen) -> Stmt:
+        cond = self.visit_expr(s.cond)
+        then = self.visit(s.then_body)
+        other = None if s.else_body is None else self.visit(s.else_body)
+        if cond is s.cond and then is s.then_body and other is s.else_body:
+            return s
+        return IfThen(cond, then, other)
+
+    def visit_Seq(self, s: Seq) -> Stmt:
+        parts = [self.visit(x) for x in s.stmts]
+        if all(a is b for a, b in zip(parts, s.stmts)):
+            return s
+        return seq(*parts)
+
+    def visit_Allocate(self, s: Allocate) -> Stmt:
+        body = self.visit(s.body)
+        return s if body is s.body else Allocate(s.buffer, body)
+
+    def visit_Let(self, s: Let) -> Stmt:
+        value, body = self.visit_expr(s.value), self.visit(s.body)
+        return s if value is s.value and body is s.body else Let(s.var, value, body)
+
+    def visit_Barrier(self, s: Barrier) -> Stmt:
+        return s
+
+
+def walk_stmts(s: Stmt) -> Iterator[Stmt]:
+    """Every statement, parents first."""
+    yield s
+    if isinstance(s, (For, Allocate, Let)):
+        yield from walk_stmts(s.body)
+    elif isinstance(s, IfThen):
+        yield from walk_stmts(s.then_body)
+        if s.else_body is not None:
+            yield from walk_stmts(s.else_body)
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            yield from walk_stmts(x)
+
+
+def stmt_exprs(s: Stmt) -> Iterator[Expr]:
+    """The expressions a statement holds directly (not those of nested statements)."""
+    if isinstance(s, Store):
+        yield from s.indices
+        yield s.value
+        if s.predicate is not None:
+            yield s.predicate
+    elif isinstance(s, IfThen):
+        yield s.cond
+    elif isinstance(s, Let):
+        yield s.value
+
+
+class _Substitute(StmtMutator):
+    def __init__(self, mapping):
+        self.mapping = mapping
+
+    def visit_expr(self, e: Expr) -> Expr:
+        from ..expr.functor import substitute
+        return substitute(e, self.mapping)
+
+
+def substitute_stmt(s: Stmt, mapping) -> Stmt:
+    """Replace variables by expressions throughout a statement."""
+    return _Substitute(mapping).visit(s)

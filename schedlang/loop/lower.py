@@ -1,0 +1,16 @@
+"""Loop IR: every stage as a plain loop nest over its whole domain, in dataflow order,
+with inlined stages substituted: what the program computes, before any schedule."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from ..tensor.op import Tensor
+from .build import build_func, full_region
+from .nodes import Func
+from .plan import snapshot
+
+
+def lower_to_loop_ir(schedule, args: Sequence[Tensor], name: Optional[str] = None) -> Func:
+    program = snapshot(schedule, args, name, plain=True)
+    regions = {p.name: full_region(p) for p in program.plans if not p.is_input}
+    return build_func(program, regions)

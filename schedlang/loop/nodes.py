@@ -1,0 +1,109 @@
+"""Statement nodes shared by Loop IR, Tile IR and Kernel IR.
+
+Each level uses a subset: Loop IR has serial loops over whole stages; Tile IR adds loop
+kinds (unrolled, vectorized, parallel, bound to a thread axis) and allocations at
+attach points; Kernel IR has flat one-index buffer accesses, vector expressions and
+only serial or parallel loops. Loops always start at 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from ..expr.nodes import Buffer, Expr, Var
+
+SERIAL, UNROLLED, VECTORIZED, PARALLEL, BOUND = "serial", "unrolled", "vectorized", "parallel", "bound"
+FOR_KINDS = (SERIAL, UNROLLED, VECTORIZED, PARALLEL, BOUND)
+
+
+class Stmt:
+    """Base of statements."""
+
+    def __str__(self) -> str:
+        from .printer import stmt_lines
+        return "\n".join(stmt_lines(self))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class For(Stmt):
+    """for var in 0..extent: body. kind says how the iterations run."""
+
+    var: Var
+    extent: int
+    body: Stmt
+    kind: str = SERIAL
+    thread_tag: str = ""
+    pragmas: Tuple[Tuple[str, object], ...] = ()
+
+    def with_body(self, body: Stmt) -> "For":
+        return self if body is self.body else For(self.var, self.extent, body, self.kind, self.thread_tag, self.pragmas)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Store(Stmt):
+    """buffer[indices] = value, for the lanes where predicate holds (None: all)."""
+
+    buffer: Buffer
+    indices: Tuple[Expr, ...]
+    value: Expr
+    predicate: Optional[Expr] = None
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class IfThen(Stmt):
+    cond: Expr
+    then_body: Stmt
+    else_body: Optional[Stmt] = None
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Seq(Stmt):
+    stmts: Tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Allocate(Stmt):
+    """buffer exists (uninitialised) while body runs."""
+
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Let(Stmt):
+    """var = value, visible in body."""
+
+    var: Var
+    value: Expr
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Barrier(Stmt):
+    """All threads of a block wait here (GPU shared memory); a no-op for CPU workers."""
+
+    scope: str = "shared"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Func:
+    """A function over argument buffers: the unit of Loop IR and Tile IR."""
+
+    name: str
+    params: Tuple[Buffer, ...]
+    body: Stmt
+
+
+def seq(*stmts: Optional[Stmt]) -> Stmt:
+    """A sequence, flattening nested ones and dropping Nones; a single statement stays itself."""
+    flat = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, Seq):
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    if len(flat) == 1:
+        return flat[0]
+    return Seq(tuple(flat))

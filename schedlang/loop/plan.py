@@ -1,0 +1,190 @@
+"""Stage plans: an immutable snapshot of a schedule that lowering works from, with
+inlined stages substituted into their readers."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..errors import ScheduleError
+from ..expr.functor import map_children, substitute
+from ..expr.nodes import Expr
+from ..tensor.axis import IterVar
+from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
+
+
+@dataclass(frozen=True, eq=False)
+class StagePlan:
+    """What lowering needs to know about one stage."""
+
+    name: str
+    op: Operation
+    leaves: Tuple[IterVar, ...] = ()
+    relations: Tuple = ()
+    annotations: Tuple[Tuple[IterVar, object], ...] = ()
+    pragmas: Tuple[Tuple[IterVar, Tuple], ...] = ()
+    attach_type: str = "root"
+    attach_stage: Optional[str] = None
+    attach_ivar: Optional[IterVar] = None
+    scope: str = "global"
+    storage_aligns: Tuple[Tuple[int, Tuple[int, int]], ...] = ()
+    is_arg: bool = False
+
+    @property
+    def is_input(self) -> bool:
+        return isinstance(self.op, PlaceholderOp)
+
+    @property
+    def roots(self) -> List[IterVar]:
+        return list(self.op.axis) + list(self.op.reduce_axis) if isinstance(self.op, ComputeOp) else []
+
+    def annotation(self, ivar: IterVar):
+        for a, ann in self.annotations:
+            if a is ivar:
+                return ann
+        return None
+
+    def pragmas_of(self, ivar: IterVar) -> Tuple:
+        for a, p in self.pragmas:
+            if a is ivar:
+                return p
+        return ()
+
+
+@dataclass
+class Program:
+    """The plans of one lowering, producers first, and how reads resolve to plans."""
+
+    name: str
+    plans: List[StagePlan]
+    params: List[StagePlan]
+    plan_of_op: Dict[Operation, StagePlan] = field(default_factory=dict)
+
+    def plan(self, name: str) -> StagePlan:
+        for p in self.plans:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def producer(self, read: TensorRead) -> StagePlan:
+        return self.plan_of_op[read.tensor.op]
+
+
+def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool) -> Program:
+    """Freeze a schedule into plans; plain=True drops every loop transformation, annotation
+    and compute_at (keeping inlining), which is what Loop IR shows."""
+    arg_stages = _arg_stages(schedule, args)
+    reachable = _reachable(schedule, [schedule[o] for o in schedule.outputs] + arg_stages)
+    plans: Dict[int, StagePlan] = {}
+    for st in schedule.stages:
+        if id(st) not in reachable:
+            continue
+        is_arg = any(a is st for a in arg_stages)
+        if plain or st.attach_type == "inline":
+            plan = StagePlan(st.name, st.op, tuple(_roots(st.op)),
+                             attach_type="inline" if st.attach_type == "inline" else "root",
+                             scope=st.scope, is_arg=is_arg)
+        else:
+            plan = StagePlan(
+                st.name, st.op, tuple(st.leaf_iter_vars), tuple(st.relations),
+                tuple(st.annotations.items()), tuple((a, tuple(p)) for a, p in st.pragmas.items()),
+                st.attach_type, st.attach_stage.name if st.attach_stage else None, st.attach_ivar,
+                st.scope, tuple(sorted(st.storage_aligns.items())), is_arg)
+        plans[id(st)] = plan
+    plan_of_op = {op: plans[id(st)] for op, st in schedule._by_op.items() if id(st) in plans}
+    ordered = [plans[id(st)] for st in schedule.stages if id(st) in plans]
+    params = [plans[id(st)] for st in arg_stages]
+    _check_args(ordered, params, schedule)
+    program = Program(name or _default_name(schedule), ordered, params, plan_of_op)
+    return inline_stages(program)
+
+
+def _roots(op) -> List[IterVar]:
+    return list(op.axis) + list(op.reduce_axis) if isinstance(op, ComputeOp) else []
+
+
+def _arg_stages(schedule, args):
+    if not isinstance(args, (list, tuple)) or not args:
+        raise TypeError("args must be a non-empty list of the tensors the function takes, e.g. [A, B, C]")
+    stages = []
+    for a in args:
+        if not isinstance(a, Tensor):
+            raise TypeError(f"args must be tensors (placeholders and outputs), got {a!r}")
+        try:
+            st = schedule[a]
+        except ScheduleError:
+            raise ValueError(f"argument '{a.name}' is not part of the scheduled program") from None
+        if any(st is s for s in stages):
+            raise ValueError(f"argument '{a.name}' is listed twice")
+        stages.append(st)
+    return stages
+
+
+def _reachable(schedule, roots):
+    seen, stack = set(), list(roots)
+    while stack:
+        st = stack.pop()
+        if id(st) in seen:
+            continue
+        seen.add(id(st))
+        stack.extend(schedule.inputs_of(st))
+    return seen
+
+
+def _check_args(plans: List[StagePlan], params: List[StagePlan], schedule) -> None:
+    param_names = {p.name for p in params}
+    for p in plans:
+        if p.is_input and p.name not in param_names:
+            raise ValueError(f"input '{p.name}' is read by the program but missing from the argument list "
+                             f"({', '.join(sorted(param_names))})")
+    for op in schedule.outputs:
+        if schedule[op].name not in param_names:
+            raise ValueError(f"output '{schedule[op].name}' is not in the argument list; add it so the result "
+                             "has somewhere to go")
+    for p in params:
+        if p.attach_type == "inline":
+            raise ScheduleError("compute_inline", p.name, "is inlined but also a function argument, which must "
+                                "be stored", hint="remove it from the arguments or compute_root() it")
+        if not p.is_input and p.attach_type == "at":
+            raise ScheduleError("compute_at", p.name, "is a function argument and must be computed whole, at the root",
+                                hint="cache_write it and compute_at the cache stage instead")
+
+
+def _default_name(schedule) -> str:
+    import re
+    return re.sub(r"\W", "_", schedule[schedule.outputs[0]].name)
+
+
+def inline_stages(program: Program) -> Program:
+    """Substitute inlined stages into their readers and drop them from the plan list."""
+    bodies: Dict[StagePlan, ComputeOp] = {}
+    plans: List[StagePlan] = []
+
+    def inline(e: Expr) -> Expr:
+        def go(node: Expr) -> Expr:
+            node = map_children(node, go)
+            if isinstance(node, TensorRead):
+                src = program.plan_of_op[node.tensor.op]
+                if src.attach_type == "inline":
+                    op = bodies[src]
+                    return substitute(op.body, {a.var: i for a, i in zip(op.axis, node.indices)})
+            return node
+        return go(e)
+
+    for p in program.plans:
+        if isinstance(p.op, ComputeOp):
+            body = inline(p.op.body)
+            if body is not p.op.body:
+                p = replace(p, op=ComputeOp(p.op.name, p.op.axis, body, p.op.tag, p.op.attrs))
+        if p.attach_type == "inline":
+            bodies[p] = p.op
+        else:
+            plans.append(p)
+    new_by_name = {p.name: p for p in plans}
+    plan_of_op = {}
+    for op, old in program.plan_of_op.items():
+        if old.name in new_by_name:
+            plan_of_op[op] = new_by_name[old.name]
+    for p in plans:
+        plan_of_op[p.op] = p
+    params = [new_by_name[p.name] for p in program.params]
+    return Program(program.name, plans, params, plan_of_op)

@@ -1,0 +1,37 @@
+"""simplify_stmt: simplify every expression with the ranges of the loops around it, and
+drop branches whose condition is decided."""
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+from ..expr.nodes import Const, Expr, Var
+from ..expr.simplify import simplify
+from .functor import StmtMutator
+from .nodes import For, IfThen, Let, Stmt, seq
+
+
+class _Simplify(StmtMutator):
+    def __init__(self, ranges: Dict[Var, Tuple[int, int]]):
+        self.ranges = dict(ranges)
+
+    def visit_expr(self, e: Expr) -> Expr:
+        return simplify(e, self.ranges)
+
+    def visit_For(self, s: For) -> Stmt:
+        self.ranges[s.var] = (0, s.extent - 1)
+        body = self.visit(s.body)
+        del self.ranges[s.var]
+        return s.with_body(body)
+
+    def visit_IfThen(self, s: IfThen) -> Stmt:
+        cond = self.visit_expr(s.cond)
+        if isinstance(cond, Const):
+            chosen = s.then_body if cond.value else s.else_body
+            return self.visit(chosen) if chosen is not None else seq()
+        then = self.visit(s.then_body)
+        other = None if s.else_body is None else self.visit(s.else_body)
+        return IfThen(cond, then, other)
+
+
+def simplify_stmt(s: Stmt, ranges: Dict[Var, Tuple[int, int]] = None) -> Stmt:
+    return _Simplify(ranges or {}).visit(s)

@@ -1,0 +1,92 @@
+"""How a stage's loops derive from its root axes: split and fuse relations, and the
+static extents and root-index expressions they imply."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ..expr.nodes import Binary, Const, Expr, Var, binary
+from ..tensor.axis import IterVar
+
+
+@dataclass(frozen=True, eq=False)
+class SplitRel:
+    """parent = outer * inner_extent + inner."""
+
+    parent: IterVar
+    outer: IterVar
+    inner: IterVar
+    factor: Optional[int]
+    nparts: Optional[int]
+
+
+@dataclass(frozen=True, eq=False)
+class FuseRel:
+    """fused enumerates the axes row-major: axes[0] outermost."""
+
+    axes: Tuple[IterVar, ...]
+    fused: IterVar
+
+
+def split_extents(parent_extent: int, factor: Optional[int], nparts: Optional[int]) -> Tuple[int, int]:
+    """(outer, inner) extents of a split of an axis of parent_extent iterations."""
+    if factor is not None:
+        return -(-parent_extent // factor), factor
+    inner = -(-parent_extent // nparts)
+    return nparts, inner
+
+
+def pass_down_extents(root_extents: Mapping[IterVar, int], relations: Sequence) -> Dict[IterVar, int]:
+    """Extents of every axis, given the extents of the root axes."""
+    ext: Dict[IterVar, int] = dict(root_extents)
+    for rel in relations:
+        if isinstance(rel, SplitRel):
+            ext[rel.outer], ext[rel.inner] = split_extents(ext[rel.parent], rel.factor, rel.nparts)
+        else:
+            ext[rel.fused] = math.prod(ext[a] for a in rel.axes)
+    return ext
+
+
+def pass_up_values(leaf_values: Mapping[IterVar, Expr], relations: Sequence,
+                   extents: Mapping[IterVar, int]) -> Dict[IterVar, Expr]:
+    """The value of every axis (down to the roots, 0-based) in terms of the leaf loop values."""
+    value: Dict[IterVar, Expr] = dict(leaf_values)
+    for rel in reversed(relations):
+        if isinstance(rel, SplitRel):
+            inner_ext = extents[rel.inner]
+            value[rel.parent] = binary("add", binary("mul", value[rel.outer], Const(inner_ext, value[rel.outer].dtype)),
+                                       value[rel.inner])
+        else:
+            fused = value[rel.fused]
+            stride = 1
+            for a in reversed(rel.axes):
+                part = fused if stride == 1 else binary("floordiv", fused, Const(stride, fused.dtype))
+                if a is not rel.axes[0]:
+                    part = binary("floormod", part, Const(extents[a], fused.dtype))
+                value[a] = part
+                stride *= extents[a]
+    return value
+
+
+def needs_guard(rel: SplitRel, extents: Mapping[IterVar, int]) -> bool:
+    """Whether the split covers more iterations than its parent has (a tail to guard)."""
+    return extents[rel.outer] * extents[rel.inner] != extents[rel.parent]
+
+
+def derived_from(axis: IterVar, relations: Sequence) -> List[IterVar]:
+    """The root axes an axis is derived from."""
+    parents: Dict[IterVar, List[IterVar]] = {}
+    for rel in relations:
+        if isinstance(rel, SplitRel):
+            parents[rel.outer] = parents[rel.inner] = [rel.parent]
+        else:
+            parents[rel.fused] = list(rel.axes)
+    out, stack = [], [axis]
+    while stack:
+        a = stack.pop()
+        if a in parents:
+            stack.extend(parents[a])
+        elif a not in out:
+            out.append(a)
+    return out

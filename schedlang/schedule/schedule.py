@@ -1,0 +1,332 @@
+"""The schedule: one stage per operation, the dataflow primitives (cache_read,
+cache_write, rfactor), and the step list that prints, serialises and replays."""
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Optional, Sequence, Union
+
+from ..errors import ScheduleError
+from ..expr.functor import map_children, substitute
+from ..expr.nodes import Expr, Var, logical, select
+from ..tensor.axis import DATA_PAR, REDUCE, IterVar, Range
+from ..tensor.graph import post_order
+from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
+from ..tensor.reduce import Reduce
+from . import steps as steps_mod
+from .relations import FuseRel, SplitRel, pass_up_values
+from .stage import Stage
+
+SCOPES = ("global", "shared", "local")
+
+
+def create_schedule(ops) -> "Schedule":
+    """A schedule for the operations ops (one or a list; tensors are accepted too)."""
+    return Schedule(ops)
+
+
+def _as_op(x) -> Operation:
+    if isinstance(x, Tensor):
+        return x.op
+    if isinstance(x, Operation):
+        return x
+    raise TypeError(f"create_schedule takes operations or tensors (C.op or C), got {x!r}")
+
+
+def replace_reads(e: Expr, mapping: Dict[Operation, Tensor]) -> Expr:
+    """Rewrite reads of the operations in mapping to read the mapped tensors instead."""
+    if not mapping:
+        return e
+
+    def go(node: Expr) -> Expr:
+        node = map_children(node, go)
+        if isinstance(node, TensorRead) and node.tensor.op in mapping:
+            return TensorRead(mapping[node.tensor.op], node.indices)
+        return node
+
+    return go(e)
+
+
+class Schedule:
+    """How to compute a set of output operations: a stage each, in dataflow order."""
+
+    def __init__(self, ops):
+        ops = [ops] if isinstance(ops, (Operation, Tensor)) else list(ops)
+        if not ops:
+            raise ValueError("create_schedule needs at least one output operation")
+        self._user_outputs = [_as_op(o) for o in ops]
+        self.stages: List[Stage] = []
+        self._by_op: Dict[Operation, Stage] = {}
+        self.steps: List[steps_mod.Step] = []
+        self._recording = True
+        renamed = self._unique_ops(post_order(self._user_outputs))
+        for user_op, op in renamed.items():
+            stage = Stage(self, op, op.name)
+            self.stages.append(stage)
+            self._by_op[op] = self._by_op[user_op] = stage
+        self.outputs = [self._by_op[o].op for o in self._user_outputs]
+        for o in self._user_outputs:
+            self._by_op[o].is_output = True
+
+    @staticmethod
+    def _unique_ops(ops: Sequence[Operation]) -> Dict[Operation, Operation]:
+        """Give every operation a unique name (stages are named after them); duplicates get
+        a suffix, and readers are rebuilt to read the renamed operations."""
+        taken, mapping = set(), {}
+        for op in ops:
+            name, n = op.name, 0
+            while name in taken:
+                n += 1
+                name = f"{op.name}_{n}"
+            taken.add(name)
+            reads = {old: new.output(0) for old, new in mapping.items() if new is not old}
+            if isinstance(op, PlaceholderOp):
+                new = op if name == op.name else PlaceholderOp(name, op.shape, op.dtype)
+            else:
+                body = replace_reads(op.body, reads)
+                new = op if name == op.name and body is op.body else ComputeOp(name, op.axis, body, op.tag, op.attrs)
+            mapping[op] = new
+        return mapping
+
+    # ---- lookup ------------------------------------------------------------------------
+    def __getitem__(self, key) -> Stage:
+        if isinstance(key, Stage):
+            if key.schedule is self:
+                return key
+        elif isinstance(key, str):
+            for st in self.stages:
+                if st.name == key:
+                    return st
+        elif isinstance(key, (Tensor, Operation)):
+            op = key.op if isinstance(key, Tensor) else key
+            if op in self._by_op:
+                return self._by_op[op]
+        raise ScheduleError("schedule", None, f"{key!r} is not a stage of this schedule",
+                            choices=[st.name for st in self.stages],
+                            hint="index the schedule with a tensor, its op, or a stage name")
+
+    def stage_of(self, op: Operation) -> Stage:
+        return self._by_op[op]
+
+    def _owner_of(self, ivar: IterVar) -> Optional[Stage]:
+        for st in self.stages:
+            if ivar in st.all_iter_vars:
+                return st
+        return None
+
+    def inputs_of(self, stage: Stage) -> List[Stage]:
+        """The stages whose results this stage reads."""
+        if not isinstance(stage.op, ComputeOp):
+            return []
+        out: List[Stage] = []
+        for t in stage.op.input_tensors:
+            st = self._by_op[t.op]
+            if st not in out:
+                out.append(st)
+        return out
+
+    def _consumers(self, stage: Stage) -> List[Stage]:
+        return [st for st in self.stages if stage in self.inputs_of(st)]
+
+    def _reads_transitively(self, reader: Stage, producer: Stage) -> bool:
+        stack, seen = [reader], set()
+        while stack:
+            st = stack.pop()
+            for inp in self.inputs_of(st):
+                if inp is producer:
+                    return True
+                if id(inp) not in seen:
+                    seen.add(id(inp))
+                    stack.append(inp)
+        return False
+
+    # ---- the step list -------------------------------------------------------------------
+    def _record(self, step: steps_mod.Step) -> None:
+        if self._recording:
+            self.steps.append(step)
+
+    def apply_steps(self, step_list: Iterable[steps_mod.Step]) -> "Schedule":
+        """Replay steps (from another schedule, JSON or a tuning log) on this schedule."""
+        for st in step_list:
+            st.apply(self)
+        return self
+
+    def to_json(self) -> str:
+        return steps_mod.steps_to_json(self.steps)
+
+    def apply_json(self, text: str) -> "Schedule":
+        return self.apply_steps(steps_mod.steps_from_json(text))
+
+    def to_python(self) -> str:
+        """The schedule as Python source that rebuilds it from `s = sl.create_schedule(...)`."""
+        fresh = Schedule(self._user_outputs)
+
+        def state(stage_name: str):
+            st = fresh[stage_name]
+            return [a.name for a in st.op.axis], [a.name for a in st.op.reduce_axis]
+
+        names = steps_mod.PythonNames(state)
+        lines: List[str] = []
+        for step in self.steps:
+            text = step.to_python(names)
+            lines += names.prelude + [text]
+            names.prelude.clear()
+            step.apply(fresh)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.to_python() or "# (no schedule steps)"
+
+    # ---- dataflow primitives -------------------------------------------------------------
+    def _stage_arg(self, primitive: str, x) -> Stage:
+        try:
+            return self[x]
+        except ScheduleError:
+            raise ScheduleError(primitive, None, f"{x!r} is not a tensor or stage of this schedule",
+                                choices=[st.name for st in self.stages]) from None
+
+    def _unique_name(self, base: str) -> str:
+        names = {st.name for st in self.stages}
+        name, n = base, 1
+        while name in names:
+            n += 1
+            name = f"{base}{n}"
+        return name
+
+    def _check_scope(self, primitive: str, stage: Stage, scope: str) -> None:
+        if scope not in SCOPES:
+            raise ScheduleError(primitive, stage.name, f"unknown memory scope {scope!r}", choices=SCOPES)
+
+    def _insert(self, stage: Stage, before: Stage) -> None:
+        self.stages.insert(self.stages.index(before), stage)
+        self._by_op[stage.op] = stage
+
+    def _set_op(self, stage: Stage, op: Operation, keep_schedule: bool) -> None:
+        if keep_schedule:
+            stage.op = op
+        else:
+            stage._reset(op)
+        self._by_op[op] = stage
+
+    def cache_read(self, tensor, scope: str, readers) -> Tensor:
+        """Copy tensor into a new stage in scope; the given readers read the copy."""
+        src = self._stage_arg("cache_read", tensor)
+        self._check_scope("cache_read", src, scope)
+        readers = [readers] if not isinstance(readers, (list, tuple)) else list(readers)
+        reader_stages = [self._stage_arg("cache_read", r) for r in readers]
+        if not reader_stages:
+            raise ScheduleError("cache_read", src.name, "needs at least one reader stage",
+                                choices=[c.name for c in self._consumers(src)])
+        for r in reader_stages:
+            if src not in self.inputs_of(r):
+                raise ScheduleError("cache_read", src.name, f"stage '{r.name}' does not read '{src.name}'",
+                                    choices=[c.name for c in self._consumers(src)],
+                                    hint="readers are the stages that should read the cached copy")
+            if r.attach_type == "inline":
+                raise ScheduleError("cache_read", src.name, f"reader '{r.name}' is inlined; it has no reads of its own",
+                                    hint="list the stage it is inlined into as the reader")
+        src_tensor = src.op.output(0)
+        shape = src.op.shape
+        names = [a.name for a in src.op.axis] if isinstance(src.op, ComputeOp) else [f"ax{d}" for d in range(len(shape))]
+        axes = tuple(IterVar(Var(n), Range(0, ext), DATA_PAR) for n, ext in zip(names, shape))
+        cache_op = ComputeOp(self._unique_name(f"{src.name}.{scope}"), axes,
+                             TensorRead(src_tensor, tuple(a.var for a in axes)))
+        cache = Stage(self, cache_op, cache_op.name, scope)
+        first = min(self.stages.index(r) for r in reader_stages)
+        self._insert(cache, self.stages[first])
+        mapping = {op: cache_op.output(0) for op, st in self._by_op.items() if st is src}
+        for r in reader_stages:
+            body = replace_reads(r.op.body, mapping)
+            self._set_op(r, ComputeOp(r.op.name, r.op.axis, body, r.op.tag, r.op.attrs), keep_schedule=True)
+        self._record(steps_mod.CacheRead(src.name, scope, tuple(r.name for r in reader_stages)))
+        return cache_op.output(0)
+
+    def cache_write(self, tensor, scope: str) -> Tensor:
+        """Compute tensor into a new stage in scope; the original stage copies the result out.
+        Call it before scheduling the stage."""
+        st = self._stage_arg("cache_write", tensor)
+        self._check_scope("cache_write", st, scope)
+        st._require_schedulable("cache_write")
+        if st.relations or st.annotations:
+            raise ScheduleError("cache_write", st.name, f"the stage is already scheduled (loops: {st.loops_str()})",
+                                hint="call cache_write before splitting or annotating the stage")
+        attached = [s.name for s in self.stages if s.attach_stage is st and s.attach_ivar in st.op.reduce_axis]
+        if attached:
+            raise ScheduleError("cache_write", st.name, f"stages {', '.join(attached)} are computed at its "
+                                "reduction loops, which move to the cache stage", hint="call cache_write first")
+        op = st.op
+        fresh = {a: IterVar(Var(a.name + ".c"), a.dom, a.kind) for a in op.axis + op.reduce_axis}
+        vmap = {a.var: f.var for a, f in fresh.items()}
+        body = op.body
+        if isinstance(body, Reduce):
+            cond = None if body.condition is None else substitute(body.condition, vmap)
+            body = Reduce(body.combiner, substitute(body.source, vmap), tuple(fresh[a] for a in body.axis), cond)
+        else:
+            body = substitute(body, vmap)
+        cache_op = ComputeOp(self._unique_name(f"{st.name}.{scope}"), tuple(fresh[a] for a in op.axis), body)
+        cache = Stage(self, cache_op, cache_op.name, scope)
+        self._insert(cache, st)
+        copy = ComputeOp(op.name, op.axis, TensorRead(cache_op.output(0), tuple(a.var for a in op.axis)),
+                         op.tag, op.attrs)
+        self._set_op(st, copy, keep_schedule=False)
+        self._record(steps_mod.CacheWrite(st.name, scope))
+        return cache_op.output(0)
+
+    def rfactor(self, tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
+        """Factor a reduction: a new stage computes partial results indexed by the reduction
+        loop `axis`; the original stage then reduces over those partials."""
+        st = self._stage_arg("rfactor", tensor)
+        st._require_schedulable("rfactor")
+        op = st.op
+        if not isinstance(op.body, Reduce):
+            raise ScheduleError("rfactor", st.name, "is not a reduction", hint="rfactor applies to sum/max/min/... stages")
+        st._require_leaf("rfactor", axis)
+        if axis.kind != REDUCE:
+            raise ScheduleError("rfactor", st.name, "the axis is not a reduction loop", axis=axis.name,
+                                choices=[a.name for a in st.leaf_iter_vars if a.kind == REDUCE])
+        touched = [a.name for a in op.axis if a not in st.leaf_iter_vars or a in st.annotations]
+        if touched or any(st.annotations.get(a) for a in st.leaf_iter_vars):
+            raise ScheduleError("rfactor", st.name, "the stage's loops are already transformed or annotated "
+                                f"(loops: {st.loops_str()})", axis=axis.name,
+                                hint="split the reduction axis, rfactor, then schedule the data-parallel axes")
+        if isinstance(factor_axis, bool) or not isinstance(factor_axis, int) or not 0 <= factor_axis <= len(op.axis):
+            raise ScheduleError("rfactor", st.name, f"factor_axis must be an int in [0, {len(op.axis)}], got {factor_axis!r}",
+                                axis=axis.name)
+        if any(s.attach_stage is st and s.attach_ivar.kind == REDUCE for s in self.stages):
+            raise ScheduleError("rfactor", st.name, "stages are computed at its reduction loops, which rfactor replaces",
+                                axis=axis.name, hint="call rfactor before compute_at")
+        factored, new_c = self._rfactor_ops(st, axis, factor_axis)
+        fstage = Stage(self, factored, factored.name)
+        self._insert(fstage, st)
+        self._set_op(st, new_c, keep_schedule=False)
+        self._record(steps_mod.RFactor(st.name, axis.name, factor_axis))
+        return factored.output(0)
+
+    def _rfactor_ops(self, st: Stage, axis: IterVar, factor_axis: int):
+        op, red = st.op, st.op.body
+        ext = st.static_extents()
+        reduce_leaves = [a for a in st.leaf_iter_vars if a.kind == REDUCE]
+        fresh = {a: IterVar(Var(a.name), Range(0, ext[a]), DATA_PAR if a is axis else REDUCE) for a in reduce_leaves}
+        data = {a: IterVar(Var(a.name), a.dom, DATA_PAR) for a in op.axis}
+        values = pass_up_values({a: fresh[a].var for a in reduce_leaves},
+                                [r for r in st.relations], ext)
+        vmap = {a.var: data[a].var for a in op.axis}
+        vmap.update({a.var: values[a] for a in red.axis})
+        cond = None if red.condition is None else substitute(red.condition, vmap)
+        for rel in st.relations:   # a split that overshoots its parent must not count the tail
+            if isinstance(rel, SplitRel) and ext[rel.outer] * ext[rel.inner] != ext[rel.parent]:
+                tail = values[rel.parent] < ext[rel.parent]
+                cond = tail if cond is None else logical("and", cond, tail)
+        source = substitute(red.source, vmap)
+        rest = tuple(fresh[a] for a in reduce_leaves if a is not axis)
+        f_axes = [data[a] for a in op.axis]
+        f_axes.insert(factor_axis, fresh[axis])
+        if rest:
+            body = Reduce(red.combiner, source, rest, cond)
+        else:
+            body = source if cond is None else select(cond, source, red.combiner.identity)
+        factored = ComputeOp(self._unique_name(f"{st.name}.rf"), tuple(f_axes), body)
+        rv = IterVar(Var(axis.name), Range(0, ext[axis]), REDUCE)
+        idx = [a.var for a in op.axis]
+        idx.insert(factor_axis, rv.var)
+        new_c = ComputeOp(op.name, op.axis, Reduce(red.combiner, TensorRead(factored.output(0), tuple(idx)), (rv,)),
+                          op.tag, op.attrs)
+        return factored, new_c

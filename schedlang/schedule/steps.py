@@ -1,0 +1,329 @@
+"""Schedule steps: every primitive call, recorded as small serialisable data.
+
+A schedule is the replay of its step list. Steps name stages and axes by their
+(unique) names, so a step list prints as Python, round-trips through JSON, and
+replays on a fresh schedule of the same algorithm.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Type
+
+_REGISTRY: Dict[str, Type["Step"]] = {}
+
+
+@dataclass(frozen=True)
+class Step:
+    """Base of all steps; `primitive` is the schedule method that the step calls."""
+
+    primitive: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        _REGISTRY[cls.primitive] = cls
+
+    def to_json(self) -> Dict[str, Any]:
+        data = {"primitive": self.primitive}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            data[f.name] = list(value) if isinstance(value, tuple) else value
+        return data
+
+    @staticmethod
+    def from_json(data: Dict[str, Any]) -> "Step":
+        data = dict(data)
+        kind = data.pop("primitive", None)
+        if kind not in _REGISTRY:
+            raise ValueError(f"unknown schedule step {kind!r}; known steps: {', '.join(sorted(_REGISTRY))}")
+        cls = _REGISTRY[kind]
+        names = {f.name for f in fields(cls)}
+        if set(data) - names:
+            raise ValueError(f"step {kind!r} has unknown fields {sorted(set(data) - names)}")
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+    def apply(self, s) -> None:
+        raise NotImplementedError
+
+    def to_python(self, names: "PythonNames") -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Split(Step):
+    primitive: ClassVar[str] = "split"
+    stage: str
+    axis: str
+    factor: Optional[int] = None
+    nparts: Optional[int] = None
+
+    def apply(self, s):
+        st = s[self.stage]
+        st.split(st.axis(self.axis), factor=self.factor, nparts=self.nparts)
+
+    def to_python(self, names):
+        arg = f"factor={self.factor}" if self.factor is not None else f"nparts={self.nparts}"
+        outer, inner = names.new(self.stage, self.axis + ".outer"), names.new(self.stage, self.axis + ".inner")
+        return f"{outer}, {inner} = s[{self.stage!r}].split({names.get(self.stage, self.axis)}, {arg})"
+
+
+@dataclass(frozen=True)
+class Tile(Step):
+    primitive: ClassVar[str] = "tile"
+    stage: str
+    x: str
+    y: str
+    x_factor: int
+    y_factor: int
+
+    def apply(self, s):
+        st = s[self.stage]
+        st.tile(st.axis(self.x), st.axis(self.y), self.x_factor, self.y_factor)
+
+    def to_python(self, names):
+        x, y = names.get(self.stage, self.x), names.get(self.stage, self.y)
+        outs = [names.new(self.stage, n) for n in (self.x + ".outer", self.y + ".outer",
+                                                    self.x + ".inner", self.y + ".inner")]
+        return f"{', '.join(outs)} = s[{self.stage!r}].tile({x}, {y}, {self.x_factor}, {self.y_factor})"
+
+
+@dataclass(frozen=True)
+class Fuse(Step):
+    primitive: ClassVar[str] = "fuse"
+    stage: str
+    axes: Tuple[str, ...]
+
+    def apply(self, s):
+        st = s[self.stage]
+        st.fuse(*(st.axis(a) for a in self.axes))
+
+    def to_python(self, names):
+        args = ", ".join(names.get(self.stage, a) for a in self.axes)
+        return f"{names.new(self.stage, '.'.join(self.axes) + '.fused')} = s[{self.stage!r}].fuse({args})"
+
+
+@dataclass(frozen=True)
+class Reorder(Step):
+    primitive: ClassVar[str] = "reorder"
+    stage: str
+    axes: Tuple[str, ...]
+
+    def apply(self, s):
+        st = s[self.stage]
+        st.reorder(*(st.axis(a) for a in self.axes))
+
+    def to_python(self, names):
+        return f"s[{self.stage!r}].reorder({', '.join(names.get(self.stage, a) for a in self.axes)})"
+
+
+@dataclass(frozen=True)
+class _AxisStep(Step):
+    stage: str
+    axis: str
+
+    def apply(self, s):
+        st = s[self.stage]
+        getattr(st, self.primitive)(st.axis(self.axis))
+
+    def to_python(self, names):
+        return f"s[{self.stage!r}].{self.primitive}({names.get(self.stage, self.axis)})"
+
+
+@dataclass(frozen=True)
+class Unroll(_AxisStep):
+    primitive: ClassVar[str] = "unroll"
+
+
+@dataclass(frozen=True)
+class Vectorize(_AxisStep):
+    primitive: ClassVar[str] = "vectorize"
+
+
+@dataclass(frozen=True)
+class Parallel(_AxisStep):
+    primitive: ClassVar[str] = "parallel"
+
+
+@dataclass(frozen=True)
+class Bind(Step):
+    primitive: ClassVar[str] = "bind"
+    stage: str
+    axis: str
+    thread: str
+
+    def apply(self, s):
+        from ..tensor.axis import thread_axis
+        st = s[self.stage]
+        st.bind(st.axis(self.axis), thread_axis(self.thread))
+
+    def to_python(self, names):
+        return f"s[{self.stage!r}].bind({names.get(self.stage, self.axis)}, sl.thread_axis({self.thread!r}))"
+
+
+@dataclass(frozen=True)
+class ComputeAt(Step):
+    primitive: ClassVar[str] = "compute_at"
+    stage: str
+    target: str
+    axis: str
+
+    def apply(self, s):
+        s[self.stage].compute_at(s[self.target], s[self.target].axis(self.axis))
+
+    def to_python(self, names):
+        return f"s[{self.stage!r}].compute_at(s[{self.target!r}], {names.get(self.target, self.axis)})"
+
+
+@dataclass(frozen=True)
+class ComputeInline(Step):
+    primitive: ClassVar[str] = "compute_inline"
+    stage: str
+
+    def apply(self, s):
+        s[self.stage].compute_inline()
+
+    def to_python(self, names):
+        return f"s[{self.stage!r}].compute_inline()"
+
+
+@dataclass(frozen=True)
+class ComputeRoot(Step):
+    primitive: ClassVar[str] = "compute_root"
+    stage: str
+
+    def apply(self, s):
+        s[self.stage].compute_root()
+
+    def to_python(self, names):
+        return f"s[{self.stage!r}].compute_root()"
+
+
+@dataclass(frozen=True)
+class CacheRead(Step):
+    primitive: ClassVar[str] = "cache_read"
+    tensor: str
+    scope: str
+    readers: Tuple[str, ...]
+
+    def apply(self, s):
+        s.cache_read(self.tensor, self.scope, list(self.readers))
+
+    def to_python(self, names):
+        return f"s.cache_read({self.tensor!r}, {self.scope!r}, {list(self.readers)!r})"
+
+
+@dataclass(frozen=True)
+class CacheWrite(Step):
+    primitive: ClassVar[str] = "cache_write"
+    tensor: str
+    scope: str
+
+    def apply(self, s):
+        s.cache_write(self.tensor, self.scope)
+
+    def to_python(self, names):
+        return f"s.cache_write({self.tensor!r}, {self.scope!r})"
+
+
+@dataclass(frozen=True)
+class RFactor(Step):
+    primitive: ClassVar[str] = "rfactor"
+    tensor: str
+    axis: str
+    factor_axis: int = 0
+
+    def apply(self, s):
+        s.rfactor(self.tensor, s[self.tensor].axis(self.axis), self.factor_axis)
+
+    def to_python(self, names):
+        axis = names.get(self.tensor, self.axis)
+        names.forget_stage(self.tensor)   # the stage gets a fresh op and fresh axes
+        return f"s.rfactor({self.tensor!r}, {axis}, {self.factor_axis})"
+
+
+@dataclass(frozen=True)
+class StorageAlign(Step):
+    primitive: ClassVar[str] = "storage_align"
+    stage: str
+    axis: str
+    factor: int
+    offset: int
+
+    def apply(self, s):
+        st = s[self.stage]
+        st.storage_align(st.axis(self.axis), self.factor, self.offset)
+
+    def to_python(self, names):
+        return f"s[{self.stage!r}].storage_align({names.get(self.stage, self.axis)}, {self.factor}, {self.offset})"
+
+
+@dataclass(frozen=True)
+class Pragma(Step):
+    primitive: ClassVar[str] = "pragma"
+    stage: str
+    axis: str
+    key: str
+    value: Any = None
+
+    def apply(self, s):
+        st = s[self.stage]
+        st.pragma(st.axis(self.axis), self.key, self.value)
+
+    def to_python(self, names):
+        return f"s[{self.stage!r}].pragma({names.get(self.stage, self.axis)}, {self.key!r}, {self.value!r})"
+
+
+class PythonNames:
+    """Python variable names for axes while printing a step list; root axes are fetched
+    from `s[stage].op.axis` / `.op.reduce_axis` the first time a step uses them."""
+
+    def __init__(self, schedule_state):
+        self._state = schedule_state   # callable: stage name -> (axis names, reduce axis names)
+        self._names: Dict[Tuple[str, str], str] = {}
+        self._taken: set = set()
+        self.prelude: List[str] = []
+
+    def _ident(self, stage: str, axis: str) -> str:
+        base = re.sub(r"\W", "_", f"{stage}_{axis}")
+        base = base if not base[0].isdigit() else "_" + base
+        name, n = base, 1
+        while name in self._taken:
+            n += 1
+            name = f"{base}_{n}"
+        self._taken.add(name)
+        return name
+
+    def new(self, stage: str, axis: str) -> str:
+        name = self._ident(stage, axis)
+        self._names[(stage, axis)] = name
+        return name
+
+    def forget_stage(self, stage: str) -> None:
+        for k in [k for k in self._names if k[0] == stage]:
+            del self._names[k]
+
+    def get(self, stage: str, axis: str) -> str:
+        if (stage, axis) in self._names:
+            return self._names[(stage, axis)]
+        axes, reduce_axes = self._state(stage)
+        if axis in axes:
+            expr = f"s[{stage!r}].op.axis[{axes.index(axis)}]"
+        elif axis in reduce_axes:
+            expr = f"s[{stage!r}].op.reduce_axis[{reduce_axes.index(axis)}]"
+        else:
+            return f"s[{stage!r}].axis({axis!r})"
+        name = self.new(stage, axis)
+        self.prelude.append(f"{name} = {expr}")
+        return name
+
+
+def steps_to_json(steps: Sequence[Step]) -> str:
+    return json.dumps({"version": 1, "steps": [st.to_json() for st in steps]}, indent=1)
+
+
+def steps_from_json(text: str) -> List[Step]:
+    data = json.loads(text)
+    if not isinstance(data, dict) or data.get("version") != 1:
+        raise ValueError("not a schedlang schedule: expected a JSON object with \"version\": 1 and \"steps\"")
+    return [Step.from_json(d) for d in data["steps"]]

@@ -1,0 +1,47 @@
+"""A tiny writer of textual LLVM IR for one function: SSA names, blocks, entry allocas."""
+from __future__ import annotations
+
+from typing import List
+
+
+class FunctionText:
+    """Accumulates the instructions of one function."""
+
+    def __init__(self, name: str, signature: str, attrs: str = "#0"):
+        self.name = name
+        self.signature = signature   # e.g. "void @f(ptr noalias %a, i32 %n)"
+        self.attrs = attrs
+        self.allocas: List[str] = []
+        self.lines: List[str] = []
+        self.counter = 0
+        self.block = "entry"
+
+    def fresh(self, hint: str = "t") -> str:
+        self.counter += 1
+        clean = "".join(c if c.isalnum() or c in "._" else "_" for c in hint)
+        return f"%{clean}.{self.counter}"
+
+    def label(self, hint: str) -> str:
+        return self.fresh(hint)[1:]
+
+    def emit(self, text: str, hint: str = "t") -> str:
+        """Emit `name = text` and return the name."""
+        name = self.fresh(hint)
+        self.lines.append(f"  {name} = {text}")
+        return name
+
+    def do(self, text: str) -> None:
+        self.lines.append(f"  {text}")
+
+    def start_block(self, label: str) -> None:
+        self.lines.append(f"{label}:")
+        self.block = label
+
+    def alloca(self, text: str, hint: str) -> str:
+        name = self.fresh(hint)
+        self.allocas.append(f"  {name} = {text}")
+        return name
+
+    def render(self) -> str:
+        body = ["entry:"] + self.allocas + self.lines
+        return f"define internal {self.signature} {self.attrs} {{\n" + "\n".join(body) + "\n}\n"

@@ -1,0 +1,288 @@
+"""Kernel IR -> LLVM IR text for the host CPU.
+
+One function per kernel (noalias buffer parameters), an entry function that allocates
+the module's temporaries and runs the kernels in order, and for every parallel loop
+an outlined body function started on all cores through OpenMP's GOMP_parallel (or
+called directly when no OpenMP runtime is available).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Set
+
+from ...errors import InternalError, LoweringError
+from ...expr.functor import free_vars, walk
+from ...expr.nodes import Buffer, Const, Expr, Load, Var
+from ...kernel.nodes import Kernel, KernelModule
+from ...loop.functor import stmt_exprs, walk_stmts
+from ...loop.nodes import PARALLEL, SERIAL, Allocate, Barrier, For, IfThen, Let, Seq, Stmt, Store
+from ..target import Target
+from .builder import FunctionText
+from .emit_expr import ExprEmitter, suffix
+from .types import compute_type, literal, memory_type, scalar_memory
+
+HEAP_THRESHOLD = 1 << 20     # local buffers above 1 MiB live on the heap, not the stack
+ALIGN = 64
+
+
+@dataclass
+class ModuleState:
+    target: Target
+    parallel_runtime: bool
+    declarations: Set[str] = field(default_factory=set)
+    definitions: Dict[str, str] = field(default_factory=dict)   # math library, by symbol
+    functions: List[str] = field(default_factory=list)
+
+
+def symbol(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.]", "_", name)
+
+
+class FunctionEmitter(ExprEmitter):
+    def __init__(self, module: ModuleState, fn: FunctionText, env: Dict[Var, str], ptrs: Dict[Buffer, str]):
+        self.module = module
+        self.fn = fn
+        self.env = dict(env)
+        self.ptrs = dict(ptrs)
+        self.heap: List[str] = []
+        self.outlined = 0
+
+    # -- statements --
+    def stmt(self, s: Stmt) -> None:
+        getattr(self, "stmt_" + type(s).__name__)(s)
+
+    def stmt_Seq(self, s: Seq) -> None:
+        for x in s.stmts:
+            self.stmt(x)
+
+    def stmt_Store(self, s: Store) -> None:
+        buf, index = s.buffer, s.indices[0]
+        dt = s.value.dtype
+        value = self.to_memory(self.expr(s.value), dt)
+        mty, align, lanes = memory_type(dt), buf.dtype.bytes, dt.lanes
+        if lanes == 1:
+            self.fn.do(f"store {mty} {value}, ptr {self.address(buf, index)}, align {align}")
+        elif self.contiguous(index) and s.predicate is None:
+            self.fn.do(f"store {mty} {value}, ptr {self.address(buf, index)}, align {align}")
+        elif self.contiguous(index):
+            ptr, mask = self.address(buf, index), self.expr(s.predicate)
+            name = f"llvm.masked.store.{suffix(mty)}.p0"
+            self.declare(f"declare void @{name}({mty}, ptr, i32, <{lanes} x i1>)")
+            self.fn.do(f"call void @{name}({mty} {value}, ptr {ptr}, i32 {align}, <{lanes} x i1> {mask})")
+        else:
+            ptrs, mask = self.address(buf, index), self.mask_value(s.predicate, lanes)
+            name = f"llvm.masked.scatter.{suffix(mty)}.v{lanes}p0"
+            self.declare(f"declare void @{name}({mty}, <{lanes} x ptr>, i32, <{lanes} x i1>)")
+            self.fn.do(f"call void @{name}({mty} {value}, <{lanes} x ptr> {ptrs}, i32 {align}, <{lanes} x i1> {mask})")
+
+    def stmt_IfThen(self, s: IfThen) -> None:
+        cond = self.expr(s.cond)
+        then_l, join_l = self.fn.label("if.then"), self.fn.label("if.end")
+        else_l = self.fn.label("if.else") if s.else_body is not None else join_l
+        self.fn.do(f"br i1 {cond}, label %{then_l}, label %{else_l}")
+        self.fn.start_block(then_l)
+        self.stmt(s.then_body)
+        self.fn.do(f"br label %{join_l}")
+        if s.else_body is not None:
+            self.fn.start_block(else_l)
+            self.stmt(s.else_body)
+            self.fn.do(f"br label %{join_l}")
+        self.fn.start_block(join_l)
+
+    def stmt_Let(self, s: Let) -> None:
+        self.env[s.var] = self.expr(s.value)
+        self.stmt(s.body)
+        del self.env[s.var]
+
+    def stmt_Barrier(self, s: Barrier) -> None:
+        pass   # CPU workers share no block-level memory
+
+    def stmt_Allocate(self, s: Allocate) -> None:
+        b = s.buffer
+        nbytes = b.size * b.dtype.bytes
+        if nbytes > HEAP_THRESHOLD:
+            size = -(-nbytes // ALIGN) * ALIGN
+            ptr = self.fn.emit(f"call ptr @aligned_alloc(i64 {ALIGN}, i64 {size})", b.name)
+            self.declare("declare ptr @aligned_alloc(i64, i64)")
+            self.declare("declare void @free(ptr)")
+        else:
+            ptr = self.fn.alloca(f"alloca [{b.size} x {scalar_memory(b.dtype)}], align {ALIGN}", b.name)
+        self.ptrs[b] = ptr
+        self.stmt(s.body)
+        if nbytes > HEAP_THRESHOLD:
+            self.fn.do(f"call void @free(ptr {ptr})")
+        del self.ptrs[b]
+
+    def stmt_For(self, s: For) -> None:
+        if s.kind == PARALLEL:
+            self.parallel_for(s)
+        elif s.kind == SERIAL:
+            self.loop(s.var, "0", str(s.extent), s.body, constant=True)
+        else:
+            raise InternalError(f"loop kind '{s.kind}' reached the LLVM renderer; Kernel IR only has serial and parallel loops")
+
+    def loop(self, var: Var, begin: str, end: str, body: Stmt, constant: bool) -> None:
+        """A rotated loop: for var in begin..end."""
+        ty = compute_type(var.dtype)
+        head, exit_l = self.fn.label(f"{var.name}.loop"), self.fn.label(f"{var.name}.exit")
+        pre = self.fn.block
+        if constant:
+            self.fn.do(f"br label %{head}")
+        else:
+            nonempty = self.fn.emit(f"icmp slt {ty} {begin}, {end}", "nonempty")
+            self.fn.do(f"br i1 {nonempty}, label %{head}, label %{exit_l}")
+        self.fn.start_block(head)
+        phi_at = len(self.fn.lines)
+        value = self.fn.fresh(var.name)
+        self.fn.lines.append("")     # the phi, filled in once the latch block is known
+        saved = self.env.get(var)
+        self.env[var] = value
+        self.stmt(body)
+        nxt = self.fn.emit(f"add nsw {ty} {value}, 1", var.name + ".next")
+        more = self.fn.emit(f"icmp slt {ty} {nxt}, {end}", "more")
+        self.fn.do(f"br i1 {more}, label %{head}, label %{exit_l}")
+        self.fn.lines[phi_at] = f"  {value} = phi {ty} [ {begin}, %{pre} ], [ {nxt}, %{self.fn.block} ]"
+        self.fn.start_block(exit_l)
+        if saved is None:
+            del self.env[var]
+        else:
+            self.env[var] = saved
+
+    # -- parallel loops --
+    def parallel_for(self, s: For) -> None:
+        buffers = [b for b in _buffers_in(s.body) if b in self.ptrs]
+        scalars = [v for v in _vars_in(s.body) if v in self.env and v is not s.var]
+        self.outlined += 1
+        base = f"{self.fn.name}.par{self.outlined}"
+        body_name = self.outline_body(base, s, buffers, scalars)
+        worker = self.outline_worker(base, body_name, s, buffers, scalars)
+        slots = len(buffers) + len(scalars)
+        if not self.module.parallel_runtime:
+            args = [f"ptr {self.ptrs[b]}" for b in buffers] + [f"{compute_type(v.dtype)} {self.env[v]}" for v in scalars]
+            self.fn.do(f"call void @{body_name}({', '.join(args + ['i32 0', f'i32 {s.extent}'])})")
+            return
+        ctx = self.fn.alloca(f"alloca [{max(slots, 1)} x i64], align 8", "ctx")
+        for i, b in enumerate(buffers):
+            slot = self.fn.emit(f"getelementptr inbounds [{slots} x i64], ptr {ctx}, i64 0, i64 {i}", "slot")
+            self.fn.do(f"store ptr {self.ptrs[b]}, ptr {slot}, align 8")
+        for j, v in enumerate(scalars):
+            slot = self.fn.emit(f"getelementptr inbounds [{slots} x i64], ptr {ctx}, i64 0, i64 {len(buffers) + j}", "slot")
+            self.fn.do(f"store {compute_type(v.dtype)} {self.env[v]}, ptr {slot}, align 8")
+        self.declare("declare void @GOMP_parallel(ptr, ptr, i32, i32)")
+        self.fn.do(f"call void @GOMP_parallel(ptr @{worker}, ptr {ctx}, i32 {self.module.target.num_threads}, i32 0)")
+
+    def outline_body(self, base: str, s: For, buffers, scalars) -> str:
+        name = symbol(base + ".body")
+        params = [f"ptr noalias %p{i}" for i in range(len(buffers))]
+        params += [f"{compute_type(v.dtype)} %s{j}" for j, v in enumerate(scalars)]
+        params += ["i32 %begin", "i32 %end"]
+        fn = FunctionText(name, f"void @{name}({', '.join(params)})")
+        inner = FunctionEmitter(self.module, fn, {v: f"%s{j}" for j, v in enumerate(scalars)},
+                                {b: f"%p{i}" for i, b in enumerate(buffers)})
+        inner.loop(s.var, "%begin", "%end", s.body, constant=False)
+        fn.do("ret void")
+        self.module.functions.append(fn.render())
+        return name
+
+    def outline_worker(self, base: str, body_name: str, s: For, buffers, scalars) -> str:
+        name = symbol(base + ".worker")
+        fn = FunctionText(name, f"void @{name}(ptr %ctx)")
+        slots = len(buffers) + len(scalars)
+        args = []
+        for i in range(slots):
+            slot = fn.emit(f"getelementptr inbounds [{slots} x i64], ptr %ctx, i64 0, i64 {i}", "slot")
+            if i < len(buffers):
+                args.append("ptr " + fn.emit(f"load ptr, ptr {slot}, align 8", "p"))
+            else:
+                ty = compute_type(scalars[i - len(buffers)].dtype)
+                args.append(f"{ty} " + fn.emit(f"load {ty}, ptr {slot}, align 8", "s"))
+        self.declare("declare i32 @omp_get_thread_num()")
+        self.declare("declare i32 @omp_get_num_threads()")
+        tid = fn.emit("call i32 @omp_get_thread_num()", "tid")
+        nth = fn.emit("call i32 @omp_get_num_threads()", "nth")
+        # Static schedule: thread t runs iterations [t*chunk, min((t+1)*chunk, extent)).
+        top = fn.emit(f"add i32 {nth}, {s.extent - 1}", "top")
+        chunk = fn.emit(f"sdiv i32 {top}, {nth}", "chunk")
+        begin = fn.emit(f"mul i32 {tid}, {chunk}", "begin")
+        stop = fn.emit(f"add i32 {begin}, {chunk}", "stop")
+        end = fn.emit(f"call i32 @llvm.smin.i32(i32 {stop}, i32 {s.extent})", "end")
+        self.declare("declare i32 @llvm.smin.i32(i32, i32)")
+        fn.do(f"call void @{body_name}({', '.join(args + [f'i32 {begin}', f'i32 {end}'])})")
+        fn.do("ret void")
+        self.module.functions.append(fn.render())
+        return name
+
+
+def _buffers_in(s: Stmt) -> List[Buffer]:
+    seen: Dict[Buffer, None] = {}
+    for x in walk_stmts(s):
+        if isinstance(x, Store):
+            seen.setdefault(x.buffer, None)
+        for e in stmt_exprs(x):
+            for n in walk(e):
+                if isinstance(n, Load):
+                    seen.setdefault(n.buffer, None)
+    return list(seen)
+
+
+def _vars_in(s: Stmt) -> List[Var]:
+    seen: Dict[Var, None] = {}
+    for x in walk_stmts(s):
+        for e in stmt_exprs(x):
+            for v in free_vars(e):
+                seen.setdefault(v, None)
+    return list(seen)
+
+
+def _kernel_function(module: ModuleState, k: Kernel) -> str:
+    for axis in k.launch:
+        if axis.tag != "worker":
+            raise LoweringError("llvm codegen", f"kernel {k.name} is launched over {axis.tag}, a GPU thread axis; "
+                                "the llvm target runs CPU workers only (use parallel() instead of bind())")
+    name = symbol(k.name)
+    ptrs = {b: f"%arg{i}.{symbol(b.name)}" for i, b in enumerate(k.params)}
+    fn = FunctionText(name, f"void @{name}({', '.join(f'ptr noalias {p}' for p in ptrs.values())})")
+    em = FunctionEmitter(module, fn, {}, ptrs)
+    body = k.body
+    if k.workers is not None:
+        body = For(k.workers.var, k.workers.extent, body, PARALLEL)
+    em.stmt(body)
+    fn.do("ret void")
+    module.functions.append(fn.render())
+    return name
+
+
+def _entry_function(module: ModuleState, m: KernelModule, kernel_names: List[str]) -> str:
+    name = symbol(m.name)
+    fn = FunctionText(name, f"void @{name}(ptr %args)")
+    ptrs: Dict[Buffer, str] = {}
+    for i, b in enumerate(m.params):
+        slot = fn.emit(f"getelementptr inbounds ptr, ptr %args, i64 {i}", "arg")
+        ptrs[b] = fn.emit(f"load ptr, ptr {slot}, align 8", symbol(b.name))
+    for b in m.temps:
+        size = -(-(b.size * b.dtype.bytes) // ALIGN) * ALIGN
+        ptrs[b] = fn.emit(f"call ptr @aligned_alloc(i64 {ALIGN}, i64 {size})", symbol(b.name))
+        module.declarations.update({"declare ptr @aligned_alloc(i64, i64)", "declare void @free(ptr)"})
+    for k, kname in zip(m.kernels, kernel_names):
+        fn.do(f"call void @{kname}({', '.join(f'ptr {ptrs[b]}' for b in k.params)})")
+    for b in m.temps:
+        fn.do(f"call void @free(ptr {ptrs[b]})")
+    fn.do("ret void")
+    return fn.render().replace("define internal", "define", 1)
+
+
+def render_llvm(m: KernelModule, target: Target, triple: str, datalayout: str, parallel_runtime: bool) -> str:
+    """The LLVM IR module for a Kernel IR module; its entry is `void @<name>(ptr args)`."""
+    module = ModuleState(target, parallel_runtime)
+    names = [_kernel_function(module, k) for k in m.kernels]
+    entry = _entry_function(module, m, names)
+    attrs = [f'"target-cpu"="{target.cpu}"', f'"target-features"="{target.features}"']
+    if target.vector_bits >= 512:
+        attrs.append('"prefer-vector-width"="512"')
+    parts = [f'; schedlang module {m.name}', f'target triple = "{triple}"', f'target datalayout = "{datalayout}"', ""]
+    parts += sorted(module.declarations) + [""]
+    parts += list(module.definitions.values())
+    parts += module.functions + [entry]
+    parts.append(f"attributes #0 = {{ nounwind {' '.join(attrs)} }}")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,316 @@
+"""Expressions of Kernel IR as LLVM IR instructions (scalar and vector)."""
+from __future__ import annotations
+
+from typing import Dict
+
+from ...dtypes import DType
+from ...errors import InternalError
+from ...expr.nodes import (Binary, Broadcast, Buffer, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
+                           Ramp, Select, Var)
+from .mathlib import MATH_FUNCTIONS, math_declarations, math_function
+from .types import compute_type, literal, memory_type, scalar_compute, scalar_memory, signed, vec
+
+FAST_MATH = "reassoc contract nsz"
+_FLOAT_OPS = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}
+_INT_OPS = {"add": "add", "sub": "sub", "mul": "mul", "bitand": "and", "bitor": "or", "bitxor": "xor", "shl": "shl"}
+_FCMP = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
+_ICMP_S = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
+_ICMP_U = {"lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge", "eq": "eq", "ne": "ne"}
+_LLVM_UNARY = {"sqrt": "sqrt", "abs": "fabs", "floor": "floor", "ceil": "ceil", "round": "roundeven",
+               "trunc": "trunc", "exp2": "exp2", "log2": "log2", "sin": "sin", "cos": "cos",
+               "exp": "exp", "log": "log", "tanh": "tanh"}
+
+
+def suffix(ty: str) -> str:
+    """The overload suffix of an intrinsic: float -> f32, <8 x float> -> v8f32."""
+    base = {"float": "f32", "double": "f64", "half": "f16"}
+    if ty.startswith("<"):
+        lanes, _, elem = ty[1:-1].partition(" x ")
+        return f"v{lanes}{base.get(elem, elem)}"
+    return base.get(ty, ty)
+
+
+class ExprEmitter:
+    """Mixin: needs self.fn (FunctionText), self.env (Var -> value), self.ptrs (Buffer -> ptr),
+    self.module (ModuleState)."""
+
+    env: Dict[Var, str]
+    ptrs: Dict[Buffer, str]
+
+    # -- helpers --
+    def declare(self, text: str) -> None:
+        self.module.declarations.add(text)
+
+    def intrinsic(self, name: str, ty: str, args, hint: str = "call") -> str:
+        fname = f"llvm.{name}.{suffix(ty)}"
+        self.declare(f"declare {ty} @{fname}({', '.join([ty] * len(args))})")
+        return self.fn.emit(f"call {ty} @{fname}({', '.join(f'{ty} {a}' for a in args)})", hint)
+
+    def splat(self, scalar_value: str, scalar_ty: str, lanes: int, is_const: bool) -> str:
+        if is_const:
+            return f"splat ({scalar_ty} {scalar_value})"
+        ins = self.fn.emit(f"insertelement <{lanes} x {scalar_ty}> poison, {scalar_ty} {scalar_value}, i64 0", "ins")
+        return self.fn.emit(f"shufflevector <{lanes} x {scalar_ty}> {ins}, <{lanes} x {scalar_ty}> poison, "
+                            f"<{lanes} x i32> zeroinitializer", "splat")
+
+    # -- dispatch --
+    def expr(self, e: Expr) -> str:
+        method = getattr(self, "expr_" + type(e).__name__, None)
+        if method is None:
+            raise InternalError(f"the LLVM renderer has no rule for {type(e).__name__} '{e}'")
+        return method(e)
+
+    def expr_Var(self, e: Var) -> str:
+        if e not in self.env:
+            raise InternalError(f"variable '{e.name}' is used outside the loop that defines it")
+        return self.env[e]
+
+    def expr_Const(self, e: Const) -> str:
+        return literal(e.value, e.dtype)
+
+    def expr_Broadcast(self, e: Broadcast) -> str:
+        value = self.expr(e.value)
+        return self.splat(value, scalar_compute(e.value.dtype), e.lanes, isinstance(e.value, Const))
+
+    def expr_Ramp(self, e: Ramp) -> str:
+        elem = scalar_compute(e.base.dtype)
+        base = self.splat(self.expr(e.base), elem, e.lanes, isinstance(e.base, Const))
+        if isinstance(e.stride, Const):
+            offsets = "<" + ", ".join(f"{elem} {int(e.stride.value) * i}" for i in range(e.lanes)) + ">"
+        else:
+            stride = self.splat(self.expr(e.stride), elem, e.lanes, False)
+            lanes = "<" + ", ".join(f"{elem} {i}" for i in range(e.lanes)) + ">"
+            offsets = self.fn.emit(f"mul <{e.lanes} x {elem}> {stride}, {lanes}", "stride")
+        return self.fn.emit(f"add <{e.lanes} x {elem}> {base}, {offsets}", "ramp")
+
+    def expr_Binary(self, e: Binary) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        dt, ty = e.dtype, compute_type(e.dtype)
+        if dt.is_float:
+            if e.op in _FLOAT_OPS:
+                return self.fn.emit(f"{_FLOAT_OPS[e.op]} {FAST_MATH} {ty} {a}, {b}", e.op)
+            if e.op in ("min", "max"):   # NaN-propagating, like numpy's minimum/maximum
+                return self.intrinsic("minimum" if e.op == "min" else "maximum", ty, [a, b], e.op)
+        else:
+            if e.op in _INT_OPS:
+                # Signed overflow is undefined, as in C; it lets LLVM widen index arithmetic.
+                flags = " nsw" if signed(dt) and e.op in ("add", "sub", "mul") else ""
+                return self.fn.emit(f"{_INT_OPS[e.op]}{flags} {ty} {a}, {b}", e.op)
+            if e.op == "shr":
+                return self.fn.emit(f"{'ashr' if signed(dt) else 'lshr'} {ty} {a}, {b}", "shr")
+            if e.op in ("min", "max"):
+                name = ("s" if signed(dt) else "u") + e.op
+                return self.intrinsic(name, ty, [a, b], e.op)
+            if e.op in ("floordiv", "floormod"):
+                return self.floor_div_mod(e, a, b, ty)
+        raise InternalError(f"no LLVM rule for '{e.op}' on {dt}")
+
+    def floor_div_mod(self, e: Binary, a: str, b: str, ty: str) -> str:
+        dt = e.dtype
+        if not signed(dt):
+            return self.fn.emit(f"{'udiv' if e.op == 'floordiv' else 'urem'} {ty} {a}, {b}", e.op)
+        c = e.b.value if isinstance(e.b, Const) else None
+        if c is not None and c > 0 and c & (c - 1) == 0:     # powers of two: exact shifts and masks
+            if e.op == "floordiv":
+                return self.fn.emit(f"ashr {ty} {a}, {c.bit_length() - 1}", "div")
+            return self.fn.emit(f"and {ty} {a}, {c - 1}", "mod")
+        q = self.fn.emit(f"sdiv {ty} {a}, {b}", "q")
+        r = self.fn.emit(f"srem {ty} {a}, {b}", "r")
+        zero = "zeroinitializer" if dt.lanes > 1 else "0"
+        nonzero = self.fn.emit(f"icmp ne {ty} {r}, {zero}", "nz")
+        sign = self.fn.emit(f"xor {ty} {r}, {b}", "sg")
+        negative = self.fn.emit(f"icmp slt {ty} {sign}, {zero}", "neg")
+        fix = self.fn.emit(f"and {vec('i1', dt.lanes)} {nonzero}, {negative}", "fix")
+        if e.op == "floordiv":
+            one = self.fn.emit(f"sext {vec('i1', dt.lanes)} {fix} to {ty}", "m1")     # -1 where a fix is due
+            return self.fn.emit(f"add {ty} {q}, {one}", "fdiv")
+        adjusted = self.fn.emit(f"add {ty} {r}, {b}", "radj")
+        return self.fn.emit(f"select {vec('i1', dt.lanes)} {fix}, {ty} {adjusted}, {ty} {r}", "fmod")
+
+    def expr_Compare(self, e: Compare) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        ty = compute_type(e.a.dtype)
+        if e.a.dtype.is_float:
+            return self.fn.emit(f"fcmp {_FCMP[e.op]} {ty} {a}, {b}", "cmp")
+        if e.a.dtype.is_bool:
+            table = _ICMP_U
+        else:
+            table = _ICMP_S if signed(e.a.dtype) else _ICMP_U
+        return self.fn.emit(f"icmp {table[e.op]} {ty} {a}, {b}", "cmp")
+
+    def expr_Logical(self, e: Logical) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        return self.fn.emit(f"{e.op} {compute_type(e.dtype)} {a}, {b}", e.op)
+
+    def expr_Not(self, e: Not) -> str:
+        a = self.expr(e.a)
+        ones = "true" if e.dtype.lanes == 1 else "splat (i1 true)"
+        return self.fn.emit(f"xor {compute_type(e.dtype)} {a}, {ones}", "not")
+
+    def expr_Select(self, e: Select) -> str:
+        ty = compute_type(e.dtype)
+        if e.guarded and e.cond.dtype.lanes == 1:
+            return self.guarded_select(e, ty)
+        c, t, f = self.expr(e.cond), self.expr(e.true_value), self.expr(e.false_value)
+        return self.fn.emit(f"select {compute_type(e.cond.dtype)} {c}, {ty} {t}, {ty} {f}", "sel")
+
+    def guarded_select(self, e: Select, ty: str) -> str:
+        # if_then_else: only the chosen branch may run (it may read out of bounds otherwise).
+        c = self.expr(e.cond)
+        then_l, else_l, join_l = self.fn.label("then"), self.fn.label("else"), self.fn.label("join")
+        self.fn.do(f"br i1 {c}, label %{then_l}, label %{else_l}")
+        self.fn.start_block(then_l)
+        t = self.expr(e.true_value)
+        t_end = self.fn.block
+        self.fn.do(f"br label %{join_l}")
+        self.fn.start_block(else_l)
+        f = self.expr(e.false_value)
+        f_end = self.fn.block
+        self.fn.do(f"br label %{join_l}")
+        self.fn.start_block(join_l)
+        return self.fn.emit(f"phi {ty} [ {t}, %{t_end} ], [ {f}, %{f_end} ]", "ite")
+
+    def expr_Cast(self, e: Cast) -> str:
+        return self.convert(self.expr(e.value), e.value.dtype, e.dtype)
+
+    def convert(self, v: str, src: DType, dst: DType) -> str:
+        s_ty, d_ty = compute_type(src), compute_type(dst)
+        lanes = dst.lanes
+        if src.is_float and dst.is_float:
+            if dst.bits == 16:            # round to half, compute on as float
+                mid = v if src.bits != 64 else self.fn.emit(f"fptrunc {s_ty} {v} to {vec('float', lanes)}", "f32")
+                h = self.fn.emit(f"fptrunc {vec('float', lanes)} {mid} to {vec('half', lanes)}", "f16")
+                return self.fn.emit(f"fpext {vec('half', lanes)} {h} to {d_ty}", "f16c")
+            if s_ty == d_ty:
+                return v
+            op = "fpext" if d_ty.endswith("double") or d_ty.endswith("double>") else "fptrunc"
+            return self.fn.emit(f"{op} {s_ty} {v} to {d_ty}", "fcvt")
+        if dst.is_bool:
+            zero = "zeroinitializer" if lanes > 1 else ("0.0" if src.is_float else "0")
+            cmp = "fcmp une" if src.is_float else "icmp ne"
+            return self.fn.emit(f"{cmp} {s_ty} {v}, {zero}", "tobool")
+        if src.is_bool:
+            op = "uitofp" if dst.is_float else "zext"
+            return self.fn.emit(f"{op} {s_ty} {v} to {d_ty}", "frombool")
+        if src.is_float:
+            return self.fn.emit(f"{'fptosi' if signed(dst) else 'fptoui'} {s_ty} {v} to {d_ty}", "ftoi")
+        if dst.is_float:
+            return self.fn.emit(f"{'sitofp' if signed(src) else 'uitofp'} {s_ty} {v} to {d_ty}", "itof")
+        if src.bits == dst.bits:
+            return v
+        if src.bits > dst.bits:
+            return self.fn.emit(f"trunc {s_ty} {v} to {d_ty}", "trunc")
+        return self.fn.emit(f"{'sext' if signed(src) else 'zext'} {s_ty} {v} to {d_ty}", "ext")
+
+    def expr_Call(self, e: Call) -> str:
+        args = [self.expr(a) for a in e.args]
+        ty = compute_type(e.dtype)
+        is_f32 = scalar_compute(e.dtype) == "float"
+        if e.name in MATH_FUNCTIONS and is_f32:
+            symbol, definition = math_function(e.name, e.dtype.lanes)
+            self.module.definitions.setdefault(symbol, definition)
+            for d in math_declarations(e.dtype.lanes):
+                self.declare(d)
+            return self.fn.emit(f"call {ty} {symbol}({ty} {args[0]})", e.name)
+        if e.name == "sigmoid":   # double precision: 1 / (1 + exp(-x))
+            neg = self.fn.emit(f"fneg {ty} {args[0]}", "neg")
+            ex = self.intrinsic("exp", ty, [neg], "exp")
+            one = literal(1.0, e.dtype.element())
+            one = one if e.dtype.lanes == 1 else f"splat ({scalar_compute(e.dtype)} {one})"
+            den = self.fn.emit(f"fadd {FAST_MATH} {ty} {one}, {ex}", "den")
+            return self.fn.emit(f"fdiv {FAST_MATH} {ty} {one}, {den}", "sigmoid")
+        if e.name == "rsqrt":
+            root = self.intrinsic("sqrt", ty, args, "sqrt")
+            one = literal(1.0, e.dtype.element())
+            one = one if e.dtype.lanes == 1 else f"splat ({scalar_compute(e.dtype)} {one})"
+            return self.fn.emit(f"fdiv {FAST_MATH} {ty} {one}, {root}", "rsqrt")
+        if e.name == "pow":
+            return self.intrinsic("pow", ty, args, "pow")
+        if e.name == "erf":
+            return self.scalar_libm("erf", e, args)
+        if e.name in _LLVM_UNARY:
+            return self.intrinsic(_LLVM_UNARY[e.name], ty, args, e.name)
+        raise InternalError(f"no LLVM rule for math function '{e.name}' on {e.dtype}")
+
+    def scalar_libm(self, name: str, e: Call, args) -> str:
+        # libm has only scalar double erf: call it per lane.
+        elem = scalar_compute(e.dtype)
+        self.declare(f"declare double @{name}(double)")
+        lanes = e.dtype.lanes
+        out = "poison"
+        for lane in range(lanes):
+            x = args[0] if lanes == 1 else self.fn.emit(f"extractelement {compute_type(e.dtype)} {args[0]}, i64 {lane}", "lane")
+            xd = x if elem == "double" else self.fn.emit(f"fpext {elem} {x} to double", "xd")
+            r = self.fn.emit(f"call double @{name}(double {xd})", name)
+            r = r if elem == "double" else self.fn.emit(f"fptrunc double {r} to {elem}", "r")
+            if lanes == 1:
+                return r
+            out = self.fn.emit(f"insertelement {compute_type(e.dtype)} {out}, {elem} {r}, i64 {lane}", "ins")
+        return out
+
+    # -- memory --
+    def address(self, buffer: Buffer, index: Expr) -> str:
+        """A pointer (scalar index or ramp base) or a vector of pointers (any other vector index)."""
+        base = self.ptrs[buffer]
+        mem = scalar_memory(buffer.dtype)
+        if isinstance(index, Ramp) or index.dtype.lanes == 1:
+            scalar = index.base if isinstance(index, Ramp) else index
+            i = self.expr(scalar)
+            i64 = i if scalar.dtype.bits == 64 else self.fn.emit(f"sext {compute_type(scalar.dtype)} {i} to i64", "idx")
+            return self.fn.emit(f"getelementptr inbounds {mem}, ptr {base}, i64 {i64}", "addr")
+        lanes = index.dtype.lanes
+        i = self.expr(index)
+        i64 = i if index.dtype.bits == 64 else self.fn.emit(f"sext {compute_type(index.dtype)} {i} to <{lanes} x i64>", "idx")
+        return self.fn.emit(f"getelementptr inbounds {mem}, ptr {base}, <{lanes} x i64> {i64}", "addrs")
+
+    @staticmethod
+    def contiguous(index: Expr) -> bool:
+        return isinstance(index, Ramp) and isinstance(index.stride, Const) and index.stride.value == 1
+
+    def mask_value(self, predicate, lanes: int) -> str:
+        if predicate is None:
+            return f"splat (i1 true)"
+        return self.expr(predicate)
+
+    def expr_Load(self, e: Load) -> str:
+        buf, index = e.buffer, e.indices[0]
+        align = buf.dtype.bytes
+        mty = memory_type(e.dtype)
+        lanes = e.dtype.lanes
+        if lanes == 1:
+            if e.predicate is not None:
+                raise InternalError("scalar predicated loads are not produced by lowering")
+            raw = self.fn.emit(f"load {mty}, ptr {self.address(buf, index)}, align {align}", buf.name)
+        elif self.contiguous(index) and e.predicate is None:
+            raw = self.fn.emit(f"load {mty}, ptr {self.address(buf, index)}, align {align}", buf.name)
+        elif self.contiguous(index):
+            ptr = self.address(buf, index)
+            mask = self.expr(e.predicate)
+            name = f"llvm.masked.load.{suffix(mty)}.p0"
+            self.declare(f"declare {mty} @{name}(ptr, i32, <{lanes} x i1>, {mty})")
+            raw = self.fn.emit(f"call {mty} @{name}(ptr {ptr}, i32 {align}, <{lanes} x i1> {mask}, {mty} zeroinitializer)", buf.name)
+        else:
+            ptrs = self.address(buf, index)
+            mask = self.mask_value(e.predicate, lanes)
+            name = f"llvm.masked.gather.{suffix(mty)}.v{lanes}p0"
+            self.declare(f"declare {mty} @{name}(<{lanes} x ptr>, i32, <{lanes} x i1>, {mty})")
+            raw = self.fn.emit(f"call {mty} @{name}(<{lanes} x ptr> {ptrs}, i32 {align}, <{lanes} x i1> {mask}, "
+                               f"{mty} zeroinitializer)", buf.name)
+        return self.from_memory(raw, e.dtype)
+
+    def from_memory(self, raw: str, dt: DType) -> str:
+        mty, cty = memory_type(dt), compute_type(dt)
+        if mty == cty:
+            return raw
+        if dt.is_bool:
+            zero = "zeroinitializer" if dt.lanes > 1 else "0"
+            return self.fn.emit(f"icmp ne {mty} {raw}, {zero}", "b")
+        return self.fn.emit(f"fpext {mty} {raw} to {cty}", "h2f")
+
+    def to_memory(self, value: str, dt: DType) -> str:
+        mty, cty = memory_type(dt), compute_type(dt)
+        if mty == cty:
+            return value
+        if dt.is_bool:
+            return self.fn.emit(f"zext {cty} {value} to {mty}", "b8")
+        return self.fn.emit(f"fptrunc {cty} {value} to {mty}", "f2h")

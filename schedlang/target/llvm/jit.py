@@ -1,0 +1,70 @@
+"""Compile LLVM IR text for the host CPU with llvmlite and hand out function addresses."""
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+from typing import Tuple
+
+import llvmlite.binding as llvm
+
+_lock = threading.Lock()
+_initialized = False
+
+
+def _init() -> None:
+    global _initialized
+    with _lock:
+        if not _initialized:
+            # llvmlite 0.50: llvm.initialize() raises; initialise the pieces one by one.
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            llvm.initialize_native_asmparser()
+            _initialized = True
+
+
+@lru_cache(maxsize=1)
+def host_cpu() -> Tuple[str, str]:
+    """(cpu name, feature string) of this machine; the features matter more than the
+    name, which LLVM sometimes reports as an older model."""
+    _init()
+    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
+@lru_cache(maxsize=4)
+def target_machine(cpu: str, features: str):
+    _init()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="default", codemodel="jitdefault")
+
+
+def triple_and_layout(cpu: str, features: str) -> Tuple[str, str]:
+    tm = target_machine(cpu, features)
+    return llvm.get_process_triple(), str(tm.target_data)
+
+
+class CompiledModule:
+    """A JIT-compiled LLVM module; keeps the engine alive as long as it is referenced."""
+
+    def __init__(self, text: str, cpu: str, features: str):
+        tm = target_machine(cpu, features)
+        mod = llvm.parse_assembly(text)
+        mod.verify()
+        options = llvm.create_pipeline_tuning_options(speed_level=3)
+        options.loop_vectorization = True
+        options.slp_vectorization = True
+        builder = llvm.create_pass_builder(tm, options)
+        builder.getModulePassManager().run(mod, builder)
+        self.optimized_ir = str(mod)
+        self.engine = llvm.create_mcjit_compiler(mod, tm)
+        self.engine.finalize_object()
+        self._tm = tm
+        self._mod = mod
+
+    def address(self, name: str) -> int:
+        addr = self.engine.get_function_address(name)
+        if not addr:
+            raise KeyError(f"function {name} is not in the compiled module")
+        return addr
+
+    def assembly(self) -> str:
+        return self._tm.emit_assembly(self._mod)

@@ -1,0 +1,54 @@
+"""Target descriptions: explicit, frozen configuration passed down through lowering."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Union
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where code runs. kind is "llvm" (the host CPU) or "cuda".
+
+    vector_bits: the widest native vector register (512 with AVX-512, 256 with AVX2).
+    num_threads: worker threads for parallel loops (0: the OpenMP default, OMP_NUM_THREADS or all cores).
+    """
+
+    kind: str
+    cpu: str = ""
+    features: str = ""
+    vector_bits: int = 128
+    num_threads: int = 0
+
+    def __post_init__(self):
+        if self.kind not in ("llvm", "cuda"):
+            raise ValueError(f"unknown target {self.kind!r}; use 'llvm' (the CPU) or 'cuda'")
+
+    def native_lanes(self, bits: int) -> int:
+        """Lanes of one native vector register for elements of `bits` bits."""
+        return max(1, self.vector_bits // max(bits, 8))
+
+    def __str__(self) -> str:
+        return self.kind if not self.cpu else f"{self.kind} -mcpu={self.cpu}"
+
+    @staticmethod
+    def create(spec: Union[str, "Target"]) -> "Target":
+        if isinstance(spec, Target):
+            return spec
+        if not isinstance(spec, str):
+            raise TypeError(f"target must be 'llvm', 'cuda' or a Target, got {spec!r}")
+        kind = spec.split()[0] if spec.strip() else spec
+        if kind == "llvm":
+            return host_target()
+        if kind == "cuda":
+            return Target("cuda", vector_bits=128)
+        raise ValueError(f"unknown target {spec!r}; use 'llvm' (the CPU) or 'cuda'")
+
+
+@lru_cache(maxsize=1)
+def host_target() -> Target:
+    """The CPU this process runs on, with its full feature set."""
+    from .llvm.jit import host_cpu
+    name, features = host_cpu()
+    bits = 512 if "+avx512f" in features.split(",") else 256 if "+avx2" in features.split(",") or "+avx" in features.split(",") else 128
+    return Target("llvm", name, features, bits)

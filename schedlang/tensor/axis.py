@@ -1,0 +1,88 @@
+"""Iteration axes: the loops of an algorithm (data-parallel, reduction) and GPU thread axes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from ..dtypes import int32
+from ..expr.nodes import Expr, ExprOps, Var, as_expr
+
+DATA_PAR = "data_par"
+REDUCE = "reduce"
+THREAD = "thread"
+
+THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
+               "threadIdx.z", "vthread")
+
+
+@dataclass(frozen=True)
+class Range:
+    """The half-open interval [min, min + extent)."""
+
+    min: Union[int, Expr]
+    extent: Union[int, Expr]
+
+    def __str__(self) -> str:
+        end = self.min + self.extent if isinstance(self.min, int) and isinstance(self.extent, int) else None
+        return f"{self.min}..{end}" if end is not None else f"{self.min}..{self.min}+{self.extent}"
+
+
+@dataclass(frozen=True, eq=False)
+class IterVar(ExprOps):
+    """An axis: a variable, its domain and its kind. Used directly inside expressions."""
+
+    var: Var
+    dom: Range
+    kind: str = DATA_PAR
+    thread_tag: str = ""
+
+    __hash__ = object.__hash__
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+    def as_expr(self) -> Var:
+        return self.var
+
+    def __str__(self) -> str:
+        return self.var.name
+
+    def __repr__(self) -> str:
+        return f"IterVar({self.var.name}, {self.dom}, {self.kind})"
+
+
+def _range_of(dom) -> Range:
+    if isinstance(dom, Range):
+        return dom
+    if isinstance(dom, int):
+        return Range(0, dom)
+    if isinstance(dom, (tuple, list)) and len(dom) == 2 and all(isinstance(x, int) for x in dom):
+        lo, hi = dom
+        if hi < lo:
+            raise ValueError(f"axis range ({lo}, {hi}) is empty: the end must not be below the start")
+        return Range(lo, hi - lo)
+    raise TypeError(f"an axis range is (begin, end) of two ints, got {dom!r}")
+
+
+def reduce_axis(dom, name: str = "k") -> IterVar:
+    """A reduction axis over dom = (begin, end), as TVM's te.reduce_axis."""
+    r = _range_of(dom)
+    if r.extent <= 0:
+        raise ValueError(f"reduce_axis '{name}' has an empty range {dom!r}")
+    return IterVar(Var(name, int32), r, REDUCE)
+
+
+def thread_axis(tag: str = "", name: str = "") -> IterVar:
+    """A GPU thread axis such as thread_axis("blockIdx.x"), for bind()."""
+    if tag not in THREAD_TAGS:
+        raise ValueError(f"unknown thread tag {tag!r}; use one of {', '.join(THREAD_TAGS)}")
+    return IterVar(Var(name or tag, int32), Range(0, 0), THREAD, tag)
+
+
+def index_var(name: str) -> Var:
+    return Var(name, int32)
+
+
+__all__ = ["Range", "IterVar", "reduce_axis", "thread_axis", "DATA_PAR", "REDUCE", "THREAD",
+           "THREAD_TAGS", "as_expr"]

@@ -1,0 +1,142 @@
+"""Math intrinsics and helpers of the algorithm language, named as in TVM's te/tir."""
+from __future__ import annotations
+
+import functools
+from typing import Union
+
+from ..dtypes import dtype as parse_dtype
+from ..expr.nodes import (Call, Const, Expr, as_expr, binary, cast as _cast, const as _const,
+                          logical, select as _select, Var)
+from . import reduce as _reduce
+
+# name -> number of arguments; every one is computed in the argument's float dtype.
+MATH_INTRINSICS = {"exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1, "erf": 1,
+                   "abs": 1, "floor": 1, "ceil": 1, "round": 1, "pow": 2, "exp2": 1, "log2": 1,
+                   "sin": 1, "cos": 1, "trunc": 1}
+
+
+def call(name: str, *args) -> Expr:
+    """Apply math intrinsic `name`; integer arguments are converted to float32 (abs keeps ints)."""
+    exprs = [as_expr(a) for a in args]
+    if len(exprs) != MATH_INTRINSICS[name]:
+        raise TypeError(f"{name} takes {MATH_INTRINSICS[name]} argument(s), got {len(exprs)}")
+    if name == "abs" and exprs[0].dtype.is_int:
+        x = exprs[0]
+        return _select(x < 0, -x, x)
+    if len(exprs) == 2:
+        a, b = exprs
+        target = a.dtype if a.dtype.is_float else b.dtype if b.dtype.is_float else parse_dtype("float32")
+        exprs = [_cast(target, a), _cast(target, b)]
+    elif not exprs[0].dtype.is_float:
+        exprs = [_cast("float32", exprs[0])]
+    return Call(name, tuple(exprs), exprs[0].dtype)
+
+
+def _unary(name):
+    def fn(x):
+        return call(name, x)
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise {name}(x), computed in x's float dtype."
+    return fn
+
+
+exp, log, sqrt, rsqrt, tanh, sigmoid, erf = (_unary(n) for n in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf"))
+floor, ceil, round, trunc, exp2, log2, sin, cos = (_unary(n) for n in ("floor", "ceil", "round", "trunc", "exp2", "log2", "sin", "cos"))
+abs = _unary("abs")  # noqa: A001 - the TVM name
+
+
+def power(x, y) -> Expr:
+    """x ** y elementwise."""
+    return call("pow", x, y)
+
+
+pow = power  # noqa: A001
+
+
+def if_then_else(cond, true_value, false_value) -> Expr:
+    """cond ? true_value : false_value, where the branch not taken is never evaluated
+    (so it may index out of bounds, as for padding)."""
+    return _select(cond, true_value, false_value, guarded=True)
+
+
+def select(cond, true_value, false_value) -> Expr:
+    """cond ? true_value : false_value; both sides may be evaluated."""
+    return _select(cond, true_value, false_value, guarded=False)
+
+
+def all(*conds) -> Expr:  # noqa: A001
+    """Logical and of all conditions."""
+    if not conds:
+        return Const(True, parse_dtype("bool"))
+    return functools.reduce(lambda a, b: logical("and", a, b), conds)
+
+
+def any(*conds) -> Expr:  # noqa: A001
+    """Logical or of all conditions."""
+    if not conds:
+        return Const(False, parse_dtype("bool"))
+    return functools.reduce(lambda a, b: logical("or", a, b), conds)
+
+
+def const(value, dtype=None) -> Const:
+    """A constant; dtype defaults to int32 for ints and float32 for floats."""
+    return _const(value, dtype)
+
+
+def var(name: str = "v", dtype="int32") -> Var:
+    return Var(name, parse_dtype(dtype))
+
+
+def min_value(dtype) -> Const:
+    """The smallest value of dtype (-inf for floats)."""
+    return _reduce.min_value(parse_dtype(dtype))
+
+
+def max_value(dtype) -> Const:
+    """The largest value of dtype (+inf for floats)."""
+    return _reduce.max_value(parse_dtype(dtype))
+
+
+def floordiv(a, b) -> Expr:
+    return binary("floordiv", a, b)
+
+
+def floormod(a, b) -> Expr:
+    return binary("floormod", a, b)
+
+
+def sum(expr, axis=None, where=None):  # noqa: A001
+    """Sum reduction over axis (a reduce_axis or list of them), as te.sum."""
+    return _reduce.sum_reducer(expr, axis, where)
+
+
+def prod(expr, axis=None, where=None):
+    """Product reduction over axis."""
+    return _reduce.prod_reducer(expr, axis, where)
+
+
+def max(expr, axis=None, where=None):  # noqa: A001
+    """max(expr, axis=k) is a reduction; max(a, b) is the elementwise maximum, as in TVM."""
+    return _max_min("max", _reduce.max_reducer, expr, axis, where)
+
+
+def min(expr, axis=None, where=None):  # noqa: A001
+    """min(expr, axis=k) is a reduction; min(a, b) is the elementwise minimum, as in TVM."""
+    return _max_min("min", _reduce.min_reducer, expr, axis, where)
+
+
+def _max_min(op: str, reducer, expr, axis, where):
+    from .axis import IterVar, REDUCE
+    is_axis = isinstance(axis, IterVar) and axis.kind == REDUCE or (
+        isinstance(axis, (list, tuple)) and axis and isinstance(axis[0], IterVar))
+    if axis is None or not is_axis:
+        if axis is None:
+            raise TypeError(f"{op}(x) needs axis= for a reduction, or a second operand for the elementwise {op}")
+        if where is not None:
+            raise TypeError(f"elementwise {op}(a, b) takes no where=")
+        return binary(op, expr, axis)
+    return reducer(expr, axis, where)
+
+
+def cast(dtype, value) -> Expr:
+    return _cast(dtype, value)

@@ -1,0 +1,140 @@
+"""Bound inference: the region of each stage that one iteration of its attach loop needs.
+
+Stages are visited consumers first. A stage computed at loop x of stage Q must cover
+every element its readers touch while the loops enclosing x stay fixed and all loops
+inside x run through their ranges. The region's start is symbolic in the fixed loops;
+its extent must be a constant (the buffer's size), found exactly when the start
+cancels, else bounded from above.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+from ..errors import ScheduleError
+from ..expr.bounds import const_bounds, relaxed_interval
+from ..expr.functor import free_vars, map_children, substitute, walk
+from ..expr.nodes import Binary, Const, Expr, Var, binary
+from ..expr.simplify import simplify
+from ..loop.build import Region, full_region
+from ..loop.plan import Program, StagePlan
+from ..schedule.relations import pass_down_extents, pass_up_values
+from ..tensor.op import TensorRead
+
+Loop = Tuple[str, Var]     # (stage name, loop variable)
+
+
+class _Bounds:
+    def __init__(self, program: Program):
+        self.program = program
+        self.by_name = {p.name: p for p in program.plans}
+        self.regions: Dict[str, Region] = {}
+        self.ranges: Dict[Var, Tuple[int, int]] = {}      # every loop variable seen so far
+
+    def leaf_extents(self, plan: StagePlan):
+        region = self.regions[plan.name]
+        return pass_down_extents({a: e for a, (_, e) in zip(plan.roots, region)}, plan.relations)
+
+    def path(self, plan: StagePlan) -> List[Var]:
+        """Loop variables around the point where plan is computed, outermost first."""
+        if plan.attach_type != "at":
+            return []
+        parent = self.by_name[plan.attach_stage]
+        leaves = list(parent.leaves)
+        pos = [i for i, a in enumerate(leaves) if a is plan.attach_ivar][0]
+        return self.path(parent) + [a.var for a in leaves[:pos + 1]]
+
+    def readers(self, plan: StagePlan) -> List[Tuple[StagePlan, TensorRead]]:
+        out = []
+        for p in self.program.plans:
+            if p.is_input:
+                continue
+            for node in walk(p.op.body):
+                if isinstance(node, TensorRead) and self.program.producer(node) is plan:
+                    out.append((p, node))
+        return out
+
+    def root_values(self, plan: StagePlan) -> Dict[Var, Expr]:
+        ext = self.leaf_extents(plan)
+        rel = pass_up_values({a: a.var for a in plan.leaves}, plan.relations, ext)
+        return {a.var: binary("add", m, rel[a]) for a, (m, _) in zip(plan.roots, self.regions[plan.name])}
+
+    def infer(self, plan: StagePlan) -> Region:
+        if plan.attach_type != "at":
+            return full_region(plan)
+        fixed = self.path(plan)
+        fixed_set = set(map(id, fixed))
+        los: List[List[Expr]] = [[] for _ in plan.op.axis]
+        his: List[List[Expr]] = [[] for _ in plan.op.axis]
+        for reader, read in self.readers(plan):
+            inside = self.path(reader) + [a.var for a in reader.leaves]
+            missing = [v for v in fixed if not any(v is w for w in inside)]
+            if missing:
+                parent = self.by_name[plan.attach_stage]
+                raise ScheduleError("compute_at", plan.name, f"stage '{reader.name}' also reads '{plan.name}' but "
+                                    f"runs outside loop '{plan.attach_ivar.name}' of '{parent.name}'",
+                                    axis=plan.attach_ivar.name,
+                                    hint=f"compute '{reader.name}' inside that loop too, or compute '{plan.name}' at the root")
+            values = self.root_values(reader)
+            relax = {v: self.ranges[v] for v in _vars_of(read, values) if id(v) not in fixed_set}
+            for d, index in enumerate(read.indices):
+                e = simplify(substitute(index, values))
+                lo, hi = self.interval(e, relax)
+                los[d].append(lo)
+                his[d].append(hi)
+        region = []
+        for d, ax in enumerate(plan.op.axis):
+            region.append(self.combine(los[d], his[d], ax))
+        region += [(Const(a.dom.min), a.dom.extent) for a in plan.op.reduce_axis]
+        return region
+
+    def interval(self, e: Expr, relax) -> Tuple[Expr, Expr]:
+        try:
+            lo, hi = relaxed_interval(e, relax)
+        except ValueError:
+            everything = {v: self.ranges[v] for v in free_vars(e) if v in self.ranges}
+            lo_c, hi_c = const_bounds(e, everything)
+            if lo_c is None or hi_c is None:
+                return None, None
+            return Const(lo_c), Const(hi_c)
+        return simplify(lo, self.ranges), simplify(hi, self.ranges)
+
+    def combine(self, los: List[Expr], his: List[Expr], ax) -> Tuple[Expr, int]:
+        dom_lo, dom_ext = ax.dom.min, ax.dom.extent
+        if not los or any(x is None for x in los + his):
+            return Const(dom_lo), dom_ext
+        lo, hi = los[0], his[0]
+        for x in los[1:]:
+            lo = simplify(binary("min", lo, x), self.ranges)
+        for x in his[1:]:
+            hi = simplify(binary("max", hi, x), self.ranges)
+        extent = simplify(binary("add", binary("sub", hi, lo), Const(1)), self.ranges)
+        if not isinstance(extent, Const):
+            bound = const_bounds(extent, self.ranges)[1]
+            if bound is None:
+                return Const(dom_lo), dom_ext
+            extent = Const(bound)
+        if extent.value >= dom_ext:
+            return Const(dom_lo), dom_ext   # the whole domain is needed anyway: keep it simple
+        return lo, max(1, int(extent.value))
+
+    def run(self) -> Dict[str, Region]:
+        for plan in reversed(self.program.plans):
+            if plan.is_input:
+                continue
+            self.regions[plan.name] = self.infer(plan)
+            ext = self.leaf_extents(plan)
+            self.ranges.update({a.var: (0, ext[a] - 1) for a in plan.leaves})
+        return self.regions
+
+
+def _vars_of(read: TensorRead, values: Dict[Var, Expr]) -> List[Var]:
+    seen: Dict[Var, None] = {}
+    for index in read.indices:
+        for v in free_vars(substitute(index, values)):
+            seen[v] = None
+    return list(seen)
+
+
+def infer_regions(program: Program) -> Dict[str, Region]:
+    """The region (per root axis: start, extent) each stage of the program computes."""
+    return _Bounds(program).run()
