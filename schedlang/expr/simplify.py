@@ -129,6 +129,10 @@ class _Simplifier(ExprMutator):
     def bounds(self, e: Expr):
         return const_bounds(e, self.ranges)
 
+    def visit_Var(self, e) -> Expr:
+        lo, hi = self.ranges.get(e, (None, None))
+        return Const(lo, e.dtype) if lo is not None and lo == hi else e   # a one-iteration loop
+
     # -- arithmetic --
     def visit_Binary(self, e: Binary) -> Expr:
         a, b = self.visit(e.a), self.visit(e.b)

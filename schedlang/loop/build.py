@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..errors import ScheduleError
 from ..expr.bounds import const_bounds
 from ..expr.functor import map_children, substitute, uses_var
-from ..expr.nodes import Buffer, Const, Expr, Load, as_expr, binary, logical
+from ..expr.nodes import Buffer, Const, Expr, Load, binary, key, logical
 from ..expr.simplify import simplify
 from ..schedule.relations import pass_down_extents, pass_up_values
 from ..schedule.stage import BIND, PARALLEL, UNROLL, VECTORIZE
@@ -23,6 +23,7 @@ from ..tensor.reduce import Reduce
 from .nodes import (BOUND, PARALLEL as K_PARALLEL, SERIAL, UNROLLED, VECTORIZED, Allocate, For, Func,
                     IfThen, Stmt, Store, seq)
 from .plan import Program, StagePlan
+from .names import unique_loop_names
 from .simplify import simplify_stmt
 
 Region = List[Tuple[Expr, int]]     # per root axis: (min, extent)
@@ -132,7 +133,11 @@ class _FuncBuilder:
                 out.append(value[a] >= dom.min)
             if vhi is None or vhi >= dom.min + dom.extent:
                 out.append(value[a] < dom.min + dom.extent)
-        return [simplify(g, ranges) for g in out]
+        unique: Dict[object, Expr] = {}
+        for g in out:
+            g = simplify(g, ranges)
+            unique.setdefault(key(g), g)
+        return [g for g in unique.values() if not (isinstance(g, Const) and g.value)]
 
     def reduction_nest(self, plan: StagePlan, update: Stmt, init: Stmt, guards: List[Expr]) -> Stmt:
         leaves = list(plan.leaves)
@@ -180,7 +185,7 @@ class _FuncBuilder:
             if not p.is_arg:
                 body = Allocate(self.buffers[p.name], body)
         params = tuple(self.buffers[p.name] for p in self.program.params)
-        return Func(self.program.name, params, simplify_stmt(body))
+        return unique_loop_names(Func(self.program.name, params, simplify_stmt(body)))
 
 
 def _guarded(conds: List[Expr], body: Stmt) -> Stmt:

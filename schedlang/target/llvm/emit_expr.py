@@ -253,7 +253,7 @@ class ExprEmitter:
         """A pointer (scalar index or ramp base) or a vector of pointers (any other vector index)."""
         base = self.ptrs[buffer]
         mem = scalar_memory(buffer.dtype)
-        if isinstance(index, Ramp) or index.dtype.lanes == 1:
+        if self.contiguous(index) or index.dtype.lanes == 1:
             scalar = index.base if isinstance(index, Ramp) else index
             i = self.expr(scalar)
             i64 = i if scalar.dtype.bits == 64 else self.fn.emit(f"sext {compute_type(scalar.dtype)} {i} to i64", "idx")

@@ -30,13 +30,15 @@ def host_cpu() -> Tuple[str, str]:
     return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 
-@lru_cache(maxsize=4)
 def target_machine(cpu: str, features: str):
+    """A new target machine. Not cached: an MCJIT engine takes ownership of the one it is
+    given and destroys it with itself."""
     _init()
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="default", codemodel="jitdefault")
 
 
+@lru_cache(maxsize=4)
 def triple_and_layout(cpu: str, features: str) -> Tuple[str, str]:
     tm = target_machine(cpu, features)
     return llvm.get_process_triple(), str(tm.target_data)
