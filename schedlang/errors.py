@@ -20,10 +20,10 @@ class ScheduleError(ValueError):
         self.problem = problem
         self.choices = list(choices) if choices is not None else None
         self.hint = hint
-        where = f" stage '{stage}'" if stage else ""
+        where = [f"stage '{stage}'"] if stage else []
         if axis is not None:
-            where += f", axis '{axis}'"
-        text = f"{primitive}:{where}: {problem}"
+            where.append(f"axis '{axis}'")
+        text = f"{primitive}: {', '.join(where) + ': ' if where else ''}{problem}"
         if self.choices is not None:
             listed = ", ".join(self.choices) if self.choices else "(none)"
             text += f"\n  valid choices: {listed}"

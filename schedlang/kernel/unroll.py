@@ -1,5 +1,6 @@
 """unroll_loops: replace each unrolled loop by copies of its body (and honour the
-auto_unroll_max_step pragma for the loops nested inside one)."""
+auto_unroll_max_step pragma for the loops nested inside one); a loop of one iteration
+becomes its body."""
 from __future__ import annotations
 
 import math
@@ -7,7 +8,7 @@ from typing import Dict
 
 from ..expr.nodes import Const, Expr, Var
 from ..loop.functor import StmtMutator, substitute_stmt, walk_stmts
-from ..loop.nodes import SERIAL, UNROLLED, For, Stmt, seq
+from ..loop.nodes import BOUND, SERIAL, UNROLLED, For, Stmt, seq
 
 
 class _Unroll(StmtMutator):
@@ -23,7 +24,8 @@ class _Unroll(StmtMutator):
         self.auto_limit = saved
         auto = (limit is None and s.kind == SERIAL and self.auto_limit > 0
                 and s.extent * _inner_trips(body) <= self.auto_limit)
-        if s.kind == UNROLLED or auto:
+        one_trip = s.extent == 1 and s.kind != BOUND     # a loop of one iteration is just its body
+        if s.kind == UNROLLED or auto or one_trip:
             return seq(*(substitute_stmt(body, {s.var: Const(i, s.var.dtype)}) for i in range(s.extent)))
         return s.with_body(body)
 

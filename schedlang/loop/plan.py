@@ -82,13 +82,14 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
         if plain or st.attach_type == "inline":
             plan = StagePlan(st.name, st.op, tuple(_roots(st.op)),
                              attach_type="inline" if st.attach_type == "inline" else "root",
-                             scope=st.scope, is_arg=is_arg)
+                             scope=st.scope or "global", is_arg=is_arg)
         else:
             plan = StagePlan(
                 st.name, st.op, tuple(st.leaf_iter_vars), tuple(st.relations),
                 tuple(st.annotations.items()), tuple((a, tuple(p)) for a, p in st.pragmas.items()),
                 st.attach_type, st.attach_stage.name if st.attach_stage else None, st.attach_ivar,
-                st.scope, tuple(sorted(st.storage_aligns.items())), is_arg)
+                st.scope or ("local" if st.attach_type == "at" else "global"),
+                tuple(sorted(st.storage_aligns.items())), is_arg)
         plans[id(st)] = plan
     plan_of_op = {op: plans[id(st)] for op, st in schedule._by_op.items() if id(st) in plans}
     ordered = [plans[id(st)] for st in schedule.stages if id(st) in plans]
@@ -156,7 +157,7 @@ def _default_name(schedule) -> str:
 
 def inline_stages(program: Program) -> Program:
     """Substitute inlined stages into their readers and drop them from the plan list."""
-    bodies: Dict[StagePlan, ComputeOp] = {}
+    bodies: Dict[str, ComputeOp] = {}     # inlined stage name -> its (already inlined) op
     plans: List[StagePlan] = []
 
     def inline(e: Expr) -> Expr:
@@ -165,7 +166,7 @@ def inline_stages(program: Program) -> Program:
             if isinstance(node, TensorRead):
                 src = program.plan_of_op[node.tensor.op]
                 if src.attach_type == "inline":
-                    op = bodies[src]
+                    op = bodies[src.name]
                     return substitute(op.body, {a.var: i for a, i in zip(op.axis, node.indices)})
             return node
         return go(e)
@@ -176,7 +177,7 @@ def inline_stages(program: Program) -> Program:
             if body is not p.op.body:
                 p = replace(p, op=ComputeOp(p.op.name, p.op.axis, body, p.op.tag, p.op.attrs))
         if p.attach_type == "inline":
-            bodies[p] = p.op
+            bodies[p.name] = p.op
         else:
             plans.append(p)
     new_by_name = {p.name: p for p in plans}

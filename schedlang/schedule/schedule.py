@@ -99,9 +99,11 @@ class Schedule:
             op = key.op if isinstance(key, Tensor) else key
             if op in self._by_op:
                 return self._by_op[op]
-        raise ScheduleError("schedule", None, f"{key!r} is not a stage of this schedule",
-                            choices=[st.name for st in self.stages],
-                            hint="index the schedule with a tensor, its op, or a stage name")
+        what = f"'{key.name}'" if isinstance(key, (Tensor, Operation, Stage)) else repr(key)
+        raise ScheduleError("s[...]", None, f"{what} is not a stage of this schedule: the schedule's outputs "
+                            "neither compute nor read it", choices=[st.name for st in self.stages],
+                            hint="index the schedule with a tensor, its op, or a stage name; "
+                                 "a tensor made after create_schedule() is not in it")
 
     def stage_of(self, op: Operation) -> Stage:
         return self._by_op[op]
@@ -180,8 +182,10 @@ class Schedule:
         try:
             return self[x]
         except ScheduleError:
-            raise ScheduleError(primitive, None, f"{x!r} is not a tensor or stage of this schedule",
-                                choices=[st.name for st in self.stages]) from None
+            what = f"'{x.name}'" if isinstance(x, (Tensor, Operation, Stage)) else repr(x)
+            raise ScheduleError(primitive, None, f"{what} is not a tensor or stage of this schedule",
+                                choices=[st.name for st in self.stages],
+                                hint="pass a tensor of the scheduled program, its op, or a stage name") from None
 
     def _unique_name(self, base: str) -> str:
         names = {st.name for st in self.stages}
@@ -277,7 +281,8 @@ class Schedule:
         st._require_schedulable("rfactor")
         op = st.op
         if not isinstance(op.body, Reduce):
-            raise ScheduleError("rfactor", st.name, "is not a reduction", hint="rfactor applies to sum/max/min/... stages")
+            raise ScheduleError("rfactor", st.name, "the stage is not a reduction", axis=getattr(axis, "name", None),
+                                hint="rfactor applies to sum/max/min/... stages")
         st._require_leaf("rfactor", axis)
         if axis.kind != REDUCE:
             raise ScheduleError("rfactor", st.name, "the axis is not a reduction loop", axis=axis.name,
@@ -289,7 +294,8 @@ class Schedule:
                                 hint="split the reduction axis, rfactor, then schedule the data-parallel axes")
         if isinstance(factor_axis, bool) or not isinstance(factor_axis, int) or not 0 <= factor_axis <= len(op.axis):
             raise ScheduleError("rfactor", st.name, f"factor_axis must be an int in [0, {len(op.axis)}], got {factor_axis!r}",
-                                axis=axis.name)
+                                axis=axis.name, hint="factor_axis is where the factored axis goes among the "
+                                                     f"{len(op.axis)} axes of the new stage")
         if any(s.attach_stage is st and s.attach_ivar.kind == REDUCE for s in self.stages):
             raise ScheduleError("rfactor", st.name, "stages are computed at its reduction loops, which rfactor replaces",
                                 axis=axis.name, hint="call rfactor before compute_at")

@@ -5,6 +5,7 @@ naming the primitive, the stage and the axis, and records itself as a step.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
@@ -39,10 +40,10 @@ class Stage:
     """The schedule of one operation: its loops (leaf axes), how they derive from the
     operation's axes, their annotations, and where the stage is computed."""
 
-    def __init__(self, schedule: "Schedule", op: Operation, name: str, scope: str = "global"):
+    def __init__(self, schedule: "Schedule", op: Operation, name: str, scope: Optional[str] = None):
         self.schedule = schedule
         self.name = name
-        self.scope = scope
+        self.scope = scope     # None: global at the root, local when computed at a loop
         self.is_output = False
         self.attach_type = "root"          # "root", "inline" or "at"
         self.attach_stage: Optional[Stage] = None
@@ -94,16 +95,17 @@ class Stage:
             raise ScheduleError(primitive, self.name, "is inlined into its consumers and has no loops of its own",
                                 hint="call compute_root() on it first if it should keep its own loops")
 
-    def _require_leaf(self, primitive: str, ivar, what: str = "axis") -> IterVar:
+    def _leaf_problem(self, ivar, whose: Optional[str] = None) -> Optional[Tuple[str, str]]:
+        """Why ivar is not a loop of this stage that a primitive can take: (problem, hint), or None.
+        whose names this stage in the problem text."""
+        whose = whose or f"stage '{self.name}'"
         if not isinstance(ivar, IterVar):
-            raise ScheduleError(primitive, self.name, f"expected an axis (IterVar) as the {what}, got {ivar!r}",
-                                choices=[a.name for a in self.leaf_iter_vars])
+            return f"expected an axis (IterVar), got {ivar!r}", f"take the axes from s[{self.name!r}].op.axis"
         if ivar not in self.all_iter_vars:
             owner = self.schedule._owner_of(ivar)
-            where = f"belongs to stage '{owner.name}'" if owner else "is not an axis of this schedule"
-            raise ScheduleError(primitive, self.name, f"the axis {where}", axis=ivar.name,
-                                choices=[a.name for a in self.leaf_iter_vars],
-                                hint=f"take the axes from s[{self.name!r}].op.axis or from this stage's own split/fuse results")
+            where = f"belongs to stage '{owner.name}', not to {whose}" if owner else "is not an axis of this schedule"
+            return (f"the axis {where}",
+                    f"take the axes from s[{self.name!r}].op.axis or from this stage's own split/fuse results")
         if ivar not in self.leaf_iter_vars:
             replaced = [r for r in self.relations if (isinstance(r, SplitRel) and r.parent is ivar)
                         or (isinstance(r, FuseRel) and ivar in r.axes)]
@@ -112,9 +114,22 @@ class Stage:
                 into = f": it was split into {replaced[0].outer.name} and {replaced[0].inner.name}"
             elif replaced:
                 into = f": it was fused into {replaced[0].fused.name}"
-            raise ScheduleError(primitive, self.name, f"the axis is no longer a loop of the stage{into}",
-                                axis=ivar.name, choices=[a.name for a in self.leaf_iter_vars],
-                                hint="use the axes that the earlier split/fuse returned")
+            return f"the axis is no longer a loop of {whose}{into}", "use the axes that the earlier split/fuse returned"
+        twins = [a for a in self.all_iter_vars if a.name == ivar.name and a is not ivar]
+        if twins:
+            return (f"another axis of the stage ({twins[0].kind}) is also called '{ivar.name}', so a recorded "
+                    "step could not tell them apart when it is replayed",
+                    "give the reduce_axis a name that differs from the compute's axes")
+        return None
+
+    def _require_leaf(self, primitive: str, ivar, what: str = "axis") -> IterVar:
+        problem = self._leaf_problem(ivar)
+        if problem is not None:
+            text, hint = problem
+            if what != "axis":
+                text = f"the {what}: {text}"
+            raise ScheduleError(primitive, self.name, text, axis=getattr(ivar, "name", None),
+                                choices=[a.name for a in self.leaf_iter_vars], hint=hint)
         return ivar
 
     def _require_unannotated(self, primitive: str, ivar: IterVar) -> None:
@@ -124,10 +139,11 @@ class Stage:
                                 hint="split/fuse/annotate an axis before marking it; an axis takes one of "
                                      "unroll, vectorize, parallel or bind")
 
-    def _require_positive(self, primitive: str, name: str, value) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ScheduleError(primitive, self.name, f"{name} must be a positive int, got {value!r}")
-        return value
+    def _require_positive(self, primitive: str, name: str, value, axis: Optional[IterVar] = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+            raise ScheduleError(primitive, self.name, f"{name} must be a positive int, got {value!r}",
+                                axis=axis.name if axis is not None else None)
+        return int(value)
 
     def _record(self, step) -> None:
         self.schedule._record(step)
@@ -157,8 +173,14 @@ class Stage:
         self._require_schedulable("split")
         self._require_leaf("split", parent)
         if (factor is None) == (nparts is None):
-            raise ScheduleError("split", self.name, "give exactly one of factor= or nparts=", axis=parent.name)
-        self._require_positive("split", "factor" if factor is not None else "nparts", factor or nparts)
+            given = "both" if factor is not None else "neither"
+            raise ScheduleError("split", self.name, f"give exactly one of factor= or nparts= ({given} given)",
+                                axis=parent.name, hint=f"split({parent.name}, factor=4) makes the inner loop 4 long, "
+                                                       f"split({parent.name}, nparts=4) the outer one")
+        if factor is not None:
+            factor = self._require_positive("split", "factor", factor, parent)
+        else:
+            nparts = self._require_positive("split", "nparts", nparts, parent)
         self._require_unannotated("split", parent)
         outer, inner = self._split(parent, factor, nparts)
         self._record(steps.Split(self.name, parent.name, factor, nparts))
@@ -184,8 +206,8 @@ class Stage:
         if x_parent is y_parent:
             raise ScheduleError("tile", self.name, "x and y are the same axis", axis=x_parent.name,
                                 choices=[a.name for a in self.leaf_iter_vars])
-        self._require_positive("tile", "x_factor", x_factor)
-        self._require_positive("tile", "y_factor", y_factor)
+        x_factor = self._require_positive("tile", "x_factor", x_factor, x_parent)
+        y_factor = self._require_positive("tile", "y_factor", y_factor, y_parent)
         self._require_unannotated("tile", x_parent)
         self._require_unannotated("tile", y_parent)
         xo, xi = self._split(x_parent, x_factor, None)
@@ -204,18 +226,23 @@ class Stage:
         for a in args:
             self._require_leaf("fuse", a)
             self._require_unannotated("fuse", a)
-        if len({id(a) for a in args}) != len(args):
-            raise ScheduleError("fuse", self.name, f"axis listed twice: {', '.join(a.name for a in args)}")
+        dup = [a for i, a in enumerate(args) if any(a is b for b in args[:i])]
+        if dup:
+            raise ScheduleError("fuse", self.name, f"axis listed twice: {', '.join(a.name for a in args)}",
+                                axis=dup[0].name, choices=[a.name for a in self.leaf_iter_vars],
+                                hint="list each loop to fuse once, outermost first")
         kinds = {a.kind for a in args}
         if len(kinds) > 1:
+            red = next(a for a in args if a.kind == REDUCE)
             raise ScheduleError("fuse", self.name, "cannot fuse data-parallel axes with reduction axes: "
-                                f"{', '.join(f'{a.name} ({a.kind})' for a in args)}",
+                                f"{', '.join(f'{a.name} ({a.kind})' for a in args)}", axis=red.name,
                                 hint="reorder so that the axes to fuse are of one kind")
         pos = [self.leaf_iter_vars.index(a) for a in args]
         if pos != list(range(pos[0], pos[0] + len(args))):
             order = "in the wrong order" if sorted(pos) == list(range(min(pos), min(pos) + len(pos))) else "not adjacent"
             raise ScheduleError("fuse", self.name, f"the axes {', '.join(a.name for a in args)} are {order} "
-                                f"in the loop nest [{self.loops_str()}]",
+                                f"in the loop nest [{self.loops_str()}]", axis=args[0].name,
+                                choices=[a.name for a in self.leaf_iter_vars],
                                 hint="fuse takes consecutive loops, outermost first; reorder them first")
         if len(args) == 1:
             return args[0]
@@ -291,6 +318,11 @@ class Stage:
                                 "race on the same output element", axis=ivar.name,
                                 choices=[a.name for a in self.leaf_iter_vars if a.kind == DATA_PAR],
                                 hint="parallelize a data-parallel axis, or rfactor the reduction first")
+        outer = [a.name for a, ann in self.annotations.items() if ann.kind == PARALLEL and a is not ivar]
+        if outer:
+            raise ScheduleError("parallel", self.name, f"loop '{outer[0]}' of the stage is already parallel; "
+                                "nested parallel loops are not supported", axis=ivar.name,
+                                hint="parallelize one loop per stage (fuse loops first for more parallelism)")
         self._annotate("parallel", ivar, Annotation(PARALLEL))
         self._record(steps.Parallel(self.name, ivar.name))
 
@@ -320,31 +352,48 @@ class Stage:
             raise ScheduleError("pragma", self.name, f"unknown pragma {key!r}", axis=ivar.name,
                                 choices=sorted(PRAGMAS))
         if key == "auto_unroll_max_step":
-            self._require_positive("pragma", "auto_unroll_max_step", value)
+            value = self._require_positive("pragma", "auto_unroll_max_step", value, ivar)
         self.pragmas.setdefault(ivar, []).append((key, value))
         self._record(steps.Pragma(self.name, ivar.name, key, value))
 
     # ---- where the stage is computed ---------------------------------------------------
     def compute_at(self, parent: "Stage", ivar: IterVar) -> None:
-        """Compute this stage inside loop ivar of parent, just the part one iteration needs."""
+        """Compute this stage inside loop ivar of parent, just the part one iteration needs.
+
+        parent must read this stage (directly or through other stages), ivar must be one of
+        parent's loops and not a vectorized one, and this stage must not be an output."""
         self._require_schedulable("compute_at")
+        consumers = [c.name for c in self.schedule._consumers(self)]
+        axis_name = getattr(ivar, "name", None)
         if not isinstance(parent, Stage) or parent.schedule is not self.schedule:
-            raise ScheduleError("compute_at", self.name, f"the target must be a stage of this schedule (s[T]), got {parent!r}")
+            raise ScheduleError("compute_at", self.name, f"the target must be a stage of this schedule (s[T]), got {parent!r}",
+                                axis=axis_name, choices=consumers)
         if parent is self:
-            raise ScheduleError("compute_at", self.name, "cannot compute a stage inside its own loop")
-        parent._require_schedulable("compute_at")
-        parent._require_leaf("compute_at", ivar, "target axis")
-        if not self.schedule._reads_transitively(parent, self):
-            raise ScheduleError("compute_at", self.name, f"stage '{parent.name}' does not read '{self.name}', so "
-                                f"its loop '{ivar.name}' does not enclose a consumer", axis=ivar.name,
-                                choices=[c.name for c in self.schedule._consumers(self)],
-                                hint="compute a stage at a loop of a stage that uses its result")
+            raise ScheduleError("compute_at", self.name, "cannot compute a stage inside its own loop", axis=axis_name,
+                                choices=consumers, hint="compute_at takes the stage of a consumer: s[consumer]")
+        if self.is_output:
+            raise ScheduleError("compute_at", self.name, "is an output of the schedule and must be computed whole, "
+                                "at the root", axis=axis_name, hint="cache_write it and compute_at the cache stage instead")
+        if isinstance(parent.op, PlaceholderOp) or parent.attach_type == "inline":
+            what = "an input placeholder" if isinstance(parent.op, PlaceholderOp) else "inlined"
+            raise ScheduleError("compute_at", self.name, f"the target stage '{parent.name}' is {what} and has no loops",
+                                axis=axis_name, choices=consumers, hint="compute it at a loop of a stage that has loops")
+        problem = parent._leaf_problem(ivar, f"the target stage '{parent.name}'")
+        if problem is not None:
+            text, hint = problem
+            raise ScheduleError("compute_at", self.name, text,
+                                axis=axis_name, choices=[a.name for a in parent.leaf_iter_vars], hint=hint)
         chain = parent
         while chain is not None:
             if chain is self:
                 raise ScheduleError("compute_at", self.name, f"'{parent.name}' is itself computed inside "
-                                    f"'{self.name}'; attaching would make a cycle", axis=ivar.name)
+                                    f"'{self.name}'; attaching would make a cycle", axis=ivar.name,
+                                    hint=f"compute_root() '{parent.name}' first, or attach '{self.name}' elsewhere")
             chain = chain.attach_stage
+        if not self.schedule._reads_transitively(parent, self):
+            raise ScheduleError("compute_at", self.name, f"stage '{parent.name}' does not read '{self.name}', so "
+                                f"its loop '{ivar.name}' does not enclose a consumer", axis=ivar.name,
+                                choices=consumers, hint="compute a stage at a loop of a stage that uses its result")
         ann = parent.annotations.get(ivar)
         if ann is not None and ann.kind == VECTORIZE:
             raise ScheduleError("compute_at", self.name, f"loop '{ivar.name}' of '{parent.name}' is vectorized: "
@@ -387,16 +436,18 @@ class Stage:
         self._require_schedulable("storage_align")
         if not isinstance(ivar, IterVar) or ivar not in list(self.op.axis):
             raise ScheduleError("storage_align", self.name, f"{getattr(ivar, 'name', ivar)!r} is not a dimension of "
-                                "the stage's buffer", choices=[a.name for a in self.op.axis],
+                                "the stage's buffer", axis=getattr(ivar, "name", None),
+                                choices=[a.name for a in self.op.axis],
                                 hint="storage_align takes one of s[T].op.axis")
         dim = list(self.op.axis).index(ivar)
         if dim == len(self.op.axis) - 1:
             raise ScheduleError("storage_align", self.name, "the innermost dimension has stride 1 and cannot be "
                                 "aligned", axis=ivar.name, choices=[a.name for a in self.op.axis[:-1]],
                                 hint="align the dimension whose rows should start at aligned offsets")
-        self._require_positive("storage_align", "factor", factor)
-        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < factor:
+        factor = self._require_positive("storage_align", "factor", factor, ivar)
+        if isinstance(offset, bool) or not isinstance(offset, numbers.Integral) or not 0 <= offset < factor:
             raise ScheduleError("storage_align", self.name, f"offset must be an int in [0, {factor}), got {offset!r}",
-                                axis=ivar.name)
+                                axis=ivar.name, hint="the row stride becomes factor*k + offset elements")
+        offset = int(offset)
         self.storage_aligns[dim] = (factor, offset)
         self._record(steps.StorageAlign(self.name, ivar.name, factor, offset))

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Type
 
 _REGISTRY: Dict[str, Type["Step"]] = {}
+VERSION = 1   # of the JSON format written by steps_to_json
 
 
 @dataclass(frozen=True)
@@ -33,14 +34,21 @@ class Step:
 
     @staticmethod
     def from_json(data: Dict[str, Any]) -> "Step":
+        if not isinstance(data, dict):
+            raise ValueError(f"a schedule step is a JSON object with a \"primitive\" field, got {data!r}")
         data = dict(data)
         kind = data.pop("primitive", None)
         if kind not in _REGISTRY:
             raise ValueError(f"unknown schedule step {kind!r}; known steps: {', '.join(sorted(_REGISTRY))}")
         cls = _REGISTRY[kind]
-        names = {f.name for f in fields(cls)}
-        if set(data) - names:
-            raise ValueError(f"step {kind!r} has unknown fields {sorted(set(data) - names)}")
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise ValueError(f"step {kind!r} has unknown fields {unknown}; its fields are {names}")
+        missing = [f.name for f in fields(cls) if f.name not in data
+                   and f.default is MISSING and f.default_factory is MISSING]
+        if missing:
+            raise ValueError(f"step {kind!r} is missing fields {missing}; its fields are {names}")
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
     def apply(self, s) -> None:
@@ -319,11 +327,15 @@ class PythonNames:
 
 
 def steps_to_json(steps: Sequence[Step]) -> str:
-    return json.dumps({"version": 1, "steps": [st.to_json() for st in steps]}, indent=1)
+    return json.dumps({"version": VERSION, "steps": [st.to_json() for st in steps]}, indent=1)
 
 
 def steps_from_json(text: str) -> List[Step]:
     data = json.loads(text)
-    if not isinstance(data, dict) or data.get("version") != 1:
+    if not isinstance(data, dict) or "version" not in data:
         raise ValueError("not a schedlang schedule: expected a JSON object with \"version\": 1 and \"steps\"")
+    if data["version"] != VERSION:
+        raise ValueError(f"schedule JSON has version {data['version']!r}; this schedlang reads version {VERSION}")
+    if not isinstance(data.get("steps"), list):
+        raise ValueError("schedule JSON needs a \"steps\" list")
     return [Step.from_json(d) for d in data["steps"]]

@@ -1,0 +1,55 @@
+"""Test helpers: build a schedule, run it on random inputs, compare with the reference."""
+from __future__ import annotations
+
+import numpy as np
+
+import schedlang as sl
+
+RTOL = {"float16": 2e-3, "float32": 1e-4, "float64": 1e-10}
+
+
+def random_input(shape, dtype, rng):
+    dtype = str(dtype)
+    if dtype.startswith("float"):
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    return rng.integers(-50, 50, size=shape).astype(dtype)
+
+
+def run(s, args, seed: int = 0, feed=None):
+    """Build s and run it on random inputs; returns (inputs dict, outputs list, module)."""
+    rng = np.random.default_rng(seed)
+    feed = dict(feed or {})
+    arrays = []
+    outputs = []
+    for t in args:
+        if isinstance(s[t].op, sl.tensor.PlaceholderOp):
+            feed.setdefault(t, random_input(t.shape, t.dtype, rng))
+            arrays.append(feed[t])
+        else:
+            out = np.full(t.shape, 7, dtype=t.dtype.numpy) if not t.dtype.is_bool else np.zeros(t.shape, bool)
+            arrays.append(out)
+            outputs.append((t, out))
+    mod = sl.build(s, args)
+    mod(*arrays)
+    return feed, outputs, mod
+
+
+def assert_matches_reference(s, args, seed: int = 0, feed=None, rtol=None):
+    """Build, run and compare every output with the reference evaluator."""
+    feed, outputs, mod = run(s, args, seed, feed)
+    expected = sl.reference([t for t, _ in outputs], feed)
+    for (t, got), want in zip(outputs, expected):
+        assert_close(got, want, str(t.dtype), rtol, name=t.name)
+    return mod
+
+
+def assert_close(got, want, dtype: str, rtol=None, name: str = "output"):
+    if dtype.startswith("float"):
+        tol = RTOL[dtype] if rtol is None else rtol
+        scale = max(1.0, float(np.max(np.abs(want.astype("float64")))) if want.size else 1.0)
+        np.testing.assert_allclose(got.astype("float64"), want.astype("float64"), rtol=tol, atol=tol * scale,
+                                   err_msg=f"{name} differs from the reference")
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=f"{name} differs from the reference")

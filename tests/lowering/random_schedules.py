@@ -1,0 +1,458 @@
+"""Small programs and a generator of random valid schedules for them.
+
+The schedule-invariance tests (test_invariance.py) build every generated schedule and
+compare its output with the reference evaluator. Replay one case from the command line:
+
+    python tests/lowering/random_schedules.py PROGRAM SEED      # e.g. gemm 17
+
+which prints the schedule as Python, the Loop/Tile/Kernel IR, and the mismatch.
+
+The generator only uses public primitives and only makes calls it believes valid, so a
+ScheduleError from one of its calls is a generator bug or a compiler bug:
+
+1. dataflow: cache_read (readers = all consumers), cache_write (before the stage is
+   scheduled), rfactor (after splitting/fusing reduction axes), compute_inline of
+   injective intermediate stages;
+2. loops: split (factor or nparts, dividing or not, larger than the extent), tile, fuse
+   of adjacent loops of one kind, reorder (any permutation of any subset);
+3. compute_at of a stage at any loop of its only (non-inlined) consumer;
+4. annotations: parallel (one data-parallel loop per stage, never inside another
+   parallel loop, also not through compute_at), vectorize (a data-parallel loop inside
+   the parallel one and outside every attach point), unroll (small loops), the pragma
+   auto_unroll_max_step, storage_align on intermediate buffers.
+"""
+from __future__ import annotations
+
+import random
+import sys
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+import schedlang as sl
+from schedlang.tensor.axis import DATA_PAR, REDUCE
+from schedlang.tensor.op import ComputeOp
+from schedlang.tensor.reduce import Reduce
+
+# ---------------------------------------------------------------------------------------
+# Programs
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Program:
+    """A program to schedule: its inputs, outputs, how to draw inputs, and tolerances."""
+
+    name: str
+    inputs: List[sl.Tensor]
+    outputs: List[sl.Tensor]
+    draw: Callable[[np.random.Generator], List[np.ndarray]]
+    rtol: float = 1e-4
+    atol: float = 1e-4     # relative to max(1, max |reference|)
+    notes: str = ""
+
+    @property
+    def args(self) -> List[sl.Tensor]:
+        return list(self.inputs) + list(self.outputs)
+
+    def schedule(self) -> sl.Schedule:
+        return sl.create_schedule([o.op for o in self.outputs])
+
+
+def _uniform(shape, dtype="float32", lo=-1.0, hi=1.0):
+    return lambda rng: rng.uniform(lo, hi, size=shape).astype(dtype)
+
+
+def _ints(shape, lo=-9, hi=10):
+    return lambda rng: rng.integers(lo, hi, size=shape).astype("int32")
+
+
+def _draw_all(*drawers):
+    return lambda rng: [d(rng) for d in drawers]
+
+
+def gemm(M, N, K, dtype="float32") -> Program:
+    A = sl.placeholder((M, K), dtype, name="A")
+    B = sl.placeholder((K, N), dtype, name="B")
+    k = sl.reduce_axis((0, K), name="k")
+    C = sl.compute((M, N), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    if dtype == "int32":
+        draw = _draw_all(_ints((M, K)), _ints((K, N)))
+        return Program(f"gemm_i32_{M}x{N}x{K}", [A, B], [C], draw, rtol=0, atol=0)
+    return Program(f"gemm_{M}x{N}x{K}", [A, B], [C], _draw_all(_uniform((M, K)), _uniform((K, N))))
+
+
+def gemm_packed(M, N, K, bn) -> Program:
+    """The TVM CPU GEMM tutorial: B packed into (N/bn, K, bn) panels by an IndexMap."""
+    assert N % bn == 0
+    A = sl.placeholder((M, K), name="A")
+    B = sl.placeholder((K, N), name="B")
+    packedB = sl.compute((N // bn, K, bn), lambda x, y, z: B[y, x * bn + z], name="packedB")
+    k = sl.reduce_axis((0, K), name="k")
+    C = sl.compute((M, N), lambda x, y: sl.sum(A[x, k] * packedB[y // bn, k, y % bn], axis=k), name="C")
+    return Program(f"gemm_packed_{M}x{N}x{K}_bn{bn}", [A, B], [C], _draw_all(_uniform((M, K)), _uniform((K, N))))
+
+
+def conv2d(CI, H, W, CO, KH, KW, pad) -> Program:
+    """NCHW conv (batch 1 dropped), stride 1, zero padding through if_then_else."""
+    data = sl.placeholder((CI, H, W), name="data")
+    weight = sl.placeholder((CO, CI, KH, KW), name="weight")
+    PH, PW = H + 2 * pad, W + 2 * pad
+    padded = sl.compute((CI, PH, PW), lambda c, y, x: sl.if_then_else(
+        sl.all(y >= pad, y < H + pad, x >= pad, x < W + pad), data[c, y - pad, x - pad], sl.const(0.0, "float32")),
+        name="pad")
+    OH, OW = PH - KH + 1, PW - KW + 1
+    rc = sl.reduce_axis((0, CI), name="rc")
+    rh = sl.reduce_axis((0, KH), name="rh")
+    rw = sl.reduce_axis((0, KW), name="rw")
+    out = sl.compute((CO, OH, OW), lambda f, y, x: sl.sum(
+        padded[rc, y + rh, x + rw] * weight[f, rc, rh, rw], axis=[rc, rh, rw]), name="conv")
+    draw = _draw_all(_uniform((CI, H, W)), _uniform((CO, CI, KH, KW)))
+    return Program(f"conv2d_{CI}x{H}x{W}_co{CO}_k{KH}{KW}_p{pad}", [data, weight], [out], draw)
+
+
+def softmax(R, C) -> Program:
+    """Row softmax as four stages: row max, exp, row sum, normalize."""
+    X = sl.placeholder((R, C), name="X")
+    k1 = sl.reduce_axis((0, C), name="k1")
+    mx = sl.compute((R,), lambda i: sl.max(X[i, k1], axis=k1), name="rowmax")
+    ex = sl.compute((R, C), lambda i, j: sl.exp(X[i, j] - mx[i]), name="expx")
+    k2 = sl.reduce_axis((0, C), name="k2")
+    sm = sl.compute((R,), lambda i: sl.sum(ex[i, k2], axis=k2), name="rowsum")
+    out = sl.compute((R, C), lambda i, j: ex[i, j] / sm[i], name="softmax")
+    return Program(f"softmax_{R}x{C}", [X], [out], _draw_all(_uniform((R, C), lo=-4, hi=4)))
+
+
+def eltwise_chain(N, M, dtype="float32") -> Program:
+    """out[i, j] = exp(A[j, i]) * b[j] + 1: a transpose (IndexMap), a broadcast, two elementwise stages."""
+    A = sl.placeholder((N, M), dtype, name="A")
+    b = sl.placeholder((N,), dtype, name="b")
+    T = sl.compute((M, N), lambda i, j: A[j, i], name="AT")
+    E = sl.compute((M, N), lambda i, j: sl.exp(T[i, j]) * b[j], name="E")
+    out = sl.compute((M, N), lambda i, j: E[i, j] + sl.const(1.0, dtype), name="out")
+    draw = _draw_all(_uniform((N, M), dtype), _uniform((N,), dtype))
+    if dtype == "float16":   # inlining skips the float16 rounding of intermediates
+        return Program(f"eltwise_f16_{N}x{M}", [A, b], [out], draw, rtol=4e-3, atol=4e-3)
+    return Program(f"eltwise_{N}x{M}", [A, b], [out], draw)
+
+
+def row_reduce(R, C, kind="sum", dtype="float32") -> Program:
+    X = sl.placeholder((R, C), dtype, name="X")
+    k = sl.reduce_axis((0, C), name="k")
+    fn = {"sum": sl.sum, "max": sl.max, "min": sl.min}[kind]
+    out = sl.compute((R,), lambda i: fn(X[i, k], axis=k), name=f"row{kind}")
+    if dtype == "int32":
+        return Program(f"row{kind}_i32_{R}x{C}", [X], [out], _draw_all(_ints((R, C), -1000, 1000)), rtol=0, atol=0)
+    return Program(f"row{kind}_{R}x{C}", [X], [out], _draw_all(_uniform((R, C), dtype)))
+
+
+def blur(H, W, dtype="float32") -> Program:
+    """The Halide blur: a 3-tap average over x, then over y."""
+    A = sl.placeholder((H + 2, W + 2), dtype, name="A")
+    third = sl.const(1.0 / 3.0, dtype)
+    bx = sl.compute((H + 2, W), lambda y, x: (A[y, x] + A[y, x + 1] + A[y, x + 2]) * third, name="blur_x")
+    by = sl.compute((H, W), lambda y, x: (bx[y, x] + bx[y + 1, x] + bx[y + 2, x]) * third, name="blur_y")
+    name = "blur" if dtype == "float32" else f"blur_{dtype.replace('float', 'f')}"
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    return Program(f"{name}_{H}x{W}", [A], [by], _draw_all(_uniform((H + 2, W + 2), dtype)), rtol=tol, atol=tol)
+
+
+def int_mix(R, C) -> Program:
+    """int32: a transpose, an elementwise stage with // and %, a row max over it."""
+    X = sl.placeholder((C, R), "int32", name="X")
+    T = sl.compute((R, C), lambda i, j: X[j, i], name="XT")
+    Y = sl.compute((R, C), lambda i, j: T[i, j] * 3 + (T[i, j] + j) % 7 - i // 2, name="Y")
+    k = sl.reduce_axis((0, C), name="k")
+    out = sl.compute((R,), lambda i: sl.max(Y[i, k], axis=k), name="ymax")
+    return Program(f"intmix_{R}x{C}", [X], [out], _draw_all(_ints((C, R), -50, 50)), rtol=0, atol=0)
+
+
+def all_programs() -> Dict[str, Program]:
+    progs = [
+        gemm(13, 7, 33), gemm(1, 33, 13), gemm(7, 16, 5, "int32"),
+        gemm_packed(7, 24, 13, 8),
+        conv2d(3, 7, 7, 4, 3, 3, 1),
+        softmax(7, 33),
+        eltwise_chain(13, 7), eltwise_chain(7, 33, "float16"),
+        row_reduce(13, 33, "sum"), row_reduce(5, 37, "max", "int32"), row_reduce(1, 64, "sum"),
+        blur(13, 7), blur(7, 33, "float64"),
+        int_mix(7, 13),
+    ]
+    return {p.name: p for p in progs}
+
+
+# ---------------------------------------------------------------------------------------
+# The random schedule generator
+# ---------------------------------------------------------------------------------------
+
+SCOPES = ("global", "shared", "local")
+PRAGMA_STEPS = (1, 2, 4, 8, 16)
+MAX_UNROLL_EXTENT = 8
+MAX_UNROLL_PRODUCT = 64      # keeps LLVM compile time in check
+MAX_VECTOR_EXTENT = 64
+
+
+def case_seed(program: str, index: int) -> int:
+    """A stable seed per (program, case index), independent of PYTHONHASHSEED."""
+    return zlib.crc32(f"{program}/{index}".encode()) & 0x7FFFFFFF
+
+
+def _is_compute(st) -> bool:
+    return isinstance(st.op, ComputeOp)
+
+
+def _is_reduction(st) -> bool:
+    return _is_compute(st) and isinstance(st.op.body, Reduce)
+
+
+def _live(s, st) -> bool:
+    return _is_compute(st) and st.attach_type != "inline"
+
+
+def _effective_consumers(s, st) -> List:
+    """The non-inlined stages that read st, looking through inlined stages."""
+    out, stack, seen = [], list(s._consumers(st)), set()
+    while stack:
+        c = stack.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        if c.attach_type == "inline":
+            stack.extend(s._consumers(c))
+        elif c not in out:
+            out.append(c)
+    return out
+
+
+def _factor(rng: random.Random, extent: int) -> int:
+    """A split factor: a divisor, a non-divisor, 1, the extent, or more than the extent."""
+    divisors = [d for d in range(1, extent + 1) if extent % d == 0]
+    non = [d for d in range(2, extent) if extent % d]
+    pick = rng.random()
+    if pick < 0.35:
+        return rng.choice(divisors)
+    if pick < 0.75 and non:
+        return rng.choice(non)
+    if pick < 0.85:
+        return rng.choice([1, extent])
+    if pick < 0.95:
+        return extent + rng.randint(1, 8)
+    return rng.randint(1, max(1, extent))
+
+
+class Generator:
+    """Draws one random valid schedule (see the module docstring for what it draws)."""
+
+    def __init__(self, program: Program, seed: int):
+        self.program = program
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.s = program.schedule()
+        self.cache_stages = set()
+
+    def run(self) -> sl.Schedule:
+        self.dataflow()
+        for st in list(self.s.stages):
+            if _live(self.s, st):
+                self.loops(st)
+        self.attach()
+        self.annotate()
+        return self.s
+
+    # ---- 1. dataflow -----------------------------------------------------------------
+    def dataflow(self) -> None:
+        rng, s = self.rng, self.s
+        for st in list(s.stages):      # cache_read inputs and intermediates
+            if st.is_output or not s._consumers(st) or rng.random() > 0.2:
+                continue
+            readers = [c for c in s._consumers(st)]
+            if rng.random() < 0.3 and len(readers) > 1:
+                readers = rng.sample(readers, rng.randint(1, len(readers)))
+            t = s.cache_read(st.op.output(0), rng.choice(SCOPES), [s[c] for c in readers])
+            self.cache_stages.add(s[t].name)
+        for st in list(s.stages):      # cache_write and rfactor, in a random mix
+            if not _is_compute(st):
+                continue
+            if rng.random() < 0.2 and not st.relations:
+                t = s.cache_write(st.op.output(0), rng.choice(SCOPES))
+                self.cache_stages.add(s[t].name)
+                st = s[t]
+            if _is_reduction(st) and rng.random() < 0.3:
+                self.rfactor(st)
+        for st in list(s.stages):      # compute_inline injective intermediates
+            if (_is_compute(st) and not st.is_output and not st.op.reduce_axis and not st.relations
+                    and rng.random() < (0.15 if st.name in self.cache_stages else 0.45)):
+                st.compute_inline()
+
+    def rfactor(self, st) -> None:
+        rng = self.rng
+        red = [a for a in st.leaf_iter_vars if a.kind == REDUCE]
+        if len(red) > 1 and rng.random() < 0.3:       # fuse some adjacent reduction axes first
+            i = rng.randrange(len(red) - 1)
+            n = rng.randint(2, len(red) - i)
+            st.fuse(*red[i:i + n])
+            red = [a for a in st.leaf_iter_vars if a.kind == REDUCE]
+        axis = rng.choice(red)
+        if rng.random() < 0.8:
+            ext = st.static_extents()[axis]
+            if rng.random() < 0.7:
+                outer, inner = st.split(axis, factor=_factor(rng, ext))
+            else:
+                outer, inner = st.split(axis, nparts=_factor(rng, ext))
+            axis = rng.choice([outer, inner])
+        self.s.rfactor(st.op.output(0), axis, rng.randint(0, len(st.op.axis)))
+
+    # ---- 2. loop structure ----------------------------------------------------------------
+    def loops(self, st) -> None:
+        rng = self.rng
+        for _ in range(rng.choice([0, 1, 2, 2, 3, 4, 5])):
+            leaves = list(st.leaf_iter_vars)
+            ext = st.static_extents()
+            op = rng.choice(["split", "split", "split", "tile", "fuse", "reorder", "reorder"])
+            if op == "split":
+                a = rng.choice(leaves)
+                if rng.random() < 0.7:
+                    st.split(a, factor=_factor(rng, ext[a]))
+                else:
+                    st.split(a, nparts=_factor(rng, ext[a]))
+            elif op == "tile" and len(leaves) >= 2:
+                x, y = rng.sample(leaves, 2)
+                st.tile(x, y, _factor(rng, ext[x]), _factor(rng, ext[y]))
+            elif op == "fuse":
+                runs = [i for i in range(len(leaves) - 1) if leaves[i].kind == leaves[i + 1].kind]
+                if runs:
+                    i = rng.choice(runs)
+                    n = 2
+                    while i + n < len(leaves) and leaves[i + n].kind == leaves[i].kind and rng.random() < 0.4:
+                        n += 1
+                    st.fuse(*leaves[i:i + n])
+            elif op == "reorder" and len(leaves) >= 2:
+                if rng.random() < 0.6:
+                    order = leaves[:]
+                    rng.shuffle(order)
+                else:
+                    order = rng.sample(leaves, rng.randint(2, len(leaves)))
+                st.reorder(*order)
+
+    # ---- 3. compute_at ---------------------------------------------------------------
+    def attach(self) -> None:
+        rng, s = self.rng, self.s
+        for st in reversed(list(s.stages)):     # consumers first
+            if not _live(s, st) or st.is_output or rng.random() > 0.45:
+                continue
+            consumers = _effective_consumers(s, st)
+            if len(consumers) != 1:
+                continue
+            target = consumers[0]
+            st.compute_at(target, rng.choice(target.leaf_iter_vars))
+
+    # ---- 4. annotations --------------------------------------------------------------
+    def _attach_depth(self, st) -> int:
+        d = 0
+        while st.attach_type == "at":
+            st, d = st.attach_stage, d + 1
+        return d
+
+    def _inside_parallel(self, st) -> bool:
+        """Whether st's loops run inside a parallel loop of a stage it is computed at."""
+        while st.attach_type == "at":
+            parent, ivar = st.attach_stage, st.attach_ivar
+            pos = parent.leaf_iter_vars.index(ivar)
+            if any(parent.annotations.get(a) is not None and parent.annotations[a].kind == "parallel"
+                   for a in parent.leaf_iter_vars[:pos + 1]):
+                return True
+            st = parent
+        return False
+
+    def annotate(self) -> None:
+        rng, s = self.rng, self.s
+        live = [st for st in s.stages if _live(s, st)]
+        for st in sorted(live, key=self._attach_depth):     # outer stages first
+            leaves = list(st.leaf_iter_vars)
+            ext = st.static_extents()
+            attached = [c.attach_ivar for c in s.stages if c.attach_stage is st and c.attach_type == "at"]
+            last_attach = max((leaves.index(a) for a in attached), default=-1)
+            par_pos = -1
+            if not self._inside_parallel(st) and rng.random() < 0.4:
+                cands = [i for i, a in enumerate(leaves) if a.kind == DATA_PAR]
+                if cands:
+                    par_pos = rng.choice(cands)
+                    st.parallel(leaves[par_pos])
+            if rng.random() < 0.5:
+                cands = [i for i, a in enumerate(leaves) if a.kind == DATA_PAR and i > par_pos and i > last_attach
+                         and ext[a] <= MAX_VECTOR_EXTENT]
+                if cands:
+                    # mostly the innermost loop, sometimes another one
+                    i = cands[-1] if rng.random() < 0.6 else rng.choice(cands)
+                    st.vectorize(leaves[i])
+            budget = MAX_UNROLL_PRODUCT
+            for a in leaves:
+                if (a not in st.annotations and ext[a] <= MAX_UNROLL_EXTENT and ext[a] <= budget
+                        and rng.random() < 0.2):
+                    st.unroll(a)
+                    budget //= ext[a]
+            if rng.random() < 0.15:
+                st.pragma(rng.choice(leaves), "auto_unroll_max_step", rng.choice(PRAGMA_STEPS))
+            if not st.is_output and len(st.op.axis) >= 2 and rng.random() < (0.5 if st.name in self.cache_stages else 0.15):
+                dim = rng.choice(list(st.op.axis)[:-1])
+                factor = rng.choice([1, 2, 4, 8, 16, 3, 5])
+                st.storage_align(dim, factor, rng.randrange(factor))
+
+
+def random_schedule(program: Program, seed: int) -> sl.Schedule:
+    return Generator(program, seed).run()
+
+
+# ---------------------------------------------------------------------------------------
+# Running a case
+# ---------------------------------------------------------------------------------------
+
+def _sentinel(dtype: np.dtype):
+    return np.nan if dtype.kind == "f" else -123456789
+
+
+def run_case(program: Program, s: sl.Schedule, seed: int) -> Optional[str]:
+    """Build s, run it on random inputs and compare with the reference; None when it
+    matches, else a description of the mismatch."""
+    rng = np.random.default_rng(seed)
+    inputs = program.draw(rng)
+    expected = sl.reference(program.outputs, dict(zip(program.inputs, inputs)))
+    mod = sl.build(s, program.args)
+    outs = [np.full(o.shape, _sentinel(np.dtype(o.dtype.numpy)), dtype=o.dtype.numpy) for o in program.outputs]
+    copies = [x.copy() for x in inputs]
+    mod(*inputs, *outs)
+    problems = []
+    for x, c, t in zip(inputs, copies, program.inputs):
+        if not np.array_equal(x, c):
+            problems.append(f"input {t.name} was modified")
+    for got, want, t in zip(outs, expected, program.outputs):
+        problems += compare(got, want, program.rtol, program.atol, t.name)
+    return "\n".join(problems) or None
+
+
+def compare(got: np.ndarray, want: np.ndarray, rtol: float, atol: float, name: str) -> List[str]:
+    got64, want64 = got.astype(np.float64), want.astype(np.float64)
+    scale = max(1.0, float(np.max(np.abs(want64)))) if want.size else 1.0
+    bad = ~(np.abs(got64 - want64) <= rtol * np.abs(want64) + atol * scale)
+    if not bad.any():
+        return []
+    idx = np.argwhere(bad)
+    first = tuple(int(v) for v in idx[0])
+    return [f"{name}: {len(idx)} of {got.size} elements differ (rtol={rtol}, atol={atol}*{scale:.3g}); "
+            f"first at {first}: got {got[first]!r}, expected {want[first]!r}; "
+            f"bad indices (first 8): {[tuple(int(v) for v in i) for i in idx[:8]]}"]
+
+
+def replay(program_name: str, seed: int, show_ir: bool = True) -> None:
+    program = all_programs()[program_name]
+    s = random_schedule(program, seed)
+    print(f"# program {program_name}, seed {seed}\n{s.to_python()}\n")
+    if show_ir:
+        print(sl.lower(s, program.args, level="all"))
+    print(run_case(program, s, seed) or "OK: matches the reference")
+
+
+if __name__ == "__main__":
+    replay(sys.argv[1], int(sys.argv[2]), show_ir="--no-ir" not in sys.argv)

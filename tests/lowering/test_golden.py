@@ -1,0 +1,77 @@
+"""Golden IR text for small programs at every level, so printer and lowering changes are
+seen in review. Refresh with `python -m pytest tests/lowering/test_golden.py --update-golden`."""
+from pathlib import Path
+
+import pytest
+
+import schedlang as sl
+from tests import programs
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+LEVELS = ("tensor", "loop", "tile", "kernel")
+
+
+def silu_and_mul():
+    """The seed document's example: x f32[1, 32, 4096] -> silu(x[..., :2048]) * x[..., 2048:]."""
+    x = sl.placeholder((1, 32, 4096), name="x")
+    chunk_0 = sl.compute((1, 32, 2048), lambda i, j, k: x[i, j, k], name="chunk_0")
+    chunk_1 = sl.compute((1, 32, 2048), lambda i, j, k: x[i, j, k + 2048], name="chunk_1")
+    silu = sl.compute((1, 32, 2048), lambda i, j, k: chunk_0[i, j, k] * sl.sigmoid(chunk_0[i, j, k]), name="silu")
+    mul = sl.compute((1, 32, 2048), lambda i, j, k: silu[i, j, k] * chunk_1[i, j, k], name="mul")
+    s = sl.create_schedule(mul.op)
+    for t in (chunk_0, chunk_1, silu):
+        s[t].compute_inline()
+    a0, a1 = mul.op.axis[1], mul.op.axis[2]
+    outer, lanes = s[mul].split(a1, factor=4)
+    s[mul].vectorize(lanes)
+    s[mul].parallel(a0)
+    return s, [x, mul]
+
+
+def tiled_gemm():
+    A, B, C = programs.gemm(64, 64, 32)
+    s = sl.create_schedule(C.op)
+    CC = s.cache_write(C, "local")
+    io, jo, ii, ji = s[C].tile(C.op.axis[0], C.op.axis[1], 16, 16)
+    s[CC].compute_at(s[C], jo)
+    ic, jc = s[CC].op.axis
+    ko, ki = s[CC].split(s[CC].op.reduce_axis[0], factor=4)
+    s[CC].reorder(ko, ic, ki, jc)
+    s[CC].unroll(ki)
+    s[CC].vectorize(jc)
+    s[C].parallel(io)
+    return s, [A, B, C]
+
+
+def softmax():
+    X, mx, ex, total, out = programs.softmax(4, 30)
+    s = sl.create_schedule(out.op)
+    s[ex].compute_inline()
+    s[mx].compute_at(s[out], out.op.axis[0])
+    s[total].compute_at(s[out], out.op.axis[0])
+    jo, ji = s[out].split(out.op.axis[1], factor=8)
+    s[out].vectorize(ji)
+    return s, [X, out]
+
+
+def padded_conv():
+    X, Wt, padded, out = programs.conv2d(1, 2, 5, 6, 3, 3)
+    s = sl.create_schedule(out.op)
+    s[padded].compute_at(s[out], out.op.axis[2])
+    return s, [X, Wt, out]
+
+
+PROGRAMS = {"silu_and_mul": silu_and_mul, "tiled_gemm": tiled_gemm, "softmax": softmax, "padded_conv": padded_conv}
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_golden_ir(name, level, update_golden):
+    s, args = PROGRAMS[name]()
+    text = sl.lower(s, args, level=level, target=sl.Target("llvm", vector_bits=256)) + "\n"
+    path = GOLDEN / f"{name}.{level}.txt"
+    if update_golden or not path.exists():
+        path.write_text(text)
+        if not update_golden:
+            pytest.skip(f"wrote new golden file {path.name}")
+    assert text == path.read_text(), f"{path.name} changed; rerun with --update-golden if intended"
