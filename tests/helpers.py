@@ -17,8 +17,14 @@ def random_input(shape, dtype, rng):
     return rng.integers(-50, 50, size=shape).astype(dtype)
 
 
-def run(s, args, seed: int = 0, feed=None):
-    """Build s and run it on random inputs; returns (inputs dict, outputs list, module)."""
+CHECKED = sl.Target.create("llvm").with_options(bounds_check=True)
+
+
+def run(s, args, seed: int = 0, feed=None, check_bounds: bool = True):
+    """Build s and run it on random inputs; returns (inputs dict, outputs list, module).
+
+    With check_bounds, it first runs a bounds-checked build (any access outside a buffer
+    raises IndexError) and checks that the normal build computes the same outputs."""
     rng = np.random.default_rng(seed)
     feed = dict(feed or {})
     arrays = []
@@ -31,8 +37,17 @@ def run(s, args, seed: int = 0, feed=None):
             out = np.full(t.shape, 7, dtype=t.dtype.numpy) if not t.dtype.is_bool else np.zeros(t.shape, bool)
             arrays.append(out)
             outputs.append((t, out))
+    checked = None
+    if check_bounds:
+        sl.build(s, args, target=CHECKED)(*arrays)
+        checked = [out.copy() for _, out in outputs]
+        for _, out in outputs:
+            out.fill(7 if out.dtype != bool else False)
     mod = sl.build(s, args)
     mod(*arrays)
+    if checked is not None:
+        for (t, out), want in zip(outputs, checked):
+            assert_close(out, want, str(t.dtype), name=f"{t.name} (unchecked vs bounds-checked build)")
     return feed, outputs, mod
 
 

@@ -165,13 +165,13 @@ class Schedule:
             st = fresh[stage_name]
             return [a.name for a in st.op.axis], [a.name for a in st.op.reduce_axis]
 
-        names = steps_mod.PythonNames(state)
+        names = steps_mod.PythonNames(state, lambda stage_name: [a.name for a in fresh[stage_name].all_iter_vars])
         lines: List[str] = []
         for step in self.steps:
             text = step.to_python(names)
             lines += names.prelude + [text]
-            names.prelude.clear()
             step.apply(fresh)
+            names.step_done()
         return "\n".join(lines)
 
     def __str__(self) -> str:

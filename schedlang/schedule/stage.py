@@ -149,11 +149,7 @@ class Stage:
         self.schedule._record(step)
 
     def _new_axis(self, name: str, extent: int, kind: str) -> IterVar:
-        taken = {a.name for a in self.all_iter_vars}
-        unique, n = name, 1
-        while unique in taken:
-            n += 1
-            unique = f"{name}{n}"
+        unique = steps.unique_name(name, {a.name for a in self.all_iter_vars})
         ivar = IterVar(Var(unique), Range(0, extent), kind)
         self.all_iter_vars.append(ivar)
         return ivar

@@ -15,6 +15,15 @@ _REGISTRY: Dict[str, Type["Step"]] = {}
 VERSION = 1   # of the JSON format written by steps_to_json
 
 
+def unique_name(base: str, taken) -> str:
+    """base, or base2, base3, ... : the first not in taken (how primitives name new axes)."""
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}{n}"
+    return name
+
+
 @dataclass(frozen=True)
 class Step:
     """Base of all steps; `primitive` is the schedule method that the step calls."""
@@ -72,7 +81,8 @@ class Split(Step):
 
     def to_python(self, names):
         arg = f"factor={self.factor}" if self.factor is not None else f"nparts={self.nparts}"
-        outer, inner = names.new(self.stage, self.axis + ".outer"), names.new(self.stage, self.axis + ".inner")
+        outer = names.new_axis(self.stage, self.axis + ".outer")
+        inner = names.new_axis(self.stage, self.axis + ".inner")
         return f"{outer}, {inner} = s[{self.stage!r}].split({names.get(self.stage, self.axis)}, {arg})"
 
 
@@ -91,9 +101,9 @@ class Tile(Step):
 
     def to_python(self, names):
         x, y = names.get(self.stage, self.x), names.get(self.stage, self.y)
-        outs = [names.new(self.stage, n) for n in (self.x + ".outer", self.y + ".outer",
-                                                    self.x + ".inner", self.y + ".inner")]
-        return f"{', '.join(outs)} = s[{self.stage!r}].tile({x}, {y}, {self.x_factor}, {self.y_factor})"
+        xo, xi, yo, yi = [names.new_axis(self.stage, n) for n in (self.x + ".outer", self.x + ".inner",
+                                                                   self.y + ".outer", self.y + ".inner")]
+        return f"{xo}, {yo}, {xi}, {yi} = s[{self.stage!r}].tile({x}, {y}, {self.x_factor}, {self.y_factor})"
 
 
 @dataclass(frozen=True)
@@ -108,7 +118,7 @@ class Fuse(Step):
 
     def to_python(self, names):
         args = ", ".join(names.get(self.stage, a) for a in self.axes)
-        return f"{names.new(self.stage, '.'.join(self.axes) + '.fused')} = s[{self.stage!r}].fuse({args})"
+        return f"{names.new_axis(self.stage, '.'.join(self.axes) + '.fused')} = s[{self.stage!r}].fuse({args})"
 
 
 @dataclass(frozen=True)
@@ -286,11 +296,27 @@ class PythonNames:
     """Python variable names for axes while printing a step list; root axes are fetched
     from `s[stage].op.axis` / `.op.reduce_axis` the first time a step uses them."""
 
-    def __init__(self, schedule_state):
+    def __init__(self, schedule_state, axis_names=None):
         self._state = schedule_state   # callable: stage name -> (axis names, reduce axis names)
+        self._axis_names = axis_names  # callable: stage name -> names of all its axes so far
         self._names: Dict[Tuple[str, str], str] = {}
         self._taken: set = set()
+        self._made: Dict[str, set] = {}  # axes made by the step being printed, per stage
         self.prelude: List[str] = []
+
+    def step_done(self) -> None:
+        """Call after each step is printed and applied to the schedule behind axis_names."""
+        self.prelude.clear()
+        self._made.clear()
+
+    def new_axis(self, stage: str, base: str) -> str:
+        """A variable for an axis that the step makes, named as the primitive will name it
+        (base, or base2 ... when an axis of the stage is already called base)."""
+        made = self._made.setdefault(stage, set())
+        taken = made | (set(self._axis_names(stage)) if self._axis_names else set())
+        name = unique_name(base, taken)
+        made.add(name)
+        return self.new(stage, name)
 
     def _ident(self, stage: str, axis: str) -> str:
         base = re.sub(r"\W", "_", f"{stage}_{axis}")

@@ -144,3 +144,24 @@ def test_duplicate_names_are_made_unique():
     a, out = np.arange(4, dtype="float32"), np.zeros(4, "float32")
     mod(a, out)
     np.testing.assert_allclose(out, (a + 1) * 2)
+
+
+@pytest.mark.parametrize("options", [{"threading": "serial"}, {"num_threads": 1}, {"num_threads": 2}])
+def test_parallel_runtime_options(options):
+    A = sl.placeholder((64, 33), name="A")
+    B = sl.compute((64, 33), lambda i, j: A[i, j] * 2.0 + 1.0, name="B")
+    s = sl.create_schedule(B.op)
+    s[B].parallel(B.op.axis[0])
+    target = sl.Target.create("llvm").with_options(**options)
+    mod = sl.build(s, [A, B], target=target)
+    assert ("GOMP_parallel" in mod.get_source()) == (options.get("threading") != "serial" and mod.parallel_runtime is not None)
+    a, b = np.arange(64 * 33, dtype="float32").reshape(64, 33), np.zeros((64, 33), "float32")
+    mod(a, b)
+    np.testing.assert_array_equal(b, a * 2 + 1)
+
+
+def test_target_checks_its_fields():
+    with pytest.raises(ValueError, match="unknown threading"):
+        sl.Target("llvm", threading="tbb")
+    host = sl.Target.create("llvm")
+    assert host.vector_bits in (256, 512) and host.cpu

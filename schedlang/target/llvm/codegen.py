@@ -20,6 +20,7 @@ from ...loop.nodes import PARALLEL, SERIAL, Allocate, Barrier, For, IfThen, Let,
 from ..target import Target
 from .builder import FunctionText
 from .emit_expr import ExprEmitter, suffix
+from .memory import OOB_GLOBALS, OOB_REPORT, MemoryEmitter
 from .types import compute_type, literal, memory_type, scalar_memory
 
 HEAP_THRESHOLD = 1 << 20     # local buffers above 1 MiB live on the heap, not the stack
@@ -33,13 +34,23 @@ class ModuleState:
     declarations: Set[str] = field(default_factory=set)
     definitions: Dict[str, str] = field(default_factory=dict)   # math library, by symbol
     functions: List[str] = field(default_factory=list)
+    buffer_names: List[str] = field(default_factory=list)       # bounds-check reports name buffers by id
+
+    @property
+    def bounds_check(self) -> bool:
+        return self.target.bounds_check
+
+    def buffer_id(self, buffer: Buffer) -> int:
+        if buffer.name not in self.buffer_names:
+            self.buffer_names.append(buffer.name)
+        return self.buffer_names.index(buffer.name)
 
 
 def symbol(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.]", "_", name)
 
 
-class FunctionEmitter(ExprEmitter):
+class FunctionEmitter(ExprEmitter, MemoryEmitter):
     def __init__(self, module: ModuleState, fn: FunctionText, env: Dict[Var, str], ptrs: Dict[Buffer, str]):
         self.module = module
         self.fn = fn
@@ -57,24 +68,7 @@ class FunctionEmitter(ExprEmitter):
             self.stmt(x)
 
     def stmt_Store(self, s: Store) -> None:
-        buf, index = s.buffer, s.indices[0]
-        dt = s.value.dtype
-        value = self.to_memory(self.expr(s.value), dt)
-        mty, align, lanes = memory_type(dt), buf.dtype.bytes, dt.lanes
-        if lanes == 1:
-            self.fn.do(f"store {mty} {value}, ptr {self.address(buf, index)}, align {align}")
-        elif self.contiguous(index) and s.predicate is None:
-            self.fn.do(f"store {mty} {value}, ptr {self.address(buf, index)}, align {align}")
-        elif self.contiguous(index):
-            ptr, mask = self.address(buf, index), self.expr(s.predicate)
-            name = f"llvm.masked.store.{suffix(mty)}.p0"
-            self.declare(f"declare void @{name}({mty}, ptr, i32, <{lanes} x i1>)")
-            self.fn.do(f"call void @{name}({mty} {value}, ptr {ptr}, i32 {align}, <{lanes} x i1> {mask})")
-        else:
-            ptrs, mask = self.address(buf, index), self.mask_value(s.predicate, lanes)
-            name = f"llvm.masked.scatter.{suffix(mty)}.v{lanes}p0"
-            self.declare(f"declare void @{name}({mty}, <{lanes} x ptr>, i32, <{lanes} x i1>)")
-            self.fn.do(f"call void @{name}({mty} {value}, <{lanes} x ptr> {ptrs}, i32 {align}, <{lanes} x i1> {mask})")
+        self.store(s)
 
     def stmt_IfThen(self, s: IfThen) -> None:
         cond = self.expr(s.cond)
@@ -272,8 +266,9 @@ def _entry_function(module: ModuleState, m: KernelModule, kernel_names: List[str
     return fn.render().replace("define internal", "define", 1)
 
 
-def render_llvm(m: KernelModule, target: Target, triple: str, datalayout: str, parallel_runtime: bool) -> str:
-    """The LLVM IR module for a Kernel IR module; its entry is `void @<name>(ptr args)`."""
+def render_llvm(m: KernelModule, target: Target, triple: str, datalayout: str, parallel_runtime: bool):
+    """The LLVM IR module for a Kernel IR module (its entry is `void @<name>(ptr args)`), and
+    the buffer names that bounds-check reports refer to by id."""
     module = ModuleState(target, parallel_runtime)
     names = [_kernel_function(module, k) for k in m.kernels]
     entry = _entry_function(module, m, names)
@@ -282,7 +277,9 @@ def render_llvm(m: KernelModule, target: Target, triple: str, datalayout: str, p
         attrs.append('"prefer-vector-width"="512"')
     parts = [f'; schedlang module {m.name}', f'target triple = "{triple}"', f'target datalayout = "{datalayout}"', ""]
     parts += sorted(module.declarations) + [""]
+    if target.bounds_check:
+        parts += list(OOB_GLOBALS) + ["", OOB_REPORT]
     parts += list(module.definitions.values())
     parts += module.functions + [entry]
     parts.append(f"attributes #0 = {{ nounwind {' '.join(attrs)} }}")
-    return "\n".join(parts) + "\n"
+    return "\n".join(parts) + "\n", list(module.buffer_names)

@@ -248,55 +248,8 @@ class ExprEmitter:
             out = self.fn.emit(f"insertelement {compute_type(e.dtype)} {out}, {elem} {r}, i64 {lane}", "ins")
         return out
 
-    # -- memory --
-    def address(self, buffer: Buffer, index: Expr) -> str:
-        """A pointer (scalar index or ramp base) or a vector of pointers (any other vector index)."""
-        base = self.ptrs[buffer]
-        mem = scalar_memory(buffer.dtype)
-        if self.contiguous(index) or index.dtype.lanes == 1:
-            scalar = index.base if isinstance(index, Ramp) else index
-            i = self.expr(scalar)
-            i64 = i if scalar.dtype.bits == 64 else self.fn.emit(f"sext {compute_type(scalar.dtype)} {i} to i64", "idx")
-            return self.fn.emit(f"getelementptr inbounds {mem}, ptr {base}, i64 {i64}", "addr")
-        lanes = index.dtype.lanes
-        i = self.expr(index)
-        i64 = i if index.dtype.bits == 64 else self.fn.emit(f"sext {compute_type(index.dtype)} {i} to <{lanes} x i64>", "idx")
-        return self.fn.emit(f"getelementptr inbounds {mem}, ptr {base}, <{lanes} x i64> {i64}", "addrs")
-
-    @staticmethod
-    def contiguous(index: Expr) -> bool:
-        return isinstance(index, Ramp) and isinstance(index.stride, Const) and index.stride.value == 1
-
-    def mask_value(self, predicate, lanes: int) -> str:
-        if predicate is None:
-            return f"splat (i1 true)"
-        return self.expr(predicate)
-
     def expr_Load(self, e: Load) -> str:
-        buf, index = e.buffer, e.indices[0]
-        align = buf.dtype.bytes
-        mty = memory_type(e.dtype)
-        lanes = e.dtype.lanes
-        if lanes == 1:
-            if e.predicate is not None:
-                raise InternalError("scalar predicated loads are not produced by lowering")
-            raw = self.fn.emit(f"load {mty}, ptr {self.address(buf, index)}, align {align}", buf.name)
-        elif self.contiguous(index) and e.predicate is None:
-            raw = self.fn.emit(f"load {mty}, ptr {self.address(buf, index)}, align {align}", buf.name)
-        elif self.contiguous(index):
-            ptr = self.address(buf, index)
-            mask = self.expr(e.predicate)
-            name = f"llvm.masked.load.{suffix(mty)}.p0"
-            self.declare(f"declare {mty} @{name}(ptr, i32, <{lanes} x i1>, {mty})")
-            raw = self.fn.emit(f"call {mty} @{name}(ptr {ptr}, i32 {align}, <{lanes} x i1> {mask}, {mty} zeroinitializer)", buf.name)
-        else:
-            ptrs = self.address(buf, index)
-            mask = self.mask_value(e.predicate, lanes)
-            name = f"llvm.masked.gather.{suffix(mty)}.v{lanes}p0"
-            self.declare(f"declare {mty} @{name}(<{lanes} x ptr>, i32, <{lanes} x i1>, {mty})")
-            raw = self.fn.emit(f"call {mty} @{name}(<{lanes} x ptr> {ptrs}, i32 {align}, <{lanes} x i1> {mask}, "
-                               f"{mty} zeroinitializer)", buf.name)
-        return self.from_memory(raw, e.dtype)
+        return self.load(e)
 
     def from_memory(self, raw: str, dt: DType) -> str:
         mty, cty = memory_type(dt), compute_type(dt)

@@ -68,5 +68,8 @@ class CompiledModule:
             raise KeyError(f"function {name} is not in the compiled module")
         return addr
 
+    def global_address(self, name: str) -> int:
+        return self.engine.get_global_value_address(name)
+
     def assembly(self) -> str:
         return self._tm.emit_assembly(self._mod)

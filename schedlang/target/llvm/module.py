@@ -30,9 +30,10 @@ class LLVMModule:
         self.name = kernel_ir.name
         self.params = list(kernel_ir.params)
         self._is_output = list(is_output)
-        self.parallel_runtime = openmp_library()
+        self.parallel_runtime = openmp_library() if target.threading == "openmp" else None
         triple, layout = triple_and_layout(target.cpu, target.features)
-        self._source = render_llvm(kernel_ir, target, triple, layout, self.parallel_runtime is not None)
+        self._source, self._buffer_names = render_llvm(kernel_ir, target, triple, layout,
+                                                       self.parallel_runtime is not None)
         self.ir = dict(texts)
         self.ir["llvm"] = self._source
         self._compiled = CompiledModule(self._source, target.cpu, target.features)
@@ -68,6 +69,17 @@ class LLVMModule:
     def __call__(self, *arrays) -> None:
         argv = self._argv_type(*self._pointers(arrays))
         self._fn(argv)
+        if self.target.bounds_check:
+            self._raise_out_of_bounds()
+
+    def _raise_out_of_bounds(self) -> None:
+        count = ctypes.c_int64.from_address(self._compiled.global_address("sl.oob.count"))
+        if count.value:
+            where = (ctypes.c_int64 * 2).from_address(self._compiled.global_address("sl.oob.where"))
+            n, buffer, index = count.value, self._buffer_names[where[0]], where[1]
+            count.value = 0
+            raise IndexError(f"{self.name}: {n} out-of-bounds access(es); the first touched {buffer}[{index}] "
+                             "(a bug in schedlang's lowering if the program reads only inside its tensors)")
 
     def time(self, *arrays, number: int = 10, repeat: int = 3) -> float:
         """Best mean seconds per call over `repeat` runs of `number` calls (after one warm-up)."""

@@ -1,0 +1,155 @@
+"""Loads and stores: scalar, contiguous vector, masked, gather/scatter — and, when the
+target asks for bounds checks, a check of every lane against the buffer's size.
+
+A checked access that would leave its buffer is redirected to a scratch area (or
+masked off), counted, and reported by the module after the call as an IndexError
+naming the buffer and the index: a debugging mode that turns an out-of-bounds access
+into an error instead of a crash or silent corruption.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+from ...errors import InternalError
+from ...expr.nodes import Buffer, Const, Expr, Load, Ramp
+from ...loop.nodes import Store
+from .types import compute_type, memory_type, scalar_memory
+
+SCRATCH_BYTES = 4096
+OOB_GLOBALS = ("@sl.oob.count = global i64 0",
+               "@sl.oob.where = global [2 x i64] zeroinitializer",
+               f"@sl.oob.scratch = internal global [{SCRATCH_BYTES} x i8] zeroinitializer, align 64")
+
+
+def _suffix(ty: str) -> str:
+    from .emit_expr import suffix
+    return suffix(ty)
+
+
+class MemoryEmitter:
+    """Mixin for FunctionEmitter: needs self.fn, self.ptrs, self.module, self.expr."""
+
+    @staticmethod
+    def contiguous(index: Expr) -> bool:
+        return isinstance(index, Ramp) and isinstance(index.stride, Const) and index.stride.value == 1
+
+    def index64(self, index: Expr) -> str:
+        i = self.expr(index)
+        if index.dtype.bits == 64:
+            return i
+        lanes = index.dtype.lanes
+        return self.fn.emit(f"sext {compute_type(index.dtype)} {i} to {'i64' if lanes == 1 else f'<{lanes} x i64>'}", "idx")
+
+    def pointer(self, buffer: Buffer, index: Expr) -> Tuple[str, bool]:
+        """(pointer, is_vector_of_pointers): the element address, the first lane's address for a
+        contiguous ramp, or one address per lane for any other vector index."""
+        mem = scalar_memory(buffer.dtype)
+        base = self.ptrs[buffer]
+        if index.dtype.lanes == 1 or self.contiguous(index):
+            scalar = index.base if isinstance(index, Ramp) else index
+            return self.fn.emit(f"getelementptr inbounds {mem}, ptr {base}, i64 {self.index64(scalar)}", "addr"), False
+        lanes = index.dtype.lanes
+        return self.fn.emit(f"getelementptr inbounds {mem}, ptr {base}, <{lanes} x i64> {self.index64(index)}",
+                            "addrs"), True
+
+    def access(self, buffer: Buffer, index: Expr, predicate: Optional[Expr]):
+        """(kind, pointer(s), mask) of an access; kind is scalar, vector, masked or gather."""
+        lanes = index.dtype.lanes
+        ptr, per_lane = self.pointer(buffer, index)
+        mask = None if predicate is None else self.expr(predicate)
+        if lanes == 1 and mask is not None:
+            raise InternalError("scalar predicated accesses are not produced by lowering")
+        kind = "scalar" if lanes == 1 else "gather" if per_lane else "masked" if mask is not None else "vector"
+        if self.module.bounds_check:
+            ptr, mask, kind = self.checked(buffer, index, ptr, mask, kind)
+        return kind, ptr, mask
+
+    def checked(self, buffer: Buffer, index: Expr, ptr: str, mask: Optional[str], kind: str):
+        lanes = index.dtype.lanes
+        vty = "i64" if lanes == 1 else f"<{lanes} x i64>"
+        if kind in ("vector", "masked"):
+            base = self.index64(index.base)
+            ins = self.fn.emit(f"insertelement <{lanes} x i64> poison, i64 {base}, i64 0", "b")
+            spl = self.fn.emit(f"shufflevector <{lanes} x i64> {ins}, <{lanes} x i64> poison, <{lanes} x i32> zeroinitializer", "b")
+            offsets = "<" + ", ".join(f"i64 {i}" for i in range(lanes)) + ">"
+            idx = self.fn.emit(f"add <{lanes} x i64> {spl}, {offsets}", "lanes")
+        else:
+            idx = self.index64(index)
+        size = buffer.size if lanes == 1 else f"splat (i64 {buffer.size})"
+        bad = self.fn.emit(f"icmp uge {vty} {idx}, {size}", "oob")      # unsigned: negatives are huge
+        bty = "i1" if lanes == 1 else f"<{lanes} x i1>"
+        if mask is not None:
+            bad = self.fn.emit(f"and {bty} {bad}, {mask}", "oob")
+        if lanes == 1:
+            anybad, first = bad, idx
+        else:
+            self.declare(f"declare i1 @llvm.vector.reduce.or.v{lanes}i1(<{lanes} x i1>)")
+            anybad = self.fn.emit(f"call i1 @llvm.vector.reduce.or.v{lanes}i1(<{lanes} x i1> {bad})", "anyoob")
+            picked = self.fn.emit(f"select <{lanes} x i1> {bad}, <{lanes} x i64> {idx}, <{lanes} x i64> zeroinitializer", "badidx")
+            self.declare(f"declare i64 @llvm.vector.reduce.umax.v{lanes}i64(<{lanes} x i64>)")
+            first = self.fn.emit(f"call i64 @llvm.vector.reduce.umax.v{lanes}i64(<{lanes} x i64> {picked})", "first")
+        bid = self.module.buffer_id(buffer)
+        report, cont = self.fn.label("oob.report"), self.fn.label("oob.ok")
+        self.fn.do(f"br i1 {anybad}, label %{report}, label %{cont}")
+        self.fn.start_block(report)
+        self.fn.do(f"call void @sl.oob.report(i64 {bid}, i64 {first})")
+        self.fn.do(f"br label %{cont}")
+        self.fn.start_block(cont)
+        if kind == "gather":
+            ok = self.fn.emit(f"xor {bty} {bad}, splat (i1 true)", "inb")
+            return ptr, ok, "gather"
+        if lanes * buffer.dtype.bytes > SCRATCH_BYTES:
+            raise InternalError("a checked vector access is wider than the scratch area")
+        return self.fn.emit(f"select i1 {anybad}, ptr @sl.oob.scratch, ptr {ptr}", "safe"), mask, kind
+
+    def load(self, e: Load) -> str:
+        buf = e.buffer
+        kind, ptr, mask = self.access(buf, e.indices[0], e.predicate)
+        mty, align, lanes = memory_type(e.dtype), buf.dtype.bytes, e.dtype.lanes
+        if kind in ("scalar", "vector"):
+            raw = self.fn.emit(f"load {mty}, ptr {ptr}, align {align}", buf.name)
+        elif kind == "masked":
+            name = f"llvm.masked.load.{_suffix(mty)}.p0"
+            self.declare(f"declare {mty} @{name}(ptr, i32, <{lanes} x i1>, {mty})")
+            raw = self.fn.emit(f"call {mty} @{name}(ptr {ptr}, i32 {align}, <{lanes} x i1> {mask}, {mty} zeroinitializer)",
+                               buf.name)
+        else:
+            mask = mask or "splat (i1 true)"
+            name = f"llvm.masked.gather.{_suffix(mty)}.v{lanes}p0"
+            self.declare(f"declare {mty} @{name}(<{lanes} x ptr>, i32, <{lanes} x i1>, {mty})")
+            raw = self.fn.emit(f"call {mty} @{name}(<{lanes} x ptr> {ptr}, i32 {align}, <{lanes} x i1> {mask}, "
+                               f"{mty} zeroinitializer)", buf.name)
+        return self.from_memory(raw, e.dtype)
+
+    def store(self, s: Store) -> None:
+        buf, dt = s.buffer, s.value.dtype
+        value = self.to_memory(self.expr(s.value), dt)
+        kind, ptr, mask = self.access(buf, s.indices[0], s.predicate)
+        mty, align, lanes = memory_type(dt), buf.dtype.bytes, dt.lanes
+        if kind in ("scalar", "vector"):
+            self.fn.do(f"store {mty} {value}, ptr {ptr}, align {align}")
+        elif kind == "masked":
+            name = f"llvm.masked.store.{_suffix(mty)}.p0"
+            self.declare(f"declare void @{name}({mty}, ptr, i32, <{lanes} x i1>)")
+            self.fn.do(f"call void @{name}({mty} {value}, ptr {ptr}, i32 {align}, <{lanes} x i1> {mask})")
+        else:
+            mask = mask or "splat (i1 true)"
+            name = f"llvm.masked.scatter.{_suffix(mty)}.v{lanes}p0"
+            self.declare(f"declare void @{name}({mty}, <{lanes} x ptr>, i32, <{lanes} x i1>)")
+            self.fn.do(f"call void @{name}({mty} {value}, <{lanes} x ptr> {ptr}, i32 {align}, <{lanes} x i1> {mask})")
+
+
+OOB_REPORT = """define void @sl.oob.report(i64 %buffer, i64 %index) {
+entry:
+  %old = atomicrmw add ptr @sl.oob.count, i64 1 monotonic
+  %first = icmp eq i64 %old, 0
+  br i1 %first, label %record, label %done
+record:
+  store i64 %buffer, ptr @sl.oob.where, align 8
+  %slot = getelementptr inbounds [2 x i64], ptr @sl.oob.where, i64 0, i64 1
+  store i64 %index, ptr %slot, align 8
+  br label %done
+done:
+  ret void
+}
+"""
