@@ -7,10 +7,9 @@ from typing import Dict, Optional, Sequence
 from .errors import ScheduleError
 from .kernel import lower_to_kernel_ir
 from .loop import lower_to_loop_ir, print_func
-from .loop.nodes import PARALLEL, For, Func
-from .loop.functor import walk_stmts
+from .loop.nodes import Func
 from .schedule import Schedule
-from .schedule.stage import BIND
+from .schedule.stage import BIND, PARALLEL as PARALLEL_ANNOTATION
 from .target.target import Target
 from .tensor.op import PlaceholderOp, Tensor
 from .tensor.printer import print_tensor_ir
@@ -23,20 +22,27 @@ def _check_schedule(s) -> None:
         raise TypeError(f"expected a schedule from sl.create_schedule(...), got {type(s).__name__}")
 
 
-def _check_parallel_nesting(func: Func, s: Schedule) -> None:
-    def owner(var) -> str:
-        for st in s.stages:
-            if any(a.var is var for a in st.all_iter_vars):
-                return st.name
-        return "?"
+def _enclosing_loops(stage) -> list:
+    """(stage, axis) of every loop around the point where stage is computed, outermost first."""
+    if stage.attach_type != "at":
+        return []
+    parent = stage.attach_stage
+    pos = parent.leaf_iter_vars.index(stage.attach_ivar)
+    return _enclosing_loops(parent) + [(parent, a) for a in parent.leaf_iter_vars[:pos + 1]]
 
-    for x in walk_stmts(func.body):
-        if isinstance(x, For) and x.kind == PARALLEL:
-            for y in walk_stmts(x.body):
-                if isinstance(y, For) and y.kind == PARALLEL:
-                    raise ScheduleError("parallel", owner(y.var), f"loop '{y.var.name}' is parallel inside the parallel "
-                                        f"loop '{x.var.name}' of stage '{owner(x.var)}'", axis=y.var.name,
-                                        hint="parallelize one level only (fuse the loops first to get more parallelism)")
+
+def _check_parallel_nesting(s: Schedule) -> None:
+    """A parallel loop inside another parallel loop (of the same stage, or of a stage it is
+    computed in) would start threads from threads."""
+    for st in s.stages:
+        loops = _enclosing_loops(st) + [(st, a) for a in st.leaf_iter_vars]
+        parallel = [(owner, a) for owner, a in loops if owner.annotations.get(a) is not None
+                    and owner.annotations[a].kind == PARALLEL_ANNOTATION]
+        if len(parallel) > 1:
+            (outer_stage, outer), (inner_stage, inner) = parallel[0], parallel[1]
+            raise ScheduleError("parallel", inner_stage.name, f"loop '{inner.name}' is parallel inside the parallel "
+                                f"loop '{outer.name}' of stage '{outer_stage.name}'", axis=inner.name,
+                                hint="parallelize one level only (fuse loops first to get more parallel work)")
 
 
 def _check_target(s: Schedule, target: Target) -> None:
@@ -53,13 +59,22 @@ def _check_target(s: Schedule, target: Target) -> None:
 def lower_all(s: Schedule, args: Sequence[Tensor], target: Target, name: Optional[str] = None) -> Dict[str, object]:
     """Every level of the pipeline, in order: Tensor IR text, Loop IR, Tile IR, Kernel IR."""
     _check_schedule(s)
+    _check_parallel_nesting(s)
     loop_ir = lower_to_loop_ir(s, args, name)                  # what each stage computes
     from .tile import lower_to_tile_ir
     tile_ir = lower_to_tile_ir(s, args, name)                  # the schedule applied
-    _check_parallel_nesting(tile_ir, s)
     _check_target(s, target)
     kernel_ir = lower_to_kernel_ir(tile_ir, target)            # kernels, launch geometry, vectors
-    return {"tensor": print_tensor_ir(s.outputs), "loop": loop_ir, "tile": tile_ir, "kernel": kernel_ir}
+    return {"tensor": print_tensor_ir(s.outputs, _stage_ops(s, args)), "loop": loop_ir, "tile": tile_ir,
+            "kernel": kernel_ir}
+
+
+def _stage_ops(s: Schedule, args):
+    """The operations of the scheduled program in stage order, including the stages the
+    schedule added (cache_read/cache_write copies, rfactor partials)."""
+    from .loop.plan import _reachable
+    reachable = _reachable(s, [s[o] for o in s.outputs] + [s[a] for a in args])
+    return [st.op for st in s.stages if id(st) in reachable]
 
 
 def lower(s: Schedule, args: Sequence[Tensor], name: Optional[str] = None, level: str = "tile",

@@ -122,6 +122,20 @@ def from_linear(terms: Terms, constant: int, dt) -> Expr:
     return result
 
 
+def _merge_div_mod(terms: Terms) -> Terms:
+    """k*c*(x // c) + k*(x % c) == k*x: the identity that undoes a fuse or a split."""
+    for i, (mod, k) in enumerate(terms):
+        if not (isinstance(mod, Binary) and mod.op == "floormod" and isinstance(mod.b, Const)):
+            continue
+        c = int(mod.b.value)
+        for j, (div, kd) in enumerate(terms):
+            if (isinstance(div, Binary) and div.op == "floordiv" and isinstance(div.b, Const)
+                    and int(div.b.value) == c and kd == k * c and key(div.a) == key(mod.a)):
+                rest = [t for n, t in enumerate(terms) if n not in (i, j)]
+                return rest + [(mod.a, k)]
+    return terms
+
+
 class _Simplifier(ExprMutator):
     def __init__(self, ranges: VarRanges):
         self.ranges = ranges
@@ -148,6 +162,9 @@ class _Simplifier(ExprMutator):
             if e.op == "mul" and not isinstance(a, Const) and not isinstance(b, Const):
                 return Binary("mul", a, b)
             terms, constant = linear_form(Binary(e.op, a, b))
+            merged = _merge_div_mod(terms)
+            if merged is not terms:
+                return self.visit(from_linear(merged, _wrap_int(constant, e.dtype), e.dtype))
             return from_linear(terms, _wrap_int(constant, e.dtype), e.dtype)
         if e.op in ("floordiv", "floormod") and isinstance(b, Const) and b.value > 0:
             return self._div_mod(e.op, a, int(b.value))

@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Tuple
 
-from ..errors import LoweringError
+from ..errors import InternalError, LoweringError
 from ..expr.functor import walk
 from ..expr.nodes import Buffer, Load
 from ..loop.functor import StmtMutator, stmt_exprs, walk_stmts
-from ..loop.nodes import BOUND, PARALLEL, Allocate, For, Seq, Stmt, Store
+from ..loop.nodes import BOUND, PARALLEL, Allocate, For, Seq, StageNest, Stmt, Store
 from .nodes import Kernel, KernelModule, LaunchAxis
 
 
@@ -27,13 +27,6 @@ def _buffers_used(s: Stmt) -> List[Buffer]:
                 if isinstance(n, Load):
                     seen.setdefault(n.buffer, None)
     return list(seen)
-
-
-def _stored(s: Stmt, exclude) -> str:
-    for x in walk_stmts(s):
-        if isinstance(x, Store) and x.buffer not in exclude:
-            return x.buffer.name
-    return "kernel"
 
 
 class _LiftThreads(StmtMutator):
@@ -67,9 +60,11 @@ def split_kernels(name: str, params: Tuple[Buffer, ...], body: Stmt) -> KernelMo
     module_buffers = list(params) + temps
     kernels = []
     used_names = set()
-    for part in parts:
-        local = {x.buffer for x in walk_stmts(part) if isinstance(x, Allocate)}
-        stage = re.sub(r"\W", "_", _stored(part, local))
+    for nest in parts:
+        if not isinstance(nest, StageNest):
+            raise InternalError(f"Kernel IR expects one stage nest per root stage, found {type(nest).__name__}")
+        part = nest.body
+        stage = re.sub(r"\W", "_", nest.stage)
         kname = f"{name}_{stage}" if stage != name else f"{name}_kernel"
         base, n = kname, 1
         while kname in used_names:

@@ -13,15 +13,15 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..errors import ScheduleError
 from ..expr.bounds import const_bounds
 from ..expr.functor import map_children, substitute, uses_var
-from ..expr.nodes import Buffer, Const, Expr, Load, binary, key, logical
+from ..expr.nodes import Buffer, Const, Expr, Load, Var, binary, key, logical
 from ..expr.simplify import simplify
-from ..schedule.relations import pass_down_extents, pass_up_values
+from ..schedule.relations import SplitRel, pass_down_extents, pass_up_values
 from ..schedule.stage import BIND, PARALLEL, UNROLL, VECTORIZE
 from ..tensor.axis import REDUCE, IterVar
 from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.reduce import Reduce
 from .nodes import (BOUND, PARALLEL as K_PARALLEL, SERIAL, UNROLLED, VECTORIZED, Allocate, For, Func,
-                    IfThen, Stmt, Store, seq)
+                    IfThen, StageNest, Stmt, Store, seq)
 from .plan import Program, StagePlan
 from .names import unique_loop_names
 from .simplify import simplify_stmt
@@ -116,18 +116,33 @@ class _FuncBuilder:
         return self.nest(plan, list(plan.leaves), Store(buffer, store_idx, value_expr), guards, attach=True)
 
     def guards(self, plan, roots, region, rel, value, ext, ranges) -> List[Expr]:
-        """Conditions under which an iteration computes a real element of the stage."""
-        out = []
-        all_ranges = dict(ranges)
+        """Conditions under which an iteration computes a real element of the stage.
+
+        A split whose parts cover more than its parent overshoots; the parent's value is
+        guarded once, and the root checks below reason from that guard (through a proxy
+        variable with the parent's true range) instead of repeating it."""
+        out: List[Expr] = []
+        overshoot = [r for r in plan.relations
+                     if isinstance(r, SplitRel) and ext[r.outer] * ext[r.inner] > ext[r.parent]]
+        proxies = {r.parent: Var(r.parent.name + ".guarded") for r in overshoot}
+        out += [rel[r.parent] < ext[r.parent] for r in overshoot]
+        seeded = {a: a.var for a in plan.leaves}
+        seeded.update(proxies)
+        proxy_rel = pass_up_values(seeded, plan.relations, ext, stop=set(proxies))
+        proxy_ranges = dict(ranges)
+        proxy_ranges.update({v: (0, ext[a] - 1) for a, v in proxies.items()})
+        all_ranges = dict(proxy_ranges)
         for p in self.program.plans:      # loop variables of enclosing stages, for the domain check
             if p is not plan and not p.is_input and p.name in self.regions:
                 pext = pass_down_extents({a: e for a, (_, e) in zip(p.roots, self.regions[p.name])}, p.relations)
                 all_ranges.update({a.var: (0, pext[a] - 1) for a in p.leaves})
         for a, (m, extent) in zip(roots, region):
-            lo, hi = const_bounds(simplify(rel[a], ranges), ranges)
-            if hi is None or hi >= extent:
-                out.append(rel[a] < extent)
-            vlo, vhi = const_bounds(value[a], all_ranges)
+            if a not in proxies:
+                hi = const_bounds(simplify(proxy_rel[a], proxy_ranges), proxy_ranges)[1]
+                if hi is None or hi >= extent:
+                    out.append(rel[a] < extent)
+            proxy_value = simplify(binary("add", m, proxy_rel[a]), proxy_ranges)
+            vlo, vhi = const_bounds(proxy_value, all_ranges)
             dom = a.dom
             if vlo is None or vlo < dom.min:
                 out.append(value[a] >= dom.min)
@@ -180,7 +195,7 @@ class _FuncBuilder:
     # -- the function ----------------------------------------------------------------------
     def build(self) -> Func:
         roots = [p for p in self.program.plans if not p.is_input and p.attach_type == "root"]
-        body = seq(*(self.stage_nest(p) for p in roots))
+        body = seq(*(StageNest(p.name, self.stage_nest(p)) for p in roots))
         for p in reversed(roots):
             if not p.is_arg:
                 body = Allocate(self.buffers[p.name], body)

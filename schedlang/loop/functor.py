@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from ..expr.nodes import Expr
-from .nodes import Allocate, Barrier, For, IfThen, Let, Seq, Stmt, Store, seq
+from .nodes import Allocate, Barrier, For, IfThen, Let, Seq, StageNest, Stmt, Store, seq
 
 
 class StmtMutator:
@@ -52,11 +52,15 @@ class StmtMutator:
     def visit_Barrier(self, s: Barrier) -> Stmt:
         return s
 
+    def visit_StageNest(self, s: StageNest) -> Stmt:
+        body = self.visit(s.body)
+        return s if body is s.body else StageNest(s.stage, body)
+
 
 def walk_stmts(s: Stmt) -> Iterator[Stmt]:
     """Every statement, parents first."""
     yield s
-    if isinstance(s, (For, Allocate, Let)):
+    if isinstance(s, (For, Allocate, Let, StageNest)):
         yield from walk_stmts(s.body)
     elif isinstance(s, IfThen):
         yield from walk_stmts(s.then_body)

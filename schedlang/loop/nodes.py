@@ -79,6 +79,16 @@ class Let(Stmt):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class StageNest(Stmt):
+    """The loop nest that computes one stage at the root of a function. It marks where one
+    stage's code ends and the next begins (Kernel IR makes one kernel of each); printers
+    show only its body."""
+
+    stage: str
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class Barrier(Stmt):
     """All threads of a block wait here (GPU shared memory); a no-op for CPU workers."""
 

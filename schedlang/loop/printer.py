@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import List
 
 from ..expr.nodes import Buffer
-from .nodes import SERIAL, Allocate, Barrier, For, Func, IfThen, Let, Seq, Stmt, Store
+from .nodes import SERIAL, Allocate, Barrier, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store
 
 INDENT = "  "
 
@@ -43,6 +43,8 @@ def stmt_lines(s: Stmt, depth: int = 0) -> List[str]:
         return [f"{pad}{s.var.name} = {s.value}"] + stmt_lines(s.body, depth)
     if isinstance(s, Barrier):
         return [f"{pad}barrier({s.scope})"]
+    if isinstance(s, StageNest):
+        return stmt_lines(s.body, depth)
     raise TypeError(f"cannot print statement {type(s).__name__}")
 
 

@@ -49,10 +49,13 @@ def pass_down_extents(root_extents: Mapping[IterVar, int], relations: Sequence) 
 
 
 def pass_up_values(leaf_values: Mapping[IterVar, Expr], relations: Sequence,
-                   extents: Mapping[IterVar, int]) -> Dict[IterVar, Expr]:
-    """The value of every axis (down to the roots, 0-based) in terms of the leaf loop values."""
+                   extents: Mapping[IterVar, int], stop=frozenset()) -> Dict[IterVar, Expr]:
+    """The value of every axis (down to the roots, 0-based) in terms of the leaf loop values.
+    Axes in stop keep the value given for them in leaf_values."""
     value: Dict[IterVar, Expr] = dict(leaf_values)
     for rel in reversed(relations):
+        if isinstance(rel, SplitRel) and rel.parent in stop:
+            continue
         if isinstance(rel, SplitRel):
             inner_ext = extents[rel.inner]
             value[rel.parent] = binary("add", binary("mul", value[rel.outer], Const(inner_ext, value[rel.outer].dtype)),

@@ -409,9 +409,10 @@ class Stage:
         if self.is_output:
             raise ScheduleError("compute_inline", self.name, "is an output of the schedule and must be stored",
                                 hint="only intermediate stages can be inlined")
-        if self.relations or self.annotations:
-            raise ScheduleError("compute_inline", self.name, "has loop transformations that inlining would "
-                                f"discard (loops: {self.loops_str()})", hint="inline a stage before scheduling its loops")
+        if self.relations or self.annotations or self.storage_aligns:
+            what = "loop transformations" if self.relations or self.annotations else "a storage_align"
+            raise ScheduleError("compute_inline", self.name, f"has {what} that inlining would "
+                                f"discard (loops: {self.loops_str()})", hint="inline a stage before scheduling it")
         attached = [s.name for s in self.schedule.stages if s.attach_stage is self]
         if attached:
             raise ScheduleError("compute_inline", self.name, f"stages {', '.join(attached)} are computed at its "
@@ -430,6 +431,10 @@ class Stage:
         """Pad the stride of dimension ivar of this stage's buffer to factor*k + offset elements
         (to avoid cache-set or shared-memory bank conflicts)."""
         self._require_schedulable("storage_align")
+        if self.is_output:
+            raise ScheduleError("storage_align", self.name, "is an output of the schedule, a function argument "
+                                "whose layout the caller fixes", axis=getattr(ivar, "name", None),
+                                hint="cache_write it and align the cache stage instead")
         if not isinstance(ivar, IterVar) or ivar not in list(self.op.axis):
             raise ScheduleError("storage_align", self.name, f"{getattr(ivar, 'name', ivar)!r} is not a dimension of "
                                 "the stage's buffer", axis=getattr(ivar, "name", None),

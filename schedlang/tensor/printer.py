@@ -13,9 +13,10 @@ def type_str(op: Operation) -> str:
     return f"({', '.join(map(str, op.shape))}) {op.dtype.short}"
 
 
-def print_tensor_ir(outputs: Sequence[Operation]) -> str:
-    """Text of the program that computes outputs, producers first."""
-    ops = post_order(outputs)
+def print_tensor_ir(outputs: Sequence[Operation], ops: Sequence[Operation] = None) -> str:
+    """Text of the program that computes outputs: ops in the given order (producers first),
+    by default every operation the outputs depend on."""
+    ops = post_order(outputs) if ops is None else list(ops)
     lines: List[str] = ["inputs:"]
     lines += [f"  {op.name}: {type_str(op)}" for op in ops if isinstance(op, PlaceholderOp)]
     reducers = {}

@@ -95,9 +95,10 @@ class MemoryEmitter:
         self.fn.do(f"call void @sl.oob.report(i64 {bid}, i64 {first})")
         self.fn.do(f"br label %{cont}")
         self.fn.start_block(cont)
-        if kind == "gather":
-            ok = self.fn.emit(f"xor {bty} {bad}, splat (i1 true)", "inb")
-            return ptr, ok, "gather"
+        if kind == "gather":     # keep the lanes that were wanted and are inside the buffer
+            inside = self.fn.emit(f"icmp ult {vty} {idx}, {size}", "inb")
+            keep = inside if mask is None else self.fn.emit(f"and {bty} {inside}, {mask}", "keep")
+            return ptr, keep, "gather"
         if lanes * buffer.dtype.bytes > SCRATCH_BYTES:
             raise InternalError("a checked vector access is wider than the scratch area")
         return self.fn.emit(f"select i1 {anybad}, ptr @sl.oob.scratch, ptr {ptr}", "safe"), mask, kind
