@@ -54,6 +54,9 @@ class CompiledModule:
         options = llvm.create_pipeline_tuning_options(speed_level=3)
         options.loop_vectorization = True
         options.slp_vectorization = True
+        # Unrolling is the schedule's decision (unroll, auto_unroll_max_step). LLVM's own full
+        # unrolling of odd-width vector loops made some builds 50x slower to compile (10 s).
+        options.loop_unrolling = False
         builder = llvm.create_pass_builder(tm, options)
         builder.getModulePassManager().run(mod, builder)
         self.optimized_ir = str(mod)
