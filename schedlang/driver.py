@@ -11,6 +11,7 @@ from .loop.nodes import Func
 from .schedule import Schedule
 from .schedule.stage import BIND, PARALLEL as PARALLEL_ANNOTATION
 from .target.target import Target
+from .tile import lower_to_tile_ir
 from .tensor.op import PlaceholderOp, Tensor
 from .tensor.printer import print_tensor_ir
 
@@ -56,17 +57,24 @@ def _check_target(s: Schedule, target: Target) -> None:
                                     hint="use parallel()/vectorize() for the CPU, or build with target='cuda'")
 
 
-def lower_all(s: Schedule, args: Sequence[Tensor], target: Target, name: Optional[str] = None) -> Dict[str, object]:
-    """Every level of the pipeline, in order: Tensor IR text, Loop IR, Tile IR, Kernel IR."""
+def lower_all(s: Schedule, args: Sequence[Tensor], target: Target, name: Optional[str] = None,
+              upto: str = "kernel") -> Dict[str, object]:
+    """The levels of the pipeline in order, up to and including `upto`: Tensor IR text,
+    Loop IR, Tile IR, Kernel IR. Only Kernel IR depends on the target."""
     _check_schedule(s)
     _check_parallel_nesting(s)
-    loop_ir = lower_to_loop_ir(s, args, name)                  # what each stage computes
-    from .tile import lower_to_tile_ir
-    tile_ir = lower_to_tile_ir(s, args, name)                  # the schedule applied
+    levels: Dict[str, object] = {"tensor": print_tensor_ir(s.outputs, _stage_ops(s, args))}
+    if upto == "tensor":
+        return levels
+    levels["loop"] = lower_to_loop_ir(s, args, name)              # what each stage computes
+    if upto == "loop":
+        return levels
+    levels["tile"] = lower_to_tile_ir(s, args, name)              # the schedule applied
+    if upto == "tile":
+        return levels
     _check_target(s, target)
-    kernel_ir = lower_to_kernel_ir(tile_ir, target)            # kernels, launch geometry, vectors
-    return {"tensor": print_tensor_ir(s.outputs, _stage_ops(s, args)), "loop": loop_ir, "tile": tile_ir,
-            "kernel": kernel_ir}
+    levels["kernel"] = lower_to_kernel_ir(levels["tile"], target)  # kernels, launch geometry, vectors
+    return levels
 
 
 def _stage_ops(s: Schedule, args):
@@ -83,7 +91,7 @@ def lower(s: Schedule, args: Sequence[Tensor], name: Optional[str] = None, level
     the scheduled loop nest, like tvm.lower), kernel, or all."""
     if level not in LEVELS + ("all",):
         raise ValueError(f"unknown IR level {level!r}; choose one of {', '.join(LEVELS + ('all',))}")
-    levels = lower_all(s, args, Target.create(target), name)
+    levels = lower_all(s, args, Target.create(target), name, upto="kernel" if level == "all" else level)
     texts = {k: _text(v) for k, v in levels.items()}
     if level == "all":
         return "\n\n".join(f"# ---- {k} IR ----\n{t}" for k, t in texts.items())
