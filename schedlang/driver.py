@@ -9,7 +9,7 @@ from .kernel import lower_to_kernel_ir
 from .loop import lower_to_loop_ir, print_func
 from .loop.nodes import Func
 from .schedule import Schedule
-from .schedule.stage import BIND, PARALLEL as PARALLEL_ANNOTATION
+from .schedule.annotate import BIND, PARALLEL as PARALLEL_ANNOTATION
 from .target.target import Target
 from .tile import lower_to_tile_ir
 from .tensor.op import PlaceholderOp, Tensor

@@ -8,7 +8,7 @@ identity; every other node compares structurally (``equal``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Optional, Tuple, Union
 
 from ..dtypes import DType, boolean, dtype as parse_dtype, float32, int32, int64, promote

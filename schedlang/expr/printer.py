@@ -1,8 +1,8 @@
 """Python-like text for expressions, with the fewest parentheses that keep the meaning."""
 from __future__ import annotations
 
-from .nodes import (Binary, Broadcast, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
-                    Ramp, Select, Var)
+from .nodes import (Binary, Broadcast, Call, Cast, Compare, Const, Load, Logical, Not, Ramp,
+                    Select, Var)
 
 _INFIX = {"add": ("+", 9), "sub": ("-", 9), "mul": ("*", 10), "div": ("/", 10),
           "floordiv": ("//", 10), "floormod": ("%", 10), "bitand": ("&", 7), "bitxor": ("^", 6),

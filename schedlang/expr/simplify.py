@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 

@@ -4,9 +4,8 @@ becomes its body."""
 from __future__ import annotations
 
 import math
-from typing import Dict
 
-from ..expr.nodes import Const, Expr, Var
+from ..expr.nodes import Const
 from ..loop.functor import StmtMutator, substitute_stmt, walk_stmts
 from ..loop.nodes import BOUND, SERIAL, UNROLLED, For, Stmt, seq
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from ..expr.functor import map_children, substitute, uses_var, walk
+from ..expr.functor import substitute, uses_var, walk
 from ..expr.nodes import (Binary, Broadcast, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Ramp,
                           Select, Var, binary)
 from ..expr.simplify import linear_form, simplify
 from ..loop.functor import StmtMutator, substitute_stmt
-from ..loop.nodes import (PARALLEL, SERIAL, VECTORIZED, Allocate, Barrier, For, IfThen, Let, Seq, Stmt,
-                          Store, seq)
+from ..loop.nodes import (PARALLEL, SERIAL, VECTORIZED, Allocate, For, IfThen, Seq, Stmt, Store, seq)
 from ..target.target import Target
 
 MAX_LANES_PER_REGISTER_GROUP = 4   # a vector loop longer than 4 native registers is strip-mined

@@ -8,7 +8,7 @@ start of their loop's body inside their own allocation.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from ..errors import ScheduleError
 from ..expr.bounds import const_bounds
@@ -16,7 +16,7 @@ from ..expr.functor import map_children, substitute, uses_var
 from ..expr.nodes import Buffer, Const, Expr, Load, Var, binary, key, logical
 from ..expr.simplify import simplify
 from ..schedule.relations import SplitRel, pass_down_extents, pass_up_values
-from ..schedule.stage import BIND, PARALLEL, UNROLL, VECTORIZE
+from ..schedule.annotate import BIND, PARALLEL, UNROLL, VECTORIZE
 from ..tensor.axis import REDUCE, IterVar
 from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.reduce import Reduce

@@ -1,7 +1,7 @@
 """Generic statement traversal: a mutator that rebuilds only what changed."""
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from typing import Iterator
 
 from ..expr.nodes import Expr
 from .nodes import Allocate, Barrier, For, IfThen, Let, Seq, StageNest, Stmt, Store, seq

@@ -7,7 +7,7 @@ from typing import Dict, Tuple
 from ..expr.nodes import Const, Expr, Var
 from ..expr.simplify import simplify
 from .functor import StmtMutator
-from .nodes import For, IfThen, Let, Stmt, seq
+from .nodes import For, IfThen, Stmt, seq
 
 
 class _Simplify(StmtMutator):

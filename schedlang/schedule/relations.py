@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..expr.nodes import Binary, Const, Expr, Var, binary
+from ..expr.nodes import Const, Expr, binary
 from ..tensor.axis import IterVar
 
 

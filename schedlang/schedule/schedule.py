@@ -2,7 +2,7 @@
 cache_write, rfactor), and the step list that prints, serialises and replays."""
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Sequence, Union
+from typing import Dict, Iterable, List, Optional, Sequence
 
 from ..errors import ScheduleError
 from ..expr.functor import map_children, substitute
@@ -12,7 +12,7 @@ from ..tensor.graph import post_order
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
 from ..tensor.reduce import Reduce
 from . import steps as steps_mod
-from .relations import FuseRel, SplitRel, pass_up_values
+from .relations import SplitRel, pass_up_values
 from .stage import Stage
 
 SCOPES = ("global", "shared", "local")

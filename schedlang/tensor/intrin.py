@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-from typing import Union
 
 from ..dtypes import dtype as parse_dtype
 from ..expr.nodes import (Call, Const, Expr, as_expr, binary, cast as _cast, const as _const,

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from ..dtypes import DType, dtype as parse_dtype, int32
 from ..expr.functor import walk
 from ..expr.nodes import Expr, Var, as_expr
-from .axis import DATA_PAR, REDUCE, IterVar, Range
+from .axis import DATA_PAR, IterVar, Range
 from .reduce import Reduce
 
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Tuple, Union
 
 from ..dtypes import DType
-from ..expr.nodes import Binary, Const, Expr, Var, as_expr, binary, const
+from ..expr.nodes import Const, Expr, Var, as_expr, binary, const
 from .axis import REDUCE, IterVar
 
 

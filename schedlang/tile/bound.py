@@ -12,8 +12,8 @@ from typing import Dict, List, Tuple
 
 from ..errors import ScheduleError
 from ..expr.bounds import const_bounds, relaxed_interval
-from ..expr.functor import free_vars, map_children, substitute, walk
-from ..expr.nodes import Binary, Const, Expr, Var, binary
+from ..expr.functor import free_vars, substitute, walk
+from ..expr.nodes import Const, Expr, Var, binary
 from ..expr.simplify import simplify
 from ..loop.build import Region, full_region
 from ..loop.plan import Program, StagePlan

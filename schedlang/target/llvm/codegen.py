@@ -13,15 +13,15 @@ from typing import Dict, List, Set
 
 from ...errors import InternalError, LoweringError
 from ...expr.functor import free_vars, walk
-from ...expr.nodes import Buffer, Const, Expr, Load, Var
+from ...expr.nodes import Buffer, Load, Var
 from ...kernel.nodes import Kernel, KernelModule
 from ...loop.functor import stmt_exprs, walk_stmts
 from ...loop.nodes import PARALLEL, SERIAL, Allocate, Barrier, For, IfThen, Let, Seq, Stmt, Store
 from ..target import Target
 from .builder import FunctionText
-from .emit_expr import ExprEmitter, suffix
+from .emit_expr import ExprEmitter
 from .memory import OOB_GLOBALS, OOB_REPORT, MemoryEmitter
-from .types import compute_type, literal, memory_type, scalar_memory
+from .types import compute_type, scalar_memory
 
 HEAP_THRESHOLD = 1 << 20     # local buffers above 1 MiB live on the heap, not the stack
 ALIGN = 64

@@ -8,7 +8,7 @@ from ...errors import InternalError
 from ...expr.nodes import (Binary, Broadcast, Buffer, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
                            Ramp, Select, Var)
 from .mathlib import MATH_FUNCTIONS, math_declarations, math_function
-from .types import compute_type, literal, memory_type, scalar_compute, scalar_memory, signed, vec
+from .types import compute_type, literal, memory_type, scalar_compute, signed, vec
 
 FAST_MATH = "reassoc contract nsz"
 _FLOAT_OPS = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}

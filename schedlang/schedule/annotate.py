@@ -1,0 +1,106 @@
+"""Loop annotations of a stage: unroll, vectorize, parallel, bind, pragma."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ScheduleError
+from ..tensor.axis import DATA_PAR, REDUCE, THREAD, IterVar
+from . import steps
+
+UNROLL, VECTORIZE, PARALLEL, BIND = "unroll", "vectorize", "parallel", "bind"
+PRAGMAS = {"auto_unroll_max_step": "unroll loops nested inside this one whose total trip count is at most the value",
+           "unroll_explicit": "accepted for TVM compatibility; unrolling is always explicit here"}
+MAX_UNROLL = 1024
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """What a loop becomes: unrolled, vectorized, parallel, or bound to a GPU thread axis."""
+
+    kind: str
+    thread_tag: str = ""
+
+    def __str__(self) -> str:
+        return f"bind({self.thread_tag})" if self.kind == BIND else self.kind
+
+
+
+class AnnotationPrimitives:
+    """Mixin of Stage: the primitives that say how a loop runs."""
+
+    def _annotate(self, primitive: str, ivar: IterVar, ann: Annotation) -> None:
+        self._require_schedulable(primitive)
+        self._require_leaf(primitive, ivar)
+        self._require_unannotated(primitive, ivar)
+        self.annotations[ivar] = ann
+
+    def unroll(self, ivar: IterVar) -> None:
+        """Replace the loop by copies of its body, one per iteration."""
+        self._require_schedulable("unroll")
+        self._require_leaf("unroll", ivar)
+        ext = self.static_extents()[ivar]
+        if ext > MAX_UNROLL:
+            raise ScheduleError("unroll", self.name, f"the loop has {ext} iterations; unrolling more than "
+                                f"{MAX_UNROLL} would bloat the code", axis=ivar.name,
+                                hint="split the axis and unroll the inner part")
+        self._annotate("unroll", ivar, Annotation(UNROLL))
+        self._record(steps.Unroll(self.name, ivar.name))
+
+    def vectorize(self, ivar: IterVar) -> None:
+        """Run the loop's iterations as the lanes of vector instructions (a tail is guarded)."""
+        self._require_schedulable("vectorize")
+        self._require_leaf("vectorize", ivar)
+        if ivar.kind == REDUCE:
+            raise ScheduleError("vectorize", self.name, "cannot vectorize a reduction axis: its iterations "
+                                "update the same output element", axis=ivar.name,
+                                choices=[a.name for a in self.leaf_iter_vars if a.kind == DATA_PAR],
+                                hint="vectorize a data-parallel axis, or rfactor the reduction first")
+        self._annotate("vectorize", ivar, Annotation(VECTORIZE))
+        self._record(steps.Vectorize(self.name, ivar.name))
+
+    def parallel(self, ivar: IterVar) -> None:
+        """Run the loop's iterations on all CPU cores."""
+        self._require_schedulable("parallel")
+        self._require_leaf("parallel", ivar)
+        if ivar.kind == REDUCE:
+            raise ScheduleError("parallel", self.name, "cannot parallelize a reduction axis: threads would "
+                                "race on the same output element", axis=ivar.name,
+                                choices=[a.name for a in self.leaf_iter_vars if a.kind == DATA_PAR],
+                                hint="parallelize a data-parallel axis, or rfactor the reduction first")
+        outer = [a.name for a, ann in self.annotations.items() if ann.kind == PARALLEL and a is not ivar]
+        if outer:
+            raise ScheduleError("parallel", self.name, f"loop '{outer[0]}' of the stage is already parallel; "
+                                "nested parallel loops are not supported", axis=ivar.name,
+                                hint="parallelize one loop per stage (fuse loops first for more parallelism)")
+        self._annotate("parallel", ivar, Annotation(PARALLEL))
+        self._record(steps.Parallel(self.name, ivar.name))
+
+    def bind(self, ivar: IterVar, thread_ivar: IterVar) -> None:
+        """Map the loop to a GPU thread axis (thread_axis("blockIdx.x") ...)."""
+        self._require_schedulable("bind")
+        self._require_leaf("bind", ivar)
+        if not isinstance(thread_ivar, IterVar) or thread_ivar.kind != THREAD:
+            raise ScheduleError("bind", self.name, f"the second argument must be a thread axis, got {thread_ivar!r}",
+                                axis=ivar.name, hint="create one with sl.thread_axis('threadIdx.x')")
+        if ivar.kind == REDUCE:
+            raise ScheduleError("bind", self.name, "binding a reduction axis to threads needs a cross-thread "
+                                "reduction, which is not supported yet", axis=ivar.name,
+                                hint="rfactor the reduction and bind the factored axis")
+        for other, ann in self.annotations.items():
+            if ann.kind == BIND and ann.thread_tag == thread_ivar.thread_tag and thread_ivar.thread_tag != "vthread":
+                raise ScheduleError("bind", self.name, f"{thread_ivar.thread_tag} is already bound to axis '{other.name}'",
+                                    axis=ivar.name, hint="each thread axis binds one loop of a stage; fuse the loops first")
+        self._annotate("bind", ivar, Annotation(BIND, thread_ivar.thread_tag))
+        self._record(steps.Bind(self.name, ivar.name, thread_ivar.thread_tag))
+
+    def pragma(self, ivar: IterVar, key: str, value=None) -> None:
+        """Attach a pragma to a loop (see PRAGMAS for the keys understood)."""
+        self._require_schedulable("pragma")
+        self._require_leaf("pragma", ivar)
+        if key not in PRAGMAS:
+            raise ScheduleError("pragma", self.name, f"unknown pragma {key!r}", axis=ivar.name,
+                                choices=sorted(PRAGMAS))
+        if key == "auto_unroll_max_step":
+            value = self._require_positive("pragma", "auto_unroll_max_step", value, ivar)
+        self.pragmas.setdefault(ivar, []).append((key, value))
+        self._record(steps.Pragma(self.name, ivar.name, key, value))

@@ -1,0 +1,116 @@
+"""Where a stage is computed: compute_at, compute_inline, compute_root, and the layout
+of its buffer (storage_align)."""
+from __future__ import annotations
+
+import numbers
+
+from ..errors import ScheduleError
+from ..tensor.axis import IterVar
+from ..tensor.op import PlaceholderOp
+from . import steps
+from .annotate import VECTORIZE
+
+
+class PlacementPrimitives:
+    """Mixin of Stage: the primitives that place a stage's computation and storage."""
+
+    def compute_at(self, parent, ivar: IterVar) -> None:
+        """Compute this stage inside loop ivar of parent, just the part one iteration needs.
+
+        parent must read this stage (directly or through other stages), ivar must be one of
+        parent's loops and not a vectorized one, and this stage must not be an output."""
+        self._require_schedulable("compute_at")
+        consumers = [c.name for c in self.schedule._consumers(self)]
+        axis_name = getattr(ivar, "name", None)
+        from .stage import Stage   # the class this mixin is part of
+        if not isinstance(parent, Stage) or parent.schedule is not self.schedule:
+            raise ScheduleError("compute_at", self.name, f"the target must be a stage of this schedule (s[T]), got {parent!r}",
+                                axis=axis_name, choices=consumers)
+        if parent is self:
+            raise ScheduleError("compute_at", self.name, "cannot compute a stage inside its own loop", axis=axis_name,
+                                choices=consumers, hint="compute_at takes the stage of a consumer: s[consumer]")
+        if self.is_output:
+            raise ScheduleError("compute_at", self.name, "is an output of the schedule and must be computed whole, "
+                                "at the root", axis=axis_name, hint="cache_write it and compute_at the cache stage instead")
+        if isinstance(parent.op, PlaceholderOp) or parent.attach_type == "inline":
+            what = "an input placeholder" if isinstance(parent.op, PlaceholderOp) else "inlined"
+            raise ScheduleError("compute_at", self.name, f"the target stage '{parent.name}' is {what} and has no loops",
+                                axis=axis_name, choices=consumers, hint="compute it at a loop of a stage that has loops")
+        problem = parent._leaf_problem(ivar, f"the target stage '{parent.name}'")
+        if problem is not None:
+            text, hint = problem
+            raise ScheduleError("compute_at", self.name, text,
+                                axis=axis_name, choices=[a.name for a in parent.leaf_iter_vars], hint=hint)
+        chain = parent
+        while chain is not None:
+            if chain is self:
+                raise ScheduleError("compute_at", self.name, f"'{parent.name}' is itself computed inside "
+                                    f"'{self.name}'; attaching would make a cycle", axis=ivar.name,
+                                    hint=f"compute_root() '{parent.name}' first, or attach '{self.name}' elsewhere")
+            chain = chain.attach_stage
+        if not self.schedule._reads_transitively(parent, self):
+            raise ScheduleError("compute_at", self.name, f"stage '{parent.name}' does not read '{self.name}', so "
+                                f"its loop '{ivar.name}' does not enclose a consumer", axis=ivar.name,
+                                choices=consumers, hint="compute a stage at a loop of a stage that uses its result")
+        ann = parent.annotations.get(ivar)
+        if ann is not None and ann.kind == VECTORIZE:
+            raise ScheduleError("compute_at", self.name, f"loop '{ivar.name}' of '{parent.name}' is vectorized: "
+                                "its iterations are vector lanes, with no body to compute inside", axis=ivar.name,
+                                choices=[a.name for a in parent.leaf_iter_vars if parent.annotations.get(a) != ann],
+                                hint="attach at a loop outside the vectorized one")
+        self.attach_type, self.attach_stage, self.attach_ivar = "at", parent, ivar
+        self._record(steps.ComputeAt(self.name, parent.name, ivar.name))
+
+    def compute_inline(self) -> None:
+        """Substitute this stage's expression into every consumer; it gets no loops."""
+        self._require_schedulable("compute_inline")
+        if self.op.reduce_axis:
+            raise ScheduleError("compute_inline", self.name, "a reduction cannot be inlined: each consumer "
+                                "element would recompute the whole reduction",
+                                hint="compute_at it at a loop of its consumer instead")
+        if self.is_output:
+            raise ScheduleError("compute_inline", self.name, "is an output of the schedule and must be stored",
+                                hint="only intermediate stages can be inlined")
+        if self.relations or self.annotations or self.storage_aligns:
+            what = "loop transformations" if self.relations or self.annotations else "a storage_align"
+            raise ScheduleError("compute_inline", self.name, f"has {what} that inlining would "
+                                f"discard (loops: {self.loops_str()})", hint="inline a stage before scheduling it")
+        attached = [s.name for s in self.schedule.stages if s.attach_stage is self]
+        if attached:
+            raise ScheduleError("compute_inline", self.name, f"stages {', '.join(attached)} are computed at its "
+                                "loops", hint="compute_root() or re-attach them first")
+        self.attach_type, self.attach_stage, self.attach_ivar = "inline", None, None
+        self._record(steps.ComputeInline(self.name))
+
+    def compute_root(self) -> None:
+        """Compute the whole stage in its own loop nest, before its consumers."""
+        if isinstance(self.op, PlaceholderOp):
+            self._require_schedulable("compute_root")
+        self.attach_type, self.attach_stage, self.attach_ivar = "root", None, None
+        self._record(steps.ComputeRoot(self.name))
+
+    def storage_align(self, ivar: IterVar, factor: int, offset: int) -> None:
+        """Pad the stride of dimension ivar of this stage's buffer to factor*k + offset elements
+        (to avoid cache-set or shared-memory bank conflicts)."""
+        self._require_schedulable("storage_align")
+        if self.is_output:
+            raise ScheduleError("storage_align", self.name, "is an output of the schedule, a function argument "
+                                "whose layout the caller fixes", axis=getattr(ivar, "name", None),
+                                hint="cache_write it and align the cache stage instead")
+        if not isinstance(ivar, IterVar) or ivar not in list(self.op.axis):
+            raise ScheduleError("storage_align", self.name, f"{getattr(ivar, 'name', ivar)!r} is not a dimension of "
+                                "the stage's buffer", axis=getattr(ivar, "name", None),
+                                choices=[a.name for a in self.op.axis],
+                                hint="storage_align takes one of s[T].op.axis")
+        dim = list(self.op.axis).index(ivar)
+        if dim == len(self.op.axis) - 1:
+            raise ScheduleError("storage_align", self.name, "the innermost dimension has stride 1 and cannot be "
+                                "aligned", axis=ivar.name, choices=[a.name for a in self.op.axis[:-1]],
+                                hint="align the dimension whose rows should start at aligned offsets")
+        factor = self._require_positive("storage_align", "factor", factor, ivar)
+        if isinstance(offset, bool) or not isinstance(offset, numbers.Integral) or not 0 <= offset < factor:
+            raise ScheduleError("storage_align", self.name, f"offset must be an int in [0, {factor}), got {offset!r}",
+                                axis=ivar.name, hint="the row stride becomes factor*k + offset elements")
+        offset = int(offset)
+        self.storage_aligns[dim] = (factor, offset)
+        self._record(steps.StorageAlign(self.name, ivar.name, factor, offset))
