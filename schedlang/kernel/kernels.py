@@ -10,23 +10,10 @@ import re
 from typing import Dict, List, Tuple
 
 from ..errors import InternalError, LoweringError
-from ..expr.functor import walk
-from ..expr.nodes import Buffer, Load
-from ..loop.functor import StmtMutator, stmt_exprs, walk_stmts
-from ..loop.nodes import BOUND, PARALLEL, Allocate, For, Seq, StageNest, Stmt, Store
+from ..expr.nodes import Buffer
+from ..loop.functor import StmtMutator, buffers_used
+from ..loop.nodes import BOUND, PARALLEL, Allocate, For, Seq, StageNest, Stmt
 from .nodes import Kernel, KernelModule, LaunchAxis
-
-
-def _buffers_used(s: Stmt) -> List[Buffer]:
-    seen: Dict[Buffer, None] = {}
-    for x in walk_stmts(s):
-        if isinstance(x, Store):
-            seen.setdefault(x.buffer, None)
-        for e in stmt_exprs(x):
-            for n in walk(e):
-                if isinstance(n, Load):
-                    seen.setdefault(n.buffer, None)
-    return list(seen)
 
 
 class _LiftThreads(StmtMutator):
@@ -78,7 +65,7 @@ def split_kernels(name: str, params: Tuple[Buffer, ...], body: Stmt) -> KernelMo
         lifter = _LiftThreads()
         part = lifter.visit(part)
         launch += sorted(lifter.axes.values(), key=lambda a: a.tag)
-        used = [b for b in _buffers_used(part) if b in module_buffers]
+        used = [b for b in buffers_used(part) if b in module_buffers]
         ordered = tuple(b for b in module_buffers if b in used)
         kernels.append(Kernel(kname, ordered, tuple(launch), part))
     return KernelModule(name, tuple(params), tuple(temps), tuple(kernels))

@@ -1,9 +1,10 @@
 """Generic statement traversal: a mutator that rebuilds only what changed."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Dict, Iterator, List
 
-from ..expr.nodes import Expr
+from ..expr.functor import walk
+from ..expr.nodes import Buffer, Expr, Load
 from .nodes import Allocate, Barrier, For, IfThen, Let, Seq, StageNest, Stmt, Store, seq
 
 
@@ -96,3 +97,16 @@ class _Substitute(StmtMutator):
 def substitute_stmt(s: Stmt, mapping) -> Stmt:
     """Replace variables by expressions throughout a statement."""
     return _Substitute(mapping).visit(s)
+
+
+def buffers_used(s: Stmt) -> List[Buffer]:
+    """The buffers a statement loads from or stores to, in first-use order."""
+    seen: Dict[Buffer, None] = {}
+    for x in walk_stmts(s):
+        if isinstance(x, Store):
+            seen.setdefault(x.buffer, None)
+        for e in stmt_exprs(x):
+            for n in walk(e):
+                if isinstance(n, Load):
+                    seen.setdefault(n.buffer, None)
+    return list(seen)

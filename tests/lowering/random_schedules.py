@@ -435,13 +435,18 @@ def _sentinel(dtype: np.dtype):
     return np.nan if dtype.kind == "f" else -123456789
 
 
-def run_case(program: Program, s: sl.Schedule, seed: int) -> Optional[str]:
+def checked_target() -> sl.Target:
+    """The host CPU target with every load and store checked against its buffer."""
+    return sl.Target.create("llvm").with_options(bounds_check=True)
+
+
+def run_case(program: Program, s: sl.Schedule, seed: int, target="llvm") -> Optional[str]:
     """Build s, run it on random inputs and compare with the reference; None when it
     matches, else a description of the mismatch."""
     rng = np.random.default_rng(seed)
     inputs = program.draw(rng)
     expected = sl.reference(program.outputs, dict(zip(program.inputs, inputs)))
-    mod = sl.build(s, program.args)
+    mod = sl.build(s, program.args, target=target)
     outs = [np.full(o.shape, _sentinel(np.dtype(o.dtype.numpy)), dtype=o.dtype.numpy) for o in program.outputs]
     copies = [x.copy() for x in inputs]
     mod(*inputs, *outs)
@@ -473,7 +478,8 @@ def replay(program_name: str, seed: int, show_ir: bool = True) -> None:
     print(f"# program {program_name}, seed {seed}\n{s.to_python()}\n")
     if show_ir:
         print(sl.lower(s, program.args, level="all"))
-    print(run_case(program, s, seed) or "OK: matches the reference")
+    print("build:", run_case(program, s, seed) or "OK: matches the reference")
+    print("bounds-checked build:", run_case(program, s, seed, checked_target()) or "OK: matches the reference")
 
 
 if __name__ == "__main__":

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Set
 
 from ...errors import InternalError, LoweringError
-from ...expr.functor import free_vars, walk
-from ...expr.nodes import Buffer, Load, Var
+from ...expr.functor import free_vars
+from ...expr.nodes import Buffer, Var
 from ...kernel.nodes import Kernel, KernelModule
-from ...loop.functor import stmt_exprs, walk_stmts
+from ...loop.functor import buffers_used, stmt_exprs, walk_stmts
 from ...loop.nodes import PARALLEL, SERIAL, Allocate, Barrier, For, IfThen, Let, Seq, Stmt, Store
 from ..target import Target
 from .builder import FunctionText
@@ -145,7 +145,7 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
 
     # -- parallel loops --
     def parallel_for(self, s: For) -> None:
-        buffers = [b for b in _buffers_in(s.body) if b in self.ptrs]
+        buffers = [b for b in buffers_used(s.body) if b in self.ptrs]
         scalars = [v for v in _vars_in(s.body) if v in self.env and v is not s.var]
         self.outlined += 1
         base = f"{self.fn.name}.par{self.outlined}"
@@ -206,18 +206,6 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         fn.do("ret void")
         self.module.functions.append(fn.render())
         return name
-
-
-def _buffers_in(s: Stmt) -> List[Buffer]:
-    seen: Dict[Buffer, None] = {}
-    for x in walk_stmts(s):
-        if isinstance(x, Store):
-            seen.setdefault(x.buffer, None)
-        for e in stmt_exprs(x):
-            for n in walk(e):
-                if isinstance(n, Load):
-                    seen.setdefault(n.buffer, None)
-    return list(seen)
 
 
 def _vars_in(s: Stmt) -> List[Var]:
