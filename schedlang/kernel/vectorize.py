@@ -91,7 +91,10 @@ class _Lanes:
             fpred = _and(pred, Not(cond)) if e.guarded and vector_cond else pred
             t, f = self.expr(e.true_value, tpred), self.expr(e.false_value, fpred)
             lanes = max(cond.dtype.lanes, t.dtype.lanes, f.dtype.lanes)
-            return Select(_bcast(cond, lanes), _bcast(t, lanes), _bcast(f, lanes), e.guarded)
+            # A lane-invariant condition stays scalar: one branch runs for all lanes, so an
+            # if_then_else still never evaluates the branch it does not take.
+            return Select(cond if not vector_cond else _bcast(cond, lanes), _bcast(t, lanes), _bcast(f, lanes),
+                          e.guarded)
         if isinstance(e, Load):
             index = self.expr(e.indices[0], None)
             mask = pred if pred is not None and pred.dtype.lanes > 1 else None

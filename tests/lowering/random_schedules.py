@@ -15,7 +15,9 @@ ScheduleError from one of its calls is a generator bug or a compiler bug:
    injective intermediate stages;
 2. loops: split (factor or nparts, dividing or not, larger than the extent), tile, fuse
    of adjacent loops of one kind, reorder (any permutation of any subset);
-3. compute_at of a stage at any loop of its only (non-inlined) consumer;
+3. compute_at of a stage at any loop of its only (non-inlined) consumer, then more
+   loop transformations of that consumer (the attached stage follows its loop) and
+   now and then compute_root again;
 4. annotations: parallel (one data-parallel loop per stage, never inside another
    parallel loop, also not through compute_at), vectorize (a data-parallel loop inside
    the parallel one and outside every attach point), unroll (small loops), the pragma
@@ -170,6 +172,18 @@ def int_mix(R, C) -> Program:
     return Program(f"intmix_{R}x{C}", [X], [out], _draw_all(_ints((C, R), -50, 50)), rtol=0, atol=0)
 
 
+def masked_reductions(R, C) -> Program:
+    """Two outputs of one schedule: a custom comm_reducer (max of |x|) and a sum, both
+    with where= conditions that depend on the row (triangular masks)."""
+    X = sl.placeholder((R, C), name="X")
+    absmax = sl.comm_reducer(lambda a, b: sl.max(sl.abs(a), sl.abs(b)), lambda dt: sl.const(0.0, dt), name="absmax")
+    k1 = sl.reduce_axis((0, C), name="k1")
+    amax = sl.compute((R,), lambda i: absmax(X[i, k1], axis=k1, where=k1 <= i + 3), name="amax")
+    k2 = sl.reduce_axis((0, C), name="k2")
+    tri = sl.compute((R,), lambda i: sl.sum(X[i, k2] * X[i, k2], axis=k2, where=k2 >= i), name="trisum")
+    return Program(f"masked_{R}x{C}", [X], [amax, tri], _draw_all(_uniform((R, C))))
+
+
 def all_programs() -> Dict[str, Program]:
     progs = [
         gemm(13, 7, 33), gemm(1, 33, 13), gemm(7, 16, 5, "int32"),
@@ -179,7 +193,7 @@ def all_programs() -> Dict[str, Program]:
         eltwise_chain(13, 7), eltwise_chain(7, 33, "float16"),
         row_reduce(13, 33, "sum"), row_reduce(5, 37, "max", "int32"), row_reduce(1, 64, "sum"),
         blur(13, 7), blur(7, 33, "float64"),
-        int_mix(7, 13),
+        int_mix(7, 13), masked_reductions(9, 13),
     ]
     return {p.name: p for p in progs}
 
@@ -326,9 +340,9 @@ class Generator:
         self.s.rfactor(st.op.output(0), axis, rng.randint(0, len(st.op.axis)))
 
     # ---- 2. loop structure ----------------------------------------------------------------
-    def loops(self, st) -> None:
+    def loops(self, st, count: Optional[int] = None) -> None:
         rng = self.rng
-        for _ in range(rng.choice([0, 1, 2, 2, 3, 4, 5])):
+        for _ in range(rng.choice([0, 1, 2, 2, 3, 4, 5]) if count is None else count):
             leaves = list(st.leaf_iter_vars)
             ext = st.static_extents()
             op = rng.choice(["split", "split", "split", "tile", "fuse", "reorder", "reorder"])
@@ -369,6 +383,12 @@ class Generator:
                 continue
             target = consumers[0]
             st.compute_at(target, rng.choice(target.leaf_iter_vars))
+        for st in list(s.stages):   # reshape loops that stages are computed at (they follow)
+            if _live(s, st) and any(c.attach_stage is st for c in s.stages) and rng.random() < 0.3:
+                self.loops(st, rng.randint(1, 2))
+        for st in list(s.stages):   # and send a few attached stages back to the root
+            if st.attach_type == "at" and rng.random() < 0.08:
+                st.compute_root()
 
     # ---- 4. annotations --------------------------------------------------------------
     def _attach_depth(self, st) -> int:
