@@ -1,0 +1,224 @@
+"""
+Tutorial 3: fusion, from SiluAndMul to softmax
+==============================================
+
+Most of the time in a neural network outside the matrix multiplies is spent in
+small elementwise and row-wise operators, and their cost is memory traffic.
+Fusing them (computing several operators in one pass, keeping intermediates in
+registers) is the single most useful thing a compiler does for them.
+
+Part 1 follows one program through every IR level: SiluAndMul, the gated
+activation of LLaMA-style MLPs,
+
+    left, right = x.chunk(2, dim=-1)          # x: f32[1, 32, 4096]
+    out = silu(left) * right                  # silu(v) = v * sigmoid(v)
+
+written as four stages (two chunks, silu, mul) and fused into one kernel with
+compute_inline, exactly as a TVM user would write it.
+
+Part 2 schedules a row softmax written as four stages (max, exp, sum, divide):
+compute_inline for the exp, compute_at to compute each row's max and sum right
+where the row is used, a parallel loop over rows and a vectorized inner loop.
+
+Both are checked against PyTorch and timed against it.
+
+Run it with  `python tutorials/03_fusion_softmax.py`.
+"""
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import schedlang as sl
+
+
+def header(title: str) -> None:
+    print("\n" + "=" * 78 + "\n" + title + "\n" + "=" * 78)
+
+
+def best_time(fn, repeat=10):
+    """Seconds of the fastest of `repeat` calls of fn(), after a warm-up call. On a
+    machine that other programs share, the minimum is the most repeatable number;
+    schedlang's mod.time(..., number=1, repeat=N) measures the same way."""
+    fn()
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+# ===========================================================================
+# Part 1: SiluAndMul through every level
+# ===========================================================================
+# Each PyTorch operator becomes a `compute`. The two halves of `chunk` are not
+# copies: they are index maps that read x at shifted coordinates, and the
+# Tensor IR printer labels them `IndexMap`. silu and mul are `Elementwise`.
+
+def silu_and_mul(tokens, hidden):
+    x = sl.placeholder((1, tokens, 2 * hidden), name="x")
+    chunk_0 = sl.compute((1, tokens, hidden), lambda i, j, k: x[i, j, k], name="chunk_0")
+    chunk_1 = sl.compute((1, tokens, hidden), lambda i, j, k: x[i, j, k + hidden], name="chunk_1")
+    silu = sl.compute((1, tokens, hidden), lambda i, j, k: chunk_0[i, j, k] * sl.sigmoid(chunk_0[i, j, k]),
+                      name="silu")
+    mul = sl.compute((1, tokens, hidden), lambda i, j, k: silu[i, j, k] * chunk_1[i, j, k], name="mul")
+    return x, (chunk_0, chunk_1, silu), mul
+
+
+def schedule_silu_and_mul(intermediates, mul, lanes=8):
+    s = sl.create_schedule(mul.op)
+    # Fusion: substitute every intermediate into its consumer. No buffers are
+    # left for chunk_0, chunk_1 or silu: each output element reads one element
+    # from each half of x and is written once, which is the least memory
+    # traffic possible (3 floats moved per output, against 9 for the unfused
+    # loops below, or 5 for PyTorch eager's two kernels).
+    for t in intermediates:
+        s[t].compute_inline()
+    _, rows, cols = s[mul].op.axis
+    # One AVX2 register holds 8 floats: process each row in vectors of 8...
+    cols_outer, cols_lanes = s[mul].split(cols, factor=lanes)
+    s[mul].vectorize(cols_lanes)
+    # ... and spread the rows over the cores.
+    s[mul].parallel(rows)
+    return s
+
+
+x, intermediates, mul = silu_and_mul(32, 2048)
+
+header("SiluAndMul, Tensor IR: two IndexMaps (the chunks) and two Elementwise ops")
+s = sl.create_schedule(mul.op)
+print(sl.lower(s, [x, mul], level="tensor"))
+
+header("SiluAndMul, Loop IR with the default schedule: four loop nests, three temporaries")
+print(sl.lower(s, [x, mul], level="loop"))
+# Every intermediate is a full buffer here, written once and read back: the
+# memory traffic of running the operators one by one (PyTorch eager).
+
+s = schedule_silu_and_mul(intermediates, mul)
+mod = sl.build(s, [x, mul])
+header("The schedule (print(s)): inline the chunks and silu, vectorize, parallel")
+print(s)
+
+header("Loop IR after compute_inline: one loop nest, no intermediate buffers")
+print(mod.ir["loop"])
+header("Tile IR: rows in parallel, each row in vectors of 8")
+print(mod.ir["tile"])
+# In Kernel IR the parallel loop is the kernel's `workers(j: 32)`: each worker
+# handles a row. ramp(base, 1, 8) is a vector of 8 consecutive elements, so the
+# loads of both halves and the store are full vector accesses ("# f32x8").
+header("Kernel IR: one kernel, 32 workers, vector loads and stores")
+print(mod.ir["kernel"])
+
+header("LLVM IR: the start of the kernel's loop body")
+llvm = mod.ir["llvm"].splitlines()
+start = next(n for n, line in enumerate(llvm) if line.startswith("define") and "mul_kernel" in line)
+print("\n".join(llvm[start:start + 36]))
+print(f"... ({len(llvm)} lines in all; sigmoid is the vector function @sl.sigmoid.v8f32 defined above it)")
+# This is the LLVM IR as schedlang writes it, one instruction per Kernel IR
+# operation (x is loaded twice, once per use); LLVM's optimiser cleans that up.
+# mod.get_source("ll.opt") shows the optimised IR, mod.get_source("asm") the
+# machine code.
+
+# Check against PyTorch, on the same array: schedlang modules accept CPU torch
+# tensors and write the output in place.
+xt = torch.randn(1, 32, 4096)
+got = torch.empty(1, 32, 2048)
+mod(xt, got)
+left, right = xt.chunk(2, dim=-1)
+torch.testing.assert_close(got, F.silu(left) * right, rtol=1e-5, atol=1e-6)
+print("\nSiluAndMul matches torch: F.silu(left) * right")
+
+# ===========================================================================
+# Part 2: row softmax in four stages
+# ===========================================================================
+#     maxval[i]    = max over k of X[i, k]
+#     expval[i, j] = exp(X[i, j] - maxval[i])
+#     total[i]     = sum over k of expval[i, k]
+#     softmax[i, j] = expval[i, j] / total[i]
+#
+# Subtracting the row max keeps exp from overflowing; this is the numerically
+# safe softmax that PyTorch computes.
+
+def softmax(rows, cols):
+    X = sl.placeholder((rows, cols), name="X")
+    k = sl.reduce_axis((0, cols), name="k")
+    maxval = sl.compute((rows,), lambda i: sl.max(X[i, k], axis=k), name="maxval")
+    expval = sl.compute((rows, cols), lambda i, j: sl.exp(X[i, j] - maxval[i]), name="expval")
+    k2 = sl.reduce_axis((0, cols), name="k2")
+    total = sl.compute((rows,), lambda i: sl.sum(expval[i, k2], axis=k2), name="total")
+    out = sl.compute((rows, cols), lambda i, j: expval[i, j] / total[i], name="softmax")
+    return X, (maxval, expval, total), out
+
+
+def schedule_softmax(stages, out, lanes=8):
+    maxval, expval, total = stages
+    s = sl.create_schedule(out.op)
+    i, j = s[out].op.axis
+    # exp is cheap next to a trip through memory: inline it into both readers
+    # (the sum and the division), so expval never exists as a buffer.
+    s[expval].compute_inline()
+    # Compute each row's max and sum inside the loop over rows, right before the
+    # row is normalised. schedlang infers that one row needs one element of
+    # each, so the buffers shrink to f32[1] and the row stays in cache between
+    # the three passes over it.
+    s[maxval].compute_at(s[out], i)
+    s[total].compute_at(s[out], i)
+    # Rows are independent: run them on all cores. Within a row, vectorize.
+    jo, ji = s[out].split(j, factor=lanes)
+    s[out].vectorize(ji)
+    s[out].parallel(i)
+    return s
+
+
+X, stages, out = softmax(4, 1000)        # a small instance, to read the IR
+header("Softmax, Tensor IR: two Reductions and two Elementwise ops")
+s = sl.create_schedule(out.op)
+print(sl.lower(s, [X, out], level="tensor"))
+
+s = schedule_softmax(stages, out)
+header("Softmax schedule (print(s))")
+print(s)
+header("Softmax, Tile IR: max and sum computed per row (f32[1] buffers), exp inlined")
+print(sl.lower(s, [X, out], level="tile"))
+header("Softmax, Kernel IR")
+print(sl.lower(s, [X, out], level="kernel"))
+
+xs = torch.randn(4, 1000)
+ys = torch.empty(4, 1000)
+sl.build(s, [X, out])(xs, ys)
+torch.testing.assert_close(ys, torch.softmax(xs, dim=1), rtol=1e-5, atol=1e-6)
+print("\nsoftmax matches torch.softmax on 4 x 1000")
+
+# ===========================================================================
+# Timing
+# ===========================================================================
+header(f"Timing (torch uses {torch.get_num_threads()} threads; schedlang's parallel loops use all cores)")
+
+# SiluAndMul with 4096 tokens and hidden size 2048: x is 4096 x 4096 floats.
+x, intermediates, mul = silu_and_mul(4096, 2048)
+mod = sl.build(schedule_silu_and_mul(intermediates, mul), [x, mul])
+xt = torch.randn(1, 4096, 4096)
+got = torch.empty(1, 4096, 2048)
+mod(xt, got)
+left, right = xt.chunk(2, dim=-1)
+torch.testing.assert_close(got, F.silu(left) * right, rtol=1e-5, atol=1e-6)
+nbytes = xt.numel() * 4 + got.numel() * 4        # read x once, write out once
+t_sl = mod.time(xt, got, number=1, repeat=10)
+t_torch = best_time(lambda: F.silu(left) * right)
+print(f"SiluAndMul x[1, 4096, 4096]:  schedlang {t_sl * 1e3:7.2f} ms ({nbytes / t_sl / 1e9:5.1f} GB/s)   "
+      f"torch eager {t_torch * 1e3:7.2f} ms ({nbytes / t_torch / 1e9:5.1f} GB/s)")
+
+# Softmax on 4096 x 4096.
+X, stages, out = softmax(4096, 4096)
+mod = sl.build(schedule_softmax(stages, out), [X, out])
+xs = torch.randn(4096, 4096)
+ys = torch.empty(4096, 4096)
+mod(xs, ys)
+torch.testing.assert_close(ys, torch.softmax(xs, dim=1), rtol=1e-5, atol=1e-6)
+nbytes = 2 * xs.numel() * 4                      # read X once, write out once (at best)
+t_sl = mod.time(xs, ys, number=1, repeat=10)
+t_torch = best_time(lambda: torch.softmax(xs, dim=1))
+print(f"softmax   X[4096, 4096]:      schedlang {t_sl * 1e3:7.2f} ms ({nbytes / t_sl / 1e9:5.1f} GB/s)   "
+      f"torch eager {t_torch * 1e3:7.2f} ms ({nbytes / t_torch / 1e9:5.1f} GB/s)")
