@@ -184,12 +184,41 @@ def masked_reductions(R, C) -> Program:
     return Program(f"masked_{R}x{C}", [X], [amax, tri], _draw_all(_uniform((R, C))))
 
 
+def gemm_int8(M, N, K) -> Program:
+    """Quantized GEMM: int8 inputs widened to int32 products and sums."""
+    A = sl.placeholder((M, K), "int8", name="A")
+    B = sl.placeholder((K, N), "int8", name="B")
+    k = sl.reduce_axis((0, K), name="k")
+    C = sl.compute((M, N), lambda i, j: sl.sum(A[i, k].astype("int32") * B[k, j].astype("int32"), axis=k), name="C")
+    draw = lambda rng: [rng.integers(-128, 128, size=(M, K)).astype("int8"),
+                        rng.integers(-128, 128, size=(K, N)).astype("int8")]
+    return Program(f"gemm_i8_{M}x{N}x{K}", [A, B], [C], draw, rtol=0, atol=0)
+
+
+def layernorm(R, C) -> Program:
+    """Row sum, mean (elementwise), row variance (a reduction reading the mean),
+    normalize with rsqrt and a broadcast scale and shift."""
+    X = sl.placeholder((R, C), name="X")
+    gamma = sl.placeholder((C,), name="gamma")
+    beta = sl.placeholder((C,), name="beta")
+    inv_c = sl.const(1.0 / C, "float32")
+    k1 = sl.reduce_axis((0, C), name="k1")
+    total = sl.compute((R,), lambda i: sl.sum(X[i, k1], axis=k1), name="rowsum")
+    mean = sl.compute((R,), lambda i: total[i] * inv_c, name="mean")
+    k2 = sl.reduce_axis((0, C), name="k2")
+    var = sl.compute((R,), lambda i: sl.sum((X[i, k2] - mean[i]) * (X[i, k2] - mean[i]), axis=k2), name="var")
+    out = sl.compute((R, C), lambda i, j: (X[i, j] - mean[i]) * sl.rsqrt(var[i] * inv_c + sl.const(1e-5, "float32"))
+                     * gamma[j] + beta[j], name="layernorm")
+    draw = _draw_all(_uniform((R, C), lo=-2, hi=3), _uniform((C,)), _uniform((C,)))
+    return Program(f"layernorm_{R}x{C}", [X, gamma, beta], [out], draw)
+
+
 def all_programs() -> Dict[str, Program]:
     progs = [
-        gemm(13, 7, 33), gemm(1, 33, 13), gemm(7, 16, 5, "int32"),
+        gemm(13, 7, 33), gemm(1, 33, 13), gemm(7, 13, 1), gemm(7, 16, 5, "int32"), gemm_int8(5, 17, 11),
         gemm_packed(7, 24, 13, 8),
         conv2d(3, 7, 7, 4, 3, 3, 1),
-        softmax(7, 33),
+        softmax(7, 33), layernorm(5, 37),
         eltwise_chain(13, 7), eltwise_chain(7, 33, "float16"),
         row_reduce(13, 33, "sum"), row_reduce(5, 37, "max", "int32"), row_reduce(1, 64, "sum"),
         blur(13, 7), blur(7, 33, "float64"),

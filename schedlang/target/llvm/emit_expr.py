@@ -41,10 +41,11 @@ class ExprEmitter:
     def declare(self, text: str) -> None:
         self.module.declarations.add(text)
 
-    def intrinsic(self, name: str, ty: str, args, hint: str = "call") -> str:
+    def intrinsic(self, name: str, ty: str, args, hint: str = "call", flags: str = "") -> str:
         fname = f"llvm.{name}.{suffix(ty)}"
         self.declare(f"declare {ty} @{fname}({', '.join([ty] * len(args))})")
-        return self.fn.emit(f"call {ty} @{fname}({', '.join(f'{ty} {a}' for a in args)})", hint)
+        call = f"call {flags} " if flags else "call "
+        return self.fn.emit(f"{call}{ty} @{fname}({', '.join(f'{ty} {a}' for a in args)})", hint)
 
     def splat(self, scalar_value: str, scalar_ty: str, lanes: int, is_const: bool) -> str:
         if is_const:
@@ -90,7 +91,7 @@ class ExprEmitter:
             if e.op in _FLOAT_OPS:
                 return self.fn.emit(f"{_FLOAT_OPS[e.op]} {FAST_MATH} {ty} {a}, {b}", e.op)
             if e.op in ("min", "max"):   # NaN-propagating, like numpy's minimum/maximum
-                return self.intrinsic("minimum" if e.op == "min" else "maximum", ty, [a, b], e.op)
+                return self.intrinsic("minimum" if e.op == "min" else "maximum", ty, [a, b], e.op, flags="nsz")
         else:
             if e.op in _INT_OPS:
                 # Signed overflow is undefined, as in C; it lets LLVM widen index arithmetic.

@@ -23,9 +23,9 @@ Accuracy (float32, measured against float64 references by the tests):
   log(inf) = inf, log(nan) = nan.
 * tanh: Cephes tanhf (odd polynomial below 0.625, 1 - 2/(exp(2|x|) + 1)
   above); tanh(+-inf) = +-1, tanh(-0) = -0, tanh(nan) = nan.
-* sigmoid: 1/(1 + exp(-x)) written as e/(1 + e) with e = exp(-|x|) for
-  x < 0, so it neither overflows nor loses relative accuracy for very negative
-  x; sigmoid(-inf) = 0, sigmoid(inf) = 1, sigmoid(nan) = nan.
+* sigmoid: 1/(1 + exp(-x)), relative accuracy kept down to 1.2e-38 (below
+  that, for x < -88.7, the result is 0); sigmoid(-inf) = 0, sigmoid(inf) = 1,
+  sigmoid(nan) = nan.
 * erf: Juffa's erff (an odd polynomial up to |x| = 0.93, 1 - exp(polynomial)
   above); erf(+-inf) = +-1, erf(-0) = -0, erf(nan) = nan.
 """
@@ -58,6 +58,10 @@ _EXP_P = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3,
 # 128 (overflows to inf when applied), round(-104*log2e) = -150 (underflows to
 # 0). Both lie beyond the float32 limits ln(FLT_MAX) ~ 88.72, ln(2**-150) ~ -103.97.
 _EXP_HI = 89.0
+# Adding 1.5*2**23 rounds a float with |v| < 2**22 to an integer held in the low
+# mantissa bits (round to nearest even, the default rounding mode).
+_ROUND_MAGIC = 12582912.0
+_ROUND_MAGIC_BITS = 0x4B400000
 _EXP_LO = -104.0
 
 # log(1 + f) ~= f - f*f/2 + f*f*f*P(f) on sqrt(1/2) - 1 <= f < sqrt(2) - 1
@@ -150,11 +154,16 @@ class _Body:
 
 def _exp(b: _Body, x: str) -> str:
     """exp(x): x = k*ln2 + r, exp(x) = 2**k * exp(r) with a polynomial for exp(r)."""
-    # nan compares unordered and is clamped to the low end here (so no nan
-    # reaches fptosi, which would make poison); it is put back at the end.
-    xc = b.select(b.fcmp("ult", x, b.f(_EXP_LO)), b.f(_EXP_LO), x)
+    # Clamp with the comparison written so that nan passes through (x86 max/min
+    # return their second operand then: one instruction each, no nan fix-up).
+    xc = b.select(b.fcmp("olt", x, b.f(_EXP_LO)), b.f(_EXP_LO), x)
     xc = b.select(b.fcmp("ogt", xc, b.f(_EXP_HI)), b.f(_EXP_HI), xc)
-    k = b.call("roundeven", b.fop("fmul", xc, b.f(_LOG2E)))
+    # k = round(x*log2e) by adding 1.5*2**23: the sum's low mantissa bits are k, both
+    # as a float (after subtracting again) and as an int (no fptosi, which would make
+    # poison from nan; nan gives harmless garbage bits that multiply a nan below).
+    shifted = b.call("fma", xc, b.f(_LOG2E), b.f(_ROUND_MAGIC))
+    k = b.fop("fsub", shifted, b.f(_ROUND_MAGIC))
+    ki = b.iop("sub", b.cast("bitcast", shifted, b.fty, b.ity), b.i(_ROUND_MAGIC_BITS))
     r = b.call("fma", k, b.f(-_LN2_HI), xc)
     r = b.call("fma", k, b.f(-_LN2_LO), r)
     p = b.horner(r, _EXP_P)
@@ -163,13 +172,12 @@ def _exp(b: _Body, x: str) -> str:
     # than one float32 exponent holds, so scale by 2**(k//2) and then by
     # 2**(k - k//2): the first product is exact and the second rounds once,
     # giving correctly scaled subnormals and a clean overflow to inf.
-    ki = b.cast("fptosi", k, b.fty, b.ity)
     k1 = b.iop("ashr", ki, b.i(1))
     k2 = b.iop("sub", ki, k1)
     for part in (k1, k2):
         bits = b.iop("shl", b.iop("add", part, b.i(127)), b.i(23))
         y = b.fop("fmul", y, b.cast("bitcast", bits, b.ity, b.fty))
-    return b.select(b.fcmp("uno", x, x), x, y)
+    return y
 
 
 def _log(b: _Body, x: str) -> str:
@@ -212,14 +220,10 @@ def _tanh(b: _Body, x: str) -> str:
 
 
 def _sigmoid(b: _Body, x: str) -> str:
-    """1/(1 + exp(-x)), as 1/(1 + e) for x >= 0 and e/(1 + e) for x < 0, e = exp(-|x|).
-
-    exp(-|x|) never overflows, and for very negative x the result keeps its
-    relative accuracy down to the subnormals instead of becoming 1/inf.
-    """
-    e = _exp(b, b.emit(f"fneg {b.fty} {b.call('fabs', x)}"))
-    num = b.select(b.fcmp("oge", x, b.f(0.0)), b.f(1.0), e)  # nan: e, which is nan
-    return b.fop("fdiv", num, b.fop("fadd", e, b.f(1.0)))
+    """1/(1 + exp(-x)). For x < -88.7 exp(-x) is inf and the result 0 (the true value
+    is below 1.2e-38); nan stays nan."""
+    e = _exp(b, b.emit(f"fneg {b.fty} {x}"))
+    return b.fop("fdiv", b.f(1.0), b.fop("fadd", e, b.f(1.0)))
 
 
 def _erf(b: _Body, x: str) -> str:
