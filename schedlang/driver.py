@@ -112,6 +112,10 @@ def build(s: Schedule, args: Sequence[Tensor], target="llvm", name: Optional[str
     levels = lower_all(s, args, target, name)
     if target.kind == "cuda":
         raise NotImplementedError("the cuda target is not available yet; build with target='llvm'")
+    for b in levels["kernel"].params + levels["kernel"].temps:
+        if b.size >= 2 ** 31:
+            raise ValueError(f"tensor '{b.name}' has {b.size} elements; indices are 32-bit, so tensors are "
+                             "limited to 2**31 - 1 elements for now")
     from .target.llvm.module import LLVMModule
     is_output = [not isinstance(s[a].op, PlaceholderOp) for a in args]
     return LLVMModule(levels["kernel"], is_output, target, {k: _text(v) for k, v in levels.items()})

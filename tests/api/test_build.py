@@ -165,3 +165,10 @@ def test_target_checks_its_fields():
         sl.Target("llvm", threading="tbb")
     host = sl.Target.create("llvm")
     assert host.vector_bits in (256, 512) and host.cpu
+
+
+def test_tensors_beyond_32_bit_indices_are_refused():
+    A = sl.placeholder((1 << 16, 1 << 15), name="A")
+    B = sl.compute(A.shape, lambda i, j: A[i, j] + 1.0, name="B")
+    with pytest.raises(ValueError, match="2\\*\\*31 - 1 elements"):
+        sl.build(sl.create_schedule(B.op), [A, B])
