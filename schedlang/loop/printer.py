@@ -17,35 +17,50 @@ def buffer_decl(b: Buffer) -> str:
     return text
 
 
-def stmt_lines(s: Stmt, depth: int = 0) -> List[str]:
-    pad = INDENT * depth
-    if isinstance(s, For):
-        keyword = "for" if s.kind == SERIAL else s.kind
-        if s.thread_tag:
-            keyword = f"bound[{s.thread_tag}]"
-        pragmas = "".join(f"  # pragma {k}={v}" for k, v in s.pragmas)
-        return [f"{pad}{keyword} {s.var.name} in 0..{s.extent}:{pragmas}"] + stmt_lines(s.body, depth + 1)
-    if isinstance(s, Store):
-        idx = ", ".join(str(i) for i in s.indices)
+class StmtPrinter:
+    """Prints statements one a line, nested bodies indented. Subclasses (Kernel IR) change
+    how single statements read; the structure is shared."""
+
+    def lines(self, s: Stmt, depth: int = 0) -> List[str]:
+        pad = INDENT * depth
+        if isinstance(s, For):
+            return [pad + self.loop(s)] + self.lines(s.body, depth + 1)
+        if isinstance(s, Store):
+            return [pad + self.store(s)]
+        if isinstance(s, IfThen):
+            lines = [f"{pad}if {s.cond}:"] + self.lines(s.then_body, depth + 1)
+            if s.else_body is not None:
+                lines += [f"{pad}else:"] + self.lines(s.else_body, depth + 1)
+            return lines
+        if isinstance(s, Seq):
+            return [line for x in s.stmts for line in self.lines(x, depth)]
+        if isinstance(s, Allocate):
+            return [pad + self.allocate(s.buffer)] + self.lines(s.body, depth)
+        if isinstance(s, Let):
+            return [pad + self.let(s)] + self.lines(s.body, depth)
+        if isinstance(s, Barrier):
+            return [f"{pad}barrier({s.scope})"]
+        if isinstance(s, StageNest):
+            return self.lines(s.body, depth)
+        raise TypeError(f"cannot print statement {type(s).__name__}")
+
+    def loop(self, s: For) -> str:
+        keyword = f"bound[{s.thread_tag}]" if s.thread_tag else "for" if s.kind == SERIAL else s.kind
+        return f"{keyword} {s.var.name} in 0..{s.extent}:" + "".join(f"  # pragma {k}={v}" for k, v in s.pragmas)
+
+    def store(self, s: Store) -> str:
         guard = f"  if {s.predicate}" if s.predicate is not None else ""
-        return [f"{pad}{s.buffer.name}[{idx}] = {s.value}{guard}"]
-    if isinstance(s, IfThen):
-        lines = [f"{pad}if {s.cond}:"] + stmt_lines(s.then_body, depth + 1)
-        if s.else_body is not None:
-            lines += [f"{pad}else:"] + stmt_lines(s.else_body, depth + 1)
-        return lines
-    if isinstance(s, Seq):
-        return [line for x in s.stmts for line in stmt_lines(x, depth)]
-    if isinstance(s, Allocate):
-        b = s.buffer
-        return [f"{pad}alloc {b.name}: {buffer_decl(b)} {b.scope}"] + stmt_lines(s.body, depth)
-    if isinstance(s, Let):
-        return [f"{pad}{s.var.name} = {s.value}"] + stmt_lines(s.body, depth)
-    if isinstance(s, Barrier):
-        return [f"{pad}barrier({s.scope})"]
-    if isinstance(s, StageNest):
-        return stmt_lines(s.body, depth)
-    raise TypeError(f"cannot print statement {type(s).__name__}")
+        return f"{s.buffer.name}[{', '.join(str(i) for i in s.indices)}] = {s.value}{guard}"
+
+    def allocate(self, b: Buffer) -> str:
+        return f"alloc {b.name}: {buffer_decl(b)} {b.scope}"
+
+    def let(self, s: Let) -> str:
+        return f"{s.var.name} = {s.value}"
+
+
+def stmt_lines(s: Stmt, depth: int = 0) -> List[str]:
+    return StmtPrinter().lines(s, depth)
 
 
 def print_func(f: Func) -> str:
