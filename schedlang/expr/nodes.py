@@ -8,7 +8,7 @@ identity; every other node compares structurally (``equal``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Optional, Tuple, Union
 
 from ..dtypes import DType, boolean, dtype as parse_dtype, float32, int32, int64, promote
@@ -398,58 +398,4 @@ def select(cond, true_value, false_value, guarded: bool = False) -> Select:
     return Select(cond, t, f, guarded)
 
 
-# ---- structural equality and keys ---------------------------------------------------
-
-def equal(a: Any, b: Any) -> bool:
-    """Structural equality: identical variables, buffers and tensors; equal everything else."""
-    if a is b:
-        return True
-    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, Expr) and not isinstance(a, Var):
-        if isinstance(a, Const):
-            return a.dtype == b.dtype and a.value == b.value and type(a.value) is type(b.value)
-        return all(equal(getattr(a, f.name), getattr(b, f.name)) for f in fields(a))
-    if isinstance(a, (Expr, Buffer)):
-        return False
-    try:
-        return bool(a == b)
-    except TypeError:
-        return False
-
-
-def key(e: Any) -> Any:
-    """A hashable structural key: two expressions are equal iff their keys are equal."""
-    if isinstance(e, (tuple, list)):
-        return tuple(key(x) for x in e)
-    if isinstance(e, Const):
-        return ("Const", e.value, type(e.value).__name__, e.dtype)
-    if isinstance(e, Expr) and not isinstance(e, Var):
-        return (type(e).__name__,) + tuple(key(getattr(e, f.name)) for f in fields(e))
-    if isinstance(e, (Var, Buffer)) or hasattr(e, "__dataclass_fields__") or not _hashable(e):
-        return ("id", id(e))
-    return e
-
-
-def _hashable(value: Any) -> bool:
-    try:
-        hash(value)
-        return True
-    except TypeError:
-        return False
-
-
-def is_const(e: Any, value: Optional[Union[int, float]] = None) -> bool:
-    if not isinstance(e, Const):
-        return False
-    return value is None or e.value == value
-
-
-def const_value(e: Expr) -> Optional[Union[int, float, bool]]:
-    return e.value if isinstance(e, Const) else None
-
-
-def index_const(value: int) -> Const:
-    return Const(int(value), int32 if -2**31 <= value < 2**31 else int64)
+from .equality import equal  # noqa: E402  (here for Compare.__bool__; equality imports nodes)

@@ -10,7 +10,8 @@ import numpy as np
 
 from .bounds import VarRanges, const_bounds
 from .functor import ExprMutator, map_children
-from .nodes import (Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, key)
+from .equality import key
+from .nodes import Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select
 
 _FOLD = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
          "min": min, "max": max, "bitand": operator.and_, "bitor": operator.or_,

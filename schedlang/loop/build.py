@@ -13,7 +13,8 @@ from typing import Dict, List, Sequence, Tuple
 from ..errors import ScheduleError
 from ..expr.bounds import const_bounds
 from ..expr.functor import map_children, substitute, uses_var
-from ..expr.nodes import Buffer, Const, Expr, Load, Var, binary, key, logical
+from ..expr.equality import key
+from ..expr.nodes import Buffer, Const, Expr, Load, Var, binary, logical
 from ..expr.simplify import simplify
 from ..schedule.relations import SplitRel, pass_down_extents, pass_up_values
 from ..schedule.annotate import BIND, PARALLEL, UNROLL, VECTORIZE
