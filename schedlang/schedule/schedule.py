@@ -227,6 +227,10 @@ class Schedule:
             if r.attach_type == "inline":
                 raise ScheduleError("cache_read", src.name, f"reader '{r.name}' is inlined; it has no reads of its own",
                                     hint="list the stage it is inlined into as the reader")
+        if src.attach_type == "at":
+            raise ScheduleError("cache_read", src.name, f"is computed at loop '{src.attach_ivar.name}' of "
+                                f"'{src.attach_stage.name}', so a copy made outside that loop has nothing to copy",
+                                hint="call cache_read before compute_at, or compute the stage at the root")
         src_tensor = src.op.output(0)
         shape = src.op.shape
         names = [a.name for a in src.op.axis] if isinstance(src.op, ComputeOp) else [f"ax{d}" for d in range(len(shape))]
@@ -252,10 +256,11 @@ class Schedule:
         if st.relations or st.annotations:
             raise ScheduleError("cache_write", st.name, f"the stage is already scheduled (loops: {st.loops_str()})",
                                 hint="call cache_write before splitting or annotating the stage")
-        attached = [s.name for s in self.stages if s.attach_stage is st and s.attach_ivar in st.op.reduce_axis]
+        attached = [s.name for s in self.stages if s.attach_stage is st]
         if attached:
-            raise ScheduleError("cache_write", st.name, f"stages {', '.join(attached)} are computed at its "
-                                "reduction loops, which move to the cache stage", hint="call cache_write first")
+            raise ScheduleError("cache_write", st.name, f"stages {', '.join(attached)} are computed at its loops, "
+                                "but their reader becomes the cache stage, which runs outside them",
+                                hint="call cache_write first, then compute_at the producers into the cache stage")
         op = st.op
         fresh = {a: IterVar(Var(a.name + ".c"), a.dom, a.kind) for a in op.axis + op.reduce_axis}
         vmap = {a.var: f.var for a, f in fresh.items()}
