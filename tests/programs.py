@@ -63,3 +63,23 @@ def silu_and_mul(rows, cols):
     half = cols // 2
     out = sl.compute((rows, half), lambda i, j: x[i, j] * sl.sigmoid(x[i, j]) * x[i, j + half], name="mul")
     return x, out
+
+
+def schedule_tvm_cpu_gemm(s, C, packed, bn):
+    """The TVM CPU GEMM tutorial's final schedule on packed_gemm's stages: a write cache per
+    bn x bn tile, k split by 4 and unrolled, the tile's columns vectorized, rows parallel,
+    and the packing vectorized and parallel."""
+    CC = s.cache_write(C, "global")
+    xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], bn, bn)
+    s[CC].compute_at(s[C], yo)
+    xc, yc = s[CC].op.axis
+    (k,) = s[CC].op.reduce_axis
+    ko, ki = s[CC].split(k, factor=4)
+    s[CC].reorder(ko, xc, ki, yc)
+    s[CC].unroll(ki)
+    s[CC].vectorize(yc)
+    s[C].parallel(xo)
+    x, y, z = s[packed].op.axis
+    s[packed].vectorize(z)
+    s[packed].parallel(x)
+    return s

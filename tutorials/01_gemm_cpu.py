@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 import schedlang as sl
+from _common import header  # noqa: E402 (the tutorials' shared helpers)
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
 parser.add_argument("--size", type=int, default=1024, help="M = N = K (a multiple of 32; default 1024)")
@@ -41,10 +42,6 @@ BN = 32          # the tile size: a 32 x 32 block of C
 KFACTOR = 4      # how far we unroll the reduction
 if SIZE % BN:
     parser.error(f"--size must be a multiple of {BN} (array packing cuts B into {BN}-column panels)")
-
-
-def header(title: str) -> None:
-    print("\n" + "=" * 78 + "\n" + title + "\n" + "=" * 78)
 
 
 # ---------------------------------------------------------------------------

@@ -27,10 +27,7 @@ import time
 import numpy as np
 
 import schedlang as sl
-
-
-def header(title: str) -> None:
-    print("\n" + "=" * 78 + "\n" + title + "\n" + "=" * 78)
+from _common import header  # noqa: E402 (the tutorials' shared helpers)
 
 
 # ---------------------------------------------------------------------------

@@ -24,30 +24,12 @@ Both are checked against PyTorch and timed against it.
 
 Run it with  `python tutorials/03_fusion_softmax.py`.
 """
-import time
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 import schedlang as sl
-
-
-def header(title: str) -> None:
-    print("\n" + "=" * 78 + "\n" + title + "\n" + "=" * 78)
-
-
-def best_time(fn, repeat=10):
-    """Seconds of the fastest of `repeat` calls of fn(), after a warm-up call. On a
-    machine that other programs share, the minimum is the most repeatable number;
-    schedlang's mod.time(..., number=1, repeat=N) measures the same way."""
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+from _common import best_time, header  # noqa: E402 (the tutorials' shared helpers)
 
 
 # ===========================================================================

@@ -26,25 +26,10 @@ def test_gemm_all_primitives_together():
     np.testing.assert_allclose(outputs[0][1], feed[A] @ feed[B], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("size", [128, 100])
+@pytest.mark.parametrize("size", [64, 128])
 def test_tvm_cpu_gemm_tutorial_schedule(size):
-    bn = 32
-    M = N = K = size if size % bn == 0 else 128
-    A, B, packed, C = programs.packed_gemm(M, N, K, bn)
-    s = sl.create_schedule(C.op)
-    CC = s.cache_write(C, "global")
-    xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], bn, bn)
-    s[CC].compute_at(s[C], yo)
-    xc, yc = s[CC].op.axis
-    (k,) = s[CC].op.reduce_axis
-    ko, ki = s[CC].split(k, factor=4)
-    s[CC].reorder(ko, xc, ki, yc)
-    s[CC].unroll(ki)
-    s[CC].vectorize(yc)
-    s[C].parallel(xo)
-    x, y, z = s[packed].op.axis
-    s[packed].vectorize(z)
-    s[packed].parallel(x)
+    A, B, packed, C = programs.packed_gemm(size, size, size, bn=32)
+    s = programs.schedule_tvm_cpu_gemm(sl.create_schedule(C.op), C, packed, bn=32)
     feed, outputs, mod = run(s, [A, B, C])
     np.testing.assert_allclose(outputs[0][1], feed[A] @ feed[B], rtol=1e-4, atol=1e-3)
     assert "workers" in mod.ir["kernel"]          # parallel became CPU workers

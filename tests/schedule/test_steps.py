@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from tests import programs
 from schedlang.schedule import steps as steps_mod
 
 
@@ -14,29 +15,10 @@ from schedlang.schedule import steps as steps_mod
 def gemm():
     """The TVM CPU GEMM tutorial: packed B, cache_write, tile, compute_at, split, reorder,
     unroll, vectorize, parallel."""
-    M = N = K = 32
-    bn = 8
-    A = sl.placeholder((M, K), name="A")
-    B = sl.placeholder((K, N), name="B")
-    k = sl.reduce_axis((0, K), name="k")
-    packedB = sl.compute((N // bn, K, bn), lambda x, y, z: B[y, x * bn + z], name="packedB")
-    C = sl.compute((M, N), lambda x, y: sl.sum(A[x, k] * packedB[y // bn, k, sl.floormod(y, bn)], axis=k),
-                   name="C")
+    A, B, packedB, C = programs.packed_gemm(32, 32, 32, bn=8)
 
     def schedule(s):
-        CC = s.cache_write(C, "global")
-        xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], bn, bn)
-        s[CC].compute_at(s[C], yo)
-        xc, yc = s[CC].op.axis
-        (kc,) = s[CC].op.reduce_axis
-        ko, ki = s[CC].split(kc, factor=4)
-        s[CC].reorder(ko, xc, ki, yc)
-        s[CC].unroll(ki)
-        s[CC].vectorize(yc)
-        s[C].parallel(xo)
-        x, y, z = s[packedB].op.axis
-        s[packedB].vectorize(z)
-        s[packedB].parallel(x)
+        programs.schedule_tvm_cpu_gemm(s, C, packedB, bn=8)
 
     return [A, B, C], [C.op], schedule, "llvm"
 
