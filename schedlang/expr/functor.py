@@ -7,10 +7,6 @@ from typing import Callable, Dict, Iterator, Mapping
 from .nodes import Expr, Var
 
 
-def _is_child(value) -> bool:
-    return isinstance(value, Expr) or (isinstance(value, tuple) and any(isinstance(v, Expr) for v in value))
-
-
 def map_children(e: Expr, fn: Callable[[Expr], Expr]) -> Expr:
     """Rebuild e with fn applied to each child expression; returns e itself if nothing changed."""
     changed = False

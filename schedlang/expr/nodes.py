@@ -13,11 +13,6 @@ from typing import Any, Optional, Tuple, Union
 
 from ..dtypes import DType, boolean, dtype as parse_dtype, float32, int32, int64, promote
 
-BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max",
-              "bitand", "bitor", "bitxor", "shl", "shr")
-COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
-
-
 class ExprOps:
     """Python operator overloads that build expression nodes."""
 

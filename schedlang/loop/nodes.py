@@ -13,7 +13,6 @@ from typing import Optional, Tuple
 from ..expr.nodes import Buffer, Expr, Var
 
 SERIAL, UNROLLED, VECTORIZED, PARALLEL, BOUND = "serial", "unrolled", "vectorized", "parallel", "bound"
-FOR_KINDS = (SERIAL, UNROLLED, VECTORIZED, PARALLEL, BOUND)
 
 
 class Stmt:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from ..expr.nodes import Const, Expr, binary
 from ..tensor.axis import IterVar
@@ -70,26 +70,3 @@ def pass_up_values(leaf_values: Mapping[IterVar, Expr], relations: Sequence,
                 value[a] = part
                 stride *= extents[a]
     return value
-
-
-def needs_guard(rel: SplitRel, extents: Mapping[IterVar, int]) -> bool:
-    """Whether the split covers more iterations than its parent has (a tail to guard)."""
-    return extents[rel.outer] * extents[rel.inner] != extents[rel.parent]
-
-
-def derived_from(axis: IterVar, relations: Sequence) -> List[IterVar]:
-    """The root axes an axis is derived from."""
-    parents: Dict[IterVar, List[IterVar]] = {}
-    for rel in relations:
-        if isinstance(rel, SplitRel):
-            parents[rel.outer] = parents[rel.inner] = [rel.parent]
-        else:
-            parents[rel.fused] = list(rel.axes)
-    out, stack = [], [axis]
-    while stack:
-        a = stack.pop()
-        if a in parents:
-            stack.extend(parents[a])
-        elif a not in out:
-            out.append(a)
-    return out

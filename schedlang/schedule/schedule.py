@@ -105,9 +105,6 @@ class Schedule:
                             hint="index the schedule with a tensor, its op, or a stage name; "
                                  "a tensor made after create_schedule() is not in it")
 
-    def stage_of(self, op: Operation) -> Stage:
-        return self._by_op[op]
-
     def _owner_of(self, ivar: IterVar) -> Optional[Stage]:
         for st in self.stages:
             if ivar in st.all_iter_vars:

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from ..dtypes import int32
-from ..expr.nodes import Expr, ExprOps, Var, as_expr
+from ..expr.nodes import Expr, ExprOps, Var
 
 DATA_PAR = "data_par"
 REDUCE = "reduce"
@@ -78,11 +78,3 @@ def thread_axis(tag: str = "", name: str = "") -> IterVar:
     if tag not in THREAD_TAGS:
         raise ValueError(f"unknown thread tag {tag!r}; use one of {', '.join(THREAD_TAGS)}")
     return IterVar(Var(name or tag, int32), Range(0, 0), THREAD, tag)
-
-
-def index_var(name: str) -> Var:
-    return Var(name, int32)
-
-
-__all__ = ["Range", "IterVar", "reduce_axis", "thread_axis", "DATA_PAR", "REDUCE", "THREAD",
-           "THREAD_TAGS", "as_expr"]

@@ -20,8 +20,6 @@ from ..loop.plan import Program, StagePlan
 from ..schedule.relations import pass_down_extents, pass_up_values
 from ..tensor.op import TensorRead
 
-Loop = Tuple[str, Var]     # (stage name, loop variable)
-
 
 class _Bounds:
     def __init__(self, program: Program):

@@ -56,7 +56,6 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         self.fn = fn
         self.env = dict(env)
         self.ptrs = dict(ptrs)
-        self.heap: List[str] = []
         self.outlined = 0
 
     # -- statements --
