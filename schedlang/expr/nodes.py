@@ -13,6 +13,7 @@ from typing import Any, Optional, Tuple, Union
 
 from ..dtypes import DType, boolean, dtype as parse_dtype, float32, int32, int64, promote
 
+
 class ExprOps:
     """Python operator overloads that build expression nodes."""
 
