@@ -80,8 +80,8 @@ def lower_all(s: Schedule, args: Sequence[Tensor], target: Target, name: Optiona
 def _stage_ops(s: Schedule, args):
     """The operations of the scheduled program in stage order, including the stages the
     schedule added (cache_read/cache_write copies, rfactor partials)."""
-    from .loop.plan import _reachable
-    reachable = _reachable(s, [s[o] for o in s.outputs] + [s[a] for a in args])
+    from .loop.plan import reachable_stages
+    reachable = reachable_stages(s, [s[o] for o in s.outputs] + [s[a] for a in args])
     return [st.op for st in s.stages if id(st) in reachable]
 
 

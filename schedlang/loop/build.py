@@ -35,6 +35,11 @@ def full_region(plan: StagePlan) -> Region:
     return [(Const(a.dom.min), a.dom.extent) for a in plan.roots]
 
 
+def loop_extents(plan: StagePlan, region: Region) -> Dict[IterVar, int]:
+    """Trip counts of every axis of a stage (its loops included) over the given region."""
+    return pass_down_extents({a: e for a, (_, e) in zip(plan.roots, region)}, plan.relations)
+
+
 def make_buffer(plan: StagePlan, region: Region) -> Buffer:
     """The buffer a stage writes: its full shape for arguments and root stages, its region
     for stages computed at a loop."""
@@ -70,6 +75,11 @@ class _FuncBuilder:
             ndim = len(p.op.shape)
             attached_temp = not p.is_arg and p.attach_type == "at"
             self.offsets[p.name] = [m for m, _ in region[:ndim]] if attached_temp else [Const(0)] * ndim
+        self.extents = {p.name: loop_extents(p, regions[p.name]) for p in program.plans if not p.is_input}
+        # Every loop variable of the function with its range: the domain checks reason over
+        # the loops of enclosing stages too.
+        self.loop_ranges = {a.var: (0, self.extents[p.name][a] - 1)
+                            for p in program.plans if not p.is_input for a in p.leaves}
         self.children: Dict[Tuple[str, int], List[StagePlan]] = {}
         for p in program.plans:
             if p.attach_type == "at":
@@ -93,7 +103,7 @@ class _FuncBuilder:
         op: ComputeOp = plan.op
         region = self.regions[plan.name]
         roots = plan.roots
-        ext = pass_down_extents({a: e for a, (_, e) in zip(roots, region)}, plan.relations)
+        ext = self.extents[plan.name]
         rel = pass_up_values({a: a.var for a in plan.leaves}, plan.relations, ext)
         ranges = {a.var: (0, ext[a] - 1) for a in plan.leaves}
         value = {a: simplify(binary("add", m, rel[a]), ranges) for a, (m, _) in zip(roots, region)}
@@ -132,11 +142,7 @@ class _FuncBuilder:
         proxy_rel = pass_up_values(seeded, plan.relations, ext, stop=set(proxies))
         proxy_ranges = dict(ranges)
         proxy_ranges.update({v: (0, ext[a] - 1) for a, v in proxies.items()})
-        all_ranges = dict(proxy_ranges)
-        for p in self.program.plans:      # loop variables of enclosing stages, for the domain check
-            if p is not plan and not p.is_input and p.name in self.regions:
-                pext = pass_down_extents({a: e for a, (_, e) in zip(p.roots, self.regions[p.name])}, p.relations)
-                all_ranges.update({a.var: (0, pext[a] - 1) for a in p.leaves})
+        all_ranges = {**self.loop_ranges, **proxy_ranges}
         for a, (m, extent) in zip(roots, region):
             if a not in proxies:
                 hi = const_bounds(simplify(proxy_rel[a], proxy_ranges), proxy_ranges)[1]
@@ -175,7 +181,7 @@ class _FuncBuilder:
     def nest(self, plan: StagePlan, loops: Sequence[IterVar], inner: Stmt, guards: List[Expr], attach: bool) -> Stmt:
         """Loops around inner, each guard just inside the deepest loop it mentions, and the
         stages computed at each loop at the start of its body."""
-        ext = pass_down_extents({a: e for a, (_, e) in zip(plan.roots, self.regions[plan.name])}, plan.relations)
+        ext = self.extents[plan.name]
         levels: Dict[int, List[Expr]] = {}
         for g in guards:
             lvl = max((i for i, a in enumerate(loops) if uses_var(g, a.var)), default=-1)

@@ -73,7 +73,7 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
     """Freeze a schedule into plans; plain=True drops every loop transformation, annotation
     and compute_at (keeping inlining), which is what Loop IR shows."""
     arg_stages = _arg_stages(schedule, args)
-    reachable = _reachable(schedule, [schedule[o] for o in schedule.outputs] + arg_stages)
+    reachable = reachable_stages(schedule, [schedule[o] for o in schedule.outputs] + arg_stages)
     plans: Dict[int, StagePlan] = {}
     for st in schedule.stages:
         if id(st) not in reachable:
@@ -120,7 +120,8 @@ def _arg_stages(schedule, args):
     return stages
 
 
-def _reachable(schedule, roots):
+def reachable_stages(schedule, roots):
+    """ids of the stages the roots depend on (roots included)."""
     seen, stack = set(), list(roots)
     while stack:
         st = stack.pop()

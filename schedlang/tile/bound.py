@@ -15,9 +15,9 @@ from ..expr.bounds import const_bounds, relaxed_interval
 from ..expr.functor import free_vars, substitute, walk
 from ..expr.nodes import Const, Expr, Var, binary
 from ..expr.simplify import simplify
-from ..loop.build import Region, full_region
+from ..loop.build import Region, full_region, loop_extents
 from ..loop.plan import Program, StagePlan
-from ..schedule.relations import pass_down_extents, pass_up_values
+from ..schedule.relations import pass_up_values
 from ..tensor.op import TensorRead
 
 
@@ -29,8 +29,7 @@ class _Bounds:
         self.ranges: Dict[Var, Tuple[int, int]] = {}      # every loop variable seen so far
 
     def leaf_extents(self, plan: StagePlan):
-        region = self.regions[plan.name]
-        return pass_down_extents({a: e for a, (_, e) in zip(plan.roots, region)}, plan.relations)
+        return loop_extents(plan, self.regions[plan.name])
 
     def path(self, plan: StagePlan) -> List[Var]:
         """Loop variables around the point where plan is computed, outermost first."""
