@@ -6,15 +6,21 @@ from __future__ import annotations
 import schedlang as sl
 
 
-def gemm(target, M: int, N: int, K: int, bn: int = 32):
-    """The classic TVM CPU GEMM tutorial schedule: B packed into [N/bn, K, bn] panels, a write
-    cache computed at each 32x32 tile, k split by 4 and unrolled, the tile's columns vectorized,
-    tile rows parallel."""
+def _packed_gemm(M: int, N: int, K: int, bn: int):
+    """C = A @ B with B packed into [N/bn, K, bn] panels read through y // bn, y % bn."""
     A = sl.placeholder((M, K), name="A")
     B = sl.placeholder((K, N), name="B")
     k = sl.reduce_axis((0, K), name="k")
     packedB = sl.compute((N // bn, K, bn), lambda x, y, z: B[y, x * bn + z], name="packedB")
     C = sl.compute((M, N), lambda x, y: sl.sum(A[x, k] * packedB[y // bn, k, y % bn], axis=k), name="C")
+    return A, B, packedB, C
+
+
+def gemm(target, M: int, N: int, K: int, bn: int = 32):
+    """The classic TVM CPU GEMM tutorial schedule: B packed into [N/bn, K, bn] panels, a write
+    cache computed at each 32x32 tile, k split by 4 and unrolled, the tile's columns vectorized,
+    tile rows parallel."""
+    A, B, packedB, C = _packed_gemm(M, N, K, bn)
     s = sl.create_schedule(C.op)
     CC = s.cache_write(C, "global")
     xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], bn, bn)
@@ -36,11 +42,7 @@ def gemm_register_tiled(target, M: int, N: int, K: int, mr: int = 4, nr: int = 1
     """Not the tutorial schedule: an mr x nr write-cache tile per (xo, yo), with the whole k loop
     outside the fully unrolled tile, so the mr * nr / lanes accumulators live in registers (a
     BLAS-style micro-kernel: 8 ymm accumulators for 4x16 with AVX2). B is packed in nr-wide panels."""
-    A = sl.placeholder((M, K), name="A")
-    B = sl.placeholder((K, N), name="B")
-    k = sl.reduce_axis((0, K), name="k")
-    packedB = sl.compute((N // nr, K, nr), lambda x, y, z: B[y, x * nr + z], name="packedB")
-    C = sl.compute((M, N), lambda x, y: sl.sum(A[x, k] * packedB[y // nr, k, y % nr], axis=k), name="C")
+    A, B, packedB, C = _packed_gemm(M, N, K, nr)
     s = sl.create_schedule(C.op)
     CC = s.cache_write(C, "global")
     xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], mr, nr)

@@ -236,7 +236,7 @@ def _tvm_silu(ctx: Context, name: str, x, fast: bool, ref, tol) -> Contender:
     rows, cols = x.shape
     tx = tvm_peers.tensor(x)
     c = Contender(name, note=("topi.fast_exp: x/(1+fast_exp(-x))*y" if fast else
-                              "te default exp (LLVM expf)") + f", parallel rows, vectorized split")
+                              "te default exp (LLVM expf)") + ", parallel rows, vectorized split")
     for v in VEC_FACTORS:
         f, regs = tvm_peers.silu_and_mul(rows, cols, v, fast, ctx.cpu, ctx.cores)
         to = tvm_peers.tensor(np.zeros((rows, cols // 2), np.float32))
