@@ -16,5 +16,6 @@ from .tensor.reference import evaluate as reference  # noqa: F401
 
 __version__ = "0.1.0"
 from .schedule import Schedule, create_schedule  # noqa: F401,E402
-from .driver import build, lower  # noqa: F401,E402
-from .target.target import Target  # noqa: F401,E402
+from .driver import build, load_module, lower  # noqa: F401,E402
+from .lowered import LoweredFunc  # noqa: F401,E402
+from .target import Backend, CUDAOptions, LLVMOptions, Target, get_backend, register_backend  # noqa: F401,E402

@@ -2,14 +2,16 @@
 named steps, keeping the text of every level."""
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence, Union
 
 from .errors import ScheduleError
 from .kernel import lower_to_kernel_ir
 from .loop import lower_to_loop_ir, print_func
 from .loop.nodes import Func
+from .lowered import LoweredFunc
 from .schedule import Schedule
-from .schedule.annotate import BIND, PARALLEL as PARALLEL_ANNOTATION
+from .schedule.annotate import PARALLEL as PARALLEL_ANNOTATION
+from .target.registry import get_backend
 from .target.target import Target
 from .tile import lower_to_tile_ir
 from .tensor.op import PlaceholderOp, Tensor
@@ -46,21 +48,11 @@ def _check_parallel_nesting(s: Schedule) -> None:
                                 hint="parallelize one level only (fuse loops first to get more parallel work)")
 
 
-def _check_target(s: Schedule, target: Target) -> None:
-    if target.kind != "llvm":
-        return
-    for st in s.stages:
-        for ivar, ann in st.annotations.items():
-            if ann.kind == BIND:
-                raise ScheduleError("bind", st.name, f"the axis is bound to {ann.thread_tag}, a GPU thread axis, "
-                                    "which the llvm (CPU) target cannot run", axis=ivar.name,
-                                    hint="use parallel()/vectorize() for the CPU, or build with target='cuda'")
-
-
 def lower_all(s: Schedule, args: Sequence[Tensor], target: Target, name: Optional[str] = None,
               upto: str = "kernel") -> Dict[str, object]:
     """The levels of the pipeline in order, up to and including `upto`: Tensor IR text,
-    Loop IR, Tile IR, Kernel IR. Only Kernel IR depends on the target."""
+    Loop IR, Tile IR, Kernel IR. Only Kernel IR depends on the (resolved) target: its
+    backend checks the schedule and gives the Kernel IR passes."""
     _check_schedule(s)
     _check_parallel_nesting(s)
     levels: Dict[str, object] = {"tensor": print_tensor_ir(s.outputs, _stage_ops(s, args))}
@@ -72,9 +64,15 @@ def lower_all(s: Schedule, args: Sequence[Tensor], target: Target, name: Optiona
     levels["tile"] = lower_to_tile_ir(s, args, name)              # the schedule applied
     if upto == "tile":
         return levels
-    _check_target(s, target)
-    levels["kernel"] = lower_to_kernel_ir(levels["tile"], target)  # kernels, launch geometry, vectors
+    levels["kernel"] = lower_tile_to_kernel(levels["tile"], s, target)   # kernels, launch geometry, vectors
     return levels
+
+
+def lower_tile_to_kernel(tile: Func, s: Schedule, target: Target):
+    """Kernel IR for a target: its backend checks the schedule, then runs its Kernel IR passes."""
+    backend = get_backend(target.kind)
+    backend.check_schedule(s, target)
+    return lower_to_kernel_ir(tile, backend.kernel_passes(target))
 
 
 def _stage_ops(s: Schedule, args):
@@ -86,16 +84,20 @@ def _stage_ops(s: Schedule, args):
 
 
 def lower(s: Schedule, args: Sequence[Tensor], name: Optional[str] = None, level: str = "tile",
-          target="llvm") -> str:
-    """Readable text of a lowered schedule: level is one of tensor, loop, tile (default,
-    the scheduled loop nest, like tvm.lower), kernel, or all."""
+          target="llvm") -> LoweredFunc:
+    """The lowered schedule: its text at `level` (tensor, loop, tile (default, the scheduled
+    loop nest, like tvm.lower), kernel, or all), which print() shows and build() accepts."""
     if level not in LEVELS + ("all",):
         raise ValueError(f"unknown IR level {level!r}; choose one of {', '.join(LEVELS + ('all',))}")
-    levels = lower_all(s, args, Target.create(target), name, upto="kernel" if level == "all" else level)
+    target = Target.create(target)
+    levels = lower_all(s, args, target, name, upto="kernel" if level == "all" else level)
     texts = {k: _text(v) for k, v in levels.items()}
     if level == "all":
-        return "\n\n".join(f"# ---- {k} IR ----\n{t}" for k, t in texts.items())
-    return texts[level]
+        text = "\n\n".join(f"# ---- {k} IR ----\n{t}" for k, t in texts.items())
+    else:
+        text = texts[level]
+    return LoweredFunc.make(text, level, levels, texts, target, s, args,
+                            [not isinstance(s[a].op, PlaceholderOp) for a in args])
 
 
 def _text(ir) -> str:
@@ -106,16 +108,43 @@ def _text(ir) -> str:
     return str(ir)
 
 
-def build(s: Schedule, args: Sequence[Tensor], target="llvm", name: Optional[str] = None):
-    """Compile a schedule into a callable module: mod(*arrays) with arrays in args order."""
+def build(inputs: Union[Schedule, LoweredFunc], args: Optional[Sequence[Tensor]] = None, target=None,
+          name: Optional[str] = None):
+    """Compile into a callable module: mod(*arrays) with arrays in args order.
+
+    As tvm.build: build(s, args, target="llvm", name=None), or build(sl.lower(s, args), target=...).
+    target is a string ("llvm", "llvm -mcpu=haswell", "cuda") or a Target; by default "llvm",
+    or for a lowered function the target it was lowered for."""
+    if isinstance(inputs, LoweredFunc) and isinstance(args, (str, Target)) and target is None:
+        args, target = None, args            # build(lowered, "llvm")
+    if target is None:
+        target = inputs.target if isinstance(inputs, LoweredFunc) else "llvm"
     target = Target.create(target)
-    levels = lower_all(s, args, target, name)
-    if target.kind == "cuda":
-        raise NotImplementedError("the cuda target is not available yet; build with target='llvm'")
-    for b in levels["kernel"].params + levels["kernel"].temps:
-        if b.size >= 2 ** 31:
-            raise ValueError(f"tensor '{b.name}' has {b.size} elements; indices are 32-bit, so tensors are "
-                             "limited to 2**31 - 1 elements for now")
-    from .target.llvm.module import LLVMModule
-    is_output = [not isinstance(s[a].op, PlaceholderOp) for a in args]
-    return LLVMModule(levels["kernel"], is_output, target, {k: _text(v) for k, v in levels.items()})
+    if isinstance(inputs, LoweredFunc):
+        if args is not None or name is not None:
+            raise TypeError("build(lowered, target=...) takes no args or name: they were fixed by sl.lower(s, args, name=...)")
+        levels = _kernel_levels(inputs, target)
+        is_output = inputs.is_output
+    else:
+        levels = lower_all(inputs, args, target, name)
+        is_output = [not isinstance(inputs[a].op, PlaceholderOp) for a in args]
+    texts = {k: _text(v) for k, v in levels.items()}
+    return get_backend(target.kind).build(levels["kernel"], target, is_output, texts)
+
+
+def _kernel_levels(lowered: LoweredFunc, target: Target) -> Dict[str, object]:
+    """The levels of a lowered function down to Kernel IR for `target`, reusing its Kernel IR
+    when it was lowered for that target."""
+    if "tile" not in lowered.ir:
+        raise ValueError(f"build needs a function lowered to Tile IR or further; this one was lowered with "
+                         f"level={lowered.level!r}: use sl.lower(s, args) (level='tile') or build(s, args)")
+    levels = dict(lowered.ir)
+    if "kernel" not in levels or lowered.target != target:    # lowered for another target
+        levels["kernel"] = lower_tile_to_kernel(levels["tile"], lowered.schedule, target)
+    return levels
+
+
+def load_module(path: str):
+    """A module that mod.export_library(path) wrote, ready to call with no lowering or code
+    generation (as tvm.runtime.load_module). Shared libraries are the llvm (CPU) backend's."""
+    return get_backend("llvm").load_module(path)

@@ -13,7 +13,7 @@ from ..errors import InternalError, LoweringError
 from ..expr.nodes import Buffer
 from ..loop.functor import StmtMutator, buffers_used
 from ..loop.nodes import BOUND, PARALLEL, Allocate, For, Seq, StageNest, Stmt
-from .nodes import Kernel, KernelModule, LaunchAxis
+from .nodes import Kernel, KernelModule, LaunchAxis, LaunchKind
 
 
 class _LiftThreads(StmtMutator):
@@ -31,7 +31,7 @@ class _LiftThreads(StmtMutator):
             raise LoweringError("kernel launch", f"{s.thread_tag} is bound to loops of extents {seen.extent} and "
                                 f"{s.extent} in one kernel; bind loops of equal extent")
         if seen is None:
-            self.axes[s.thread_tag] = LaunchAxis(s.thread_tag, s.var, s.extent)
+            self.axes[s.thread_tag] = LaunchAxis(s.thread_tag, s.var, s.extent, LaunchKind.of_thread_tag(s.thread_tag))
         elif seen.var is not s.var:
             from ..loop.functor import substitute_stmt
             body = substitute_stmt(body, {s.var: seen.var})
@@ -60,7 +60,7 @@ def split_kernels(name: str, params: Tuple[Buffer, ...], body: Stmt) -> KernelMo
         used_names.add(kname)
         launch: List[LaunchAxis] = []
         if isinstance(part, For) and part.kind == PARALLEL:
-            launch.append(LaunchAxis("worker", part.var, part.extent))
+            launch.append(LaunchAxis(LaunchKind.CPU_WORKER.value, part.var, part.extent, LaunchKind.CPU_WORKER))
             part = part.body
         lifter = _LiftThreads()
         part = lifter.visit(part)

@@ -1,5 +1,12 @@
-"""Tile IR -> Kernel IR: the pipeline of Kernel IR passes, top to bottom."""
+"""Tile IR -> Kernel IR: run the target's Kernel IR passes, top to bottom, then cut kernels.
+
+standard_passes() is the target-neutral list; a backend's kernel_passes(target) returns
+it, or a list built on it.
+"""
 from __future__ import annotations
+
+from functools import partial
+from typing import Callable, List, Sequence, Tuple
 
 from ..loop.nodes import Func
 from ..loop.simplify import simplify_stmt
@@ -11,10 +18,20 @@ from .unroll import unroll_loops
 from .vectorize import vectorize_loops
 
 
-def lower_to_kernel_ir(func: Func, target: Target) -> KernelModule:
-    body = flatten_buffers(func.body)
-    body = unroll_loops(body)
-    body = simplify_stmt(body)
-    body = vectorize_loops(body, target)
-    body = simplify_stmt(body)
+def standard_passes(target: Target) -> List[Tuple[str, Callable]]:
+    """The Kernel IR passes every target runs, in order."""
+    return [
+        ("flatten_buffers", flatten_buffers),     # one flat index per access
+        ("unroll_loops", unroll_loops),
+        ("simplify", simplify_stmt),
+        ("vectorize_loops", partial(vectorize_loops, target=target)),   # lanes from target.native_lanes
+        ("simplify", simplify_stmt),
+    ]
+
+
+def lower_to_kernel_ir(func: Func, passes: Sequence[Tuple[str, Callable]]) -> KernelModule:
+    """Run the passes (from the target's backend) over the function body, then split it into kernels."""
+    body = func.body
+    for _name, run in passes:
+        body = run(body)
     return split_kernels(func.name, func.params, body)

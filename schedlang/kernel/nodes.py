@@ -11,20 +11,42 @@ accesses), loops are serial or parallel only, and allocations carry their scope
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Optional, Tuple
 
 from ..expr.nodes import Buffer, Var
 from ..loop.nodes import Stmt
 
 
+class LaunchKind(Enum):
+    """What runs the iterations of one launch dimension."""
+
+    CPU_WORKER = "worker"     # a parallel loop's iterations, shared out among CPU threads
+    BLOCK = "block"           # a GPU grid dimension (blockIdx.x/y/z)
+    THREAD = "thread"         # a GPU block dimension (threadIdx.x/y/z)
+    VTHREAD = "vthread"       # a virtual thread (vthread), serialised within a GPU thread
+
+    @staticmethod
+    def of_thread_tag(tag: str) -> "LaunchKind":
+        """The kind of a loop bound to thread_axis(tag)."""
+        if tag.startswith("blockIdx."):
+            return LaunchKind.BLOCK
+        if tag.startswith("threadIdx."):
+            return LaunchKind.THREAD
+        if tag == "vthread":
+            return LaunchKind.VTHREAD
+        raise ValueError(f"unknown thread tag {tag!r}")
+
+
 @dataclass(frozen=True)
 class LaunchAxis:
-    """One launch dimension: its variable inside the kernel, its extent, and its tag
-    ("worker" on the CPU, "blockIdx.x" ... on the GPU)."""
+    """One launch dimension: its variable inside the kernel, its extent, what runs it, and
+    its tag ("worker" on the CPU, the thread tag "blockIdx.x" ... on the GPU)."""
 
     tag: str
     var: Var
     extent: int
+    kind: LaunchKind
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,7 +59,7 @@ class Kernel:
     @property
     def workers(self) -> Optional[LaunchAxis]:
         for a in self.launch:
-            if a.tag == "worker":
+            if a.kind is LaunchKind.CPU_WORKER:
                 return a
         return None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..expr.nodes import Buffer
 from ..loop.nodes import SERIAL, For, Let, Store
 from ..loop.printer import INDENT, StmtPrinter, buffer_decl
-from .nodes import Kernel, KernelModule
+from .nodes import Kernel, KernelModule, LaunchKind
 
 
 class KernelPrinter(StmtPrinter):
@@ -32,8 +32,8 @@ def _param(b: Buffer) -> str:
 
 
 def print_kernel(k: Kernel) -> str:
-    launch = ", ".join(f"{a.tag}({a.var.name}: {a.extent})" if a.tag != "worker" else f"{a.var.name}: {a.extent}"
-                       for a in k.launch)
+    launch = ", ".join(f"{a.var.name}: {a.extent}" if a.kind is LaunchKind.CPU_WORKER
+                       else f"{a.tag}({a.var.name}: {a.extent})" for a in k.launch)
     workers = f" workers({launch})" if k.workers else (f" launch({launch})" if k.launch else "")
     head = f"kernel {k.name}({', '.join(_param(b) for b in k.params)}){workers}:"
     return "\n".join([head] + KernelPrinter().lines(k.body, 1))

@@ -14,7 +14,7 @@ from typing import Dict, List, Set
 from ...errors import InternalError, LoweringError
 from ...expr.functor import free_vars
 from ...expr.nodes import Buffer, Var
-from ...kernel.nodes import Kernel, KernelModule
+from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...loop.functor import buffers_used, stmt_exprs, walk_stmts
 from ...loop.nodes import PARALLEL, SERIAL, Allocate, Barrier, For, IfThen, Let, Seq, Stmt, Store
 from ..target import Target
@@ -218,7 +218,7 @@ def _vars_in(s: Stmt) -> List[Var]:
 
 def _kernel_function(module: ModuleState, k: Kernel) -> str:
     for axis in k.launch:
-        if axis.tag != "worker":
+        if axis.kind is not LaunchKind.CPU_WORKER:
             raise LoweringError("llvm codegen", f"kernel {k.name} is launched over {axis.tag}, a GPU thread axis; "
                                 "the llvm target runs CPU workers only (use parallel() instead of bind())")
     name = symbol(k.name)

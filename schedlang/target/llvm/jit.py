@@ -44,22 +44,29 @@ def triple_and_layout(cpu: str, features: str) -> Tuple[str, str]:
     return llvm.get_process_triple(), str(tm.target_data)
 
 
-class CompiledModule:
-    """A JIT-compiled LLVM module; keeps the engine alive as long as it is referenced."""
+def optimize(text: str, cpu: str, features: str):
+    """Stage "llvm.opt": parse and verify LLVM IR text, then run the O3 pipeline on it.
+    Returns the optimised llvmlite module (str() of it is the stage's text)."""
+    tm = target_machine(cpu, features)
+    mod = llvm.parse_assembly(text)
+    mod.verify()
+    options = llvm.create_pipeline_tuning_options(speed_level=3)
+    options.loop_vectorization = True
+    options.slp_vectorization = True
+    # Unrolling is the schedule's decision (unroll, auto_unroll_max_step). LLVM's own full
+    # unrolling of odd-width vector loops made some builds 50x slower to compile (10 s).
+    options.loop_unrolling = False
+    builder = llvm.create_pass_builder(tm, options)
+    builder.getModulePassManager().run(mod, builder)
+    return mod
 
-    def __init__(self, text: str, cpu: str, features: str):
+
+class CompiledModule:
+    """Stage "jit": machine code for an optimised module, in memory; keeps the engine alive
+    as long as it is referenced."""
+
+    def __init__(self, mod, cpu: str, features: str):
         tm = target_machine(cpu, features)
-        mod = llvm.parse_assembly(text)
-        mod.verify()
-        options = llvm.create_pipeline_tuning_options(speed_level=3)
-        options.loop_vectorization = True
-        options.slp_vectorization = True
-        # Unrolling is the schedule's decision (unroll, auto_unroll_max_step). LLVM's own full
-        # unrolling of odd-width vector loops made some builds 50x slower to compile (10 s).
-        options.loop_unrolling = False
-        builder = llvm.create_pass_builder(tm, options)
-        builder.getModulePassManager().run(mod, builder)
-        self.optimized_ir = str(mod)
         self.engine = llvm.create_mcjit_compiler(mod, tm)
         self.engine.finalize_object()
         self._tm = tm
@@ -76,3 +83,14 @@ class CompiledModule:
 
     def assembly(self) -> str:
         return self._tm.emit_assembly(self._mod)
+
+
+def emit_shared_object_code(text: str, cpu: str, features: str) -> bytes:
+    """Position-independent object code for LLVM IR text, to link into a shared library
+    (the JIT's target machine makes code that only runs where it was loaded)."""
+    _init()
+    tm = llvm.Target.from_default_triple().create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic",
+                                                                 codemodel="default")
+    mod = llvm.parse_assembly(text)
+    mod.verify()
+    return tm.emit_object(mod)

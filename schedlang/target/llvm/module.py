@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import ctypes
 import time
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
 from ...kernel.nodes import KernelModule
 from ..target import Target
-from .codegen import render_llvm, symbol
-from .jit import CompiledModule, triple_and_layout
-from .runtime import openmp_library
+from .codegen import symbol
+from .jit import CompiledModule
+from .library import export_library
 
 
 def _describe(x) -> str:
@@ -22,21 +22,20 @@ class LLVMModule:
     """A compiled program. Call it with numpy arrays or CPU torch tensors, in argument order;
     results are written into the output arrays in place (no copies).
 
-    ir: the text of every level ("tensor", "loop", "tile", "kernel", "llvm").
+    ir: the text of every level and stage ("tensor", "loop", "tile", "kernel", "llvm", "llvm.opt").
     """
 
-    def __init__(self, kernel_ir: KernelModule, is_output: Sequence[bool], target: Target, texts: Dict[str, str]):
+    def __init__(self, kernel_ir: KernelModule, is_output: Sequence[bool], target: Target, texts: Dict[str, str],
+                 compiled: CompiledModule, buffer_names: List[str], parallel_runtime: Optional[str]):
         self.target = target
         self.name = kernel_ir.name
         self.params = list(kernel_ir.params)
         self._is_output = list(is_output)
-        self.parallel_runtime = openmp_library() if target.threading == "openmp" else None
-        triple, layout = triple_and_layout(target.cpu, target.features)
-        self._source, self._buffer_names = render_llvm(kernel_ir, target, triple, layout,
-                                                       self.parallel_runtime is not None)
+        self.parallel_runtime = parallel_runtime
         self.ir = dict(texts)
-        self.ir["llvm"] = self._source
-        self._compiled = CompiledModule(self._source, target.cpu, target.features)
+        self._source = self.ir["llvm"]
+        self._buffer_names = buffer_names
+        self._compiled = compiled
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._compiled.address(symbol(self.name)))
         self._argv_type = ctypes.c_void_p * max(1, len(self.params))
 
@@ -45,10 +44,15 @@ class LLVMModule:
         if fmt == "ll":
             return self._source
         if fmt == "ll.opt":
-            return self._compiled.optimized_ir
+            return self.ir["llvm.opt"]
         if fmt in ("asm", "s"):
             return self._compiled.assembly()
         raise ValueError(f"unknown source format {fmt!r}; use 'll', 'll.opt' or 'asm'")
+
+    def export_library(self, path: str) -> None:
+        """Write the module as a shared library that sl.load_module(path) loads and calls like
+        this one, with no lowering or code generation (object code linked with the system cc)."""
+        export_library(self, path)
 
     def _pointers(self, arrays: Sequence) -> List[int]:
         if len(arrays) != len(self.params):

@@ -1,0 +1,1 @@
+"""The CUDA target (NVIDIA GPUs). Only its Kernel IR passes exist so far; building comes later."""

@@ -1,0 +1,83 @@
+"""The llvm backend: the host CPU (or a named one), through LLVM IR and llvmlite's JIT.
+
+Stages after Kernel IR, in order, each one's text kept in mod.ir:
+  "llvm"      Kernel IR rendered as LLVM IR text (codegen.py)
+  "llvm.opt"  the O3 pipeline of the target machine (jit.optimize)
+  "jit"       machine code in memory (jit.CompiledModule); mod.get_source("asm") prints it
+"""
+from __future__ import annotations
+
+from typing import Dict, Sequence
+
+from ...errors import ScheduleError
+from ...kernel.lower import standard_passes
+from ...kernel.nodes import KernelModule
+from ...schedule.annotate import BIND
+from ..backend import Backend
+from ..target import Target
+from .codegen import render_llvm
+from .cpus import check_cpu, merge_features, vector_bits_of
+from .jit import CompiledModule, host_cpu, optimize, triple_and_layout
+from .loaded import load_module
+from .module import LLVMModule
+from .runtime import openmp_library
+
+# Indices and loop counters are 32-bit in the generated code.
+MAX_ELEMENTS = 2 ** 31 - 1
+
+
+class LLVMBackend(Backend):
+    kind = "llvm"
+
+    def resolve_target(self, target: Target) -> Target:
+        """Fill in the host CPU (cpu=""), merge -mattr switches into its features, check a
+        named CPU against LLVM's list, and derive vector_bits from the features."""
+        options = target.options
+        host_name, host_features = host_cpu()
+        if options.cpu:
+            cpu, features = options.cpu, options.features
+        else:
+            cpu, features = host_name, merge_features(host_features, options.features)
+        if (cpu, features) == (host_name, host_features):
+            bits = vector_bits_of(features)
+        else:
+            bits = check_cpu(cpu, features, options.features)
+        return target.with_options(cpu=cpu, features=features, vector_bits=options.vector_bits or bits)
+
+    def check_schedule(self, schedule, target: Target) -> None:
+        for st in schedule.stages:
+            for ivar, ann in st.annotations.items():
+                if ann.kind == BIND:
+                    raise ScheduleError("bind", st.name, f"the axis is bound to {ann.thread_tag}, a GPU thread axis, "
+                                        "which the llvm (CPU) target cannot run", axis=ivar.name,
+                                        hint="use parallel()/vectorize() for the CPU, or build with target='cuda'")
+
+    def kernel_passes(self, target: Target):
+        return standard_passes(target)
+
+    def stage_names(self, target: Target) -> Sequence[str]:
+        return ("llvm", "llvm.opt", "jit")
+
+    def build(self, kernel: KernelModule, target: Target, is_output: Sequence[bool], texts: Dict[str, str]) -> LLVMModule:
+        check_index_width(kernel)
+        runtime = openmp_library() if target.threading == "openmp" else None
+        triple, layout = triple_and_layout(target.cpu, target.features)
+        source, buffer_names = render_llvm(kernel, target, triple, layout, runtime is not None)   # "llvm"
+        optimized = optimize(source, target.cpu, target.features)                                  # "llvm.opt"
+        texts = {**texts, "llvm": source, "llvm.opt": str(optimized)}
+        compiled = CompiledModule(optimized, target.cpu, target.features)                          # "jit"
+        return LLVMModule(kernel, is_output, target, texts, compiled, buffer_names, runtime)
+
+    def load_module(self, path: str):
+        return load_module(path)
+
+
+def check_index_width(kernel: KernelModule) -> None:
+    """Refuse buffers that 32-bit indices cannot address."""
+    for b in kernel.params + kernel.temps:
+        if b.size > MAX_ELEMENTS:
+            raise ValueError(f"tensor '{b.name}' has {b.size} elements; indices are 32-bit, so tensors are "
+                             "limited to 2**31 - 1 elements for now")
+
+
+BACKEND = LLVMBackend()

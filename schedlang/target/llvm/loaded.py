@@ -1,0 +1,80 @@
+"""load_module: a shared library written by export_library, callable like the built module."""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+
+from ...dtypes import dtype
+from ...expr.nodes import Buffer
+from ..target import LLVMOptions, Target
+from .library import FORMAT, INFO_SYMBOL, VERSION
+from .module import LLVMModule
+from .runtime import openmp_library
+
+
+class _Library:
+    """The loaded library's symbols, as the module's call path asks for them."""
+
+    def __init__(self, lib: ctypes.CDLL):
+        self.lib = lib
+
+    def address(self, name: str) -> int:
+        return ctypes.cast(getattr(self.lib, name), ctypes.c_void_p).value
+
+    def global_address(self, name: str) -> int:
+        return ctypes.addressof(ctypes.c_char.in_dll(self.lib, name))
+
+    def assembly(self) -> str:
+        raise ValueError("a module loaded from a shared library keeps no source; "
+                         "get_source() works on the module that sl.build returned")
+
+
+class LoadedModule(LLVMModule):
+    """A module from sl.load_module(path): the same call, argument checks and timing as the
+    module that was exported, without lowering or LLVM code generation."""
+
+    def __init__(self, path: str):
+        info, lib = _open(path)
+        self.path = path
+        self.target = Target("llvm", LLVMOptions(**info["options"]))
+        self.name = info["name"]
+        self.params = [Buffer(p["name"], tuple(p["shape"]), dtype(p["dtype"])) for p in info["params"]]
+        self._is_output = [bool(p["output"]) for p in info["params"]]
+        self.parallel_runtime = openmp_library() if info["openmp"] else None
+        self.ir = {}
+        self._source = None
+        self._buffer_names = list(info["buffer_names"])
+        self._compiled = _Library(lib)
+        self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._compiled.address(info["entry"]))
+        self._argv_type = ctypes.c_void_p * max(1, len(self.params))
+
+    def get_source(self, fmt: str = "ll") -> str:
+        return self._compiled.assembly()
+
+    def export_library(self, path: str) -> None:
+        raise ValueError("a loaded module cannot be exported again; copy its file instead")
+
+
+def _open(path: str):
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no module file {path!r}")
+    # Load the JIT's libgomp first, so that a module with parallel loops shares it with
+    # modules built in this process (two OpenMP runtimes would each start their threads).
+    openmp_library()
+    lib = ctypes.CDLL(os.path.abspath(path))
+    try:
+        raw = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, INFO_SYMBOL)))
+    except ValueError:
+        raise ValueError(f"{path} is not a schedlang module (it has no {INFO_SYMBOL}); "
+                         "write one with mod.export_library(path)") from None
+    info = json.loads(raw.decode("utf-8"))
+    if info.get("format") != FORMAT or info.get("version") != VERSION:
+        raise ValueError(f"{path} holds a schedlang module of format {info.get('format')!r} version "
+                         f"{info.get('version')!r}; this schedlang reads {FORMAT!r} version {VERSION}")
+    return info, lib
+
+
+def load_module(path: str) -> LoadedModule:
+    """A module that mod.export_library(path) wrote, ready to call."""
+    return LoadedModule(path)
