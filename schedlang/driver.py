@@ -96,8 +96,12 @@ def lower(s: Schedule, args: Sequence[Tensor], name: Optional[str] = None, level
         text = "\n\n".join(f"# ---- {k} IR ----\n{t}" for k, t in texts.items())
     else:
         text = texts[level]
-    return LoweredFunc.make(text, level, levels, texts, target, s, args,
-                            [not isinstance(s[a].op, PlaceholderOp) for a in args])
+    return LoweredFunc.make(text, level, levels, texts, target, s, args, _is_output(s, args))
+
+
+def _is_output(s: Schedule, args: Sequence[Tensor]) -> list:
+    """For each argument, whether the program writes it (the module checks those are writable)."""
+    return [not isinstance(s[a].op, PlaceholderOp) for a in args]
 
 
 def _text(ir) -> str:
@@ -122,12 +126,15 @@ def build(inputs: Union[Schedule, LoweredFunc], args: Optional[Sequence[Tensor]]
     target = Target.create(target)
     if isinstance(inputs, LoweredFunc):
         if args is not None or name is not None:
-            raise TypeError("build(lowered, target=...) takes no args or name: they were fixed by sl.lower(s, args, name=...)")
+            raise TypeError("build(lowered, target=...) takes no args or name: "
+                            "they were fixed by sl.lower(s, args, name=...)")
         levels = _kernel_levels(inputs, target)
         is_output = inputs.is_output
     else:
+        if args is None:
+            raise TypeError("build(s, args, target=...) needs the argument tensors, in call order")
         levels = lower_all(inputs, args, target, name)
-        is_output = [not isinstance(inputs[a].op, PlaceholderOp) for a in args]
+        is_output = _is_output(inputs, args)
     texts = {k: _text(v) for k, v in levels.items()}
     return get_backend(target.kind).build(levels["kernel"], target, is_output, texts)
 

@@ -17,6 +17,8 @@ class LoweredFunc(str):
     ir: the IR of every level lowered so far (Tile IR as a Func, Kernel IR as a KernelModule).
     texts: their text.  target: the (resolved) target it was lowered for, which build() uses by default.
     is_output: for each argument, whether the program writes it.
+    schedule, args: what was lowered; building for another target lowers the kept Tile IR
+    again and checks the schedule (as it is then) against that target.
     """
 
     level: str

@@ -32,7 +32,8 @@ class Backend:
         raise NotImplementedError(f"the {self.kind} backend defines no Kernel IR passes")
 
     def stage_names(self, target: Target) -> Sequence[str]:
-        """The names of the stages after Kernel IR, in order (each one's text is in mod.ir)."""
+        """The names of the stages after Kernel IR, in order; the text of each textual stage
+        is kept in mod.ir under its name."""
         return ()
 
     def build(self, kernel_module, target: Target, is_output: Sequence[bool], texts: Dict[str, str]):

@@ -65,8 +65,10 @@ class LLVMOptions:
             raise ValueError(f"unknown threading {self.threading!r}; use 'openmp' or 'serial'")
         if self.num_threads < 0:
             raise ValueError(f"num_threads must be >= 0 (0: the OpenMP default), got {self.num_threads}")
-        if self.vector_bits is not None and (isinstance(self.vector_bits, bool) or self.vector_bits not in self.VECTOR_BITS):
-            raise ValueError(f"vector_bits must be one of {', '.join(map(str, self.VECTOR_BITS))}, got {self.vector_bits!r}")
+        if self.vector_bits is not None and (isinstance(self.vector_bits, bool)
+                                             or self.vector_bits not in self.VECTOR_BITS):
+            raise ValueError(f"vector_bits must be one of {', '.join(map(str, self.VECTOR_BITS))}, "
+                             f"got {self.vector_bits!r}")
         if self.cpu and not re.fullmatch(r"[A-Za-z0-9_.-]+", self.cpu):
             raise ValueError(f"malformed CPU name {self.cpu!r}")
         for f in self.features.split(",") if self.features else ():
@@ -107,7 +109,8 @@ class CUDAOptions:
             raise ValueError(f"max_threads_per_block ({self.max_threads_per_block}) must be a multiple of the "
                              f"warp size ({self.warp_size})")
         if self.vector_bits not in self.VECTOR_BITS:
-            raise ValueError(f"vector_bits must be one of {', '.join(map(str, self.VECTOR_BITS))}, got {self.vector_bits}")
+            raise ValueError(f"vector_bits must be one of {', '.join(map(str, self.VECTOR_BITS))}, "
+                             f"got {self.vector_bits}")
 
     def flags(self) -> str:
         return f"-arch={self.arch}"
@@ -122,8 +125,9 @@ class Target:
     """Where code runs: a kind and that kind's options.
 
     Target("llvm"), Target(bounds_check=True) (the kind defaults to "llvm"),
-    Target("llvm -mcpu=haswell"), Target("cuda", CUDAOptions(arch="sm_80")). The kind's option fields read through the target
-    as well (target.vector_bits is target.options.vector_bits).
+    Target("llvm -mcpu=haswell"), Target("cuda", CUDAOptions(arch="sm_80")). The kind's
+    option fields read through the target as well (target.vector_bits is
+    target.options.vector_bits).
     """
 
     kind: str
@@ -215,7 +219,7 @@ def _parse(spec: str):
             raise ValueError(f"malformed option {word!r} in target {spec!r}; write -name=value, e.g. -mcpu=haswell")
         flag, text = m.group(1), m.group(2)
         name = cls.FLAGS.get(flag, flag.replace("-", "_"))
-        if name not in hints or name in ("FLAGS", "VECTOR_BITS"):
+        if name not in _field_names(cls):
             known = sorted(set(cls.FLAGS) | {n.replace("_", "-") for n in _field_names(cls)})
             raise ValueError(f"unknown option -{flag} in target {spec!r}; the {words[0]} target takes "
                              f"{', '.join('-' + k for k in known)}")

@@ -101,7 +101,8 @@ def test_export_then_load_in_a_fresh_process(tmp_path):
                           text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert "gemm <schedlang module C(A: float32[67, 45], B: float32[45, 91], C: float32[67, 91]) target=llvm> True" in lines
+    assert ("gemm <schedlang module C(A: float32[67, 45], B: float32[45, 91], C: float32[67, 91]) target=llvm> True"
+            in lines)
     assert "error: C takes 3 arrays (A, B, C), got 2" in lines
     assert "error: argument 'A' must have dtype float32, got float16" in lines
     a, b, _ = built["elementwise"][1]
@@ -155,3 +156,16 @@ def test_module_info_is_stored_in_the_library(tmp_path):
     info = json.loads(raw[start:raw.index(b"\0", start)])
     assert info["entry"] == "C" and info["openmp"] == (mod.parallel_runtime is not None)
     assert info["params"][2] == {"name": "C", "shape": [67, 91], "dtype": "float32", "output": True}
+
+
+def test_a_library_for_features_this_machine_lacks_is_refused(tmp_path):
+    from schedlang.target.llvm.jit import host_cpu
+    rare = ("avx512fp16", "amx-tile", "avx10.2", "avx512vp2intersect")
+    lacking = [f[1:] for f in host_cpu()[1].split(",") if f.startswith("-") and f[1:] in rare]
+    if not lacking:
+        pytest.skip("the host has every feature this test would ask for")
+    s, args = _elementwise()
+    mod = sl.build(s, args, target=f"llvm -mcpu=x86-64 -mattr=+{lacking[0]}")
+    mod.export_library(str(tmp_path / "foreign.so"))
+    with pytest.raises(ValueError, match=f"features this machine .* lacks: {lacking[0]}"):
+        sl.load_module(str(tmp_path / "foreign.so"))

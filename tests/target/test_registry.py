@@ -84,3 +84,19 @@ def test_the_llvm_backend_refuses_tensors_beyond_32_bit_indices():
     assert "module B(" in sl.lower(s, [A, B], level="kernel", target="cuda")   # the limit is the CPU backend's
     with pytest.raises(ValueError, match="2\\*\\*31 - 1 elements"):
         sl.build(s, [A, B])
+
+
+def _module_level_imports(path):
+    import ast
+    tree = ast.parse(path.read_text())
+    return ["." * n.level + (n.module or "") if isinstance(n, ast.ImportFrom) else n.names[0].name
+            for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+def test_target_is_a_leaf_and_kernel_ir_needs_no_backend():
+    from pathlib import Path
+    root = Path(sl.__file__).parent
+    assert all(not m.startswith(".") for m in _module_level_imports(root / "target" / "target.py"))
+    for path in (root / "kernel").glob("*.py"):
+        for m in _module_level_imports(path):
+            assert not m.startswith("..target.") or m == "..target.target", (path.name, m)

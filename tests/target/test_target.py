@@ -67,7 +67,8 @@ def test_bad_options_are_named(make, error, message):
 def test_target_strings_as_tvm_writes_them():
     t = sl.Target("llvm -mcpu=haswell -mattr=+avx2,-avx512f -num-cores=4")
     assert (t.cpu, t.features, t.num_threads) == ("haswell", "+avx2,-avx512f", 4)
-    assert sl.Target("llvm -bounds-check -threading=serial").options == sl.LLVMOptions(bounds_check=True, threading="serial")
+    want = sl.LLVMOptions(bounds_check=True, threading="serial")
+    assert sl.Target("llvm -bounds-check -threading=serial").options == want
     c = sl.Target("cuda -arch=sm_80 -max_shared_memory_per_block=65536")
     assert (c.arch, c.max_shared_memory_per_block, c.warp_size) == ("sm_80", 65536, 32)
     assert str(c) == "cuda -arch=sm_80" and str(sl.Target("llvm -mcpu=haswell")) == "llvm -mcpu=haswell"

@@ -58,7 +58,8 @@ class LLVMBackend(Backend):
     def stage_names(self, target: Target) -> Sequence[str]:
         return ("llvm", "llvm.opt", "jit")
 
-    def build(self, kernel: KernelModule, target: Target, is_output: Sequence[bool], texts: Dict[str, str]) -> LLVMModule:
+    def build(self, kernel: KernelModule, target: Target, is_output: Sequence[bool],
+              texts: Dict[str, str]) -> LLVMModule:
         check_index_width(kernel)
         runtime = openmp_library() if target.threading == "openmp" else None
         triple, layout = triple_and_layout(target.cpu, target.features)

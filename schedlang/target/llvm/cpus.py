@@ -85,7 +85,8 @@ def _try(cpu: str, features: str) -> Tuple[Catalogue, int, str]:
 
 def _unknown(kind: str, name: str, known) -> ValueError:
     close = difflib.get_close_matches(name, sorted(known), n=4, cutoff=0.6)
-    hint = f"; did you mean {', '.join(close)}?" if close else f"; LLVM knows {len(known)} {kind}s for this machine's architecture"
+    hint = (f"; did you mean {', '.join(close)}?" if close
+            else f"; LLVM knows {len(known)} {kind}s for this machine's architecture")
     return ValueError(f"unknown {kind} {name!r} for the llvm target{hint}")
 
 

@@ -8,6 +8,7 @@ import os
 from ...dtypes import dtype
 from ...expr.nodes import Buffer
 from ..target import LLVMOptions, Target
+from .jit import host_cpu
 from .library import FORMAT, INFO_SYMBOL, VERSION
 from .module import LLVMModule
 from .runtime import openmp_library
@@ -25,10 +26,6 @@ class _Library:
     def global_address(self, name: str) -> int:
         return ctypes.addressof(ctypes.c_char.in_dll(self.lib, name))
 
-    def assembly(self) -> str:
-        raise ValueError("a module loaded from a shared library keeps no source; "
-                         "get_source() works on the module that sl.build returned")
-
 
 class LoadedModule(LLVMModule):
     """A module from sl.load_module(path): the same call, argument checks and timing as the
@@ -36,6 +33,7 @@ class LoadedModule(LLVMModule):
 
     def __init__(self, path: str):
         info, lib = _open(path)
+        _check_host_runs(path, info["options"])
         self.path = path
         self.target = Target("llvm", LLVMOptions(**info["options"]))
         self.name = info["name"]
@@ -50,7 +48,8 @@ class LoadedModule(LLVMModule):
         self._argv_type = ctypes.c_void_p * max(1, len(self.params))
 
     def get_source(self, fmt: str = "ll") -> str:
-        return self._compiled.assembly()
+        raise ValueError("a module loaded from a shared library keeps no source; "
+                         "get_source() works on the module that sl.build returned")
 
     def export_library(self, path: str) -> None:
         raise ValueError("a loaded module cannot be exported again; copy its file instead")
@@ -73,6 +72,19 @@ def _open(path: str):
         raise ValueError(f"{path} holds a schedlang module of format {info.get('format')!r} version "
                          f"{info.get('version')!r}; this schedlang reads {FORMAT!r} version {VERSION}")
     return info, lib
+
+
+def _check_host_runs(path: str, options: dict) -> None:
+    """Refuse a library compiled for CPU features this machine lacks (calling it would die
+    of an illegal instruction). Only switched-on features are known: a library built for
+    a named CPU (-mcpu=...) with no -mattr is not checked."""
+    host = {f[1:] for f in host_cpu()[1].split(",") if f.startswith("+")}
+    wanted = {f[1:] for f in options["features"].split(",") if f.startswith("+")}
+    missing = sorted(wanted - host)
+    if missing:
+        raise ValueError(f"{path} was compiled for CPU {options['cpu']!r} with features this machine "
+                         f"({host_cpu()[0]}) lacks: {', '.join(missing)}; build it again here, or export it for "
+                         "a CPU both machines have (target='llvm -mcpu=...')")
 
 
 def load_module(path: str) -> LoadedModule:
