@@ -170,3 +170,29 @@ def test_gemm_for_a_named_cpu_matches_numpy_when_the_host_can_run_it():
     c = np.zeros((37, 45), "float32")
     mod(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_module_for_a_cpu_this_machine_is_not_can_be_read_but_not_called():
+    rare = ("avx512fp16", "amx-tile", "avx10.2", "avx512vp2intersect")
+    lacking = [f[1:] for f in host_cpu()[1].split(",") if f.startswith("-") and f[1:] in rare]
+    if not lacking:
+        pytest.skip("the host has every feature this test would ask for")
+    s, args = _vector_add()
+    mod = sl.build(s, args, target=f"llvm -mcpu=x86-64 -mattr=+{lacking[0]}")
+    assert "define void @B(ptr" in mod.get_source() and mod.get_source("asm")
+    with pytest.raises(RuntimeError, match=f"B cannot run here: code for CPU 'x86-64' uses what this machine "
+                                           f".* lacks: {lacking[0]}"):
+        _check_runs(mod)
+    if not host_has("avx512f"):
+        with pytest.raises(RuntimeError, match="lacks: 512-bit vectors"):
+            _check_runs(sl.build(s, args, target="llvm -mcpu=skylake-avx512"))
+
+
+def test_why_not_runnable_on_a_pretend_avx2_host():
+    from schedlang.target.llvm.cpus import why_not_runnable
+    avx2_host = ("znver3", "+64bit,+avx,+avx2,+fma,-avx512f,-avx512bw")
+    assert why_not_runnable(*avx2_host, *avx2_host) is None
+    assert why_not_runnable("haswell", "", *avx2_host) is None
+    assert why_not_runnable("skylake-avx512", "", *avx2_host).endswith("lacks: 512-bit vectors")
+    assert why_not_runnable("skylake-avx512", "-avx512f", *avx2_host) is None
+    assert "lacks: avx512bw, avx512f" in why_not_runnable("znver3", "+avx512f,+avx512bw", *avx2_host)

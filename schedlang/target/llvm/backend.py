@@ -16,7 +16,7 @@ from ...schedule.annotate import BIND
 from ..backend import Backend
 from ..target import Target
 from .codegen import render_llvm
-from .cpus import check_cpu, merge_features, vector_bits_of
+from .cpus import check_cpu, merge_features, vector_bits_of, why_not_runnable
 from .jit import CompiledModule, host_cpu, optimize, triple_and_layout
 from .loaded import load_module
 from .module import LLVMModule
@@ -67,7 +67,8 @@ class LLVMBackend(Backend):
         optimized = optimize(source, target.cpu, target.features)                                  # "llvm.opt"
         texts = {**texts, "llvm": source, "llvm.opt": str(optimized)}
         compiled = CompiledModule(optimized, target.cpu, target.features)                          # "jit"
-        return LLVMModule(kernel, is_output, target, texts, compiled, buffer_names, runtime)
+        not_runnable = why_not_runnable(target.cpu, target.features, *host_cpu())
+        return LLVMModule(kernel, is_output, target, texts, compiled, buffer_names, runtime, not_runnable)
 
     def load_module(self, path: str):
         return load_module(path)

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, FrozenSet, Tuple
+from typing import Dict, FrozenSet, Optional, Tuple
 
 _CATALOGUE_END = "<<schedlang: end of catalogue>>"
 
@@ -104,6 +104,26 @@ def check_cpu(cpu: str, features: str, user_features: str) -> int:
     return int(message)
 
 
+def _switched_on(features: str) -> set:
+    return {f[1:] for f in features.split(",") if f.startswith("+")}
+
+
+def why_not_runnable(cpu: str, features: str, host_name: str, host_features: str) -> Optional[str]:
+    """Why machine code for (cpu, features) may not run on the host (an illegal instruction
+    would kill the process), or None. Known: features switched on explicitly, and a named
+    CPU's vector width; a named CPU's other implied features are not visible from llvmlite."""
+    if (cpu, features) == (host_name, host_features):
+        return None
+    missing = sorted(_switched_on(features) - _switched_on(host_features))
+    if not missing and cpu != host_name:
+        bits = check_cpu(cpu, features, "")
+        if bits > vector_bits_of(host_features):
+            missing = [f"{bits}-bit vectors"]
+    if not missing:
+        return None
+    return (f"code for CPU {cpu!r} uses what this machine ({host_name}) lacks: {', '.join(missing)}")
+
+
 def merge_features(base: str, changes: str) -> str:
     """The feature string `base` with the switches in `changes` applied. The changes come
     last, in the user's order, because LLVM applies switches in order and each one carries
@@ -115,5 +135,5 @@ def merge_features(base: str, changes: str) -> str:
 
 def vector_bits_of(features: str) -> int:
     """The widest vector register a flat feature string enables (x86 names)."""
-    on = {f[1:] for f in features.split(",") if f.startswith("+")}
+    on = _switched_on(features)
     return 512 if "avx512f" in on else 256 if on & {"avx", "avx2"} else 128

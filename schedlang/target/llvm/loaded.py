@@ -8,6 +8,7 @@ import os
 from ...dtypes import dtype
 from ...expr.nodes import Buffer
 from ..target import LLVMOptions, Target
+from .cpus import why_not_runnable
 from .jit import host_cpu
 from .library import FORMAT, INFO_SYMBOL, VERSION
 from .module import LLVMModule
@@ -46,6 +47,7 @@ class LoadedModule(LLVMModule):
         self._compiled = _Library(lib)
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._compiled.address(info["entry"]))
         self._argv_type = ctypes.c_void_p * max(1, len(self.params))
+        self._not_runnable = None
 
     def get_source(self, fmt: str = "ll") -> str:
         raise ValueError("a module loaded from a shared library keeps no source; "
@@ -75,16 +77,12 @@ def _open(path: str):
 
 
 def _check_host_runs(path: str, options: dict) -> None:
-    """Refuse a library compiled for CPU features this machine lacks (calling it would die
-    of an illegal instruction). Only switched-on features are known: a library built for
-    a named CPU (-mcpu=...) with no -mattr is not checked."""
-    host = {f[1:] for f in host_cpu()[1].split(",") if f.startswith("+")}
-    wanted = {f[1:] for f in options["features"].split(",") if f.startswith("+")}
-    missing = sorted(wanted - host)
-    if missing:
-        raise ValueError(f"{path} was compiled for CPU {options['cpu']!r} with features this machine "
-                         f"({host_cpu()[0]}) lacks: {', '.join(missing)}; build it again here, or export it for "
-                         "a CPU both machines have (target='llvm -mcpu=...')")
+    """Refuse a library compiled for what this machine lacks (calling it would kill the
+    process with an illegal instruction)."""
+    why = why_not_runnable(options["cpu"], options["features"], *host_cpu())
+    if why:
+        raise ValueError(f"{path} cannot run here: {why}; build it again on this machine, or export it "
+                         "for a CPU both machines have (target='llvm -mcpu=...')")
 
 
 def load_module(path: str) -> LoadedModule:

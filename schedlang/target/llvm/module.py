@@ -26,7 +26,8 @@ class LLVMModule:
     """
 
     def __init__(self, kernel_ir: KernelModule, is_output: Sequence[bool], target: Target, texts: Dict[str, str],
-                 compiled: CompiledModule, buffer_names: List[str], parallel_runtime: Optional[str]):
+                 compiled: CompiledModule, buffer_names: List[str], parallel_runtime: Optional[str],
+                 not_runnable: Optional[str] = None):
         self.target = target
         self.name = kernel_ir.name
         self.params = list(kernel_ir.params)
@@ -38,6 +39,7 @@ class LLVMModule:
         self._compiled = compiled
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._compiled.address(symbol(self.name)))
         self._argv_type = ctypes.c_void_p * max(1, len(self.params))
+        self._not_runnable = not_runnable     # compiled for a CPU this machine is not: why
 
     def get_source(self, fmt: str = "ll") -> str:
         """The generated code: "ll" (LLVM IR as generated), "ll.opt" (after optimisation) or "asm"."""
@@ -55,6 +57,9 @@ class LLVMModule:
         export_library(self, path)
 
     def _pointers(self, arrays: Sequence) -> List[int]:
+        if self._not_runnable:
+            raise RuntimeError(f"{self.name} cannot run here: {self._not_runnable}; get_source() and "
+                               "export_library() work, or build for this machine (target='llvm')")
         if len(arrays) != len(self.params):
             names = ", ".join(b.name for b in self.params)
             raise TypeError(f"{self.name} takes {len(self.params)} arrays ({names}), got {len(arrays)}")
