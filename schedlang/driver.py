@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Sequence
 
+from . import build_cache
 from .errors import ScheduleError
 from .kernel import lower_to_kernel_ir
 from .loop import lower_to_loop_ir, print_func
@@ -106,9 +107,16 @@ def _text(ir) -> str:
     return str(ir)
 
 
-def build(s: Schedule, args: Sequence[Tensor], target="llvm", name: Optional[str] = None):
-    """Compile a schedule into a callable module: mod(*arrays) with arrays in args order."""
+def build(s: Schedule, args: Sequence[Tensor], target="llvm", name: Optional[str] = None,
+          cache: Optional[bool] = None):
+    """Compile a schedule into a callable module: mod(*arrays) with arrays in args order.
+    An identical build (program, steps, args, target, name) returns the module already
+    compiled; cache=False always compiles (see build_cache.py)."""
     target = Target.create(target)
+    return build_cache.cached_build(s, args, target, name, cache, lambda: _build(s, args, target, name))
+
+
+def _build(s: Schedule, args: Sequence[Tensor], target: Target, name: Optional[str]):
     levels = lower_all(s, args, target, name)
     if target.kind == "cuda":
         raise NotImplementedError("the cuda target is not available yet; build with target='llvm'")
