@@ -130,3 +130,12 @@ def test_a_failing_build_is_not_cached():
     with pytest.raises(sl.ScheduleError):
         sl.build(s, [A, B, C, stranger])
     assert build_cache.size() == 0
+
+
+def test_bad_arguments_still_get_builds_errors():
+    s, (A, B, C) = _gemm()
+    with pytest.raises(TypeError, match="expected a schedule"):
+        sl.build(C, [A, B, C])
+    with pytest.raises(TypeError, match="args must be a non-empty list"):
+        sl.build(s, (t for t in [A, B, C]))
+    assert build_cache.size() == 0
