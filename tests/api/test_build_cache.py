@@ -35,15 +35,26 @@ def _check_gemm(mod, order=("A", "B", "C")):
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
 
 
-def test_identical_build_is_a_hit_without_compiling():
+def test_identical_build_is_a_hit_without_compiling(monkeypatch):
+    from schedlang.target.llvm.jit import CompiledModule
+    compiles = []
+    original = CompiledModule.__init__
+
+    def counting(self, *a, **kw):
+        compiles.append(1)
+        original(self, *a, **kw)
+
+    monkeypatch.setattr(CompiledModule, "__init__", counting)
     s1, args1 = _gemm()
     m1 = sl.build(s1, args1)
-    assert (build_cache.stats.hits, build_cache.stats.misses) == (0, 1)
+    assert (build_cache.stats.hits, build_cache.stats.misses, len(compiles)) == (0, 1, 1)
     s2, args2 = _gemm()                     # built separately from the same definition
     m2 = sl.build(s2, args2)
     assert m2 is m1
-    assert (build_cache.stats.hits, build_cache.stats.misses) == (1, 1)
+    assert (build_cache.stats.hits, build_cache.stats.misses, len(compiles)) == (1, 1, 1)   # no LLVM work
     _check_gemm(m2)
+    sl.build(s2, args2, cache=False)
+    assert len(compiles) == 2
 
 
 @pytest.mark.parametrize("change", ["split factor", "split axis", "target option", "module name",

@@ -80,3 +80,9 @@ def test_user_mistakes_stay_type_and_value_errors():
 def test_cast_of_a_scalar_to_a_vector_broadcasts():
     e = sl.cast("float32x4", n)
     assert isinstance(e, Broadcast) and e.dtype == dtype("float32x4") and isinstance(e.value, Cast)
+
+
+def test_a_compute_of_vector_dtype_is_a_type_error():
+    A = sl.placeholder((16,), name="A")
+    with pytest.raises(TypeError, match="compute 'C': the body .* has the vector dtype float32x8"):
+        sl.compute((16,), lambda i: sl.const(1.0, "float32x8") + A[i], name="C")
