@@ -24,6 +24,7 @@ their codecs; a node kind without an entry is an error on both sides, never skip
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -45,6 +46,7 @@ _EXPR_KINDS: Dict[Type, Tuple[str, Fields]] = {}
 _EXPR_BY_KIND: Dict[str, Tuple[Type, Fields]] = {}
 _OP_KINDS: Dict[Type, Tuple[str, Fields]] = {}
 _OP_BY_KIND: Dict[str, Tuple[Type, Fields]] = {}
+_COVERED: Dict[Type, None] = {}      # classes whose entry lists every dataclass field
 
 
 def register_expr(cls: Type, kind: str, fields: Fields) -> None:
@@ -52,12 +54,14 @@ def register_expr(cls: Type, kind: str, fields: Fields) -> None:
     and must be the keyword arguments of cls's constructor."""
     _EXPR_KINDS[cls] = (kind, fields)
     _EXPR_BY_KIND[kind] = (cls, fields)
+    _COVERED.pop(cls, None)
 
 
 def register_op(cls: Type, kind: str, fields: Fields) -> None:
     """Serialise operation class cls as {"kind": kind, ...}, like register_expr."""
     _OP_KINDS[cls] = (kind, fields)
     _OP_BY_KIND[kind] = (cls, fields)
+    _COVERED.pop(cls, None)
 
 
 def _float_value(v: float):
@@ -141,7 +145,19 @@ register_op(ComputeOp, "compute", (("name", "str"), ("axis", "iter_vars"), ("bod
                                    ("attrs", "attrs")))
 
 
+def _check_covered(cls: Type, fields: Fields) -> None:
+    """A dataclass field that the kind's entry does not list would be dropped silently: refuse."""
+    if cls in _COVERED or not dataclasses.is_dataclass(cls):
+        return
+    missing = [f.name for f in dataclasses.fields(cls) if f.name not in {name for name, _ in fields}]
+    if missing:
+        raise TypeError(f"{cls.__name__} has fields {missing} that its entry in tensor/serialize.py does not "
+                        "list; add them (with a codec) so the JSON keeps them")
+    _COVERED[cls] = None
+
+
 def _fields_to_json(enc: "_Encoder", node, kind: str, fields: Fields) -> Dict[str, Any]:
+    _check_covered(type(node), fields)
     data: Dict[str, Any] = {"kind": kind}
     for name, codec in fields:
         data[name] = CODECS[codec][0](enc, getattr(node, name))

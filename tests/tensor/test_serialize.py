@@ -196,3 +196,33 @@ def test_non_json_attrs_are_an_error():
     C = sl.compute((4,), lambda i: A[i], name="C", attrs={"f": object()})
     with pytest.raises(TypeError, match="attribute 'f'"):
         to_json([C])
+
+
+def test_a_field_missing_from_the_table_is_an_error(monkeypatch):
+    """A node kind that gains a field must list it, or serialising refuses (no silent drop)."""
+    import dataclasses as dc
+
+    from schedlang.expr.nodes import Expr
+    from schedlang.tensor import serialize
+
+    @dc.dataclass(frozen=True, eq=False, repr=False)
+    class Fma(Expr):
+        a: Expr
+        b: Expr
+        c: Expr
+        __hash__ = object.__hash__
+
+        @property
+        def dtype(self):
+            return self.a.dtype
+
+    monkeypatch.setattr(serialize, "_EXPR_KINDS", dict(serialize._EXPR_KINDS))
+    monkeypatch.setattr(serialize, "_EXPR_BY_KIND", dict(serialize._EXPR_BY_KIND))
+    serialize.register_expr(Fma, "fma", (("a", "expr"), ("b", "expr")))
+    A = sl.placeholder((4,), name="A")
+    C = sl.compute((4,), lambda i: Fma(A[i], A[i], A[i]), name="C")
+    with pytest.raises(TypeError, match=r"Fma has fields \['c'\] that its entry"):
+        to_json([C])
+    serialize.register_expr(Fma, "fma", (("a", "expr"), ("b", "expr"), ("c", "expr")))   # a few lines add a kind
+    (C2,) = from_json(to_json([C]))
+    assert type(C2.op.body) is Fma and to_json([C2]) == to_json([C])
