@@ -118,7 +118,8 @@ CODECS: Dict[str, Codec] = {
                  lambda dec, v: None if v is None else dec.expr(v)),
     "exprs": (lambda enc, v: [enc.expr(x) for x in v], lambda dec, v: tuple(dec.expr(x) for x in v)),
     "index": (_encode_index, _decode_index),
-    "shape": (lambda enc, v: [_encode_index(enc, x) for x in v], lambda dec, v: tuple(_decode_index(dec, x) for x in v)),
+    "shape": (lambda enc, v: [_encode_index(enc, x) for x in v],
+              lambda dec, v: tuple(_decode_index(dec, x) for x in v)),
     "var": (lambda enc, v: enc.var(v), lambda dec, v: dec.ref(dec.vars, v, "var")),
     "iter_vars": (lambda enc, v: [enc.iter_var(x) for x in v],
                   lambda dec, v: tuple(dec.ref(dec.iter_vars, x, "iter_var") for x in v)),
@@ -298,8 +299,11 @@ def from_json(text: str) -> List[Tensor]:
     missing = [k for k in ("vars", "iter_vars", "reducers", "ops", "outputs") if k not in data]
     if missing:
         raise ValueError(f"Tensor IR JSON: missing fields {missing}")
-    dec = _Decoder(data)
-    return [dec.tensor(ref) for ref in data["outputs"]]
+    try:
+        dec = _Decoder(data)
+        return [dec.tensor(ref) for ref in data["outputs"]]
+    except (KeyError, TypeError, IndexError) as err:     # a field of the wrong shape or missing
+        raise ValueError(f"Tensor IR JSON is malformed: {type(err).__name__}: {err}") from err
 
 
 def workload_key(outputs: Sequence[Tensor]) -> str:

@@ -46,7 +46,8 @@ def test_lowered_levels_verify():
     (For(i, 4, Store(A, (i,), Const(0.0, F32))), "accessed with 1 indices; expected 2"),
     (For(i, 4, Store(A, (i, i), Const(0, I32))), "dtype int32 is stored into buffer 'A' of dtype float32"),
     (For(i, 4, IfThen(i, Store(A, (i, i), Const(0.0, F32)))), "if-condition 'i' has dtype int32"),
-    (Let(j, Const(1.0, F32), Store(A, (j, j), Const(0.0, F32))), "let 'j' of dtype int32 is given a value of dtype float32"),
+    (Let(j, Const(1.0, F32), Store(A, (j, j), Const(0.0, F32))),
+     "let 'j' of dtype int32 is given a value of dtype float32"),
     (For(i, 0, Store(A, (i, i), Const(0.0, F32))), "loop 'i' has extent 0"),
     (Allocate(A, Store(A, (Const(0), Const(0)), Const(0.0, F32))), "buffer 'A' is allocated again"),
 ])

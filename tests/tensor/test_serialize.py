@@ -176,6 +176,10 @@ def test_bad_json_errors():
     with pytest.raises(ValueError, match="missing fields \\['a'\\]"):
         from_json(json.dumps(bad))
     bad = json.loads(to_json([C]))
+    del bad["vars"][0]["dtype"]
+    with pytest.raises(ValueError, match="malformed: KeyError: 'dtype'"):
+        from_json(json.dumps(bad))
+    bad = json.loads(to_json([C]))
     bad["outputs"] = [[7, 0]]
     with pytest.raises(ValueError, match="operation reference 7 is out of range"):
         from_json(json.dumps(bad))
