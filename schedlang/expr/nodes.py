@@ -124,8 +124,8 @@ class Var(Expr):
     __hash__ = object.__hash__
 
     def __post_init__(self):
-        if not isinstance(self.dtype, DType):
-            _invalid("Var", f"'{self.name}' has dtype {self.dtype!r}, not a DType")
+        if not isinstance(self.dtype, DType):       # sl.Var("n", "int64"), as tvm.tir.Var
+            object.__setattr__(self, "dtype", parse_dtype(self.dtype))
 
 
 @dataclass(frozen=True, eq=False, repr=False)

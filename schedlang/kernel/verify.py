@@ -3,11 +3,13 @@
 Besides the statement invariants of loop/verify.py (with flat accesses): kernel names are
 unique; a kernel's parameters are module buffers (arguments or temporaries) and its body
 touches no other buffer; launch axes have distinct tags and variables and positive
-extents, and no loop inside the kernel binds a launch variable again.
+extents, and no loop inside the kernel binds a launch variable again; loops are serial or
+parallel (unrolled and vectorized loops are gone, bound ones lifted into the launch).
 """
 from __future__ import annotations
 
 from ..errors import InternalError
+from ..loop.nodes import PARALLEL, SERIAL
 from ..loop.verify import verify_stmt
 from .nodes import KernelModule
 
@@ -35,5 +37,6 @@ def verify_kernel_module(module: KernelModule, where: str = "Kernel IR") -> Kern
         for a in k.launch:
             if isinstance(a.extent, int) and a.extent <= 0:
                 fail(f"kernel '{k.name}': launch axis {a.tag} has extent {a.extent}")
-        verify_stmt(k.body, k.params, [a.var for a in k.launch], flat=True, where=f"{where}, kernel '{k.name}'")
+        verify_stmt(k.body, k.params, [a.var for a in k.launch], flat=True, where=f"{where}, kernel '{k.name}'",
+                    loop_kinds=(SERIAL, PARALLEL))
     return module

@@ -10,24 +10,29 @@ Invariants:
   and indices are integers;
 - a store's value has the buffer's element dtype, and its lanes agree with the index
   lanes and the predicate's; predicates and if-conditions are bool (conditions scalar);
-- a let's value has its variable's dtype; loop extents are positive.
+- a let's value has its variable's dtype; loop extents are positive, and loop kinds are
+  those of the level (Loop IR: serial only; Kernel IR kernels: serial or parallel).
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional, Set
+from typing import Iterable, Optional, Sequence, Set
 
 from ..errors import InternalError
 from ..expr.functor import walk
 from ..expr.nodes import Buffer, Expr, Load, Var
-from .nodes import Allocate, Barrier, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store
+from .nodes import SERIAL, Allocate, Barrier, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store
+
+LOOP_KINDS = {"Loop": (SERIAL,), "Tile": None}      # None: any kind
 
 
 class _Verifier:
-    def __init__(self, buffers: Iterable[Buffer], free: Iterable[Var], flat: bool, where: str):
+    def __init__(self, buffers: Iterable[Buffer], free: Iterable[Var], flat: bool, where: str,
+                 kinds: Optional[Sequence[str]]):
         self.buffers: Set[int] = {id(b) for b in buffers}
         self.bound: Set[int] = {id(v) for v in free}
         self.flat = flat
         self.where = where
+        self.kinds = kinds
 
     def fail(self, problem: str, node=None):
         text = f"{self.where}: {problem}"
@@ -72,6 +77,8 @@ class _Verifier:
             self.fail(f"loop '{s.var.name}' has extent {s.extent}", s)
         if isinstance(s.extent, Expr):
             self.expr(s.extent, s)
+        if self.kinds is not None and s.kind not in self.kinds:
+            self.fail(f"loop '{s.var.name}' is {s.kind}; loops here are {' or '.join(self.kinds)}", s)
         self.bind(s.var, s)
         self.stmt(s.body)
         self.bound.discard(id(s.var))
@@ -125,14 +132,16 @@ class _Verifier:
 
 
 def verify_stmt(body: Stmt, buffers: Iterable[Buffer], free_vars: Iterable[Var] = (), flat: bool = False,
-                where: str = "verify") -> None:
+                where: str = "verify", loop_kinds: Optional[Sequence[str]] = None) -> None:
     """Check body's invariants; buffers are those in scope around it (parameters), free_vars
-    the variables bound outside it. flat: Kernel IR (one index per access)."""
-    _Verifier(buffers, free_vars, flat, where).stmt(body)
+    the variables bound outside it. flat: Kernel IR (one index per access); loop_kinds: the
+    loop kinds allowed (None: any)."""
+    _Verifier(buffers, free_vars, flat, where, loop_kinds).stmt(body)
 
 
 def verify_func(func: Func, level: str, where: Optional[str] = None) -> None:
     """Check a Loop IR or Tile IR function."""
     if len({id(b) for b in func.params}) != len(func.params):
         raise InternalError(f"{where or level}: function '{func.name}' lists a parameter twice")
-    verify_stmt(func.body, func.params, (), flat=False, where=where or f"{level} IR of '{func.name}'")
+    verify_stmt(func.body, func.params, (), flat=False, where=where or f"{level} IR of '{func.name}'",
+                loop_kinds=LOOP_KINDS.get(level))

@@ -35,7 +35,6 @@ x, n, p = Var("x", F32), Var("n", I32), Var("p", B)
     (lambda: Load(Buffer("A", (4,), F32), (x,)), r"Load: 'A' indexed with 'x' of dtype float32"),
     (lambda: Load(Buffer("A", (4,), F32), (n,), n), r"Load: the predicate must be bool"),
     (lambda: Const(1.5, I32), r"Const: float value 1.5 for integer dtype int32"),
-    (lambda: Var("v", "int32"), r"Var: 'v' has dtype 'int32', not a DType"),
 ])
 def test_broken_nodes_raise_internal_error(build, match):
     with pytest.raises(InternalError, match=match) as info:
@@ -75,6 +74,12 @@ def test_user_mistakes_stay_type_and_value_errors():
         sl.cast("float32x4", Broadcast(n, 8))
     C = sl.compute((4,), lambda i: (k[i] << 1) ^ ~k[i], name="C")      # integers are fine
     assert C.dtype == I32
+
+
+def test_var_takes_a_dtype_string_as_tvm():
+    assert sl.Var("n", "int64").dtype == dtype("int64")
+    with pytest.raises(ValueError, match="unsupported dtype 'int7'"):
+        sl.Var("n", "int7")
 
 
 def test_cast_of_a_scalar_to_a_vector_broadcasts():

@@ -128,3 +128,15 @@ def test_kernel_pipeline_is_verified(monkeypatch):
     tile = lower_all(s, [A_, B_, C_], sl.Target.create("llvm"), upto="tile")["tile"]
     with pytest.raises(InternalError, match="Kernel IR of 'C' after forget_loops"):
         lower_to_kernel_ir(tile, sl.Target.create("llvm"))
+
+
+def test_loop_kinds_of_each_level():
+    from schedlang.loop.nodes import Func, VECTORIZED
+    body = For(i, 4, For(j, 8, Store(A, (i, j), Const(0.0, F32)), VECTORIZED))
+    verify_func(Func("f", (A,), body), "Tile")
+    with pytest.raises(InternalError, match="loop 'j' is vectorized; loops here are serial"):
+        verify_func(Func("f", (A,), body), "Loop")
+    m = _module()
+    vec = dataclasses.replace(m.kernels[0], body=For(i, 32, Store(flat, (i,), Const(0.0, F32)), VECTORIZED))
+    with pytest.raises(InternalError, match="loop 'i' is vectorized; loops here are serial or parallel"):
+        verify_kernel_module(dataclasses.replace(m, kernels=(vec,)))
