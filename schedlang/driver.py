@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Sequence, Union
 
+from . import build_cache
 from .errors import ScheduleError
 from .kernel import lower_to_kernel_ir
 from .loop import lower_to_loop_ir, print_func
@@ -113,12 +114,14 @@ def _text(ir) -> str:
 
 
 def build(inputs: Union[Schedule, LoweredFunc], args: Optional[Sequence[Tensor]] = None, target=None,
-          name: Optional[str] = None):
+          name: Optional[str] = None, cache: Optional[bool] = None):
     """Compile into a callable module: mod(*arrays) with arrays in args order.
 
     As tvm.build: build(s, args, target="llvm", name=None), or build(sl.lower(s, args), target=...).
     target is a string ("llvm", "llvm -mcpu=haswell", "cuda") or a Target; by default "llvm",
-    or for a lowered function the target it was lowered for."""
+    or for a lowered function the target it was lowered for. An identical build of a schedule
+    (program, steps, args, target, name) returns the module already compiled; cache=False
+    always compiles (see build_cache.py)."""
     if isinstance(inputs, LoweredFunc) and isinstance(args, (str, Target)) and target is None:
         args, target = None, args            # build(lowered, "llvm")
     if target is None:
@@ -133,8 +136,16 @@ def build(inputs: Union[Schedule, LoweredFunc], args: Optional[Sequence[Tensor]]
     else:
         if args is None:
             raise TypeError("build(s, args, target=...) needs the argument tensors, in call order")
-        levels = lower_all(inputs, args, target, name)
-        is_output = _is_output(inputs, args)
+        return build_cache.cached_build(inputs, args, target, name, cache,
+                                        lambda: _build(inputs, args, target, name))
+    return _build_levels(levels, target, is_output)
+
+
+def _build(s: Schedule, args: Sequence[Tensor], target: Target, name: Optional[str]):
+    return _build_levels(lower_all(s, args, target, name), target, _is_output(s, args))
+
+
+def _build_levels(levels: Dict[str, object], target: Target, is_output):
     texts = {k: _text(v) for k, v in levels.items()}
     return get_backend(target.kind).build(levels["kernel"], target, is_output, texts)
 

@@ -31,17 +31,35 @@ class ScheduleError(ValueError):
             text += f"\n  hint: {hint}"
         super().__init__(text)
 
+    def __reduce__(self):
+        # Rebuilt from the fields, so it survives pickling (process pools, Dask measurers).
+        return (_rebuild_schedule_error, (type(self), self.primitive, self.stage, self.problem, self.axis,
+                                          self.choices, self.hint))
+
 
 class LoweringError(RuntimeError):
     """A program could not be lowered; the message names the lowering stage."""
 
     def __init__(self, stage: str, problem: str):
         self.stage = stage
+        self.problem = problem
         super().__init__(f"{stage}: {problem}")
+
+    def __reduce__(self):
+        return (type(self), (self.stage, self.problem))
 
 
 class InternalError(RuntimeError):
     """An invariant of the compiler itself was broken: a bug in schedlang."""
 
     def __init__(self, problem: str):
+        self.problem = problem
         super().__init__(f"internal error (a bug in schedlang, please report it): {problem}")
+
+    def __reduce__(self):
+        return (type(self), (self.problem,))
+
+
+def _rebuild_schedule_error(cls, primitive, stage, problem, axis, choices, hint) -> ScheduleError:
+    """Unpickle a ScheduleError (its keyword-only fields rule out a plain args tuple)."""
+    return cls(primitive, stage, problem, axis=axis, choices=choices, hint=hint)

@@ -1,5 +1,13 @@
 """Shared test options: --update-golden rewrites the golden IR files instead of comparing."""
+import os
+
 import pytest
+
+# Verify the IR after every lowering pass in every test (schedlang/verify.py reads this at import).
+os.environ.setdefault("SCHEDLANG_VERIFY", "1")
+import schedlang.verify  # noqa: E402
+
+schedlang.verify.ENABLED = os.environ["SCHEDLANG_VERIFY"] != "0"
 
 
 def pytest_addoption(parser):

@@ -12,6 +12,40 @@ from dataclasses import dataclass
 from typing import Any, Optional, Tuple, Union
 
 from ..dtypes import DType, boolean, dtype as parse_dtype, float32, int32, int64, promote
+from ..errors import InternalError
+
+# The operations each node accepts. A new Binary op goes into BINARY_OPS (and into
+# BITWISE_OPS too when floats may not use it); the printer and renderers must know it too.
+ARITHMETIC_OPS = ["add", "sub", "mul", "div", "floordiv", "floormod", "min", "max"]
+BITWISE_OPS = ["bitand", "bitor", "bitxor", "shl", "shr"]     # integers and bools only
+BINARY_OPS = ARITHMETIC_OPS + BITWISE_OPS
+COMPARE_OPS = ["lt", "le", "gt", "ge", "eq", "ne"]
+LOGICAL_OPS = ["and", "or"]
+
+
+def _invalid(node: str, problem: str):
+    """A node built with broken invariants: a compiler bug (user input is checked by the builders)."""
+    raise InternalError(f"{node}: {problem}")
+
+
+def _check_operand(node: str, e) -> None:
+    if not isinstance(e, Expr):
+        _invalid(node, f"operand {e!r} is a {type(e).__name__}, not an Expr")
+
+
+def _check_pair(node: str, op: str, ops, a, b) -> None:
+    if op not in ops:
+        _invalid(node, f"unknown op {op!r}; valid ops: {', '.join(ops)}")
+    _check_operand(node, a)
+    _check_operand(node, b)
+    if a.dtype != b.dtype:
+        _invalid(node, f"'{op}' of mismatched dtypes {a.dtype} and {b.dtype}")
+
+
+def _check_bool(node: str, what: str, e) -> None:
+    _check_operand(node, e)
+    if not e.dtype.is_bool:
+        _invalid(node, f"{what} must be bool, got dtype {e.dtype}")
 
 
 class ExprOps:
@@ -89,15 +123,25 @@ class Var(Expr):
 
     __hash__ = object.__hash__
 
+    def __post_init__(self):
+        if not isinstance(self.dtype, DType):       # sl.Var("n", "int64"), as tvm.tir.Var
+            object.__setattr__(self, "dtype", parse_dtype(self.dtype))
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Const(Expr):
-    """A literal of a given dtype."""
+    """A literal of a given dtype (a vector dtype means the value in every lane)."""
 
     value: Union[int, float, bool]
     dtype: DType = int32
 
     __hash__ = object.__hash__
+
+    def __post_init__(self):
+        if not isinstance(self.dtype, DType):
+            _invalid("Const", f"dtype {self.dtype!r} is not a DType")
+        if self.dtype.is_int and isinstance(self.value, float) and math.isfinite(self.value):
+            _invalid("Const", f"float value {self.value!r} for integer dtype {self.dtype}")
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -109,6 +153,11 @@ class Binary(Expr):
     b: Expr
 
     __hash__ = object.__hash__
+
+    def __post_init__(self):
+        _check_pair("Binary", self.op, BINARY_OPS, self.a, self.b)
+        if self.op in BITWISE_OPS and self.a.dtype.is_float:
+            _invalid("Binary", f"bitwise '{self.op}' on float dtype {self.a.dtype}")
 
     @property
     def dtype(self) -> DType:
@@ -124,6 +173,9 @@ class Compare(Expr):
     b: Expr
 
     __hash__ = object.__hash__
+
+    def __post_init__(self):
+        _check_pair("Compare", self.op, COMPARE_OPS, self.a, self.b)
 
     @property
     def dtype(self) -> DType:
@@ -148,6 +200,10 @@ class Logical(Expr):
 
     __hash__ = object.__hash__
 
+    def __post_init__(self):
+        _check_pair("Logical", self.op, LOGICAL_OPS, self.a, self.b)
+        _check_bool("Logical", "operand", self.a)
+
     @property
     def dtype(self) -> DType:
         return self.a.dtype
@@ -158,6 +214,9 @@ class Not(Expr):
     a: Expr
 
     __hash__ = object.__hash__
+
+    def __post_init__(self):
+        _check_bool("Not", "the operand", self.a)
 
     @property
     def dtype(self) -> DType:
@@ -180,6 +239,16 @@ class Select(Expr):
 
     __hash__ = object.__hash__
 
+    def __post_init__(self):
+        _check_bool("Select", "the condition", self.cond)
+        _check_operand("Select", self.true_value)
+        _check_operand("Select", self.false_value)
+        t, f = self.true_value.dtype, self.false_value.dtype
+        if t != f:
+            _invalid("Select", f"branches of mismatched dtypes {t} and {f}")
+        if self.cond.dtype.lanes not in (1, t.lanes):
+            _invalid("Select", f"a condition of {self.cond.dtype.lanes} lanes selects between {t.lanes} lanes")
+
     @property
     def dtype(self) -> DType:
         return self.true_value.dtype
@@ -192,6 +261,13 @@ class Cast(Expr):
 
     __hash__ = object.__hash__
 
+    def __post_init__(self):
+        _check_operand("Cast", self.value)
+        if not isinstance(self.dtype, DType):
+            _invalid("Cast", f"target dtype {self.dtype!r} is not a DType")
+        if self.dtype.lanes != self.value.dtype.lanes:
+            _invalid("Cast", f"cast of {self.value.dtype} to {self.dtype} changes the lanes")
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Call(Expr):
@@ -203,6 +279,14 @@ class Call(Expr):
 
     __hash__ = object.__hash__
 
+    def __post_init__(self):
+        if not isinstance(self.args, tuple):
+            _invalid("Call", f"{self.name}: args must be a tuple, got {type(self.args).__name__}")
+        for a in self.args:
+            _check_operand("Call", a)
+        if not isinstance(self.dtype, DType):
+            _invalid("Call", f"{self.name}: dtype {self.dtype!r} is not a DType")
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Ramp(Expr):
@@ -213,6 +297,15 @@ class Ramp(Expr):
     lanes: int
 
     __hash__ = object.__hash__
+
+    def __post_init__(self):
+        _check_operand("Ramp", self.base)
+        _check_operand("Ramp", self.stride)
+        if self.base.dtype != self.stride.dtype or self.base.dtype.lanes != 1:
+            _invalid("Ramp", f"base and stride must be scalars of one dtype, got {self.base.dtype} "
+                     f"and {self.stride.dtype}")
+        if not isinstance(self.lanes, int) or self.lanes < 1:
+            _invalid("Ramp", f"lanes must be a positive int, got {self.lanes!r}")
 
     @property
     def dtype(self) -> DType:
@@ -227,6 +320,13 @@ class Broadcast(Expr):
     lanes: int
 
     __hash__ = object.__hash__
+
+    def __post_init__(self):
+        _check_operand("Broadcast", self.value)
+        if self.value.dtype.lanes != 1:
+            _invalid("Broadcast", f"the value must be a scalar, got dtype {self.value.dtype}")
+        if not isinstance(self.lanes, int) or self.lanes < 1:
+            _invalid("Broadcast", f"lanes must be a positive int, got {self.lanes!r}")
 
     @property
     def dtype(self) -> DType:
@@ -280,6 +380,16 @@ class Load(Expr):
     predicate: Optional[Expr] = None
 
     __hash__ = object.__hash__
+
+    def __post_init__(self):
+        if not isinstance(self.indices, tuple):
+            _invalid("Load", f"'{self.buffer.name}': indices must be a tuple")
+        for i in self.indices:
+            _check_operand("Load", i)
+            if not i.dtype.is_int:
+                _invalid("Load", f"'{self.buffer.name}' indexed with '{i}' of dtype {i.dtype}; indices are integers")
+        if self.predicate is not None:
+            _check_bool("Load", "the predicate", self.predicate)
 
     @property
     def dtype(self) -> DType:
@@ -346,6 +456,9 @@ def binary(op: str, a, b) -> Expr:
     a, b = _coerce_pair(a, b)
     if a.dtype.is_bool and op in ("add", "sub", "mul", "div", "floordiv", "floormod"):
         raise TypeError(f"arithmetic '{op}' on bool expressions '{a}' and '{b}'; cast them first")
+    if a.dtype.is_float and op in BITWISE_OPS:
+        raise TypeError(f"bitwise '{op}' on float expressions '{a}' and '{b}' of dtype {a.dtype}; "
+                        "bitwise operations need integers")
     if op in ("floordiv", "floormod") and a.dtype.is_float:
         if op == "floordiv":
             return Call("floor", (Binary("div", a, b),), a.dtype)
@@ -383,6 +496,10 @@ def cast(target, value) -> Expr:
         return value
     if isinstance(value, Const) and target.lanes == 1:
         return const(value.value if not target.is_int else int(value.value), target)
+    if target.lanes != value.dtype.lanes:
+        if value.dtype.lanes != 1:
+            raise TypeError(f"cannot cast '{value}' of dtype {value.dtype} to {target}: the lanes differ")
+        return Broadcast(cast(target.element(), value), target.lanes)   # as TVM: a scalar fills every lane
     return Cast(target, value)
 
 

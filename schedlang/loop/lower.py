@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from ..tensor.op import Tensor
+from ..verify import check_func
 from .build import build_func, full_region
 from .nodes import Func
 from .plan import snapshot
@@ -13,4 +14,4 @@ from .plan import snapshot
 def lower_to_loop_ir(schedule, args: Sequence[Tensor], name: Optional[str] = None) -> Func:
     program = snapshot(schedule, args, name, plain=True)
     regions = {p.name: full_region(p) for p in program.plans if not p.is_input}
-    return build_func(program, regions)
+    return check_func(build_func(program, regions), "Loop")

@@ -181,6 +181,9 @@ def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "", att
     if isinstance(body, (tuple, list)):
         raise TypeError(f"compute '{name}': multiple outputs are not supported; return one expression")
     body = as_expr(body)
+    if body.dtype.lanes != 1:
+        raise TypeError(f"compute '{name}': the body '{body}' has the vector dtype {body.dtype}; "
+                        "tensor elements are scalars (vectorize a loop in the schedule instead)")
     _check_body(name, body, axes)
     return ComputeOp(name, axes, body, tag, tuple(sorted((attrs or {}).items()))).output(0)
 

@@ -9,9 +9,10 @@ from ..loop.build import build_func
 from ..loop.nodes import Func
 from ..loop.plan import snapshot
 from ..tensor.op import Tensor
+from ..verify import check_func
 from .bound import infer_regions
 
 
 def lower_to_tile_ir(schedule, args: Sequence[Tensor], name: Optional[str] = None) -> Func:
     program = snapshot(schedule, args, name, plain=False)
-    return build_func(program, infer_regions(program))
+    return check_func(build_func(program, infer_regions(program)), "Tile")

@@ -70,8 +70,19 @@ def test_golden_ir(name, level, update_golden):
     s, args = PROGRAMS[name]()
     text = sl.lower(s, args, level=level, target=sl.Target("llvm", vector_bits=256)) + "\n"
     path = GOLDEN / f"{name}.{level}.txt"
-    if update_golden or not path.exists():
+    if update_golden:
         path.write_text(text)
-        if not update_golden:
-            pytest.skip(f"wrote new golden file {path.name}")
+        return
+    check_golden_exists(path)
     assert text == path.read_text(), f"{path.name} changed; rerun with --update-golden if intended"
+
+
+def check_golden_exists(path) -> None:
+    """A missing golden file fails (a deleted or renamed one must not pass silently)."""
+    if not path.exists():
+        pytest.fail(f"golden output missing: {path}; run with --update-golden")
+
+
+def test_missing_golden_file_fails(tmp_path):
+    with pytest.raises(pytest.fail.Exception, match=r"golden output missing: .*nothing\.txt; run with --update-golden"):
+        check_golden_exists(tmp_path / "nothing.txt")

@@ -8,7 +8,7 @@ from ...errors import InternalError
 from ...expr.nodes import (Binary, Broadcast, Buffer, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
                            Ramp, Select, Var)
 from .mathlib import MATH_FUNCTIONS, math_declarations, math_function
-from .types import compute_type, literal, memory_type, scalar_compute, signed, vec
+from .types import compute_type, constant, memory_type, scalar_compute, signed, vec
 
 FAST_MATH = "reassoc contract nsz"
 _FLOAT_OPS = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}
@@ -67,7 +67,7 @@ class ExprEmitter:
         return self.env[e]
 
     def expr_Const(self, e: Const) -> str:
-        return literal(e.value, e.dtype)
+        return constant(e.value, e.dtype)
 
     def expr_Broadcast(self, e: Broadcast) -> str:
         value = self.expr(e.value)
@@ -113,8 +113,8 @@ class ExprEmitter:
         c = e.b.value if isinstance(e.b, Const) else None
         if c is not None and c > 0 and c & (c - 1) == 0:     # powers of two: exact shifts and masks
             if e.op == "floordiv":
-                return self.fn.emit(f"ashr {ty} {a}, {c.bit_length() - 1}", "div")
-            return self.fn.emit(f"and {ty} {a}, {c - 1}", "mod")
+                return self.fn.emit(f"ashr {ty} {a}, {constant(c.bit_length() - 1, dt)}", "div")
+            return self.fn.emit(f"and {ty} {a}, {constant(c - 1, dt)}", "mod")
         q = self.fn.emit(f"sdiv {ty} {a}, {b}", "q")
         r = self.fn.emit(f"srem {ty} {a}, {b}", "r")
         zero = "zeroinitializer" if dt.lanes > 1 else "0"
@@ -216,14 +216,12 @@ class ExprEmitter:
         if e.name == "sigmoid":   # double precision: 1 / (1 + exp(-x))
             neg = self.fn.emit(f"fneg {ty} {args[0]}", "neg")
             ex = self.intrinsic("exp", ty, [neg], "exp")
-            one = literal(1.0, e.dtype.element())
-            one = one if e.dtype.lanes == 1 else f"splat ({scalar_compute(e.dtype)} {one})"
+            one = constant(1.0, e.dtype)
             den = self.fn.emit(f"fadd {FAST_MATH} {ty} {one}, {ex}", "den")
             return self.fn.emit(f"fdiv {FAST_MATH} {ty} {one}, {den}", "sigmoid")
         if e.name == "rsqrt":
             root = self.intrinsic("sqrt", ty, args, "sqrt")
-            one = literal(1.0, e.dtype.element())
-            one = one if e.dtype.lanes == 1 else f"splat ({scalar_compute(e.dtype)} {one})"
+            one = constant(1.0, e.dtype)
             return self.fn.emit(f"fdiv {FAST_MATH} {ty} {one}, {root}", "rsqrt")
         if e.name == "pow":
             return self.intrinsic("pow", ty, args, "pow")

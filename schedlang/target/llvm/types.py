@@ -56,5 +56,12 @@ def literal(value, dt: DType) -> str:
     return str(int(value))
 
 
+def constant(value, dt: DType) -> str:
+    """A constant of dt in its compute type: a scalar literal, or a splat for a vector dtype
+    (LLVM rejects a scalar literal where a vector operand is expected)."""
+    scalar = literal(value, dt.element())
+    return scalar if dt.lanes == 1 else f"splat ({scalar_compute(dt)} {scalar})"
+
+
 def signed(dt: DType) -> bool:
     return dt.kind == "int"

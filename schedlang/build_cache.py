@@ -1,0 +1,99 @@
+"""An in-memory cache of built modules, so that building the same schedule of the same
+program for the same target again returns the module already compiled (LLVM is 80 % of
+build time).
+
+The key is everything that determines the code:
+- the workload key of the program (tensor/serialize.py: canonical, id-free, with names),
+- the schedule's steps as JSON (steps name stages and axes by their unique names, so the
+  same steps on the same program are the same schedule),
+- the stage name of each argument, in the caller's order (the module's parameters follow
+  args, so a different order is a different module),
+- the target (a frozen, comparable object, every option included) and the module name.
+
+The cache holds at most MAX_MODULES modules and drops the least recently used. Turn it
+off for one build with ``sl.build(..., cache=False)`` or for the process with
+``schedlang.build_cache.ENABLED = False``.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable, Hashable, Optional, Sequence
+
+from .errors import ScheduleError
+
+ENABLED = True
+MAX_MODULES = 64
+
+
+@dataclass
+class CacheStats:
+    """hits: builds answered from the cache; misses: builds that compiled and were stored."""
+
+    hits: int = 0
+    misses: int = 0
+
+
+stats = CacheStats()
+_modules: "OrderedDict[Hashable, object]" = OrderedDict()
+_lock = threading.Lock()
+
+
+def clear() -> None:
+    """Forget every cached module and reset the counters."""
+    with _lock:
+        _modules.clear()
+        stats.hits = stats.misses = 0
+
+
+def size() -> int:
+    """Modules held now."""
+    return len(_modules)
+
+
+def _target_key(target) -> Hashable:
+    try:
+        hash(target)
+        return target
+    except TypeError:             # an unhashable target still has a complete repr
+        return repr(target)
+
+
+def build_key(s, args: Sequence, target, name: Optional[str]) -> Optional[Hashable]:
+    """The cache key of building s with args for target, or None when the build cannot be
+    keyed (an argument that is not a stage of s: the build itself will say why)."""
+    from .schedule import Schedule
+    from .tensor.serialize import workload_key
+    # args are iterated once only here (build() needs them too); bad input is left to build().
+    if not isinstance(s, Schedule) or not isinstance(args, (list, tuple)):
+        return None
+    try:
+        arg_stages = tuple(s[a].name for a in args)
+        program = workload_key([op.output(0) for op in s._user_outputs])
+    except (ScheduleError, TypeError, ValueError):   # not a stage of s; a compute attr that is not JSON
+        return None
+    return (program, s.to_json(), arg_stages, _target_key(target), name)
+
+
+def cached_build(s, args: Sequence, target, name: Optional[str], enabled: Optional[bool],
+                 build: Callable[[], object]):
+    """build()'s module, or the cached one built from an equal key."""
+    use = ENABLED if enabled is None else enabled
+    key = build_key(s, args, target, name) if use else None
+    if key is None:
+        return build()
+    with _lock:
+        module = _modules.get(key)
+        if module is not None:
+            _modules.move_to_end(key)
+            stats.hits += 1
+            return module
+    module = build()
+    with _lock:
+        _modules[key] = module
+        _modules.move_to_end(key)
+        stats.misses += 1
+        while len(_modules) > MAX_MODULES:
+            _modules.popitem(last=False)
+    return module
