@@ -9,7 +9,7 @@ parallel (unrolled and vectorized loops are gone, bound ones lifted into the lau
 from __future__ import annotations
 
 from ..errors import InternalError
-from ..loop.nodes import PARALLEL, SERIAL
+from ..loop.nodes import PARALLEL, SERIAL, UNROLLED
 from ..loop.verify import verify_stmt
 from .nodes import KernelModule
 
@@ -38,5 +38,5 @@ def verify_kernel_module(module: KernelModule, where: str = "Kernel IR") -> Kern
             if isinstance(a.extent, int) and a.extent <= 0:
                 fail(f"kernel '{k.name}': launch axis {a.tag} has extent {a.extent}")
         verify_stmt(k.body, k.params, [a.var for a in k.launch], flat=True, where=f"{where}, kernel '{k.name}'",
-                    loop_kinds=(SERIAL, PARALLEL))
+                    loop_kinds=(SERIAL, PARALLEL, UNROLLED))   # a backend may leave unrolling to its compiler
     return module

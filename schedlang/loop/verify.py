@@ -11,7 +11,8 @@ Invariants:
 - a store's value has the buffer's element dtype, and its lanes agree with the index
   lanes and the predicate's; predicates and if-conditions are bool (conditions scalar);
 - a let's value has its variable's dtype; loop extents are positive, and loop kinds are
-  those of the level (Loop IR: serial only; Kernel IR kernels: serial or parallel).
+  those of the level (Loop IR: serial only; Kernel IR kernels: serial, parallel, or unrolled
+  where the backend's pass list leaves unrolling to its own compiler).
 """
 from __future__ import annotations
 

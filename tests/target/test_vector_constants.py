@@ -16,7 +16,7 @@ from schedlang.expr.nodes import Binary, Broadcast, Call, Cast, Compare, Const, 
 from schedlang.loop.functor import StmtMutator
 from schedlang.target.llvm.builder import FunctionText
 from schedlang.target.llvm.codegen import FunctionEmitter, ModuleState
-from schedlang.target.llvm.module import LLVMModule
+from schedlang.target.registry import get_backend
 from schedlang.target.llvm.types import compute_type
 
 from tests.helpers import assert_matches_reference
@@ -116,7 +116,7 @@ def test_kernel_ir_with_vector_consts_builds_and_runs(name):
     kernel_ir = lower_all(s, args, target)["kernel"]
     kernels = tuple(dataclasses.replace(k, body=_InStmts().visit(k.body)) for k in kernel_ir.kernels)
     rewritten = dataclasses.replace(kernel_ir, kernels=kernels)
-    mod = LLVMModule(rewritten, [False, True], target, {})
+    mod = get_backend("llvm").build(rewritten, target, [False, True], {})
     a = (np.random.default_rng(0).standard_normal(37) * 20).astype(dt)
     got = np.zeros(37, dt)
     mod(a, got)
