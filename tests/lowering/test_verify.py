@@ -11,7 +11,7 @@ from schedlang.driver import lower_all
 from schedlang.errors import InternalError
 from schedlang.expr.nodes import Broadcast, Buffer, Const, Load, Ramp, Var
 from schedlang.kernel.lower import lower_to_kernel_ir
-from schedlang.kernel.nodes import Kernel, KernelModule, LaunchAxis
+from schedlang.kernel.nodes import Kernel, KernelModule, LaunchAxis, LaunchKind
 from schedlang.kernel.verify import verify_kernel_module
 from schedlang.loop.functor import StmtMutator
 from schedlang.loop.nodes import Allocate, For, IfThen, Let, Store
@@ -81,11 +81,11 @@ def test_kernel_module_invariants():
     with pytest.raises(InternalError, match="takes buffer 'S', which is neither an argument nor a temporary"):
         verify_kernel_module(bad)
     w = Var("w")
-    two = (LaunchAxis("worker", w, 4), LaunchAxis("worker", Var("v"), 4))
+    two = (LaunchAxis("worker", w, 4, LaunchKind.CPU_WORKER), LaunchAxis("worker", Var("v"), 4, LaunchKind.CPU_WORKER))
     bad = dataclasses.replace(m, kernels=(dataclasses.replace(m.kernels[0], launch=two),))
     with pytest.raises(InternalError, match="repeated axes"):
         verify_kernel_module(bad)
-    rebinding = dataclasses.replace(m.kernels[0], launch=(LaunchAxis("worker", i, 4),))
+    rebinding = dataclasses.replace(m.kernels[0], launch=(LaunchAxis("worker", i, 4, LaunchKind.CPU_WORKER),))
     with pytest.raises(InternalError, match="variable 'i' is bound again"):
         verify_kernel_module(dataclasses.replace(m, kernels=(rebinding,)))
     twice = dataclasses.replace(m, kernels=(m.kernels[0], m.kernels[0]))
@@ -122,12 +122,12 @@ def test_run_passes_names_the_pass_that_broke_the_ir(monkeypatch):
 def test_kernel_pipeline_is_verified(monkeypatch):
     """A Kernel IR pass that breaks an invariant fails in lowering, naming the pass."""
     import schedlang.kernel.lower as kl
-    monkeypatch.setattr(kl, "unroll_loops", forget_loops)
+    monkeypatch.setattr(kl, "unroll_loops", forget_loops)     # standard_passes reads it at call time
     A_, B_, C_ = programs.gemm(4, 4, 4)
     s = sl.create_schedule(C_.op)
     tile = lower_all(s, [A_, B_, C_], sl.Target.create("llvm"), upto="tile")["tile"]
-    with pytest.raises(InternalError, match="Kernel IR of 'C' after forget_loops"):
-        lower_to_kernel_ir(tile, sl.Target.create("llvm"))
+    with pytest.raises(InternalError, match="Kernel IR of 'C' after unroll_loops"):
+        lower_to_kernel_ir(tile, kl.standard_passes(sl.Target.create("llvm")))
 
 
 def test_loop_kinds_of_each_level():
