@@ -9,7 +9,7 @@ from .kernel import lower_to_kernel_ir
 from .loop import lower_to_loop_ir, print_func
 from .loop.nodes import Func
 from .schedule import Schedule
-from .schedule.annotate import BIND, PARALLEL as PARALLEL_ANNOTATION
+from .schedule.annotate import BIND, PARALLEL as PARALLEL_ANNOTATION, check_unroll_products
 from .target.target import Target
 from .tile import lower_to_tile_ir
 from .tensor.op import PlaceholderOp, Tensor
@@ -63,6 +63,7 @@ def lower_all(s: Schedule, args: Sequence[Tensor], target: Target, name: Optiona
     Loop IR, Tile IR, Kernel IR. Only Kernel IR depends on the target."""
     _check_schedule(s)
     _check_parallel_nesting(s)
+    check_unroll_products(s, _enclosing_loops)
     levels: Dict[str, object] = {"tensor": print_tensor_ir(s.outputs, _stage_ops(s, args))}
     if upto == "tensor":
         return levels

@@ -110,13 +110,19 @@ class _Evaluator:
         self.values = values
         self.env = env
         self.guarded = guarded   # inside an if_then_else branch: clamp reads instead of failing
+        self.memo = {}           # id(node) -> (node, value): a shared subexpression is evaluated once
 
     def eval(self, e: Expr):
+        hit = self.memo.get(id(e))
+        if hit is not None:
+            return hit[1]
         method = getattr(self, "eval_" + type(e).__name__, None)
         if method is None:
             raise TypeError(f"reference: cannot evaluate {type(e).__name__} '{e}'")
         with np.errstate(all="ignore"):
-            return method(e)
+            value = method(e)
+        self.memo[id(e)] = (e, value)
+        return value
 
     def eval_Var(self, e: Var):
         return self.env[e]

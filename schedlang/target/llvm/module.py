@@ -9,9 +9,12 @@ import numpy as np
 
 from ...kernel.nodes import KernelModule
 from ..target import Target
+from . import forksafe
+from .arguments import resolve_arguments
 from .codegen import render_llvm, symbol
 from .jit import CompiledModule, triple_and_layout
 from .runtime import openmp_library
+from .status import StatusRecord, raise_for_status
 
 
 def _describe(x) -> str:
@@ -31,14 +34,17 @@ class LLVMModule:
         self.params = list(kernel_ir.params)
         self._is_output = list(is_output)
         self.parallel_runtime = openmp_library() if target.threading == "openmp" else None
+        if self.parallel_runtime:
+            forksafe.bind_flag()
         triple, layout = triple_and_layout(target.cpu, target.features)
         self._source, self._buffer_names = render_llvm(kernel_ir, target, triple, layout,
                                                        self.parallel_runtime is not None)
         self.ir = dict(texts)
         self.ir["llvm"] = self._source
         self._compiled = CompiledModule(self._source, target.cpu, target.features)
-        self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._compiled.address(symbol(self.name)))
-        self._argv_type = ctypes.c_void_p * max(1, len(self.params))
+        self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(self._compiled.address(symbol(self.name)))
+        self._argv_type = ctypes.c_void_p * (len(self.params) + 1)     # + the call's status record
+        self._launches_threads = "@GOMP_parallel" in self._source
 
     def get_source(self, fmt: str = "ll") -> str:
         """The generated code: "ll" (LLVM IR as generated), "ll.opt" (after optimisation) or "asm"."""
@@ -67,24 +73,26 @@ class LLVMModule:
         return ptrs
 
     def __call__(self, *arrays) -> None:
-        argv = self._argv_type(*self._pointers(arrays))
-        self._fn(argv)
-        if self.target.bounds_check:
-            self._raise_out_of_bounds()
-
-    def _raise_out_of_bounds(self) -> None:
-        count = ctypes.c_int64.from_address(self._compiled.global_address("sl.oob.count"))
-        if count.value:
-            where = (ctypes.c_int64 * 2).from_address(self._compiled.global_address("sl.oob.where"))
-            n, buffer, index = count.value, self._buffer_names[where[0]], where[1]
-            count.value = 0
-            raise IndexError(f"{self.name}: {n} out-of-bounds access(es); the first touched {buffer}[{index}] "
-                             "(a bug in schedlang's lowering if the program reads only inside its tensors)")
+        arrays = resolve_arguments(self.params, arrays, self._is_output)   # kept alive for the call
+        status = StatusRecord()
+        argv = self._argv_type(*self._pointers(arrays), ctypes.addressof(status))
+        if self._launches_threads:
+            forksafe.before_parallel_call()
+        if self._fn(argv) or any(status):
+            raise_for_status(self.name, status, self._buffer_names)
 
     def time(self, *arrays, number: int = 10, repeat: int = 3) -> float:
         """Best mean seconds per call over `repeat` runs of `number` calls (after one warm-up)."""
-        argv = self._argv_type(*self._pointers(arrays))
-        self._fn(argv)
+        for what, value in (("number", number), ("repeat", repeat)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"time(): {what} must be a positive integer, got {value!r}")
+        arrays = resolve_arguments(self.params, arrays, self._is_output)
+        status = StatusRecord()
+        argv = self._argv_type(*self._pointers(arrays), ctypes.addressof(status))
+        if self._launches_threads:
+            forksafe.before_parallel_call()
+        if self._fn(argv) or any(status):
+            raise_for_status(self.name, status, self._buffer_names)
         best = float("inf")
         for _ in range(repeat):
             start = time.perf_counter()
