@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Dict, Optional, Sequence
 
 from .errors import ScheduleError
+from .limits import recursion_guard
 from .kernel import lower_to_kernel_ir
 from .loop import lower_to_loop_ir, print_func
 from .loop.nodes import Func
@@ -92,8 +93,9 @@ def lower(s: Schedule, args: Sequence[Tensor], name: Optional[str] = None, level
     the scheduled loop nest, like tvm.lower), kernel, or all."""
     if level not in LEVELS + ("all",):
         raise ValueError(f"unknown IR level {level!r}; choose one of {', '.join(LEVELS + ('all',))}")
-    levels = lower_all(s, args, Target.create(target), name, upto="kernel" if level == "all" else level)
-    texts = {k: _text(v) for k, v in levels.items()}
+    with recursion_guard("lower"):
+        levels = lower_all(s, args, Target.create(target), name, upto="kernel" if level == "all" else level)
+        texts = {k: _text(v) for k, v in levels.items()}
     if level == "all":
         return "\n\n".join(f"# ---- {k} IR ----\n{t}" for k, t in texts.items())
     return texts[level]
@@ -110,7 +112,8 @@ def _text(ir) -> str:
 def build(s: Schedule, args: Sequence[Tensor], target="llvm", name: Optional[str] = None):
     """Compile a schedule into a callable module: mod(*arrays) with arrays in args order."""
     target = Target.create(target)
-    levels = lower_all(s, args, target, name)
+    with recursion_guard("lower"):
+        levels = lower_all(s, args, target, name)
     if target.kind == "cuda":
         raise NotImplementedError("the cuda target is not available yet; build with target='llvm'")
     for b in levels["kernel"].params + levels["kernel"].temps:
@@ -119,4 +122,5 @@ def build(s: Schedule, args: Sequence[Tensor], target="llvm", name: Optional[str
                              "limited to 2**31 - 1 elements for now")
     from .target.llvm.module import LLVMModule
     is_output = [not isinstance(s[a].op, PlaceholderOp) for a in args]
-    return LLVMModule(levels["kernel"], is_output, target, {k: _text(v) for k, v in levels.items()})
+    with recursion_guard("build"):
+        return LLVMModule(levels["kernel"], is_output, target, {k: _text(v) for k, v in levels.items()})

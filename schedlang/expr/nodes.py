@@ -80,6 +80,20 @@ class Expr(ExprOps):
         return f"<{type(self).__name__} {self}>"
 
 
+
+def cached_dtype(compute):
+    """A dtype property computed from the children once and then kept: asking the children
+    on every access recursed as deep as the expression (a chain of a few hundred additions
+    hit Python's recursion limit while the user built it, and took quadratic time)."""
+    def get(self):
+        dt = self.__dict__.get("_dtype")
+        if dt is None:
+            dt = compute(self)
+            object.__setattr__(self, "_dtype", dt)
+        return dt
+    get.__doc__ = compute.__doc__
+    return property(get)
+
 @dataclass(frozen=True, eq=False, repr=False)
 class Var(Expr):
     """A scalar variable: a loop index, an axis, or a combiner operand. Compared by identity."""
@@ -110,7 +124,7 @@ class Binary(Expr):
 
     __hash__ = object.__hash__
 
-    @property
+    @cached_dtype
     def dtype(self) -> DType:
         return self.a.dtype
 
@@ -125,7 +139,7 @@ class Compare(Expr):
 
     __hash__ = object.__hash__
 
-    @property
+    @cached_dtype
     def dtype(self) -> DType:
         return boolean.with_lanes(self.a.dtype.lanes)
 
@@ -148,7 +162,7 @@ class Logical(Expr):
 
     __hash__ = object.__hash__
 
-    @property
+    @cached_dtype
     def dtype(self) -> DType:
         return self.a.dtype
 
@@ -159,7 +173,7 @@ class Not(Expr):
 
     __hash__ = object.__hash__
 
-    @property
+    @cached_dtype
     def dtype(self) -> DType:
         return self.a.dtype
 
@@ -180,7 +194,7 @@ class Select(Expr):
 
     __hash__ = object.__hash__
 
-    @property
+    @cached_dtype
     def dtype(self) -> DType:
         return self.true_value.dtype
 
@@ -214,7 +228,7 @@ class Ramp(Expr):
 
     __hash__ = object.__hash__
 
-    @property
+    @cached_dtype
     def dtype(self) -> DType:
         return self.base.dtype.with_lanes(self.lanes)
 
@@ -228,7 +242,7 @@ class Broadcast(Expr):
 
     __hash__ = object.__hash__
 
-    @property
+    @cached_dtype
     def dtype(self) -> DType:
         return self.value.dtype.with_lanes(self.lanes)
 

@@ -158,7 +158,8 @@ class _Simplifier(ExprMutator):
         if e.dtype.lanes > 1:
             return Binary(e.op, a, b)
         if e.dtype.is_float:
-            return self._float_identities(e.op, a, b) or Binary(e.op, a, b)
+            same = self._float_identities(e.op, a, b)     # an Expr has no truth value: no `or`
+            return same if same is not None else Binary(e.op, a, b)
         if e.op in ("add", "sub", "mul"):
             if e.op == "mul" and not isinstance(a, Const) and not isinstance(b, Const):
                 return Binary("mul", a, b)
