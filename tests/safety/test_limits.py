@@ -1,7 +1,6 @@
 """Compiler limits refuse clearly instead of hanging or crashing: shared subexpressions
 lower in linear time, deep expressions and oversized unrolls are refused, large locals
 leave the stack."""
-import re
 
 import numpy as np
 import pytest

@@ -57,3 +57,21 @@ def test_modules_build_from_several_threads_at_once():
         b = np.zeros_like(a)
         mod(a, b)
         np.testing.assert_allclose(b, np.exp(a) * f + a, rtol=1e-5)
+
+
+def test_out_of_bounds_in_a_parallel_loop_reaches_the_call():
+    # The status record travels through GOMP_parallel's context to the worker threads.
+    A = sl.placeholder((16,), name="A")
+    idx = sl.placeholder((64,), dtype="int32", name="idx")
+    B = sl.compute((64,), lambda i: A[idx[i]], name="B")
+    s = sl.create_schedule(B.op)
+    s[B].parallel(B.op.axis[0])
+    mod = sl.build(s, [A, idx, B], target=CHECKED)
+    where = np.zeros(64, "int32")
+    where[50] = 77
+    with pytest.raises(IndexError, match=r"B: 1 out-of-bounds access\(es\); the first touched A\[77\]"):
+        mod(np.ones(16, "float32"), where, np.zeros(64, "float32"))
+    where[50] = 3
+    b = np.zeros(64, "float32")
+    mod(np.arange(16, dtype="float32"), where, b)      # the next call starts with a clean record
+    assert np.array_equal(b, np.arange(16, dtype="float32")[where])

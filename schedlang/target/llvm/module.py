@@ -73,19 +73,11 @@ class LLVMModule:
         return ptrs
 
     def __call__(self, *arrays) -> None:
-        arrays = resolve_arguments(self.params, arrays, self._is_output)   # kept alive for the call
-        status = StatusRecord()
-        argv = self._argv_type(*self._pointers(arrays), ctypes.addressof(status))
-        if self._launches_threads:
-            forksafe.before_parallel_call()
-        if self._fn(argv) or any(status):
-            raise_for_status(self.name, status, self._buffer_names)
+        self._run_once(arrays)
 
-    def time(self, *arrays, number: int = 10, repeat: int = 3) -> float:
-        """Best mean seconds per call over `repeat` runs of `number` calls (after one warm-up)."""
-        for what, value in (("number", number), ("repeat", repeat)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"time(): {what} must be a positive integer, got {value!r}")
+    def _run_once(self, arrays):
+        """One checked call. Returns the argument vector and what it points to (resolved copies
+        of lazily negated tensors, the call's status record): keep them alive to call again."""
         arrays = resolve_arguments(self.params, arrays, self._is_output)
         status = StatusRecord()
         argv = self._argv_type(*self._pointers(arrays), ctypes.addressof(status))
@@ -93,6 +85,14 @@ class LLVMModule:
             forksafe.before_parallel_call()
         if self._fn(argv) or any(status):
             raise_for_status(self.name, status, self._buffer_names)
+        return argv, arrays, status
+
+    def time(self, *arrays, number: int = 10, repeat: int = 3) -> float:
+        """Best mean seconds per call over `repeat` runs of `number` calls (after one warm-up)."""
+        for what, value in (("number", number), ("repeat", repeat)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"time(): {what} must be a positive integer, got {value!r}")
+        argv, _arrays, _status = self._run_once(arrays)      # the warm-up, checked
         best = float("inf")
         for _ in range(repeat):
             start = time.perf_counter()
