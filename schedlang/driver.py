@@ -6,12 +6,13 @@ from typing import Dict, Optional, Sequence, Union
 
 from . import build_cache
 from .errors import ScheduleError
+from .limits import recursion_guard
 from .kernel import lower_to_kernel_ir
 from .loop import lower_to_loop_ir, print_func
 from .loop.nodes import Func
 from .lowered import LoweredFunc
 from .schedule import Schedule
-from .schedule.annotate import PARALLEL as PARALLEL_ANNOTATION
+from .schedule.annotate import PARALLEL as PARALLEL_ANNOTATION, check_unroll_products
 from .target.registry import get_backend
 from .target.target import Target
 from .tile import lower_to_tile_ir
@@ -56,6 +57,7 @@ def lower_all(s: Schedule, args: Sequence[Tensor], target: Target, name: Optiona
     backend checks the schedule and gives the Kernel IR passes."""
     _check_schedule(s)
     _check_parallel_nesting(s)
+    check_unroll_products(s, _enclosing_loops)
     levels: Dict[str, object] = {"tensor": print_tensor_ir(s.outputs, _stage_ops(s, args))}
     if upto == "tensor":
         return levels
@@ -91,8 +93,9 @@ def lower(s: Schedule, args: Sequence[Tensor], name: Optional[str] = None, level
     if level not in LEVELS + ("all",):
         raise ValueError(f"unknown IR level {level!r}; choose one of {', '.join(LEVELS + ('all',))}")
     target = Target.create(target)
-    levels = lower_all(s, args, target, name, upto="kernel" if level == "all" else level)
-    texts = {k: _text(v) for k, v in levels.items()}
+    with recursion_guard("lower"):
+        levels = lower_all(s, args, target, name, upto="kernel" if level == "all" else level)
+        texts = {k: _text(v) for k, v in levels.items()}
     if level == "all":
         text = "\n\n".join(f"# ---- {k} IR ----\n{t}" for k, t in texts.items())
     else:
@@ -142,12 +145,15 @@ def build(inputs: Union[Schedule, LoweredFunc], args: Optional[Sequence[Tensor]]
 
 
 def _build(s: Schedule, args: Sequence[Tensor], target: Target, name: Optional[str]):
-    return _build_levels(lower_all(s, args, target, name), target, _is_output(s, args))
+    with recursion_guard("lower"):
+        levels = lower_all(s, args, target, name)
+    return _build_levels(levels, target, _is_output(s, args))
 
 
 def _build_levels(levels: Dict[str, object], target: Target, is_output):
     texts = {k: _text(v) for k, v in levels.items()}
-    return get_backend(target.kind).build(levels["kernel"], target, is_output, texts)
+    with recursion_guard("build"):
+        return get_backend(target.kind).build(levels["kernel"], target, is_output, texts)
 
 
 def _kernel_levels(lowered: LoweredFunc, target: Target) -> Dict[str, object]:

@@ -1,7 +1,7 @@
 """Integer interval analysis: constant bounds, and symbolic bounds with some variables relaxed."""
 from __future__ import annotations
 
-from typing import Mapping, Optional, Tuple
+from typing import Dict, Mapping, Optional, Tuple
 
 from .nodes import Binary, Cast, Const, Expr, Select, Var, binary
 from .functor import free_vars
@@ -10,20 +10,31 @@ Interval = Tuple[Optional[int], Optional[int]]   # None = unbounded on that side
 VarRanges = Mapping[Var, Tuple[int, int]]        # inclusive [lo, hi]
 
 
-def const_bounds(e: Expr, ranges: VarRanges) -> Interval:
-    """Inclusive constant bounds of an integer expression, given inclusive ranges of variables."""
+def const_bounds(e: Expr, ranges: VarRanges, _memo: Optional[Dict[int, tuple]] = None) -> Interval:
+    """Inclusive constant bounds of an integer expression, given inclusive ranges of variables
+    (once per distinct node: a shared subexpression is bounded once, _memo)."""
+    if isinstance(e, (Const, Var)):
+        return _const_bounds(e, ranges, _memo)
+    _memo = {} if _memo is None else _memo
+    hit = _memo.get(id(e))
+    if hit is None:
+        hit = _memo[id(e)] = (e, _const_bounds(e, ranges, _memo))
+    return hit[1]
+
+
+def _const_bounds(e: Expr, ranges: VarRanges, memo) -> Interval:
     if isinstance(e, Const):
         return (int(e.value), int(e.value)) if not isinstance(e.value, float) else (None, None)
     if isinstance(e, Var):
         return ranges.get(e, (None, None))
     if isinstance(e, Cast) and e.dtype.is_int and e.value.dtype.is_int:
-        return const_bounds(e.value, ranges)
+        return const_bounds(e.value, ranges, memo)
     if isinstance(e, Select):
-        t, f = const_bounds(e.true_value, ranges), const_bounds(e.false_value, ranges)
+        t, f = const_bounds(e.true_value, ranges, memo), const_bounds(e.false_value, ranges, memo)
         return _min_opt(t[0], f[0]), _max_opt(t[1], f[1])
     if isinstance(e, Binary) and e.dtype.is_int:
-        a = const_bounds(e.a, ranges)
-        b = const_bounds(e.b, ranges)
+        a = const_bounds(e.a, ranges, memo)
+        b = const_bounds(e.b, ranges, memo)
         return _binary_bounds(e.op, a, b)
     return (None, None)
 

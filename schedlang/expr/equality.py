@@ -3,23 +3,30 @@ themselves, every other node is equal to any node of the same type and equal fie
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any
+from typing import Any, Dict, Optional, Set, Tuple
 
 from .nodes import Buffer, Const, Expr, Var
 
 
-def equal(a: Any, b: Any) -> bool:
-    """Structural equality: identical variables, buffers and tensors; equal everything else."""
+def equal(a: Any, b: Any, _same: Optional[Set[Tuple[int, int]]] = None) -> bool:
+    """Structural equality: identical variables, buffers and tensors; equal everything else.
+    Pairs of shared subexpressions already found equal are not compared again (_same)."""
     if a is b:
         return True
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(equal(x, y, _same) for x, y in zip(a, b))
     if type(a) is not type(b):
         return False
     if isinstance(a, Expr) and not isinstance(a, Var):
         if isinstance(a, Const):
             return a.dtype == b.dtype and a.value == b.value and type(a.value) is type(b.value)
-        return all(equal(getattr(a, f.name), getattr(b, f.name)) for f in fields(a))
+        _same = set() if _same is None else _same
+        if (id(a), id(b)) in _same:
+            return True
+        if all(equal(getattr(a, f.name), getattr(b, f.name), _same) for f in fields(a)):
+            _same.add((id(a), id(b)))    # a and b stay alive during the call: ids are not reused
+            return True
+        return False
     if isinstance(a, (Expr, Buffer)):
         return False
     try:
@@ -28,14 +35,37 @@ def equal(a: Any, b: Any) -> bool:
         return False
 
 
-def key(e: Any) -> Any:
-    """A hashable structural key: two expressions are equal iff their keys are equal."""
+class _Key(tuple):
+    """The key of a compound node; its hash is computed once, so that hashing the key of an
+    expression with shared subexpressions (whose keys are shared too) takes linear time."""
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("hash")
+        if h is None:
+            h = self.__dict__["hash"] = tuple.__hash__(self)
+        return h
+
+    def __eq__(self, other) -> bool:
+        return self is other or (isinstance(other, tuple) and hash(self) == hash(other) and tuple.__eq__(self, other))
+
+    def __ne__(self, other) -> bool:
+        return not self == other
+
+
+def key(e: Any, _memo: Optional[Dict[int, Any]] = None) -> Any:
+    """A hashable structural key: two expressions are equal iff their keys are equal.
+    A subexpression shared by several parents gets one key object (_memo, by identity)."""
     if isinstance(e, (tuple, list)):
-        return tuple(key(x) for x in e)
+        return tuple(key(x, _memo) for x in e)
     if isinstance(e, Const):
         return ("Const", e.value, type(e.value).__name__, e.dtype)
     if isinstance(e, Expr) and not isinstance(e, Var):
-        return (type(e).__name__,) + tuple(key(getattr(e, f.name)) for f in fields(e))
+        _memo = {} if _memo is None else _memo
+        hit = _memo.get(id(e))
+        if hit is None:
+            k = _Key((type(e).__name__,) + tuple(key(getattr(e, f.name), _memo) for f in fields(e)))
+            hit = _memo[id(e)] = (e, k)
+        return hit[1]
     if isinstance(e, (Var, Buffer)) or hasattr(e, "__dataclass_fields__") or not _hashable(e):
         return ("id", id(e))
     return e

@@ -35,14 +35,47 @@ def children(e: Expr) -> Iterator[Expr]:
             yield from (v for v in value if isinstance(v, Expr))
 
 
+def rewrite_post_order(e: Expr, post: Callable[[Expr], Expr]) -> Expr:
+    """post applied to every node after its children were rewritten, once per distinct node:
+    an expression that shares subexpressions (`e = e + e`, or a producer inlined twice) is
+    a DAG, and rewriting it as a tree would take time exponential in its depth."""
+    memo: Dict[int, tuple] = {}
+
+    def go(node: Expr) -> Expr:
+        hit = memo.get(id(node))
+        if hit is not None:
+            return hit[1]
+        new = post(map_children(node, go))
+        memo[id(node)] = (node, new)    # the node is kept alive, so its id is not reused
+        return new
+
+    return go(e)
+
+
 class ExprMutator:
-    """Rewrites bottom-up; subclasses override visit_<NodeName> for the nodes they care about."""
+    """Rewrites bottom-up; subclasses override visit_<NodeName> for the nodes they care about.
+
+    Within one top-level visit, each distinct node (by identity) is visited once and its
+    result reused where the node is shared; so a mutator's result for a node must not
+    depend on where in the expression the node sits."""
+
+    _memo = None
 
     def visit(self, e: Expr) -> Expr:
+        memo = self._memo
+        if memo is None:
+            self._memo = {}
+            try:
+                return self.visit(e)
+            finally:
+                self._memo = None
+        hit = memo.get(id(e))
+        if hit is not None:
+            return hit[1]
         method = getattr(self, "visit_" + type(e).__name__, None)
-        if method is not None:
-            return method(e)
-        return map_children(e, self.visit)
+        new = method(e) if method is not None else map_children(e, self.visit)
+        memo[id(e)] = (e, new)
+        return new
 
 
 def substitute(e: Expr, mapping: Mapping[Var, Expr]) -> Expr:
@@ -50,19 +83,20 @@ def substitute(e: Expr, mapping: Mapping[Var, Expr]) -> Expr:
     if not mapping:
         return e
 
-    def go(node: Expr) -> Expr:
-        if isinstance(node, Var):
-            return mapping.get(node, node)
-        return map_children(node, go)
+    def post(node: Expr) -> Expr:
+        return mapping.get(node, node) if isinstance(node, Var) else node
 
-    return go(e)
+    return rewrite_post_order(e, post)
 
 
 def walk(e: Expr) -> Iterator[Expr]:
-    """Every node of e, parents before children."""
-    stack = [e]
+    """Every distinct node of e (a node shared by several parents once), parents before children."""
+    stack, seen = [e], set()
     while stack:
         node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
         yield node
         stack.extend(reversed(list(children(node))))
 

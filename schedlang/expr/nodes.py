@@ -114,6 +114,20 @@ class Expr(ExprOps):
         return f"<{type(self).__name__} {self}>"
 
 
+
+def cached_dtype(compute):
+    """A dtype property computed from the children once and then kept: asking the children
+    on every access recursed as deep as the expression (a chain of a few hundred additions
+    hit Python's recursion limit while the user built it, and took quadratic time)."""
+    def get(self):
+        dt = self.__dict__.get("_dtype")
+        if dt is None:
+            dt = compute(self)
+            object.__setattr__(self, "_dtype", dt)
+        return dt
+    get.__doc__ = compute.__doc__
+    return property(get)
+
 @dataclass(frozen=True, eq=False, repr=False)
 class Var(Expr):
     """A scalar variable: a loop index, an axis, or a combiner operand. Compared by identity."""
@@ -159,7 +173,7 @@ class Binary(Expr):
         if self.op in BITWISE_OPS and self.a.dtype.is_float:
             _invalid("Binary", f"bitwise '{self.op}' on float dtype {self.a.dtype}")
 
-    @property
+    @cached_dtype
     def dtype(self) -> DType:
         return self.a.dtype
 
@@ -177,7 +191,7 @@ class Compare(Expr):
     def __post_init__(self):
         _check_pair("Compare", self.op, COMPARE_OPS, self.a, self.b)
 
-    @property
+    @cached_dtype
     def dtype(self) -> DType:
         return boolean.with_lanes(self.a.dtype.lanes)
 
@@ -204,7 +218,7 @@ class Logical(Expr):
         _check_pair("Logical", self.op, LOGICAL_OPS, self.a, self.b)
         _check_bool("Logical", "operand", self.a)
 
-    @property
+    @cached_dtype
     def dtype(self) -> DType:
         return self.a.dtype
 
@@ -218,7 +232,7 @@ class Not(Expr):
     def __post_init__(self):
         _check_bool("Not", "the operand", self.a)
 
-    @property
+    @cached_dtype
     def dtype(self) -> DType:
         return self.a.dtype
 
@@ -249,7 +263,7 @@ class Select(Expr):
         if self.cond.dtype.lanes not in (1, t.lanes):
             _invalid("Select", f"a condition of {self.cond.dtype.lanes} lanes selects between {t.lanes} lanes")
 
-    @property
+    @cached_dtype
     def dtype(self) -> DType:
         return self.true_value.dtype
 
@@ -307,7 +321,7 @@ class Ramp(Expr):
         if not isinstance(self.lanes, int) or self.lanes < 1:
             _invalid("Ramp", f"lanes must be a positive int, got {self.lanes!r}")
 
-    @property
+    @cached_dtype
     def dtype(self) -> DType:
         return self.base.dtype.with_lanes(self.lanes)
 
@@ -328,7 +342,7 @@ class Broadcast(Expr):
         if not isinstance(self.lanes, int) or self.lanes < 1:
             _invalid("Broadcast", f"lanes must be a positive int, got {self.lanes!r}")
 
-    @property
+    @cached_dtype
     def dtype(self) -> DType:
         return self.value.dtype.with_lanes(self.lanes)
 

@@ -1,7 +1,7 @@
 """flatten_buffers: multi-dimensional buffer accesses become one flat index."""
 from __future__ import annotations
 
-from ..expr.functor import map_children
+from ..expr.functor import rewrite_post_order
 from ..expr.nodes import Buffer, Const, Expr, Load, binary
 from ..loop.functor import StmtMutator
 from ..loop.nodes import Stmt, Store
@@ -18,12 +18,11 @@ def flat_index(buffer: Buffer, indices) -> Expr:
 
 class _Flatten(StmtMutator):
     def visit_expr(self, e: Expr) -> Expr:
-        def go(node: Expr) -> Expr:
-            node = map_children(node, go)
+        def post(node: Expr) -> Expr:
             if isinstance(node, Load):
                 return Load(node.buffer, (flat_index(node.buffer, node.indices),), node.predicate)
             return node
-        return go(e)
+        return rewrite_post_order(e, post)
 
     def visit_Store(self, s: Store) -> Stmt:
         value = self.visit_expr(s.value)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from ..expr.functor import substitute, uses_var, walk
+from ..expr.functor import children, substitute, uses_var, walk
 from ..expr.nodes import (Binary, Broadcast, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Ramp,
                           Select, Var, binary)
 from ..expr.simplify import linear_form, simplify
@@ -54,16 +54,34 @@ class _Lanes:
         self.var = var
         self.lanes = lanes
         self.ranges = dict(ranges)
+        self.memo: Dict[Tuple[int, int], Tuple[Expr, Expr]] = {}   # (id(e), id(pred)) -> (e, result)
+        self.varying: Dict[int, bool] = {}                         # id(e) -> e uses var
+
+    def uses_var(self, e: Expr) -> bool:
+        """Whether e depends on the vectorized variable, once per distinct node."""
+        hit = self.varying.get(id(e))
+        if hit is None:
+            hit = self.varying[id(e)] = e is self.var or any(self.uses_var(c) for c in children(e))
+        return hit
 
     # -- expressions --
     def expr(self, e: Expr, pred: Optional[Expr] = None) -> Expr:
+        """e over the lanes, under the lane mask pred; a node shared by several parents is
+        rewritten once for each mask (the result depends only on the node and the mask)."""
+        k = (id(e), id(pred))
+        hit = self.memo.get(k)
+        if hit is None:
+            hit = self.memo[k] = (e, self.lanes_expr(e, pred), pred)
+        return hit[1]
+
+    def lanes_expr(self, e: Expr, pred: Optional[Expr]) -> Expr:
         if isinstance(e, Var):
             return Ramp(Const(0, e.dtype), Const(1, e.dtype), self.lanes) if e is self.var else e
         if isinstance(e, Const):
             return e
         if e.dtype.lanes > 1 or isinstance(e, (Ramp, Broadcast)):
             raise Scalarize("it contains another vectorized loop")
-        if not uses_var(e, self.var) and pred is None:
+        if not self.uses_var(e) and pred is None:
             return e
         if isinstance(e, Binary):
             return self.binary(e.op, self.expr(e.a, pred), self.expr(e.b, pred))
@@ -162,7 +180,9 @@ class _Lanes:
             if s.kind == PARALLEL:
                 raise Scalarize(f"parallel loop {s.var.name} is inside it")
             self.ranges[s.var] = (0, s.extent - 1)
+            self.memo.clear()       # results simplified with the loop's range hold only inside it
             body = self.stmt(s.body)
+            self.memo.clear()
             del self.ranges[s.var]
             return s.with_body(body)
         if isinstance(s, Allocate):

@@ -12,7 +12,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from ..errors import ScheduleError
 from ..expr.bounds import const_bounds
-from ..expr.functor import map_children, substitute, uses_var
+from ..expr.functor import rewrite_post_order, substitute, uses_var
 from ..expr.equality import key
 from ..expr.nodes import Buffer, Const, Expr, Load, Var, binary, logical
 from ..expr.simplify import simplify
@@ -87,8 +87,7 @@ class _FuncBuilder:
 
     # -- expressions --------------------------------------------------------------------
     def lower_reads(self, e: Expr) -> Expr:
-        def go(node: Expr) -> Expr:
-            node = map_children(node, go)
+        def post(node: Expr) -> Expr:
             if isinstance(node, TensorRead):
                 src = self.program.producer(node)
                 offs = self.offsets[src.name]
@@ -96,7 +95,7 @@ class _FuncBuilder:
                             for i, o in zip(node.indices, offs))
                 return Load(self.buffers[src.name], idx)
             return node
-        return go(e)
+        return rewrite_post_order(e, post)
 
     # -- one stage ----------------------------------------------------------------------
     def stage_nest(self, plan: StagePlan) -> Stmt:

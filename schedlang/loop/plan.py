@@ -6,7 +6,8 @@ from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ScheduleError
-from ..expr.functor import map_children, substitute
+from ..expr.equality import key
+from ..expr.functor import rewrite_post_order, substitute
 from ..expr.nodes import Expr
 from ..tensor.axis import IterVar
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
@@ -161,16 +162,20 @@ def inline_stages(program: Program) -> Program:
     bodies: Dict[str, ComputeOp] = {}     # inlined stage name -> its (already inlined) op
     plans: List[StagePlan] = []
 
+    substituted: Dict[object, Expr] = {}   # equal reads of an inlined stage share one copy of its body
+
     def inline(e: Expr) -> Expr:
-        def go(node: Expr) -> Expr:
-            node = map_children(node, go)
+        def post(node: Expr) -> Expr:
             if isinstance(node, TensorRead):
                 src = program.plan_of_op[node.tensor.op]
                 if src.attach_type == "inline":
                     op = bodies[src.name]
-                    return substitute(op.body, {a.var: i for a, i in zip(op.axis, node.indices)})
+                    k = (src.name, key(node.indices))
+                    if k not in substituted:
+                        substituted[k] = substitute(op.body, {a.var: i for a, i in zip(op.axis, node.indices)})
+                    return substituted[k]
             return node
-        return go(e)
+        return rewrite_post_order(e, post)
 
     for p in program.plans:
         if isinstance(p.op, ComputeOp):

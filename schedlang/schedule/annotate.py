@@ -10,6 +10,11 @@ from . import steps
 UNROLL, VECTORIZE, PARALLEL, BIND = "unroll", "vectorize", "parallel", "bind"
 PRAGMAS = {"auto_unroll_max_step": "unroll loops nested inside this one whose total trip count is at most the value",
            "unroll_explicit": "accepted for TVM compatibility; unrolling is always explicit here"}
+# The most copies of a loop body that unrolling may make, counting nested unrolled loops
+# (their trip counts multiply, also across compute_at): every copy is emitted as LLVM IR,
+# and LLVM's compile time grows faster than linearly with function size (a random conv2d
+# schedule of ~9,000 LLVM lines took 1.9 s in the O3 pipeline). Beyond ~1024 copies a loop
+# is faster kept as a loop anyway.
 MAX_UNROLL = 1024
 
 
@@ -25,6 +30,30 @@ class Annotation:
 
 
 
+def _check_unroll_product(primitive: str, stage: str, axis: str, loops) -> None:
+    """loops: (name, trip count) of nested unrolled loops; their product is the number of body copies."""
+    total = 1
+    for _, ext in loops:
+        total *= ext
+    if total > MAX_UNROLL:
+        product = " * ".join(f"{n}({e})" for n, e in loops)
+        raise ScheduleError(primitive, stage, f"nested unrolled loops would make {product} = {total} copies of "
+                            f"the body, more than the limit of {MAX_UNROLL} (MAX_UNROLL)", axis=axis,
+                            hint="unroll fewer or shorter loops (split and unroll only the inner part)")
+
+
+def check_unroll_products(schedule, enclosing_loops) -> None:
+    """Refuse a schedule whose unrolled loops, nested through compute_at, multiply past
+    MAX_UNROLL. enclosing_loops(stage) gives the (stage, axis) loops around its attach point."""
+    for st in schedule.stages:
+        loops = enclosing_loops(st) + [(st, a) for a in st.leaf_iter_vars]
+        unrolled = [(owner, a) for owner, a in loops if owner.annotations.get(a) is not None
+                    and owner.annotations[a].kind == UNROLL]
+        if len(unrolled) > 1:
+            named = [(a.name, owner.static_extents()[a]) for owner, a in unrolled]
+            _check_unroll_product("unroll", st.name, unrolled[-1][1].name, named)
+
+
 class AnnotationPrimitives:
     """Mixin of Stage: the primitives that say how a loop runs."""
 
@@ -38,11 +67,14 @@ class AnnotationPrimitives:
         """Replace the loop by copies of its body, one per iteration."""
         self._require_schedulable("unroll")
         self._require_leaf("unroll", ivar)
-        ext = self.static_extents()[ivar]
+        extents = self.static_extents()
+        ext = extents[ivar]
         if ext > MAX_UNROLL:
             raise ScheduleError("unroll", self.name, f"the loop has {ext} iterations; unrolling more than "
                                 f"{MAX_UNROLL} would bloat the code", axis=ivar.name,
                                 hint="split the axis and unroll the inner part")
+        others = [a for a, ann in self.annotations.items() if ann.kind == UNROLL and a is not ivar]
+        _check_unroll_product("unroll", self.name, ivar.name, [(a.name, extents[a]) for a in others] + [(ivar.name, ext)])
         self._annotate("unroll", ivar, Annotation(UNROLL))
         self._record(steps.Unroll(self.name, ivar.name))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Dict, Iterable, List, Optional, Sequence
 
 from ..errors import ScheduleError
-from ..expr.functor import map_children, substitute
+from ..expr.functor import rewrite_post_order, substitute
 from ..expr.nodes import Expr, Var, logical, select
 from ..tensor.axis import DATA_PAR, REDUCE, IterVar, Range
 from ..tensor.graph import post_order
@@ -36,13 +36,12 @@ def replace_reads(e: Expr, mapping: Dict[Operation, Tensor]) -> Expr:
     if not mapping:
         return e
 
-    def go(node: Expr) -> Expr:
-        node = map_children(node, go)
+    def post(node: Expr) -> Expr:
         if isinstance(node, TensorRead) and node.tensor.op in mapping:
             return TensorRead(mapping[node.tensor.op], node.indices)
         return node
 
-    return go(e)
+    return rewrite_post_order(e, post)
 
 
 class Schedule:
@@ -143,10 +142,37 @@ class Schedule:
             self.steps.append(step)
 
     def apply_steps(self, step_list: Iterable[steps_mod.Step]) -> "Schedule":
-        """Replay steps (from another schedule, JSON or a tuning log) on this schedule."""
-        for st in step_list:
-            st.apply(self)
+        """Replay steps (from another schedule, JSON or a tuning log) on this schedule. All or
+        nothing: when a step fails, the schedule is restored to what it was before the replay."""
+        saved = self._snapshot()
+        try:
+            for st in step_list:
+                st.apply(self)
+        except BaseException:
+            self._restore(saved)
+            raise
         return self
+
+    def _snapshot(self):
+        """The mutable state of the schedule and its stages, for _restore: their lists and dicts
+        copied two levels deep (a stage's pragmas are lists in a dict); ops, axes and relations
+        are immutable and shared."""
+        def copy(v):
+            if isinstance(v, list):
+                return list(v)
+            return {k: copy(x) for k, x in v.items()} if isinstance(v, dict) else v
+
+        def copy_state(obj):
+            return {k: copy(v) for k, v in vars(obj).items()}
+        return copy_state(self), [(st, copy_state(st)) for st in self.stages]
+
+    def _restore(self, saved) -> None:
+        state, stages = saved
+        vars(self).clear()
+        vars(self).update(state)
+        for st, st_state in stages:
+            vars(st).clear()
+            vars(st).update(st_state)
 
     def to_json(self) -> str:
         return steps_mod.steps_to_json(self.steps)

@@ -24,6 +24,35 @@ def unique_name(base: str, taken) -> str:
     return name
 
 
+# What each field annotation accepts in JSON (annotations are strings: `from __future__ import annotations`).
+_FIELD_KINDS = {"str": "a string", "int": "an integer", "Optional[int]": "an integer or null",
+                "Tuple[str, ...]": "a list of strings", "Any": "any JSON value"}
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _accepts(annotation: str, v) -> bool:
+    if annotation == "str":
+        return isinstance(v, str)
+    if annotation == "int":
+        return _is_int(v)
+    if annotation == "Optional[int]":
+        return v is None or _is_int(v)
+    if annotation == "Tuple[str, ...]":
+        return isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)
+    return True     # "Any", or a field type this table does not know yet
+
+
+def _check_field(kind: str, name: str, annotation: str, value) -> None:
+    """A JSON field of a step must have its field's type: a string where a list of axes
+    belongs would otherwise replay as a list of one-character axis names."""
+    if not _accepts(annotation, value):
+        raise ValueError(f"step {kind!r}: field {name!r} must be {_FIELD_KINDS.get(annotation, annotation)}, "
+                         f"got {value!r}")
+
+
 @dataclass(frozen=True)
 class Step:
     """Base of all steps; `primitive` is the schedule method that the step calls."""
@@ -58,6 +87,9 @@ class Step:
                    and f.default is MISSING and f.default_factory is MISSING]
         if missing:
             raise ValueError(f"step {kind!r} is missing fields {missing}; its fields are {names}")
+        for f in fields(cls):
+            if f.name in data:
+                _check_field(kind, f.name, f.type, data[f.name])
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
     def apply(self, s) -> None:

@@ -8,6 +8,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 from ..dtypes import DType, dtype as parse_dtype, int32
 from ..expr.functor import walk
 from ..expr.nodes import Expr, Var, as_expr
+from ..limits import check_expr_depth
 from .axis import DATA_PAR, IterVar, Range
 from .reduce import Reduce
 
@@ -184,6 +185,7 @@ def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "", att
     if body.dtype.lanes != 1:
         raise TypeError(f"compute '{name}': the body '{body}' has the vector dtype {body.dtype}; "
                         "tensor elements are scalars (vectorize a loop in the schedule instead)")
+    check_expr_depth(f"compute '{name}'", body)
     _check_body(name, body, axes)
     return ComputeOp(name, axes, body, tag, tuple(sorted((attrs or {}).items()))).output(0)
 

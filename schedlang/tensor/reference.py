@@ -110,13 +110,20 @@ class _Evaluator:
         self.values = values
         self.env = env
         self.guarded = guarded   # inside an if_then_else branch: clamp reads instead of failing
+        self.memo = {}           # id(node) -> (node, value): a shared subexpression is evaluated once
+        self._twin = None
 
     def eval(self, e: Expr):
+        hit = self.memo.get(id(e))
+        if hit is not None:
+            return hit[1]
         method = getattr(self, "eval_" + type(e).__name__, None)
         if method is None:
             raise TypeError(f"reference: cannot evaluate {type(e).__name__} '{e}'")
         with np.errstate(all="ignore"):
-            return method(e)
+            value = method(e)
+        self.memo[id(e)] = (e, value)
+        return value
 
     def eval_Var(self, e: Var):
         return self.env[e]
@@ -144,8 +151,15 @@ class _Evaluator:
 
     def eval_Select(self, e: Select):
         cond = self.eval(e.cond)
-        branch = _Evaluator(self.values, self.env, self.guarded or e.guarded)
+        branch = self if self.guarded or not e.guarded else self.guarded_twin()
         return np.where(cond, branch.eval(e.true_value), branch.eval(e.false_value))
+
+    def guarded_twin(self) -> "_Evaluator":
+        """The evaluator for if_then_else branches, one per evaluator (so shared values in
+        branches are evaluated once too)."""
+        if self._twin is None:
+            self._twin = _Evaluator(self.values, self.env, guarded=True)
+        return self._twin
 
     def eval_Cast(self, e: Cast):
         value = np.asarray(self.eval(e.value))

@@ -27,7 +27,7 @@ def test_module_runs_and_keeps_every_level(gemm_module):
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
     assert set(mod.ir) == {"tensor", "loop", "tile", "kernel", "llvm", "llvm.opt"}
     assert mod.ir["llvm.opt"] == mod.get_source("ll.opt")
-    assert mod.ir["llvm"] == mod.get_source() and "define void @C(ptr" in mod.get_source()
+    assert mod.ir["llvm"] == mod.get_source() and "define i32 @C(ptr" in mod.get_source()
     assert "vfmadd" in mod.get_source("asm") or "fma" in mod.get_source("ll.opt")
     with pytest.raises(ValueError, match="unknown source format"):
         mod.get_source("ptx")

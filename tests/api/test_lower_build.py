@@ -79,7 +79,7 @@ def test_tvm_build_forms():
     _run(sl.build(s, args, "llvm"))
     mod = sl.build(s, args, target="llvm", name="my_gemm")
     _run(mod)
-    assert mod.name == "my_gemm" and "define void @my_gemm(ptr" in mod.get_source()
+    assert mod.name == "my_gemm" and "define i32 @my_gemm(ptr" in mod.get_source()
 
 
 def test_build_rejects_what_a_lowered_function_cannot_give():

@@ -15,6 +15,7 @@ from ...kernel.nodes import KernelModule
 from ...schedule.annotate import BIND
 from ..backend import Backend
 from ..target import Target
+from . import forksafe
 from .codegen import render_llvm
 from .cpus import check_cpu, merge_features, vector_bits_of, why_not_runnable
 from .jit import CompiledModule, host_cpu, optimize, triple_and_layout
@@ -66,6 +67,8 @@ class LLVMBackend(Backend):
         source, buffer_names = render_llvm(kernel, target, triple, layout, runtime is not None)   # "llvm"
         optimized = optimize(source, target.cpu, target.features)                                  # "llvm.opt"
         texts = {**texts, "llvm": source, "llvm.opt": str(optimized)}
+        if runtime is not None:
+            forksafe.bind_flag()     # parallel launches read the process's fork flag by name
         compiled = CompiledModule(optimized, target.cpu, target.features)                          # "jit"
         not_runnable = why_not_runnable(target.cpu, target.features, *host_cpu())
         return LLVMModule(kernel, is_output, target, texts, compiled, buffer_names, runtime, not_runnable)

@@ -20,10 +20,16 @@ from ...loop.nodes import PARALLEL, SERIAL, Allocate, Barrier, For, IfThen, Let,
 from ..target import Target
 from .builder import FunctionText
 from .emit_expr import ExprEmitter
-from .memory import OOB_GLOBALS, OOB_REPORT, MemoryEmitter
+from .forksafe import SERIAL_FLAG
+from .memory import OOB_GLOBALS, MemoryEmitter
+from .status import OOB_REPORT, STATUS, emit_alloc_failed
 from .types import compute_type, scalar_memory
 
-HEAP_THRESHOLD = 1 << 20     # local buffers above 1 MiB live on the heap, not the stack
+# A function keeps at most 1 MiB of local buffers on its stack, in total; the rest live on
+# the heap. Kernels run on the caller's thread or an OpenMP worker, whose stacks are the
+# pthread default (RLIMIT_STACK, usually 8 MiB; often 2 MiB or less elsewhere), and the
+# caller's Python frames, a kernel and a parallel body may share one: 1 MiB each leaves room.
+HEAP_THRESHOLD = 1 << 20
 ALIGN = 64
 
 
@@ -57,6 +63,7 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         self.env = dict(env)
         self.ptrs = dict(ptrs)
         self.outlined = 0
+        self.stack_bytes = 0     # local buffers on this function's stack so far
 
     # -- statements --
     def stmt(self, s: Stmt) -> None:
@@ -94,17 +101,34 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
     def stmt_Allocate(self, s: Allocate) -> None:
         b = s.buffer
         nbytes = b.size * b.dtype.bytes
-        if nbytes > HEAP_THRESHOLD:
-            size = -(-nbytes // ALIGN) * ALIGN
-            ptr = self.fn.emit(f"call ptr @aligned_alloc(i64 {ALIGN}, i64 {size})", b.name)
-            self.declare("declare ptr @aligned_alloc(i64, i64)")
-            self.declare("declare void @free(ptr)")
-        else:
-            ptr = self.fn.alloca(f"alloca [{b.size} x {scalar_memory(b.dtype)}], align {ALIGN}", b.name)
+        if self.stack_bytes + nbytes > HEAP_THRESHOLD:
+            self.heap_allocate(s, nbytes)
+            return
+        self.stack_bytes += nbytes
+        self.ptrs[b] = self.fn.alloca(f"alloca [{b.size} x {scalar_memory(b.dtype)}], align {ALIGN}", b.name)
+        self.stmt(s.body)
+        del self.ptrs[b]
+
+    def heap_allocate(self, s: Allocate, nbytes: int) -> None:
+        """The buffer from aligned_alloc around the body; when that fails, the body is skipped and
+        the call's status record says so (the call raises MemoryError)."""
+        b = s.buffer
+        size = -(-nbytes // ALIGN) * ALIGN
+        self.declare("declare ptr @aligned_alloc(i64, i64)")
+        self.declare("declare void @free(ptr)")
+        ptr = self.fn.emit(f"call ptr @aligned_alloc(i64 {ALIGN}, i64 {size})", b.name)
+        null = self.fn.emit(f"icmp eq ptr {ptr}, null", "nomem")
+        fail_l, ok_l, end_l = self.fn.label("alloc.fail"), self.fn.label("alloc.ok"), self.fn.label("alloc.end")
+        self.fn.do(f"br i1 {null}, label %{fail_l}, label %{ok_l}")
+        self.fn.start_block(fail_l)
+        emit_alloc_failed(self.fn, self.ptrs[STATUS], str(size))
+        self.fn.do(f"br label %{end_l}")
+        self.fn.start_block(ok_l)
         self.ptrs[b] = ptr
         self.stmt(s.body)
-        if nbytes > HEAP_THRESHOLD:
-            self.fn.do(f"call void @free(ptr {ptr})")
+        self.fn.do(f"call void @free(ptr {ptr})")
+        self.fn.do(f"br label %{end_l}")
+        self.fn.start_block(end_l)
         del self.ptrs[b]
 
     def stmt_For(self, s: For) -> None:
@@ -144,17 +168,35 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
 
     # -- parallel loops --
     def parallel_for(self, s: For) -> None:
-        buffers = [b for b in buffers_used(s.body) if b in self.ptrs]
+        buffers = [b for b in buffers_used(s.body) if b in self.ptrs] + [STATUS]
         scalars = [v for v in _vars_in(s.body) if v in self.env and v is not s.var]
         self.outlined += 1
         base = f"{self.fn.name}.par{self.outlined}"
         body_name = self.outline_body(base, s, buffers, scalars)
         worker = self.outline_worker(base, body_name, s, buffers, scalars)
         slots = len(buffers) + len(scalars)
+        args = [f"ptr {self.ptrs[b]}" for b in buffers] + [f"{compute_type(v.dtype)} {self.env[v]}" for v in scalars]
+        serial_call = f"call void @{body_name}({', '.join(args + ['i32 0', f'i32 {s.extent}'])})"
         if not self.module.parallel_runtime:
-            args = [f"ptr {self.ptrs[b]}" for b in buffers] + [f"{compute_type(v.dtype)} {self.env[v]}" for v in scalars]
-            self.fn.do(f"call void @{body_name}({', '.join(args + ['i32 0', f'i32 {s.extent}'])})")
+            self.fn.do(serial_call)
             return
+        # In a child forked after the parent ran parallel loops, GOMP_parallel would hang (forksafe.py).
+        self.declare(f"@{SERIAL_FLAG} = external global i32")
+        flag = self.fn.emit(f"load i32, ptr @{SERIAL_FLAG}, align 4", "serial")
+        serial = self.fn.emit(f"icmp ne i32 {flag}, 0", "serial")
+        serial_l, omp_l, join_l = self.fn.label("par.serial"), self.fn.label("par.omp"), self.fn.label("par.end")
+        self.fn.do(f"br i1 {serial}, label %{serial_l}, label %{omp_l}")
+        self.fn.start_block(serial_l)
+        self.fn.do(serial_call)
+        self.fn.do(f"br label %{join_l}")
+        self.fn.start_block(omp_l)
+        self.launch_parallel(s, worker, buffers, scalars)
+        self.fn.do(f"br label %{join_l}")
+        self.fn.start_block(join_l)
+
+    def launch_parallel(self, s: For, worker: str, buffers, scalars) -> None:
+        """GOMP_parallel(worker, ctx): ctx holds the buffers and scalars the worker passes on."""
+        slots = len(buffers) + len(scalars)
         ctx = self.fn.alloca(f"alloca [{max(slots, 1)} x i64], align 8", "ctx")
         for i, b in enumerate(buffers):
             slot = self.fn.emit(f"getelementptr inbounds [{slots} x i64], ptr {ctx}, i64 0, i64 {i}", "slot")
@@ -223,7 +265,9 @@ def _kernel_function(module: ModuleState, k: Kernel) -> str:
                                 "the llvm target runs CPU workers only (use parallel() instead of bind())")
     name = symbol(k.name)
     ptrs = {b: f"%arg{i}.{symbol(b.name)}" for i, b in enumerate(k.params)}
-    fn = FunctionText(name, f"void @{name}({', '.join(f'ptr noalias {p}' for p in ptrs.values())})")
+    params = [f"ptr noalias {p}" for p in ptrs.values()] + ["ptr %status"]
+    ptrs[STATUS] = "%status"
+    fn = FunctionText(name, f"void @{name}({', '.join(params)})")
     em = FunctionEmitter(module, fn, {}, ptrs)
     body = k.body
     if k.workers is not None:
@@ -235,26 +279,42 @@ def _kernel_function(module: ModuleState, k: Kernel) -> str:
 
 
 def _entry_function(module: ModuleState, m: KernelModule, kernel_names: List[str]) -> str:
+    """i32 @name(ptr args): args holds the parameters' pointers, then the call's status record.
+    Allocates the temporaries, runs the kernels, frees; returns 1 (and runs nothing) when a
+    temporary cannot be allocated, 0 otherwise."""
     name = symbol(m.name)
-    fn = FunctionText(name, f"void @{name}(ptr %args)")
+    fn = FunctionText(name, f"i32 @{name}(ptr %args)")
     ptrs: Dict[Buffer, str] = {}
-    for i, b in enumerate(m.params):
+    for i, b in enumerate(list(m.params) + [STATUS]):
         slot = fn.emit(f"getelementptr inbounds ptr, ptr %args, i64 {i}", "arg")
         ptrs[b] = fn.emit(f"load ptr, ptr {slot}, align 8", symbol(b.name))
+    failed = "0"     # bytes of the last temporary that could not be allocated
     for b in m.temps:
         size = -(-(b.size * b.dtype.bytes) // ALIGN) * ALIGN
         ptrs[b] = fn.emit(f"call ptr @aligned_alloc(i64 {ALIGN}, i64 {size})", symbol(b.name))
         module.declarations.update({"declare ptr @aligned_alloc(i64, i64)", "declare void @free(ptr)"})
+        null = fn.emit(f"icmp eq ptr {ptrs[b]}, null", "nomem")
+        failed = fn.emit(f"select i1 {null}, i64 {size}, i64 {failed}", "failed")
+    if m.temps:
+        bad = fn.emit(f"icmp ne i64 {failed}, 0", "nomem")
+        fail_l, run_l = fn.label("alloc.fail"), fn.label("run")
+        fn.do(f"br i1 {bad}, label %{fail_l}, label %{run_l}")
+        fn.start_block(fail_l)
+        emit_alloc_failed(fn, ptrs[STATUS], failed)
+        for b in m.temps:
+            fn.do(f"call void @free(ptr {ptrs[b]})")     # free(NULL) does nothing
+        fn.do("ret i32 1")
+        fn.start_block(run_l)
     for k, kname in zip(m.kernels, kernel_names):
-        fn.do(f"call void @{kname}({', '.join(f'ptr {ptrs[b]}' for b in k.params)})")
+        fn.do(f"call void @{kname}({', '.join([f'ptr {ptrs[b]}' for b in k.params] + [f'ptr {ptrs[STATUS]}'])})")
     for b in m.temps:
         fn.do(f"call void @free(ptr {ptrs[b]})")
-    fn.do("ret void")
+    fn.do("ret i32 0")
     return fn.render().replace("define internal", "define", 1)
 
 
 def render_llvm(m: KernelModule, target: Target, triple: str, datalayout: str, parallel_runtime: bool):
-    """The LLVM IR module for a Kernel IR module (its entry is `void @<name>(ptr args)`), and
+    """The LLVM IR module for a Kernel IR module (its entry is `i32 @<name>(ptr args)`), and
     the buffer names that bounds-check reports refer to by id."""
     module = ModuleState(target, parallel_runtime)
     names = [_kernel_function(module, k) for k in m.kernels]

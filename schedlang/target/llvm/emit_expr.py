@@ -55,11 +55,27 @@ class ExprEmitter:
                             f"<{lanes} x i32> zeroinitializer", "splat")
 
     # -- dispatch --
+    _values = None     # node id -> (node, SSA value), within one top-level expr() call
+
     def expr(self, e: Expr) -> str:
+        """The SSA value of e. A node shared by several parents is emitted once per top-level
+        call (so a DAG of shared subexpressions costs its size, not its tree size)."""
+        values = self._values
+        if values is None:
+            self._values = {}
+            try:
+                return self.expr(e)
+            finally:
+                self._values = None
+        hit = values.get(id(e))
+        if hit is not None:
+            return hit[1]
         method = getattr(self, "expr_" + type(e).__name__, None)
         if method is None:
             raise InternalError(f"the LLVM renderer has no rule for {type(e).__name__} '{e}'")
-        return method(e)
+        value = method(e)
+        self._values[id(e)] = (e, value)
+        return value
 
     def expr_Var(self, e: Var) -> str:
         if e not in self.env:
@@ -160,14 +176,18 @@ class ExprEmitter:
         c = self.expr(e.cond)
         then_l, else_l, join_l = self.fn.label("then"), self.fn.label("else"), self.fn.label("join")
         self.fn.do(f"br i1 {c}, label %{then_l}, label %{else_l}")
+        outer = self._values     # values made in a branch do not dominate the join: forget them there
+        self._values = dict(outer)
         self.fn.start_block(then_l)
         t = self.expr(e.true_value)
         t_end = self.fn.block
         self.fn.do(f"br label %{join_l}")
+        self._values = dict(outer)
         self.fn.start_block(else_l)
         f = self.expr(e.false_value)
         f_end = self.fn.block
         self.fn.do(f"br label %{join_l}")
+        self._values = outer
         self.fn.start_block(join_l)
         return self.fn.emit(f"phi {ty} [ {t}, %{t_end} ], [ {f}, %{f_end} ]", "ite")
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import os
 import shutil
 import subprocess
 import tempfile
 
 from .codegen import symbol
+from .forksafe import SERIAL_FLAG
 from .jit import emit_shared_object_code
 
 INFO_SYMBOL = "schedlang_module_info"
@@ -65,7 +67,10 @@ def _link_openmp(runtime) -> list:
 
 def export_library(mod, path: str) -> None:
     """Write `mod` (an LLVMModule) as the shared library `path` (e.g. "f.so")."""
-    text = mod.ir["llvm.opt"] + _llvm_string_constant(INFO_SYMBOL, json.dumps(module_info(mod)))
+    # The library defines its own fork flag (forksafe.py): the process's is not there at load time.
+    text = re.sub(rf"@{re.escape(SERIAL_FLAG)} = external (local_unnamed_addr )?global i32",
+                  f"@{SERIAL_FLAG} = global i32 0", mod.ir["llvm.opt"])
+    text += _llvm_string_constant(INFO_SYMBOL, json.dumps(module_info(mod)))
     obj = emit_shared_object_code(text, mod.target.cpu, mod.target.features)
     with tempfile.TemporaryDirectory(prefix="schedlang-export-") as tmp:
         obj_path = os.path.join(tmp, "module.o")

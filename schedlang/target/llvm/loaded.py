@@ -9,6 +9,8 @@ from ...dtypes import dtype
 from ...expr.nodes import Buffer
 from ..target import LLVMOptions, Target
 from .cpus import why_not_runnable
+from . import forksafe
+from .forksafe import SERIAL_FLAG
 from .jit import host_cpu
 from .library import FORMAT, INFO_SYMBOL, VERSION
 from .module import LLVMModule
@@ -45,8 +47,12 @@ class LoadedModule(LLVMModule):
         self._source = None
         self._buffer_names = list(info["buffer_names"])
         self._compiled = _Library(lib)
-        self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._compiled.address(info["entry"]))
-        self._argv_type = ctypes.c_void_p * max(1, len(self.params))
+        self._bind_entry(info["entry"], bool(info["openmp"]))
+        if info["openmp"]:
+            try:
+                forksafe.add_library_flag(self._compiled.global_address(SERIAL_FLAG))
+            except ValueError:     # no parallel launch in this library, so no flag either
+                pass
         self._not_runnable = None
 
     def get_source(self, fmt: str = "ll") -> str:

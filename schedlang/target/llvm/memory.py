@@ -2,7 +2,7 @@
 target asks for bounds checks, a check of every lane against the buffer's size.
 
 A checked access that would leave its buffer is redirected to a scratch area (or
-masked off), counted, and reported by the module after the call as an IndexError
+masked off), counted in the call's status record (status.py), and reported by the module after the call as an IndexError
 naming the buffer and the index: a debugging mode that turns an out-of-bounds access
 into an error instead of a crash or silent corruption.
 """
@@ -13,12 +13,12 @@ from typing import Optional, Tuple
 from ...errors import InternalError
 from ...expr.nodes import Buffer, Const, Expr, Load, Ramp
 from ...loop.nodes import Store
+from .status import STATUS
 from .types import compute_type, memory_type, scalar_memory
 
 SCRATCH_BYTES = 4096
-OOB_GLOBALS = ("@sl.oob.count = global i64 0",
-               "@sl.oob.where = global [2 x i64] zeroinitializer",
-               f"@sl.oob.scratch = internal global [{SCRATCH_BYTES} x i8] zeroinitializer, align 64")
+# Where a bad access goes instead; the count and the first bad index go to the call's status record.
+OOB_GLOBALS = (f"@sl.oob.scratch = internal global [{SCRATCH_BYTES} x i8] zeroinitializer, align 64",)
 
 
 def _suffix(ty: str) -> str:
@@ -92,7 +92,7 @@ class MemoryEmitter:
         report, cont = self.fn.label("oob.report"), self.fn.label("oob.ok")
         self.fn.do(f"br i1 {anybad}, label %{report}, label %{cont}")
         self.fn.start_block(report)
-        self.fn.do(f"call void @sl.oob.report(i64 {bid}, i64 {first})")
+        self.fn.do(f"call void @sl.oob.report(ptr {self.ptrs[STATUS]}, i64 {bid}, i64 {first})")
         self.fn.do(f"br label %{cont}")
         self.fn.start_block(cont)
         if kind == "gather":     # keep the lanes that were wanted and are inside the buffer
@@ -138,19 +138,3 @@ class MemoryEmitter:
             name = f"llvm.masked.scatter.{_suffix(mty)}.v{lanes}p0"
             self.declare(f"declare void @{name}({mty}, <{lanes} x ptr>, i32, <{lanes} x i1>)")
             self.fn.do(f"call void @{name}({mty} {value}, <{lanes} x ptr> {ptr}, i32 {align}, <{lanes} x i1> {mask})")
-
-
-OOB_REPORT = """define void @sl.oob.report(i64 %buffer, i64 %index) {
-entry:
-  %old = atomicrmw add ptr @sl.oob.count, i64 1 monotonic
-  %first = icmp eq i64 %old, 0
-  br i1 %first, label %record, label %done
-record:
-  store i64 %buffer, ptr @sl.oob.where, align 8
-  %slot = getelementptr inbounds [2 x i64], ptr @sl.oob.where, i64 0, i64 1
-  store i64 %index, ptr %slot, align 8
-  br label %done
-done:
-  ret void
-}
-"""

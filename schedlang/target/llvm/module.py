@@ -9,9 +9,12 @@ import numpy as np
 
 from ...kernel.nodes import KernelModule
 from ..target import Target
+from . import forksafe
+from .arguments import resolve_arguments
 from .codegen import symbol
 from .jit import CompiledModule
 from .library import export_library
+from .status import StatusRecord, raise_for_status
 
 
 def _describe(x) -> str:
@@ -37,9 +40,15 @@ class LLVMModule:
         self._source = self.ir["llvm"]
         self._buffer_names = buffer_names
         self._compiled = compiled
-        self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._compiled.address(symbol(self.name)))
-        self._argv_type = ctypes.c_void_p * max(1, len(self.params))
+        self._bind_entry(symbol(self.name), "@GOMP_parallel" in self._source)
         self._not_runnable = not_runnable     # compiled for a CPU this machine is not: why
+
+    def _bind_entry(self, entry: str, launches_threads: bool) -> None:
+        """The entry function `i32 entry(ptr argv)`: argv holds the arguments' pointers and
+        then the call's status record; a non-zero result reports a failure in the record."""
+        self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(self._compiled.address(entry))
+        self._argv_type = ctypes.c_void_p * (len(self.params) + 1)     # + the call's status record
+        self._launches_threads = launches_threads
 
     def get_source(self, fmt: str = "ll") -> str:
         """The generated code: "ll" (LLVM IR as generated), "ll.opt" (after optimisation) or "asm"."""
@@ -76,24 +85,26 @@ class LLVMModule:
         return ptrs
 
     def __call__(self, *arrays) -> None:
-        argv = self._argv_type(*self._pointers(arrays))
-        self._fn(argv)
-        if self.target.bounds_check:
-            self._raise_out_of_bounds()
+        self._run_once(arrays)
 
-    def _raise_out_of_bounds(self) -> None:
-        count = ctypes.c_int64.from_address(self._compiled.global_address("sl.oob.count"))
-        if count.value:
-            where = (ctypes.c_int64 * 2).from_address(self._compiled.global_address("sl.oob.where"))
-            n, buffer, index = count.value, self._buffer_names[where[0]], where[1]
-            count.value = 0
-            raise IndexError(f"{self.name}: {n} out-of-bounds access(es); the first touched {buffer}[{index}] "
-                             "(a bug in schedlang's lowering if the program reads only inside its tensors)")
+    def _run_once(self, arrays):
+        """One checked call. Returns the argument vector and what it points to (resolved copies
+        of lazily negated tensors, the call's status record): keep them alive to call again."""
+        arrays = resolve_arguments(self.params, arrays, self._is_output)
+        status = StatusRecord()
+        argv = self._argv_type(*self._pointers(arrays), ctypes.addressof(status))
+        if self._launches_threads:
+            forksafe.before_parallel_call()
+        if self._fn(argv) or any(status):
+            raise_for_status(self.name, status, self._buffer_names)
+        return argv, arrays, status
 
     def time(self, *arrays, number: int = 10, repeat: int = 3) -> float:
         """Best mean seconds per call over `repeat` runs of `number` calls (after one warm-up)."""
-        argv = self._argv_type(*self._pointers(arrays))
-        self._fn(argv)
+        for what, value in (("number", number), ("repeat", repeat)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"time(): {what} must be a positive integer, got {value!r}")
+        argv, _arrays, _status = self._run_once(arrays)      # the warm-up, checked
         best = float("inf")
         for _ in range(repeat):
             start = time.perf_counter()

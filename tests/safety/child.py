@@ -1,0 +1,22 @@
+"""Run a snippet in a fresh Python process with a timeout: for checks that could hang,
+crash or exhaust the process (a fork deadlock, an allocation failure, a leak measure)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_child(code: str, timeout: float = 120) -> str:
+    """stdout of `python -c code`; fails the test when it exits non-zero or hangs."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    try:
+        done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                              timeout=timeout, env=env, cwd=ROOT)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(f"the child process hung for {timeout} s; its output:\n{e.stdout}\n{e.stderr}") from None
+    assert done.returncode == 0, f"the child process exited with {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout

@@ -1,0 +1,140 @@
+"""Process-level safety, each check in a child process with a timeout: parallel modules
+after fork(), allocation failures, and memory growth over many builds."""
+
+from .child import run_child
+
+PARALLEL_MODULE = """
+import os, sys, warnings, numpy as np, schedlang as sl
+A = sl.placeholder((64, 64), name="A")
+B = sl.compute((64, 64), lambda i, j: A[i, j] * 2.0, name="B")
+s = sl.create_schedule(B.op)
+s[B].parallel(B.op.axis[0])
+mod = sl.build(s, [A, B])
+assert "GOMP_parallel" in mod.get_source() and mod.parallel_runtime, "libgomp is needed for this test"
+a = np.random.default_rng(0).random((64, 64)).astype("float32")
+b = np.zeros_like(a)
+mod(a, b)                       # the parent runs a parallel loop: libgomp's thread pool exists
+assert np.array_equal(b, a * 2)
+"""
+
+
+def test_parallel_module_runs_in_a_forked_child():
+    out = run_child(PARALLEL_MODULE + """
+pid = os.fork()
+if pid == 0:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        c = np.zeros_like(a)
+        mod(a, c)
+        mod(a, c)
+    ok = np.array_equal(c, a * 2) and len(caught) == 1 and "run serially" in str(caught[0].message)
+    os._exit(0 if ok else 3)
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status))
+c = np.zeros_like(a)
+mod(a, c)                       # the parent keeps its threads
+print("parent", np.array_equal(c, a * 2))
+""", timeout=60)
+    assert "child 0" in out and "parent True" in out
+
+
+def test_parallel_module_runs_in_multiprocessing_fork_workers():
+    out = run_child(PARALLEL_MODULE + """
+import multiprocessing as mp
+
+def work(seed):
+    x = np.random.default_rng(seed).random((64, 64)).astype("float32")
+    y = np.zeros_like(x)
+    mod(x, y)
+    return bool(np.array_equal(y, x * 2))
+
+if __name__ == "__main__":
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with mp.get_context("fork").Pool(2) as pool:
+            print("workers", pool.map(work, range(4)))
+""", timeout=60)
+    assert "workers [True, True, True, True]" in out
+
+
+ALLOC = """
+import resource, numpy as np, schedlang as sl
+def limit_address_space(extra):
+    with open("/proc/self/statm") as f:
+        size = int(f.read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (size + extra, resource.RLIM_INFINITY))
+target = sl.Target.create("llvm").with_options(threading="serial")
+"""
+
+
+def test_failed_temporary_allocation_raises_memory_error():
+    # T is a 256 MiB temporary of the entry function; the address space left is 64 MiB.
+    out = run_child(ALLOC + """
+N, M = 1 << 16, 1 << 10
+A = sl.placeholder((N,), name="A")
+T = sl.compute((N, M), lambda i, j: A[i] * 2.0, name="T")
+k = sl.reduce_axis((0, M), name="k")
+B = sl.compute((N,), lambda i: sl.sum(T[i, k], axis=k), name="B")
+mod = sl.build(sl.create_schedule(B.op), [A, B], target=target)
+a, b = np.ones(N, "float32"), np.zeros(N, "float32")
+limit_address_space(64 << 20)
+try:
+    mod(a, b)
+    print("no error")
+except MemoryError as e:
+    print("MemoryError:", e)
+""")
+    assert "MemoryError: B: could not allocate 268435456 bytes" in out
+
+
+def test_failed_local_heap_allocation_raises_memory_error():
+    # T is computed at B's row loop: a 256 MiB local buffer, on the heap (above HEAP_THRESHOLD).
+    out = run_child(ALLOC + """
+N, M = 2, 1 << 26
+A = sl.placeholder((N,), name="A")
+T = sl.compute((N, M), lambda i, j: A[i] * 2.0, name="T")
+k = sl.reduce_axis((0, M), name="k")
+B = sl.compute((N,), lambda i: sl.sum(T[i, k], axis=k), name="B")
+s = sl.create_schedule(B.op)
+s[T].compute_at(s[B], B.op.axis[0])
+mod = sl.build(s, [A, B], target=target)
+assert "@aligned_alloc" in mod.get_source()
+a, b = np.ones(N, "float32"), np.zeros(N, "float32")
+limit_address_space(64 << 20)
+try:
+    mod(a, b)
+    print("no error")
+except MemoryError as e:
+    print("MemoryError:", e)
+""")
+    assert "MemoryError: B: could not allocate 268435456 bytes" in out
+
+
+def test_memory_growth_per_build_is_bounded():
+    # About 90 KB per build stay inside LLVM's new pass manager (see target/llvm/jit.py); a gross
+    # leak (a module's engine or code never freed, ~1.6 MB each) fails this bound.
+    out = run_child("""
+import gc, numpy as np, schedlang as sl
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+A = sl.placeholder((64, 64), name="A")
+B = sl.compute((64, 64), lambda i, j: sl.exp(A[i, j]) + 1.0, name="B")
+s = sl.create_schedule(B.op)
+s[B].vectorize(B.op.axis[1])
+s[B].parallel(B.op.axis[0])
+a, b = np.ones((64, 64), "float32"), np.zeros((64, 64), "float32")
+def build_and_drop():
+    mod = sl.build(s, [A, B])
+    mod(a, b)
+for _ in range(5):
+    build_and_drop()
+gc.collect()
+start = rss()
+for _ in range(50):
+    build_and_drop()
+gc.collect()
+print("growth", (rss() - start) / 50 / 1024)
+""", timeout=300)
+    growth = float(out.split("growth")[1])
+    assert growth < 400, f"{growth:.0f} KB per build"
