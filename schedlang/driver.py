@@ -113,7 +113,7 @@ def build(s: Schedule, args: Sequence[Tensor], target="llvm", name: Optional[str
     if target.kind == "cuda":
         raise NotImplementedError("the cuda target is not available yet; build with target='llvm'")
     for b in levels["kernel"].params + levels["kernel"].temps:
-        if b.size >= 2 ** 31:
+        if not b.is_symbolic and b.size >= 2 ** 31:     # symbolic sizes are checked at call time
             raise ValueError(f"tensor '{b.name}' has {b.size} elements; indices are 32-bit, so tensors are "
                              "limited to 2**31 - 1 elements for now")
     from .target.llvm.module import LLVMModule

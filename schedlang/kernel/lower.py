@@ -7,6 +7,7 @@ from ..target.target import Target
 from .flatten import flatten_buffers
 from .kernels import split_kernels
 from .nodes import KernelModule
+from .sizes import add_size_params
 from .unroll import unroll_loops
 from .vectorize import vectorize_loops
 
@@ -17,4 +18,4 @@ def lower_to_kernel_ir(func: Func, target: Target) -> KernelModule:
     body = simplify_stmt(body)
     body = vectorize_loops(body, target)
     body = simplify_stmt(body)
-    return split_kernels(func.name, func.params, body)
+    return add_size_params(split_kernels(func.name, func.params, body))

@@ -20,19 +20,22 @@ from ..loop.nodes import Stmt
 @dataclass(frozen=True)
 class LaunchAxis:
     """One launch dimension: its variable inside the kernel, its extent, and its tag
-    ("worker" on the CPU, "blockIdx.x" ... on the GPU)."""
+    ("worker" on the CPU, "blockIdx.x" ... on the GPU). The extent may be symbolic."""
 
     tag: str
     var: Var
-    extent: int
+    extent: object
 
 
 @dataclass(frozen=True, eq=False)
 class Kernel:
+    """sizes: the size variables (int scalars) the kernel takes after its buffers."""
+
     name: str
     params: Tuple[Buffer, ...]
     launch: Tuple[LaunchAxis, ...]
     body: Stmt
+    sizes: Tuple[Var, ...] = ()
 
     @property
     def workers(self) -> Optional[LaunchAxis]:
@@ -52,6 +55,7 @@ class KernelModule:
     params: Tuple[Buffer, ...]
     temps: Tuple[Buffer, ...]
     kernels: Tuple[Kernel, ...]
+    sizes: Tuple[Var, ...] = ()    # size variables, read from the argument arrays at call time
 
     def __str__(self) -> str:
         from .printer import print_module

@@ -13,8 +13,10 @@ from typing import Dict, List, Set
 
 from ...errors import InternalError, LoweringError
 from ...expr.functor import free_vars
-from ...expr.nodes import Buffer, Var
+from ...dtypes import int64
+from ...expr.nodes import Buffer, Cast, Expr, Var
 from ...kernel.nodes import Kernel, KernelModule
+from ...kernel.sizes import buffer_exprs
 from ...loop.functor import buffers_used, stmt_exprs, walk_stmts
 from ...loop.nodes import PARALLEL, SERIAL, Allocate, Barrier, For, IfThen, Let, Seq, Stmt, Store
 from ..target import Target
@@ -93,6 +95,9 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
 
     def stmt_Allocate(self, s: Allocate) -> None:
         b = s.buffer
+        if b.is_symbolic:
+            self.symbolic_allocate(s)
+            return
         nbytes = b.size * b.dtype.bytes
         if nbytes > HEAP_THRESHOLD:
             size = -(-nbytes // ALIGN) * ALIGN
@@ -107,9 +112,30 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
             self.fn.do(f"call void @free(ptr {ptr})")
         del self.ptrs[b]
 
+    def symbolic_allocate(self, s: Allocate) -> None:
+        """A buffer whose size is known only at run time lives on the heap."""
+        b = s.buffer
+        ptr = self.heap_alloc(b)
+        self.ptrs[b] = ptr
+        self.stmt(s.body)
+        self.fn.do(f"call void @free(ptr {ptr})")
+        del self.ptrs[b]
+
+    def heap_alloc(self, b: Buffer) -> str:
+        """aligned_alloc of a buffer of symbolic size: bytes rounded up to the alignment."""
+        count = self.expr(Cast(int64, b.size)) if isinstance(b.size, Expr) else str(b.size)
+        nbytes = self.fn.emit(f"mul nsw i64 {count}, {b.dtype.bytes}", "bytes")
+        padded = self.fn.emit(f"add nsw i64 {nbytes}, {ALIGN - 1}", "bytes")
+        size = self.fn.emit(f"and i64 {padded}, {-ALIGN}", "bytes")
+        self.declare("declare ptr @aligned_alloc(i64, i64)")
+        self.declare("declare void @free(ptr)")
+        return self.fn.emit(f"call ptr @aligned_alloc(i64 {ALIGN}, i64 {size})", symbol(b.name))
+
     def stmt_For(self, s: For) -> None:
         if s.kind == PARALLEL:
             self.parallel_for(s)
+        elif s.kind == SERIAL and isinstance(s.extent, Expr):    # a symbolic trip count may be 0
+            self.loop(s.var, "0", self.expr(s.extent), s.body, constant=False)
         elif s.kind == SERIAL:
             self.loop(s.var, "0", str(s.extent), s.body, constant=True)
         else:
@@ -146,6 +172,8 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
     def parallel_for(self, s: For) -> None:
         buffers = [b for b in buffers_used(s.body) if b in self.ptrs]
         scalars = [v for v in _vars_in(s.body) if v in self.env and v is not s.var]
+        if isinstance(s.extent, Expr):    # the workers compute the symbolic trip count themselves
+            scalars += [v for v in free_vars(s.extent) if v in self.env and v not in scalars]
         self.outlined += 1
         base = f"{self.fn.name}.par{self.outlined}"
         body_name = self.outline_body(base, s, buffers, scalars)
@@ -153,7 +181,8 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         slots = len(buffers) + len(scalars)
         if not self.module.parallel_runtime:
             args = [f"ptr {self.ptrs[b]}" for b in buffers] + [f"{compute_type(v.dtype)} {self.env[v]}" for v in scalars]
-            self.fn.do(f"call void @{body_name}({', '.join(args + ['i32 0', f'i32 {s.extent}'])})")
+            end = self.expr(s.extent) if isinstance(s.extent, Expr) else s.extent
+            self.fn.do(f"call void @{body_name}({', '.join(args + ['i32 0', f'i32 {end}'])})")
             return
         ctx = self.fn.alloca(f"alloca [{max(slots, 1)} x i64], align 8", "ctx")
         for i, b in enumerate(buffers):
@@ -195,11 +224,18 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         tid = fn.emit("call i32 @omp_get_thread_num()", "tid")
         nth = fn.emit("call i32 @omp_get_num_threads()", "nth")
         # Static schedule: thread t runs iterations [t*chunk, min((t+1)*chunk, extent)).
-        top = fn.emit(f"add i32 {nth}, {s.extent - 1}", "top")
+        extent = s.extent
+        if isinstance(extent, Expr):
+            values = {v: a.split(" ")[1] for v, a in zip(scalars, args[len(buffers):])}
+            extent = FunctionEmitter(self.module, fn, values, {}).expr(extent)
+            top = fn.emit(f"add i32 {nth}, {extent}", "top")
+            top = fn.emit(f"sub i32 {top}, 1", "top")
+        else:
+            top = fn.emit(f"add i32 {nth}, {s.extent - 1}", "top")
         chunk = fn.emit(f"sdiv i32 {top}, {nth}", "chunk")
         begin = fn.emit(f"mul i32 {tid}, {chunk}", "begin")
         stop = fn.emit(f"add i32 {begin}, {chunk}", "stop")
-        end = fn.emit(f"call i32 @llvm.smin.i32(i32 {stop}, i32 {s.extent})", "end")
+        end = fn.emit(f"call i32 @llvm.smin.i32(i32 {stop}, i32 {extent})", "end")
         self.declare("declare i32 @llvm.smin.i32(i32, i32)")
         fn.do(f"call void @{body_name}({', '.join(args + [f'i32 {begin}', f'i32 {end}'])})")
         fn.do("ret void")
@@ -210,7 +246,12 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
 def _vars_in(s: Stmt) -> List[Var]:
     seen: Dict[Var, None] = {}
     for x in walk_stmts(s):
-        for e in stmt_exprs(x):
+        exprs = list(stmt_exprs(x))
+        if isinstance(x, For) and isinstance(x.extent, Expr):    # symbolic extents and sizes
+            exprs.append(x.extent)
+        elif isinstance(x, Allocate):
+            exprs += list(buffer_exprs(x.buffer))
+        for e in exprs:
             for v in free_vars(e):
                 seen.setdefault(v, None)
     return list(seen)
@@ -223,8 +264,10 @@ def _kernel_function(module: ModuleState, k: Kernel) -> str:
                                 "the llvm target runs CPU workers only (use parallel() instead of bind())")
     name = symbol(k.name)
     ptrs = {b: f"%arg{i}.{symbol(b.name)}" for i, b in enumerate(k.params)}
-    fn = FunctionText(name, f"void @{name}({', '.join(f'ptr noalias {p}' for p in ptrs.values())})")
-    em = FunctionEmitter(module, fn, {}, ptrs)
+    sizes = {v: f"%size.{symbol(v.name)}" for v in k.sizes}
+    params = [f'ptr noalias {p}' for p in ptrs.values()] + [f"{compute_type(v.dtype)} {n}" for v, n in sizes.items()]
+    fn = FunctionText(name, f"void @{name}({', '.join(params)})")
+    em = FunctionEmitter(module, fn, sizes, ptrs)
     body = k.body
     if k.workers is not None:
         body = For(k.workers.var, k.workers.extent, body, PARALLEL)
@@ -241,16 +284,32 @@ def _entry_function(module: ModuleState, m: KernelModule, kernel_names: List[str
     for i, b in enumerate(m.params):
         slot = fn.emit(f"getelementptr inbounds ptr, ptr %args, i64 {i}", "arg")
         ptrs[b] = fn.emit(f"load ptr, ptr {slot}, align 8", symbol(b.name))
+    sizes = _entry_sizes(fn, m)
     for b in m.temps:
+        if b.is_symbolic:
+            ptrs[b] = FunctionEmitter(module, fn, sizes, {}).heap_alloc(b)
+            continue
         size = -(-(b.size * b.dtype.bytes) // ALIGN) * ALIGN
         ptrs[b] = fn.emit(f"call ptr @aligned_alloc(i64 {ALIGN}, i64 {size})", symbol(b.name))
         module.declarations.update({"declare ptr @aligned_alloc(i64, i64)", "declare void @free(ptr)"})
     for k, kname in zip(m.kernels, kernel_names):
-        fn.do(f"call void @{kname}({', '.join(f'ptr {ptrs[b]}' for b in k.params)})")
+        args = [f'ptr {ptrs[b]}' for b in k.params] + [f"{compute_type(v.dtype)} {sizes[v]}" for v in k.sizes]
+        fn.do(f"call void @{kname}({', '.join(args)})")
     for b in m.temps:
         fn.do(f"call void @free(ptr {ptrs[b]})")
     fn.do("ret void")
     return fn.render().replace("define internal", "define", 1)
+
+
+def _entry_sizes(fn: FunctionText, m: KernelModule) -> Dict[Var, str]:
+    """The size variables, passed after the buffer pointers as 64-bit slots of the argument array."""
+    sizes: Dict[Var, str] = {}
+    for j, v in enumerate(m.sizes):
+        slot = fn.emit(f"getelementptr inbounds ptr, ptr %args, i64 {len(m.params) + j}", "arg")
+        wide = fn.emit(f"load i64, ptr {slot}, align 8", symbol(v.name))
+        ty = compute_type(v.dtype)
+        sizes[v] = wide if ty == "i64" else fn.emit(f"trunc i64 {wide} to {ty}", symbol(v.name))
+    return sizes
 
 
 def render_llvm(m: KernelModule, target: Target, triple: str, datalayout: str, parallel_runtime: bool):

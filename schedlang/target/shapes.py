@@ -1,0 +1,103 @@
+"""Sizes from arrays: a module with symbolic shapes reads its size variables from the
+shapes of the arrays it is called with, checks that they agree, and checks the extents
+that are expressions of them. Target-neutral: any backend passes the values it returns
+to its kernels as scalar arguments."""
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+from ..expr.nodes import Binary, Buffer, Cast, Const, Expr, Var
+
+MAX_ELEMENTS = 2 ** 31 - 1      # indices are 32-bit
+
+
+def evaluate_extent(e, values: Dict[Var, int]) -> int:
+    """The exact value (Python int, no wrap-around) of an extent expression of size variables."""
+    if isinstance(e, int):
+        return e
+    if isinstance(e, Const):
+        return int(e.value)
+    if isinstance(e, Var):
+        return values[e]
+    if isinstance(e, Cast):
+        return evaluate_extent(e.value, values)
+    if isinstance(e, Binary):
+        a, b = evaluate_extent(e.a, values), evaluate_extent(e.b, values)
+        ops = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+               "floordiv": lambda: a // b if b else 0, "floormod": lambda: a % b if b else 0,
+               "min": lambda: min(a, b), "max": lambda: max(a, b)}
+        if e.op in ops:
+            return ops[e.op]()
+    raise ValueError(f"cannot evaluate the extent '{e}' from the argument shapes")
+
+
+def _dims(shape) -> str:
+    return "(" + ", ".join(map(str, shape)) + (",)" if len(shape) == 1 else ")")
+
+
+class SizeBinder:
+    """Where each size variable is read from (the first argument dimension that is exactly
+    that variable), and the checks a call runs on the argument shapes."""
+
+    def __init__(self, params: Sequence[Buffer], sizes: Sequence[Var], sized: Sequence[Buffer] = ()):
+        self.params = list(params)
+        self.sizes = list(sizes)
+        self.sized = list(sized)      # every other buffer whose size depends on the sizes
+        self.source: Dict[Var, Tuple[int, int]] = {}
+        for i, b in enumerate(self.params):
+            for d, n in enumerate(b.shape):
+                if isinstance(n, Var) and n not in self.source:
+                    self.source[n] = (i, d)
+        missing = [v.name for v in self.sizes if v not in self.source]
+        if missing:
+            decls = ", ".join(f"{b.name}{_dims(b.shape)}" for b in self.params)
+            raise ValueError(f"size variable(s) {', '.join(map(repr, missing))} are not the extent of any dimension "
+                             f"of the arguments ({decls}), so a call could not tell their values; add a tensor "
+                             "with that extent to the arguments")
+
+    def _where(self, i: int, d: int) -> str:
+        return f"{self.params[i].name}.shape[{d}]"
+
+    def bind(self, shapes: Sequence[Tuple[int, ...]]) -> List[int]:
+        """The value of each size variable, from the arguments' shapes (already checked for
+        their number of dimensions); raises ValueError when they disagree."""
+        values: Dict[Var, int] = {}
+        origin: Dict[Var, str] = {}
+        for i, (b, shape) in enumerate(zip(self.params, shapes)):
+            for d, (n, got) in enumerate(zip(b.shape, shape)):
+                if not isinstance(n, Var):
+                    continue
+                if n not in values:
+                    if got > MAX_ELEMENTS:
+                        raise ValueError(f"size variable '{n.name}' is {got} from {self._where(i, d)}, "
+                                         f"beyond the int32 range of size variables")
+                    values[n], origin[n] = got, self._where(i, d)
+                elif values[n] != got:
+                    raise ValueError(f"size variable '{n.name}' is {values[n]} from {origin[n]} but {got} "
+                                     f"from {self._where(i, d)}")
+        for i, (b, shape) in enumerate(zip(self.params, shapes)):
+            for d, (n, got) in enumerate(zip(b.shape, shape)):
+                if isinstance(n, Expr) and not isinstance(n, Var):
+                    want = evaluate_extent(n, values)
+                    if want != got:
+                        given = ", ".join(f"{v.name}={values[v]} (from {origin[v]})" for v in values if _mentions(n, v))
+                        raise ValueError(f"argument '{b.name}' has {self._where(i, d)} = {got}, but its extent "
+                                         f"'{n}' is {want} with {given}")
+        for b in self.params + self.sized:
+            if b.is_symbolic:
+                count = evaluate_extent(b.size, values)
+                if count > MAX_ELEMENTS:
+                    raise ValueError(f"tensor '{b.name}' would have {count} elements with "
+                                     f"{', '.join(f'{v.name}={values[v]}' for v in self.sizes)}; indices are 32-bit, "
+                                     "so tensors are limited to 2**31 - 1 elements")
+        return [values[v] for v in self.sizes]
+
+    def shape_of(self, b: Buffer, values: Sequence[int]) -> Tuple[int, ...]:
+        """The concrete shape of a buffer for the given size values."""
+        env = dict(zip(self.sizes, values))
+        return tuple(evaluate_extent(n, env) for n in b.shape)
+
+
+def _mentions(e: Expr, v: Var) -> bool:
+    from ..expr.functor import uses_var
+    return uses_var(e, v)
