@@ -59,7 +59,7 @@ def make_buffer(plan: StagePlan, region: Region) -> Buffer:
                 step = step + ((offset - step) % factor)
             out[d] = step
             step *= shape[d]
-        strides = tuple(out)
+        strides = tuple(simplify(x) if isinstance(x, Expr) else x for x in out)   # symbolic shapes
     return Buffer(plan.name, shape, op.dtype, "global" if plan.is_arg else plan.scope, strides)
 
 

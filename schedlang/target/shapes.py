@@ -6,29 +6,10 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence, Tuple
 
-from ..expr.nodes import Binary, Buffer, Cast, Const, Expr, Var
+from ..expr.extent import evaluate_extent
+from ..expr.nodes import Buffer, Expr, Var
 
 MAX_ELEMENTS = 2 ** 31 - 1      # indices are 32-bit
-
-
-def evaluate_extent(e, values: Dict[Var, int]) -> int:
-    """The exact value (Python int, no wrap-around) of an extent expression of size variables."""
-    if isinstance(e, int):
-        return e
-    if isinstance(e, Const):
-        return int(e.value)
-    if isinstance(e, Var):
-        return values[e]
-    if isinstance(e, Cast):
-        return evaluate_extent(e.value, values)
-    if isinstance(e, Binary):
-        a, b = evaluate_extent(e.a, values), evaluate_extent(e.b, values)
-        ops = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
-               "floordiv": lambda: a // b if b else 0, "floormod": lambda: a % b if b else 0,
-               "min": lambda: min(a, b), "max": lambda: max(a, b)}
-        if e.op in ops:
-            return ops[e.op]()
-    raise ValueError(f"cannot evaluate the extent '{e}' from the argument shapes")
 
 
 def _dims(shape) -> str:

@@ -214,7 +214,10 @@ def _check_body(name: str, body: Expr, axes: Sequence[IterVar]) -> None:
     allowed = {a.var: a for a in axes}
     if top_reduce is not None:
         allowed.update({a.var: a for a in top_reduce.axis})
+    sizes = _size_vars(body, axes)
     for node in walk(body):
+        if isinstance(node, Var) and (node.nonnegative or node in sizes):
+            continue     # a symbolic size: the body may use it (A[n - 1 - i])
         if isinstance(node, Reduce) and node is not top_reduce:
             raise ValueError(f"compute '{name}': a reduction may only be the whole body of a compute "
                              f"(found '{node}' inside '{body}'); split it into two computes")
@@ -224,3 +227,18 @@ def _check_body(name: str, body: Expr, axes: Sequence[IterVar]) -> None:
             else:
                 problem = f"uses variable '{node.name}', which is not one of its axes ({', '.join(v.name for v in allowed)})"
             raise ValueError(f"compute '{name}': {problem}; a reduce_axis must appear in the axis= of a sum/max/min")
+
+
+def _size_vars(body: Expr, axes: Sequence[IterVar]) -> Dict[Var, None]:
+    """The variables in the extents of the compute's axes and of the tensors it reads."""
+    extents = [a.dom.extent for a in axes]
+    for node in walk(body):
+        if isinstance(node, TensorRead):
+            extents += list(node.tensor.shape)
+        if isinstance(node, Reduce):
+            extents += [a.dom.extent for a in node.axis]
+    out: Dict[Var, None] = {}
+    for n in extents:
+        if isinstance(n, Expr):
+            out.update({v: None for v in walk(n) if isinstance(v, Var)})
+    return out

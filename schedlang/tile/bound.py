@@ -73,7 +73,8 @@ class _Bounds:
                                     axis=plan.attach_ivar.name,
                                     hint=f"compute '{reader.name}' inside that loop too, or compute '{plan.name}' at the root")
             values = self.root_values(reader)
-            relax = {v: self.ranges[v] for v in _vars_of(read, values) if id(v) not in fixed_set}
+            relax = {v: self.ranges[v] for v in _vars_of(read, values)
+                     if id(v) not in fixed_set and v in self.ranges}     # size variables stay fixed
             for d, index in enumerate(read.indices):
                 e = simplify(substitute(index, values))
                 lo, hi = self.interval(e, relax)

@@ -172,8 +172,11 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
     def parallel_for(self, s: For) -> None:
         buffers = [b for b in buffers_used(s.body) if b in self.ptrs]
         scalars = [v for v in _vars_in(s.body) if v in self.env and v is not s.var]
+        sized = [e for b in buffers for e in buffer_exprs(b)]    # symbolic sizes, for bounds checks
         if isinstance(s.extent, Expr):    # the workers compute the symbolic trip count themselves
-            scalars += [v for v in free_vars(s.extent) if v in self.env and v not in scalars]
+            sized.append(s.extent)
+        for e in sized:
+            scalars += [v for v in free_vars(e) if v in self.env and v not in scalars]
         self.outlined += 1
         base = f"{self.fn.name}.par{self.outlined}"
         body_name = self.outline_body(base, s, buffers, scalars)

@@ -1,0 +1,27 @@
+"""Extents of symbolic shapes: exact evaluation for given sizes (Python ints, no wrap-around)."""
+from __future__ import annotations
+
+from typing import Mapping
+
+from .nodes import Binary, Cast, Const, Var
+
+_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+        "floordiv": lambda a, b: a // b if b else 0, "floormod": lambda a, b: a % b if b else 0,
+        "min": min, "max": max}
+
+
+def evaluate_extent(e, values: Mapping[Var, int]) -> int:
+    """The value of an extent (an int, or an expression of size variables) for the given sizes."""
+    if isinstance(e, int):
+        return e
+    if isinstance(e, Const):
+        return int(e.value)
+    if isinstance(e, Var):
+        if e not in values:
+            raise ValueError(f"no value for the size variable '{e.name}'")
+        return values[e]
+    if isinstance(e, Cast) and e.dtype.is_int:
+        return evaluate_extent(e.value, values)
+    if isinstance(e, Binary) and e.op in _OPS:
+        return _OPS[e.op](evaluate_extent(e.a, values), evaluate_extent(e.b, values))
+    raise ValueError(f"cannot evaluate the extent '{e}' from the sizes")
