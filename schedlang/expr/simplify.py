@@ -143,8 +143,10 @@ class _Simplifier(ExprMutator):
 
     def bounds(self, e: Expr):
         lo, hi = const_bounds(e, self.ranges)
-        if (lo is None or hi is None) and has_symbolic_range(e, self.ranges):
-            return symbolic_bounds(e, self.ranges, (lo, hi))
+        if has_symbolic_range(e, self.ranges):     # the tighter of the two
+            slo, shi = symbolic_bounds(e, self.ranges, (None, None))
+            lo = slo if lo is None else lo if slo is None else max(lo, slo)
+            hi = shi if hi is None else hi if shi is None else min(hi, shi)
         return lo, hi
 
     def visit_Var(self, e) -> Expr:
@@ -297,9 +299,9 @@ def symbolic_bounds(e: Expr, ranges: VarRanges, known) -> Tuple[Optional[int], O
             continue
         pieces: Terms = []
         for atom, k in terms:
-            if isinstance(atom, Var) and atom in ranges:
-                end = ranges[atom][side if k > 0 else 1 - side]
-                pieces.append((bound_expr(end, atom.dtype), k))
+            end = ranges[atom][side if k > 0 else 1 - side] if isinstance(atom, Var) and atom in ranges else None
+            if isinstance(end, Expr):      # only symbolic ends: constant ones are const_bounds' job
+                pieces.append((end, k))
             else:
                 pieces.append((atom, k))
         t2, c2 = linear_form(from_linear(pieces, constant, e.dtype))

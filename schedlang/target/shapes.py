@@ -18,7 +18,8 @@ def _dims(shape) -> str:
 
 class SizeBinder:
     """Where each size variable is read from (the first argument dimension that is exactly
-    that variable), and the checks a call runs on the argument shapes."""
+    that variable, else one whose extent is a * v + b), and the checks a call runs on the
+    argument shapes."""
 
     def __init__(self, params: Sequence[Buffer], sizes: Sequence[Var], sized: Sequence[Buffer] = ()):
         self.params = list(params)
@@ -29,7 +30,14 @@ class SizeBinder:
             for d, n in enumerate(b.shape):
                 if isinstance(n, Var) and n not in self.source:
                     self.source[n] = (i, d)
-        missing = [v.name for v in self.sizes if v not in self.source]
+        # a size given only through an extent like m * 4 + 1 is solved from it
+        self.solved: Dict[Var, Tuple[int, int, int, int]] = {}
+        for i, b in enumerate(self.params):
+            for d, n in enumerate(b.shape):
+                form = _linear_in_one(n)
+                if form is not None and form[0] not in self.source and form[0] not in self.solved:
+                    self.solved[form[0]] = (i, d, form[1], form[2])
+        missing = [v.name for v in self.sizes if v not in self.source and v not in self.solved]
         if missing:
             decls = ", ".join(f"{b.name}{_dims(b.shape)}" for b in self.params)
             raise ValueError(f"size variable(s) {', '.join(map(repr, missing))} are not the extent of any dimension "
@@ -56,6 +64,13 @@ class SizeBinder:
                 elif values[n] != got:
                     raise ValueError(f"size variable '{n.name}' is {values[n]} from {origin[n]} but {got} "
                                      f"from {self._where(i, d)}")
+        for v, (i, d, coeff, const) in self.solved.items():
+            got = shapes[i][d]
+            value, rest = divmod(got - const, coeff)
+            if rest or value < 0:
+                raise ValueError(f"argument '{self.params[i].name}' has {self._where(i, d)} = {got}, but its extent "
+                                 f"'{self.params[i].shape[d]}' is not {got} for any size '{v.name}'")
+            values[v], origin[v] = value, self._where(i, d)
         for i, (b, shape) in enumerate(zip(self.params, shapes)):
             for d, (n, got) in enumerate(zip(b.shape, shape)):
                 if isinstance(n, Expr) and not isinstance(n, Var):
@@ -82,3 +97,14 @@ class SizeBinder:
 def _mentions(e: Expr, v: Var) -> bool:
     from ..expr.functor import uses_var
     return uses_var(e, v)
+
+
+def _linear_in_one(e):
+    """(v, a, b) when the extent e is a * v + b with a > 0, else None."""
+    if not isinstance(e, Expr) or isinstance(e, Var):
+        return None
+    from ..expr.simplify import linear_form
+    terms, const = linear_form(e)
+    if len(terms) == 1 and isinstance(terms[0][0], Var) and terms[0][1] > 0:
+        return terms[0][0], terms[0][1], const
+    return None

@@ -245,10 +245,22 @@ def test_shape_expression_mismatch_names_the_size():
 
 def test_size_that_no_argument_gives_is_refused_at_build():
     n = sl.size_var("n")
-    A = sl.placeholder((n * 2,), name="A")
-    B = sl.compute((n * 2,), lambda i: A[i] + 1.0, name="B")
+    A = sl.placeholder((n * n,), name="A")
+    B = sl.compute((n * n,), lambda i: A[i] + 1.0, name="B")
     with pytest.raises(ValueError, match="size variable\\(s\\) 'n' are not the extent of any dimension"):
         sl.build(sl.create_schedule(B.op), [A, B])
+
+
+def test_size_solved_from_a_linear_extent():
+    n = sl.size_var("n")
+    A = sl.placeholder((n * 4 + 1,), name="A")
+    B = sl.compute((n * 4 + 1,), lambda i: A[i] + 1.0, name="B")
+    mod = sl.build(sl.create_schedule(B.op), [A, B])
+    a, b = np.arange(13, dtype="float32"), np.zeros(13, "float32")
+    mod(a, b)
+    np.testing.assert_array_equal(b, a + 1)
+    with pytest.raises(ValueError, match=r"A.shape\[0\] = 10, but its extent 'n \* 4 \+ 1' is not 10 for any size 'n'"):
+        mod(np.zeros(10, "float32"), np.zeros(10, "float32"))
 
 
 def test_more_than_2_31_elements_is_refused_at_call():
