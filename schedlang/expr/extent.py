@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .nodes import Binary, Cast, Const, Var
+from .nodes import Binary, Cast, Const, Expr, Var
 
 _OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
         "floordiv": lambda a, b: a // b if b else 0, "floormod": lambda a, b: a % b if b else 0,
@@ -25,3 +25,15 @@ def evaluate_extent(e, values: Mapping[Var, int]) -> int:
     if isinstance(e, Binary) and e.op in _OPS:
         return _OPS[e.op](evaluate_extent(e.a, values), evaluate_extent(e.b, values))
     raise ValueError(f"cannot evaluate the extent '{e}' from the sizes")
+
+
+def linear_in_one(e):
+    """(v, a, b) when the extent e is a * v + b with a > 0 (a size that can be solved
+    from e's value), else None."""
+    if not isinstance(e, Expr) or isinstance(e, Var):
+        return None
+    from .simplify import linear_form
+    terms, const = linear_form(e)
+    if len(terms) == 1 and isinstance(terms[0][0], Var) and terms[0][1] > 0:
+        return terms[0][0], terms[0][1], const
+    return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence, Tuple
 
-from ..expr.extent import evaluate_extent
+from ..expr.extent import evaluate_extent, linear_in_one
 from ..expr.nodes import Buffer, Expr, Var
 
 MAX_ELEMENTS = 2 ** 31 - 1      # indices are 32-bit
@@ -34,7 +34,7 @@ class SizeBinder:
         self.solved: Dict[Var, Tuple[int, int, int, int]] = {}
         for i, b in enumerate(self.params):
             for d, n in enumerate(b.shape):
-                form = _linear_in_one(n)
+                form = linear_in_one(n)
                 if form is not None and form[0] not in self.source and form[0] not in self.solved:
                     self.solved[form[0]] = (i, d, form[1], form[2])
         missing = [v.name for v in self.sizes if v not in self.source and v not in self.solved]
@@ -98,13 +98,3 @@ def _mentions(e: Expr, v: Var) -> bool:
     from ..expr.functor import uses_var
     return uses_var(e, v)
 
-
-def _linear_in_one(e):
-    """(v, a, b) when the extent e is a * v + b with a > 0, else None."""
-    if not isinstance(e, Expr) or isinstance(e, Var):
-        return None
-    from ..expr.simplify import linear_form
-    terms, const = linear_form(e)
-    if len(terms) == 1 and isinstance(terms[0][0], Var) and terms[0][1] > 0:
-        return terms[0][0], terms[0][1], const
-    return None

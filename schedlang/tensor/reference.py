@@ -12,7 +12,7 @@ from typing import Dict, List, Mapping, Sequence
 import numpy as np
 
 from ..dtypes import DType
-from ..expr.extent import evaluate_extent
+from ..expr.extent import evaluate_extent, linear_in_one
 from ..expr.nodes import (Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var)
 from .graph import post_order
 from .op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
@@ -34,6 +34,11 @@ def evaluate(outputs: Sequence[Tensor], feed: Mapping[Tensor, np.ndarray]) -> Li
         for n, got in zip(tensor.shape, np.shape(array)):
             if isinstance(n, Var):
                 sizes.setdefault(n, int(got))
+    for tensor, array in feed.items():          # sizes given only as a * n + b
+        for n, got in zip(tensor.shape, np.shape(array)):
+            form = linear_in_one(n)
+            if form is not None and form[0] not in sizes:
+                sizes[form[0]] = (int(got) - form[2]) // form[1]
     for tensor, array in feed.items():
         array = np.asarray(array)
         want = _shape(tensor.shape, sizes)

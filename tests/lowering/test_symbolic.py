@@ -178,7 +178,7 @@ def test_torch_tensors_and_nparts_split():
     B = sl.compute((n,), lambda i: A[i] * A[i], name="B")
     s = sl.create_schedule(B.op)
     o, i = s[B].split(B.op.axis[0], nparts=4)
-    s[B].parallel(o)
+    s[B].vectorize(i)
     for mod in builds(s, [A, B]):
         for size in (0, 1, 5, 1000):
             a = torch.randn(size)
