@@ -37,3 +37,17 @@ def linear_in_one(e):
     if len(terms) == 1 and isinstance(terms[0][0], Var) and terms[0][1] > 0:
         return terms[0][0], terms[0][1], const
     return None
+
+
+def first_overflow(e, values: Mapping[Var, int], lo: int = -2 ** 31, hi: int = 2 ** 31 - 1):
+    """The first subexpression of e whose exact value leaves [lo, hi] for the given sizes
+    (32-bit index arithmetic would wrap there), or None."""
+    if not isinstance(e, Expr):
+        return None
+    if isinstance(e, (Binary, Cast)):
+        for child in ((e.a, e.b) if isinstance(e, Binary) else (e.value,)):
+            bad = first_overflow(child, values, lo, hi)
+            if bad is not None:
+                return bad
+    value = evaluate_extent(e, values)
+    return e if not lo <= value <= hi else None

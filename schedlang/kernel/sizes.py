@@ -69,3 +69,16 @@ def symbolic_buffers(m: KernelModule) -> Tuple[Buffer, ...]:
     for k in m.kernels:
         out += [s.buffer for s in walk_stmts(k.body) if isinstance(s, Allocate) and s.buffer.is_symbolic]
     return tuple(out)
+
+
+def symbolic_extents(m: KernelModule) -> Tuple[Expr, ...]:
+    """The symbolic loop and launch extents of the module (each once)."""
+    out: Dict[int, Expr] = {}
+    for k in m.kernels:
+        for a in k.launch:
+            if isinstance(a.extent, Expr):
+                out.setdefault(id(a.extent), a.extent)
+        for s in walk_stmts(k.body):
+            if isinstance(s, For) and isinstance(s.extent, Expr):
+                out.setdefault(id(s.extent), s.extent)
+    return tuple(out.values())

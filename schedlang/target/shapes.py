@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence, Tuple
 
-from ..expr.extent import evaluate_extent, linear_in_one
+from ..expr.extent import evaluate_extent, first_overflow, linear_in_one
 from ..expr.nodes import Buffer, Expr, Var
 
 MAX_ELEMENTS = 2 ** 31 - 1      # indices are 32-bit
@@ -21,10 +21,13 @@ class SizeBinder:
     that variable, else one whose extent is a * v + b), and the checks a call runs on the
     argument shapes."""
 
-    def __init__(self, params: Sequence[Buffer], sizes: Sequence[Var], sized: Sequence[Buffer] = ()):
+    def __init__(self, params: Sequence[Buffer], sizes: Sequence[Var], sized: Sequence[Buffer] = (),
+                 extents: Sequence[Expr] = ()):
         self.params = list(params)
         self.sizes = list(sizes)
         self.sized = list(sized)      # every other buffer whose size depends on the sizes
+        self.extents = list(extents)  # symbolic loop extents, computed in 32 bits
+        self._checked: Tuple[int, ...] = ()
         self.source: Dict[Var, Tuple[int, int]] = {}
         for i, b in enumerate(self.params):
             for d, n in enumerate(b.shape):
@@ -79,14 +82,25 @@ class SizeBinder:
                         given = ", ".join(f"{v.name}={values[v]} (from {origin[v]})" for v in values if _mentions(n, v))
                         raise ValueError(f"argument '{b.name}' has {self._where(i, d)} = {got}, but its extent "
                                          f"'{n}' is {want} with {given}")
+        result = [values[v] for v in self.sizes]
+        if tuple(result) != self._checked:      # the same sizes as last call: checked already
+            self._check_limits(values)
+            self._checked = tuple(result)
+        return result
+
+    def _check_limits(self, values: Dict[Var, int]) -> None:
+        given = ", ".join(f"{v.name}={values[v]}" for v in self.sizes)
         for b in self.params + self.sized:
             if b.is_symbolic:
                 count = evaluate_extent(b.size, values)
                 if count > MAX_ELEMENTS:
-                    raise ValueError(f"tensor '{b.name}' would have {count} elements with "
-                                     f"{', '.join(f'{v.name}={values[v]}' for v in self.sizes)}; indices are 32-bit, "
-                                     "so tensors are limited to 2**31 - 1 elements")
-        return [values[v] for v in self.sizes]
+                    raise ValueError(f"tensor '{b.name}' would have {count} elements with {given}; indices are "
+                                     "32-bit, so tensors are limited to 2**31 - 1 elements")
+        for e in self.extents:
+            bad = first_overflow(e, values)
+            if bad is not None:
+                raise ValueError(f"with {given}, the loop extent '{e}' overflows 32-bit index arithmetic "
+                                 f"('{bad}' is {evaluate_extent(bad, values)})")
 
     def shape_of(self, b: Buffer, values: Sequence[int]) -> Tuple[int, ...]:
         """The concrete shape of a buffer for the given size values."""

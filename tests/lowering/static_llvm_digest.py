@@ -34,7 +34,23 @@ def cases():
     s = sl.create_schedule(C.op); f = s[C].fuse(*C.op.axis); o, i = s[C].split(f, nparts=7); s[C].parallel(o)
     yield "fuse_nparts", s, [A, B, C]
 
+def random_cases(per_program=3):
+    """The first random schedules of every schedule-invariance program."""
+    from tests.lowering.random_schedules import Generator, all_programs, case_seed
+    for name, program in all_programs().items():
+        for index in range(per_program):
+            s = Generator(program, case_seed(name, index)).run()
+            yield f"{name}-{index}", s, program.args
+
+
+def digest(text):
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 for tgt in ("llvm", sl.Target.create("llvm").with_options(bounds_check=True)):
     for name, s, args in cases():
         text = sl.build(s, args, target=tgt).get_source("ll")
-        print(name, getattr(tgt, "bounds_check", False), hashlib.sha256(text.encode()).hexdigest()[:16], len(text))
+        print(name, getattr(tgt, "bounds_check", False), digest(text), len(text))
+for name, s, args in random_cases():
+    mod = sl.build(s, args)
+    print(name, digest(mod.get_source("ll")), digest(mod.ir["kernel"]), digest(mod.ir["tile"]))

@@ -273,6 +273,18 @@ def test_more_than_2_31_elements_is_refused_at_call():
         mod(np.zeros(1 << 16, "float32"), big)
 
 
+def test_loop_extent_overflowing_32_bits_is_refused_at_call():
+    n = sl.size_var("n")
+    A = sl.placeholder((n,), "int8", name="A")
+    B = sl.compute((n,), lambda i: A[i] + sl.const(1, "int8"), name="B")
+    s = sl.create_schedule(B.op)
+    s[B].split(B.op.axis[0], factor=64)
+    mod = sl.build(s, [A, B])
+    big = np.lib.stride_tricks.as_strided(np.zeros(1, "int8"), (2 ** 31 - 10,), (0,))
+    with pytest.raises(ValueError, match=r"the loop extent '\(n \+ 63\) // 64' overflows 32-bit index arithmetic"):
+        mod(big, big)
+
+
 def test_bad_symbolic_extents():
     with pytest.raises(TypeError, match="int32 expressions"):
         sl.placeholder((sl.var("x", "float32"),), name="A")

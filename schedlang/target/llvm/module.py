@@ -8,7 +8,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from ...kernel.nodes import KernelModule
-from ...kernel.sizes import symbolic_buffers
+from ...kernel.sizes import symbolic_buffers, symbolic_extents
 from ..shapes import SizeBinder
 from ..target import Target
 from .codegen import render_llvm, symbol
@@ -40,7 +40,8 @@ class LLVMModule:
         self.ir["llvm"] = self._source
         self._compiled = CompiledModule(self._source, target.cpu, target.features)
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._compiled.address(symbol(self.name)))
-        self._sizes = SizeBinder(self.params, kernel_ir.sizes, symbolic_buffers(kernel_ir)) if kernel_ir.sizes else None
+        self._sizes = (SizeBinder(self.params, kernel_ir.sizes, symbolic_buffers(kernel_ir), symbolic_extents(kernel_ir))
+                       if kernel_ir.sizes else None)
         self._argv_type = ctypes.c_void_p * max(1, len(self.params) + len(kernel_ir.sizes))
 
     def get_source(self, fmt: str = "ll") -> str:
