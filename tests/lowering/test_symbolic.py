@@ -350,3 +350,20 @@ def test_reference_reads_sizes_from_the_feed():
     np.testing.assert_allclose(got, np.cumsum(a))
     s = sl.create_schedule(B.op)
     check_reference(s, [A, B], lambda n: [(n,), (n,)], sizes=(0, 1, 7, 64))
+
+
+# ---- what the simplifier knows about sizes -------------------------------------------
+
+def test_simplifier_facts_about_sizes():
+    from schedlang.expr.simplify import simplify
+    n, x = sl.size_var("n"), sl.var("x")
+    i, io, ii = sl.var("i"), sl.var("io"), sl.var("ii")
+    assert str(simplify(n >= 0)) == "True" and str(simplify(n + 1 > 0)) == "True"
+    assert str(simplify(x >= 0)) == "x >= 0"                       # a plain var may be negative
+    loop = {i: (0, n - 1)}
+    assert str(simplify(i < n, loop)) == "True"                    # i runs over 0..n
+    assert str(simplify(i <= n - 2, loop)) == "i <= n - 2"
+    assert str(simplify(sl.min(i, n), loop)) == "i"
+    split = {io: (0, (n + 63) // 64 - 1), ii: (0, 63)}
+    assert str(simplify(io * 64 < n, split)) == "True"             # every block starts inside
+    assert str(simplify(io * 64 + ii < n, split)) == "io * 64 + ii < n"   # the tail needs its guard
