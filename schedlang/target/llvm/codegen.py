@@ -215,13 +215,16 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         fn = FunctionText(name, f"void @{name}(ptr %ctx)")
         slots = len(buffers) + len(scalars)
         args = []
+        loaded: Dict[Var, str] = {}
         for i in range(slots):
             slot = fn.emit(f"getelementptr inbounds [{slots} x i64], ptr %ctx, i64 0, i64 {i}", "slot")
             if i < len(buffers):
                 args.append("ptr " + fn.emit(f"load ptr, ptr {slot}, align 8", "p"))
             else:
-                ty = compute_type(scalars[i - len(buffers)].dtype)
-                args.append(f"{ty} " + fn.emit(f"load {ty}, ptr {slot}, align 8", "s"))
+                v = scalars[i - len(buffers)]
+                ty = compute_type(v.dtype)
+                loaded[v] = fn.emit(f"load {ty}, ptr {slot}, align 8", "s")
+                args.append(f"{ty} {loaded[v]}")
         self.declare("declare i32 @omp_get_thread_num()")
         self.declare("declare i32 @omp_get_num_threads()")
         tid = fn.emit("call i32 @omp_get_thread_num()", "tid")
@@ -229,8 +232,7 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         # Static schedule: thread t runs iterations [t*chunk, min((t+1)*chunk, extent)).
         extent = s.extent
         if isinstance(extent, Expr):
-            values = {v: a.split(" ")[1] for v, a in zip(scalars, args[len(buffers):])}
-            extent = FunctionEmitter(self.module, fn, values, {}).expr(extent)
+            extent = FunctionEmitter(self.module, fn, loaded, {}).expr(extent)
             top = fn.emit(f"add i32 {nth}, {extent}", "top")
             top = fn.emit(f"sub i32 {top}, 1", "top")
         else:
