@@ -140,10 +140,12 @@ def _merge_div_mod(terms: Terms) -> Terms:
 class _Simplifier(ExprMutator):
     def __init__(self, ranges: VarRanges):
         self.ranges = ranges
+        # loops over symbolic extents: bounds may also come from cancelling size variables
+        self.symbolic = any(isinstance(lo, Expr) or isinstance(hi, Expr) for lo, hi in ranges.values())
 
     def bounds(self, e: Expr):
         lo, hi = const_bounds(e, self.ranges)
-        if has_symbolic_range(e, self.ranges):     # the tighter of the two
+        if self.symbolic and has_symbolic_range(e, self.ranges):     # the tighter of the two
             slo, shi = symbolic_bounds(e, self.ranges, (None, None))
             lo = slo if lo is None else lo if slo is None else max(lo, slo)
             hi = shi if hi is None else hi if shi is None else min(hi, shi)

@@ -367,3 +367,23 @@ def test_simplifier_facts_about_sizes():
     split = {io: (0, (n + 63) // 64 - 1), ii: (0, 63)}
     assert str(simplify(io * 64 < n, split)) == "True"             # every block starts inside
     assert str(simplify(io * 64 + ii < n, split)) == "io * 64 + ii < n"   # the tail needs its guard
+
+
+def test_rfactor_of_a_symbolic_outer_reduction_loop_has_a_runtime_sized_temp():
+    n, m = sl.size_var("n"), sl.size_var("m")
+    A = sl.placeholder((n, m), name="A")
+    k = sl.reduce_axis((0, m), "k")
+    B = sl.compute((n,), lambda i: sl.sum(A[i, k], axis=k), name="B")
+    s = sl.create_schedule(B.op)
+    ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
+    BF = s.rfactor(B, ko, 1)
+    s[BF].parallel(s[BF].op.axis[0])
+    assert "temp B.rf: f32[n, (m + 15) // 16] global" in sl.lower(s, [A, B], level="kernel")
+    mods = builds(s, [A, B])
+    rng = np.random.default_rng(3)
+    for shape in ((0, 0), (3, 0), (0, 5), (1, 1), (7, 33), (64, 100)):
+        a = rng.standard_normal(shape).astype("float32")
+        for mod in mods:
+            b = np.full(shape[0], 7, "float32")
+            mod(a, b)
+            assert_close(b, a.sum(axis=1), "float32", name=f"shape {shape}")
