@@ -11,7 +11,7 @@ from .tensor import (IterVar, Range, Tensor, comm_reducer, compute, placeholder,
 from .tensor.intrin import (abs, all, any, ceil, cos, const, erf, exp, exp2, floor, floordiv,  # noqa: F401
                             floormod, if_then_else, log, log2, max, max_value, min, min_value, pow,
                             power, prod, round, rsqrt, select, sigmoid, sin, sqrt, sum, tanh, trunc,
-                            var, cast)
+                            var, size_var, cast)
 from .tensor.reference import evaluate as reference  # noqa: F401
 
 __version__ = "0.1.0"

@@ -7,7 +7,7 @@ from .nodes import Binary, Cast, Const, Expr, Select, Var, binary
 from .functor import free_vars
 
 Interval = Tuple[Optional[int], Optional[int]]   # None = unbounded on that side
-VarRanges = Mapping[Var, Tuple[int, int]]        # inclusive [lo, hi]
+VarRanges = Mapping[Var, Tuple[object, object]]  # inclusive [lo, hi]: ints, or expressions of size variables
 
 
 def const_bounds(e: Expr, ranges: VarRanges, _memo: Optional[Dict[int, tuple]] = None) -> Interval:
@@ -26,7 +26,14 @@ def _const_bounds(e: Expr, ranges: VarRanges, memo) -> Interval:
     if isinstance(e, Const):
         return (int(e.value), int(e.value)) if not isinstance(e.value, float) else (None, None)
     if isinstance(e, Var):
-        return ranges.get(e, (None, None))
+        if e not in ranges:
+            return (0 if e.nonnegative else None), None
+        lo, hi = ranges[e]
+        if isinstance(lo, Expr):      # a loop over a symbolic extent: bounds are expressions
+            lo = const_bounds(lo, ranges)[0]
+        if isinstance(hi, Expr):
+            hi = const_bounds(hi, ranges)[1]
+        return lo, hi
     if isinstance(e, Cast) and e.dtype.is_int and e.value.dtype.is_int:
         return const_bounds(e.value, ranges, memo)
     if isinstance(e, Select):
@@ -101,7 +108,7 @@ def relaxed_interval(e: Expr, relax: VarRanges) -> Tuple[Expr, Expr]:
         return e, e
     if isinstance(e, Var):
         lo, hi = relax[e]
-        return Const(lo, e.dtype), Const(hi, e.dtype)
+        return bound_expr(lo, e.dtype), bound_expr(hi, e.dtype)
     if isinstance(e, Binary):
         if e.op in ("add", "sub"):
             alo, ahi = relaxed_interval(e.a, relax)
@@ -130,3 +137,19 @@ def relaxed_interval(e: Expr, relax: VarRanges) -> Tuple[Expr, Expr]:
     if lo is None or hi is None:
         raise ValueError(f"cannot bound '{e}' over {', '.join(v.name for v in relax)}")
     return Const(lo, e.dtype), Const(hi, e.dtype)
+
+
+def bound_expr(bound, dt) -> Expr:
+    """A range bound (an int or an expression of size variables) as an expression."""
+    return bound if isinstance(bound, Expr) else Const(bound, dt)
+
+
+def has_symbolic_range(e: Expr, ranges: VarRanges) -> bool:
+    """Whether e mentions a size variable or a loop whose range is symbolic."""
+    for v in free_vars(e):
+        if v.nonnegative:
+            return True
+        r = ranges.get(v)
+        if r is not None and (isinstance(r[0], Expr) or isinstance(r[1], Expr)):
+            return True
+    return False

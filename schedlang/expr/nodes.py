@@ -130,10 +130,12 @@ def cached_dtype(compute):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Var(Expr):
-    """A scalar variable: a loop index, an axis, or a combiner operand. Compared by identity."""
+    """A scalar variable: a loop index, an axis, a combiner operand or a symbolic size.
+    Compared by identity. nonnegative: known to be >= 0 (TVM's SizeVar)."""
 
     name: str
     dtype: DType = int32
+    nonnegative: bool = False
 
     __hash__ = object.__hash__
 
@@ -364,12 +366,27 @@ class Buffer:
 
     @property
     def size(self) -> int:
-        """Elements the allocation must hold."""
+        """Elements the allocation must hold (an expression when the shape is symbolic)."""
         if not self.shape:
             return 1
+        if self.is_symbolic:
+            if self.strides is None:
+                total = 1
+                for n in self.shape:
+                    total = _mul_extent(total, n)
+                return total
+            total = 1
+            for n, s in zip(self.shape, self.strides):
+                total = binary("add", total, _mul_extent(binary("sub", n, 1), s))
+            return total
         if self.strides is None:
             return math.prod(self.shape)
         return 1 + sum((n - 1) * s for n, s in zip(self.shape, self.strides))
+
+    @property
+    def is_symbolic(self) -> bool:
+        """Whether an extent (or stride) is an expression of size variables."""
+        return any(isinstance(n, Expr) for n in self.shape + (self.strides or ()))
 
     def dense_strides(self) -> Tuple[int, ...]:
         if self.strides is not None:
@@ -377,7 +394,7 @@ class Buffer:
         out, step = [], 1
         for n in reversed(self.shape):
             out.append(step)
-            step *= n
+            step = _mul_extent(step, n)
         return tuple(reversed(out))
 
     def __str__(self) -> str:
@@ -409,6 +426,17 @@ class Load(Expr):
     def dtype(self) -> DType:
         lanes = max((i.dtype.lanes for i in self.indices), default=1)
         return self.buffer.dtype.with_lanes(lanes)
+
+
+def _mul_extent(a, b):
+    """a * b for extents (ints, or expressions of size variables), without 1 * n."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    if isinstance(a, int) and a == 1:
+        return b
+    if isinstance(b, int) and b == 1:
+        return a
+    return binary("mul", a, b)
 
 
 def as_expr(value: Any, hint: Optional[DType] = None) -> Expr:

@@ -8,10 +8,10 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .bounds import VarRanges, const_bounds
+from .bounds import VarRanges, bound_expr, const_bounds, has_symbolic_range
 from .functor import ExprMutator, map_children
 from .equality import key
-from .nodes import Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select
+from .nodes import Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var
 
 _FOLD = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
          "min": min, "max": max, "bitand": operator.and_, "bitor": operator.or_,
@@ -140,13 +140,22 @@ def _merge_div_mod(terms: Terms) -> Terms:
 class _Simplifier(ExprMutator):
     def __init__(self, ranges: VarRanges):
         self.ranges = ranges
+        # loops over symbolic extents: bounds may also come from cancelling size variables
+        self.symbolic = any(isinstance(lo, Expr) or isinstance(hi, Expr) for lo, hi in ranges.values())
 
     def bounds(self, e: Expr):
-        return const_bounds(e, self.ranges)
+        lo, hi = const_bounds(e, self.ranges)
+        if self.symbolic and has_symbolic_range(e, self.ranges):     # the tighter of the two
+            slo, shi = symbolic_bounds(e, self.ranges, (None, None))
+            lo = slo if lo is None else lo if slo is None else max(lo, slo)
+            hi = shi if hi is None else hi if shi is None else min(hi, shi)
+        return lo, hi
 
     def visit_Var(self, e) -> Expr:
         lo, hi = self.ranges.get(e, (None, None))
-        return Const(lo, e.dtype) if lo is not None and lo == hi else e   # a one-iteration loop
+        if isinstance(lo, int) and isinstance(hi, int) and lo == hi:
+            return Const(lo, e.dtype)        # a one-iteration loop
+        return e
 
     # -- arithmetic --
     def visit_Binary(self, e: Binary) -> Expr:
@@ -280,6 +289,47 @@ class _Simplifier(ExprMutator):
 
     def visit_Call(self, e: Call) -> Expr:
         return map_children(e, self.visit)
+
+
+def symbolic_bounds(e: Expr, ranges: VarRanges, known) -> Tuple[Optional[int], Optional[int]]:
+    """Constant bounds of a linear e found by replacing each loop variable with the (symbolic)
+    end of its range that maximises / minimises e, so that size variables cancel:
+    i - n <= (n - 1) - n == -1 when i runs over 0..n."""
+    terms, constant = linear_form(e)
+    out = list(known)
+    for side in (0, 1):          # 0: lower bound, 1: upper bound
+        if out[side] is not None:
+            continue
+        pieces: Terms = []
+        for atom, k in terms:
+            end = ranges[atom][side if k > 0 else 1 - side] if isinstance(atom, Var) and atom in ranges else None
+            if isinstance(end, Expr):      # only symbolic ends: constant ones are const_bounds' job
+                pieces.append((end, k))
+            else:
+                pieces.append((atom, k))
+        t2, c2 = linear_form(from_linear(pieces, constant, e.dtype))
+        t2, c2 = _relax_floordiv(t2, c2, side)
+        t2, c2 = linear_form(from_linear(t2, c2, e.dtype))
+        out[side] = const_bounds(from_linear(t2, c2, e.dtype), ranges)[side]
+    return out[0], out[1]
+
+
+def _relax_floordiv(terms: Terms, constant: int, side: int) -> Tuple[Terms, int]:
+    """Bound k * (x // c) by x when c divides k: c * (x // c) lies in [x - c + 1, x], so
+    64 * ((n + 63) // 64) - n is at least 0."""
+    out: Terms = []
+    for atom, k in terms:
+        if (isinstance(atom, Binary) and atom.op == "floordiv" and isinstance(atom.b, Const)
+                and atom.b.value > 0 and k % int(atom.b.value) == 0):
+            c, m = int(atom.b.value), k // int(atom.b.value)
+            inner, inner_const = linear_form(atom.a)
+            out += [(t, m * kk) for t, kk in inner]
+            constant += m * inner_const
+            if (m > 0) != bool(side):     # the end where c * (x // c) == x - c + 1
+                constant -= m * (c - 1)
+        else:
+            out.append((atom, k))
+    return out, constant
 
 
 def _decide(op: str, lo: Optional[int], hi: Optional[int]) -> Optional[bool]:

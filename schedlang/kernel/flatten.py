@@ -11,7 +11,10 @@ def flat_index(buffer: Buffer, indices) -> Expr:
     strides = buffer.dense_strides()
     total = None
     for i, s in zip(indices, strides):
-        term = i if s == 1 else binary("mul", i, Const(s, i.dtype))
+        if isinstance(s, Expr):     # a symbolic stride
+            term = binary("mul", i, s)
+        else:
+            term = i if s == 1 else binary("mul", i, Const(s, i.dtype))
         total = term if total is None else binary("add", total, term)
     return total if total is not None else Const(0)
 

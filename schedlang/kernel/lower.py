@@ -11,11 +11,12 @@ from typing import Callable, List, Sequence, Tuple
 from .. import verify
 from ..loop.nodes import Func
 from ..loop.simplify import simplify_stmt
-from ..loop.verify import verify_stmt
+from ..loop.verify import size_vars, verify_stmt
 from ..target.target import Target
 from .flatten import flatten_buffers
 from .kernels import split_kernels
 from .nodes import KernelModule
+from .sizes import add_size_params
 from .unroll import unroll_loops
 from .vectorize import vectorize_loops
 from .verify import verify_kernel_module
@@ -36,9 +37,9 @@ def lower_to_kernel_ir(func: Func, passes: Sequence[Tuple[str, Callable]]) -> Ke
     """Run the passes (from the target's backend) over the function body, then split it into
     kernels. With verification on (schedlang.verify), the IR is checked after every pass."""
     body = verify.run_passes(func.body, passes, partial(_verify_body, func))
-    module = split_kernels(func.name, func.params, body)
+    module = add_size_params(split_kernels(func.name, func.params, body))
     return verify_kernel_module(module) if verify.ENABLED else module
 
 
 def _verify_body(func: Func, body, after: str) -> None:
-    verify_stmt(body, func.params, flat=True, where=f"Kernel IR of '{func.name}' after {after}")
+    verify_stmt(body, func.params, size_vars(func.params), flat=True, where=f"Kernel IR of '{func.name}' after {after}")

@@ -40,21 +40,25 @@ class LaunchKind(Enum):
 
 @dataclass(frozen=True)
 class LaunchAxis:
-    """One launch dimension: its variable inside the kernel, its extent, what runs it, and
-    its tag ("worker" on the CPU, the thread tag "blockIdx.x" ... on the GPU)."""
+    """One launch dimension: its variable inside the kernel, its extent (which may be
+    symbolic), what runs it, and its tag ("worker" on the CPU, the thread tag "blockIdx.x"
+    ... on the GPU)."""
 
     tag: str
     var: Var
-    extent: int
+    extent: object
     kind: LaunchKind
 
 
 @dataclass(frozen=True, eq=False)
 class Kernel:
+    """sizes: the size variables (int scalars) the kernel takes after its buffers."""
+
     name: str
     params: Tuple[Buffer, ...]
     launch: Tuple[LaunchAxis, ...]
     body: Stmt
+    sizes: Tuple[Var, ...] = ()
 
     @property
     def workers(self) -> Optional[LaunchAxis]:
@@ -74,6 +78,7 @@ class KernelModule:
     params: Tuple[Buffer, ...]
     temps: Tuple[Buffer, ...]
     kernels: Tuple[Kernel, ...]
+    sizes: Tuple[Var, ...] = ()    # size variables, read from the argument arrays at call time
 
     def __str__(self) -> str:
         from .printer import print_module

@@ -35,7 +35,8 @@ def print_kernel(k: Kernel) -> str:
     launch = ", ".join(f"{a.var.name}: {a.extent}" if a.kind is LaunchKind.CPU_WORKER
                        else f"{a.tag}({a.var.name}: {a.extent})" for a in k.launch)
     workers = f" workers({launch})" if k.workers else (f" launch({launch})" if k.launch else "")
-    head = f"kernel {k.name}({', '.join(_param(b) for b in k.params)}){workers}:"
+    params = [_param(b) for b in k.params] + [f"{v.name}: {v.dtype.short}" for v in k.sizes]
+    head = f"kernel {k.name}({', '.join(params)}){workers}:"
     return "\n".join([head] + KernelPrinter().lines(k.body, 1))
 
 

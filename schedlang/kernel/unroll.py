@@ -21,16 +21,22 @@ class _Unroll(StmtMutator):
             self.auto_limit = int(limit)
         body = self.visit(s.body)
         self.auto_limit = saved
+        if not isinstance(s.extent, int):     # a symbolic trip count: the loop stays a loop
+            return s.with_body(body)
+        trips = _inner_trips(body)
         auto = (limit is None and s.kind == SERIAL and self.auto_limit > 0
-                and s.extent * _inner_trips(body) <= self.auto_limit)
+                and trips is not None and s.extent * trips <= self.auto_limit)
         one_trip = s.extent == 1 and s.kind != BOUND     # a loop of one iteration is just its body
         if s.kind == UNROLLED or auto or one_trip:
             return seq(*(substitute_stmt(body, {s.var: Const(i, s.var.dtype)}) for i in range(s.extent)))
         return s.with_body(body)
 
 
-def _inner_trips(s: Stmt) -> int:
+def _inner_trips(s: Stmt):
+    """Iterations of the loops nested in s, or None when one has a symbolic extent."""
     trips = [x.extent for x in walk_stmts(s) if isinstance(x, For)]
+    if any(not isinstance(t, int) for t in trips):
+        return None
     return math.prod(trips) if trips else 1
 
 

@@ -21,6 +21,7 @@ from ..expr.nodes import (Binary, Broadcast, Call, Cast, Compare, Const, Expr, L
 from ..expr.simplify import linear_form, simplify
 from ..loop.functor import StmtMutator, substitute_stmt
 from ..loop.nodes import (PARALLEL, SERIAL, VECTORIZED, Allocate, For, IfThen, Seq, Stmt, Store, seq)
+from ..schedule.relations import ceil_div
 from ..target.target import Target
 
 MAX_LANES_PER_REGISTER_GROUP = 4   # a vector loop longer than 4 native registers is strip-mined
@@ -231,16 +232,20 @@ class _Vectorize(StmtMutator):
 
     def vectorize(self, loop: For) -> Stmt:
         limit = self.max_lanes(loop)
-        if loop.extent > limit:   # strip-mine: a long vector loop becomes a loop over register groups
+        symbolic = not isinstance(loop.extent, int)
+        if symbolic or loop.extent > limit:
+            # strip-mine: a long vector loop becomes a loop over register groups; a symbolic
+            # trip count gets a scalar tail through the guard on the last group
             width = limit // 2
             outer, inner = Var(loop.var.name + ".o"), Var(loop.var.name + ".v")
             body = substitute_stmt(loop.body, {loop.var: binary("add", binary("mul", outer, Const(width)), inner)})
-            if loop.extent % width:
+            if symbolic or loop.extent % width:
                 body = IfThen(binary("add", binary("mul", outer, Const(width)), inner) < loop.extent, body)
-            self.ranges[outer] = (0, -(-loop.extent // width) - 1)
+            groups = ceil_div(loop.extent, width)
+            self.ranges[outer] = (0, groups - 1)
             strip = self.vectorize(For(inner, width, body, VECTORIZED))
             del self.ranges[outer]
-            return For(outer, -(-loop.extent // width), strip, SERIAL)
+            return For(outer, groups, strip, SERIAL)
         try:
             conds: List[Expr] = []
             fast_body = _hoist_guards(loop.body, loop.var, conds)

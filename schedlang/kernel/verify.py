@@ -37,6 +37,6 @@ def verify_kernel_module(module: KernelModule, where: str = "Kernel IR") -> Kern
         for a in k.launch:
             if isinstance(a.extent, int) and a.extent <= 0:
                 fail(f"kernel '{k.name}': launch axis {a.tag} has extent {a.extent}")
-        verify_stmt(k.body, k.params, [a.var for a in k.launch], flat=True, where=f"{where}, kernel '{k.name}'",
+        verify_stmt(k.body, k.params, [a.var for a in k.launch] + list(k.sizes), flat=True, where=f"{where}, kernel '{k.name}'",
                     loop_kinds=(SERIAL, PARALLEL, UNROLLED))   # a backend may leave unrolling to its compiler
     return module

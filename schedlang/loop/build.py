@@ -16,7 +16,7 @@ from ..expr.functor import rewrite_post_order, substitute, uses_var
 from ..expr.equality import key
 from ..expr.nodes import Buffer, Const, Expr, Load, Var, binary, logical
 from ..expr.simplify import simplify
-from ..schedule.relations import SplitRel, pass_down_extents, pass_up_values
+from ..schedule.relations import SplitRel, pass_down_extents, pass_up_values, split_overshoots
 from ..schedule.annotate import BIND, PARALLEL, UNROLL, VECTORIZE
 from ..tensor.axis import REDUCE, IterVar
 from ..tensor.op import ComputeOp, TensorRead
@@ -59,7 +59,7 @@ def make_buffer(plan: StagePlan, region: Region) -> Buffer:
                 step = step + ((offset - step) % factor)
             out[d] = step
             step *= shape[d]
-        strides = tuple(out)
+        strides = tuple(simplify(x) if isinstance(x, Expr) else x for x in out)   # symbolic shapes
     return Buffer(plan.name, shape, op.dtype, "global" if plan.is_arg else plan.scope, strides)
 
 
@@ -132,8 +132,7 @@ class _FuncBuilder:
         guarded once, and the root checks below reason from that guard (through a proxy
         variable with the parent's true range) instead of repeating it."""
         out: List[Expr] = []
-        overshoot = [r for r in plan.relations
-                     if isinstance(r, SplitRel) and ext[r.outer] * ext[r.inner] > ext[r.parent]]
+        overshoot = [r for r in plan.relations if isinstance(r, SplitRel) and split_overshoots(r, ext)]
         proxies = {r.parent: Var(r.parent.name + ".guarded") for r in overshoot}
         out += [rel[r.parent] < ext[r.parent] for r in overshoot]
         seeded = {a: a.var for a in plan.leaves}
@@ -144,15 +143,22 @@ class _FuncBuilder:
         all_ranges = {**self.loop_ranges, **proxy_ranges}
         for a, (m, extent) in zip(roots, region):
             if a not in proxies:
-                hi = const_bounds(simplify(proxy_rel[a], proxy_ranges), proxy_ranges)[1]
-                if hi is None or hi >= extent:
-                    out.append(rel[a] < extent)
+                if not isinstance(extent, int):
+                    if not _proved(proxy_rel[a] < extent, proxy_ranges):
+                        out.append(rel[a] < extent)
+                else:
+                    hi = const_bounds(simplify(proxy_rel[a], proxy_ranges), proxy_ranges)[1]
+                    if hi is None or hi >= extent:
+                        out.append(rel[a] < extent)
             proxy_value = simplify(binary("add", m, proxy_rel[a]), proxy_ranges)
             vlo, vhi = const_bounds(proxy_value, all_ranges)
             dom = a.dom
             if vlo is None or vlo < dom.min:
                 out.append(value[a] >= dom.min)
-            if vhi is None or vhi >= dom.min + dom.extent:
+            if not isinstance(dom.extent, int):
+                if not _proved(proxy_value < dom.min + dom.extent, all_ranges):
+                    out.append(value[a] < dom.min + dom.extent)
+            elif vhi is None or vhi >= dom.min + dom.extent:
                 out.append(value[a] < dom.min + dom.extent)
         unique: Dict[object, Expr] = {}
         for g in out:
@@ -207,6 +213,12 @@ class _FuncBuilder:
                 body = Allocate(self.buffers[p.name], body)
         params = tuple(self.buffers[p.name] for p in self.program.params)
         return unique_loop_names(Func(self.program.name, params, simplify_stmt(body)))
+
+
+def _proved(cond: Expr, ranges) -> bool:
+    """Whether cond holds for every value of the loops in ranges (symbolic extents)."""
+    decided = simplify(cond, ranges)
+    return isinstance(decided, Const) and bool(decided.value)
 
 
 def _guarded(conds: List[Expr], body: Stmt) -> Stmt:

@@ -16,7 +16,7 @@ Invariants:
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence, Set
+from typing import Dict, Iterable, List, Optional, Sequence, Set
 
 from ..errors import InternalError
 from ..expr.functor import walk
@@ -140,9 +140,20 @@ def verify_stmt(body: Stmt, buffers: Iterable[Buffer], free_vars: Iterable[Var] 
     _Verifier(buffers, free_vars, flat, where, loop_kinds).stmt(body)
 
 
+def size_vars(buffers: Iterable[Buffer]) -> List[Var]:
+    """The size variables of symbolic shapes: the free variables of the buffers' extents (a
+    module reads them from its arguments' shapes, so they are bound outside the body)."""
+    found: Dict[int, Var] = {}
+    for b in buffers:
+        for n in tuple(b.shape) + tuple(b.strides or ()):
+            if isinstance(n, Expr):
+                found.update((id(v), v) for v in walk(n) if isinstance(v, Var))
+    return list(found.values())
+
+
 def verify_func(func: Func, level: str, where: Optional[str] = None) -> None:
     """Check a Loop IR or Tile IR function."""
     if len({id(b) for b in func.params}) != len(func.params):
         raise InternalError(f"{where or level}: function '{func.name}' lists a parameter twice")
-    verify_stmt(func.body, func.params, (), flat=False, where=where or f"{level} IR of '{func.name}'",
+    verify_stmt(func.body, func.params, size_vars(func.params), flat=False, where=where or f"{level} IR of '{func.name}'",
                 loop_kinds=LOOP_KINDS.get(level))

@@ -69,6 +69,10 @@ class AnnotationPrimitives:
         self._require_leaf("unroll", ivar)
         extents = self.static_extents()
         ext = extents[ivar]
+        if not isinstance(ext, int):
+            raise ScheduleError("unroll", self.name, f"the loop's extent '{ext}' is symbolic; unrolling needs a "
+                                "constant trip count", axis=ivar.name,
+                                hint="split the axis by a constant factor and unroll the inner part")
         if ext > MAX_UNROLL:
             raise ScheduleError("unroll", self.name, f"the loop has {ext} iterations; unrolling more than "
                                 f"{MAX_UNROLL} would bloat the code", axis=ivar.name,

@@ -6,7 +6,7 @@ from typing import List, Optional, Tuple
 from ..errors import ScheduleError
 from ..tensor.axis import REDUCE, IterVar
 from . import steps
-from .relations import FuseRel, SplitRel
+from .relations import FuseRel, SplitRel, mul_extents, split_extents
 
 
 class LoopPrimitives:
@@ -35,7 +35,7 @@ class LoopPrimitives:
 
     def _split(self, parent: IterVar, factor, nparts) -> Tuple[IterVar, IterVar]:
         ext = self.static_extents()[parent]
-        outer_ext, inner_ext = (-(-ext // factor), factor) if factor else (nparts, -(-ext // nparts))
+        outer_ext, inner_ext = split_extents(ext, factor, nparts)
         outer = self._new_axis(parent.name + ".outer", outer_ext, parent.kind)
         inner = self._new_axis(parent.name + ".inner", inner_ext, parent.kind)
         self.relations.append(SplitRel(parent, outer, inner, factor, nparts))
@@ -96,7 +96,7 @@ class LoopPrimitives:
         ext = self.static_extents()
         total = 1
         for a in args:
-            total *= ext[a]
+            total = mul_extents(total, ext[a])
         fused = self._new_axis(".".join(a.name for a in args) + ".fused", total, args[0].kind)
         self.relations.append(FuseRel(tuple(args), fused))
         self.leaf_iter_vars[pos[0]:pos[0] + len(args)] = [fused]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from ..expr.nodes import Const, Expr, binary
 from ..tensor.axis import IterVar
@@ -29,22 +29,55 @@ class FuseRel:
     fused: IterVar
 
 
-def split_extents(parent_extent: int, factor: Optional[int], nparts: Optional[int]) -> Tuple[int, int]:
+Extent = Union[int, Expr]     # an int, or an int32 expression of size variables
+
+
+def ceil_div(a: Extent, b: Extent) -> Extent:
+    """ceil(a / b) of non-negative extents; symbolic ones become floordiv(a + b - 1, b)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return -(-a // b)
+    from ..expr.simplify import simplify
+    return simplify(binary("floordiv", binary("add", a, binary("sub", b, 1)), b))
+
+
+def mul_extents(a: Extent, b: Extent) -> Extent:
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    from ..expr.simplify import simplify
+    return simplify(binary("mul", a, b))
+
+
+def split_extents(parent_extent: Extent, factor: Optional[int], nparts: Optional[int]) -> Tuple[Extent, Extent]:
     """(outer, inner) extents of a split of an axis of parent_extent iterations."""
     if factor is not None:
-        return -(-parent_extent // factor), factor
-    inner = -(-parent_extent // nparts)
+        return ceil_div(parent_extent, factor), factor
+    inner = ceil_div(parent_extent, nparts)
     return nparts, inner
 
 
-def pass_down_extents(root_extents: Mapping[IterVar, int], relations: Sequence) -> Dict[IterVar, int]:
+def split_overshoots(rel: SplitRel, ext: Mapping[IterVar, Extent]) -> bool:
+    """Whether the split's loops run past its parent's extent (a tail that needs a guard)."""
+    outer, inner, parent = ext[rel.outer], ext[rel.inner], ext[rel.parent]
+    if isinstance(outer, int) and isinstance(inner, int) and isinstance(parent, int):
+        return outer * inner > parent
+    from ..expr.simplify import simplify
+    diff = simplify(binary("sub", binary("mul", outer, inner), parent))
+    return not (isinstance(diff, Const) and diff.value <= 0)
+
+
+def pass_down_extents(root_extents: Mapping[IterVar, Extent], relations: Sequence) -> Dict[IterVar, Extent]:
     """Extents of every axis, given the extents of the root axes."""
-    ext: Dict[IterVar, int] = dict(root_extents)
+    ext: Dict[IterVar, Extent] = dict(root_extents)
     for rel in relations:
         if isinstance(rel, SplitRel):
             ext[rel.outer], ext[rel.inner] = split_extents(ext[rel.parent], rel.factor, rel.nparts)
-        else:
+        elif all(isinstance(ext[a], int) for a in rel.axes):
             ext[rel.fused] = math.prod(ext[a] for a in rel.axes)
+        else:
+            total = ext[rel.axes[0]]
+            for a in rel.axes[1:]:
+                total = mul_extents(total, ext[a])
+            ext[rel.fused] = total
     return ext
 
 
@@ -58,15 +91,23 @@ def pass_up_values(leaf_values: Mapping[IterVar, Expr], relations: Sequence,
             continue
         if isinstance(rel, SplitRel):
             inner_ext = extents[rel.inner]
-            value[rel.parent] = binary("add", binary("mul", value[rel.outer], Const(inner_ext, value[rel.outer].dtype)),
+            value[rel.parent] = binary("add", binary("mul", value[rel.outer], _extent_expr(inner_ext, value[rel.outer])),
                                        value[rel.inner])
         else:
             fused = value[rel.fused]
             stride = 1
             for a in reversed(rel.axes):
-                part = fused if stride == 1 else binary("floordiv", fused, Const(stride, fused.dtype))
+                part = fused if _is_one(stride) else binary("floordiv", fused, _extent_expr(stride, fused))
                 if a is not rel.axes[0]:
-                    part = binary("floormod", part, Const(extents[a], fused.dtype))
+                    part = binary("floormod", part, _extent_expr(extents[a], fused))
                 value[a] = part
-                stride *= extents[a]
+                stride = mul_extents(stride, extents[a])
     return value
+
+
+def _extent_expr(extent: Extent, like: Expr) -> Expr:
+    return Const(extent, like.dtype) if isinstance(extent, int) else extent
+
+
+def _is_one(extent: Extent) -> bool:
+    return isinstance(extent, int) and extent == 1

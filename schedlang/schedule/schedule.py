@@ -12,7 +12,7 @@ from ..tensor.graph import post_order
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
 from ..tensor.reduce import Reduce
 from . import steps as steps_mod
-from .relations import SplitRel, pass_up_values
+from .relations import SplitRel, pass_up_values, split_overshoots
 from .stage import Stage
 
 SCOPES = ("global", "shared", "local")
@@ -346,7 +346,7 @@ class Schedule:
         vmap.update({a.var: values[a] for a in red.axis})
         cond = None if red.condition is None else substitute(red.condition, vmap)
         for rel in st.relations:   # a split that overshoots its parent must not count the tail
-            if isinstance(rel, SplitRel) and ext[rel.outer] * ext[rel.inner] != ext[rel.parent]:
+            if isinstance(rel, SplitRel) and split_overshoots(rel, ext):
                 tail = values[rel.parent] < ext[rel.parent]
                 cond = tail if cond is None else logical("and", cond, tail)
         source = substitute(red.source, vmap)

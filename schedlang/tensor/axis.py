@@ -24,6 +24,8 @@ class Range:
 
     def __str__(self) -> str:
         end = self.min + self.extent if isinstance(self.min, int) and isinstance(self.extent, int) else None
+        if end is None and isinstance(self.min, int) and self.min == 0:
+            return f"0..{self.extent}"
         return f"{self.min}..{end}" if end is not None else f"{self.min}..{self.min}+{self.extent}"
 
 
@@ -62,13 +64,23 @@ def _range_of(dom) -> Range:
         if hi < lo:
             raise ValueError(f"axis range ({lo}, {hi}) is empty: the end must not be below the start")
         return Range(lo, hi - lo)
-    raise TypeError(f"an axis range is (begin, end) of two ints, got {dom!r}")
+    if isinstance(dom, (tuple, list)) and len(dom) == 2 and isinstance(dom[0], int) and not isinstance(dom[0], bool):
+        from .op import symbolic_extent     # a symbolic end: (0, n)
+        lo, hi = dom
+        extent = symbolic_extent(hi - lo if lo else hi, f"axis range ({lo}, {hi})")
+        if isinstance(extent, int):
+            return _range_of((lo, lo + extent))
+        return Range(lo, extent)
+    if isinstance(dom, ExprOps):
+        return _range_of((0, dom))
+    raise TypeError(f"an axis range is (begin, end) of two ints (the end may be an expression of "
+                    f"sl.var / sl.size_var), got {dom!r}")
 
 
 def reduce_axis(dom, name: str = "k") -> IterVar:
     """A reduction axis over dom = (begin, end), as TVM's te.reduce_axis."""
     r = _range_of(dom)
-    if r.extent <= 0:
+    if isinstance(r.extent, int) and r.extent <= 0:
         raise ValueError(f"reduce_axis '{name}' has an empty range {dom!r}")
     return IterVar(Var(name, int32), r, REDUCE)
 

@@ -83,7 +83,16 @@ def const(value, dtype=None) -> Const:
 
 
 def var(name: str = "v", dtype="int32") -> Var:
+    """A scalar variable, e.g. a symbolic extent: placeholder((n,)) with n = var("n")."""
     return Var(name, parse_dtype(dtype))
+
+
+def size_var(name: str = "n", dtype="int32") -> Var:
+    """A symbolic size, known to be >= 0 (TVM's te.size_var)."""
+    dt = parse_dtype(dtype)
+    if not dt.is_int or dt.lanes != 1:
+        raise TypeError(f"size_var '{name}' must have a scalar integer dtype, got {dt}")
+    return Var(name, dt, nonnegative=True)
 
 
 def min_value(dtype) -> Const:

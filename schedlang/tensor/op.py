@@ -7,7 +7,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 from ..dtypes import DType, dtype as parse_dtype, int32
 from ..expr.functor import walk
-from ..expr.nodes import Expr, Var, as_expr
+from ..expr.nodes import Const, Expr, Var, as_expr
 from ..limits import check_expr_depth
 from .axis import DATA_PAR, IterVar, Range
 from .reduce import Reduce
@@ -146,16 +146,40 @@ def _check_shape(shape, what: str) -> Tuple[int, ...]:
         raise TypeError(f"{what}: shape must be a tuple of ints, got {shape!r}")
     out = []
     for n in shape:
+        if isinstance(n, Expr) or hasattr(n, "as_expr"):
+            out.append(symbolic_extent(n, f"{what}: shape {tuple(map(str, shape))}"))
+            continue
         if isinstance(n, bool) or not isinstance(n, int):
-            raise TypeError(f"{what}: shape {tuple(shape)} holds {n!r}; only static int extents are supported")
+            raise TypeError(f"{what}: shape {tuple(shape)} holds {n!r}; extents are ints or integer "
+                            "expressions of sl.var / sl.size_var")
         if n <= 0:
             raise ValueError(f"{what}: shape {tuple(shape)} has a non-positive extent {n}")
         out.append(n)
     return tuple(out)
 
 
+def symbolic_extent(n, what: str):
+    """An extent given as an expression: a scalar int32 expression of size variables (a
+    constant one becomes an int)."""
+    e = as_expr(n)
+    if not e.dtype.is_int or e.dtype.lanes != 1 or e.dtype.bits > 32:
+        raise TypeError(f"{what}: extent '{e}' has dtype {e.dtype}; symbolic extents are int32 expressions "
+                        "(sl.var / sl.size_var are int32 by default)")
+    for node in walk(e):
+        if isinstance(node, TensorRead):
+            raise TypeError(f"{what}: extent '{e}' reads a tensor; extents are expressions of size variables")
+    from ..expr.simplify import simplify
+    e = simplify(e)
+    if isinstance(e, Const):
+        if e.value <= 0:
+            raise ValueError(f"{what}: extent '{n}' is {e.value}, not positive")
+        return int(e.value)
+    return e
+
+
 def placeholder(shape, dtype="float32", name: str = "placeholder") -> Tensor:
-    """An input tensor of a static shape, as TVM's te.placeholder."""
+    """An input tensor, as TVM's te.placeholder; extents are ints or expressions of
+    sl.var / sl.size_var (read from the arrays a built module is called with)."""
     return PlaceholderOp(name, _check_shape(shape, f"placeholder '{name}'"), parse_dtype(dtype)).output(0)
 
 
@@ -195,7 +219,10 @@ def _check_body(name: str, body: Expr, axes: Sequence[IterVar]) -> None:
     allowed = {a.var: a for a in axes}
     if top_reduce is not None:
         allowed.update({a.var: a for a in top_reduce.axis})
+    sizes = _size_vars(body, axes)
     for node in walk(body):
+        if isinstance(node, Var) and (node.nonnegative or node in sizes):
+            continue     # a symbolic size: the body may use it (A[n - 1 - i])
         if isinstance(node, Reduce) and node is not top_reduce:
             raise ValueError(f"compute '{name}': a reduction may only be the whole body of a compute "
                              f"(found '{node}' inside '{body}'); split it into two computes")
@@ -205,3 +232,18 @@ def _check_body(name: str, body: Expr, axes: Sequence[IterVar]) -> None:
             else:
                 problem = f"uses variable '{node.name}', which is not one of its axes ({', '.join(v.name for v in allowed)})"
             raise ValueError(f"compute '{name}': {problem}; a reduce_axis must appear in the axis= of a sum/max/min")
+
+
+def _size_vars(body: Expr, axes: Sequence[IterVar]) -> Dict[Var, None]:
+    """The variables in the extents of the compute's axes and of the tensors it reads."""
+    extents = [a.dom.extent for a in axes]
+    for node in walk(body):
+        if isinstance(node, TensorRead):
+            extents += list(node.tensor.shape)
+        if isinstance(node, Reduce):
+            extents += [a.dom.extent for a in node.axis]
+    out: Dict[Var, None] = {}
+    for n in extents:
+        if isinstance(n, Expr):
+            out.update({v: None for v in walk(n) if isinstance(v, Var)})
+    return out

@@ -12,6 +12,7 @@ from typing import Dict, List, Mapping, Sequence
 import numpy as np
 
 from ..dtypes import DType
+from ..expr.extent import evaluate_extent, linear_in_one
 from ..expr.nodes import (Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var)
 from .graph import post_order
 from .op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
@@ -25,50 +26,67 @@ def _compute_dtype(dt: DType) -> np.dtype:
 
 
 def evaluate(outputs: Sequence[Tensor], feed: Mapping[Tensor, np.ndarray]) -> List[np.ndarray]:
-    """Compute outputs from input arrays given per placeholder tensor."""
+    """Compute outputs from input arrays given per placeholder tensor. Symbolic sizes are read
+    from the inputs' shapes (a dimension whose extent is a size variable)."""
     values: Dict[Operation, np.ndarray] = {}
+    sizes: Dict[Var, int] = {}
+    for tensor, array in feed.items():
+        for n, got in zip(tensor.shape, np.shape(array)):
+            if isinstance(n, Var):
+                sizes.setdefault(n, int(got))
+    for tensor, array in feed.items():          # sizes given only as a * n + b
+        for n, got in zip(tensor.shape, np.shape(array)):
+            form = linear_in_one(n)
+            if form is not None and form[0] not in sizes:
+                sizes[form[0]] = (int(got) - form[2]) // form[1]
     for tensor, array in feed.items():
         array = np.asarray(array)
-        if tuple(array.shape) != tuple(tensor.shape):
-            raise ValueError(f"reference: input '{tensor.name}' expects shape {tensor.shape}, got {array.shape}")
+        want = _shape(tensor.shape, sizes)
+        if tuple(array.shape) != want:
+            raise ValueError(f"reference: input '{tensor.name}' expects shape {want}, got {array.shape}")
         values[tensor.op] = array.astype(tensor.dtype.numpy, copy=False)
     for op in post_order([t.op for t in outputs]):
         if op in values:
             continue
         if isinstance(op, PlaceholderOp):
             raise ValueError(f"reference: no value given for input '{op.name}'")
-        values[op] = _evaluate_op(op, values)
+        values[op] = _evaluate_op(op, values, sizes)
     return [values[t.op] for t in outputs]
 
 
-def _evaluate_op(op: ComputeOp, values) -> np.ndarray:
-    out = np.empty(op.shape, dtype=op.dtype.numpy)
-    rows = op.shape[0]
-    reduce_size = math.prod(a.dom.extent for a in op.reduce_axis) if op.reduce_axis else 1
-    per_row = max(1, math.prod(op.shape[1:]) * reduce_size)
+def _shape(shape, sizes) -> tuple:
+    return tuple(evaluate_extent(n, sizes) for n in shape)
+
+
+def _evaluate_op(op: ComputeOp, values, sizes) -> np.ndarray:
+    shape = _shape(op.shape, sizes)
+    out = np.empty(shape, dtype=op.dtype.numpy)
+    rows = shape[0]
+    reduce_size = math.prod(evaluate_extent(a.dom.extent, sizes) for a in op.reduce_axis) if op.reduce_axis else 1
+    per_row = max(1, math.prod(shape[1:]) * reduce_size)
     step = max(1, _CHUNK_ELEMENTS // per_row)
     for start in range(0, rows, step):
         stop = min(rows, start + step)
-        out[start:stop] = _evaluate_rows(op, values, start, stop)
+        out[start:stop] = _evaluate_rows(op, values, start, stop, sizes)
     return out
 
 
-def _evaluate_rows(op: ComputeOp, values, start: int, stop: int) -> np.ndarray:
+def _evaluate_rows(op: ComputeOp, values, start: int, stop: int, sizes) -> np.ndarray:
     ndim = len(op.axis) + len(op.reduce_axis)
-    env = {}
+    env = {v: np.int64(n) for v, n in sizes.items()}
     for d, ax in enumerate(op.axis + op.reduce_axis):
-        lo, n = (start, stop - start) if d == 0 else (ax.dom.min, ax.dom.extent)
+        lo, n = (start, stop - start) if d == 0 else (ax.dom.min, evaluate_extent(ax.dom.extent, sizes))
         shape = [1] * ndim
         shape[d] = n
         env[ax.var] = np.arange(lo, lo + n, dtype=np.int64).reshape(shape)
     ev = _Evaluator(values, env)
-    full = (stop - start,) + op.shape[1:]
+    full = (stop - start,) + _shape(op.shape, sizes)[1:]
     body = op.body
     if not isinstance(body, Reduce):
         result = ev.eval(body)
         return np.broadcast_to(np.asarray(result), full).astype(op.dtype.numpy)
     source = ev.eval(body.source)
-    shape = full + tuple(a.dom.extent for a in body.axis)
+    shape = full + tuple(evaluate_extent(a.dom.extent, sizes) for a in body.axis)
     source = np.broadcast_to(np.asarray(source, dtype=_compute_dtype(body.dtype)), shape)
     identity = ev.eval(body.combiner.identity)
     if body.condition is not None:

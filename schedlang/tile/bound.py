@@ -12,6 +12,7 @@ from typing import Dict, List, Tuple
 
 from ..errors import ScheduleError
 from ..expr.bounds import const_bounds, relaxed_interval
+from ..expr.equality import equal
 from ..expr.functor import free_vars, substitute, walk
 from ..expr.nodes import Const, Expr, Var, binary
 from ..expr.simplify import simplify
@@ -72,7 +73,8 @@ class _Bounds:
                                     axis=plan.attach_ivar.name,
                                     hint=f"compute '{reader.name}' inside that loop too, or compute '{plan.name}' at the root")
             values = self.root_values(reader)
-            relax = {v: self.ranges[v] for v in _vars_of(read, values) if id(v) not in fixed_set}
+            relax = {v: self.ranges[v] for v in _vars_of(read, values)
+                     if id(v) not in fixed_set and v in self.ranges}     # size variables stay fixed
             for d, index in enumerate(read.indices):
                 e = simplify(substitute(index, values))
                 lo, hi = self.interval(e, relax)
@@ -105,11 +107,18 @@ class _Bounds:
         for x in his[1:]:
             hi = simplify(binary("max", hi, x), self.ranges)
         extent = simplify(binary("add", binary("sub", hi, lo), Const(1)), self.ranges)
+        if not isinstance(extent, Const) and not any(v in self.ranges for v in free_vars(extent)):
+            # an extent of size variables only: a buffer sized at run time
+            if equal(extent, dom_ext) or isinstance(dom_ext, int):
+                return Const(dom_lo), dom_ext
+            return lo, extent
         if not isinstance(extent, Const):
             bound = const_bounds(extent, self.ranges)[1]
             if bound is None:
                 return Const(dom_lo), dom_ext
             extent = Const(bound)
+        if not isinstance(dom_ext, int):
+            return lo, max(1, int(extent.value))   # a fixed-size buffer, guarded against the symbolic domain
         if extent.value >= dom_ext:
             return Const(dom_lo), dom_ext   # the whole domain is needed anyway: keep it simple
         return lo, max(1, int(extent.value))

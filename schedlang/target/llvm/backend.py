@@ -80,7 +80,7 @@ class LLVMBackend(Backend):
 def check_index_width(kernel: KernelModule) -> None:
     """Refuse buffers that 32-bit indices cannot address."""
     for b in kernel.params + kernel.temps:
-        if b.size > MAX_ELEMENTS:
+        if not b.is_symbolic and b.size > MAX_ELEMENTS:     # symbolic sizes are checked at call time
             raise ValueError(f"tensor '{b.name}' has {b.size} elements; indices are 32-bit, so tensors are "
                              "limited to 2**31 - 1 elements for now")
 

@@ -13,8 +13,10 @@ from typing import Dict, List, Set
 
 from ...errors import InternalError, LoweringError
 from ...expr.functor import free_vars
-from ...expr.nodes import Buffer, Var
+from ...dtypes import int64
+from ...expr.nodes import Buffer, Cast, Expr, Var
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
+from ...kernel.sizes import buffer_exprs
 from ...loop.functor import buffers_used, stmt_exprs, walk_stmts
 from ...loop.nodes import PARALLEL, SERIAL, Allocate, Barrier, For, IfThen, Let, Seq, Stmt, Store
 from ..target import Target
@@ -100,20 +102,23 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
 
     def stmt_Allocate(self, s: Allocate) -> None:
         b = s.buffer
+        if b.is_symbolic:                   # a size known only at run time: the heap
+            self.heap_allocate(s, self.symbolic_bytes(b))
+            return
         nbytes = b.size * b.dtype.bytes
         if self.stack_bytes + nbytes > HEAP_THRESHOLD:
-            self.heap_allocate(s, nbytes)
+            self.heap_allocate(s, str(-(-nbytes // ALIGN) * ALIGN))
             return
         self.stack_bytes += nbytes
         self.ptrs[b] = self.fn.alloca(f"alloca [{b.size} x {scalar_memory(b.dtype)}], align {ALIGN}", b.name)
         self.stmt(s.body)
         del self.ptrs[b]
 
-    def heap_allocate(self, s: Allocate, nbytes: int) -> None:
-        """The buffer from aligned_alloc around the body; when that fails, the body is skipped and
-        the call's status record says so (the call raises MemoryError)."""
+    def heap_allocate(self, s: Allocate, size: str) -> None:
+        """The buffer from aligned_alloc of `size` bytes (a multiple of ALIGN: a literal or an
+        i64 value) around the body; when that fails, the body is skipped and the call's status
+        record says so (the call raises MemoryError)."""
         b = s.buffer
-        size = -(-nbytes // ALIGN) * ALIGN
         self.declare("declare ptr @aligned_alloc(i64, i64)")
         self.declare("declare void @free(ptr)")
         ptr = self.fn.emit(f"call ptr @aligned_alloc(i64 {ALIGN}, i64 {size})", b.name)
@@ -121,7 +126,7 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         fail_l, ok_l, end_l = self.fn.label("alloc.fail"), self.fn.label("alloc.ok"), self.fn.label("alloc.end")
         self.fn.do(f"br i1 {null}, label %{fail_l}, label %{ok_l}")
         self.fn.start_block(fail_l)
-        emit_alloc_failed(self.fn, self.ptrs[STATUS], str(size))
+        emit_alloc_failed(self.fn, self.ptrs[STATUS], size)
         self.fn.do(f"br label %{end_l}")
         self.fn.start_block(ok_l)
         self.ptrs[b] = ptr
@@ -131,9 +136,18 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         self.fn.start_block(end_l)
         del self.ptrs[b]
 
+    def symbolic_bytes(self, b: Buffer) -> str:
+        """The bytes of a buffer of symbolic size, rounded up to the alignment (an i64 value)."""
+        count = self.expr(Cast(int64, b.size)) if isinstance(b.size, Expr) else str(b.size)
+        nbytes = self.fn.emit(f"mul nsw i64 {count}, {b.dtype.bytes}", "bytes")
+        padded = self.fn.emit(f"add nsw i64 {nbytes}, {ALIGN - 1}", "bytes")
+        return self.fn.emit(f"and i64 {padded}, {-ALIGN}", "bytes")
+
     def stmt_For(self, s: For) -> None:
         if s.kind == PARALLEL:
             self.parallel_for(s)
+        elif s.kind == SERIAL and isinstance(s.extent, Expr):    # a symbolic trip count may be 0
+            self.loop(s.var, "0", self.expr(s.extent), s.body, constant=False)
         elif s.kind == SERIAL:
             self.loop(s.var, "0", str(s.extent), s.body, constant=True)
         else:
@@ -170,13 +184,19 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
     def parallel_for(self, s: For) -> None:
         buffers = [b for b in buffers_used(s.body) if b in self.ptrs] + [STATUS]
         scalars = [v for v in _vars_in(s.body) if v in self.env and v is not s.var]
+        sized = [e for b in buffers for e in buffer_exprs(b)]    # symbolic sizes, for bounds checks
+        if isinstance(s.extent, Expr):    # the workers compute the symbolic trip count themselves
+            sized.append(s.extent)
+        for e in sized:
+            scalars += [v for v in free_vars(e) if v in self.env and v not in scalars]
         self.outlined += 1
         base = f"{self.fn.name}.par{self.outlined}"
         body_name = self.outline_body(base, s, buffers, scalars)
         worker = self.outline_worker(base, body_name, s, buffers, scalars)
         slots = len(buffers) + len(scalars)
         args = [f"ptr {self.ptrs[b]}" for b in buffers] + [f"{compute_type(v.dtype)} {self.env[v]}" for v in scalars]
-        serial_call = f"call void @{body_name}({', '.join(args + ['i32 0', f'i32 {s.extent}'])})"
+        end = self.expr(s.extent) if isinstance(s.extent, Expr) else s.extent
+        serial_call = f"call void @{body_name}({', '.join(args + ['i32 0', f'i32 {end}'])})"
         if not self.module.parallel_runtime:
             self.fn.do(serial_call)
             return
@@ -225,23 +245,32 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         fn = FunctionText(name, f"void @{name}(ptr %ctx)")
         slots = len(buffers) + len(scalars)
         args = []
+        loaded: Dict[Var, str] = {}
         for i in range(slots):
             slot = fn.emit(f"getelementptr inbounds [{slots} x i64], ptr %ctx, i64 0, i64 {i}", "slot")
             if i < len(buffers):
                 args.append("ptr " + fn.emit(f"load ptr, ptr {slot}, align 8", "p"))
             else:
-                ty = compute_type(scalars[i - len(buffers)].dtype)
-                args.append(f"{ty} " + fn.emit(f"load {ty}, ptr {slot}, align 8", "s"))
+                v = scalars[i - len(buffers)]
+                ty = compute_type(v.dtype)
+                loaded[v] = fn.emit(f"load {ty}, ptr {slot}, align 8", "s")
+                args.append(f"{ty} {loaded[v]}")
         self.declare("declare i32 @omp_get_thread_num()")
         self.declare("declare i32 @omp_get_num_threads()")
         tid = fn.emit("call i32 @omp_get_thread_num()", "tid")
         nth = fn.emit("call i32 @omp_get_num_threads()", "nth")
         # Static schedule: thread t runs iterations [t*chunk, min((t+1)*chunk, extent)).
-        top = fn.emit(f"add i32 {nth}, {s.extent - 1}", "top")
+        extent = s.extent
+        if isinstance(extent, Expr):
+            extent = FunctionEmitter(self.module, fn, loaded, {}).expr(extent)
+            top = fn.emit(f"add i32 {nth}, {extent}", "top")
+            top = fn.emit(f"sub i32 {top}, 1", "top")
+        else:
+            top = fn.emit(f"add i32 {nth}, {s.extent - 1}", "top")
         chunk = fn.emit(f"sdiv i32 {top}, {nth}", "chunk")
         begin = fn.emit(f"mul i32 {tid}, {chunk}", "begin")
         stop = fn.emit(f"add i32 {begin}, {chunk}", "stop")
-        end = fn.emit(f"call i32 @llvm.smin.i32(i32 {stop}, i32 {s.extent})", "end")
+        end = fn.emit(f"call i32 @llvm.smin.i32(i32 {stop}, i32 {extent})", "end")
         self.declare("declare i32 @llvm.smin.i32(i32, i32)")
         fn.do(f"call void @{body_name}({', '.join(args + [f'i32 {begin}', f'i32 {end}'])})")
         fn.do("ret void")
@@ -252,7 +281,12 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
 def _vars_in(s: Stmt) -> List[Var]:
     seen: Dict[Var, None] = {}
     for x in walk_stmts(s):
-        for e in stmt_exprs(x):
+        exprs = list(stmt_exprs(x))
+        if isinstance(x, For) and isinstance(x.extent, Expr):    # symbolic extents and sizes
+            exprs.append(x.extent)
+        elif isinstance(x, Allocate):
+            exprs += list(buffer_exprs(x.buffer))
+        for e in exprs:
             for v in free_vars(e):
                 seen.setdefault(v, None)
     return list(seen)
@@ -265,10 +299,12 @@ def _kernel_function(module: ModuleState, k: Kernel) -> str:
                                 "the llvm target runs CPU workers only (use parallel() instead of bind())")
     name = symbol(k.name)
     ptrs = {b: f"%arg{i}.{symbol(b.name)}" for i, b in enumerate(k.params)}
-    params = [f"ptr noalias {p}" for p in ptrs.values()] + ["ptr %status"]
+    sizes = {v: f"%size.{symbol(v.name)}" for v in k.sizes}
+    params = ([f"ptr noalias {p}" for p in ptrs.values()] + [f"{compute_type(v.dtype)} {n}" for v, n in sizes.items()]
+              + ["ptr %status"])
     ptrs[STATUS] = "%status"
     fn = FunctionText(name, f"void @{name}({', '.join(params)})")
-    em = FunctionEmitter(module, fn, {}, ptrs)
+    em = FunctionEmitter(module, fn, sizes, ptrs)
     body = k.body
     if k.workers is not None:
         body = For(k.workers.var, k.workers.extent, body, PARALLEL)
@@ -279,18 +315,24 @@ def _kernel_function(module: ModuleState, k: Kernel) -> str:
 
 
 def _entry_function(module: ModuleState, m: KernelModule, kernel_names: List[str]) -> str:
-    """i32 @name(ptr args): args holds the parameters' pointers, then the call's status record.
+    """i32 @name(ptr args): args holds the parameters' pointers, the size variables' values,
+    then the call's status record.
     Allocates the temporaries, runs the kernels, frees; returns 1 (and runs nothing) when a
     temporary cannot be allocated, 0 otherwise."""
     name = symbol(m.name)
     fn = FunctionText(name, f"i32 @{name}(ptr %args)")
     ptrs: Dict[Buffer, str] = {}
-    for i, b in enumerate(list(m.params) + [STATUS]):
+    slots = list(enumerate(m.params)) + [(len(m.params) + len(m.sizes), STATUS)]    # sizes sit between
+    for i, b in slots:
         slot = fn.emit(f"getelementptr inbounds ptr, ptr %args, i64 {i}", "arg")
         ptrs[b] = fn.emit(f"load ptr, ptr {slot}, align 8", symbol(b.name))
     failed = "0"     # bytes of the last temporary that could not be allocated
+    sizes = _entry_sizes(fn, m)
     for b in m.temps:
-        size = -(-(b.size * b.dtype.bytes) // ALIGN) * ALIGN
+        if b.is_symbolic:
+            size = FunctionEmitter(module, fn, sizes, {}).symbolic_bytes(b)
+        else:
+            size = -(-(b.size * b.dtype.bytes) // ALIGN) * ALIGN
         ptrs[b] = fn.emit(f"call ptr @aligned_alloc(i64 {ALIGN}, i64 {size})", symbol(b.name))
         module.declarations.update({"declare ptr @aligned_alloc(i64, i64)", "declare void @free(ptr)"})
         null = fn.emit(f"icmp eq ptr {ptrs[b]}, null", "nomem")
@@ -306,11 +348,24 @@ def _entry_function(module: ModuleState, m: KernelModule, kernel_names: List[str
         fn.do("ret i32 1")
         fn.start_block(run_l)
     for k, kname in zip(m.kernels, kernel_names):
-        fn.do(f"call void @{kname}({', '.join([f'ptr {ptrs[b]}' for b in k.params] + [f'ptr {ptrs[STATUS]}'])})")
+        args = ([f"ptr {ptrs[b]}" for b in k.params] + [f"{compute_type(v.dtype)} {sizes[v]}" for v in k.sizes]
+                + [f"ptr {ptrs[STATUS]}"])
+        fn.do(f"call void @{kname}({', '.join(args)})")
     for b in m.temps:
         fn.do(f"call void @free(ptr {ptrs[b]})")
     fn.do("ret i32 0")
     return fn.render().replace("define internal", "define", 1)
+
+
+def _entry_sizes(fn: FunctionText, m: KernelModule) -> Dict[Var, str]:
+    """The size variables, passed after the buffer pointers as 64-bit slots of the argument array."""
+    sizes: Dict[Var, str] = {}
+    for j, v in enumerate(m.sizes):
+        slot = fn.emit(f"getelementptr inbounds ptr, ptr %args, i64 {len(m.params) + j}", "arg")
+        wide = fn.emit(f"load i64, ptr {slot}, align 8", symbol(v.name))
+        ty = compute_type(v.dtype)
+        sizes[v] = wide if ty == "i64" else fn.emit(f"trunc i64 {wide} to {ty}", symbol(v.name))
+    return sizes
 
 
 def render_llvm(m: KernelModule, target: Target, triple: str, datalayout: str, parallel_runtime: bool):

@@ -67,6 +67,9 @@ def _link_openmp(runtime) -> list:
 
 def export_library(mod, path: str) -> None:
     """Write `mod` (an LLVMModule) as the shared library `path` (e.g. "f.so")."""
+    if mod._sizes is not None:
+        raise ValueError(f"{mod.name} has symbolic shapes; export_library writes modules of static shapes only "
+                         "for now (build with concrete extents to export)")
     # The library defines its own fork flag (forksafe.py): the process's is not there at load time.
     text = re.sub(rf"@{re.escape(SERIAL_FLAG)} = external (local_unnamed_addr )?global i32",
                   f"@{SERIAL_FLAG} = global i32 0", mod.ir["llvm.opt"])

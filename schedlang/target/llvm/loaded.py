@@ -47,7 +47,8 @@ class LoadedModule(LLVMModule):
         self._source = None
         self._buffer_names = list(info["buffer_names"])
         self._compiled = _Library(lib)
-        self._bind_entry(info["entry"], bool(info["openmp"]))
+        self._sizes = None                    # export_library refuses symbolic shapes for now
+        self._bind_entry(info["entry"], bool(info["openmp"]), 0)
         if info["openmp"]:
             try:
                 forksafe.add_library_flag(self._compiled.global_address(SERIAL_FLAG))

@@ -76,6 +76,9 @@ class MemoryEmitter:
         else:
             idx = self.index64(index)
         size = buffer.size if lanes == 1 else f"splat (i64 {buffer.size})"
+        if isinstance(buffer.size, Expr):     # a symbolic size, computed where it is checked
+            scalar = self.index64(buffer.size)
+            size = scalar if lanes == 1 else self.splat(scalar, "i64", lanes, False)
         bad = self.fn.emit(f"icmp uge {vty} {idx}, {size}", "oob")      # unsigned: negatives are huge
         bty = "i1" if lanes == 1 else f"<{lanes} x i1>"
         if mask is not None:

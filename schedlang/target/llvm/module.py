@@ -8,6 +8,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from ...kernel.nodes import KernelModule
+from ...kernel.sizes import symbolic_buffers, symbolic_extents
+from ..shapes import SizeBinder
 from ..target import Target
 from . import forksafe
 from .arguments import resolve_arguments
@@ -40,14 +42,17 @@ class LLVMModule:
         self._source = self.ir["llvm"]
         self._buffer_names = buffer_names
         self._compiled = compiled
-        self._bind_entry(symbol(self.name), "@GOMP_parallel" in self._source)
+        self._sizes = (SizeBinder(self.params, kernel_ir.sizes, symbolic_buffers(kernel_ir), symbolic_extents(kernel_ir))
+                       if kernel_ir.sizes else None)
+        self._bind_entry(symbol(self.name), "@GOMP_parallel" in self._source, len(kernel_ir.sizes))
         self._not_runnable = not_runnable     # compiled for a CPU this machine is not: why
 
-    def _bind_entry(self, entry: str, launches_threads: bool) -> None:
-        """The entry function `i32 entry(ptr argv)`: argv holds the arguments' pointers and
-        then the call's status record; a non-zero result reports a failure in the record."""
+    def _bind_entry(self, entry: str, launches_threads: bool, num_sizes: int) -> None:
+        """The entry function `i32 entry(ptr argv)`: argv holds the arguments' pointers, the size
+        variables' values, then the call's status record; a non-zero result reports a failure
+        in the record."""
         self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(self._compiled.address(entry))
-        self._argv_type = ctypes.c_void_p * (len(self.params) + 1)     # + the call's status record
+        self._argv_type = ctypes.c_void_p * (len(self.params) + num_sizes + 1)
         self._launches_threads = launches_threads
 
     def get_source(self, fmt: str = "ll") -> str:
@@ -72,9 +77,13 @@ class LLVMModule:
         if len(arrays) != len(self.params):
             names = ", ".join(b.name for b in self.params)
             raise TypeError(f"{self.name} takes {len(self.params)} arrays ({names}), got {len(arrays)}")
+        shapes = [tuple(b.shape) for b in self.params]
+        sizes: List[int] = []
+        if self._sizes is not None:   # symbolic shapes: read the sizes, then check as for static ones
+            sizes, shapes = self._bind_sizes(arrays)
         ptrs, spans = [], []
-        for b, x, is_out in zip(self.params, arrays, self._is_output):
-            ptr, nbytes = _pointer(b, x, is_out)
+        for b, x, is_out, shape in zip(self.params, arrays, self._is_output, shapes):
+            ptr, nbytes = _pointer(b, x, is_out, shape)
             ptrs.append(ptr)
             spans.append((ptr, ptr + nbytes, b.name, is_out))
         for i, (lo, hi, name, out) in enumerate(spans):
@@ -82,7 +91,21 @@ class LLVMModule:
                 if (out or out2) and lo < hi2 and lo2 < hi:
                     raise ValueError(f"arrays for '{name}' and '{name2}' overlap in memory; "
                                      "an output must not share memory with another argument")
-        return ptrs
+        return ptrs + sizes
+
+    def _bind_sizes(self, arrays: Sequence):
+        """(size values, concrete shapes of the arguments) from the arrays' shapes."""
+        given = []
+        for b, x in zip(self.params, arrays):
+            shape = getattr(x, "shape", None)
+            if shape is None:
+                raise TypeError(f"argument '{b.name}' must be a numpy array or a CPU torch tensor, got {_describe(x)}")
+            if len(shape) != len(b.shape):
+                raise ValueError(f"argument '{b.name}' must have {len(b.shape)} dimensions "
+                                 f"({', '.join(map(str, b.shape))}), got shape {tuple(shape)}")
+            given.append(tuple(int(n) for n in shape))
+        values = self._sizes.bind(given)
+        return values, [self._sizes.shape_of(b, values) for b in self.params]
 
     def __call__(self, *arrays) -> None:
         self._run_once(arrays)
@@ -114,13 +137,12 @@ class LLVMModule:
         return best
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in self.params)
+        args = ", ".join(f"{b.name}: {b.dtype}[{', '.join(map(str, b.shape))}]" for b in self.params)
         return f"<schedlang module {self.name}({args}) target={self.target.kind}>"
 
 
-def _pointer(b, x, is_out: bool):
+def _pointer(b, x, is_out: bool, shape):
     want = str(b.dtype)
-    shape = tuple(b.shape)
     if isinstance(x, np.ndarray):
         got, xshape = str(x.dtype), tuple(x.shape)
         contiguous = x.flags.c_contiguous

@@ -1,0 +1,53 @@
+"""Extents of symbolic shapes: exact evaluation for given sizes (Python ints, no wrap-around)."""
+from __future__ import annotations
+
+from typing import Mapping
+
+from .nodes import Binary, Cast, Const, Expr, Var
+
+_OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+        "floordiv": lambda a, b: a // b if b else 0, "floormod": lambda a, b: a % b if b else 0,
+        "min": min, "max": max}
+
+
+def evaluate_extent(e, values: Mapping[Var, int]) -> int:
+    """The value of an extent (an int, or an expression of size variables) for the given sizes."""
+    if isinstance(e, int):
+        return e
+    if isinstance(e, Const):
+        return int(e.value)
+    if isinstance(e, Var):
+        if e not in values:
+            raise ValueError(f"no value for the size variable '{e.name}'")
+        return values[e]
+    if isinstance(e, Cast) and e.dtype.is_int:
+        return evaluate_extent(e.value, values)
+    if isinstance(e, Binary) and e.op in _OPS:
+        return _OPS[e.op](evaluate_extent(e.a, values), evaluate_extent(e.b, values))
+    raise ValueError(f"cannot evaluate the extent '{e}' from the sizes")
+
+
+def linear_in_one(e):
+    """(v, a, b) when the extent e is a * v + b with a > 0 (a size that can be solved
+    from e's value), else None."""
+    if not isinstance(e, Expr) or isinstance(e, Var):
+        return None
+    from .simplify import linear_form
+    terms, const = linear_form(e)
+    if len(terms) == 1 and isinstance(terms[0][0], Var) and terms[0][1] > 0:
+        return terms[0][0], terms[0][1], const
+    return None
+
+
+def first_overflow(e, values: Mapping[Var, int], lo: int = -2 ** 31, hi: int = 2 ** 31 - 1):
+    """The first subexpression of e whose exact value leaves [lo, hi] for the given sizes
+    (32-bit index arithmetic would wrap there), or None."""
+    if not isinstance(e, Expr):
+        return None
+    if isinstance(e, (Binary, Cast)):
+        for child in ((e.a, e.b) if isinstance(e, Binary) else (e.value,)):
+            bad = first_overflow(child, values, lo, hi)
+            if bad is not None:
+                return bad
+    value = evaluate_extent(e, values)
+    return e if not lo <= value <= hi else None

@@ -1,0 +1,114 @@
+"""Sizes from arrays: a module with symbolic shapes reads its size variables from the
+shapes of the arrays it is called with, checks that they agree, and checks the extents
+that are expressions of them. Target-neutral: any backend passes the values it returns
+to its kernels as scalar arguments."""
+from __future__ import annotations
+
+from typing import Dict, List, Sequence, Tuple
+
+from ..expr.extent import evaluate_extent, first_overflow, linear_in_one
+from ..expr.nodes import Buffer, Expr, Var
+
+MAX_ELEMENTS = 2 ** 31 - 1      # indices are 32-bit
+
+
+def _dims(shape) -> str:
+    return "(" + ", ".join(map(str, shape)) + (",)" if len(shape) == 1 else ")")
+
+
+class SizeBinder:
+    """Where each size variable is read from (the first argument dimension that is exactly
+    that variable, else one whose extent is a * v + b), and the checks a call runs on the
+    argument shapes."""
+
+    def __init__(self, params: Sequence[Buffer], sizes: Sequence[Var], sized: Sequence[Buffer] = (),
+                 extents: Sequence[Expr] = ()):
+        self.params = list(params)
+        self.sizes = list(sizes)
+        self.sized = list(sized)      # every other buffer whose size depends on the sizes
+        self.extents = list(extents)  # symbolic loop extents, computed in 32 bits
+        self._checked: Tuple[int, ...] = ()
+        self.source: Dict[Var, Tuple[int, int]] = {}
+        for i, b in enumerate(self.params):
+            for d, n in enumerate(b.shape):
+                if isinstance(n, Var) and n not in self.source:
+                    self.source[n] = (i, d)
+        # a size given only through an extent like m * 4 + 1 is solved from it
+        self.solved: Dict[Var, Tuple[int, int, int, int]] = {}
+        for i, b in enumerate(self.params):
+            for d, n in enumerate(b.shape):
+                form = linear_in_one(n)
+                if form is not None and form[0] not in self.source and form[0] not in self.solved:
+                    self.solved[form[0]] = (i, d, form[1], form[2])
+        missing = [v.name for v in self.sizes if v not in self.source and v not in self.solved]
+        if missing:
+            decls = ", ".join(f"{b.name}{_dims(b.shape)}" for b in self.params)
+            raise ValueError(f"size variable(s) {', '.join(map(repr, missing))} are not the extent of any dimension "
+                             f"of the arguments ({decls}), so a call could not tell their values; add a tensor "
+                             "with that extent to the arguments")
+
+    def _where(self, i: int, d: int) -> str:
+        return f"{self.params[i].name}.shape[{d}]"
+
+    def bind(self, shapes: Sequence[Tuple[int, ...]]) -> List[int]:
+        """The value of each size variable, from the arguments' shapes (already checked for
+        their number of dimensions); raises ValueError when they disagree."""
+        values: Dict[Var, int] = {}
+        origin: Dict[Var, str] = {}
+        for i, (b, shape) in enumerate(zip(self.params, shapes)):
+            for d, (n, got) in enumerate(zip(b.shape, shape)):
+                if not isinstance(n, Var):
+                    continue
+                if n not in values:
+                    if got > MAX_ELEMENTS:
+                        raise ValueError(f"size variable '{n.name}' is {got} from {self._where(i, d)}, "
+                                         f"beyond the int32 range of size variables")
+                    values[n], origin[n] = got, self._where(i, d)
+                elif values[n] != got:
+                    raise ValueError(f"size variable '{n.name}' is {values[n]} from {origin[n]} but {got} "
+                                     f"from {self._where(i, d)}")
+        for v, (i, d, coeff, const) in self.solved.items():
+            got = shapes[i][d]
+            value, rest = divmod(got - const, coeff)
+            if rest or value < 0:
+                raise ValueError(f"argument '{self.params[i].name}' has {self._where(i, d)} = {got}, but its extent "
+                                 f"'{self.params[i].shape[d]}' is not {got} for any size '{v.name}'")
+            values[v], origin[v] = value, self._where(i, d)
+        for i, (b, shape) in enumerate(zip(self.params, shapes)):
+            for d, (n, got) in enumerate(zip(b.shape, shape)):
+                if isinstance(n, Expr) and not isinstance(n, Var):
+                    want = evaluate_extent(n, values)
+                    if want != got:
+                        given = ", ".join(f"{v.name}={values[v]} (from {origin[v]})" for v in values if _mentions(n, v))
+                        raise ValueError(f"argument '{b.name}' has {self._where(i, d)} = {got}, but its extent "
+                                         f"'{n}' is {want} with {given}")
+        result = [values[v] for v in self.sizes]
+        if tuple(result) != self._checked:      # the same sizes as last call: checked already
+            self._check_limits(values)
+            self._checked = tuple(result)
+        return result
+
+    def _check_limits(self, values: Dict[Var, int]) -> None:
+        given = ", ".join(f"{v.name}={values[v]}" for v in self.sizes)
+        for b in self.params + self.sized:
+            if b.is_symbolic:
+                count = evaluate_extent(b.size, values)
+                if count > MAX_ELEMENTS:
+                    raise ValueError(f"tensor '{b.name}' would have {count} elements with {given}; indices are "
+                                     "32-bit, so tensors are limited to 2**31 - 1 elements")
+        for e in self.extents:
+            bad = first_overflow(e, values)
+            if bad is not None:
+                raise ValueError(f"with {given}, the loop extent '{e}' overflows 32-bit index arithmetic "
+                                 f"('{bad}' is {evaluate_extent(bad, values)})")
+
+    def shape_of(self, b: Buffer, values: Sequence[int]) -> Tuple[int, ...]:
+        """The concrete shape of a buffer for the given size values."""
+        env = dict(zip(self.sizes, values))
+        return tuple(evaluate_extent(n, env) for n in b.shape)
+
+
+def _mentions(e: Expr, v: Var) -> bool:
+    from ..expr.functor import uses_var
+    return uses_var(e, v)
+
