@@ -10,9 +10,13 @@ Format (version 1, keys sorted, no spaces):
      "iter_vars": [{"var": 0, "min": 0, "extent": 16, "kind": "data_par", "thread_tag": ""}, ...],
      "reducers":  [{"name": "sum", "lhs": 3, "rhs": 4, "result": EXPR, "identity": EXPR}, ...],
      "ops":       [{"kind": "placeholder", ...}, {"kind": "compute", ...}, ...],  # producers first
+     "shared":    [EXPR, ...],     # subexpressions used more than once
      "outputs":   [[op, value_index], ...]}
 
 An expression is {"kind": KIND, field: value, ...}; a variable is {"kind": "var", "id": n}.
+An expression object used in several places (a DAG, e.g. `e = e + e` thirty times) is
+written once in "shared" and referenced as {"kind": "shared", "id": n}, so the text and
+the time to write and read it grow with the number of distinct nodes, not of paths.
 
 Names (of tensors, axes and reducers) are kept, and the workload key includes them: a
 schedule's steps name stages and axes, so a tuning record replays only on a program with
@@ -169,9 +173,11 @@ class _Encoder:
     """Walks the program once, numbering every shared object on first sight."""
 
     def __init__(self):
-        self.tables: Dict[str, List[Any]] = {"vars": [], "iter_vars": [], "reducers": [], "ops": []}
+        self.tables: Dict[str, List[Any]] = {"vars": [], "iter_vars": [], "reducers": [], "ops": [],
+                                             "shared": []}
         self.ids: Dict[str, Dict[int, int]] = {name: {} for name in self.tables}
         self.keep: List[Any] = []    # holds every numbered object so no id() is reused
+        self.seen: Dict[int, Dict[str, Any]] = {}    # id(expression) -> the JSON made for it
 
     def _number(self, table: str, obj, make: Callable[[], Any]) -> int:
         ids = self.ids[table]
@@ -212,16 +218,29 @@ class _Encoder:
     def expr(self, e: Expr) -> Dict[str, Any]:
         if isinstance(e, Var):
             return {"kind": "var", "id": self.var(e)}
+        seen = self.seen.get(id(e))
+        if seen is not None:       # a shared subexpression (a DAG): written once, referenced after
+            if seen["kind"] != "shared" and not isinstance(e, Const):
+                body = dict(seen)  # the first occurrence's dict becomes the reference, in place
+                seen.clear()
+                seen.update({"kind": "shared", "id": len(self.tables["shared"])})
+                self.tables["shared"].append(body)
+            return seen
         entry = _EXPR_KINDS.get(type(e))
         if entry is None:
             raise TypeError(f"cannot serialise expression kind {type(e).__name__} ('{e}'): it is not part of "
                             f"Tensor IR's JSON form; known kinds: {', '.join(sorted(_EXPR_BY_KIND) + ['var'])}")
-        return _fields_to_json(self, e, *entry)
+        data = _fields_to_json(self, e, *entry)
+        self.keep.append(e)
+        self.seen[id(e)] = data
+        return data
 
 
 class _Decoder:
     def __init__(self, data: Dict[str, Any]):
         self.data = data
+        self.shared_data = data.get("shared", [])
+        self.shared: Dict[int, Expr] = {}       # decoded shared subexpressions, so a DAG stays a DAG
         self.vars = [Var(v["name"], parse_dtype(v["dtype"])) for v in data["vars"]]
         self.iter_vars: List[IterVar] = []
         for d in data["iter_vars"]:
@@ -260,6 +279,11 @@ class _Decoder:
     def expr(self, d) -> Expr:
         if isinstance(d, dict) and d.get("kind") == "var":
             return self.ref(self.vars, d.get("id"), "var")
+        if isinstance(d, dict) and d.get("kind") == "shared":
+            k = d.get("id")
+            if k not in self.shared:
+                self.shared[k] = self.expr(self.ref(self.shared_data, k, "shared expression"))
+            return self.shared[k]
         cls, fields = self._kind(_EXPR_BY_KIND, d, "expression")
         return cls(**{name: CODECS[codec][1](self, d[name]) for name, codec in fields})
 

@@ -230,3 +230,21 @@ def test_a_field_missing_from_the_table_is_an_error(monkeypatch):
     serialize.register_expr(Fma, "fma", (("a", "expr"), ("b", "expr"), ("c", "expr")))   # a few lines add a kind
     (C2,) = from_json(to_json([C]))
     assert type(C2.op.body) is Fma and to_json([C2]) == to_json([C])
+
+
+def test_shared_subexpressions_serialise_once():
+    """A 40-level DAG (2**40 paths as a tree) is written and read back in linear size, as a DAG."""
+    A = sl.placeholder((8,), name="A")
+
+    def body(i):
+        e = A[i] * 0.5
+        for _ in range(40):
+            e = e + e
+        return e
+    B = sl.compute((8,), body, name="B")
+    text = to_json([B])
+    assert len(text) < 20_000 and len(json.loads(text)["shared"]) == 40   # each level once, referenced twice
+    (B2,) = from_json(text)
+    assert to_json([B2]) == text
+    a = np.arange(8, dtype="float32")
+    np.testing.assert_array_equal(sl.reference([B2], {B2.op.input_tensors[0]: a})[0], a * 0.5 * 2.0 ** 40)
