@@ -102,7 +102,8 @@ def _annotate(rng: random.Random, s: Schedule, st) -> None:
     n_outer = legal.outer_fusable_spatial(st, limit=rng.choice([1, 2, 3, 4]))
     if st.attach_type == "root" and not legal.inside_parallel(st) and n_outer and rng.random() < 0.85:
         first = leaves[0]
-        if n_outer > 1 and legal.last_attach_position(s, st) < 0:
+        attach = legal.last_attach_position(s, st)
+        if n_outer > 1 and (attach < 0 or n_outer <= attach):     # fuse only loops outside attach points
             first = st.fuse(*leaves[:n_outer])
         st.parallel(first)
         leaves = list(st.leaf_iter_vars)

@@ -235,3 +235,15 @@ def test_every_sampled_candidate_is_legal_and_correct():
         for c in cands:
             s = task.schedule().apply_json(c.steps_json)
             assert sl.autoschedule.check_against_reference(task, s) is None, s.to_python()
+
+
+def test_bad_arguments_are_clear_errors(tmp_path):
+    C = gemm(8)[-1]
+    with pytest.raises(ValueError, match="trials"):
+        sl.auto_schedule([C], trials=-1, log=str(tmp_path / "x.jsonl"))
+    with pytest.raises(ValueError, match="spawn"):
+        LocalExecutor(context="fork")
+    with pytest.raises(ValueError, match="no successful record"):
+        sl.apply_best(str(tmp_path / "missing.jsonl"), [C])
+    with pytest.raises(TypeError, match="tensors"):
+        sl.auto_schedule(["C"], trials=1, log=str(tmp_path / "x.jsonl"))
