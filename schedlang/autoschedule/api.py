@@ -86,10 +86,19 @@ def auto_schedule(outputs, target="llvm", trials: int = 64, log: str = "records.
     return _best_checked(task, log)
 
 
+def _replayable(task: SearchTask, recs):
+    """(record, schedule) of the records whose steps replay on the program, in order; a
+    record whose steps do not (edited by hand, another schedlang) is skipped with a warning."""
+    for rec in recs:
+        try:
+            yield rec, _schedule_of(task, rec)
+        except (ValueError, TypeError, KeyError) as err:      # ScheduleError is a ValueError
+            warnings.warn(f"skipped a record whose steps do not replay: {type(err).__name__}: {err}", stacklevel=3)
+
+
 def _best_checked(task: SearchTask, log: str) -> Tuple[Schedule, List]:
     target = str(task.target)
-    for rec in records.ranked(records.load(log, task.workload_key, target)):
-        s = _schedule_of(task, rec)
+    for rec, s in _replayable(task, records.ranked(records.load(log, task.workload_key, target))):
         problem = check_against_reference(task, s)
         if problem is None:
             return s, task.args
@@ -102,25 +111,25 @@ def _best_checked(task: SearchTask, log: str) -> Tuple[Schedule, List]:
 
 
 def _best_record(log: str, task: SearchTask):
+    """(record, schedule) of the fastest successful record of the task in the log."""
     recs = records.ranked(records.load(log, task.workload_key, str(task.target)))
-    if not recs:
-        raise ValueError(f"{log}: no successful record of this workload (key {task.workload_key[:12]}...) "
-                         f"for target '{task.target}'")
-    return recs[0]
+    for rec, s in _replayable(task, recs):
+        return rec, s
+    raise ValueError(f"{log}: no successful record of this workload (key {task.workload_key[:12]}...) "
+                     f"for target '{task.target}'")
 
 
 def apply_best(log: str, outputs, target="llvm") -> Tuple[Schedule, List]:
     """(schedule, args) of the fastest successful record of this program in the log."""
     task = _task(outputs, target)
-    return _schedule_of(task, _best_record(log, task)), task.args
+    return _best_record(log, task)[1], task.args
 
 
 def print_best(log: str, outputs, target="llvm", file=None) -> str:
     """Print the best record's schedule as Python that rebuilds it on
     `s = sl.create_schedule(...)`; returns the text."""
     task = _task(outputs, target)
-    rec = _best_record(log, task)
-    s = _schedule_of(task, rec)
+    rec, s = _best_record(log, task)
     gf = f", {rec['gflops']:.3g} GFLOP/s" if rec.get("gflops") else ""
     text = (f"# best of {log}: {rec['median_s'] * 1e6:.4g} us per call{gf} on {rec['target']}\n"
             f"s = sl.create_schedule([{', '.join(t.name + '.op' for t in task.outputs)}])\n"

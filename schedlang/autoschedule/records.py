@@ -48,8 +48,12 @@ def _problem(rec) -> Optional[str]:
         return f"missing fields {missing}"
     if rec["version"] != VERSION:
         return f"record version {rec['version']!r} (this schedlang reads {VERSION})"
-    if not isinstance(rec["steps"], dict) or not isinstance(rec["times"], list):
-        return "steps is not an object or times not a list"
+    if not isinstance(rec["steps"], dict) or not isinstance(rec["steps"].get("steps"), list):
+        return "steps is not a schedule's step JSON"
+    if not isinstance(rec["times"], list) or not all(isinstance(x, (int, float)) for x in rec["times"]):
+        return "times is not a list of numbers"
+    if rec["error"] is None and not isinstance(rec["median_s"], (int, float)):
+        return "a record without error has no median_s"
     return None
 
 

@@ -9,7 +9,8 @@ import pytest
 
 import schedlang as sl
 from schedlang.autoschedule import records
-from schedlang.autoschedule.measure import LocalExecutor, Measurer
+from schedlang.autoschedule.executor import LocalExecutor
+from schedlang.autoschedule.measure import Measurer
 from schedlang.autoschedule.search import Proposer, run_search
 from schedlang.autoschedule.sketch import generate_sketches
 from schedlang.autoschedule.task import SearchTask
@@ -100,6 +101,16 @@ def test_corrupt_and_foreign_lines_are_skipped_with_a_warning(gemm_log, tmp_path
     assert [r["kernel_hash"] for r in recs] == [json.loads(x)["kernel_hash"] for x in lines]
     with pytest.warns(UserWarning):
         again, _ = sl.apply_best(str(bad), [C])
+    assert again.to_json() == s.to_json()
+    unreplayable = json.loads(lines[0])            # well-formed, but names an axis C does not have
+    unreplayable.update(median_s=1e-12, kernel_hash="x")
+    unreplayable["steps"]["steps"] = [{"primitive": "split", "stage": "C", "axis": "nope", "factor": 2,
+                                       "nparts": None}]
+    with open(bad, "a") as f:
+        f.write(json.dumps(unreplayable) + "\n")
+    with pytest.warns(UserWarning) as caught:
+        again, _ = sl.apply_best(str(bad), [C])
+    assert any("do not replay" in str(w.message) for w in caught)
     assert again.to_json() == s.to_json()
 
 

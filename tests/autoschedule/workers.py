@@ -3,7 +3,8 @@ import os
 import time
 import zlib
 
-from schedlang.autoschedule.measure import phase, run_candidate
+from schedlang.autoschedule.executor import phase
+from schedlang.autoschedule.measure import run_candidate
 
 
 def fake(program_json, steps_json, target, number, repeat):
