@@ -36,9 +36,9 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 
 import schedlang as sl
-from schedlang.tensor.axis import DATA_PAR, REDUCE
-from schedlang.tensor.op import ComputeOp
-from schedlang.tensor.reduce import Reduce
+from schedlang.schedule import legal
+from schedlang.schedule.legal import PRAGMA_STEPS, effective_consumers, is_compute, is_live, is_reduction
+from schedlang.tensor.axis import REDUCE
 
 # ---------------------------------------------------------------------------------------
 # Programs
@@ -247,58 +247,11 @@ def all_programs() -> Dict[str, Program]:
 # ---------------------------------------------------------------------------------------
 
 SCOPES = ("global", "shared", "local")
-PRAGMA_STEPS = (1, 2, 4, 8, 16)
-MAX_UNROLL_EXTENT = 8
-MAX_UNROLL_PRODUCT = 64      # keeps LLVM compile time in check
-MAX_VECTOR_EXTENT = 64
 
 
 def case_seed(program: str, index: int) -> int:
     """A stable seed per (program, case index), independent of PYTHONHASHSEED."""
     return zlib.crc32(f"{program}/{index}".encode()) & 0x7FFFFFFF
-
-
-def _is_compute(st) -> bool:
-    return isinstance(st.op, ComputeOp)
-
-
-def _is_reduction(st) -> bool:
-    return _is_compute(st) and isinstance(st.op.body, Reduce)
-
-
-def _live(s, st) -> bool:
-    return _is_compute(st) and st.attach_type != "inline"
-
-
-def _effective_consumers(s, st) -> List:
-    """The non-inlined stages that read st, looking through inlined stages."""
-    out, stack, seen = [], list(s._consumers(st)), set()
-    while stack:
-        c = stack.pop()
-        if id(c) in seen:
-            continue
-        seen.add(id(c))
-        if c.attach_type == "inline":
-            stack.extend(s._consumers(c))
-        elif c not in out:
-            out.append(c)
-    return out
-
-
-def _factor(rng: random.Random, extent: int) -> int:
-    """A split factor: a divisor, a non-divisor, 1, the extent, or more than the extent."""
-    divisors = [d for d in range(1, extent + 1) if extent % d == 0]
-    non = [d for d in range(2, extent) if extent % d]
-    pick = rng.random()
-    if pick < 0.35:
-        return rng.choice(divisors)
-    if pick < 0.75 and non:
-        return rng.choice(non)
-    if pick < 0.85:
-        return rng.choice([1, extent])
-    if pick < 0.95:
-        return extent + rng.randint(1, 8)
-    return rng.randint(1, max(1, extent))
 
 
 class Generator:
@@ -313,13 +266,13 @@ class Generator:
 
     def _split_args(self, st, ivar) -> Dict[str, int]:
         """Random split arguments for loop ivar of stage st: factor= or nparts=."""
-        value = _factor(self.rng, st.static_extents()[ivar])
+        value = legal.random_factor(self.rng, st.static_extents()[ivar])
         return {"factor": value} if self.rng.random() < 0.7 else {"nparts": value}
 
     def run(self) -> sl.Schedule:
         self.dataflow()
         for st in list(self.s.stages):
-            if _live(self.s, st):
+            if is_live(st):
                 self.loops(st)
         self.late_cache_read()
         self.attach()
@@ -338,16 +291,16 @@ class Generator:
             t = s.cache_read(st.op.output(0), rng.choice(SCOPES), [s[c] for c in readers])
             self.cache_stages.add(s[t].name)
         for st in list(s.stages):      # cache_write and rfactor, in a random mix
-            if not _is_compute(st):
+            if not is_compute(st):
                 continue
             if rng.random() < 0.2 and not st.relations:
                 t = s.cache_write(st.op.output(0), rng.choice(SCOPES))
                 self.cache_stages.add(s[t].name)
                 st = s[t]
-            if _is_reduction(st) and rng.random() < 0.3:
+            if is_reduction(st) and rng.random() < 0.3:
                 self.rfactor(st)
         for st in list(s.stages):      # compute_inline injective intermediates
-            if (_is_compute(st) and not st.is_output and not st.op.reduce_axis and not st.relations
+            if (legal.can_inline(st)
                     and rng.random() < (0.15 if st.name in self.cache_stages else 0.45)):
                 st.compute_inline()
 
@@ -387,9 +340,9 @@ class Generator:
                 st.split(a, **self._split_args(st, a))
             elif op == "tile" and len(leaves) >= 2:
                 x, y = rng.sample(leaves, 2)
-                st.tile(x, y, _factor(rng, ext[x]), _factor(rng, ext[y]))
+                st.tile(x, y, legal.random_factor(rng, ext[x]), legal.random_factor(rng, ext[y]))
             elif op == "fuse":
-                runs = [i for i in range(len(leaves) - 1) if leaves[i].kind == leaves[i + 1].kind]
+                runs = legal.fusable_runs(leaves)
                 if runs:
                     i = rng.choice(runs)
                     n = 2
@@ -408,63 +361,42 @@ class Generator:
     def attach(self) -> None:
         rng, s = self.rng, self.s
         for st in reversed(list(s.stages)):     # consumers first
-            if not _live(s, st) or st.is_output or rng.random() > 0.45:
+            if not is_live(st) or st.is_output or rng.random() > 0.45:
                 continue
-            consumers = _effective_consumers(s, st)
+            consumers = effective_consumers(s, st)
             if len(consumers) != 1:
                 continue
             target = consumers[0]
             st.compute_at(target, rng.choice(target.leaf_iter_vars))
         for st in list(s.stages):   # reshape loops that stages are computed at (they follow)
-            if _live(s, st) and any(c.attach_stage is st for c in s.stages) and rng.random() < 0.3:
+            if is_live(st) and any(c.attach_stage is st for c in s.stages) and rng.random() < 0.3:
                 self.loops(st, rng.randint(1, 2))
         for st in list(s.stages):   # and send a few attached stages back to the root
             if st.attach_type == "at" and rng.random() < 0.08:
                 st.compute_root()
 
     # ---- 4. annotations --------------------------------------------------------------
-    def _attach_depth(self, st) -> int:
-        d = 0
-        while st.attach_type == "at":
-            st, d = st.attach_stage, d + 1
-        return d
-
-    def _inside_parallel(self, st) -> bool:
-        """Whether st's loops run inside a parallel loop of a stage it is computed at."""
-        while st.attach_type == "at":
-            parent, ivar = st.attach_stage, st.attach_ivar
-            pos = parent.leaf_iter_vars.index(ivar)
-            if any(parent.annotations.get(a) is not None and parent.annotations[a].kind == "parallel"
-                   for a in parent.leaf_iter_vars[:pos + 1]):
-                return True
-            st = parent
-        return False
-
     def annotate(self) -> None:
         rng, s = self.rng, self.s
-        live = [st for st in s.stages if _live(s, st)]
-        for st in sorted(live, key=self._attach_depth):     # outer stages first
+        live = [st for st in s.stages if is_live(st)]
+        for st in sorted(live, key=legal.attach_depth):     # outer stages first
             leaves = list(st.leaf_iter_vars)
             ext = st.static_extents()
-            attached = [c.attach_ivar for c in s.stages if c.attach_stage is st and c.attach_type == "at"]
-            last_attach = max((leaves.index(a) for a in attached), default=-1)
             par_pos = -1
-            if not self._inside_parallel(st) and rng.random() < 0.4:
-                cands = [i for i, a in enumerate(leaves) if a.kind == DATA_PAR]
+            if not legal.inside_parallel(st) and rng.random() < 0.4:
+                cands = legal.parallel_candidates(st)
                 if cands:
                     par_pos = rng.choice(cands)
                     st.parallel(leaves[par_pos])
             if rng.random() < 0.5:
-                cands = [i for i, a in enumerate(leaves) if a.kind == DATA_PAR and i > par_pos and i > last_attach
-                         and ext[a] <= MAX_VECTOR_EXTENT]
+                cands = legal.vectorize_candidates(s, st, par_pos)
                 if cands:
                     # mostly the innermost loop, sometimes another one
                     i = cands[-1] if rng.random() < 0.6 else rng.choice(cands)
                     st.vectorize(leaves[i])
-            budget = MAX_UNROLL_PRODUCT
+            budget = legal.MAX_UNROLL_PRODUCT
             for a in leaves:
-                if (a not in st.annotations and ext[a] <= MAX_UNROLL_EXTENT and ext[a] <= budget
-                        and rng.random() < 0.2):
+                if legal.may_unroll(st, a, budget) and rng.random() < 0.2:
                     st.unroll(a)
                     budget //= ext[a]
             if rng.random() < 0.15:

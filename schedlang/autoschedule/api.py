@@ -1,0 +1,138 @@
+"""sl.auto_schedule, sl.apply_best, sl.print_best."""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import sys
+import warnings
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from ..schedule import Schedule
+from ..tensor.reference import evaluate
+from . import records
+from .measure import BUILD_TIMEOUT_S, RUN_TIMEOUT_S, Measurer, random_inputs
+from .search import run_search
+from .task import SearchTask
+
+try:                      # a progress bar when tqdm happens to be installed
+    from tqdm import tqdm as _tqdm
+except ImportError:       # pragma: no cover - depends on the environment
+    _tqdm = None
+
+CHECK_RTOL = 1e-3         # float results of a reordered reduction differ in rounding only
+
+
+def _task(outputs, target) -> SearchTask:
+    if isinstance(outputs, SearchTask):
+        return outputs
+    return SearchTask.from_outputs(outputs, target)
+
+
+def _schedule_of(task: SearchTask, rec) -> Schedule:
+    from ..schedule.steps import Step
+    s = task.schedule()
+    s.apply_steps([Step.from_json(d) for d in rec["steps"]["steps"]])
+    return s
+
+
+def check_against_reference(task: SearchTask, s: Schedule, seed: int = 0) -> Optional[str]:
+    """Build s, run it on random inputs and compare with the reference evaluator; None when
+    the results agree, else what differs."""
+    from ..driver import build
+    inputs = random_inputs(task.inputs, seed)
+    want = evaluate(task.outputs, dict(zip(task.inputs, inputs)))
+    outs = [np.zeros(t.shape, np.dtype(t.dtype.numpy)) for t in task.outputs]
+    build(s, task.args, target=task.target)(*inputs, *outs)
+    for t, got, ref in zip(task.outputs, outs, want):
+        exact = np.dtype(t.dtype.numpy).kind != "f"
+        scale = max(1.0, float(np.max(np.abs(ref)))) if ref.size else 1.0
+        tol = 0.0 if exact else CHECK_RTOL * scale
+        bad = np.abs(got.astype(np.float64) - ref.astype(np.float64)) > tol
+        if bad.any():
+            return f"{t.name}: {int(bad.sum())} of {ref.size} elements differ from the reference"
+    return None
+
+
+def auto_schedule(outputs, target="llvm", trials: int = 64, log: str = "records.jsonl",
+                  executor: Optional[cf.Executor] = None, seed: Optional[int] = None, *,
+                  per_round: int = 8, number: int = 5, repeat: int = 3,
+                  build_timeout: float = BUILD_TIMEOUT_S, run_timeout: float = RUN_TIMEOUT_S,
+                  progress: bool = False) -> Tuple[Schedule, List]:
+    """Search schedules of the program computing outputs (tensors, or a SearchTask) and
+    return (schedule, args) of the fastest one that matches the reference evaluator.
+
+    trials new candidates are measured (fewer when the search space runs out), each
+    logged to `log` (JSON lines) as soon as it is measured; a log that already holds
+    records of this workload and target is resumed: its candidates are never measured
+    again and count for the best. Measurements run in one spawned worker process with a
+    build and a run timeout, or through `executor` (any concurrent.futures.Executor).
+    seed makes the candidates and their order reproducible."""
+    if not isinstance(trials, int) or trials < 0:
+        raise ValueError(f"auto_schedule: trials must be a non-negative integer, got {trials!r}")
+    task = _task(outputs, target)
+    measurer = Measurer(executor, number, repeat, build_timeout, run_timeout)
+    bar = _tqdm(total=trials, desc="auto_schedule") if progress and _tqdm is not None else None
+    try:
+        run_search(task, trials, log, measurer, seed, per_round, on_record=(lambda rec: bar.update(1)) if bar else None)
+    except KeyboardInterrupt:
+        measurer.close(interrupted=True)
+        print(f"auto_schedule: interrupted; the measured candidates are in {log}", file=sys.stderr)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    measurer.close()
+    return _best_checked(task, log)
+
+
+def _replayable(task: SearchTask, recs):
+    """(record, schedule) of the records whose steps replay on the program, in order; a
+    record whose steps do not (edited by hand, another schedlang) is skipped with a warning."""
+    for rec in recs:
+        try:
+            yield rec, _schedule_of(task, rec)
+        except (ValueError, TypeError, KeyError) as err:      # ScheduleError is a ValueError
+            warnings.warn(f"skipped a record whose steps do not replay: {type(err).__name__}: {err}", stacklevel=3)
+
+
+def _best_checked(task: SearchTask, log: str) -> Tuple[Schedule, List]:
+    target = str(task.target)
+    for rec, s in _replayable(task, records.ranked(records.load(log, task.workload_key, target))):
+        problem = check_against_reference(task, s)
+        if problem is None:
+            return s, task.args
+        warnings.warn(f"auto_schedule: the fastest candidate computes a wrong result ({problem}); "
+                      "it is marked failed in the log and the next one is checked", stacklevel=3)
+        records.append(log, [records.make_record(task.workload_key, target, rec["steps"], rec["kernel_hash"],
+                                                 [], f"WrongResult: {problem}", task.flops)])
+    warnings.warn("auto_schedule: no candidate ran successfully; returning the default schedule", stacklevel=3)
+    return task.schedule(), task.args
+
+
+def _best_record(log: str, task: SearchTask):
+    """(record, schedule) of the fastest successful record of the task in the log."""
+    recs = records.ranked(records.load(log, task.workload_key, str(task.target)))
+    for rec, s in _replayable(task, recs):
+        return rec, s
+    raise ValueError(f"{log}: no successful record of this workload (key {task.workload_key[:12]}...) "
+                     f"for target '{task.target}'")
+
+
+def apply_best(log: str, outputs, target="llvm") -> Tuple[Schedule, List]:
+    """(schedule, args) of the fastest successful record of this program in the log."""
+    task = _task(outputs, target)
+    return _best_record(log, task)[1], task.args
+
+
+def print_best(log: str, outputs, target="llvm", file=None) -> str:
+    """Print the best record's schedule as Python that rebuilds it on
+    `s = sl.create_schedule(...)`; returns the text."""
+    task = _task(outputs, target)
+    rec, s = _best_record(log, task)
+    gf = f", {rec['gflops']:.3g} GFLOP/s" if rec.get("gflops") else ""
+    text = (f"# best of {log}: {rec['median_s'] * 1e6:.4g} us per call{gf} on {rec['target']}\n"
+            f"s = sl.create_schedule([{', '.join(t.name + '.op' for t in task.outputs)}])\n"
+            f"{s.to_python()}")
+    print(text, file=file)
+    return text

@@ -1,0 +1,218 @@
+"""LocalExecutor: a concurrent.futures.Executor over long-lived worker processes.
+
+The workers are started with the "spawn" context (a forked child would inherit the
+parent's OpenMP runtime, which deadlocks it). Each call has a build timeout and, once
+the worker announces its timed run (phase("run")), a run timeout: a worker that crashes
+or hangs is killed, its call fails with WorkerError or TimeoutError, and a fresh worker
+takes its place. Timed runs hold one lock, so two candidates never time at once
+(parallel loops of two kernels on the same cores would slow each other several times
+over); builds overlap.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import queue
+import signal
+import threading
+import time
+from typing import Callable
+
+BUILD_TIMEOUT_S = 60.0
+RUN_TIMEOUT_S = 10.0
+
+_CONN = None     # in a worker process: the pipe to the parent
+
+
+class WorkerError(RuntimeError):
+    """A measurement worker process died (crashed, killed, or exited) during a call."""
+
+
+def phase(name: str) -> None:
+    """Called inside a measured function: the build is done and the timed part starts.
+    In a LocalExecutor worker it waits for the timing lock and switches to the run
+    timeout; elsewhere it does nothing."""
+    if _CONN is not None:
+        _CONN.send(("phase", name))
+        _CONN.recv()
+
+
+def _worker_main(conn) -> None:
+    """A worker: runs (fn, args, kwargs) calls from the parent until told to stop."""
+    global _CONN
+    _CONN = conn
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the parent's to handle
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        fn, args, kwargs = msg
+        try:
+            reply = ("result", fn(*args, **kwargs))
+        except BaseException as err:  # noqa: BLE001 - every failure goes back to the parent
+            reply = ("error", err)
+        try:
+            conn.send(reply)
+        except Exception as err:     # an unpicklable result or exception
+            conn.send(("error", RuntimeError(f"{type(err).__name__}: {err} (sending {reply[0]} "
+                                             f"{type(reply[1]).__name__}: {reply[1]!r})")))
+
+
+class _Slot:
+    """One worker process and the thread in the parent that feeds it calls."""
+
+    def __init__(self, owner: "LocalExecutor"):
+        self.owner = owner
+        self.proc = None
+        self.conn = None
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _start(self) -> None:
+        parent, child = self.owner._ctx.Pipe()
+        self.proc = self.owner._ctx.Process(target=_worker_main, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()
+        self.conn = parent
+
+    def kill(self) -> None:
+        proc, conn = self.proc, self.conn
+        self.proc = self.conn = None
+        if proc is not None:
+            proc.kill()
+            proc.join()
+            conn.close()
+        self.owner.replaced += 1
+
+    def stop(self) -> None:
+        proc, conn = self.proc, self.conn
+        self.proc = self.conn = None
+        if proc is None:
+            return
+        try:
+            conn.send(None)
+            proc.join(5)
+        except OSError:
+            pass
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+        conn.close()
+
+    def _loop(self) -> None:
+        while True:
+            item = self.owner._queue.get()
+            if item is None:
+                self.stop()
+                return
+            future, fn, args, kwargs = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                self._call(future, fn, args, kwargs)
+            except BaseException as err:  # noqa: BLE001 - never leave a future pending
+                if not future.done():
+                    future.set_exception(err)
+
+    def _call(self, future: cf.Future, fn, args, kwargs) -> None:
+        if self.proc is None:
+            self._start()
+        try:
+            self.conn.send((fn, args, kwargs))
+        except (OSError, EOFError):
+            self.kill()
+            future.set_exception(WorkerError("could not send the call to the worker process"))
+            return
+        where, deadline, locked = "build", time.monotonic() + self.owner.build_timeout, False
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    ready = left > 0 and self.conn.poll(left)
+                    msg = self.conn.recv() if ready else None
+                except (EOFError, OSError):
+                    self.proc.join(1)
+                    code = self.proc.exitcode
+                    self.kill()
+                    hint = (" (a script that measures must guard its main code with `if __name__ == "
+                            "'__main__':`, as for any spawned process pool)" if code == 1 else "")
+                    future.set_exception(WorkerError(f"the worker process died during the {where} "
+                                                     f"(exit code {code}){hint}"))
+                    return
+                if msg is None:
+                    limit = self.owner.build_timeout if where == "build" else self.owner.run_timeout
+                    self.kill()
+                    future.set_exception(TimeoutError(f"the {where} took longer than {limit:g} s "
+                                                      "(the worker was replaced)"))
+                    return
+                kind, value = msg
+                if kind == "phase":
+                    if not locked:
+                        self.owner._run_lock.acquire()
+                        locked = True
+                    where, deadline = value, time.monotonic() + self.owner.run_timeout
+                    self.conn.send("go")
+                elif kind == "result":
+                    future.set_result(value)
+                    return
+                else:
+                    future.set_exception(value)
+                    return
+        finally:
+            if locked:
+                self.owner._run_lock.release()
+
+
+class LocalExecutor(cf.Executor):
+    """Long-lived spawned worker processes with per-call build and run timeouts."""
+
+    def __init__(self, workers: int = 1, build_timeout: float = BUILD_TIMEOUT_S,
+                 run_timeout: float = RUN_TIMEOUT_S, context: str = "spawn"):
+        if context not in ("spawn", "forkserver"):
+            raise ValueError(f"LocalExecutor: context must be 'spawn' or 'forkserver', got {context!r} "
+                             "(a forked worker deadlocks in the parent's OpenMP runtime)")
+        if workers < 1:
+            raise ValueError(f"LocalExecutor: workers must be at least 1, got {workers}")
+        self.build_timeout = float(build_timeout)
+        self.run_timeout = float(run_timeout)
+        self.replaced = 0         # workers killed after a crash or a timeout
+        self._ctx = multiprocessing.get_context(context)
+        self._queue: "queue.Queue" = queue.Queue()
+        self._run_lock = threading.Lock()
+        self._shutdown = False
+        self._slots = [_Slot(self) for _ in range(workers)]
+
+    def submit(self, fn: Callable, /, *args, **kwargs) -> cf.Future:
+        if self._shutdown:
+            raise RuntimeError("cannot submit to a LocalExecutor after shutdown()")
+        future: cf.Future = cf.Future()
+        self._queue.put((future, fn, args, kwargs))
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if self._shutdown:
+            return
+        self._shutdown = True
+        if cancel_futures:
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[0].cancel()
+        for _ in self._slots:
+            self._queue.put(None)
+        if wait:
+            for slot in self._slots:
+                slot.thread.join()
+
+    def kill_workers(self) -> None:
+        """Kill the worker processes now (after Ctrl-C): their calls fail, nothing waits."""
+        for slot in self._slots:
+            proc = slot.proc
+            if proc is not None:
+                proc.kill()

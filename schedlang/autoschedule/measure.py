@@ -1,0 +1,118 @@
+"""Measuring candidates: what a worker does for one (build, random inputs, timed runs),
+and the Measurer that sends candidates to an Executor (LocalExecutor by default, see
+executor.py; with a foreign one, such as a Dask client's, it submits one candidate at a
+time, so timed runs never overlap, and bounds only how long it waits).
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, List, Optional, Sequence
+
+import numpy as np
+
+from .executor import BUILD_TIMEOUT_S, RUN_TIMEOUT_S, LocalExecutor, WorkerError, phase  # noqa: F401
+
+
+# ---- what a worker does for one candidate --------------------------------------------
+
+def random_inputs(tensors: Sequence, seed: int = 0) -> List[np.ndarray]:
+    """Arrays for the tensors: floats uniform in [-1, 1), integers small, bools random."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for t in tensors:
+        dt = np.dtype(t.dtype.numpy)
+        if dt.kind == "f":
+            out.append(rng.uniform(-1.0, 1.0, size=t.shape).astype(dt))
+        elif dt.kind == "b":
+            out.append(rng.integers(0, 2, size=t.shape).astype(dt))
+        else:
+            out.append(rng.integers(-8, 9, size=t.shape).astype(dt))
+    return out
+
+
+def run_candidate(program_json: str, steps_json: str, target: str, number: int, repeat: int) -> dict:
+    """Build the candidate and time it: `repeat` timings of `number` calls each, after a
+    warm-up call. Returns {"times": [...], "build_s", "load"} (seconds per call)."""
+    import schedlang as sl
+    from .task import SearchTask
+    task = SearchTask.from_json(program_json, target)
+    s = task.schedule()
+    s.apply_json(steps_json)
+    start = time.perf_counter()
+    mod = sl.build(s, task.args, target=task.target, cache=False)
+    build_s = time.perf_counter() - start
+    arrays = random_inputs(task.inputs) + [np.zeros(t.shape, np.dtype(t.dtype.numpy)) for t in task.outputs]
+    phase("run")
+    load = os.getloadavg()
+    times = [mod.time(*arrays, number=number, repeat=1) for _ in range(repeat)]
+    return {"times": times, "build_s": build_s, "load": list(load)}
+
+
+@dataclass
+class MeasureResult:
+    times: List[float] = field(default_factory=list)
+    error: Optional[str] = None
+    build_s: Optional[float] = None
+    load: Optional[List[float]] = None
+
+    @property
+    def median(self) -> Optional[float]:
+        return statistics.median(self.times) if self.times else None
+
+
+def _describe(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}"
+
+
+class Measurer:
+    """Measures candidates (program JSON, step JSON) through an Executor."""
+
+    def __init__(self, executor: Optional[cf.Executor] = None, number: int = 5, repeat: int = 3,
+                 build_timeout: float = BUILD_TIMEOUT_S, run_timeout: float = RUN_TIMEOUT_S,
+                 worker_fn: Callable[..., dict] = run_candidate):
+        self.own_executor = executor is None
+        self.executor = executor if executor is not None else LocalExecutor(1, build_timeout, run_timeout)
+        self.number, self.repeat = number, repeat
+        self.wait_s = build_timeout + run_timeout + 5.0
+        self.worker_fn = worker_fn
+        self.measured = 0      # candidates sent for measurement
+
+    def measure(self, program_json: str, target: str, steps_jsons: Sequence[str]) -> Iterator[MeasureResult]:
+        """The results in order, each as soon as it is in (so an interrupted search keeps it)."""
+        call = lambda sj: self.executor.submit(self.worker_fn, program_json, sj, target, self.number, self.repeat)
+        if isinstance(self.executor, LocalExecutor):
+            futures = [call(sj) for sj in steps_jsons]
+            for f in futures:
+                yield self._result(f)
+        else:
+            for sj in steps_jsons:      # one at a time: timed runs never overlap
+                yield self._result(call(sj))
+
+    def _result(self, future: cf.Future) -> MeasureResult:
+        self.measured += 1
+        try:
+            out: Any = future.result(timeout=self.wait_s)
+        except cf.TimeoutError as err:     # the same class as the builtin TimeoutError since 3.11
+            if future.done():
+                return MeasureResult(error=_describe(err))
+            future.cancel()
+            return MeasureResult(error=f"TimeoutError: no result within {self.wait_s:g} s")
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as err:  # noqa: BLE001 - a failed candidate is a record, not a crash
+            return MeasureResult(error=_describe(err))
+        if not isinstance(out, dict) or not out.get("times"):
+            return MeasureResult(error=f"ValueError: the measure function returned {out!r}, not a dict with times")
+        return MeasureResult(times=[float(t) for t in out["times"]], build_s=out.get("build_s"), load=out.get("load"))
+
+    def close(self, interrupted: bool = False) -> None:
+        """Shut down the executor this measurer started (at once after an interrupt)."""
+        if not self.own_executor:
+            return
+        self.executor.shutdown(wait=not interrupted, cancel_futures=True)
+        if interrupted:
+            self.executor.kill_workers()

@@ -1,0 +1,61 @@
+"""Sketch rules: the structural choices of a schedule, from Tensor IR analysis.
+
+A sketch names, per stage, which rule shapes it; sample.py fills in the numbers (tile
+sizes, split factors, which loops are parallel, vectorized, unrolled). The rules, as
+Ansor's for CPUs:
+
+- inline: an intermediate elementwise stage is computed inside its consumers;
+- tile: a reduction with data reuse (an operand not indexed by every spatial axis:
+  matmul, batch matmul, conv2d) gets multi-level tiling, spatial loops in four levels
+  and reduction loops in two, ordered S S R S R S;
+- tile_cache_write: the same with the result accumulated in a local cache_write stage
+  computed at the tiles of the output stage;
+- rfactor: a reduction without enough parallelism (few outputs, a long reduction) has
+  its reduction split and factored into a parallel partial stage;
+- plain: the stage keeps its loops (annotation still fuses, parallelises, vectorizes).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import List, Tuple
+
+from ..schedule import legal
+from .task import SearchTask
+
+MAX_SKETCHES = 16
+FEW_OUTPUTS = 256     # a reduction with fewer output points than this may want rfactor
+
+
+@dataclass(frozen=True)
+class Sketch:
+    """Per stage (by name, consumers first), the rule that shapes it."""
+
+    rules: Tuple[Tuple[str, str], ...]
+
+    @property
+    def name(self) -> str:
+        return ",".join(f"{rule}:{stage}" for stage, rule in self.rules if rule != "plain") or "plain"
+
+
+def stage_rules(st) -> List[str]:
+    """The rules that may shape stage st of a fresh schedule, the first preferred."""
+    if legal.can_inline(st):
+        return ["inline"]
+    if legal.has_data_reuse(st):
+        return ["tile", "tile_cache_write"]
+    if legal.is_reduction(st):
+        spatial = math.prod(int(a.dom.extent) for a in st.op.axis)
+        reduce = math.prod(int(a.dom.extent) for a in st.op.reduce_axis)
+        if spatial < FEW_OUTPUTS or reduce > spatial:
+            return ["plain", "rfactor"]
+    return ["plain"]
+
+
+def generate_sketches(task: SearchTask) -> List[Sketch]:
+    """Every combination of the stages' rules (at most MAX_SKETCHES), in a fixed order."""
+    s = task.schedule()
+    stages = [st for st in reversed(s.stages) if legal.is_compute(st)]
+    choices = [[(st.name, rule) for rule in stage_rules(st)] for st in stages]
+    return [Sketch(tuple(combo)) for combo in itertools.islice(itertools.product(*choices), MAX_SKETCHES)]

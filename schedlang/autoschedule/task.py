@@ -1,0 +1,93 @@
+"""SearchTask: one program to tune (its argument tensors, in call order) and the target."""
+from __future__ import annotations
+
+import math
+from typing import Callable, List, Optional, Sequence
+
+from ..expr.functor import walk
+from ..expr.nodes import Binary, Call
+from ..schedule import Schedule, create_schedule
+from ..target.target import Target
+from ..tensor.graph import post_order
+from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor
+from ..tensor.reduce import Reduce
+from ..tensor.serialize import from_json, to_json, workload_key
+
+
+def _as_tensor_list(tensors, what: str) -> List[Tensor]:
+    items = [tensors] if isinstance(tensors, (Tensor, Operation)) else list(tensors)
+    out = []
+    for t in items:
+        if isinstance(t, Operation):
+            t = t.output(0)
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{what}: expected tensors, got {t!r}")
+        out.append(t)
+    if not out:
+        raise ValueError(f"{what}: no tensors given")
+    return out
+
+
+def default_args(outputs: Sequence[Tensor]) -> List[Tensor]:
+    """The argument list of a program given by its outputs: its inputs (placeholders, in
+    the order the program first reads them) followed by the outputs."""
+    inputs = [op.output(0) for op in post_order([t.op for t in outputs]) if isinstance(op, PlaceholderOp)]
+    return inputs + list(outputs)
+
+
+def _op_flops(op: ComputeOp) -> int:
+    """Arithmetic operations of one compute stage: points times operations per point."""
+    body = op.body
+    points = math.prod(op.shape)
+    per_point = sum(isinstance(n, (Binary, Call)) for n in walk(body.source if isinstance(body, Reduce) else body))
+    if isinstance(body, Reduce):
+        points *= math.prod(int(a.dom.extent) for a in body.axis)
+        per_point += 1          # the combine
+    return points * max(1, per_point)
+
+
+class SearchTask:
+    """A program to tune for a target, as TVM's auto_scheduler.SearchTask.
+
+    SearchTask(func, args, target): func(*args) returns the argument tensors of the
+    program in call order (placeholders and outputs, as a TVM workload function does);
+    a list of outputs alone is completed with the inputs they read.
+    SearchTask.from_outputs(outputs, target) does the same for tensors at hand."""
+
+    def __init__(self, func: Optional[Callable] = None, args: Sequence = (), target="llvm", *, tensors=None):
+        if tensors is None:
+            if not callable(func):
+                raise TypeError(f"SearchTask(func, args, target): func must be callable, got {func!r}")
+            tensors = func(*args)
+        tensors = _as_tensor_list(tensors, "SearchTask")
+        outputs = [t for t in tensors if not isinstance(t.op, PlaceholderOp)]
+        if not outputs:
+            raise ValueError("SearchTask: the workload has no computed tensor (only placeholders)")
+        if not any(isinstance(t.op, PlaceholderOp) for t in tensors):
+            tensors = default_args(outputs)
+        self.args: List[Tensor] = tensors
+        self.outputs: List[Tensor] = outputs
+        self.inputs: List[Tensor] = [t for t in tensors if isinstance(t.op, PlaceholderOp)]
+        self.target: Target = Target.create(target)
+        self.program_json: str = to_json(tensors)
+        self.workload_key: str = workload_key(tensors)
+        self.flops: int = sum(_op_flops(op) for op in post_order([t.op for t in outputs])
+                              if isinstance(op, ComputeOp))
+
+    @staticmethod
+    def from_outputs(outputs, target="llvm") -> "SearchTask":
+        outputs = _as_tensor_list(outputs, "auto_schedule")
+        return SearchTask(tensors=default_args(outputs), target=target)
+
+    @staticmethod
+    def from_json(program_json: str, target) -> "SearchTask":
+        """The task rebuilt from program_json (how a measurement worker receives it)."""
+        return SearchTask(tensors=from_json(program_json), target=target)
+
+    def schedule(self) -> Schedule:
+        """A fresh (unscheduled) schedule of the program."""
+        return create_schedule([t.op for t in self.outputs])
+
+    def __repr__(self) -> str:
+        return (f"SearchTask({', '.join(t.name for t in self.args)}; target={self.target}, "
+                f"workload={self.workload_key[:12]})")

@@ -1,0 +1,159 @@
+"""Which schedule primitive calls are legal where: the facts a schedule generator needs.
+
+Shared by the auto-scheduler's sketch rules and random annotation
+(schedlang/autoschedule) and by the test suite's random-schedule generator
+(tests/lowering/random_schedules.py), so that both only make calls the schedule
+checks accept. A call these functions allow that still raises ScheduleError is a bug
+in one of the two.
+"""
+from __future__ import annotations
+
+import random
+from typing import Dict, List, Optional
+
+from ..expr.functor import walk
+from ..tensor.axis import DATA_PAR
+from ..tensor.op import ComputeOp, TensorRead
+from ..tensor.reduce import Reduce
+from .annotate import PARALLEL
+
+MAX_UNROLL_EXTENT = 8        # a loop longer than this is not fully unrolled
+MAX_UNROLL_PRODUCT = 64      # nor nests of unrolled loops past this many copies (LLVM compile time)
+MAX_VECTOR_EXTENT = 64       # vector lanes of one vectorized loop
+PRAGMA_STEPS = (1, 2, 4, 8, 16)   # auto_unroll_max_step values
+
+
+def is_compute(st) -> bool:
+    return isinstance(st.op, ComputeOp)
+
+
+def is_reduction(st) -> bool:
+    return is_compute(st) and isinstance(st.op.body, Reduce)
+
+
+def is_live(st) -> bool:
+    """A compute stage that has loops of its own (not inlined into its consumers)."""
+    return is_compute(st) and st.attach_type != "inline"
+
+
+def can_inline(st) -> bool:
+    """compute_inline is legal: an intermediate injective stage not yet scheduled."""
+    return is_compute(st) and not st.is_output and not st.op.reduce_axis and not st.relations
+
+
+def effective_consumers(s, st) -> List:
+    """The non-inlined stages that read st, looking through inlined stages."""
+    out, stack, seen = [], list(s._consumers(st)), set()
+    while stack:
+        c = stack.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        if c.attach_type == "inline":
+            stack.extend(s._consumers(c))
+        elif c not in out:
+            out.append(c)
+    return out
+
+
+def has_data_reuse(st) -> bool:
+    """A reduction some operand of which is not indexed by every spatial axis (matmul,
+    batch matmul, conv2d): each loaded element is used by several outputs, so
+    multi-level tiling pays off."""
+    if not is_reduction(st):
+        return False
+    spatial = [a.var for a in st.op.axis]
+    for node in walk(st.op.body.source):
+        if isinstance(node, TensorRead):
+            used = {id(v) for i in node.indices for v in walk(i)}
+            if any(id(v) not in used for v in spatial):
+                return True
+    return False
+
+
+def random_factor(rng: random.Random, extent: int) -> int:
+    """A split factor: a divisor, a non-divisor, 1, the extent, or more than the extent."""
+    divisors = [d for d in range(1, extent + 1) if extent % d == 0]
+    non = [d for d in range(2, extent) if extent % d]
+    pick = rng.random()
+    if pick < 0.35:
+        return rng.choice(divisors)
+    if pick < 0.75 and non:
+        return rng.choice(non)
+    if pick < 0.85:
+        return rng.choice([1, extent])
+    if pick < 0.95:
+        return extent + rng.randint(1, 8)
+    return rng.randint(1, max(1, extent))
+
+
+def fusable_runs(leaves) -> List[int]:
+    """Positions i where leaves i and i+1 may be fused (adjacent loops of one kind)."""
+    return [i for i in range(len(leaves) - 1) if leaves[i].kind == leaves[i + 1].kind]
+
+
+def attach_depth(st) -> int:
+    """How many compute_at levels st is nested in (0 at the root)."""
+    d = 0
+    while st.attach_type == "at":
+        st, d = st.attach_stage, d + 1
+    return d
+
+
+def is_parallel(st, ivar) -> bool:
+    ann = st.annotations.get(ivar)
+    return ann is not None and ann.kind == PARALLEL
+
+
+def inside_parallel(st) -> bool:
+    """Whether st's loops run inside a parallel loop of a stage it is computed at (a
+    parallel loop of st would then nest parallel loops, which build() rejects)."""
+    while st.attach_type == "at":
+        parent, ivar = st.attach_stage, st.attach_ivar
+        pos = parent.leaf_iter_vars.index(ivar)
+        if any(is_parallel(parent, a) for a in parent.leaf_iter_vars[:pos + 1]):
+            return True
+        st = parent
+    return False
+
+
+def last_attach_position(s, st) -> int:
+    """The position in st's leaf loops of the innermost loop a stage is computed at (-1: none)."""
+    leaves = list(st.leaf_iter_vars)
+    attached = [c.attach_ivar for c in s.stages if c.attach_stage is st and c.attach_type == "at"]
+    return max((leaves.index(a) for a in attached), default=-1)
+
+
+def parallel_candidates(st) -> List[int]:
+    """Positions of st's leaf loops that parallel() accepts (data-parallel loops), or none
+    when st runs inside a parallel loop already."""
+    if inside_parallel(st):
+        return []
+    return [i for i, a in enumerate(st.leaf_iter_vars) if a.kind == DATA_PAR]
+
+
+def vectorize_candidates(s, st, par_pos: int = -1) -> List[int]:
+    """Positions of st's leaf loops that vectorize() accepts: data-parallel, short enough,
+    inside the parallel loop at par_pos and outside every loop a stage is computed at."""
+    leaves = list(st.leaf_iter_vars)
+    ext = st.static_extents()
+    last_attach = last_attach_position(s, st)
+    return [i for i, a in enumerate(leaves) if a.kind == DATA_PAR and i > par_pos and i > last_attach
+            and ext[a] <= MAX_VECTOR_EXTENT]
+
+
+def may_unroll(st, ivar, budget: int) -> bool:
+    """unroll() of ivar keeps the unrolled copies of st within budget (and ivar is free)."""
+    ext: Dict = st.static_extents()
+    return ivar not in st.annotations and ext[ivar] <= MAX_UNROLL_EXTENT and ext[ivar] <= budget
+
+
+def outer_fusable_spatial(st, limit: Optional[int] = None) -> int:
+    """How many leading leaf loops of st are data-parallel (fuse them, then parallel the
+    fused loop); at most limit."""
+    n = 0
+    for a in st.leaf_iter_vars:
+        if a.kind != DATA_PAR or (limit is not None and n >= limit):
+            break
+        n += 1
+    return n

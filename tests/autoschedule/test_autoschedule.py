@@ -1,0 +1,260 @@
+"""The auto-scheduler: searches return correct schedules, logs resume and survive bad
+lines, failing candidates are isolated, a seed fixes the candidates."""
+import concurrent.futures as cf
+import json
+import random
+
+import numpy as np
+import pytest
+
+import schedlang as sl
+from schedlang.autoschedule import records
+from schedlang.autoschedule.executor import LocalExecutor
+from schedlang.autoschedule.measure import Measurer
+from schedlang.autoschedule.search import Proposer, run_search
+from schedlang.autoschedule.sketch import generate_sketches
+from schedlang.autoschedule.task import SearchTask
+from schedlang.schedule import legal
+
+from . import workers
+
+FAST = dict(number=1, repeat=2)
+
+
+def gemm(n=64, m=None, k=None):
+    m, k = m or n, k or n
+    A = sl.placeholder((n, k), name="A")
+    B = sl.placeholder((k, m), name="B")
+    r = sl.reduce_axis((0, k), name="k")
+    C = sl.compute((n, m), lambda i, j: sl.sum(A[i, r] * B[r, j], axis=r), name="C")
+    return [A, B, C]
+
+
+def eltwise_reduce():
+    X = sl.placeholder((12, 40), name="X")
+    E = sl.compute((12, 40), lambda i, j: sl.exp(X[i, j]) * 0.5 + 1.0, name="E")
+    r = sl.reduce_axis((0, 40), name="r")
+    R = sl.compute((12,), lambda i: sl.sum(E[i, r], axis=r), name="R")
+    return [X, R]
+
+
+def run(s, args, inputs):
+    mod = sl.build(s, args)
+    outs = [np.zeros(t.shape, "float32") for t in args[len(inputs):]]
+    mod(*inputs, *outs)
+    return outs
+
+
+@pytest.fixture(scope="module")
+def gemm_log(tmp_path_factory):
+    """One real search (spawned worker) on a 64^3 GEMM, shared by the tests that read a log."""
+    log = str(tmp_path_factory.mktemp("as") / "gemm.jsonl")
+    A, B, C = gemm()
+    s, args = sl.auto_schedule([C], trials=4, log=log, seed=1, per_round=4, **FAST)
+    return log, (A, B, C), s, args
+
+
+def test_gemm_search_returns_a_correct_schedule(gemm_log):
+    log, (A, B, C), s, args = gemm_log
+    assert [t.name for t in args] == ["A", "B", "C"]
+    assert s.steps, "the best schedule has steps"
+    rng = np.random.default_rng(0)
+    a, b = (rng.uniform(-1, 1, (64, 64)).astype("float32") for _ in range(2))
+    (c,) = run(s, args, [a, b])
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    recs = records.load(log)
+    assert len(recs) == 4 and len({r["kernel_hash"] for r in recs}) == 4
+    ok = [r for r in recs if r["error"] is None]
+    assert ok, [r["error"] for r in recs]
+    for r in ok:
+        assert len(r["times"]) == 2 and r["median_s"] > 0 and r["gflops"] > 0 and len(r["load"]) == 3
+        assert r["workload"] == SearchTask.from_outputs([C]).workload_key
+    best = records.ranked(recs)[0]
+    assert json.loads(s.to_json()) == best["steps"]
+
+
+def test_print_best_prints_replayable_python(gemm_log, capsys):
+    log, (A, B, C), s, _ = gemm_log
+    text = sl.print_best(log, [C])
+    assert text in capsys.readouterr().out
+    ns = {"sl": sl, "A": A, "B": B, "C": C}
+    exec(compile(text, "<print_best>", "exec"), ns)
+    assert ns["s"].to_json() == s.to_json()
+    again, args = sl.apply_best(log, [C])
+    assert again.to_json() == s.to_json() and [t.name for t in args] == ["A", "B", "C"]
+
+
+def test_corrupt_and_foreign_lines_are_skipped_with_a_warning(gemm_log, tmp_path):
+    log, (A, B, C), s, _ = gemm_log
+    lines = open(log).read().splitlines()
+    other = json.loads(lines[0])
+    other["workload"] = "0" * 64
+    other["median_s"] = 1e-12            # faster, but another program's
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([lines[0], "{not json", '{"foo": 1}', "[1, 2]", json.dumps(other),
+                              *lines[1:], lines[-1][: len(lines[-1]) // 2]]) + "\n")
+    with pytest.warns(UserWarning) as caught:
+        recs = records.load(str(bad), SearchTask.from_outputs([C]).workload_key)
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 4 and all("skipped" in m for m in messages), messages
+    assert any(":2:" in m for m in messages) and any(":4:" in m for m in messages)
+    assert [r["kernel_hash"] for r in recs] == [json.loads(x)["kernel_hash"] for x in lines]
+    with pytest.warns(UserWarning):
+        again, _ = sl.apply_best(str(bad), [C])
+    assert again.to_json() == s.to_json()
+    unreplayable = json.loads(lines[0])            # well-formed, but names an axis C does not have
+    unreplayable.update(median_s=1e-12, kernel_hash="x")
+    unreplayable["steps"]["steps"] = [{"primitive": "split", "stage": "C", "axis": "nope", "factor": 2,
+                                       "nparts": None}]
+    with open(bad, "a") as f:
+        f.write(json.dumps(unreplayable) + "\n")
+    with pytest.warns(UserWarning) as caught:
+        again, _ = sl.apply_best(str(bad), [C])
+    assert any("do not replay" in str(w.message) for w in caught)
+    assert again.to_json() == s.to_json()
+
+
+def test_records_round_trip(tmp_path):
+    log = str(tmp_path / "r.jsonl")
+    rec = records.make_record("k" * 64, "llvm", {"version": 1, "steps": []}, "h", [3e-3, 1e-3, 2e-3], None,
+                              2_000_000, (0.5, 0.25, 0.125), sketch="plain")
+    records.append(log, [rec, dict(rec, kernel_hash="h2", times=[], median_s=None, gflops=None,
+                                   error="TimeoutError: x")])
+    got = records.load(log)
+    assert got[0] == json.loads(json.dumps(rec)) and got[0]["median_s"] == 2e-3
+    assert got[0]["gflops"] == pytest.approx(1.0)
+    assert got[1]["error"] == "TimeoutError: x"
+    assert [r["kernel_hash"] for r in records.ranked(got)] == ["h"]
+    with pytest.raises(ValueError, match="no successful record"):
+        sl.apply_best(log, gemm(8)[-1:])
+
+
+def test_elementwise_reduction_through_any_executor(tmp_path):
+    X, R = eltwise_reduce()
+    with cf.ThreadPoolExecutor(1) as ex:
+        s, args = sl.auto_schedule([R], trials=3, log=str(tmp_path / "er.jsonl"), executor=ex, seed=3,
+                                   per_round=3, **FAST)
+    x = np.random.default_rng(1).uniform(-1, 1, (12, 40)).astype("float32")
+    (got,) = run(s, args, [x])
+    np.testing.assert_allclose(got, (np.exp(x) * 0.5 + 1.0).sum(axis=1), rtol=1e-4)
+    assert any(st.primitive == "compute_inline" for st in s.steps)
+
+
+def test_resume_measures_nothing_twice(tmp_path):
+    log = str(tmp_path / "resume.jsonl")
+    C = gemm(16)[-1]
+    with cf.ThreadPoolExecutor(1) as ex:
+        sl.auto_schedule([C], trials=3, log=log, executor=ex, seed=5, per_round=3, **FAST)
+        first = [r["kernel_hash"] for r in records.load(log)]
+        sl.auto_schedule([C], trials=3, log=log, executor=ex, seed=5, per_round=3, **FAST)
+    hashes = [r["kernel_hash"] for r in records.load(log)]
+    assert len(first) == 3 and hashes[:3] == first
+    assert len(hashes) == 6 and len(set(hashes)) == 6     # the same seed redraws the first three: skipped
+
+
+def test_a_seed_fixes_the_candidates_and_their_order(tmp_path):
+    task = SearchTask.from_outputs(gemm(24, 20, 12)[-1:])
+    draw = lambda seed: [c.steps_json for c in Proposer(task, random.Random(seed), set()).propose(12)]
+    assert draw(7) == draw(7) and draw(7) != draw(8)
+    logs = []
+    for name in ("a", "b"):
+        log = str(tmp_path / f"{name}.jsonl")
+        with cf.ThreadPoolExecutor(1) as ex:
+            sl.auto_schedule(task, trials=3, log=log, executor=ex, seed=11, per_round=3, **FAST)
+        logs.append([r["steps"] for r in records.load(log)])
+    assert logs[0] == logs[1] and len(logs[0]) == 3
+
+
+def test_crashing_and_hanging_calls_are_isolated():
+    ex = LocalExecutor(1, build_timeout=30, run_timeout=1.0)
+    m = Measurer(ex, worker_fn=workers.fake)
+    try:
+        got = list(m.measure("{}", "llvm", ["ok", "crash", "raise", "hang", "ok"]))
+    finally:
+        ex.shutdown()
+    assert [r.error is None for r in got] == [True, False, False, False, True]
+    assert got[0].median == 2e-3 and got[4].median == 2e-3
+    assert "WorkerError" in got[1].error and "exit code 3" in got[1].error
+    assert got[2].error == "ValueError: a failing candidate"
+    assert "TimeoutError" in got[3].error and "run" in got[3].error
+    assert ex.replaced == 2
+
+
+def test_search_goes_on_past_crashing_and_hanging_candidates(tmp_path):
+    log = str(tmp_path / "flaky.jsonl")
+    task = SearchTask.from_outputs(gemm(16)[-1:])
+    m = Measurer(LocalExecutor(1, build_timeout=30, run_timeout=1.0), worker_fn=workers.flaky, **FAST)
+    try:
+        assert run_search(task, 6, log, m, seed=2, per_round=6) == 6
+    finally:
+        m.close()
+    errors = [r["error"] for r in records.load(log)]
+    assert len(errors) == 6
+    assert any(e and "WorkerError" in e for e in errors) and any(e and "TimeoutError" in e for e in errors)
+    assert any(e is None for e in errors), errors
+    s, _ = sl.apply_best(log, task)
+    assert sl.autoschedule.check_against_reference(task, s) is None
+
+
+class _InterruptAfter(cf.ThreadPoolExecutor):
+    def __init__(self, n):
+        super().__init__(1)
+        self.left = n
+
+    def submit(self, fn, *args, **kwargs):
+        if self.left == 0:
+            raise KeyboardInterrupt
+        self.left -= 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_ctrl_c_keeps_what_was_measured(tmp_path):
+    log = str(tmp_path / "int.jsonl")
+    with _InterruptAfter(2) as ex, pytest.raises(KeyboardInterrupt):
+        sl.auto_schedule(gemm(16)[-1:], trials=5, log=log, executor=ex, seed=0, per_round=5, **FAST)
+    assert len(records.load(log)) == 2
+
+
+def test_search_task_from_a_workload_function():
+    task = sl.SearchTask(gemm, (8, 6, 4), "llvm")
+    assert [t.name for t in task.args] == ["A", "B", "C"] and [t.name for t in task.outputs] == ["C"]
+    assert task.flops == 8 * 6 * 4 * 2
+    assert task.workload_key == sl.SearchTask(gemm, (8, 6, 4), "llvm").workload_key
+    assert task.workload_key != sl.SearchTask(gemm, (8, 6, 5), "llvm").workload_key
+    with pytest.raises(TypeError, match="callable"):
+        sl.SearchTask(None, (), "llvm")
+
+
+def test_sketch_rules_follow_the_tensor_ir():
+    C = sl.SearchTask(gemm, (8, 8, 8)).outputs[0]
+    s = sl.create_schedule(C.op)
+    assert legal.has_data_reuse(s[C])
+    assert [sk.name for sk in generate_sketches(SearchTask.from_outputs([C]))] == ["tile:C", "tile_cache_write:C"]
+    X, R = eltwise_reduce()
+    s = sl.create_schedule(R.op)
+    assert not legal.has_data_reuse(s[R]) and legal.can_inline(s["E"])
+    assert [sk.name for sk in generate_sketches(SearchTask.from_outputs([R]))] == ["inline:E", "rfactor:R,inline:E"]
+
+
+def test_every_sampled_candidate_is_legal_and_correct():
+    """Candidates of all sketches build and match the reference (pruned draws aside)."""
+    for outs in (gemm(13, 7, 9)[-1:], eltwise_reduce()[-1:]):
+        task = SearchTask.from_outputs(outs)
+        prop = Proposer(task, random.Random(0), set())
+        cands = prop.propose(8)
+        assert len({c.sketch for c in cands}) == 2
+        for c in cands:
+            s = task.schedule().apply_json(c.steps_json)
+            assert sl.autoschedule.check_against_reference(task, s) is None, s.to_python()
+
+
+def test_bad_arguments_are_clear_errors(tmp_path):
+    C = gemm(8)[-1]
+    with pytest.raises(ValueError, match="trials"):
+        sl.auto_schedule([C], trials=-1, log=str(tmp_path / "x.jsonl"))
+    with pytest.raises(ValueError, match="spawn"):
+        LocalExecutor(context="fork")
+    with pytest.raises(ValueError, match="no successful record"):
+        sl.apply_best(str(tmp_path / "missing.jsonl"), [C])
+    with pytest.raises(TypeError, match="tensors"):
+        sl.auto_schedule(["C"], trials=1, log=str(tmp_path / "x.jsonl"))
