@@ -60,20 +60,7 @@ class LLVMModule:
         if self._not_runnable:
             raise RuntimeError(f"{self.name} cannot run here: {self._not_runnable}; get_source() and "
                                "export_library() work, or build for this machine (target='llvm')")
-        if len(arrays) != len(self.params):
-            names = ", ".join(b.name for b in self.params)
-            raise TypeError(f"{self.name} takes {len(self.params)} arrays ({names}), got {len(arrays)}")
-        ptrs, spans = [], []
-        for b, x, is_out in zip(self.params, arrays, self._is_output):
-            ptr, nbytes = _pointer(b, x, is_out)
-            ptrs.append(ptr)
-            spans.append((ptr, ptr + nbytes, b.name, is_out))
-        for i, (lo, hi, name, out) in enumerate(spans):
-            for lo2, hi2, name2, out2 in spans[i + 1:]:
-                if (out or out2) and lo < hi2 and lo2 < hi:
-                    raise ValueError(f"arrays for '{name}' and '{name2}' overlap in memory; "
-                                     "an output must not share memory with another argument")
-        return ptrs
+        return check_arguments(self.name, self.params, self._is_output, arrays)
 
     def __call__(self, *arrays) -> None:
         argv = self._argv_type(*self._pointers(arrays))
@@ -105,6 +92,25 @@ class LLVMModule:
     def __repr__(self) -> str:
         args = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in self.params)
         return f"<schedlang module {self.name}({args}) target={self.target.kind}>"
+
+
+def check_arguments(name: str, params: Sequence, is_output: Sequence[bool], arrays: Sequence) -> List[int]:
+    """The data pointers of the arrays for a call of `name`, after checking their number,
+    dtypes, shapes, layout and writability, and that no output overlaps another argument."""
+    if len(arrays) != len(params):
+        names = ", ".join(b.name for b in params)
+        raise TypeError(f"{name} takes {len(params)} arrays ({names}), got {len(arrays)}")
+    ptrs, spans = [], []
+    for b, x, is_out in zip(params, arrays, is_output):
+        ptr, nbytes = _pointer(b, x, is_out)
+        ptrs.append(ptr)
+        spans.append((ptr, ptr + nbytes, b.name, is_out))
+    for i, (lo, hi, first, out) in enumerate(spans):
+        for lo2, hi2, second, out2 in spans[i + 1:]:
+            if (out or out2) and lo < hi2 and lo2 < hi:
+                raise ValueError(f"arrays for '{first}' and '{second}' overlap in memory; "
+                                 "an output must not share memory with another argument")
+    return ptrs
 
 
 def _pointer(b, x, is_out: bool):
