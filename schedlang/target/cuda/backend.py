@@ -14,8 +14,7 @@ from ...kernel.lower import standard_passes
 from ...kernel.nodes import KernelModule, LaunchKind
 from ...loop.functor import StmtMutator
 from ...loop.nodes import VECTORIZED, SERIAL, For, Stmt
-from ...schedule.annotate import BIND, PARALLEL
-from ...tensor.axis import REDUCE
+from ...schedule.annotate import PARALLEL
 from ...tensor.op import PlaceholderOp
 from ..backend import Backend
 from ..target import Target
@@ -45,16 +44,11 @@ class CUDABackend(Backend):
         for st in schedule.stages:
             if isinstance(st.op, PlaceholderOp) or st.attach_type == "inline":
                 continue
-            for ivar, ann in st.annotations.items():
+            for ivar, ann in st.annotations.items():   # (bind() itself refuses reduction axes)
                 if ann.kind == PARALLEL:
                     raise ScheduleError("parallel", st.name, "parallel() is a CPU loop kind; the cuda target runs "
                                         "loops on GPU threads", axis=ivar.name,
                                         hint="bind the loop to blockIdx.x / threadIdx.x instead")
-                if ann.kind == BIND and ivar.kind == REDUCE and ann.thread_tag.startswith("threadIdx."):
-                    raise ScheduleError("bind", st.name, f"a reduction axis is bound to {ann.thread_tag}; "
-                                        "cross-thread reductions are not supported yet (they come later)",
-                                        axis=ivar.name, hint="bind data-parallel axes to threads, or rfactor the "
-                                        "reduction and bind the rfactor stage's data axis")
 
     def kernel_passes(self, target: Target):
         return [(name, serial_vector_loops) if name == "vectorize_loops" else (name, run)
