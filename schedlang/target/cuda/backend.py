@@ -12,8 +12,8 @@ from typing import Dict, Sequence
 from ...errors import LoweringError, ScheduleError
 from ...kernel.lower import standard_passes
 from ...kernel.nodes import KernelModule, LaunchKind
-from ...loop.functor import StmtMutator
-from ...loop.nodes import VECTORIZED, SERIAL, For, Stmt
+from ...loop.functor import StmtMutator, walk_stmts
+from ...loop.nodes import VECTORIZED, SERIAL, Allocate, For, Stmt
 from ...schedule.annotate import PARALLEL
 from ...tensor.op import PlaceholderOp
 from ..backend import Backend
@@ -66,6 +66,16 @@ class CUDABackend(Backend):
         return CUDAModule(kernel, is_output, target, {**texts, "cuda": source, "ptx": ptx}, info)
 
 
+# CUDA's grid limits: x up to 2**31 - 1 blocks, y and z up to 65535.
+MAX_GRID = {"blockIdx.x": 2 ** 31 - 1, "blockIdx.y": 65535, "blockIdx.z": 65535}
+
+
+def shared_bytes(kernel) -> int:
+    """Static shared memory of a kernel: every shared allocation, as if all were live at once."""
+    return sum(s.buffer.size * s.buffer.dtype.bytes for s in walk_stmts(kernel.body)
+               if isinstance(s, Allocate) and s.buffer.scope == "shared")
+
+
 def check_kernels(kernel: KernelModule, target: Target) -> None:
     """Every kernel runs on a grid, within the target's launch limits."""
     for k in kernel.kernels:
@@ -80,6 +90,15 @@ def check_kernels(kernel: KernelModule, target: Target) -> None:
             raise LoweringError("kernel launch", f"kernel {k.name} has {n} threads a block ({shape}); "
                                 f"{target.arch} allows at most {target.max_threads_per_block}: split the "
                                 "thread-bound loops with a smaller factor, and bind the outer part to blockIdx")
+        for a in k.launch:
+            if a.tag in MAX_GRID and a.extent > MAX_GRID[a.tag]:
+                raise LoweringError("kernel launch", f"kernel {k.name} has {a.extent} blocks along {a.tag}; CUDA "
+                                    f"allows at most {MAX_GRID[a.tag]}: bind the longest loop to blockIdx.x")
+        smem = shared_bytes(k)
+        if smem > target.max_shared_memory_per_block:
+            raise LoweringError("kernel launch", f"kernel {k.name} needs {smem} bytes of shared memory; "
+                                f"{target.arch} allows {target.max_shared_memory_per_block} a block "
+                                "(CUDAOptions.max_shared_memory_per_block): cache smaller tiles")
 
 
 BACKEND = CUDABackend()

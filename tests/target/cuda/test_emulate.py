@@ -112,3 +112,16 @@ def test_thread_sanitizer_reports_threads_sharing_a_shared_buffer_without_barrie
                    "fills the same shared slots with its own row: a data race")
 def test_gemm_with_a_shared_cache_read_is_race_free_and_correct():
     emulate_and_check(*schedules.tiled_gemm(cache_shared=True), sanitize="thread")
+
+
+def test_two_kernels_through_a_global_temporary():
+    """A root intermediate stage is its own kernel; the module allocates its buffer."""
+    A = sl.placeholder((45, 13), name="A")
+    B = sl.compute((45, 13), lambda i, j: A[i, j] * 3.0, name="B")
+    C = sl.compute((13, 45), lambda i, j: B[j, i] - A[j, i], name="C")
+    s = sl.create_schedule(C.op)
+    for t in (B, C):
+        s[t].bind(t.op.axis[0], sl.thread_axis("blockIdx.x"))
+        s[t].bind(t.op.axis[1], sl.thread_axis("threadIdx.x"))
+    mod = emulate_and_check(s, [A, C])
+    assert mod.kernels == ["C_B", "C_kernel"]

@@ -85,3 +85,13 @@ def test_an_nvrtc_error_names_the_source_line():
     source = 'extern "C" __global__ void k(float* a) {\n  a[0] = undefined_name;\n}\n'
     with pytest.raises(sl.LoweringError, match="undefined_name(.|\n)*line 2: a\\[0\\] = undefined_name;"):
         compile_ptx(source, "sm_90", "k")
+
+
+def test_too_much_shared_memory_or_too_many_blocks_along_y():
+    s, args = schedules.tiled_gemm(cache_shared=True)       # 8 floats of shared memory a block
+    with pytest.raises(sl.LoweringError, match="needs 32 bytes of shared memory(.|\n)*allows 16 a block"):
+        sl.build(s, args, target=sl.Target("cuda", max_shared_memory_per_block=16))
+    A, B, s = elementwise(70000)
+    s[B].bind(B.op.axis[0], sl.thread_axis("blockIdx.y"))
+    with pytest.raises(sl.LoweringError, match="70000 blocks along blockIdx.y(.|\n)*at most 65535"):
+        sl.build(s, [A, B], target="cuda")
