@@ -83,7 +83,8 @@ def check_kernels(kernel: KernelModule, target: Target) -> None:
             raise ScheduleError("bind", None, f"kernel {k.name} has no loop bound to a GPU axis, so it would run "
                                 "on a single GPU thread", hint="bind an outer loop to blockIdx.x and an inner one "
                                 "to threadIdx.x: xo, xi = s[T].split(axis, factor=64); "
-                                "s[T].bind(xo, sl.thread_axis('blockIdx.x')); s[T].bind(xi, sl.thread_axis('threadIdx.x'))")
+                                "s[T].bind(xo, sl.thread_axis('blockIdx.x')); "
+                                "s[T].bind(xi, sl.thread_axis('threadIdx.x'))")
         n = threads_per_block(k)
         if n > target.max_threads_per_block:
             shape = " x ".join(f"{a.tag}={a.extent}" for a in k.launch if a.kind is LaunchKind.THREAD)

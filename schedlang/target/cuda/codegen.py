@@ -34,12 +34,21 @@ _LOGICAL = {"and": "&&", "or": "||"}
 _MATH = {"exp": "expf", "log": "logf", "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf", "erf": "erff",
          "abs": "fabsf", "floor": "floorf", "ceil": "ceilf", "round": "rintf", "trunc": "truncf",
          "pow": "powf", "exp2": "exp2f", "log2": "log2f", "sin": "sinf", "cos": "cosf", "sigmoid": "sl_sigmoidf"}
+# C operator precedence (higher binds tighter); atoms, calls and parenthesised text are ATOM.
+_PREC = {"mul": 13, "div": 13, "add": 12, "sub": 12, "shl": 11, "shr": 11, "lt": 10, "le": 10, "gt": 10, "ge": 10,
+         "eq": 9, "ne": 9, "bitand": 8, "bitxor": 7, "bitor": 6, "and": 5, "or": 4}
+UNARY, SELECT, ATOM = 15, 3, 16
 _INT_SUFFIX = {"int64": "ll", "uint32": "u", "uint64": "ull"}
 
 # Helpers every kernel may use; plain C++ that NVRTC and g++ (with the shim) both compile.
 PRELUDE = """\
-template <typename T> __device__ __forceinline__ T sl_min(T a, T b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
-template <typename T> __device__ __forceinline__ T sl_max(T a, T b) { return a != a ? a : (b != b ? b : (b > a ? b : a)); }
+// min/max propagate NaN, like numpy's minimum/maximum (fminf/fmaxf would drop it).
+template <typename T> __device__ __forceinline__ T sl_min(T a, T b) {
+  return a != a ? a : (b != b ? b : (b < a ? b : a));
+}
+template <typename T> __device__ __forceinline__ T sl_max(T a, T b) {
+  return a != a ? a : (b != b ? b : (b > a ? b : a));
+}
 template <typename T> __device__ __forceinline__ T sl_floordiv(T a, T b) {
   T q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
@@ -115,6 +124,17 @@ class CUDARenderer:
         self.lines.append(INDENT * depth + text)
 
     # -- expressions --
+    def operand(self, e: Expr, prec: int, right: bool = False) -> str:
+        """e as an operand of an operator of precedence prec: parenthesised only where C needs it
+        (and on the right of an equal precedence: a - (b - c))."""
+        text = self.expr(e)
+        inner = precedence(e)
+        mixed = prec == _PREC["or"] and inner == _PREC["and"]      # (a && b) || c, as compilers advise
+        return f"({text})" if inner < prec or (right and inner == prec) or mixed else text
+
+    def infix(self, op: str, symbol: str, a: Expr, b: Expr) -> str:
+        return f"{self.operand(a, _PREC[op])} {symbol} {self.operand(b, _PREC[op], right=True)}"
+
     def expr(self, e: Expr) -> str:
         rule = getattr(self, "expr_" + type(e).__name__, None)
         if rule is None:
@@ -130,35 +150,35 @@ class CUDARenderer:
         return literal(e.value, e.dtype)
 
     def expr_Binary(self, e: Binary) -> str:
-        a, b = self.expr(e.a), self.expr(e.b)
         if e.op in _INFIX:
-            return f"({a} {_INFIX[e.op]} {b})"
+            return self.infix(e.op, _INFIX[e.op], e.a, e.b)
         if e.op in _HELPER:
-            return f"{_HELPER[e.op]}({a}, {b})"
+            return f"{_HELPER[e.op]}({self.expr(e.a)}, {self.expr(e.b)})"
         raise InternalError(f"no CUDA rule for '{e.op}' on {e.dtype}")
 
     def expr_Compare(self, e: Compare) -> str:
-        return f"({self.expr(e.a)} {_COMPARE[e.op]} {self.expr(e.b)})"
+        return self.infix(e.op, _COMPARE[e.op], e.a, e.b)
 
     def expr_Logical(self, e: Logical) -> str:
-        return f"({self.expr(e.a)} {_LOGICAL[e.op]} {self.expr(e.b)})"
+        return self.infix(e.op, _LOGICAL[e.op], e.a, e.b)
 
     def expr_Not(self, e: Not) -> str:
-        return f"(!{self.expr(e.a)})"
+        return f"!{self.operand(e.a, UNARY)}"
 
     def expr_Select(self, e: Select) -> str:
         # C's ?: evaluates only the chosen side, as if_then_else requires.
-        return f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
+        parts = [self.operand(x, SELECT + 1) for x in (e.cond, e.true_value, e.false_value)]
+        return f"{parts[0]} ? {parts[1]} : {parts[2]}"
 
     def expr_Cast(self, e: Cast) -> str:
-        src, dst, v = e.value.dtype, e.dtype, self.expr(e.value)
+        src, dst, v = e.value.dtype, e.dtype, self.operand(e.value, UNARY)
         if dst.is_bool:
-            return f"({v} != 0)"
+            return f"{self.operand(e.value, _PREC['ne'])} != 0"
         if dst.is_float and dst.bits == 16:          # round to half, compute on as float
             return f"__half2float(__float2half((float){v}))"
         if compute_type(src) == compute_type(dst):
             return v
-        return f"(({compute_type(dst)}){v})"
+        return f"({compute_type(dst)}){v}"
 
     def expr_Call(self, e: Call) -> str:
         if e.name not in _MATH:
@@ -173,7 +193,7 @@ class CUDARenderer:
         if e.buffer.dtype.is_float and e.buffer.dtype.bits == 16:
             text = f"__half2float({text})"
         if e.predicate is not None:
-            text = f"({self.expr(e.predicate)} ? {text} : {literal(0, e.dtype)})"
+            text = f"{self.operand(e.predicate, SELECT + 1)} ? {text} : {literal(0, e.dtype)}"
         return text
 
     def expr_Ramp(self, e: Ramp) -> str:
@@ -231,6 +251,20 @@ class CUDARenderer:
 
     def stmt_Barrier(self, s: Barrier, depth: int) -> None:
         self.emit(depth, "__syncthreads();")
+
+
+def precedence(e: Expr) -> int:
+    """The C precedence of e's rendering (see _PREC)."""
+    if isinstance(e, (Binary, Compare, Logical)) and e.op in _PREC:
+        return _PREC[e.op]
+    if isinstance(e, Not) or (isinstance(e, Cast) and not e.dtype.is_bool and not
+                              (e.dtype.is_float and e.dtype.bits == 16)):
+        return UNARY
+    if isinstance(e, Cast) and e.dtype.is_bool:
+        return _PREC["ne"]
+    if isinstance(e, Select) or (isinstance(e, Load) and e.predicate is not None):
+        return SELECT
+    return ATOM
 
 
 def threads_per_block(k: Kernel) -> int:

@@ -142,7 +142,8 @@ def run_sanitized(executable: Path, name: str, arrays: Sequence, is_output: Sequ
             raise RuntimeError(f"{name}: ThreadSanitizer found {kind} between GPU threads of one block "
                                f"(a missing __syncthreads() or threads writing the same memory):\n{report[:6000]}")
         if run.returncode != 0:
-            raise RuntimeError(f"{name}: the sanitizer build exited with status {run.returncode}:\n{run.stderr[-4000:]}")
+            raise RuntimeError(f"{name}: the sanitizer build exited with status {run.returncode}:\n"
+                               f"{run.stderr[-4000:]}")
         for i, (x, out) in enumerate(zip(arrays, is_output)):
             if out:
                 data = np.fromfile(paths[i], dtype=_as_numpy(x).dtype).reshape(x.shape)

@@ -38,7 +38,7 @@ def emulate_and_check(s, args, **options):
 
 def test_elementwise_with_a_tail_block():
     mod = emulate_and_check(*schedules.elementwise(1000, 64))
-    assert "if ((((i_outer * 64) + i_inner) < 1000))" in mod.get_source("cuda")
+    assert "if (i_outer * 64 + i_inner < 1000) {" in mod.get_source("cuda")
 
 
 def test_silu_and_mul_fused_bound_and_vectorized():
@@ -86,9 +86,14 @@ def test_ptx_ir_levels_and_ptxas_figures():
     assert info.registers > 0 and info.spill_bytes == 0 and info.shared_bytes == 8 * 4
 
 
-def test_golden_cuda_source(update_golden):
-    text = sl.build(*schedules.elementwise(1000, 64), target="cuda").get_source("cuda")
-    path = GOLDEN / "cuda_elementwise.cuda.txt"
+GOLDEN_PROGRAMS = {"cuda_elementwise": lambda: schedules.elementwise(1000, 64),
+                   "cuda_tiled_gemm": lambda: schedules.tiled_gemm(cache_shared=True)}
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_PROGRAMS))
+def test_golden_cuda_source(name, update_golden):
+    text = sl.build(*GOLDEN_PROGRAMS[name](), target="cuda").get_source("cuda")
+    path = GOLDEN / f"{name}.cuda.txt"
     if update_golden or not path.exists():
         path.write_text(text)
         if not update_golden:
