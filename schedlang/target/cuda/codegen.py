@@ -151,7 +151,10 @@ class CUDARenderer:
 
     def expr_Binary(self, e: Binary) -> str:
         if e.op in _INFIX:
-            return self.infix(e.op, _INFIX[e.op], e.a, e.b)
+            text = self.infix(e.op, _INFIX[e.op], e.a, e.b)
+            if e.dtype.is_int and e.dtype.bits < 32:     # C computes in int: wrap back to the narrow type
+                return f"({memory_type(e.dtype)})({text})"
+            return text
         if e.op in _HELPER:
             return f"{_HELPER[e.op]}({self.expr(e.a)}, {self.expr(e.b)})"
         raise InternalError(f"no CUDA rule for '{e.op}' on {e.dtype}")
@@ -255,6 +258,8 @@ class CUDARenderer:
 
 def precedence(e: Expr) -> int:
     """The C precedence of e's rendering (see _PREC)."""
+    if isinstance(e, Binary) and e.dtype.is_int and e.dtype.bits < 32 and e.op in _INFIX:
+        return UNARY     # rendered as a cast
     if isinstance(e, (Binary, Compare, Logical)) and e.op in _PREC:
         return _PREC[e.op]
     if isinstance(e, Not) or (isinstance(e, Cast) and not e.dtype.is_bool and not

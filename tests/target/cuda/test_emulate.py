@@ -59,19 +59,23 @@ def test_row_sum_one_row_a_thread():
 
 
 def test_float16_int_and_double_arithmetic():
-    """half is stored as __half and computed in float; floordiv/floormod on negative ints; double math."""
+    """half is stored as __half and computed in float; floordiv/floormod on negative ints;
+    int8 wraps before it is divided (C would compute in int); double math."""
     n = 77
     H = sl.placeholder((n,), "float16", name="H")
     I = sl.placeholder((n,), "int32", name="I")
+    J = sl.placeholder((n,), "int8", name="J")
     D = sl.placeholder((n,), "float64", name="D")
     h = sl.compute((n,), lambda i: H[i] * H[i] + sl.const(0.5, "float16"), name="h")
     q = sl.compute((n,), lambda i: sl.floordiv(I[i], 7) * 100 + sl.floormod(I[i], 7) + sl.max(I[i], 3), name="q")
+    w = sl.compute((n,), lambda i: sl.floordiv(J[i] * sl.const(3, "int8"), sl.const(5, "int8")), name="w")
     d = sl.compute((n,), lambda i: sl.tanh(D[i]) + sl.sqrt(sl.abs(D[i])), name="d")
-    s = sl.create_schedule([h.op, q.op, d.op])
-    for t in (h, q, d):
+    s = sl.create_schedule([h.op, q.op, w.op, d.op])
+    for t in (h, q, w, d):
         schedules.bind(s, t, *s[t].split(t.op.axis[0], factor=32))
-    mod = emulate_and_check(s, [H, I, D, h, q, d])
+    mod = emulate_and_check(s, [H, I, J, D, h, q, w, d])
     assert "#include <cuda_fp16.h>" in mod.get_source() and "__half* __restrict__ H" in mod.get_source()
+    assert "sl_floordiv((signed char)(J[" in mod.get_source()
 
 
 def test_ptx_ir_levels_and_ptxas_figures():
