@@ -14,7 +14,7 @@ from typing import Dict, List
 
 from ...dtypes import DType
 from ...errors import InternalError, LoweringError
-from ...expr.nodes import (Binary, Broadcast, Buffer, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
+from ...expr.nodes import (Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
                            Ramp, Select, Var)
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...loop.nodes import Allocate, Barrier, For, IfThen, Let, Seq, Stmt, Store
@@ -274,6 +274,13 @@ def precedence(e: Expr) -> int:
 
 def threads_per_block(k: Kernel) -> int:
     return math.prod(a.extent for a in k.launch if a.kind is LaunchKind.THREAD)
+
+
+def launch_dims(k: Kernel):
+    """(grid, block) of a kernel as (x, y, z) triples."""
+    extent = {a.tag: a.extent for a in k.launch if a.kind in (LaunchKind.BLOCK, LaunchKind.THREAD)}
+    return (tuple(extent.get(f"blockIdx.{c}", 1) for c in "xyz"),
+            tuple(extent.get(f"threadIdx.{c}", 1) for c in "xyz"))
 
 
 def render_kernel(k: Kernel) -> str:

@@ -1,5 +1,5 @@
 """The module that build(..., target="cuda") returns: CUDA C and PTX to inspect, ptxas
-figures, and two ways to run it: on a GPU (not written yet) or on the CPU with emulate()."""
+figures, and two ways to run it: on a GPU (torch CUDA tensors) or on the CPU with emulate()."""
 from __future__ import annotations
 
 from typing import Dict, Optional, Sequence
@@ -8,6 +8,7 @@ from ...kernel.nodes import KernelModule
 from ..llvm.module import check_arguments
 from ..target import Target
 from . import shim
+from .gpu import GPUProgram, gpu_problem
 from .nvrtc import PtxasInfo
 
 ENGINES = ("shim",)
@@ -31,6 +32,7 @@ class CUDAModule:
         self.ptxas_info = ptxas_info
         self._kernel_ir = kernel_ir
         self._is_output = list(is_output)
+        self._gpu: Optional[GPUProgram] = None     # loaded on the first GPU call
 
     def get_source(self, fmt: str = "cuda") -> str:
         """The generated code: "cuda" (CUDA C, as NVRTC compiles it) or "ptx"."""
@@ -41,9 +43,16 @@ class CUDAModule:
         raise ValueError(f"unknown source format {fmt!r}; use 'cuda' or 'ptx'")
 
     def __call__(self, *arrays) -> None:
-        raise RuntimeError(f"{self.name} needs an NVIDIA GPU, and no GPU is present (running on a GPU is not "
-                           "written yet in any case); mod.emulate(*arrays, engine='shim') runs the same CUDA C on "
-                           "the CPU, on numpy arrays")
+        """Run on the GPU on torch CUDA tensors, in argument order, in torch's current stream;
+        outputs are written in place."""
+        problem = gpu_problem()
+        if problem is not None:
+            raise RuntimeError(f"{self.name} needs an NVIDIA GPU and no GPU is present here ({problem}); "
+                               "mod.emulate(*arrays, engine='shim') runs the same CUDA C on the CPU, on numpy arrays")
+        pointers = check_arguments(self.name, self.params, self._is_output, arrays, device="cuda")
+        if self._gpu is None:
+            self._gpu = GPUProgram(self.ir["ptx"], self._kernel_ir)
+        self._gpu.launch(pointers)
 
     def emulate(self, *arrays, engine: str = "shim", sanitize: Optional[str] = None) -> None:
         """Run the module on the CPU on numpy arrays (or CPU torch tensors), in argument order;

@@ -20,8 +20,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ...kernel.nodes import KernelModule, LaunchKind
-from .codegen import memory_type
+from ...kernel.nodes import KernelModule
+from .codegen import launch_dims, memory_type
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 FLAGS = ["-std=c++20", "-O1", "-pthread", "-w", "-x", "c++", "-include", "cuda_shim.h"]
@@ -37,8 +37,7 @@ def driver_source(m: KernelModule) -> str:
         lines.append(f"  {memory_type(t.dtype)}* {_temp(t)} = new {memory_type(t.dtype)}[{t.size}]();")
         index[t] = _temp(t)
     for k in m.kernels:
-        grid = [_extent(k, f"blockIdx.{c}") for c in "xyz"]
-        block = [_extent(k, f"threadIdx.{c}") for c in "xyz"]
+        grid, block = launch_dims(k)
         args = ", ".join(index[b] for b in k.params)
         lines.append(f"  sl_shim::launch(dim3{{{', '.join(map(str, grid))}}}, dim3{{{', '.join(map(str, block))}}}, "
                      f"[&] {{ {k.name}({args}); }});")
@@ -69,13 +68,6 @@ def driver_source(m: KernelModule) -> str:
 
 def _temp(b) -> str:
     return "sl_temp_" + "".join(c if c.isalnum() else "_" for c in b.name)
-
-
-def _extent(kernel, tag: str) -> int:
-    for a in kernel.launch:
-        if a.tag == tag and a.kind in (LaunchKind.BLOCK, LaunchKind.THREAD):
-            return a.extent
-    return 1
 
 
 def _cache_dir() -> Path:

@@ -94,15 +94,17 @@ class LLVMModule:
         return f"<schedlang module {self.name}({args}) target={self.target.kind}>"
 
 
-def check_arguments(name: str, params: Sequence, is_output: Sequence[bool], arrays: Sequence) -> List[int]:
+def check_arguments(name: str, params: Sequence, is_output: Sequence[bool], arrays: Sequence,
+                    device: str = "cpu") -> List[int]:
     """The data pointers of the arrays for a call of `name`, after checking their number,
-    dtypes, shapes, layout and writability, and that no output overlaps another argument."""
+    dtypes, shapes, layout and writability, and that no output overlaps another argument.
+    device="cuda" takes torch CUDA tensors only (the cuda backend's GPU launch)."""
     if len(arrays) != len(params):
         names = ", ".join(b.name for b in params)
         raise TypeError(f"{name} takes {len(params)} arrays ({names}), got {len(arrays)}")
     ptrs, spans = [], []
     for b, x, is_out in zip(params, arrays, is_output):
-        ptr, nbytes = _pointer(b, x, is_out)
+        ptr, nbytes = _pointer(b, x, is_out, device)
         ptrs.append(ptr)
         spans.append((ptr, ptr + nbytes, b.name, is_out))
     for i, (lo, hi, first, out) in enumerate(spans):
@@ -113,9 +115,12 @@ def check_arguments(name: str, params: Sequence, is_output: Sequence[bool], arra
     return ptrs
 
 
-def _pointer(b, x, is_out: bool):
+def _pointer(b, x, is_out: bool, device: str = "cpu"):
     want = str(b.dtype)
     shape = tuple(b.shape)
+    if isinstance(x, np.ndarray) and device != "cpu":
+        raise TypeError(f"argument '{b.name}' is a numpy array; a GPU call takes torch {device} tensors "
+                        "(or use mod.emulate for numpy arrays)")
     if isinstance(x, np.ndarray):
         got, xshape = str(x.dtype), tuple(x.shape)
         contiguous = x.flags.c_contiguous
@@ -123,8 +128,9 @@ def _pointer(b, x, is_out: bool):
         ptr = x.ctypes.data
         nbytes = x.nbytes
     elif _describe(x).startswith("torch."):
-        if x.device.type != "cpu":
-            raise ValueError(f"argument '{b.name}' is a torch tensor on {x.device}; the llvm target needs CPU tensors")
+        if x.device.type != device:
+            raise ValueError(f"argument '{b.name}' is a torch tensor on {x.device}; "
+                             + ("the llvm target needs CPU tensors" if device == "cpu" else f"it must be on {device}"))
         if x.requires_grad and is_out:
             raise ValueError(f"output '{b.name}' requires grad; pass a tensor detached from autograd")
         got, xshape = str(x.dtype).replace("torch.", ""), tuple(x.shape)

@@ -1,6 +1,22 @@
-"""GPU schedules the CUDA tests build: each binds its loops to blockIdx/threadIdx."""
+"""GPU schedules the CUDA tests build (each binds its loops to blockIdx/threadIdx), and their inputs."""
+import numpy as np
+
 import schedlang as sl
 from tests import programs
+from tests.helpers import random_input
+
+
+def arrays_for(s, args, seed=0):
+    """Random inputs and output arrays filled with 7, in argument order; and the inputs by tensor."""
+    rng = np.random.default_rng(seed)
+    arrays, feed = [], {}
+    for t in args:
+        if isinstance(s[t].op, sl.tensor.PlaceholderOp):
+            feed[t] = random_input(t.shape, t.dtype, rng)
+            arrays.append(feed[t])
+        else:
+            arrays.append(np.full(t.shape, 7, dtype=t.dtype.numpy))
+    return arrays, feed
 
 
 def bind(s, t, outer, inner, x="x"):

@@ -4,7 +4,7 @@ import math
 import pytest
 
 import schedlang as sl
-from schedlang.expr.nodes import Var, binary, cast, compare, logical, select
+from schedlang.expr.nodes import Var, binary, cast, logical, select
 from schedlang.dtypes import dtype
 from schedlang.target.cuda.codegen import CUDARenderer, literal
 

@@ -2,28 +2,16 @@
 CUDA C, built by g++ against shim/cuda_shim.h), against the reference evaluator."""
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import schedlang as sl
-from tests.helpers import assert_close, random_input
+from tests.helpers import assert_close
 from tests.target.cuda import schedules
+from tests.target.cuda.schedules import arrays_for
 
 pytest.importorskip("cuda.bindings")
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden"
-
-
-def arrays_for(s, args, seed=0):
-    rng = np.random.default_rng(seed)
-    arrays, feed = [], {}
-    for t in args:
-        if isinstance(s[t].op, sl.tensor.PlaceholderOp):
-            feed[t] = random_input(t.shape, t.dtype, rng)
-            arrays.append(feed[t])
-        else:
-            arrays.append(np.full(t.shape, 7, dtype=t.dtype.numpy))
-    return arrays, feed
 
 
 def emulate_and_check(s, args, **options):
