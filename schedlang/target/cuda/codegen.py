@@ -288,6 +288,10 @@ def render_kernel(k: Kernel) -> str:
     params = ", ".join(f"{memory_type(b.dtype)}* __restrict__ {r.define(b, b.name)}" for b in k.params)
     r.emit(0, f'extern "C" __global__ void __launch_bounds__({threads_per_block(k)}) {k.name}({params}) {{')
     for a in k.launch:
+        if a.kind is LaunchKind.VTHREAD:
+            raise LoweringError("cuda codegen", f"kernel {k.name} binds '{a.var.name}' to vthread; virtual "
+                                "threads are not supported by the cuda target yet (they come later): bind the "
+                                "loop to threadIdx, or leave it serial")
         if a.kind not in (LaunchKind.BLOCK, LaunchKind.THREAD):
             raise LoweringError("cuda codegen", f"kernel {k.name} has a {a.kind.value} launch axis, "
                                 "which the cuda target cannot run")

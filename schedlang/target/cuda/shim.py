@@ -92,7 +92,7 @@ def build(cuda_source: str, driver: str, sanitize: Optional[str]) -> Path:
     out = _cache_dir() / (key + (".so" if sanitize is None else ".exe"))
     if out.exists():
         return out
-    src = _cache_dir() / f"{key}.cu"
+    src = _cache_dir() / f"{key}.{os.getpid()}.cu"      # per process: a concurrent build never sees half a file
     src.write_text(text)
     tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
     run = subprocess.run([_compiler(), *FLAGS, f"-I{SHIM_DIR}", *extra, str(src), "-o", str(tmp)],
@@ -100,6 +100,7 @@ def build(cuda_source: str, driver: str, sanitize: Optional[str]) -> Path:
     if run.returncode != 0:
         raise RuntimeError(f"g++ could not compile the CUDA C with the CPU shim ({src}):\n{run.stderr[-4000:]}")
     os.replace(tmp, out)     # atomic: a concurrent reader sees a whole file or none
+    src.unlink()
     return out
 
 

@@ -95,3 +95,12 @@ def test_too_much_shared_memory_or_too_many_blocks_along_y():
     s[B].bind(B.op.axis[0], sl.thread_axis("blockIdx.y"))
     with pytest.raises(sl.LoweringError, match="70000 blocks along blockIdx.y(.|\n)*at most 65535"):
         sl.build(s, [A, B], target="cuda")
+
+
+def test_virtual_threads_come_later():
+    A, B, s = elementwise(64)
+    xo, xi = s[B].split(B.op.axis[0], factor=8)
+    s[B].bind(xo, sl.thread_axis("vthread"))
+    s[B].bind(xi, sl.thread_axis("threadIdx.x"))
+    with pytest.raises(sl.LoweringError, match="virtual threads are not supported by the cuda target yet"):
+        sl.build(s, [A, B], target="cuda")
