@@ -70,10 +70,10 @@ def test_build_and_lower_dispatch_on_the_target_kind(recording_cuda):
     assert recording_cuda.checked == [target]
 
 
-def test_the_cuda_stub_lowers_but_does_not_build():
+def test_the_cuda_backend_lowers_an_unbound_program_but_refuses_to_build_it():
     s, args = _program()
     assert sl.lower(s, args, level="kernel", target="cuda").startswith("module C(")
-    with pytest.raises(NotImplementedError, match="the cuda target cannot build modules yet"):
+    with pytest.raises(sl.ScheduleError, match="bind an outer loop to blockIdx.x"):
         sl.build(s, args, target="cuda")
 
 

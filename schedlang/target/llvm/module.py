@@ -77,21 +77,11 @@ class LLVMModule:
         if len(arrays) != len(self.params):
             names = ", ".join(b.name for b in self.params)
             raise TypeError(f"{self.name} takes {len(self.params)} arrays ({names}), got {len(arrays)}")
-        shapes = [tuple(b.shape) for b in self.params]
+        shapes = None
         sizes: List[int] = []
         if self._sizes is not None:   # symbolic shapes: read the sizes, then check as for static ones
             sizes, shapes = self._bind_sizes(arrays)
-        ptrs, spans = [], []
-        for b, x, is_out, shape in zip(self.params, arrays, self._is_output, shapes):
-            ptr, nbytes = _pointer(b, x, is_out, shape)
-            ptrs.append(ptr)
-            spans.append((ptr, ptr + nbytes, b.name, is_out))
-        for i, (lo, hi, name, out) in enumerate(spans):
-            for lo2, hi2, name2, out2 in spans[i + 1:]:
-                if (out or out2) and lo < hi2 and lo2 < hi:
-                    raise ValueError(f"arrays for '{name}' and '{name2}' overlap in memory; "
-                                     "an output must not share memory with another argument")
-        return ptrs + sizes
+        return check_arguments(self.name, self.params, self._is_output, arrays, shapes=shapes) + sizes
 
     def _bind_sizes(self, arrays: Sequence):
         """(size values, concrete shapes of the arguments) from the arrays' shapes."""
@@ -141,8 +131,35 @@ class LLVMModule:
         return f"<schedlang module {self.name}({args}) target={self.target.kind}>"
 
 
-def _pointer(b, x, is_out: bool, shape):
+def check_arguments(name: str, params: Sequence, is_output: Sequence[bool], arrays: Sequence,
+                    device: str = "cpu", shapes: Optional[Sequence[tuple]] = None) -> List[int]:
+    """The data pointers of the arrays for a call of `name`, after checking their number,
+    dtypes, shapes, layout and writability, and that no output overlaps another argument.
+    shapes: the concrete shapes wanted (symbolic shapes bound to sizes); by default the
+    parameters' own. device="cuda" takes torch CUDA tensors only (the cuda backend's GPU launch)."""
+    if len(arrays) != len(params):
+        names = ", ".join(b.name for b in params)
+        raise TypeError(f"{name} takes {len(params)} arrays ({names}), got {len(arrays)}")
+    if shapes is None:
+        shapes = [tuple(b.shape) for b in params]
+    ptrs, spans = [], []
+    for b, x, is_out, shape in zip(params, arrays, is_output, shapes):
+        ptr, nbytes = _pointer(b, x, is_out, shape, device)
+        ptrs.append(ptr)
+        spans.append((ptr, ptr + nbytes, b.name, is_out))
+    for i, (lo, hi, first, out) in enumerate(spans):
+        for lo2, hi2, second, out2 in spans[i + 1:]:
+            if (out or out2) and lo < hi2 and lo2 < hi:
+                raise ValueError(f"arrays for '{first}' and '{second}' overlap in memory; "
+                                 "an output must not share memory with another argument")
+    return ptrs
+
+
+def _pointer(b, x, is_out: bool, shape, device: str = "cpu"):
     want = str(b.dtype)
+    if isinstance(x, np.ndarray) and device != "cpu":
+        raise TypeError(f"argument '{b.name}' is a numpy array; a GPU call takes torch {device} tensors "
+                        "(or use mod.emulate for numpy arrays)")
     if isinstance(x, np.ndarray):
         got, xshape = str(x.dtype), tuple(x.shape)
         contiguous = x.flags.c_contiguous
@@ -150,8 +167,9 @@ def _pointer(b, x, is_out: bool, shape):
         ptr = x.ctypes.data
         nbytes = x.nbytes
     elif _describe(x).startswith("torch."):
-        if x.device.type != "cpu":
-            raise ValueError(f"argument '{b.name}' is a torch tensor on {x.device}; the llvm target needs CPU tensors")
+        if x.device.type != device:
+            raise ValueError(f"argument '{b.name}' is a torch tensor on {x.device}; "
+                             + ("the llvm target needs CPU tensors" if device == "cpu" else f"it must be on {device}"))
         if x.requires_grad and is_out:
             raise ValueError(f"output '{b.name}' requires grad; pass a tensor detached from autograd")
         got, xshape = str(x.dtype).replace("torch.", ""), tuple(x.shape)

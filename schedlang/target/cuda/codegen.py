@@ -1,0 +1,310 @@
+"""Kernel IR -> CUDA C, one `extern "C" __global__` function per kernel.
+
+A table-driven C renderer in the style of tinygrad's CStyleLanguage: each expression
+node has one small rule, operators and math functions come from tables. float16 is
+stored as __half and computed in float (as the llvm target does); bool is stored as
+one byte. Launch axes become `const int i = blockIdx.x;` at the top of the kernel:
+the lifter guarantees each tag has one extent, so the launch covers the loop exactly.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Dict, List
+
+from ...dtypes import DType
+from ...errors import InternalError, LoweringError
+from ...expr.nodes import (Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
+                           Ramp, Select, Var)
+from ...kernel.nodes import Kernel, KernelModule, LaunchKind
+from ...loop.nodes import Allocate, Barrier, For, IfThen, Let, Seq, Stmt, Store
+
+INDENT = "  "
+
+# Memory types; float16 is computed as float.
+_MEMORY = {"float16": "__half", "float32": "float", "float64": "double", "int8": "signed char",
+           "int16": "short", "int32": "int", "int64": "long long", "uint8": "unsigned char",
+           "uint16": "unsigned short", "uint32": "unsigned int", "uint64": "unsigned long long", "bool": "bool"}
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "bitand": "&", "bitor": "|", "bitxor": "^",
+          "shl": "<<", "shr": ">>"}
+_HELPER = {"min": "sl_min", "max": "sl_max", "floordiv": "sl_floordiv", "floormod": "sl_floormod"}
+_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_LOGICAL = {"and": "&&", "or": "||"}
+# math intrinsic -> CUDA function for float (double drops the trailing f).
+_MATH = {"exp": "expf", "log": "logf", "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf", "erf": "erff",
+         "abs": "fabsf", "floor": "floorf", "ceil": "ceilf", "round": "rintf", "trunc": "truncf",
+         "pow": "powf", "exp2": "exp2f", "log2": "log2f", "sin": "sinf", "cos": "cosf", "sigmoid": "sl_sigmoidf"}
+# C operator precedence (higher binds tighter); atoms, calls and parenthesised text are ATOM.
+_PREC = {"mul": 13, "div": 13, "add": 12, "sub": 12, "shl": 11, "shr": 11, "lt": 10, "le": 10, "gt": 10, "ge": 10,
+         "eq": 9, "ne": 9, "bitand": 8, "bitxor": 7, "bitor": 6, "and": 5, "or": 4}
+UNARY, SELECT, ATOM = 15, 3, 16
+_INT_SUFFIX = {"int64": "ll", "uint32": "u", "uint64": "ull"}
+
+# Helpers every kernel may use; plain C++ that NVRTC and g++ (with the shim) both compile.
+PRELUDE = """\
+// min/max propagate NaN, like numpy's minimum/maximum (fminf/fmaxf would drop it).
+template <typename T> __device__ __forceinline__ T sl_min(T a, T b) {
+  return a != a ? a : (b != b ? b : (b < a ? b : a));
+}
+template <typename T> __device__ __forceinline__ T sl_max(T a, T b) {
+  return a != a ? a : (b != b ? b : (b > a ? b : a));
+}
+template <typename T> __device__ __forceinline__ T sl_floordiv(T a, T b) {
+  T q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+template <typename T> __device__ __forceinline__ T sl_floormod(T a, T b) {
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+__device__ __forceinline__ float sl_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ double sl_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+"""
+
+
+def memory_type(dt: DType) -> str:
+    return _MEMORY[str(dt)]
+
+
+def compute_type(dt: DType) -> str:
+    return "float" if dt.is_float and dt.bits == 16 else memory_type(dt)
+
+
+def c_name(name: str) -> str:
+    """A C identifier for an IR name ("i.outer" -> "i_outer")."""
+    name = re.sub(r"\W", "_", name)
+    return name if not name[0].isdigit() else "_" + name
+
+
+def literal(value, dt: DType) -> str:
+    if dt.is_bool:
+        return "true" if value else "false"
+    if dt.is_float:
+        v = float(value)
+        double = dt.bits == 64
+        if math.isnan(v) or math.isinf(v):
+            bits = {("nan", True): "0x7ff8000000000000ll", ("nan", False): "0x7fc00000",
+                    ("inf", True): "0x7ff0000000000000ll", ("inf", False): "0x7f800000"}
+            key = ("nan" if math.isnan(v) else "inf", double)
+            text = f"__longlong_as_double({bits[key]})" if double else f"__int_as_float({bits[key]})"
+            return f"(-{text})" if v < 0 else text
+        text = repr(v) + ("" if double else "f")
+        return f"({text})" if v < 0 else text
+    v = int(value)
+    suffix = _INT_SUFFIX.get(str(dt), "")
+    if dt.bits == 64 and dt.kind == "int" and v == -2 ** 63:
+        return "(-9223372036854775807ll - 1)"
+    if dt.bits == 32 and dt.kind == "int" and v == -2 ** 31:
+        return "(-2147483647 - 1)"
+    text = f"{v}{suffix}"
+    if dt.bits < 32:      # keep the narrow type: (signed char)5
+        text = f"(({memory_type(dt)}){v})"
+    return f"({text})" if v < 0 else text
+
+
+class CUDARenderer:
+    """Renders one kernel; names are made unique per kernel so nested scopes never clash."""
+
+    def __init__(self):
+        self.names: Dict[object, str] = {}
+        self.taken: set = set()
+        self.lines: List[str] = []
+
+    def define(self, key, name: str) -> str:
+        base = c_name(name)
+        text, n = base, 1
+        while text in self.taken:
+            n += 1
+            text = f"{base}_{n}"
+        self.taken.add(text)
+        self.names[key] = text
+        return text
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append(INDENT * depth + text)
+
+    # -- expressions --
+    def operand(self, e: Expr, prec: int, right: bool = False) -> str:
+        """e as an operand of an operator of precedence prec: parenthesised only where C needs it
+        (and on the right of an equal precedence: a - (b - c))."""
+        text = self.expr(e)
+        inner = precedence(e)
+        mixed = prec == _PREC["or"] and inner == _PREC["and"]      # (a && b) || c, as compilers advise
+        return f"({text})" if inner < prec or (right and inner == prec) or mixed else text
+
+    def infix(self, op: str, symbol: str, a: Expr, b: Expr) -> str:
+        return f"{self.operand(a, _PREC[op])} {symbol} {self.operand(b, _PREC[op], right=True)}"
+
+    def expr(self, e: Expr) -> str:
+        rule = getattr(self, "expr_" + type(e).__name__, None)
+        if rule is None:
+            raise InternalError(f"the CUDA renderer has no rule for {type(e).__name__} '{e}'")
+        return rule(e)
+
+    def expr_Var(self, e: Var) -> str:
+        if e not in self.names:
+            raise InternalError(f"variable '{e.name}' is used outside the loop that defines it")
+        return self.names[e]
+
+    def expr_Const(self, e: Const) -> str:
+        return literal(e.value, e.dtype)
+
+    def expr_Binary(self, e: Binary) -> str:
+        if e.op in _INFIX:
+            text = self.infix(e.op, _INFIX[e.op], e.a, e.b)
+            if e.dtype.is_int and e.dtype.bits < 32:     # C computes in int: wrap back to the narrow type
+                return f"({memory_type(e.dtype)})({text})"
+            return text
+        if e.op in _HELPER:
+            return f"{_HELPER[e.op]}({self.expr(e.a)}, {self.expr(e.b)})"
+        raise InternalError(f"no CUDA rule for '{e.op}' on {e.dtype}")
+
+    def expr_Compare(self, e: Compare) -> str:
+        return self.infix(e.op, _COMPARE[e.op], e.a, e.b)
+
+    def expr_Logical(self, e: Logical) -> str:
+        return self.infix(e.op, _LOGICAL[e.op], e.a, e.b)
+
+    def expr_Not(self, e: Not) -> str:
+        return f"!{self.operand(e.a, UNARY)}"
+
+    def expr_Select(self, e: Select) -> str:
+        # C's ?: evaluates only the chosen side, as if_then_else requires.
+        parts = [self.operand(x, SELECT + 1) for x in (e.cond, e.true_value, e.false_value)]
+        return f"{parts[0]} ? {parts[1]} : {parts[2]}"
+
+    def expr_Cast(self, e: Cast) -> str:
+        src, dst, v = e.value.dtype, e.dtype, self.operand(e.value, UNARY)
+        if dst.is_bool:
+            return f"{self.operand(e.value, _PREC['ne'])} != 0"
+        if dst.is_float and dst.bits == 16:          # round to half, compute on as float
+            return f"__half2float(__float2half((float){v}))"
+        if compute_type(src) == compute_type(dst):
+            return v
+        return f"({compute_type(dst)}){v}"
+
+    def expr_Call(self, e: Call) -> str:
+        if e.name not in _MATH:
+            raise InternalError(f"no CUDA rule for math function '{e.name}'")
+        fn = _MATH[e.name]
+        if e.dtype.bits == 64:
+            fn = fn[:-1]
+        return f"{fn}({', '.join(self.expr(a) for a in e.args)})"
+
+    def expr_Load(self, e: Load) -> str:
+        text = f"{self.names[e.buffer]}[{self.expr(e.indices[0])}]"
+        if e.buffer.dtype.is_float and e.buffer.dtype.bits == 16:
+            text = f"__half2float({text})"
+        if e.predicate is not None:
+            text = f"{self.operand(e.predicate, SELECT + 1)} ? {text} : {literal(0, e.dtype)}"
+        return text
+
+    def expr_Ramp(self, e: Ramp) -> str:
+        raise LoweringError("cuda codegen", f"vector access '{e}': vector loads and stores on the GPU come later")
+
+    expr_Broadcast = expr_Ramp
+
+    # -- statements --
+    def stmt(self, s: Stmt, depth: int) -> None:
+        rule = getattr(self, "stmt_" + type(s).__name__, None)
+        if rule is None:
+            raise InternalError(f"the CUDA renderer has no rule for {type(s).__name__}")
+        rule(s, depth)
+
+    def stmt_Seq(self, s: Seq, depth: int) -> None:
+        for x in s.stmts:
+            self.stmt(x, depth)
+
+    def stmt_For(self, s: For, depth: int) -> None:
+        v = self.define(s.var, s.var.name)
+        ty = compute_type(s.var.dtype)
+        self.emit(depth, f"for ({ty} {v} = 0; {v} < {literal(s.extent, s.var.dtype)}; ++{v}) {{")
+        self.stmt(s.body, depth + 1)
+        self.emit(depth, "}")
+
+    def stmt_Store(self, s: Store, depth: int) -> None:
+        value = self.expr(s.value)
+        if s.buffer.dtype.is_float and s.buffer.dtype.bits == 16:
+            value = f"__float2half({value})"
+        text = f"{self.names[s.buffer]}[{self.expr(s.indices[0])}] = {value};"
+        if s.predicate is not None:
+            text = f"if ({self.expr(s.predicate)}) {text}"
+        self.emit(depth, text)
+
+    def stmt_IfThen(self, s: IfThen, depth: int) -> None:
+        self.emit(depth, f"if ({self.expr(s.cond)}) {{")
+        self.stmt(s.then_body, depth + 1)
+        if s.else_body is not None:
+            self.emit(depth, "} else {")
+            self.stmt(s.else_body, depth + 1)
+        self.emit(depth, "}")
+
+    def stmt_Allocate(self, s: Allocate, depth: int) -> None:
+        b = s.buffer
+        name = self.define(b, b.name)
+        qualifier = "__shared__ " if b.scope == "shared" else ""
+        self.emit(depth, f"{qualifier}{memory_type(b.dtype)} {name}[{b.size}];")
+        self.stmt(s.body, depth)
+
+    def stmt_Let(self, s: Let, depth: int) -> None:
+        value = self.expr(s.value)
+        name = self.define(s.var, s.var.name)
+        self.emit(depth, f"const {compute_type(s.var.dtype)} {name} = {value};")
+        self.stmt(s.body, depth)
+
+    def stmt_Barrier(self, s: Barrier, depth: int) -> None:
+        self.emit(depth, "__syncthreads();")
+
+
+def precedence(e: Expr) -> int:
+    """The C precedence of e's rendering (see _PREC)."""
+    if isinstance(e, Binary) and e.dtype.is_int and e.dtype.bits < 32 and e.op in _INFIX:
+        return UNARY     # rendered as a cast
+    if isinstance(e, (Binary, Compare, Logical)) and e.op in _PREC:
+        return _PREC[e.op]
+    if isinstance(e, Not) or (isinstance(e, Cast) and not e.dtype.is_bool and not
+                              (e.dtype.is_float and e.dtype.bits == 16)):
+        return UNARY
+    if isinstance(e, Cast) and e.dtype.is_bool:
+        return _PREC["ne"]
+    if isinstance(e, Select) or (isinstance(e, Load) and e.predicate is not None):
+        return SELECT
+    return ATOM
+
+
+def threads_per_block(k: Kernel) -> int:
+    return math.prod(a.extent for a in k.launch if a.kind is LaunchKind.THREAD)
+
+
+def launch_dims(k: Kernel):
+    """(grid, block) of a kernel as (x, y, z) triples."""
+    extent = {a.tag: a.extent for a in k.launch if a.kind in (LaunchKind.BLOCK, LaunchKind.THREAD)}
+    return (tuple(extent.get(f"blockIdx.{c}", 1) for c in "xyz"),
+            tuple(extent.get(f"threadIdx.{c}", 1) for c in "xyz"))
+
+
+def render_kernel(k: Kernel) -> str:
+    r = CUDARenderer()
+    params = ", ".join(f"{memory_type(b.dtype)}* __restrict__ {r.define(b, b.name)}" for b in k.params)
+    r.emit(0, f'extern "C" __global__ void __launch_bounds__({threads_per_block(k)}) {k.name}({params}) {{')
+    for a in k.launch:
+        if a.kind is LaunchKind.VTHREAD:
+            raise LoweringError("cuda codegen", f"kernel {k.name} binds '{a.var.name}' to vthread; virtual "
+                                "threads are not supported by the cuda target yet (they come later): bind the "
+                                "loop to threadIdx, or leave it serial")
+        if a.kind not in (LaunchKind.BLOCK, LaunchKind.THREAD):
+            raise LoweringError("cuda codegen", f"kernel {k.name} has a {a.kind.value} launch axis, "
+                                "which the cuda target cannot run")
+        r.emit(1, f"const int {r.define(a.var, a.var.name)} = {a.tag};")
+    r.stmt(k.body, 1)
+    r.emit(0, "}")
+    return "\n".join(r.lines)
+
+
+def render_cuda(m: KernelModule) -> str:
+    """The CUDA C source of a module: the prelude, then one kernel function per kernel."""
+    kernels = [render_kernel(k) for k in m.kernels]
+    head = [f"// schedlang module {m.name}: {len(kernels)} kernel(s)"]
+    if any("__half" in k for k in kernels):
+        head.append("#include <cuda_fp16.h>")
+    return "\n".join(head) + "\n" + PRELUDE + "\n" + "\n\n".join(kernels) + "\n"

@@ -1,0 +1,75 @@
+"""Launching a CUDA module on a real GPU through the CUDA driver API (cuda.bindings.driver),
+on torch CUDA tensors, in torch's current stream. cuda-python and torch are imported only
+when a GPU is used (both are optional, and torch is slow to import).
+
+The PTX is loaded into the device's primary context (the one torch uses); global
+temporaries between kernels are torch allocations, ordered on the same stream.
+"""
+from __future__ import annotations
+
+import ctypes
+from functools import lru_cache
+from typing import Dict, List, Optional
+
+from ...kernel.nodes import KernelModule
+from .codegen import launch_dims
+
+
+def _ok(result, what: str):
+    from cuda.bindings import driver
+    err = result[0]
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"{what} failed: {err}")
+    return result[1] if len(result) == 2 else result[1:]
+
+
+@lru_cache(maxsize=1)
+def gpu_problem() -> Optional[str]:
+    """None when a CUDA driver and a GPU can be used; otherwise why not."""
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        return "cuda-python is not installed (pip install 'schedlang[cuda]')"
+    try:
+        (err,) = driver.cuInit(0)
+    except RuntimeError as e:        # no driver library at all
+        return f"no CUDA driver ({e})"
+    if err != driver.CUresult.CUDA_SUCCESS:
+        return f"cuInit failed ({err})"
+    err, count = driver.cuDeviceGetCount()
+    if err != driver.CUresult.CUDA_SUCCESS or count == 0:
+        return "no CUDA device"
+    return None
+
+
+class GPUProgram:
+    """The module's PTX loaded on the current torch device, ready to launch."""
+
+    def __init__(self, ptx: str, kernel_ir: KernelModule):
+        from cuda.bindings import driver
+        import torch
+        device = _ok(driver.cuDeviceGet(torch.cuda.current_device()), "cuDeviceGet")
+        self._context = _ok(driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
+        _ok(driver.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
+        self._module = _ok(driver.cuModuleLoadData(ptx.encode() + b"\0"), "cuModuleLoadData")
+        self._kernels = kernel_ir
+        self._functions = {k.name: _ok(driver.cuModuleGetFunction(self._module, k.name.encode()),
+                                       f"cuModuleGetFunction({k.name})") for k in kernel_ir.kernels}
+
+    def launch(self, pointers: List[int]) -> None:
+        from cuda.bindings import driver
+        import torch
+        _ok(driver.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")    # the calling thread may be new
+        stream = driver.CUstream(torch.cuda.current_stream().cuda_stream)
+        m = self._kernels
+        address: Dict[object, int] = dict(zip(m.params, pointers))
+        temps = [torch.empty(b.size * b.dtype.bytes, dtype=torch.uint8, device="cuda") for b in m.temps]
+        address.update((b, t.data_ptr()) for b, t in zip(m.temps, temps))
+        for k in m.kernels:
+            values = [ctypes.c_void_p(address[b]) for b in k.params]
+            argv = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
+            grid, block = launch_dims(k)
+            _ok(driver.cuLaunchKernel(self._functions[k.name], *grid, *block, 0, stream, ctypes.addressof(argv), 0),
+                f"cuLaunchKernel({k.name})")
+        # temps go back to torch's stream-ordered allocator: reuse waits for these kernels.
+

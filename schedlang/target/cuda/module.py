@@ -1,0 +1,77 @@
+"""The module that build(..., target="cuda") returns: CUDA C and PTX to inspect, ptxas
+figures, and two ways to run it: on a GPU (torch CUDA tensors) or on the CPU with emulate()."""
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence
+
+from ...kernel.nodes import KernelModule
+from ..llvm.module import check_arguments
+from ..target import Target
+from . import shim
+from .gpu import GPUProgram, gpu_problem
+from .nvrtc import PtxasInfo
+
+ENGINES = ("shim",)
+
+
+class CUDAModule:
+    """A program compiled for a CUDA GPU.
+
+    ir: the text of every level and stage ("tensor", "loop", "tile", "kernel", "cuda", "ptx").
+    ptxas_info: kernel name -> PtxasInfo(registers, spill_bytes, shared_bytes), or None when
+    no ptxas was found.
+    """
+
+    def __init__(self, kernel_ir: KernelModule, is_output: Sequence[bool], target: Target, texts: Dict[str, str],
+                 ptxas_info: Optional[Dict[str, PtxasInfo]]):
+        self.target = target
+        self.name = kernel_ir.name
+        self.params = list(kernel_ir.params)
+        self.kernels = [k.name for k in kernel_ir.kernels]
+        self.ir = dict(texts)
+        self.ptxas_info = ptxas_info
+        self._kernel_ir = kernel_ir
+        self._is_output = list(is_output)
+        self._gpu: Optional[GPUProgram] = None     # loaded on the first GPU call
+
+    def get_source(self, fmt: str = "cuda") -> str:
+        """The generated code: "cuda" (CUDA C, as NVRTC compiles it) or "ptx"."""
+        if fmt in ("cuda", "cu"):
+            return self.ir["cuda"]
+        if fmt == "ptx":
+            return self.ir["ptx"]
+        raise ValueError(f"unknown source format {fmt!r}; use 'cuda' or 'ptx'")
+
+    def __call__(self, *arrays) -> None:
+        """Run on the GPU on torch CUDA tensors, in argument order, in torch's current stream;
+        outputs are written in place."""
+        problem = gpu_problem()
+        if problem is not None:
+            raise RuntimeError(f"{self.name} needs an NVIDIA GPU and no GPU is present here ({problem}); "
+                               "mod.emulate(*arrays, engine='shim') runs the same CUDA C on the CPU, on numpy arrays")
+        pointers = check_arguments(self.name, self.params, self._is_output, arrays, device="cuda")
+        if self._gpu is None:
+            self._gpu = GPUProgram(self.ir["ptx"], self._kernel_ir)
+        self._gpu.launch(pointers)
+
+    def emulate(self, *arrays, engine: str = "shim", sanitize: Optional[str] = None) -> None:
+        """Run the module on the CPU on numpy arrays (or CPU torch tensors), in argument order;
+        outputs are written in place, as a GPU call would.
+
+        engine="shim": the exact CUDA C compiled by g++ against a small CUDA header, each
+        block's threads as real threads and __syncthreads() as a barrier.
+        sanitize="thread": build with ThreadSanitizer and raise RuntimeError on a data race."""
+        if engine not in ENGINES:
+            raise ValueError(f"unknown emulation engine {engine!r}; choose one of {', '.join(ENGINES)}")
+        if sanitize is not None and sanitize not in shim.SANITIZERS:
+            raise ValueError(f"unknown sanitizer {sanitize!r}; choose one of {', '.join(shim.SANITIZERS)} or None")
+        pointers = check_arguments(self.name, self.params, self._is_output, arrays)
+        built = shim.build(self.ir["cuda"], shim.driver_source(self._kernel_ir), sanitize)
+        if sanitize is None:
+            shim.run_in_process(built, pointers)
+        else:
+            shim.run_sanitized(built, self.name, arrays, self._is_output)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in self.params)
+        return f"<schedlang module {self.name}({args}) target={self.target.kind} -arch={self.target.arch}>"

@@ -1,0 +1,155 @@
+"""Run a CUDA module on the CPU: the exact generated CUDA C, compiled by g++ (C++20) against
+shim/cuda_shim.h, with a generated host driver that allocates the module's temporaries and
+launches each kernel over its grid (each block's threads as real std::threads).
+
+The normal build is a shared library called through ctypes on the caller's arrays; with
+sanitize="thread" it is a ThreadSanitizer executable run in a child process on copies of
+the arrays (TSan cannot be loaded into a running Python), and a data race is an error.
+Builds are cached by a hash of everything that goes into them, in a per-user temp folder.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from ...kernel.nodes import KernelModule
+from .codegen import launch_dims, memory_type
+
+SHIM_DIR = Path(__file__).resolve().parent / "shim"
+FLAGS = ["-std=c++20", "-O1", "-pthread", "-w", "-x", "c++", "-include", "cuda_shim.h"]
+SANITIZERS = ("thread",)
+
+
+def driver_source(m: KernelModule) -> str:
+    """The host side: sl_run(argv) launches every kernel in order; main() (with -DSL_MAIN)
+    does the same on files, for sanitizer builds."""
+    index = {b: f"(({memory_type(b.dtype)}*)argv[{i}])" for i, b in enumerate(m.params)}
+    lines = ['extern "C" void sl_run(void** argv) {']
+    for t in m.temps:
+        lines.append(f"  {memory_type(t.dtype)}* {_temp(t)} = new {memory_type(t.dtype)}[{t.size}]();")
+        index[t] = _temp(t)
+    for k in m.kernels:
+        grid, block = launch_dims(k)
+        args = ", ".join(index[b] for b in k.params)
+        lines.append(f"  sl_shim::launch(dim3{{{', '.join(map(str, grid))}}}, dim3{{{', '.join(map(str, block))}}}, "
+                     f"[&] {{ {k.name}({args}); }});")
+    lines += [f"  delete[] {_temp(t)};" for t in m.temps]
+    lines.append("}")
+    sizes = ", ".join(str(b.size * b.dtype.bytes) for b in m.params) or "0"
+    lines += ["#ifdef SL_MAIN", "#include <cstdio>", "#include <cstdlib>",
+              "int main(int argc, char** argv) {",
+              f"  const int n = {len(m.params)};",
+              f"  const size_t sizes[] = {{{sizes}}};",
+              "  void* bufs[n + 1];",
+              "  for (int i = 0; i < n; ++i) {",
+              "    bufs[i] = malloc(sizes[i] + 1);",
+              "    FILE* f = fopen(argv[i + 1], \"rb\");",
+              "    if (!f || fread(bufs[i], 1, sizes[i], f) != sizes[i]) return 2;",
+              "    fclose(f);",
+              "  }",
+              "  sl_run(bufs);",
+              "  for (int i = 0; i < n; ++i) {",
+              "    FILE* f = fopen(argv[i + 1], \"wb\");",
+              "    if (!f || fwrite(bufs[i], 1, sizes[i], f) != sizes[i]) return 2;",
+              "    fclose(f);",
+              "  }",
+              "  return 0;",
+              "}", "#endif"]
+    return "\n".join(lines) + "\n"
+
+
+def _temp(b) -> str:
+    return "sl_temp_" + "".join(c if c.isalnum() else "_" for c in b.name)
+
+
+def _cache_dir() -> Path:
+    d = Path(tempfile.gettempdir()) / f"schedlang-cuda-shim-{os.getuid()}"
+    d.mkdir(mode=0o700, exist_ok=True)
+    return d
+
+
+def _compiler() -> str:
+    cxx = shutil.which(os.environ.get("CXX", "g++"))
+    if cxx is None:
+        raise RuntimeError("emulate(engine='shim') needs a C++20 compiler (g++ on PATH, or $CXX)")
+    return cxx
+
+
+def build(cuda_source: str, driver: str, sanitize: Optional[str]) -> Path:
+    """The shared library (or, with a sanitizer, the executable) for a module; cached."""
+    extra = ["-shared", "-fPIC"] if sanitize is None else ["-g", f"-fsanitize={sanitize}", "-DSL_MAIN"]
+    text = cuda_source + "\n// ---- host driver ----\n" + driver
+    header = (SHIM_DIR / "cuda_shim.h").read_text()
+    key = hashlib.sha256("\0".join([text, header, " ".join(FLAGS + extra)]).encode()).hexdigest()[:24]
+    out = _cache_dir() / (key + (".so" if sanitize is None else ".exe"))
+    if out.exists():
+        return out
+    src = _cache_dir() / f"{key}.{os.getpid()}.cu"      # per process: a concurrent build never sees half a file
+    src.write_text(text)
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+    run = subprocess.run([_compiler(), *FLAGS, f"-I{SHIM_DIR}", *extra, str(src), "-o", str(tmp)],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"g++ could not compile the CUDA C with the CPU shim ({src}):\n{run.stderr[-4000:]}")
+    os.replace(tmp, out)     # atomic: a concurrent reader sees a whole file or none
+    src.unlink()
+    return out
+
+
+_LOADED: Dict[str, ctypes.CDLL] = {}
+
+
+def run_in_process(library: Path, pointers: List[int]) -> None:
+    lib = _LOADED.get(str(library))
+    if lib is None:
+        lib = _LOADED[str(library)] = ctypes.CDLL(str(library))
+        lib.sl_run.argtypes = [ctypes.c_void_p]
+        lib.sl_run.restype = None
+    argv = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
+    lib.sl_run(argv)
+
+
+def run_sanitized(executable: Path, name: str, arrays: Sequence, is_output: Sequence[bool]) -> None:
+    """Run the sanitizer build on copies of the arrays; copy the outputs back; raise on a report."""
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for i, x in enumerate(arrays):
+            p = os.path.join(d, f"arg{i}.bin")
+            _as_numpy(x).tofile(p)
+            paths.append(p)
+        env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_signal_unsafe=0")
+        # Newer kernels randomise mmap more than TSan allows; setarch -R turns that off for the child.
+        prefix = ["setarch", os.uname().machine, "-R"] if shutil.which("setarch") else []
+        run = subprocess.run(prefix + [str(executable), *paths], capture_output=True, text=True, env=env)
+        if "ThreadSanitizer" in run.stderr:
+            report = run.stderr.strip()
+            kind = "a data race" if "data race" in report else "a ThreadSanitizer error"
+            raise RuntimeError(f"{name}: ThreadSanitizer found {kind} between GPU threads of one block "
+                               f"(a missing __syncthreads() or threads writing the same memory):\n{report[:6000]}")
+        if run.returncode != 0:
+            raise RuntimeError(f"{name}: the sanitizer build exited with status {run.returncode}:\n"
+                               f"{run.stderr[-4000:]}")
+        for i, (x, out) in enumerate(zip(arrays, is_output)):
+            if out:
+                data = np.fromfile(paths[i], dtype=_as_numpy(x).dtype).reshape(x.shape)
+                _write_back(x, data)
+
+
+def _as_numpy(x) -> np.ndarray:
+    return x if isinstance(x, np.ndarray) else x.detach().numpy()
+
+
+def _write_back(x, data: np.ndarray) -> None:
+    if isinstance(x, np.ndarray):
+        x[...] = data
+    else:
+        import torch
+        x.copy_(torch.from_numpy(data))

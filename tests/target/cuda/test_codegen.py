@@ -1,0 +1,43 @@
+"""The CUDA C renderer: parentheses only where C's precedence needs them; literals of every dtype."""
+import math
+
+import pytest
+
+import schedlang as sl
+from schedlang.expr.nodes import Var, binary, cast, logical, select
+from schedlang.dtypes import dtype
+from schedlang.target.cuda.codegen import CUDARenderer, literal
+
+
+@pytest.fixture
+def render():
+    r = CUDARenderer()
+    a, b, c = Var("a"), Var("b"), Var("c")
+    for v in (a, b, c):
+        r.define(v, v.name)
+    return r.expr, a, b, c
+
+
+def test_precedence_keeps_the_tree(render):
+    expr, a, b, c = render
+    assert expr(binary("sub", a, binary("sub", b, c))) == "a - (b - c)"
+    assert expr(binary("sub", binary("sub", a, b), c)) == "a - b - c"
+    assert expr(binary("mul", binary("add", a, b), c)) == "(a + b) * c"
+    assert expr(binary("add", a, binary("mul", b, c))) == "a + b * c"
+    assert expr(binary("bitand", a, b) == c) == "(a & b) == c"
+    assert expr(logical("or", logical("and", a < b, b < c), a == c)) == "(a < b && b < c) || a == c"
+    assert expr(logical("and", a < b, logical("or", b < c, a == c))) == "a < b && (b < c || a == c)"
+    assert expr(binary("add", select(a < b, a, b), c)) == "(a < b ? a : b) + c"
+    assert expr(binary("mul", cast("float32", a), sl.const(2.0))) == "(float)a * 2.0f"
+    assert expr(cast("float32", binary("add", a, b))) == "(float)(a + b)"
+    assert expr(binary("floordiv", binary("add", a, b), c)) == "sl_floordiv(a + b, c)"
+
+
+@pytest.mark.parametrize("value, dt, text", [
+    (1.5, "float32", "1.5f"), (-2.0, "float64", "(-2.0)"), (1e-5, "float32", "1e-05f"),
+    (math.inf, "float32", "__int_as_float(0x7f800000)"),
+    (-math.inf, "float64", "(-__longlong_as_double(0x7ff0000000000000ll))"),
+    (-2 ** 31, "int32", "(-2147483647 - 1)"), (5, "int64", "5ll"), (7, "uint32", "7u"), (3, "int8", "((signed char)3)"),
+    (True, "bool", "true")])
+def test_literals(value, dt, text):
+    assert literal(value, dtype(dt)) == text
