@@ -16,6 +16,8 @@ class Target:
     found); "serial" always runs them on the calling thread.
     bounds_check: check every load and store against its buffer (slow; for debugging):
     an access outside a buffer raises IndexError after the call instead of corrupting memory.
+    fast_math: let LLVM reassociate and contract (fma) all float arithmetic. Off, floating point
+    is IEEE: only a declared reduction's accumulation is reordered (and its a*b + acc fused).
     """
 
     kind: str
@@ -25,6 +27,7 @@ class Target:
     num_threads: int = 0
     threading: str = "openmp"
     bounds_check: bool = False
+    fast_math: bool = False
 
     def __post_init__(self):
         if self.kind not in ("llvm", "cuda"):
