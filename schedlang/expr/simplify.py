@@ -127,8 +127,10 @@ def from_linear(terms: Terms, constant: int, dt) -> Expr:
         return Const(constant, dt)
     if constant > 0:
         return Binary("add", result, Const(constant, dt))
-    if constant < 0:
+    if constant < 0 and -constant <= dt.max_int:
         return Binary("sub", result, Const(-constant, dt))
+    if constant < 0:                  # INT_MIN has no positive twin
+        return Binary("add", result, Const(constant, dt))
     return result
 
 
