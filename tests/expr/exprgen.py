@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from schedlang.dtypes import dtype as parse_dtype
 from schedlang.expr.nodes import Binary, Buffer, Cast, Compare, Const, Expr, Load, Select, Var
 
-INT_OPS = ("add", "sub", "mul", "floordiv", "floormod", "min", "max", "bitand", "bitor", "bitxor")
+INT_OPS = ("add", "sub", "mul", "floordiv", "floormod", "min", "max", "bitand", "bitor", "bitxor", "shl", "shr")
 FLOAT_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
 COMPARES = ("lt", "le", "gt", "ge", "eq", "ne")
 FLOAT_SPECIALS = (0.0, -0.0, 1.0, -1.0, 0.5, 3.0, 1.5 * 2**23, -1.5 * 2**23, 1e8, 1e-8, 2.0**-24,
@@ -76,7 +76,8 @@ def evaluate(e: Expr, env: Dict[object, object]):
 
 _NP = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
        "floordiv": np.floor_divide, "floormod": np.remainder, "min": np.minimum, "max": np.maximum,
-       "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor}
+       "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
+       "shl": np.left_shift, "shr": np.right_shift}
 _CMP = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
         "eq": np.equal, "ne": np.not_equal}
 

@@ -7,6 +7,7 @@ from ...dtypes import DType
 from ...errors import InternalError
 from ...expr.nodes import (Binary, Broadcast, Buffer, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
                            Ramp, Select, Var)
+from .division import DivisionEmitter
 from .mathlib import MATH_FUNCTIONS, math_declarations, math_function
 from ...expr.bounds import const_bounds
 from ...expr.equality import equal
@@ -21,7 +22,7 @@ from .types import compute_type, literal, memory_type, scalar_compute, signed, v
 FAST_MATH = "reassoc contract nsz"
 ACCUMULATE = "reassoc nsz contract"
 _FLOAT_OPS = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}
-_INT_OPS = {"add": "add", "sub": "sub", "mul": "mul", "bitand": "and", "bitor": "or", "bitxor": "xor", "shl": "shl"}
+_INT_OPS = {"add": "add", "sub": "sub", "mul": "mul", "bitand": "and", "bitor": "or", "bitxor": "xor"}
 _FCMP = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
 _ICMP_S = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
 _ICMP_U = {"lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge", "eq": "eq", "ne": "ne"}
@@ -39,7 +40,7 @@ def suffix(ty: str) -> str:
     return base.get(ty, ty)
 
 
-class ExprEmitter:
+class ExprEmitter(DivisionEmitter):
     """Mixin: needs self.fn (FunctionText), self.env (Var -> value), self.ptrs (Buffer -> ptr),
     self.module (ModuleState)."""
 
@@ -110,13 +111,13 @@ class ExprEmitter:
             if e.op in ("floordiv", "floormod"):
                 return self.float_floor_div_mod(e, a, b, ty)
         else:
+            if e.op in ("shl", "shr"):
+                return self.shift(e, a, b, ty)
             if e.op in _INT_OPS:
                 # Integers wrap around (as numpy's do): no nsw on user arithmetic, so LLVM may not
                 # assume `x + 1 > x`. Index arithmetic keeps nsw where loop ranges prove it.
                 flags = " nsw" if self.in_index and e.op in ("add", "sub", "mul") and self.proven_no_wrap(e) else ""
                 return self.fn.emit(f"{_INT_OPS[e.op]}{flags} {ty} {a}, {b}", e.op)
-            if e.op == "shr":
-                return self.fn.emit(f"{'ashr' if signed(dt) else 'lshr'} {ty} {a}, {b}", "shr")
             if e.op in ("min", "max"):
                 name = ("s" if signed(dt) else "u") + e.op
                 return self.intrinsic(name, ty, [a, b], e.op)
@@ -131,92 +132,6 @@ class ExprEmitter:
     def proven_no_wrap(self, e: Binary) -> bool:
         """Whether loop ranges prove that e and every operation under it stay in range."""
         return fits_without_wrap(e, self.index_ranges)
-
-    def floor_div_mod(self, e: Binary, a: str, b: str, ty: str) -> str:
-        """Floor division and modulo with numpy's results everywhere: x // 0 and x % 0 are 0, and
-        INT_MIN // -1 wraps to INT_MIN. A constant divisor other than 0 and -1 needs no guard."""
-        dt = e.dtype
-        c = _const_value(e.b)
-        if c is not None and c > 0:
-            if not signed(dt):
-                return self.fn.emit(f"{'udiv' if e.op == 'floordiv' else 'urem'} {ty} {a}, {b}", e.op)
-            if c & (c - 1) == 0:     # powers of two: exact shifts and masks
-                if e.op == "floordiv":
-                    return self.fn.emit(f"ashr {ty} {a}, {_splat_int(c.bit_length() - 1, ty, dt)}", "div")
-                return self.fn.emit(f"and {ty} {a}, {_splat_int(c - 1, ty, dt)}", "mod")
-            return self.signed_floor(e.op, a, b, ty, dt)
-        if c is not None and c < -1 and signed(dt):
-            return self.signed_floor(e.op, a, b, ty, dt)
-        # A divisor that may be 0 (or -1: INT_MIN / -1 traps on x86) is replaced by 1, and the
-        # quotient patched afterwards; the remainder is then 0, which is numpy's answer too.
-        bty = vec("i1", dt.lanes)
-        zero, one, minus_one = _splat_int(0, ty, dt), _splat_int(1, ty, dt), _splat_int(-1, ty, dt)
-        is_zero = self.fn.emit(f"icmp eq {ty} {b}, {zero}", "bzero")
-        special = is_zero
-        if signed(dt):
-            is_m1 = self.fn.emit(f"icmp eq {ty} {b}, {minus_one}", "bm1")
-            special = self.fn.emit(f"or {bty} {is_zero}, {is_m1}", "special")
-        safe = self.fn.emit(f"select {bty} {special}, {ty} {one}, {ty} {b}", "safe")
-        if not signed(dt):
-            out = self.fn.emit(f"{'udiv' if e.op == 'floordiv' else 'urem'} {ty} {a}, {safe}", e.op)
-            if e.op == "floormod":
-                return out
-            return self.fn.emit(f"select {bty} {is_zero}, {ty} {zero}, {ty} {out}", "fdiv")
-        out = self.signed_floor(e.op, a, safe, ty, dt)
-        if e.op == "floormod":
-            return out
-        neg = self.fn.emit(f"sub {ty} {zero}, {a}", "neg")              # x // -1 == -x, wrapping
-        out = self.fn.emit(f"select {bty} {is_m1}, {ty} {neg}, {ty} {out}", "fdiv")
-        return self.fn.emit(f"select {bty} {is_zero}, {ty} {zero}, {ty} {out}", "fdiv")
-
-    def signed_floor(self, op: str, a: str, b: str, ty: str, dt: DType) -> str:
-        """Floor division or modulo from LLVM's truncating sdiv/srem (b is neither 0 nor -1)."""
-        q = self.fn.emit(f"sdiv {ty} {a}, {b}", "q")
-        r = self.fn.emit(f"srem {ty} {a}, {b}", "r")
-        zero = "zeroinitializer" if dt.lanes > 1 else "0"
-        nonzero = self.fn.emit(f"icmp ne {ty} {r}, {zero}", "nz")
-        sign = self.fn.emit(f"xor {ty} {r}, {b}", "sg")
-        negative = self.fn.emit(f"icmp slt {ty} {sign}, {zero}", "neg")
-        fix = self.fn.emit(f"and {vec('i1', dt.lanes)} {nonzero}, {negative}", "fix")
-        if op == "floordiv":
-            one = self.fn.emit(f"sext {vec('i1', dt.lanes)} {fix} to {ty}", "m1")     # -1 where a fix is due
-            return self.fn.emit(f"add {ty} {q}, {one}", "fdiv")
-        adjusted = self.fn.emit(f"add {ty} {r}, {b}", "radj")
-        return self.fn.emit(f"select {vec('i1', dt.lanes)} {fix}, {ty} {adjusted}, {ty} {r}", "fmod")
-
-    def float_floor_div_mod(self, e: Binary, a: str, b: str, ty: str) -> str:
-        """numpy's floor_divide / remainder on floats (its npy_divmod), lane by lane:
-        mod = fmod(a, b), moved to b's sign; div = (a - mod) / b, snapped to an integer;
-        b == 0 gives a / b (inf or nan) and nan; zero results take numpy's signs."""
-        dt = e.dtype
-        bty = vec("i1", dt.lanes)
-        fz = _splat_float(0.0, ty, dt)
-        mod = self.fn.emit(f"frem {ty} {a}, {b}", "fmod")
-        mod_nz = self.fn.emit(f"fcmp une {ty} {mod}, {fz}", "modnz")
-        b_neg = self.fn.emit(f"fcmp olt {ty} {b}, {fz}", "bneg")
-        mod_neg = self.fn.emit(f"fcmp olt {ty} {mod}, {fz}", "modneg")
-        differ = self.fn.emit(f"xor {bty} {b_neg}, {mod_neg}", "differ")
-        fix = self.fn.emit(f"and {bty} {mod_nz}, {differ}", "fix")
-        if e.op == "floormod":
-            moved = self.fn.emit(f"fadd {ty} {mod}, {b}", "moved")
-            mod = self.fn.emit(f"select {bty} {fix}, {ty} {moved}, {ty} {mod}", "mod")
-            signed_zero = self.intrinsic("copysign", ty, [fz, b], "zero")
-            return self.fn.emit(f"select {bty} {mod_nz}, {ty} {mod}, {ty} {signed_zero}", "floormod")
-        quotient = self.fn.emit(f"fdiv {ty} {a}, {b}", "quot")
-        diff = self.fn.emit(f"fsub {ty} {a}, {mod}", "diff")
-        div = self.fn.emit(f"fdiv {ty} {diff}, {b}", "div")
-        lowered = self.fn.emit(f"fsub {ty} {div}, {_splat_float(1.0, ty, dt)}", "lowered")
-        div = self.fn.emit(f"select {bty} {fix}, {ty} {lowered}, {ty} {div}", "div")
-        floor = self.intrinsic("floor", ty, [div], "floor")
-        frac = self.fn.emit(f"fsub {ty} {div}, {floor}", "frac")
-        up = self.fn.emit(f"fcmp ogt {ty} {frac}, {_splat_float(0.5, ty, dt)}", "up")
-        raised = self.fn.emit(f"fadd {ty} {floor}, {_splat_float(1.0, ty, dt)}", "raised")
-        snapped = self.fn.emit(f"select {bty} {up}, {ty} {raised}, {ty} {floor}", "snapped")
-        div_nz = self.fn.emit(f"fcmp une {ty} {div}, {fz}", "divnz")
-        signed_zero = self.intrinsic("copysign", ty, [fz, quotient], "zero")
-        out = self.fn.emit(f"select {bty} {div_nz}, {ty} {snapped}, {ty} {signed_zero}", "floordiv")
-        b_zero = self.fn.emit(f"fcmp oeq {ty} {b}, {fz}", "bzero")
-        return self.fn.emit(f"select {bty} {b_zero}, {ty} {quotient}, {ty} {out}", "floordiv")
 
     def expr_Compare(self, e: Compare) -> str:
         a, b = self.expr(e.a), self.expr(e.b)
@@ -397,24 +312,6 @@ def _updates(s, value: Binary) -> bool:
     index = s.indices[0]
     return any(isinstance(side, Load) and side.buffer is s.buffer and equal(side.indices[0], index)
                for side in (value.a, value.b))
-
-
-def _const_value(e: Expr):
-    """The integer value of a constant divisor (scalar or broadcast), else None."""
-    if isinstance(e, Broadcast):
-        e = e.value
-    return int(e.value) if isinstance(e, Const) else None
-
-
-def _splat_int(value: int, ty: str, dt: DType) -> str:
-    if dt.lanes == 1:
-        return str(value)
-    return "zeroinitializer" if value == 0 else f"splat ({scalar_compute(dt)} {value})"
-
-
-def _splat_float(value: float, ty: str, dt: DType) -> str:
-    lit = literal(value, dt.element())
-    return lit if dt.lanes == 1 else f"splat ({scalar_compute(dt)} {lit})"
 
 
 def fits_without_wrap(e: Expr, ranges) -> bool:
