@@ -71,11 +71,13 @@ def test_user_float_ops_carry_no_fast_math_flags():
     assert len(ops) == 4 and all(flags == "" for _, flags in ops), ops
 
 
+@pytest.mark.parametrize("vectorize", [False, True])
 @pytest.mark.parametrize("how", ["target", "pragma"])
-def test_fast_math_opts_in_to_reassociation(how):
+def test_fast_math_opts_in_to_reassociation(how, vectorize):
     a = np.array([0.3, 1.7, 2.5, -0.5, 3.5, 4.25, 0.1, 7.0], np.float32)
     target = sl.Target.create("llvm").with_options(fast_math=True) if how == "target" else "llvm"
-    got, mod = run(lambda x: (x + 1.5 * 2**23) - 1.5 * 2**23, a, target=target, pragma=how == "pragma")
+    got, mod = run(lambda x: (x + 1.5 * 2**23) - 1.5 * 2**23, a, target=target, pragma=how == "pragma",
+                   vectorize=vectorize)
     assert "reassoc" in mod.get_source("ll")
     np.testing.assert_array_equal(got, a)     # (x + c) - c folded to x: what fast math allows
 
@@ -205,6 +207,13 @@ def test_comparisons_follow_wrap_around(vectorize):
     got, _ = run(lambda x: sl.select(x + 1 > x, 1, 0), a, vectorize=vectorize)
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(got, (a + np.int32(1) > a).astype(np.int32))
+
+
+def test_index_arithmetic_keeps_nsw_where_loop_ranges_prove_it():
+    A = sl.placeholder((64, 64), name="A")
+    C = sl.compute((64, 64), lambda i, j: A[i, j] * 2.0, name="C")
+    ll = sl.build(sl.create_schedule(C.op), [A, C]).get_source("ll")
+    assert re.search(r"= (mul|add) nsw i32 %i", ll)      # i * 64 + j, with i, j < 64
 
 
 def test_user_integer_arithmetic_carries_no_nsw():
