@@ -59,6 +59,16 @@ class DType:
         return self.with_lanes(1)
 
     @property
+    def min_int(self) -> int:
+        """The smallest value of an integer (or bool) dtype."""
+        return -(1 << (self.bits - 1)) if self.kind == "int" else 0
+
+    @property
+    def max_int(self) -> int:
+        """The largest value of an integer (or bool) dtype."""
+        return (1 << (self.bits - 1)) - 1 if self.kind == "int" else (1 << self.bits) - 1
+
+    @property
     def numpy(self) -> np.dtype:
         return np.dtype(np.bool_ if self.is_bool else f"{self.kind}{self.bits}")
 

@@ -48,6 +48,11 @@ def _check_bool(node: str, what: str, e) -> None:
         _invalid(node, f"{what} must be bool, got dtype {e.dtype}")
 
 
+# Call(FAST_MATH_MARKER, (value,)) marks arithmetic that a stage's "fast_math" pragma lets the
+# backend reassociate and contract; it is value itself otherwise.
+FAST_MATH_MARKER = "fast_math"
+
+
 class ExprOps:
     """Python operator overloads that build expression nodes."""
 
@@ -87,7 +92,8 @@ class ExprOps:
     def __rshift__(self, other): return binary("shr", self, other)
     def __invert__(self):
         e = as_expr(self)
-        return Not(e) if e.dtype.is_bool else binary("bitxor", e, const(-1, e.dtype))
+        all_ones = -1 if e.dtype.kind == "int" else e.dtype.max_int
+        return Not(e) if e.dtype.is_bool else binary("bitxor", e, const(all_ones, e.dtype.element()))
 
     __hash__ = object.__hash__
 
@@ -470,6 +476,9 @@ def const(value: Union[int, float, bool], dt: Union[str, DType] = None) -> Const
         return Const(bool(value), dt)
     if isinstance(value, float) and not value.is_integer():
         raise ValueError(f"constant {value} does not fit integer dtype {dt}")
+    if not dt.min_int <= int(value) <= dt.max_int:
+        raise ValueError(f"constant {value} does not fit dtype {dt} (range {dt.min_int}..{dt.max_int}); "
+                         "cast the expression to a wider dtype first")
     return Const(int(value), dt)
 
 
@@ -501,12 +510,11 @@ def binary(op: str, a, b) -> Expr:
     if a.dtype.is_float and op in BITWISE_OPS:
         raise TypeError(f"bitwise '{op}' on float expressions '{a}' and '{b}' of dtype {a.dtype}; "
                         "bitwise operations need integers")
-    if op in ("floordiv", "floormod") and a.dtype.is_float:
-        if op == "floordiv":
-            return Call("floor", (Binary("div", a, b),), a.dtype)
-        return Binary("sub", a, Binary("mul", b, Call("floor", (Binary("div", a, b),), a.dtype)))
     if op == "div" and not a.dtype.is_float:
         op = "floordiv"   # Halide semantics: integer division rounds toward -inf
+    if op in ("floordiv", "floormod") and not a.dtype.is_float and isinstance(b, Const) and b.value == 0:
+        sign = "//" if op == "floordiv" else "%"
+        raise ValueError(f"integer division by the constant zero in '{a} {sign} {b}'")
     return Binary(op, a, b)
 
 
@@ -537,6 +545,8 @@ def cast(target, value) -> Expr:
     if value.dtype == target:
         return value
     if isinstance(value, Const) and target.lanes == 1:
+        if target.is_int and isinstance(value.value, float) and not math.isfinite(value.value):
+            raise ValueError(f"cannot cast the constant {value.value} to {target}: it has no integer value")
         return const(value.value if not target.is_int else int(value.value), target)
     if target.lanes != value.dtype.lanes:
         if value.dtype.lanes != 1:

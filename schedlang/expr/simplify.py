@@ -40,11 +40,13 @@ def _fold_float(op: str, a: float, b: float, dt) -> Optional[float]:
         if op == "add": r = x + y
         elif op == "sub": r = x - y
         elif op == "mul": r = x * y
-        elif op == "div": r = x / y if y != 0 else None
+        elif op == "div": r = x / y
+        elif op == "floordiv": r = np.floor_divide(x, y)
+        elif op == "floormod": r = np.mod(x, y)
         elif op == "min": r = np.minimum(x, y)
         elif op == "max": r = np.maximum(x, y)
         else: return None
-    return None if r is None else float(np_type(r))
+    return float(np_type(r))
 
 
 def fold_binary(op: str, a: Const, b: Const) -> Optional[Const]:
@@ -54,9 +56,10 @@ def fold_binary(op: str, a: Const, b: Const) -> Optional[Const]:
         return None if value is None else Const(value, dt)
     x, y = int(a.value), int(b.value)
     if op in ("floordiv", "floormod", "div"):
-        if y == 0:
-            return None
-        value = x // y if op != "floormod" else x % y
+        if y == 0:            # numpy's answer, as the compiled code gives it
+            value = 0
+        else:
+            value = x // y if op != "floormod" else x % y
     elif op in _FOLD:
         if op in ("shl", "shr") and not 0 <= y < dt.bits:
             return None
@@ -104,12 +107,18 @@ def linear_form(e: Expr) -> Tuple[Terms, int]:
 
 
 def from_linear(terms: Terms, constant: int, dt) -> Expr:
-    """Rebuild an expression from a linear form: `a*4 + b - c*2 + 7`."""
+    """Rebuild an expression from a linear form: `a*4 + b - c*2 + 7`. Coefficients that do not
+    fit the dtype are wrapped around, which keeps the value (the arithmetic wraps too)."""
     result: Optional[Expr] = None
     for atom, coeff in terms:
+        if dt.is_int and not -dt.max_int <= coeff <= dt.max_int:
+            coeff = _wrap_int(coeff, dt)
         if coeff == 0:
             continue
-        piece = atom if abs(coeff) == 1 else Binary("mul", atom, Const(abs(coeff), dt))
+        if abs(coeff) > dt.max_int:       # INT_MIN: no positive twin, so add atom * INT_MIN
+            piece, coeff = Binary("mul", atom, Const(coeff, dt)), 1
+        else:
+            piece = atom if abs(coeff) == 1 else Binary("mul", atom, Const(abs(coeff), dt))
         if result is None:
             result = piece if coeff > 0 else Binary("sub", Const(0, dt), piece)
         else:
@@ -118,8 +127,10 @@ def from_linear(terms: Terms, constant: int, dt) -> Expr:
         return Const(constant, dt)
     if constant > 0:
         return Binary("add", result, Const(constant, dt))
-    if constant < 0:
+    if constant < 0 and -constant <= dt.max_int:
         return Binary("sub", result, Const(-constant, dt))
+    if constant < 0:                  # INT_MIN has no positive twin
+        return Binary("add", result, Const(constant, dt))
     return result
 
 
@@ -151,6 +162,13 @@ class _Simplifier(ExprMutator):
             hi = shi if hi is None else hi if shi is None else min(hi, shi)
         return lo, hi
 
+    def exact(self, e: Expr) -> bool:
+        """Whether e provably evaluates without wrapping around, so that rewrites which hold
+        for mathematical integers (x * 4 // 4 == x, x + 1 > x) hold for it. Variables are loop
+        indices and sizes, which fit their dtype; data (loads, calls, casts from floats) must
+        have known bounds."""
+        return _exact(e, self.ranges)
+
     def visit_Var(self, e) -> Expr:
         lo, hi = self.ranges.get(e, (None, None))
         if isinstance(lo, int) and isinstance(hi, int) and lo == hi:
@@ -167,8 +185,8 @@ class _Simplifier(ExprMutator):
         if e.dtype.lanes > 1:
             return Binary(e.op, a, b)
         if e.dtype.is_float:
-            simpler = self._float_identities(e.op, a, b)   # an Expr has no truth value: test for None
-            return simpler if simpler is not None else Binary(e.op, a, b)
+            same = self._float_identities(e.op, a, b)
+            return same if same is not None else Binary(e.op, a, b)
         if e.op in ("add", "sub", "mul"):
             if e.op == "mul" and not isinstance(a, Const) and not isinstance(b, Const):
                 return Binary("mul", a, b)
@@ -178,24 +196,32 @@ class _Simplifier(ExprMutator):
                 return self.visit(from_linear(merged, _wrap_int(constant, e.dtype), e.dtype))
             return from_linear(terms, _wrap_int(constant, e.dtype), e.dtype)
         if e.op in ("floordiv", "floormod") and isinstance(b, Const) and b.value > 0:
-            return self._div_mod(e.op, a, int(b.value))
-        if e.op in ("min", "max"):
+            if b.value == 1:
+                return a if e.op == "floordiv" else Const(0, e.dtype)
+            if self.exact(a):
+                return self._div_mod(e.op, a, int(b.value))
+        if e.op in ("min", "max") and self.exact(a) and self.exact(b):
             return self._min_max(e.op, a, b)
         return Binary(e.op, a, b)
 
     @staticmethod
     def _float_identities(op: str, a: Expr, b: Expr) -> Optional[Expr]:
+        """The rewrites that are exact in IEEE arithmetic, signed zeros included: x * 1, x / 1,
+        x - (+0) and x + (-0) are x; x + (+0) is not (-0 + +0 is +0)."""
         if op == "mul":
-            if isinstance(b, Const) and b.value == 1.0:
+            if _is_float_const(b, 1.0):
                 return a
-            if isinstance(a, Const) and a.value == 1.0:
+            if _is_float_const(a, 1.0):
                 return b
-        if op in ("add", "sub") and isinstance(b, Const) and b.value == 0.0:
+        if op == "div" and _is_float_const(b, 1.0):
             return a
-        if op == "add" and isinstance(a, Const) and a.value == 0.0:
-            return b
-        if op == "div" and isinstance(b, Const) and b.value == 1.0:
+        if op == "sub" and _is_float_const(b, 0.0, negative=False):
             return a
+        if op == "add":
+            if _is_float_const(b, 0.0, negative=True):
+                return a
+            if _is_float_const(a, 0.0, negative=True):
+                return b
         return None
 
     def _div_mod(self, op: str, a: Expr, c: int) -> Expr:
@@ -242,7 +268,7 @@ class _Simplifier(ExprMutator):
         a, b = self.visit(e.a), self.visit(e.b)
         if isinstance(a, Const) and isinstance(b, Const):
             return Const(bool(_CMP[e.op](a.value, b.value)), e.dtype)
-        if a.dtype.is_int and a.dtype.lanes == 1:
+        if a.dtype.is_int and a.dtype.lanes == 1 and self.exact(a) and self.exact(b):
             terms, constant = linear_form(Binary("sub", a, b))
             lo, hi = self.bounds(from_linear(terms, constant, a.dtype))
             decided = _decide(e.op, lo, hi)
@@ -330,6 +356,42 @@ def _relax_floordiv(terms: Terms, constant: int, side: int) -> Tuple[Terms, int]
         else:
             out.append((atom, k))
     return out, constant
+
+
+def _is_float_const(e: Expr, value: float, negative: Optional[bool] = None) -> bool:
+    """e is the float constant value (with the given sign bit, when negative is not None)."""
+    if not (isinstance(e, Const) and e.dtype.is_float and e.value == value):
+        return False
+    return negative is None or (math.copysign(1.0, e.value) < 0) == negative
+
+
+def _exact(e: Expr, ranges: VarRanges) -> bool:
+    if isinstance(e, (Var, Const)):
+        return True
+    if isinstance(e, Binary) and e.dtype.is_int:
+        if not (_exact(e.a, ranges) and _exact(e.b, ranges)):
+            return False
+        if e.op not in ("add", "sub", "mul", "shl"):
+            return True      # floor division, modulo, min, max of exact values do not wrap
+        lo, hi = const_bounds(e, ranges)
+        if lo is None or hi is None:
+            return not _has_data(e)
+        return e.dtype.min_int <= lo and hi <= e.dtype.max_int
+    if isinstance(e, Cast) and e.dtype.is_int and e.value.dtype.is_int:
+        lo, hi = const_bounds(e.value, ranges)
+        return (_exact(e.value, ranges) and lo is not None and hi is not None
+                and e.dtype.min_int <= lo and hi <= e.dtype.max_int)
+    lo, hi = const_bounds(e, ranges)
+    return lo is not None and hi is not None
+
+
+def _has_data(e: Expr) -> bool:
+    """Whether e reads anything but variables and constants (a load, a call, a select...)."""
+    if isinstance(e, (Var, Const)):
+        return False
+    if isinstance(e, Binary):
+        return _has_data(e.a) or _has_data(e.b)
+    return True
 
 
 def _decide(op: str, lo: Optional[int], hi: Optional[int]) -> Optional[bool]:

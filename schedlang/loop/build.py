@@ -14,7 +14,7 @@ from ..errors import ScheduleError
 from ..expr.bounds import const_bounds
 from ..expr.functor import rewrite_post_order, substitute, uses_var
 from ..expr.equality import key
-from ..expr.nodes import Buffer, Const, Expr, Load, Var, binary, logical
+from ..expr.nodes import FAST_MATH_MARKER, Buffer, Call, Const, Expr, Load, Var, binary, logical
 from ..expr.simplify import simplify
 from ..schedule.relations import SplitRel, pass_down_extents, pass_up_values, split_overshoots
 from ..schedule.annotate import BIND, PARALLEL, UNROLL, VECTORIZE
@@ -117,12 +117,13 @@ class _FuncBuilder:
             source = self.lower_reads(substitute(body.source, vmap))
             current = Load(buffer, store_idx)
             combined = substitute(body.combiner.result, {body.combiner.lhs: current, body.combiner.rhs: source})
+            combined = _fast_math_marked(plan, combined)
             update: Stmt = Store(buffer, store_idx, combined)
             if body.condition is not None:
                 update = IfThen(self.lower_reads(substitute(body.condition, vmap)), update)
             init = Store(buffer, store_idx, body.combiner.identity)
             return self.reduction_nest(plan, update, init, guards)
-        value_expr = self.lower_reads(substitute(body, vmap))
+        value_expr = _fast_math_marked(plan, self.lower_reads(substitute(body, vmap)))
         return self.nest(plan, list(plan.leaves), Store(buffer, store_idx, value_expr), guards, attach=True)
 
     def guards(self, plan, roots, region, rel, value, ext, ranges) -> List[Expr]:
@@ -219,6 +220,13 @@ def _proved(cond: Expr, ranges) -> bool:
     """Whether cond holds for every value of the loops in ranges (symbolic extents)."""
     decided = simplify(cond, ranges)
     return isinstance(decided, Const) and bool(decided.value)
+
+
+def _fast_math_marked(plan: StagePlan, value: Expr) -> Expr:
+    """value, marked for fast math when a pragma of the stage asks for it."""
+    if value.dtype.is_float and any(k == "fast_math" and v for _, p in plan.pragmas for k, v in p):
+        return Call(FAST_MATH_MARKER, (value,), value.dtype)
+    return value
 
 
 def _guarded(conds: List[Expr], body: Stmt) -> Stmt:

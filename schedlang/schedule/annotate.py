@@ -9,7 +9,9 @@ from . import steps
 
 UNROLL, VECTORIZE, PARALLEL, BIND = "unroll", "vectorize", "parallel", "bind"
 PRAGMAS = {"auto_unroll_max_step": "unroll loops nested inside this one whose total trip count is at most the value",
-           "unroll_explicit": "accepted for TVM compatibility; unrolling is always explicit here"}
+           "unroll_explicit": "accepted for TVM compatibility; unrolling is always explicit here",
+           "fast_math": "True lets the stage's float arithmetic be reassociated and contracted (fma), "
+                         "as Target(fast_math=True) does for a whole build"}
 # The most copies of a loop body that unrolling may make, counting nested unrolled loops
 # (their trip counts multiply, also across compute_at): every copy is emitted as LLVM IR,
 # and LLVM's compile time grows faster than linearly with function size (a random conv2d

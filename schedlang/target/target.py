@@ -40,7 +40,8 @@ class LLVMOptions:
     found); "serial" always runs them on the calling thread.
     bounds_check: check every load and store against its buffer (slow; for debugging):
     an access outside a buffer raises IndexError after the call instead of corrupting memory.
-    fast_math: allow floating-point reassociation and approximations (off: IEEE semantics).
+    fast_math: let LLVM reassociate and contract (fma) all float arithmetic. Off, floating point
+    is IEEE: only a declared reduction's accumulation is reordered (and its a*b + acc fused).
     """
 
     cpu: str = ""

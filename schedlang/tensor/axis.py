@@ -82,6 +82,9 @@ def reduce_axis(dom, name: str = "k") -> IterVar:
     r = _range_of(dom)
     if isinstance(r.extent, int) and r.extent <= 0:
         raise ValueError(f"reduce_axis '{name}' has an empty range {dom!r}")
+    if isinstance(r.min, int) and isinstance(r.extent, int) and not -2**31 <= r.min <= r.min + r.extent - 1 < 2**31:
+        raise ValueError(f"reduce_axis '{name}' over {dom!r} ({r.extent} iterations) leaves the int32 range of "
+                         "loop variables; split the reduction into stages of at most 2**31 - 1 iterations")
     return IterVar(Var(name, int32), r, REDUCE)
 
 

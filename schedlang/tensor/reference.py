@@ -153,8 +153,6 @@ class _Evaluator:
         dt = _compute_dtype(e.dtype)
         a = np.asarray(self.eval(e.a)).astype(dt, copy=False)
         b = np.asarray(self.eval(e.b)).astype(dt, copy=False)
-        if e.op in ("floordiv", "floormod"):
-            b = np.where(b == 0, 1, b)   # the compiled code's result is undefined there too
         return _BINARY[e.op](a, b).astype(dt, copy=False)
 
     def eval_Compare(self, e: Compare):

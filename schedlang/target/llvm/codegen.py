@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Set
+from typing import Dict, List, Optional, Set
 
 from ...errors import InternalError, LoweringError
 from ...expr.functor import free_vars
@@ -66,6 +66,7 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         self.ptrs = dict(ptrs)
         self.outlined = 0
         self.stack_bytes = 0     # local buffers on this function's stack so far
+        self.index_ranges: Dict[Var, tuple] = {}
 
     # -- statements --
     def stmt(self, s: Stmt) -> None:
@@ -105,6 +106,7 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         if b.is_symbolic:                   # a size known only at run time: the heap
             self.heap_allocate(s, self.symbolic_bytes(b))
             return
+        check_buffer_size(b)
         nbytes = b.size * b.dtype.bytes
         if self.stack_bytes + nbytes > HEAP_THRESHOLD:
             self.heap_allocate(s, str(-(-nbytes // ALIGN) * ALIGN))
@@ -144,17 +146,18 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         return self.fn.emit(f"and i64 {padded}, {-ALIGN}", "bytes")
 
     def stmt_For(self, s: For) -> None:
+        check_trip_count(s)
         if s.kind == PARALLEL:
             self.parallel_for(s)
         elif s.kind == SERIAL and isinstance(s.extent, Expr):    # a symbolic trip count may be 0
             self.loop(s.var, "0", self.expr(s.extent), s.body, constant=False)
         elif s.kind == SERIAL:
-            self.loop(s.var, "0", str(s.extent), s.body, constant=True)
+            self.loop(s.var, "0", str(s.extent), s.body, constant=True, extent=s.extent)
         else:
             raise InternalError(f"loop kind '{s.kind}' reached the LLVM renderer; Kernel IR only has serial and parallel loops")
 
-    def loop(self, var: Var, begin: str, end: str, body: Stmt, constant: bool) -> None:
-        """A rotated loop: for var in begin..end."""
+    def loop(self, var: Var, begin: str, end: str, body: Stmt, constant: bool, extent: Optional[int] = None) -> None:
+        """A rotated loop: for var in begin..end (a range within 0..extent when extent is given)."""
         ty = compute_type(var.dtype)
         head, exit_l = self.fn.label(f"{var.name}.loop"), self.fn.label(f"{var.name}.exit")
         pre = self.fn.block
@@ -169,7 +172,10 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         self.fn.lines.append("")     # the phi, filled in once the latch block is known
         saved = self.env.get(var)
         self.env[var] = value
+        if extent is not None:
+            self.index_ranges[var] = (0, extent - 1)
         self.stmt(body)
+        self.index_ranges.pop(var, None)
         nxt = self.fn.emit(f"add nsw {ty} {value}, 1", var.name + ".next")
         more = self.fn.emit(f"icmp slt {ty} {nxt}, {end}", "more")
         self.fn.do(f"br i1 {more}, label %{head}, label %{exit_l}")
@@ -235,7 +241,7 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         fn = FunctionText(name, f"void @{name}({', '.join(params)})")
         inner = FunctionEmitter(self.module, fn, {v: f"%s{j}" for j, v in enumerate(scalars)},
                                 {b: f"%p{i}" for i, b in enumerate(buffers)})
-        inner.loop(s.var, "%begin", "%end", s.body, constant=False)
+        inner.loop(s.var, "%begin", "%end", s.body, constant=False, extent=s.extent)
         fn.do("ret void")
         self.module.functions.append(fn.render())
         return name
@@ -276,6 +282,22 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         fn.do("ret void")
         self.module.functions.append(fn.render())
         return name
+
+
+INT32_MAX = 2**31 - 1
+
+
+def check_trip_count(s: For) -> None:
+    """Loop variables and flat buffer indices are int32: a longer loop would wrap around."""
+    if isinstance(s.extent, int) and s.extent > INT32_MAX:     # symbolic ones are checked at call time
+        raise LoweringError("llvm codegen", f"loop '{s.var.name}' runs {s.extent} iterations, more than int32 "
+                            f"indices reach ({INT32_MAX}); split the computation into smaller stages")
+
+
+def check_buffer_size(b: Buffer) -> None:
+    if b.size > INT32_MAX:
+        raise LoweringError("llvm codegen", f"buffer '{b.name}' of shape {b.shape} holds {b.size} elements, more "
+                            f"than int32 indices reach ({INT32_MAX})")
 
 
 def _vars_in(s: Stmt) -> List[Var]:

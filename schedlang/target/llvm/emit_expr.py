@@ -7,12 +7,22 @@ from ...dtypes import DType
 from ...errors import InternalError
 from ...expr.nodes import (Binary, Broadcast, Buffer, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
                            Ramp, Select, Var)
+from .division import DivisionEmitter
 from .mathlib import MATH_FUNCTIONS, math_declarations, math_function
-from .types import compute_type, constant, memory_type, scalar_compute, signed, vec
+from ...expr.bounds import const_bounds
+from ...expr.equality import equal
+from ...expr.nodes import FAST_MATH_MARKER
+from .types import compute_type, constant, literal, memory_type, scalar_compute, signed, vec
 
+# Floating point is IEEE by default: no flags on the user's arithmetic. FAST_MATH is what
+# Target(fast_math=True) or a stage's "fast_math" pragma allow; ACCUMULATE is for the update of
+# a declared reduction, whose order the program leaves open (the same freedom rfactor and
+# vectorized reductions take): reassociating its adds lets LLVM vectorize a scalar reduction
+# loop, and contracting its a*b + acc into an fma is a reassociation of the same sum.
 FAST_MATH = "reassoc contract nsz"
+ACCUMULATE = "reassoc nsz contract"
 _FLOAT_OPS = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}
-_INT_OPS = {"add": "add", "sub": "sub", "mul": "mul", "bitand": "and", "bitor": "or", "bitxor": "xor", "shl": "shl"}
+_INT_OPS = {"add": "add", "sub": "sub", "mul": "mul", "bitand": "and", "bitor": "or", "bitxor": "xor"}
 _FCMP = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
 _ICMP_S = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
 _ICMP_U = {"lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge", "eq": "eq", "ne": "ne"}
@@ -30,12 +40,18 @@ def suffix(ty: str) -> str:
     return base.get(ty, ty)
 
 
-class ExprEmitter:
+class ExprEmitter(DivisionEmitter):
     """Mixin: needs self.fn (FunctionText), self.env (Var -> value), self.ptrs (Buffer -> ptr),
     self.module (ModuleState)."""
 
     env: Dict[Var, str]
     ptrs: Dict[Buffer, str]
+    fast_region = False                  # inside a fast_math(...) marker (the stage's pragma)
+    index_ranges: Dict[Var, tuple] = {}  # loop variable -> (0, extent - 1), for nsw proofs
+    in_index = False                     # emitting a buffer index (index arithmetic, not user data)
+
+    def float_flags(self) -> str:
+        return FAST_MATH if self.fast_region or self.module.target.fast_math else ""
 
     # -- helpers --
     def declare(self, text: str) -> None:
@@ -105,16 +121,19 @@ class ExprEmitter:
         dt, ty = e.dtype, compute_type(e.dtype)
         if dt.is_float:
             if e.op in _FLOAT_OPS:
-                return self.fn.emit(f"{_FLOAT_OPS[e.op]} {FAST_MATH} {ty} {a}, {b}", e.op)
+                return self.float_op(e.op, ty, a, b, self.float_flags())
             if e.op in ("min", "max"):   # NaN-propagating, like numpy's minimum/maximum
                 return self.intrinsic("minimum" if e.op == "min" else "maximum", ty, [a, b], e.op, flags="nsz")
+            if e.op in ("floordiv", "floormod"):
+                return self.float_floor_div_mod(e, a, b, ty)
         else:
+            if e.op in ("shl", "shr"):
+                return self.shift(e, a, b, ty)
             if e.op in _INT_OPS:
-                # Signed overflow is undefined, as in C; it lets LLVM widen index arithmetic.
-                flags = " nsw" if signed(dt) and e.op in ("add", "sub", "mul") else ""
+                # Integers wrap around (as numpy's do): no nsw on user arithmetic, so LLVM may not
+                # assume `x + 1 > x`. Index arithmetic keeps nsw where loop ranges prove it.
+                flags = " nsw" if self.in_index and e.op in ("add", "sub", "mul") and self.proven_no_wrap(e) else ""
                 return self.fn.emit(f"{_INT_OPS[e.op]}{flags} {ty} {a}, {b}", e.op)
-            if e.op == "shr":
-                return self.fn.emit(f"{'ashr' if signed(dt) else 'lshr'} {ty} {a}, {b}", "shr")
             if e.op in ("min", "max"):
                 name = ("s" if signed(dt) else "u") + e.op
                 return self.intrinsic(name, ty, [a, b], e.op)
@@ -122,27 +141,13 @@ class ExprEmitter:
                 return self.floor_div_mod(e, a, b, ty)
         raise InternalError(f"no LLVM rule for '{e.op}' on {dt}")
 
-    def floor_div_mod(self, e: Binary, a: str, b: str, ty: str) -> str:
-        dt = e.dtype
-        if not signed(dt):
-            return self.fn.emit(f"{'udiv' if e.op == 'floordiv' else 'urem'} {ty} {a}, {b}", e.op)
-        c = e.b.value if isinstance(e.b, Const) else None
-        if c is not None and c > 0 and c & (c - 1) == 0:     # powers of two: exact shifts and masks
-            if e.op == "floordiv":
-                return self.fn.emit(f"ashr {ty} {a}, {constant(c.bit_length() - 1, dt)}", "div")
-            return self.fn.emit(f"and {ty} {a}, {constant(c - 1, dt)}", "mod")
-        q = self.fn.emit(f"sdiv {ty} {a}, {b}", "q")
-        r = self.fn.emit(f"srem {ty} {a}, {b}", "r")
-        zero = "zeroinitializer" if dt.lanes > 1 else "0"
-        nonzero = self.fn.emit(f"icmp ne {ty} {r}, {zero}", "nz")
-        sign = self.fn.emit(f"xor {ty} {r}, {b}", "sg")
-        negative = self.fn.emit(f"icmp slt {ty} {sign}, {zero}", "neg")
-        fix = self.fn.emit(f"and {vec('i1', dt.lanes)} {nonzero}, {negative}", "fix")
-        if e.op == "floordiv":
-            one = self.fn.emit(f"sext {vec('i1', dt.lanes)} {fix} to {ty}", "m1")     # -1 where a fix is due
-            return self.fn.emit(f"add {ty} {q}, {one}", "fdiv")
-        adjusted = self.fn.emit(f"add {ty} {r}, {b}", "radj")
-        return self.fn.emit(f"select {vec('i1', dt.lanes)} {fix}, {ty} {adjusted}, {ty} {r}", "fmod")
+    def float_op(self, op: str, ty: str, a: str, b: str, flags: str) -> str:
+        flags = f" {flags}" if flags else ""
+        return self.fn.emit(f"{_FLOAT_OPS[op]}{flags} {ty} {a}, {b}", op)
+
+    def proven_no_wrap(self, e: Binary) -> bool:
+        """Whether loop ranges prove that e and every operation under it stay in range."""
+        return fits_without_wrap(e, self.index_ranges)
 
     def expr_Compare(self, e: Compare) -> str:
         a, b = self.expr(e.a), self.expr(e.b)
@@ -223,7 +228,38 @@ class ExprEmitter:
             return self.fn.emit(f"trunc {s_ty} {v} to {d_ty}", "trunc")
         return self.fn.emit(f"{'sext' if signed(src) else 'zext'} {s_ty} {v} to {d_ty}", "ext")
 
+    def stored_value(self, s) -> str:
+        """The value a Store writes. The update of a declared float reduction, acc = acc + x
+        (or acc * x), keeps the reduction's freedom of order: its accumulate op carries
+        ACCUMULATE, and a product feeding a sum may be contracted into an fma with it."""
+        value, fast = s.value, False
+        if isinstance(value, Call) and value.name == FAST_MATH_MARKER:
+            value, fast = value.args[0], True
+        if not (value.dtype.is_float and isinstance(value, Binary) and value.op in ("add", "mul")
+                and _updates(s, value)):
+            return self.expr(s.value)
+        saved, self.fast_region = self.fast_region, self.fast_region or fast
+        try:
+            operands = []
+            for side in (value.a, value.b):
+                if value.op == "add" and isinstance(side, Binary) and side.op == "mul" and side.dtype.is_float:
+                    x, y = self.expr(side.a), self.expr(side.b)
+                    flags = self.float_flags() or "contract"
+                    operands.append(self.float_op("mul", compute_type(side.dtype), x, y, flags))
+                else:
+                    operands.append(self.expr(side))
+            flags = self.float_flags() or ACCUMULATE
+            return self.float_op(value.op, compute_type(value.dtype), *operands, flags)
+        finally:
+            self.fast_region = saved
+
     def expr_Call(self, e: Call) -> str:
+        if e.name == FAST_MATH_MARKER:     # the stage's fast_math pragma: flags for what is inside
+            saved, self.fast_region = self.fast_region, True
+            try:
+                return self.expr(e.args[0])
+            finally:
+                self.fast_region = saved
         args = [self.expr(a) for a in e.args]
         ty = compute_type(e.dtype)
         is_f32 = scalar_compute(e.dtype) == "float"
@@ -237,12 +273,12 @@ class ExprEmitter:
             neg = self.fn.emit(f"fneg {ty} {args[0]}", "neg")
             ex = self.intrinsic("exp", ty, [neg], "exp")
             one = constant(1.0, e.dtype)
-            den = self.fn.emit(f"fadd {FAST_MATH} {ty} {one}, {ex}", "den")
-            return self.fn.emit(f"fdiv {FAST_MATH} {ty} {one}, {den}", "sigmoid")
+            den = self.float_op("add", ty, one, ex, self.float_flags())
+            return self.float_op("div", ty, one, den, self.float_flags())
         if e.name == "rsqrt":
             root = self.intrinsic("sqrt", ty, args, "sqrt")
             one = constant(1.0, e.dtype)
-            return self.fn.emit(f"fdiv {FAST_MATH} {ty} {one}, {root}", "rsqrt")
+            return self.float_op("div", ty, one, root, self.float_flags())
         if e.name == "pow":
             return self.intrinsic("pow", ty, args, "pow")
         if e.name == "erf":
@@ -286,3 +322,23 @@ class ExprEmitter:
         if dt.is_bool:
             return self.fn.emit(f"zext {cty} {value} to {mty}", "b8")
         return self.fn.emit(f"fptrunc {cty} {value} to {mty}", "f2h")
+
+
+def _updates(s, value: Binary) -> bool:
+    """Whether value reads the element s stores to: the update of a reduction (a compute never
+    reads its own output otherwise)."""
+    index = s.indices[0]
+    return any(isinstance(side, Load) and side.buffer is s.buffer and equal(side.indices[0], index)
+               for side in (value.a, value.b))
+
+
+def fits_without_wrap(e: Expr, ranges) -> bool:
+    """Whether e, an integer expression, and every add/sub/mul under it provably stay within
+    the range of their dtype, given inclusive ranges of the variables."""
+    if isinstance(e, Binary):
+        if e.op in ("add", "sub", "mul"):
+            lo, hi = const_bounds(e, ranges)
+            if lo is None or hi is None or not e.dtype.min_int <= lo <= hi <= e.dtype.max_int:
+                return False
+        return fits_without_wrap(e.a, ranges) and fits_without_wrap(e.b, ranges)
+    return True

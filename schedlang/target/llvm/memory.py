@@ -34,7 +34,11 @@ class MemoryEmitter:
         return isinstance(index, Ramp) and isinstance(index.stride, Const) and index.stride.value == 1
 
     def index64(self, index: Expr) -> str:
-        i = self.expr(index)
+        self.in_index = True          # index arithmetic: nsw where loop ranges prove it
+        try:
+            i = self.expr(index)
+        finally:
+            self.in_index = False
         if index.dtype.bits == 64:
             return i
         lanes = index.dtype.lanes
@@ -127,7 +131,7 @@ class MemoryEmitter:
 
     def store(self, s: Store) -> None:
         buf, dt = s.buffer, s.value.dtype
-        value = self.to_memory(self.expr(s.value), dt)
+        value = self.to_memory(self.stored_value(s), dt)
         kind, ptr, mask = self.access(buf, s.indices[0], s.predicate)
         mty, align, lanes = memory_type(dt), buf.dtype.bytes, dt.lanes
         if kind in ("scalar", "vector"):
