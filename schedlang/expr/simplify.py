@@ -153,9 +153,10 @@ class _Simplifier(ExprMutator):
         self.ranges = ranges
         # loops over symbolic extents: bounds may also come from cancelling size variables
         self.symbolic = any(isinstance(lo, Expr) or isinstance(hi, Expr) for lo, hi in ranges.values())
+        self.exactness = _Exactness(ranges)     # and the bounds of each distinct node, once
 
     def bounds(self, e: Expr):
-        lo, hi = const_bounds(e, self.ranges)
+        lo, hi = self.exactness.bounds(e)
         if self.symbolic and has_symbolic_range(e, self.ranges):     # the tighter of the two
             slo, shi = symbolic_bounds(e, self.ranges, (None, None))
             lo = slo if lo is None else lo if slo is None else max(lo, slo)
@@ -167,7 +168,7 @@ class _Simplifier(ExprMutator):
         for mathematical integers (x * 4 // 4 == x, x + 1 > x) hold for it. Variables are loop
         indices and sizes, which fit their dtype; data (loads, calls, casts from floats) must
         have known bounds."""
-        return _exact(e, self.ranges)
+        return self.exactness.exact(e)
 
     def visit_Var(self, e) -> Expr:
         lo, hi = self.ranges.get(e, (None, None))
@@ -365,33 +366,57 @@ def _is_float_const(e: Expr, value: float, negative: Optional[bool] = None) -> b
     return negative is None or (math.copysign(1.0, e.value) < 0) == negative
 
 
-def _exact(e: Expr, ranges: VarRanges) -> bool:
-    if isinstance(e, (Var, Const)):
-        return True
-    if isinstance(e, Binary) and e.dtype.is_int:
-        if not (_exact(e.a, ranges) and _exact(e.b, ranges)):
+class _Exactness:
+    """Whether expressions evaluate without wrapping around (see _Simplifier.exact), each
+    distinct node decided once: on a DAG of shared subexpressions a plain recursion would
+    take exponential time."""
+
+    def __init__(self, ranges: VarRanges):
+        self.ranges = ranges
+        self.bounds_memo: Dict[int, tuple] = {}
+        self.memo: Dict[int, tuple] = {}        # id -> (node, exact, has_data); the node keeps id() unique
+
+    def bounds(self, e: Expr):
+        return const_bounds(e, self.ranges, self.bounds_memo)
+
+    def exact(self, e: Expr) -> bool:
+        return self._facts(e)[1]
+
+    def has_data(self, e: Expr) -> bool:
+        """Whether e reads anything but variables and constants (a load, a call, a select...)."""
+        return self._facts(e)[2]
+
+    def _facts(self, e: Expr) -> tuple:
+        hit = self.memo.get(id(e))
+        if hit is None:
+            hit = self.memo[id(e)] = (e, self._exact(e), self._has_data(e))
+        return hit
+
+    def _has_data(self, e: Expr) -> bool:
+        if isinstance(e, (Var, Const)):
             return False
-        if e.op not in ("add", "sub", "mul", "shl"):
-            return True      # floor division, modulo, min, max of exact values do not wrap
-        lo, hi = const_bounds(e, ranges)
-        if lo is None or hi is None:
-            return not _has_data(e)
-        return e.dtype.min_int <= lo and hi <= e.dtype.max_int
-    if isinstance(e, Cast) and e.dtype.is_int and e.value.dtype.is_int:
-        lo, hi = const_bounds(e.value, ranges)
-        return (_exact(e.value, ranges) and lo is not None and hi is not None
-                and e.dtype.min_int <= lo and hi <= e.dtype.max_int)
-    lo, hi = const_bounds(e, ranges)
-    return lo is not None and hi is not None
+        if isinstance(e, Binary):
+            return self.has_data(e.a) or self.has_data(e.b)
+        return True
 
-
-def _has_data(e: Expr) -> bool:
-    """Whether e reads anything but variables and constants (a load, a call, a select...)."""
-    if isinstance(e, (Var, Const)):
-        return False
-    if isinstance(e, Binary):
-        return _has_data(e.a) or _has_data(e.b)
-    return True
+    def _exact(self, e: Expr) -> bool:
+        if isinstance(e, (Var, Const)):
+            return True
+        if isinstance(e, Binary) and e.dtype.is_int:
+            if not (self.exact(e.a) and self.exact(e.b)):
+                return False
+            if e.op not in ("add", "sub", "mul", "shl"):
+                return True      # floor division, modulo, min, max of exact values do not wrap
+            lo, hi = self.bounds(e)
+            if lo is None or hi is None:
+                return not self.has_data(e)
+            return e.dtype.min_int <= lo and hi <= e.dtype.max_int
+        if isinstance(e, Cast) and e.dtype.is_int and e.value.dtype.is_int:
+            lo, hi = self.bounds(e.value)
+            return (self.exact(e.value) and lo is not None and hi is not None
+                    and e.dtype.min_int <= lo and hi <= e.dtype.max_int)
+        lo, hi = self.bounds(e)
+        return lo is not None and hi is not None
 
 
 def _decide(op: str, lo: Optional[int], hi: Optional[int]) -> Optional[bool]:

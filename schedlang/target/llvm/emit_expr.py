@@ -1,7 +1,7 @@
 """Expressions of Kernel IR as LLVM IR instructions (scalar and vector)."""
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Optional
 
 from ...dtypes import DType
 from ...errors import InternalError
@@ -145,9 +145,18 @@ class ExprEmitter(DivisionEmitter):
         flags = f" {flags}" if flags else ""
         return self.fn.emit(f"{_FLOAT_OPS[op]}{flags} {ty} {a}, {b}", op)
 
+    def no_wrap_memo(self) -> Dict:
+        """The memo of fits_without_wrap for the loop ranges in force now (entering or leaving a
+        loop changes what is proven, so each set of ranges has its own)."""
+        ranges = tuple((id(v), r) for v, r in self.index_ranges.items())
+        cached = self.__dict__.get("_no_wrap")
+        if cached is None or cached[0] != ranges:
+            cached = self._no_wrap = (ranges, {})
+        return cached[1]
+
     def proven_no_wrap(self, e: Binary) -> bool:
         """Whether loop ranges prove that e and every operation under it stay in range."""
-        return fits_without_wrap(e, self.index_ranges)
+        return fits_without_wrap(e, self.index_ranges, self.no_wrap_memo())
 
     def expr_Compare(self, e: Compare) -> str:
         a, b = self.expr(e.a), self.expr(e.b)
@@ -332,13 +341,19 @@ def _updates(s, value: Binary) -> bool:
                for side in (value.a, value.b))
 
 
-def fits_without_wrap(e: Expr, ranges) -> bool:
+def fits_without_wrap(e: Expr, ranges, memo: Optional[Dict[int, tuple]] = None) -> bool:
     """Whether e, an integer expression, and every add/sub/mul under it provably stay within
-    the range of their dtype, given inclusive ranges of the variables."""
-    if isinstance(e, Binary):
+    the range of their dtype, given inclusive ranges of the variables. memo (id -> (node,
+    answer)) decides each distinct node once, so shared subexpressions cost linear time."""
+    if not isinstance(e, Binary):
+        return True
+    memo = {} if memo is None else memo
+    hit = memo.get(id(e))
+    if hit is None:
+        fits = True
         if e.op in ("add", "sub", "mul"):
-            lo, hi = const_bounds(e, ranges)
-            if lo is None or hi is None or not e.dtype.min_int <= lo <= hi <= e.dtype.max_int:
-                return False
-        return fits_without_wrap(e.a, ranges) and fits_without_wrap(e.b, ranges)
-    return True
+            lo, hi = const_bounds(e, ranges, memo.setdefault("bounds", {}))
+            fits = lo is not None and hi is not None and e.dtype.min_int <= lo <= hi <= e.dtype.max_int
+        fits = fits and fits_without_wrap(e.a, ranges, memo) and fits_without_wrap(e.b, ranges, memo)
+        hit = memo[id(e)] = (e, fits)
+    return hit[1]
