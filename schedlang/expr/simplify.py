@@ -374,23 +374,25 @@ class _Exactness:
     def __init__(self, ranges: VarRanges):
         self.ranges = ranges
         self.bounds_memo: Dict[int, tuple] = {}
-        self.memo: Dict[int, tuple] = {}        # id -> (node, exact, has_data); the node keeps id() unique
+        # id -> (node, answer); holding the node keeps its id() from being reused
+        self.exact_memo: Dict[int, tuple] = {}
+        self.data_memo: Dict[int, tuple] = {}
 
     def bounds(self, e: Expr):
         return const_bounds(e, self.ranges, self.bounds_memo)
 
     def exact(self, e: Expr) -> bool:
-        return self._facts(e)[1]
+        hit = self.exact_memo.get(id(e))
+        if hit is None:
+            hit = self.exact_memo[id(e)] = (e, self._exact(e))
+        return hit[1]
 
     def has_data(self, e: Expr) -> bool:
         """Whether e reads anything but variables and constants (a load, a call, a select...)."""
-        return self._facts(e)[2]
-
-    def _facts(self, e: Expr) -> tuple:
-        hit = self.memo.get(id(e))
+        hit = self.data_memo.get(id(e))
         if hit is None:
-            hit = self.memo[id(e)] = (e, self._exact(e), self._has_data(e))
-        return hit
+            hit = self.data_memo[id(e)] = (e, self._has_data(e))
+        return hit[1]
 
     def _has_data(self, e: Expr) -> bool:
         if isinstance(e, (Var, Const)):
