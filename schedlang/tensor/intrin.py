@@ -104,37 +104,38 @@ def floormod(a, b) -> Expr:
     return binary("floormod", a, b)
 
 
-def sum(expr, axis=None, where=None):  # noqa: A001
-    """Sum reduction over axis (a reduce_axis or list of them), as te.sum."""
-    return _reduce.sum_reducer(expr, axis, where)
+def sum(expr, axis=None, where=None, init=None):  # noqa: A001
+    """Sum reduction over axis (a reduce_axis or list of them), as te.sum; init= is the
+    value the sum starts from instead of 0."""
+    return _reduce.sum_reducer(expr, axis, where, init)
 
 
-def prod(expr, axis=None, where=None):
+def prod(expr, axis=None, where=None, init=None):
     """Product reduction over axis."""
-    return _reduce.prod_reducer(expr, axis, where)
+    return _reduce.prod_reducer(expr, axis, where, init)
 
 
-def max(expr, axis=None, where=None):  # noqa: A001
+def max(expr, axis=None, where=None, init=None):  # noqa: A001
     """max(expr, axis=k) is a reduction; max(a, b) is the elementwise maximum, as in TVM."""
-    return _max_min("max", _reduce.max_reducer, expr, axis, where)
+    return _max_min("max", _reduce.max_reducer, expr, axis, where, init)
 
 
-def min(expr, axis=None, where=None):  # noqa: A001
+def min(expr, axis=None, where=None, init=None):  # noqa: A001
     """min(expr, axis=k) is a reduction; min(a, b) is the elementwise minimum, as in TVM."""
-    return _max_min("min", _reduce.min_reducer, expr, axis, where)
+    return _max_min("min", _reduce.min_reducer, expr, axis, where, init)
 
 
-def _max_min(op: str, reducer, expr, axis, where):
+def _max_min(op: str, reducer, expr, axis, where, init):
     from .axis import IterVar, REDUCE
     is_axis = isinstance(axis, IterVar) and axis.kind == REDUCE or (
         isinstance(axis, (list, tuple)) and axis and isinstance(axis[0], IterVar))
     if axis is None or not is_axis:
         if axis is None:
             raise TypeError(f"{op}(x) needs axis= for a reduction, or a second operand for the elementwise {op}")
-        if where is not None:
-            raise TypeError(f"elementwise {op}(a, b) takes no where=")
+        if where is not None or init is not None:
+            raise TypeError(f"elementwise {op}(a, b) takes no where= or init=")
         return binary(op, expr, axis)
-    return reducer(expr, axis, where)
+    return reducer(expr, axis, where, init)
 
 
 def cast(dtype, value) -> Expr:

@@ -31,61 +31,88 @@ def evaluate(outputs: Sequence[Tensor], feed: Mapping[Tensor, np.ndarray]) -> Li
         array = np.asarray(array)
         if tuple(array.shape) != tuple(tensor.shape):
             raise ValueError(f"reference: input '{tensor.name}' expects shape {tensor.shape}, got {array.shape}")
-        values[tensor.op] = array.astype(tensor.dtype.numpy, copy=False)
+        values[tensor.op] = [array.astype(tensor.dtype_obj.numpy, copy=False)]
     for op in post_order([t.op for t in outputs]):
         if op in values:
             continue
         if isinstance(op, PlaceholderOp):
             raise ValueError(f"reference: no value given for input '{op.name}'")
         values[op] = _evaluate_op(op, values)
-    return [values[t.op] for t in outputs]
+    return [values[t.op][t.value_index] for t in outputs]
 
 
-def _evaluate_op(op: ComputeOp, values) -> np.ndarray:
-    out = np.empty(op.shape, dtype=op.dtype.numpy)
-    rows = op.shape[0]
+def _evaluate_op(op: ComputeOp, values) -> List[np.ndarray]:
+    """The arrays of every output of op."""
+    outs = [np.empty(op.shape, dtype=op.output_dtype(i).numpy) for i in range(op.num_outputs)]
+    rows = op.shape[0] if op.shape else 1
     reduce_size = math.prod(a.dom.extent for a in op.reduce_axis) if op.reduce_axis else 1
     per_row = max(1, math.prod(op.shape[1:]) * reduce_size)
     step = max(1, _CHUNK_ELEMENTS // per_row)
     for start in range(0, rows, step):
         stop = min(rows, start + step)
-        out[start:stop] = _evaluate_rows(op, values, start, stop)
-    return out
+        for out, part in zip(outs, _evaluate_rows(op, values, start, stop)):
+            if op.shape:
+                out[start:stop] = part
+            else:
+                out[()] = part
+    return outs
 
 
-def _evaluate_rows(op: ComputeOp, values, start: int, stop: int) -> np.ndarray:
+def _evaluate_rows(op: ComputeOp, values, start: int, stop: int) -> List[np.ndarray]:
     ndim = len(op.axis) + len(op.reduce_axis)
     env = {}
     for d, ax in enumerate(op.axis + op.reduce_axis):
-        lo, n = (start, stop - start) if d == 0 else (ax.dom.min, ax.dom.extent)
+        lo, n = (start, stop - start) if d == 0 and op.axis else (ax.dom.min, ax.dom.extent)
         shape = [1] * ndim
         shape[d] = n
         env[ax.var] = np.arange(lo, lo + n, dtype=np.int64).reshape(shape)
     ev = _Evaluator(values, env)
-    full = (stop - start,) + op.shape[1:]
+    full = ((stop - start,) + op.shape[1:]) if op.shape else ()
+    dtypes = [op.output_dtype(i).numpy for i in range(op.num_outputs)]
     body = op.body
     if not isinstance(body, Reduce):
-        result = ev.eval(body)
-        return np.broadcast_to(np.asarray(result), full).astype(op.dtype.numpy)
-    source = ev.eval(body.source)
+        return [np.broadcast_to(np.asarray(ev.eval(b)), full).astype(dt) for b, dt in zip(op.bodies, dtypes)]
+    return [np.asarray(r).astype(dt) for r, dt in zip(_reduce(body, ev, values, full), dtypes)]
+
+
+def _reduce(body: Reduce, ev: "_Evaluator", values, full) -> List[np.ndarray]:
+    """Every value of the reduction body (one array per source) over the output rows full."""
+    comb = body.combiner
     shape = full + tuple(a.dom.extent for a in body.axis)
-    source = np.broadcast_to(np.asarray(source, dtype=_compute_dtype(body.dtype)), shape)
-    identity = ev.eval(body.combiner.identity)
+    flat_shape = full + (-1,)
+    sources, identities, inits = [], [], []
+    for i, src in enumerate(body.source):
+        dt = _compute_dtype(src.dtype)
+        sources.append(np.broadcast_to(np.asarray(ev.eval(src), dtype=dt), shape))
+        identities.append(np.asarray(ev.eval(comb.identity[i]), dtype=dt))
+        if body.init:
+            # init reads only output axes: evaluate with the reduction axes dropped.
+            value = np.broadcast_to(np.asarray(ev.eval(body.init[i]), dtype=dt), shape)
+            inits.append(value[(Ellipsis,) + (0,) * len(body.axis)])
     if body.condition is not None:
         cond = np.broadcast_to(ev.eval(body.condition), shape)
-        source = np.where(cond, source, identity)
+        sources = [np.where(cond, s, ident) for s, ident in zip(sources, identities)]
     axes = tuple(range(len(full), len(shape)))
-    name = body.combiner.name
-    if name in ("sum", "prod", "max", "min"):
-        fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[name]
-        result = fn(source, axis=axes)
-    else:
-        flat = source.reshape(full + (-1,))
-        result = np.broadcast_to(np.asarray(identity, dtype=flat.dtype), full).copy()
-        for r in range(flat.shape[-1]):
-            sub = _Evaluator(values, {body.combiner.lhs: result, body.combiner.rhs: flat[..., r]})
-            result = np.asarray(sub.eval(body.combiner.result), dtype=flat.dtype)
-    return np.asarray(result).astype(op.dtype.numpy)
+    builtin = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}.get(comb.name)
+    if builtin is not None and comb.arity == 1:
+        result = builtin(sources[0], axis=axes)
+        if inits:
+            start = np.broadcast_to(inits[0], full)
+            result = _combine(comb, values, [start], [np.asarray(result, dtype=sources[0].dtype)])[0]
+        return [result]
+    flats = [s.reshape(flat_shape) for s in sources]
+    start = inits if inits else identities
+    acc = [np.broadcast_to(np.asarray(x, dtype=f.dtype), full).copy() for x, f in zip(start, flats)]
+    for r in range(flats[0].shape[-1]):
+        acc = _combine(comb, values, acc, [f[..., r] for f in flats])
+    return acc
+
+
+def _combine(comb, values, lhs, rhs) -> List[np.ndarray]:
+    env = dict(zip(comb.lhs, lhs))
+    env.update(zip(comb.rhs, rhs))
+    sub = _Evaluator(values, env)
+    return [np.asarray(sub.eval(res), dtype=_compute_dtype(res.dtype)) for res in comb.result]
 
 
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
@@ -160,7 +187,7 @@ class _Evaluator:
         return np.asarray(_CALLS[e.name](*args)).astype(_compute_dtype(e.dtype), copy=False)
 
     def eval_TensorRead(self, e: TensorRead):
-        data = self.values[e.tensor.op]
+        data = self.values[e.tensor.op][e.tensor.value_index]
         index = []
         for d, i in enumerate(e.indices):
             i = np.asarray(self.eval(i)).astype(np.int64)
@@ -171,7 +198,7 @@ class _Evaluator:
                 raise IndexError(f"reference: '{e}' reads {e.tensor.name} out of bounds in dimension {d} "
                                  f"(index range {i.min()}..{i.max()}, extent {n}); guard it with if_then_else")
             index.append(i)
-        return data[tuple(index)].astype(_compute_dtype(e.tensor.dtype), copy=False)
+        return data[tuple(index)].astype(_compute_dtype(e.tensor.dtype_obj), copy=False)
 
     def eval_Reduce(self, e: Reduce):
         raise TypeError("reference: a reduction may only be the whole body of a compute")

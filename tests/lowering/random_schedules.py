@@ -500,7 +500,7 @@ def run_case(program: Program, s: sl.Schedule, seed: int, target="llvm") -> Opti
     inputs = program.draw(rng)
     expected = sl.reference(program.outputs, dict(zip(program.inputs, inputs)))
     mod = sl.build(s, program.args, target=target)
-    outs = [np.full(o.shape, _sentinel(np.dtype(o.dtype.numpy)), dtype=o.dtype.numpy) for o in program.outputs]
+    outs = [np.full(o.shape, _sentinel(np.dtype(o.dtype)), dtype=o.dtype) for o in program.outputs]
     copies = [x.copy() for x in inputs]
     mod(*inputs, *outs)
     problems = []
