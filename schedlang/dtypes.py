@@ -96,6 +96,8 @@ def dtype(value: Union[str, DType, np.dtype, type]) -> DType:
         lanes = int(lane_text)
     if text == "bool":
         return DType("bool", 1, lanes)
+    if text in ("float", "int", "uint"):   # TVM reads a bare kind as its 32-bit type
+        return DType(text, 32, lanes)
     for kind in ("float", "uint", "int"):
         if text.startswith(kind) and text[len(kind):].isdigit():
             bits = int(text[len(kind):])

@@ -249,6 +249,9 @@ def _axis_names(fcompute: Callable, ndim: int, name: str) -> List[str]:
     if params and params[0].kind == inspect.Parameter.VAR_POSITIONAL:
         return [f"i{d}" for d in range(ndim)]
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    if len(positional) != ndim and len(required) == ndim:
+        positional = required   # lambda i, f=f: ... binds f, as Python loops need
     if len(positional) != ndim:
         raise TypeError(f"compute '{name}': the shape has {ndim} dimensions but the lambda takes "
                         f"{len(positional)} index arguments ({', '.join(p.name for p in positional)})")

@@ -115,7 +115,17 @@ def _combine(comb, values, lhs, rhs) -> List[np.ndarray]:
     return [np.asarray(sub.eval(res), dtype=_compute_dtype(res.dtype)) for res in comb.result]
 
 
+def _truncdiv(a, b):
+    q = np.floor_divide(a, b)
+    return np.where((q < 0) & (q * b != a), q + 1, q).astype(a.dtype, copy=False)
+
+
+def _truncmod(a, b):
+    return (a - _truncdiv(a, b) * b).astype(a.dtype, copy=False)
+
+
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+           "truncdiv": _truncdiv, "truncmod": _truncmod,
            "floordiv": np.floor_divide, "floormod": np.mod, "min": np.minimum, "max": np.maximum,
            "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
            "shl": np.left_shift, "shr": np.right_shift}
@@ -127,7 +137,56 @@ _CALLS = {
     "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "erf": lambda x: _erf(x).astype(x.dtype),
     "abs": np.abs, "floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc,
     "pow": np.power, "exp2": np.exp2, "log2": np.log2, "sin": np.sin, "cos": np.cos,
+    "exp10": lambda x: np.power(x.dtype.type(10), x), "log10": np.log10, "log1p": np.log1p, "tan": np.tan,
+    "atan": np.arctan, "atan2": np.arctan2, "cosh": np.cosh, "sinh": np.sinh, "acos": np.arccos,
+    "asin": np.arcsin, "acosh": np.arccosh, "asinh": np.arcsinh, "atanh": np.arctanh, "fmod": np.fmod,
+    "hypot": np.hypot, "nextafter": np.nextafter, "copysign": np.copysign, "nearbyint": np.rint,
+    "ldexp": lambda x, e: np.ldexp(x, e.astype(np.int32)),
+    "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
+    "popcount": lambda x: _popcount(x), "clz": lambda x: _clz(x),
 }
+
+
+def _round_half_away(x: np.ndarray) -> np.ndarray:
+    whole = np.trunc(x)   # x - trunc(x) is exact, so the comparison is too
+    return whole + np.where(np.abs(x - whole) >= 0.5, np.sign(x), 0).astype(x.dtype)
+
+
+def _unsigned_view(x: np.ndarray) -> np.ndarray:
+    return x.astype(x.dtype.newbyteorder("=")).view(f"u{x.dtype.itemsize}")
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    return np.bitwise_count(_unsigned_view(np.asarray(x))).astype(x.dtype)
+
+
+def _clz(x: np.ndarray) -> np.ndarray:
+    u = _unsigned_view(np.asarray(x)).astype(np.uint64)
+    bits = 8 * np.asarray(x).dtype.itemsize
+    length = np.zeros(u.shape, np.int64)
+    for shift in range(bits):   # bit_length, one bit at a time (values are at most 64 bits)
+        length = np.where(u >> np.uint64(shift) != 0, shift + 1, length)
+    return (bits - length).astype(np.asarray(x).dtype)
+
+
+# The libm functions call_pure_extern may name, as numpy functions: "expf" and "exp"
+# are exp in float32 and float64 (the evaluator computes in the call's dtype).
+_LIBM = {name: _CALLS[name] for name in (
+    "exp", "log", "sqrt", "tanh", "floor", "ceil", "trunc", "exp2", "log2", "sin", "cos", "exp10",
+    "log10", "log1p", "tan", "atan", "atan2", "cosh", "sinh", "acos", "asin", "acosh", "asinh", "atanh",
+    "fmod", "hypot", "nextafter", "copysign", "nearbyint", "ldexp")}
+_LIBM.update({"pow": np.power, "fabs": np.abs, "rint": np.rint, "erf": _CALLS["erf"], "expm1": np.expm1,
+              "cbrt": np.cbrt, "fmin": np.fmin, "fmax": np.fmax, "round": _round_half_away})
+
+
+def extern_function(symbol: str):
+    """The numpy function for the libm symbol (expf, exp, powf, ...), or a ValueError."""
+    base = symbol[:-1] if symbol.endswith("f") and symbol[:-1] in _LIBM else symbol
+    if base not in _LIBM:
+        raise ValueError(f"reference: call_pure_extern of '{symbol}', which the reference evaluator does not know; "
+                         f"it knows the libm functions {', '.join(sorted(_LIBM))} (and their float versions "
+                         "with an 'f' suffix)")
+    return _LIBM[base]
 
 
 class _Evaluator:
@@ -155,7 +214,7 @@ class _Evaluator:
         dt = _compute_dtype(e.dtype)
         a = np.asarray(self.eval(e.a)).astype(dt, copy=False)
         b = np.asarray(self.eval(e.b)).astype(dt, copy=False)
-        if e.op in ("floordiv", "floormod"):
+        if e.op in ("floordiv", "floormod", "truncdiv", "truncmod"):
             b = np.where(b == 0, 1, b)   # the compiled code's result is undefined there too
         return _BINARY[e.op](a, b).astype(dt, copy=False)
 
@@ -183,8 +242,13 @@ class _Evaluator:
         return value.astype(target)
 
     def eval_Call(self, e: Call):
-        args = [np.asarray(self.eval(a)).astype(_compute_dtype(e.dtype), copy=False) for a in e.args]
-        return np.asarray(_CALLS[e.name](*args)).astype(_compute_dtype(e.dtype), copy=False)
+        args = [np.asarray(self.eval(a)).astype(_compute_dtype(a.dtype), copy=False) for a in e.args]
+        if e.name.startswith("extern:"):
+            fn = extern_function(e.name[len("extern:"):])
+            args = [a.astype(_compute_dtype(e.dtype), copy=False) for a in args]
+        else:
+            fn = _CALLS[e.name]
+        return np.asarray(fn(*args)).astype(_compute_dtype(e.dtype), copy=False)
 
     def eval_TensorRead(self, e: TensorRead):
         data = self.values[e.tensor.op][e.tensor.value_index]

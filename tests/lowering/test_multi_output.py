@@ -71,30 +71,6 @@ def test_batchwise_outputs_stored_in_one_nest_under_a_schedule():
     assert_matches_reference(s, [A0, A1, B0, B1])
 
 
-def test_compute_at_of_a_multi_output_producer():
-    # TVM's tuple_inputs tutorial: only B0 is read, both outputs are computed at C's loop.
-    A0 = sl.placeholder((8, 6), name="A0")
-    B0, B1 = sl.compute((8, 6), lambda i, j: (A0[i, j] + 2, A0[i, j] * 3), name="B")
-    A1 = sl.placeholder((8, 6), name="A1")
-    C = sl.compute((8, 6), lambda i, j: A1[i, j] + B0[i, j], name="C")
-    s = sl.create_schedule(C.op)
-    s[B0].compute_at(s[C], C.op.axis[0])
-    text = sl.lower(s, [A0, A1, C])
-    assert "alloc B.v0" in text and "alloc B.v1" in text
-    assert_matches_reference(s, [A0, A1, C])
-
-
-def test_tuple_with_different_deps():
-    A0 = sl.placeholder((25, 4), name="A1")
-    A1 = sl.placeholder((25, 4), name="A2")
-    B0, B1 = sl.compute((25, 4), lambda i, j: (A0[i, j] * 2, A1[i, j] * 3), name="B")
-    C = sl.compute((25, 4), lambda i, j: B0[i, j] + 4, name="C")
-    s = sl.create_schedule(C.op)
-    xo, xi = s[C].split(C.op.axis[0], factor=10)
-    s[B0.op].compute_at(s[C], xo)
-    assert_matches_reference(s, [A0, A1, C])
-
-
 def test_one_output_as_argument_the_other_is_a_temporary():
     A0 = sl.placeholder((7,), name="A0")
     T0, T1 = sl.compute((7,), lambda i: (A0[i] * 2, A0[i] * 3), name="T")
@@ -123,17 +99,6 @@ def test_argmax_scheduled_split_reorder_parallel():
     s[T0].reorder(io, ko, ii, ki)
     s[T0].parallel(io)
     _check_argmax(s, idx, val, T0, T1, m, n)
-
-
-def test_argmax_rfactor():
-    m, n = 10, 1027
-    idx, val, k, B0, B1 = _argmax_program(m, n)
-    s = sl.create_schedule(B0.op)
-    ko, kf = s[B0].split(k, factor=16)
-    BF0, BF1 = s.rfactor(B0, kf)
-    assert BF0.op is BF1.op and BF0.op.num_outputs == 2
-    s[BF0.op].compute_at(s[B0], s[B0].op.axis[0])
-    _check_argmax(s, idx, val, B0, B1, m, n)
 
 
 def test_argmin_cache_write_of_both_outputs():
@@ -170,51 +135,6 @@ def test_cache_write_of_one_output_of_several_is_refused():
         s.cache_write(T0, "local")
     with pytest.raises(sl.ScheduleError, match=r"outputs \[1\] of 2"):
         s.cache_write([T1], "local")
-
-
-def test_tuple_reduction_with_condition():
-    def fcombine(x, y):
-        return x[0] + y[0], x[1] + y[1]
-
-    mysum = sl.comm_reducer(fcombine, lambda t0, t1: (sl.const(0, t0), sl.const(1, t1)), name="mysum")
-    m, n = 6, 9
-    idx = sl.placeholder((m, n), name="idx", dtype="int32")
-    val = sl.placeholder((m, n), name="val", dtype="int32")
-    k = sl.reduce_axis((0, n), "k")
-    cond = sl.floormod(k, 2) == 0
-    T0, T1 = sl.compute((m,), lambda i: mysum((idx[i, k], val[i, k]), axis=k, where=cond), name="T")
-    s = sl.create_schedule(T0.op)
-    feed, outs, _ = run(s, [idx, val, T0, T1])
-    np.testing.assert_array_equal(outs[0][1], feed[idx][:, ::2].sum(axis=1))
-    np.testing.assert_array_equal(outs[1][1], 1 + feed[val][:, ::2].sum(axis=1))
-
-
-def test_sum_init_immediate_and_tensor():
-    n = 41
-    A = sl.placeholder((n,), name="A")
-    k = sl.reduce_axis((0, n))
-    B = sl.compute((), lambda: sl.sum(A[k], axis=k, init=10.0), name="B")
-    s = sl.create_schedule(B.op)
-    a = np.random.default_rng(0).uniform(size=n).astype("float32")
-    b = np.zeros((), "float32")
-    sl.build(s, [A, B])(a, b)
-    np.testing.assert_allclose(b, 10.0 + a.sum(), rtol=1e-5)
-
-    A = sl.placeholder((n, n), name="A")
-    C = sl.placeholder((n, n), name="C")
-    I0 = sl.placeholder((n, n), name="I")
-    k = sl.reduce_axis((0, n))
-    B = sl.compute((n, n), lambda i, j: sl.sum(A[i, k] * C[k, j], axis=k, init=I0[i, j]), name="B")
-    assert "init=I[i, j]" in str(B.op.body)
-    for split in (False, True):
-        s = sl.create_schedule(B.op)
-        if split:   # TVM's test_rfactor_init
-            kf, ki = s[B].split(k, nparts=4)
-            BF = s.rfactor(B, kf, 1)
-            s[BF].parallel(BF.op.axis[0])
-        feed, outs, _ = run(s, [A, C, I0, B])
-        np.testing.assert_allclose(outs[0][1], feed[I0] + feed[A] @ feed[C], rtol=1e-4, atol=1e-4)
-        np.testing.assert_allclose(sl.reference([B], feed)[0], outs[0][1], rtol=1e-4, atol=1e-4)
 
 
 def test_max_init_and_where():
