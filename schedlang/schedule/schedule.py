@@ -2,6 +2,7 @@
 cache_write, rfactor), and the step list that prints, serialises and replays."""
 from __future__ import annotations
 
+import re
 from typing import Dict, Iterable, List, Optional, Sequence
 
 from ..errors import ScheduleError
@@ -262,7 +263,6 @@ class Schedule:
     def _output_by_name(self, x):
         """'T.v1', the name of output 1 of the multi-output stage T, as that tensor (how a
         recorded step names it); anything else unchanged."""
-        import re
         match = re.fullmatch(r"(.+)\.v(\d+)", x) if isinstance(x, str) else None
         if match is None or any(st.name == x for st in self.stages):
             return x

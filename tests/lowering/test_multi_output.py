@@ -90,16 +90,19 @@ def test_argmax_builds_and_matches_numpy():
     _check_argmax(s, idx, val, T0, T1, m, n)
 
 
-def test_argmax_scheduled_split_reorder_parallel():
+def test_argmax_scheduled_split_reorder_unroll_vectorize_parallel():
     m, n = 10, 37
     idx, val, k, T0, T1 = _argmax_program(m, n)
     s = sl.create_schedule(T0.op)
-    ko, ki = s[T0].split(k, factor=8)
+    ko, ki = s[T0].split(k, factor=4)
     io, ii = s[T1].split(s[T1].op.axis[0], factor=4)
-    s[T0].reorder(io, ko, ii, ki)
+    s[T0].reorder(io, ko, ki, ii)
+    s[T0].unroll(ki)
+    s[T0].vectorize(ii)
     s[T0].parallel(io)
+    kernel = sl.lower(s, [idx, val, T0, T1], level="kernel")
+    assert "i32x4 T.v0.new = select(" in kernel   # both values of 4 rows updated as vectors
     _check_argmax(s, idx, val, T0, T1, m, n)
-
 
 def test_argmin_cache_write_of_both_outputs():
     def fcombine(x, y):
@@ -161,3 +164,20 @@ def test_bad_multi_output_computes_are_named():
     with pytest.raises(TypeError, match="one value per source"):
         bad = sl.comm_reducer(lambda x, y: x[0] + y[0], lambda t0, t1: (0, 0), name="bad")
         bad((A[0, k], A[1, k]), axis=k)
+
+
+def test_inline_and_cache_read_of_one_output():
+    A0 = sl.placeholder((9, 21), name="A0")
+    B0, B1 = sl.compute((9, 21), lambda i, j: (A0[i, j] + 2, A0[i, j] * 3), name="B")
+    C = sl.compute((9, 21), lambda i, j: B0[i, j] * B1[i, j], name="C")
+    s = sl.create_schedule(C.op)
+    s[B0].compute_inline()
+    assert "C[i, j] = (A0[i, j] + 2.0) * (A0[i, j] * 3.0)" in sl.lower(s, [A0, C])
+    assert_matches_reference(s, [A0, C])
+    s = sl.create_schedule(C.op)
+    BL = s.cache_read(B1, "local", [C])
+    assert str(s) == "s.cache_read('B.v1', 'local', ['C'])"
+    assert str(s[C].op.body) == f"B.v0[i, j] * {BL.name}[i, j]"
+    replayed = sl.create_schedule(C.op).apply_json(s.to_json())
+    assert sl.lower(replayed, [A0, B0, B1, C]) == sl.lower(s, [A0, B0, B1, C])
+    assert_matches_reference(s, [A0, B0, B1, C])
