@@ -184,6 +184,42 @@ def floormod(a, b) -> Expr:
 indexdiv, indexmod = floordiv, floormod
 
 
+def div(a, b) -> Expr:
+    """a / b as in C (TVM's tir.div): truncdiv for integers, true division for floats."""
+    a, b = as_expr(a), as_expr(b)
+    if a.dtype.is_float or b.dtype.is_float:
+        return binary("div", a, b)
+    return truncdiv(a, b)
+
+
+def bitwise_and(a, b) -> Expr:
+    return binary("bitand", a, b)
+
+
+def bitwise_or(a, b) -> Expr:
+    return binary("bitor", a, b)
+
+
+def bitwise_xor(a, b) -> Expr:
+    return binary("bitxor", a, b)
+
+
+def bitwise_not(a) -> Expr:
+    return ~as_expr(a)
+
+
+def add(a, b) -> Expr:
+    return binary("add", a, b)
+
+
+def subtract(a, b) -> Expr:
+    return binary("sub", a, b)
+
+
+def multiply(a, b) -> Expr:
+    return binary("mul", a, b)
+
+
 def truncdiv(a, b) -> Expr:
     """a / b rounded toward zero, as C's integer division (TVM's truncdiv); integers only."""
     return _trunc_div_mod("truncdiv", a, b)

@@ -261,7 +261,7 @@ def _axis_names(fcompute: Callable, ndim: int, name: str) -> List[str]:
 def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "", attrs=None):
     """out[i, j, ...] = fcompute(i, j, ...), as TVM's te.compute. When fcompute returns a
     tuple, the compute has one output per element, all computed in one loop nest, and
-    the result is the list of its output tensors (as TVM)."""
+    the result is the tuple of its output tensors (as TVM)."""
     shape = _check_shape(shape, f"compute '{name}'")
     axes = tuple(IterVar(Var(n, int32), Range(0, ext), DATA_PAR)
                  for n, ext in zip(_axis_names(fcompute, len(shape), name), shape))
@@ -274,7 +274,8 @@ def compute(shape, fcompute: Callable, name: str = "compute", tag: str = "", att
         _check_body(name, body, axes)
     _check_outputs(name, bodies)
     op = ComputeOp(name, axes, bodies[0], tag, tuple(sorted((attrs or {}).items())), bodies[1:])
-    return [op.output(i) for i in range(op.num_outputs)] if many else op.output(0)
+    outputs = tuple(op.output(i) for i in range(op.num_outputs))
+    return outputs if len(outputs) > 1 else outputs[0]   # TVM: one output is a tensor, not a tuple
 
 
 def _check_outputs(name: str, bodies: Sequence[Expr]) -> None:

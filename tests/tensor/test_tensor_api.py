@@ -68,3 +68,27 @@ def test_comm_reducer_on_two_values_combines_them():
     mysum = sl.comm_reducer(lambda x, y: x + y, lambda t: sl.const(0, dtype=t), name="mysum")
     m, n = sl.var("m"), sl.var("n")
     assert str(mysum(m, n)) == "m + n"
+
+
+def test_compute_of_a_tuple_returns_a_tuple_of_tensors():
+    A = sl.placeholder((4,), name="A")
+    B0, B1 = sl.compute((4,), lambda i: (A[i] + 1, A[i] * 2), name="B")
+    assert isinstance(sl.compute((4,), lambda i: (A[i], A[i]), name="C"), tuple)
+    single = sl.compute((4,), lambda i: (A[i] + 1,), name="D")   # as TVM: one output is a tensor
+    assert isinstance(single, sl.Tensor) and single.name == "D"
+
+
+def test_float_reduce_axis_bound_and_tir_arithmetic_helpers():
+    N, bn = 12, 4
+    A = sl.placeholder((N,), dtype="int32", name="A")
+    k = sl.reduce_axis((0, N / bn), name="k")
+    assert k.dom.extent == 3
+    with pytest.raises(ValueError, match="1.5"):
+        sl.reduce_axis((0, 1.5))
+    B = sl.compute((N,), lambda i: sl.div(A[i], -5) + sl.bitwise_xor(A[i], 3) + sl.bitwise_not(A[i])
+                   + sl.multiply(sl.subtract(A[i], 1), sl.add(A[i], 2)), name="B")
+    a = np.arange(-6, 6, dtype="int32")
+    out = np.zeros(N, "int32")
+    sl.build(sl.create_schedule(B.op), [A, B])(a, out)
+    np.testing.assert_array_equal(out, np.trunc(a / -5).astype("int32") + (a ^ 3) + ~a + (a - 1) * (a + 2))
+    assert str(sl.div(sl.const(1.0), 2.0)) == "1.0 / 2.0"
