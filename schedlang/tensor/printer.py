@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import List, Sequence
 
+from ..expr.printer import expr_str
 from .classify import classify
 from .graph import post_order
 from .op import ComputeOp, Operation, PlaceholderOp
@@ -20,7 +21,7 @@ def _rhs(op: ComputeOp) -> str:
     if op.num_outputs == 1:
         return str(op.body)
     if isinstance(op.body, Reduce):
-        return str(op.body).rsplit("[", 1)[0]
+        return op.body.format(expr_str, with_index=False)
     return "(" + ", ".join(str(b) for b in op.bodies) + ")"
 
 

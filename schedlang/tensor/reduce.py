@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Tuple, Union
 
 from ..dtypes import DType, dtype as parse_dtype
+from ..expr.equality import equal
 from ..expr.nodes import Const, Expr, Var, as_expr, binary, const
 from .axis import REDUCE, IterVar
 
@@ -64,7 +65,6 @@ class Reduce(Expr):
     def same_reduction(self, other: "Reduce") -> bool:
         """Whether other is another value of the same reduction (same combiner, sources,
         axes, condition and init)."""
-        from ..expr.equality import equal
         same = (self.combiner is other.combiner and len(self.source) == len(other.source)
                 and all(equal(a, b) for a, b in zip(self.source, other.source))
                 and len(self.axis) == len(other.axis) and all(a is b for a, b in zip(self.axis, other.axis))
@@ -73,7 +73,9 @@ class Reduce(Expr):
             return False
         return self.condition is None or equal(self.condition, other.condition)
 
-    def format(self, fmt) -> str:
+    def format(self, fmt, with_index: bool = True) -> str:
+        """The reduction as text; a tuple reduction ends with [value_index] unless with_index
+        is False (the Tensor IR printer shows all its values at once)."""
         axes = ", ".join(a.name for a in self.axis)
         axes = axes if len(self.axis) == 1 else f"[{axes}]"
         where = f", where={fmt(self.condition)}" if self.condition is not None else ""
@@ -84,7 +86,8 @@ class Reduce(Expr):
         if len(self.source) == 1:
             return f"{self.combiner.name}({fmt(self.source[0])}, axis={axes}{where})"
         source = ", ".join(fmt(s) for s in self.source)
-        return f"{self.combiner.name}(({source}), axis={axes}{where})[{self.value_index}]"
+        index = f"[{self.value_index}]" if with_index else ""
+        return f"{self.combiner.name}(({source}), axis={axes}{where}){index}"
 
 
 BUILTIN_REDUCERS = ("sum", "max", "min", "prod")
