@@ -175,7 +175,17 @@ class TensorSlice(ExprOps):
         more = more if isinstance(more, tuple) else (more,)
         return self.tensor[self.indices + more]
 
+    @property
+    def dtype(self) -> str:
+        return self.tensor.dtype
+
+    def asobject(self) -> "TensorRead":
+        """The read, once every dimension is indexed (TVM's TensorSlice.asobject)."""
+        return self.as_expr()
+
     def as_expr(self) -> Expr:
+        if len(self.indices) == self.tensor.ndim:
+            return self.tensor[self.indices]
         t = self.tensor
         raise IndexError(f"tensor '{t.name}' has {t.ndim} dimensions {t.shape}, indexed with "
                          f"{len(self.indices)}: {', '.join(map(str, self.indices))}; index every dimension")

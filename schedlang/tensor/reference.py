@@ -31,7 +31,8 @@ def evaluate(outputs: Sequence[Tensor], feed: Mapping[Tensor, np.ndarray]) -> Li
         array = np.asarray(array)
         if tuple(array.shape) != tuple(tensor.shape):
             raise ValueError(f"reference: input '{tensor.name}' expects shape {tensor.shape}, got {array.shape}")
-        values[tensor.op] = [array.astype(tensor.dtype_obj.numpy, copy=False)]
+        values.setdefault(tensor.op, [None] * tensor.op.num_outputs)[tensor.value_index] = \
+            array.astype(tensor.dtype_obj.numpy, copy=False)
     for op in post_order([t.op for t in outputs]):
         if op in values:
             continue

@@ -41,6 +41,8 @@ def test_call_syntax_chained_indexing_and_rank_zero():
 
 def test_partial_index_is_not_a_value():
     A = sl.placeholder((5, 3), name="A")
+    row = A[2]
+    assert row.dtype == "float32" and str(row[1]) == "A[2, 1]"
     with pytest.raises(IndexError, match="index every dimension"):
         sl.compute((5,), lambda i: A[i] + 1)
 
