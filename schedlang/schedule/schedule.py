@@ -308,9 +308,10 @@ class Schedule:
         if not isinstance(tensor, (list, tuple)):
             st = self._stage_arg("cache_write", tensor)
             if isinstance(tensor, Tensor) and isinstance(st.op, ComputeOp) and st.op.num_outputs > 1:
+                names = ", ".join(st.op.output(i).name for i in range(st.op.num_outputs))
                 raise ScheduleError("cache_write", st.name, f"'{tensor.name}' is one of {st.op.num_outputs} outputs "
                                     "of one compute, which are computed together",
-                                    hint=f"pass the list of all of them: s.cache_write([{', '.join(st.op.output(i).name for i in range(st.op.num_outputs))}], ...)")
+                                    hint=f"pass the list of all of them: s.cache_write([{names}], ...)")
             return st
         if not tensor:
             raise ScheduleError("cache_write", None, "the list of tensors is empty",
@@ -385,7 +386,8 @@ class Schedule:
             bodies = [Reduce(red.combiner, sources, rest, cond, i) for i in range(n)]
         else:
             bodies = [x if cond is None else select(cond, x, ident) for x, ident in zip(sources, red.combiner.identity)]
-        factored = ComputeOp(self._unique_name(f"{st.name}.rf"), tuple(f_axes), bodies[0], more_bodies=tuple(bodies[1:]))
+        factored = ComputeOp(self._unique_name(f"{st.name}.rf"), tuple(f_axes), bodies[0],
+                             more_bodies=tuple(bodies[1:]))
         rv = IterVar(Var(axis.name), Range(0, ext[axis]), REDUCE)
         idx = [a.var for a in op.axis]
         idx.insert(factor_axis, rv.var)

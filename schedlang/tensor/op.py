@@ -214,7 +214,7 @@ class TensorRead(Expr):
 
 
 def _check_shape(shape, what: str) -> Tuple[int, ...]:
-    if isinstance(shape, int):
+    if isinstance(shape, (int, float)):
         shape = (shape,)
     if not isinstance(shape, (tuple, list)):
         raise TypeError(f"{what}: shape must be a tuple of ints, got {shape!r}")

@@ -123,7 +123,8 @@ class Reducer:
         for what, values in (("combines values into", result), ("has identity", identity)):
             if len(values) != len(dts):
                 raise TypeError(f"reducer '{self.name}' {what} {len(values)} value(s) but reduces {len(dts)} "
-                                f"({', '.join(map(str, dts))}); fcombine and fidentity must return one value per source")
+                                f"({', '.join(map(str, dts))}); fcombine and fidentity must return one value "
+                                "per source")
         result = tuple(as_expr(r, dt) for r, dt in zip(result, dts))
         for r, dt in zip(result, dts):
             if r.dtype != dt:

@@ -52,6 +52,7 @@ def test_integral_float_extent_as_in_tvm_gemm_tutorial():
     B = sl.placeholder((K, N), name="B")
     packedB = sl.compute((N / bn, K, bn), lambda x, y, z: B[y, x * bn + z], name="packedB")
     assert tuple(packedB.shape) == (4, 8, 16)
+    assert sl.placeholder(N / bn, name="v").shape == (4,)
     s = sl.create_schedule(packedB.op)
     b = np.random.rand(K, N).astype("float32")
     out = np.zeros(packedB.shape, dtype=packedB.dtype)
