@@ -57,6 +57,11 @@ def fold_binary(op: str, a: Const, b: Const) -> Optional[Const]:
         if y == 0:
             return None
         value = x // y if op != "floormod" else x % y
+    elif op in ("truncdiv", "truncmod"):
+        if y == 0:
+            return None
+        q = abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1)   # C: rounds toward zero
+        value = q if op == "truncdiv" else x - q * y
     elif op in _FOLD:
         if op in ("shl", "shr") and not 0 <= y < dt.bits:
             return None

@@ -59,6 +59,7 @@ class Program:
     plans: List[StagePlan]
     params: List[StagePlan]
     plan_of_op: Dict[Operation, StagePlan] = field(default_factory=dict)
+    param_outputs: List[int] = field(default_factory=list)   # per param: which output of its op
 
     def plan(self, name: str) -> StagePlan:
         for p in self.plans:
@@ -73,7 +74,7 @@ class Program:
 def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool) -> Program:
     """Freeze a schedule into plans; plain=True drops every loop transformation, annotation
     and compute_at (keeping inlining), which is what Loop IR shows."""
-    arg_stages = _arg_stages(schedule, args)
+    arg_stages, arg_outputs = _arg_stages(schedule, args)
     reachable = reachable_stages(schedule, [schedule[o] for o in schedule.outputs] + arg_stages)
     plans: Dict[int, StagePlan] = {}
     for st in schedule.stages:
@@ -96,7 +97,7 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
     ordered = [plans[id(st)] for st in schedule.stages if id(st) in plans]
     params = [plans[id(st)] for st in arg_stages]
     _check_args(ordered, params, schedule)
-    program = Program(name or _default_name(schedule), ordered, params, plan_of_op)
+    program = Program(name or _default_name(schedule), ordered, params, plan_of_op, arg_outputs)
     return inline_stages(program)
 
 
@@ -107,7 +108,7 @@ def _roots(op) -> List[IterVar]:
 def _arg_stages(schedule, args):
     if not isinstance(args, (list, tuple)) or not args:
         raise TypeError("args must be a non-empty list of the tensors the function takes, e.g. [A, B, C]")
-    stages = []
+    stages, outputs = [], []
     for a in args:
         if not isinstance(a, Tensor):
             raise TypeError(f"args must be tensors (placeholders and outputs), got {a!r}")
@@ -115,10 +116,11 @@ def _arg_stages(schedule, args):
             st = schedule[a]
         except ScheduleError:
             raise ValueError(f"argument '{a.name}' is not part of the scheduled program") from None
-        if any(st is s for s in stages):
+        if any(st is s and a.value_index == i for s, i in zip(stages, outputs)):
             raise ValueError(f"argument '{a.name}' is listed twice")
         stages.append(st)
-    return stages
+        outputs.append(a.value_index)
+    return stages, outputs
 
 
 def reachable_stages(schedule, roots):
@@ -170,18 +172,19 @@ def inline_stages(program: Program) -> Program:
                 src = program.plan_of_op[node.tensor.op]
                 if src.attach_type == "inline":
                     op = bodies[src.name]
-                    k = (src.name, key(node.indices))
+                    k = (src.name, node.tensor.value_index, key(node.indices))
                     if k not in substituted:
-                        substituted[k] = substitute(op.body, {a.var: i for a, i in zip(op.axis, node.indices)})
+                        body = op.bodies[node.tensor.value_index]
+                        substituted[k] = substitute(body, {a.var: i for a, i in zip(op.axis, node.indices)})
                     return substituted[k]
             return node
         return rewrite_post_order(e, post)
 
     for p in program.plans:
         if isinstance(p.op, ComputeOp):
-            body = inline(p.op.body)
-            if body is not p.op.body:
-                p = replace(p, op=ComputeOp(p.op.name, p.op.axis, body, p.op.tag, p.op.attrs))
+            new_bodies = [inline(b) for b in p.op.bodies]
+            if any(b is not old for b, old in zip(new_bodies, p.op.bodies)):
+                p = replace(p, op=p.op.with_bodies(new_bodies))
         if p.attach_type == "inline":
             bodies[p.name] = p.op
         else:
@@ -194,4 +197,4 @@ def inline_stages(program: Program) -> Program:
     for p in plans:
         plan_of_op[p.op] = p
     params = [new_by_name[p.name] for p in program.params]
-    return Program(program.name, plans, params, plan_of_op)
+    return Program(program.name, plans, params, plan_of_op, program.param_outputs)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import List, Sequence
 
+from ..expr.printer import expr_str
 from .classify import classify
 from .graph import post_order
 from .op import ComputeOp, Operation, PlaceholderOp
@@ -10,7 +11,24 @@ from .reduce import BUILTIN_REDUCERS, Reduce
 
 
 def type_str(op: Operation) -> str:
-    return f"({', '.join(map(str, op.shape))}) {op.dtype.short}"
+    dts = [op.output_dtype(i).short for i in range(op.num_outputs)]
+    return f"({', '.join(map(str, op.shape))}) {', '.join(dts)}"
+
+
+def _rhs(op: ComputeOp) -> str:
+    """The right-hand side of a compute: its body, or for several outputs the tuple of
+    bodies (one tuple reduction prints once, without the value index)."""
+    if op.num_outputs == 1:
+        return str(op.body)
+    if isinstance(op.body, Reduce):
+        return op.body.format(expr_str, with_index=False)
+    return "(" + ", ".join(str(b) for b in op.bodies) + ")"
+
+
+def _lhs(op: ComputeOp) -> str:
+    index = ", ".join(a.name for a in op.axis)
+    names = [op.output(i).name for i in range(op.num_outputs)]
+    return ", ".join(f"{n}[{index}]" for n in names)
 
 
 def print_tensor_ir(outputs: Sequence[Operation], ops: Sequence[Operation] = None) -> str:
@@ -29,8 +47,8 @@ def print_tensor_ir(outputs: Sequence[Operation], ops: Sequence[Operation] = Non
     for op in ops:
         if not isinstance(op, ComputeOp):
             continue
-        text = str(op.body)
-        lhs = f"{op.name}[{', '.join(a.name for a in op.axis)}]"
+        text = _rhs(op)
+        lhs = _lhs(op)
         note = classify(op)
         if op.reduce_axis:
             note += " over " + ", ".join(f"{a.name} in {a.dom}" for a in op.reduce_axis)

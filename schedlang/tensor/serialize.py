@@ -8,7 +8,8 @@ Format (version 1, keys sorted, no spaces):
     {"version": 1,
      "vars":      [{"name": "i", "dtype": "int32"}, ...],
      "iter_vars": [{"var": 0, "min": 0, "extent": 16, "kind": "data_par", "thread_tag": ""}, ...],
-     "reducers":  [{"name": "sum", "lhs": 3, "rhs": 4, "result": EXPR, "identity": EXPR}, ...],
+     "reducers":  [{"name": "sum", "lhs": [3], "rhs": [4], "result": [EXPR], "identity": [EXPR]}, ...],
+                  # one entry per value a (tuple) reducer carries
      "ops":       [{"kind": "placeholder", ...}, {"kind": "compute", ...}, ...],  # producers first
      "shared":    [EXPR, ...],     # subexpressions used more than once
      "outputs":   [[op, value_index], ...]}
@@ -125,6 +126,7 @@ CODECS: Dict[str, Codec] = {
     "shape": (lambda enc, v: [_encode_index(enc, x) for x in v],
               lambda dec, v: tuple(_decode_index(dec, x) for x in v)),
     "var": (lambda enc, v: enc.var(v), lambda dec, v: dec.ref(dec.vars, v, "var")),
+    "vars": (lambda enc, v: [enc.var(x) for x in v], lambda dec, v: tuple(dec.ref(dec.vars, x, "var") for x in v)),
     "iter_vars": (lambda enc, v: [enc.iter_var(x) for x in v],
                   lambda dec, v: tuple(dec.ref(dec.iter_vars, x, "iter_var") for x in v)),
     "reducer": (lambda enc, v: enc.reducer(v), lambda dec, v: dec.ref(dec.reducers, v, "reducer")),
@@ -143,11 +145,11 @@ register_expr(Call, "call", (("name", "str"), ("args", "exprs"), ("dtype", "dtyp
 register_expr(Ramp, "ramp", (("base", "expr"), ("stride", "expr"), ("lanes", "int")))
 register_expr(Broadcast, "broadcast", (("value", "expr"), ("lanes", "int")))
 register_expr(TensorRead, "read", (("tensor", "tensor"), ("indices", "exprs")))
-register_expr(Reduce, "reduce", (("combiner", "reducer"), ("source", "expr"), ("axis", "iter_vars"),
-                                 ("condition", "opt_expr")))
+register_expr(Reduce, "reduce", (("combiner", "reducer"), ("source", "exprs"), ("axis", "iter_vars"),
+                                 ("condition", "opt_expr"), ("value_index", "int"), ("init", "exprs")))
 register_op(PlaceholderOp, "placeholder", (("name", "str"), ("shape", "shape"), ("dtype", "dtype")))
 register_op(ComputeOp, "compute", (("name", "str"), ("axis", "iter_vars"), ("body", "expr"), ("tag", "str"),
-                                   ("attrs", "attrs")))
+                                   ("attrs", "attrs"), ("more_bodies", "exprs")))
 
 
 def _check_covered(cls: Type, fields: Fields) -> None:
@@ -200,8 +202,8 @@ class _Encoder:
 
     def reducer(self, r: CommReducer) -> int:
         return self._number("reducers", r, lambda: {
-            "name": r.name, "lhs": self.var(r.lhs), "rhs": self.var(r.rhs),
-            "result": self.expr(r.result), "identity": self.expr(r.identity)})
+            "name": r.name, "lhs": CODECS["vars"][0](self, r.lhs), "rhs": CODECS["vars"][0](self, r.rhs),
+            "result": CODECS["exprs"][0](self, r.result), "identity": CODECS["exprs"][0](self, r.identity)})
 
     def op(self, op: Operation) -> int:
         entry = _OP_KINDS.get(type(op))
@@ -246,9 +248,9 @@ class _Decoder:
         for d in data["iter_vars"]:
             dom = Range(_decode_index(self, d["min"]), _decode_index(self, d["extent"]))
             self.iter_vars.append(IterVar(self.ref(self.vars, d["var"], "var"), dom, d["kind"], d["thread_tag"]))
-        self.reducers = [CommReducer(r["name"], self.ref(self.vars, r["lhs"], "var"),
-                                     self.ref(self.vars, r["rhs"], "var"), self.expr(r["result"]),
-                                     self.expr(r["identity"])) for r in data["reducers"]]
+        self.reducers = [CommReducer(r["name"], CODECS["vars"][1](self, r["lhs"]), CODECS["vars"][1](self, r["rhs"]),
+                                     CODECS["exprs"][1](self, r["result"]), CODECS["exprs"][1](self, r["identity"]))
+                         for r in data["reducers"]]
         self.ops: List[Operation] = []
         for d in data["ops"]:
             cls, fields = self._kind(_OP_BY_KIND, d, "operation")

@@ -46,9 +46,10 @@ class _Bounds:
         for p in self.program.plans:
             if p.is_input:
                 continue
-            for node in walk(p.op.body):
-                if isinstance(node, TensorRead) and self.program.producer(node) is plan:
-                    out.append((p, node))
+            for body in p.op.bodies:
+                for node in walk(body):
+                    if isinstance(node, TensorRead) and self.program.producer(node) is plan:
+                        out.append((p, node))
         return out
 
     def root_values(self, plan: StagePlan) -> Dict[Var, Expr]:
