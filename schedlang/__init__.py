@@ -13,6 +13,9 @@ from .tensor.intrin import (abs, all, any, ceil, cos, const, erf, exp, exp2, flo
                             power, prod, round, rsqrt, select, sigmoid, sin, sqrt, sum, tanh, trunc,
                             var, cast)
 from .tensor.reference import evaluate as reference  # noqa: F401
+from .tensor.scan import scan  # noqa: F401
+from .tensor.extern import call_packed, extern  # noqa: F401
+from .packed import get_global_func, register_func, remove_global_func  # noqa: F401
 
 __version__ = "0.1.0"
 from .schedule import Schedule, create_schedule  # noqa: F401,E402

@@ -23,7 +23,10 @@ from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.reduce import Reduce
 from .nodes import (BOUND, PARALLEL as K_PARALLEL, SERIAL, UNROLLED, VECTORIZED, Allocate, For, Func,
                     IfThen, StageNest, Stmt, Store, seq)
-from .plan import Program, StagePlan
+from .plan import Program, StagePlan, output_key
+from . import scan as scan_lowering
+from ..tensor.extern import ExternOp
+from ..tensor.scan import ScanOp
 from .names import unique_loop_names
 from .simplify import simplify_stmt
 
@@ -75,6 +78,12 @@ class _FuncBuilder:
             ndim = len(p.op.shape)
             attached_temp = not p.is_arg and p.attach_type == "at"
             self.offsets[p.name] = [m for m, _ in region[:ndim]] if attached_temp else [Const(0)] * ndim
+            if isinstance(p.op, ScanOp):
+                self.buffers.update(scan_lowering.scan_buffers(p, self.buffers[p.name]))
+        for p in program.plans:     # scan init/update/state stages share the scan's result buffers
+            if p.buffer_key is not None:
+                self.buffers[p.name] = self.buffers[p.buffer_key]
+                self.offsets[p.name] = [Const(0)] * len(p.op.shape)
         self.extents = {p.name: loop_extents(p, regions[p.name]) for p in program.plans if not p.is_input}
         # Every loop variable of the function with its range: the domain checks reason over
         # the loops of enclosing stages too.
@@ -94,12 +103,16 @@ class _FuncBuilder:
                 offs = self.offsets[src.name]
                 idx = tuple(i if (isinstance(o, Const) and o.value == 0) else binary("sub", i, o)
                             for i, o in zip(node.indices, offs))
-                return Load(self.buffers[src.name], idx)
+                return Load(self.buffers[output_key(src.name, node.tensor.value_index)], idx)
             return node
         return go(e)
 
     # -- one stage ----------------------------------------------------------------------
     def stage_nest(self, plan: StagePlan) -> Stmt:
+        if isinstance(plan.op, ScanOp):      # the scan loop; its cell is computed at it
+            return self.nest(plan, list(plan.leaves), seq(), [], attach=True)
+        if isinstance(plan.op, ExternOp):
+            return scan_lowering.extern_call(plan, self.program, self.buffers)
         op: ComputeOp = plan.op
         region = self.regions[plan.name]
         roots = plan.roots
@@ -193,7 +206,7 @@ class _FuncBuilder:
             if attach:
                 for child in reversed(self.children.get((plan.name, id(a)), [])):
                     body = Allocate(self.buffers[child.name], seq(self.stage_nest(child), body)) \
-                        if not child.is_arg else seq(self.stage_nest(child), body)
+                        if not child.is_arg and child.buffer_key is None else seq(self.stage_nest(child), body)
             ann = plan.annotation(a)
             kind = _KIND[ann.kind] if ann is not None else SERIAL
             body = For(a.var, ext[a], body, kind, ann.thread_tag if ann is not None else "", plan.pragmas_of(a))
@@ -203,10 +216,12 @@ class _FuncBuilder:
     def build(self) -> Func:
         roots = [p for p in self.program.plans if not p.is_input and p.attach_type == "root"]
         body = seq(*(StageNest(p.name, self.stage_nest(p)) for p in roots))
+        param_keys = self.program.param_keys()
         for p in reversed(roots):
-            if not p.is_arg:
-                body = Allocate(self.buffers[p.name], body)
-        params = tuple(self.buffers[p.name] for p in self.program.params)
+            for key in reversed(p.output_keys() if p.buffer_key is None else []):
+                if key not in param_keys:
+                    body = Allocate(self.buffers[key], body)
+        params = tuple(self.buffers[k] for k in param_keys)
         return unique_loop_names(Func(self.program.name, params, simplify_stmt(body)))
 
 

@@ -8,9 +8,13 @@ from ..tensor.op import Tensor
 from .build import build_func, full_region
 from .nodes import Func
 from .plan import snapshot
+from .scan import has_scan
 
 
 def lower_to_loop_ir(schedule, args: Sequence[Tensor], name: Optional[str] = None) -> Func:
     program = snapshot(schedule, args, name, plain=True)
     regions = {p.name: full_region(p) for p in program.plans if not p.is_input}
+    if has_scan(program):      # a scan's cell computes one step's region per iteration
+        from ..tile.bound import infer_regions
+        regions = infer_regions(program)
     return build_func(program, regions)

@@ -10,6 +10,7 @@ from ..expr.functor import map_children, substitute
 from ..expr.nodes import Expr
 from ..tensor.axis import IterVar
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
+from . import scan as scan_plans
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,6 +29,8 @@ class StagePlan:
     scope: str = "global"
     storage_aligns: Tuple[Tuple[int, Tuple[int, int]], ...] = ()
     is_arg: bool = False
+    buffer_key: Optional[str] = None     # scan init/update/state: the scan result's buffer it stores to / reads
+    scan_update: Optional[str] = None    # a scan update: the scan whose axis fixes its first axis
 
     @property
     def is_input(self) -> bool:
@@ -35,7 +38,11 @@ class StagePlan:
 
     @property
     def roots(self) -> List[IterVar]:
-        return list(self.op.axis) + list(self.op.reduce_axis) if isinstance(self.op, ComputeOp) else []
+        return list(self.op.root_axes)
+
+    def output_keys(self) -> List[str]:
+        """The names of the buffers this stage's outputs live in (several for a multi-state scan)."""
+        return [output_key(self.name, k) for k in range(self.op.num_outputs)]
 
     def annotation(self, ivar: IterVar):
         for a, ann in self.annotations:
@@ -58,6 +65,7 @@ class Program:
     plans: List[StagePlan]
     params: List[StagePlan]
     plan_of_op: Dict[Operation, StagePlan] = field(default_factory=dict)
+    param_outputs: Optional[List[int]] = None     # which output of each param's stage (default 0)
 
     def plan(self, name: str) -> StagePlan:
         for p in self.plans:
@@ -67,6 +75,15 @@ class Program:
 
     def producer(self, read: TensorRead) -> StagePlan:
         return self.plan_of_op[read.tensor.op]
+
+    def param_keys(self) -> List[str]:
+        outs = self.param_outputs or [0] * len(self.params)
+        return [p.buffer_key or output_key(p.name, k) for p, k in zip(self.params, outs)]
+
+
+def output_key(stage: str, index: int) -> str:
+    """The buffer name of output index of a stage: TVM's <name>.v<index> beyond the first."""
+    return stage if index == 0 else f"{stage}.v{index}"
 
 
 def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool) -> Program:
@@ -79,7 +96,11 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
         if id(st) not in reachable:
             continue
         is_arg = any(a is st for a in arg_stages)
-        if plain or st.attach_type == "inline":
+        scan = scan_plans.scan_attach(schedule, st) if plain else None
+        if scan is not None:      # a scan's cell runs inside the scan loop even without a schedule
+            plan = StagePlan(st.name, st.op, tuple(_roots(st.op)), attach_type="at", attach_stage=scan.name,
+                             attach_ivar=scan.op.scan_axis, scope=st.scope or "local", is_arg=is_arg)
+        elif plain or st.attach_type == "inline":
             plan = StagePlan(st.name, st.op, tuple(_roots(st.op)),
                              attach_type="inline" if st.attach_type == "inline" else "root",
                              scope=st.scope or "global", is_arg=is_arg)
@@ -90,17 +111,18 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
                 st.attach_type, st.attach_stage.name if st.attach_stage else None, st.attach_ivar,
                 st.scope or ("local" if st.attach_type == "at" else "global"),
                 tuple(sorted(st.storage_aligns.items())), is_arg)
-        plans[id(st)] = plan
+        plans[id(st)] = scan_plans.with_scan_roles(schedule, st, plan)
     plan_of_op = {op: plans[id(st)] for op, st in schedule._by_op.items() if id(st) in plans}
     ordered = [plans[id(st)] for st in schedule.stages if id(st) in plans]
     params = [plans[id(st)] for st in arg_stages]
     _check_args(ordered, params, schedule)
-    program = Program(name or _default_name(schedule), ordered, params, plan_of_op)
+    program = Program(name or _default_name(schedule), ordered, params, plan_of_op,
+                      [a.value_index for a in args])
     return inline_stages(program)
 
 
 def _roots(op) -> List[IterVar]:
-    return list(op.axis) + list(op.reduce_axis) if isinstance(op, ComputeOp) else []
+    return list(op.root_axes)
 
 
 def _arg_stages(schedule, args):
@@ -114,7 +136,7 @@ def _arg_stages(schedule, args):
             st = schedule[a]
         except ScheduleError:
             raise ValueError(f"argument '{a.name}' is not part of the scheduled program") from None
-        if any(st is s for s in stages):
+        if any(st is s and a.value_index == b.value_index for s, b in zip(stages, args)):
             raise ValueError(f"argument '{a.name}' is listed twice")
         stages.append(st)
     return stages
@@ -135,7 +157,7 @@ def reachable_stages(schedule, roots):
 def _check_args(plans: List[StagePlan], params: List[StagePlan], schedule) -> None:
     param_names = {p.name for p in params}
     for p in plans:
-        if p.is_input and p.name not in param_names:
+        if p.is_input and p.buffer_key is None and p.name not in param_names:
             raise ValueError(f"input '{p.name}' is read by the program but missing from the argument list "
                              f"({', '.join(sorted(param_names))})")
     for op in schedule.outputs:
@@ -146,7 +168,7 @@ def _check_args(plans: List[StagePlan], params: List[StagePlan], schedule) -> No
         if p.attach_type == "inline":
             raise ScheduleError("compute_inline", p.name, "is inlined but also a function argument, which must "
                                 "be stored", hint="remove it from the arguments or compute_root() it")
-        if not p.is_input and p.attach_type == "at":
+        if not p.is_input and p.attach_type == "at" and p.buffer_key is None:
             raise ScheduleError("compute_at", p.name, "is a function argument and must be computed whole, at the root",
                                 hint="cache_write it and compute_at the cache stage instead")
 
@@ -189,4 +211,4 @@ def inline_stages(program: Program) -> Program:
     for p in plans:
         plan_of_op[p.op] = p
     params = [new_by_name[p.name] for p in program.params]
-    return Program(program.name, plans, params, plan_of_op)
+    return Program(program.name, plans, params, plan_of_op, program.param_outputs)

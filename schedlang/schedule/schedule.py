@@ -11,7 +11,7 @@ from ..tensor.axis import DATA_PAR, REDUCE, IterVar, Range
 from ..tensor.graph import post_order
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
 from ..tensor.reduce import Reduce
-from . import steps as steps_mod
+from . import scan as scan_rules, steps as steps_mod
 from .relations import SplitRel, pass_up_values
 from .stage import Stage
 
@@ -65,6 +65,7 @@ class Schedule:
         self.outputs = [self._by_op[o].op for o in self._user_outputs]
         for o in self._user_outputs:
             self._by_op[o].is_output = True
+        scan_rules.attach_cells(self)
 
     @staticmethod
     def _unique_ops(ops: Sequence[Operation]) -> Dict[Operation, Operation]:
@@ -80,6 +81,10 @@ class Schedule:
             reads = {old: new.output(0) for old, new in mapping.items() if new is not old}
             if isinstance(op, PlaceholderOp):
                 new = op if name == op.name else PlaceholderOp(name, op.shape, op.dtype)
+            elif not isinstance(op, ComputeOp):     # scan, extern: rebuilt over the renamed inputs
+                changed = name != op.name or any(t.op in reads for t in op.input_tensors) \
+                    or any(t.op in reads for t in getattr(op, "state_placeholder", ()))
+                new = op.replace_inputs(reads, name) if changed else op
             else:
                 body = replace_reads(op.body, reads)
                 new = op if name == op.name and body is op.body else ComputeOp(name, op.axis, body, op.tag, op.attrs)
@@ -113,7 +118,7 @@ class Schedule:
 
     def inputs_of(self, stage: Stage) -> List[Stage]:
         """The stages whose results this stage reads."""
-        if not isinstance(stage.op, ComputeOp):
+        if isinstance(stage.op, PlaceholderOp):
             return []
         out: List[Stage] = []
         for t in stage.op.input_tensors:

@@ -26,6 +26,14 @@ class Operation:
     def num_outputs(self) -> int:
         return 1
 
+    root_axes: Tuple[IterVar, ...] = ()    # the axes a stage of this operation starts with
+
+    def output_shape(self, index: int) -> Tuple[int, ...]:
+        return self.shape
+
+    def output_dtype(self, index: int) -> DType:
+        return self.dtype
+
 
 @dataclass(frozen=True, eq=False)
 class PlaceholderOp(Operation):
@@ -63,6 +71,10 @@ class ComputeOp(Operation):
         return tuple(a.dom.extent for a in self.axis)
 
     @property
+    def root_axes(self) -> Tuple[IterVar, ...]:
+        return tuple(self.axis) + tuple(self.reduce_axis)
+
+    @property
     def dtype(self) -> DType:
         return self.body.dtype
 
@@ -84,15 +96,15 @@ class Tensor:
 
     @property
     def shape(self) -> Tuple[int, ...]:
-        return self.op.shape
+        return self.op.output_shape(self.value_index)
 
     @property
     def dtype(self) -> DType:
-        return self.op.dtype
+        return self.op.output_dtype(self.value_index)
 
     @property
     def name(self) -> str:
-        return self.op.name
+        return self.op.name if self.value_index == 0 else f"{self.op.name}.v{self.value_index}"
 
     @property
     def ndim(self) -> int:

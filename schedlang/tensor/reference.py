@@ -15,7 +15,9 @@ from ..dtypes import DType
 from ..expr.nodes import (Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var)
 from .graph import post_order
 from .op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
+from .extern import ExternBuffer, ExternOp
 from .reduce import Reduce
+from .scan import ScanOp
 
 _CHUNK_ELEMENTS = 1 << 22   # bounds the memory of one broadcast evaluation
 
@@ -32,13 +34,75 @@ def evaluate(outputs: Sequence[Tensor], feed: Mapping[Tensor, np.ndarray]) -> Li
         if tuple(array.shape) != tuple(tensor.shape):
             raise ValueError(f"reference: input '{tensor.name}' expects shape {tensor.shape}, got {array.shape}")
         values[tensor.op] = array.astype(tensor.dtype.numpy, copy=False)
+    scans = [op for op in post_order([t.op for t in outputs]) if isinstance(op, ScanOp)]
+    cells = {c for op in scans for c in _cell_ops(op)}      # evaluated step by step by their scan
+    cells |= {t.op for op in scans for t in op.state_placeholder}
     for op in post_order([t.op for t in outputs]):
-        if op in values:
+        if op in values or op in cells:
             continue
         if isinstance(op, PlaceholderOp):
             raise ValueError(f"reference: no value given for input '{op.name}'")
-        values[op] = _evaluate_op(op, values)
-    return [values[t.op] for t in outputs]
+        if isinstance(op, ScanOp):
+            values[op] = _evaluate_scan(op, values)
+        elif isinstance(op, ExternOp):
+            values[op] = _evaluate_extern(op, values)
+        else:
+            values[op] = _evaluate_op(op, values)
+    return [_value_of(values, t) for t in outputs]
+
+
+def _value_of(values, tensor: Tensor) -> np.ndarray:
+    data = values[tensor.op]
+    return data[tensor.value_index] if isinstance(tensor.op, ScanOp) else data
+
+
+def _cell_ops(op: ScanOp) -> List[Operation]:
+    """The computes a scan evaluates per step: those its updates reach without passing a
+    state placeholder or one of its inputs (producers first)."""
+    stop = {t.op for t in op.state_placeholder} | {t.op for t in op.inputs}
+    found: Dict[Operation, None] = {}
+    stack = [t.op for t in op.update]
+    while stack:
+        x = stack.pop()
+        if x in stop or x in found or not isinstance(x, ComputeOp):
+            continue
+        found[x] = None
+        stack.extend(t.op for t in x.input_tensors)
+    return [x for x in post_order([t.op for t in op.update]) if x in found]
+
+
+def _evaluate_scan(op: ScanOp, values) -> tuple:
+    """Rows below the scan axis from the inits, then one step at a time: every cell compute
+    at row t (its first axis), in dataflow order, reading the states' rows so far."""
+    states = []
+    for init, state in zip(op.init, op.state_placeholder):
+        array = np.zeros(state.shape, dtype=state.dtype.numpy)
+        array[:init.shape[0]] = values[init.op]
+        values[state.op] = array
+        states.append(array)
+    cells = _cell_ops(op)
+    for c in cells:
+        values[c] = np.zeros(c.shape, dtype=c.dtype.numpy)
+    for t in range(op.init_rows, op.shape[0]):
+        for c in cells:
+            values[c][t:t + 1] = _evaluate_rows(c, values, t, t + 1)
+        for update, array in zip(op.update, states):
+            array[t] = values[update.op][t]
+    return tuple(states)
+
+
+def _evaluate_extern(op: ExternOp, values) -> np.ndarray:
+    """Call the registered function on copies of the inputs and a fresh output."""
+    from ..packed import get_global_func
+    out = np.zeros(op.shape, dtype=op.dtype.numpy)
+    args = []
+    for a in op.body.args:
+        if isinstance(a, ExternBuffer):
+            args.append(out if a.role == "out" else np.array(_value_of(values, op.inputs[a.index])))
+        else:
+            args.append(a)
+    get_global_func(op.body.func)(*args)
+    return out
 
 
 def _evaluate_op(op: ComputeOp, values) -> np.ndarray:
@@ -160,7 +224,7 @@ class _Evaluator:
         return np.asarray(_CALLS[e.name](*args)).astype(_compute_dtype(e.dtype), copy=False)
 
     def eval_TensorRead(self, e: TensorRead):
-        data = self.values[e.tensor.op]
+        data = _value_of(self.values, e.tensor)
         index = []
         for d, i in enumerate(e.indices):
             i = np.asarray(self.eval(i)).astype(np.int64)

@@ -11,6 +11,7 @@ from ...kernel.nodes import KernelModule
 from ..target import Target
 from .codegen import render_llvm, symbol
 from .jit import CompiledModule, triple_and_layout
+from .packed import raise_pending
 from .runtime import openmp_library
 
 
@@ -69,6 +70,7 @@ class LLVMModule:
     def __call__(self, *arrays) -> None:
         argv = self._argv_type(*self._pointers(arrays))
         self._fn(argv)
+        raise_pending()       # an exception of a registered function the code called
         if self.target.bounds_check:
             self._raise_out_of_bounds()
 
@@ -85,11 +87,13 @@ class LLVMModule:
         """Best mean seconds per call over `repeat` runs of `number` calls (after one warm-up)."""
         argv = self._argv_type(*self._pointers(arrays))
         self._fn(argv)
+        raise_pending()
         best = float("inf")
         for _ in range(repeat):
             start = time.perf_counter()
             for _ in range(number):
                 self._fn(argv)
+            raise_pending()
             best = min(best, (time.perf_counter() - start) / number)
         return best
 

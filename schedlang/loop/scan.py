@@ -1,0 +1,79 @@
+"""Lowering of scan and extern stages into loop nests.
+
+A scan owns the buffers of its results. Its init stages and update stages store into
+them and reads of its state placeholders load from them (StagePlan.buffer_key); the
+scan stage itself is one serial loop over the scan axis, with its cell's stages (the
+update last) computed at that loop. An extern stage lowers to one CallPacked statement
+over whole buffers.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Dict, List
+
+from ..errors import ScheduleError
+from ..expr.nodes import Buffer
+from ..schedule import scan as scan_rules
+from ..tensor.extern import ExternBuffer, ExternOp
+from ..tensor.scan import ScanOp
+from .nodes import CallPacked
+
+
+def scan_attach(schedule, stage):
+    """The scan stage whose loop computes stage (part of its cell), or None."""
+    return scan_rules.scan_of(stage)
+
+
+def with_scan_roles(schedule, stage, plan):
+    """plan, with the buffer it shares with a scan's result and its update role."""
+    for st in schedule.stages:
+        op = st.op
+        if not isinstance(op, ScanOp):
+            continue
+        for k in range(op.num_outputs):
+            key = output_key(st.name, k)
+            if schedule[op.update[k].op] is stage:
+                return replace(plan, buffer_key=key, scan_update=st.name)
+            if schedule[op.init[k].op] is stage or schedule[op.state_placeholder[k].op] is stage:
+                return replace(plan, buffer_key=key)
+    return plan
+
+
+def output_key(stage: str, index: int) -> str:
+    from .plan import output_key as key
+    return key(stage, index)
+
+
+def has_scan(program) -> bool:
+    return any(isinstance(p.op, ScanOp) for p in program.plans)
+
+
+def scan_buffers(plan, first: Buffer) -> Dict[str, Buffer]:
+    """Every result buffer of a scan stage by name (the first is the stage's own)."""
+    op: ScanOp = plan.op
+    out = {plan.name: first}
+    for k in range(1, op.num_outputs):
+        key = output_key(plan.name, k)
+        out[key] = Buffer(key, tuple(op.output_shape(k)), op.output_dtype(k), first.scope)
+    return out
+
+
+def extern_call(plan, program, buffers: Dict[str, Buffer]) -> CallPacked:
+    """The statement of an extern stage: its call with buffer handles resolved to buffers."""
+    op: ExternOp = plan.op
+    args: List[object] = []
+    for a in op.body.args:
+        if not isinstance(a, ExternBuffer):
+            args.append(a)
+            continue
+        if a.role == "out":
+            args.append(buffers[plan.name])
+            continue
+        tensor = op.inputs[a.index]
+        src = program.plan_of_op.get(tensor.op)
+        if src is None or src.attach_type != "root" and not src.is_input:
+            raise ScheduleError("extern", plan.name, f"input '{tensor.name}' is inlined or computed at a loop, but "
+                                "the extern call needs the whole tensor in a buffer",
+                                hint=f"compute_root() '{tensor.name}'")
+        args.append(buffers[src.buffer_key or output_key(src.name, tensor.value_index)])
+    return CallPacked(op.body.func, tuple(args))
