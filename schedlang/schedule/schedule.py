@@ -165,6 +165,8 @@ class Schedule:
 
         def state(stage_name: str):
             st = fresh[stage_name]
+            if not isinstance(st.op, ComputeOp):      # a scan's axis prints as s[...].axis(name)
+                return [], []
             return [a.name for a in st.op.axis], [a.name for a in st.op.reduce_axis]
 
         names = steps_mod.PythonNames(state, lambda stage_name: [a.name for a in fresh[stage_name].all_iter_vars])

@@ -86,6 +86,32 @@ def _as_list(x, what: str) -> List[Tensor]:
     return items
 
 
+def _check_cell(name: str, updates, states, inputs) -> None:
+    """The cell (what the updates compute from the states) may hold only computes: an
+    extern or nested scan stage cannot run per step."""
+    stop = {t.op for t in inputs}
+    state_ops = {t.op for t in states}
+
+    def reads_state(op, seen) -> bool:
+        if op in state_ops:
+            return True
+        if op in seen:
+            return False
+        seen.add(op)
+        return any(reads_state(t.op, seen) for t in op.input_tensors)
+
+    stack, seen = [t.op for t in updates], set()
+    while stack:
+        op = stack.pop()
+        if op in seen or op in stop or isinstance(op, PlaceholderOp):
+            continue
+        seen.add(op)
+        if not isinstance(op, ComputeOp) and reads_state(op, set()):
+            raise ValueError(f"scan '{name}': stage '{op.name}' ({type(op).__name__}) reads the scan's state; "
+                             "only computes can be part of a scan cell")
+        stack.extend(t.op for t in op.input_tensors)
+
+
 def scan(init, update, state_placeholder, inputs=None, name: str = "scan", tag: str = "", attrs=None):
     """A recurrence over axis 0 (TVM's te.scan): one tensor, or a list for several states."""
     many = isinstance(update, (list, tuple))
@@ -111,6 +137,7 @@ def scan(init, update, state_placeholder, inputs=None, name: str = "scan", tag: 
             raise TypeError(f"{which}: init ({i.dtype}), update ({u.dtype}) and state ({s.dtype}) dtypes differ")
         if i.shape[0] != inits[0].shape[0] or s.shape[0] != states[0].shape[0]:
             raise ValueError(f"scan '{name}': every state must have the same number of rows and init rows")
+    _check_cell(name, updates, states, ins)
     rows, first = states[0].shape[0], inits[0].shape[0]
     if first >= rows:
         raise ValueError(f"scan '{name}': init has {first} rows, the state {rows}; nothing is left to scan")
