@@ -92,11 +92,12 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
     arg_stages = _arg_stages(schedule, args)
     reachable = reachable_stages(schedule, [schedule[o] for o in schedule.outputs] + arg_stages)
     plans: Dict[int, StagePlan] = {}
+    roles = scan_plans.ScanRoles(schedule)
     for st in schedule.stages:
         if id(st) not in reachable:
             continue
         is_arg = any(a is st for a in arg_stages)
-        scan = scan_plans.scan_attach(schedule, st) if plain else None
+        scan = roles.scan_attach(st) if plain else None
         if scan is not None:      # a scan's cell runs inside the scan loop even without a schedule
             plan = StagePlan(st.name, st.op, tuple(_roots(st.op)), attach_type="at", attach_stage=scan.name,
                              attach_ivar=scan.op.scan_axis, scope=st.scope or "local", is_arg=is_arg)
@@ -111,7 +112,7 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
                 st.attach_type, st.attach_stage.name if st.attach_stage else None, st.attach_ivar,
                 st.scope or ("local" if st.attach_type == "at" else "global"),
                 tuple(sorted(st.storage_aligns.items())), is_arg)
-        plans[id(st)] = scan_plans.with_scan_roles(schedule, st, plan)
+        plans[id(st)] = roles.with_roles(st, plan)
     plan_of_op = {op: plans[id(st)] for op, st in schedule._by_op.items() if id(st) in plans}
     ordered = [plans[id(st)] for st in schedule.stages if id(st) in plans]
     params = [plans[id(st)] for st in arg_stages]
@@ -165,6 +166,9 @@ def _check_args(plans: List[StagePlan], params: List[StagePlan], schedule) -> No
             raise ValueError(f"output '{schedule[op].name}' is not in the argument list; add it so the result "
                              "has somewhere to go")
     for p in params:
+        if p.buffer_key is not None:
+            raise ValueError(f"argument '{p.name}' is the state placeholder, init or update of a scan, which live in "
+                             f"the scan's result '{p.buffer_key}'; pass the scan's result instead")
         if p.attach_type == "inline":
             raise ScheduleError("compute_inline", p.name, "is inlined but also a function argument, which must "
                                 "be stored", hint="remove it from the arguments or compute_root() it")

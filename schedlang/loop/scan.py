@@ -19,24 +19,33 @@ from ..tensor.scan import ScanOp
 from .nodes import CallPacked
 
 
-def scan_attach(schedule, stage):
-    """The scan stage whose loop computes stage (part of its cell), or None."""
-    return scan_rules.scan_of(stage)
+class ScanRoles:
+    """What each stage of a schedule is to its scans, found once per lowering: the scan
+    whose loop computes it (its cell), and the scan result buffer it shares."""
 
+    def __init__(self, schedule):
+        self.cell_of: Dict[int, object] = {}
+        self.roles: Dict[int, dict] = {}
+        for st in schedule.stages:
+            op = st.op
+            if not isinstance(op, ScanOp):
+                continue
+            for cell in scan_rules.cell_stages(schedule, st):
+                self.cell_of[id(cell)] = st
+            for k in range(op.num_outputs):
+                key = output_key(st.name, k)
+                self.roles[id(schedule[op.update[k].op])] = dict(buffer_key=key, scan_update=st.name)
+                for t in (op.init[k], op.state_placeholder[k]):
+                    self.roles[id(schedule[t.op])] = dict(buffer_key=key)
 
-def with_scan_roles(schedule, stage, plan):
-    """plan, with the buffer it shares with a scan's result and its update role."""
-    for st in schedule.stages:
-        op = st.op
-        if not isinstance(op, ScanOp):
-            continue
-        for k in range(op.num_outputs):
-            key = output_key(st.name, k)
-            if schedule[op.update[k].op] is stage:
-                return replace(plan, buffer_key=key, scan_update=st.name)
-            if schedule[op.init[k].op] is stage or schedule[op.state_placeholder[k].op] is stage:
-                return replace(plan, buffer_key=key)
-    return plan
+    def scan_attach(self, stage):
+        """The scan stage whose loop computes stage (part of its cell), or None."""
+        return self.cell_of.get(id(stage))
+
+    def with_roles(self, stage, plan):
+        """plan, with the buffer it shares with a scan's result and its update role."""
+        role = self.roles.get(id(stage))
+        return replace(plan, **role) if role else plan
 
 
 def output_key(stage: str, index: int) -> str:

@@ -106,3 +106,21 @@ def check_placement(stage, primitive: str, parent=None, ivar=None) -> None:
                             "computed inside its scan loop", axis=getattr(ivar, "name", None),
                             hint=f"compute_at it at s['{owner.name}'].op.scan_axis or at a loop of another stage "
                                  "of the cell")
+
+
+def check_dataflow(primitive: str, stage, readers=()) -> None:
+    """cache_read/cache_write/rfactor rewrite a stage's operation: not supported for the
+    stages a scan lowers specially, nor for readers without an expression body."""
+    for st in stage.schedule.stages:
+        if isinstance(st.op, ScanOp) and any(stage.schedule[t.op] is stage for t in st.op.state_placeholder):
+            raise ScheduleError(primitive, stage.name, f"is a state placeholder of scan '{st.name}', which reads "
+                                "the scan's own result", hint="cache the scan's inputs or result instead")
+    owner = scan_of(stage)
+    if owner is not None or init_index(stage) is not None:
+        raise ScheduleError(primitive, stage.name, "is part of a scan (its init or cell); rewriting it is not "
+                            "supported", hint="schedule its loops with split/vectorize/parallel/compute_at instead")
+    for r in readers:
+        if isinstance(r.op, (ScanOp, ExternOp)):
+            kind = "a scan" if isinstance(r.op, ScanOp) else "an extern"
+            raise ScheduleError(primitive, stage.name, f"reader '{r.name}' is {kind} stage, which reads "
+                                "whole tensors, not a copy per element", hint="cache for compute readers only")

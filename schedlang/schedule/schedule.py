@@ -220,6 +220,7 @@ class Schedule:
         self._check_scope("cache_read", src, scope)
         readers = [readers] if not isinstance(readers, (list, tuple)) else list(readers)
         reader_stages = [self._stage_arg("cache_read", r) for r in readers]
+        scan_rules.check_dataflow("cache_read", src, reader_stages)
         if not reader_stages:
             raise ScheduleError("cache_read", src.name, "needs at least one reader stage",
                                 choices=[c.name for c in self._consumers(src)])
@@ -257,6 +258,7 @@ class Schedule:
         st = self._stage_arg("cache_write", tensor)
         self._check_scope("cache_write", st, scope)
         st._require_schedulable("cache_write")
+        scan_rules.check_dataflow("cache_write", st)
         if st.relations or st.annotations:
             raise ScheduleError("cache_write", st.name, f"the stage is already scheduled (loops: {st.loops_str()})",
                                 hint="call cache_write before splitting or annotating the stage")
@@ -288,6 +290,7 @@ class Schedule:
         loop `axis`; the original stage then reduces over those partials."""
         st = self._stage_arg("rfactor", tensor)
         st._require_schedulable("rfactor")
+        scan_rules.check_dataflow("rfactor", st)
         op = st.op
         if not isinstance(op.body, Reduce):
             raise ScheduleError("rfactor", st.name, "the stage is not a reduction", axis=getattr(axis, "name", None),

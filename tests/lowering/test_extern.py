@@ -150,6 +150,13 @@ def test_extern_stage_cannot_be_scheduled(registered):
         assert str(e.value).startswith(primitive + ":") and "extern stage" in str(e.value)
 
 
+def test_cache_read_for_an_extern_reader_is_refused(registered):
+    A, B, C, _ = matmul_extern(registered)
+    s = sl.create_schedule(C.op)
+    with pytest.raises(sl.ScheduleError, match="reader 'C' is an extern stage"):
+        s.cache_read(A, "local", [C])
+
+
 def test_extern_input_must_be_whole(registered):
     registered("test.extern.copy", lambda x, y: np.copyto(y, x))
     A = sl.placeholder((8,), name="A")

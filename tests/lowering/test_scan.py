@@ -242,3 +242,31 @@ def test_extern_cannot_be_part_of_a_cell():
     upd = sl.compute((m, n), lambda t, i: E[t - 1, i] + 1, name="upd")
     with pytest.raises(ValueError, match="stage 'E' \\(ExternOp\\) reads the scan's state"):
         sl.scan(init, upd, st)
+
+
+def test_inlined_cell_stage():
+    X, s1, s2, s_scan = two_stage_cell()
+    s = sl.create_schedule(s_scan.op)
+    s[s1].compute_inline()
+    assert "alloc s1" not in sl.lower(s, [X, s_scan])
+    feed, [(_, out)], _ = run(s, [X, s_scan])
+    np.testing.assert_allclose(out, numpy_two_stage(feed[X]), rtol=1e-4)
+
+
+def test_dataflow_primitives_on_scan_stages_are_refused():
+    X, s1, s2, s_scan = two_stage_cell()
+    s = sl.create_schedule(s_scan.op)
+    state = s_scan.op.state_placeholder[0]
+    with pytest.raises(sl.ScheduleError, match="state placeholder of scan"):
+        s.cache_read(state, "local", [s1])
+    with pytest.raises(sl.ScheduleError, match="part of a scan"):
+        s.cache_write(s2, "local")
+    with pytest.raises(sl.ScheduleError, match="part of a scan"):
+        s.cache_read(s2, "local", [s_scan])
+
+
+def test_state_placeholder_is_not_an_argument():
+    X, _, s_update, s_scan = cumsum()
+    s = sl.create_schedule(s_scan.op)
+    with pytest.raises(ValueError, match="pass the scan's result instead"):
+        sl.lower(s, [X, s_scan.op.state_placeholder[0], s_scan])
