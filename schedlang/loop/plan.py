@@ -11,6 +11,7 @@ from ..expr.nodes import Expr
 from ..tensor.axis import IterVar
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
 from . import scan as scan_plans
+from .scan import output_key
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,11 +82,6 @@ class Program:
         return [p.buffer_key or output_key(p.name, k) for p, k in zip(self.params, outs)]
 
 
-def output_key(stage: str, index: int) -> str:
-    """The buffer name of output index of a stage: TVM's <name>.v<index> beyond the first."""
-    return stage if index == 0 else f"{stage}.v{index}"
-
-
 def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool) -> Program:
     """Freeze a schedule into plans; plain=True drops every loop transformation, annotation
     and compute_at (keeping inlining), which is what Loop IR shows."""
@@ -97,7 +93,7 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
         if id(st) not in reachable:
             continue
         is_arg = any(a is st for a in arg_stages)
-        scan = roles.scan_attach(st) if plain else None
+        scan = roles.scan_attach(st) if plain and st.attach_type != "inline" else None
         if scan is not None:      # a scan's cell runs inside the scan loop even without a schedule
             plan = StagePlan(st.name, st.op, tuple(_roots(st.op)), attach_type="at", attach_stage=scan.name,
                              attach_ivar=scan.op.scan_axis, scope=st.scope or "local", is_arg=is_arg)

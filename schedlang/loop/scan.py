@@ -49,8 +49,8 @@ class ScanRoles:
 
 
 def output_key(stage: str, index: int) -> str:
-    from .plan import output_key as key
-    return key(stage, index)
+    """The buffer name of output index of a stage: TVM's <name>.v<index> beyond the first."""
+    return stage if index == 0 else f"{stage}.v{index}"
 
 
 def has_scan(program) -> bool:

@@ -11,7 +11,6 @@ from typing import List, Optional
 
 from ..errors import ScheduleError
 from ..tensor.extern import ExternOp
-from ..tensor.op import ComputeOp
 from ..tensor.scan import ScanOp
 
 SCAN_AXIS_HINT = ("the scan axis runs serially, each step reading what the step before wrote; schedule the "
@@ -20,18 +19,9 @@ SCAN_AXIS_HINT = ("the scan axis runs serially, each step reading what the step 
 
 
 def cell_stages(schedule, scan_stage) -> List:
-    """The stages computed per step of a scan: every compute the updates reach without
-    passing a state placeholder or one of the scan's inputs, the updates included."""
-    op: ScanOp = scan_stage.op
-    stop = {t.op for t in op.state_placeholder} | {t.op for t in op.inputs}
-    found, stack = [], [schedule[t.op] for t in op.update]
-    while stack:
-        st = stack.pop()
-        if st.op in stop or not isinstance(st.op, ComputeOp) or any(st is f for f in found):
-            continue
-        found.append(st)
-        stack.extend(schedule.inputs_of(st))
-    return [st for st in schedule.stages if any(st is f for f in found)]
+    """The stages computed per step of a scan (its cell, updates included), in stage order."""
+    cell = [schedule[op] for op in scan_stage.op.cell_ops()]
+    return [st for st in schedule.stages if any(st is c for c in cell)]
 
 
 def attach_cells(schedule) -> None:

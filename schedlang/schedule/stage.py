@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 from ..errors import ScheduleError
 from ..expr.nodes import Var
 from ..tensor.axis import IterVar, Range
-from ..tensor.op import ComputeOp, Operation, PlaceholderOp
+from ..tensor.op import Operation, PlaceholderOp
 from . import scan as scan_rules, steps
 from .relations import FuseRel, SplitRel, pass_down_extents
 from .annotate import Annotation, AnnotationPrimitives

@@ -35,7 +35,7 @@ def evaluate(outputs: Sequence[Tensor], feed: Mapping[Tensor, np.ndarray]) -> Li
             raise ValueError(f"reference: input '{tensor.name}' expects shape {tensor.shape}, got {array.shape}")
         values[tensor.op] = array.astype(tensor.dtype.numpy, copy=False)
     scans = [op for op in post_order([t.op for t in outputs]) if isinstance(op, ScanOp)]
-    cells = {c for op in scans for c in _cell_ops(op)}      # evaluated step by step by their scan
+    cells = {c for op in scans for c in op.cell_ops()}      # evaluated step by step by their scan
     cells |= {t.op for op in scans for t in op.state_placeholder}
     for op in post_order([t.op for t in outputs]):
         if op in values or op in cells:
@@ -56,21 +56,6 @@ def _value_of(values, tensor: Tensor) -> np.ndarray:
     return data[tensor.value_index] if isinstance(tensor.op, ScanOp) else data
 
 
-def _cell_ops(op: ScanOp) -> List[Operation]:
-    """The computes a scan evaluates per step: those its updates reach without passing a
-    state placeholder or one of its inputs (producers first)."""
-    stop = {t.op for t in op.state_placeholder} | {t.op for t in op.inputs}
-    found: Dict[Operation, None] = {}
-    stack = [t.op for t in op.update]
-    while stack:
-        x = stack.pop()
-        if x in stop or x in found or not isinstance(x, ComputeOp):
-            continue
-        found[x] = None
-        stack.extend(t.op for t in x.input_tensors)
-    return [x for x in post_order([t.op for t in op.update]) if x in found]
-
-
 def _evaluate_scan(op: ScanOp, values) -> tuple:
     """Rows below the scan axis from the inits, then one step at a time: every cell compute
     at row t (its first axis), in dataflow order, reading the states' rows so far."""
@@ -80,7 +65,7 @@ def _evaluate_scan(op: ScanOp, values) -> tuple:
         array[:init.shape[0]] = values[init.op]
         values[state.op] = array
         states.append(array)
-    cells = _cell_ops(op)
+    cells = op.cell_ops()
     for c in cells:
         values[c] = np.zeros(c.shape, dtype=c.dtype.numpy)
     for t in range(op.init_rows, op.shape[0]):

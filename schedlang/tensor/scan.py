@@ -12,11 +12,12 @@ form the scan's cell: they are evaluated per step, inside the scan loop.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 from ..dtypes import DType, int32
 from ..expr.nodes import Var
 from .axis import DATA_PAR, IterVar, Range
+from .graph import post_order
 from .op import ComputeOp, Operation, PlaceholderOp, Tensor
 
 
@@ -69,6 +70,28 @@ class ScanOp(Operation):
     @property
     def input_tensors(self) -> List[Tensor]:
         return list(self.init) + list(self.update)
+
+    def cell_ops(self) -> List[Operation]:
+        """The scan's cell, computed once per step (as TVM's scan group): the updates and
+        every compute on a path from a state placeholder or one of `inputs` to an update;
+        producers first."""
+        sources = {t.op for t in self.state_placeholder} | {t.op for t in self.inputs}
+        reaches: Dict[Operation, bool] = {}
+
+        def visit(op) -> bool:
+            if op in sources:
+                return True
+            if op not in reaches:
+                reaches[op] = False     # a cycle cannot occur; this only stops re-visits
+                reaches[op] = any([visit(t.op) for t in op.input_tensors])
+            return reaches[op]
+
+        for t in self.update:
+            visit(t.op)
+        updates = {t.op for t in self.update}
+        cell = [op for op, r in reaches.items() if isinstance(op, ComputeOp) and (r or op in updates)]
+        order = post_order([t.op for t in self.update])
+        return [op for op in order if op in cell]
 
     def replace_inputs(self, mapping, name: str) -> "ScanOp":
         """The same scan over renamed operations (mapping: old op -> new tensor)."""

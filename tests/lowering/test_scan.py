@@ -270,3 +270,26 @@ def test_state_placeholder_is_not_an_argument():
     s = sl.create_schedule(s_scan.op)
     with pytest.raises(ValueError, match="pass the scan's result instead"):
         sl.lower(s, [X, s_scan.op.state_placeholder[0], s_scan])
+
+
+def test_tvm_schedule_ops_scan_without_inputs():
+    """TVM's test_te_schedule_ops.test_schedule_scan: a compute that does not depend on the
+    state (nor on listed inputs) is outside the cell and computed once, before the scan."""
+    m, n = 5, 6
+    x = sl.compute((m, n), lambda i, j: sl.const(1, "float32"), name="x")
+    s_state = sl.placeholder((m, n))
+    s_init = sl.compute((1, n), lambda _, i: x[0, i])
+    s_update = sl.compute((m, n), lambda t, i: s_state[t - 1, i] + x[t, i])
+    res = sl.scan(s_init, s_update, s_state)
+    assert tuple(res.shape) == (m, n)
+    assert res.op.scan_axis.dom.min == 1
+    assert res.op.cell_ops() == [s_update.op]
+    s = sl.create_schedule(res.op)
+    assert s[x].attach_type == "root" and s[s_update].attach_type == "at"
+    _, [(_, out)], _ = run(s, [res])
+    np.testing.assert_allclose(out, np.cumsum(np.ones((m, n), "float32"), axis=0))
+
+
+def test_cell_is_what_lies_between_the_state_and_the_update():
+    X, s1, s2, s_scan = two_stage_cell()
+    assert s_scan.op.cell_ops() == [s1.op, s2.op]
