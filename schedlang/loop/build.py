@@ -78,8 +78,8 @@ class _FuncBuilder:
             ndim = len(p.op.shape)
             attached_temp = not p.is_arg and p.attach_type == "at"
             self.offsets[p.name] = [m for m, _ in region[:ndim]] if attached_temp else [Const(0)] * ndim
-            if isinstance(p.op, ScanOp):
-                self.buffers.update(scan_lowering.scan_buffers(p, self.buffers[p.name]))
+            if p.op.num_outputs > 1:
+                self.buffers.update(scan_lowering.output_buffers(p, self.buffers[p.name]))
         for p in program.plans:     # scan init/update/state stages share the scan's result buffers
             if p.buffer_key is not None:
                 self.buffers[p.name] = self.buffers[p.buffer_key]

@@ -57,9 +57,10 @@ def has_scan(program) -> bool:
     return any(isinstance(p.op, ScanOp) for p in program.plans)
 
 
-def scan_buffers(plan, first: Buffer) -> Dict[str, Buffer]:
-    """Every result buffer of a scan stage by name (the first is the stage's own)."""
-    op: ScanOp = plan.op
+def output_buffers(plan, first: Buffer) -> Dict[str, Buffer]:
+    """Every output buffer of a multi-output (scan, extern) stage by name; the first is the
+    stage's own."""
+    op = plan.op
     out = {plan.name: first}
     for k in range(1, op.num_outputs):
         key = output_key(plan.name, k)
@@ -76,7 +77,7 @@ def extern_call(plan, program, buffers: Dict[str, Buffer]) -> CallPacked:
             args.append(a)
             continue
         if a.role == "out":
-            args.append(buffers[plan.name])
+            args.append(buffers[output_key(plan.name, a.index)])
             continue
         tensor = op.inputs[a.index]
         src = program.plan_of_op.get(tensor.op)

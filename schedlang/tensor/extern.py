@@ -28,6 +28,11 @@ class ExternBuffer:
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def data(self) -> "ExternBuffer":
+        """TVM's buffer.data (the data pointer): the callback receives the same numpy view."""
+        return self
+
 
 Scalar = Union[bool, int, float]
 
@@ -59,12 +64,12 @@ def call_packed(func: str, *args) -> PackedCall:
 
 @dataclass(frozen=True, eq=False)
 class ExternOp(Operation):
-    """out = the result of a packed call on whole input buffers; it has no loops to schedule."""
+    """outputs = the results of a packed call on whole input buffers; no loops to schedule."""
 
     name: str
     inputs: Tuple[Tensor, ...]
-    shape: Tuple[int, ...]
-    dtype: DType
+    shapes: Tuple[Tuple[int, ...], ...]
+    dtypes: Tuple[DType, ...]
     body: PackedCall
     tag: str = ""
     attrs: Tuple[Tuple[str, object], ...] = ()
@@ -72,32 +77,57 @@ class ExternOp(Operation):
     __hash__ = object.__hash__
 
     @property
+    def num_outputs(self) -> int:
+        return len(self.shapes)
+
+    def output(self, index: int = 0) -> Tensor:
+        if not 0 <= index < self.num_outputs:
+            raise IndexError(f"extern '{self.name}' has {self.num_outputs} output(s); output({index}) does not exist")
+        return Tensor(self, index)
+
+    def output_shape(self, index: int) -> Tuple[int, ...]:
+        return self.shapes[index]
+
+    def output_dtype(self, index: int) -> DType:
+        return self.dtypes[index]
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return self.shapes[0]
+
+    @property
+    def dtype(self) -> DType:
+        return self.dtypes[0]
+
+    @property
     def input_tensors(self) -> List[Tensor]:
         return list(self.inputs)
 
     def replace_inputs(self, mapping, name: str) -> "ExternOp":
         ins = tuple(mapping[t.op].op.output(t.value_index) if t.op in mapping else t for t in self.inputs)
-        return ExternOp(name, ins, self.shape, self.dtype, self.body, self.tag, self.attrs)
+        return ExternOp(name, ins, self.shapes, self.dtypes, self.body, self.tag, self.attrs)
 
 
-def extern(shape, inputs, fcompute, name: str = "extern", dtype=None, tag: str = "", attrs=None) -> Tensor:
-    """A tensor computed by fcompute(ins, outs) -> call_packed(...), as TVM's te.extern
-    (one output)."""
-    if isinstance(shape, (list, tuple)) and shape and isinstance(shape[0], (list, tuple)):
-        if len(shape) != 1:
-            raise NotImplementedError(f"extern '{name}': only one output is supported, got {len(shape)} shapes")
-        shape = shape[0]
-    shape = _check_shape(shape, f"extern '{name}'")
+def extern(shape, inputs, fcompute, name: str = "extern", dtype=None, tag: str = "", attrs=None):
+    """Tensors computed by fcompute(ins, outs) -> call_packed(...), as TVM's te.extern: one
+    shape gives one tensor, a list of shapes a list of tensors (one dtype, or one each)."""
+    many = isinstance(shape, (list, tuple)) and bool(shape) and isinstance(shape[0], (list, tuple))
+    shapes = [_check_shape(s, f"extern '{name}'") for s in (shape if many else [shape])]
     inputs = list(inputs)
     for t in inputs:
         if not isinstance(t, Tensor):
             raise TypeError(f"extern '{name}': inputs must be tensors, got {t!r}")
-    if isinstance(dtype, (list, tuple)):
-        dtype = dtype[0]
-    out_dtype = parse_dtype(dtype) if dtype is not None else (inputs[0].dtype if inputs else parse_dtype("float32"))
+    if dtype is None:
+        dtype = inputs[0].dtype if inputs else "float32"
+    dtypes = [parse_dtype(d) for d in dtype] if isinstance(dtype, (list, tuple)) else [parse_dtype(dtype)] * len(shapes)
+    if len(dtypes) != len(shapes):
+        raise ValueError(f"extern '{name}': {len(shapes)} output shapes but {len(dtypes)} dtypes")
     ins = [ExternBuffer("in", k, t.name, tuple(t.shape), t.dtype) for k, t in enumerate(inputs)]
-    outs = [ExternBuffer("out", 0, name, shape, out_dtype)]
+    outs = [ExternBuffer("out", k, name if k == 0 else f"{name}.v{k}", s, d)
+            for k, (s, d) in enumerate(zip(shapes, dtypes))]
     body = fcompute(ins, outs)
     if not isinstance(body, PackedCall):
         raise TypeError(f"extern '{name}': fcompute must return sl.call_packed(...), got {body!r}")
-    return ExternOp(name, tuple(inputs), shape, out_dtype, body, tag, tuple(sorted((attrs or {}).items()))).output(0)
+    op = ExternOp(name, tuple(inputs), tuple(shapes), tuple(dtypes), body, tag, tuple(sorted((attrs or {}).items())))
+    results = [op.output(k) for k in range(op.num_outputs)]
+    return results if len(results) > 1 else results[0]

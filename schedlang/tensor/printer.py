@@ -49,9 +49,9 @@ def print_tensor_ir(outputs: Sequence[Operation], ops: Sequence[Operation] = Non
 
 def _scan_or_extern_line(op):
     """(text, note) of a scan (`s = scan(...)` over its axis) or an extern call."""
-    if isinstance(op, ExternOp):
-        return f"{op.name} = {op.body}", f"# {classify(op)} -> {type_str(op)}"
     lhs = ", ".join(op.output(k).name for k in range(op.num_outputs))
+    if isinstance(op, ExternOp):
+        return f"{lhs} = {op.body}", f"# {classify(op)} -> {type_str(op)}"
     names = lambda ts: ", ".join(t.name for t in ts)   # noqa: E731
     text = (f"{lhs} = scan(init=[{names(op.init)}], update=[{names(op.update)}], "
             f"state=[{names(op.state_placeholder)}])")

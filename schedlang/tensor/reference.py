@@ -53,7 +53,7 @@ def evaluate(outputs: Sequence[Tensor], feed: Mapping[Tensor, np.ndarray]) -> Li
 
 def _value_of(values, tensor: Tensor) -> np.ndarray:
     data = values[tensor.op]
-    return data[tensor.value_index] if isinstance(tensor.op, ScanOp) else data
+    return data[tensor.value_index] if isinstance(data, tuple) else data
 
 
 def _evaluate_scan(op: ScanOp, values) -> tuple:
@@ -76,18 +76,18 @@ def _evaluate_scan(op: ScanOp, values) -> tuple:
     return tuple(states)
 
 
-def _evaluate_extern(op: ExternOp, values) -> np.ndarray:
-    """Call the registered function on copies of the inputs and a fresh output."""
+def _evaluate_extern(op: ExternOp, values):
+    """Call the registered function on copies of the inputs and fresh outputs."""
     from ..packed import get_global_func
-    out = np.zeros(op.shape, dtype=op.dtype.numpy)
+    outs = [np.zeros(op.output_shape(k), dtype=op.output_dtype(k).numpy) for k in range(op.num_outputs)]
     args = []
     for a in op.body.args:
         if isinstance(a, ExternBuffer):
-            args.append(out if a.role == "out" else np.array(_value_of(values, op.inputs[a.index])))
+            args.append(outs[a.index] if a.role == "out" else np.array(_value_of(values, op.inputs[a.index])))
         else:
             args.append(a)
     get_global_func(op.body.func)(*args)
-    return out
+    return outs[0] if op.num_outputs == 1 else tuple(outs)
 
 
 def _evaluate_op(op: ComputeOp, values) -> np.ndarray:

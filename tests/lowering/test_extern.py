@@ -181,3 +181,23 @@ def test_call_packed_argument_checks():
         sl.extern((4,), [A], lambda ins, outs: None)
     with pytest.raises(TypeError, match="constant int/float/bool"):
         sl.extern((4,), [A], lambda ins, outs: sl.call_packed("f", ins[0], "text"))
+
+
+def test_multi_output_extern_tvm_style(registered):
+    """TVM's test_extern_multi_out: two outputs, handles passed as .data, a scalar."""
+    m = 10
+    registered("test.extern.myadd", lambda a, b, out0, out1, n: (np.add(a, b, out=out0),
+                                                                  np.subtract(a, b, out=out1)))
+    A = sl.placeholder((m,), name="A")
+    B = sl.compute((m,), lambda i: A[i] * 10, name="B")
+    res = sl.extern([A.shape, A.shape], [A, B], lambda ins, outs: sl.call_packed(
+        "test.extern.myadd", ins[0].data, ins[1].data, outs[0].data, outs[1].data, m), name="E")
+    assert len(res) == 2 and res[1].value_index == 1 and res[1].name == "E.v1"
+    C = sl.compute((m,), lambda i: res[0][i] * res[1][i], name="C")
+    s = sl.create_schedule(C.op)
+    feed, [(_, c)], _ = run(s, [A, C])
+    a = feed[A]
+    np.testing.assert_allclose(c, (a + 10 * a) * (a - 10 * a), rtol=1e-5)
+    assert_matches_reference(s, [A, C])
+    feed, outs, _ = run(sl.create_schedule(res[0].op), [A, res[0], res[1]])
+    np.testing.assert_allclose(outs[1][1], feed[A] - 10 * feed[A], rtol=1e-5)
