@@ -201,3 +201,35 @@ def test_multi_output_extern_tvm_style(registered):
     assert_matches_reference(s, [A, C])
     feed, outs, _ = run(sl.create_schedule(res[0].op), [A, res[0], res[1]])
     np.testing.assert_allclose(outs[1][1], feed[A] - 10 * feed[A], rtol=1e-5)
+
+
+def test_callback_errors_stay_with_the_calling_thread(registered):
+    import threading
+
+    def maybe_fail(x, y):
+        if x[0] < 0:
+            raise ValueError("negative input")
+        np.copyto(y, x)
+
+    registered("test.extern.maybe_fail", maybe_fail)
+    A = sl.placeholder((4,), name="A")
+    B = sl.extern(A.shape, [A], lambda ins, outs: sl.call_packed("test.extern.maybe_fail", ins[0], outs[0]), name="B")
+    f = sl.build(sl.create_schedule(B.op), [A, B])
+    results = {}
+
+    def call(key, value):
+        a, b = np.full(4, value, "float32"), np.zeros(4, "float32")
+        try:
+            for _ in range(20):
+                f(a, b)
+            results[key] = b.copy()
+        except ValueError as e:
+            results[key] = e
+
+    threads = [threading.Thread(target=call, args=(k, v)) for k, v in (("bad", -1.0), ("good", 2.0))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert isinstance(results["bad"], ValueError)
+    np.testing.assert_array_equal(results["good"], np.full(4, 2.0, "float32"))

@@ -42,6 +42,9 @@ def descriptor_id(call: CallPacked) -> int:
 def _call(call_id: int, argv: int) -> None:
     from ...packed import get_global_func
     try:
+        if not 0 <= call_id < len(_descriptors):
+            raise RuntimeError(f"extern call id {call_id} is unknown in this process: the code was generated in "
+                               "another process, whose registry of extern calls this one does not have")
         func, specs = _descriptors[call_id]
         n = sum(1 for s in specs if s[0] == "buffer")
         pointers = (ctypes.c_void_p * max(n, 1)).from_address(argv)
