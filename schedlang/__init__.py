@@ -18,6 +18,9 @@ from .tensor.intrin import (acos, acosh, asin, asinh, atan, atan2, atanh, call_p
                             tan, truncdiv, truncmod, div, bitwise_and, bitwise_or, bitwise_xor,
                             bitwise_not, add, subtract, multiply)
 from .tensor.reference import evaluate as reference  # noqa: F401
+from .tensor.scan import scan  # noqa: F401
+from .tensor.extern import call_packed, extern  # noqa: F401
+from .packed import get_global_func, register_func, remove_global_func  # noqa: F401
 
 __version__ = "0.1.0"
 from .schedule import Schedule, create_schedule  # noqa: F401,E402

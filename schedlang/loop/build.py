@@ -24,6 +24,10 @@ from ..tensor.reduce import Reduce
 from .nodes import (BOUND, PARALLEL as K_PARALLEL, SERIAL, UNROLLED, VECTORIZED, Allocate, For, Func,
                     IfThen, Let, StageNest, Stmt, Store, seq)
 from .plan import Program, StagePlan
+from . import scan as scan_lowering
+from ..tensor.extern import ExternOp
+from ..tensor.op import output_name as tensor_output_name
+from ..tensor.scan import ScanOp
 from .names import unique_loop_names
 from .simplify import simplify_stmt
 
@@ -43,15 +47,15 @@ def loop_extents(plan: StagePlan, region: Region) -> Dict[IterVar, int]:
 def output_name(plan: StagePlan, index: int = 0) -> str:
     """The buffer name of output index of a stage: the stage's name, or '<name>.v<index>'
     when its op has several outputs (TVM's tensor names)."""
-    return plan.name if plan.op.num_outputs == 1 else f"{plan.name}.v{index}"
+    return tensor_output_name(plan.name, index, plan.op.num_outputs)
 
 
 def make_buffer(plan: StagePlan, region: Region, index: int = 0) -> Buffer:
     """The buffer a stage writes (output index of its op): its full shape for arguments and
     root stages, its region for stages computed at a loop."""
     op = plan.op
-    ndim = len(op.shape)
-    shape = tuple(op.shape) if plan.is_arg or plan.attach_type == "root" else tuple(e for _, e in region[:ndim])
+    ndim = len(op.output_shape(index))
+    shape = tuple(op.output_shape(index)) if plan.is_arg or plan.attach_type == "root" else tuple(e for _, e in region[:ndim])
     strides = None
     if plan.storage_aligns:
         if plan.is_arg:
@@ -83,6 +87,10 @@ class _FuncBuilder:
             ndim = len(p.op.shape)
             attached_temp = not p.is_arg and p.attach_type == "at"
             self.offsets[p.name] = [m for m, _ in region[:ndim]] if attached_temp else [Const(0)] * ndim
+        for p in program.plans:     # scan init/update/state stages share the scan's result buffers
+            if p.buffer_key is not None:
+                self.buffers[p.name] = self.buffers[p.buffer_key]
+                self.offsets[p.name] = [Const(0)] * len(p.op.shape)
         self.extents = {p.name: loop_extents(p, regions[p.name]) for p in program.plans if not p.is_input}
         # Every loop variable of the function with its range: the domain checks reason over
         # the loops of enclosing stages too.
@@ -107,6 +115,10 @@ class _FuncBuilder:
 
     # -- one stage ----------------------------------------------------------------------
     def stage_nest(self, plan: StagePlan) -> Stmt:
+        if isinstance(plan.op, ScanOp):      # the scan loop; its cell is computed at it
+            return self.nest(plan, list(plan.leaves), seq(), [], attach=True)
+        if isinstance(plan.op, ExternOp):
+            return scan_lowering.extern_call(plan, self.program, self.buffers)
         op: ComputeOp = plan.op
         region = self.regions[plan.name]
         roots = plan.roots
@@ -228,7 +240,10 @@ class _FuncBuilder:
 
     def allocate(self, plan: StagePlan, body: Stmt) -> Stmt:
         """body inside the allocations of the output buffers of plan that are not arguments
-        (an argument may be one output of a multi-output op; the others are temporaries)."""
+        (an argument may be one output of a multi-output op; the others are temporaries).
+        A scan's init/update/state stage stores into the scan's buffers: nothing to allocate."""
+        if plan.buffer_key is not None:
+            return body
         params = set(map(id, self.params()))
         for i in reversed(range(plan.op.num_outputs)):
             buffer = self.buffers[output_name(plan, i)]
@@ -244,6 +259,7 @@ class _FuncBuilder:
     def build(self) -> Func:
         roots = [p for p in self.program.plans if not p.is_input and p.attach_type == "root"]
         body = seq(*(StageNest(p.name, self.stage_nest(p)) for p in roots))
+        param_keys = self.program.param_keys()
         for p in reversed(roots):
             body = self.allocate(p, body)
         params = self.params()

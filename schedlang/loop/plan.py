@@ -11,6 +11,8 @@ from ..expr.functor import rewrite_post_order, substitute
 from ..expr.nodes import Expr
 from ..tensor.axis import IterVar
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
+from . import scan as scan_plans
+from .scan import output_key
 
 
 @dataclass(frozen=True, eq=False)
@@ -29,6 +31,8 @@ class StagePlan:
     scope: str = "global"
     storage_aligns: Tuple[Tuple[int, Tuple[int, int]], ...] = ()
     is_arg: bool = False
+    buffer_key: Optional[str] = None     # scan init/update/state: the scan result's buffer it stores to / reads
+    scan_update: Optional[str] = None    # a scan update: the scan whose axis fixes its first axis
 
     @property
     def is_input(self) -> bool:
@@ -36,7 +40,11 @@ class StagePlan:
 
     @property
     def roots(self) -> List[IterVar]:
-        return list(self.op.axis) + list(self.op.reduce_axis) if isinstance(self.op, ComputeOp) else []
+        return list(self.op.root_axes)
+
+    def output_keys(self) -> List[str]:
+        """The names of the buffers this stage's outputs live in (several for a multi-state scan)."""
+        return [output_key(self.name, k, self.op.num_outputs) for k in range(self.op.num_outputs)]
 
     def annotation(self, ivar: IterVar):
         for a, ann in self.annotations:
@@ -70,6 +78,10 @@ class Program:
     def producer(self, read: TensorRead) -> StagePlan:
         return self.plan_of_op[read.tensor.op]
 
+    def param_keys(self) -> List[str]:
+        outs = self.param_outputs or [0] * len(self.params)
+        return [p.buffer_key or output_key(p.name, k, p.op.num_outputs) for p, k in zip(self.params, outs)]
+
 
 def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool) -> Program:
     """Freeze a schedule into plans; plain=True drops every loop transformation, annotation
@@ -77,11 +89,16 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
     arg_stages, arg_outputs = _arg_stages(schedule, args)
     reachable = reachable_stages(schedule, [schedule[o] for o in schedule.outputs] + arg_stages)
     plans: Dict[int, StagePlan] = {}
+    roles = scan_plans.ScanRoles(schedule)
     for st in schedule.stages:
         if id(st) not in reachable:
             continue
         is_arg = any(a is st for a in arg_stages)
-        if plain or st.attach_type == "inline":
+        scan = roles.scan_attach(st) if plain and st.attach_type != "inline" else None
+        if scan is not None:      # a scan's cell runs inside the scan loop even without a schedule
+            plan = StagePlan(st.name, st.op, tuple(_roots(st.op)), attach_type="at", attach_stage=scan.name,
+                             attach_ivar=scan.op.scan_axis, scope=st.scope or "local", is_arg=is_arg)
+        elif plain or st.attach_type == "inline":
             plan = StagePlan(st.name, st.op, tuple(_roots(st.op)),
                              attach_type="inline" if st.attach_type == "inline" else "root",
                              scope=st.scope or "global", is_arg=is_arg)
@@ -92,7 +109,7 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
                 st.attach_type, st.attach_stage.name if st.attach_stage else None, st.attach_ivar,
                 st.scope or ("local" if st.attach_type == "at" else "global"),
                 tuple(sorted(st.storage_aligns.items())), is_arg)
-        plans[id(st)] = plan
+        plans[id(st)] = roles.with_roles(st, plan)
     plan_of_op = {op: plans[id(st)] for op, st in schedule._by_op.items() if id(st) in plans}
     ordered = [plans[id(st)] for st in schedule.stages if id(st) in plans]
     params = [plans[id(st)] for st in arg_stages]
@@ -102,7 +119,7 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
 
 
 def _roots(op) -> List[IterVar]:
-    return list(op.axis) + list(op.reduce_axis) if isinstance(op, ComputeOp) else []
+    return list(op.root_axes)
 
 
 def _arg_stages(schedule, args):
@@ -138,7 +155,7 @@ def reachable_stages(schedule, roots):
 def _check_args(plans: List[StagePlan], params: List[StagePlan], schedule) -> None:
     param_names = {p.name for p in params}
     for p in plans:
-        if p.is_input and p.name not in param_names:
+        if p.is_input and p.buffer_key is None and p.name not in param_names:
             raise ValueError(f"input '{p.name}' is read by the program but missing from the argument list "
                              f"({', '.join(sorted(param_names))})")
     for op in schedule.outputs:
@@ -146,10 +163,13 @@ def _check_args(plans: List[StagePlan], params: List[StagePlan], schedule) -> No
             raise ValueError(f"output '{schedule[op].name}' is not in the argument list; add it so the result "
                              "has somewhere to go")
     for p in params:
+        if p.buffer_key is not None:
+            raise ValueError(f"argument '{p.name}' is the state placeholder, init or update of a scan, which live in "
+                             f"the scan's result '{p.buffer_key}'; pass the scan's result instead")
         if p.attach_type == "inline":
             raise ScheduleError("compute_inline", p.name, "is inlined but also a function argument, which must "
                                 "be stored", hint="remove it from the arguments or compute_root() it")
-        if not p.is_input and p.attach_type == "at":
+        if not p.is_input and p.attach_type == "at" and p.buffer_key is None:
             raise ScheduleError("compute_at", p.name, "is a function argument and must be computed whole, at the root",
                                 hint="cache_write it and compute_at the cache stage instead")
 

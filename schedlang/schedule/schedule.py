@@ -12,7 +12,7 @@ from ..tensor.axis import DATA_PAR, REDUCE, IterVar, Range
 from ..tensor.graph import post_order
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
 from ..tensor.reduce import Reduce, map_reduce
-from . import steps as steps_mod
+from . import scan as scan_rules, steps as steps_mod
 from .relations import SplitRel, pass_up_values, split_overshoots
 from .stage import Stage
 
@@ -77,6 +77,7 @@ class Schedule:
         self.outputs = [self._by_op[o].op for o in self._user_outputs]
         for o in self._user_outputs:
             self._by_op[o].is_output = True
+        scan_rules.attach_cells(self)
 
     @staticmethod
     def _unique_ops(ops: Sequence[Operation]) -> Dict[Operation, Operation]:
@@ -92,6 +93,10 @@ class Schedule:
             reads = {old: new for old, new in mapping.items() if new is not old}
             if isinstance(op, PlaceholderOp):
                 new = op if name == op.name else PlaceholderOp(name, op.shape, op.dtype)
+            elif not isinstance(op, ComputeOp):     # scan, extern: rebuilt over the renamed inputs
+                changed = name != op.name or any(t.op in reads for t in op.input_tensors) \
+                    or any(t.op in reads for t in getattr(op, "state_placeholder", ()))
+                new = op.replace_inputs(reads, name) if changed else op
             else:
                 new = replace_reads_op(op, reads)
                 new = new if name == op.name else new.with_bodies(new.bodies, name=name)
@@ -125,7 +130,7 @@ class Schedule:
 
     def inputs_of(self, stage: Stage) -> List[Stage]:
         """The stages whose results this stage reads."""
-        if not isinstance(stage.op, ComputeOp):
+        if isinstance(stage.op, PlaceholderOp):
             return []
         out: List[Stage] = []
         for t in stage.op.input_tensors:
@@ -199,6 +204,8 @@ class Schedule:
 
         def state(stage_name: str):
             st = fresh[stage_name]
+            if not isinstance(st.op, ComputeOp):      # a scan's axis prints as s[...].axis(name)
+                return [], []
             return [a.name for a in st.op.axis], [a.name for a in st.op.reduce_axis]
 
         names = steps_mod.PythonNames(state, lambda stage_name: [a.name for a in fresh[stage_name].all_iter_vars])
@@ -253,6 +260,7 @@ class Schedule:
         self._check_scope("cache_read", src, scope)
         readers = [readers] if not isinstance(readers, (list, tuple)) else list(readers)
         reader_stages = [self._stage_arg("cache_read", r) for r in readers]
+        scan_rules.check_dataflow("cache_read", src, reader_stages)
         if not reader_stages:
             raise ScheduleError("cache_read", src.name, "needs at least one reader stage",
                                 choices=[c.name for c in self._consumers(src)])
@@ -305,6 +313,7 @@ class Schedule:
         st = self._cache_write_stage(tensor)
         self._check_scope("cache_write", st, scope)
         st._require_schedulable("cache_write")
+        scan_rules.check_dataflow("cache_write", st)
         if st.relations or st.annotations:
             raise ScheduleError("cache_write", st.name, f"the stage is already scheduled (loops: {st.loops_str()})",
                                 hint="call cache_write before splitting or annotating the stage")
@@ -360,6 +369,7 @@ class Schedule:
         loop `axis`; the original stage then reduces over those partials."""
         st = self._stage_arg("rfactor", tensor)
         st._require_schedulable("rfactor")
+        scan_rules.check_dataflow("rfactor", st)
         op = st.op
         if not isinstance(op.body, Reduce):
             raise ScheduleError("rfactor", st.name, "the stage is not a reduction", axis=getattr(axis, "name", None),

@@ -13,6 +13,13 @@ from .axis import DATA_PAR, IterVar, Range
 from .reduce import Reduce
 
 
+def output_name(name: str, index: int, num_outputs: int) -> str:
+    """The name of output index of an operation called name: the name itself for a
+    single-output op, '<name>.v<index>' when it has several (TVM's rule; also the names of
+    the buffers lowering makes for them)."""
+    return name if num_outputs == 1 else f"{name}.v{index}"
+
+
 class Operation:
     """Base of PlaceholderOp and ComputeOp; compared by identity."""
 
@@ -27,6 +34,11 @@ class Operation:
     @property
     def num_outputs(self) -> int:
         return 1
+
+    root_axes: Tuple[IterVar, ...] = ()    # the axes a stage of this operation starts with
+
+    def output_shape(self, index: int) -> Tuple[int, ...]:
+        return self.shape
 
     def output_dtype(self, index: int) -> DType:
         return self.dtype
@@ -91,6 +103,10 @@ class ComputeOp(Operation):
         return tuple(a.dom.extent for a in self.axis)
 
     @property
+    def root_axes(self) -> Tuple[IterVar, ...]:
+        return tuple(self.axis) + tuple(self.reduce_axis)
+
+    @property
     def dtype(self) -> DType:
         return self.body.dtype
 
@@ -116,7 +132,7 @@ class Tensor:
 
     @property
     def shape(self) -> Tuple[int, ...]:
-        return self.op.shape
+        return self.op.output_shape(self.value_index)
 
     @property
     def dtype(self) -> str:
@@ -129,7 +145,7 @@ class Tensor:
     @property
     def name(self) -> str:
         """The op's name; output k of a multi-output op is '<name>.v<k>', as in TVM."""
-        return self.op.name if self.op.num_outputs == 1 else f"{self.op.name}.v{self.value_index}"
+        return output_name(self.op.name, self.value_index, self.op.num_outputs)
 
     @property
     def ndim(self) -> int:

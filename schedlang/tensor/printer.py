@@ -7,7 +7,9 @@ from ..expr.printer import expr_str
 from .classify import classify
 from .graph import post_order
 from .op import ComputeOp, Operation, PlaceholderOp
+from .extern import ExternOp
 from .reduce import BUILTIN_REDUCERS, Reduce
+from .scan import ScanOp
 
 
 def type_str(op: Operation) -> str:
@@ -45,6 +47,9 @@ def print_tensor_ir(outputs: Sequence[Operation], ops: Sequence[Operation] = Non
         lines += ["", "reducers:"] + [f"  {r.format()}" for r in reducers.values()]
     body = []
     for op in ops:
+        if isinstance(op, (ScanOp, ExternOp)):
+            body.append(_scan_or_extern_line(op))
+            continue
         if not isinstance(op, ComputeOp):
             continue
         text = _rhs(op)
@@ -58,4 +63,15 @@ def print_tensor_ir(outputs: Sequence[Operation], ops: Sequence[Operation] = Non
     lines += [f"{a.ljust(width)}   {b}" for a, b in body]
     lines += ["", "outputs:"] + [f"  {op.name}: {type_str(op)}" for op in outputs]
     return "\n".join(lines)
+
+
+def _scan_or_extern_line(op):
+    """(text, note) of a scan (`s = scan(...)` over its axis) or an extern call."""
+    lhs = ", ".join(op.output(k).name for k in range(op.num_outputs))
+    if isinstance(op, ExternOp):
+        return f"{lhs} = {op.body}", f"# {classify(op)} -> {type_str(op)}"
+    names = lambda ts: ", ".join(t.name for t in ts)   # noqa: E731
+    text = (f"{lhs} = scan(init=[{names(op.init)}], update=[{names(op.update)}], "
+            f"state=[{names(op.state_placeholder)}])")
+    return text, f"# {classify(op)} over {op.scan_axis.name} in {op.scan_axis.dom} -> {type_str(op)}"
 

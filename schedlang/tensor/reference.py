@@ -16,7 +16,9 @@ from ..expr.extent import evaluate_extent, linear_in_one
 from ..expr.nodes import (Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var)
 from .graph import post_order
 from .op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
+from .extern import ExternBuffer, ExternOp
 from .reduce import Reduce
+from .scan import ScanOp
 
 _CHUNK_ELEMENTS = 1 << 22   # bounds the memory of one broadcast evaluation
 
@@ -46,13 +48,62 @@ def evaluate(outputs: Sequence[Tensor], feed: Mapping[Tensor, np.ndarray]) -> Li
             raise ValueError(f"reference: input '{tensor.name}' expects shape {want}, got {array.shape}")
         values.setdefault(tensor.op, [None] * tensor.op.num_outputs)[tensor.value_index] = \
             array.astype(tensor.dtype_obj.numpy, copy=False)
+    scans = [op for op in post_order([t.op for t in outputs]) if isinstance(op, ScanOp)]
+    cells = {c for op in scans for c in op.cell_ops()}      # evaluated step by step by their scan
+    cells |= {t.op for op in scans for t in op.state_placeholder}
     for op in post_order([t.op for t in outputs]):
-        if op in values:
+        if op in values or op in cells:
             continue
         if isinstance(op, PlaceholderOp):
             raise ValueError(f"reference: no value given for input '{op.name}'")
-        values[op] = _evaluate_op(op, values, sizes)
-    return [values[t.op][t.value_index] for t in outputs]
+        if isinstance(op, ScanOp):
+            values[op] = _evaluate_scan(op, values, sizes)
+        elif isinstance(op, ExternOp):
+            values[op] = _evaluate_extern(op, values, sizes)
+        else:
+            values[op] = _evaluate_op(op, values, sizes)
+    return [_value_of(values, t) for t in outputs]
+
+
+def _value_of(values, tensor: Tensor) -> np.ndarray:
+    """values holds, per operation, the list of its outputs' arrays."""
+    return values[tensor.op][tensor.value_index]
+
+
+def _evaluate_scan(op: ScanOp, values, sizes) -> List[np.ndarray]:
+    """Rows below the scan axis from the inits, then one step at a time: every cell compute
+    at row t (its first axis), in dataflow order, reading the states' rows so far."""
+    states = []
+    for init, state in zip(op.init, op.state_placeholder):
+        array = np.zeros(_shape(state.shape, sizes), dtype=state.dtype_obj.numpy)
+        array[:_shape(init.shape, sizes)[0]] = _value_of(values, init)
+        values[state.op] = [array]
+        states.append(array)
+    cells = op.cell_ops()
+    for c in cells:
+        values[c] = [np.zeros(_shape(c.shape, sizes), dtype=c.output_dtype(i).numpy) for i in range(c.num_outputs)]
+    for t in range(evaluate_extent(op.init_rows, sizes), _shape(op.shape, sizes)[0]):
+        for c in cells:
+            for out, part in zip(values[c], _evaluate_rows(c, values, t, t + 1, sizes)):
+                out[t:t + 1] = part
+        for update, array in zip(op.update, states):
+            array[t] = _value_of(values, update)[t]
+    return states
+
+
+def _evaluate_extern(op: ExternOp, values, sizes) -> List[np.ndarray]:
+    """Call the registered function on copies of the inputs and fresh outputs."""
+    from ..packed import get_global_func
+    outs = [np.zeros(_shape(op.output_shape(k), sizes), dtype=op.output_dtype(k).numpy)
+            for k in range(op.num_outputs)]
+    args = []
+    for a in op.body.args:
+        if isinstance(a, ExternBuffer):
+            args.append(outs[a.index] if a.role == "out" else np.array(_value_of(values, op.inputs[a.index])))
+        else:
+            args.append(a)
+    get_global_func(op.body.func)(*args)
+    return outs
 
 
 def _shape(shape, sizes) -> tuple:
@@ -286,7 +337,7 @@ class _Evaluator:
         return np.asarray(fn(*args)).astype(_compute_dtype(e.dtype), copy=False)
 
     def eval_TensorRead(self, e: TensorRead):
-        data = self.values[e.tensor.op][e.tensor.value_index]
+        data = _value_of(self.values, e.tensor)
         index = []
         for d, i in enumerate(e.indices):
             i = np.asarray(self.eval(i)).astype(np.int64)

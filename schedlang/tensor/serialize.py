@@ -38,7 +38,9 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple, Type
 from ..dtypes import dtype as parse_dtype
 from ..expr.nodes import Binary, Broadcast, Call, Cast, Compare, Const, Expr, Logical, Not, Ramp, Select, Var
 from .axis import IterVar, Range
+from .extern import ExternBuffer, ExternOp, PackedCall
 from .op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
+from .scan import ScanOp
 from .reduce import CommReducer, Reduce
 
 VERSION = 1
@@ -96,6 +98,30 @@ def _decode_index(dec, v):
     return dec.expr(v["expr"]) if isinstance(v, dict) else v
 
 
+def _encode_packed_arg(enc, a):
+    if isinstance(a, ExternBuffer):
+        return {"buffer": [a.role, a.index, a.name, CODECS["shape"][0](enc, a.shape), str(a.dtype)]}
+    return {"scalar": _encode_value(enc, a), "type": type(a).__name__}
+
+
+def _decode_packed_arg(dec, d):
+    if "buffer" in d:
+        role, index, name, shape, dt = d["buffer"]
+        return ExternBuffer(role, index, name, CODECS["shape"][1](dec, shape), parse_dtype(dt))
+    kinds = {"bool": bool, "int": int, "float": float}
+    if d.get("type") not in kinds:
+        raise ValueError(f"Tensor IR JSON: bad call_packed argument {d!r}")
+    return kinds[d["type"]](_decode_value(dec, d["scalar"]))
+
+
+def _encode_packed(enc, call: PackedCall):
+    return {"func": call.func, "args": [_encode_packed_arg(enc, a) for a in call.args]}
+
+
+def _decode_packed(dec, d):
+    return PackedCall(d["func"], tuple(_decode_packed_arg(dec, a) for a in d["args"]))
+
+
 def _encode_attrs(_, attrs):
     out = []
     for key, value in attrs:
@@ -132,6 +158,12 @@ CODECS: Dict[str, Codec] = {
     "reducer": (lambda enc, v: enc.reducer(v), lambda dec, v: dec.ref(dec.reducers, v, "reducer")),
     "tensor": (lambda enc, v: enc.tensor(v), lambda dec, v: dec.tensor(v)),
     "attrs": (_encode_attrs, _decode_attrs),
+    "iter_var": (lambda enc, v: enc.iter_var(v), lambda dec, v: dec.ref(dec.iter_vars, v, "iter_var")),
+    "tensors": (lambda enc, v: [enc.tensor(t) for t in v], lambda dec, v: tuple(dec.tensor(t) for t in v)),
+    "shapes": (lambda enc, v: [CODECS["shape"][0](enc, s) for s in v],
+               lambda dec, v: tuple(CODECS["shape"][1](dec, s) for s in v)),
+    "dtypes": (lambda enc, v: [str(d) for d in v], lambda dec, v: tuple(parse_dtype(d) for d in v)),
+    "packed_call": (_encode_packed, _decode_packed),
 }
 
 for _cls in (Binary, Compare, Logical):
@@ -150,6 +182,11 @@ register_expr(Reduce, "reduce", (("combiner", "reducer"), ("source", "exprs"), (
 register_op(PlaceholderOp, "placeholder", (("name", "str"), ("shape", "shape"), ("dtype", "dtype")))
 register_op(ComputeOp, "compute", (("name", "str"), ("axis", "iter_vars"), ("body", "expr"), ("tag", "str"),
                                    ("attrs", "attrs"), ("more_bodies", "exprs")))
+register_op(ScanOp, "scan", (("name", "str"), ("scan_axis", "iter_var"), ("init", "tensors"), ("update", "tensors"),
+                             ("state_placeholder", "tensors"), ("inputs", "tensors"), ("tag", "str"),
+                             ("attrs", "attrs")))
+register_op(ExternOp, "extern", (("name", "str"), ("inputs", "tensors"), ("shapes", "shapes"), ("dtypes", "dtypes"),
+                                 ("body", "packed_call"), ("tag", "str"), ("attrs", "attrs")))
 
 
 def _check_covered(cls: Type, fields: Fields) -> None:

@@ -248,3 +248,23 @@ def test_shared_subexpressions_serialise_once():
     assert to_json([B2]) == text
     a = np.arange(8, dtype="float32")
     np.testing.assert_array_equal(sl.reference([B2], {B2.op.input_tensors[0]: a})[0], a * 0.5 * 2.0 ** 40)
+
+
+def test_scan_and_extern_round_trip_and_have_a_workload_key():
+    """ScanOp and ExternOp (with its packed call's buffer handles and scalars) serialise:
+    the build cache's workload key needs every op kind."""
+    m, n = 6, 4
+    X = sl.placeholder((m, n), name="X")
+    s_state = sl.placeholder((m, n), name="s_state")
+    s_init = sl.compute((1, n), lambda _, i: X[0, i], name="s_init")
+    s_update = sl.compute((m, n), lambda t, i: s_state[t - 1, i] + X[t, i], name="s_update")
+    S = sl.scan(s_init, s_update, s_state, inputs=[X], name="S")
+    E = sl.extern((m, n), [S], lambda ins, outs: sl.call_packed("test.serialize.f", ins[0], outs[0], 2, 0.5, True),
+                  name="E")
+    text = to_json([E])
+    back = from_json(text)
+    assert to_json(back) == text
+    assert workload_key(back) == workload_key([E])
+    assert isinstance(back[0].op, type(E.op)) and back[0].op.body.args[2:] == (2, 0.5, True)
+    assert type(back[0].op.body.args[4]) is bool
+    assert type(back[0].op.inputs[0].op).__name__ == "ScanOp"
