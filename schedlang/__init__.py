@@ -12,7 +12,15 @@ from .tensor.intrin import (abs, all, any, ceil, cos, const, erf, exp, exp2, flo
                             floormod, if_then_else, log, log2, max, max_value, min, min_value, pow,
                             power, prod, round, rsqrt, select, sigmoid, sin, sqrt, sum, tanh, trunc,
                             var, size_var, cast)
+from .tensor.intrin import (acos, acosh, asin, asinh, atan, atan2, atanh, call_pure_extern,  # noqa: F401
+                            clz, copysign, cosh, exp10, fmod, hypot, indexdiv, indexmod, isfinite,
+                            isinf, isnan, ldexp, log10, log1p, nearbyint, nextafter, popcount, sinh,
+                            tan, truncdiv, truncmod, div, bitwise_and, bitwise_or, bitwise_xor,
+                            bitwise_not, add, subtract, multiply)
 from .tensor.reference import evaluate as reference  # noqa: F401
+from .tensor.scan import scan  # noqa: F401
+from .tensor.extern import call_packed, extern  # noqa: F401
+from .packed import get_global_func, register_func, remove_global_func  # noqa: F401
 
 __version__ = "0.1.0"
 from .schedule import Schedule, create_schedule  # noqa: F401,E402

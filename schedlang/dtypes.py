@@ -29,6 +29,17 @@ class DType:
 
     __repr__ = __str__
 
+    def __eq__(self, other) -> bool:
+        # As in TVM, where dtypes are strings: expr.dtype == "float16" holds.
+        if isinstance(other, str):
+            return str(self) == other
+        if isinstance(other, DType):
+            return (self.kind, self.bits, self.lanes) == (other.kind, other.bits, other.lanes)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
     @property
     def is_float(self) -> bool:
         return self.kind == "float"
@@ -95,6 +106,8 @@ def dtype(value: Union[str, DType, np.dtype, type]) -> DType:
         lanes = int(lane_text)
     if text == "bool":
         return DType("bool", 1, lanes)
+    if text in ("float", "int", "uint"):   # TVM reads a bare kind as its 32-bit type
+        return DType(text, 32, lanes)
     for kind in ("float", "uint", "int"):
         if text.startswith(kind) and text[len(kind):].isdigit():
             bits = int(text[len(kind):])

@@ -34,7 +34,7 @@ def run(s, args, seed: int = 0, feed=None, check_bounds: bool = True):
             feed.setdefault(t, random_input(t.shape, t.dtype, rng))
             arrays.append(feed[t])
         else:
-            out = np.full(t.shape, 7, dtype=t.dtype.numpy) if not t.dtype.is_bool else np.zeros(t.shape, bool)
+            out = np.full(t.shape, 7, dtype=t.dtype) if t.dtype != "bool" else np.zeros(t.shape, bool)
             arrays.append(out)
             outputs.append((t, out))
     checked = None

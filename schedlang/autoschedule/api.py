@@ -42,10 +42,10 @@ def check_against_reference(task: SearchTask, s: Schedule, seed: int = 0) -> Opt
     from ..driver import build
     inputs = random_inputs(task.inputs, seed)
     want = evaluate(task.outputs, dict(zip(task.inputs, inputs)))
-    outs = [np.zeros(t.shape, np.dtype(t.dtype.numpy)) for t in task.outputs]
+    outs = [np.zeros(t.shape, np.dtype(t.dtype_obj.numpy)) for t in task.outputs]
     build(s, task.args, target=task.target)(*inputs, *outs)
     for t, got, ref in zip(task.outputs, outs, want):
-        exact = np.dtype(t.dtype.numpy).kind != "f"
+        exact = np.dtype(t.dtype_obj.numpy).kind != "f"
         scale = max(1.0, float(np.max(np.abs(ref)))) if ref.size else 1.0
         tol = 0.0 if exact else CHECK_RTOL * scale
         bad = np.abs(got.astype(np.float64) - ref.astype(np.float64)) > tol

@@ -24,7 +24,7 @@ def random_inputs(tensors: Sequence, seed: int = 0) -> List[np.ndarray]:
     rng = np.random.default_rng(seed)
     out = []
     for t in tensors:
-        dt = np.dtype(t.dtype.numpy)
+        dt = np.dtype(t.dtype_obj.numpy)
         if dt.kind == "f":
             out.append(rng.uniform(-1.0, 1.0, size=t.shape).astype(dt))
         elif dt.kind == "b":
@@ -45,7 +45,7 @@ def run_candidate(program_json: str, steps_json: str, target: str, number: int, 
     start = time.perf_counter()
     mod = sl.build(s, task.args, target=task.target, cache=False)
     build_s = time.perf_counter() - start
-    arrays = random_inputs(task.inputs) + [np.zeros(t.shape, np.dtype(t.dtype.numpy)) for t in task.outputs]
+    arrays = random_inputs(task.inputs) + [np.zeros(t.shape, np.dtype(t.dtype_obj.numpy)) for t in task.outputs]
     phase("run")
     load = os.getloadavg()
     times = [mod.time(*arrays, number=number, repeat=1) for _ in range(repeat)]

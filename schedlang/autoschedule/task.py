@@ -39,7 +39,8 @@ def _op_flops(op: ComputeOp) -> int:
     """Arithmetic operations of one compute stage: points times operations per point."""
     body = op.body
     points = math.prod(op.shape)
-    per_point = sum(isinstance(n, (Binary, Call)) for n in walk(body.source if isinstance(body, Reduce) else body))
+    roots = body.source if isinstance(body, Reduce) else op.bodies
+    per_point = sum(isinstance(n, (Binary, Call)) for root in roots for n in walk(root))
     if isinstance(body, Reduce):
         points *= math.prod(int(a.dom.extent) for a in body.axis)
         per_point += 1          # the combine

@@ -16,7 +16,8 @@ from ..errors import InternalError
 
 # The operations each node accepts. A new Binary op goes into BINARY_OPS (and into
 # BITWISE_OPS too when floats may not use it); the printer and renderers must know it too.
-ARITHMETIC_OPS = ["add", "sub", "mul", "div", "floordiv", "floormod", "min", "max"]
+ARITHMETIC_OPS = ["add", "sub", "mul", "div", "floordiv", "floormod", "min", "max",
+                  "truncdiv", "truncmod"]     # C's / and % (integers only: tensor.intrin checks)
 BITWISE_OPS = ["bitand", "bitor", "bitxor", "shl", "shr"]     # integers and bools only
 BINARY_OPS = ARITHMETIC_OPS + BITWISE_OPS
 COMPARE_OPS = ["lt", "le", "gt", "ge", "eq", "ne"]

@@ -104,7 +104,7 @@ class _Printer:
             text = const_str(e)
             return text, (_ATOM if not text.startswith("-") else 11)
         if isinstance(e, Binary):
-            if e.op in ("min", "max"):
+            if e.op in ("min", "max", "truncdiv", "truncmod"):
                 return f"{e.op}({expr_str(e.a)}, {expr_str(e.b)})", _ATOM
             if e.op == "sub" and isinstance(e.a, Const) and e.a.value == 0:
                 return f"-{_wrap(e.b, 11)}", 11
@@ -122,6 +122,9 @@ class _Printer:
             return f"{name}({expr_str(e.cond)}, {expr_str(e.true_value)}, {expr_str(e.false_value)})", _ATOM
         if isinstance(e, Cast):
             return f"{e.dtype}({expr_str(e.value)})", _ATOM
+        if isinstance(e, Call) and e.name.startswith("extern:"):
+            args = "".join(", " + expr_str(a) for a in e.args)
+            return f'call_pure_extern("{e.dtype}", "{e.name[len("extern:"):]}"{args})', _ATOM
         if isinstance(e, Call):
             return f"{e.name}({', '.join(expr_str(a) for a in e.args)})", _ATOM
         if isinstance(e, Ramp):

@@ -60,6 +60,12 @@ def fold_binary(op: str, a: Const, b: Const) -> Optional[Const]:
             value = 0
         else:
             value = x // y if op != "floormod" else x % y
+    elif op in ("truncdiv", "truncmod"):
+        if y == 0:            # as the compiled code gives it (division.py)
+            value = 0
+        else:
+            q = abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1)   # C: rounds toward zero
+            value = q if op == "truncdiv" else x - q * y
     elif op in _FOLD:
         if op in ("shl", "shr") and not 0 <= y < dt.bits:
             return None

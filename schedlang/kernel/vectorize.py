@@ -20,7 +20,7 @@ from ..expr.nodes import (Binary, Broadcast, Call, Cast, Compare, Const, Expr, L
                           Select, Var, binary)
 from ..expr.simplify import linear_form, simplify
 from ..loop.functor import StmtMutator, substitute_stmt
-from ..loop.nodes import (PARALLEL, SERIAL, VECTORIZED, Allocate, For, IfThen, Seq, Stmt, Store, seq)
+from ..loop.nodes import (PARALLEL, SERIAL, VECTORIZED, Allocate, For, IfThen, Let, Seq, Stmt, Store, seq)
 from ..schedule.relations import ceil_div
 from ..target.target import Target
 
@@ -186,6 +186,12 @@ class _Lanes:
             self.memo.clear()
             del self.ranges[s.var]
             return s.with_body(body)
+        if isinstance(s, Let):   # a tuple reduction's new values: bound per lane as one vector
+            value = self.expr(s.value, pred)
+            if value.dtype.lanes == 1:
+                return Let(s.var, value, self.stmt(s.body, pred))
+            lanes_var = Var(s.var.name, s.var.dtype.with_lanes(value.dtype.lanes))
+            return Let(lanes_var, value, self.stmt(substitute_stmt(s.body, {s.var: lanes_var}), pred))
         if isinstance(s, Allocate):
             raise Scalarize(f"buffer {s.buffer.name} is allocated inside it (each lane would need its own)")
         raise Scalarize(f"'{type(s).__name__}' has no vector form")

@@ -22,8 +22,12 @@ from ..tensor.axis import REDUCE, IterVar
 from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.reduce import Reduce
 from .nodes import (BOUND, PARALLEL as K_PARALLEL, SERIAL, UNROLLED, VECTORIZED, Allocate, For, Func,
-                    IfThen, StageNest, Stmt, Store, seq)
+                    IfThen, Let, StageNest, Stmt, Store, seq)
 from .plan import Program, StagePlan
+from . import scan as scan_lowering
+from ..tensor.extern import ExternOp
+from ..tensor.op import output_name as tensor_output_name
+from ..tensor.scan import ScanOp
 from .names import unique_loop_names
 from .simplify import simplify_stmt
 
@@ -40,12 +44,18 @@ def loop_extents(plan: StagePlan, region: Region) -> Dict[IterVar, int]:
     return pass_down_extents({a: e for a, (_, e) in zip(plan.roots, region)}, plan.relations)
 
 
-def make_buffer(plan: StagePlan, region: Region) -> Buffer:
-    """The buffer a stage writes: its full shape for arguments and root stages, its region
-    for stages computed at a loop."""
+def output_name(plan: StagePlan, index: int = 0) -> str:
+    """The buffer name of output index of a stage: the stage's name, or '<name>.v<index>'
+    when its op has several outputs (TVM's tensor names)."""
+    return tensor_output_name(plan.name, index, plan.op.num_outputs)
+
+
+def make_buffer(plan: StagePlan, region: Region, index: int = 0) -> Buffer:
+    """The buffer a stage writes (output index of its op): its full shape for arguments and
+    root stages, its region for stages computed at a loop."""
     op = plan.op
-    ndim = len(op.shape)
-    shape = tuple(op.shape) if plan.is_arg or plan.attach_type == "root" else tuple(e for _, e in region[:ndim])
+    ndim = len(op.output_shape(index))
+    shape = tuple(op.output_shape(index)) if plan.is_arg or plan.attach_type == "root" else tuple(e for _, e in region[:ndim])
     strides = None
     if plan.storage_aligns:
         if plan.is_arg:
@@ -60,7 +70,8 @@ def make_buffer(plan: StagePlan, region: Region) -> Buffer:
             out[d] = step
             step *= shape[d]
         strides = tuple(simplify(x) if isinstance(x, Expr) else x for x in out)   # symbolic shapes
-    return Buffer(plan.name, shape, op.dtype, "global" if plan.is_arg else plan.scope, strides)
+    return Buffer(output_name(plan, index), shape, op.output_dtype(index), "global" if plan.is_arg else plan.scope,
+                  strides)
 
 
 class _FuncBuilder:
@@ -71,10 +82,15 @@ class _FuncBuilder:
         self.offsets: Dict[str, List[Expr]] = {}
         for p in program.plans:
             region = regions[p.name] if not p.is_input else [(Const(0), n) for n in p.op.shape]
-            self.buffers[p.name] = make_buffer(p, region)
+            for i in range(p.op.num_outputs):
+                self.buffers[output_name(p, i)] = make_buffer(p, region, i)
             ndim = len(p.op.shape)
             attached_temp = not p.is_arg and p.attach_type == "at"
             self.offsets[p.name] = [m for m, _ in region[:ndim]] if attached_temp else [Const(0)] * ndim
+        for p in program.plans:     # scan init/update/state stages share the scan's result buffers
+            if p.buffer_key is not None:
+                self.buffers[p.name] = self.buffers[p.buffer_key]
+                self.offsets[p.name] = [Const(0)] * len(p.op.shape)
         self.extents = {p.name: loop_extents(p, regions[p.name]) for p in program.plans if not p.is_input}
         # Every loop variable of the function with its range: the domain checks reason over
         # the loops of enclosing stages too.
@@ -93,12 +109,16 @@ class _FuncBuilder:
                 offs = self.offsets[src.name]
                 idx = tuple(i if (isinstance(o, Const) and o.value == 0) else binary("sub", i, o)
                             for i, o in zip(node.indices, offs))
-                return Load(self.buffers[src.name], idx)
+                return Load(self.buffers[output_name(src, node.tensor.value_index)], idx)
             return node
         return rewrite_post_order(e, post)
 
     # -- one stage ----------------------------------------------------------------------
     def stage_nest(self, plan: StagePlan) -> Stmt:
+        if isinstance(plan.op, ScanOp):      # the scan loop; its cell is computed at it
+            return self.nest(plan, list(plan.leaves), seq(), [], attach=True)
+        if isinstance(plan.op, ExternOp):
+            return scan_lowering.extern_call(plan, self.program, self.buffers)
         op: ComputeOp = plan.op
         region = self.regions[plan.name]
         roots = plan.roots
@@ -107,24 +127,40 @@ class _FuncBuilder:
         ranges = {a.var: (0, ext[a] - 1) for a in plan.leaves}
         value = {a: simplify(binary("add", m, rel[a]), ranges) for a, (m, _) in zip(roots, region)}
         vmap = {a.var: value[a] for a in roots}
-        buffer = self.buffers[plan.name]
+        buffers = [self.buffers[output_name(plan, i)] for i in range(op.num_outputs)]
         offs = self.offsets[plan.name]
         store_idx = tuple(simplify(binary("sub", value[a], o), ranges) for a, o in zip(op.axis, offs))
 
         guards = self.guards(plan, roots, region, rel, value, ext, ranges)
         body = op.body
         if isinstance(body, Reduce):
-            source = self.lower_reads(substitute(body.source, vmap))
-            current = Load(buffer, store_idx)
-            combined = substitute(body.combiner.result, {body.combiner.lhs: current, body.combiner.rhs: source})
-            combined = _fast_math_marked(plan, combined)
-            update: Stmt = Store(buffer, store_idx, combined)
-            if body.condition is not None:
-                update = IfThen(self.lower_reads(substitute(body.condition, vmap)), update)
-            init = Store(buffer, store_idx, body.combiner.identity)
+            update, init = self.reduction_update(plan, body, buffers, store_idx, vmap)
             return self.reduction_nest(plan, update, init, guards)
-        value_expr = _fast_math_marked(plan, self.lower_reads(substitute(body, vmap)))
-        return self.nest(plan, list(plan.leaves), Store(buffer, store_idx, value_expr), guards, attach=True)
+        stores = [Store(b, store_idx, _fast_math_marked(plan, self.lower_reads(substitute(e, vmap))))
+                  for b, e in zip(buffers, op.bodies)]
+        return self.nest(plan, list(plan.leaves), seq(*stores), guards, attach=True)
+
+    def reduction_update(self, plan: StagePlan, body: Reduce, buffers: List[Buffer], store_idx,
+                         vmap) -> Tuple[Stmt, Stmt]:
+        """The update and the init statements of a reduction with one buffer per value. A
+        tuple reduction binds every new value before storing any (each reads all old ones)."""
+        comb = body.combiner
+        sources = [self.lower_reads(substitute(x, vmap)) for x in body.source]
+        env = {lhs: Load(b, store_idx) for lhs, b in zip(comb.lhs, buffers)}
+        env.update(zip(comb.rhs, sources))
+        combined = [_fast_math_marked(plan, substitute(r, env)) for r in comb.result]
+        if len(buffers) == 1:
+            update: Stmt = Store(buffers[0], store_idx, combined[0])
+        else:
+            temps = [Var(f"{b.name}.new", b.dtype) for b in buffers]
+            update = seq(*(Store(b, store_idx, t) for b, t in zip(buffers, temps)))
+            for t, value in reversed(list(zip(temps, combined))):
+                update = Let(t, value, update)
+        if body.condition is not None:
+            update = IfThen(self.lower_reads(substitute(body.condition, vmap)), update)
+        starts = [self.lower_reads(substitute(x, vmap)) for x in body.init] if body.init else comb.identity
+        init = seq(*(Store(b, store_idx, x) for b, x in zip(buffers, starts)))
+        return update, init
 
     def guards(self, plan, roots, region, rel, value, ext, ranges) -> List[Expr]:
         """Conditions under which an iteration computes a real element of the stage.
@@ -198,21 +234,37 @@ class _FuncBuilder:
             body = _guarded(levels.get(i, []), body)
             if attach:
                 for child in reversed(self.children.get((plan.name, id(a)), [])):
-                    body = Allocate(self.buffers[child.name], seq(self.stage_nest(child), body)) \
-                        if not child.is_arg else seq(self.stage_nest(child), body)
+                    body = self.allocate(child, seq(self.stage_nest(child), body))
             ann = plan.annotation(a)
             kind = _KIND[ann.kind] if ann is not None else SERIAL
             body = For(a.var, ext[a], body, kind, ann.thread_tag if ann is not None else "", plan.pragmas_of(a))
         return _guarded(levels.get(-1, []), body)
 
+    def allocate(self, plan: StagePlan, body: Stmt) -> Stmt:
+        """body inside the allocations of the output buffers of plan that are not arguments
+        (an argument may be one output of a multi-output op; the others are temporaries).
+        A scan's init/update/state stage stores into the scan's buffers: nothing to allocate."""
+        if plan.buffer_key is not None:
+            return body
+        params = set(map(id, self.params()))
+        for i in reversed(range(plan.op.num_outputs)):
+            buffer = self.buffers[output_name(plan, i)]
+            if id(buffer) not in params:
+                body = Allocate(buffer, body)
+        return body
+
+    def params(self) -> Tuple[Buffer, ...]:
+        outputs = self.program.param_outputs or [0] * len(self.program.params)
+        return tuple(self.buffers[output_name(p, i)] for p, i in zip(self.program.params, outputs))
+
     # -- the function ----------------------------------------------------------------------
     def build(self) -> Func:
         roots = [p for p in self.program.plans if not p.is_input and p.attach_type == "root"]
         body = seq(*(StageNest(p.name, self.stage_nest(p)) for p in roots))
+        param_keys = self.program.param_keys()
         for p in reversed(roots):
-            if not p.is_arg:
-                body = Allocate(self.buffers[p.name], body)
-        params = tuple(self.buffers[p.name] for p in self.program.params)
+            body = self.allocate(p, body)
+        params = self.params()
         return unique_loop_names(Func(self.program.name, params, simplify_stmt(body)))
 
 

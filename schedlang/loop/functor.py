@@ -5,7 +5,7 @@ from typing import Dict, Iterator, List
 
 from ..expr.functor import walk
 from ..expr.nodes import Buffer, Expr, Load
-from .nodes import Allocate, Barrier, For, IfThen, Let, Seq, StageNest, Stmt, Store, seq
+from .nodes import Allocate, Barrier, CallPacked, For, IfThen, Let, Seq, StageNest, Stmt, Store, seq
 
 
 class StmtMutator:
@@ -51,6 +51,9 @@ class StmtMutator:
         return s if value is s.value and body is s.body else Let(s.var, value, body)
 
     def visit_Barrier(self, s: Barrier) -> Stmt:
+        return s
+
+    def visit_CallPacked(self, s: CallPacked) -> Stmt:
         return s
 
     def visit_StageNest(self, s: StageNest) -> Stmt:
@@ -105,6 +108,9 @@ def buffers_used(s: Stmt) -> List[Buffer]:
     for x in walk_stmts(s):
         if isinstance(x, Store):
             seen.setdefault(x.buffer, None)
+        if isinstance(x, CallPacked):
+            for b in x.buffers:
+                seen.setdefault(b, None)
         for e in stmt_exprs(x):
             for n in walk(e):
                 if isinstance(n, Load):

@@ -95,6 +95,19 @@ class Barrier(Stmt):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class CallPacked(Stmt):
+    """A call of the packed function registered as func (an extern stage); args are whole
+    buffers or constant scalars."""
+
+    func: str
+    args: Tuple[object, ...]
+
+    @property
+    def buffers(self) -> Tuple[Buffer, ...]:
+        return tuple(a for a in self.args if isinstance(a, Buffer))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class Func:
     """A function over argument buffers: the unit of Loop IR and Tile IR."""
 

@@ -11,6 +11,8 @@ from ..expr.functor import rewrite_post_order, substitute
 from ..expr.nodes import Expr
 from ..tensor.axis import IterVar
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
+from . import scan as scan_plans
+from .scan import output_key
 
 
 @dataclass(frozen=True, eq=False)
@@ -29,6 +31,8 @@ class StagePlan:
     scope: str = "global"
     storage_aligns: Tuple[Tuple[int, Tuple[int, int]], ...] = ()
     is_arg: bool = False
+    buffer_key: Optional[str] = None     # scan init/update/state: the scan result's buffer it stores to / reads
+    scan_update: Optional[str] = None    # a scan update: the scan whose axis fixes its first axis
 
     @property
     def is_input(self) -> bool:
@@ -36,7 +40,11 @@ class StagePlan:
 
     @property
     def roots(self) -> List[IterVar]:
-        return list(self.op.axis) + list(self.op.reduce_axis) if isinstance(self.op, ComputeOp) else []
+        return list(self.op.root_axes)
+
+    def output_keys(self) -> List[str]:
+        """The names of the buffers this stage's outputs live in (several for a multi-state scan)."""
+        return [output_key(self.name, k, self.op.num_outputs) for k in range(self.op.num_outputs)]
 
     def annotation(self, ivar: IterVar):
         for a, ann in self.annotations:
@@ -59,6 +67,7 @@ class Program:
     plans: List[StagePlan]
     params: List[StagePlan]
     plan_of_op: Dict[Operation, StagePlan] = field(default_factory=dict)
+    param_outputs: List[int] = field(default_factory=list)   # per param: which output of its op
 
     def plan(self, name: str) -> StagePlan:
         for p in self.plans:
@@ -69,18 +78,27 @@ class Program:
     def producer(self, read: TensorRead) -> StagePlan:
         return self.plan_of_op[read.tensor.op]
 
+    def param_keys(self) -> List[str]:
+        outs = self.param_outputs or [0] * len(self.params)
+        return [p.buffer_key or output_key(p.name, k, p.op.num_outputs) for p, k in zip(self.params, outs)]
+
 
 def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool) -> Program:
     """Freeze a schedule into plans; plain=True drops every loop transformation, annotation
     and compute_at (keeping inlining), which is what Loop IR shows."""
-    arg_stages = _arg_stages(schedule, args)
+    arg_stages, arg_outputs = _arg_stages(schedule, args)
     reachable = reachable_stages(schedule, [schedule[o] for o in schedule.outputs] + arg_stages)
     plans: Dict[int, StagePlan] = {}
+    roles = scan_plans.ScanRoles(schedule)
     for st in schedule.stages:
         if id(st) not in reachable:
             continue
         is_arg = any(a is st for a in arg_stages)
-        if plain or st.attach_type == "inline":
+        scan = roles.scan_attach(st) if plain and st.attach_type != "inline" else None
+        if scan is not None:      # a scan's cell runs inside the scan loop even without a schedule
+            plan = StagePlan(st.name, st.op, tuple(_roots(st.op)), attach_type="at", attach_stage=scan.name,
+                             attach_ivar=scan.op.scan_axis, scope=st.scope or "local", is_arg=is_arg)
+        elif plain or st.attach_type == "inline":
             plan = StagePlan(st.name, st.op, tuple(_roots(st.op)),
                              attach_type="inline" if st.attach_type == "inline" else "root",
                              scope=st.scope or "global", is_arg=is_arg)
@@ -91,23 +109,23 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
                 st.attach_type, st.attach_stage.name if st.attach_stage else None, st.attach_ivar,
                 st.scope or ("local" if st.attach_type == "at" else "global"),
                 tuple(sorted(st.storage_aligns.items())), is_arg)
-        plans[id(st)] = plan
+        plans[id(st)] = roles.with_roles(st, plan)
     plan_of_op = {op: plans[id(st)] for op, st in schedule._by_op.items() if id(st) in plans}
     ordered = [plans[id(st)] for st in schedule.stages if id(st) in plans]
     params = [plans[id(st)] for st in arg_stages]
     _check_args(ordered, params, schedule)
-    program = Program(name or _default_name(schedule), ordered, params, plan_of_op)
+    program = Program(name or _default_name(schedule), ordered, params, plan_of_op, arg_outputs)
     return inline_stages(program)
 
 
 def _roots(op) -> List[IterVar]:
-    return list(op.axis) + list(op.reduce_axis) if isinstance(op, ComputeOp) else []
+    return list(op.root_axes)
 
 
 def _arg_stages(schedule, args):
     if not isinstance(args, (list, tuple)) or not args:
         raise TypeError("args must be a non-empty list of the tensors the function takes, e.g. [A, B, C]")
-    stages = []
+    stages, outputs = [], []
     for a in args:
         if not isinstance(a, Tensor):
             raise TypeError(f"args must be tensors (placeholders and outputs), got {a!r}")
@@ -115,10 +133,11 @@ def _arg_stages(schedule, args):
             st = schedule[a]
         except ScheduleError:
             raise ValueError(f"argument '{a.name}' is not part of the scheduled program") from None
-        if any(st is s for s in stages):
+        if any(st is s and a.value_index == i for s, i in zip(stages, outputs)):
             raise ValueError(f"argument '{a.name}' is listed twice")
         stages.append(st)
-    return stages
+        outputs.append(a.value_index)
+    return stages, outputs
 
 
 def reachable_stages(schedule, roots):
@@ -136,7 +155,7 @@ def reachable_stages(schedule, roots):
 def _check_args(plans: List[StagePlan], params: List[StagePlan], schedule) -> None:
     param_names = {p.name for p in params}
     for p in plans:
-        if p.is_input and p.name not in param_names:
+        if p.is_input and p.buffer_key is None and p.name not in param_names:
             raise ValueError(f"input '{p.name}' is read by the program but missing from the argument list "
                              f"({', '.join(sorted(param_names))})")
     for op in schedule.outputs:
@@ -144,10 +163,13 @@ def _check_args(plans: List[StagePlan], params: List[StagePlan], schedule) -> No
             raise ValueError(f"output '{schedule[op].name}' is not in the argument list; add it so the result "
                              "has somewhere to go")
     for p in params:
+        if p.buffer_key is not None:
+            raise ValueError(f"argument '{p.name}' is the state placeholder, init or update of a scan, which live in "
+                             f"the scan's result '{p.buffer_key}'; pass the scan's result instead")
         if p.attach_type == "inline":
             raise ScheduleError("compute_inline", p.name, "is inlined but also a function argument, which must "
                                 "be stored", hint="remove it from the arguments or compute_root() it")
-        if not p.is_input and p.attach_type == "at":
+        if not p.is_input and p.attach_type == "at" and p.buffer_key is None:
             raise ScheduleError("compute_at", p.name, "is a function argument and must be computed whole, at the root",
                                 hint="cache_write it and compute_at the cache stage instead")
 
@@ -170,18 +192,19 @@ def inline_stages(program: Program) -> Program:
                 src = program.plan_of_op[node.tensor.op]
                 if src.attach_type == "inline":
                     op = bodies[src.name]
-                    k = (src.name, key(node.indices))
+                    k = (src.name, node.tensor.value_index, key(node.indices))
                     if k not in substituted:
-                        substituted[k] = substitute(op.body, {a.var: i for a, i in zip(op.axis, node.indices)})
+                        body = op.bodies[node.tensor.value_index]
+                        substituted[k] = substitute(body, {a.var: i for a, i in zip(op.axis, node.indices)})
                     return substituted[k]
             return node
         return rewrite_post_order(e, post)
 
     for p in program.plans:
         if isinstance(p.op, ComputeOp):
-            body = inline(p.op.body)
-            if body is not p.op.body:
-                p = replace(p, op=ComputeOp(p.op.name, p.op.axis, body, p.op.tag, p.op.attrs))
+            new_bodies = [inline(b) for b in p.op.bodies]
+            if any(b is not old for b, old in zip(new_bodies, p.op.bodies)):
+                p = replace(p, op=p.op.with_bodies(new_bodies))
         if p.attach_type == "inline":
             bodies[p.name] = p.op
         else:
@@ -194,4 +217,4 @@ def inline_stages(program: Program) -> Program:
     for p in plans:
         plan_of_op[p.op] = p
     params = [new_by_name[p.name] for p in program.params]
-    return Program(program.name, plans, params, plan_of_op)
+    return Program(program.name, plans, params, plan_of_op, program.param_outputs)

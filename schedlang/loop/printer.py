@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import List
 
 from ..expr.nodes import Buffer
-from .nodes import SERIAL, Allocate, Barrier, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store
+from .nodes import SERIAL, Allocate, Barrier, CallPacked, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store
 
 INDENT = "  "
 
@@ -42,6 +42,9 @@ class StmtPrinter:
             return [f"{pad}barrier({s.scope})"]
         if isinstance(s, StageNest):
             return self.lines(s.body, depth)
+        if isinstance(s, CallPacked):
+            args = ", ".join([repr(s.func)] + [a.name if isinstance(a, Buffer) else repr(a) for a in s.args])
+            return [f"{pad}call_packed({args})"]
         raise TypeError(f"cannot print statement {type(s).__name__}")
 
     def loop(self, s: For) -> str:

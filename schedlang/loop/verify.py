@@ -21,7 +21,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set
 from ..errors import InternalError
 from ..expr.functor import walk
 from ..expr.nodes import Buffer, Expr, Load, Var
-from .nodes import SERIAL, Allocate, Barrier, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store
+from .nodes import SERIAL, Allocate, Barrier, CallPacked, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store
 
 LOOP_KINDS = {"Loop": (SERIAL,), "Tile": None}      # None: any kind
 
@@ -130,6 +130,15 @@ class _Verifier:
 
     def stmt_Barrier(self, s: Barrier) -> None:
         pass
+
+    def stmt_CallPacked(self, s: CallPacked) -> None:
+        for b in s.buffers:      # whole buffers: each must be in scope (no indices to check)
+            if id(b) not in self.buffers:
+                self.fail(f"buffer '{b.name}' is passed to '{s.func}' but is neither a parameter nor "
+                          "allocated in scope", s)
+        for a in s.args:
+            if not isinstance(a, (Buffer, bool, int, float)):
+                self.fail(f"argument {a!r} of '{s.func}' is neither a buffer nor a constant scalar", s)
 
 
 def verify_stmt(body: Stmt, buffers: Iterable[Buffer], free_vars: Iterable[Var] = (), flat: bool = False,

@@ -63,7 +63,7 @@ def has_data_reuse(st) -> bool:
     if not is_reduction(st):
         return False
     spatial = [a.var for a in st.op.axis]
-    for node in walk(st.op.body.source):
+    for node in (n for src in st.op.body.source for n in walk(src)):
         if isinstance(node, TensorRead):
             used = {id(v) for i in node.indices for v in walk(i)}
             if any(id(v) not in used for v in spatial):

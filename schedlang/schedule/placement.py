@@ -7,7 +7,7 @@ import numbers
 from ..errors import ScheduleError
 from ..tensor.axis import IterVar
 from ..tensor.op import PlaceholderOp
-from . import steps
+from . import scan as scan_rules, steps
 from .annotate import VECTORIZE
 
 
@@ -20,6 +20,7 @@ class PlacementPrimitives:
         parent must read this stage (directly or through other stages), ivar must be one of
         parent's loops and not a vectorized one, and this stage must not be an output."""
         self._require_schedulable("compute_at")
+        scan_rules.check_placement(self, "compute_at", parent, ivar)
         consumers = [c.name for c in self.schedule._consumers(self)]
         axis_name = getattr(ivar, "name", None)
         from .stage import Stage   # the class this mixin is part of
@@ -64,6 +65,8 @@ class PlacementPrimitives:
     def compute_inline(self) -> None:
         """Substitute this stage's expression into every consumer; it gets no loops."""
         self._require_schedulable("compute_inline")
+        if scan_rules.init_index(self) is not None or scan_rules.update_index(self) is not None:
+            scan_rules.check_placement(self, "compute_inline")
         if self.op.reduce_axis:
             raise ScheduleError("compute_inline", self.name, "a reduction cannot be inlined: each consumer "
                                 "element would recompute the whole reduction",
@@ -86,6 +89,7 @@ class PlacementPrimitives:
         """Compute the whole stage in its own loop nest, before its consumers."""
         if isinstance(self.op, PlaceholderOp):
             self._require_schedulable("compute_root")
+        scan_rules.check_placement(self, "compute_root")
         self.attach_type, self.attach_stage, self.attach_ivar = "root", None, None
         self._record(steps.ComputeRoot(self.name))
 

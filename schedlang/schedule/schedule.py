@@ -2,6 +2,7 @@
 cache_write, rfactor), and the step list that prints, serialises and replays."""
 from __future__ import annotations
 
+import re
 from typing import Dict, Iterable, List, Optional, Sequence
 
 from ..errors import ScheduleError
@@ -10,8 +11,8 @@ from ..expr.nodes import Expr, Var, logical, select
 from ..tensor.axis import DATA_PAR, REDUCE, IterVar, Range
 from ..tensor.graph import post_order
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
-from ..tensor.reduce import Reduce
-from . import steps as steps_mod
+from ..tensor.reduce import Reduce, map_reduce
+from . import scan as scan_rules, steps as steps_mod
 from .relations import SplitRel, pass_up_values, split_overshoots
 from .stage import Stage
 
@@ -31,17 +32,29 @@ def _as_op(x) -> Operation:
     raise TypeError(f"create_schedule takes operations or tensors (C.op or C), got {x!r}")
 
 
-def replace_reads(e: Expr, mapping: Dict[Operation, Tensor]) -> Expr:
-    """Rewrite reads of the operations in mapping to read the mapped tensors instead."""
+def replace_reads(e: Expr, mapping: Dict[object, object]) -> Expr:
+    """Rewrite reads of the tensors (or of any output of the operations) in mapping to
+    read the mapped tensors instead; an operation mapped to an operation keeps the output
+    index of each read."""
     if not mapping:
         return e
 
     def post(node: Expr) -> Expr:
-        if isinstance(node, TensorRead) and node.tensor.op in mapping:
-            return TensorRead(mapping[node.tensor.op], node.indices)
+        if isinstance(node, TensorRead):
+            target = mapping.get(node.tensor, mapping.get(node.tensor.op))
+            if isinstance(target, Operation):
+                target = target.output(node.tensor.value_index)
+            if target is not None:
+                return TensorRead(target, node.indices)
         return node
 
     return rewrite_post_order(e, post)
+
+
+def replace_reads_op(op: ComputeOp, mapping: Dict[object, object]) -> ComputeOp:
+    """op with replace_reads applied to every body; op itself when nothing changed."""
+    bodies = [replace_reads(b, mapping) for b in op.bodies]
+    return op if all(a is b for a, b in zip(bodies, op.bodies)) else op.with_bodies(bodies)
 
 
 class Schedule:
@@ -64,6 +77,7 @@ class Schedule:
         self.outputs = [self._by_op[o].op for o in self._user_outputs]
         for o in self._user_outputs:
             self._by_op[o].is_output = True
+        scan_rules.attach_cells(self)
 
     @staticmethod
     def _unique_ops(ops: Sequence[Operation]) -> Dict[Operation, Operation]:
@@ -76,12 +90,16 @@ class Schedule:
                 n += 1
                 name = f"{op.name}_{n}"
             taken.add(name)
-            reads = {old: new.output(0) for old, new in mapping.items() if new is not old}
+            reads = {old: new for old, new in mapping.items() if new is not old}
             if isinstance(op, PlaceholderOp):
                 new = op if name == op.name else PlaceholderOp(name, op.shape, op.dtype)
+            elif not isinstance(op, ComputeOp):     # scan, extern: rebuilt over the renamed inputs
+                changed = name != op.name or any(t.op in reads for t in op.input_tensors) \
+                    or any(t.op in reads for t in getattr(op, "state_placeholder", ()))
+                new = op.replace_inputs(reads, name) if changed else op
             else:
-                body = replace_reads(op.body, reads)
-                new = op if name == op.name and body is op.body else ComputeOp(name, op.axis, body, op.tag, op.attrs)
+                new = replace_reads_op(op, reads)
+                new = new if name == op.name else new.with_bodies(new.bodies, name=name)
             mapping[op] = new
         return mapping
 
@@ -112,7 +130,7 @@ class Schedule:
 
     def inputs_of(self, stage: Stage) -> List[Stage]:
         """The stages whose results this stage reads."""
-        if not isinstance(stage.op, ComputeOp):
+        if isinstance(stage.op, PlaceholderOp):
             return []
         out: List[Stage] = []
         for t in stage.op.input_tensors:
@@ -186,6 +204,8 @@ class Schedule:
 
         def state(stage_name: str):
             st = fresh[stage_name]
+            if not isinstance(st.op, ComputeOp):      # a scan's axis prints as s[...].axis(name)
+                return [], []
             return [a.name for a in st.op.axis], [a.name for a in st.op.reduce_axis]
 
         names = steps_mod.PythonNames(state, lambda stage_name: [a.name for a in fresh[stage_name].all_iter_vars])
@@ -235,10 +255,12 @@ class Schedule:
 
     def cache_read(self, tensor, scope: str, readers) -> Tensor:
         """Copy tensor into a new stage in scope; the given readers read the copy."""
+        tensor = self._output_by_name(tensor)
         src = self._stage_arg("cache_read", tensor)
         self._check_scope("cache_read", src, scope)
         readers = [readers] if not isinstance(readers, (list, tuple)) else list(readers)
         reader_stages = [self._stage_arg("cache_read", r) for r in readers]
+        scan_rules.check_dataflow("cache_read", src, reader_stages)
         if not reader_stages:
             raise ScheduleError("cache_read", src.name, "needs at least one reader stage",
                                 choices=[c.name for c in self._consumers(src)])
@@ -254,7 +276,8 @@ class Schedule:
             raise ScheduleError("cache_read", src.name, f"is computed at loop '{src.attach_ivar.name}' of "
                                 f"'{src.attach_stage.name}', so a copy made outside that loop has nothing to copy",
                                 hint="call cache_read before compute_at, or compute the stage at the root")
-        src_tensor = src.op.output(0)
+        src_tensor = tensor if isinstance(tensor, Tensor) and tensor.op in self._by_op else src.op.output(0)
+        src_tensor = src.op.output(src_tensor.value_index)
         shape = src.op.shape
         names = [a.name for a in src.op.axis] if isinstance(src.op, ComputeOp) else [f"ax{d}" for d in range(len(shape))]
         axes = tuple(IterVar(Var(n), Range(0, ext), DATA_PAR) for n, ext in zip(names, shape))
@@ -263,19 +286,34 @@ class Schedule:
         cache = Stage(self, cache_op, cache_op.name, scope)
         first = min(self.stages.index(r) for r in reader_stages)
         self._insert(cache, self.stages[first])
-        mapping = {op: cache_op.output(0) for op, st in self._by_op.items() if st is src}
+        mapping = {op.output(src_tensor.value_index): cache_op.output(0)
+                   for op, st in self._by_op.items() if st is src}
         for r in reader_stages:
-            body = replace_reads(r.op.body, mapping)
-            self._set_op(r, ComputeOp(r.op.name, r.op.axis, body, r.op.tag, r.op.attrs), keep_schedule=True)
-        self._record(steps_mod.CacheRead(src.name, scope, tuple(r.name for r in reader_stages)))
+            self._set_op(r, replace_reads_op(r.op, mapping), keep_schedule=True)
+        self._record(steps_mod.CacheRead(src_tensor.name if src.op.num_outputs > 1 else src.name, scope,
+                                         tuple(r.name for r in reader_stages)))
         return cache_op.output(0)
 
-    def cache_write(self, tensor, scope: str) -> Tensor:
+    def _output_by_name(self, x):
+        """'T.v1', the name of output 1 of the multi-output stage T, as that tensor (how a
+        recorded step names it); anything else unchanged."""
+        match = re.fullmatch(r"(.+)\.v(\d+)", x) if isinstance(x, str) else None
+        if match is None or any(st.name == x for st in self.stages):
+            return x
+        for st in self.stages:
+            if st.name == match.group(1) and int(match.group(2)) < st.op.num_outputs:
+                return st.op.output(int(match.group(2)))
+        return x
+
+    def cache_write(self, tensor, scope: str):
         """Compute tensor into a new stage in scope; the original stage copies the result out.
-        Call it before scheduling the stage."""
-        st = self._stage_arg("cache_write", tensor)
+        Call it before scheduling the stage. For an operation with several outputs pass the
+        list of all of them (as TVM); the result is then the list of cache tensors."""
+        many = isinstance(tensor, (list, tuple))
+        st = self._cache_write_stage(tensor)
         self._check_scope("cache_write", st, scope)
         st._require_schedulable("cache_write")
+        scan_rules.check_dataflow("cache_write", st)
         if st.relations or st.annotations:
             raise ScheduleError("cache_write", st.name, f"the stage is already scheduled (loops: {st.loops_str()})",
                                 hint="call cache_write before splitting or annotating the stage")
@@ -287,26 +325,51 @@ class Schedule:
         op = st.op
         fresh = {a: IterVar(Var(a.name + ".c"), a.dom, a.kind) for a in op.axis + op.reduce_axis}
         vmap = {a.var: f.var for a, f in fresh.items()}
-        body = op.body
-        if isinstance(body, Reduce):
-            cond = None if body.condition is None else substitute(body.condition, vmap)
-            body = Reduce(body.combiner, substitute(body.source, vmap), tuple(fresh[a] for a in body.axis), cond)
-        else:
-            body = substitute(body, vmap)
-        cache_op = ComputeOp(self._unique_name(f"{st.name}.{scope}"), tuple(fresh[a] for a in op.axis), body)
+        bodies = [map_reduce(b, lambda e: substitute(e, vmap), tuple(fresh[a] for a in b.axis))
+                  if isinstance(b, Reduce) else substitute(b, vmap) for b in op.bodies]
+        cache_op = ComputeOp(self._unique_name(f"{st.name}.{scope}"), tuple(fresh[a] for a in op.axis), bodies[0],
+                             more_bodies=tuple(bodies[1:]))
         cache = Stage(self, cache_op, cache_op.name, scope)
         self._insert(cache, st)
-        copy = ComputeOp(op.name, op.axis, TensorRead(cache_op.output(0), tuple(a.var for a in op.axis)),
-                         op.tag, op.attrs)
+        index = tuple(a.var for a in op.axis)
+        copy = op.with_bodies([TensorRead(cache_op.output(i), index) for i in range(op.num_outputs)])
         self._set_op(st, copy, keep_schedule=False)
         self._record(steps_mod.CacheWrite(st.name, scope))
-        return cache_op.output(0)
+        outs = [cache_op.output(i) for i in range(cache_op.num_outputs)]
+        return outs if many else outs[0]
+
+    def _cache_write_stage(self, tensor) -> Stage:
+        """The stage cache_write works on: of one tensor, or of a list of all outputs of one op."""
+        if not isinstance(tensor, (list, tuple)):
+            st = self._stage_arg("cache_write", tensor)
+            if isinstance(tensor, Tensor) and isinstance(st.op, ComputeOp) and st.op.num_outputs > 1:
+                names = ", ".join(st.op.output(i).name for i in range(st.op.num_outputs))
+                raise ScheduleError("cache_write", st.name, f"'{tensor.name}' is one of {st.op.num_outputs} outputs "
+                                    "of one compute, which are computed together",
+                                    hint=f"pass the list of all of them: s.cache_write([{names}], ...)")
+            return st
+        if not tensor:
+            raise ScheduleError("cache_write", None, "the list of tensors is empty",
+                                hint="pass the outputs of one compute")
+        stages = [self._stage_arg("cache_write", t) for t in tensor]
+        st = stages[0]
+        if any(x is not st for x in stages):
+            raise ScheduleError("cache_write", st.name, "the tensors belong to different stages "
+                                f"({', '.join(x.name for x in stages)}); a list must hold the outputs of one compute",
+                                hint="call cache_write once per stage")
+        given = sorted({t.value_index for t in tensor if isinstance(t, Tensor)})
+        if isinstance(st.op, ComputeOp) and given != list(range(st.op.num_outputs)):
+            raise ScheduleError("cache_write", st.name, f"the list holds outputs {given} of {st.op.num_outputs}; "
+                                "the outputs of one compute are computed together",
+                                hint="pass every output of the compute, in any order")
+        return st
 
     def rfactor(self, tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
         """Factor a reduction: a new stage computes partial results indexed by the reduction
         loop `axis`; the original stage then reduces over those partials."""
         st = self._stage_arg("rfactor", tensor)
         st._require_schedulable("rfactor")
+        scan_rules.check_dataflow("rfactor", st)
         op = st.op
         if not isinstance(op.body, Reduce):
             raise ScheduleError("rfactor", st.name, "the stage is not a reduction", axis=getattr(axis, "name", None),
@@ -332,7 +395,8 @@ class Schedule:
         self._insert(fstage, st)
         self._set_op(st, new_c, keep_schedule=False)
         self._record(steps_mod.RFactor(st.name, axis.name, factor_axis))
-        return factored.output(0)
+        outs = [factored.output(i) for i in range(factored.num_outputs)]
+        return outs if len(outs) > 1 else outs[0]
 
     def _rfactor_ops(self, st: Stage, axis: IterVar, factor_axis: int):
         op, red = st.op, st.op.body
@@ -349,18 +413,20 @@ class Schedule:
             if isinstance(rel, SplitRel) and split_overshoots(rel, ext):
                 tail = values[rel.parent] < ext[rel.parent]
                 cond = tail if cond is None else logical("and", cond, tail)
-        source = substitute(red.source, vmap)
+        sources = tuple(substitute(x, vmap) for x in red.source)
         rest = tuple(fresh[a] for a in reduce_leaves if a is not axis)
         f_axes = [data[a] for a in op.axis]
         f_axes.insert(factor_axis, fresh[axis])
+        n = len(sources)
         if rest:
-            body = Reduce(red.combiner, source, rest, cond)
+            bodies = [Reduce(red.combiner, sources, rest, cond, i) for i in range(n)]
         else:
-            body = source if cond is None else select(cond, source, red.combiner.identity)
-        factored = ComputeOp(self._unique_name(f"{st.name}.rf"), tuple(f_axes), body)
+            bodies = [x if cond is None else select(cond, x, ident) for x, ident in zip(sources, red.combiner.identity)]
+        factored = ComputeOp(self._unique_name(f"{st.name}.rf"), tuple(f_axes), bodies[0],
+                             more_bodies=tuple(bodies[1:]))
         rv = IterVar(Var(axis.name), Range(0, ext[axis]), REDUCE)
         idx = [a.var for a in op.axis]
         idx.insert(factor_axis, rv.var)
-        new_c = ComputeOp(op.name, op.axis, Reduce(red.combiner, TensorRead(factored.output(0), tuple(idx)), (rv,)),
-                          op.tag, op.attrs)
+        partials = tuple(TensorRead(factored.output(i), tuple(idx)) for i in range(n))
+        new_c = op.with_bodies([Reduce(red.combiner, partials, (rv,), None, i, red.init) for i in range(n)])
         return factored, new_c

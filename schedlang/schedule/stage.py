@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 from ..errors import ScheduleError
 from ..expr.nodes import Var
 from ..tensor.axis import IterVar, Range
-from ..tensor.op import ComputeOp, Operation, PlaceholderOp
-from . import steps
+from ..tensor.op import Operation, PlaceholderOp
+from . import scan as scan_rules, steps
 from .relations import FuseRel, SplitRel, pass_down_extents
 from .annotate import Annotation, AnnotationPrimitives
 from .loops import LoopPrimitives
@@ -39,7 +39,7 @@ class Stage(LoopPrimitives, AnnotationPrimitives, PlacementPrimitives):
 
     def _reset(self, op: Operation) -> None:
         self.op = op
-        roots = list(op.axis) + list(op.reduce_axis) if isinstance(op, ComputeOp) else []
+        roots = list(op.root_axes)
         self.all_iter_vars: List[IterVar] = list(roots)
         self.leaf_iter_vars: List[IterVar] = list(roots)
         self.relations: List = []
@@ -52,9 +52,7 @@ class Stage(LoopPrimitives, AnnotationPrimitives, PlacementPrimitives):
     # ---- queries ---------------------------------------------------------------------
     @property
     def root_iter_vars(self) -> List[IterVar]:
-        if not isinstance(self.op, ComputeOp):
-            return []
-        return list(self.op.axis) + list(self.op.reduce_axis)
+        return list(self.op.root_axes)
 
     def static_extents(self) -> Dict[IterVar, int]:
         """Extents of every axis over the operation's full domain (before bound inference)."""
@@ -80,6 +78,7 @@ class Stage(LoopPrimitives, AnnotationPrimitives, PlacementPrimitives):
         if self.attach_type == "inline":
             raise ScheduleError(primitive, self.name, "is inlined into its consumers and has no loops of its own",
                                 hint="call compute_root() on it first if it should keep its own loops")
+        scan_rules.require_loops(self, primitive)
 
     def _leaf_problem(self, ivar, whose: Optional[str] = None) -> Optional[Tuple[str, str]]:
         """Why ivar is not a loop of this stage that a primitive can take: (problem, hint), or None.
@@ -116,6 +115,8 @@ class Stage(LoopPrimitives, AnnotationPrimitives, PlacementPrimitives):
                 text = f"the {what}: {text}"
             raise ScheduleError(primitive, self.name, text, axis=getattr(ivar, "name", None),
                                 choices=[a.name for a in self.leaf_iter_vars], hint=hint)
+        if primitive != "reorder":
+            scan_rules.check_scan_leaf(self, primitive, ivar)
         return ivar
 
     def _require_unannotated(self, primitive: str, ivar: IterVar) -> None:

@@ -7,3 +7,5 @@ from .graph import post_order, consumers  # noqa: F401
 from .classify import classify  # noqa: F401
 from .printer import print_tensor_ir  # noqa: F401
 from .reference import evaluate  # noqa: F401
+from .scan import ScanOp, scan  # noqa: F401,E402
+from .extern import ExternBuffer, ExternOp, PackedCall, call_packed, extern  # noqa: F401,E402

@@ -54,11 +54,22 @@ class IterVar(ExprOps):
         return f"IterVar({self.var.name}, {self.dom}, {self.kind})"
 
 
+def _integral(x):
+    """An integral float bound (N / bn = 32.0) as an int, as TVM accepts it."""
+    if isinstance(x, float):
+        if not x.is_integer():
+            raise ValueError(f"axis range bound {x!r} is not a whole number; use // for integer division")
+        return int(x)
+    return x
+
+
 def _range_of(dom) -> Range:
     if isinstance(dom, Range):
         return dom
     if isinstance(dom, int):
         return Range(0, dom)
+    if isinstance(dom, (tuple, list)) and len(dom) == 2:
+        dom = tuple(_integral(x) for x in dom)
     if isinstance(dom, (tuple, list)) and len(dom) == 2 and all(isinstance(x, int) for x in dom):
         lo, hi = dom
         if hi < lo:

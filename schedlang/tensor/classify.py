@@ -3,9 +3,12 @@ from __future__ import annotations
 
 from ..expr.nodes import Const, Select
 from .op import ComputeOp, Operation, PlaceholderOp, TensorRead
+from .extern import ExternOp
 from .reduce import Reduce
+from .scan import ScanOp
 
 ELEMENTWISE, REDUCTION, INDEX_MAP, INPUT = "Elementwise", "Reduction", "IndexMap", "Input"
+SCAN, EXTERN = "Scan", "Extern"
 
 
 def classify(op: Operation) -> str:
@@ -14,6 +17,10 @@ def classify(op: Operation) -> str:
     constants). Elementwise: everything else."""
     if isinstance(op, PlaceholderOp):
         return INPUT
+    if isinstance(op, ScanOp):
+        return SCAN
+    if isinstance(op, ExternOp):
+        return EXTERN
     assert isinstance(op, ComputeOp)
     if isinstance(op.body, Reduce):
         return REDUCTION

@@ -11,7 +11,15 @@ from . import reduce as _reduce
 # name -> number of arguments; every one is computed in the argument's float dtype.
 MATH_INTRINSICS = {"exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1, "erf": 1,
                    "abs": 1, "floor": 1, "ceil": 1, "round": 1, "pow": 2, "exp2": 1, "log2": 1,
-                   "sin": 1, "cos": 1, "trunc": 1}
+                   "sin": 1, "cos": 1, "trunc": 1,
+                   # TVM's tir math that the CPU computes with libm (per lane in vectors)
+                   "exp10": 1, "log10": 1, "log1p": 1, "tan": 1, "atan": 1, "atan2": 2, "cosh": 1,
+                   "sinh": 1, "acos": 1, "asin": 1, "acosh": 1, "asinh": 1, "atanh": 1, "fmod": 2,
+                   "hypot": 2, "nextafter": 2, "copysign": 2, "nearbyint": 1}
+# Float predicates (bool result) and integer bit counts (result of the argument's dtype).
+FLOAT_PREDICATES = ("isnan", "isinf", "isfinite")
+BIT_COUNTS = ("popcount", "clz")
+EXTERN_PREFIX = "extern:"   # Call name of call_pure_extern: "extern:expf"
 
 
 def call(name: str, *args) -> Expr:
@@ -42,6 +50,73 @@ def _unary(name):
 exp, log, sqrt, rsqrt, tanh, sigmoid, erf = (_unary(n) for n in ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf"))
 floor, ceil, round, trunc, exp2, log2, sin, cos = (_unary(n) for n in ("floor", "ceil", "round", "trunc", "exp2", "log2", "sin", "cos"))
 abs = _unary("abs")  # noqa: A001 - the TVM name
+exp10, log10, log1p, tan, atan, cosh, sinh, acos, asin, acosh, asinh, atanh, nearbyint = (
+    _unary(n) for n in ("exp10", "log10", "log1p", "tan", "atan", "cosh", "sinh", "acos", "asin", "acosh",
+                        "asinh", "atanh", "nearbyint"))
+
+
+def _binary_math(name):
+    def fn(x, y):
+        return call(name, x, y)
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise {name}(x, y), computed in the operands' float dtype (C's {name})."
+    return fn
+
+
+atan2, fmod, hypot, nextafter, copysign = (_binary_math(n) for n in ("atan2", "fmod", "hypot", "nextafter", "copysign"))
+
+
+def ldexp(x, exponent) -> Expr:
+    """x * 2**exponent (C's ldexp), in x's float dtype; exponent is rounded toward zero to an int."""
+    x = as_expr(x)
+    x = x if x.dtype.is_float else _cast("float32", x)
+    return Call("ldexp", (x, _cast("int32", exponent)), x.dtype)
+
+
+def _float_predicate(name):
+    def fn(x):
+        x = as_expr(x)
+        if x.dtype.is_int or x.dtype.is_bool:   # integers are never nan or inf, as in TVM
+            return Const(name == "isfinite", parse_dtype("bool"))
+        return Call(name, (x,), parse_dtype("bool").with_lanes(x.dtype.lanes))
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise {name}(x): a bool."
+    return fn
+
+
+isnan, isinf, isfinite = (_float_predicate(n) for n in FLOAT_PREDICATES)
+
+
+def _bit_count(name, what):
+    def fn(x):
+        x = as_expr(x)
+        if not x.dtype.is_int:
+            raise TypeError(f"{name} counts the bits of an integer; got '{x}' of dtype {x.dtype}")
+        return Call(name, (x,), x.dtype)
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise {what} of an integer, in its dtype."
+    return fn
+
+
+popcount = _bit_count("popcount", "number of set bits")
+clz = _bit_count("clz", "number of leading zero bits (the bit width for 0)")
+
+
+def call_pure_extern(dtype, func_name: str, *args) -> Expr:
+    """A call of the C function func_name (a libm symbol such as "expf") returning dtype,
+    as TVM's tir.call_pure_extern. The CPU build declares and calls the symbol (vectors
+    call it per lane); the reference evaluator knows the libm functions."""
+    if not isinstance(func_name, str) or not func_name.isidentifier():
+        raise ValueError(f"call_pure_extern: the function name must be a C identifier, got {func_name!r}")
+    dt = parse_dtype(dtype)
+    if dt.lanes != 1 or not (dt.is_float or dt.is_int):
+        raise TypeError(f"call_pure_extern: the result dtype must be a scalar float or int, got {dt}")
+    exprs = tuple(as_expr(a) for a in args)
+    for a in exprs:
+        if not (a.dtype.is_float or a.dtype.is_int) or a.dtype.lanes != 1:
+            raise TypeError(f"call_pure_extern('{func_name}'): argument '{a}' of dtype {a.dtype} is not a scalar "
+                            "float or int")
+    return Call(EXTERN_PREFIX + func_name, exprs, dt)
 
 
 def power(x, y) -> Expr:
@@ -106,44 +181,104 @@ def max_value(dtype) -> Const:
 
 
 def floordiv(a, b) -> Expr:
+    """a // b rounded toward minus infinity (Python's //)."""
     return binary("floordiv", a, b)
 
 
 def floormod(a, b) -> Expr:
+    """a - b * floordiv(a, b): the sign of b (Python's %)."""
     return binary("floormod", a, b)
 
 
-def sum(expr, axis=None, where=None):  # noqa: A001
-    """Sum reduction over axis (a reduce_axis or list of them), as te.sum."""
-    return _reduce.sum_reducer(expr, axis, where)
+indexdiv, indexmod = floordiv, floormod
 
 
-def prod(expr, axis=None, where=None):
+def div(a, b) -> Expr:
+    """a / b as in C (TVM's tir.div): truncdiv for integers, true division for floats."""
+    a, b = as_expr(a), as_expr(b)
+    if a.dtype.is_float or b.dtype.is_float:
+        return binary("div", a, b)
+    return truncdiv(a, b)
+
+
+def bitwise_and(a, b) -> Expr:
+    return binary("bitand", a, b)
+
+
+def bitwise_or(a, b) -> Expr:
+    return binary("bitor", a, b)
+
+
+def bitwise_xor(a, b) -> Expr:
+    return binary("bitxor", a, b)
+
+
+def bitwise_not(a) -> Expr:
+    return ~as_expr(a)
+
+
+def add(a, b) -> Expr:
+    return binary("add", a, b)
+
+
+def subtract(a, b) -> Expr:
+    return binary("sub", a, b)
+
+
+def multiply(a, b) -> Expr:
+    return binary("mul", a, b)
+
+
+def truncdiv(a, b) -> Expr:
+    """a / b rounded toward zero, as C's integer division (TVM's truncdiv); integers only."""
+    return _trunc_div_mod("truncdiv", a, b)
+
+
+def truncmod(a, b) -> Expr:
+    """a - b * truncdiv(a, b): the sign of a, as C's % (TVM's truncmod); integers only."""
+    return _trunc_div_mod("truncmod", a, b)
+
+
+def _trunc_div_mod(op: str, a, b) -> Expr:
+    e = binary(op, a, b)
+    if not e.dtype.is_int:
+        raise TypeError(f"{op} takes integers, got '{e.a}' and '{e.b}' of dtype {e.dtype}; "
+                        "use fmod for floats")
+    return e
+
+
+def sum(expr, axis=None, where=None, init=None):  # noqa: A001
+    """Sum reduction over axis (a reduce_axis or list of them), as te.sum; init= is the
+    value the sum starts from instead of 0."""
+    return _reduce.sum_reducer(expr, axis, where, init)
+
+
+def prod(expr, axis=None, where=None, init=None):
     """Product reduction over axis."""
-    return _reduce.prod_reducer(expr, axis, where)
+    return _reduce.prod_reducer(expr, axis, where, init)
 
 
-def max(expr, axis=None, where=None):  # noqa: A001
+def max(expr, axis=None, where=None, init=None):  # noqa: A001
     """max(expr, axis=k) is a reduction; max(a, b) is the elementwise maximum, as in TVM."""
-    return _max_min("max", _reduce.max_reducer, expr, axis, where)
+    return _max_min("max", _reduce.max_reducer, expr, axis, where, init)
 
 
-def min(expr, axis=None, where=None):  # noqa: A001
+def min(expr, axis=None, where=None, init=None):  # noqa: A001
     """min(expr, axis=k) is a reduction; min(a, b) is the elementwise minimum, as in TVM."""
-    return _max_min("min", _reduce.min_reducer, expr, axis, where)
+    return _max_min("min", _reduce.min_reducer, expr, axis, where, init)
 
 
-def _max_min(op: str, reducer, expr, axis, where):
+def _max_min(op: str, reducer, expr, axis, where, init):
     from .axis import IterVar, REDUCE
     is_axis = isinstance(axis, IterVar) and axis.kind == REDUCE or (
         isinstance(axis, (list, tuple)) and axis and isinstance(axis[0], IterVar))
     if axis is None or not is_axis:
         if axis is None:
             raise TypeError(f"{op}(x) needs axis= for a reduction, or a second operand for the elementwise {op}")
-        if where is not None:
-            raise TypeError(f"elementwise {op}(a, b) takes no where=")
+        if where is not None or init is not None:
+            raise TypeError(f"elementwise {op}(a, b) takes no where= or init=")
         return binary(op, expr, axis)
-    return reducer(expr, axis, where)
+    return reducer(expr, axis, where, init)
 
 
 def cast(dtype, value) -> Expr:

@@ -16,7 +16,9 @@ from ..expr.extent import evaluate_extent, linear_in_one
 from ..expr.nodes import (Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var)
 from .graph import post_order
 from .op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
+from .extern import ExternBuffer, ExternOp
 from .reduce import Reduce
+from .scan import ScanOp
 
 _CHUNK_ELEMENTS = 1 << 22   # bounds the memory of one broadcast evaluation
 
@@ -44,69 +46,159 @@ def evaluate(outputs: Sequence[Tensor], feed: Mapping[Tensor, np.ndarray]) -> Li
         want = _shape(tensor.shape, sizes)
         if tuple(array.shape) != want:
             raise ValueError(f"reference: input '{tensor.name}' expects shape {want}, got {array.shape}")
-        values[tensor.op] = array.astype(tensor.dtype.numpy, copy=False)
+        values.setdefault(tensor.op, [None] * tensor.op.num_outputs)[tensor.value_index] = \
+            array.astype(tensor.dtype_obj.numpy, copy=False)
+    scans = [op for op in post_order([t.op for t in outputs]) if isinstance(op, ScanOp)]
+    cells = {c for op in scans for c in op.cell_ops()}      # evaluated step by step by their scan
+    cells |= {t.op for op in scans for t in op.state_placeholder}
     for op in post_order([t.op for t in outputs]):
-        if op in values:
+        if op in values or op in cells:
             continue
         if isinstance(op, PlaceholderOp):
             raise ValueError(f"reference: no value given for input '{op.name}'")
-        values[op] = _evaluate_op(op, values, sizes)
-    return [values[t.op] for t in outputs]
+        if isinstance(op, ScanOp):
+            values[op] = _evaluate_scan(op, values, sizes)
+        elif isinstance(op, ExternOp):
+            values[op] = _evaluate_extern(op, values, sizes)
+        else:
+            values[op] = _evaluate_op(op, values, sizes)
+    return [_value_of(values, t) for t in outputs]
+
+
+def _value_of(values, tensor: Tensor) -> np.ndarray:
+    """values holds, per operation, the list of its outputs' arrays."""
+    return values[tensor.op][tensor.value_index]
+
+
+def _evaluate_scan(op: ScanOp, values, sizes) -> List[np.ndarray]:
+    """Rows below the scan axis from the inits, then one step at a time: every cell compute
+    at row t (its first axis), in dataflow order, reading the states' rows so far."""
+    states = []
+    for init, state in zip(op.init, op.state_placeholder):
+        array = np.zeros(_shape(state.shape, sizes), dtype=state.dtype_obj.numpy)
+        array[:_shape(init.shape, sizes)[0]] = _value_of(values, init)
+        values[state.op] = [array]
+        states.append(array)
+    cells = op.cell_ops()
+    for c in cells:
+        values[c] = [np.zeros(_shape(c.shape, sizes), dtype=c.output_dtype(i).numpy) for i in range(c.num_outputs)]
+    for t in range(evaluate_extent(op.init_rows, sizes), _shape(op.shape, sizes)[0]):
+        for c in cells:
+            for out, part in zip(values[c], _evaluate_rows(c, values, t, t + 1, sizes)):
+                out[t:t + 1] = part
+        for update, array in zip(op.update, states):
+            array[t] = _value_of(values, update)[t]
+    return states
+
+
+def _evaluate_extern(op: ExternOp, values, sizes) -> List[np.ndarray]:
+    """Call the registered function on copies of the inputs and fresh outputs."""
+    from ..packed import get_global_func
+    outs = [np.zeros(_shape(op.output_shape(k), sizes), dtype=op.output_dtype(k).numpy)
+            for k in range(op.num_outputs)]
+    args = []
+    for a in op.body.args:
+        if isinstance(a, ExternBuffer):
+            args.append(outs[a.index] if a.role == "out" else np.array(_value_of(values, op.inputs[a.index])))
+        else:
+            args.append(a)
+    get_global_func(op.body.func)(*args)
+    return outs
 
 
 def _shape(shape, sizes) -> tuple:
     return tuple(evaluate_extent(n, sizes) for n in shape)
 
 
-def _evaluate_op(op: ComputeOp, values, sizes) -> np.ndarray:
+def _evaluate_op(op: ComputeOp, values, sizes) -> List[np.ndarray]:
+    """The arrays of every output of op."""
     shape = _shape(op.shape, sizes)
-    out = np.empty(shape, dtype=op.dtype.numpy)
-    rows = shape[0]
+    outs = [np.empty(shape, dtype=op.output_dtype(i).numpy) for i in range(op.num_outputs)]
+    rows = shape[0] if shape else 1
     reduce_size = math.prod(evaluate_extent(a.dom.extent, sizes) for a in op.reduce_axis) if op.reduce_axis else 1
     per_row = max(1, math.prod(shape[1:]) * reduce_size)
     step = max(1, _CHUNK_ELEMENTS // per_row)
     for start in range(0, rows, step):
         stop = min(rows, start + step)
-        out[start:stop] = _evaluate_rows(op, values, start, stop, sizes)
-    return out
+        for out, part in zip(outs, _evaluate_rows(op, values, start, stop, sizes)):
+            if shape:
+                out[start:stop] = part
+            else:
+                out[()] = part
+    return outs
 
 
-def _evaluate_rows(op: ComputeOp, values, start: int, stop: int, sizes) -> np.ndarray:
+def _evaluate_rows(op: ComputeOp, values, start: int, stop: int, sizes) -> List[np.ndarray]:
     ndim = len(op.axis) + len(op.reduce_axis)
     env = {v: np.int64(n) for v, n in sizes.items()}
     for d, ax in enumerate(op.axis + op.reduce_axis):
-        lo, n = (start, stop - start) if d == 0 else (ax.dom.min, evaluate_extent(ax.dom.extent, sizes))
+        lo, n = ((start, stop - start) if d == 0 and op.axis
+                 else (ax.dom.min, evaluate_extent(ax.dom.extent, sizes)))
         shape = [1] * ndim
         shape[d] = n
         env[ax.var] = np.arange(lo, lo + n, dtype=np.int64).reshape(shape)
     ev = _Evaluator(values, env)
-    full = (stop - start,) + _shape(op.shape, sizes)[1:]
+    shape_now = _shape(op.shape, sizes)
+    full = ((stop - start,) + shape_now[1:]) if shape_now else ()
+    dtypes = [op.output_dtype(i).numpy for i in range(op.num_outputs)]
     body = op.body
     if not isinstance(body, Reduce):
-        result = ev.eval(body)
-        return np.broadcast_to(np.asarray(result), full).astype(op.dtype.numpy)
-    source = ev.eval(body.source)
+        return [np.broadcast_to(np.asarray(ev.eval(b)), full).astype(dt) for b, dt in zip(op.bodies, dtypes)]
+    return [np.asarray(r).astype(dt) for r, dt in zip(_reduce(body, ev, values, full, sizes), dtypes)]
+
+
+def _reduce(body: Reduce, ev: "_Evaluator", values, full, sizes) -> List[np.ndarray]:
+    """Every value of the reduction body (one array per source) over the output rows full."""
+    comb = body.combiner
     shape = full + tuple(evaluate_extent(a.dom.extent, sizes) for a in body.axis)
-    source = np.broadcast_to(np.asarray(source, dtype=_compute_dtype(body.dtype)), shape)
-    identity = ev.eval(body.combiner.identity)
+    flat_shape = full + (-1,)
+    sources, identities, inits = [], [], []
+    for i, src in enumerate(body.source):
+        dt = _compute_dtype(src.dtype)
+        sources.append(np.broadcast_to(np.asarray(ev.eval(src), dtype=dt), shape))
+        identities.append(np.asarray(ev.eval(comb.identity[i]), dtype=dt))
+        if body.init:
+            # init reads only output axes: evaluate with the reduction axes dropped.
+            value = np.broadcast_to(np.asarray(ev.eval(body.init[i]), dtype=dt), shape)
+            inits.append(value[(Ellipsis,) + (0,) * len(body.axis)])
     if body.condition is not None:
         cond = np.broadcast_to(ev.eval(body.condition), shape)
-        source = np.where(cond, source, identity)
+        sources = [np.where(cond, s, ident) for s, ident in zip(sources, identities)]
     axes = tuple(range(len(full), len(shape)))
-    name = body.combiner.name
-    if name in ("sum", "prod", "max", "min"):
-        fn = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[name]
-        result = fn(source, axis=axes)
-    else:
-        flat = source.reshape(full + (-1,))
-        result = np.broadcast_to(np.asarray(identity, dtype=flat.dtype), full).copy()
-        for r in range(flat.shape[-1]):
-            sub = _Evaluator(values, {body.combiner.lhs: result, body.combiner.rhs: flat[..., r]})
-            result = np.asarray(sub.eval(body.combiner.result), dtype=flat.dtype)
-    return np.asarray(result).astype(op.dtype.numpy)
+    builtin = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}.get(comb.name)
+    if builtin is not None and comb.arity == 1:
+        result = builtin(sources[0], axis=axes)
+        if inits:
+            start = np.broadcast_to(inits[0], full)
+            result = _combine(comb, values, [start], [np.asarray(result, dtype=sources[0].dtype)])[0]
+        return [result]
+    flats = [s.reshape(flat_shape) for s in sources]
+    start = inits if inits else identities
+    acc = [np.broadcast_to(np.asarray(x, dtype=f.dtype), full).copy() for x, f in zip(start, flats)]
+    for r in range(flats[0].shape[-1]):
+        acc = _combine(comb, values, acc, [f[..., r] for f in flats])
+    return acc
+
+
+def _combine(comb, values, lhs, rhs) -> List[np.ndarray]:
+    env = dict(zip(comb.lhs, lhs))
+    env.update(zip(comb.rhs, rhs))
+    sub = _Evaluator(values, env)
+    return [np.asarray(sub.eval(res), dtype=_compute_dtype(res.dtype)) for res in comb.result]
+
+
+def _truncdiv(a, b):
+    q = np.floor_divide(a, b)
+    return np.where((q < 0) & (q * b != a), q + 1, q).astype(a.dtype, copy=False)
+
+
+def _truncmod(a, b):
+    """C's %, and 0 where b is 0 (as x % 0 and the compiled code)."""
+    return np.where(b == 0, 0, a - _truncdiv(a, b) * b).astype(a.dtype, copy=False)
 
 
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+           "truncdiv": _truncdiv, "truncmod": _truncmod,
            "floordiv": np.floor_divide, "floormod": np.mod, "min": np.minimum, "max": np.maximum,
            "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
            "shl": np.left_shift, "shr": np.right_shift}
@@ -118,7 +210,56 @@ _CALLS = {
     "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "erf": lambda x: _erf(x).astype(x.dtype),
     "abs": np.abs, "floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc,
     "pow": np.power, "exp2": np.exp2, "log2": np.log2, "sin": np.sin, "cos": np.cos,
+    "exp10": lambda x: np.power(x.dtype.type(10), x), "log10": np.log10, "log1p": np.log1p, "tan": np.tan,
+    "atan": np.arctan, "atan2": np.arctan2, "cosh": np.cosh, "sinh": np.sinh, "acos": np.arccos,
+    "asin": np.arcsin, "acosh": np.arccosh, "asinh": np.arcsinh, "atanh": np.arctanh, "fmod": np.fmod,
+    "hypot": np.hypot, "nextafter": np.nextafter, "copysign": np.copysign, "nearbyint": np.rint,
+    "ldexp": lambda x, e: np.ldexp(x, e.astype(np.int32)),
+    "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
+    "popcount": lambda x: _popcount(x), "clz": lambda x: _clz(x),
 }
+
+
+def _round_half_away(x: np.ndarray) -> np.ndarray:
+    whole = np.trunc(x)   # x - trunc(x) is exact, so the comparison is too
+    return whole + np.where(np.abs(x - whole) >= 0.5, np.sign(x), 0).astype(x.dtype)
+
+
+def _unsigned_view(x: np.ndarray) -> np.ndarray:
+    return x.astype(x.dtype.newbyteorder("=")).view(f"u{x.dtype.itemsize}")
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    return np.bitwise_count(_unsigned_view(np.asarray(x))).astype(x.dtype)
+
+
+def _clz(x: np.ndarray) -> np.ndarray:
+    u = _unsigned_view(np.asarray(x)).astype(np.uint64)
+    bits = 8 * np.asarray(x).dtype.itemsize
+    length = np.zeros(u.shape, np.int64)
+    for shift in range(bits):   # bit_length, one bit at a time (values are at most 64 bits)
+        length = np.where(u >> np.uint64(shift) != 0, shift + 1, length)
+    return (bits - length).astype(np.asarray(x).dtype)
+
+
+# The libm functions call_pure_extern may name, as numpy functions: "expf" and "exp"
+# are exp in float32 and float64 (the evaluator computes in the call's dtype).
+_LIBM = {name: _CALLS[name] for name in (
+    "exp", "log", "sqrt", "tanh", "floor", "ceil", "trunc", "exp2", "log2", "sin", "cos", "exp10",
+    "log10", "log1p", "tan", "atan", "atan2", "cosh", "sinh", "acos", "asin", "acosh", "asinh", "atanh",
+    "fmod", "hypot", "nextafter", "copysign", "nearbyint", "ldexp")}
+_LIBM.update({"pow": np.power, "fabs": np.abs, "rint": np.rint, "erf": _CALLS["erf"], "expm1": np.expm1,
+              "cbrt": np.cbrt, "fmin": np.fmin, "fmax": np.fmax, "round": _round_half_away})
+
+
+def extern_function(symbol: str):
+    """The numpy function for the libm symbol (expf, exp, powf, ...), or a ValueError."""
+    base = symbol[:-1] if symbol.endswith("f") and symbol[:-1] in _LIBM else symbol
+    if base not in _LIBM:
+        raise ValueError(f"reference: call_pure_extern of '{symbol}', which the reference evaluator does not know; "
+                         f"it knows the libm functions {', '.join(sorted(_LIBM))} (and their float versions "
+                         "with an 'f' suffix)")
+    return _LIBM[base]
 
 
 class _Evaluator:
@@ -186,11 +327,16 @@ class _Evaluator:
         return value.astype(target)
 
     def eval_Call(self, e: Call):
-        args = [np.asarray(self.eval(a)).astype(_compute_dtype(e.dtype), copy=False) for a in e.args]
-        return np.asarray(_CALLS[e.name](*args)).astype(_compute_dtype(e.dtype), copy=False)
+        args = [np.asarray(self.eval(a)).astype(_compute_dtype(a.dtype), copy=False) for a in e.args]
+        if e.name.startswith("extern:"):
+            fn = extern_function(e.name[len("extern:"):])
+            args = [a.astype(_compute_dtype(e.dtype), copy=False) for a in args]
+        else:
+            fn = _CALLS[e.name]
+        return np.asarray(fn(*args)).astype(_compute_dtype(e.dtype), copy=False)
 
     def eval_TensorRead(self, e: TensorRead):
-        data = self.values[e.tensor.op]
+        data = _value_of(self.values, e.tensor)
         index = []
         for d, i in enumerate(e.indices):
             i = np.asarray(self.eval(i)).astype(np.int64)
@@ -201,7 +347,7 @@ class _Evaluator:
                 raise IndexError(f"reference: '{e}' reads {e.tensor.name} out of bounds in dimension {d} "
                                  f"(index range {i.min()}..{i.max()}, extent {n}); guard it with if_then_else")
             index.append(i)
-        return data[tuple(index)].astype(_compute_dtype(e.tensor.dtype), copy=False)
+        return data[tuple(index)].astype(_compute_dtype(e.tensor.dtype_obj), copy=False)
 
     def eval_Reduce(self, e: Reduce):
         raise TypeError("reference: a reduction may only be the whole body of a compute")

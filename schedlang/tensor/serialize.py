@@ -8,7 +8,8 @@ Format (version 1, keys sorted, no spaces):
     {"version": 1,
      "vars":      [{"name": "i", "dtype": "int32"}, ...],
      "iter_vars": [{"var": 0, "min": 0, "extent": 16, "kind": "data_par", "thread_tag": ""}, ...],
-     "reducers":  [{"name": "sum", "lhs": 3, "rhs": 4, "result": EXPR, "identity": EXPR}, ...],
+     "reducers":  [{"name": "sum", "lhs": [3], "rhs": [4], "result": [EXPR], "identity": [EXPR]}, ...],
+                  # one entry per value a (tuple) reducer carries
      "ops":       [{"kind": "placeholder", ...}, {"kind": "compute", ...}, ...],  # producers first
      "shared":    [EXPR, ...],     # subexpressions used more than once
      "outputs":   [[op, value_index], ...]}
@@ -37,7 +38,9 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple, Type
 from ..dtypes import dtype as parse_dtype
 from ..expr.nodes import Binary, Broadcast, Call, Cast, Compare, Const, Expr, Logical, Not, Ramp, Select, Var
 from .axis import IterVar, Range
+from .extern import ExternBuffer, ExternOp, PackedCall
 from .op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
+from .scan import ScanOp
 from .reduce import CommReducer, Reduce
 
 VERSION = 1
@@ -95,6 +98,30 @@ def _decode_index(dec, v):
     return dec.expr(v["expr"]) if isinstance(v, dict) else v
 
 
+def _encode_packed_arg(enc, a):
+    if isinstance(a, ExternBuffer):
+        return {"buffer": [a.role, a.index, a.name, CODECS["shape"][0](enc, a.shape), str(a.dtype)]}
+    return {"scalar": _encode_value(enc, a), "type": type(a).__name__}
+
+
+def _decode_packed_arg(dec, d):
+    if "buffer" in d:
+        role, index, name, shape, dt = d["buffer"]
+        return ExternBuffer(role, index, name, CODECS["shape"][1](dec, shape), parse_dtype(dt))
+    kinds = {"bool": bool, "int": int, "float": float}
+    if d.get("type") not in kinds:
+        raise ValueError(f"Tensor IR JSON: bad call_packed argument {d!r}")
+    return kinds[d["type"]](_decode_value(dec, d["scalar"]))
+
+
+def _encode_packed(enc, call: PackedCall):
+    return {"func": call.func, "args": [_encode_packed_arg(enc, a) for a in call.args]}
+
+
+def _decode_packed(dec, d):
+    return PackedCall(d["func"], tuple(_decode_packed_arg(dec, a) for a in d["args"]))
+
+
 def _encode_attrs(_, attrs):
     out = []
     for key, value in attrs:
@@ -125,11 +152,18 @@ CODECS: Dict[str, Codec] = {
     "shape": (lambda enc, v: [_encode_index(enc, x) for x in v],
               lambda dec, v: tuple(_decode_index(dec, x) for x in v)),
     "var": (lambda enc, v: enc.var(v), lambda dec, v: dec.ref(dec.vars, v, "var")),
+    "vars": (lambda enc, v: [enc.var(x) for x in v], lambda dec, v: tuple(dec.ref(dec.vars, x, "var") for x in v)),
     "iter_vars": (lambda enc, v: [enc.iter_var(x) for x in v],
                   lambda dec, v: tuple(dec.ref(dec.iter_vars, x, "iter_var") for x in v)),
     "reducer": (lambda enc, v: enc.reducer(v), lambda dec, v: dec.ref(dec.reducers, v, "reducer")),
     "tensor": (lambda enc, v: enc.tensor(v), lambda dec, v: dec.tensor(v)),
     "attrs": (_encode_attrs, _decode_attrs),
+    "iter_var": (lambda enc, v: enc.iter_var(v), lambda dec, v: dec.ref(dec.iter_vars, v, "iter_var")),
+    "tensors": (lambda enc, v: [enc.tensor(t) for t in v], lambda dec, v: tuple(dec.tensor(t) for t in v)),
+    "shapes": (lambda enc, v: [CODECS["shape"][0](enc, s) for s in v],
+               lambda dec, v: tuple(CODECS["shape"][1](dec, s) for s in v)),
+    "dtypes": (lambda enc, v: [str(d) for d in v], lambda dec, v: tuple(parse_dtype(d) for d in v)),
+    "packed_call": (_encode_packed, _decode_packed),
 }
 
 for _cls in (Binary, Compare, Logical):
@@ -143,11 +177,16 @@ register_expr(Call, "call", (("name", "str"), ("args", "exprs"), ("dtype", "dtyp
 register_expr(Ramp, "ramp", (("base", "expr"), ("stride", "expr"), ("lanes", "int")))
 register_expr(Broadcast, "broadcast", (("value", "expr"), ("lanes", "int")))
 register_expr(TensorRead, "read", (("tensor", "tensor"), ("indices", "exprs")))
-register_expr(Reduce, "reduce", (("combiner", "reducer"), ("source", "expr"), ("axis", "iter_vars"),
-                                 ("condition", "opt_expr")))
+register_expr(Reduce, "reduce", (("combiner", "reducer"), ("source", "exprs"), ("axis", "iter_vars"),
+                                 ("condition", "opt_expr"), ("value_index", "int"), ("init", "exprs")))
 register_op(PlaceholderOp, "placeholder", (("name", "str"), ("shape", "shape"), ("dtype", "dtype")))
 register_op(ComputeOp, "compute", (("name", "str"), ("axis", "iter_vars"), ("body", "expr"), ("tag", "str"),
-                                   ("attrs", "attrs")))
+                                   ("attrs", "attrs"), ("more_bodies", "exprs")))
+register_op(ScanOp, "scan", (("name", "str"), ("scan_axis", "iter_var"), ("init", "tensors"), ("update", "tensors"),
+                             ("state_placeholder", "tensors"), ("inputs", "tensors"), ("tag", "str"),
+                             ("attrs", "attrs")))
+register_op(ExternOp, "extern", (("name", "str"), ("inputs", "tensors"), ("shapes", "shapes"), ("dtypes", "dtypes"),
+                                 ("body", "packed_call"), ("tag", "str"), ("attrs", "attrs")))
 
 
 def _check_covered(cls: Type, fields: Fields) -> None:
@@ -200,8 +239,8 @@ class _Encoder:
 
     def reducer(self, r: CommReducer) -> int:
         return self._number("reducers", r, lambda: {
-            "name": r.name, "lhs": self.var(r.lhs), "rhs": self.var(r.rhs),
-            "result": self.expr(r.result), "identity": self.expr(r.identity)})
+            "name": r.name, "lhs": CODECS["vars"][0](self, r.lhs), "rhs": CODECS["vars"][0](self, r.rhs),
+            "result": CODECS["exprs"][0](self, r.result), "identity": CODECS["exprs"][0](self, r.identity)})
 
     def op(self, op: Operation) -> int:
         entry = _OP_KINDS.get(type(op))
@@ -246,9 +285,9 @@ class _Decoder:
         for d in data["iter_vars"]:
             dom = Range(_decode_index(self, d["min"]), _decode_index(self, d["extent"]))
             self.iter_vars.append(IterVar(self.ref(self.vars, d["var"], "var"), dom, d["kind"], d["thread_tag"]))
-        self.reducers = [CommReducer(r["name"], self.ref(self.vars, r["lhs"], "var"),
-                                     self.ref(self.vars, r["rhs"], "var"), self.expr(r["result"]),
-                                     self.expr(r["identity"])) for r in data["reducers"]]
+        self.reducers = [CommReducer(r["name"], CODECS["vars"][1](self, r["lhs"]), CODECS["vars"][1](self, r["rhs"]),
+                                     CODECS["exprs"][1](self, r["result"]), CODECS["exprs"][1](self, r["identity"]))
+                         for r in data["reducers"]]
         self.ops: List[Operation] = []
         for d in data["ops"]:
             cls, fields = self._kind(_OP_BY_KIND, d, "operation")

@@ -19,7 +19,9 @@ from ..expr.simplify import simplify
 from ..loop.build import Region, full_region, loop_extents
 from ..loop.plan import Program, StagePlan
 from ..schedule.relations import pass_up_values
+from ..tensor.extern import ExternOp
 from ..tensor.op import TensorRead
+from ..tensor.scan import ScanOp
 
 
 class _Bounds:
@@ -44,11 +46,16 @@ class _Bounds:
     def readers(self, plan: StagePlan) -> List[Tuple[StagePlan, TensorRead]]:
         out = []
         for p in self.program.plans:
-            if p.is_input:
+            if p.is_input or isinstance(p.op, ScanOp):
                 continue
-            for node in walk(p.op.body):
-                if isinstance(node, TensorRead) and self.program.producer(node) is plan:
-                    out.append((p, node))
+            if isinstance(p.op, ExternOp):     # reads its inputs whole, outside any loop
+                out += [(p, TensorRead(t, tuple(Const(0) for _ in t.shape)))
+                        for t in p.op.inputs if self.program.plan_of_op.get(t.op) is plan]
+                continue
+            for body in p.op.bodies:
+                for node in walk(body):
+                    if isinstance(node, TensorRead) and self.program.producer(node) is plan:
+                        out.append((p, node))
         return out
 
     def root_values(self, plan: StagePlan) -> Dict[Var, Expr]:
@@ -57,6 +64,10 @@ class _Bounds:
         return {a.var: binary("add", m, rel[a]) for a, (m, _) in zip(plan.roots, self.regions[plan.name])}
 
     def infer(self, plan: StagePlan) -> Region:
+        if plan.scan_update is not None:     # one row: the scan loop's current step
+            scan = self.by_name[plan.scan_update]
+            step = self.root_values(scan)[scan.op.scan_axis.var]
+            return [(simplify(step, self.ranges), 1)] + full_region(plan)[1:]
         if plan.attach_type != "at":
             return full_region(plan)
         fixed = self.path(plan)

@@ -81,9 +81,9 @@ def _inputs(args, s, rng):
     out = []
     for t in args:
         if isinstance(s[t].op, sl.tensor.PlaceholderOp):
-            out.append(rng.standard_normal(t.shape).astype(t.dtype.numpy))
+            out.append(rng.standard_normal(t.shape).astype(t.dtype_obj.numpy))
         else:
-            out.append(np.zeros(t.shape, t.dtype.numpy))
+            out.append(np.zeros(t.shape, t.dtype_obj.numpy))
     return out
 
 

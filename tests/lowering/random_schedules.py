@@ -227,6 +227,26 @@ def index_maps(R, C1, C2) -> Program:
     return Program(f"indexmaps_{R}x{C1}_{C2}", [X, Y], [out], _draw_all(_uniform((R, C1)), _uniform((R, C2))))
 
 
+def tuple_outputs(R, C) -> Program:
+    """A multi-output elementwise stage (two outputs in one loop nest) feeding a tuple
+    reduction (argmax: index and value), whose two outputs are the program's outputs.
+    Integers, distinct per row: no ties, so every reduction order picks the same index."""
+    X = sl.placeholder((R, C), "int32", name="X")
+    idx = sl.placeholder((R, C), "int32", name="idx")
+    times4, minus7 = sl.compute((R, C), lambda i, j: (X[i, j] * 4, X[i, j] - 7), name="parts")
+
+    def fcombine(x, y):
+        take_x = x[1] >= y[1]
+        return sl.select(take_x, x[0], y[0]), sl.select(take_x, x[1], y[1])
+
+    argmax = sl.comm_reducer(fcombine, lambda t0, t1: (sl.const(-1, t0), sl.min_value(t1)), name="argmax")
+    k = sl.reduce_axis((0, C), name="k")
+    am0, am1 = sl.compute((R,), lambda i: argmax((idx[i, k], times4[i, k] - minus7[i, k]), axis=k), name="amax")
+    draw = lambda rng: [rng.permuted(np.tile(np.arange(-C, C, 2, dtype="int32"), (R, 1)), axis=1),
+                        rng.permuted(np.tile(np.arange(C, dtype="int32"), (R, 1)), axis=1)]
+    return Program(f"tuple_outputs_{R}x{C}", [X, idx], [am0, am1], draw, rtol=0, atol=0)
+
+
 def all_programs() -> Dict[str, Program]:
     progs = [
         gemm(13, 7, 33), gemm(1, 33, 13), gemm(7, 13, 1), gemm(7, 16, 5, "int32"), gemm_int8(5, 17, 11),
@@ -237,7 +257,7 @@ def all_programs() -> Dict[str, Program]:
         row_reduce(13, 33, "sum"), row_reduce(5, 37, "max", "int32"), row_reduce(1, 64, "sum"),
         row_reduce(7, 13, "prod"), index_maps(9, 12, 5),
         blur(13, 7), blur(7, 33, "float64"),
-        int_mix(7, 13), masked_reductions(9, 13),
+        int_mix(7, 13), masked_reductions(9, 13), tuple_outputs(7, 13),
     ]
     return {p.name: p for p in progs}
 
@@ -294,7 +314,9 @@ class Generator:
             if not is_compute(st):
                 continue
             if rng.random() < 0.2 and not st.relations:
-                t = s.cache_write(st.op.output(0), rng.choice(SCOPES))
+                outputs = [st.op.output(i) for i in range(st.op.num_outputs)]
+                t = s.cache_write(outputs if len(outputs) > 1 else outputs[0], rng.choice(SCOPES))
+                t = t[0] if isinstance(t, list) else t
                 self.cache_stages.add(s[t].name)
                 st = s[t]
             if is_reduction(st) and rng.random() < 0.3:
@@ -432,7 +454,7 @@ def run_case(program: Program, s: sl.Schedule, seed: int, target="llvm") -> Opti
     inputs = program.draw(rng)
     expected = sl.reference(program.outputs, dict(zip(program.inputs, inputs)))
     mod = sl.build(s, program.args, target=target)
-    outs = [np.full(o.shape, _sentinel(np.dtype(o.dtype.numpy)), dtype=o.dtype.numpy) for o in program.outputs]
+    outs = [np.full(o.shape, _sentinel(np.dtype(o.dtype)), dtype=o.dtype) for o in program.outputs]
     copies = [x.copy() for x in inputs]
     mod(*inputs, *outs)
     problems = []

@@ -61,7 +61,23 @@ def padded_conv():
     return s, [X, Wt, out]
 
 
+def scan_cell():
+    """TVM's multi-stage scan cell: s1 at a split loop of the vectorized update, inside the scan loop."""
+    X = sl.placeholder((6, 20), name="X")
+    state = sl.placeholder((6, 20), name="state")
+    init = sl.compute((1, 20), lambda _, i: X[0, i], name="init")
+    s1 = sl.compute((6, 20), lambda t, i: state[t - 1, i] * 2, name="s1")
+    s2 = sl.compute((6, 20), lambda t, i: s1[t, i] + X[t, i], name="s2")
+    res = sl.scan(init, s2, state, inputs=[X], name="res")
+    s = sl.create_schedule(res.op)
+    xo, xi = s[s2].split(s2.op.axis[1], factor=8)
+    s[s1].compute_at(s[s2], xo)
+    s[s2].vectorize(xi)
+    return s, [X, res]
+
+
 PROGRAMS = {"silu_and_mul": silu_and_mul, "tiled_gemm": tiled_gemm, "softmax": softmax, "padded_conv": padded_conv}
+PROGRAMS["scan_cell"] = scan_cell
 
 
 @pytest.mark.parametrize("level", LEVELS)

@@ -29,7 +29,7 @@ CASES = {
     "gemm_packed_7x24x13_bn8": 24, "conv2d_3x7x7_co4_k33_p1": 24, "softmax_7x33": 24, "layernorm_5x37": 24,
     "eltwise_13x7": 24, "eltwise_f16_7x33": 20, "rowsum_13x33": 24, "rowmax_i32_5x37": 20, "rowsum_1x64": 28,
     "rowprod_7x13": 20, "indexmaps_9x12_5": 24, "blur_13x7": 24, "blur_f64_7x33": 20, "intmix_7x13": 20,
-    "masked_9x13": 24,
+    "masked_9x13": 24, "tuple_outputs_7x13": 16,
 }
 
 # Every CHECKED_EVERY-th case also runs a bounds-checked build (Target(bounds_check=True)),

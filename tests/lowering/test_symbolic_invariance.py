@@ -63,11 +63,11 @@ def test_random_schedule_replayed_on_symbolic_shapes(name, index):
     rng = np.random.default_rng(seed)
     for values in [tuple(original)] + [o[:len(size_vars)] for o in OTHER_SIZES]:
         env = dict(zip(size_vars, values))
-        inputs = [rng.uniform(-1, 1, size=tuple(evaluate_extent(n, env) for n in t.shape)).astype(t.dtype.numpy)
+        inputs = [rng.uniform(-1, 1, size=tuple(evaluate_extent(n, env) for n in t.shape)).astype(t.dtype_obj.numpy)
                   for t in program.inputs]
         want = sl.reference(program.outputs, dict(zip(program.inputs, inputs)))
         for mod in mods:
-            outs = [np.full(tuple(evaluate_extent(n, env) for n in o.shape), 7, o.dtype.numpy) for o in program.outputs]
+            outs = [np.full(tuple(evaluate_extent(n, env) for n in o.shape), 7, o.dtype_obj.numpy) for o in program.outputs]
             mod(*inputs, *outs)
             for o, got, exp in zip(program.outputs, outs, want):
                 problems = compare(got, exp, program.rtol, program.atol, o.name)

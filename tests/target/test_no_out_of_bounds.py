@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent('''
             rng = np.random.default_rng(0)
             arrays, feed = [], {}
             for t in args:
-                a = guarded_array(t.shape, t.dtype.numpy, at_end)
+                a = guarded_array(t.shape, np.dtype(t.dtype), at_end)
                 if isinstance(s[t].op, sl.tensor.PlaceholderOp):
                     a[...] = rng.standard_normal(t.shape)
                     feed[t] = a

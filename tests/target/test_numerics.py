@@ -26,7 +26,7 @@ def elementwise(f, dtypes, n=8, vectorize=False, target="llvm", pragma=False):
         s[C].vectorize(s[C].op.axis[0])
     if pragma:
         s[C].pragma(s[C].op.axis[0], "fast_math", True)
-    return sl.build(s, inputs + [C], target=target), C.dtype.numpy
+    return sl.build(s, inputs + [C], target=target), C.dtype_obj.numpy
 
 
 def run(f, *arrays, **kw):

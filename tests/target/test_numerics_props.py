@@ -122,9 +122,9 @@ def check_compute(dt, data):
     want = np.array([evaluate(e, {atoms.data[0].buffer: a[k], atoms.data[1].buffer: b[k]}) for k in range(N)])
     for vectorize in (False, True):
         mod, used, C = build_compute(e, atoms, vectorize)
-        out = np.zeros(N, C.dtype.numpy)
+        out = np.zeros(N, C.dtype_obj.numpy)
         feed = {"A": a, "B": b}
         mod(*[feed[t.name] for t in used], out)
-        bad = [k for k in range(N) if not same_value(out[k], want[k].astype(C.dtype.numpy))]
+        bad = [k for k in range(N) if not same_value(out[k], want[k].astype(C.dtype_obj.numpy))]
         assert not bad, (f"{'vectorized' if vectorize else 'scalar'} {C.op.body}: at {bad[:4]} got "
                          f"{out[bad[:4]]} want {want[bad[:4]]} for a={a[bad[:4]]} b={b[bad[:4]]}")

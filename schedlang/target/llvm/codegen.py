@@ -18,8 +18,9 @@ from ...expr.nodes import Buffer, Cast, Expr, Var
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...kernel.sizes import buffer_exprs
 from ...loop.functor import buffers_used, stmt_exprs, walk_stmts
-from ...loop.nodes import PARALLEL, SERIAL, Allocate, Barrier, For, IfThen, Let, Seq, Stmt, Store
+from ...loop.nodes import PARALLEL, SERIAL, Allocate, Barrier, CallPacked, For, IfThen, Let, Seq, Stmt, Store
 from ..target import Target
+from . import packed
 from .builder import FunctionText
 from .emit_expr import ExprEmitter
 from .forksafe import SERIAL_FLAG
@@ -100,6 +101,16 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
 
     def stmt_Barrier(self, s: Barrier) -> None:
         pass   # CPU workers share no block-level memory
+
+    def stmt_CallPacked(self, s: CallPacked) -> None:
+        call_id = packed.descriptor_id(s)
+        n = len(s.buffers)
+        argv = self.fn.alloca(f"alloca [{max(n, 1)} x ptr], align 8", "packed.args")
+        for i, b in enumerate(s.buffers):
+            slot = self.fn.emit(f"getelementptr inbounds [{max(n, 1)} x ptr], ptr {argv}, i64 0, i64 {i}", "slot")
+            self.fn.do(f"store ptr {self.ptrs[b]}, ptr {slot}, align 8")
+        self.declare(f"declare void @{packed.SYMBOL}(i64, ptr)")
+        self.fn.do(f"call void @{packed.SYMBOL}(i64 {call_id}, ptr {argv})")
 
     def stmt_Allocate(self, s: Allocate) -> None:
         b = s.buffer

@@ -70,6 +70,31 @@ class DivisionEmitter:
         out = self.fn.emit(f"select {bty} {is_m1}, {ty} {neg}, {ty} {out}", "fdiv")
         return self.fn.emit(f"select {bty} {is_zero}, {ty} {zero}, {ty} {out}", "fdiv")
 
+    def trunc_div_mod(self, e: Binary, a: str, b: str, ty: str) -> str:
+        """C's / and % (truncdiv, truncmod) with the same defined results as floor division:
+        x / 0 and x % 0 are 0, INT_MIN / -1 wraps to INT_MIN."""
+        dt = e.dtype
+        div, rem = ("sdiv", "srem") if signed(dt) else ("udiv", "urem")
+        op = div if e.op == "truncdiv" else rem
+        c = _const_value(e.b)
+        if c is not None and c != 0 and (c != -1 or not signed(dt)):
+            return self.fn.emit(f"{op} {ty} {a}, {b}", e.op)
+        bty = vec("i1", dt.lanes)
+        zero, one, minus_one = constant(0, dt), constant(1, dt), constant(-1, dt)
+        is_zero = self.fn.emit(f"icmp eq {ty} {b}, {zero}", "bzero")
+        special = is_zero
+        if signed(dt):
+            is_m1 = self.fn.emit(f"icmp eq {ty} {b}, {minus_one}", "bm1")
+            special = self.fn.emit(f"or {bty} {is_zero}, {is_m1}", "special")
+        safe = self.fn.emit(f"select {bty} {special}, {ty} {one}, {ty} {b}", "safe")
+        out = self.fn.emit(f"{op} {ty} {a}, {safe}", e.op)       # x % 1 == 0: also right for 0 and -1
+        if e.op == "truncmod":
+            return out
+        if signed(dt):
+            neg = self.fn.emit(f"sub {ty} {zero}, {a}", "neg")          # x / -1 == -x, wrapping
+            out = self.fn.emit(f"select {bty} {is_m1}, {ty} {neg}, {ty} {out}", "tdiv")
+        return self.fn.emit(f"select {bty} {is_zero}, {ty} {zero}, {ty} {out}", "tdiv")
+
     def signed_floor(self, op: str, a: str, b: str, ty: str, dt: DType) -> str:
         """Floor division or modulo from LLVM's truncating sdiv/srem (b is neither 0 nor -1)."""
         q = self.fn.emit(f"sdiv {ty} {a}, {b}", "q")

@@ -7,7 +7,9 @@ from ...dtypes import DType
 from ...errors import InternalError
 from ...expr.nodes import (Binary, Broadcast, Buffer, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
                            Ramp, Select, Var)
+from ...tensor.intrin import EXTERN_PREFIX
 from .division import DivisionEmitter
+from .externs import check_symbol
 from .mathlib import MATH_FUNCTIONS, math_declarations, math_function
 from ...expr.bounds import const_bounds
 from ...expr.equality import equal
@@ -29,6 +31,16 @@ _ICMP_U = {"lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge", "eq": "eq", "ne":
 _LLVM_UNARY = {"sqrt": "sqrt", "abs": "fabs", "floor": "floor", "ceil": "ceil", "round": "roundeven",
                "trunc": "trunc", "exp2": "exp2", "log2": "log2", "sin": "sin", "cos": "cos",
                "exp": "exp", "log": "log", "tanh": "tanh"}
+
+
+# Computed by calling libm per lane: tanf for float32 (and float16), tan for float64.
+LIBM_FUNCTIONS = frozenset({"exp10", "log10", "log1p", "tan", "atan", "atan2", "cosh", "sinh", "acos", "asin",
+                            "acosh", "asinh", "atanh", "fmod", "hypot", "nextafter"})
+
+
+def _c_dtype(ty: str) -> DType:
+    from ...dtypes import dtype as parse_dtype
+    return parse_dtype({"float": "float32", "double": "float64"}.get(ty, f"int{ty[1:]}"))
 
 
 def suffix(ty: str) -> str:
@@ -139,6 +151,8 @@ class ExprEmitter(DivisionEmitter):
                 return self.intrinsic(name, ty, [a, b], e.op)
             if e.op in ("floordiv", "floormod"):
                 return self.floor_div_mod(e, a, b, ty)
+            if e.op in ("truncdiv", "truncmod"):   # C's / and %, defined for 0 and -1 divisors
+                return self.trunc_div_mod(e, a, b, ty)
         raise InternalError(f"no LLVM rule for '{e.op}' on {dt}")
 
     def float_op(self, op: str, ty: str, a: str, b: str, flags: str) -> str:
@@ -294,7 +308,69 @@ class ExprEmitter(DivisionEmitter):
             return self.scalar_libm("erf", e, args)
         if e.name in _LLVM_UNARY:
             return self.intrinsic(_LLVM_UNARY[e.name], ty, args, e.name)
+        return self.more_calls(e, args, ty)
+
+    def more_calls(self, e: Call, args, ty: str) -> str:
+        """Bit counts, float predicates, libm functions and call_pure_extern."""
+        if e.name.startswith(EXTERN_PREFIX):
+            return self.extern_call(e, args)
+        if e.name in ("copysign", "nearbyint"):
+            return self.intrinsic(e.name, ty, args, e.name)
+        if e.name == "popcount":
+            return self.intrinsic("ctpop", ty, args, e.name)
+        if e.name == "clz":   # ctlz(0) is the bit width when the flag says zero is allowed
+            fname = f"llvm.ctlz.{suffix(ty)}"
+            self.declare(f"declare {ty} @{fname}({ty}, i1)")
+            return self.fn.emit(f"call {ty} @{fname}({ty} {args[0]}, i1 false)", "clz")
+        if e.name in ("isnan", "isinf", "isfinite"):
+            return self.float_predicate(e, args[0])
+        if e.name == "ldexp":
+            return self.lanewise(e, args, "ldexp", ["double", "i32"], "double")
+        if e.name in LIBM_FUNCTIONS:
+            elem = scalar_compute(e.dtype)
+            name = e.name + ("f" if elem == "float" else "")   # tanf for float, tan for double
+            return self.lanewise(e, args, name, [elem] * len(args), elem)
         raise InternalError(f"no LLVM rule for math function '{e.name}' on {e.dtype}")
+
+    def float_predicate(self, e: Call, x: str) -> str:
+        src = e.args[0].dtype
+        ty = compute_type(src)
+        if e.name == "isnan":
+            return self.fn.emit(f"fcmp uno {ty} {x}, {x}", "isnan")
+        mag = self.intrinsic("fabs", ty, [x], "abs")
+        inf = literal(float("inf"), src.element())
+        inf = inf if src.lanes == 1 else f"splat ({scalar_compute(src)} {inf})"
+        pred = "oeq" if e.name == "isinf" else "one"    # one: ordered (not nan) and not inf
+        return self.fn.emit(f"fcmp {pred} {ty} {mag}, {inf}", e.name)
+
+    def extern_call(self, e: Call, args) -> str:
+        symbol = e.name[len(EXTERN_PREFIX):]
+        check_symbol(symbol)
+        arg_types = [scalar_compute(a.dtype) for a in e.args]
+        return self.lanewise(e, args, symbol, arg_types, scalar_compute(e.dtype), convert=False)
+
+    def lanewise(self, e: Call, args, symbol: str, arg_types, ret_type: str, convert: bool = True) -> str:
+        """Call the C function symbol once per lane. With convert, each argument (and the
+        result) is converted between its compute type and the C type (fpext/fptrunc/fptosi)."""
+        self.declare(f"declare {ret_type} @{symbol}({', '.join(arg_types)})")
+        lanes = e.dtype.lanes
+        elem = scalar_compute(e.dtype)
+        out = "poison"
+        for lane in range(lanes):
+            call_args = []
+            for a, v, cty in zip(e.args, args, arg_types):
+                x = v if a.dtype.lanes == 1 else self.fn.emit(
+                    f"extractelement {compute_type(a.dtype)} {v}, i64 {lane}", "lane")
+                if convert:
+                    x = self.convert(x, a.dtype.element(), _c_dtype(cty))
+                call_args.append(f"{cty} {x}")
+            r = self.fn.emit(f"call {ret_type} @{symbol}({', '.join(call_args)})", symbol)
+            if convert:
+                r = self.convert(r, _c_dtype(ret_type), e.dtype.element())
+            if lanes == 1:
+                return r
+            out = self.fn.emit(f"insertelement {compute_type(e.dtype)} {out}, {elem} {r}, i64 {lane}", "ins")
+        return out
 
     def scalar_libm(self, name: str, e: Call, args) -> str:
         # libm has only scalar double erf: call it per lane.

@@ -16,6 +16,7 @@ from .arguments import resolve_arguments
 from .codegen import symbol
 from .jit import CompiledModule
 from .library import export_library
+from .packed import raise_pending
 from .status import StatusRecord, raise_for_status
 
 
@@ -108,7 +109,9 @@ class LLVMModule:
         argv = self._argv_type(*self._pointers(arrays), ctypes.addressof(status))
         if self._launches_threads:
             forksafe.before_parallel_call()
-        if self._fn(argv) or any(status):
+        failed = self._fn(argv)
+        raise_pending()       # an exception of a registered function the code called
+        if failed or any(status):
             raise_for_status(self.name, status, self._buffer_names)
         return argv, arrays, status
 
@@ -123,6 +126,7 @@ class LLVMModule:
             start = time.perf_counter()
             for _ in range(number):
                 self._fn(argv)
+            raise_pending()
             best = min(best, (time.perf_counter() - start) / number)
         return best
 

@@ -15,7 +15,7 @@ def arrays_for(s, args, seed=0):
             feed[t] = random_input(t.shape, t.dtype, rng)
             arrays.append(feed[t])
         else:
-            arrays.append(np.full(t.shape, 7, dtype=t.dtype.numpy))
+            arrays.append(np.full(t.shape, 7, dtype=t.dtype_obj.numpy))
     return arrays, feed
 
 
