@@ -150,12 +150,23 @@ def int_operands(dtype):
 
 CHILD = """
 import numpy as np, schedlang as sl
+OPS = {"floordiv": lambda x, y: x // y, "floormod": lambda x, y: x % y,
+       "truncdiv": sl.truncdiv, "truncmod": sl.truncmod}
+
+def c_div(a, b):       # C's truncating / and %, with x / 0 = x % 0 = 0 and INT_MIN / -1 wrapping
+    q = np.where(b == 0, 0, np.trunc(a.astype(np.float64) / np.where(b == 0, 1, b).astype(np.float64)))
+    q = q.astype(np.int64) if a.dtype.kind == "i" else q.astype(np.uint64)
+    q = q.astype(a.dtype)   # wraps INT_MIN / -1 (exact: float64 holds these quotients for 8/16/32 bits)
+    return q, np.where(b == 0, 0, a - q * b).astype(a.dtype)
+
 for dtype in ("int8", "int32", "int64", "uint8", "uint32"):
     for vec in (False, True):
-        for name in ("floordiv", "floormod"):
+        for name in OPS:
+            if name.startswith("trunc") and dtype == "int64":
+                continue       # the float64 oracle above is exact only up to 32 bits
             A = sl.placeholder((12,), name="A", dtype=dtype)
             B = sl.placeholder((12,), name="B", dtype=dtype)
-            f = (lambda x, y: x // y) if name == "floordiv" else (lambda x, y: x % y)
+            f = OPS[name]
             C = sl.compute((12,), lambda i: f(A[i], B[i]), name="C")
             s = sl.create_schedule(C.op)
             if vec:
@@ -166,14 +177,19 @@ for dtype in ("int8", "int32", "int64", "uint8", "uint32"):
             c = np.zeros(12, dtype)
             sl.build(s, [A, B, C])(a, b, c)
             with np.errstate(all="ignore"):
-                want = (np.floor_divide if name == "floordiv" else np.mod)(a, b)
+                if name.startswith("trunc"):
+                    want = c_div(a, b)[name == "truncmod"]
+                else:
+                    want = (np.floor_divide if name == "floordiv" else np.mod)(a, b)
             assert np.array_equal(c, want), (dtype, vec, name, c, want)
+            assert np.array_equal(sl.reference([C], {A: a, B: b})[0], want), (dtype, name, "reference")
 print("ok")
 """
 
 
 def test_integer_division_by_zero_and_int_min_by_minus_one_give_numpy_results():
     # In a child process: on a build without the guards, x // 0 and INT_MIN // -1 raise SIGFPE.
+    # C's truncdiv/truncmod get the same defined results at 0 and -1 divisors.
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD)], env=env, capture_output=True,
                           text=True, timeout=300)
