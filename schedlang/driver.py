@@ -81,7 +81,8 @@ def _stage_ops(s: Schedule, args):
     """The operations of the scheduled program in stage order, including the stages the
     schedule added (cache_read/cache_write copies, rfactor partials)."""
     from .loop.plan import reachable_stages
-    reachable = reachable_stages(s, [s[o] for o in s.outputs] + [s[a] for a in args])
+    in_schedule = [a for a in args if isinstance(a, Tensor) and a.op in s._by_op]   # not unused placeholders
+    reachable = reachable_stages(s, [s[o] for o in s.outputs] + [s[a] for a in in_schedule])
     return [st.op for st in s.stages if id(st) in reachable]
 
 
@@ -117,5 +118,5 @@ def build(s: Schedule, args: Sequence[Tensor], target="llvm", name: Optional[str
             raise ValueError(f"tensor '{b.name}' has {b.size} elements; indices are 32-bit, so tensors are "
                              "limited to 2**31 - 1 elements for now")
     from .target.llvm.module import LLVMModule
-    is_output = [not isinstance(s[a].op, PlaceholderOp) for a in args]
+    is_output = [not isinstance(a.op, PlaceholderOp) for a in args]
     return LLVMModule(levels["kernel"], is_output, target, {k: _text(v) for k, v in levels.items()})

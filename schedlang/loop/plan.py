@@ -2,6 +2,7 @@
 inlined stages substituted into their readers."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -72,7 +73,7 @@ class Program:
 def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool) -> Program:
     """Freeze a schedule into plans; plain=True drops every loop transformation, annotation
     and compute_at (keeping inlining), which is what Loop IR shows."""
-    arg_stages = _arg_stages(schedule, args)
+    arg_stages, unused = _arg_stages(schedule, args)
     reachable = reachable_stages(schedule, [schedule[o] for o in schedule.outputs] + arg_stages)
     plans: Dict[int, StagePlan] = {}
     for st in schedule.stages:
@@ -93,8 +94,12 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
         plans[id(st)] = plan
     plan_of_op = {op: plans[id(st)] for op, st in schedule._by_op.items() if id(st) in plans}
     ordered = [plans[id(st)] for st in schedule.stages if id(st) in plans]
-    params = [plans[id(st)] for st in arg_stages]
-    _check_args(ordered, params, schedule)
+    for t in unused:      # placeholders the program never reads: arguments that stay unused
+        plan = StagePlan(t.op.name, t.op, is_arg=True)
+        ordered.insert(0, plan)
+        plan_of_op[t.op] = plan
+    params = [plans[id(a)] if not isinstance(a, Tensor) else plan_of_op[a.op] for a in _in_order(arg_stages, unused, args)]
+    _check_args(ordered, params, schedule, warn=not plain)
     program = Program(name or _default_name(schedule), ordered, params, plan_of_op)
     return inline_stages(program)
 
@@ -104,20 +109,39 @@ def _roots(op) -> List[IterVar]:
 
 
 def _arg_stages(schedule, args):
+    """The stages of the arguments, and the placeholders among them that the program never
+    reads (TVM accepts those as unused arguments)."""
     if not isinstance(args, (list, tuple)) or not args:
         raise TypeError("args must be a non-empty list of the tensors the function takes, e.g. [A, B, C]")
-    stages = []
+    stages, unused = [], []
     for a in args:
         if not isinstance(a, Tensor):
             raise TypeError(f"args must be tensors (placeholders and outputs), got {a!r}")
         try:
             st = schedule[a]
         except ScheduleError:
-            raise ValueError(f"argument '{a.name}' is not part of the scheduled program") from None
+            if not isinstance(a.op, PlaceholderOp):
+                raise ValueError(f"argument '{a.name}' is not part of the scheduled program") from None
+            if any(u.op is a.op for u in unused):
+                raise ValueError(f"argument '{a.name}' is listed twice") from None
+            if any(st.name == a.op.name for st in schedule.stages):
+                raise ValueError(f"argument '{a.name}' is not read by the program, and its name is taken by a "
+                                 "stage of the program; rename the placeholder") from None
+            unused.append(a)
+            continue
         if any(st is s for s in stages):
             raise ValueError(f"argument '{a.name}' is listed twice")
         stages.append(st)
-    return stages
+    return stages, unused
+
+
+def _in_order(arg_stages, unused, args):
+    """Stages and unused placeholders in the order of args."""
+    stages, extra = iter(arg_stages), iter(unused)
+    out = []
+    for a in args:
+        out.append(next(extra) if any(u is a for u in unused) else next(stages))
+    return out
 
 
 def reachable_stages(schedule, roots):
@@ -132,7 +156,7 @@ def reachable_stages(schedule, roots):
     return seen
 
 
-def _check_args(plans: List[StagePlan], params: List[StagePlan], schedule) -> None:
+def _check_args(plans: List[StagePlan], params: List[StagePlan], schedule, warn: bool) -> None:
     param_names = {p.name for p in params}
     for p in plans:
         if p.is_input and p.name not in param_names:
@@ -143,12 +167,10 @@ def _check_args(plans: List[StagePlan], params: List[StagePlan], schedule) -> No
             raise ValueError(f"output '{schedule[op].name}' is not in the argument list; add it so the result "
                              "has somewhere to go")
     for p in params:
-        if p.attach_type == "inline":
-            raise ScheduleError("compute_inline", p.name, "is inlined but also a function argument, which must "
-                                "be stored", hint="remove it from the arguments or compute_root() it")
-        if not p.is_input and p.attach_type == "at":
-            raise ScheduleError("compute_at", p.name, "is a function argument and must be computed whole, at the root",
-                                hint="cache_write it and compute_at the cache stage instead")
+        if p.attach_type == "inline" and warn:
+            # TVM's meaning: the stage is substituted into its readers, so nothing writes the buffer.
+            warnings.warn(f"'{p.name}' is inlined (compute_inline) but also a function argument: the kernel "
+                          "never writes that argument; compute_root() it to have it stored", stacklevel=4)
 
 
 def _default_name(schedule) -> str:
@@ -179,7 +201,7 @@ def inline_stages(program: Program) -> Program:
                 p = replace(p, op=ComputeOp(p.op.name, p.op.axis, body, p.op.tag, p.op.attrs))
         if p.attach_type == "inline":
             bodies[p.name] = p.op
-        else:
+        if p.attach_type != "inline" or p.is_arg:    # an inlined argument keeps its (unwritten) buffer
             plans.append(p)
     new_by_name = {p.name: p for p in plans}
     plan_of_op = {}

@@ -29,6 +29,13 @@ class FuseRel:
     fused: IterVar
 
 
+@dataclass(frozen=True, eq=False)
+class SingletonRel:
+    """A loop of one iteration that no root axis derives from (TVM's fuse() of no axes)."""
+
+    ivar: IterVar
+
+
 def split_extents(parent_extent: int, factor: Optional[int], nparts: Optional[int]) -> Tuple[int, int]:
     """(outer, inner) extents of a split of an axis of parent_extent iterations."""
     if factor is not None:
@@ -43,6 +50,8 @@ def pass_down_extents(root_extents: Mapping[IterVar, int], relations: Sequence) 
     for rel in relations:
         if isinstance(rel, SplitRel):
             ext[rel.outer], ext[rel.inner] = split_extents(ext[rel.parent], rel.factor, rel.nparts)
+        elif isinstance(rel, SingletonRel):
+            ext[rel.ivar] = 1
         else:
             ext[rel.fused] = math.prod(ext[a] for a in rel.axes)
     return ext
@@ -54,7 +63,7 @@ def pass_up_values(leaf_values: Mapping[IterVar, Expr], relations: Sequence,
     Axes in stop keep the value given for them in leaf_values."""
     value: Dict[IterVar, Expr] = dict(leaf_values)
     for rel in reversed(relations):
-        if isinstance(rel, SplitRel) and rel.parent in stop:
+        if isinstance(rel, SingletonRel) or (isinstance(rel, SplitRel) and rel.parent in stop):
             continue
         if isinstance(rel, SplitRel):
             inner_ext = extents[rel.inner]

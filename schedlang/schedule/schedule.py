@@ -2,17 +2,18 @@
 cache_write, rfactor), and the step list that prints, serialises and replays."""
 from __future__ import annotations
 
+import warnings
 from typing import Dict, Iterable, List, Optional, Sequence
 
 from ..errors import ScheduleError
 from ..expr.functor import map_children, substitute
-from ..expr.nodes import Expr, Var, logical, select
+from ..expr.nodes import Const, Expr, Var, binary, const, logical, select
 from ..tensor.axis import DATA_PAR, REDUCE, IterVar, Range
 from ..tensor.graph import post_order
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
 from ..tensor.reduce import Reduce
 from . import steps as steps_mod
-from .relations import SplitRel, pass_up_values
+from .relations import FuseRel, SplitRel, pass_up_values
 from .stage import Stage
 
 SCOPES = ("global", "shared", "local")
@@ -246,35 +247,84 @@ class Schedule:
 
     def cache_write(self, tensor, scope: str) -> Tensor:
         """Compute tensor into a new stage in scope; the original stage copies the result out.
-        Call it before scheduling the stage."""
+
+        As TVM's cache_write (CacheWriteWithReLayout): the cache stage's axes are the
+        original stage's data-parallel loops at the time of the call ('<loop>.c'), so a
+        split or reorder made before cache_write re-lays the cache buffer out to follow
+        it; its reduction axes are the original's own, so s[CC].split(k, ...) works with
+        the k the algorithm was written with. The original stage becomes a plain copy."""
         st = self._stage_arg("cache_write", tensor)
         self._check_scope("cache_write", st, scope)
         st._require_schedulable("cache_write")
-        if st.relations or st.annotations:
-            raise ScheduleError("cache_write", st.name, f"the stage is already scheduled (loops: {st.loops_str()})",
-                                hint="call cache_write before splitting or annotating the stage")
+        op = st.op
+        derived = [a.name for a in st.leaf_iter_vars if a.kind == REDUCE and not any(a is r for r in op.reduce_axis)]
+        if derived:
+            raise ScheduleError("cache_write", st.name, f"its reduction axes are already split or fused "
+                                f"(loops: {st.loops_str()}); the cache can only be re-laid out along "
+                                "data-parallel loops", axis=derived[0],
+                                hint="call cache_write first, then split the reduction axes of the cache stage")
         attached = [s.name for s in self.stages if s.attach_stage is st]
         if attached:
             raise ScheduleError("cache_write", st.name, f"stages {', '.join(attached)} are computed at its loops, "
                                 "but their reader becomes the cache stage, which runs outside them",
                                 hint="call cache_write first, then compute_at the producers into the cache stage")
-        op = st.op
-        fresh = {a: IterVar(Var(a.name + ".c"), a.dom, a.kind) for a in op.axis + op.reduce_axis}
-        vmap = {a.var: f.var for a, f in fresh.items()}
+        if st.annotations or st.pragmas:
+            warnings.warn(f"cache_write: the annotations of stage '{st.name}' ({st.loops_str()}) are dropped, as in "
+                          "TVM: the stage becomes a plain copy of the cache; annotate it after cache_write",
+                          stacklevel=2)
+        axes, values, cond = self._relayout(st)
         body = op.body
+        vmap = {a.var: values[a] for a in op.axis}
         if isinstance(body, Reduce):
-            cond = None if body.condition is None else substitute(body.condition, vmap)
-            body = Reduce(body.combiner, substitute(body.source, vmap), tuple(fresh[a] for a in body.axis), cond)
+            red_cond = None if body.condition is None else substitute(body.condition, vmap)
+            cond = red_cond if cond is None else (cond if red_cond is None else logical("and", cond, red_cond))
+            body = Reduce(body.combiner, substitute(body.source, vmap), body.axis, cond)
         else:
             body = substitute(body, vmap)
-        cache_op = ComputeOp(self._unique_name(f"{st.name}.{scope}"), tuple(fresh[a] for a in op.axis), body)
+            if cond is not None:   # the tail of a non-dividing split computes nothing (TVM: select(pred, body, 0))
+                body = select(cond, body, const(0, body.dtype), guarded=True)
+        cache_op = ComputeOp(self._unique_name(f"{st.name}.{scope}"), axes, body)
         cache = Stage(self, cache_op, cache_op.name, scope)
         self._insert(cache, st)
-        copy = ComputeOp(op.name, op.axis, TensorRead(cache_op.output(0), tuple(a.var for a in op.axis)),
-                         op.tag, op.attrs)
+        copy = ComputeOp(op.name, op.axis, TensorRead(cache_op.output(0), self._leaf_indices(st)), op.tag, op.attrs)
         self._set_op(st, copy, keep_schedule=False)
         self._record(steps_mod.CacheWrite(st.name, scope))
         return cache_op.output(0)
+
+    @staticmethod
+    def _relayout(st: Stage):
+        """The cache stage's axes (one per data-parallel loop of st), the value of each root
+        axis of st in terms of them, and the condition that excludes a split's tail."""
+        ext = st.static_extents()
+        leaves = [a for a in st.leaf_iter_vars if a.kind != REDUCE]
+        axes = tuple(IterVar(Var(a.name + ".c"), a.dom if any(a is r for r in st.op.axis) else Range(0, ext[a]), DATA_PAR)
+                     for a in leaves)
+        values = pass_up_values({a: c.var for a, c in zip(leaves, axes)}, st.relations, ext)
+        cond = None
+        for rel in st.relations:
+            if isinstance(rel, SplitRel) and ext[rel.outer] * ext[rel.inner] != ext[rel.parent]:
+                tail = values[rel.parent] < ext[rel.parent]
+                cond = tail if cond is None else logical("and", cond, tail)
+        return axes, values, cond
+
+    @staticmethod
+    def _leaf_indices(st: Stage):
+        """Each data-parallel loop of st as an expression of st's root axes (TVM's PassDownIndex)."""
+        ext = st.static_extents()
+        value = {a: a.var for a in st.op.axis}
+        for rel in st.relations:
+            if isinstance(rel, SplitRel):
+                f = Const(ext[rel.inner], value[rel.parent].dtype)
+                value[rel.outer] = binary("floordiv", value[rel.parent], f)
+                value[rel.inner] = binary("floormod", value[rel.parent], f)
+            elif isinstance(rel, FuseRel):
+                fused = value[rel.axes[0]]
+                for a in rel.axes[1:]:
+                    fused = binary("add", binary("mul", fused, Const(ext[a], fused.dtype)), value[a])
+                value[rel.fused] = fused
+            else:
+                value[rel.ivar] = Const(0, "int32")
+        return tuple(value[a] for a in st.leaf_iter_vars if a.kind != REDUCE)
 
     def rfactor(self, tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
         """Factor a reduction: a new stage computes partial results indexed by the reduction
@@ -289,18 +339,32 @@ class Schedule:
         if axis.kind != REDUCE:
             raise ScheduleError("rfactor", st.name, "the axis is not a reduction loop", axis=axis.name,
                                 choices=[a.name for a in st.leaf_iter_vars if a.kind == REDUCE])
-        touched = [a.name for a in op.axis if a not in st.leaf_iter_vars or a in st.annotations]
-        if touched or any(st.annotations.get(a) for a in st.leaf_iter_vars):
-            raise ScheduleError("rfactor", st.name, "the stage's loops are already transformed or annotated "
-                                f"(loops: {st.loops_str()})", axis=axis.name,
-                                hint="split the reduction axis, rfactor, then schedule the data-parallel axes")
-        if isinstance(factor_axis, bool) or not isinstance(factor_axis, int) or not 0 <= factor_axis <= len(op.axis):
-            raise ScheduleError("rfactor", st.name, f"factor_axis must be an int in [0, {len(op.axis)}], got {factor_axis!r}",
-                                axis=axis.name, hint="factor_axis is where the factored axis goes among the "
-                                                     f"{len(op.axis)} axes of the new stage")
+        annotated = [a.name for a in st.leaf_iter_vars if a.kind == REDUCE and a in st.annotations]
+        if annotated:
+            raise ScheduleError("rfactor", st.name, f"the reduction loop '{annotated[0]}' is annotated "
+                                f"({st.annotations[st.axis(annotated[0])]}), but rfactor replaces the reduction loops",
+                                axis=axis.name, hint="rfactor first, then annotate the loops of the new stages")
+        lost = [s.name for s in self.stages if s.attach_stage is st
+                and not any(s.attach_ivar is a for a in op.axis) and s.attach_ivar.kind != REDUCE]
+        if lost:
+            raise ScheduleError("rfactor", st.name, f"stages {', '.join(lost)} are computed at its split or fused "
+                                "data-parallel loops, which rfactor discards", axis=axis.name,
+                                hint="call rfactor before compute_at")
+        n = len(op.axis)
+        if isinstance(factor_axis, bool) or not isinstance(factor_axis, int) or not -(n + 1) <= factor_axis <= n:
+            raise ScheduleError("rfactor", st.name, f"factor_axis must be an int in [0, {n}] (or [-{n + 1}, -1], "
+                                f"counted from the end), got {factor_axis!r}", axis=axis.name,
+                                hint=f"factor_axis is where the factored axis goes among the {n} axes of the new stage")
+        factor_axis = factor_axis if factor_axis >= 0 else n + 1 + factor_axis
         if any(s.attach_stage is st and s.attach_ivar.kind == REDUCE for s in self.stages):
             raise ScheduleError("rfactor", st.name, "stages are computed at its reduction loops, which rfactor replaces",
                                 axis=axis.name, hint="call rfactor before compute_at")
+        if any(a.kind != REDUCE for a in st.leaf_iter_vars if not any(a is r for r in op.axis)) or st.pragmas or \
+                any(a.kind != REDUCE for a in st.annotations):
+            # TVM's meaning: both the factored stage and the reduced stage start from plain loops.
+            warnings.warn(f"rfactor: the data-parallel loop transformations and annotations of stage '{st.name}' "
+                          f"({st.loops_str()}) are discarded, as in TVM: schedule the stages after rfactor",
+                          stacklevel=2)
         factored, new_c = self._rfactor_ops(st, axis, factor_axis)
         fstage = Stage(self, factored, factored.name)
         self._insert(fstage, st)
@@ -315,12 +379,12 @@ class Schedule:
         fresh = {a: IterVar(Var(a.name), Range(0, ext[a]), DATA_PAR if a is axis else REDUCE) for a in reduce_leaves}
         data = {a: IterVar(Var(a.name), a.dom, DATA_PAR) for a in op.axis}
         values = pass_up_values({a: fresh[a].var for a in reduce_leaves},
-                                [r for r in st.relations], ext)
+                                [r for r in st.relations if _is_reduce_relation(r)], ext)
         vmap = {a.var: data[a].var for a in op.axis}
         vmap.update({a.var: values[a] for a in red.axis})
         cond = None if red.condition is None else substitute(red.condition, vmap)
         for rel in st.relations:   # a split that overshoots its parent must not count the tail
-            if isinstance(rel, SplitRel) and ext[rel.outer] * ext[rel.inner] != ext[rel.parent]:
+            if isinstance(rel, SplitRel) and rel.parent.kind == REDUCE and ext[rel.outer] * ext[rel.inner] != ext[rel.parent]:
                 tail = values[rel.parent] < ext[rel.parent]
                 cond = tail if cond is None else logical("and", cond, tail)
         source = substitute(red.source, vmap)
@@ -330,7 +394,7 @@ class Schedule:
         if rest:
             body = Reduce(red.combiner, source, rest, cond)
         else:
-            body = source if cond is None else select(cond, source, red.combiner.identity)
+            body = source if cond is None else select(cond, source, red.combiner.identity, guarded=True)
         factored = ComputeOp(self._unique_name(f"{st.name}.rf"), tuple(f_axes), body)
         rv = IterVar(Var(axis.name), Range(0, ext[axis]), REDUCE)
         idx = [a.var for a in op.axis]
@@ -338,3 +402,12 @@ class Schedule:
         new_c = ComputeOp(op.name, op.axis, Reduce(red.combiner, TensorRead(factored.output(0), tuple(idx)), (rv,)),
                           op.tag, op.attrs)
         return factored, new_c
+
+
+def _is_reduce_relation(rel) -> bool:
+    """Whether a split/fuse relation derives reduction loops (fuse never mixes kinds)."""
+    if isinstance(rel, SplitRel):
+        return rel.parent.kind == REDUCE
+    if isinstance(rel, FuseRel):
+        return rel.fused.kind == REDUCE
+    return False

@@ -118,7 +118,8 @@ class Fuse(Step):
 
     def to_python(self, names):
         args = ", ".join(names.get(self.stage, a) for a in self.axes)
-        return f"{names.new_axis(self.stage, '.'.join(self.axes) + '.fused')} = s[{self.stage!r}].fuse({args})"
+        fused = '.'.join(self.axes) + '.fused' if self.axes else 'singleton'
+        return f"{names.new_axis(self.stage, fused)} = s[{self.stage!r}].fuse({args})"
 
 
 @dataclass(frozen=True)

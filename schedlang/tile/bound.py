@@ -43,7 +43,7 @@ class _Bounds:
     def readers(self, plan: StagePlan) -> List[Tuple[StagePlan, TensorRead]]:
         out = []
         for p in self.program.plans:
-            if p.is_input:
+            if p.is_input or p.attach_type == "inline":   # an inlined argument's body never runs
                 continue
             for node in walk(p.op.body):
                 if isinstance(node, TensorRead) and self.program.producer(node) is plan:
