@@ -41,11 +41,11 @@ def loop_extents(plan: StagePlan, region: Region) -> Dict[IterVar, int]:
 
 
 def make_buffer(plan: StagePlan, region: Region) -> Buffer:
-    """The buffer a stage writes: its full shape for arguments and root stages, its region
-    for stages computed at a loop."""
+    """The buffer a stage writes: its full shape for arguments, its region (what its readers
+    need) for temporaries."""
     op = plan.op
     ndim = len(op.shape)
-    shape = tuple(op.shape) if plan.is_arg or plan.attach_type == "root" else tuple(e for _, e in region[:ndim])
+    shape = tuple(op.shape) if plan.is_arg or plan.is_input else tuple(e for _, e in region[:ndim])
     strides = None
     if plan.storage_aligns:
         if plan.is_arg:
@@ -73,8 +73,8 @@ class _FuncBuilder:
             region = regions[p.name] if not p.is_input else [(Const(0), n) for n in p.op.shape]
             self.buffers[p.name] = make_buffer(p, region)
             ndim = len(p.op.shape)
-            attached_temp = not p.is_arg and p.attach_type == "at"
-            self.offsets[p.name] = [m for m, _ in region[:ndim]] if attached_temp else [Const(0)] * ndim
+            temp = not p.is_arg and not p.is_input
+            self.offsets[p.name] = [m for m, _ in region[:ndim]] if temp else [Const(0)] * ndim
         self.extents = {p.name: loop_extents(p, regions[p.name]) for p in program.plans if not p.is_input}
         # Every loop variable of the function with its range: the domain checks reason over
         # the loops of enclosing stages too.

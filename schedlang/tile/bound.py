@@ -1,4 +1,5 @@
-"""Bound inference: the region of each stage that one iteration of its attach loop needs.
+"""Bound inference: the region of each stage that one iteration of its attach loop needs
+(for a temporary computed at the root: what all its readers need, as in TVM).
 
 Stages are visited consumers first. A stage computed at loop x of stage Q must cover
 every element its readers touch while the loops enclosing x stay fixed and all loops
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Dict, List, Tuple
 
 from ..errors import ScheduleError
-from ..expr.bounds import const_bounds, relaxed_interval
+from ..expr.bounds import const_bounds, relaxed_interval, span_bound
 from ..expr.functor import free_vars, substitute, walk
 from ..expr.nodes import Const, Expr, Var, binary
 from ..expr.simplify import simplify
@@ -56,8 +57,9 @@ class _Bounds:
         return {a.var: binary("add", m, rel[a]) for a, (m, _) in zip(plan.roots, self.regions[plan.name])}
 
     def infer(self, plan: StagePlan) -> Region:
-        if plan.attach_type != "at":
+        if plan.attach_type == "inline" or (plan.is_arg and plan.attach_type != "at"):
             return full_region(plan)
+        # A root temporary, like TVM's, is sized by what its readers need over all their loops.
         fixed = self.path(plan)
         fixed_set = set(map(id, fixed))
         los: List[List[Expr]] = [[] for _ in plan.op.axis]
@@ -80,7 +82,10 @@ class _Bounds:
                 his[d].append(hi)
         region = []
         for d, ax in enumerate(plan.op.axis):
-            region.append(self.combine(los[d], his[d], ax))
+            lo, extent = self.combine(los[d], his[d], ax)
+            if plan.attach_type != "at" and not isinstance(lo, Const):
+                lo, extent = Const(ax.dom.min), ax.dom.extent
+            region.append((lo, extent))
         region += [(Const(a.dom.min), a.dom.extent) for a in plan.op.reduce_axis]
         return region
 
@@ -107,6 +112,9 @@ class _Bounds:
         extent = simplify(binary("add", binary("sub", hi, lo), Const(1)), self.ranges)
         if not isinstance(extent, Const):
             bound = const_bounds(extent, self.ranges)[1]
+            span = span_bound(hi, lo, self.ranges)
+            if span is not None and (bound is None or span + 1 < bound):
+                bound = span + 1
             if bound is None:
                 return Const(dom_lo), dom_ext
             extent = Const(bound)
