@@ -99,10 +99,15 @@ class AnnotationPrimitives:
     def pragma(self, ivar: IterVar, key: str, value=None) -> None:
         """Attach a pragma `key` (with an optional value) to a loop, as TVM's Stage.pragma.
 
-        The keys in PRAGMAS are honoured; any other key is kept on the loop and printed in
-        Tile and Kernel IR, and code generation ignores it."""
+        The keys in PRAGMAS are honoured; "unroll" and "vectorize" are unroll()/vectorize(),
+        as in TVM; any other key is kept on the loop and printed in Tile and Kernel IR, and
+        code generation ignores it."""
         self._require_schedulable("pragma")
         self._require_leaf("pragma", ivar)
+        if key == "unroll":
+            return self.unroll(ivar)
+        if key == "vectorize":
+            return self.vectorize(ivar)
         if not isinstance(key, str) or not key:
             raise ScheduleError("pragma", self.name, f"the pragma key must be a non-empty string, got {key!r}",
                                 axis=ivar.name, hint=f"known keys: {', '.join(sorted(PRAGMAS))}")
