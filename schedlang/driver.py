@@ -87,9 +87,10 @@ def _stage_ops(s: Schedule, args):
 
 
 def lower(s: Schedule, args: Sequence[Tensor], name: Optional[str] = None, level: str = "tile",
-          target="llvm") -> str:
+          target="llvm", simple_mode: bool = False) -> str:
     """Readable text of a lowered schedule: level is one of tensor, loop, tile (default,
-    the scheduled loop nest, like tvm.lower), kernel, or all."""
+    the scheduled loop nest, like tvm.lower), kernel, or all. simple_mode is accepted for
+    TVM compatibility: the text is always the simple form."""
     if level not in LEVELS + ("all",):
         raise ValueError(f"unknown IR level {level!r}; choose one of {', '.join(LEVELS + ('all',))}")
     levels = lower_all(s, args, Target.create(target), name, upto="kernel" if level == "all" else level)

@@ -12,11 +12,14 @@ from .relations import FuseRel, SingletonRel, SplitRel
 class LoopPrimitives:
     """Mixin of Stage: the primitives that change a stage's loop structure."""
 
-    def split(self, parent: IterVar, factor: Optional[int] = None, nparts: Optional[int] = None
-              ) -> Tuple[IterVar, IterVar]:
+    def split(self, parent: IterVar, factor: Optional[int] = None, nparts: Optional[int] = None,
+              disable_predication: bool = False) -> Tuple[IterVar, IterVar]:
         """Split parent into (outer, inner) loops with inner extent factor, or outer extent nparts.
 
-        A factor that does not divide the extent leaves a tail that lowering guards."""
+        A factor that does not divide the extent leaves a tail that lowering guards.
+        disable_predication is accepted for TVM compatibility; the guard is kept anyway (it
+        is only emitted where the split does not divide), since dropping it would read and
+        write out of bounds."""
         self._require_schedulable("split")
         self._require_leaf("split", parent)
         if (factor is None) == (nparts is None):

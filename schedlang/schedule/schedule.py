@@ -14,9 +14,9 @@ from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
 from ..tensor.reduce import Reduce
 from . import steps as steps_mod
 from .relations import FuseRel, SplitRel, pass_up_values
+from .placement import SCOPES
 from .stage import Stage
 
-SCOPES = ("global", "shared", "local")
 
 
 def create_schedule(ops) -> "Schedule":

@@ -278,6 +278,19 @@ class StorageAlign(Step):
 
 
 @dataclass(frozen=True)
+class SetScope(Step):
+    primitive: ClassVar[str] = "set_scope"
+    stage: str
+    scope: str
+
+    def apply(self, s):
+        s[self.stage].set_scope(self.scope)
+
+    def to_python(self, names):
+        return f"s[{self.stage!r}].set_scope({self.scope!r})"
+
+
+@dataclass(frozen=True)
 class Pragma(Step):
     primitive: ClassVar[str] = "pragma"
     stage: str

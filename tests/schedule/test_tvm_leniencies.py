@@ -212,3 +212,37 @@ def test_cache_write_after_fuse():
     assert_close(c, a * 2 + 1)
     again = sl.create_schedule(C.op).apply_json(s.to_json())
     assert sl.lower(again, [A, C]) == sl.lower(s, [A, C])
+
+
+# ---- set_scope, split(disable_predication=), lower(simple_mode=) ---------------------------
+def test_set_scope_of_an_attached_stage_replays_and_computes():
+    A, B, C = _chain()
+    s = sl.create_schedule(C.op)
+    s[B].set_scope("shared")
+    s[B].compute_at(s[C], C.op.axis[0])
+    text = sl.lower(s, [A, C])
+    assert "alloc B: f32[1, 8] shared" in text
+    assert "s['B'].set_scope('shared')" in str(s)
+    assert sl.lower(sl.create_schedule(C.op).apply_json(s.to_json()), [A, C]) == text
+    a = np.random.default_rng(8).random((8, 8), "float32")
+    (c,) = build_and_run(s, [A, C], [a], [a])
+    assert_close(c, a * 2 + 1)
+
+
+def test_set_scope_errors():
+    A, B, C = _chain()
+    s = sl.create_schedule(C.op)
+    with pytest.raises(sl.ScheduleError, match="unknown memory scope 'texture'"):
+        s[B].set_scope("texture")
+    with pytest.raises(sl.ScheduleError, match="output"):
+        s[C].set_scope("local")
+
+
+def test_split_accepts_disable_predication_and_keeps_the_guard():
+    A, B, C = _chain(10)
+    s = sl.create_schedule(C.op)
+    s[C].split(C.op.axis[1], factor=4, disable_predication=True)
+    assert "if " in sl.lower(s, [A, C], simple_mode=True)
+    a = np.random.default_rng(9).random((10, 10), "float32")
+    (c,) = build_and_run(s, [A, C], [a], [a])
+    assert_close(c, a * 2 + 1)
