@@ -246,3 +246,41 @@ def test_split_accepts_disable_predication_and_keeps_the_guard():
     a = np.random.default_rng(9).random((10, 10), "float32")
     (c,) = build_and_run(s, [A, C], [a], [a])
     assert_close(c, a * 2 + 1)
+
+
+# ---- property: cache_write after random data-parallel loop transformations ----------------
+from hypothesis import given, settings, strategies as st   # noqa: E402
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["split", "fuse", "reorder"]), st.integers(0, 5), st.integers(1, 5)),
+                max_size=3),
+       st.booleans(), st.integers(0, 3))
+def test_cache_write_after_random_loop_transformations(ops, reduction, attach):
+    """Whatever split/fuse/reorder came before cache_write, the re-laid-out cache computes
+    the same result (also when the cache is then computed at a loop of the copy)."""
+    if reduction:
+        A, B, k, C, a, b = _gemm(7, 6, 5)
+        args, inputs, want = [A, B, C], [a, b], a @ b
+    else:
+        A, B, C = _chain(7)
+        a = np.random.default_rng(10).random((7, 7), "float32")
+        args, inputs, want = [A, C], [a], a * 2 + 1
+    s = sl.create_schedule(C.op)
+    for op, pick, factor in ops:
+        data = [x for x in s[C].leaf_iter_vars if x.kind != "reduce"]
+        if op == "split":
+            s[C].split(data[pick % len(data)], factor=factor)
+        elif op == "fuse" and len(data) > 1:
+            i = pick % (len(data) - 1)
+            pos = [s[C].leaf_iter_vars.index(x) for x in data[i:i + 2]]
+            if pos[1] == pos[0] + 1:
+                s[C].fuse(*data[i:i + 2])
+        elif op == "reorder":
+            s[C].reorder(*data[pick % len(data):] + data[:pick % len(data)])
+    CC = s.cache_write(C, "local")
+    if attach:
+        outer, _ = s[C].split(C.op.axis[attach % 2], factor=attach + 1)
+        s[CC].compute_at(s[C], outer)
+    (out,) = build_and_run(s, args, inputs, [np.empty(want.shape, "float32")])
+    assert_close(out, want)
