@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from ..expr.nodes import Const, Expr, binary
-from ..tensor.axis import IterVar
+from ..tensor.axis import REDUCE, IterVar
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,3 +79,33 @@ def pass_up_values(leaf_values: Mapping[IterVar, Expr], relations: Sequence,
                 value[a] = part
                 stride *= extents[a]
     return value
+
+
+def pass_down_values(root_values: Mapping[IterVar, Expr], relations: Sequence,
+                     extents: Mapping[IterVar, int]) -> Dict[IterVar, Expr]:
+    """The value of every derived axis in terms of the root axes' values (TVM's
+    PassDownIndex): a split's outer is parent // inner_extent and its inner parent %
+    inner_extent; a fused axis enumerates its axes row-major; a singleton is 0."""
+    value: Dict[IterVar, Expr] = dict(root_values)
+    for rel in relations:
+        if isinstance(rel, SplitRel):
+            f = Const(extents[rel.inner], value[rel.parent].dtype)
+            value[rel.outer] = binary("floordiv", value[rel.parent], f)
+            value[rel.inner] = binary("floormod", value[rel.parent], f)
+        elif isinstance(rel, FuseRel):
+            fused = value[rel.axes[0]]
+            for a in rel.axes[1:]:
+                fused = binary("add", binary("mul", fused, Const(extents[a], fused.dtype)), value[a])
+            value[rel.fused] = fused
+        else:
+            value[rel.ivar] = Const(0)
+    return value
+
+
+def is_reduce_relation(rel) -> bool:
+    """Whether a split/fuse relation derives reduction loops (fuse never mixes kinds)."""
+    if isinstance(rel, SplitRel):
+        return rel.parent.kind == REDUCE
+    if isinstance(rel, FuseRel):
+        return rel.fused.kind == REDUCE
+    return False

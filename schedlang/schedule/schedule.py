@@ -7,13 +7,13 @@ from typing import Dict, Iterable, List, Optional, Sequence
 
 from ..errors import ScheduleError
 from ..expr.functor import map_children, substitute
-from ..expr.nodes import Const, Expr, Var, binary, const, logical, select
+from ..expr.nodes import Expr, Var, const, logical, select
 from ..tensor.axis import DATA_PAR, REDUCE, IterVar, Range
 from ..tensor.graph import post_order
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
 from ..tensor.reduce import Reduce
 from . import steps as steps_mod
-from .relations import FuseRel, SplitRel, pass_up_values
+from .relations import SplitRel, is_reduce_relation, pass_down_values, pass_up_values
 from .placement import SCOPES
 from .stage import Stage
 
@@ -286,7 +286,9 @@ class Schedule:
         cache_op = ComputeOp(self._unique_name(f"{st.name}.{scope}"), axes, body)
         cache = Stage(self, cache_op, cache_op.name, scope)
         self._insert(cache, st)
-        copy = ComputeOp(op.name, op.axis, TensorRead(cache_op.output(0), self._leaf_indices(st)), op.tag, op.attrs)
+        index = pass_down_values({a: a.var for a in op.axis}, st.relations, st.static_extents())
+        leaves = tuple(index[a] for a in st.leaf_iter_vars if a.kind != REDUCE)
+        copy = ComputeOp(op.name, op.axis, TensorRead(cache_op.output(0), leaves), op.tag, op.attrs)
         self._set_op(st, copy, keep_schedule=False)
         self._record(steps_mod.CacheWrite(st.name, scope))
         return cache_op.output(0)
@@ -306,25 +308,6 @@ class Schedule:
                 tail = values[rel.parent] < ext[rel.parent]
                 cond = tail if cond is None else logical("and", cond, tail)
         return axes, values, cond
-
-    @staticmethod
-    def _leaf_indices(st: Stage):
-        """Each data-parallel loop of st as an expression of st's root axes (TVM's PassDownIndex)."""
-        ext = st.static_extents()
-        value = {a: a.var for a in st.op.axis}
-        for rel in st.relations:
-            if isinstance(rel, SplitRel):
-                f = Const(ext[rel.inner], value[rel.parent].dtype)
-                value[rel.outer] = binary("floordiv", value[rel.parent], f)
-                value[rel.inner] = binary("floormod", value[rel.parent], f)
-            elif isinstance(rel, FuseRel):
-                fused = value[rel.axes[0]]
-                for a in rel.axes[1:]:
-                    fused = binary("add", binary("mul", fused, Const(ext[a], fused.dtype)), value[a])
-                value[rel.fused] = fused
-            else:
-                value[rel.ivar] = Const(0, "int32")
-        return tuple(value[a] for a in st.leaf_iter_vars if a.kind != REDUCE)
 
     def rfactor(self, tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
         """Factor a reduction: a new stage computes partial results indexed by the reduction
@@ -379,7 +362,7 @@ class Schedule:
         fresh = {a: IterVar(Var(a.name), Range(0, ext[a]), DATA_PAR if a is axis else REDUCE) for a in reduce_leaves}
         data = {a: IterVar(Var(a.name), a.dom, DATA_PAR) for a in op.axis}
         values = pass_up_values({a: fresh[a].var for a in reduce_leaves},
-                                [r for r in st.relations if _is_reduce_relation(r)], ext)
+                                [r for r in st.relations if is_reduce_relation(r)], ext)
         vmap = {a.var: data[a].var for a in op.axis}
         vmap.update({a.var: values[a] for a in red.axis})
         cond = None if red.condition is None else substitute(red.condition, vmap)
@@ -403,11 +386,3 @@ class Schedule:
                           op.tag, op.attrs)
         return factored, new_c
 
-
-def _is_reduce_relation(rel) -> bool:
-    """Whether a split/fuse relation derives reduction loops (fuse never mixes kinds)."""
-    if isinstance(rel, SplitRel):
-        return rel.parent.kind == REDUCE
-    if isinstance(rel, FuseRel):
-        return rel.fused.kind == REDUCE
-    return False
