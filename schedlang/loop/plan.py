@@ -170,7 +170,8 @@ def _check_args(plans: List[StagePlan], params: List[StagePlan], schedule, warn:
         if p.attach_type == "inline" and warn:
             # TVM's meaning: the stage is substituted into its readers, so nothing writes the buffer.
             warnings.warn(f"'{p.name}' is inlined (compute_inline) but also a function argument: the kernel "
-                          "never writes that argument; compute_root() it to have it stored", stacklevel=4)
+                          "never writes that argument; compute_root() it to have it stored",
+                          stacklevel=6)   # the user's lower()/build() call
 
 
 def _default_name(schedule) -> str:

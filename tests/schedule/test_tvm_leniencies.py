@@ -284,3 +284,22 @@ def test_cache_write_after_random_loop_transformations(ops, reduction, attach):
         s[CC].compute_at(s[C], outer)
     (out,) = build_and_run(s, args, inputs, [np.empty(want.shape, "float32")])
     assert_close(out, want)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 6), st.booleans(), st.integers(-3, 2), st.booleans())
+def test_rfactor_after_random_data_parallel_schedules(data_factor, red_factor, outer, factor_axis, attach):
+    """rfactor of either part of a split reduction, after the data-parallel axes were split
+    and fused, with any factor_axis: the result is the product's."""
+    A, B, k, C, a, b = _gemm(5, 6, 7)
+    s = sl.create_schedule(C.op)
+    io, ii = s[C].split(C.op.axis[0], factor=data_factor)
+    s[C].fuse(ii, C.op.axis[1])
+    ko, ki = s[C].split(k, factor=red_factor)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # the data-parallel schedule is discarded, as in TVM
+        CF = s.rfactor(C, ko if outer else ki, factor_axis=factor_axis)
+    if attach:
+        s[CF].compute_at(s[C], s[C].op.axis[0])
+    (c,) = build_and_run(s, [A, B, C], [a, b], [np.empty((5, 6), "float32")])
+    assert_close(c, a @ b)
