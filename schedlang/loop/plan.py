@@ -73,7 +73,8 @@ class Program:
 def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool) -> Program:
     """Freeze a schedule into plans; plain=True drops every loop transformation, annotation
     and compute_at (keeping inlining), which is what Loop IR shows."""
-    arg_stages, unused = _arg_stages(schedule, args)
+    entries = _arg_entries(schedule, args)
+    arg_stages = [e for e in entries if not isinstance(e, Tensor)]
     reachable = reachable_stages(schedule, [schedule[o] for o in schedule.outputs] + arg_stages)
     plans: Dict[int, StagePlan] = {}
     for st in schedule.stages:
@@ -94,11 +95,11 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
         plans[id(st)] = plan
     plan_of_op = {op: plans[id(st)] for op, st in schedule._by_op.items() if id(st) in plans}
     ordered = [plans[id(st)] for st in schedule.stages if id(st) in plans]
-    for t in unused:      # placeholders the program never reads: arguments that stay unused
-        plan = StagePlan(t.op.name, t.op, is_arg=True)
-        ordered.insert(0, plan)
-        plan_of_op[t.op] = plan
-    params = [plans[id(a)] if not isinstance(a, Tensor) else plan_of_op[a.op] for a in _in_order(arg_stages, unused, args)]
+    for t in entries:      # placeholders the program never reads: arguments that stay unused
+        if isinstance(t, Tensor):
+            plan_of_op[t.op] = StagePlan(t.op.name, t.op, is_arg=True)
+            ordered.insert(0, plan_of_op[t.op])
+    params = [plan_of_op[e.op] if isinstance(e, Tensor) else plans[id(e)] for e in entries]
     _check_args(ordered, params, schedule, warn=not plain)
     program = Program(name or _default_name(schedule), ordered, params, plan_of_op)
     return inline_stages(program)
@@ -108,40 +109,28 @@ def _roots(op) -> List[IterVar]:
     return list(op.axis) + list(op.reduce_axis) if isinstance(op, ComputeOp) else []
 
 
-def _arg_stages(schedule, args):
-    """The stages of the arguments, and the placeholders among them that the program never
+def _arg_entries(schedule, args):
+    """Per argument, its stage, or the tensor itself for a placeholder the program never
     reads (TVM accepts those as unused arguments)."""
     if not isinstance(args, (list, tuple)) or not args:
         raise TypeError("args must be a non-empty list of the tensors the function takes, e.g. [A, B, C]")
-    stages, unused = [], []
+    entries = []
     for a in args:
         if not isinstance(a, Tensor):
             raise TypeError(f"args must be tensors (placeholders and outputs), got {a!r}")
         try:
-            st = schedule[a]
+            entry = schedule[a]
         except ScheduleError:
             if not isinstance(a.op, PlaceholderOp):
                 raise ValueError(f"argument '{a.name}' is not part of the scheduled program") from None
-            if any(u.op is a.op for u in unused):
-                raise ValueError(f"argument '{a.name}' is listed twice") from None
             if any(st.name == a.op.name for st in schedule.stages):
                 raise ValueError(f"argument '{a.name}' is not read by the program, and its name is taken by a "
                                  "stage of the program; rename the placeholder") from None
-            unused.append(a)
-            continue
-        if any(st is s for s in stages):
+            entry = a
+        if any(entry is e or (isinstance(e, Tensor) and e.op is getattr(entry, "op", None)) for e in entries):
             raise ValueError(f"argument '{a.name}' is listed twice")
-        stages.append(st)
-    return stages, unused
-
-
-def _in_order(arg_stages, unused, args):
-    """Stages and unused placeholders in the order of args."""
-    stages, extra = iter(arg_stages), iter(unused)
-    out = []
-    for a in args:
-        out.append(next(extra) if any(u is a for u in unused) else next(stages))
-    return out
+        entries.append(entry)
+    return entries
 
 
 def reachable_stages(schedule, roots):

@@ -18,7 +18,6 @@ from .placement import SCOPES
 from .stage import Stage
 
 
-
 def create_schedule(ops) -> "Schedule":
     """A schedule for the operations ops (one or a list; tensors are accepted too)."""
     return Schedule(ops)
@@ -299,8 +298,8 @@ class Schedule:
         axis of st in terms of them, and the condition that excludes a split's tail."""
         ext = st.static_extents()
         leaves = [a for a in st.leaf_iter_vars if a.kind != REDUCE]
-        axes = tuple(IterVar(Var(a.name + ".c"), a.dom if any(a is r for r in st.op.axis) else Range(0, ext[a]), DATA_PAR)
-                     for a in leaves)
+        doms = [a.dom if any(a is r for r in st.op.axis) else Range(0, ext[a]) for a in leaves]
+        axes = tuple(IterVar(Var(a.name + ".c"), dom, DATA_PAR) for a, dom in zip(leaves, doms))
         values = pass_up_values({a: c.var for a, c in zip(leaves, axes)}, st.relations, ext)
         cond = None
         for rel in st.relations:
@@ -367,7 +366,8 @@ class Schedule:
         vmap.update({a.var: values[a] for a in red.axis})
         cond = None if red.condition is None else substitute(red.condition, vmap)
         for rel in st.relations:   # a split that overshoots its parent must not count the tail
-            if isinstance(rel, SplitRel) and rel.parent.kind == REDUCE and ext[rel.outer] * ext[rel.inner] != ext[rel.parent]:
+            if (isinstance(rel, SplitRel) and rel.parent.kind == REDUCE
+                    and ext[rel.outer] * ext[rel.inner] != ext[rel.parent]):
                 tail = values[rel.parent] < ext[rel.parent]
                 cond = tail if cond is None else logical("and", cond, tail)
         source = substitute(red.source, vmap)
@@ -385,4 +385,3 @@ class Schedule:
         new_c = ComputeOp(op.name, op.axis, Reduce(red.combiner, TensorRead(factored.output(0), tuple(idx)), (rv,)),
                           op.tag, op.attrs)
         return factored, new_c
-
