@@ -212,3 +212,31 @@ def test_span_bound_of_two_floor_divisions(k, a, w, c, m):
     bound = span_bound(hi, lo, {X: (-4, 9)})
     assert bound is not None
     assert all(evaluate(hi, {X: x}) - evaluate(lo, {X: x}) <= bound for x in range(-4, 10))
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from([(6, 8), (8, 8), (5, 12), (4, 6)]), st.integers(1, 9), st.integers(0, 2),
+       st.booleans(), st.sampled_from([0, 1]))
+def test_compute_at_a_fused_split_loop_covers_every_read(shape, factor, level, stencil, shift):
+    """The producer, computed at a loop of the consumer's fused-then-split nest, holds every
+    element the consumer reads: the bounds-checked build would raise on a read outside its
+    buffer, and the numerics would differ on a stale one."""
+    m, n = shape
+    A = sl.placeholder((m + 1, n + 1), name="A")
+    B = sl.compute((m + 1, n + 1), lambda i, j: A[i, j] * 2.0, name="B")
+    if stencil:
+        C = sl.compute((m, n), lambda i, j: B[i + shift, j] + B[i, j + 1], name="C")
+    else:
+        C = sl.compute((m, n), lambda i, j: B[i + shift, j + shift] + 1.0, name="C")
+    s = sl.create_schedule(C.op)
+    fo, fi = s[C].split(s[C].fuse(*C.op.axis), factor=factor)
+    if level == 2:
+        fio, fii = s[C].split(fi, factor=2)
+        s[B].compute_at(s[C], fio)
+    else:
+        s[B].compute_at(s[C], [fo, fi][level])
+    a = np.random.default_rng(factor).random((m + 1, n + 1), "float32")
+    (c,) = build_and_run(s, [A, C], [a], [np.empty((m, n), "float32")])
+    b = a * 2
+    want = b[shift:shift + m, :n] + b[:m, 1:n + 1] if stencil else b[shift:shift + m, shift:shift + n] + 1
+    assert_close(c, want)
