@@ -69,7 +69,7 @@ def build_key(s, args: Sequence, target, name: Optional[str]) -> Optional[Hashab
     if not isinstance(s, Schedule) or not isinstance(args, (list, tuple)):
         return None
     try:
-        arg_stages = tuple(s[a].name for a in args)
+        arg_stages = tuple((s[a].name, a.value_index) for a in args)
         program = workload_key([op.output(0) for op in s._user_outputs])
     except (ScheduleError, TypeError, ValueError):   # not a stage of s; a compute attr that is not JSON
         return None

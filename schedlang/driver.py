@@ -82,14 +82,16 @@ def _stage_ops(s: Schedule, args):
     """The operations of the scheduled program in stage order, including the stages the
     schedule added (cache_read/cache_write copies, rfactor partials)."""
     from .loop.plan import reachable_stages
-    reachable = reachable_stages(s, [s[o] for o in s.outputs] + [s[a] for a in args])
+    in_schedule = [a for a in args if isinstance(a, Tensor) and a.op in s._by_op]   # not unused placeholders
+    reachable = reachable_stages(s, [s[o] for o in s.outputs] + [s[a] for a in in_schedule])
     return [st.op for st in s.stages if id(st) in reachable]
 
 
 def lower(s: Schedule, args: Sequence[Tensor], name: Optional[str] = None, level: str = "tile",
-          target="llvm") -> LoweredFunc:
+          target="llvm", simple_mode: bool = False) -> LoweredFunc:
     """The lowered schedule: its text at `level` (tensor, loop, tile (default, the scheduled
-    loop nest, like tvm.lower), kernel, or all), which print() shows and build() accepts."""
+    loop nest, like tvm.lower), kernel, or all), which print() shows and build() accepts.
+    simple_mode is accepted for TVM compatibility: the text is always the simple form."""
     if level not in LEVELS + ("all",):
         raise ValueError(f"unknown IR level {level!r}; choose one of {', '.join(LEVELS + ('all',))}")
     target = Target.create(target)
@@ -105,7 +107,7 @@ def lower(s: Schedule, args: Sequence[Tensor], name: Optional[str] = None, level
 
 def _is_output(s: Schedule, args: Sequence[Tensor]) -> list:
     """For each argument, whether the program writes it (the module checks those are writable)."""
-    return [not isinstance(s[a].op, PlaceholderOp) for a in args]
+    return [not isinstance(a.op, PlaceholderOp) for a in args]
 
 
 def _text(ir) -> str:

@@ -1,6 +1,7 @@
 """Integer interval analysis: constant bounds, and symbolic bounds with some variables relaxed."""
 from __future__ import annotations
 
+import math
 from typing import Dict, Mapping, Optional, Tuple
 
 from .nodes import Binary, Cast, Const, Expr, Select, Var, binary
@@ -42,8 +43,28 @@ def _const_bounds(e: Expr, ranges: VarRanges, memo) -> Interval:
     if isinstance(e, Binary) and e.dtype.is_int:
         a = const_bounds(e.a, ranges, memo)
         b = const_bounds(e.b, ranges, memo)
-        return _binary_bounds(e.op, a, b)
+        lo, hi = _binary_bounds(e.op, a, b)
+        if e.op == "floormod" and isinstance(e.b, Const) and e.b.value > 0 and lo is not None:
+            lo, hi = _mod_residues(e, lo, hi)
+        return lo, hi
     return (None, None)
+
+
+def _mod_residues(e: Binary, lo: int, hi: int) -> Interval:
+    """Narrow the bounds of x % c to the residues x can have: when every coefficient of x
+    is a multiple of g (g dividing c), x % c is r, r + g, ..., with r = x's constant mod g."""
+    from .simplify import linear_form   # simplify imports this module
+    c = int(e.b.value)
+    terms, constant = linear_form(e.a)
+    g = c
+    for _, k in terms:
+        g = math.gcd(g, k)
+    if g == 1:
+        return lo, hi
+    r = constant % g
+    first = lo + (r - lo) % g          # the smallest value >= lo that is r mod g
+    last = hi - (hi - r) % g           # the largest value <= hi that is r mod g
+    return (first, last) if first <= last else (lo, hi)
 
 
 def _min_opt(x, y):
@@ -97,6 +118,36 @@ def _scale(a: Interval, c: int) -> Interval:
     return (lo, hi) if c >= 0 else (hi, lo)
 
 
+def _aligned_div_mod(e: Binary, relax: VarRanges) -> Optional[Tuple[Expr, Expr]]:
+    """Tight bounds of x // c or x % c when x, as the relaxed variables move, provably stays
+    inside one block [q*c, q*c + c) (TVM's bound for a fused axis that does not span rows).
+
+    x = F + M with F the terms free of relaxed variables and M in [mlo, mhi]. If every
+    coefficient of F is a multiple of g, g divides c and (F's constant + mlo) mod g plus the
+    width mhi - mlo stays below g, then x never crosses a multiple of g, hence of c: x // c is
+    the single point base // c and x % c runs over base % c + [0, width], base = F + mlo."""
+    from .simplify import from_linear, linear_form   # simplify imports this module
+    c = int(e.b.value)
+    terms, constant = linear_form(e.a)
+    fixed = [(t, k) for t, k in terms if not any(v in relax for v in free_vars(t))]
+    moving = [(t, k) for t, k in terms if any(v in relax for v in free_vars(t))]
+    mlo, mhi = const_bounds(from_linear(moving, 0, e.dtype), relax)
+    if mlo is None or mhi is None:
+        return None
+    g = c
+    for _, k in fixed:
+        g = math.gcd(g, k)
+    width = mhi - mlo
+    if (constant + mlo) % g + width >= g:
+        return None
+    base = from_linear(fixed, constant + mlo, e.dtype)
+    div = binary("floordiv", base, e.b)
+    if e.op == "floordiv":
+        return div, div
+    mod = binary("floormod", base, e.b)
+    return mod, binary("add", mod, Const(width, e.dtype))
+
+
 def relaxed_interval(e: Expr, relax: VarRanges) -> Tuple[Expr, Expr]:
     """Symbolic inclusive bounds (lo, hi) of e when the variables in relax take any value in
     their ranges and every other variable is held fixed.
@@ -122,6 +173,10 @@ def relaxed_interval(e: Expr, relax: VarRanges) -> Tuple[Expr, Expr]:
             if c.value >= 0:
                 return binary("mul", lo, c), binary("mul", hi, c)
             return binary("mul", hi, c), binary("mul", lo, c)
+        if e.op in ("floordiv", "floormod") and isinstance(e.b, Const) and e.b.value > 0:
+            aligned = _aligned_div_mod(e, relax)
+            if aligned is not None:
+                return aligned
         if e.op == "floordiv" and isinstance(e.b, Const) and e.b.value > 0:
             lo, hi = relaxed_interval(e.a, relax)
             return binary("floordiv", lo, e.b), binary("floordiv", hi, e.b)
@@ -153,3 +208,21 @@ def has_symbolic_range(e: Expr, ranges: VarRanges) -> bool:
         if r is not None and (isinstance(r[0], Expr) or isinstance(r[1], Expr)):
             return True
     return False
+def span_bound(hi: Expr, lo: Expr, ranges: VarRanges) -> Optional[int]:
+    """A constant upper bound of hi - lo, for the extent of a region [lo, hi].
+
+    Beyond constant bounds of the difference, it knows that two floor divisions by c of
+    values w apart differ by at most (w + c - 1) // c, which bounds a split or fused axis
+    whose segment may cross one row boundary."""
+    from .simplify import simplify   # simplify imports this module
+    if (isinstance(hi, Binary) and isinstance(lo, Binary) and hi.op == lo.op == "floordiv"
+            and isinstance(hi.b, Const) and isinstance(lo.b, Const) and hi.b.value > 0 and lo.b.value > 0):
+        # Bring both to one divisor c (x // d == (x * m) // (d * m)): the simplifier may
+        # have cancelled a common factor on one side only.
+        ch, cl = int(hi.b.value), int(lo.b.value)
+        c = ch * cl // math.gcd(ch, cl)
+        width = simplify(binary("sub", binary("mul", hi.a, Const(c // ch, hi.dtype)),
+                                binary("mul", lo.a, Const(c // cl, lo.dtype))), ranges)
+        if isinstance(width, Const) and width.value >= 0:
+            return (int(width.value) + c - 1) // c
+    return const_bounds(simplify(binary("sub", hi, lo), ranges), ranges)[1]

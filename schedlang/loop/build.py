@@ -51,11 +51,12 @@ def output_name(plan: StagePlan, index: int = 0) -> str:
 
 
 def make_buffer(plan: StagePlan, region: Region, index: int = 0) -> Buffer:
-    """The buffer a stage writes (output index of its op): its full shape for arguments and
-    root stages, its region for stages computed at a loop."""
+    """The buffer a stage writes (output index of its op): its full shape for arguments,
+    its region (what its readers need) for temporaries."""
     op = plan.op
     ndim = len(op.output_shape(index))
-    shape = tuple(op.output_shape(index)) if plan.is_arg or plan.attach_type == "root" else tuple(e for _, e in region[:ndim])
+    whole = plan.is_arg or plan.is_input or not isinstance(op, ComputeOp)   # scan, extern: whole buffers
+    shape = tuple(op.output_shape(index)) if whole else tuple(e for _, e in region[:ndim])
     strides = None
     if plan.storage_aligns:
         if plan.is_arg:
@@ -85,8 +86,8 @@ class _FuncBuilder:
             for i in range(p.op.num_outputs):
                 self.buffers[output_name(p, i)] = make_buffer(p, region, i)
             ndim = len(p.op.shape)
-            attached_temp = not p.is_arg and p.attach_type == "at"
-            self.offsets[p.name] = [m for m, _ in region[:ndim]] if attached_temp else [Const(0)] * ndim
+            temp = not p.is_arg and not p.is_input and isinstance(p.op, ComputeOp)
+            self.offsets[p.name] = [m for m, _ in region[:ndim]] if temp else [Const(0)] * ndim
         for p in program.plans:     # scan init/update/state stages share the scan's result buffers
             if p.buffer_key is not None:
                 self.buffers[p.name] = self.buffers[p.buffer_key]

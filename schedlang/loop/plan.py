@@ -2,6 +2,7 @@
 inlined stages substituted into their readers."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -86,7 +87,8 @@ class Program:
 def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool) -> Program:
     """Freeze a schedule into plans; plain=True drops every loop transformation, annotation
     and compute_at (keeping inlining), which is what Loop IR shows."""
-    arg_stages, arg_outputs = _arg_stages(schedule, args)
+    entries = _arg_entries(schedule, args)
+    arg_stages = [e for e in entries if not isinstance(e, Tensor)]
     reachable = reachable_stages(schedule, [schedule[o] for o in schedule.outputs] + arg_stages)
     plans: Dict[int, StagePlan] = {}
     roles = scan_plans.ScanRoles(schedule)
@@ -112,9 +114,13 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
         plans[id(st)] = roles.with_roles(st, plan)
     plan_of_op = {op: plans[id(st)] for op, st in schedule._by_op.items() if id(st) in plans}
     ordered = [plans[id(st)] for st in schedule.stages if id(st) in plans]
-    params = [plans[id(st)] for st in arg_stages]
-    _check_args(ordered, params, schedule)
-    program = Program(name or _default_name(schedule), ordered, params, plan_of_op, arg_outputs)
+    for t in entries:      # placeholders the program never reads: arguments that stay unused
+        if isinstance(t, Tensor):
+            plan_of_op[t.op] = StagePlan(t.op.name, t.op, is_arg=True)
+            ordered.insert(0, plan_of_op[t.op])
+    params = [plan_of_op[e.op] if isinstance(e, Tensor) else plans[id(e)] for e in entries]
+    _check_args(ordered, params, schedule, warn=not plain)
+    program = Program(name or _default_name(schedule), ordered, params, plan_of_op, [a.value_index for a in args])
     return inline_stages(program)
 
 
@@ -122,22 +128,30 @@ def _roots(op) -> List[IterVar]:
     return list(op.root_axes)
 
 
-def _arg_stages(schedule, args):
+def _arg_entries(schedule, args):
+    """Per argument, its stage, or the tensor itself for a placeholder the program never
+    reads (TVM accepts those as unused arguments)."""
     if not isinstance(args, (list, tuple)) or not args:
         raise TypeError("args must be a non-empty list of the tensors the function takes, e.g. [A, B, C]")
-    stages, outputs = [], []
+    entries, outputs = [], []
     for a in args:
         if not isinstance(a, Tensor):
             raise TypeError(f"args must be tensors (placeholders and outputs), got {a!r}")
         try:
-            st = schedule[a]
+            entry = schedule[a]
         except ScheduleError:
-            raise ValueError(f"argument '{a.name}' is not part of the scheduled program") from None
-        if any(st is s and a.value_index == i for s, i in zip(stages, outputs)):
+            if not isinstance(a.op, PlaceholderOp):
+                raise ValueError(f"argument '{a.name}' is not part of the scheduled program") from None
+            if any(st.name == a.op.name for st in schedule.stages):
+                raise ValueError(f"argument '{a.name}' is not read by the program, and its name is taken by a "
+                                 "stage of the program; rename the placeholder") from None
+            entry = a
+        if any((entry is e and a.value_index == i) or (isinstance(e, Tensor) and e.op is getattr(entry, "op", None))
+               for e, i in zip(entries, outputs)):
             raise ValueError(f"argument '{a.name}' is listed twice")
-        stages.append(st)
+        entries.append(entry)
         outputs.append(a.value_index)
-    return stages, outputs
+    return entries
 
 
 def reachable_stages(schedule, roots):
@@ -152,7 +166,7 @@ def reachable_stages(schedule, roots):
     return seen
 
 
-def _check_args(plans: List[StagePlan], params: List[StagePlan], schedule) -> None:
+def _check_args(plans: List[StagePlan], params: List[StagePlan], schedule, warn: bool) -> None:
     param_names = {p.name for p in params}
     for p in plans:
         if p.is_input and p.buffer_key is None and p.name not in param_names:
@@ -166,12 +180,11 @@ def _check_args(plans: List[StagePlan], params: List[StagePlan], schedule) -> No
         if p.buffer_key is not None:
             raise ValueError(f"argument '{p.name}' is the state placeholder, init or update of a scan, which live in "
                              f"the scan's result '{p.buffer_key}'; pass the scan's result instead")
-        if p.attach_type == "inline":
-            raise ScheduleError("compute_inline", p.name, "is inlined but also a function argument, which must "
-                                "be stored", hint="remove it from the arguments or compute_root() it")
-        if not p.is_input and p.attach_type == "at" and p.buffer_key is None:
-            raise ScheduleError("compute_at", p.name, "is a function argument and must be computed whole, at the root",
-                                hint="cache_write it and compute_at the cache stage instead")
+        if p.attach_type == "inline" and warn:
+            # TVM's meaning: the stage is substituted into its readers, so nothing writes the buffer.
+            warnings.warn(f"'{p.name}' is inlined (compute_inline) but also a function argument: the kernel "
+                          "never writes that argument; compute_root() it to have it stored",
+                          stacklevel=6)   # the user's lower()/build() call
 
 
 def _default_name(schedule) -> str:
@@ -207,7 +220,7 @@ def inline_stages(program: Program) -> Program:
                 p = replace(p, op=p.op.with_bodies(new_bodies))
         if p.attach_type == "inline":
             bodies[p.name] = p.op
-        else:
+        if p.attach_type != "inline" or p.is_arg:    # an inlined argument keeps its (unwritten) buffer
             plans.append(p)
     new_by_name = {p.name: p for p in plans}
     plan_of_op = {}

@@ -8,6 +8,8 @@ from ..tensor.axis import DATA_PAR, REDUCE, THREAD, IterVar
 from . import steps
 
 UNROLL, VECTORIZE, PARALLEL, BIND = "unroll", "vectorize", "parallel", "bind"
+# The pragmas lowering acts on; any other key is kept on the loop, printed in Tile and
+# Kernel IR and otherwise ignored, as TVM's codegen ignores the pragmas it does not know.
 PRAGMAS = {"auto_unroll_max_step": "unroll loops nested inside this one whose total trip count is at most the value",
            "unroll_explicit": "accepted for TVM compatibility; unrolling is always explicit here",
            "fast_math": "True lets the stage's float arithmetic be reassociated and contracted (fma), "
@@ -17,6 +19,7 @@ PRAGMAS = {"auto_unroll_max_step": "unroll loops nested inside this one whose to
 # and LLVM's compile time grows faster than linearly with function size (a random conv2d
 # schedule of ~9,000 LLVM lines took 1.9 s in the O3 pipeline). Beyond ~1024 copies a loop
 # is faster kept as a loop anyway.
+PRAGMA_VALUE_TYPES = (type(None), bool, int, float, str)
 MAX_UNROLL = 1024
 
 
@@ -132,12 +135,24 @@ class AnnotationPrimitives:
         self._record(steps.Bind(self.name, ivar.name, thread_ivar.thread_tag))
 
     def pragma(self, ivar: IterVar, key: str, value=None) -> None:
-        """Attach a pragma to a loop (see PRAGMAS for the keys understood)."""
+        """Attach a pragma `key` (with an optional value) to a loop, as TVM's Stage.pragma.
+
+        The keys in PRAGMAS are honoured; "unroll" and "vectorize" are unroll()/vectorize(),
+        as in TVM; any other key is kept on the loop and printed in Tile and Kernel IR, and
+        code generation ignores it."""
         self._require_schedulable("pragma")
         self._require_leaf("pragma", ivar)
-        if key not in PRAGMAS:
-            raise ScheduleError("pragma", self.name, f"unknown pragma {key!r}", axis=ivar.name,
-                                choices=sorted(PRAGMAS))
+        if key == "unroll":
+            return self.unroll(ivar)
+        if key == "vectorize":
+            return self.vectorize(ivar)
+        if not isinstance(key, str) or not key:
+            raise ScheduleError("pragma", self.name, f"the pragma key must be a non-empty string, got {key!r}",
+                                axis=ivar.name, hint=f"known keys: {', '.join(sorted(PRAGMAS))}")
+        if not isinstance(value, PRAGMA_VALUE_TYPES):
+            raise ScheduleError("pragma", self.name, f"the value of pragma {key!r} must be None, a bool, an int, "
+                                f"a float or a str, got {value!r}", axis=ivar.name,
+                                hint="pragma values are recorded in the schedule's steps, which serialise to JSON")
         if key == "auto_unroll_max_step":
             value = self._require_positive("pragma", "auto_unroll_max_step", value, ivar)
         self.pragmas.setdefault(ivar, []).append((key, value))

@@ -4,19 +4,22 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from ..errors import ScheduleError
-from ..tensor.axis import REDUCE, IterVar
+from ..tensor.axis import DATA_PAR, REDUCE, IterVar
 from . import steps
-from .relations import FuseRel, SplitRel, mul_extents, split_extents
+from .relations import FuseRel, SingletonRel, SplitRel, mul_extents, split_extents
 
 
 class LoopPrimitives:
     """Mixin of Stage: the primitives that change a stage's loop structure."""
 
-    def split(self, parent: IterVar, factor: Optional[int] = None, nparts: Optional[int] = None
-              ) -> Tuple[IterVar, IterVar]:
+    def split(self, parent: IterVar, factor: Optional[int] = None, nparts: Optional[int] = None,
+              disable_predication: bool = False) -> Tuple[IterVar, IterVar]:
         """Split parent into (outer, inner) loops with inner extent factor, or outer extent nparts.
 
-        A factor that does not divide the extent leaves a tail that lowering guards."""
+        A factor that does not divide the extent leaves a tail that lowering guards.
+        disable_predication is accepted for TVM compatibility; the guard is kept anyway (it
+        is only emitted where the split does not divide), since dropping it would read and
+        write out of bounds."""
         self._require_schedulable("split")
         self._require_leaf("split", parent)
         if (factor is None) == (nparts is None):
@@ -64,12 +67,19 @@ class LoopPrimitives:
         return xo, yo, xi, yi
 
     def fuse(self, *args: IterVar) -> IterVar:
-        """Fuse consecutive loops (outermost first) into one loop."""
+        """Fuse consecutive loops (outermost first) into one loop.
+
+        As in TVM, fuse() of one axis returns that axis, and fuse() of no axes adds a new
+        outermost loop of one iteration (named 'singleton') and returns it."""
         self._require_schedulable("fuse")
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
             args = tuple(args[0])
         if not args:
-            raise ScheduleError("fuse", self.name, "needs at least one axis", choices=[a.name for a in self.leaf_iter_vars])
+            singleton = self._new_axis("singleton", 1, DATA_PAR)
+            self.relations.append(SingletonRel(singleton))
+            self.leaf_iter_vars.insert(0, singleton)
+            self._record(steps.Fuse(self.name, ()))
+            return singleton
         for a in args:
             self._require_leaf("fuse", a)
             self._require_unannotated("fuse", a)

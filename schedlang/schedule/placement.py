@@ -10,6 +10,8 @@ from ..tensor.op import PlaceholderOp
 from . import scan as scan_rules, steps
 from .annotate import VECTORIZE
 
+SCOPES = ("global", "shared", "local")
+
 
 class PlacementPrimitives:
     """Mixin of Stage: the primitives that place a stage's computation and storage."""
@@ -118,3 +120,17 @@ class PlacementPrimitives:
         offset = int(offset)
         self.storage_aligns[dim] = (factor, offset)
         self._record(steps.StorageAlign(self.name, ivar.name, factor, offset))
+
+    def set_scope(self, scope: str) -> None:
+        """Store this stage's buffer in a memory scope ("global", "shared" or "local"), as
+        TVM's Stage.set_scope; by default a stage at the root is global and one computed at
+        a loop is local."""
+        self._require_schedulable("set_scope")
+        if scope not in SCOPES:
+            raise ScheduleError("set_scope", self.name, f"unknown memory scope {scope!r}", choices=SCOPES)
+        if self.is_output and scope != "global":
+            raise ScheduleError("set_scope", self.name, "is an output of the schedule, a function argument that "
+                                "lives in global memory", choices=["global"],
+                                hint="cache_write it into the scope instead")
+        self.scope = scope
+        self._record(steps.SetScope(self.name, scope))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from ..expr.nodes import Const, Expr, binary
-from ..tensor.axis import IterVar
+from ..tensor.axis import REDUCE, IterVar
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,6 +47,13 @@ def mul_extents(a: Extent, b: Extent) -> Extent:
     return simplify(binary("mul", a, b))
 
 
+@dataclass(frozen=True, eq=False)
+class SingletonRel:
+    """A loop of one iteration that no root axis derives from (TVM's fuse() of no axes)."""
+
+    ivar: IterVar
+
+
 def split_extents(parent_extent: Extent, factor: Optional[int], nparts: Optional[int]) -> Tuple[Extent, Extent]:
     """(outer, inner) extents of a split of an axis of parent_extent iterations."""
     if factor is not None:
@@ -71,6 +78,8 @@ def pass_down_extents(root_extents: Mapping[IterVar, Extent], relations: Sequenc
     for rel in relations:
         if isinstance(rel, SplitRel):
             ext[rel.outer], ext[rel.inner] = split_extents(ext[rel.parent], rel.factor, rel.nparts)
+        elif isinstance(rel, SingletonRel):
+            ext[rel.ivar] = 1
         elif all(isinstance(ext[a], int) for a in rel.axes):
             ext[rel.fused] = math.prod(ext[a] for a in rel.axes)
         else:
@@ -87,7 +96,7 @@ def pass_up_values(leaf_values: Mapping[IterVar, Expr], relations: Sequence,
     Axes in stop keep the value given for them in leaf_values."""
     value: Dict[IterVar, Expr] = dict(leaf_values)
     for rel in reversed(relations):
-        if isinstance(rel, SplitRel) and rel.parent in stop:
+        if isinstance(rel, SingletonRel) or (isinstance(rel, SplitRel) and rel.parent in stop):
             continue
         if isinstance(rel, SplitRel):
             inner_ext = extents[rel.inner]
@@ -111,3 +120,31 @@ def _extent_expr(extent: Extent, like: Expr) -> Expr:
 
 def _is_one(extent: Extent) -> bool:
     return isinstance(extent, int) and extent == 1
+def pass_down_values(root_values: Mapping[IterVar, Expr], relations: Sequence,
+                     extents: Mapping[IterVar, int]) -> Dict[IterVar, Expr]:
+    """The value of every derived axis in terms of the root axes' values (TVM's
+    PassDownIndex): a split's outer is parent // inner_extent and its inner parent %
+    inner_extent; a fused axis enumerates its axes row-major; a singleton is 0."""
+    value: Dict[IterVar, Expr] = dict(root_values)
+    for rel in relations:
+        if isinstance(rel, SplitRel):
+            f = _extent_expr(extents[rel.inner], value[rel.parent])
+            value[rel.outer] = binary("floordiv", value[rel.parent], f)
+            value[rel.inner] = binary("floormod", value[rel.parent], f)
+        elif isinstance(rel, FuseRel):
+            fused = value[rel.axes[0]]
+            for a in rel.axes[1:]:
+                fused = binary("add", binary("mul", fused, _extent_expr(extents[a], fused)), value[a])
+            value[rel.fused] = fused
+        else:
+            value[rel.ivar] = Const(0)
+    return value
+
+
+def is_reduce_relation(rel) -> bool:
+    """Whether a split/fuse relation derives reduction loops (fuse never mixes kinds)."""
+    if isinstance(rel, SplitRel):
+        return rel.parent.kind == REDUCE
+    if isinstance(rel, FuseRel):
+        return rel.fused.kind == REDUCE
+    return False

@@ -3,20 +3,20 @@ cache_write, rfactor), and the step list that prints, serialises and replays."""
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Dict, Iterable, List, Optional, Sequence
 
 from ..errors import ScheduleError
 from ..expr.functor import rewrite_post_order, substitute
-from ..expr.nodes import Expr, Var, logical, select
+from ..expr.nodes import Expr, Var, const, logical, select
 from ..tensor.axis import DATA_PAR, REDUCE, IterVar, Range
 from ..tensor.graph import post_order
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
-from ..tensor.reduce import Reduce, map_reduce
+from ..tensor.reduce import Reduce
 from . import scan as scan_rules, steps as steps_mod
-from .relations import SplitRel, pass_up_values, split_overshoots
+from .relations import SplitRel, is_reduce_relation, pass_down_values, pass_up_values, split_overshoots
+from .placement import SCOPES
 from .stage import Stage
-
-SCOPES = ("global", "shared", "local")
 
 
 def create_schedule(ops) -> "Schedule":
@@ -307,32 +307,57 @@ class Schedule:
 
     def cache_write(self, tensor, scope: str):
         """Compute tensor into a new stage in scope; the original stage copies the result out.
-        Call it before scheduling the stage. For an operation with several outputs pass the
-        list of all of them (as TVM); the result is then the list of cache tensors."""
+
+        As TVM's cache_write (CacheWriteWithReLayout): the cache stage's axes are the
+        original stage's data-parallel loops at the time of the call ('<loop>.c'), so a
+        split or reorder made before cache_write re-lays the cache buffer out to follow
+        it; its reduction axes are the original's own, so s[CC].split(k, ...) works with
+        the k the algorithm was written with. The original stage becomes a plain copy.
+        For an operation with several outputs pass the list of all of them (as TVM); the
+        result is then the list of cache tensors."""
         many = isinstance(tensor, (list, tuple))
         st = self._cache_write_stage(tensor)
         self._check_scope("cache_write", st, scope)
         st._require_schedulable("cache_write")
         scan_rules.check_dataflow("cache_write", st)
-        if st.relations or st.annotations:
-            raise ScheduleError("cache_write", st.name, f"the stage is already scheduled (loops: {st.loops_str()})",
-                                hint="call cache_write before splitting or annotating the stage")
+        op = st.op
+        derived = [a.name for a in st.leaf_iter_vars if a.kind == REDUCE and not any(a is r for r in op.reduce_axis)]
+        if derived:
+            raise ScheduleError("cache_write", st.name, f"its reduction axes are already split or fused "
+                                f"(loops: {st.loops_str()}); the cache can only be re-laid out along "
+                                "data-parallel loops", axis=derived[0],
+                                hint="call cache_write first, then split the reduction axes of the cache stage")
         attached = [s.name for s in self.stages if s.attach_stage is st]
         if attached:
             raise ScheduleError("cache_write", st.name, f"stages {', '.join(attached)} are computed at its loops, "
                                 "but their reader becomes the cache stage, which runs outside them",
                                 hint="call cache_write first, then compute_at the producers into the cache stage")
-        op = st.op
-        fresh = {a: IterVar(Var(a.name + ".c"), a.dom, a.kind) for a in op.axis + op.reduce_axis}
-        vmap = {a.var: f.var for a, f in fresh.items()}
-        bodies = [map_reduce(b, lambda e: substitute(e, vmap), tuple(fresh[a] for a in b.axis))
-                  if isinstance(b, Reduce) else substitute(b, vmap) for b in op.bodies]
-        cache_op = ComputeOp(self._unique_name(f"{st.name}.{scope}"), tuple(fresh[a] for a in op.axis), bodies[0],
-                             more_bodies=tuple(bodies[1:]))
+        if st.annotations or st.pragmas:
+            warnings.warn(f"cache_write: the annotations of stage '{st.name}' ({st.loops_str()}) are dropped, as in "
+                          "TVM: the stage becomes a plain copy of the cache; annotate it after cache_write",
+                          stacklevel=2)
+        axes, values, cond = self._relayout(st)
+        vmap = {a.var: values[a] for a in op.axis}
+        bodies = []
+        first = op.body
+        if isinstance(first, Reduce):      # every output is a value of this one reduction: share its parts
+            red_cond = None if first.condition is None else substitute(first.condition, vmap)
+            rcond = red_cond if cond is None else (cond if red_cond is None else logical("and", cond, red_cond))
+            sources = tuple(substitute(x, vmap) for x in first.source)
+            inits = tuple(substitute(x, vmap) for x in first.init)
+            bodies = [Reduce(first.combiner, sources, first.axis, rcond, b.value_index, inits) for b in op.bodies]
+        else:
+            for body in op.bodies:
+                body = substitute(body, vmap)
+                if cond is not None:   # the tail of a non-dividing split computes nothing (TVM: select(pred, body, 0))
+                    body = select(cond, body, const(0, body.dtype), guarded=True)
+                bodies.append(body)
+        cache_op = ComputeOp(self._unique_name(f"{st.name}.{scope}"), axes, bodies[0], more_bodies=tuple(bodies[1:]))
         cache = Stage(self, cache_op, cache_op.name, scope)
         self._insert(cache, st)
-        index = tuple(a.var for a in op.axis)
-        copy = op.with_bodies([TensorRead(cache_op.output(i), index) for i in range(op.num_outputs)])
+        index = pass_down_values({a: a.var for a in op.axis}, st.relations, st.static_extents())
+        leaves = tuple(index[a] for a in st.leaf_iter_vars if a.kind != REDUCE)
+        copy = op.with_bodies([TensorRead(cache_op.output(i), leaves) for i in range(op.num_outputs)])
         self._set_op(st, copy, keep_schedule=False)
         self._record(steps_mod.CacheWrite(st.name, scope))
         outs = [cache_op.output(i) for i in range(cache_op.num_outputs)]
@@ -364,6 +389,22 @@ class Schedule:
                                 hint="pass every output of the compute, in any order")
         return st
 
+    @staticmethod
+    def _relayout(st: Stage):
+        """The cache stage's axes (one per data-parallel loop of st), the value of each root
+        axis of st in terms of them, and the condition that excludes a split's tail."""
+        ext = st.static_extents()
+        leaves = [a for a in st.leaf_iter_vars if a.kind != REDUCE]
+        doms = [a.dom if any(a is r for r in st.op.axis) else Range(0, ext[a]) for a in leaves]
+        axes = tuple(IterVar(Var(a.name + ".c"), dom, DATA_PAR) for a, dom in zip(leaves, doms))
+        values = pass_up_values({a: c.var for a, c in zip(leaves, axes)}, st.relations, ext)
+        cond = None
+        for rel in st.relations:
+            if isinstance(rel, SplitRel) and split_overshoots(rel, ext):
+                tail = values[rel.parent] < ext[rel.parent]
+                cond = tail if cond is None else logical("and", cond, tail)
+        return axes, values, cond
+
     def rfactor(self, tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
         """Factor a reduction: a new stage computes partial results indexed by the reduction
         loop `axis`; the original stage then reduces over those partials."""
@@ -378,18 +419,32 @@ class Schedule:
         if axis.kind != REDUCE:
             raise ScheduleError("rfactor", st.name, "the axis is not a reduction loop", axis=axis.name,
                                 choices=[a.name for a in st.leaf_iter_vars if a.kind == REDUCE])
-        touched = [a.name for a in op.axis if a not in st.leaf_iter_vars or a in st.annotations]
-        if touched or any(st.annotations.get(a) for a in st.leaf_iter_vars):
-            raise ScheduleError("rfactor", st.name, "the stage's loops are already transformed or annotated "
-                                f"(loops: {st.loops_str()})", axis=axis.name,
-                                hint="split the reduction axis, rfactor, then schedule the data-parallel axes")
-        if isinstance(factor_axis, bool) or not isinstance(factor_axis, int) or not 0 <= factor_axis <= len(op.axis):
-            raise ScheduleError("rfactor", st.name, f"factor_axis must be an int in [0, {len(op.axis)}], got {factor_axis!r}",
-                                axis=axis.name, hint="factor_axis is where the factored axis goes among the "
-                                                     f"{len(op.axis)} axes of the new stage")
+        annotated = [a.name for a in st.leaf_iter_vars if a.kind == REDUCE and a in st.annotations]
+        if annotated:
+            raise ScheduleError("rfactor", st.name, f"the reduction loop '{annotated[0]}' is annotated "
+                                f"({st.annotations[st.axis(annotated[0])]}), but rfactor replaces the reduction loops",
+                                axis=axis.name, hint="rfactor first, then annotate the loops of the new stages")
+        lost = [s.name for s in self.stages if s.attach_stage is st
+                and not any(s.attach_ivar is a for a in op.axis) and s.attach_ivar.kind != REDUCE]
+        if lost:
+            raise ScheduleError("rfactor", st.name, f"stages {', '.join(lost)} are computed at its split or fused "
+                                "data-parallel loops, which rfactor discards", axis=axis.name,
+                                hint="call rfactor before compute_at")
+        n = len(op.axis)
+        if isinstance(factor_axis, bool) or not isinstance(factor_axis, int) or not -(n + 1) <= factor_axis <= n:
+            raise ScheduleError("rfactor", st.name, f"factor_axis must be an int in [0, {n}] (or [-{n + 1}, -1], "
+                                f"counted from the end), got {factor_axis!r}", axis=axis.name,
+                                hint=f"factor_axis is where the factored axis goes among the {n} axes of the new stage")
+        factor_axis = factor_axis if factor_axis >= 0 else n + 1 + factor_axis
         if any(s.attach_stage is st and s.attach_ivar.kind == REDUCE for s in self.stages):
             raise ScheduleError("rfactor", st.name, "stages are computed at its reduction loops, which rfactor replaces",
                                 axis=axis.name, hint="call rfactor before compute_at")
+        if any(a.kind != REDUCE for a in st.leaf_iter_vars if not any(a is r for r in op.axis)) or st.pragmas or \
+                any(a.kind != REDUCE for a in st.annotations):
+            # TVM's meaning: both the factored stage and the reduced stage start from plain loops.
+            warnings.warn(f"rfactor: the data-parallel loop transformations and annotations of stage '{st.name}' "
+                          f"({st.loops_str()}) are discarded, as in TVM: schedule the stages after rfactor",
+                          stacklevel=2)
         factored, new_c = self._rfactor_ops(st, axis, factor_axis)
         fstage = Stage(self, factored, factored.name)
         self._insert(fstage, st)
@@ -405,12 +460,12 @@ class Schedule:
         fresh = {a: IterVar(Var(a.name), Range(0, ext[a]), DATA_PAR if a is axis else REDUCE) for a in reduce_leaves}
         data = {a: IterVar(Var(a.name), a.dom, DATA_PAR) for a in op.axis}
         values = pass_up_values({a: fresh[a].var for a in reduce_leaves},
-                                [r for r in st.relations], ext)
+                                [r for r in st.relations if is_reduce_relation(r)], ext)
         vmap = {a.var: data[a].var for a in op.axis}
         vmap.update({a.var: values[a] for a in red.axis})
         cond = None if red.condition is None else substitute(red.condition, vmap)
         for rel in st.relations:   # a split that overshoots its parent must not count the tail
-            if isinstance(rel, SplitRel) and split_overshoots(rel, ext):
+            if isinstance(rel, SplitRel) and rel.parent.kind == REDUCE and split_overshoots(rel, ext):
                 tail = values[rel.parent] < ext[rel.parent]
                 cond = tail if cond is None else logical("and", cond, tail)
         sources = tuple(substitute(x, vmap) for x in red.source)
@@ -421,7 +476,8 @@ class Schedule:
         if rest:
             bodies = [Reduce(red.combiner, sources, rest, cond, i) for i in range(n)]
         else:
-            bodies = [x if cond is None else select(cond, x, ident) for x, ident in zip(sources, red.combiner.identity)]
+            bodies = [x if cond is None else select(cond, x, ident, guarded=True)
+                      for x, ident in zip(sources, red.combiner.identity)]
         factored = ComputeOp(self._unique_name(f"{st.name}.rf"), tuple(f_axes), bodies[0],
                              more_bodies=tuple(bodies[1:]))
         rv = IterVar(Var(axis.name), Range(0, ext[axis]), REDUCE)

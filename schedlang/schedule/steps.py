@@ -150,7 +150,8 @@ class Fuse(Step):
 
     def to_python(self, names):
         args = ", ".join(names.get(self.stage, a) for a in self.axes)
-        return f"{names.new_axis(self.stage, '.'.join(self.axes) + '.fused')} = s[{self.stage!r}].fuse({args})"
+        fused = '.'.join(self.axes) + '.fused' if self.axes else 'singleton'
+        return f"{names.new_axis(self.stage, fused)} = s[{self.stage!r}].fuse({args})"
 
 
 @dataclass(frozen=True)
@@ -306,6 +307,19 @@ class StorageAlign(Step):
 
     def to_python(self, names):
         return f"s[{self.stage!r}].storage_align({names.get(self.stage, self.axis)}, {self.factor}, {self.offset})"
+
+
+@dataclass(frozen=True)
+class SetScope(Step):
+    primitive: ClassVar[str] = "set_scope"
+    stage: str
+    scope: str
+
+    def apply(self, s):
+        s[self.stage].set_scope(self.scope)
+
+    def to_python(self, names):
+        return f"s[{self.stage!r}].set_scope({self.scope!r})"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Bound inference: the region of each stage that one iteration of its attach loop needs.
+"""Bound inference: the region of each stage that one iteration of its attach loop needs
+(for a temporary computed at the root: what all its readers need, as in TVM).
 
 Stages are visited consumers first. A stage computed at loop x of stage Q must cover
 every element its readers touch while the loops enclosing x stay fixed and all loops
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Dict, List, Tuple
 
 from ..errors import ScheduleError
-from ..expr.bounds import const_bounds, relaxed_interval
+from ..expr.bounds import const_bounds, relaxed_interval, span_bound
 from ..expr.equality import equal
 from ..expr.functor import free_vars, substitute, walk
 from ..expr.nodes import Const, Expr, Var, binary
@@ -20,7 +21,7 @@ from ..loop.build import Region, full_region, loop_extents
 from ..loop.plan import Program, StagePlan
 from ..schedule.relations import pass_up_values
 from ..tensor.extern import ExternOp
-from ..tensor.op import TensorRead
+from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.scan import ScanOp
 
 
@@ -46,7 +47,7 @@ class _Bounds:
     def readers(self, plan: StagePlan) -> List[Tuple[StagePlan, TensorRead]]:
         out = []
         for p in self.program.plans:
-            if p.is_input or isinstance(p.op, ScanOp):
+            if p.is_input or isinstance(p.op, ScanOp) or p.attach_type == "inline":   # an inlined argument's body never runs
                 continue
             if isinstance(p.op, ExternOp):     # reads its inputs whole, outside any loop
                 out += [(p, TensorRead(t, tuple(Const(0) for _ in t.shape)))
@@ -68,8 +69,13 @@ class _Bounds:
             scan = self.by_name[plan.scan_update]
             step = self.root_values(scan)[scan.op.scan_axis.var]
             return [(simplify(step, self.ranges), 1)] + full_region(plan)[1:]
-        if plan.attach_type != "at":
+        if (plan.attach_type == "inline" or (plan.is_arg and plan.attach_type != "at")
+                or plan.buffer_key is not None or not isinstance(plan.op, ComputeOp)):
+            # a scan's init shares the scan's whole buffers; scan and extern stages are whole
             return full_region(plan)
+        if plan.attach_type != "at" and any(isinstance(r.op, ExternOp) for r, _ in self.readers(plan)):
+            return full_region(plan)      # an extern call reads its inputs whole
+        # A root temporary, like TVM's, is sized by what its readers need over all their loops.
         fixed = self.path(plan)
         fixed_set = set(map(id, fixed))
         los: List[List[Expr]] = [[] for _ in plan.op.axis]
@@ -93,7 +99,10 @@ class _Bounds:
                 his[d].append(hi)
         region = []
         for d, ax in enumerate(plan.op.axis):
-            region.append(self.combine(los[d], his[d], ax))
+            lo, extent = self.combine(los[d], his[d], ax)
+            if plan.attach_type != "at" and not isinstance(lo, Const):
+                lo, extent = Const(ax.dom.min), ax.dom.extent
+            region.append((lo, extent))
         region += [(Const(a.dom.min), a.dom.extent) for a in plan.op.reduce_axis]
         return region
 
@@ -125,6 +134,9 @@ class _Bounds:
             return lo, extent
         if not isinstance(extent, Const):
             bound = const_bounds(extent, self.ranges)[1]
+            span = span_bound(hi, lo, self.ranges)
+            if span is not None and (bound is None or span + 1 < bound):
+                bound = span + 1
             if bound is None:
                 return Const(dom_lo), dom_ext
             extent = Const(bound)

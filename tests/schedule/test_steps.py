@@ -62,7 +62,7 @@ def rfactor_rows():
 
 
 def cache_read_align():
-    """cache_read into a tile-sized copy, storage_align it, and a pragma on the outer loop."""
+    """cache_read into a tile-sized copy, storage_align and set_scope it, and pragmas."""
     A = sl.placeholder((16, 16), name="A")
     C = sl.compute((16, 16), lambda i, j: A[i, j] * 2, name="C")
 
@@ -71,8 +71,10 @@ def cache_read_align():
         xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], 4, 4)
         s[AA].compute_at(s[C], yo)
         s[AA].storage_align(s[AA].op.axis[0], 8, 1)
+        s[AA].set_scope("local")
         s[C].pragma(xo, "auto_unroll_max_step", 16)
         s[C].pragma(yo, "unroll_explicit")
+        s[C].pragma(yo, "my_free_form_key", "v")
 
     return [A, C], [C.op], schedule, "llvm"
 

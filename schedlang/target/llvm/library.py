@@ -70,6 +70,11 @@ def export_library(mod, path: str) -> None:
     if mod._sizes is not None:
         raise ValueError(f"{mod.name} has symbolic shapes; export_library writes modules of static shapes only "
                          "for now (build with concrete extents to export)")
+    from .packed import SYMBOL as PACKED_SYMBOL
+    if f"@{PACKED_SYMBOL}" in mod.ir["llvm.opt"]:
+        # the callee is a Python function registered in this process, reached by a ctypes callback
+        raise ValueError(f"{mod.name} calls registered Python functions (sl.extern / call_packed); export_library "
+                         "cannot save those, so such modules are not exportable for now")
     # The library defines its own fork flag (forksafe.py): the process's is not there at load time.
     text = re.sub(rf"@{re.escape(SERIAL_FLAG)} = external (local_unnamed_addr )?global i32",
                   f"@{SERIAL_FLAG} = global i32 0", mod.ir["llvm.opt"])
