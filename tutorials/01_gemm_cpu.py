@@ -20,6 +20,7 @@ Run it with
 
     python tutorials/01_gemm_cpu.py              # 1024 x 1024 x 1024
     python tutorials/01_gemm_cpu.py --size 512   # any multiple of 32
+    python tutorials/01_gemm_cpu.py --quick      # 128, one timing repeat (what CI runs)
 
 The step-by-step timings use a smaller problem (at most 512) because the
 first, unscheduled loop nest is very slow on a big one; the final schedule is
@@ -31,13 +32,15 @@ import time
 import numpy as np
 
 import schedlang as sl
-from _common import header  # noqa: E402 (the tutorials' shared helpers)
+from _common import header, parse_args  # noqa: E402 (the tutorials' shared helpers)
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-parser.add_argument("--size", type=int, default=1024, help="M = N = K (a multiple of 32; default 1024)")
-args = parser.parse_args()
-SIZE = args.size
+parser.add_argument("--size", type=int, default=None,
+                    help="M = N = K (a multiple of 32; default 1024, or 128 with --quick)")
+args = parse_args(__doc__, parser)
+SIZE = args.size or (128 if args.quick else 1024)
 STEP_SIZE = min(SIZE, 512)
+REPEAT = 1 if args.quick else 5      # timing repeats per step
 BN = 32          # the tile size: a 32 x 32 block of C
 KFACTOR = 4      # how far we unroll the reduction
 if SIZE % BN:
@@ -69,7 +72,7 @@ def gemm(n):
 results = []
 
 
-def evaluate(title, s, tensors, n, repeat=5):
+def evaluate(title, s, tensors, n, repeat=REPEAT):
     rng = np.random.default_rng(0)
     a = rng.random((n, n), dtype=np.float32)
     b = rng.random((n, n), dtype=np.float32)
@@ -95,7 +98,8 @@ print(sl.lower(s, [A, B, C], level="tensor"))
 # ---------------------------------------------------------------------------
 # With no schedule steps, the loop nest is the obvious one: one loop per output
 # axis, the reduction innermost. `sl.lower` (like `tvm.lower`) prints it; the
-# default level is Tile IR, the loop nest with the schedule applied.
+# default level is Tile IR, the loop nest with the schedule applied. What it
+# returns is a LoweredFunc: it prints as that text, and sl.build accepts it too.
 #
 # Walking B down a column (`B[k, y]` with k innermost) touches a new cache line
 # at every step: this is slow.
@@ -253,6 +257,8 @@ A, B, packedB, C = packed_gemm(SIZE)
 s = final_schedule(C, packedB)
 start = time.perf_counter()
 mod = sl.build(s, [A, B, C])
+# sl.build keeps an in-memory cache keyed by the program and schedule: building the
+# same thing again (e.g. with --size 512, where steps 8 and 9 coincide) returns at once.
 print(f"\n(compiled the {SIZE}^3 GEMM in {time.perf_counter() - start:.2f} s)")
 for level, title in [("tensor", "Tensor IR"), ("loop", "Loop IR"), ("tile", "Tile IR"), ("kernel", "Kernel IR")]:
     header(f"9. {title}  (mod.ir[{level!r}])")
@@ -284,7 +290,7 @@ print(f"result matches numpy (max abs error {np.max(np.abs(c - expected)):.2e})"
 # We report the fastest of several single calls, for both: on a machine that
 # other programs share, the minimum is the most repeatable number.
 flops = 2 * SIZE ** 3
-repeat = max(3, min(20, int(2e10 / flops)))
+repeat = 1 if args.quick else max(3, min(20, int(2e10 / flops)))
 t_sl = mod.time(a, b, c, number=1, repeat=repeat)
 t_np = float("inf")
 for _ in range(repeat):

@@ -19,7 +19,8 @@ Along the way we will see:
   * what a schedule error looks like,
   * a short timing of a good schedule against numpy on a bigger image.
 
-Run it with  `python tutorials/02_schedule_primitives.py`.
+Run it with  `python tutorials/02_schedule_primitives.py`  (`--quick`: a 256 x 256
+image for the timing and two repeats, what CI runs).
 """
 import os
 import time
@@ -27,7 +28,10 @@ import time
 import numpy as np
 
 import schedlang as sl
-from _common import header  # noqa: E402 (the tutorials' shared helpers)
+from _common import header, parse_args  # noqa: E402 (the tutorials' shared helpers)
+
+args = parse_args(__doc__)
+REPEAT = 2 if args.quick else 30     # timing repeats
 
 
 # ---------------------------------------------------------------------------
@@ -244,8 +248,8 @@ else:
 # cheaper than a round trip through memory), vectorize the columns in chunks of
 # 16 and run the rows in parallel. numpy, for comparison, makes three
 # temporaries.
-header(f"Timing: 2048 x 2048 blur, default schedule vs tuned ones vs numpy ({os.cpu_count()} cores)")
-HB, WB = 2048, 2048
+HB = WB = 256 if args.quick else 2048
+header(f"Timing: {HB} x {WB} blur, default schedule vs tuned ones vs numpy ({os.cpu_count()} cores)")
 A, B, C = blur(HB, WB)
 big = np.random.default_rng(1).standard_normal((HB + 2, WB)).astype(np.float32)
 want = blur_numpy(big)
@@ -257,7 +261,7 @@ def run_and_time(title, s):
     mod = sl.build(s, [A, C])
     mod(big, c)
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5, err_msg=f"{title}: wrong result")
-    seconds = mod.time(big, c, number=1, repeat=30)    # the fastest of 30 calls
+    seconds = mod.time(big, c, number=1, repeat=REPEAT)    # the fastest of REPEAT calls
     print(f"{title:<40}{seconds * 1e3:8.2f} ms {nbytes / seconds / 1e9:8.1f} GB/s")
 
 
@@ -272,7 +276,7 @@ s[C].parallel(i)
 run_and_time("schedlang, inline + vectorize + parallel", s)
 
 best = float("inf")
-for _ in range(30):
+for _ in range(REPEAT):
     start = time.perf_counter()
     blur_numpy(big)
     best = min(best, time.perf_counter() - start)

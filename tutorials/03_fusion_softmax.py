@@ -22,14 +22,20 @@ where the row is used, a parallel loop over rows and a vectorized inner loop.
 
 Both are checked against PyTorch and timed against it.
 
-Run it with  `python tutorials/03_fusion_softmax.py`.
+Run it with  `python tutorials/03_fusion_softmax.py`  (`--quick`: small shapes for the
+timing part, 256 x 256 softmax, two repeats; what CI runs).
 """
 
 import torch
 import torch.nn.functional as F
 
 import schedlang as sl
-from _common import best_time, header  # noqa: E402 (the tutorials' shared helpers)
+from _common import best_time, header, parse_args  # noqa: E402 (the tutorials' shared helpers)
+
+args = parse_args(__doc__)
+TOKENS = 256 if args.quick else 4096      # the timing part: x[1, TOKENS, 4096]
+ROWS = COLS = 256 if args.quick else 4096  # the timing part: softmax X[ROWS, COLS]
+REPEAT = 2 if args.quick else 10           # timing repeats
 
 
 # ===========================================================================
@@ -179,28 +185,28 @@ print("\nsoftmax matches torch.softmax on 4 x 1000")
 header(f"Timing (torch uses {torch.get_num_threads()} threads; schedlang's parallel loops use all cores)")
 
 # SiluAndMul with 4096 tokens and hidden size 2048: x is 4096 x 4096 floats.
-x, intermediates, mul = silu_and_mul(4096, 2048)
+x, intermediates, mul = silu_and_mul(TOKENS, 2048)
 mod = sl.build(schedule_silu_and_mul(intermediates, mul), [x, mul])
-xt = torch.randn(1, 4096, 4096)
-got = torch.empty(1, 4096, 2048)
+xt = torch.randn(1, TOKENS, 4096)
+got = torch.empty(1, TOKENS, 2048)
 mod(xt, got)
 left, right = xt.chunk(2, dim=-1)
 torch.testing.assert_close(got, F.silu(left) * right, rtol=1e-5, atol=1e-6)
 nbytes = xt.numel() * 4 + got.numel() * 4        # read x once, write out once
-t_sl = mod.time(xt, got, number=1, repeat=10)
-t_torch = best_time(lambda: F.silu(left) * right)
-print(f"SiluAndMul x[1, 4096, 4096]:  schedlang {t_sl * 1e3:7.2f} ms ({nbytes / t_sl / 1e9:5.1f} GB/s)   "
+t_sl = mod.time(xt, got, number=1, repeat=REPEAT)
+t_torch = best_time(lambda: F.silu(left) * right, repeat=REPEAT)
+print(f"SiluAndMul x[1, {TOKENS}, 4096]:  schedlang {t_sl * 1e3:7.2f} ms ({nbytes / t_sl / 1e9:5.1f} GB/s)   "
       f"torch eager {t_torch * 1e3:7.2f} ms ({nbytes / t_torch / 1e9:5.1f} GB/s)")
 
 # Softmax on 4096 x 4096.
-X, stages, out = softmax(4096, 4096)
+X, stages, out = softmax(ROWS, COLS)
 mod = sl.build(schedule_softmax(stages, out), [X, out])
-xs = torch.randn(4096, 4096)
-ys = torch.empty(4096, 4096)
+xs = torch.randn(ROWS, COLS)
+ys = torch.empty(ROWS, COLS)
 mod(xs, ys)
 torch.testing.assert_close(ys, torch.softmax(xs, dim=1), rtol=1e-5, atol=1e-6)
 nbytes = 2 * xs.numel() * 4                      # read X once, write out once (at best)
-t_sl = mod.time(xs, ys, number=1, repeat=10)
-t_torch = best_time(lambda: torch.softmax(xs, dim=1))
-print(f"softmax   X[4096, 4096]:      schedlang {t_sl * 1e3:7.2f} ms ({nbytes / t_sl / 1e9:5.1f} GB/s)   "
+t_sl = mod.time(xs, ys, number=1, repeat=REPEAT)
+t_torch = best_time(lambda: torch.softmax(xs, dim=1), repeat=REPEAT)
+print(f"softmax   X[{ROWS}, {COLS}]:      schedlang {t_sl * 1e3:7.2f} ms ({nbytes / t_sl / 1e9:5.1f} GB/s)   "
       f"torch eager {t_torch * 1e3:7.2f} ms ({nbytes / t_torch / 1e9:5.1f} GB/s)")

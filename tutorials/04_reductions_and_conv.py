@@ -14,7 +14,8 @@ a time with `compute_at`, accumulate each output tile in a small cache with
 `cache_write`, vectorize along the width and run blocks of filters in
 parallel. The result is compared with torch.nn.functional.conv2d.
 
-Run it with  `python tutorials/04_reductions_and_conv.py`.
+Run it with  `python tutorials/04_reductions_and_conv.py`  (`--quick`: small shapes and
+two timing repeats, what CI runs).
 """
 
 import numpy as np
@@ -22,7 +23,10 @@ import torch
 import torch.nn.functional as F
 
 import schedlang as sl
-from _common import best_time, header  # noqa: E402 (the tutorials' shared helpers)
+from _common import best_time, header, parse_args  # noqa: E402 (the tutorials' shared helpers)
+
+args = parse_args(__doc__)
+REPEAT = 2 if args.quick else 20     # timing repeats
 
 
 # ===========================================================================
@@ -36,7 +40,7 @@ def row_sum(rows, length):
     return A, B
 
 
-ROWS, LENGTH = 16, 1 << 20                       # 16 rows of a million floats: 64 MB
+ROWS, LENGTH = 16, (1 << 12 if args.quick else 1 << 20)   # 16 rows of a million floats: 64 MB
 A, B = row_sum(ROWS, LENGTH)
 rng = np.random.default_rng(0)
 a = rng.random((ROWS, LENGTH), dtype=np.float32)
@@ -111,7 +115,7 @@ print("\nboth schedules give the right row sums")
 # chunk, chunks are independent, so they can run in parallel. Then rfactor
 # B.rf on its 8-wide inner axis to vectorize each chunk, as above.
 
-LONG = 1 << 24                                   # 16M floats: 64 MB
+LONG = 1 << 16 if args.quick else 1 << 24        # 16M floats: 64 MB
 A1, B1 = row_sum(1, LONG)
 s1 = sl.create_schedule(B1.op)
 (k,) = s1[B1].op.reduce_axis
@@ -128,14 +132,17 @@ s1[BFF].vectorize(lane)
 s1[BFF].compute_at(s1[BF], chunk_axis)
 s1[BF].parallel(chunk_axis)
 
-header("One row of 16M floats, rfactor twice: parallel chunks, vectorized lanes (Tile IR)")
+header(f"One row of {LONG:,} floats, rfactor twice: parallel chunks, vectorized lanes (Tile IR)")
 print(sl.lower(s1, [A1, B1]))
 long_mod = sl.build(s1, [A1, B1])
 long_default = sl.build(sl.create_schedule(B1.op), [A1, B1])
 a1 = rng.random((1, LONG), dtype=np.float32)
 b1 = np.zeros(1, dtype=np.float32)
+long_sum = a1.astype(np.float64).sum(axis=1)
+long_default(a1, b1)
+check_sums(b1, long_sum, "default, one long row")
 long_mod(a1, b1)
-check_sums(b1, a1.astype(np.float64).sum(axis=1), "rfactor twice")
+check_sums(b1, long_sum, "rfactor twice")
 print(f"\nsum of the long row: {b1[0]:.1f} (float64: {a1.astype(np.float64).sum():.1f})")
 
 # ===========================================================================
@@ -177,6 +184,11 @@ n, f, h, w = s[out].op.axis
 s[padded].compute_at(s[out], h)
 header("conv2d, step 1: s[pad].compute_at(s[conv], h) -- 3 padded rows per output row")
 print(sl.lower(s, [X, Wt, out]))
+xs_small, ws_small = torch.randn(1, 2, 5, 6), torch.randn(3, 2, 3, 3)
+ys_small = torch.empty(1, 3, 5, 6)
+sl.build(s, [X, Wt, out])(xs_small, ws_small, ys_small)
+torch.testing.assert_close(ys_small, F.conv2d(xs_small, ws_small, padding=1), rtol=1e-4, atol=1e-4)
+print("\nstep 1 matches torch.nn.functional.conv2d on the small instance")
 
 
 # Step 2, the full schedule (on the real size below):
@@ -210,7 +222,7 @@ def conv_schedule(padded, out, fb=4, lanes=8):
     return s
 
 
-N, C, H, W, FILTERS = 1, 64, 56, 56, 64          # a ResNet-style 3x3 layer
+N, C, H, W, FILTERS = (1, 8, 16, 16, 8) if args.quick else (1, 64, 56, 56, 64)   # a ResNet-style 3x3 layer
 X, Wt, padded, out = conv2d(N, C, H, W, FILTERS)
 s = conv_schedule(padded, out)
 header(f"conv2d, step 2 at [{N}, {C}, {H}, {W}] x {FILTERS} filters: the schedule, as Python")
@@ -239,14 +251,15 @@ torch.testing.assert_close(y_default, want, rtol=1e-4, atol=1e-3)
 # ===========================================================================
 header(f"Timing (torch uses {torch.get_num_threads()} threads; schedlang's parallel loops use all cores)")
 at = torch.from_numpy(a)
+rs, ls = f"row sum {ROWS} x {LENGTH}", f"sum of {LONG}"
 rows = [
-    ("row sum 16 x 1M, default", a.nbytes, default_mod.time(a, b, number=1, repeat=20)),
-    ("row sum 16 x 1M, rfactor", a.nbytes, rfactor_mod.time(a, b, number=1, repeat=20)),
-    ("row sum 16 x 1M, numpy", a.nbytes, best_time(lambda: a.sum(axis=1))),
-    ("row sum 16 x 1M, torch", a.nbytes, best_time(lambda: at.sum(dim=1))),
-    ("sum of 16M, default", a1.nbytes, long_default.time(a1, b1, number=1, repeat=20)),
-    ("sum of 16M, rfactor twice", a1.nbytes, long_mod.time(a1, b1, number=1, repeat=20)),
-    ("sum of 16M, numpy", a1.nbytes, best_time(lambda: a1.sum())),
+    (f"{rs}, default", a.nbytes, default_mod.time(a, b, number=1, repeat=REPEAT)),
+    (f"{rs}, rfactor", a.nbytes, rfactor_mod.time(a, b, number=1, repeat=REPEAT)),
+    (f"{rs}, numpy", a.nbytes, best_time(lambda: a.sum(axis=1), repeat=REPEAT)),
+    (f"{rs}, torch", a.nbytes, best_time(lambda: at.sum(dim=1), repeat=REPEAT)),
+    (f"{ls}, default", a1.nbytes, long_default.time(a1, b1, number=1, repeat=REPEAT)),
+    (f"{ls}, rfactor twice", a1.nbytes, long_mod.time(a1, b1, number=1, repeat=REPEAT)),
+    (f"{ls}, numpy", a1.nbytes, best_time(lambda: a1.sum(), repeat=REPEAT)),
 ]
 for title, nbytes, seconds in rows:
     print(f"{title:<32}{seconds * 1e3:9.2f} ms {nbytes / seconds / 1e9:8.1f} GB/s")
@@ -254,7 +267,7 @@ for title, nbytes, seconds in rows:
 flops = 2 * N * FILTERS * H * W * C * 9
 for title, seconds in [
     ("conv2d, default schedule", default_conv.time(x, weight, y_default, number=1, repeat=1)),
-    ("conv2d, scheduled", mod.time(x, weight, y, number=1, repeat=20)),
-    ("conv2d, torch", best_time(lambda: F.conv2d(x, weight, padding=1))),
+    ("conv2d, scheduled", mod.time(x, weight, y, number=1, repeat=REPEAT)),
+    ("conv2d, torch", best_time(lambda: F.conv2d(x, weight, padding=1), repeat=REPEAT)),
 ]:
     print(f"{title:<32}{seconds * 1e3:9.2f} ms {flops / seconds / 1e9:8.1f} GFLOP/s")
