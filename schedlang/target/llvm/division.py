@@ -9,6 +9,8 @@ Float floor division and modulo follow numpy's npy_divmod, signed zeros and inf 
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from ...dtypes import DType
 from ...expr.nodes import Binary, Broadcast, Const, Expr
 from .types import constant, scalar_compute, signed, vec
@@ -48,27 +50,10 @@ class DivisionEmitter:
             return self.signed_floor(e.op, a, b, ty, dt)
         if c is not None and c < -1 and signed(dt):
             return self.signed_floor(e.op, a, b, ty, dt)
-        # A divisor that may be 0 (or -1: INT_MIN / -1 traps on x86) is replaced by 1, and the
-        # quotient patched afterwards; the remainder is then 0, which is numpy's answer too.
-        bty = vec("i1", dt.lanes)
-        zero, one, minus_one = constant(0, dt), constant(1, dt), constant(-1, dt)
-        is_zero = self.fn.emit(f"icmp eq {ty} {b}, {zero}", "bzero")
-        special = is_zero
         if signed(dt):
-            is_m1 = self.fn.emit(f"icmp eq {ty} {b}, {minus_one}", "bm1")
-            special = self.fn.emit(f"or {bty} {is_zero}, {is_m1}", "special")
-        safe = self.fn.emit(f"select {bty} {special}, {ty} {one}, {ty} {b}", "safe")
-        if not signed(dt):
-            out = self.fn.emit(f"{'udiv' if e.op == 'floordiv' else 'urem'} {ty} {a}, {safe}", e.op)
-            if e.op == "floormod":
-                return out
-            return self.fn.emit(f"select {bty} {is_zero}, {ty} {zero}, {ty} {out}", "fdiv")
-        out = self.signed_floor(e.op, a, safe, ty, dt)
-        if e.op == "floormod":
-            return out
-        neg = self.fn.emit(f"sub {ty} {zero}, {a}", "neg")              # x // -1 == -x, wrapping
-        out = self.fn.emit(f"select {bty} {is_m1}, {ty} {neg}, {ty} {out}", "fdiv")
-        return self.fn.emit(f"select {bty} {is_zero}, {ty} {zero}, {ty} {out}", "fdiv")
+            return self.guarded_division(e, a, b, ty, lambda d: self.signed_floor(e.op, a, d, ty, dt))
+        op = "udiv" if e.op == "floordiv" else "urem"
+        return self.guarded_division(e, a, b, ty, lambda d: self.fn.emit(f"{op} {ty} {a}, {d}", e.op))
 
     def trunc_div_mod(self, e: Binary, a: str, b: str, ty: str) -> str:
         """C's / and % (truncdiv, truncmod) with the same defined results as floor division:
@@ -79,21 +64,29 @@ class DivisionEmitter:
         c = _const_value(e.b)
         if c is not None and c != 0 and (c != -1 or not signed(dt)):
             return self.fn.emit(f"{op} {ty} {a}, {b}", e.op)
+        return self.guarded_division(e, a, b, ty, lambda d: self.fn.emit(f"{op} {ty} {a}, {d}", e.op))
+
+    def guarded_division(self, e: Binary, a: str, b: str, ty: str, divide: Callable[[str], str]) -> str:
+        """divide(divisor) with a divisor that may be 0 (or -1: INT_MIN / -1 traps on x86)
+        replaced by 1, then the quotient patched: x / 0 is 0 and x / -1 is -x (wrapping). The
+        remainder by 1 is 0, which is the defined answer for both."""
+        dt = e.dtype
         bty = vec("i1", dt.lanes)
         zero, one, minus_one = constant(0, dt), constant(1, dt), constant(-1, dt)
         is_zero = self.fn.emit(f"icmp eq {ty} {b}, {zero}", "bzero")
+        is_m1 = None
         special = is_zero
         if signed(dt):
             is_m1 = self.fn.emit(f"icmp eq {ty} {b}, {minus_one}", "bm1")
             special = self.fn.emit(f"or {bty} {is_zero}, {is_m1}", "special")
         safe = self.fn.emit(f"select {bty} {special}, {ty} {one}, {ty} {b}", "safe")
-        out = self.fn.emit(f"{op} {ty} {a}, {safe}", e.op)       # x % 1 == 0: also right for 0 and -1
-        if e.op == "truncmod":
+        out = divide(safe)
+        if e.op in ("floormod", "truncmod"):
             return out
-        if signed(dt):
-            neg = self.fn.emit(f"sub {ty} {zero}, {a}", "neg")          # x / -1 == -x, wrapping
-            out = self.fn.emit(f"select {bty} {is_m1}, {ty} {neg}, {ty} {out}", "tdiv")
-        return self.fn.emit(f"select {bty} {is_zero}, {ty} {zero}, {ty} {out}", "tdiv")
+        if is_m1 is not None:
+            neg = self.fn.emit(f"sub {ty} {zero}, {a}", "neg")
+            out = self.fn.emit(f"select {bty} {is_m1}, {ty} {neg}, {ty} {out}", "quot")
+        return self.fn.emit(f"select {bty} {is_zero}, {ty} {zero}, {ty} {out}", "quot")
 
     def signed_floor(self, op: str, a: str, b: str, ty: str, dt: DType) -> str:
         """Floor division or modulo from LLVM's truncating sdiv/srem (b is neither 0 nor -1)."""
