@@ -42,18 +42,18 @@ def scan_of(stage) -> Optional[object]:
 
 def update_index(stage) -> Optional[int]:
     """Which state stage updates (None if it is no scan's update)."""
-    for st in stage.schedule.stages:
-        if isinstance(st.op, ScanOp):
-            for k, t in enumerate(st.op.update):
-                if stage.schedule[t.op] is stage:
-                    return k
-    return None
+    return _state_index(stage, "update")
 
 
 def init_index(stage) -> Optional[int]:
+    """Which state stage initialises (None if it is no scan's init)."""
+    return _state_index(stage, "init")
+
+
+def _state_index(stage, role: str) -> Optional[int]:
     for st in stage.schedule.stages:
         if isinstance(st.op, ScanOp):
-            for k, t in enumerate(st.op.init):
+            for k, t in enumerate(getattr(st.op, role)):
                 if stage.schedule[t.op] is stage:
                     return k
     return None
