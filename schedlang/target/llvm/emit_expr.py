@@ -1,7 +1,7 @@
 """Expressions of Kernel IR as LLVM IR instructions (scalar and vector)."""
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from ...dtypes import DType
 from ...errors import InternalError
@@ -159,13 +159,13 @@ class ExprEmitter(DivisionEmitter):
         flags = f" {flags}" if flags else ""
         return self.fn.emit(f"{_FLOAT_OPS[op]}{flags} {ty} {a}, {b}", op)
 
-    def no_wrap_memo(self) -> Dict:
+    def no_wrap_memo(self) -> Tuple[Dict, Dict]:
         """The memo of fits_without_wrap for the loop ranges in force now (entering or leaving a
         loop changes what is proven, so each set of ranges has its own)."""
         ranges = tuple((id(v), r) for v, r in self.index_ranges.items())
         cached = self.__dict__.get("_no_wrap")
         if cached is None or cached[0] != ranges:
-            cached = self._no_wrap = (ranges, {})
+            cached = self._no_wrap = (ranges, ({}, {}))
         return cached[1]
 
     def proven_no_wrap(self, e: Binary) -> bool:
@@ -417,19 +417,21 @@ def _updates(s, value: Binary) -> bool:
                for side in (value.a, value.b))
 
 
-def fits_without_wrap(e: Expr, ranges, memo: Optional[Dict[int, tuple]] = None) -> bool:
+def fits_without_wrap(e: Expr, ranges, memo: Optional[Tuple[Dict, Dict]] = None) -> bool:
     """Whether e, an integer expression, and every add/sub/mul under it provably stay within
-    the range of their dtype, given inclusive ranges of the variables. memo (id -> (node,
-    answer)) decides each distinct node once, so shared subexpressions cost linear time."""
+    the range of their dtype, given inclusive ranges of the variables. memo (answers and
+    bounds, each id -> (node, value)) decides each distinct node once, so shared
+    subexpressions cost linear time."""
     if not isinstance(e, Binary):
         return True
-    memo = {} if memo is None else memo
-    hit = memo.get(id(e))
+    answers, bounds = ({}, {}) if memo is None else memo
+    hit = answers.get(id(e))
     if hit is None:
         fits = True
         if e.op in ("add", "sub", "mul"):
-            lo, hi = const_bounds(e, ranges, memo.setdefault("bounds", {}))
+            lo, hi = const_bounds(e, ranges, bounds)
             fits = lo is not None and hi is not None and e.dtype.min_int <= lo <= hi <= e.dtype.max_int
-        fits = fits and fits_without_wrap(e.a, ranges, memo) and fits_without_wrap(e.b, ranges, memo)
-        hit = memo[id(e)] = (e, fits)
+        fits = fits and fits_without_wrap(e.a, ranges, (answers, bounds)) and \
+            fits_without_wrap(e.b, ranges, (answers, bounds))
+        hit = answers[id(e)] = (e, fits)
     return hit[1]
