@@ -6,7 +6,9 @@ the worker announces its timed run (phase("run")), a run timeout: a worker that 
 or hangs is killed, its call fails with WorkerError or TimeoutError, and a fresh worker
 takes its place. Timed runs hold one lock, so two candidates never time at once
 (parallel loops of two kernels on the same cores would slow each other several times
-over); builds overlap.
+over); builds overlap. A worker is retired after MAX_CALLS_PER_WORKER calls and a fresh
+one started: each LLVM build keeps about 90 KB that llvmlite cannot free (jit.py), so a
+long search would otherwise grow its workers without bound.
 """
 from __future__ import annotations
 
@@ -20,6 +22,9 @@ from typing import Callable
 
 BUILD_TIMEOUT_S = 60.0
 RUN_TIMEOUT_S = 10.0
+# ~90 KB kept per build (target/llvm/jit.py) times 200 calls: under 20 MB per worker, for a
+# restart (about half a second of imports) every 200 candidates.
+MAX_CALLS_PER_WORKER = 200
 
 _CONN = None     # in a worker process: the pipe to the parent
 
@@ -68,10 +73,12 @@ class _Slot:
         self.owner = owner
         self.proc = None
         self.conn = None
+        self.calls = 0            # calls the current worker process has served
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
     def _start(self) -> None:
+        self.calls = 0
         parent, child = self.owner._ctx.Pipe()
         self.proc = self.owner._ctx.Process(target=_worker_main, args=(child,), daemon=True)
         self.proc.start()
@@ -116,10 +123,14 @@ class _Slot:
             except BaseException as err:  # noqa: BLE001 - never leave a future pending
                 if not future.done():
                     future.set_exception(err)
+            if self.proc is not None and self.calls >= self.owner.max_calls_per_worker:
+                self.stop()               # retire it: the next call starts a fresh process
+                self.owner.retired += 1
 
     def _call(self, future: cf.Future, fn, args, kwargs) -> None:
         if self.proc is None:
             self._start()
+        self.calls += 1
         try:
             self.conn.send((fn, args, kwargs))
         except (OSError, EOFError):
@@ -170,15 +181,22 @@ class LocalExecutor(cf.Executor):
     """Long-lived spawned worker processes with per-call build and run timeouts."""
 
     def __init__(self, workers: int = 1, build_timeout: float = BUILD_TIMEOUT_S,
-                 run_timeout: float = RUN_TIMEOUT_S, context: str = "spawn"):
+                 run_timeout: float = RUN_TIMEOUT_S, context: str = "spawn",
+                 max_calls_per_worker: int = MAX_CALLS_PER_WORKER):
         if context not in ("spawn", "forkserver"):
             raise ValueError(f"LocalExecutor: context must be 'spawn' or 'forkserver', got {context!r} "
                              "(a forked worker deadlocks in the parent's OpenMP runtime)")
         if workers < 1:
             raise ValueError(f"LocalExecutor: workers must be at least 1, got {workers}")
+        if isinstance(max_calls_per_worker, bool) or not isinstance(max_calls_per_worker, int) \
+                or max_calls_per_worker < 1:
+            raise ValueError(f"LocalExecutor: max_calls_per_worker must be a positive integer, "
+                             f"got {max_calls_per_worker!r}")
+        self.max_calls_per_worker = max_calls_per_worker
         self.build_timeout = float(build_timeout)
         self.run_timeout = float(run_timeout)
         self.replaced = 0         # workers killed after a crash or a timeout
+        self.retired = 0          # workers stopped after max_calls_per_worker calls
         self._ctx = multiprocessing.get_context(context)
         self._queue: "queue.Queue" = queue.Queue()
         self._run_lock = threading.Lock()
