@@ -9,20 +9,13 @@ from ..expr.nodes import Binary, Call
 from ..schedule import Schedule, create_schedule
 from ..target.target import Target
 from ..tensor.graph import post_order
-from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor
+from ..tensor.op import ComputeOp, PlaceholderOp, Tensor
 from ..tensor.reduce import Reduce
-from ..tensor.serialize import from_json, to_json, workload_key
+from ..tensor.serialize import as_tensor_list, from_json, to_json, workload_key
 
 
 def _as_tensor_list(tensors, what: str) -> List[Tensor]:
-    items = [tensors] if isinstance(tensors, (Tensor, Operation)) else list(tensors)
-    out = []
-    for t in items:
-        if isinstance(t, Operation):
-            t = t.output(0)
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{what}: expected tensors, got {t!r}")
-        out.append(t)
+    out = as_tensor_list(tensors, what)
     if not out:
         raise ValueError(f"{what}: no tensors given")
     return out

@@ -327,14 +327,16 @@ class _Decoder:
         return cls(**{name: CODECS[codec][1](self, d[name]) for name, codec in fields})
 
 
-def _as_tensors(outputs) -> List[Tensor]:
-    items = [outputs] if isinstance(outputs, (Tensor, Operation)) else list(outputs)
+def as_tensor_list(tensors, what: str = "to_json") -> List[Tensor]:
+    """A tensor, an operation (its first output) or a sequence of them, as a list of tensors;
+    anything else is a TypeError naming `what` was called."""
+    items = [tensors] if isinstance(tensors, (Tensor, Operation)) else list(tensors)
     out = []
     for t in items:
         if isinstance(t, Operation):
             t = t.output(0)
         if not isinstance(t, Tensor):
-            raise TypeError(f"to_json takes tensors (or operations), got {t!r}")
+            raise TypeError(f"{what} takes tensors (or operations), got {t!r}")
         out.append(t)
     return out
 
@@ -342,7 +344,7 @@ def _as_tensors(outputs) -> List[Tensor]:
 def to_data(outputs) -> Dict[str, Any]:
     """The JSON data (dicts and lists) of the program computing outputs (tensors or ops)."""
     enc = _Encoder()
-    refs = [enc.tensor(t) for t in _as_tensors(outputs)]
+    refs = [enc.tensor(t) for t in as_tensor_list(outputs)]
     return {"version": VERSION, **enc.tables, "outputs": refs}
 
 
