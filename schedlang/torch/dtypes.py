@@ -1,0 +1,28 @@
+"""Torch dtypes <-> schedlang dtype strings."""
+from __future__ import annotations
+
+import torch
+
+_TO_SL = {
+    torch.float16: "float16", torch.float32: "float32", torch.float64: "float64",
+    torch.int8: "int8", torch.int16: "int16", torch.int32: "int32", torch.int64: "int64",
+    torch.uint8: "uint8", torch.bool: "bool",
+}
+_TO_TORCH = {v: k for k, v in _TO_SL.items()}
+
+
+def to_sl(dtype: torch.dtype) -> str:
+    """The schedlang dtype string of a torch dtype; TypeError for one we do not support."""
+    try:
+        return _TO_SL[dtype]
+    except KeyError:
+        raise TypeError(f"torch dtype {dtype} is not supported by schedlang "
+                        f"(supported: {', '.join(str(d) for d in _TO_SL)})") from None
+
+
+def to_torch(dtype) -> torch.dtype:
+    """The torch dtype of a schedlang dtype (string or DType)."""
+    try:
+        return _TO_TORCH[str(dtype)]
+    except KeyError:
+        raise TypeError(f"dtype {dtype} has no torch equivalent") from None

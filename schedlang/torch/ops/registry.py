@@ -1,0 +1,75 @@
+"""The table of ATen -> Tensor IR lowerings and the context each lowering receives.
+
+A lowering is registered under ATen overload names ("aten.add.Tensor") or packet names
+("aten.add", which covers every overload not registered on its own):
+
+    @register_lowering("aten.silu")
+    def silu(ctx, x):
+        ...
+        return sl.compute(x.shape, lambda *i: ..., name=ctx.name())
+
+It is called with the node's arguments as in the ATen schema: tensors as Tensor IR
+tensors (`sl.Tensor`), scalars as Python numbers, symbolic sizes as `sl.Var` expressions,
+lists as lists; keyword arguments as keywords. It returns one `sl.Tensor`, or a tuple or
+list of them for ops with several results (`var_mean`, `max.dim`, `split_with_sizes`).
+Stage names come from `ctx.name(...)` so that Tensor IR reads like the Torch IR it came
+from: the op's result is `ctx.name()`, helper stages are `ctx.name("neg")` and so on.
+A lowering that cannot handle its arguments raises `Unsupported`; the op then runs in
+torch (with one warning naming it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Optional
+
+LOWERINGS: Dict[str, Callable] = {}
+
+
+class Unsupported(Exception):
+    """Raised by a lowering for arguments it does not handle (the op falls back to torch)."""
+
+
+@dataclass
+class LowerContext:
+    """What a lowering knows besides its arguments: the Torch IR node's name (the prefix
+    of every stage it creates) and the target the program is compiled for (None: any)."""
+
+    node: str
+    target: object = None
+    _used: Dict[str, int] = field(default_factory=dict)
+
+    def name(self, suffix: Optional[str] = None) -> str:
+        """The node's name, or `<node>_<suffix>` for a helper stage."""
+        return self.node if suffix is None else f"{self.node}_{suffix}"
+
+
+def register_lowering(*ops: str) -> Callable:
+    """Register the decorated function as the lowering of each ATen name in ops."""
+    def wrap(fn: Callable) -> Callable:
+        for op in ops:
+            if op in LOWERINGS:
+                raise ValueError(f"a lowering for {op} is already registered")
+            LOWERINGS[op] = fn
+        return fn
+    return wrap
+
+
+def op_name(target) -> str:
+    """"aten.add.Tensor" for torch.ops.aten.add.Tensor; strings are returned as they are."""
+    if isinstance(target, str):
+        return target
+    name = getattr(target, "_name", None) or str(target)     # "aten::add.Tensor"
+    name = name.replace("::", ".")
+    overload = getattr(target, "_overloadname", None)
+    if overload and not name.endswith("." + overload):
+        name = f"{name}.{overload}"
+    return name
+
+
+def lookup(target) -> Optional[Callable]:
+    """The lowering of an ATen op (an OpOverload or its name), or None."""
+    name = op_name(target)
+    if name in LOWERINGS:
+        return LOWERINGS[name]
+    packet = name.rsplit(".", 1)[0] if name.count(".") >= 2 else name
+    return LOWERINGS.get(packet)

@@ -1,0 +1,67 @@
+"""Check one ATen lowering against torch: lower it on placeholders, build, run on the
+tensors given, and compare with the op run by torch."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import schedlang as sl
+from schedlang.torch.dtypes import to_sl, to_torch
+from schedlang.torch.ops import LowerContext, lookup
+
+from ..helpers import CHECKED
+
+TOL = {torch.float16: (2e-3, 2e-3), torch.float32: (1e-5, 1e-5), torch.float64: (1e-12, 1e-12)}
+
+
+def _placeholders(value, made):
+    if isinstance(value, torch.Tensor):
+        t = sl.placeholder(tuple(value.shape), to_sl(value.dtype), name=f"arg{len(made)}")
+        made.append((t, value))
+        return t
+    if isinstance(value, (list, tuple)):
+        return type(value)(_placeholders(v, made) for v in value)
+    return value
+
+
+def lower(op, args, kwargs=None, node="out"):
+    """Lower op on placeholders standing for the torch tensors in args.
+    Returns (inputs [(placeholder, tensor)], outputs [sl.Tensor])."""
+    made = []
+    sl_args = _placeholders(list(args), made)
+    sl_kwargs = {k: _placeholders(v, made) for k, v in (kwargs or {}).items()}
+    fn = lookup(op)
+    assert fn is not None, f"no lowering registered for {op}"
+    result = fn(LowerContext(node), *sl_args, **sl_kwargs)
+    outputs = list(result) if isinstance(result, (list, tuple)) else [result]
+    return made, outputs
+
+
+def run_lowered(made, outputs, schedule=None, check_bounds=True):
+    """Build the lowered outputs (default schedule: none) and run them on the inputs."""
+    s = schedule(outputs) if schedule else sl.create_schedule([t.op for t in outputs])
+    args = [t for t, _ in made] + outputs
+    arrays = [v.contiguous().clone() for _, v in made]
+    results = [torch.empty(tuple(int(n) for n in t.shape), dtype=to_torch(t.dtype)) for t in outputs]
+    for target in ((CHECKED, None) if check_bounds else (None,)):
+        mod = sl.build(s, args, target=target) if target else sl.build(s, args)
+        mod(*arrays, *results)
+    return results
+
+
+def check_lowering(op, args, kwargs=None, tol=None, schedule=None):
+    """Lower op, build it (bounds-checked and normal) and compare every result with torch."""
+    made, outputs = lower(op, args, kwargs)
+    got = run_lowered(made, outputs, schedule)
+    want = op(*args, **(kwargs or {}))
+    want = list(want) if isinstance(want, (list, tuple)) else [want]
+    assert len(got) == len(want), f"{op}: {len(got)} results, torch gives {len(want)}"
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.dtype == w.dtype, f"{op} result {k}: dtype {g.dtype}, torch gives {w.dtype}"
+        assert tuple(g.shape) == tuple(w.shape), f"{op} result {k}: shape {tuple(g.shape)}, torch {tuple(w.shape)}"
+        if w.dtype.is_floating_point:
+            rtol, atol = tol or TOL[w.dtype]
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=rtol, atol=atol, err_msg=f"{op} result {k}")
+        else:
+            np.testing.assert_array_equal(g.numpy(), w.numpy(), err_msg=f"{op} result {k}")
+    return got
