@@ -1,21 +1,443 @@
-"""Default schedules for the PyTorch frontend (owned by torchsched; this is the minimum:
-inline every injective intermediate stage into its consumers)."""
+"""Default schedules: fusion (fuse.py), then a schedule per kernel chosen by its kind, its
+shape and the target. Library functions: the PyTorch frontend calls default_schedule on
+every program it compiles, and a DSL user can call it on any program.
+
+Per kernel (a fuse.Group), on the CPU:
+- pointwise: the outer axes fused into one parallel loop, the contiguous axis split by
+  two native vectors and the inner part vectorized (a tail is guarded);
+- rows (a pointwise kernel with reductions computed at its row loop: softmax, layer_norm):
+  the rows fused and parallel, each reduction computed at the row loop and, when it runs
+  along the contiguous axis, rfactor'd onto a vector of partial results;
+- reduction outputs: parallel over the outputs; with few outputs and a long reduction, the
+  reduction is split into parallel partial sums (rfactor) first;
+- matmul (and batch matmul), with its elementwise epilogue: a register tile per pair of
+  tile loops, the whole k loop inside it. B contiguous along the output columns: an
+  mr x nr tile of vector accumulators (broadcast A, vector B), as benchmarks/sl_kernels.py's
+  register-tiled GEMM; both operands contiguous along k (a Linear, q @ k^T): an mr x nr tile
+  of k-vectors (rfactor over k lanes), summed across lanes at the end.
+On CUDA: blockIdx/threadIdx bound loops (one thread per element with a short vectorized
+inner loop, per row for reductions, per output for a tiled matmul).
+"""
 from __future__ import annotations
 
-from typing import List
+import os
+from typing import List, Optional
 
-import schedlang as sl
-from schedlang.tensor.classify import ELEMENTWISE, INDEX_MAP, classify
-from schedlang.tensor.graph import post_order
+from ..expr.functor import substitute, uses_var
+from ..expr.nodes import Binary, Var
+from ..schedule import Schedule, create_schedule
+from ..target.target import CUDAOptions, Target
+from ..tensor.axis import IterVar
+from ..tensor.op import TensorRead
+from ..tensor.reduce import Reduce
+from .fuse import Group, fuse, is_matmul, matmul_operands
+
+MAX_VECTOR = 64          # lanes of one vectorized loop (schedule.legal.MAX_VECTOR_EXTENT)
+MR = 4                   # rows of a matmul register tile
+NT_TILE = 4              # columns of a k-vector (dot product) matmul tile
+CUDA_THREADS = 256       # threads per block for pointwise kernels
+CUDA_ROW_THREADS = 64    # threads (rows) per block for reductions
+CUDA_TILE = (8, 16)      # a matmul block's rows and columns (one output per thread)
 
 
-def default_schedule(outputs: List[sl.Tensor], target=None) -> sl.Schedule:
-    """A schedule of outputs with every non-output Elementwise/IndexMap stage inlined."""
-    out_ops = [t.op for t in outputs]
-    s = sl.create_schedule(out_ops)
-    for op in post_order(out_ops):
-        if any(op is o for o in out_ops):
-            continue
-        if classify(op) in (ELEMENTWISE, INDEX_MAP):
-            s[op].compute_inline()
+def default_schedule(outputs: List, target=None, log: Optional[str] = None) -> Schedule:
+    """The schedule of the program computing outputs: fused, each kernel scheduled for target
+    ("llvm", "cuda", a Target; None: the host CPU). With log (a tuning-record file) holding a
+    successful record of this workload for target, the best record's schedule instead."""
+    outputs = list(outputs)
+    if not outputs:
+        raise ValueError("default_schedule: no output tensors given")
+    target = Target.create(target if target is not None else "llvm")
+    if log is not None:
+        tuned = tuned_schedule(outputs, target, log)
+        if tuned is not None:
+            return tuned
+    s = create_schedule([t.op for t in outputs])
+    for group in fuse(s):
+        schedule_group(s, group, target)
     return s
+
+
+def tuned_schedule(outputs: List, target: Target, log: str) -> Optional[Schedule]:
+    """The best recorded schedule of this workload and target in log, or None without one."""
+    from ..autoschedule import apply_best, records
+    from ..autoschedule.task import default_args
+    from ..tensor.serialize import workload_key
+    key = workload_key(default_args(outputs))
+    if not records.ranked(records.load(log, key, str(target))):
+        return None
+    s, _ = apply_best(log, outputs, target)
+    return s
+
+
+def schedule_group(s: Schedule, group: Group, target: Target) -> None:
+    """Schedule one kernel of s by its kind."""
+    gpu = isinstance(target.options, CUDAOptions)
+    matmuls = group.matmuls
+    anchor = group.anchor
+    if is_matmul(anchor) and len(anchor.op.axis) >= 2 and not group.attached:
+        (schedule_matmul_cuda if gpu else schedule_matmul_cpu)(s, anchor, [anchor], target)
+    elif matmuls and len(matmuls) == len(group.attached) and len(anchor.op.axis) >= 2 \
+            and not isinstance(anchor.op.body, Reduce):
+        (schedule_matmul_cuda if gpu else schedule_matmul_cpu)(s, anchor, matmuls, target)
+    elif group.attached or isinstance(anchor.op.body, Reduce):
+        (schedule_rows_cuda if gpu else schedule_rows_cpu)(s, group, target)
+    else:
+        (schedule_pointwise_cuda if gpu else schedule_pointwise_cpu)(s, anchor, target)
+
+
+# ---- shape and target facts -------------------------------------------------------------
+
+def static(e) -> Optional[int]:
+    """The int value of an extent, or None when it is symbolic."""
+    return e if isinstance(e, int) else (int(e.value) if hasattr(e, "value") and isinstance(e.value, int) else None)
+
+
+def _product(extents) -> Optional[int]:
+    out = 1
+    for e in extents:
+        v = static(e)
+        if v is None:
+            return None
+        out *= v
+    return out
+
+
+def threads(target: Target) -> int:
+    """Worker threads the CPU target runs parallel loops on."""
+    n = getattr(target.options, "num_threads", 0)
+    return n if n > 0 else (os.cpu_count() or 1)
+
+
+def lanes(target: Target, st) -> int:
+    """Native vector lanes for the stage's result dtype."""
+    return target.native_lanes(st.op.output_dtype(0).bits)
+
+
+def _extent(ivar: IterVar):
+    return ivar.dom.extent
+
+
+def _fuse(stage, axes):
+    return axes[0] if len(axes) == 1 else stage.fuse(*axes)
+
+
+def unit_stride(index, var: Var) -> bool:
+    """index is var plus terms that do not use var (the read walks memory with var)."""
+    if index is var:
+        return True
+    if isinstance(index, Binary) and index.op in ("add", "sub"):
+        if index.a is var or (index.op == "add" and unit_stride(index.a, var)):
+            return not uses_var(index.b, var)
+        if index.op == "add" and (index.b is var or unit_stride(index.b, var)):
+            return not uses_var(index.a, var)
+    return False
+
+
+def resolve_read(s: Schedule, read: TensorRead) -> TensorRead:
+    """The read a kernel really makes: through inlined IndexMaps (a transpose, a view), the
+    read of the tensor they move data from."""
+    for _ in range(64):          # a chain of views; the bound keeps a cycle impossible to hang on
+        st = s[read.tensor.op] if read.tensor.op in s._by_op else None
+        if st is None or st.attach_type != "inline" or not isinstance(st.op.body, TensorRead):
+            return read
+        mapping = {a.var: i for a, i in zip(st.op.axis, read.indices)}
+        read = substitute(st.op.body, mapping)
+    return read
+
+
+def contiguous_axis(s: Schedule, st, var: Var) -> bool:
+    """Every read of the stage (through inlined IndexMaps) that uses var walks memory with it."""
+    from ..expr.functor import walk
+    for body in st.op.bodies:
+        src = body.source if isinstance(body, Reduce) else (body,)
+        for e in src:
+            for node in walk(e):
+                if isinstance(node, TensorRead):
+                    r = resolve_read(s, node)
+                    if any(uses_var(i, var) for i in r.indices) and not unit_stride(r.indices[-1], var):
+                        return False
+    return True
+
+
+def vector_factor(extent, lanes_: int) -> Optional[int]:
+    """How many elements one vectorized inner loop takes along an axis of this extent: two
+    native vectors on long axes, one on shorter ones, the whole axis when it is shorter."""
+    n = static(extent)
+    if n is None or n >= 2 * lanes_:
+        return min(MAX_VECTOR, 2 * lanes_)
+    if n >= lanes_:
+        return lanes_
+    return n if n > 1 else None
+
+
+# ---- CPU -------------------------------------------------------------------------------
+
+def schedule_pointwise_cpu(s: Schedule, st, target: Target) -> None:
+    """Outer axes fused and parallel, the last axis split by two vectors and vectorized. With
+    too few rows to keep every core busy (or a symbolic row count, such as a dynamic batch of
+    1), the vector chunks of a row are parallel too."""
+    stage = s[st]
+    axes = list(stage.op.axis)
+    if not axes:
+        return
+    last = axes[-1]
+    v = vector_factor(_extent(last), lanes(target, st))
+    if v is not None and static(_extent(last)) == v:
+        outer_chunks, inner = None, last
+    elif v is not None:
+        outer_chunks, inner = stage.split(last, factor=v)
+    else:
+        outer_chunks, inner = last, None
+    rows = _product(_extent(a) for a in axes[:-1])
+    par = axes[:-1]
+    if outer_chunks is not None and (not par or rows is None or rows < 4 * threads(target)):
+        par = par + [outer_chunks]
+    if par:
+        stage.parallel(_fuse(stage, par))
+    if inner is not None:
+        stage.vectorize(inner)
+
+
+def _vector_rfactor(s: Schedule, red, lanes_: int):
+    """Split the reduction's last reduce axis by lanes_ and rfactor it, so the partial results
+    are a vector (the lane axis last, contiguous); returns the partial stage or None when the
+    reduction does not run along a contiguous axis in whole vectors."""
+    stage = s[red]
+    op = stage.op
+    if op.num_outputs != 1 or op.body.combiner.name not in ("sum", "max", "min") or not op.reduce_axis:
+        return None
+    k = op.reduce_axis[-1]
+    n = static(_extent(k))
+    kv = _k_vector(k, lanes_)
+    if n is None or n < kv or n % kv or kv < 4 or not contiguous_axis(s, stage, k.var):
+        return None
+    ko, ki = stage.split(k, factor=kv)
+    rf = s.rfactor(op.output(0), ki, factor_axis=len(op.axis))
+    rstage = s[rf]
+    *spatial, lane = rstage.op.axis
+    rstage.reorder(*spatial, *rstage.op.reduce_axis, lane)
+    rstage.vectorize(lane)
+    return rstage
+
+
+def schedule_rows_cpu(s: Schedule, group: Group, target: Target) -> None:
+    """A kernel over rows: the anchor's leading (row) axes fused and parallel, the reductions
+    computed at that loop (on vector partials along a contiguous axis), the rest of the row
+    vectorized."""
+    anchor = s[group.anchor]
+    reductions = [s[r] for r in group.attached]
+    is_red = isinstance(anchor.op.body, Reduce)
+    if is_red and not reductions:
+        return schedule_reduction_cpu(s, anchor, target)
+    lanes_ = lanes(target, anchor)
+    partials = [rf for rf in (_vector_rfactor(s, r, lanes_) for r in reductions + ([anchor] if is_red else []))
+                if rf is not None]
+    axes = list(anchor.op.axis)
+    p = min((group.prefix[r] for r in group.attached), default=len(axes))
+    p = max(1, min(p, len(axes)))
+    row = _fuse(anchor, axes[:p])
+    for st in reductions + partials:
+        st.compute_at(anchor, row)
+    cols = axes[p:]
+    if cols and not is_red:
+        col = _fuse(anchor, cols)
+        v = vector_factor(_product(_extent(a) for a in cols), lanes_)
+        if v is not None:
+            if _product(_extent(a) for a in cols) == v:
+                anchor.vectorize(col)
+            else:
+                anchor.vectorize(anchor.split(col, factor=v)[1])
+    anchor.parallel(row)
+
+
+def schedule_reduction_cpu(s: Schedule, red, target: Target) -> None:
+    """A reduction output: parallel over its outputs, the reduction on vector partials along a
+    contiguous axis; with few outputs and a long reduction, parallel over chunks of the
+    reduction instead (rfactor), the chunks summed after."""
+    stage = s[red]
+    op = stage.op
+    axes = list(op.axis)
+    rows = _product(_extent(a) for a in axes)
+    n_red = _product(_extent(a) for a in op.reduce_axis)
+    nthreads = threads(target)
+    if rows is not None and rows < nthreads and n_red is not None and n_red >= 4096 and op.reduce_axis:
+        ko, _ = stage.split(op.reduce_axis[0], nparts=4 * nthreads)
+        rf = s[s.rfactor(op.output(0), ko)]
+        rf.parallel(rf.op.axis[0])
+        return
+    partial = _vector_rfactor(s, stage, lanes(target, stage))
+    if not axes:
+        return
+    row = _fuse(stage, axes)
+    if partial is not None:
+        partial.compute_at(stage, row)
+    stage.parallel(row)
+
+
+def matmul_layout(s: Schedule, mm) -> Optional[str]:
+    """"nn" when the operand indexed by the output's last axis is contiguous along it (B[k, j]);
+    "nt" when both operands are contiguous along k (A[i, k] * W[j, k]: a Linear); else None."""
+    op = s[mm].op
+    j = op.axis[-1].var
+    (k,) = op.reduce_axis
+    a, b = (resolve_read(s, r) for r in matmul_operands(op.body.source[0]))
+    if any(uses_var(i, j) for i in a.indices):
+        a, b = b, a
+    if any(uses_var(i, j) for i in a.indices) or not any(uses_var(i, j) for i in b.indices):
+        return None
+    if unit_stride(b.indices[-1], j):
+        return "nn"
+    if unit_stride(b.indices[-1], k.var) and unit_stride(a.indices[-1], k.var):
+        return "nt"
+    return None
+
+
+def _tile_sizes(anchor, rows_wanted: int, cols_wanted: int):
+    *_, i, j = anchor.op.axis
+    m, n = static(_extent(i)), static(_extent(j))
+    mr = rows_wanted if m is None else max(1, min(rows_wanted, m))
+    nr = cols_wanted if n is None else max(1, min(cols_wanted, n))
+    return mr, nr
+
+
+def schedule_matmul_cpu(s: Schedule, anchor, matmuls: List, target: Target) -> None:
+    """Register-tiled matmul(s) with the anchor (their epilogue, or a write cache) as the tile
+    loops; tiles of one column panel run one after another, so the panel of B stays in cache."""
+    layout = matmul_layout(s, matmuls[0])
+    if layout is None or any(matmul_layout(s, m) != layout for m in matmuls):
+        rest = [m for m in matmuls if m is not anchor]
+        return schedule_rows_cpu(s, Group(anchor, rest, {m: len(s[anchor].op.axis) for m in rest}), target)
+    lanes_ = lanes(target, s[matmuls[0]])
+    if layout == "nn":
+        if anchor in matmuls:                      # no epilogue: accumulate in a write cache
+            cache = s.cache_write(s[anchor].op.output(0), "global")
+            matmuls = [s[cache]]
+        _matmul_nn(s, s[anchor], [s[m] for m in matmuls], lanes_)
+    else:
+        _matmul_nt(s, s[anchor], [s[m] for m in matmuls], lanes_)
+
+
+def _tile_anchor(anchor, mr: int, nr: int):
+    *batch, i, j = anchor.op.axis
+    xo, yo, xi, yi = anchor.tile(i, j, mr, nr)
+    anchor.reorder(*batch, yo, xo, xi, yi)
+    return batch, yo, xo, xi, yi
+
+
+def _matmul_nn(s, anchor, matmuls, lanes_: int) -> None:
+    mr, nr = _tile_sizes(anchor, MR, max(16, lanes_))
+    batch, yo, xo, xi, yi = _tile_anchor(anchor, mr, nr)
+    for mm in matmuls:
+        mm.compute_at(anchor, xo)
+        *_, i, j = mm.op.axis
+        (k,) = mm.op.reduce_axis
+        io, ii = mm.split(i, factor=mr)
+        jo, ji = mm.split(j, factor=nr)
+        mm.reorder(io, jo, k, ii, ji)
+        mm.unroll(ii)
+        mm.vectorize(ji)
+    anchor.vectorize(yi)
+    anchor.parallel(_fuse(anchor, batch + [yo, xo]))
+
+
+def _k_vector(k, lanes_: int) -> int:
+    """Lanes of the partial results along a reduce axis: a native vector, or half or a quarter
+    of one when that divides the extent and a whole vector does not (no guarded tail then)."""
+    n = static(_extent(k))
+    if n is None:
+        return lanes_
+    for f in (lanes_, lanes_ // 2, lanes_ // 4):
+        if f >= 4 and n % f == 0:
+            return f
+    return min(lanes_, n)
+
+
+def _matmul_nt(s, anchor, matmuls, lanes_: int) -> None:
+    partials = []
+    for mm in matmuls:                  # rfactor first: it resets the loops of the stage it factors
+        (k,) = mm.op.reduce_axis
+        ko, ki = mm.split(k, factor=_k_vector(k, lanes_))
+        partials.append(s[s.rfactor(mm.op.output(0), ki, factor_axis=len(mm.op.axis))])
+    mr, nr = _tile_sizes(anchor, MR, NT_TILE)
+    batch, yo, xo, xi, yi = _tile_anchor(anchor, mr, nr)
+    for mm, rf in zip(matmuls, partials):
+        *rb, ri, rj, lane = rf.op.axis
+        rio, rii = rf.split(ri, factor=mr)
+        rjo, rji = rf.split(rj, factor=nr)
+        rf.reorder(*rb, rio, rjo, *rf.op.reduce_axis, rii, rji, lane)
+        rf.unroll(rii)
+        rf.unroll(rji)
+        rf.vectorize(lane)
+        rf.compute_at(anchor, xo)
+        if mm is not anchor:
+            mm.compute_at(anchor, xo)
+    if not isinstance(anchor.op.body, Reduce):
+        anchor.vectorize(yi)
+    anchor.parallel(_fuse(anchor, batch + [yo, xo]))
+
+
+# ---- CUDA ------------------------------------------------------------------------------
+
+def _bind(stage, ivar, name: str) -> None:
+    from ..tensor import thread_axis as _thread_axis
+    stage.bind(ivar, _thread_axis(name))
+
+
+def schedule_pointwise_cuda(s: Schedule, st, target: Target) -> None:
+    """All axes fused, four elements a thread (a vectorized loop, for vector loads and
+    stores), CUDA_THREADS threads a block."""
+    stage = s[st]
+    axes = list(stage.op.axis)
+    if not axes:
+        return
+    fused = _fuse(stage, axes)
+    total = _product(_extent(a) for a in axes)
+    per_thread = 4 if total is None or total >= 4 * CUDA_THREADS else 1
+    block = CUDA_THREADS if total is None else max(1, min(CUDA_THREADS, -(-total // per_thread)))
+    bo, rest = stage.split(fused, factor=block * per_thread)
+    if per_thread > 1:
+        tx, vec = stage.split(rest, factor=per_thread)
+        stage.vectorize(vec)
+    else:
+        tx = rest
+    _bind(stage, bo, "blockIdx.x")
+    _bind(stage, tx, "threadIdx.x")
+
+
+def schedule_rows_cuda(s: Schedule, group: Group, target: Target) -> None:
+    """One thread per row: the rows fused and bound, the reductions computed in the thread."""
+    anchor = s[group.anchor]
+    axes = list(anchor.op.axis)
+    if not axes:
+        return
+    p = min((group.prefix[r] for r in group.attached), default=len(axes))
+    p = max(1, min(p, len(axes)))
+    row = _fuse(anchor, axes[:p])
+    rows = _product(_extent(a) for a in axes[:p])
+    block = CUDA_ROW_THREADS if rows is None else max(1, min(CUDA_ROW_THREADS, rows))
+    bo, tx = anchor.split(row, factor=block)
+    for r in group.attached:
+        s[r].compute_at(anchor, tx)
+    _bind(anchor, bo, "blockIdx.x")
+    _bind(anchor, tx, "threadIdx.x")
+
+
+def schedule_matmul_cuda(s: Schedule, anchor, matmuls: List, target: Target) -> None:
+    """A tiled matmul: a block per CUDA_TILE tile of the output, a thread per output
+    element with its accumulator in a register; the epilogue applied by the same thread."""
+    stage = s[anchor]
+    if anchor in matmuls:
+        cache = s.cache_write(stage.op.output(0), "local")
+        matmuls = [cache]
+    mr, nr = _tile_sizes(stage, *CUDA_TILE)
+    *batch, i, j = stage.op.axis
+    bi, bj, ti, tj = stage.tile(i, j, mr, nr)
+    if batch:
+        _bind(stage, _fuse(stage, batch), "blockIdx.z")
+    _bind(stage, bi, "blockIdx.y")
+    _bind(stage, bj, "blockIdx.x")
+    _bind(stage, ti, "threadIdx.y")
+    _bind(stage, tj, "threadIdx.x")
+    for mm in matmuls:
+        s[mm].compute_at(stage, tj)

@@ -1,0 +1,181 @@
+"""Fusion decisions for the PyTorch frontend's programs (usable on any DSL program).
+
+Two rules, as TVM's default fusion:
+
+- injective producers (IndexMap, Elementwise) are inlined into their consumers, so a chain
+  of pointwise ops is one loop nest with no intermediate buffers. The exception is an
+  Elementwise stage read by a matmul-like reduction (one with data reuse): inlined, it
+  would be recomputed for every output column, so it stays a buffer of its own;
+- a reduction whose readers all belong to one kernel, and read it at their own leading
+  coordinates (a row max read as `mx[i]` by `out[i, j]`, a matmul read as `C[i, j]` by its
+  bias/activation epilogue), is computed inside that kernel, at the loop over those
+  coordinates, instead of being written out and read back.
+
+`fuse(s)` applies the inlining to a fresh schedule and returns the kernels (`Group`s); the
+default schedules (schedules.py) then place each group's reductions in its loops.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from ..expr.functor import walk
+from ..expr.nodes import Binary, Cast
+from ..schedule import legal
+from ..tensor.classify import ELEMENTWISE, INDEX_MAP, classify
+from ..tensor.op import ComputeOp, TensorRead
+from ..tensor.reduce import Reduce
+
+
+@dataclass
+class Group:
+    """One kernel: the anchor stage whose loops it runs, and the reductions computed inside
+    those loops (producers first), each with its prefix: how many leading axes of the anchor
+    index one of its results (the loop it is computed at covers those axes)."""
+
+    anchor: object
+    attached: List[object] = field(default_factory=list)
+    prefix: Dict[object, int] = field(default_factory=dict)
+
+    @property
+    def matmuls(self) -> List[object]:
+        """The attached matmul-like reductions read element for element by the anchor."""
+        return [st for st in self.attached if is_matmul(st) and self.prefix[st] == len(self.anchor.op.axis)]
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{st.name}@{self.prefix[st]}" for st in self.attached)
+        return f"Group({self.anchor.name}{'; ' + inner if inner else ''})"
+
+
+def is_matmul(st) -> bool:
+    """A sum of a product of two reads over one reduce axis, with data reuse (mm, bmm, linear)."""
+    op = st.op
+    if not legal.has_data_reuse(st) or len(op.reduce_axis) != 1 or op.num_outputs != 1:
+        return False
+    red = op.body
+    if red.combiner.name != "sum" or red.condition is not None:
+        return False
+    return matmul_operands(red.source[0]) is not None
+
+
+def matmul_operands(e):
+    """(a, b): the two reads of a product a * b (through casts), or None."""
+    while isinstance(e, Cast):
+        e = e.value
+    if not (isinstance(e, Binary) and e.op == "mul"):
+        return None
+    parts = []
+    for x in (e.a, e.b):
+        while isinstance(x, Cast):
+            x = x.value
+        if not isinstance(x, TensorRead):
+            return None
+        parts.append(x)
+    return tuple(parts)
+
+
+def fuse(s) -> List[Group]:
+    """Inline the injective intermediates of schedule s and return its kernels, consumers
+    first. s must be fresh (no steps yet)."""
+    stages = [st for st in s.stages if isinstance(st.op, ComputeOp)]
+    for st in reversed(stages):        # consumers first: whether a reader is a matmul is known
+        if _should_inline(s, st):
+            st.compute_inline()
+    live = [st for st in stages if st.attach_type != "inline"]
+    anchor_of: Dict[object, object] = {st: st for st in live}
+    prefix: Dict[object, int] = {}
+    for st in reversed(live):          # consumers first, so their own attachment is known
+        if st.is_output or not isinstance(st.op.body, Reduce):
+            continue
+        found = _anchor_for(s, st, anchor_of, prefix)
+        if found is not None:
+            anchor_of[st], prefix[st] = found
+    groups: Dict[object, Group] = {}
+    for st in live:                    # producers first, so attached stages come in dataflow order
+        root = anchor_of[st]
+        group = groups.setdefault(root, Group(root))
+        if root is not st:
+            group.attached.append(st)
+            group.prefix[st] = prefix[st]
+    return [groups[st] for st in reversed(live) if st in groups]
+
+
+def _should_inline(s, st) -> bool:
+    if not legal.can_inline(st) or st.op.num_outputs != 1:
+        return False
+    kind = classify(st.op)
+    if kind == INDEX_MAP:
+        return True
+    if kind != ELEMENTWISE:
+        return False
+    return not any(is_matmul(c) for c in legal.effective_consumers(s, st))
+
+
+def _leading(reader_op, read: TensorRead) -> int:
+    """How many leading coordinates of reader_op a read passes on unchanged: its index d is
+    the reader's axis d for d < p (the indices after that may be anything: a reduce axis,
+    0 on a keepdim axis)."""
+    axes = [a.var for a in reader_op.axis]
+    p = 0
+    while p < min(len(axes), len(read.indices)) and read.indices[p] is axes[p]:
+        p += 1
+    return p
+
+
+def _read_prefix(reader_op, producer_op) -> Optional[int]:
+    """The smallest _leading over reader_op's reads of producer_op (None: it reads none)."""
+    best = None
+    for body in reader_op.bodies:
+        for node in walk(body):
+            if isinstance(node, TensorRead) and node.tensor.op is producer_op:
+                p = _leading(reader_op, node)
+                best = p if best is None else min(best, p)
+    return best
+
+
+def _significant_rank(st) -> int:
+    """The rank of st's result without trailing size-1 axes (a keepdim reduction's)."""
+    shape = list(st.op.shape)
+    while shape and isinstance(shape[-1], int) and shape[-1] == 1:
+        shape.pop()
+    return len(shape)
+
+
+def _anchor_for(s, red, anchor_of, prefix):
+    """(anchor, prefix) where reduction stage red can be computed, or None."""
+    need = _significant_rank(red)
+    anchors = set()
+    memo: Dict[int, Optional[int]] = {}
+
+    def reach(st, producer_op) -> Optional[int]:
+        """The prefix through which st's kernel sees producer_op's coordinates (None: not leading)."""
+        p = _read_prefix(st.op, producer_op)
+        if p is None:
+            return None
+        if st.attach_type == "inline":
+            key = id(st)
+            if key not in memo:
+                memo[key] = None
+                outs = [reach(c, st.op) for c in s._consumers(st)]
+                memo[key] = None if not outs or any(o is None for o in outs) else min(outs)
+            return None if memo[key] is None else min(p, memo[key])
+        if st not in anchor_of:
+            return None
+        anchors.add(anchor_of[st])
+        if anchor_of[st] is not st:            # st is itself computed at a loop of the anchor
+            return min(p, prefix[st])
+        return p
+
+    readers = s._consumers(red)
+    if not readers:
+        return None
+    seen = [reach(c, red.op) for c in readers]
+    if any(p is None for p in seen) or len(anchors) != 1:
+        return None
+    anchor = anchors.pop()
+    if anchor is red or isinstance(anchor.op.body, Reduce) and is_matmul(anchor):
+        return None
+    p = min(seen)
+    if p < need or need == 0:
+        return None
+    return anchor, need
