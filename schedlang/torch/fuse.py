@@ -134,9 +134,10 @@ def _read_prefix(reader_op, producer_op) -> Optional[int]:
 
 
 def _significant_rank(st) -> int:
-    """The rank of st's result without trailing size-1 axes (a keepdim reduction's)."""
+    """The rank of st's result without trailing size-1 axes (a keepdim reduction's), at least 1
+    (a scalar's is 0)."""
     shape = list(st.op.shape)
-    while shape and isinstance(shape[-1], int) and shape[-1] == 1:
+    while len(shape) > 1 and isinstance(shape[-1], int) and shape[-1] == 1:
         shape.pop()
     return len(shape)
 

@@ -1,0 +1,202 @@
+"""Default schedules (schedlang/torch/schedules.py) on programs shaped like the frontend's:
+each checked against the reference evaluator (bounds-checked and normal builds), with the
+structure that makes it fast asserted on its IR."""
+import json
+import re
+
+import numpy as np
+import pytest
+
+import schedlang as sl
+from schedlang.torch.schedules import default_schedule
+from tests.helpers import CHECKED, assert_close, assert_matches_reference, random_input
+from tests.torch import frontend_like as P
+
+HOST = sl.Target.create("llvm")
+F32 = HOST.native_lanes(32)
+
+
+def scheduled(program, *a, target=HOST, **kw):
+    args, outs = program(*a, **kw)
+    s = default_schedule(outs, target)
+    return s, args, outs
+
+
+def tile_text(s, args):
+    return str(sl.lower(s, args))
+
+
+# ---- pointwise -------------------------------------------------------------------------
+
+def test_silu_and_mul_is_one_parallel_vectorized_nest_without_buffers():
+    s, args, _ = scheduled(P.silu_and_mul, 32, 64)
+    assert_matches_reference(s, args)
+    mod = sl.build(s, args)
+    loop, tile = mod.ir["loop"], tile_text(s, args)
+    assert "alloc" not in tile, "an intermediate of SiluAndMul was materialized"
+    assert len(re.findall(r"^\s*(?:for|parallel)\b", str(loop), re.M)) == 3, "not one loop nest"
+    assert tile.count("parallel") == 1
+    assert f"vectorized j.k.fused.inner in 0..{2 * F32}:" in tile or f"vectorized k.inner in 0..{2 * F32}:" in tile, tile
+    kernel = str(mod.ir["kernel"])
+    assert f"f32x{2 * F32}" in kernel, "the stores are not native-width vectors"
+
+
+def test_pointwise_lanes_follow_the_target():
+    avx2 = sl.Target.create("llvm -mcpu=haswell")
+    s, args, _ = scheduled(P.silu_and_mul, 4, 64, target=avx2)
+    assert avx2.native_lanes(32) == 8
+    assert "vectorized k.inner in 0..16:" in tile_text(s, args)
+    s, args, _ = scheduled(P.silu_and_mul, 4, 64, target=sl.Target.create("llvm -mcpu=skylake-avx512"))
+    assert "vectorized k.inner in 0..32:" in tile_text(s, args)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (1, 7, 13), (3, 5, 31)])
+def test_residual_add_with_broadcast_odd_shapes(shape):
+    s, args, _ = scheduled(P.residual_add, *shape)
+    assert_matches_reference(s, args)
+    assert "alloc" not in tile_text(s, args)
+
+
+def test_few_rows_run_the_vector_chunks_in_parallel():
+    s, args, _ = scheduled(P.silu_and_mul, 1, 1000)
+    assert_matches_reference(s, args)
+    tile = tile_text(s, args)
+    assert re.search(r"parallel i\.j\.k\.outer\.fused", tile), tile
+
+
+# ---- rows: softmax, norms, reductions ------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(2, 5, 64), (7, 13), (1, 1), (3, 97)])
+def test_softmax_reductions_computed_per_row(shape):
+    s, args, _ = scheduled(P.softmax, shape)
+    assert_matches_reference(s, args)
+    tile = tile_text(s, args)
+    assert tile.count("parallel") == 1, "the reductions are not in the row loop"
+    for red in ("softmax_amax", "softmax_sum"):
+        assert re.search(rf"alloc {red}: f32\[1(, 1)*\] local", tile), tile
+
+
+def test_softmax_reductions_use_vector_partials_along_the_row():
+    s, args, _ = scheduled(P.softmax, (4, 64))
+    tile = tile_text(s, args)
+    assert re.search(rf"alloc softmax_amax\.rf: f32\[1, 1, {F32}\] local", tile), tile
+    assert f"vectorized k.inner in 0..{F32}:" in tile
+
+
+def test_layer_norm_one_kernel():
+    s, args, _ = scheduled(P.layer_norm, 6, 32)
+    assert_matches_reference(s, args)
+    tile = tile_text(s, args)
+    assert tile.count("parallel") == 1 and "global" not in tile, tile
+
+
+def test_rms_norm_one_kernel():
+    s, args, _ = scheduled(P.rms_norm, 5, 48)
+    assert_matches_reference(s, args)
+    assert tile_text(s, args).count("parallel") == 1
+
+
+def test_argmax_and_row_sum():
+    s, args, _ = scheduled(P.argmax, 7, 13)
+    assert_matches_reference(s, args)
+    s, args, _ = scheduled(P.row_sum, 1, 5000)          # one long row: split over the cores
+    assert_matches_reference(s, args)
+    tile = tile_text(s, args)
+    assert "parallel k.outer" in tile and "sum.rf" in tile, tile
+    s, args, _ = scheduled(P.row_sum, 9, 64)            # many rows: parallel rows, vector partials
+    assert_matches_reference(s, args)
+    assert "parallel i" in tile_text(s, args)
+
+
+# ---- matmul ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("act", [None, "relu", "gelu"])
+def test_linear_epilogue_fused_into_the_register_tile(act):
+    s, args, _ = scheduled(P.linear, 37, 45, 32, act=act)
+    assert_matches_reference(s, args)
+    tile = tile_text(s, args)
+    assert tile.count("parallel") == 1, "the epilogue is a kernel of its own"
+    assert re.search(rf"alloc mm\.rf: f32\[4, 4, {F32}\] local", tile), tile
+    assert f"vectorized k.inner in 0..{F32}:" in tile and "unrolled" in tile
+
+
+def test_matmul_nn_register_tile():
+    s, args, _ = scheduled(P.matmul_nn, 37, 45, 29)
+    assert_matches_reference(s, args)
+    tile = tile_text(s, args)
+    assert re.search(r"alloc mm\.global: f32\[4, 16\]", tile), tile
+    assert "vectorized j.c.inner in 0..16:" in tile
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 13, 5), (64, 64, 64), (2, 31, 17)])
+def test_matmul_odd_shapes(shape):
+    for program in (P.matmul_nn, lambda M, N, K: P.linear(M, N, K, act="relu")):
+        s, args, _ = scheduled(program, *shape)
+        assert_matches_reference(s, args)
+
+
+def test_batch_matmul():
+    s, args, _ = scheduled(P.bmm, 3, 9, 20, 17)
+    assert_matches_reference(s, args)
+    assert "parallel z.j.outer.i.outer.fused" in tile_text(s, args)
+
+
+def test_swiglu_gate_and_up_share_one_tile_with_the_silu_mul():
+    s, args, outs = scheduled(P.swiglu, 10, 32, 48)
+    assert_matches_reference(s, args)
+    tile = tile_text(s, args)
+    assert tile.count("parallel") == 2, "gate, up and silu*mul should be one kernel, down another"
+    assert "alloc gate.rf" in tile and "alloc up.rf" in tile and "alloc mul:" in tile
+
+
+# ---- symbolic batch ----------------------------------------------------------------------
+
+def _run_symbolic(s, args, outs, sizes, seed=0):
+    rng = np.random.default_rng(seed)
+    arrays, feed = [], {}
+    for t in args:
+        shape = tuple(sizes.get(e, e) for e in t.shape)
+        if t in outs:
+            arrays.append(np.full(shape, 7, t.dtype))
+        else:
+            feed[t] = random_input(shape, t.dtype, rng)
+            arrays.append(feed[t])
+    for target in (CHECKED, HOST):
+        sl.build(s, args, target=target)(*arrays)
+        for t, want in zip(outs, sl.reference(outs, feed)):
+            assert_close(arrays[args.index(t)], want, str(t.dtype), name=t.name)
+
+
+@pytest.mark.parametrize("program", ["silu", "rms_norm", "linear"])
+def test_symbolic_batch(program):
+    n = sl.size_var("n")
+    if program == "silu":
+        args, outs = P.silu_and_mul(5, 40, batch=n)
+    elif program == "rms_norm":
+        args, outs = P.rms_norm(3, 48, batch=n)
+    else:
+        args, outs = P.linear(6, 20, 16, act="relu", batch=n)
+    s = default_schedule(outs, HOST)
+    for size in (1, 3):
+        _run_symbolic(s, args, outs, {n: size})
+
+
+# ---- tuning records ------------------------------------------------------------------------
+
+def test_a_tuning_record_replaces_the_default(tmp_path):
+    from schedlang.autoschedule import records
+    from schedlang.autoschedule.task import SearchTask
+    args, outs = P.silu_and_mul(4, 32)
+    log = str(tmp_path / "records.jsonl")
+    assert default_schedule(outs, HOST, log=log).steps == default_schedule(outs, HOST).steps  # no record
+    task = SearchTask.from_outputs(outs, HOST)
+    tuned = task.schedule()
+    for st in tuned.stages:
+        if st.op is not outs[0].op and isinstance(st.op, sl.tensor.ComputeOp):
+            st.compute_inline()
+    tuned[outs[0]].unroll(tuned[outs[0]].op.axis[0])
+    steps = json.loads(tuned.to_json())
+    records.append(log, [records.make_record(task.workload_key, str(task.target), steps, "h0", [1e-6], None, 1)])
+    s = default_schedule(outs, HOST, log=log)
+    assert "unroll" in str(s) and "parallel" not in str(s)
+    assert_matches_reference(s, args)
