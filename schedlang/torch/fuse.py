@@ -78,8 +78,14 @@ def fuse(s) -> List[Group]:
     """Inline the injective intermediates of schedule s and return its kernels, consumers
     first. s must be fresh (no steps yet)."""
     stages = [st for st in s.stages if isinstance(st.op, ComputeOp)]
-    for st in reversed(stages):        # consumers first: whether a reader is a matmul is known
-        if _should_inline(s, st):
+    readers: Dict[object, List[object]] = {st: [] for st in s.stages}
+    for st in stages:                  # once: Schedule._consumers rescans every stage per call
+        for inp in s.inputs_of(st):
+            readers[inp].append(st)
+    feeds_matmul: Dict[object, bool] = {}
+    for st in reversed(stages):        # consumers first: whether a reader is inlined is known
+        feeds_matmul[st] = any(feeds_matmul[c] if c.attach_type == "inline" else is_matmul(c) for c in readers[st])
+        if _should_inline(st, feeds_matmul[st]):
             st.compute_inline()
     live = [st for st in stages if st.attach_type != "inline"]
     anchor_of: Dict[object, object] = {st: st for st in live}
@@ -87,7 +93,7 @@ def fuse(s) -> List[Group]:
     for st in reversed(live):          # consumers first, so their own attachment is known
         if st.is_output or not isinstance(st.op.body, Reduce):
             continue
-        found = _anchor_for(s, st, anchor_of, prefix)
+        found = _anchor_for(readers, st, anchor_of, prefix)
         if found is not None:
             anchor_of[st], prefix[st] = found
     groups: Dict[object, Group] = {}
@@ -100,15 +106,13 @@ def fuse(s) -> List[Group]:
     return [groups[st] for st in reversed(live) if st in groups]
 
 
-def _should_inline(s, st) -> bool:
+def _should_inline(st, feeds_matmul: bool) -> bool:
     if not legal.can_inline(st) or st.op.num_outputs != 1:
         return False
     kind = classify(st.op)
     if kind == INDEX_MAP:
         return True
-    if kind != ELEMENTWISE:
-        return False
-    return not any(is_matmul(c) for c in legal.effective_consumers(s, st))
+    return kind == ELEMENTWISE and not feeds_matmul
 
 
 def _leading(reader_op, read: TensorRead) -> int:
@@ -142,7 +146,7 @@ def _significant_rank(st) -> int:
     return len(shape)
 
 
-def _anchor_for(s, red, anchor_of, prefix):
+def _anchor_for(readers, red, anchor_of, prefix):
     """(anchor, prefix) where reduction stage red can be computed, or None."""
     need = _significant_rank(red)
     anchors = set()
@@ -157,7 +161,7 @@ def _anchor_for(s, red, anchor_of, prefix):
             key = id(st)
             if key not in memo:
                 memo[key] = None
-                outs = [reach(c, st.op) for c in s._consumers(st)]
+                outs = [reach(c, st.op) for c in readers[st]]
                 memo[key] = None if not outs or any(o is None for o in outs) else min(outs)
             return None if memo[key] is None else min(p, memo[key])
         if st not in anchor_of:
@@ -167,10 +171,9 @@ def _anchor_for(s, red, anchor_of, prefix):
             return min(p, prefix[st])
         return p
 
-    readers = s._consumers(red)
-    if not readers:
+    if not readers[red]:
         return None
-    seen = [reach(c, red.op) for c in readers]
+    seen = [reach(c, red.op) for c in readers[red]]
     if any(p is None for p in seen) or len(anchors) != 1:
         return None
     anchor = anchors.pop()
