@@ -160,6 +160,17 @@ def contiguous_axis(s: Schedule, st, var: Var) -> bool:
     return True
 
 
+def _reads_along(s: Schedule, st, var: Var) -> bool:
+    """Some read of the stage (through inlined IndexMaps) uses var."""
+    from ..expr.functor import walk
+    for body in st.op.bodies:
+        for e in (body.source if isinstance(body, Reduce) else (body,)):
+            for node in walk(e):
+                if isinstance(node, TensorRead) and any(uses_var(i, var) for i in resolve_read(s, node).indices):
+                    return True
+    return False
+
+
 def vector_factor(extent, lanes_: int) -> Optional[int]:
     """How many elements one vectorized inner loop takes along an axis of this extent: two
     native vectors on long axes, one on shorter ones, the whole axis when it is shorter."""
@@ -269,6 +280,17 @@ def schedule_reduction_cpu(s: Schedule, red, target: Target) -> None:
     partial = _vector_rfactor(s, stage, lanes(target, stage))
     if not axes:
         return
+    last = axes[-1]
+    if partial is None and op.num_outputs == 1 and len(axes) >= 1 and contiguous_axis(s, stage, last.var) \
+            and not any(contiguous_axis(s, stage, k.var) and _reads_along(s, stage, k.var) for k in op.reduce_axis):
+        # a reduction across rows (x.sum(0)): the reduce loops outside a vector of columns
+        v = vector_factor(_extent(last), lanes(target, stage))
+        if v is not None and v > 1:
+            jo, ji = stage.split(last, factor=v)
+            stage.reorder(*axes[:-1], jo, *op.reduce_axis, ji)
+            stage.vectorize(ji)
+            stage.parallel(_fuse(stage, axes[:-1] + [jo]))
+            return
     row = _fuse(stage, axes)
     if partial is not None:
         partial.compute_at(stage, row)

@@ -153,3 +153,20 @@ def row_sum(rows=3, cols=5000):
     k = sl.reduce_axis((0, cols), name="k")
     out = sl.compute((rows,), lambda i: sl.sum(x[i, k], axis=k), name="sum")
     return [x, out], [out]
+
+
+def column_sum(rows=50, cols=40):
+    """x.sum(0): the reduction runs across rows, the outputs along the contiguous axis."""
+    x = sl.placeholder((rows, cols), name="x")
+    k = sl.reduce_axis((0, rows), name="k")
+    out = sl.compute((cols,), lambda j: sl.sum(x[k, j], axis=k), name="sum")
+    return [x, out], [out]
+
+
+def sum_two_axes(a=4, b=6, c=40):
+    """x.sum((1, 2))."""
+    x = sl.placeholder((a, b, c), name="x")
+    k1 = sl.reduce_axis((0, b), name="k1")
+    k2 = sl.reduce_axis((0, c), name="k2")
+    out = sl.compute((a,), lambda i: sl.sum(x[i, k1, k2], axis=[k1, k2]), name="sum")
+    return [x, out], [out]

@@ -108,6 +108,23 @@ def test_argmax_and_row_sum():
     assert "parallel i" in tile_text(s, args)
 
 
+def test_column_sum_vectorizes_the_outputs_and_a_two_axis_sum_its_last_axis():
+    s, args, _ = scheduled(P.column_sum, 50, 40)
+    assert_matches_reference(s, args)
+    tile = tile_text(s, args)
+    assert re.search(r"for k in 0..50:\n\s+vectorized j.inner in 0..", tile), tile
+    s, args, _ = scheduled(P.sum_two_axes, 4, 6, 40)
+    assert_matches_reference(s, args)
+    assert "vectorized k2.inner" in tile_text(s, args)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="no output tensors"):
+        default_schedule([], HOST)
+    with pytest.raises(ValueError, match="unknown target"):
+        default_schedule(P.row_sum()[1], "tpu")
+
+
 # ---- matmul ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("act", [None, "relu", "gelu"])
