@@ -35,6 +35,7 @@ from .fuse import Group, fuse, is_matmul, matmul_operands
 MAX_VECTOR = 64          # lanes of one vectorized loop (schedule.legal.MAX_VECTOR_EXTENT)
 MR = 4                   # rows of a matmul register tile
 NT_TILE = 4              # columns of a k-vector (dot product) matmul tile
+LONG_ROW = 4096          # a reduction this long is worth splitting over the cores
 CUDA_THREADS = 256       # threads per block for pointwise kernels
 CUDA_ROW_THREADS = 64    # threads (rows) per block for reductions
 CUDA_TILE = (8, 16)      # a matmul block's rows and columns (one output per thread)
@@ -241,11 +242,19 @@ def schedule_rows_cpu(s: Schedule, group: Group, target: Target) -> None:
     is_red = isinstance(anchor.op.body, Reduce)
     if is_red and not reductions:
         return schedule_reduction_cpu(s, anchor, target)
+    axes = list(anchor.op.axis)
+    p = min((group.prefix[r] for r in group.attached), default=len(axes))
+    rows = _product(_extent(a) for a in axes[:p])
+    long = all((_product(_extent(a) for a in s[r].op.reduce_axis) or 0) >= LONG_ROW for r in reductions)
+    if not is_red and rows is not None and rows < threads(target) and long:
+        # Too few rows to occupy the cores: each reduction is a kernel of its own, split into
+        # parallel partial results, and the rest runs in parallel chunks of the rows.
+        for r in reductions:
+            schedule_reduction_cpu(s, r, target)
+        return schedule_pointwise_cpu(s, anchor, target)
     lanes_ = lanes(target, anchor)
     partials = [rf for rf in (_vector_rfactor(s, r, lanes_) for r in reductions + ([anchor] if is_red else []))
                 if rf is not None]
-    axes = list(anchor.op.axis)
-    p = min((group.prefix[r] for r in group.attached), default=len(axes))
     p = max(1, min(p, len(axes)))
     row = _fuse(anchor, axes[:p])
     for st in reductions + partials:
@@ -272,7 +281,7 @@ def schedule_reduction_cpu(s: Schedule, red, target: Target) -> None:
     rows = _product(_extent(a) for a in axes)
     n_red = _product(_extent(a) for a in op.reduce_axis)
     nthreads = threads(target)
-    if rows is not None and rows < nthreads and n_red is not None and n_red >= 4096 and op.reduce_axis:
+    if rows is not None and rows < nthreads and n_red is not None and n_red >= LONG_ROW and op.reduce_axis:
         ko, _ = stage.split(op.reduce_axis[0], nparts=4 * nthreads)
         rf = s[s.rfactor(op.output(0), ko)]
         rf.parallel(rf.op.axis[0])

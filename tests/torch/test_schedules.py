@@ -83,6 +83,14 @@ def test_softmax_reductions_use_vector_partials_along_the_row():
     assert f"vectorized k.inner in 0..{F32}:" in tile
 
 
+def test_one_long_row_is_split_over_the_cores():
+    s, args, _ = scheduled(P.softmax, (1, 5000))
+    assert_matches_reference(s, args)
+    tile = tile_text(s, args)
+    assert "parallel k.outer in 0.." in tile and "parallel k2.outer in 0.." in tile, tile
+    assert re.search(r"parallel i0\.i1\.outer\.fused", tile)
+
+
 def test_layer_norm_one_kernel():
     s, args, _ = scheduled(P.layer_norm, 6, 32)
     assert_matches_reference(s, args)
