@@ -23,8 +23,8 @@ from __future__ import annotations
 import os
 from typing import List, Optional
 
-from ..expr.functor import substitute, uses_var
-from ..expr.nodes import Binary, Var
+from ..expr.functor import substitute, uses_var, walk
+from ..expr.nodes import Binary, Const, Var
 from ..schedule import Schedule, create_schedule
 from ..target.target import CUDAOptions, Target
 from ..tensor.axis import IterVar
@@ -91,7 +91,9 @@ def schedule_group(s: Schedule, group: Group, target: Target) -> None:
 
 def static(e) -> Optional[int]:
     """The int value of an extent, or None when it is symbolic."""
-    return e if isinstance(e, int) else (int(e.value) if hasattr(e, "value") and isinstance(e.value, int) else None)
+    if isinstance(e, int):
+        return e
+    return int(e.value) if isinstance(e, Const) and isinstance(e.value, int) else None
 
 
 def _product(extents) -> Optional[int]:
@@ -128,10 +130,9 @@ def unit_stride(index, var: Var) -> bool:
     if index is var:
         return True
     if isinstance(index, Binary) and index.op in ("add", "sub"):
-        if index.a is var or (index.op == "add" and unit_stride(index.a, var)):
-            return not uses_var(index.b, var)
-        if index.op == "add" and (index.b is var or unit_stride(index.b, var)):
-            return not uses_var(index.a, var)
+        if unit_stride(index.a, var) and not uses_var(index.b, var):
+            return True
+        return index.op == "add" and unit_stride(index.b, var) and not uses_var(index.a, var)
     return False
 
 
@@ -147,29 +148,24 @@ def resolve_read(s: Schedule, read: TensorRead) -> TensorRead:
     return read
 
 
-def contiguous_axis(s: Schedule, st, var: Var) -> bool:
-    """Every read of the stage (through inlined IndexMaps) that uses var walks memory with it."""
-    from ..expr.functor import walk
-    for body in st.op.bodies:
-        src = body.source if isinstance(body, Reduce) else (body,)
-        for e in src:
-            for node in walk(e):
-                if isinstance(node, TensorRead):
-                    r = resolve_read(s, node)
-                    if any(uses_var(i, var) for i in r.indices) and not unit_stride(r.indices[-1], var):
-                        return False
-    return True
-
-
-def _reads_along(s: Schedule, st, var: Var) -> bool:
-    """Some read of the stage (through inlined IndexMaps) uses var."""
-    from ..expr.functor import walk
+def resolved_reads(s: Schedule, st):
+    """Every tensor read of the stage, as resolve_read sees it."""
     for body in st.op.bodies:
         for e in (body.source if isinstance(body, Reduce) else (body,)):
             for node in walk(e):
-                if isinstance(node, TensorRead) and any(uses_var(i, var) for i in resolve_read(s, node).indices):
-                    return True
-    return False
+                if isinstance(node, TensorRead):
+                    yield resolve_read(s, node)
+
+
+def contiguous_axis(s: Schedule, st, var: Var) -> bool:
+    """Every read of the stage that uses var walks memory with it."""
+    return all(unit_stride(r.indices[-1], var) for r in resolved_reads(s, st)
+               if any(uses_var(i, var) for i in r.indices))
+
+
+def _reads_along(s: Schedule, st, var: Var) -> bool:
+    """Some read of the stage uses var."""
+    return any(uses_var(i, var) for r in resolved_reads(s, st) for i in r.indices)
 
 
 def vector_factor(extent, lanes_: int) -> Optional[int]:
@@ -290,7 +286,7 @@ def schedule_reduction_cpu(s: Schedule, red, target: Target) -> None:
     if not axes:
         return
     last = axes[-1]
-    if partial is None and op.num_outputs == 1 and len(axes) >= 1 and contiguous_axis(s, stage, last.var) \
+    if partial is None and op.num_outputs == 1 and contiguous_axis(s, stage, last.var) \
             and not any(contiguous_axis(s, stage, k.var) and _reads_along(s, stage, k.var) for k in op.reduce_axis):
         # a reduction across rows (x.sum(0)): the reduce loops outside a vector of columns
         v = vector_factor(_extent(last), lanes(target, stage))
@@ -391,6 +387,8 @@ def _matmul_nt(s, anchor, matmuls, lanes_: int) -> None:
         ko, ki = mm.split(k, factor=_k_vector(k, lanes_))
         partials.append(s[s.rfactor(mm.op.output(0), ki, factor_axis=len(mm.op.axis))])
     mr, nr = _tile_sizes(anchor, MR, NT_TILE)
+    if mr <= MR // 2:                   # one or two rows (a decode step): more columns instead
+        mr, nr = _tile_sizes(anchor, mr, 2 * NT_TILE)
     batch, yo, xo, xi, yi = _tile_anchor(anchor, mr, nr)
     for mm, rf in zip(matmuls, partials):
         *rb, ri, rj, lane = rf.op.axis
