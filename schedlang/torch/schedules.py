@@ -21,9 +21,11 @@ inner loop, per row for reductions, per output for a tiled matmul).
 from __future__ import annotations
 
 import os
+import warnings
 from typing import List, Optional
 
 from ..expr.functor import substitute, uses_var, walk
+from ..errors import ScheduleError
 from ..expr.nodes import Binary, Const, Var
 from ..schedule import Schedule, create_schedule
 from ..target.target import CUDAOptions, Target
@@ -55,7 +57,15 @@ def default_schedule(outputs: List, target=None, log: Optional[str] = None) -> S
             return tuned
     s = create_schedule([t.op for t in outputs])
     for group in fuse(s):
-        schedule_group(s, group, target)
+        saved = s._snapshot()
+        try:
+            schedule_group(s, group, target)
+        except ScheduleError as err:
+            # A program shape these rules did not foresee: the kernel keeps its plain loops
+            # (correct, slower) rather than failing the compile; the warning says which.
+            s._restore(saved)
+            warnings.warn(f"default_schedule: kernel '{group.anchor.name}' keeps its plain loops: {err}",
+                          stacklevel=2)
     return s
 
 

@@ -3,6 +3,7 @@ each checked against the reference evaluator (bounds-checked and normal builds),
 structure that makes it fast asserted on its IR."""
 import json
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -215,6 +216,41 @@ def test_symbolic_batch(program):
     s = default_schedule(outs, HOST)
     for size in (1, 3):
         _run_symbolic(s, args, outs, {n: size})
+
+
+# ---- robustness: the schedule-invariance programs ---------------------------------------------
+
+INVARIANCE_PROGRAMS = ["gemm_i32_7x16x5", "gemm_i8_5x17x11", "gemm_packed_7x24x13_bn8", "conv2d_3x7x7_co4_k33_p1",
+                       "eltwise_f16_7x33", "rowmax_i32_5x37", "rowprod_7x13", "indexmaps_9x12_5", "blur_f64_7x33",
+                       "intmix_7x13", "masked_9x13", "tuple_outputs_7x13"]
+
+
+@pytest.mark.parametrize("name", INVARIANCE_PROGRAMS)
+def test_default_schedule_of_other_programs(name):
+    """Programs the frontend does not make (int and float64 dtypes, packed GEMM, conv2d, masked
+    and tuple reductions, padding): the default schedule is still right, bounds-checked too."""
+    from tests.lowering.random_schedules import all_programs, checked_target, run_case
+    program = all_programs()[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # no kernel falls back to plain loops
+        s = default_schedule(program.outputs, HOST)
+    for target in (HOST, checked_target()):
+        assert run_case(program, s, seed=3, target=target) is None
+
+
+def test_a_schedule_error_leaves_the_kernel_plain(monkeypatch):
+    from schedlang.torch import schedules
+    args, outs = P.silu_and_mul(4, 32)
+
+    def broken(s, st, target):
+        s[st].parallel(s[st].op.axis[0])
+        s[st].parallel(s[st].op.axis[1])        # nested parallel: a ScheduleError
+
+    monkeypatch.setattr(schedules, "schedule_pointwise_cpu", broken)
+    with pytest.warns(UserWarning, match="kernel 'mul' keeps its plain loops"):
+        s = default_schedule(outs, HOST)
+    assert "parallel" not in str(s)
+    assert_matches_reference(s, args)
 
 
 # ---- tuning records ------------------------------------------------------------------------
