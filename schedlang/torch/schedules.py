@@ -17,6 +17,9 @@ Per kernel (a fuse.Group), on the CPU:
   of k-vectors (rfactor over k lanes), summed across lanes at the end.
 On CUDA: blockIdx/threadIdx bound loops (one thread per element with a short vectorized
 inner loop, per row for reductions, per output for a tiled matmul).
+
+A kernel whose rules raise ScheduleError (a program shape they did not foresee) keeps its
+plain loops, with a warning. With `log=`, a tuning record of the workload wins over all this.
 """
 from __future__ import annotations
 
@@ -119,7 +122,12 @@ def _product(extents) -> Optional[int]:
 def threads(target: Target) -> int:
     """Worker threads the CPU target runs parallel loops on."""
     n = getattr(target.options, "num_threads", 0)
-    return n if n > 0 else (os.cpu_count() or 1)
+    if n > 0:
+        return n
+    try:
+        return len(os.sched_getaffinity(0))      # the cores this process may run on
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def lanes(target: Target, st) -> int:
