@@ -2,3 +2,4 @@
 
 Importing this package registers every lowering in `registry.LOWERINGS`."""
 from .registry import LOWERINGS, LowerContext, lookup, register_lowering  # noqa: F401
+from . import matmul, norm, reduce  # noqa: F401,E402  (registers their lowerings)
