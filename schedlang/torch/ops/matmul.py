@@ -11,8 +11,8 @@ from typing import Callable, Optional, Sequence
 import schedlang as sl
 from schedlang.expr.nodes import Expr
 
-from .accum import (acc_and_result_names, acc_dtype, broadcast_shape, cast_stage, compute, is_one, read_broadcast,
-                    require_float, same_extent)
+from .accum import acc_and_result_names, acc_dtype, cast_stage, require_float
+from .common import broadcast_shape, compute, is_one, read_broadcast, same_extent
 from .registry import Unsupported, register_lowering
 
 
@@ -99,7 +99,7 @@ def addmm(ctx, bias, a, b, *, beta=1, alpha=1):
         raise ValueError(f"addmm: expected 2-d mat1 and mat2, got {a.ndim}-d and {b.ndim}-d")
     _check_k("addmm", a.shape[1], b.shape[0])
     shape = (a.shape[0], b.shape[1])
-    if broadcast_shape("addmm", bias.shape, shape) != shape:
+    if broadcast_shape(bias.shape, shape) != shape:
         raise ValueError(f"addmm: the input of shape {list(bias.shape)} does not broadcast to {list(shape)}")
     acc = acc_dtype(out)
     p = contract(shape, a.shape[1], lambda idx, k: a[idx[0], k], lambda idx, k: b[k, idx[1]], acc, ctx.name("mm"))
@@ -113,7 +113,7 @@ def linear(ctx, x, weight, bias=None):
         raise Unsupported(f"linear with a {weight.ndim}-d weight and a {x.ndim}-d input is not lowered")
     _check_k("linear", x.shape[-1], weight.shape[1])
     shape = tuple(x.shape[:-1]) + (weight.shape[0],)
-    if bias is not None and broadcast_shape("linear", bias.shape, shape) != shape:
+    if bias is not None and broadcast_shape(bias.shape, shape) != shape:
         raise ValueError(f"linear: the bias of shape {list(bias.shape)} does not broadcast to {list(shape)}")
     acc = acc_dtype(out)
     p = contract(shape, x.shape[-1], lambda idx, k: x[tuple(idx[:-1]) + (k,)], lambda idx, k: weight[idx[-1], k],
@@ -129,7 +129,7 @@ def matmul(ctx, a, b):
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("matmul: both operands need at least one dimension")
     _check_k("matmul", a.shape[-1], b.shape[0] if b.ndim == 1 else b.shape[-2])
-    batch = broadcast_shape("matmul", a.shape[:-2], b.shape[:-2])
+    batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
     rows = (a.shape[-2],) if a.ndim > 1 else ()
     cols = (b.shape[-1],) if b.ndim > 1 else ()
     shape = batch + rows + cols

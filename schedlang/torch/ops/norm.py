@@ -9,8 +9,8 @@ import torch
 
 import schedlang as sl
 
-from .accum import (acc_and_result_names, acc_dtype, cast_stage, compute, dtype_arg, is_float, norm_dim,
-                    require_float, same_extent)
+from .accum import acc_and_result_names, acc_dtype, cast_stage, dtype_arg, is_float, require_float
+from .common import compute, norm_dim, same_extent
 from .reduce import count_of, mean_of, reduced_index, reduction
 from .registry import Unsupported, register_lowering
 
@@ -31,7 +31,7 @@ def _shifted(ctx, x, dim: int, acc: str):
 
 def softmax_of(ctx, x, dim, out: str, log: bool, op: str) -> sl.Tensor:
     acc = acc_dtype(out)
-    dims, shifted = _shifted(ctx, x, norm_dim(dim, x.ndim, op), acc)
+    dims, shifted = _shifted(ctx, x, norm_dim(dim, x.ndim, f"{op}: dim"), acc)
     if log:
         total = reduction(x.shape, dims, True, sl.sum, lambda idx: sl.exp(shifted(idx)), ctx.name("sum"))
         return compute(x.shape, lambda idx: sl.cast(out, shifted(idx) - sl.log(total[reduced_index(idx, dims, True)])),

@@ -11,8 +11,8 @@ from typing import Callable, Sequence, Tuple
 import schedlang as sl
 from schedlang.expr.nodes import Expr
 
-from .accum import (acc_and_result_names, acc_dtype, cast_stage, compute, dtype_arg, is_float, norm_dim,
-                    norm_dims, numel, require_float)
+from .accum import acc_and_result_names, acc_dtype, cast_stage, dtype_arg, is_float, norm_dims, require_float
+from .common import compute, norm_dim, numel
 from .registry import Unsupported, register_lowering
 
 
@@ -257,7 +257,7 @@ def argmin(ctx, x, dim=None, keepdim=False):
 
 
 def _value_and_index(ctx, x, dim, keepdim, largest, op):
-    dims = (norm_dim(dim, x.ndim, op),) if x.ndim else ()
+    dims = (norm_dim(dim, x.ndim, f"{op}: dim"),) if x.ndim else ()
     values, indices = arg_reduce(ctx, x, dims, keepdim, largest, op)
     return cast_stage(values, x.dtype, ctx.name("values")), indices
 
