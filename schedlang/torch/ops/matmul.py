@@ -12,7 +12,7 @@ import schedlang as sl
 from schedlang.expr.nodes import Expr
 
 from .accum import acc_and_result_names, acc_dtype, cast_stage, require_float
-from .common import broadcast_shape, compute, is_one, read_broadcast, same_extent
+from .common import axis_names, broadcast_shape, compute, is_one, read_broadcast, same_extent
 from .registry import Unsupported, register_lowering
 
 
@@ -31,8 +31,9 @@ def _check_k(op: str, ka, kb) -> None:
 
 
 def contract(shape: Sequence, k, read_a: Callable, read_b: Callable, dtype: str, name: str) -> sl.Tensor:
-    """out[idx] = sum over k of read_a(idx, k) * read_b(idx, k), accumulated in dtype."""
-    r = sl.reduce_axis((0, k), name="k")
+    """out[idx] = sum over k of read_a(idx, k) * read_b(idx, k), accumulated in dtype (the
+    reduce axis is k, or r where k names an axis of out)."""
+    r = sl.reduce_axis((0, k), name="r" if "k" in axis_names(len(shape)) else "k")
     return compute(shape, lambda idx: sl.sum(sl.cast(dtype, read_a(idx, r)) * sl.cast(dtype, read_b(idx, r)),
                                              axis=r), name)
 
