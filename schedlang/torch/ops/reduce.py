@@ -209,10 +209,12 @@ def _arg_combine(largest: bool):
     so any order of reduction (rfactor, threads) gives torch's answer."""
     def fcombine(x, y):
         (xv, xi), (yv, yi) = x, y
-        x_nan, y_num = xv != xv, yv == yv
+        same = xv == yv
         better = xv > yv if largest else xv < yv
-        same = (xv == yv) | (x_nan & (yv != yv))
-        take_x = (x_nan & y_num) | better | (same & (xi < yi))
+        if xv.dtype.is_float:
+            same = same | (sl.isnan(xv) & sl.isnan(yv))
+            better = better | sl.isnan(xv)
+        take_x = sl.select(same, xi < yi, better)
         return sl.select(take_x, xv, yv), sl.select(take_x, xi, yi)
     return fcombine
 
@@ -237,8 +239,9 @@ def arg_reduce(ctx, x, dims, keepdim: bool, largest: bool, op: str):
 
     def source(index):
         flat = sl.const(0, "int64")
-        for d in dims:
-            flat = flat * sl.cast("int64", x.shape[d]) + sl.cast("int64", index[d])
+        for n, d in enumerate(dims):
+            i = sl.cast("int64", index[d])
+            flat = i if n == 0 else flat * sl.cast("int64", x.shape[d]) + i
         return sl.cast(acc, x[tuple(index)]), flat
     reducer = argmax_reducer if largest else argmin_reducer
     return reduction(x.shape, dims, keepdim, reducer, source, ctx.name())
