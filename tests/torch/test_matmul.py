@@ -5,7 +5,7 @@ import torch
 
 from schedlang.torch.ops.registry import Unsupported
 
-from .helpers import check_lowering, lower
+from .helpers import check_lowering, lower, requires_bfloat16
 
 aten = torch.ops.aten
 torch.manual_seed(0)
@@ -89,3 +89,12 @@ def test_stage_names_with_bias():
     _, (out,) = lower(aten.linear.default, [r(7, 13), r(5, 13), r(5)], node="linear")
     assert out.name == "linear"
     assert "linear_mm" in {t.name for t in out.op.input_tensors}
+
+
+@requires_bfloat16
+def test_bfloat16():
+    bf = torch.bfloat16
+    check_lowering(aten.mm.default, [r(7, 13, dtype=bf), r(13, 5, dtype=bf)])
+    check_lowering(aten.addmm.default, [r(5, dtype=bf), r(7, 13, dtype=bf), r(13, 5, dtype=bf)])
+    check_lowering(aten.linear.default, [r(3, 7, 13, dtype=bf), r(5, 13, dtype=bf), r(5, dtype=bf)])
+    check_lowering(aten.matmul.default, [r(3, 7, 13, dtype=bf), r(13, 5, dtype=bf)])

@@ -5,7 +5,7 @@ import torch
 
 from schedlang.torch.ops.registry import Unsupported
 
-from .helpers import check_lowering, lower, run_lowered
+from .helpers import check_lowering, lower, requires_bfloat16, run_lowered
 
 aten = torch.ops.aten
 torch.manual_seed(0)
@@ -86,3 +86,12 @@ def test_unsupported(op, args):
 def test_bad_normalized_shape():
     with pytest.raises(ValueError, match="normalized_shape"):
         lower(aten.native_layer_norm.default, [X3, [7], None, None, 1e-5])
+
+
+@requires_bfloat16
+def test_bfloat16():
+    x, w, b = X3.to(torch.bfloat16), torch.randn(13).to(torch.bfloat16), torch.randn(13).to(torch.bfloat16)
+    check_lowering(aten._softmax.default, [x, -1, False])
+    check_lowering(aten._log_softmax.default, [x, 1, False])
+    check_lowering(aten.native_layer_norm.default, [x, [13], w, b, 1e-5])
+    check_lowering(aten.rms_norm.default, [x, [13], w, None])

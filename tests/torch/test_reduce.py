@@ -7,7 +7,7 @@ import schedlang as sl
 from schedlang.torch.ops import LowerContext, lookup
 from schedlang.torch.ops.registry import Unsupported
 
-from .helpers import check_lowering, lower
+from .helpers import check_lowering, lower, requires_bfloat16
 
 aten = torch.ops.aten
 torch.manual_seed(0)
@@ -155,3 +155,15 @@ def test_unsupported(op, args):
 def test_repeated_dim_is_an_error():
     with pytest.raises(ValueError, match="twice"):
         lower(aten.sum.dim_IntList, [X, [1, -1]])
+
+
+@requires_bfloat16
+@pytest.mark.parametrize("op,args,kwargs", [
+    (aten.sum.dim_IntList, [X, [1]], {}), (aten.mean.dim, [X3, [-1], True], {}), (aten.amax.default, [X, [0]], {}),
+    (aten.var_mean.correction, [X, [1]], {"correction": 1}), (aten.argmax.default, [X, 1], {}),
+    (aten.max.dim, [X, 0], {}),
+])
+def test_bfloat16(op, args, kwargs):
+    """Computed in float32, rounded once (the lowering needs only ACCUMULATE's entry)."""
+    args = [a.to(torch.bfloat16) if isinstance(a, torch.Tensor) else a for a in args]
+    check_lowering(op, args, kwargs)
