@@ -8,7 +8,6 @@ from typing import Tuple
 import torch
 
 import schedlang as sl
-from schedlang.expr.nodes import Expr
 
 from ..dtypes import to_sl
 from .common import compute, norm_dim
@@ -21,11 +20,6 @@ ACCUMULATE = {"float16": "float32", "bfloat16": "float32"}
 def acc_dtype(dtype) -> str:
     """The dtype a value of dtype is accumulated and computed in."""
     return ACCUMULATE.get(str(dtype), str(dtype))
-
-
-def upcast(value: Expr) -> Expr:
-    """value in its accumulation dtype."""
-    return sl.cast(acc_dtype(value.dtype), value)
 
 
 def is_float(dtype) -> bool:

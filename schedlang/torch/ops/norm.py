@@ -130,13 +130,20 @@ def layer_norm(ctx, x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn
 @register_lowering("aten.rms_norm.default")
 def rms_norm(ctx, x, normalized_shape, weight=None, eps=None):
     """torch's rms_norm: x * rsqrt(mean(x^2) + eps) in float32 for float16/bfloat16 (eps
-    defaults to that dtype's machine epsilon), rounded to x's dtype, then times weight."""
+    defaults to the machine epsilon of that compute dtype), rounded to x's dtype, then
+    times weight: `<name>_sqsum`, `<name>_rstd`, `<name>`."""
     require_float("rms_norm", x)
     dims = _normalized_dims(x, normalized_shape, "rms_norm", weight)
     out, acc = str(x.dtype), acc_dtype(x.dtype)
     eps = torch.finfo(getattr(torch, acc)).eps if eps is None else _eps(eps, "rms_norm")
-    mean_sq, _ = mean_of(ctx, _square(ctx, x, acc), dims, True, acc, ctx.name("meansq"), "rms_norm")
-    rstd = compute(mean_sq.shape, lambda idx: sl.rsqrt(mean_sq[tuple(idx)] + sl.const(eps, acc)), ctx.name("rstd"))
+
+    def square(idx):
+        v = sl.cast(acc, x[tuple(idx)])
+        return v * v
+    sqsum = reduction(x.shape, dims, True, sl.sum, square, ctx.name("sqsum"))
+    count = count_of(x.shape, dims, acc)
+    rstd = compute(sqsum.shape, lambda idx: sl.rsqrt(sqsum[tuple(idx)] / count + sl.const(eps, acc)),
+                   ctx.name("rstd"))
 
     def normalized(idx):
         y = sl.cast(out, sl.cast(acc, x[tuple(idx)]) * rstd[reduced_index(idx, dims, True)])
@@ -146,6 +153,3 @@ def rms_norm(ctx, x, normalized_shape, weight=None, eps=None):
         return sl.cast(out, sl.cast(acc, y) * sl.cast(acc, weight[tuple(idx[d] for d in dims)]))
     return compute(x.shape, normalized, ctx.name())
 
-
-def _square(ctx, x, acc: str) -> sl.Tensor:
-    return compute(x.shape, lambda idx: sl.cast(acc, x[tuple(idx)]) * sl.cast(acc, x[tuple(idx)]), ctx.name("square"))
