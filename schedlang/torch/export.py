@@ -185,8 +185,15 @@ def graph_from_fx(graph: torch.fx.Graph, kinds: Dict[str, tuple], state: Dict[st
     order = [n for n in placeholders if n.name not in kinds] + [n for n in placeholders if n.name in kinds]
     for n in order:
         val = n.meta.get("val")
+        if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool) and n.name not in kinds:
+            # A size Dynamo passes as an argument (dynamic shapes): the graph reads it as an expression.
+            name = namer(n.name)
+            renamed[n.name] = sizes.expr(val)
+            inputs.append(TorchInput(name, (), "int64", "size", None, None, renamed[n.name]))
+            continue
         if not isinstance(val, torch.Tensor):
-            raise NotImplementedError(f"input {n.name} is a {type(val).__name__}; schedlang.torch takes tensors only")
+            raise NotImplementedError(f"input {n.name} is a {type(val).__name__}; schedlang.torch takes tensors "
+                                      "and sizes only")
         kind, target = kinds.get(n.name, ("input", None))
         name = namer(target.replace(".", "_") if target else n.name)
         value = state.get(target) if target else None

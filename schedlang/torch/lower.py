@@ -91,6 +91,8 @@ class _Lowering:
 
     def run(self, warn: bool) -> LoweredProgram:
         for i in self.graph.inputs:
+            if i.kind == "size":
+                continue                  # read as size expressions, not as a tensor
             self.inputs[i.name] = sl.placeholder(i.shape, i.dtype, name=i.name)
             self.where[i.name] = ("input", 0)
         for node in self.graph.nodes:

@@ -125,3 +125,26 @@ def test_cuda_target_needs_a_gpu():
     cm._device = "cuda"
     with pytest.raises(RuntimeError, match="no CUDA GPU"):
         cm(torch.randn(2))
+
+
+@pytest.mark.filterwarnings("ignore::schedlang.torch.lower.FallbackWarning")
+def test_compile_fx_under_aot_autograd_with_dynamic_sizes():
+    """Dynamo with dynamic=True passes sizes as int arguments: they bind the size vars."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+    built = []
+
+    def fw(gm, example_inputs):
+        built.append(st.compile_fx(gm, example_inputs))
+        return make_boxed_func(built[-1])
+    torch._dynamo.reset()
+    m = Residual(6)
+    c = torch.compile(m, backend=aot_autograd(fw_compiler=fw, decompositions=st.decomposition_table()),
+                      dynamic=True)
+    y = torch.randn(1, 6)
+    with torch.no_grad():
+        for b in (3, 7):
+            x = torch.randn(b, 6)
+            _close(c(x, y)[0], m(x, y)[0])
+    assert len(built) == 1 and any(i.kind == "size" for i in built[0].graph.inputs)
+    torch._dynamo.reset()
