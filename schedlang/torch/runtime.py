@@ -1,7 +1,7 @@
 """The compiled module: built parts and torch steps run in order on torch tensors."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import torch
 

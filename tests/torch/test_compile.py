@@ -7,7 +7,7 @@ import torch
 import schedlang.torch as st
 from schedlang.torch import FallbackWarning
 
-from .modules import Residual, SiluAndMul, WithCumsum
+from .modules import BatchNormTrain, MaxAndIndex, Residual, SiluAndMul, WithCumsum
 
 torch.manual_seed(0)
 
@@ -148,3 +148,29 @@ def test_compile_fx_under_aot_autograd_with_dynamic_sizes():
             _close(c(x, y)[0], m(x, y)[0])
     assert len(built) == 1 and any(i.kind == "size" for i in built[0].graph.inputs)
     torch._dynamo.reset()
+
+
+@pytest.mark.filterwarnings("ignore::schedlang.torch.lower.FallbackWarning")
+def test_op_with_two_results():
+    m = MaxAndIndex()
+    x = torch.randn(3, 5, 2)
+    cm = st.compile(m, (x,))
+    _close(cm(x), m(x))
+
+
+def test_buffer_mutation_is_refused():
+    with pytest.raises(NotImplementedError, match="in place"):
+        st.compile(BatchNormTrain().train(), (torch.randn(3, 4),))
+
+
+@pytest.mark.filterwarnings("ignore::schedlang.torch.lower.FallbackWarning")
+def test_sequential_mlp_and_eval_batchnorm():
+    """nn.Sequential's parameters ("0.weight") get identifier names; eval BatchNorm reads buffers."""
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4),
+                              torch.nn.BatchNorm1d(4)).eval()
+    mlp[3].running_mean.normal_()
+    mlp[3].running_var.uniform_(0.5, 2.0)
+    x = torch.randn(3, 8)
+    cm = st.compile(mlp, (x,))
+    assert "p_0_weight: (16, 8) f32   # parameter 0.weight" in cm.ir("torch")
+    _close(cm(x), mlp(x))
