@@ -49,21 +49,6 @@ class Statistics(nn.Module):
         return (x - mean) / var, values, indices, F.log_softmax(x, dim=0), x.sum((0, 2))
 
 
-class Stack(nn.Module):
-    """layers applied in order (nn.Sequential's parameters are named "0.weight", which the
-    LLVM backend does not take as a buffer name yet)."""
-
-    def __init__(self, **layers):
-        super().__init__()
-        for name, layer in layers.items():
-            setattr(self, name, layer)
-
-    def forward(self, x):
-        for layer in self.children():
-            x = layer(x)
-        return x
-
-
 def compile_and_compare(module, inputs, ops=(), rtol=1e-5, atol=1e-5):
     with warnings.catch_warnings():
         warnings.simplefilter("error", st.FallbackWarning)
@@ -96,12 +81,12 @@ def test_module_matches_eager(module, inputs, ops):
 
 
 def test_half_layer_norm_and_linear():
-    module = Stack(fc=nn.Linear(16, 24), norm=nn.LayerNorm(24)).half()
+    module = nn.Sequential(nn.Linear(16, 24), nn.LayerNorm(24)).half()
     compile_and_compare(module, (torch.randn(5, 16).half(),), ["linear", "layer_norm"], rtol=2e-3, atol=2e-3)
 
 
 def test_dynamic_batch():
-    module = Stack(fc=nn.Linear(16, 24), norm=nn.RMSNorm(24), softmax=nn.Softmax(-1))
+    module = nn.Sequential(nn.Linear(16, 24), nn.RMSNorm(24), nn.Softmax(-1))
     batch = torch.export.Dim("batch", min=2, max=64)
     compiled = st.compile(module, (torch.randn(4, 16),), dynamic_shapes=({0: batch},))
     for n in (3, 9):
