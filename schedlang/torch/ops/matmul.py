@@ -1,0 +1,169 @@
+"""mm, bmm, addmm, linear, matmul (and mv, dot) as sum reductions over k.
+
+The reduction accumulates in float32 for float16/bfloat16 (as torch's CPU kernels);
+a bias, alpha/beta and the cast back are an elementwise stage after it (`<name>_mm`
+then `<name>`), which fusion puts in the matmul's kernel. linear reads its weight
+[N, K] as it is stored (no transposed copy)."""
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+import schedlang as sl
+from schedlang.expr.nodes import Expr
+
+from .accum import acc_and_result_names, acc_dtype, cast_stage, require_float
+from .common import axis_names, broadcast_shape, compute, is_one, read_broadcast, same_extent
+from .registry import Unsupported, register_lowering
+
+
+def _operands(op: str, *tensors: sl.Tensor) -> str:
+    """The common float dtype of the operands (torch's matmuls take one dtype)."""
+    require_float(op, *tensors)
+    dtypes = {str(t.dtype) for t in tensors}
+    if len(dtypes) != 1:
+        raise Unsupported(f"{op} of mixed dtypes {', '.join(sorted(dtypes))} is not lowered")
+    return dtypes.pop()
+
+
+def _check_k(op: str, ka, kb) -> None:
+    if not same_extent(ka, kb):
+        raise ValueError(f"{op}: the contracted extents differ ({ka} and {kb})")
+
+
+def contract(shape: Sequence, k, read_a: Callable, read_b: Callable, dtype: str, name: str) -> sl.Tensor:
+    """out[idx] = sum over k of read_a(idx, k) * read_b(idx, k), accumulated in dtype (the
+    reduce axis is k, or r where k names an axis of out)."""
+    r = sl.reduce_axis((0, k), name="r" if "k" in axis_names(len(shape)) else "k")
+    return compute(shape, lambda idx: sl.sum(sl.cast(dtype, read_a(idx, r)) * sl.cast(dtype, read_b(idx, r)),
+                                             axis=r), name)
+
+
+def finish(ctx, product: sl.Tensor, out: str, epilogue: Optional[Callable[[list, Expr], Expr]] = None) -> sl.Tensor:
+    """The result of dtype out from the accumulated product: the product itself, or an
+    elementwise `<name>` applying epilogue(index, value) and the cast back."""
+    if epilogue is None:
+        return cast_stage(product, out, ctx.name())
+    return compute(product.shape, lambda idx: sl.cast(out, epilogue(idx, product[tuple(idx)])), ctx.name())
+
+
+def _product_name(ctx, acc: str, out: str, has_epilogue: bool) -> str:
+    return ctx.name("mm") if has_epilogue else acc_and_result_names(ctx.name(), acc, out)[0]
+
+
+@register_lowering("aten.mm.default")
+def mm(ctx, a, b):
+    out = _operands("mm", a, b)
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"mm: expected 2-d operands, got {a.ndim}-d and {b.ndim}-d")
+    _check_k("mm", a.shape[1], b.shape[0])
+    acc = acc_dtype(out)
+    p = contract((a.shape[0], b.shape[1]), a.shape[1], lambda idx, k: a[idx[0], k], lambda idx, k: b[k, idx[1]],
+                 acc, _product_name(ctx, acc, out, False))
+    return finish(ctx, p, out)
+
+
+@register_lowering("aten.bmm.default")
+def bmm(ctx, a, b):
+    out = _operands("bmm", a, b)
+    if a.ndim != 3 or b.ndim != 3 or not same_extent(a.shape[0], b.shape[0]):
+        raise ValueError(f"bmm: expected 3-d operands with one batch, got {list(a.shape)} and {list(b.shape)}")
+    _check_k("bmm", a.shape[2], b.shape[1])
+    acc = acc_dtype(out)
+    p = contract((a.shape[0], a.shape[1], b.shape[2]), a.shape[2], lambda idx, k: a[idx[0], idx[1], k],
+                 lambda idx, k: b[idx[0], k, idx[2]], acc, _product_name(ctx, acc, out, False))
+    return finish(ctx, p, out)
+
+
+def _scalar(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Unsupported(f"addmm: {what}={value!r} is not a number")
+    return value
+
+
+def _bias_epilogue(bias, shape, acc: str, beta=1, alpha=1):
+    """alpha * product + beta * bias (bias broadcast to shape); beta = 0 ignores the bias."""
+    def epilogue(idx, value):
+        if alpha != 1:
+            value = value * sl.const(float(alpha), acc)
+        if bias is None or beta == 0:
+            return value
+        b = sl.cast(acc, read_broadcast(bias, shape, idx))
+        return value + (b if beta == 1 else b * sl.const(float(beta), acc))
+    return epilogue
+
+
+@register_lowering("aten.addmm.default")
+def addmm(ctx, bias, a, b, *, beta=1, alpha=1):
+    out = _operands("addmm", bias, a, b)
+    beta, alpha = _scalar(beta, "beta"), _scalar(alpha, "alpha")
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"addmm: expected 2-d mat1 and mat2, got {a.ndim}-d and {b.ndim}-d")
+    _check_k("addmm", a.shape[1], b.shape[0])
+    shape = (a.shape[0], b.shape[1])
+    if broadcast_shape(bias.shape, shape) != shape:
+        raise ValueError(f"addmm: the input of shape {list(bias.shape)} does not broadcast to {list(shape)}")
+    acc = acc_dtype(out)
+    p = contract(shape, a.shape[1], lambda idx, k: a[idx[0], k], lambda idx, k: b[k, idx[1]], acc, ctx.name("mm"))
+    return finish(ctx, p, out, _bias_epilogue(bias, shape, acc, beta, alpha))
+
+
+@register_lowering("aten.linear.default")
+def linear(ctx, x, weight, bias=None):
+    out = _operands("linear", *(t for t in (x, weight, bias) if t is not None))
+    if weight.ndim != 2 or x.ndim < 1:
+        raise Unsupported(f"linear with a {weight.ndim}-d weight and a {x.ndim}-d input is not lowered")
+    _check_k("linear", x.shape[-1], weight.shape[1])
+    shape = tuple(x.shape[:-1]) + (weight.shape[0],)
+    if bias is not None and broadcast_shape(bias.shape, shape) != shape:
+        raise ValueError(f"linear: the bias of shape {list(bias.shape)} does not broadcast to {list(shape)}")
+    acc = acc_dtype(out)
+    p = contract(shape, x.shape[-1], lambda idx, k: x[tuple(idx[:-1]) + (k,)], lambda idx, k: weight[idx[-1], k],
+                 acc, _product_name(ctx, acc, out, bias is not None))
+    return finish(ctx, p, out, None if bias is None else _bias_epilogue(bias, shape, acc))
+
+
+@register_lowering("aten.matmul.default")
+def matmul(ctx, a, b):
+    """torch.matmul: 1-d operands are a row (a) or a column (b) whose dim is dropped from the
+    result; batch dims broadcast."""
+    out = _operands("matmul", a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("matmul: both operands need at least one dimension")
+    _check_k("matmul", a.shape[-1], b.shape[0] if b.ndim == 1 else b.shape[-2])
+    batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
+    rows = (a.shape[-2],) if a.ndim > 1 else ()
+    cols = (b.shape[-1],) if b.ndim > 1 else ()
+    shape = batch + rows + cols
+
+    def read_a(idx, k):
+        lead = _batch_index(a.shape[:-2], batch, idx[:len(batch)])
+        return a[lead + tuple(idx[len(batch):len(batch) + len(rows)]) + (k,)]
+
+    def read_b(idx, k):
+        lead = _batch_index(b.shape[:-2], batch, idx[:len(batch)])
+        return b[lead + (k,) + tuple(idx[len(batch) + len(rows):])]
+    acc = acc_dtype(out)
+    p = contract(shape, a.shape[-1], read_a, read_b, acc, _product_name(ctx, acc, out, False))
+    return finish(ctx, p, out)
+
+
+def _batch_index(own: Sequence, batch: Sequence, idx: Sequence) -> tuple:
+    """The index into an operand's batch dims own of the broadcast batch index idx."""
+    if not own:
+        return ()
+    lead = len(batch) - len(own)
+    return tuple(0 if is_one(e) and not is_one(batch[lead + d]) else idx[lead + d] for d, e in enumerate(own))
+
+
+@register_lowering("aten.mv.default")
+def mv(ctx, a, v):
+    if a.ndim != 2 or v.ndim != 1:
+        raise ValueError(f"mv: expected a 2-d matrix and a 1-d vector, got {a.ndim}-d and {v.ndim}-d")
+    return matmul(ctx, a, v)
+
+
+@register_lowering("aten.dot.default")
+def dot(ctx, a, b):
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"dot: expected 1-d operands, got {a.ndim}-d and {b.ndim}-d")
+    return matmul(ctx, a, b)

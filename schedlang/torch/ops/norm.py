@@ -1,0 +1,155 @@
+"""softmax, log_softmax, layer_norm and rms_norm as reductions plus elementwise stages.
+
+softmax is numerically stable as torch's: `<name>_max` over dim, `<name>_exp` =
+exp(x - max), `<name>_sum`, then `<name>` = exp / sum (TVM topi's stages). Everything
+is computed in float32 for float16/bfloat16 inputs and rounded once at the end."""
+from __future__ import annotations
+
+import torch
+
+import schedlang as sl
+
+from .accum import acc_and_result_names, acc_dtype, cast_stage, dtype_arg, is_float, require_float
+from .common import compute, norm_dim, same_extent
+from .reduce import count_of, mean_of, reduced_index, reduction
+from .registry import Unsupported, register_lowering
+
+
+def _softmax_dtype(x, half_to_float: bool, op: str) -> str:
+    require_float(op, x)
+    if half_to_float and str(x.dtype) in ("float16", "bfloat16"):
+        return "float32"
+    return str(x.dtype)
+
+
+def _shifted(ctx, x, dim: int, acc: str):
+    """(x - max over dim) in acc, as a function of an index of x; the max is `<name>_max`."""
+    dims = (dim,) if x.ndim else ()
+    top = reduction(x.shape, dims, True, sl.max, lambda idx: sl.cast(acc, x[tuple(idx)]), ctx.name("max"))
+    return dims, lambda idx: sl.cast(acc, x[tuple(idx)]) - top[reduced_index(idx, dims, True)]
+
+
+def softmax_of(ctx, x, dim, out: str, log: bool, op: str) -> sl.Tensor:
+    acc = acc_dtype(out)
+    dims, shifted = _shifted(ctx, x, norm_dim(dim, x.ndim, f"{op}: dim"), acc)
+    if log:
+        total = reduction(x.shape, dims, True, sl.sum, lambda idx: sl.exp(shifted(idx)), ctx.name("sum"))
+        return compute(x.shape, lambda idx: sl.cast(out, shifted(idx) - sl.log(total[reduced_index(idx, dims, True)])),
+                       ctx.name())
+    e = compute(x.shape, lambda idx: sl.exp(shifted(idx)), ctx.name("exp"))
+    total = reduction(x.shape, dims, True, sl.sum, lambda idx: e[tuple(idx)], ctx.name("sum"))
+    return compute(x.shape, lambda idx: sl.cast(out, e[tuple(idx)] / total[reduced_index(idx, dims, True)]),
+                   ctx.name())
+
+
+@register_lowering("aten._softmax.default")
+def softmax(ctx, x, dim, half_to_float=False):
+    return softmax_of(ctx, x, dim, _softmax_dtype(x, half_to_float, "softmax"), False, "softmax")
+
+
+@register_lowering("aten._log_softmax.default")
+def log_softmax(ctx, x, dim, half_to_float=False):
+    return softmax_of(ctx, x, dim, _softmax_dtype(x, half_to_float, "log_softmax"), True, "log_softmax")
+
+
+def _softmax_int(log: bool, op: str):
+    def lowering(ctx, x, dim, dtype=None):
+        out = dtype_arg(dtype, op) or str(x.dtype)
+        if not is_float(out):
+            raise Unsupported(f"{op} into {out}: floating point only")
+        return softmax_of(ctx, x, dim, out, log, op)
+    return lowering
+
+
+register_lowering("aten.softmax.int")(_softmax_int(False, "softmax"))
+register_lowering("aten.log_softmax.int")(_softmax_int(True, "log_softmax"))
+
+
+# ---- layer_norm, rms_norm
+
+def _normalized_dims(x, normalized_shape, op: str, *params) -> tuple:
+    """The trailing dims normalized_shape names; the weight and bias must have that shape."""
+    shape = tuple(normalized_shape)
+    first = x.ndim - len(shape)
+    if not shape or first < 0 or not all(same_extent(a, b) for a, b in zip(x.shape[first:], shape)):
+        raise ValueError(f"{op}: normalized_shape {list(shape)} is not the end of the input shape {list(x.shape)}")
+    for p in params:
+        if p is None:
+            continue
+        if str(p.dtype) != str(x.dtype):
+            raise Unsupported(f"{op}: a {p.dtype} weight or bias with a {x.dtype} input is not lowered")
+        if len(p.shape) != len(shape) or not all(same_extent(a, b) for a, b in zip(p.shape, shape)):
+            raise ValueError(f"{op}: weight/bias of shape {list(p.shape)}, expected {list(shape)}")
+    return tuple(range(first, x.ndim))
+
+
+def _eps(eps, op: str) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        raise Unsupported(f"{op}: eps={eps!r} is not a number")
+    return float(eps)
+
+
+def layer_norm_of(ctx, x, normalized_shape, weight, bias, eps, op: str):
+    """(out, mean, rstd) as torch's native_layer_norm; mean and rstd keep the normalized
+    dims with extent 1."""
+    require_float(op, x)
+    dims = _normalized_dims(x, normalized_shape, op, weight, bias)
+    out, acc = str(x.dtype), acc_dtype(x.dtype)
+    eps = _eps(eps, op)
+    mean_acc, mean = mean_of(ctx, x, dims, True, out, ctx.name("mean"), op)
+
+    def centered(idx):
+        return sl.cast(acc, x[tuple(idx)]) - mean_acc[reduced_index(idx, dims, True)]
+    sqsum = reduction(x.shape, dims, True, sl.sum, lambda idx: centered(idx) * centered(idx), ctx.name("sqsum"))
+    count = count_of(x.shape, dims, acc)
+    rstd_name, rstd_out = acc_and_result_names(ctx.name("rstd"), acc, out)
+    rstd_acc = compute(sqsum.shape, lambda idx: sl.rsqrt(sqsum[tuple(idx)] / count + sl.const(eps, acc)), rstd_name)
+
+    def normalized(idx):
+        y = centered(idx) * rstd_acc[reduced_index(idx, dims, True)]
+        param = tuple(idx[d] for d in dims)
+        if weight is not None:
+            y = y * sl.cast(acc, weight[param])
+        if bias is not None:
+            y = y + sl.cast(acc, bias[param])
+        return sl.cast(out, y)
+    result = compute(x.shape, normalized, ctx.name())
+    return result, mean, cast_stage(rstd_acc, out, rstd_out)
+
+
+@register_lowering("aten.native_layer_norm.default")
+def native_layer_norm(ctx, x, normalized_shape, weight, bias, eps):
+    return layer_norm_of(ctx, x, normalized_shape, weight, bias, eps, "native_layer_norm")
+
+
+@register_lowering("aten.layer_norm.default")
+def layer_norm(ctx, x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    return layer_norm_of(ctx, x, normalized_shape, weight, bias, eps, "layer_norm")[0]
+
+
+@register_lowering("aten.rms_norm.default")
+def rms_norm(ctx, x, normalized_shape, weight=None, eps=None):
+    """torch's rms_norm: x * rsqrt(mean(x^2) + eps) in float32 for float16/bfloat16 (eps
+    defaults to the machine epsilon of that compute dtype), rounded to x's dtype, then
+    times weight: `<name>_sqsum`, `<name>_rstd`, `<name>`."""
+    require_float("rms_norm", x)
+    dims = _normalized_dims(x, normalized_shape, "rms_norm", weight)
+    out, acc = str(x.dtype), acc_dtype(x.dtype)
+    eps = torch.finfo(getattr(torch, acc)).eps if eps is None else _eps(eps, "rms_norm")
+
+    def square(idx):
+        v = sl.cast(acc, x[tuple(idx)])
+        return v * v
+    sqsum = reduction(x.shape, dims, True, sl.sum, square, ctx.name("sqsum"))
+    count = count_of(x.shape, dims, acc)
+    rstd = compute(sqsum.shape, lambda idx: sl.rsqrt(sqsum[tuple(idx)] / count + sl.const(eps, acc)),
+                   ctx.name("rstd"))
+
+    def normalized(idx):
+        y = sl.cast(out, sl.cast(acc, x[tuple(idx)]) * rstd[reduced_index(idx, dims, True)])
+        if weight is None:
+            return y
+        # torch rounds the normalized value to x's dtype before the weight multiplies it
+        return sl.cast(out, sl.cast(acc, y) * sl.cast(acc, weight[tuple(idx[d] for d in dims)]))
+    return compute(x.shape, normalized, ctx.name())
+
