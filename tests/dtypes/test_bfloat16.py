@@ -269,3 +269,34 @@ def test_constants_fold_with_bfloat16_rounding():
     feed, outputs, mod = run(s, [A, B])
     np.testing.assert_array_equal(bits(outputs[0][1]), bits(sl.reference([B], feed)[0]))
     assert "bf16" in sl.lower(s, [A, B], level="kernel")
+
+
+def test_cuda_stores_nv_bfloat16_and_rounds_each_operation():
+    """NVRTC compiles it (cuda_bf16.h) and the g++ shim runs the same CUDA C: bit for bit the
+    reference, the casts included."""
+    pytest.importorskip("cuda.bindings")
+    n = 77
+    A = sl.placeholder((n,), "bfloat16", name="A")
+    B = sl.placeholder((n,), "bfloat16", name="B")
+    F = sl.placeholder((n,), "float32", name="F")
+    C = sl.compute((n,), lambda i: (A[i] * B[i] + A[i]) / (B[i] - 3.3) + sl.exp(A[i]), name="C")
+    D = sl.compute((n,), lambda i: F[i].astype("bfloat16") + A[i].astype("float32"), name="D")
+    s = sl.create_schedule([C.op, D.op])
+    for T in (C, D):
+        xo, xi = s[T].split(T.op.axis[0], factor=32)
+        s[T].bind(xo, sl.thread_axis("blockIdx.x"))
+        s[T].bind(xi, sl.thread_axis("threadIdx.x"))
+    mod = sl.build(s, [A, B, F, C, D], target="cuda -arch=sm_80")
+    src = mod.get_source("cuda")
+    assert "#include <cuda_bf16.h>" in src and "__nv_bfloat16* __restrict__ A" in src
+    assert "cvt.rn.bf16.f32" in mod.get_source("ptx")
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(n).astype(BF16), rng.standard_normal(n).astype(BF16)
+    f = special_floats()[:n].copy()
+    f[np.isnan(f)] = 1.0
+    c, d = np.zeros(n, BF16), np.zeros(n, np.float32)
+    mod.emulate(a, b, f, c, d)
+    want_c, want_d = sl.reference([C, D], {A: a, B: b, F: f})
+    ulps = np.abs(bits(c).astype(np.int32) - bits(want_c).astype(np.int32))
+    assert ulps.max() <= 1       # expf of the host's libm against numpy's
+    np.testing.assert_array_equal(d.view(np.uint32), want_d.view(np.uint32))
