@@ -1,7 +1,7 @@
 """The reference evaluator: computes any Tensor IR program with numpy, ignoring schedules.
 
 It is the independent definition of what a program means. float16 values are computed
-in float32 and rounded when stored, as the CPU target does; bfloat16 values (ml_dtypes'
+in float32 and rounded when stored or cast, as the CPU target does; bfloat16 values (ml_dtypes'
 bfloat16 arrays) are computed in float32 and rounded to bfloat16 after every operation, as
 torch's CPU kernels do. Reads outside a tensor are errors, except inside the branch of an
 if_then_else that is not taken.
@@ -333,6 +333,8 @@ class _Evaluator:
     def eval_Cast(self, e: Cast):
         value = np.asarray(self.eval(e.value)).astype(_arith_dtype(e.value.dtype), copy=False)
         target = _compute_dtype(e.dtype)
+        if e.dtype.kind == "float" and e.dtype.bits == 16:    # rounded to half at the cast, as the targets do
+            return value.astype(np.float16).astype(target)
         if e.dtype.is_int and value.dtype.kind == "f":
             value = np.trunc(value)
             value = np.where(np.isfinite(value), value, 0)

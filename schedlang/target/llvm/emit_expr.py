@@ -239,10 +239,13 @@ class ExprEmitter(DivisionEmitter, BFloatEmitter, SoftHalfEmitter):
             return self.round_bfloat(self.convert(v, src, f32), dst.lanes)
         s_ty, d_ty = compute_type(src), compute_type(dst)
         lanes = dst.lanes
+        if dst.kind == "float" and dst.bits == 16 and not src.is_bool:     # round to half once, compute on as float
+            if src.is_float:
+                mid = v if src.bits != 64 else self.double_to_float_odd(v, lanes)
+            else:      # an int beyond float's 24 bits is beyond float16's range: inf either way
+                mid = self.convert(v, src, float32.with_lanes(lanes))
+            return self.half_to_float(self.float_to_half(mid, lanes), lanes)
         if src.is_float and dst.is_float:
-            if dst.bits == 16 and not dst.is_bfloat:            # round to half, compute on as float
-                mid = v if src.bits != 64 else self.fn.emit(f"fptrunc {s_ty} {v} to {vec('float', lanes)}", "f32")
-                return self.half_to_float(self.float_to_half(mid, lanes), lanes)
             if s_ty == d_ty:
                 return v
             op = "fpext" if d_ty.endswith("double") or d_ty.endswith("double>") else "fptrunc"

@@ -25,7 +25,7 @@ def needs_soft_half(features: str) -> bool:
 
 
 class SoftHalfEmitter:
-    """Mixin for the expression renderer: needs self.fn (FunctionText)."""
+    """Mixin for the expression renderer: needs self.fn (FunctionText) and self.declare."""
 
     def soft_half_to_float(self, bits16: str, lanes: int) -> str:
         """The float of i16 float16 bits (exact)."""
@@ -83,3 +83,24 @@ class SoftHalfEmitter:
         sign16 = emit(f"lshr {ity} {sign}, {c(16)}", "f.sign")
         out = emit(f"or {ity} {out}, {sign16}", "f.bits")
         return emit(f"trunc {ity} {out} to {vec('i16', lanes)}", "f2h")
+
+    def double_to_float_odd(self, v: str, lanes: int) -> str:
+        """The double v as a float rounded to odd (toward zero, then the last bit set when
+        inexact): rounding that float to float16 is then the double's own rounding, with no
+        double-rounding error (float keeps 13 more bits than float16)."""
+        dty, fty, ity, bty = vec("double", lanes), vec("float", lanes), vec("i32", lanes), vec("i1", lanes)
+        emit = self.fn.emit
+        near = emit(f"fptrunc {dty} {v} to {fty}", "d.f32")
+        back = emit(f"fpext {fty} {near} to {dty}", "d.back")
+        fabs = f"llvm.fabs.{'f64' if lanes == 1 else f'v{lanes}f64'}"
+        self.declare(f"declare {dty} @{fabs}({dty})")
+        mag = emit(f"call {dty} @{fabs}({dty} {v})", "d.abs")
+        back_mag = emit(f"call {dty} @{fabs}({dty} {back})", "d.abs")
+        away = emit(f"fcmp ogt {dty} {back_mag}, {mag}", "d.away")        # rounded up in magnitude
+        inexact = emit(f"fcmp one {dty} {back}, {v}", "d.inexact")
+        near_bits = emit(f"bitcast {fty} {near} to {ity}", "d.bits")
+        step = emit(f"zext {bty} {away} to {ity}", "d.step")
+        toward_zero = emit(f"sub {ity} {near_bits}, {step}", "d.trunc")
+        sticky = emit(f"zext {bty} {inexact} to {ity}", "d.sticky")
+        odd = emit(f"or {ity} {toward_zero}, {sticky}", "d.odd")
+        return emit(f"bitcast {ity} {odd} to {fty}", "d2f")
