@@ -10,7 +10,7 @@ from ...expr.nodes import (Binary, Broadcast, Buffer, Call, Cast, Compare, Const
 from ...tensor.intrin import EXTERN_PREFIX
 from .bfloat import BFloatEmitter
 from .division import DivisionEmitter
-from .half import SoftHalfEmitter, needs_soft_half
+from .half import HalfEmitter
 from .externs import check_symbol
 from .mathlib import MATH_FUNCTIONS, math_declarations, math_function
 from ...expr.bounds import const_bounds
@@ -57,7 +57,7 @@ def suffix(ty: str) -> str:
     return base.get(ty, ty)
 
 
-class ExprEmitter(DivisionEmitter, BFloatEmitter, SoftHalfEmitter):
+class ExprEmitter(DivisionEmitter, BFloatEmitter, HalfEmitter):
     """Mixin: needs self.fn (FunctionText), self.env (Var -> value), self.ptrs (Buffer -> ptr),
     self.module (ModuleState)."""
 
@@ -427,25 +427,6 @@ class ExprEmitter(DivisionEmitter, BFloatEmitter, SoftHalfEmitter):
         if dt.is_bool:
             return self.fn.emit(f"zext {cty} {value} to {mty}", "b8")
         return self.float_to_half(value, dt.lanes)
-
-    def soft_half(self) -> bool:
-        return needs_soft_half(self.module.target.features)
-
-    def half_to_float(self, h: str, lanes: int) -> str:
-        """float of a half value (fpext, or integer instructions where LLVM would call libgcc)."""
-        hty = vec("half", lanes)
-        if not self.soft_half():
-            return self.fn.emit(f"fpext {hty} {h} to {vec('float', lanes)}", "h2f")
-        bits = self.fn.emit(f"bitcast {hty} {h} to {vec('i16', lanes)}", "h.bits")
-        return self.soft_half_to_float(bits, lanes)
-
-    def float_to_half(self, v: str, lanes: int) -> str:
-        """half of a float value, rounded to nearest even."""
-        hty = vec("half", lanes)
-        if not self.soft_half():
-            return self.fn.emit(f"fptrunc {vec('float', lanes)} {v} to {hty}", "f2h")
-        bits = self.soft_float_to_half(v, lanes)
-        return self.fn.emit(f"bitcast {vec('i16', lanes)} {bits} to {hty}", "f16")
 
 
 def _rounds(e: Expr) -> bool:

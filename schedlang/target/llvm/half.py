@@ -1,4 +1,4 @@
-"""float16 <-> float conversions for x86 CPUs without F16C, with integer instructions.
+"""float16 <-> float conversions; for x86 CPUs without F16C, with integer instructions.
 
 With F16C, LLVM turns `fpext half` / `fptrunc ... to half` into vcvtph2ps / vcvtps2ph.
 Without it (a target such as `llvm -mcpu=x86-64` or `-mattr=-f16c`) it calls
@@ -24,8 +24,25 @@ def needs_soft_half(features: str) -> bool:
     return platform.machine().lower() in _X86 and "+f16c" not in features.split(",")
 
 
-class SoftHalfEmitter:
-    """Mixin for the expression renderer: needs self.fn (FunctionText) and self.declare."""
+class HalfEmitter:
+    """Mixin for the expression renderer: needs self.fn (FunctionText), self.module (its
+    target) and self.declare."""
+
+    def half_to_float(self, h: str, lanes: int) -> str:
+        """The float of a half value (exact)."""
+        hty = vec("half", lanes)
+        if not needs_soft_half(self.module.target.features):
+            return self.fn.emit(f"fpext {hty} {h} to {vec('float', lanes)}", "h2f")
+        bits = self.fn.emit(f"bitcast {hty} {h} to {vec('i16', lanes)}", "h.bits")
+        return self.soft_half_to_float(bits, lanes)
+
+    def float_to_half(self, v: str, lanes: int) -> str:
+        """The half of a float value, rounded to nearest even."""
+        hty = vec("half", lanes)
+        if not needs_soft_half(self.module.target.features):
+            return self.fn.emit(f"fptrunc {vec('float', lanes)} {v} to {hty}", "f2h")
+        bits = self.soft_float_to_half(v, lanes)
+        return self.fn.emit(f"bitcast {vec('i16', lanes)} {bits} to {hty}", "f16")
 
     def soft_half_to_float(self, bits16: str, lanes: int) -> str:
         """The float of i16 float16 bits (exact)."""
