@@ -300,3 +300,32 @@ def test_cuda_stores_nv_bfloat16_and_rounds_each_operation():
     ulps = np.abs(bits(c).astype(np.int32) - bits(want_c).astype(np.int32))
     assert ulps.max() <= 1       # expf of the host's libm against numpy's
     np.testing.assert_array_equal(d.view(np.uint32), want_d.view(np.uint32))
+
+
+def _row_centre(n):
+    A = sl.placeholder((n, 24), "bfloat16", name="A")
+    k = sl.reduce_axis((0, 24), name="k")
+    B = sl.compute((n,), lambda i: sl.sum(A[i, k] * 0.5, axis=k), name="B")
+    C = sl.compute((n, 24), lambda i, j: A[i, j] - B[i], name="C")
+    s = sl.create_schedule(C.op)
+    s.cache_write(B, "local")
+    s[B].compute_at(s[C], C.op.axis[0])
+    s[C].vectorize(C.op.axis[1])
+    s[C].parallel(C.op.axis[0])
+    return s, A, C
+
+
+def test_symbolic_shapes_local_buffers_and_an_exported_library(tmp_path):
+    a = np.random.default_rng(0).standard_normal((37, 24)).astype(BF16)
+    s, A, C = _row_centre(sl.var("n"))
+    c = np.zeros((37, 24), BF16)
+    sl.build(s, [A, C])(a, c)
+    np.testing.assert_array_equal(bits(c), bits(sl.reference([C], {A: a})[0]))
+    s, A, C = _row_centre(37)
+    path = str(tmp_path / "centre.so")
+    sl.build(s, [A, C]).export_library(path)
+    loaded, c2 = sl.load_module(path), np.zeros((37, 24), BF16)
+    loaded(a, c2)
+    np.testing.assert_array_equal(bits(c2), bits(c))
+    with pytest.raises(TypeError, match="argument 'A' must have dtype bfloat16, got float32"):
+        loaded(a.astype(np.float32), c2)
