@@ -4,14 +4,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
+import ml_dtypes
 import numpy as np
 
-_KINDS = {"float": (16, 32, 64), "int": (8, 16, 32, 64), "uint": (8, 16, 32, 64), "bool": (1,)}
+# "bfloat" is bfloat16 (TVM's kDLBfloat): float32's exponent with an 8-bit significand. numpy
+# has no such type; ml_dtypes provides it (and registers the name "bfloat16" with numpy).
+_KINDS = {"float": (16, 32, 64), "bfloat": (16,), "int": (8, 16, 32, 64), "uint": (8, 16, 32, 64), "bool": (1,)}
 
 
 @dataclass(frozen=True)
 class DType:
-    """A data type: kind ("float", "int", "uint", "bool"), bit width and vector lanes."""
+    """A data type: kind ("float", "bfloat", "int", "uint", "bool"), bit width and vector lanes."""
 
     kind: str
     bits: int
@@ -42,7 +45,12 @@ class DType:
 
     @property
     def is_float(self) -> bool:
-        return self.kind == "float"
+        """Any floating-point kind: float16/32/64 and bfloat16."""
+        return self.kind in ("float", "bfloat")
+
+    @property
+    def is_bfloat(self) -> bool:
+        return self.kind == "bfloat"
 
     @property
     def is_int(self) -> bool:
@@ -59,8 +67,8 @@ class DType:
 
     @property
     def short(self) -> str:
-        """Compact spelling used by the IR printers: f32, i64, u8, bool, f32x16."""
-        base = "bool" if self.is_bool else f"{self.kind[0]}{self.bits}"
+        """Compact spelling used by the IR printers: f32, i64, u8, bool, bf16, f32x16."""
+        base = "bool" if self.is_bool else "bf16" if self.is_bfloat else f"{self.kind[0]}{self.bits}"
         return base if self.lanes == 1 else f"{base}x{self.lanes}"
 
     def with_lanes(self, lanes: int) -> "DType":
@@ -81,10 +89,12 @@ class DType:
 
     @property
     def numpy(self) -> np.dtype:
+        if self.is_bfloat:
+            return np.dtype(ml_dtypes.bfloat16)
         return np.dtype(np.bool_ if self.is_bool else f"{self.kind}{self.bits}")
 
 
-SUPPORTED = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
+SUPPORTED = ("float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64",
              "uint8", "uint16", "uint32", "uint64", "bool")
 
 
@@ -108,7 +118,9 @@ def dtype(value: Union[str, DType, np.dtype, type]) -> DType:
         return DType("bool", 1, lanes)
     if text in ("float", "int", "uint"):   # TVM reads a bare kind as its 32-bit type
         return DType(text, 32, lanes)
-    for kind in ("float", "uint", "int"):
+    if text == "bfloat":                   # ... and a bare "bfloat" as bfloat16
+        return DType("bfloat", 16, lanes)
+    for kind in ("bfloat", "float", "uint", "int"):
         if text.startswith(kind) and text[len(kind):].isdigit():
             bits = int(text[len(kind):])
             if bits in _KINDS[kind]:
@@ -119,17 +131,22 @@ def dtype(value: Union[str, DType, np.dtype, type]) -> DType:
 float16 = DType("float", 16)
 float32 = DType("float", 32)
 float64 = DType("float", 64)
+bfloat16 = DType("bfloat", 16)
 int32 = DType("int", 32)
 int64 = DType("int", 64)
 boolean = DType("bool", 1)
 
 
 def promote(a: DType, b: DType) -> DType:
-    """The common type of a binary operation: float beats int beats bool, wider beats narrower."""
+    """The common type of a binary operation: float beats int beats bool, wider beats narrower;
+    float16 with bfloat16 is float32 (neither holds the other), as in torch."""
     if a == b:
         return a
     lanes = max(a.lanes, b.lanes)
-    rank = {"bool": 0, "uint": 1, "int": 2, "float": 3}
+    if a.is_float and b.is_float and a.kind != b.kind:
+        bits = max(a.bits, b.bits, 32)
+        return DType("float", bits, lanes)
+    rank = {"bool": 0, "uint": 1, "int": 2, "float": 3, "bfloat": 3}
     if rank[a.kind] != rank[b.kind]:
         winner = a if rank[a.kind] > rank[b.kind] else b
         other = b if winner is a else a

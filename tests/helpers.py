@@ -5,13 +5,13 @@ import numpy as np
 
 import schedlang as sl
 
-RTOL = {"float16": 2e-3, "float32": 1e-4, "float64": 1e-10}
+RTOL = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-4, "float64": 1e-10}
 
 
 def random_input(shape, dtype, rng):
     dtype = str(dtype)
-    if dtype.startswith("float"):
-        return rng.standard_normal(shape).astype(dtype)
+    if dtype.startswith(("float", "bfloat")):
+        return rng.standard_normal(shape).astype(sl.dtypes.dtype(dtype).numpy)
     if dtype == "bool":
         return rng.random(shape) < 0.5
     return rng.integers(-50, 50, size=shape).astype(dtype)
@@ -34,7 +34,7 @@ def run(s, args, seed: int = 0, feed=None, check_bounds: bool = True):
             feed.setdefault(t, random_input(t.shape, t.dtype, rng))
             arrays.append(feed[t])
         else:
-            out = np.full(t.shape, 7, dtype=t.dtype) if t.dtype != "bool" else np.zeros(t.shape, bool)
+            out = np.full(t.shape, 7, dtype=t.dtype_obj.numpy) if t.dtype != "bool" else np.zeros(t.shape, bool)
             arrays.append(out)
             outputs.append((t, out))
     checked = None
@@ -61,7 +61,7 @@ def assert_matches_reference(s, args, seed: int = 0, feed=None, rtol=None):
 
 
 def assert_close(got, want, dtype: str, rtol=None, name: str = "output"):
-    if dtype.startswith("float"):
+    if dtype.startswith(("float", "bfloat")):
         tol = RTOL[dtype] if rtol is None else rtol
         scale = max(1.0, float(np.max(np.abs(want.astype("float64")))) if want.size else 1.0)
         np.testing.assert_allclose(got.astype("float64"), want.astype("float64"), rtol=tol, atol=tol * scale,

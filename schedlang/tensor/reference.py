@@ -1,8 +1,10 @@
 """The reference evaluator: computes any Tensor IR program with numpy, ignoring schedules.
 
 It is the independent definition of what a program means. float16 values are computed
-in float32 and rounded when stored, as the CPU target does. Reads outside a tensor are
-errors, except inside the branch of an if_then_else that is not taken.
+in float32 and rounded when stored or cast, as the CPU target does; bfloat16 values (ml_dtypes'
+bfloat16 arrays) are computed in float32 and rounded to bfloat16 after every operation, as
+torch's CPU kernels do. Reads outside a tensor are errors, except inside the branch of an
+if_then_else that is not taken.
 """
 from __future__ import annotations
 
@@ -24,6 +26,12 @@ _CHUNK_ELEMENTS = 1 << 22   # bounds the memory of one broadcast evaluation
 
 
 def _compute_dtype(dt: DType) -> np.dtype:
+    """The dtype values of dt are held in: float16 as float32, bfloat16 as itself."""
+    return np.dtype(np.float32) if dt.kind == "float" and dt.bits == 16 else dt.numpy
+
+
+def _arith_dtype(dt: DType) -> np.dtype:
+    """The dtype operations on dt compute in: float32 for float16 and bfloat16."""
     return np.dtype(np.float32) if dt.is_float and dt.bits == 16 else dt.numpy
 
 
@@ -166,6 +174,8 @@ def _reduce(body: Reduce, ev: "_Evaluator", values, full, sizes) -> List[np.ndar
         sources = [np.where(cond, s, ident) for s, ident in zip(sources, identities)]
     axes = tuple(range(len(full), len(shape)))
     builtin = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}.get(comb.name)
+    if comb.name in ("sum", "prod") and body.source[0].dtype.is_bfloat:
+        builtin = None     # each step rounds to bfloat16: accumulate in order, as the loop does
     if builtin is not None and comb.arity == 1:
         result = builtin(sources[0], axis=axes)
         if inits:
@@ -291,13 +301,15 @@ class _Evaluator:
         return np.asarray(e.value, dtype=_compute_dtype(e.dtype))
 
     def eval_Binary(self, e: Binary):
-        dt = _compute_dtype(e.dtype)
+        dt = _arith_dtype(e.dtype)
         a = np.asarray(self.eval(e.a)).astype(dt, copy=False)
         b = np.asarray(self.eval(e.b)).astype(dt, copy=False)
-        return _BINARY[e.op](a, b).astype(dt, copy=False)
+        return _BINARY[e.op](a, b).astype(dt, copy=False).astype(_compute_dtype(e.dtype), copy=False)
 
     def eval_Compare(self, e: Compare):
-        return _COMPARE[e.op](self.eval(e.a), self.eval(e.b))
+        dt = _arith_dtype(e.a.dtype)
+        return _COMPARE[e.op](np.asarray(self.eval(e.a)).astype(dt, copy=False),
+                              np.asarray(self.eval(e.b)).astype(dt, copy=False))
 
     def eval_Logical(self, e: Logical):
         fn = np.logical_and if e.op == "and" else np.logical_or
@@ -319,21 +331,24 @@ class _Evaluator:
         return self._twin
 
     def eval_Cast(self, e: Cast):
-        value = np.asarray(self.eval(e.value))
+        value = np.asarray(self.eval(e.value)).astype(_arith_dtype(e.value.dtype), copy=False)
         target = _compute_dtype(e.dtype)
+        if e.dtype.kind == "float" and e.dtype.bits == 16:    # rounded to half at the cast, as the targets do
+            return value.astype(np.float16).astype(target)
         if e.dtype.is_int and value.dtype.kind == "f":
             value = np.trunc(value)
             value = np.where(np.isfinite(value), value, 0)
         return value.astype(target)
 
     def eval_Call(self, e: Call):
-        args = [np.asarray(self.eval(a)).astype(_compute_dtype(a.dtype), copy=False) for a in e.args]
+        args = [np.asarray(self.eval(a)).astype(_arith_dtype(a.dtype), copy=False) for a in e.args]
         if e.name.startswith("extern:"):
             fn = extern_function(e.name[len("extern:"):])
-            args = [a.astype(_compute_dtype(e.dtype), copy=False) for a in args]
+            args = [a.astype(_arith_dtype(e.dtype), copy=False) for a in args]
         else:
             fn = _CALLS[e.name]
-        return np.asarray(fn(*args)).astype(_compute_dtype(e.dtype), copy=False)
+        result = np.asarray(fn(*args)).astype(_arith_dtype(e.dtype), copy=False)
+        return result.astype(_compute_dtype(e.dtype), copy=False)
 
     def eval_TensorRead(self, e: TensorRead):
         data = _value_of(self.values, e.tensor)

@@ -7,6 +7,7 @@ _TO_SL = {
     torch.float16: "float16", torch.float32: "float32", torch.float64: "float64",
     torch.int8: "int8", torch.int16: "int16", torch.int32: "int32", torch.int64: "int64",
     torch.uint8: "uint8", torch.bool: "bool",
+    torch.bfloat16: "bfloat16",
 }
 _TO_TORCH = {v: k for k, v in _TO_SL.items()}
 

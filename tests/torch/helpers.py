@@ -12,7 +12,7 @@ from schedlang.torch.ops import LowerContext, lookup
 
 from ..helpers import CHECKED
 
-TOL = {torch.float16: (2e-3, 2e-3), torch.float32: (1e-5, 1e-5), torch.float64: (1e-12, 1e-12)}
+TOL = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1e-2), torch.float32: (1e-5, 1e-5), torch.float64: (1e-12, 1e-12)}
 
 
 def has_dtype(dtype: torch.dtype) -> bool:

@@ -2,8 +2,9 @@
 
 A table-driven C renderer in the style of tinygrad's CStyleLanguage: each expression
 node has one small rule, operators and math functions come from tables. float16 is
-stored as __half and computed in float (as the llvm target does); bool is stored as
-one byte. Launch axes become `const int i = blockIdx.x;` at the top of the kernel:
+stored as __half and computed in float (as the llvm target does); bfloat16 is stored as
+__nv_bfloat16, computed in float and rounded to bfloat16 after every operation (as the
+llvm target does); bool is stored as one byte. Launch axes become `const int i = blockIdx.x;` at the top of the kernel:
 the lifter guarantees each tag has one extent, so the launch covers the loop exactly.
 """
 from __future__ import annotations
@@ -11,6 +12,9 @@ from __future__ import annotations
 import math
 import re
 from typing import Dict, List
+
+import ml_dtypes
+import numpy as np
 
 from ...dtypes import DType
 from ...errors import InternalError, LoweringError
@@ -22,7 +26,7 @@ from ...loop.nodes import Allocate, Barrier, For, IfThen, Let, Seq, Stmt, Store
 INDENT = "  "
 
 # Memory types; float16 is computed as float.
-_MEMORY = {"float16": "__half", "float32": "float", "float64": "double", "int8": "signed char",
+_MEMORY = {"float16": "__half", "bfloat16": "__nv_bfloat16", "float32": "float", "float64": "double", "int8": "signed char",
            "int16": "short", "int32": "int", "int64": "long long", "uint8": "unsigned char",
            "uint16": "unsigned short", "uint32": "unsigned int", "uint64": "unsigned long long", "bool": "bool"}
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "bitand": "&", "bitor": "|", "bitxor": "^",
@@ -80,7 +84,7 @@ def literal(value, dt: DType) -> str:
     if dt.is_bool:
         return "true" if value else "false"
     if dt.is_float:
-        v = float(value)
+        v = float(np.asarray(value, dtype=ml_dtypes.bfloat16)) if dt.is_bfloat else float(value)
         double = dt.bits == 64
         if math.isnan(v) or math.isinf(v):
             bits = {("nan", True): "0x7ff8000000000000ll", ("nan", False): "0x7fc00000",
@@ -139,6 +143,8 @@ class CUDARenderer:
         rule = getattr(self, "expr_" + type(e).__name__, None)
         if rule is None:
             raise InternalError(f"the CUDA renderer has no rule for {type(e).__name__} '{e}'")
+        if e.dtype.is_bfloat and isinstance(e, (Binary, Call)):    # computed in float: round each result
+            return f"__bfloat162float(__float2bfloat16_rn({rule(e)}))"
         return rule(e)
 
     def expr_Var(self, e: Var) -> str:
@@ -177,6 +183,8 @@ class CUDARenderer:
         src, dst, v = e.value.dtype, e.dtype, self.operand(e.value, UNARY)
         if dst.is_bool:
             return f"{self.operand(e.value, _PREC['ne'])} != 0"
+        if dst.is_bfloat:
+            return f"__bfloat162float(__float2bfloat16_rn((float){v}))"
         if dst.is_float and dst.bits == 16:          # round to half, compute on as float
             return f"__half2float(__float2half((float){v}))"
         if compute_type(src) == compute_type(dst):
@@ -193,7 +201,9 @@ class CUDARenderer:
 
     def expr_Load(self, e: Load) -> str:
         text = f"{self.names[e.buffer]}[{self.expr(e.indices[0])}]"
-        if e.buffer.dtype.is_float and e.buffer.dtype.bits == 16:
+        if e.buffer.dtype.is_bfloat:
+            text = f"__bfloat162float({text})"
+        elif e.buffer.dtype.is_float and e.buffer.dtype.bits == 16:
             text = f"__half2float({text})"
         if e.predicate is not None:
             text = f"{self.operand(e.predicate, SELECT + 1)} ? {text} : {literal(0, e.dtype)}"
@@ -224,7 +234,9 @@ class CUDARenderer:
 
     def stmt_Store(self, s: Store, depth: int) -> None:
         value = self.expr(s.value)
-        if s.buffer.dtype.is_float and s.buffer.dtype.bits == 16:
+        if s.buffer.dtype.is_bfloat:
+            value = f"__float2bfloat16_rn({value})"
+        elif s.buffer.dtype.is_float and s.buffer.dtype.bits == 16:
             value = f"__float2half({value})"
         text = f"{self.names[s.buffer]}[{self.expr(s.indices[0])}] = {value};"
         if s.predicate is not None:
@@ -307,4 +319,6 @@ def render_cuda(m: KernelModule) -> str:
     head = [f"// schedlang module {m.name}: {len(kernels)} kernel(s)"]
     if any("__half" in k for k in kernels):
         head.append("#include <cuda_fp16.h>")
+    if any("__nv_bfloat16" in k for k in kernels):
+        head.append("#include <cuda_bf16.h>")
     return "\n".join(head) + "\n" + PRELUDE + "\n" + "\n\n".join(kernels) + "\n"

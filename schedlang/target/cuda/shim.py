@@ -144,7 +144,12 @@ def run_sanitized(executable: Path, name: str, arrays: Sequence, is_output: Sequ
 
 
 def _as_numpy(x) -> np.ndarray:
-    return x if isinstance(x, np.ndarray) else x.detach().numpy()
+    if isinstance(x, np.ndarray):
+        return x
+    import torch
+    if x.dtype == torch.bfloat16:      # numpy has no bfloat16: pass its bits
+        x = x.view(torch.int16)
+    return x.detach().numpy()
 
 
 def _write_back(x, data: np.ndarray) -> None:
@@ -152,4 +157,4 @@ def _write_back(x, data: np.ndarray) -> None:
         x[...] = data
     else:
         import torch
-        x.copy_(torch.from_numpy(data))
+        x.copy_(torch.from_numpy(data).view(x.dtype))

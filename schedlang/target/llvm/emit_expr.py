@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
-from ...dtypes import DType
+from ...dtypes import DType, float32
 from ...errors import InternalError
 from ...expr.nodes import (Binary, Broadcast, Buffer, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
                            Ramp, Select, Var)
 from ...tensor.intrin import EXTERN_PREFIX
+from .bfloat import BFloatEmitter
 from .division import DivisionEmitter
+from .half import HalfEmitter
 from .externs import check_symbol
 from .mathlib import MATH_FUNCTIONS, math_declarations, math_function
 from ...expr.bounds import const_bounds
@@ -28,6 +30,9 @@ _INT_OPS = {"add": "add", "sub": "sub", "mul": "mul", "bitand": "and", "bitor": 
 _FCMP = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
 _ICMP_S = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
 _ICMP_U = {"lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge", "eq": "eq", "ne": "ne"}
+# Results that are bfloat16 values whenever the operands are (no rounding needed).
+_EXACT_BINARY = frozenset({"min", "max"})
+_EXACT_CALLS = frozenset({"abs", "floor", "ceil", "round", "trunc", "nearbyint", "copysign", FAST_MATH_MARKER})
 _LLVM_UNARY = {"sqrt": "sqrt", "abs": "fabs", "floor": "floor", "ceil": "ceil", "round": "roundeven",
                "trunc": "trunc", "exp2": "exp2", "log2": "log2", "sin": "sin", "cos": "cos",
                "exp": "exp", "log": "log", "tanh": "tanh"}
@@ -52,7 +57,7 @@ def suffix(ty: str) -> str:
     return base.get(ty, ty)
 
 
-class ExprEmitter(DivisionEmitter):
+class ExprEmitter(DivisionEmitter, BFloatEmitter, HalfEmitter):
     """Mixin: needs self.fn (FunctionText), self.env (Var -> value), self.ptrs (Buffer -> ptr),
     self.module (ModuleState)."""
 
@@ -102,6 +107,8 @@ class ExprEmitter(DivisionEmitter):
         if method is None:
             raise InternalError(f"the LLVM renderer has no rule for {type(e).__name__} '{e}'")
         value = method(e)
+        if e.dtype.is_bfloat and _rounds(e):     # computed in float: round to bfloat16 after each operation
+            value = self.round_bfloat(value, e.dtype.lanes)
         self._values[id(e)] = (e, value)
         return value
 
@@ -223,13 +230,22 @@ class ExprEmitter(DivisionEmitter):
         return self.convert(self.expr(e.value), e.value.dtype, e.dtype)
 
     def convert(self, v: str, src: DType, dst: DType) -> str:
+        if src.is_bfloat != dst.is_bfloat and not src.is_bool and not dst.is_bool:
+            # through float32, which holds every bfloat16 value (float64 and int64 values
+            # round twice, as in ml_dtypes and torch)
+            f32 = float32.with_lanes(dst.lanes)
+            if src.is_bfloat:
+                return self.convert(v, f32, dst)
+            return self.round_bfloat(self.convert(v, src, f32), dst.lanes)
         s_ty, d_ty = compute_type(src), compute_type(dst)
         lanes = dst.lanes
+        if dst.kind == "float" and dst.bits == 16 and not src.is_bool:     # round to half once, compute on as float
+            if src.is_float:
+                mid = v if src.bits != 64 else self.double_to_float_odd(v, lanes)
+            else:      # an int beyond float's 24 bits is beyond float16's range: inf either way
+                mid = self.convert(v, src, float32.with_lanes(lanes))
+            return self.half_to_float(self.float_to_half(mid, lanes), lanes)
         if src.is_float and dst.is_float:
-            if dst.bits == 16:            # round to half, compute on as float
-                mid = v if src.bits != 64 else self.fn.emit(f"fptrunc {s_ty} {v} to {vec('float', lanes)}", "f32")
-                h = self.fn.emit(f"fptrunc {vec('float', lanes)} {mid} to {vec('half', lanes)}", "f16")
-                return self.fn.emit(f"fpext {vec('half', lanes)} {h} to {d_ty}", "f16c")
             if s_ty == d_ty:
                 return v
             op = "fpext" if d_ty.endswith("double") or d_ty.endswith("double>") else "fptrunc"
@@ -258,8 +274,8 @@ class ExprEmitter(DivisionEmitter):
         value, fast = s.value, False
         if isinstance(value, Call) and value.name == FAST_MATH_MARKER:
             value, fast = value.args[0], True
-        if not (value.dtype.is_float and isinstance(value, Binary) and value.op in ("add", "mul")
-                and _updates(s, value)):
+        if not (value.dtype.is_float and not value.dtype.is_bfloat and isinstance(value, Binary)
+                and value.op in ("add", "mul") and _updates(s, value)):
             return self.expr(s.value)
         saved, self.fast_region = self.fast_region, self.fast_region or fast
         try:
@@ -392,21 +408,33 @@ class ExprEmitter(DivisionEmitter):
         return self.load(e)
 
     def from_memory(self, raw: str, dt: DType) -> str:
+        if dt.is_bfloat:
+            return self.bfloat_to_float(raw, dt.lanes)
         mty, cty = memory_type(dt), compute_type(dt)
         if mty == cty:
             return raw
         if dt.is_bool:
             zero = "zeroinitializer" if dt.lanes > 1 else "0"
             return self.fn.emit(f"icmp ne {mty} {raw}, {zero}", "b")
-        return self.fn.emit(f"fpext {mty} {raw} to {cty}", "h2f")
+        return self.half_to_float(raw, dt.lanes)
 
     def to_memory(self, value: str, dt: DType) -> str:
+        if dt.is_bfloat:
+            return self.float_to_bfloat_bits(value, dt.lanes)
         mty, cty = memory_type(dt), compute_type(dt)
         if mty == cty:
             return value
         if dt.is_bool:
             return self.fn.emit(f"zext {cty} {value} to {mty}", "b8")
-        return self.fn.emit(f"fptrunc {cty} {value} to {mty}", "f2h")
+        return self.float_to_half(value, dt.lanes)
+
+
+def _rounds(e: Expr) -> bool:
+    """Whether e is an operation whose float result needs rounding to bfloat16 (casts round
+    in convert; loads, constants and selects are bfloat16 values already)."""
+    if isinstance(e, Binary):
+        return e.op not in _EXACT_BINARY
+    return isinstance(e, Call) and e.name not in _EXACT_CALLS
 
 
 def _updates(s, value: Binary) -> bool:

@@ -1,11 +1,13 @@
 """LLVM types and constants for schedlang dtypes.
 
-Values are computed in registers in their "compute type" (float16 is computed as
-float, bool is i1) and stored in memory in their "memory type" (half, i8)."""
+Values are computed in registers in their "compute type" (float16 and bfloat16 are
+computed as float, bool is i1) and stored in memory in their "memory type" (half, i16
+for bfloat16, i8 for bool)."""
 from __future__ import annotations
 
 import struct
 
+import ml_dtypes
 import numpy as np
 
 from ...dtypes import DType
@@ -20,6 +22,8 @@ def scalar_compute(dt: DType) -> str:
 
 
 def scalar_memory(dt: DType) -> str:
+    if dt.is_bfloat:
+        return "i16"
     if dt.is_float:
         return {16: "half", 32: "float", 64: "double"}[dt.bits]
     if dt.is_bool:
@@ -48,7 +52,9 @@ def float_literal(value: float, scalar: str) -> str:
 
 
 def literal(value, dt: DType) -> str:
-    """A scalar constant in the compute type of dt."""
+    """A scalar constant in the compute type of dt (a bfloat16 one rounded to bfloat16)."""
+    if dt.is_bfloat:
+        value = np.asarray(value, dtype=ml_dtypes.bfloat16)
     if dt.is_float:
         return float_literal(float(value), scalar_compute(dt))
     if dt.is_bool:
@@ -61,6 +67,11 @@ def constant(value, dt: DType) -> str:
     (LLVM rejects a scalar literal where a vector operand is expected)."""
     scalar = literal(value, dt.element())
     return scalar if dt.lanes == 1 else f"splat ({scalar_compute(dt)} {scalar})"
+
+
+def int_constant(value: int, lanes: int) -> str:
+    """An i32 constant, splat over lanes."""
+    return str(value) if lanes == 1 else f"splat (i32 {value})"
 
 
 def signed(dt: DType) -> bool:

@@ -61,3 +61,13 @@ inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 typedef _Float16 __half;
 inline float __half2float(__half h) { return static_cast<float>(h); }
 inline __half __float2half(float f) { return static_cast<__half>(f); }
+
+// bfloat16: the upper half of a float; narrowing rounds to nearest even, a nan becomes the
+// quiet nan of its sign (integer arithmetic: no dependence on the host's rounding modes).
+struct __nv_bfloat16 { std::uint16_t x; };
+inline float __bfloat162float(__nv_bfloat16 h) { return std::bit_cast<float>(std::uint32_t(h.x) << 16); }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  if (f != f) return {std::uint16_t(((u >> 16) & 0x8000u) | 0x7fc0u)};
+  return {std::uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
+}

@@ -1,0 +1,1 @@
+// empty: cuda_shim.h defines __nv_bfloat16
