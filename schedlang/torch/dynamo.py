@@ -1,0 +1,81 @@
+"""`torch.compile(module, backend="schedlang")`: a Dynamo backend through AOT autograd.
+
+Dynamo captures torch-level FX graphs; AOT autograd functionalizes them and decomposes
+them to core ATen (keeping whole the ops schedlang lowers natively, such as silu), and
+hands each ATen graph to `schedlang.torch.compile_fx`, which lowers, fuses, schedules and
+builds it. Options go through torch.compile's `options=`:
+
+    torch.compile(model, backend="schedlang")                             # the host CPU
+    torch.compile(model, backend="schedlang", options={"target": "cuda"})
+
+The backend is meant for inference (under `torch.no_grad()` or `torch.inference_mode()`).
+When gradients are needed, the forward graph is still compiled by schedlang and the
+backward graph runs in PyTorch.
+
+The name "schedlang" resolves without importing anything, through the package's
+`torch_dynamo_backends` entry point (pyproject.toml); importing this module registers it
+too, for checkouts that are not pip-installed.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, Optional, Sequence
+
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.aot_autograd import make_boxed_func
+
+from .ops import lookup
+
+BACKEND_NAME = "schedlang"
+OPTIONS = {"target": "the schedlang target: 'llvm' (default), 'cuda' or a target string"}
+
+
+def decompositions() -> Dict[object, Callable]:
+    """The core ATen decomposition table without the ops that have a schedlang lowering, so
+    that those reach compile_fx whole (silu stays silu instead of sigmoid and mul)."""
+    table = torch._decomp.core_aten_decompositions()
+    return {op: fn for op, fn in table.items() if lookup(op) is None}
+
+
+def _eager_backward(gm: torch.fx.GraphModule, example_inputs: Sequence) -> Callable:
+    """The backward graph, run by PyTorch (schedlang compiles inference graphs)."""
+    return make_boxed_func(gm.forward)
+
+
+def schedlang_backend(gm: torch.fx.GraphModule, example_inputs: Sequence,
+                      options: Optional[Dict[str, object]] = None, mode: Optional[str] = None) -> Callable:
+    """The Dynamo backend: compile gm's ATen forward graph with schedlang.torch.compile_fx."""
+    if mode is not None:
+        raise ValueError(f"torch.compile(backend={BACKEND_NAME!r}) has no modes (got mode={mode!r}); "
+                         f"choose the target with options={{'target': ...}}")
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise ValueError(f"torch.compile(backend={BACKEND_NAME!r}) has no option {unknown[0]!r}; its options are: "
+                         + "; ".join(f"{k}: {v}" for k, v in OPTIONS.items()))
+    target = options.get("target", "llvm")
+    from . import compile_fx               # also registers every lowering, which decompositions() reads
+
+    def forward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence) -> Callable:
+        compiled = compile_fx(aten_gm, aten_inputs, target=target)
+        return compiled if getattr(compiled, "_boxed_call", False) else make_boxed_func(compiled)
+
+    backend = aot_autograd(fw_compiler=forward_compiler, bw_compiler=_eager_backward,
+                           decompositions=decompositions())
+    return backend(gm, example_inputs)
+
+
+def register() -> None:
+    """Make backend="schedlang" known to torch.compile, unless the installed package's entry
+    point already does (registering both would make torch refuse the duplicate name)."""
+    from torch._dynamo.backends import registry
+    try:
+        registry._discover_entrypoint_backends()          # fills _BACKENDS from entry points, once
+        known = BACKEND_NAME in registry._BACKENDS or BACKEND_NAME in registry._COMPILER_FNS
+    except AttributeError:                                # a torch whose private registry differs
+        known = BACKEND_NAME in torch._dynamo.list_backends(exclude_tags=())
+    if not known:
+        registry.register_backend(compiler_fn=schedlang_backend, name=BACKEND_NAME)
+
+
+register()
