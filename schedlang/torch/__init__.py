@@ -2,4 +2,40 @@
 fusion with default schedules, and the `torch.compile` backend.
 
 Importing this package imports torch; `import schedlang` alone does not.
+
+    cm = schedlang.torch.compile(module, (x,))      # target="llvm" | "cuda"
+    y = cm(x)                                        # like module(x)
+    print(cm.ir("all"))                              # Torch IR ... target code
 """
+from __future__ import annotations
+
+from typing import Sequence
+
+from . import ops  # noqa: F401  (registers every lowering)
+from .export import capture, decomposition_table, graph_from_fx  # noqa: F401
+from .lower import FallbackWarning, LoweredProgram, lower_graph  # noqa: F401
+from .runtime import CompiledModule  # noqa: F401
+from .torch_ir import TorchGraph  # noqa: F401
+
+
+def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None) -> CompiledModule:  # noqa: A001
+    """Capture module on example_inputs, lower it to Tensor IR, schedule and build every
+    part for target; the result is called like the module."""
+    graph = capture(module, example_inputs, dynamic_shapes=dynamic_shapes)
+    return CompiledModule(graph, target)
+
+
+def compile_fx(gm, example_inputs: Sequence, target="llvm"):
+    """A callable for an ATen-level FX GraphModule as AOT autograd hands it to a backend
+    (inputs are the graph's placeholders, in order; the result is the graph's outputs)."""
+    import torch
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+    graph_module = gm
+    placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
+    if any("val" not in n.meta for n in graph_module.graph.nodes if n.op in ("placeholder", "call_function")):
+        FakeTensorProp(graph_module).propagate(*example_inputs)
+    for n, x in zip(placeholders, example_inputs):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"compile_fx: input {n.name} is a {type(x).__name__}; schedlang.torch takes tensors only")
+    graph = graph_from_fx(graph_module.graph, {}, {})
+    return CompiledModule(graph, target)

@@ -2,3 +2,6 @@
 
 Importing this package registers every lowering in `registry.LOWERINGS`."""
 from .registry import LOWERINGS, LowerContext, lookup, register_lowering  # noqa: F401
+from .registry import Unsupported  # noqa: F401,E402
+from . import elementwise  # noqa: F401,E402
+from . import index  # noqa: F401,E402

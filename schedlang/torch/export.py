@@ -1,0 +1,263 @@
+"""Capture: torch.export -> core ATen (keeping the ops we lower whole) -> Torch IR."""
+from __future__ import annotations
+
+import inspect
+import operator
+import warnings
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+
+import schedlang as sl
+
+from . import ops as _ops  # noqa: F401  (registers every lowering)
+from .dtypes import to_sl
+from .ops.registry import LOWERINGS, lookup, op_name
+from .torch_ir import Ref, TorchGraph, TorchInput, TorchNode
+
+
+def decomposition_table() -> Dict:
+    """The core ATen decomposition table minus every op with a registered lowering, so that
+    silu, gelu, softmax, layer_norm ... reach the lowering whole (read at call time, as
+    lowerings register on import)."""
+    from torch._decomp import core_aten_decompositions
+    table = core_aten_decompositions()
+    for op in list(table.keys()):
+        if lookup(op) is not None:
+            table.pop(op)
+    return table
+
+
+def capture(module: torch.nn.Module, example_inputs: Sequence, dynamic_shapes=None) -> TorchGraph:
+    """The Torch IR of module called on example_inputs (a torch.export of it, decomposed to
+    core ATen). dynamic_shapes is torch.export's: a dimension marked with torch.export.Dim
+    becomes a schedlang size var named after the Dim."""
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"capture expects a torch.nn.Module, got {type(module).__name__}")
+    example_inputs = tuple(example_inputs) if isinstance(example_inputs, (list, tuple)) else (example_inputs,)
+    for k, x in enumerate(example_inputs):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"example input {k} is a {type(x).__name__}; schedlang.torch takes tensors only")
+    ep = torch.export.export(module, example_inputs, dynamic_shapes=dynamic_shapes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)   # run_decompositions' harmless deprecation notes
+        ep = ep.run_decompositions(decomposition_table())
+    names = _dim_names(module, ep, example_inputs, dynamic_shapes)
+    sig = ep.graph_signature
+    state = {**ep.state_dict, **getattr(ep, "constants", {})}
+    kinds: Dict[str, tuple] = {}
+    for ph, target in sig.inputs_to_parameters.items():
+        kinds[ph] = ("parameter", target)
+    for ph, target in sig.inputs_to_buffers.items():
+        kinds[ph] = ("buffer", target)
+    for ph, target in getattr(sig, "inputs_to_lifted_tensor_constants", {}).items():
+        kinds[ph] = ("constant", target)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        out_spec = ep.call_spec.out_spec
+    graph = graph_from_fx(ep.graph, kinds, state, names)
+    graph.out_spec = out_spec
+    return graph
+
+
+def _dim_names(module, ep, example_inputs, dynamic_shapes) -> Dict[str, str]:
+    """sympy symbol name -> the torch.export.Dim's name, for the user's dynamic dims."""
+    if dynamic_shapes is None:
+        return {}
+    if isinstance(dynamic_shapes, dict):
+        params = list(inspect.signature(module.forward).parameters)
+        specs = [dynamic_shapes.get(p) for p in params[:len(example_inputs)]]
+    else:
+        specs = list(dynamic_shapes)
+    user = [n for n in ep.graph.nodes if n.op == "placeholder"
+            and n.name in ep.graph_signature.user_inputs]
+    names: Dict[str, str] = {}
+    for node, spec in zip(user, specs):
+        if spec is None:
+            continue
+        items = spec.items() if isinstance(spec, dict) else enumerate(spec)
+        shape = node.meta["val"].shape
+        for d, dim in items:
+            name = getattr(dim, "__name__", None)
+            size = shape[d]
+            if name and isinstance(size, torch.SymInt) and hasattr(size.node.expr, "name"):
+                names.setdefault(size.node.expr.name, name)
+    return names
+
+
+class _Namer:
+    """Unique, readable names: the op's name, then name_1, name_2 ..."""
+
+    def __init__(self):
+        self.used: Dict[str, None] = {}
+
+    def __call__(self, base: str) -> str:
+        name, k = base, 0
+        while name in self.used:
+            k += 1
+            name = f"{base}_{k}"
+        self.used[name] = None
+        return name
+
+
+class _Sizes:
+    """Torch's symbolic sizes (sympy) as schedlang expressions over named size vars."""
+
+    def __init__(self, names: Dict[str, str]):
+        self.names = names
+        self.vars: Dict[str, sl.Var] = {}
+
+    def var(self, symbol: str) -> sl.Var:
+        name = self.names.get(symbol, symbol)
+        if name not in self.vars:
+            self.vars[name] = sl.size_var(name)
+        return self.vars[name]
+
+    def expr(self, e):
+        import sympy
+        from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
+        if isinstance(e, int):
+            return e
+        if isinstance(e, torch.SymInt):
+            concrete = e.node.maybe_as_int() if hasattr(e.node, "maybe_as_int") else None
+            return concrete if concrete is not None else self.expr(e.node.expr)
+        if isinstance(e, sympy.Integer):
+            return int(e)
+        if isinstance(e, sympy.Symbol):
+            return self.var(e.name)
+        parts = [self.expr(a) for a in e.args]
+        if isinstance(e, sympy.Add):
+            return _fold(parts, operator.add)
+        if isinstance(e, sympy.Mul):
+            return _fold(parts, operator.mul)
+        if isinstance(e, FloorDiv):
+            return sl.floordiv(*parts)
+        if isinstance(e, (Mod, PythonMod)):
+            return sl.floormod(*parts)
+        if isinstance(e, sympy.Max):
+            return _fold(parts, sl.max)
+        if isinstance(e, sympy.Min):
+            return _fold(parts, sl.min)
+        raise NotImplementedError(f"symbolic size {e} ({type(e).__name__}) is not supported")
+
+    def shape(self, shape) -> tuple:
+        return tuple(self.expr(s) for s in shape)
+
+
+def _fold(parts, fn):
+    out = parts[0]
+    for p in parts[1:]:
+        out = fn(out, p)
+    return out
+
+
+_SPLITS = ("aten.split_with_sizes.default", "aten.split.Tensor", "aten.chunk.default")
+
+
+def graph_from_fx(graph: torch.fx.Graph, kinds: Dict[str, tuple], state: Dict[str, torch.Tensor],
+                  dim_names: Optional[Dict[str, str]] = None) -> TorchGraph:
+    """Torch IR of an ATen-level FX graph whose nodes carry meta["val"]. kinds maps a
+    placeholder's name to (kind, state name) for parameters/buffers/constants; state holds
+    their tensors. A split followed by getitems becomes one slice per piece."""
+    sizes = _Sizes(dim_names or {})
+    namer = _Namer()
+    renamed: Dict[str, Any] = {}          # fx node name -> Ref or a concrete value
+    splits: Dict[str, tuple] = {}          # fx node name -> (input Ref, dim, [(start, size)], base name)
+    inputs: List[TorchInput] = []
+    nodes: List[TorchNode] = []
+    outputs: List[Any] = []
+
+    def arg(value):
+        if isinstance(value, torch.fx.Node):
+            if value.name in renamed:
+                return renamed[value.name]
+            val = value.meta.get("val")
+            if isinstance(val, (torch.SymInt, int)):
+                return sizes.expr(val)
+            raise NotImplementedError(f"value {value.name} is used before it is defined")
+        if isinstance(value, (list, tuple)):
+            return type(value)(arg(v) for v in value)
+        if isinstance(value, torch.SymInt):
+            return sizes.expr(value)
+        return value
+
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    order = [n for n in placeholders if n.name not in kinds] + [n for n in placeholders if n.name in kinds]
+    for n in order:
+        val = n.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise NotImplementedError(f"input {n.name} is a {type(val).__name__}; schedlang.torch takes tensors only")
+        kind, target = kinds.get(n.name, ("input", None))
+        name = namer(target.replace(".", "_") if target else n.name)
+        value = state.get(target) if target else None
+        inputs.append(TorchInput(name, sizes.shape(val.shape), to_sl(val.dtype), kind, target, value))
+        renamed[n.name] = Ref(name)
+
+    for n in graph.nodes:
+        if n.op == "placeholder":
+            continue
+        if n.op == "output":
+            result = n.args[0]
+            flat = list(result) if isinstance(result, (list, tuple)) else [result]
+            outputs = [arg(o) for o in flat]
+            kind = "tuple" if isinstance(result, tuple) else "list" if isinstance(result, list) else "single"
+            break
+        if n.op != "call_function":
+            raise NotImplementedError(f"FX node {n.name} ({n.op}) is not supported; expected an ATen graph")
+        val = n.meta.get("val")
+        if isinstance(val, (torch.SymInt, int, float, bool)) or val is None:
+            continue                          # a size computation: its users read it as an expression
+        name_of = op_name(n.target) if not isinstance(n.target, type(operator.getitem)) else "getitem"
+        if name_of in _SPLITS and _static_split(n):
+            splits[n.name] = _split_pieces(n, arg)
+            continue
+        if n.target is operator.getitem and isinstance(n.args[0], torch.fx.Node) and n.args[0].name in splits:
+            src, dim, pieces, base = splits[n.args[0].name]
+            start, size = pieces[n.args[1]]
+            name = namer(f"{base}_{n.args[1]}")
+            nodes.append(TorchNode(name, "slice", torch.ops.aten.slice.Tensor, (src, dim, start, start + size), {},
+                                   sizes.shape(val.shape), to_sl(val.dtype),
+                                   display_kwargs={"dim": dim, "start": start}))
+            renamed[n.name] = Ref(name)
+            continue
+        base = "getitem" if n.target is operator.getitem else name_of.split(".")[1] if "." in name_of else name_of
+        name = namer(base)
+        if isinstance(val, (list, tuple)):
+            shape = [sizes.shape(v.shape) for v in val]
+            dtype = [to_sl(v.dtype) for v in val]
+        else:
+            shape, dtype = sizes.shape(val.shape), to_sl(val.dtype)
+        nodes.append(TorchNode(name, base, n.target, arg(tuple(n.args)), {k: arg(v) for k, v in n.kwargs.items()},
+                               shape, dtype))
+        renamed[n.name] = Ref(name)
+    g = TorchGraph(inputs, nodes, outputs, kind, dict(sizes.vars))
+    return g
+
+
+def _static_split(n: torch.fx.Node) -> bool:
+    vals = n.meta.get("val")
+    x = n.args[0]
+    return isinstance(vals, (list, tuple)) and isinstance(x, torch.fx.Node) and all(
+        isinstance(s, int) for v in vals for s in [v.shape[_dim_of(n)]])
+
+
+def _dim_of(n: torch.fx.Node) -> int:
+    dim = n.args[2] if len(n.args) > 2 else n.kwargs.get("dim", 0)
+    ndim = len(n.args[0].meta["val"].shape)
+    return dim % max(ndim, 1)
+
+
+def _split_pieces(n: torch.fx.Node, arg):
+    """(input, dim, [(start, size)], base name) of a static split."""
+    dim = _dim_of(n)
+    pieces, start = [], 0
+    for v in n.meta["val"]:
+        size = int(v.shape[dim])
+        pieces.append((start, size))
+        start += size
+    fn = n.meta.get("torch_fn") or ("", "")
+    base = "chunk" if fn[1].endswith(".chunk") or fn[1].endswith("chunk") else "split"
+    return arg(n.args[0]), dim, pieces, base
+
+
+__all__ = ["capture", "graph_from_fx", "decomposition_table", "LOWERINGS"]

@@ -1,0 +1,204 @@
+"""Torch IR -> Tensor IR through the lowering registry.
+
+Every node whose op has a lowering becomes Tensor IR stages; a node without one (or whose
+lowering raises Unsupported) runs in torch. The program is then a sequence of steps:
+lowered parts (each one Tensor IR program, built as one module) and torch nodes, in an
+order that respects their dependences. A value crossing from one step to another is an
+output of the part that computes it and a placeholder of the part that reads it.
+"""
+from __future__ import annotations
+
+import operator
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import schedlang as sl
+from schedlang.tensor.graph import post_order
+from schedlang.tensor.op import PlaceholderOp
+from schedlang.tensor.printer import print_tensor_ir
+
+from .ops.registry import LowerContext, Unsupported, lookup
+from .torch_ir import Ref, TorchGraph, TorchNode, map_refs, node_call_str, type_str
+
+
+class FallbackWarning(UserWarning):
+    """Some ops of a module run in torch, not in schedlang's kernels."""
+
+
+@dataclass
+class Part:
+    """One Tensor IR program: inputs (value name, placeholder) and outputs (value name, tensor)."""
+
+    index: int
+    inputs: List[Tuple[str, sl.Tensor]] = field(default_factory=list)
+    outputs: List[Tuple[str, sl.Tensor]] = field(default_factory=list)
+    aliases: Dict[str, str] = field(default_factory=dict)   # output name -> the input it is
+
+    def __str__(self) -> str:
+        return print_tensor_ir([t.op for _, t in self.outputs])
+
+
+@dataclass
+class TorchStep:
+    """A node that runs in torch, and why."""
+
+    node: TorchNode
+    reason: str
+
+
+@dataclass
+class LoweredProgram:
+    """Steps in execution order; `fallbacks` names the ops that run in torch."""
+
+    graph: TorchGraph
+    steps: List[Union[Part, TorchStep]]
+    fallbacks: List[str]
+
+    @property
+    def parts(self) -> List[Part]:
+        return [s for s in self.steps if isinstance(s, Part)]
+
+    def __str__(self) -> str:
+        if len(self.steps) == 1 and isinstance(self.steps[0], Part):
+            return str(self.steps[0])
+        chunks = []
+        for s in self.steps:
+            if isinstance(s, Part):
+                chunks.append(f"# part {s.index}\n{s}")
+            else:
+                n = s.node
+                chunks.append(f"# in torch ({s.reason}):\n{n.name} = {node_call_str(n)}  -> {type_str(n.shape, n.dtype)}")
+        return "\n\n".join(chunks)
+
+
+def lower_graph(graph: TorchGraph, target=None, warn: bool = True) -> LoweredProgram:
+    """The Tensor IR of graph, split into lowered parts and torch steps."""
+    return _Lowering(graph, target).run(warn)
+
+
+class _Lowering:
+    def __init__(self, graph: TorchGraph, target):
+        self.graph = graph
+        self.target = target
+        self.where: Dict[str, Tuple[str, int]] = {}   # name -> ("input"|"part"|"torch", level)
+        self.values: Dict[str, Any] = {}              # lowered name -> sl.Tensor or list of them
+        self.placeholders: Dict[Tuple[int, str], sl.Tensor] = {}
+        self.inputs: Dict[str, sl.Tensor] = {}
+        self.needed: Dict[str, None] = {}             # lowered values some later step reads
+        self.torch_steps: List[Tuple[int, TorchStep]] = []
+        self.members: Dict[int, List[str]] = {}
+
+    def run(self, warn: bool) -> LoweredProgram:
+        for i in self.graph.inputs:
+            self.inputs[i.name] = sl.placeholder(i.shape, i.dtype, name=i.name)
+            self.where[i.name] = ("input", 0)
+        for node in self.graph.nodes:
+            self.lower_node(node)
+        for o in self.graph.outputs:
+            if isinstance(o, Ref):
+                self.need(o.name)
+        steps = self.steps()
+        fallbacks = list(dict.fromkeys(s.node.op for _, s in self.torch_steps if s.node.op != "getitem"))
+        if warn and fallbacks:
+            warnings.warn(f"schedlang: {len(fallbacks)} op(s) have no lowering and run in torch: "
+                          f"{', '.join(fallbacks)}", FallbackWarning, stacklevel=5)
+        return LoweredProgram(self.graph, steps, fallbacks)
+
+    def level(self, name: str) -> int:
+        """The first part that may read name."""
+        kind, k = self.where[name]
+        return k + 1 if kind == "torch" else k
+
+    def need(self, name: str) -> None:
+        if self.where[name][0] == "part":
+            self.needed[name] = None
+
+    def value_in(self, part: int, name: str):
+        """name as seen from part: its tensor if computed there, else a placeholder."""
+        kind, k = self.where[name]
+        if kind == "input":
+            return self.inputs[name]
+        if kind == "part" and k == part:
+            return self.values[name]
+        key = (part, name)
+        if key not in self.placeholders:
+            if kind == "part":
+                t = self.values[name]
+                shape, dtype = t.shape, t.dtype
+            else:
+                shape, dtype = self.graph.value_type(name)
+            self.placeholders[key] = sl.placeholder(shape, dtype, name=name)
+        return self.placeholders[key]
+
+    def lower_node(self, node: TorchNode) -> None:
+        refs = node.refs()
+        if node.target is operator.getitem:
+            src = refs[0]
+            kind, k = self.where[src]
+            if kind == "part":
+                self.values[node.name] = self.values[src][node.args[1]]
+                self.where[node.name] = ("part", k)
+                self.members.setdefault(k, []).append(node.name)
+            else:
+                self.to_torch(node, refs, "getitem of a torch result")
+            return
+        part = max((self.level(r) for r in refs), default=0)
+        fn = lookup(node.target)
+        if fn is None:
+            self.to_torch(node, refs, "no lowering")
+            return
+        args = map_refs(node.args, lambda r: self.value_in(part, r.name))
+        kwargs = map_refs(node.kwargs, lambda r: self.value_in(part, r.name))
+        try:
+            result = fn(LowerContext(node.name, self.target), *args, **kwargs)
+        except Unsupported as e:
+            self.to_torch(node, refs, f"unsupported: {e}")
+            return
+        self.check_result(node, result)
+        self.values[node.name] = list(result) if isinstance(result, (list, tuple)) else result
+        self.where[node.name] = ("part", part)
+        self.members.setdefault(part, []).append(node.name)
+
+    def check_result(self, node: TorchNode, result) -> None:
+        """The lowering's result has the node's shapes and dtypes (else a lowering bug)."""
+        got = list(result) if isinstance(result, (list, tuple)) else [result]
+        dtypes = node.dtype if node.multi else [node.dtype]
+        if len(got) != len(dtypes) or any(str(t.dtype) != str(d) for t, d in zip(got, dtypes)):
+            raise sl.InternalError(f"the lowering of {node.op} for node {node.name} gives "
+                                   f"{[str(t.dtype) for t in got]}, torch gives {dtypes}")
+
+    def to_torch(self, node: TorchNode, refs: List[str], reason: str) -> None:
+        for r in refs:
+            self.need(r)
+        level = max((self.where[r][1] for r in refs), default=0)
+        self.where[node.name] = ("torch", level)
+        self.torch_steps.append((level, TorchStep(node, reason)))
+
+    def steps(self) -> List[Union[Part, TorchStep]]:
+        for (part, name) in self.placeholders:
+            self.need(name)
+        parts: Dict[int, Part] = {}
+        for name in self.needed:
+            k = self.where[name][1]
+            value = self.values[name]
+            part = parts.setdefault(k, Part(k))
+            if isinstance(value.op, PlaceholderOp):     # the lowering returned one of its inputs
+                part.aliases[name] = value.op.name
+            else:
+                part.outputs.append((name, value))
+        for part in parts.values():
+            by_op = {id(t.op): name for (k, name), t in self.placeholders.items() if k == part.index}
+            by_op.update({id(t.op): name for name, t in self.inputs.items()})
+            part.aliases = {n: by_op[id(self.values[n].op)] for n in part.aliases}
+            part.outputs.sort(key=lambda o: self.members[part.index].index(o[0]))
+            for op in post_order([t.op for _, t in part.outputs]):
+                if isinstance(op, PlaceholderOp):
+                    part.inputs.append((by_op[id(op)], op.output(0)))
+        levels = sorted(set(parts) | {lv for lv, _ in self.torch_steps})
+        out: List[Union[Part, TorchStep]] = []
+        for lv in levels:
+            if lv in parts:
+                out.append(parts[lv])
+            out += [s for level, s in self.torch_steps if level == lv]
+        return out

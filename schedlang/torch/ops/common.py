@@ -1,0 +1,99 @@
+"""Helpers shared by the lowerings: computes with readable axis names, torch broadcasting,
+dims and symbolic extents."""
+from __future__ import annotations
+
+import inspect
+from typing import Callable, List, Sequence
+
+import schedlang as sl
+from schedlang.expr.equality import equal
+from schedlang.expr.nodes import Expr
+from schedlang.expr.simplify import simplify
+
+from .registry import Unsupported
+
+_NAMES = "ijklmn"
+
+
+def axis_names(ndim: int) -> List[str]:
+    """i, j, k ... as the seed's Tensor IR; i0, i1 ... past six dimensions."""
+    return list(_NAMES[:ndim]) if ndim <= len(_NAMES) else [f"i{d}" for d in range(ndim)]
+
+
+def compute(shape: Sequence, fcompute: Callable, name: str) -> sl.Tensor:
+    """sl.compute(shape, fcompute, name) where fcompute takes the axes as one list."""
+    names = axis_names(len(shape))
+
+    def body(*axes):
+        return fcompute(list(axes))
+    body.__signature__ = inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names])
+    return sl.compute(tuple(shape), body, name=name)
+
+
+def same_extent(a, b) -> bool:
+    """Whether two extents (ints or symbolic expressions) are known to be equal."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    if isinstance(a, int) or isinstance(b, int):
+        a, b = sl.const(a) if isinstance(a, int) else a, sl.const(b) if isinstance(b, int) else b
+    return a is b or equal(simplify(a - b), sl.const(0, (a - b).dtype))
+
+
+def is_one(extent) -> bool:
+    return isinstance(extent, int) and extent == 1
+
+
+def broadcast_shape(*shapes: Sequence) -> tuple:
+    """torch's broadcast of shapes (aligned on the right; extent 1 stretches)."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for d in range(ndim):
+        extents = [s[len(s) - ndim + d] for s in shapes if len(s) - ndim + d >= 0]
+        chosen = 1
+        for e in extents:
+            if is_one(e):
+                continue
+            if is_one(chosen):
+                chosen = e
+            elif not same_extent(chosen, e):
+                raise ValueError(f"shapes {', '.join(str(tuple(s)) for s in shapes)} do not broadcast "
+                                 f"(dimension {d}: {chosen} vs {e})")
+        out.append(chosen)
+    return tuple(out)
+
+
+def read_broadcast(t: sl.Tensor, shape: Sequence, index: Sequence) -> Expr:
+    """t read at the index of a tensor of the broadcast shape (extent-1 dims read 0)."""
+    if len(t.shape) == 0:
+        return t[()]
+    lead = len(shape) - len(t.shape)
+    idx = [sl.const(0) if is_one(e) and not is_one(shape[lead + d]) else index[lead + d]
+           for d, e in enumerate(t.shape)]
+    return t[tuple(idx)]
+
+
+def norm_dim(dim: int, ndim: int, what: str = "dim") -> int:
+    """A dimension index in 0..ndim-1 from torch's possibly negative one."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"{what} {dim} is out of range for a tensor of {ndim} dimensions")
+    return dim % n
+
+
+def static(value, what: str) -> int:
+    """An int argument that must be known at compile time (Unsupported otherwise)."""
+    if isinstance(value, int):
+        return value
+    if isinstance(value, Expr):
+        v = simplify(value)
+        if isinstance(v, sl.expr.nodes.Const):
+            return int(v.value)
+    raise Unsupported(f"{what} must be a static integer, got {value}")
+
+
+def numel(shape: Sequence):
+    n = 1
+    for e in shape:
+        n = n * e
+    return n
