@@ -21,6 +21,7 @@ import inspect
 import os
 import sys
 import traceback
+import warnings
 from typing import List, Optional, Sequence, Tuple
 
 # level name -> (title, what it says); the order is the pipeline's.
@@ -267,14 +268,18 @@ def run_compile(args) -> int:
 
     import schedlang.torch as sl_torch
     try:
-        with torch.no_grad():
-            compiled = sl_torch.compile(model, inputs, target=str(target))
+        with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            compiled = sl_torch.compile(model, inputs, target=args.target)
     except Exception as e:  # noqa: BLE001 (reported in one line; --traceback shows it all)
         if args.traceback:
             traceback.print_exc()
         print(f"schedlang compile: error: compiling {name} failed: {type(e).__name__}: {_one_line(e)}"
               + ("" if args.traceback else " (--traceback shows where)"), file=sys.stderr)
         return EXIT_MISMATCH
+    for w in caught:                       # one line each (an op run by torch, for instance)
+        if not issubclass(w.category, (DeprecationWarning, FutureWarning)):
+            print(f"warning: {w.message}", file=sys.stderr)
     for level in levels:
         print(header(level, target))
         print(compiled.ir(level).rstrip("\n"))

@@ -24,17 +24,8 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from .ops import lookup
-
 BACKEND_NAME = "schedlang"
 OPTIONS = {"target": "the schedlang target: 'llvm' (default), 'cuda' or a target string"}
-
-
-def decompositions() -> Dict[object, Callable]:
-    """The core ATen decomposition table without the ops that have a schedlang lowering, so
-    that those reach compile_fx whole (silu stays silu instead of sigmoid and mul)."""
-    table = torch._decomp.core_aten_decompositions()
-    return {op: fn for op, fn in table.items() if lookup(op) is None}
 
 
 def _eager_backward(gm: torch.fx.GraphModule, example_inputs: Sequence) -> Callable:
@@ -54,14 +45,14 @@ def schedlang_backend(gm: torch.fx.GraphModule, example_inputs: Sequence,
         raise ValueError(f"torch.compile(backend={BACKEND_NAME!r}) has no option {unknown[0]!r}; its options are: "
                          + "; ".join(f"{k}: {v}" for k, v in OPTIONS.items()))
     target = options.get("target", "llvm")
-    from . import compile_fx               # also registers every lowering, which decompositions() reads
+    from . import compile_fx, decomposition_table
 
     def forward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence) -> Callable:
         compiled = compile_fx(aten_gm, aten_inputs, target=target)
         return compiled if getattr(compiled, "_boxed_call", False) else make_boxed_func(compiled)
 
     backend = aot_autograd(fw_compiler=forward_compiler, bw_compiler=_eager_backward,
-                           decompositions=decompositions())
+                           decompositions=dict(decomposition_table().items()))
     return backend(gm, example_inputs)
 
 
