@@ -294,7 +294,8 @@ def run_compile(args) -> int:
 def _print_ptxas(compiled) -> None:
     """Registers, spills and shared memory per CUDA kernel, where ptxas reported them."""
     info = {}
-    for mod in getattr(compiled, "built_modules", lambda: [])():
+    # CompiledModule keeps each part's built module (sl.build's result) by part index.
+    for mod in getattr(compiled, "_modules", {}).values():
         info.update(getattr(mod, "ptxas_info", None) or {})
     for kernel, r in info.items():
         print(f"ptxas: {kernel}: {r.registers} registers, {r.spill_bytes} bytes spilled, "
