@@ -202,6 +202,8 @@ def graph_from_fx(graph: torch.fx.Graph, kinds: Dict[str, tuple], state: Dict[st
             outputs = [arg(o) for o in flat]
             kind = "tuple" if isinstance(result, tuple) else "list" if isinstance(result, list) else "single"
             break
+        if n.op == "call_module" and not n.users:
+            continue                          # e.g. the _guards_fn of an unlifted export
         if n.op != "call_function":
             raise NotImplementedError(f"FX node {n.name} ({n.op}) is not supported; expected an ATen graph")
         val = n.meta.get("val")

@@ -167,6 +167,12 @@ class _Lowering:
         if len(got) != len(dtypes) or any(str(t.dtype) != str(d) for t, d in zip(got, dtypes)):
             raise sl.InternalError(f"the lowering of {node.op} for node {node.name} gives "
                                    f"{[str(t.dtype) for t in got]}, torch gives {dtypes}")
+        shapes = node.shape if node.multi else [node.shape]
+        for t, want in zip(got, shapes):
+            if len(t.shape) != len(want) or any(isinstance(a, int) and isinstance(b, int) and a != b
+                                                for a, b in zip(t.shape, want)):
+                raise sl.InternalError(f"the lowering of {node.op} for node {node.name} gives shape "
+                                       f"{tuple(map(str, t.shape))}, torch gives {tuple(map(str, want))}")
 
     def to_torch(self, node: TorchNode, refs: List[str], reason: str) -> None:
         for r in refs:

@@ -18,7 +18,7 @@ LEVELS = ("torch", "tensor", "loop", "tile", "kernel", "target")
 
 
 def _target(target) -> sl.Target:
-    return target if isinstance(target, sl.Target) else sl.Target(target)
+    return sl.Target.create(target)
 
 
 class CompiledModule:
@@ -116,8 +116,9 @@ class CompiledModule:
                                "(compile with target='llvm' to run on the CPU)")
         sizes = self._check_inputs(args)
         values: Dict[str, Any] = {i.name: x for i, x in zip(self.graph.user_inputs, args)}
-        for name, v in self._state.items():
-            values[name] = v.to(self._device) if v.device.type != self._device else v
+        if any(v.device.type != self._device for v in self._state.values()):
+            self._state = {k: v.to(self._device) for k, v in self._state.items()}   # once
+        values.update(self._state)
         for step in self.program.steps:
             if isinstance(step, Part):
                 self._run_part(step, values, sizes)

@@ -222,6 +222,8 @@ def slice_tensor(name: str, x: sl.Tensor, dim: int, start, end, step: int = 1) -
     hi = _clip(end, size, size)
     if isinstance(lo, int) and isinstance(hi, int):
         length = max(0, (hi - lo + step - 1) // step)
+        if length == 0:
+            raise Unsupported("an empty slice (schedlang tensors have positive extents)")
     else:
         length = simplify(sl.max(sl.floordiv(hi - lo + (step - 1), step), 0))
     shape = list(x.shape)

@@ -1,0 +1,32 @@
+"""Small modules the frontend tests compile."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class SiluAndMul(nn.Module):
+    def forward(self, x):
+        left, right = x.chunk(2, dim=-1)
+        return F.silu(left) * right
+
+
+class Residual(nn.Module):
+    """Broadcasting against a parameter and a buffer, a residual add, a clamp and a cast."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(n))
+        self.register_buffer("scale", torch.rand(n) + 0.5)
+
+    def forward(self, x, y):
+        h = x + self.bias * y
+        h = F.gelu(h, approximate="tanh") * self.scale
+        return (x + torch.clamp(h, -2.0, 2.0)).transpose(0, 1), (h > 0).to(torch.float32).sum()
+
+
+class WithCumsum(nn.Module):
+    """cumsum has no lowering: it runs in torch between two lowered parts."""
+
+    def forward(self, x):
+        y = torch.exp(x) * 0.5
+        return torch.cumsum(y, dim=1) + x.view(x.shape[0], -1)[:, :1]

@@ -1,0 +1,70 @@
+"""Capture: torch.export -> Torch IR (export.py, torch_ir.py)."""
+import torch
+import torch.nn as nn
+
+from schedlang.torch import capture, decomposition_table
+
+from .modules import SiluAndMul
+
+SEED = """inputs:
+  x: (1, 32, 4096) f32
+
+chunk_0 = slice(x, dim=2, start=0)     -> (1, 32, 2048) f32
+chunk_1 = slice(x, dim=2, start=2048)  -> (1, 32, 2048) f32
+silu    = silu(chunk_0)                -> (1, 32, 2048) f32
+mul     = mul(silu, chunk_1)           -> (1, 32, 2048) f32
+
+outputs:
+  mul: (1, 32, 2048) f32"""
+
+
+def test_silu_and_mul_prints_as_the_seed():
+    g = capture(SiluAndMul(), (torch.randn(1, 32, 4096),))
+    assert str(g) == SEED
+
+
+def test_table_keeps_lowered_ops_whole():
+    table = decomposition_table()
+    assert torch.ops.aten.silu.default not in table
+    assert torch.ops.aten.gelu.default not in table
+    from torch._decomp import core_aten_decompositions
+    full = core_aten_decompositions()
+    kept = [op for op in full if op not in table]
+    assert kept and all(op in full for op in table)       # only lowered ops were removed
+
+
+class Lin(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 4)
+        self.register_buffer("b", torch.arange(4.0))
+
+    def forward(self, x):
+        return self.lin(x).view(-1, 2) + self.b.repeat(2)[:2], self.b * 2
+
+
+def test_parameters_buffers_and_a_dynamic_dim():
+    m = Lin()
+    g = capture(m, (torch.randn(3, 8),), dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+    text = str(g)
+    assert "  x: (batch, 8) f32" in text
+    assert "  lin_weight: (4, 8) f32   # parameter lin.weight" in text
+    assert "  b: (4,) f32   # buffer b" in text
+    assert [i.kind for i in g.inputs] == ["input", "parameter", "parameter", "buffer"]
+    assert torch.equal(g.inputs[1].value, m.lin.weight.detach())
+    assert "batch" in g.size_vars
+    view = next(n for n in g.nodes if n.op == "view")
+    assert str(view.shape[0]) == "2 * batch" and view.shape[1] == 2
+    assert g.output_kind == "tuple" and len(g.outputs) == 2
+
+
+def test_uneven_split_names_and_sizes():
+    class M(nn.Module):
+        def forward(self, x):
+            a, b, c = torch.split(x, [2, 3, 1], dim=0)
+            return a.sum(0) + b[0] - c[0]
+    g = capture(M(), (torch.randn(6, 5),))
+    slices = [n for n in g.nodes if n.op == "slice"]
+    assert [n.name for n in slices] == ["split_0", "split_1", "split_2"]
+    assert [n.args[2:] for n in slices] == [(0, 2), (2, 5), (5, 6)]
+    assert [n.shape for n in slices] == [(2, 5), (3, 5), (1, 5)]
