@@ -18,7 +18,7 @@ too, for checkouts that are not pip-installed.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
@@ -48,12 +48,48 @@ def schedlang_backend(gm: torch.fx.GraphModule, example_inputs: Sequence,
     from . import compile_fx, decomposition_table
 
     def forward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence) -> Callable:
-        compiled = compile_fx(aten_gm, aten_inputs, target=target)
-        return compiled if getattr(compiled, "_boxed_call", False) else make_boxed_func(compiled)
+        tensors = sizes_from_tensors(aten_gm, aten_inputs)
+        compiled = compile_fx(aten_gm, [aten_inputs[k] for k in tensors], target=target)
+        if len(tensors) == len(aten_inputs):
+            return compiled if getattr(compiled, "_boxed_call", False) else make_boxed_func(compiled)
+        return make_boxed_func(lambda *args: compiled(*[args[k] for k in tensors]))
 
     backend = aot_autograd(fw_compiler=forward_compiler, bw_compiler=_eager_backward,
                            decompositions=dict(decomposition_table().items()))
     return backend(gm, example_inputs)
+
+
+def sizes_from_tensors(gm: torch.fx.GraphModule, example_inputs: Sequence) -> List[int]:
+    """With dynamic shapes, AOT autograd passes each symbolic size as an input of its own
+    (a SymInt placeholder) beside the tensors that have it. Read each such size from a
+    tensor's shape instead (aten.sym_size.int), which schedlang knows from the tensor,
+    and remove it from the graph's inputs. Returns the positions of the remaining inputs."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    tensors = [k for k, x in enumerate(example_inputs) if not isinstance(x, torch.SymInt)]
+    if len(tensors) == len(placeholders):
+        return tensors
+    where = {}                                       # sympy expression -> (tensor node, dim)
+    for k in tensors:
+        x = example_inputs[k]
+        for d, size in enumerate(getattr(x, "shape", ())):
+            if isinstance(size, torch.SymInt):
+                where.setdefault(size.node.expr, (placeholders[k], d))
+    last = placeholders[-1]
+    for node, x in zip(placeholders, example_inputs):
+        if not isinstance(x, torch.SymInt):
+            continue
+        if x.node.expr not in where:
+            raise NotImplementedError(
+                f"schedlang: the graph input {node.name} is the size {x.node.expr}, which is no dimension of an "
+                f"input tensor; compile with torch.compile(..., dynamic=False)")
+        tensor, dim = where[x.node.expr]
+        with gm.graph.inserting_after(last):
+            size = gm.graph.call_function(torch.ops.aten.sym_size.int, (tensor, dim))
+        size.meta["val"] = x
+        node.replace_all_uses_with(size)
+        gm.graph.erase_node(node)
+    gm.recompile()
+    return tensors
 
 
 def register() -> None:

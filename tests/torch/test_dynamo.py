@@ -88,6 +88,23 @@ def test_mlp_matches_eager(compiled_graphs):
     assert len(compiled_graphs) == 1
 
 
+def test_a_dynamic_batch_after_recompiling(compiled_graphs):
+    """torch.compile's default (dynamic=None) recompiles with a symbolic batch when a second
+    shape arrives; the size, which AOT autograd passes as an input of its own, is read from
+    the tensor instead, and one schedlang module then serves every batch."""
+    torch.manual_seed(0)
+    model = MLP().eval()
+    compiled = torch.compile(model, backend="schedlang")
+    with torch.no_grad():
+        for batch in (4, 7, 2, 9):
+            x = torch.randn(batch, 3, 16)                   # a reshape to (batch * 3, 16) inside
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    assert len(compiled_graphs) == 2, "static first, then one dynamic graph for all later batches"
+    gm, _ = compiled_graphs[-1]
+    kinds = [type(n.meta.get("val")).__name__ for n in gm.graph.nodes if n.op == "placeholder"]
+    assert "SymInt" not in kinds, kinds
+
+
 def test_gradients_still_flow(compiled_graphs):
     """With gradients on, schedlang compiles the forward graph and torch runs the backward."""
     torch.manual_seed(0)
