@@ -9,15 +9,19 @@ levels (Torch IR, Tensor IR, Loop IR, Tile IR, Kernel IR, target code) and runs 
 compiled module once against eager PyTorch, printing the largest difference.
 
 User mistakes (a missing file, a module the file does not define, a bad shape, an unknown
-level, dtype or target) are reported in one line on stderr with exit status 2; a compiled
-result that differs from PyTorch exits with 1. torch is imported only when a command
-needs it, so `schedlang --help` is fast.
+level, dtype or target) are reported in one line on stderr with exit status 2. A module
+that fails to compile (one line; `--traceback` shows all of it), or whose compiled result
+differs from PyTorch's, exits with 1. torch is imported only when a command needs it, so
+`schedlang --help` is fast.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import inspect
+import io
+import logging
 import os
 import sys
 import traceback
@@ -268,7 +272,7 @@ def run_compile(args) -> int:
 
     import schedlang.torch as sl_torch
     try:
-        with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        with torch.no_grad(), warnings.catch_warnings(record=True) as caught, _quiet_torch(not args.traceback):
             warnings.simplefilter("always")
             compiled = sl_torch.compile(model, inputs, target=args.target)
     except Exception as e:  # noqa: BLE001 (reported in one line; --traceback shows it all)
@@ -350,6 +354,24 @@ def _flatten(value) -> list:
 
 
 # ---------------------------------------------------------------- helpers
+
+@contextlib.contextmanager
+def _quiet_torch(quiet: bool):
+    """torch.export logs, and prints to stderr, the graph it gave up on before it raises; the
+    one-line error says what went wrong, and --traceback shows everything."""
+    if not quiet:
+        yield
+        return
+    # torch configures many loggers of its own (not propagating to "torch"): switch logging
+    # off as a whole, for the duration of the compile only.
+    before = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        logging.disable(before)
+
 
 def _one_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()

@@ -214,6 +214,22 @@ def test_a_wrong_result_exits_1(tmp_path, capsys, monkeypatch):
     assert "max |schedlang - torch| = 1" in out and "run: MISMATCH against eager PyTorch" in out
 
 
+def test_a_module_that_cannot_be_captured_fails_in_one_line(tmp_path, capsys, monkeypatch):
+    """Data-dependent control flow: torch.export refuses it. One line names the module and
+    torch's reason (torch's own printout of the partial graph is held back), exit status 1."""
+    path = write(tmp_path, "branchy.py", """
+        import torch.nn as nn
+        class Branchy(nn.Module):
+            def forward(self, x):
+                return x + 1 if x.sum() > 0 else x - 1
+    """)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert cli.main(["compile", path, "--shape", "4"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("schedlang compile: error: compiling Branchy failed: ")
+    assert len(err.strip().splitlines()) == 1 and "(--traceback shows where)" in err, err
+
+
 @pytest.mark.xfail(strict=False, reason="needs the CUDA default schedules (torchsched's schedules.py): the "
                    "minimal default schedule binds no loop to a GPU axis")
 def test_cuda_target_prints_cuda_c_without_a_gpu():

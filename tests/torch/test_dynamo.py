@@ -1,5 +1,7 @@
 """torch.compile(module, backend="schedlang"): the Dynamo backend matches eager PyTorch, and
 the graphs it compiles really go through schedlang.torch.compile_fx."""
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,6 +61,27 @@ def test_entry_point_is_declared():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["entry-points"]["torch_dynamo_backends"]["schedlang"] == "schedlang.torch.dynamo:schedlang_backend"
     assert project["scripts"]["schedlang"] == "schedlang.cli:main"
+
+
+def test_entry_point_resolves_without_importing_schedlang(tmp_path):
+    """What pip install gives: a distribution whose entry_points.txt names the backend. In a
+    fresh process that imports only torch, backend="schedlang" loads schedlang.torch.dynamo
+    through it (and the module's own registration steps aside: no duplicate name)."""
+    import subprocess
+    dist = tmp_path / "schedlang_entry_point_probe-0.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: schedlang-entry-point-probe\nVersion: 0.0\n")
+    (dist / "entry_points.txt").write_text("[torch_dynamo_backends]\n"
+                                           "schedlang = schedlang.torch.dynamo:schedlang_backend\n")
+    code = ("import sys, torch\n"
+            "fn = torch._dynamo.lookup_backend('schedlang')\n"
+            "assert fn.__module__ == 'schedlang.torch.dynamo', fn\n"
+            "assert 'schedlang' in torch._dynamo.list_backends()\n"
+            "print('OK')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stdout[-3000:]
 
 
 def test_silu_and_mul_matches_eager(compiled_graphs):
