@@ -27,7 +27,8 @@ def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None
 
 def compile_fx(gm, example_inputs: Sequence, target="llvm"):
     """A callable for an ATen-level FX GraphModule as AOT autograd hands it to a backend
-    (inputs are the graph's placeholders, in order; the result is the graph's outputs)."""
+    (inputs are the graph's placeholders, in order: tensors, and ints for the sizes Dynamo
+    passes with dynamic shapes; the result is the graph's outputs)."""
     import torch
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
     graph_module = gm
@@ -35,7 +36,8 @@ def compile_fx(gm, example_inputs: Sequence, target="llvm"):
     if any("val" not in n.meta for n in graph_module.graph.nodes if n.op in ("placeholder", "call_function")):
         FakeTensorProp(graph_module).propagate(*example_inputs)
     for n, x in zip(placeholders, example_inputs):
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"compile_fx: input {n.name} is a {type(x).__name__}; schedlang.torch takes tensors only")
+        if not isinstance(x, (torch.Tensor, torch.SymInt, int)):
+            raise TypeError(f"compile_fx: input {n.name} is a {type(x).__name__}; schedlang.torch takes "
+                            "tensors and sizes only")
     graph = graph_from_fx(graph_module.graph, {}, {})
     return CompiledModule(graph, target)

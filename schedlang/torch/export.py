@@ -12,7 +12,7 @@ import schedlang as sl
 
 from . import ops as _ops  # noqa: F401  (registers every lowering)
 from .dtypes import to_sl
-from .ops.registry import LOWERINGS, lookup, op_name
+from .ops.registry import lookup, op_name
 from .torch_ir import Ref, TorchGraph, TorchInput, TorchNode
 
 
@@ -44,6 +44,10 @@ def capture(module: torch.nn.Module, example_inputs: Sequence, dynamic_shapes=No
         ep = ep.run_decompositions(decomposition_table())
     names = _dim_names(module, ep, example_inputs, dynamic_shapes)
     sig = ep.graph_signature
+    mutated = list(sig.buffers_to_mutate.values()) + list(getattr(sig, "user_inputs_to_mutate", {}).values())
+    if mutated:
+        raise NotImplementedError(f"the module updates {', '.join(mutated)} in place; schedlang.torch "
+                                  "compiles inference graphs without mutation (call module.eval() first?)")
     state = {**ep.state_dict, **getattr(ep, "constants", {})}
     kinds: Dict[str, tuple] = {}
     for ph, target in sig.inputs_to_parameters.items():
@@ -185,10 +189,19 @@ def graph_from_fx(graph: torch.fx.Graph, kinds: Dict[str, tuple], state: Dict[st
     order = [n for n in placeholders if n.name not in kinds] + [n for n in placeholders if n.name in kinds]
     for n in order:
         val = n.meta.get("val")
+        if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool) and n.name not in kinds:
+            # A size Dynamo passes as an argument (dynamic shapes): the graph reads it as an expression.
+            name = namer(n.name)
+            renamed[n.name] = sizes.expr(val)
+            inputs.append(TorchInput(name, (), "int64", "size", None, None, renamed[n.name]))
+            continue
         if not isinstance(val, torch.Tensor):
-            raise NotImplementedError(f"input {n.name} is a {type(val).__name__}; schedlang.torch takes tensors only")
+            raise NotImplementedError(f"input {n.name} is a {type(val).__name__}; schedlang.torch takes tensors "
+                                      "and sizes only")
         kind, target = kinds.get(n.name, ("input", None))
-        name = namer(target.replace(".", "_") if target else n.name)
+        pretty = target.replace(".", "_") if target else n.name
+        # "0.weight" of an nn.Sequential is no identifier: keep torch's p_0_weight then.
+        name = namer(pretty if pretty.isidentifier() else n.name)
         value = state.get(target) if target else None
         inputs.append(TorchInput(name, sizes.shape(val.shape), to_sl(val.dtype), kind, target, value))
         renamed[n.name] = Ref(name)
@@ -262,4 +275,4 @@ def _split_pieces(n: torch.fx.Node, arg):
     return arg(n.args[0]), dim, pieces, base
 
 
-__all__ = ["capture", "graph_from_fx", "decomposition_table", "LOWERINGS"]
+__all__ = ["capture", "graph_from_fx", "decomposition_table"]

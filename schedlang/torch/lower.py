@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Tuple, Union
 
 import schedlang as sl
 from schedlang.tensor.graph import post_order
@@ -91,6 +91,8 @@ class _Lowering:
 
     def run(self, warn: bool) -> LoweredProgram:
         for i in self.graph.inputs:
+            if i.kind == "size":
+                continue                  # read as size expressions, not as a tensor
             self.inputs[i.name] = sl.placeholder(i.shape, i.dtype, name=i.name)
             self.where[i.name] = ("input", 0)
         for node in self.graph.nodes:
@@ -128,6 +130,8 @@ class _Lowering:
                 shape, dtype = t.shape, t.dtype
             else:
                 shape, dtype = self.graph.value_type(name)
+                if any(isinstance(e, int) and e == 0 for e in shape):
+                    raise Unsupported(f"{name} is empty (schedlang tensors have positive extents)")
             self.placeholders[key] = sl.placeholder(shape, dtype, name=name)
         return self.placeholders[key]
 
@@ -148,9 +152,9 @@ class _Lowering:
         if fn is None:
             self.to_torch(node, refs, "no lowering")
             return
-        args = map_refs(node.args, lambda r: self.value_in(part, r.name))
-        kwargs = map_refs(node.kwargs, lambda r: self.value_in(part, r.name))
         try:
+            args = map_refs(node.args, lambda r: self.value_in(part, r.name))
+            kwargs = map_refs(node.kwargs, lambda r: self.value_in(part, r.name))
             result = fn(LowerContext(node.name, self.target), *args, **kwargs)
         except Unsupported as e:
             self.to_torch(node, refs, f"unsupported: {e}")

@@ -1,7 +1,7 @@
 """The compiled module: built parts and torch steps run in order on torch tensors."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import torch
 
@@ -76,6 +76,10 @@ class CompiledModule:
                             f"({', '.join(i.name for i in want)}), got {len(args)}")
         sizes: Dict[str, int] = {}
         for spec, x in zip(want, args):
+            if spec.kind == "size":
+                if isinstance(x, bool) or not isinstance(x, int):
+                    raise TypeError(f"input {spec.name}: expected an int (a size), got {type(x).__name__}")
+                continue
             if not isinstance(x, torch.Tensor):
                 raise TypeError(f"input {spec.name}: expected a torch.Tensor, got {type(x).__name__}")
             if x.dtype != to_torch(spec.dtype):
@@ -95,7 +99,9 @@ class CompiledModule:
                     if sizes.setdefault(want_e.name, got) != got:
                         raise ValueError(f"input {spec.name}: dimension {d} is {got}, but {want_e.name} is "
                                          f"{sizes[want_e.name]} from another input")
-        for spec, x in zip(want, args):                 # derived extents (2 * batch) once all are known
+        for spec, x in zip(want, args):       # derived extents (2 * batch) once all are known
+            if spec.kind == "size":
+                continue
             for d, (want_e, got) in enumerate(zip(spec.shape, x.shape)):
                 if isinstance(want_e, Expr) and not isinstance(want_e, sl.Var) and self._eval(want_e, sizes) != got:
                     raise ValueError(f"input {spec.name}: dimension {d} is {got}, expected {want_e}")
@@ -116,6 +122,9 @@ class CompiledModule:
                                "(compile with target='llvm' to run on the CPU)")
         sizes = self._check_inputs(args)
         values: Dict[str, Any] = {i.name: x for i, x in zip(self.graph.user_inputs, args)}
+        for i, x in zip(self.graph.user_inputs, args):   # sizes Dynamo passes bind their variables
+            if i.kind == "size" and isinstance(i.size, sl.Var):
+                sizes.setdefault(i.size.name, x)
         if any(v.device.type != self._device for v in self._state.values()):
             self._state = {k: v.to(self._device) for k, v in self._state.items()}   # once
         values.update(self._state)

@@ -37,8 +37,9 @@ class Ref:
 
 @dataclass
 class TorchInput:
-    """A graph input: a user input, or a parameter/buffer/constant of the module (`target`
-    is then its name in the module's state, `value` its tensor)."""
+    """A graph input: a user input, a size (an int Dynamo passes with dynamic shapes), or a
+    parameter/buffer/constant of the module (`target` is then its name in the module's
+    state, `value` its tensor)."""
 
     name: str
     shape: Shape
@@ -46,6 +47,7 @@ class TorchInput:
     kind: str = "input"          # input | parameter | buffer | constant
     target: Optional[str] = None
     value: Any = None
+    size: Any = None             # kind "size": the size expression it stands for
 
 
 @dataclass
@@ -108,11 +110,12 @@ class TorchGraph:
 
     @property
     def user_inputs(self) -> List[TorchInput]:
-        return [i for i in self.inputs if i.kind == "input"]
+        """What a call passes, in order: tensors, and sizes where Dynamo passes them."""
+        return [i for i in self.inputs if i.kind in ("input", "size")]
 
     @property
     def state_inputs(self) -> List[TorchInput]:
-        return [i for i in self.inputs if i.kind != "input"]
+        return [i for i in self.inputs if i.kind not in ("input", "size")]
 
     def node(self, name: str) -> TorchNode:
         for n in self.nodes:
@@ -171,7 +174,7 @@ def node_call_str(node: TorchNode) -> str:
 def print_torch_ir(g: TorchGraph) -> str:
     lines = ["inputs:"]
     for i in g.inputs:
-        note = "" if i.kind == "input" else f"   # {i.kind} {i.target}"
+        note = "" if i.kind == "input" else "   # size" if i.kind == "size" else f"   # {i.kind} {i.target}"
         lines.append(f"  {i.name}: {type_str(i.shape, i.dtype)}{note}")
     lines.append("")
     rows = [(n.name, node_call_str(n), type_str(n.shape, n.dtype)) for n in g.nodes]

@@ -30,3 +30,20 @@ class WithCumsum(nn.Module):
     def forward(self, x):
         y = torch.exp(x) * 0.5
         return torch.cumsum(y, dim=1) + x.view(x.shape[0], -1)[:, :1]
+
+
+class MaxAndIndex(nn.Module):
+    """max.dim has two results (values, indices), read through getitem."""
+
+    def forward(self, x):
+        values, index = x.max(dim=1)
+        return torch.relu(values) * 2, index + 1
+
+
+class BatchNormTrain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        return self.bn(x)

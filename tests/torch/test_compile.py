@@ -7,7 +7,7 @@ import torch
 import schedlang.torch as st
 from schedlang.torch import FallbackWarning
 
-from .modules import Residual, SiluAndMul, WithCumsum
+from .modules import BatchNormTrain, MaxAndIndex, Residual, SiluAndMul, WithCumsum
 
 torch.manual_seed(0)
 
@@ -125,3 +125,52 @@ def test_cuda_target_needs_a_gpu():
     cm._device = "cuda"
     with pytest.raises(RuntimeError, match="no CUDA GPU"):
         cm(torch.randn(2))
+
+
+@pytest.mark.filterwarnings("ignore::schedlang.torch.lower.FallbackWarning")
+def test_compile_fx_under_aot_autograd_with_dynamic_sizes():
+    """Dynamo with dynamic=True passes sizes as int arguments: they bind the size vars."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+    built = []
+
+    def fw(gm, example_inputs):
+        built.append(st.compile_fx(gm, example_inputs))
+        return make_boxed_func(built[-1])
+    torch._dynamo.reset()
+    m = Residual(6)
+    c = torch.compile(m, backend=aot_autograd(fw_compiler=fw, decompositions=st.decomposition_table()),
+                      dynamic=True)
+    y = torch.randn(1, 6)
+    with torch.no_grad():
+        for b in (3, 7):
+            x = torch.randn(b, 6)
+            _close(c(x, y)[0], m(x, y)[0])
+    assert len(built) == 1 and any(i.kind == "size" for i in built[0].graph.inputs)
+    torch._dynamo.reset()
+
+
+@pytest.mark.filterwarnings("ignore::schedlang.torch.lower.FallbackWarning")
+def test_op_with_two_results():
+    m = MaxAndIndex()
+    x = torch.randn(3, 5, 2)
+    cm = st.compile(m, (x,))
+    _close(cm(x), m(x))
+
+
+def test_buffer_mutation_is_refused():
+    with pytest.raises(NotImplementedError, match="in place"):
+        st.compile(BatchNormTrain().train(), (torch.randn(3, 4),))
+
+
+@pytest.mark.filterwarnings("ignore::schedlang.torch.lower.FallbackWarning")
+def test_sequential_mlp_and_eval_batchnorm():
+    """nn.Sequential's parameters ("0.weight") get identifier names; eval BatchNorm reads buffers."""
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4),
+                              torch.nn.BatchNorm1d(4)).eval()
+    mlp[3].running_mean.normal_()
+    mlp[3].running_var.uniform_(0.5, 2.0)
+    x = torch.randn(3, 8)
+    cm = st.compile(mlp, (x,))
+    assert "p_0_weight: (16, 8) f32   # parameter 0.weight" in cm.ir("torch")
+    _close(cm(x), mlp(x))

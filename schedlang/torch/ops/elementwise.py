@@ -13,6 +13,7 @@ from typing import Callable, Optional, Sequence
 import schedlang as sl
 from schedlang.expr.nodes import Expr
 
+from ..dtypes import to_sl
 from .common import broadcast_shape, compute, read_broadcast
 from .promote import compute_dtype, float_result, is_bool, is_float, is_int, is_tensor, result_type
 from .registry import LowerContext, Unsupported, register_lowering
@@ -49,15 +50,6 @@ def to_dtype(value: Expr, dtype: str) -> Expr:
     if sl.dtype(dtype).is_bool and not value.dtype.is_bool:
         return value != sl.const(0, value.dtype)
     return sl.cast(dtype, value)
-
-
-def _scaled(b, alpha):
-    """alpha * b for add/sub's alpha (a scalar)."""
-    if alpha is None or (not isinstance(alpha, bool) and alpha == 1):
-        return b
-    if is_tensor(b):
-        raise Unsupported("alpha on a tensor is applied inside the op")
-    return b * alpha
 
 
 # ---------------------------------------------------------------- arithmetic
@@ -405,7 +397,6 @@ minimum = _extremum("minimum", False)
 
 def cast(ctx: LowerContext, x, dtype) -> sl.Tensor:
     """x as dtype (a torch dtype or a schedlang dtype string)."""
-    from ..dtypes import to_sl
     target = dtype if isinstance(dtype, str) else to_sl(dtype)
     return pointwise(ctx.name(), lambda v: v, (x,), target, calc_dtype=x.dtype)
 
