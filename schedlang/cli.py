@@ -142,7 +142,9 @@ def load_file(path: str):
         raise UsageError(f"cannot load {path} as Python (expected a .py file)")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module                       # dataclasses and pickling look the module up
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     try:
         spec.loader.exec_module(module)
     except SyntaxError as e:
@@ -209,6 +211,10 @@ def example_inputs(module_file, model, name: str, path: str, shapes: Sequence[Tu
         torch.manual_seed(seed)
         inputs = make() if callable(make) else make
         inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+        tdtype = getattr(torch, dtype)                  # --dtype applies to them too
+        if tdtype.is_floating_point:
+            inputs = tuple(t.to(tdtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+                           for t in inputs)
     else:
         inputs = tuple(_random_tensor(shape, dtype, seed + k) for k, shape in enumerate(shapes))
     _check_arity(model, name, len(inputs))
