@@ -174,3 +174,20 @@ def test_sequential_mlp_and_eval_batchnorm():
     cm = st.compile(mlp, (x,))
     assert "p_0_weight: (16, 8) f32   # parameter 0.weight" in cm.ir("torch")
     _close(cm(x), mlp(x))
+
+
+def test_contiguous_inputs_are_not_copied():
+    cm = st.compile(SiluAndMul(), (torch.randn(4, 6),))
+    (index, real), = cm._modules.items()
+    seen = []
+
+    def recording(*arrays):
+        seen.append([a.data_ptr() for a in arrays])
+        return real(*arrays)
+    cm._modules[index] = recording
+    x = torch.randn(4, 6)
+    out = cm(x)
+    assert seen[0][0] == x.data_ptr() and seen[0][1] == out.data_ptr()
+    xt = torch.randn(6, 4).t()                     # not contiguous: one contiguous copy
+    _close(cm(xt), SiluAndMul()(xt))
+    assert seen[1][0] != xt.data_ptr()
