@@ -107,6 +107,7 @@ class TorchGraph:
     outputs: List[Any]
     output_kind: str = "single"
     size_vars: Dict[str, sl.Var] = field(default_factory=dict)
+    out_spec: Any = None         # torch.export's output tree (when captured by export)
 
     @property
     def user_inputs(self) -> List[TorchInput]:

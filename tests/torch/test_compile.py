@@ -7,7 +7,7 @@ import torch
 import schedlang.torch as st
 from schedlang.torch import FallbackWarning
 
-from .modules import BatchNormTrain, MaxAndIndex, Residual, SiluAndMul, WithCumsum
+from .modules import BatchNormTrain, DynamicViews, MaxAndIndex, Residual, SiluAndMul, WithCumsum
 
 torch.manual_seed(0)
 
@@ -89,6 +89,18 @@ def test_dynamic_batch():
     for b in (3, 5):
         x = torch.randn(b, 8)
         _close(cm(x), m(x))
+
+
+def test_dynamic_views_and_a_size_as_a_scalar():
+    m = DynamicViews()
+    cm = st.compile(m, (torch.randn(3, 2, 4),), dynamic_shapes={"x": {0: torch.export.Dim("b")}})
+    assert "view = view(x, [b, 8])" in cm.ir("torch").replace("  ", " ").replace("  ", " ")
+    assert "x[i, j // 4, j % 4]" in cm.ir("tensor")             # the batch maps one to one
+    for b in (2, 6):
+        x = torch.randn(b, 2, 4)
+        _close(cm(x), m(x))
+    with pytest.raises(ValueError, match="dimension 1"):
+        cm(torch.randn(2, 3, 4))
 
 
 def test_input_checks():
