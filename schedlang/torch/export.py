@@ -155,6 +155,7 @@ def _fold(parts, fn):
     return out
 
 
+_VIEWS = ("aten.view.default", "aten.reshape.default", "aten._unsafe_view.default", "aten.view_copy.default")
 _SPLITS = ("aten.split_with_sizes.default", "aten.split.Tensor", "aten.chunk.default")
 
 
@@ -242,7 +243,10 @@ def graph_from_fx(graph: torch.fx.Graph, kinds: Dict[str, tuple], state: Dict[st
             dtype = [to_sl(v.dtype) for v in val]
         else:
             shape, dtype = sizes.shape(val.shape), to_sl(val.dtype)
-        nodes.append(TorchNode(name, base, n.target, arg(tuple(n.args)), {k: arg(v) for k, v in n.kwargs.items()},
+        args = arg(tuple(n.args))
+        if name_of in _VIEWS and len(args) == 2:
+            args = (args[0], list(shape))     # torch's resolved shape: no -1, sizes as torch simplified them
+        nodes.append(TorchNode(name, base, n.target, args, {k: arg(v) for k, v in n.kwargs.items()},
                                shape, dtype))
         renamed[n.name] = Ref(name)
     g = TorchGraph(inputs, nodes, outputs, kind, dict(sizes.vars))

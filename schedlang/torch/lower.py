@@ -101,10 +101,15 @@ class _Lowering:
             if isinstance(o, Ref):
                 self.need(o.name)
         steps = self.steps()
-        fallbacks = list(dict.fromkeys(s.node.op for _, s in self.torch_steps if s.node.op != "getitem"))
+        reasons: Dict[str, str] = {}
+        for _, s in self.torch_steps:
+            if s.node.op != "getitem":
+                reasons.setdefault(s.node.op, s.reason)
+        fallbacks = list(reasons)
         if warn and fallbacks:
-            warnings.warn(f"schedlang: {len(fallbacks)} op(s) have no lowering and run in torch: "
-                          f"{', '.join(fallbacks)}", FallbackWarning, stacklevel=5)
+            ops = ", ".join(op if r == "no lowering" else f"{op} ({r})" for op, r in reasons.items())
+            warnings.warn(f"schedlang: {len(fallbacks)} op(s) run in torch, not in schedlang kernels: {ops}",
+                          FallbackWarning, stacklevel=5)
         return LoweredProgram(self.graph, steps, fallbacks)
 
     def level(self, name: str) -> int:

@@ -107,6 +107,7 @@ class TorchGraph:
     outputs: List[Any]
     output_kind: str = "single"
     size_vars: Dict[str, sl.Var] = field(default_factory=dict)
+    out_spec: Any = None         # torch.export's output tree (when captured by export)
 
     @property
     def user_inputs(self) -> List[TorchInput]:
@@ -160,6 +161,10 @@ def _arg_str(value) -> str:
     return str(value)
 
 
+# Keyword arguments that do not change the values computed: not printed.
+_QUIET = ("layout", "device", "pin_memory", "memory_format", "non_blocking")
+
+
 def node_call_str(node: TorchNode) -> str:
     """`op(arg, ..., key=value)` of a node."""
     if node.display_kwargs is not None:
@@ -167,7 +172,7 @@ def node_call_str(node: TorchNode) -> str:
         parts += [f"{k}={_arg_str(v)}" for k, v in node.display_kwargs.items()]
     else:
         parts = [_arg_str(a) for a in node.args]
-        parts += [f"{k}={_arg_str(v)}" for k, v in node.kwargs.items()]
+        parts += [f"{k}={_arg_str(v)}" for k, v in node.kwargs.items() if k not in _QUIET]
     return f"{node.op}({', '.join(parts)})"
 
 

@@ -47,3 +47,11 @@ class BatchNormTrain(nn.Module):
 
     def forward(self, x):
         return self.bn(x)
+
+
+class DynamicViews(nn.Module):
+    """Views and slices whose extents depend on the batch, and the batch as a scalar."""
+
+    def forward(self, x):
+        y = x.view(x.shape[0], -1)
+        return y[:, 1:] * (x.shape[0] + 1), x.reshape(-1), x.view(x.shape[0], 4, 2)

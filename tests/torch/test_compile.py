@@ -7,7 +7,7 @@ import torch
 import schedlang.torch as st
 from schedlang.torch import FallbackWarning
 
-from .modules import BatchNormTrain, MaxAndIndex, Residual, SiluAndMul, WithCumsum
+from .modules import BatchNormTrain, DynamicViews, MaxAndIndex, Residual, SiluAndMul, WithCumsum
 
 torch.manual_seed(0)
 
@@ -89,6 +89,18 @@ def test_dynamic_batch():
     for b in (3, 5):
         x = torch.randn(b, 8)
         _close(cm(x), m(x))
+
+
+def test_dynamic_views_and_a_size_as_a_scalar():
+    m = DynamicViews()
+    cm = st.compile(m, (torch.randn(3, 2, 4),), dynamic_shapes={"x": {0: torch.export.Dim("b")}})
+    assert "view = view(x, [b, 8])" in cm.ir("torch").replace("  ", " ").replace("  ", " ")
+    assert "x[i, j // 4, j % 4]" in cm.ir("tensor")             # the batch maps one to one
+    for b in (2, 6):
+        x = torch.randn(b, 2, 4)
+        _close(cm(x), m(x))
+    with pytest.raises(ValueError, match="dimension 1"):
+        cm(torch.randn(2, 3, 4))
 
 
 def test_input_checks():
@@ -174,3 +186,20 @@ def test_sequential_mlp_and_eval_batchnorm():
     cm = st.compile(mlp, (x,))
     assert "p_0_weight: (16, 8) f32   # parameter 0.weight" in cm.ir("torch")
     _close(cm(x), mlp(x))
+
+
+def test_contiguous_inputs_are_not_copied():
+    cm = st.compile(SiluAndMul(), (torch.randn(4, 6),))
+    (index, real), = cm._modules.items()
+    seen = []
+
+    def recording(*arrays):
+        seen.append([a.data_ptr() for a in arrays])
+        return real(*arrays)
+    cm._modules[index] = recording
+    x = torch.randn(4, 6)
+    out = cm(x)
+    assert seen[0][0] == x.data_ptr() and seen[0][1] == out.data_ptr()
+    xt = torch.randn(6, 4).t()                     # not contiguous: one contiguous copy
+    _close(cm(xt), SiluAndMul()(xt))
+    assert seen[1][0] != xt.data_ptr()

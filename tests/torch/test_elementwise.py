@@ -147,3 +147,12 @@ def test_every_listed_op_is_registered():
     for name in ("aten.add.Scalar", "aten.div.Scalar_mode", "aten.to.dtype", "aten.clamp_min.Tensor",
                  "aten.where.ScalarOther"):
         assert lookup(name) is not None, name
+
+
+def test_creation():
+    check_lowering(aten.full.default, ([3, 4], 1.5), dict(dtype=torch.float32))
+    check_lowering(aten.full.default, ([2], 7))                       # an int fill: int64
+    check_lowering(aten.full.default, ([], True))
+    check_lowering(aten.full_like.default, (rnd(2, 3), 0))
+    check_lowering(aten.full_like.default, (rnd(2, 3), 2.7), dict(dtype=torch.int32))
+    check_lowering(aten.scalar_tensor.default, (3.5,), dict(dtype=torch.float64))

@@ -5,4 +5,5 @@ from .registry import LOWERINGS, LowerContext, lookup, register_lowering  # noqa
 from .registry import Unsupported  # noqa: F401,E402
 from . import elementwise  # noqa: F401,E402
 from . import index  # noqa: F401,E402
+from . import creation  # noqa: F401,E402
 from . import matmul, norm, reduce  # noqa: F401,E402  (registers their lowerings)

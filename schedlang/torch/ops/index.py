@@ -71,7 +71,22 @@ def _groups(src: Sequence, dst: Sequence):
 
 
 def _reshape_index(src: Sequence, dst: Sequence, index: Sequence) -> List[Expr]:
-    """The src coordinates of a dst coordinate in a row-major reshape."""
+    """The src coordinates of a dst coordinate in a row-major reshape. Equal leading and
+    trailing extents map one to one (the rest then has equal sizes too)."""
+    lead = 0
+    while lead < min(len(src), len(dst)) - 1 and same_extent(src[lead], dst[lead]):
+        lead += 1
+    if lead:
+        return list(index[:lead]) + _reshape_index(src[lead:], dst[lead:], index[lead:])
+    tail = 0
+    while tail < min(len(src), len(dst)) - 1 and same_extent(src[-1 - tail], dst[-1 - tail]):
+        tail += 1
+    if tail:
+        return _reshape_index(src[:-tail], dst[:-tail], index[:-tail]) + list(index[len(index) - tail:])
+    return _reshape_groups(src, dst, index)
+
+
+def _reshape_groups(src: Sequence, dst: Sequence, index: Sequence) -> List[Expr]:
     if all(isinstance(e, int) for e in list(src) + list(dst)):
         groups = _groups(src, dst)
         if groups is not None:
@@ -205,10 +220,10 @@ def _clip(v, size, default):
     if isinstance(v, int):
         if v >= INT64_MAX // 2:
             return size
-        if v < 0:
-            return simplify(sl.max(size + v, 0))
-        return simplify(sl.min(sl.const(v), size))
-    return v
+        if v == 0:
+            return 0
+        v = simplify(sl.max(size + v, 0)) if v < 0 else simplify(sl.min(sl.const(v), size))
+    return int(v.value) if isinstance(v, sl.expr.nodes.Const) else v
 
 
 def slice_tensor(name: str, x: sl.Tensor, dim: int, start, end, step: int = 1) -> sl.Tensor:

@@ -1,0 +1,157 @@
+"""torch.compile(module, backend="schedlang"): the Dynamo backend matches eager PyTorch, and
+the graphs it compiles really go through schedlang.torch.compile_fx."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import schedlang.torch as sl_torch
+from schedlang.torch import dynamo
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class SiluAndMul(nn.Module):
+    def forward(self, x):
+        left, right = x.chunk(2, dim=-1)
+        return F.silu(left) * right
+
+
+class MLP(nn.Module):
+    """Linear, GELU, Linear: parameters become graph inputs of the ATen graph."""
+
+    def __init__(self, d_in=16, d_hidden=40, d_out=12):
+        super().__init__()
+        self.fc1 = nn.Linear(d_in, d_hidden)
+        self.fc2 = nn.Linear(d_hidden, d_out)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+@pytest.fixture
+def compiled_graphs(monkeypatch):
+    """The ATen graphs handed to schedlang.torch.compile_fx, with the target they were compiled for."""
+    torch._dynamo.reset()
+    seen = []
+    real = sl_torch.compile_fx
+
+    def spy(gm, example_inputs, target="llvm"):
+        seen.append((gm, target))
+        return real(gm, example_inputs, target=target)
+
+    monkeypatch.setattr(sl_torch, "compile_fx", spy)
+    yield seen
+    torch._dynamo.reset()
+
+
+def test_backend_name_is_registered():
+    assert dynamo.BACKEND_NAME in torch._dynamo.list_backends()
+    assert torch._dynamo.lookup_backend("schedlang") is not None
+
+
+def test_entry_point_is_declared():
+    """pip install makes backend="schedlang" resolvable without importing schedlang, through
+    the group torch._dynamo.backends.registry reads."""
+    import tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["entry-points"]["torch_dynamo_backends"]["schedlang"] == "schedlang.torch.dynamo:schedlang_backend"
+    assert project["scripts"]["schedlang"] == "schedlang.cli:main"
+
+
+def test_entry_point_resolves_without_importing_schedlang(tmp_path):
+    """What pip install gives: a distribution whose entry_points.txt names the backend. In a
+    fresh process that imports only torch, backend="schedlang" loads schedlang.torch.dynamo
+    through it (and the module's own registration steps aside: no duplicate name)."""
+    import subprocess
+    dist = tmp_path / "schedlang_entry_point_probe-0.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: schedlang-entry-point-probe\nVersion: 0.0\n")
+    (dist / "entry_points.txt").write_text("[torch_dynamo_backends]\n"
+                                           "schedlang = schedlang.torch.dynamo:schedlang_backend\n")
+    code = ("import sys, torch\n"
+            "fn = torch._dynamo.lookup_backend('schedlang')\n"
+            "assert fn.__module__ == 'schedlang.torch.dynamo', fn\n"
+            "assert 'schedlang' in torch._dynamo.list_backends()\n"
+            "print('OK')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stdout[-3000:]
+
+
+def test_silu_and_mul_matches_eager(compiled_graphs):
+    model = SiluAndMul()
+    x = torch.randn(2, 8, 96)
+    with torch.no_grad():
+        got = torch.compile(model, backend="schedlang", dynamic=False)(x)
+    torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-6)
+    assert len(compiled_graphs) == 1
+    gm, target = compiled_graphs[0]
+    ops = {str(n.target) for n in gm.graph.nodes if n.op == "call_function"}
+    assert "aten.silu.default" in ops, ops          # kept whole: schedlang lowers silu itself
+    assert target == "llvm"
+
+
+def test_mlp_matches_eager(compiled_graphs):
+    torch.manual_seed(0)
+    model = MLP().eval()
+    x = torch.randn(5, 16)
+    with torch.no_grad():
+        compiled = torch.compile(model, backend="schedlang", dynamic=False)
+        got = compiled(x)
+        again = compiled(x + 1)                     # the cached compiled graph, on new values
+        want, want_again = model(x), model(x + 1)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(again, want_again, rtol=1e-4, atol=1e-5)
+    assert len(compiled_graphs) == 1
+
+
+def test_a_dynamic_batch_after_recompiling(compiled_graphs):
+    """torch.compile's default (dynamic=None) recompiles with a symbolic batch when a second
+    shape arrives; the size, which AOT autograd passes as an input of its own, is read from
+    the tensor instead, and one schedlang module then serves every batch."""
+    torch.manual_seed(0)
+    model = MLP().eval()
+    compiled = torch.compile(model, backend="schedlang")
+    with torch.no_grad():
+        for batch in (4, 7, 2, 9):
+            x = torch.randn(batch, 3, 16)                   # a reshape to (batch * 3, 16) inside
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    assert len(compiled_graphs) == 2, "static first, then one dynamic graph for all later batches"
+    gm, _ = compiled_graphs[-1]
+    kinds = [type(n.meta.get("val")).__name__ for n in gm.graph.nodes if n.op == "placeholder"]
+    assert "SymInt" not in kinds, kinds
+
+
+def test_gradients_still_flow(compiled_graphs):
+    """With gradients on, schedlang compiles the forward graph and torch runs the backward."""
+    torch.manual_seed(0)
+    model = MLP()
+    x = torch.randn(3, 16)
+    torch.compile(model, backend="schedlang", dynamic=False)(x).square().sum().backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).square().sum().backward()
+    for g, p in zip(got, model.parameters()):
+        torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-5)
+    assert compiled_graphs, "the forward graph was not compiled by schedlang"
+
+
+def test_unknown_option_is_named():
+    torch._dynamo.reset()
+    compiled = torch.compile(SiluAndMul(), backend="schedlang", options={"targt": "cuda"})
+    with pytest.raises(Exception, match="has no option 'targt'"):
+        compiled(torch.randn(2, 8))
+    torch._dynamo.reset()
+
+
+def test_registering_twice_is_harmless():
+    dynamo.register()
+    assert torch._dynamo.lookup_backend("schedlang") is dynamo.schedlang_backend
+
+
