@@ -173,3 +173,15 @@ def test_tensors_beyond_32_bit_indices_are_refused():
     B = sl.compute(A.shape, lambda i, j: A[i, j] + 1.0, name="B")
     with pytest.raises(ValueError, match="2\\*\\*31 - 1 elements"):
         sl.build(sl.create_schedule(B.op), [A, B])
+
+
+def test_names_that_are_not_identifiers_build():
+    """Stage and buffer names are free text ("0.weight" from nn.Sequential, spaces): the
+    LLVM code gets identifiers of its own (a leading digit is prefixed), and computes."""
+    A = sl.placeholder((8,), name="0.weight")
+    B = sl.compute((8,), lambda i: A[i] * 2, name="1 out-put")
+    s = sl.create_schedule(B.op)
+    a = np.arange(8, dtype="float32")
+    b = np.zeros(8, "float32")
+    sl.build(s, [A, B])(a, b)
+    np.testing.assert_array_equal(b, a * 2)

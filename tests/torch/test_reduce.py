@@ -164,6 +164,6 @@ def test_repeated_dim_is_an_error():
     (aten.max.dim, [X, 0], {}),
 ])
 def test_bfloat16(op, args, kwargs):
-    """Computed in float32, rounded once (the lowering needs only ACCUMULATE's entry)."""
+    """Computed in float32, rounded once (the lowering needs only promote.COMPUTE_DTYPE's entry)."""
     args = [a.to(torch.bfloat16) if isinstance(a, torch.Tensor) else a for a in args]
     check_lowering(op, args, kwargs)

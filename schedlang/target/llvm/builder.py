@@ -19,6 +19,8 @@ class FunctionText:
     def fresh(self, hint: str = "t") -> str:
         self.counter += 1
         clean = "".join(c if c.isalnum() or c in "._" else "_" for c in hint)
+        if clean[:1].isdigit():     # "%0_weight.6" would read as a numbered value
+            clean = "_" + clean
         return f"%{clean}.{self.counter}"
 
     def label(self, hint: str) -> str:

@@ -56,7 +56,10 @@ class ModuleState:
 
 
 def symbol(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.]", "_", name)
+    """An LLVM identifier for an IR name; one starting with a digit gets a "_" (LLVM reads
+    `@1x` as a malformed numbered value, and torch names parameters "0.weight")."""
+    name = re.sub(r"[^A-Za-z0-9_.]", "_", name)
+    return "_" + name if name[:1].isdigit() else name
 
 
 class FunctionEmitter(ExprEmitter, MemoryEmitter):

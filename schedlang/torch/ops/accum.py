@@ -11,15 +11,13 @@ import schedlang as sl
 
 from ..dtypes import to_sl
 from .common import compute, norm_dim
+from .promote import compute_dtype
 from .registry import Unsupported
 
-# Dtypes computed in a wider one; the result is rounded once at the end.
-ACCUMULATE = {"float16": "float32", "bfloat16": "float32"}
-
-
 def acc_dtype(dtype) -> str:
-    """The dtype a value of dtype is accumulated and computed in."""
-    return ACCUMULATE.get(str(dtype), str(dtype))
+    """The dtype a value of dtype is accumulated and computed in (promote.COMPUTE_DTYPE:
+    one table for elementwise ops and reductions)."""
+    return compute_dtype(dtype)
 
 
 def is_float(dtype) -> bool:

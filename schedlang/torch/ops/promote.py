@@ -18,8 +18,9 @@ from schedlang.expr.nodes import Expr
 
 from ..dtypes import to_sl, to_torch
 
-# Dtypes torch computes in a wider type and rounds once at the end (ours too).
-COMPUTE_DTYPE = {"float16": "float32"}
+# Dtypes torch computes in a wider type and rounds once at the end (ours too); the
+# reductions, norms and matmuls accumulate in the same type (ops/accum.py).
+COMPUTE_DTYPE = {"float16": "float32", "bfloat16": "float32"}
 
 
 def compute_dtype(dtype: str) -> str:
