@@ -34,6 +34,8 @@ _LOGICAL = {"and": "&&", "or": "||"}
 _MATH = {"exp": "expf", "log": "logf", "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf", "erf": "erff",
          "abs": "fabsf", "floor": "floorf", "ceil": "ceilf", "round": "rintf", "trunc": "truncf",
          "pow": "powf", "exp2": "exp2f", "log2": "log2f", "sin": "sinf", "cos": "cosf", "sigmoid": "sl_sigmoidf"}
+# warp shuffles of cross-thread reductions (kernel/thread_allreduce.py)
+_SHUFFLE = {"shfl_down_sync": "__shfl_down_sync", "shfl_sync": "__shfl_sync"}
 # C operator precedence (higher binds tighter); atoms, calls and parenthesised text are ATOM.
 _PREC = {"mul": 13, "div": 13, "add": 12, "sub": 12, "shl": 11, "shr": 11, "lt": 10, "le": 10, "gt": 10, "ge": 10,
          "eq": 9, "ne": 9, "bitand": 8, "bitxor": 7, "bitor": 6, "and": 5, "or": 4}
@@ -184,6 +186,9 @@ class CUDARenderer:
         return f"({compute_type(dst)}){v}"
 
     def expr_Call(self, e: Call) -> str:
+        if e.name in _SHUFFLE:      # (mask, value, lane or offset, width)
+            mask, *rest = e.args
+            return f"{_SHUFFLE[e.name]}({mask.value:#010x}u, {', '.join(self.expr(a) for a in rest)})"
         if e.name not in _MATH:
             raise InternalError(f"no CUDA rule for math function '{e.name}'")
         fn = _MATH[e.name]
