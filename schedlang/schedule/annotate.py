@@ -139,7 +139,8 @@ class AnnotationPrimitives:
         """Store the stage's result only where predicate holds (TVM's Stage.set_store_predicate):
         in a cross-thread reduction, which threads write the combined value (default: the one
         with the reduce axis's thread index 0). A thread_axis("threadIdx.x") variable in the
-        predicate means the loop of this stage bound to it."""
+        predicate means the loop of this stage bound to it. It is not recorded as a step, so
+        it is not in to_json()/to_python() or tuning records."""
         from ..expr.nodes import as_expr
         self._require_schedulable("set_store_predicate")
         predicate = as_expr(predicate)
@@ -147,7 +148,7 @@ class AnnotationPrimitives:
             raise ScheduleError("set_store_predicate", self.name, f"the predicate '{predicate}' has dtype "
                                 f"{predicate.dtype}; it must be a condition",
                                 hint="compare, e.g. s[B].set_store_predicate(tx.var == 0)")
-        self.store_predicate = predicate
+        self.store_predicate = predicate     # not a step: an expression has no JSON form (see build_cache)
 
     def pragma(self, ivar: IterVar, key: str, value=None) -> None:
         """Attach a pragma `key` (with an optional value) to a loop, as TVM's Stage.pragma.

@@ -13,6 +13,7 @@ from ...errors import LoweringError, ScheduleError
 from ...kernel.lower import standard_passes
 from ...kernel.nodes import KernelModule, LaunchKind
 from ...kernel.thread_allreduce import lower_thread_allreduce
+from ...kernel.virtual_threads import inject_virtual_threads
 from ...kernel.thread_guards import sink_thread_guards
 from ...kernel.thread_sync import insert_barriers
 from ...loop.functor import StmtMutator, walk_stmts
@@ -56,9 +57,11 @@ class CUDABackend(Backend):
                 check_shared_stage(st)
 
     def kernel_passes(self, target: Target):
-        """The standard passes, vectorized loops kept serial, then the GPU passes."""
+        """The standard passes (virtual threads made serial loops right after flattening, vectorized
+        loops kept serial), then the GPU passes."""
         passes = [(name, serial_vector_loops) if name == "vectorize_loops" else (name, run)
                   for name, run in standard_passes(target)]
+        passes.insert(1, ("inject_virtual_threads", inject_virtual_threads))    # after flatten_buffers
         return passes + [
             ("lower_thread_allreduce", lower_thread_allreduce),   # warp shuffles and shared memory
             ("insert_barriers", insert_barriers),         # __syncthreads() between shared writes and reads

@@ -157,3 +157,38 @@ def softmax(rows=6, cols=70, threads=32, fused=True):
         else:
             s[R].bind(R.op.axis[0], sl.thread_axis("blockIdx.x"))
     return s, [X, Y]
+
+
+def vthread_gemm(M=37, N=35, K=13, k_tile=4):
+    """C = A @ B in TVM's GEMM-tutorial shape: a 16x16 tile of C a block, 2x2 virtual threads
+    (thread_axis((0, 2), "vthread")) of 4x4 threads, each thread a 2x2 register tile of C,
+    A and B fetched cooperatively into shared memory and from there into registers."""
+    A, B, C = programs.gemm(M, N, K)
+    s = sl.create_schedule(C.op)
+    AA = s.cache_read(A, "shared", [C])
+    BB = s.cache_read(B, "shared", [C])
+    AL = s.cache_read(AA, "local", [C])
+    BL = s.cache_read(BB, "local", [C])
+    CC = s.cache_write(C, "local")
+    by, yi = s[C].split(C.op.axis[0], factor=16)
+    bx, xi = s[C].split(C.op.axis[1], factor=16)
+    tyz, yi = s[C].split(yi, nparts=2)
+    ty, yi = s[C].split(yi, nparts=4)
+    txz, xi = s[C].split(xi, nparts=2)
+    tx, xi = s[C].split(xi, nparts=4)
+    s[C].reorder(by, bx, tyz, txz, ty, tx, yi, xi)
+    s[C].bind(by, sl.thread_axis("blockIdx.y"))
+    s[C].bind(bx, sl.thread_axis("blockIdx.x"))
+    s[C].bind(tyz, sl.thread_axis((0, 2), "vthread", name="vy"))
+    s[C].bind(txz, sl.thread_axis((0, 2), "vthread", name="vx"))
+    s[C].bind(ty, sl.thread_axis("threadIdx.y"))
+    s[C].bind(tx, sl.thread_axis("threadIdx.x"))
+    s[CC].compute_at(s[C], tx)
+    ko, ki = s[CC].split(CC.op.reduce_axis[0], factor=k_tile)
+    s[CC].reorder(ko, ki, *CC.op.axis)
+    for T in (AA, BB):
+        s[T].compute_at(s[CC], ko)
+        cooperative_fetch(s, T, 4, 4)
+    for T in (AL, BL):
+        s[T].compute_at(s[CC], ki)
+    return s, [A, B, C]

@@ -65,3 +65,11 @@ def test_a_store_predicate_must_be_a_condition():
     s, (X, Y) = schedules.row_sum()
     with pytest.raises(sl.ScheduleError, match="set_store_predicate.*must be a condition"):
         s[Y].set_store_predicate(sl.thread_axis("threadIdx.x").var + 1)
+
+
+def test_a_store_predicate_is_part_of_the_schedule():
+    """Two schedules that differ only in their store predicate are different builds (the
+    predicate is no step: such a schedule is built uncached)."""
+    one = sl.build(*schedules.row_reduce(rows=3, cols=40, threads=32), target="cuda")
+    last = sl.build(*schedules.row_reduce(rows=3, cols=40, threads=32, store_predicate=True), target="cuda")
+    assert "if (k_inner == 0) {" in one.get_source() and "if (k_inner == 31) {" in last.get_source()

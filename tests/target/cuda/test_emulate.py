@@ -144,3 +144,20 @@ def test_without_the_barrier_pass_thread_sanitizer_reports_the_race(monkeypatch)
     arrays, _ = arrays_for(s, args)
     with pytest.raises(RuntimeError, match="ThreadSanitizer found a data race"):
         mod.emulate(*arrays, sanitize="thread")
+
+
+def test_virtual_threads_run_inside_each_thread_not_as_a_launch_axis():
+    """TVM's GEMM with 2x2 vthreads of 4x4 threads, 2x2 registers each, shared and local caches."""
+    mod = emulate_and_check(*schedules.vthread_gemm(37, 35, 13))
+    src = mod.get_source()
+    assert "__launch_bounds__(16)" in src and "vthread" not in src
+    assert "for (int i_inner_outer = 0; i_inner_outer < 2; ++i_inner_outer) {" in src
+    assert "__shared__ float A_shared[64];" in src and "float C_local[4];" in src
+
+
+def test_thread_axis_takes_a_domain_first_as_in_tvm():
+    vx = sl.thread_axis((0, 2), "vthread", name="vx")
+    assert vx.thread_tag == "vthread" and vx.var.name == "vx"
+    assert sl.thread_axis("threadIdx.x").var.name == "threadIdx.x"
+    with pytest.raises(ValueError, match="unknown thread tag"):
+        sl.thread_axis((0, 2), "vthread.x")

@@ -90,15 +90,6 @@ def test_too_much_shared_memory_or_too_many_blocks_along_y():
         sl.build(s, [A, B], target="cuda")
 
 
-def test_virtual_threads_come_later():
-    A, B, s = elementwise(64)
-    xo, xi = s[B].split(B.op.axis[0], factor=8)
-    s[B].bind(xo, sl.thread_axis("vthread"))
-    s[B].bind(xi, sl.thread_axis("threadIdx.x"))
-    with pytest.raises(sl.LoweringError, match="virtual threads are not supported by the cuda target yet"):
-        sl.build(s, [A, B], target="cuda")
-
-
 def test_a_shared_stage_computed_outside_the_block():
     s, args = schedules.shared_gemm()
     AA = s.stages[[st.name for st in s.stages].index("A.shared")]
