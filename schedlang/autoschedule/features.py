@@ -10,6 +10,7 @@ allocations. Every value goes through log2(1 + x), so pooled counts stay compara
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -28,6 +29,7 @@ OUTER = 3                  # extents of the three outermost loops
 CACHE_LINE = 64
 CACHES = (32 * 1024, 1024 * 1024)     # L1 and L2 sizes of a typical core (estimates, not the host's)
 UNROLL_PRAGMA = "auto_unroll_max_step"
+SYMBOLIC_EXTENT = 1024     # what a loop over a size variable counts as
 
 ARITH = ("f_add", "f_mul", "f_fma", "f_div", "f_cmp", "f_math", "i_ops", "casts", "loads", "guards")
 LOOP = (["n_loops", "iterations", "innermost_extent", "innermost_vectorized", "vector_lanes",
@@ -221,7 +223,8 @@ def store_features(store: Store, loops: List[For], guards: int, cores: int) -> L
 
 def _walk(s: Stmt, loops: List[For], guards: int, cores: int, rows: List[List[float]], allocs: List[int]) -> None:
     if isinstance(s, For):
-        _walk(s.body, loops + [s], guards, cores, rows, allocs)
+        loop = s if isinstance(s.extent, int) else dataclasses.replace(s, extent=SYMBOLIC_EXTENT)
+        _walk(s.body, loops + [loop], guards, cores, rows, allocs)
     elif isinstance(s, Store):
         rows.append(store_features(s, loops, guards, cores))
     elif isinstance(s, IfThen):

@@ -26,11 +26,12 @@ from typing import Any, Callable, Dict, List, Optional, Set
 
 import numpy as np
 
-from ..driver import lower
+from ..driver import lower_tile_to_kernel
 from ..errors import LoweringError, ScheduleError
+from ..limits import recursion_guard
 from . import records
 from .cost_model import CostModel
-from .features import features
+from .features import tile_features, tile_ir
 from .measure import Measurer
 from .mutate import crossover, mutate
 from .sample import sample
@@ -59,6 +60,7 @@ class Candidate:
     features: np.ndarray
     score: float = 0.0            # the cost model's prediction: higher is faster
     kernel_hash: str = ""
+    lowered: Optional[tuple] = field(default=None, repr=False)   # (schedule, Tile IR) until hashed
 
     @property
     def key(self) -> str:
@@ -71,11 +73,15 @@ def steps_key(steps) -> str:
     return json.dumps(obj, sort_keys=True)
 
 
-def kernel_hash(task: SearchTask, s) -> str:
+def kernel_hash(task: SearchTask, s, tile=None) -> str:
     """sha256 of the generated Kernel IR: schedules that differ only in their steps (a split
-    by the full extent, an unroll of a 1-loop) lower to the same kernel and count once."""
-    text = lower(s, task.args, level="kernel", target=task.target)
-    return hashlib.sha256(str(text).encode()).hexdigest()
+    by the full extent, an unroll of a 1-loop) lower to the same kernel and count once.
+    tile: the schedule's Tile IR when at hand (lowered again otherwise)."""
+    if tile is None:
+        tile = tile_ir(s, task.args)
+    with recursion_guard("lower"):
+        text = str(lower_tile_to_kernel(tile, s, task.target))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _pick_tournament(pop: List[Candidate], rng: random.Random) -> Candidate:
@@ -113,12 +119,12 @@ class Evolver:
         if key in self.cache:
             return self.cache[key]
         try:
-            x = features(self.task, s)
+            tile = tile_ir(s, self.task.args)
         except (ScheduleError, LoweringError):
             self.pruned += 1
             self.cache[key] = None
             return None
-        cand = self.cache[key] = Candidate(sketch, decisions, steps_json, x)
+        cand = self.cache[key] = Candidate(sketch, decisions, steps_json, tile_features(tile), lowered=(s, tile))
         return cand
 
     def random_candidate(self) -> Optional[Candidate]:
@@ -161,29 +167,39 @@ class Evolver:
         return c.key not in self.seen_steps
 
     def propose(self, count: int) -> List[Candidate]:
-        """Up to count new candidates to measure (each with its kernel hash), best scored
-        first, then the random explorers."""
+        """Up to count new candidates to measure (each with its kernel hash): half of the
+        model's picks from the mutations of the fastest measured candidates (a local search
+        the model filters), half from the whole evolved population, then random explorers."""
         p = self.policy
         elites = [c for _, c in sorted(self.measured, key=lambda tc: tc[0])[:p.elites]]
         fresh = self._random(max(1, p.population - len(elites)))
         pop = _unique(elites + fresh)
         seen: Dict[str, Candidate] = {c.key: c for c in pop}
         self._score(pop)
+        local: List[Candidate] = []
+        if elites and p.generations:
+            local = [c for c in _unique(self._children(elites)) if c.key not in seen]
+            self._score(local)
+            seen.update((c.key, c) for c in local)
         for _ in range(p.generations if pop else 0):
             kids = [c for c in _unique(self._children(pop)) if c.key not in seen]
             self._score(kids)
             seen.update((c.key, c) for c in kids)
             pop = sorted(_unique(pop + kids), key=lambda c: -c.score)[:p.population]
-        ranked = sorted((c for c in seen.values() if self._new(c)), key=lambda c: -c.score)
+        best_first = lambda cands: sorted((c for c in cands if self._new(c)), key=lambda c: -c.score)
+        ranked = best_first(seen.values())
         n_random = int(round(p.epsilon * count)) if self.model.trained else 0
         chosen: List[Candidate] = []
         hashes: Set[str] = set()
-        self._take(ranked, count - n_random, chosen, hashes)
+        self._take(best_first(local), (count - n_random) // 2, chosen, hashes)
+        self._take(ranked, count - n_random - len(chosen), chosen, hashes)
         explore = [c for c in fresh + self._random(2 * n_random) if self._new(c)]
         self.rng.shuffle(explore)
         self._take(explore, count - len(chosen), chosen, hashes)
         if len(chosen) < count:          # the model's picks ran out: fill from the rest
             self._take(ranked, count - len(chosen), chosen, hashes)
+        for c in list(seen.values()) + explore:
+            c.lowered = None             # keep only features and steps of the many candidates seen
         return chosen
 
     def _take(self, pool: List[Candidate], n: int, chosen: List[Candidate], hashes: Set[str]) -> None:
@@ -194,8 +210,10 @@ class Evolver:
                 continue
             if not c.kernel_hash:
                 try:
-                    s = self.task.schedule().apply_json(c.steps_json)
-                    c.kernel_hash = kernel_hash(self.task, s)
+                    if c.lowered is None:
+                        c.kernel_hash = kernel_hash(self.task, self.task.schedule().apply_json(c.steps_json))
+                    else:
+                        c.kernel_hash = kernel_hash(self.task, *c.lowered)
                 except (ScheduleError, LoweringError):
                     self.pruned += 1
                     self.seen_steps.add(c.key)
@@ -229,7 +247,7 @@ class Evolver:
             try:
                 s = self.task.schedule()
                 s.apply_json(json.dumps(r["steps"]))
-                x = features(self.task, s)
+                x = tile_features(tile_ir(s, self.task.args))
             except (ValueError, TypeError, KeyError, LoweringError):   # ScheduleError is a ValueError
                 continue
             t = None if r["kernel_hash"] in failed else r["median_s"]

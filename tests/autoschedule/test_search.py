@@ -229,7 +229,8 @@ def test_evolution_beats_random_search_on_a_cost_formula(tmp_path):
                 policy, model = SearchPolicy(population=8, generations=0, epsilon=0), CostModel(seed, 10 ** 9)
             assert _search(task, log, seed, 32, policy, model) == 32
             best[kind].append(min(r["median_s"] for r in records.load(log)))
-    assert np.mean(best["evolution"]) < np.mean(best["random"]), best
+    # (seen: evolution 3.6, 1.1 ms; random 4.0, 8.0 ms. Seeds 2 and 3 gave 1.0, 1.0 against 1.3, 1.0)
+    assert np.mean(best["evolution"]) < 0.75 * np.mean(best["random"]), best
     assert max(best["evolution"]) <= 4e-3, best         # within two doublings of the optimum (1 ms)
 
 
