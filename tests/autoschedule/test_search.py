@@ -262,3 +262,20 @@ def test_a_search_on_softmax_returns_a_correct_schedule(tmp_path):
                                    per_round=4, number=1, repeat=1, verbose=0, policy=SMALL)
     assert sl.autoschedule.check_against_reference(task, s) is None
     assert [json.loads(x)["steps"] for x in open(tmp_path / "sm.jsonl")]
+
+
+def test_auto_unroll_max_step_bounds_the_copies_of_a_whole_nest():
+    """The pragma unrolls a loop only when its whole nest (counting inner loops already
+    unrolled) has at most that many iterations: sampled schedules once unrolled 16 * 4 * 4 * 2
+    copies under a step of 16, and lowering took minutes."""
+    A = sl.placeholder((8, 4, 4), name="A")
+    B = sl.compute((8, 4, 4), lambda i, j, k: A[i, j, k] * 2.0, name="B")
+    s = sl.create_schedule(B.op)
+    s[B].pragma(B.op.axis[0], "auto_unroll_max_step", 16)
+    kernel = str(sl.lower(s, [A, B], level="kernel"))
+    assert "for i" in kernel and "for j" not in kernel and "for k" not in kernel
+    assert kernel.count("B[") == 16
+    a = np.random.default_rng(0).uniform(-1, 1, (8, 4, 4)).astype("float32")
+    b = np.zeros_like(a)
+    sl.build(s, [A, B])(a, b)
+    np.testing.assert_array_equal(b, a * 2.0)
