@@ -12,13 +12,8 @@ from ..schedule import Schedule
 from ..tensor.reference import evaluate
 from . import records
 from .measure import BUILD_TIMEOUT_S, RUN_TIMEOUT_S, Measurer, random_inputs
-from .search import run_search
+from .search import SearchPolicy, run_search
 from .task import SearchTask
-
-try:                      # a progress bar when tqdm happens to be installed
-    from tqdm import tqdm as _tqdm
-except ImportError:       # pragma: no cover - depends on the environment
-    _tqdm = None
 
 CHECK_RTOL = 1e-3         # float results of a reordered reduction differ in rounding only
 
@@ -58,7 +53,7 @@ def auto_schedule(outputs, target="llvm", trials: int = 64, log: str = "records.
                   executor: Optional[cf.Executor] = None, seed: Optional[int] = None, *,
                   per_round: int = 8, number: int = 5, repeat: int = 3,
                   build_timeout: float = BUILD_TIMEOUT_S, run_timeout: float = RUN_TIMEOUT_S,
-                  progress: bool = False) -> Tuple[Schedule, List]:
+                  verbose: int = 1, policy: Optional[SearchPolicy] = None) -> Tuple[Schedule, List]:
     """Search schedules of the program computing outputs (tensors, or a SearchTask) and
     return (schedule, args) of the fastest one that matches the reference evaluator.
 
@@ -67,14 +62,18 @@ def auto_schedule(outputs, target="llvm", trials: int = 64, log: str = "records.
     records of this workload and target is resumed: its candidates are never measured
     again and count for the best. Measurements run in one spawned worker process with a
     build and a run timeout, or through `executor` (any concurrent.futures.Executor).
-    seed makes the candidates and their order reproducible."""
+    Candidates come from an evolutionary search ranked by a learned cost model on Tile IR
+    features (search.py; `policy` sets its population, generations and exploration).
+    seed makes the candidates and their order reproducible (given the same measurements).
+    verbose=1 shows a progress bar with the best GFLOP/s on a terminal (tqdm); 0 is silent."""
     if not isinstance(trials, int) or trials < 0:
         raise ValueError(f"auto_schedule: trials must be a non-negative integer, got {trials!r}")
     task = _task(outputs, target)
     measurer = Measurer(executor, number, repeat, build_timeout, run_timeout)
-    bar = _tqdm(total=trials, desc="auto_schedule") if progress and _tqdm is not None else None
+    bar = progress_bar(trials, verbose)
     try:
-        run_search(task, trials, log, measurer, seed, per_round, on_record=(lambda rec: bar.update(1)) if bar else None)
+        run_search(task, trials, log, measurer, seed, per_round, on_record=bar.update if bar else None,
+                   policy=policy or SearchPolicy())
     except KeyboardInterrupt:
         measurer.close(interrupted=True)
         print(f"auto_schedule: interrupted; the measured candidates are in {log}", file=sys.stderr)
@@ -84,6 +83,34 @@ def auto_schedule(outputs, target="llvm", trials: int = 64, log: str = "records.
             bar.close()
     measurer.close()
     return _best_checked(task, log)
+
+
+class _Progress:
+    """A tqdm bar over the trials with the best GFLOP/s so far."""
+
+    def __init__(self, tqdm, trials: int):
+        self.bar, self.best = tqdm(total=trials, desc="auto_schedule", unit="trial", file=sys.stderr), None
+
+    def update(self, rec) -> None:
+        if rec.get("gflops") and (self.best is None or rec["gflops"] > self.best):
+            self.best = rec["gflops"]
+            self.bar.set_postfix_str(f"best {self.best:.3g} GFLOP/s")
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def progress_bar(trials: int, verbose: int) -> Optional[_Progress]:
+    """The progress bar, or None when verbose is 0, stderr is not a terminal, or tqdm is
+    not installed."""
+    if not verbose or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:       # pragma: no cover - depends on the environment
+        return None
+    return _Progress(tqdm, trials)
 
 
 def _replayable(task: SearchTask, recs):

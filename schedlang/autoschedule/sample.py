@@ -1,11 +1,18 @@
 """Random annotation: a concrete schedule from a sketch, with random tile sizes and
 annotations. Every call goes through the public primitives, so the schedule's step
-list is the candidate and a bad draw is a ScheduleError (the caller prunes it)."""
+list is the candidate and a bad draw is a ScheduleError (the caller prunes it).
+
+Every random choice is a named decision of a Trace ("C|tile|i": the sizes of C's loop i
+at each tiling level, "C|par": how many outer loops are fused and parallel, ...). A
+sample replayed with given decisions makes the same choices, and draws only those it
+is not given (or that do not fit any more): that is how the evolutionary search mutates
+(change one decision) and crosses (take each stage's decisions from either parent).
+"""
 from __future__ import annotations
 
 import math
 import random
-from typing import List
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..schedule import Schedule, legal
 from ..tensor.axis import DATA_PAR, REDUCE
@@ -16,6 +23,31 @@ SPATIAL_LEVELS = 4      # S S R S R S on CPU, as Ansor
 REDUCE_LEVELS = 2
 MAX_INNER_TILE = 16     # the innermost spatial tile is vectorized: keep it short
 DIVISIBLE_P = 0.7       # how often tile sizes factor the extent exactly
+MAX_PAR_FUSE = 4        # outer loops fused into the parallel one, at most
+MAX_AT_POSITION = 2     # a producer is computed at one of its consumer's first loops, at most this deep
+
+
+class Trace:
+    """The decisions of one sample, by name. given: decisions to reuse (from a parent);
+    a given value that check() rejects is drawn again."""
+
+    def __init__(self, rng: random.Random, given: Optional[Dict[str, Any]] = None):
+        self.rng = rng
+        self.given = dict(given or {})
+        self.made: Dict[str, Any] = {}
+
+    def pick(self, key: str, draw: Callable[[random.Random], Any],
+             check: Callable[[Any], bool] = lambda v: True) -> Any:
+        value = self.given.get(key)
+        if value is None or not check(value):
+            value = draw(self.rng)
+        self.made[key] = value
+        return value
+
+
+def decision_stage(key: str) -> str:
+    """The stage a decision belongs to (crossover takes each stage's decisions from one parent)."""
+    return key.split("|", 1)[0]
 
 
 def _divisors(n: int) -> List[int]:
@@ -39,6 +71,23 @@ def tile_sizes(rng: random.Random, extent: int, levels: int, inner_max: int = MA
     return sizes[::-1]
 
 
+def tile_levels(trace: Trace, key: str, extent: int, levels: int, inner_max: int = MAX_INNER_TILE) -> List[int]:
+    """The decision `key`: the sizes of a loop of `extent` at each of `levels` tiling levels,
+    outermost first; the outermost is what the inner ones leave (ceil), so a product above
+    the extent is a tiling with tails."""
+    def draw(rng):
+        return [0] + tile_sizes(rng, extent, levels, inner_max)
+
+    def check(v):
+        return (isinstance(v, list) and len(v) == levels
+                and all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= extent for x in v[1:]))
+
+    sizes = list(trace.pick(key, draw, check))
+    sizes[0] = max(1, -(-extent // math.prod(sizes[1:])))
+    trace.made[key] = sizes
+    return sizes
+
+
 def split_levels(st, ivar, sizes: List[int]) -> list:
     """Split ivar into len(sizes)+1 loops, the inner ones of the given sizes, outermost first."""
     loops = []
@@ -49,17 +98,18 @@ def split_levels(st, ivar, sizes: List[int]) -> list:
     return [rest] + loops[::-1]
 
 
-def multi_level_tile(rng: random.Random, st, spatial_levels: int = SPATIAL_LEVELS,
-                     reduce_levels: int = REDUCE_LEVELS, spatial_sizes=None) -> List[list]:
+def multi_level_tile(trace: Trace, st, spatial_levels: int = SPATIAL_LEVELS,
+                     reduce_levels: int = REDUCE_LEVELS) -> List[list]:
     """Tile every loop of st: spatial ones into spatial_levels, reduction ones into
     reduce_levels, then order them S.. R S.. R .. S (reductions between the spatial levels).
     Returns the levels' loops, outermost first."""
     ext = st.static_extents()
     spatial = [a for a in st.leaf_iter_vars if a.kind == DATA_PAR]
     reduce = [a for a in st.leaf_iter_vars if a.kind == REDUCE]
-    s_loops = [split_levels(st, a, spatial_sizes[i] if spatial_sizes else
-                            tile_sizes(rng, ext[a], spatial_levels)) for i, a in enumerate(spatial)]
-    r_loops = [split_levels(st, a, tile_sizes(rng, ext[a], reduce_levels, inner_max=ext[a])) for a in reduce]
+    s_loops = [split_levels(st, a, tile_levels(trace, f"{st.name}|tile|{a.name}", ext[a], spatial_levels)[1:])
+               for a in spatial]
+    r_loops = [split_levels(st, a, tile_levels(trace, f"{st.name}|tile|{a.name}", ext[a], reduce_levels,
+                                               inner_max=ext[a])[1:]) for a in reduce]
     levels: List[list] = []
     r_at = {spatial_levels - reduce_levels + j: j for j in range(reduce_levels)}   # R_j before S level 2+j
     for level in range(spatial_levels):
@@ -70,79 +120,96 @@ def multi_level_tile(rng: random.Random, st, spatial_levels: int = SPATIAL_LEVEL
     return levels
 
 
-def _tile_cache_write(rng: random.Random, s: Schedule, st) -> None:
+def _tile_cache_write(trace: Trace, s: Schedule, st) -> None:
     """Accumulate in a local stage computed at the outer tiles of the output stage."""
     cache = s[s.cache_write(st.op.output(0), "local")]
     ext = st.static_extents()
     spatial = [a for a in st.leaf_iter_vars if a.kind == DATA_PAR]
-    sizes = [tile_sizes(rng, ext[a], 3) for a in spatial]
-    levels = [split_levels(st, a, sz) for a, sz in zip(spatial, sizes)]
+    levels = [split_levels(st, a, tile_levels(trace, f"{st.name}|tile|{a.name}", ext[a], 3)[1:]) for a in spatial]
     st.reorder(*[loops[lv] for lv in range(3) for loops in levels])
-    cache.compute_at(st, levels[-1][1])
+    at = trace.pick(f"{st.name}|cache_at", lambda rng: 1, lambda v: v in (0, 1))
+    cache.compute_at(st, levels[-1][at])
     inner = [a for a in cache.leaf_iter_vars if a.kind == DATA_PAR]
     reduce = [a for a in cache.leaf_iter_vars if a.kind == REDUCE]
-    r_loops = [split_levels(cache, a, tile_sizes(rng, cache.static_extents()[a], 2, inner_max=64)) for a in reduce]
+    cext = cache.static_extents()
+    r_loops = [split_levels(cache, a, tile_levels(trace, f"{cache.name}|tile|{a.name}", cext[a], 2, inner_max=64)[1:])
+               for a in reduce]
     cache.reorder(*[loops[0] for loops in r_loops], *[loops[1] for loops in r_loops], *inner)
 
 
-def _rfactor(rng: random.Random, s: Schedule, st) -> None:
+def _rfactor(trace: Trace, s: Schedule, st) -> None:
     red = [a for a in st.leaf_iter_vars if a.kind == REDUCE]
     if len(red) > 1:
         st.fuse(*red)
         red = [a for a in st.leaf_iter_vars if a.kind == REDUCE]
     extent = st.static_extents()[red[0]]
-    _, inner = st.split(red[0], factor=tile_sizes(rng, extent, 2, inner_max=extent)[0])
+    sizes = tile_levels(trace, f"{st.name}|rfactor", extent, 2, inner_max=extent)
+    _, inner = st.split(red[0], factor=sizes[1])
     s.rfactor(st.op.output(0), inner, 0)
 
 
-def _annotate(rng: random.Random, s: Schedule, st) -> None:
+def _locate(trace: Trace, s: Schedule, st) -> None:
+    """Where a producer left at the root is computed: at the root (-1) or at one of the
+    first loops of its only consumer (position), so what it writes is read while still in cache."""
+    consumers = legal.effective_consumers(s, st)
+    if st.is_output or st.attach_type != "root" or len(consumers) != 1:
+        return
+    consumer = consumers[0]
+    if consumer.attach_type == "inline":
+        return
+    n = min(MAX_AT_POSITION, legal.outer_fusable_spatial(consumer))
+    pos = trace.pick(f"{st.name}|at", lambda rng: rng.choice([-1] + list(range(n))),
+                     lambda v: isinstance(v, int) and -1 <= v < n)
+    if pos >= 0:
+        st.compute_at(consumer, consumer.leaf_iter_vars[pos])
+
+
+def _annotate(trace: Trace, s: Schedule, st) -> None:
     """Fuse and parallelise the outer loops, vectorize the innermost, pick an unroll step."""
     leaves = list(st.leaf_iter_vars)
     par_pos = -1
-    n_outer = legal.outer_fusable_spatial(st, limit=rng.choice([1, 2, 3, 4]))
-    if st.attach_type == "root" and not legal.inside_parallel(st) and n_outer and rng.random() < 0.85:
-        first = leaves[0]
-        attach = legal.last_attach_position(s, st)
-        if n_outer > 1 and (attach < 0 or n_outer <= attach):     # fuse only loops outside attach points
-            first = st.fuse(*leaves[:n_outer])
-        st.parallel(first)
-        leaves = list(st.leaf_iter_vars)
-        par_pos = leaves.index(first)
+    n_outer = legal.outer_fusable_spatial(st, limit=MAX_PAR_FUSE)
+    if st.attach_type == "root" and not legal.inside_parallel(st) and n_outer:
+        n_par = trace.pick(f"{st.name}|par", lambda rng: 0 if rng.random() >= 0.85 else rng.randint(1, MAX_PAR_FUSE),
+                           lambda v: isinstance(v, int) and 0 <= v <= MAX_PAR_FUSE)
+        n_par = min(n_par, n_outer)
+        if n_par:
+            first = leaves[0]
+            attach = legal.last_attach_position(s, st)
+            if n_par > 1 and (attach < 0 or n_par <= attach):     # fuse only loops outside attach points
+                first = st.fuse(*leaves[:n_par])
+            st.parallel(first)
+            leaves = list(st.leaf_iter_vars)
+            par_pos = leaves.index(first)
     cands = legal.vectorize_candidates(s, st, par_pos)
-    if cands and cands[-1] == len(leaves) - 1 and rng.random() < 0.8:
-        st.vectorize(leaves[-1])
-    step = rng.choice((0,) + legal.PRAGMA_STEPS)
+    if cands and cands[-1] == len(leaves) - 1:
+        if trace.pick(f"{st.name}|vec", lambda rng: rng.random() < 0.8, lambda v: isinstance(v, bool)):
+            st.vectorize(leaves[-1])
+    step = trace.pick(f"{st.name}|unroll", lambda rng: rng.choice((0,) + legal.PRAGMA_STEPS),
+                      lambda v: v in (0,) + legal.PRAGMA_STEPS)
     if step:
         st.pragma(leaves[0], "auto_unroll_max_step", step)
 
 
-def sample(task: SearchTask, sketch: Sketch, rng: random.Random) -> Schedule:
-    """One concrete schedule of the sketch; raises ScheduleError when a draw is illegal."""
+def sample(task: SearchTask, sketch: Sketch, rng: random.Random,
+           given: Optional[Dict[str, Any]] = None) -> Tuple[Schedule, Dict[str, Any]]:
+    """One concrete schedule of the sketch and its decisions (those in `given` reused where
+    they still fit); raises ScheduleError when a draw is illegal."""
+    trace = Trace(rng, given)
     s = task.schedule()
     for stage_name, rule in sketch.rules:
         st = s[stage_name]
         if rule == "inline":
             st.compute_inline()
         elif rule == "tile":
-            multi_level_tile(rng, st)
+            multi_level_tile(trace, st)
         elif rule == "tile_cache_write":
-            _tile_cache_write(rng, s, st)
+            _tile_cache_write(trace, s, st)
         elif rule == "rfactor":
-            _rfactor(rng, s, st)
+            _rfactor(trace, s, st)
+    for st in list(s.stages):
+        if legal.is_live(st):
+            _locate(trace, s, st)
     for st in sorted([st for st in s.stages if legal.is_live(st)], key=legal.attach_depth):
-        _annotate(rng, s, st)
-    return s
-
-
-def work_per_thread(s: Schedule) -> float:
-    """A cheap analytic score (lower is better): the sequential work left per parallel
-    iteration, summed over stages; a stand-in until a learned cost model ranks candidates."""
-    total = 0.0
-    for st in s.stages:
-        if not legal.is_live(st):
-            continue
-        ext = st.static_extents()
-        work = math.prod(ext[a] for a in st.leaf_iter_vars)
-        par = math.prod(ext[a] for a in st.leaf_iter_vars if legal.is_parallel(st, a)) or 1
-        total += work / min(par, 64)
-    return total
+        _annotate(trace, s, st)
+    return s, trace.made

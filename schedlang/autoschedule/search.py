@@ -1,115 +1,305 @@
-"""The search: propose candidates from the sketches, rank them, measure the best few,
-log every measurement, repeat until the trials are spent.
+"""The search: evolve candidates from the sketches under a learned cost model, measure
+the most promising few each round (plus some random ones), log every measurement,
+repeat until the trials are spent.
 
-Each round samples a pool of candidates (random annotation of every sketch in turn),
-prunes the illegal ones (ScheduleError, before anything is built) and those whose
-Kernel IR was already measured (in this search or in the log it resumes), ranks the rest
-with the cost model and measures its top ones. The cost model and the proposal are the
-two places a learned model (features from Tile IR) and evolutionary mutation of the
-best records plug in.
+A round, as Ansor's evolutionary search:
+1. the population starts from the fastest candidates measured so far (this search's or
+   the resumed log's, replayed from their decisions) and fresh random annotations of
+   every sketch;
+2. each generation makes children by mutation (tile sizes, annotations, compute
+   locations) and crossover (same sketch), replays them through the schedule primitives
+   (a ScheduleError or LoweringError prunes the child before anything is built), lowers
+   them to Tile IR, scores their features with the model and keeps the best;
+3. of everything seen this round, the best scored candidates not measured yet are
+   measured, with a share `epsilon` of random ones (exploration; before the model has
+   data every pick is effectively random). A candidate whose steps or Kernel IR hash was
+   measured before (also in the resumed log) is never measured again.
+Measurements go into the log and train the model for the next round.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import random
-from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Set
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Set
 
-from ..driver import lower
+import numpy as np
+
+from ..driver import lower_tile_to_kernel
 from ..errors import LoweringError, ScheduleError
+from ..limits import recursion_guard
 from . import records
+from .cost_model import CostModel
+from .features import tile_features, tile_ir
 from .measure import Measurer
-from .sample import sample, work_per_thread
+from .mutate import crossover, mutate
+from .sample import sample
 from .sketch import Sketch, generate_sketches
 from .task import SearchTask
 
-POOL_PER_MEASURED = 4     # candidates proposed per candidate measured
 MAX_EMPTY_ROUNDS = 3      # rounds without a new candidate before the space counts as exhausted
+
+
+@dataclass(frozen=True)
+class SearchPolicy:
+    """How the evolutionary search spends its effort per round."""
+
+    population: int = 32          # candidates kept per generation
+    generations: int = 2          # rounds of mutation/crossover (0: random sampling only)
+    crossover_p: float = 0.2      # share of children made by crossover (the rest by mutation)
+    epsilon: float = 0.25         # share of each round's measurements picked at random
+    elites: int = 8               # fastest measured candidates seeded into the population
 
 
 @dataclass
 class Candidate:
-    sketch: str
+    sketch: Sketch
+    decisions: Dict[str, Any]
     steps_json: str
-    kernel_hash: str
-    score: float          # the cost model's prediction: lower is better
+    features: np.ndarray
+    score: float = 0.0            # the cost model's prediction: higher is faster
+    kernel_hash: str = ""
+    lowered: Optional[tuple] = field(default=None, repr=False)   # (schedule, Tile IR) until hashed
+
+    @property
+    def key(self) -> str:
+        return steps_key(self.steps_json)
 
 
-def kernel_hash(task: SearchTask, s) -> str:
+def steps_key(steps) -> str:
+    """A canonical text of a step list (JSON text or its parsed form): equal schedules, equal keys."""
+    obj = json.loads(steps) if isinstance(steps, str) else steps
+    return json.dumps(obj, sort_keys=True)
+
+
+def kernel_hash(task: SearchTask, s, tile=None) -> str:
     """sha256 of the generated Kernel IR: schedules that differ only in their steps (a split
-    by the full extent, an unroll of a 1-loop) lower to the same kernel and count once."""
-    text = lower(s, task.args, level="kernel", target=task.target)
-    return hashlib.sha256(str(text).encode()).hexdigest()
+    by the full extent, an unroll of a 1-loop) lower to the same kernel and count once.
+    tile: the schedule's Tile IR when at hand (lowered again otherwise)."""
+    if tile is None:
+        tile = tile_ir(s, task.args)
+    with recursion_guard("lower"):
+        text = str(lower_tile_to_kernel(tile, s, task.target))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
-class AnalyticModel:
-    """Ranks candidates by work per parallel iteration (sample.work_per_thread).
-    A learned model replaces it with the same two methods."""
-
-    def predict(self, task: SearchTask, schedules: List) -> List[float]:
-        return [work_per_thread(s) for s in schedules]
-
-    def update(self, task: SearchTask, measured: List[Dict]) -> None:
-        """Learn from new records (the analytic model does not learn)."""
+def _pick_tournament(pop: List[Candidate], rng: random.Random) -> Candidate:
+    a, b = rng.choice(pop), rng.choice(pop)
+    return a if a.score >= b.score else b
 
 
-class Proposer:
-    """Draws legal, not yet seen candidates from the sketches, deterministically for a seed."""
+class Evolver:
+    """Proposes candidates to measure, deterministically for a seed (given the measurements)."""
 
-    def __init__(self, task: SearchTask, rng: random.Random, seen: Set[str], model=None):
-        self.task, self.rng, self.seen = task, rng, seen
+    def __init__(self, task: SearchTask, rng: random.Random, model: Optional[CostModel] = None,
+                 policy: SearchPolicy = SearchPolicy()):
+        self.task, self.rng, self.policy = task, rng, policy
+        self.model = model if model is not None else CostModel(rng.randrange(1 << 30))
         self.sketches: List[Sketch] = generate_sketches(task)
-        self.model = model or AnalyticModel()
-        self.pruned = 0        # draws rejected by a ScheduleError
+        self.by_name = {sk.name: sk for sk in self.sketches}
+        self.seen_hashes: Set[str] = set()       # kernel hashes measured (or in the log)
+        self.seen_steps: Set[str] = set()        # step keys measured (or in the log)
+        self.measured: List[tuple] = []          # (median seconds, Candidate) of successes with decisions
+        self.cache: Dict[str, Optional[Candidate]] = {}     # step key -> candidate (None: pruned)
+        self.pruned = 0                          # children rejected by a ScheduleError / LoweringError
+        self._draws = 0
+
+    # ---- making candidates ---------------------------------------------------------------
+
+    def make(self, sketch: Sketch, given: Optional[Dict[str, Any]] = None) -> Optional[Candidate]:
+        """The candidate the sketch makes with these decisions (others drawn), None when illegal."""
+        try:
+            s, decisions = sample(self.task, sketch, self.rng, given)
+            steps_json = s.to_json()
+        except (ScheduleError, LoweringError):
+            self.pruned += 1
+            return None
+        key = steps_key(steps_json)
+        if key in self.cache:
+            return self.cache[key]
+        try:
+            tile = tile_ir(s, self.task.args)
+        except (ScheduleError, LoweringError):
+            self.pruned += 1
+            self.cache[key] = None
+            return None
+        cand = self.cache[key] = Candidate(sketch, decisions, steps_json, tile_features(tile), lowered=(s, tile))
+        return cand
+
+    def random_candidate(self) -> Optional[Candidate]:
+        sketch = self.sketches[self._draws % len(self.sketches)]
+        self._draws += 1
+        return self.make(sketch)
+
+    def _random(self, count: int) -> List[Candidate]:
+        out = []
+        for _ in range(count):
+            c = self.random_candidate()
+            if c is not None:
+                out.append(c)
+        return out
+
+    def _score(self, cands: List[Candidate]) -> None:
+        for c, y in zip(cands, self.model.predict([c.features for c in cands])):
+            c.score = float(y)
+
+    def _children(self, pop: List[Candidate]) -> List[Candidate]:
+        by_sketch: Dict[str, List[Candidate]] = {}
+        for c in pop:
+            by_sketch.setdefault(c.sketch.name, []).append(c)
+        out = []
+        for _ in range(self.policy.population):
+            a = _pick_tournament(pop, self.rng)
+            mates = [c for c in by_sketch[a.sketch.name] if c is not a]
+            if mates and self.rng.random() < self.policy.crossover_p:
+                decisions = crossover(a.decisions, _pick_tournament(mates, self.rng).decisions, self.rng)
+            else:
+                decisions = mutate(a.decisions, self.rng)
+            child = self.make(a.sketch, decisions)
+            if child is not None:
+                out.append(child)
+        return out
+
+    # ---- a round ---------------------------------------------------------------------------
+
+    def _new(self, c: Candidate) -> bool:
+        return c.key not in self.seen_steps
 
     def propose(self, count: int) -> List[Candidate]:
-        """Up to count new candidates, best predicted first."""
-        drawn, schedules, hashes = [], [], set()
-        for i in range(count):
-            sketch = self.sketches[i % len(self.sketches)]
+        """Up to count new candidates to measure (each with its kernel hash): half of the
+        model's picks from the mutations of the fastest measured candidates (a local search
+        the model filters), half from the whole evolved population, then random explorers."""
+        p = self.policy
+        elites = [c for _, c in sorted(self.measured, key=lambda tc: tc[0])[:p.elites]]
+        fresh = self._random(max(1, p.population - len(elites)))
+        pop = _unique(elites + fresh)
+        seen: Dict[str, Candidate] = {c.key: c for c in pop}
+        self._score(pop)
+        local: List[Candidate] = []
+        if elites and p.generations:
+            local = [c for c in _unique(self._children(elites)) if c.key not in seen]
+            self._score(local)
+            seen.update((c.key, c) for c in local)
+        for _ in range(p.generations if pop else 0):
+            kids = [c for c in _unique(self._children(pop)) if c.key not in seen]
+            self._score(kids)
+            seen.update((c.key, c) for c in kids)
+            pop = sorted(_unique(pop + kids), key=lambda c: -c.score)[:p.population]
+        best_first = lambda cands: sorted((c for c in cands if self._new(c)), key=lambda c: -c.score)
+        ranked = best_first(seen.values())
+        n_random = int(round(p.epsilon * count)) if self.model.trained else 0
+        chosen: List[Candidate] = []
+        hashes: Set[str] = set()
+        self._take(best_first(local), (count - n_random) // 2, chosen, hashes)
+        self._take(ranked, count - n_random - len(chosen), chosen, hashes)
+        explore = [c for c in fresh + self._random(2 * n_random) if self._new(c)]
+        self.rng.shuffle(explore)
+        self._take(explore, count - len(chosen), chosen, hashes)
+        if len(chosen) < count:          # the model's picks ran out: fill from the rest
+            self._take(ranked, count - len(chosen), chosen, hashes)
+        for c in list(seen.values()) + explore:
+            c.lowered = None             # keep only features and steps of the many candidates seen
+        return chosen
+
+    def _take(self, pool: List[Candidate], n: int, chosen: List[Candidate], hashes: Set[str]) -> None:
+        for c in pool:
+            if n <= 0:
+                return
+            if any(c is x for x in chosen) or not self._new(c):
+                continue
+            if not c.kernel_hash:
+                try:
+                    if c.lowered is None:
+                        c.kernel_hash = kernel_hash(self.task, self.task.schedule().apply_json(c.steps_json))
+                    else:
+                        c.kernel_hash = kernel_hash(self.task, *c.lowered)
+                except (ScheduleError, LoweringError):
+                    self.pruned += 1
+                    self.seen_steps.add(c.key)
+                    continue
+            if c.kernel_hash in self.seen_hashes or c.kernel_hash in hashes:
+                self.seen_steps.add(c.key)        # the same kernel as one measured: never measure it
+                continue
+            hashes.add(c.kernel_hash)
+            chosen.append(c)
+            n -= 1
+
+    # ---- learning from measurements -------------------------------------------------------
+
+    def record(self, cands: List[Candidate], times: List[Optional[float]]) -> None:
+        """Measurements of candidates this search proposed (time None: failed)."""
+        for c, t in zip(cands, times):
+            self.seen_steps.add(c.key)
+            self.seen_hashes.add(c.kernel_hash)
+            if t is not None:
+                self.measured.append((t, c))
+        self.model.update([c.features for c in cands], times)
+
+    def resume(self, recs: List[Dict]) -> None:
+        """Learn from a log's records of this task: never measure them again, train the model
+        on them, and seed the population with the fastest ones that carry their decisions."""
+        xs, times = [], []
+        failed = {r["kernel_hash"] for r in recs if r["error"]}
+        for r in recs:
+            self.seen_hashes.add(r["kernel_hash"])
+            self.seen_steps.add(steps_key(r["steps"]))
             try:
-                s = sample(self.task, sketch, self.rng)
-                h = kernel_hash(self.task, s)
-            except (ScheduleError, LoweringError):
-                self.pruned += 1
+                s = self.task.schedule()
+                s.apply_json(json.dumps(r["steps"]))
+                x = tile_features(tile_ir(s, self.task.args))
+            except (ValueError, TypeError, KeyError, LoweringError):   # ScheduleError is a ValueError
                 continue
-            if h in self.seen or h in hashes:
-                continue
-            hashes.add(h)
-            drawn.append((sketch, s, h))
-            schedules.append(s)
-        scores = self.model.predict(self.task, schedules)
-        cands = [Candidate(sk.name, s.to_json(), h, score) for (sk, s, h), score in zip(drawn, scores)]
-        return sorted(cands, key=lambda c: c.score)     # stable: ties keep the draw order
+            t = None if r["kernel_hash"] in failed else r["median_s"]
+            xs.append(x)
+            times.append(t)
+            sketch = self.by_name.get(r.get("sketch"))
+            if t is not None and sketch is not None and isinstance(r.get("decisions"), dict):
+                cand = Candidate(sketch, dict(r["decisions"]), json.dumps(r["steps"]), x,
+                                 kernel_hash=r["kernel_hash"])
+                self.measured.append((t, cand))
+        if xs:
+            self.model.update(xs, times)
+
+
+def _unique(cands: List[Candidate]) -> List[Candidate]:
+    out, keys = [], set()
+    for c in cands:
+        if c.key not in keys:
+            keys.add(c.key)
+            out.append(c)
+    return out
 
 
 def run_search(task: SearchTask, trials: int, log: str, measurer: Measurer, seed: Optional[int],
-               per_round: int = 8, on_record: Optional[Callable[[Dict], None]] = None) -> int:
+               per_round: int = 8, on_record: Optional[Callable[[Dict], None]] = None,
+               policy: SearchPolicy = SearchPolicy(), model: Optional[CostModel] = None) -> int:
     """Measure up to `trials` new candidates, appending a record for each to `log` as soon
     as it is measured. Returns how many were measured."""
     target = str(task.target)
-    seen = {r["kernel_hash"] for r in records.load(log, task.workload_key, target)}
-    proposer = Proposer(task, random.Random(seed), seen)
+    rng = random.Random(seed)
+    evolver = Evolver(task, rng, model if model is not None else CostModel(seed), policy)
+    evolver.resume(records.load(log, task.workload_key, target))
     done, empty = 0, 0
     while done < trials and empty < MAX_EMPTY_ROUNDS:
         k = min(per_round, trials - done)
-        chosen = proposer.propose(POOL_PER_MEASURED * k)[:k]
+        chosen = evolver.propose(k)
         if not chosen:
             empty += 1
             continue
         empty = 0
-        new = []
+        measured, times = [], []
         results = measurer.measure(task.program_json, target, [c.steps_json for c in chosen])
         for cand, res in zip(chosen, results):
             rec = records.make_record(task.workload_key, target, json.loads(cand.steps_json), cand.kernel_hash,
-                                      res.times, res.error, task.flops, res.load, sketch=cand.sketch,
-                                      build_s=res.build_s)
+                                      res.times, res.error, task.flops, res.load, sketch=cand.sketch.name,
+                                      build_s=res.build_s, decisions=cand.decisions,
+                                      predicted=round(cand.score, 4))
             records.append(log, [rec])
-            seen.add(cand.kernel_hash)
-            new.append(rec)
+            measured.append(cand)
+            times.append(res.median if res.error is None else None)
             done += 1
             if on_record is not None:
                 on_record(rec)
-        proposer.model.update(task, new)
+        evolver.record(measured, times)
     return done

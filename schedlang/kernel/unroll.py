@@ -23,7 +23,7 @@ class _Unroll(StmtMutator):
         self.auto_limit = saved
         if not isinstance(s.extent, int):     # a symbolic trip count: the loop stays a loop
             return s.with_body(body)
-        trips = _inner_trips(body)
+        trips = _inner_trips(s.body)     # the nest before unrolling: copies of unrolled loops count
         auto = (limit is None and s.kind == SERIAL and self.auto_limit > 0
                 and trips is not None and s.extent * trips <= self.auto_limit)
         one_trip = s.extent == 1 and s.kind != BOUND     # a loop of one iteration is just its body

@@ -11,7 +11,7 @@ import schedlang as sl
 from schedlang.autoschedule import records
 from schedlang.autoschedule.executor import LocalExecutor
 from schedlang.autoschedule.measure import Measurer
-from schedlang.autoschedule.search import Proposer, run_search
+from schedlang.autoschedule.search import Evolver, SearchPolicy, run_search
 from schedlang.autoschedule.sketch import generate_sketches
 from schedlang.autoschedule.task import SearchTask
 from schedlang.schedule import legal
@@ -19,6 +19,8 @@ from schedlang.schedule import legal
 from . import workers
 
 FAST = dict(number=1, repeat=2)
+SMALL = SearchPolicy(population=8, generations=1)      # a quick search: few candidates lowered per round
+QUICK = dict(FAST, policy=SMALL)
 
 
 def gemm(n=64, m=None, k=None):
@@ -50,7 +52,7 @@ def gemm_log(tmp_path_factory):
     """One real search (spawned worker) on a 64^3 GEMM, shared by the tests that read a log."""
     log = str(tmp_path_factory.mktemp("as") / "gemm.jsonl")
     A, B, C = gemm()
-    s, args = sl.auto_schedule([C], trials=4, log=log, seed=1, per_round=4, **FAST)
+    s, args = sl.auto_schedule([C], trials=4, log=log, seed=1, per_round=4, **QUICK)
     return log, (A, B, C), s, args
 
 
@@ -133,7 +135,7 @@ def test_elementwise_reduction_through_any_executor(tmp_path):
     X, R = eltwise_reduce()
     with cf.ThreadPoolExecutor(1) as ex:
         s, args = sl.auto_schedule([R], trials=3, log=str(tmp_path / "er.jsonl"), executor=ex, seed=3,
-                                   per_round=3, **FAST)
+                                   per_round=3, **QUICK)
     x = np.random.default_rng(1).uniform(-1, 1, (12, 40)).astype("float32")
     (got,) = run(s, args, [x])
     np.testing.assert_allclose(got, (np.exp(x) * 0.5 + 1.0).sum(axis=1), rtol=1e-4)
@@ -144,9 +146,9 @@ def test_resume_measures_nothing_twice(tmp_path):
     log = str(tmp_path / "resume.jsonl")
     C = gemm(16)[-1]
     with cf.ThreadPoolExecutor(1) as ex:
-        sl.auto_schedule([C], trials=3, log=log, executor=ex, seed=5, per_round=3, **FAST)
+        sl.auto_schedule([C], trials=3, log=log, executor=ex, seed=5, per_round=3, **QUICK)
         first = [r["kernel_hash"] for r in records.load(log)]
-        sl.auto_schedule([C], trials=3, log=log, executor=ex, seed=5, per_round=3, **FAST)
+        sl.auto_schedule([C], trials=3, log=log, executor=ex, seed=5, per_round=3, **QUICK)
     hashes = [r["kernel_hash"] for r in records.load(log)]
     assert len(first) == 3 and hashes[:3] == first
     assert len(hashes) == 6 and len(set(hashes)) == 6     # the same seed redraws the first three: skipped
@@ -154,13 +156,14 @@ def test_resume_measures_nothing_twice(tmp_path):
 
 def test_a_seed_fixes_the_candidates_and_their_order(tmp_path):
     task = SearchTask.from_outputs(gemm(24, 20, 12)[-1:])
-    draw = lambda seed: [c.steps_json for c in Proposer(task, random.Random(seed), set()).propose(12)]
+    policy = SearchPolicy(population=8, generations=1)
+    draw = lambda seed: [c.steps_json for c in Evolver(task, random.Random(seed), policy=policy).propose(6)]
     assert draw(7) == draw(7) and draw(7) != draw(8)
     logs = []
     for name in ("a", "b"):
         log = str(tmp_path / f"{name}.jsonl")
         with cf.ThreadPoolExecutor(1) as ex:
-            sl.auto_schedule(task, trials=3, log=log, executor=ex, seed=11, per_round=3, **FAST)
+            sl.auto_schedule(task, trials=3, log=log, executor=ex, seed=11, per_round=3, **QUICK)
         logs.append([r["steps"] for r in records.load(log)])
     assert logs[0] == logs[1] and len(logs[0]) == 3
 
@@ -185,7 +188,7 @@ def test_search_goes_on_past_crashing_and_hanging_candidates(tmp_path):
     task = SearchTask.from_outputs(gemm(16)[-1:])
     m = Measurer(LocalExecutor(1, build_timeout=30, run_timeout=1.0), worker_fn=workers.flaky, **FAST)
     try:
-        assert run_search(task, 6, log, m, seed=2, per_round=6) == 6
+        assert run_search(task, 6, log, m, seed=3, per_round=6, policy=SMALL) == 6
     finally:
         m.close()
     errors = [r["error"] for r in records.load(log)]
@@ -211,7 +214,7 @@ class _InterruptAfter(cf.ThreadPoolExecutor):
 def test_ctrl_c_keeps_what_was_measured(tmp_path):
     log = str(tmp_path / "int.jsonl")
     with _InterruptAfter(2) as ex, pytest.raises(KeyboardInterrupt):
-        sl.auto_schedule(gemm(16)[-1:], trials=5, log=log, executor=ex, seed=0, per_round=5, **FAST)
+        sl.auto_schedule(gemm(16)[-1:], trials=5, log=log, executor=ex, seed=0, per_round=5, **QUICK)
     assert len(records.load(log)) == 2
 
 
@@ -240,7 +243,7 @@ def test_every_sampled_candidate_is_legal_and_correct():
     """Candidates of all sketches build and match the reference (pruned draws aside)."""
     for outs in (gemm(13, 7, 9)[-1:], eltwise_reduce()[-1:]):
         task = SearchTask.from_outputs(outs)
-        prop = Proposer(task, random.Random(0), set())
+        prop = Evolver(task, random.Random(0), policy=SearchPolicy(population=8, generations=0))
         cands = prop.propose(8)
         assert len({c.sketch for c in cands}) == 2
         for c in cands:

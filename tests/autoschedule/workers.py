@@ -30,3 +30,43 @@ def flaky(program_json, steps_json, target, number, repeat):
         phase("run")
         time.sleep(60)
     return run_candidate(program_json, steps_json, target, number, repeat)
+
+
+def _stores(stmt, loops, out):
+    """(loops, store) of every store in a Tile IR statement."""
+    from schedlang.loop.nodes import For, Store
+    if isinstance(stmt, For):
+        _stores(stmt.body, loops + [stmt], out)
+    elif isinstance(stmt, Store):
+        out.append((loops, stmt))
+    else:
+        for name in ("body", "then_body", "else_body"):
+            if getattr(stmt, name, None) is not None:
+                _stores(getattr(stmt, name), loops, out)
+        for x in getattr(stmt, "stmts", ()):
+            _stores(x, loops, out)
+    return out
+
+
+def formula_cost(task, s) -> float:
+    """A synthetic time (seconds) with a known optimum of 1 ms: the store with the most iterations
+    wants 16 vector lanes, 8 parallel iterations and 4 iterations in the loop just outside the
+    vectorized one; each factor of two away from one of these doubles the time."""
+    import math
+    from schedlang.autoschedule.features import tile_ir
+    from schedlang.loop.nodes import PARALLEL, VECTORIZED
+    loops, _ = max(_stores(tile_ir(s, task.args).body, [], []), key=lambda ls: math.prod(f.extent for f in ls[0]))
+    vec = math.prod(f.extent for f in loops if f.kind == VECTORIZED)
+    par = math.prod(f.extent for f in loops if f.kind == PARALLEL)
+    outer = [f.extent for f in loops if f.kind != VECTORIZED]
+    t = outer[-1] if outer and loops[-1].kind == VECTORIZED else 1
+    return 1e-3 * 2.0 ** (abs(math.log2(vec) - 4) + abs(math.log2(par) - 3) + abs(math.log2(t) - 2))
+
+
+def formula(program_json, steps_json, target, number, repeat):
+    """A measure function that builds nothing: the time is formula_cost of the candidate."""
+    from schedlang.autoschedule.task import SearchTask
+    task = SearchTask.from_json(program_json, target)
+    s = task.schedule()
+    s.apply_json(steps_json)
+    return {"times": [formula_cost(task, s)], "build_s": 0.0, "load": [0.0, 0.0, 0.0]}
