@@ -25,7 +25,7 @@ def random_inputs(tensors: Sequence, seed: int = 0) -> List[np.ndarray]:
     out = []
     for t in tensors:
         dt = np.dtype(t.dtype_obj.numpy)
-        if dt.kind == "f":
+        if t.dtype_obj.is_float:       # not dt.kind: numpy's kind of bfloat16 is "V"
             out.append(rng.uniform(-1.0, 1.0, size=t.shape).astype(dt))
         elif dt.kind == "b":
             out.append(rng.integers(0, 2, size=t.shape).astype(dt))

@@ -276,3 +276,21 @@ def test_workers_are_retired_after_max_calls():
     assert ex.retired == 2 and ex.replaced == 0
     with pytest.raises(ValueError, match="max_calls_per_worker"):
         LocalExecutor(1, max_calls_per_worker=0)
+
+
+def test_bfloat16_candidates_get_float_inputs_and_a_rounding_tolerance():
+    """bfloat16's numpy kind is "V": the measurer still feeds it floats in [-1, 1), and the
+    check against the reference allows a reordered reduction its rounding."""
+    from schedlang.autoschedule.api import check_against_reference
+    from schedlang.autoschedule.measure import random_inputs
+    A = sl.placeholder((16, 64), "bfloat16", name="A")
+    k = sl.reduce_axis((0, 64), name="k")
+    B = sl.compute((16,), lambda i: sl.sum(A[i, k], axis=k), name="B")
+    task = sl.SearchTask(tensors=[A, B])
+    (a,) = random_inputs(task.inputs, seed=3)
+    values = a.astype(np.float32)
+    assert values.min() >= -1 and values.max() <= 1 and len(np.unique(values)) > 100
+    s = sl.create_schedule(B.op)
+    ko, ki = s[B].split(k, factor=8)
+    BF = s.rfactor(B, ki)
+    assert check_against_reference(task, s, seed=3) is None
