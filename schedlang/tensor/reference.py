@@ -29,9 +29,11 @@ def _compute_dtype(dt: DType) -> np.dtype:
 
 def evaluate(outputs: Sequence[Tensor], feed: Mapping[Tensor, np.ndarray]) -> List[np.ndarray]:
     """Compute outputs from input arrays given per placeholder tensor. Symbolic sizes are read
-    from the inputs' shapes (a dimension whose extent is a size variable)."""
+    from the inputs' shapes (a dimension whose extent is a size variable), or given in the
+    feed as {size_var: int} (as a module takes size variables listed among its arguments)."""
     values: Dict[Operation, np.ndarray] = {}
-    sizes: Dict[Var, int] = {}
+    sizes: Dict[Var, int] = {v: int(x) for v, x in feed.items() if isinstance(v, Var)}
+    feed = {t: x for t, x in feed.items() if not isinstance(t, Var)}
     for tensor, array in feed.items():
         for n, got in zip(tensor.shape, np.shape(array)):
             if isinstance(n, Var):
