@@ -7,7 +7,7 @@ from __future__ import annotations
 import numbers
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..expr.extent import evaluate_extent, first_overflow, linear_in_one
+from ..expr.extent import evaluate_extent, extent_from_json, extent_to_json, first_overflow, linear_in_one
 from ..expr.nodes import Buffer, Expr, Var
 
 MAX_ELEMENTS = 2 ** 31 - 1      # indices are 32-bit
@@ -137,6 +137,28 @@ class SizeBinder:
             if bad is not None:
                 raise ValueError(f"with {given}, the loop extent '{e}' overflows 32-bit index arithmetic "
                                  f"('{bad}' is {evaluate_extent(bad, values)})")
+
+    def to_json(self, var_ids: Dict[Var, int]) -> dict:
+        """What a loader needs to rebuild this binder (export_library); var_ids numbers the
+        size variables, filled in here (the parameters' shapes use the same numbers)."""
+        for v in self.sizes:
+            var_ids.setdefault(v, len(var_ids))
+        return {"sizes": [var_ids[v] for v in self.sizes],
+                "sized": [{"name": b.name, "shape": [extent_to_json(n, var_ids) for n in b.shape],
+                           "dtype": str(b.dtype)} for b in self.sized],
+                "extents": [extent_to_json(e, var_ids) for e in self.extents],
+                "size_args": [[pos, var_ids[v]] for pos, v in self.size_args],
+                "size_checks": [[extent_to_json(e, var_ids), what] for e, what in self.size_checks]}
+
+    @staticmethod
+    def from_json(data: dict, params: Sequence[Buffer], variables: Sequence[Var]) -> "SizeBinder":
+        from ..dtypes import dtype as parse_dtype
+        sized = [Buffer(b["name"], tuple(extent_from_json(n, variables) for n in b["shape"]), parse_dtype(b["dtype"]))
+                 for b in data["sized"]]
+        return SizeBinder(params, [variables[i] for i in data["sizes"]], sized,
+                          [extent_from_json(e, variables) for e in data["extents"]],
+                          [(pos, variables[i]) for pos, i in data["size_args"]],
+                          [(extent_from_json(e, variables), what) for e, what in data["size_checks"]])
 
     def shape_of(self, b: Buffer, values: Sequence[int]) -> Tuple[int, ...]:
         """The concrete shape of a buffer for the given size values."""

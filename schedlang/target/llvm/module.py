@@ -135,7 +135,10 @@ class LLVMModule:
         return best
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{b.name}: {b.dtype}[{', '.join(map(str, b.shape))}]" for b in self.params)
+        args = [f"{b.name}: {b.dtype}[{', '.join(map(str, b.shape))}]" for b in self.params]
+        for pos, v in (self._sizes.size_args if self._sizes is not None else ()):
+            args.insert(pos, f"{v.name}: {v.dtype}")       # a size variable passed as an int
+        args = ", ".join(args)
         return f"<schedlang module {self.name}({args}) target={self.target.kind}>"
 
 
