@@ -1,6 +1,7 @@
 """export_library / load_module of modules with symbolic shapes (the size variables, the
 checks of the arrays' shapes, size arguments and split factors survive) and of modules with
 extern calls (the loading process calls the function registered under the same name)."""
+import gc
 import os
 import shutil
 import subprocess
@@ -110,6 +111,8 @@ def test_module_with_extern_calls_exports_and_calls_by_name_in_another_process(t
         path = str(tmp_path / "ext.so")
         mod.export_library(path)
         loaded = sl.load_module(path)          # in this process too
+        sl.load_module(path)                   # a second load of the same library, dropped at once:
+        gc.collect()                           # the hook must still point at a live callback
         f = np.zeros(8, "float32")
         loaded(np.arange(8, dtype="float32"), f)
         np.testing.assert_array_equal(f, np.arange(8) * 3 + 1)

@@ -84,9 +84,15 @@ def _bind_packed_calls(lib: ctypes.CDLL, calls):
             return
         packed.call_descriptor(*table[call_id], argv)
 
-    callback = packed.CALLBACK(call)
-    ctypes.c_void_p.in_dll(lib, PACKED_HOOK).value = ctypes.cast(callback, ctypes.c_void_p).value
-    return callback
+    # One callback per loaded library, kept for the process: loading the same file again
+    # returns the same library (dlopen), whose hook must not point at a freed callback.
+    if lib._handle not in _HOOKS:
+        _HOOKS[lib._handle] = packed.CALLBACK(call)
+        ctypes.c_void_p.in_dll(lib, PACKED_HOOK).value = ctypes.cast(_HOOKS[lib._handle], ctypes.c_void_p).value
+    return _HOOKS[lib._handle]
+
+
+_HOOKS: dict = {}
 
 
 def _open(path: str):
