@@ -42,4 +42,5 @@ def lower_to_kernel_ir(func: Func, passes: Sequence[Tuple[str, Callable]]) -> Ke
 
 
 def _verify_body(func: Func, body, after: str) -> None:
-    verify_stmt(body, func.params, size_vars(func.params) + [v for _, v in func.size_args], flat=True, where=f"Kernel IR of '{func.name}' after {after}")
+    free = size_vars(func.params) + [v for _, v in func.size_args]
+    verify_stmt(body, func.params, free, flat=True, where=f"Kernel IR of '{func.name}' after {after}")

@@ -18,7 +18,8 @@ def _step_size(x):
 class LoopPrimitives:
     """Mixin of Stage: the primitives that change a stage's loop structure."""
 
-    def split(self, parent: IterVar, factor: Optional[Union[int, Var]] = None, nparts: Optional[Union[int, Var]] = None,
+    def split(self, parent: IterVar, factor: Optional[Union[int, Var]] = None,
+              nparts: Optional[Union[int, Var]] = None,
               disable_predication: bool = False) -> Tuple[IterVar, IterVar]:
         """Split parent into (outer, inner) loops with inner extent factor, or outer extent nparts.
 
@@ -40,6 +41,9 @@ class LoopPrimitives:
         else:
             nparts = self._require_split_size("nparts", nparts, parent)
         self._require_unannotated("split", parent)
+        for size in (factor, nparts):
+            if isinstance(size, Var):       # checked (a name clash raises) before anything changes
+                self.schedule._register_size_var("split", self.name, size)
         outer, inner = self._split(parent, factor, nparts)
         self._record(steps.Split(self.name, parent.name, *(_step_size(x) for x in (factor, nparts))))
         return outer, inner
@@ -55,7 +59,6 @@ class LoopPrimitives:
         if any(value is a.var for st in self.schedule.stages for a in st.all_iter_vars):
             raise ScheduleError("split", self.name, f"{name} '{value.name}' is a loop variable, not a size",
                                 axis=parent.name, hint="split by an int or a size variable (sl.var / sl.size_var)")
-        self.schedule._register_size_var("split", self.name, value)
         return value
 
     def _split(self, parent: IterVar, factor, nparts) -> Tuple[IterVar, IterVar]:

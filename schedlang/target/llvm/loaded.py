@@ -43,7 +43,8 @@ class LoadedModule(LLVMModule):
         self.path = path
         self.target = Target("llvm", LLVMOptions(**info["options"]))
         self.name = info["name"]
-        variables = [Var(v["name"], dtype(v["dtype"]), nonnegative=v["nonnegative"]) for v in info.get("size_vars", [])]
+        variables = [Var(v["name"], dtype(v["dtype"]), nonnegative=v["nonnegative"])
+                     for v in info.get("size_vars", [])]
         self.params = [Buffer(p["name"], tuple(extent_from_json(n, variables) for n in p["shape"]), dtype(p["dtype"]))
                        for p in info["params"]]
         self._is_output = [bool(p["output"]) for p in info["params"]]

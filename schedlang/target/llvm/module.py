@@ -43,8 +43,8 @@ class LLVMModule:
         self._source = self.ir["llvm"]
         self._buffer_names = buffer_names
         self._compiled = compiled
-        self._sizes = (SizeBinder(self.params, kernel_ir.sizes, symbolic_buffers(kernel_ir), symbolic_extents(kernel_ir),
-                                  kernel_ir.size_args, kernel_ir.size_checks)
+        self._sizes = (SizeBinder(self.params, kernel_ir.sizes, symbolic_buffers(kernel_ir),
+                                  symbolic_extents(kernel_ir), kernel_ir.size_args, kernel_ir.size_checks)
                        if kernel_ir.sizes else None)
         self._bind_entry(symbol(self.name), "@GOMP_parallel" in self._source, len(kernel_ir.sizes))
         self._not_runnable = not_runnable     # compiled for a CPU this machine is not: why
