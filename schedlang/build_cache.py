@@ -63,6 +63,7 @@ def _target_key(target) -> Hashable:
 def build_key(s, args: Sequence, target, name: Optional[str]) -> Optional[Hashable]:
     """The cache key of building s with args for target, or None when the build cannot be
     keyed (an argument that is not a stage of s: the build itself will say why)."""
+    from .expr.nodes import Var
     from .schedule import Schedule
     from .tensor.serialize import workload_key
     # args are iterated once only here (build() needs them too); bad input is left to build().
@@ -71,7 +72,7 @@ def build_key(s, args: Sequence, target, name: Optional[str]) -> Optional[Hashab
     if any(st.store_predicate is not None for st in s.stages):   # an expression, not in the steps
         return None
     try:
-        arg_stages = tuple((s[a].name, a.value_index) for a in args)
+        arg_stages = tuple(("size", a.name) if isinstance(a, Var) else (s[a].name, a.value_index) for a in args)
         program = workload_key([op.output(0) for op in s._user_outputs])
     except (ScheduleError, TypeError, ValueError):   # not a stage of s; a compute attr that is not JSON
         return None

@@ -2,6 +2,7 @@
 named steps, keeping the text of every level."""
 from __future__ import annotations
 
+import warnings
 from typing import Dict, Optional, Sequence, Union
 
 from . import build_cache
@@ -106,8 +107,8 @@ def lower(s: Schedule, args: Sequence[Tensor], name: Optional[str] = None, level
 
 
 def _is_output(s: Schedule, args: Sequence[Tensor]) -> list:
-    """For each argument, whether the program writes it (the module checks those are writable)."""
-    return [not isinstance(a.op, PlaceholderOp) for a in args]
+    """For each tensor argument, whether the program writes it (the module checks those are writable)."""
+    return [not isinstance(a.op, PlaceholderOp) for a in args if isinstance(a, Tensor)]
 
 
 def _text(ir) -> str:
@@ -122,6 +123,8 @@ def build(inputs: Union[Schedule, LoweredFunc], args: Optional[Sequence[Tensor]]
           name: Optional[str] = None, cache: Optional[bool] = None):
     """Compile into a callable module: mod(*arrays) with arrays in args order.
 
+    A list of lowered functions builds them all (tvm.build([f1, f2])): mod["f1"] is one.
+
     As tvm.build: build(s, args, target="llvm", name=None), or build(sl.lower(s, args), target=...).
     target is a string ("llvm", "llvm -mcpu=haswell", "cuda") or a Target; by default "llvm",
     or for a lowered function the target it was lowered for. An identical build of a schedule
@@ -129,13 +132,18 @@ def build(inputs: Union[Schedule, LoweredFunc], args: Optional[Sequence[Tensor]]
     always compiles (see build_cache.py)."""
     if isinstance(inputs, LoweredFunc) and isinstance(args, (str, Target)) and target is None:
         args, target = None, args            # build(lowered, "llvm")
+    if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(f, LoweredFunc) for f in inputs):
+        return _build_group(inputs, args, target, name)
     if target is None:
         target = inputs.target if isinstance(inputs, LoweredFunc) else "llvm"
     target = Target.create(target)
     if isinstance(inputs, LoweredFunc):
-        if args is not None or name is not None:
-            raise TypeError("build(lowered, target=...) takes no args or name: "
-                            "they were fixed by sl.lower(s, args, name=...)")
+        if args is not None:
+            raise TypeError("build(lowered, target=...) takes no args: they were fixed by sl.lower(s, args)")
+        if name is not None and name != inputs.name:
+            # TVM ignores name= for a lowered module too; say so, since the name differs.
+            warnings.warn(f"build(lowered, name={name!r}) is ignored: the function was named {inputs.name!r} by "
+                          "sl.lower(s, args, name=...)", UserWarning, stacklevel=2)
         levels = _kernel_levels(inputs, target)
         is_output = inputs.is_output
     else:
@@ -144,6 +152,21 @@ def build(inputs: Union[Schedule, LoweredFunc], args: Optional[Sequence[Tensor]]
         return build_cache.cached_build(inputs, args, target, name, cache,
                                         lambda: _build(inputs, args, target, name))
     return _build_levels(levels, target, is_output)
+
+
+def _build_group(funcs: Sequence[LoweredFunc], args, target, name):
+    """build([f1, f2], target): each lowered function compiled, found by its name (TVM's m["f1"])."""
+    from .module_group import ModuleGroup
+    if isinstance(args, (str, Target)) and target is None:
+        args, target = None, args
+    if args is not None or name is not None:
+        raise TypeError("build([f1, f2], target=...) takes no args or name: sl.lower(s, args, name=...) fixed them")
+    names = [f.name for f in funcs]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"functions built together need distinct names; {', '.join(map(repr, twice))} is given "
+                         "twice (sl.lower(s, args, name=...))")
+    return ModuleGroup({f.name: build(f, target=target) for f in funcs})
 
 
 def _build(s: Schedule, args: Sequence[Tensor], target: Target, name: Optional[str]):

@@ -51,3 +51,33 @@ def first_overflow(e, values: Mapping[Var, int], lo: int = -2 ** 31, hi: int = 2
                 return bad
     value = evaluate_extent(e, values)
     return e if not lo <= value <= hi else None
+
+
+def extent_to_json(e, var_ids: dict):
+    """An extent (int, or an expression of size variables with the operations
+    evaluate_extent knows) as JSON data; var_ids numbers the variables (filled in here)."""
+    if isinstance(e, int):
+        return e
+    if isinstance(e, Const):
+        return {"const": int(e.value), "dtype": str(e.dtype)}
+    if isinstance(e, Var):
+        return {"var": var_ids.setdefault(e, len(var_ids))}
+    if isinstance(e, Cast) and e.dtype.is_int:
+        return {"cast": str(e.dtype), "value": extent_to_json(e.value, var_ids)}
+    if isinstance(e, Binary) and e.op in _OPS:
+        return {"op": e.op, "a": extent_to_json(e.a, var_ids), "b": extent_to_json(e.b, var_ids)}
+    raise ValueError(f"cannot write the extent '{e}' (only size variables, constants and {', '.join(_OPS)})")
+
+
+def extent_from_json(data, variables):
+    """The extent extent_to_json wrote; variables[i] is the variable numbered i."""
+    from ..dtypes import dtype as parse_dtype
+    if isinstance(data, int):
+        return data
+    if "const" in data:
+        return Const(int(data["const"]), parse_dtype(data["dtype"]))
+    if "var" in data:
+        return variables[data["var"]]
+    if "cast" in data:
+        return Cast(parse_dtype(data["cast"]), extent_from_json(data["value"], variables))
+    return Binary(data["op"], extent_from_json(data["a"], variables), extent_from_json(data["b"], variables))

@@ -102,6 +102,10 @@ class ExprOps:
         """Convert to another dtype (TVM's ``expr.astype``)."""
         return cast(target, self)
 
+    def equal(self, other) -> "Expr":
+        """self == other as an expression (TVM's ``PrimExpr.equal``)."""
+        return compare("eq", self, other)
+
     def __bool__(self):
         raise TypeError(
             f"the truth value of the symbolic expression '{self}' is unknown at trace time; "

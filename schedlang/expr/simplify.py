@@ -317,6 +317,8 @@ class _Simplifier(ExprMutator):
                 return Const(bool(v), e.dtype)
             if isinstance(v, float) and not math.isfinite(v):
                 return Cast(e.dtype, value)
+            if isinstance(v, float):      # float -> int saturates, as the generated code does
+                return Const(min(max(int(v), e.dtype.min_int), e.dtype.max_int), e.dtype)
             return Const(_wrap_int(int(v), e.dtype), e.dtype)
         return Cast(e.dtype, value)
 

@@ -37,9 +37,10 @@ def lower_to_kernel_ir(func: Func, passes: Sequence[Tuple[str, Callable]]) -> Ke
     """Run the passes (from the target's backend) over the function body, then split it into
     kernels. With verification on (schedlang.verify), the IR is checked after every pass."""
     body = verify.run_passes(func.body, passes, partial(_verify_body, func))
-    module = add_size_params(split_kernels(func.name, func.params, body))
+    module = add_size_params(split_kernels(func.name, func.params, body), func.size_args, func.size_checks)
     return verify_kernel_module(module) if verify.ENABLED else module
 
 
 def _verify_body(func: Func, body, after: str) -> None:
-    verify_stmt(body, func.params, size_vars(func.params), flat=True, where=f"Kernel IR of '{func.name}' after {after}")
+    free = size_vars(func.params) + [v for _, v in func.size_args]
+    verify_stmt(body, func.params, free, flat=True, where=f"Kernel IR of '{func.name}' after {after}")

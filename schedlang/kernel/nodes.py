@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Optional, Tuple
 
-from ..expr.nodes import Buffer, Var
+from ..expr.nodes import Buffer, Expr, Var
 from ..loop.nodes import Stmt
 
 
@@ -79,6 +79,8 @@ class KernelModule:
     temps: Tuple[Buffer, ...]
     kernels: Tuple[Kernel, ...]
     sizes: Tuple[Var, ...] = ()    # size variables, read from the argument arrays at call time
+    size_args: Tuple[Tuple[int, Var], ...] = ()   # those passed as integer arguments, at their call positions
+    size_checks: Tuple[Tuple[Expr, str], ...] = ()   # (size expression, what it is): must be >= 1 when called
 
     def __str__(self) -> str:
         from .printer import print_module

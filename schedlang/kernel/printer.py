@@ -41,8 +41,10 @@ def print_kernel(k: Kernel) -> str:
 
 
 def print_module(m: KernelModule) -> str:
-    params = ", ".join(f"{b.name}: {buffer_decl(b)}" for b in m.params)
-    lines = [f"module {m.name}({params}):"]
+    params = [f"{b.name}: {buffer_decl(b)}" for b in m.params]
+    for pos, v in m.size_args:          # size variables passed as arguments, where the caller listed them
+        params.insert(pos, f"{v.name}: {v.dtype.short}")
+    lines = [f"module {m.name}({', '.join(params)}):"]
     lines += [f"{INDENT}temp {b.name}: {buffer_decl(b)} {b.scope}" for b in m.temps]
     lines += [f"{INDENT}launch {k.name}" for k in m.kernels]
     for k in m.kernels:

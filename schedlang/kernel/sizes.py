@@ -46,9 +46,13 @@ def _vars(exprs: Iterable[Expr]) -> Dict[Var, None]:
     return out
 
 
-def add_size_params(m: KernelModule) -> KernelModule:
-    """The module with its size variables, and each kernel with the ones it uses."""
+def add_size_params(m: KernelModule, size_args=(), size_checks=()) -> KernelModule:
+    """The module with its size variables, and each kernel with the ones it uses.
+    size_args: (call position, variable) of sizes passed as integer arguments, which the
+    module takes even where no kernel uses them; size_checks: (expression, what) of sizes
+    that must be at least 1."""
     sizes = _vars(e for b in m.params + m.temps for e in buffer_exprs(b))
+    sizes.update(dict.fromkeys(v for _, v in size_args))
     kernels = []
     for k in m.kernels:
         used, bound = _stmt_vars(k.body)
@@ -60,7 +64,8 @@ def add_size_params(m: KernelModule) -> KernelModule:
         kernels.append(replace(k, sizes=tuple(free)) if free else k)
     if not sizes:
         return m
-    return replace(m, kernels=tuple(kernels), sizes=tuple(sizes))
+    return replace(m, kernels=tuple(kernels), sizes=tuple(sizes), size_args=tuple(size_args),
+                   size_checks=tuple(size_checks))
 
 
 def symbolic_buffers(m: KernelModule) -> Tuple[Buffer, ...]:

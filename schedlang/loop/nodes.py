@@ -123,11 +123,17 @@ class CallPacked(Stmt):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Func:
-    """A function over argument buffers: the unit of Loop IR and Tile IR."""
+    """A function over argument buffers: the unit of Loop IR and Tile IR.
+
+    size_args: size variables passed as integer arguments (TVM's build(s, [A, B, n])), each
+    with its position in the call's argument list. size_checks: (expression, what it is)
+    of sizes that must be at least 1 when called (symbolic split factors)."""
 
     name: str
     params: Tuple[Buffer, ...]
     body: Stmt
+    size_args: Tuple[Tuple[int, Var], ...] = ()
+    size_checks: Tuple[Tuple[Expr, str], ...] = ()
 
 
 def seq(*stmts: Optional[Stmt]) -> Stmt:

@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..errors import ScheduleError
 from ..expr.equality import key
 from ..expr.functor import rewrite_post_order, substitute
-from ..expr.nodes import Expr
+from ..expr.nodes import Expr, Var
 from ..tensor.axis import IterVar
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
 from . import scan as scan_plans
@@ -130,6 +130,21 @@ def _roots(op) -> List[IterVar]:
     return list(op.root_axes)
 
 
+def split_size_args(args) -> Tuple[list, Tuple[Tuple[int, Var], ...]]:
+    """(the tensors of an argument list, the size variables in it with their positions):
+    TVM lets size variables be listed as arguments, build(s, [A, B, n]); the module then
+    takes their values as integers."""
+    if not isinstance(args, (list, tuple)):
+        return args, ()
+    sizes = tuple((i, a) for i, a in enumerate(args) if isinstance(a, Var))
+    for i, (_, v) in enumerate(sizes):
+        if not v.dtype.is_int or v.dtype.lanes != 1:
+            raise TypeError(f"size argument '{v.name}' must be a scalar integer variable, got dtype {v.dtype}")
+        if any(v is w for _, w in sizes[:i]):
+            raise ValueError(f"argument '{v.name}' is listed twice")
+    return [a for a in args if not isinstance(a, Var)], sizes
+
+
 def _arg_entries(schedule, args):
     """Per argument, its stage, or the tensor itself for a placeholder the program never
     reads (TVM accepts those as unused arguments)."""
@@ -138,7 +153,7 @@ def _arg_entries(schedule, args):
     entries, outputs = [], []
     for a in args:
         if not isinstance(a, Tensor):
-            raise TypeError(f"args must be tensors (placeholders and outputs), got {a!r}")
+            raise TypeError(f"args must be tensors (placeholders and outputs) or size variables, got {a!r}")
         try:
             entry = schedule[a]
         except ScheduleError:

@@ -71,5 +71,8 @@ def stmt_lines(s: Stmt, depth: int = 0) -> List[str]:
 
 
 def print_func(f: Func) -> str:
-    params = ", ".join(f"{b.name}: {buffer_decl(b)}" for b in f.params)
+    params = [f"{b.name}: {buffer_decl(b)}" for b in f.params]
+    for pos, v in f.size_args:          # size variables passed as arguments, where the caller listed them
+        params.insert(pos, f"{v.name}: {v.dtype.short}")
+    params = ", ".join(params)
     return "\n".join([f"func {f.name}({params}):"] + stmt_lines(f.body, 1))

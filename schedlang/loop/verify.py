@@ -170,5 +170,6 @@ def verify_func(func: Func, level: str, where: Optional[str] = None) -> None:
     """Check a Loop IR or Tile IR function."""
     if len({id(b) for b in func.params}) != len(func.params):
         raise InternalError(f"{where or level}: function '{func.name}' lists a parameter twice")
-    verify_stmt(func.body, func.params, size_vars(func.params), flat=False, where=where or f"{level} IR of '{func.name}'",
+    free = size_vars(func.params) + [v for _, v in func.size_args]      # sizes from shapes, and size arguments
+    verify_stmt(func.body, func.params, free, flat=False, where=where or f"{level} IR of '{func.name}'",
                 loop_kinds=LOOP_KINDS.get(level))

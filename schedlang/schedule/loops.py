@@ -1,22 +1,31 @@
 """Loop transformations of a stage: split, tile, fuse, reorder."""
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
 from ..errors import ScheduleError
+from ..expr.nodes import Var
 from ..tensor.axis import DATA_PAR, REDUCE, IterVar
 from . import steps
 from .relations import FuseRel, SingletonRel, SplitRel, mul_extents, split_extents
 
 
+def _step_size(x):
+    """How a split's factor or nparts is recorded: an int, or a size variable's name."""
+    return x.name if isinstance(x, Var) else x
+
+
 class LoopPrimitives:
     """Mixin of Stage: the primitives that change a stage's loop structure."""
 
-    def split(self, parent: IterVar, factor: Optional[int] = None, nparts: Optional[int] = None,
+    def split(self, parent: IterVar, factor: Optional[Union[int, Var]] = None,
+              nparts: Optional[Union[int, Var]] = None,
               disable_predication: bool = False) -> Tuple[IterVar, IterVar]:
         """Split parent into (outer, inner) loops with inner extent factor, or outer extent nparts.
 
-        A factor that does not divide the extent leaves a tail that lowering guards.
+        A factor that does not divide the extent leaves a tail that lowering guards. factor or
+        nparts may be a size variable (sl.var): its value is then an argument of the module
+        (build(s, [A, B, m])), and the tail is guarded for every value.
         disable_predication is accepted for TVM compatibility; the guard is kept anyway (it
         is only emitted where the split does not divide), since dropping it would read and
         write out of bounds."""
@@ -28,13 +37,29 @@ class LoopPrimitives:
                                 axis=parent.name, hint=f"split({parent.name}, factor=4) makes the inner loop 4 long, "
                                                        f"split({parent.name}, nparts=4) the outer one")
         if factor is not None:
-            factor = self._require_positive("split", "factor", factor, parent)
+            factor = self._require_split_size("factor", factor, parent)
         else:
-            nparts = self._require_positive("split", "nparts", nparts, parent)
+            nparts = self._require_split_size("nparts", nparts, parent)
         self._require_unannotated("split", parent)
+        for size in (factor, nparts):
+            if isinstance(size, Var):       # checked (a name clash raises) before anything changes
+                self.schedule._register_size_var("split", self.name, size)
         outer, inner = self._split(parent, factor, nparts)
-        self._record(steps.Split(self.name, parent.name, factor, nparts))
+        self._record(steps.Split(self.name, parent.name, *(_step_size(x) for x in (factor, nparts))))
         return outer, inner
+
+    def _require_split_size(self, name: str, value, parent: IterVar):
+        """A positive int, or a size variable (TVM's split by a symbolic factor: the module
+        takes its value as an argument and refuses one below 1)."""
+        if not isinstance(value, Var):
+            return self._require_positive("split", name, value, parent)
+        if not value.dtype.is_int or value.dtype.lanes != 1:
+            raise ScheduleError("split", self.name, f"{name} '{value.name}' must be a scalar integer variable, "
+                                f"got dtype {value.dtype}", axis=parent.name)
+        if any(value is a.var for st in self.schedule.stages for a in st.all_iter_vars):
+            raise ScheduleError("split", self.name, f"{name} '{value.name}' is a loop variable, not a size",
+                                axis=parent.name, hint="split by an int or a size variable (sl.var / sl.size_var)")
+        return value
 
     def _split(self, parent: IterVar, factor, nparts) -> Tuple[IterVar, IterVar]:
         ext = self.static_extents()[parent]

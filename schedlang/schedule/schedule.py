@@ -69,6 +69,7 @@ class Schedule:
         self._by_op: Dict[Operation, Stage] = {}
         self.steps: List[steps_mod.Step] = []
         self._recording = True
+        self._size_vars: Dict[str, Var] = {}     # size variables the schedule uses (split factors), by name
         renamed = self._unique_ops(post_order(self._user_outputs))
         for user_op, op in renamed.items():
             stage = Stage(self, op, op.name)
@@ -170,6 +171,39 @@ class Schedule:
             self._restore(saved)
             raise
         return self
+
+    def _register_size_var(self, primitive: str, stage: str, v: Var) -> None:
+        """Remember a size variable a primitive uses, so that its recorded step (which names
+        it) replays with the same variable; two different variables of one name are refused."""
+        known = self._size_vars.get(v.name)
+        if known is None:
+            known = self._program_size_vars().get(v.name)
+        if known is not None and known is not v:
+            raise ScheduleError(primitive, stage, f"another size variable is also called '{v.name}', so the "
+                                "recorded step could not tell them apart", hint="give each size variable its own name")
+        self._size_vars[v.name] = v
+
+    def _program_size_vars(self) -> Dict[str, Var]:
+        """The size variables of the program's shapes and axis extents, by name."""
+        from ..expr.functor import free_vars
+        found: Dict[str, Var] = {}
+        for st in self.stages:
+            extents = list(getattr(st.op, "shape", ())) + [a.dom.extent for a in st.op.root_axes]
+            for e in extents:
+                if isinstance(e, Expr):
+                    found.update((v.name, v) for v in free_vars(e))
+        return found
+
+    def size_var_named(self, name: str) -> Var:
+        """The size variable a replayed step names: one the schedule or the program already
+        uses, else a new int32 variable (registered, so later steps share it)."""
+        v = self._size_vars.get(name)
+        if v is None:
+            v = self._program_size_vars().get(name)
+        if v is None:
+            v = Var(name)
+        self._size_vars[name] = v
+        return v
 
     def _snapshot(self):
         """The mutable state of the schedule and its stages, for _restore: their lists and dicts

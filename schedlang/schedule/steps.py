@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import MISSING, dataclass, fields
-from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Type
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Type, Union
 
 _REGISTRY: Dict[str, Type["Step"]] = {}
 VERSION = 1   # of the JSON format written by steps_to_json
@@ -26,6 +26,7 @@ def unique_name(base: str, taken) -> str:
 
 # What each field annotation accepts in JSON (annotations are strings: `from __future__ import annotations`).
 _FIELD_KINDS = {"str": "a string", "int": "an integer", "Optional[int]": "an integer or null",
+                "Optional[Size]": "an integer, a size variable's name or null",
                 "Tuple[str, ...]": "a list of strings", "Any": "any JSON value"}
 
 
@@ -40,6 +41,8 @@ def _accepts(annotation: str, v) -> bool:
         return _is_int(v)
     if annotation == "Optional[int]":
         return v is None or _is_int(v)
+    if annotation == "Optional[Size]":
+        return v is None or _is_int(v) or (isinstance(v, str) and v.isidentifier())
     if annotation == "Tuple[str, ...]":
         return isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)
     return True     # "Any", or a field type this table does not know yet
@@ -99,17 +102,24 @@ class Step:
         raise NotImplementedError
 
 
+Size = Union[int, str]     # an int, or the name of a size variable (a split by a symbolic factor)
+
+
+def _size(s, value):
+    return s.size_var_named(value) if isinstance(value, str) else value
+
+
 @dataclass(frozen=True)
 class Split(Step):
     primitive: ClassVar[str] = "split"
     stage: str
     axis: str
-    factor: Optional[int] = None
-    nparts: Optional[int] = None
+    factor: Optional[Size] = None
+    nparts: Optional[Size] = None
 
     def apply(self, s):
         st = s[self.stage]
-        st.split(st.axis(self.axis), factor=self.factor, nparts=self.nparts)
+        st.split(st.axis(self.axis), factor=_size(s, self.factor), nparts=_size(s, self.nparts))
 
     def to_python(self, names):
         arg = f"factor={self.factor}" if self.factor is not None else f"nparts={self.nparts}"

@@ -42,6 +42,8 @@ class LLVMOptions:
     an access outside a buffer raises IndexError after the call instead of corrupting memory.
     fast_math: let LLVM reassociate and contract (fma) all float arithmetic. Off, floating point
     is IEEE: only a declared reduction's accumulation is reordered (and its a*b + acc fused).
+    triple: TVM's -mtriple; accepted when it names the host's architecture and OS (the
+    code is always for the host's triple: no cross-compilation).
     """
 
     cpu: str = ""
@@ -51,13 +53,15 @@ class LLVMOptions:
     threading: str = "openmp"
     bounds_check: bool = False
     fast_math: bool = False
+    triple: str = ""
 
     # TVM's spelling of some options in a target string ("llvm -mcpu=... -num-cores=4").
-    FLAGS: ClassVar[Dict[str, str]] = {"mcpu": "cpu", "mattr": "features", "num-cores": "num_threads"}
+    FLAGS: ClassVar[Dict[str, str]] = {"mcpu": "cpu", "mattr": "features", "num-cores": "num_threads",
+                                       "mtriple": "triple"}
     VECTOR_BITS: ClassVar[tuple] = (128, 256, 512)
 
     def __post_init__(self):
-        for name in ("cpu", "features", "threading"):
+        for name in ("cpu", "features", "threading", "triple"):
             _check_type("LLVMOptions", name, getattr(self, name), (str,))
         for name in ("bounds_check", "fast_math"):
             _check_type("LLVMOptions", name, getattr(self, name), (bool,))

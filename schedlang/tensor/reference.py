@@ -37,9 +37,11 @@ def _arith_dtype(dt: DType) -> np.dtype:
 
 def evaluate(outputs: Sequence[Tensor], feed: Mapping[Tensor, np.ndarray]) -> List[np.ndarray]:
     """Compute outputs from input arrays given per placeholder tensor. Symbolic sizes are read
-    from the inputs' shapes (a dimension whose extent is a size variable)."""
+    from the inputs' shapes (a dimension whose extent is a size variable), or given in the
+    feed as {size_var: int} (as a module takes size variables listed among its arguments)."""
     values: Dict[Operation, np.ndarray] = {}
-    sizes: Dict[Var, int] = {}
+    sizes: Dict[Var, int] = {v: int(x) for v, x in feed.items() if isinstance(v, Var)}
+    feed = {t: x for t, x in feed.items() if not isinstance(t, Var)}
     for tensor, array in feed.items():
         for n, got in zip(tensor.shape, np.shape(array)):
             if isinstance(n, Var):
@@ -197,6 +199,19 @@ def _combine(comb, values, lhs, rhs) -> List[np.ndarray]:
     return [np.asarray(sub.eval(res), dtype=_compute_dtype(res.dtype)) for res in comb.result]
 
 
+def saturating_float_to_int(value: np.ndarray, target: np.dtype) -> np.ndarray:
+    """Float to integer as schedlang defines it (LLVM's fptosi.sat, Rust, Java): truncate
+    toward zero, clamp to the integer dtype's range, NaN to 0."""
+    info = np.iinfo(target)
+    v = np.trunc(value.astype(np.float64))          # exact for float16/32/64
+    low, high = float(info.min), float(info.max) + 1.0   # powers of two: exact in float64
+    inside = (v >= low) & (v < high)
+    out = np.where(inside, v, 0).astype(target)
+    out = np.where(v >= high, np.array(info.max, target), out)
+    out = np.where(v < low, np.array(info.min, target), out)          # -inf included; NaN fails every comparison: 0
+    return out.astype(target)
+
+
 def _truncdiv(a, b):
     q = np.floor_divide(a, b)
     return np.where((q < 0) & (q * b != a), q + 1, q).astype(a.dtype, copy=False)
@@ -336,8 +351,7 @@ class _Evaluator:
         if e.dtype.kind == "float" and e.dtype.bits == 16:    # rounded to half at the cast, as the targets do
             return value.astype(np.float16).astype(target)
         if e.dtype.is_int and value.dtype.kind == "f":
-            value = np.trunc(value)
-            value = np.where(np.isfinite(value), value, 0)
+            return saturating_float_to_int(value, target)
         return value.astype(target)
 
     def eval_Call(self, e: Call):

@@ -235,12 +235,4 @@ def test_callback_errors_stay_with_the_calling_thread(registered):
     np.testing.assert_array_equal(results["good"], np.full(4, 2.0, "float32"))
 
 
-def test_export_library_refuses_a_module_with_packed_calls(registered, tmp_path):
-    """The callee lives in this process only: exporting says so instead of writing a
-    library that cannot be loaded (undefined symbol)."""
-    registered("test.extern.copy2", lambda x, y: np.copyto(y, x))
-    A = sl.placeholder((8,), name="A")
-    E = sl.extern((8,), [A], lambda ins, outs: sl.call_packed("test.extern.copy2", ins[0], outs[0]), name="E")
-    mod = sl.build(sl.create_schedule(E.op), [A, E])
-    with pytest.raises(ValueError, match="registered Python functions"):
-        mod.export_library(str(tmp_path / "m.so"))
+# export_library of a module with packed calls: tests/api/test_export_symbolic_extern.py

@@ -21,8 +21,8 @@ def _json(*steps):
 @pytest.mark.parametrize("step, field, want", [
     ({"primitive": "reorder", "stage": "C", "axes": "ji"}, "axes", "a list of strings"),
     ({"primitive": "fuse", "stage": "C", "axes": ["i", 3]}, "axes", "a list of strings"),
-    ({"primitive": "split", "stage": "C", "axis": "i", "factor": "4"}, "factor", "an integer or null"),
-    ({"primitive": "split", "stage": "C", "axis": "i", "factor": True}, "factor", "an integer or null"),
+    ({"primitive": "split", "stage": "C", "axis": "i", "factor": "4"}, "factor", "an integer, a size variable's name or null"),
+    ({"primitive": "split", "stage": "C", "axis": "i", "factor": True}, "factor", "an integer, a size variable's name or null"),
     ({"primitive": "tile", "stage": "C", "x": "i", "y": "j", "x_factor": 4.0, "y_factor": 4}, "x_factor", "an integer"),
     ({"primitive": "unroll", "stage": ["C"], "axis": "i"}, "stage", "a string"),
     ({"primitive": "cache_read", "tensor": "A", "scope": "local", "readers": "B"}, "readers", "a list of strings"),

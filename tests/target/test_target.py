@@ -78,7 +78,7 @@ def test_target_strings_as_tvm_writes_them():
     ("llvm mcpu=haswell", "malformed option 'mcpu=haswell'"),
     ("llvm -mcpu", "malformed option '-mcpu'"),
     ("llvm -num-cores=four", "malformed option '-num-cores=four'"),
-    ("llvm -mtriple=aarch64-linux-gnu", "unknown option -mtriple"),
+    ("llvm -mtriple=aarch64-linux-gnu", "target triple .aarch64-linux-gnu. is not this machine.s"),
     ("llvm -mattr=avx2", "malformed CPU feature 'avx2'"),
     ("cuda -mcpu=haswell", "unknown option -mcpu"),
 ])

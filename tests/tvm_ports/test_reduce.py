@@ -145,3 +145,24 @@ def test_rfactor():
     b = np.zeros(1, dtype=B.dtype)
     fsum(a, b)
     np.testing.assert_allclose(b, np.sum(a, axis=0), rtol=1e-4)
+
+
+def test_rfactor_factor_axis():
+    """TVM's test_rfactor_factor_axis: a 0-d sum over 1027 elements, split into 4 parts,
+    rfactor'd with factor_axis=0 and the partials computed in parallel; built from the
+    lowered function with a name (which TVM, and schedlang with a warning, ignore)."""
+    n = 1027
+    A = te.placeholder((n,), name="A")
+    k = te.reduce_axis((0, n))
+    B = te.compute((), lambda: te.sum(A[k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    kf, _ = s[B].split(k, nparts=4)
+    BF = s.rfactor(B, kf, 0)
+    s[BF].parallel(BF.op.axis[0])
+    fapi = sl.lower(s, args=[A, B])
+    with pytest.warns(UserWarning, match="is ignored"):
+        fsum = sl.build(fapi, target="llvm", name="mysum")
+    a = np.random.default_rng(3).uniform(size=(n,)).astype(A.dtype)
+    b = np.zeros((), dtype=B.dtype)
+    fsum(a, b)
+    np.testing.assert_allclose(b, np.sum(a, axis=0), rtol=1e-4)

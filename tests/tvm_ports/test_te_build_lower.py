@@ -1,11 +1,12 @@
 # Ported from apache/tvm v0.18 tests/python/te/test_te_build_lower.py: `from tvm import te`
 # became `import schedlang as sl`. test_lower_rfactor binds the reduction to threadIdx.x
 # (a cross-thread reduction, GPU only); its CPU part (split, rfactor, compute_at at the new
-# reduction axis) is kept. test_dependent_output_shape needs symbolic shapes.
+# reduction axis) is kept. test_dependent_output_shape passes the size x as an argument.
 import numpy as np
 import pytest
 
 import schedlang as sl
+from tests.helpers import CHECKED
 from tests.tvm_ports.check import assert_close, build_and_run
 
 
@@ -39,11 +40,18 @@ def test_split_uneven_unique_likely():
     assert_close(cv, av + bv)
 
 
-@pytest.mark.xfail(reason="needs size variables as arguments, build(s, [A, B, x]); symbolic shapes landed without them",
-                   strict=False)
 def test_dependent_output_shape():
     n, m, x = sl.size_var("n"), sl.size_var("m"), sl.size_var("x")
     A = sl.placeholder((n, m))
     B = sl.compute((m, n // x), lambda i, j: A[i, j], name="B")
     s = sl.create_schedule(B.op)
-    assert sl.build(s, [A, B, x])
+    mod = sl.build(s, [A, B, x])
+    assert mod
+    # beyond TVM's test: run it (x is an argument; B's second extent n // x is checked against it)
+    a = np.random.default_rng(2).random((6, 4), "float32")
+    for target in (CHECKED, "llvm"):
+        b = np.zeros((4, 3), "float32")
+        sl.build(s, [A, B, x], target=target)(a, b, 2)
+        assert_close(b, a[:4, :3])
+    with pytest.raises(ValueError, match=r"extent 'n // x' is 2 with x=3 \(from the argument 'x'\)"):
+        mod(a, np.zeros((4, 3), "float32"), 3)

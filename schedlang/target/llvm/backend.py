@@ -34,6 +34,7 @@ class LLVMBackend(Backend):
         """Fill in the host CPU (cpu=""), merge -mattr switches into its features, check a
         named CPU against LLVM's list, and derive vector_bits from the features."""
         options = target.options
+        check_triple(options.triple)
         host_name, host_features = host_cpu()
         if options.cpu:
             cpu, features = options.cpu, options.features
@@ -75,6 +76,22 @@ class LLVMBackend(Backend):
 
     def load_module(self, path: str):
         return load_module(path)
+
+
+def check_triple(triple: str) -> None:
+    """TVM's -mtriple: the host's architecture and OS are accepted (x86_64-linux-gnu for
+    x86_64-unknown-linux-gnu); another is a ValueError, as code is JIT-compiled for the host."""
+    if not triple:
+        return
+    import llvmlite.binding as llvm
+    host = llvm.get_process_triple()
+
+    def arch_os(t: str):
+        parts = t.split("-")
+        return parts[0], next((p for p in parts[1:] if p in ("linux", "darwin", "windows", "freebsd")), None)
+    if arch_os(triple) != arch_os(host):
+        raise ValueError(f"target triple {triple!r} is not this machine's ({host}); the llvm target compiles "
+                         "for the host only (no cross-compilation): drop -mtriple or use the host's")
 
 
 def check_index_width(kernel: KernelModule) -> None:

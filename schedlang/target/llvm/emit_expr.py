@@ -258,7 +258,11 @@ class ExprEmitter(DivisionEmitter, BFloatEmitter, HalfEmitter):
             op = "uitofp" if dst.is_float else "zext"
             return self.fn.emit(f"{op} {s_ty} {v} to {d_ty}", "frombool")
         if src.is_float:
-            return self.fn.emit(f"{'fptosi' if signed(dst) else 'fptoui'} {s_ty} {v} to {d_ty}", "ftoi")
+            # Saturating (README, "Defined behaviour"): out of range clamps to the dtype's
+            # limits and NaN gives 0, as Rust and Java define it; plain fptosi gives poison.
+            name = f"llvm.fpto{'si' if signed(dst) else 'ui'}.sat.{suffix(d_ty)}.{suffix(s_ty)}"
+            self.declare(f"declare {d_ty} @{name}({s_ty})")
+            return self.fn.emit(f"call {d_ty} @{name}({s_ty} {v})", "ftoi")
         if dst.is_float:
             return self.fn.emit(f"{'sitofp' if signed(src) else 'uitofp'} {s_ty} {v} to {d_ty}", "itof")
         if src.bits == dst.bits:
@@ -367,7 +371,7 @@ class ExprEmitter(DivisionEmitter, BFloatEmitter, HalfEmitter):
 
     def lanewise(self, e: Call, args, symbol: str, arg_types, ret_type: str, convert: bool = True) -> str:
         """Call the C function symbol once per lane. With convert, each argument (and the
-        result) is converted between its compute type and the C type (fpext/fptrunc/fptosi)."""
+        result) is converted between its compute type and the C type (fpext/fptrunc/fptosi.sat)."""
         self.declare(f"declare {ret_type} @{symbol}({', '.join(arg_types)})")
         lanes = e.dtype.lanes
         elem = scalar_compute(e.dtype)

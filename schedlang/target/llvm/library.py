@@ -4,7 +4,8 @@ check arguments stored inside it.
 The optimised LLVM IR (stage "llvm.opt") is compiled again as position-independent
 object code, plus one constant, `schedlang_module_info`: a NUL-terminated JSON record
 of the entry symbol, the parameters (name, shape, dtype, output or not), the target
-options and the buffer names that bounds-check reports refer to. The object is linked
+options, the buffer names that bounds-check reports refer to, the size variables and
+checks of symbolic shapes, and the extern calls (by registered name) the code makes. The object is linked
 into a shared library with the system C compiler; a module with parallel loops links
 the same libgomp the JIT uses.
 """
@@ -18,28 +19,62 @@ import shutil
 import subprocess
 import tempfile
 
+from ...expr.extent import extent_to_json
 from .codegen import symbol
 from .forksafe import SERIAL_FLAG
 from .jit import emit_shared_object_code
 
 INFO_SYMBOL = "schedlang_module_info"
+PACKED_HOOK = "schedlang_packed_hook"     # the loader's callback for extern calls
 FORMAT = "schedlang-llvm-module"
-VERSION = 1
+VERSION = 2      # 2: symbolic shapes (size variables, extents as expressions); 1 is read too
 
 
 def module_info(mod) -> dict:
-    """The record a loader needs to call the module as the built one is called."""
+    """The record a loader needs to call the module as the built one is called. With
+    symbolic shapes, extents are JSON expressions over numbered size variables, and
+    "sizes" holds what the call's size binding and checks need (target/shapes.py)."""
+    var_ids: dict = {}
+    sizes = mod._sizes.to_json(var_ids) if mod._sizes is not None else None
+    params = [{"name": b.name, "shape": [extent_to_json(n, var_ids) for n in b.shape], "dtype": str(b.dtype),
+               "output": out} for b, out in zip(mod.params, mod._is_output)]
     return {
         "format": FORMAT,
         "version": VERSION,
         "name": mod.name,
         "entry": symbol(mod.name),
-        "params": [{"name": b.name, "shape": list(b.shape), "dtype": str(b.dtype), "output": out}
-                   for b, out in zip(mod.params, mod._is_output)],
+        "params": params,
         "options": dataclasses.asdict(mod.target.options),
         "buffer_names": list(mod._buffer_names),
         "openmp": mod.parallel_runtime is not None,
+        "size_vars": [{"name": v.name, "dtype": str(v.dtype), "nonnegative": v.nonnegative} for v in var_ids],
+        "sizes": sizes,
     }
+
+
+def _packed_calls_through_hook(mod, text: str):
+    """Extern calls (sl.extern / call_packed) reach a Python function registered by name.
+    In the library, sl_call_packed calls through the pointer PACKED_HOOK, which the loader
+    sets to a callback of its process; the call ids of this process are saved with the
+    function name and argument layout each stands for, so that the loading process looks
+    the function up by name (sl.register_func there) when the call happens."""
+    from .packed import SYMBOL, descriptor
+    declaration = re.compile(rf"^declare void @{SYMBOL}\(i64, ptr\).*$", re.MULTILINE)
+    if not declaration.search(text):
+        return text, {}
+    calls = {}
+    for call_id in sorted({int(m) for m in re.findall(rf"@{SYMBOL}\(i64 (\d+),", mod.ir["llvm"])}):
+        func, specs = descriptor(call_id)
+        if any(spec[0] == "buffer" and not all(isinstance(n, int) for n in spec[1]) for spec in specs):
+            raise ValueError(f"{mod.name} passes a buffer of symbolic shape to the registered function '{func}'; "
+                             "export_library saves extern calls on static shapes only")
+        calls[str(call_id)] = [func, [list(spec) for spec in specs]]
+    hook = (f"@{PACKED_HOOK} = global ptr null\n"
+            f"define void @{SYMBOL}(i64 %id, ptr %argv) {{\n"
+            f"  %f = load ptr, ptr @{PACKED_HOOK}\n"
+            f"  call void %f(i64 %id, ptr %argv)\n"
+            f"  ret void\n}}")
+    return declaration.sub(lambda _: hook, text, count=1), calls
 
 
 def _llvm_string_constant(name: str, text: str) -> str:
@@ -67,18 +102,14 @@ def _link_openmp(runtime) -> list:
 
 def export_library(mod, path: str) -> None:
     """Write `mod` (an LLVMModule) as the shared library `path` (e.g. "f.so")."""
-    if mod._sizes is not None:
-        raise ValueError(f"{mod.name} has symbolic shapes; export_library writes modules of static shapes only "
-                         "for now (build with concrete extents to export)")
-    from .packed import SYMBOL as PACKED_SYMBOL
-    if f"@{PACKED_SYMBOL}" in mod.ir["llvm.opt"]:
-        # the callee is a Python function registered in this process, reached by a ctypes callback
-        raise ValueError(f"{mod.name} calls registered Python functions (sl.extern / call_packed); export_library "
-                         "cannot save those, so such modules are not exportable for now")
     # The library defines its own fork flag (forksafe.py): the process's is not there at load time.
     text = re.sub(rf"@{re.escape(SERIAL_FLAG)} = external (local_unnamed_addr )?global i32",
                   f"@{SERIAL_FLAG} = global i32 0", mod.ir["llvm.opt"])
-    text += _llvm_string_constant(INFO_SYMBOL, json.dumps(module_info(mod)))
+    info = module_info(mod)
+    text, packed_calls = _packed_calls_through_hook(mod, text)
+    if packed_calls:
+        info["packed"] = packed_calls
+    text += _llvm_string_constant(INFO_SYMBOL, json.dumps(info))
     obj = emit_shared_object_code(text, mod.target.cpu, mod.target.features)
     with tempfile.TemporaryDirectory(prefix="schedlang-export-") as tmp:
         obj_path = os.path.join(tmp, "module.o")

@@ -6,13 +6,16 @@ import json
 import os
 
 from ...dtypes import dtype
-from ...expr.nodes import Buffer
+from ...expr.extent import extent_from_json
+from ...expr.nodes import Buffer, Var
+from ..shapes import SizeBinder
 from ..target import LLVMOptions, Target
 from .cpus import why_not_runnable
 from . import forksafe
 from .forksafe import SERIAL_FLAG
 from .jit import host_cpu
-from .library import FORMAT, INFO_SYMBOL, VERSION
+from . import packed
+from .library import FORMAT, INFO_SYMBOL, PACKED_HOOK, VERSION
 from .module import LLVMModule
 from .runtime import openmp_library
 
@@ -40,15 +43,20 @@ class LoadedModule(LLVMModule):
         self.path = path
         self.target = Target("llvm", LLVMOptions(**info["options"]))
         self.name = info["name"]
-        self.params = [Buffer(p["name"], tuple(p["shape"]), dtype(p["dtype"])) for p in info["params"]]
+        variables = [Var(v["name"], dtype(v["dtype"]), nonnegative=v["nonnegative"])
+                     for v in info.get("size_vars", [])]
+        self.params = [Buffer(p["name"], tuple(extent_from_json(n, variables) for n in p["shape"]), dtype(p["dtype"]))
+                       for p in info["params"]]
         self._is_output = [bool(p["output"]) for p in info["params"]]
         self.parallel_runtime = openmp_library() if info["openmp"] else None
         self.ir = {}
         self._source = None
         self._buffer_names = list(info["buffer_names"])
         self._compiled = _Library(lib)
-        self._sizes = None                    # export_library refuses symbolic shapes for now
-        self._bind_entry(info["entry"], bool(info["openmp"]), 0)
+        sizes = info.get("sizes")
+        self._sizes = SizeBinder.from_json(sizes, self.params, variables) if sizes else None
+        self._bind_entry(info["entry"], bool(info["openmp"]), len(self._sizes.sizes) if self._sizes else 0)
+        self._packed_hook = _bind_packed_calls(lib, info.get("packed"))
         if info["openmp"]:
             try:
                 forksafe.add_library_flag(self._compiled.global_address(SERIAL_FLAG))
@@ -64,6 +72,30 @@ class LoadedModule(LLVMModule):
         raise ValueError("a loaded module cannot be exported again; copy its file instead")
 
 
+def _bind_packed_calls(lib: ctypes.CDLL, calls):
+    """Point the library's extern-call hook at a callback that calls, by name, the functions
+    registered in this process (sl.register_func); returns the callback (keep it alive)."""
+    if not calls:
+        return None
+    table = {int(call_id): (func, [tuple(spec) for spec in specs]) for call_id, (func, specs) in calls.items()}
+
+    def call(call_id: int, argv: int) -> None:
+        if call_id not in table:
+            packed.record_error(RuntimeError(f"extern call id {call_id} is not in the library's table"))
+            return
+        packed.call_descriptor(*table[call_id], argv)
+
+    # One callback per loaded library, kept for the process: loading the same file again
+    # returns the same library (dlopen), whose hook must not point at a freed callback.
+    if lib._handle not in _HOOKS:
+        _HOOKS[lib._handle] = packed.CALLBACK(call)
+        ctypes.c_void_p.in_dll(lib, PACKED_HOOK).value = ctypes.cast(_HOOKS[lib._handle], ctypes.c_void_p).value
+    return _HOOKS[lib._handle]
+
+
+_HOOKS: dict = {}
+
+
 def _open(path: str):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no module file {path!r}")
@@ -77,7 +109,7 @@ def _open(path: str):
         raise ValueError(f"{path} is not a schedlang module (it has no {INFO_SYMBOL}); "
                          "write one with mod.export_library(path)") from None
     info = json.loads(raw.decode("utf-8"))
-    if info.get("format") != FORMAT or info.get("version") != VERSION:
+    if info.get("format") != FORMAT or info.get("version") not in (1, VERSION):
         raise ValueError(f"{path} holds a schedlang module of format {info.get('format')!r} version "
                          f"{info.get('version')!r}; this schedlang reads {FORMAT!r} version {VERSION}")
     return info, lib

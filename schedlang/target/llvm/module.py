@@ -43,7 +43,8 @@ class LLVMModule:
         self._source = self.ir["llvm"]
         self._buffer_names = buffer_names
         self._compiled = compiled
-        self._sizes = (SizeBinder(self.params, kernel_ir.sizes, symbolic_buffers(kernel_ir), symbolic_extents(kernel_ir))
+        self._sizes = (SizeBinder(self.params, kernel_ir.sizes, symbolic_buffers(kernel_ir),
+                                  symbolic_extents(kernel_ir), kernel_ir.size_args, kernel_ir.size_checks)
                        if kernel_ir.sizes else None)
         self._bind_entry(symbol(self.name), "@GOMP_parallel" in self._source, len(kernel_ir.sizes))
         self._not_runnable = not_runnable     # compiled for a CPU this machine is not: why
@@ -71,7 +72,7 @@ class LLVMModule:
         this one, with no lowering or code generation (object code linked with the system cc)."""
         export_library(self, path)
 
-    def _pointers(self, arrays: Sequence) -> List[int]:
+    def _pointers(self, arrays: Sequence, given=None) -> List[int]:
         if self._not_runnable:
             raise RuntimeError(f"{self.name} cannot run here: {self._not_runnable}; get_source() and "
                                "export_library() work, or build for this machine (target='llvm')")
@@ -81,12 +82,12 @@ class LLVMModule:
         shapes = None
         sizes: List[int] = []
         if self._sizes is not None:   # symbolic shapes: read the sizes, then check as for static ones
-            sizes, shapes = self._bind_sizes(arrays)
+            sizes, shapes = self._bind_sizes(arrays, given)
         return check_arguments(self.name, self.params, self._is_output, arrays, shapes=shapes) + sizes
 
-    def _bind_sizes(self, arrays: Sequence):
+    def _bind_sizes(self, arrays: Sequence, given=None):
         """(size values, concrete shapes of the arguments) from the arrays' shapes."""
-        given = []
+        given_shapes = []
         for b, x in zip(self.params, arrays):
             shape = getattr(x, "shape", None)
             if shape is None:
@@ -94,8 +95,8 @@ class LLVMModule:
             if len(shape) != len(b.shape):
                 raise ValueError(f"argument '{b.name}' must have {len(b.shape)} dimensions "
                                  f"({', '.join(map(str, b.shape))}), got shape {tuple(shape)}")
-            given.append(tuple(int(n) for n in shape))
-        values = self._sizes.bind(given)
+            given_shapes.append(tuple(int(n) for n in shape))
+        values = self._sizes.bind(given_shapes, given)
         return values, [self._sizes.shape_of(b, values) for b in self.params]
 
     def __call__(self, *arrays) -> None:
@@ -104,9 +105,12 @@ class LLVMModule:
     def _run_once(self, arrays):
         """One checked call. Returns the argument vector and what it points to (resolved copies
         of lazily negated tensors, the call's status record): keep them alive to call again."""
+        given = None
+        if self._sizes is not None:     # size variables passed as ints among the arrays
+            arrays, given = self._sizes.split_call(arrays)
         arrays = resolve_arguments(self.params, arrays, self._is_output)
         status = StatusRecord()
-        argv = self._argv_type(*self._pointers(arrays), ctypes.addressof(status))
+        argv = self._argv_type(*self._pointers(arrays, given), ctypes.addressof(status))
         if self._launches_threads:
             forksafe.before_parallel_call()
         failed = self._fn(argv)
@@ -131,7 +135,10 @@ class LLVMModule:
         return best
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{b.name}: {b.dtype}[{', '.join(map(str, b.shape))}]" for b in self.params)
+        args = [f"{b.name}: {b.dtype}[{', '.join(map(str, b.shape))}]" for b in self.params]
+        for pos, v in (self._sizes.size_args if self._sizes is not None else ()):
+            args.insert(pos, f"{v.name}: {v.dtype}")       # a size variable passed as an int
+        args = ", ".join(args)
         return f"<schedlang module {self.name}({args}) target={self.target.kind}>"
 
 

@@ -39,13 +39,30 @@ def descriptor_id(call: CallPacked) -> int:
         return _ids[key]
 
 
+def descriptor(call_id: int) -> Tuple[str, Tuple]:
+    """(function name, argument specs) of a call id of this process (export_library saves them)."""
+    return _descriptors[call_id]
+
+
 def _call(call_id: int, argv: int) -> None:
+    if not 0 <= call_id < len(_descriptors):
+        record_error(RuntimeError(f"extern call id {call_id} is unknown in this process: the code was generated "
+                                  "in another process, whose registry of extern calls this one does not have"))
+        return
+    call_descriptor(*_descriptors[call_id], argv)
+
+
+def record_error(e: BaseException) -> None:
+    """Keep the first exception of a call, for raise_pending in the calling thread."""
+    if getattr(_pending, "error", None) is None:
+        _pending.error = e
+
+
+def call_descriptor(func: str, specs, argv: int) -> None:
+    """Call the function registered as func (looked up now, by name) on numpy views of the
+    buffers whose pointers argv holds; an exception is kept for raise_pending."""
     from ...packed import get_global_func
     try:
-        if not 0 <= call_id < len(_descriptors):
-            raise RuntimeError(f"extern call id {call_id} is unknown in this process: the code was generated in "
-                               "another process, whose registry of extern calls this one does not have")
-        func, specs = _descriptors[call_id]
         n = sum(1 for s in specs if s[0] == "buffer")
         pointers = (ctypes.c_void_p * max(n, 1)).from_address(argv)
         args, k = [], 0
@@ -60,11 +77,11 @@ def _call(call_id: int, argv: int) -> None:
             k += 1
         get_global_func(func)(*args)
     except BaseException as e:   # noqa: BLE001 — re-raised by the module call
-        if getattr(_pending, "error", None) is None:
-            _pending.error = e
+        record_error(e)
 
 
-_TRAMPOLINE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)(_call)
+CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)
+_TRAMPOLINE = CALLBACK(_call)
 _installed = False
 
 
