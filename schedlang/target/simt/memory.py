@@ -73,7 +73,7 @@ class Memory:
         data, addr, lane, idx, active = self._address(b, index, mask, stmt)
         if b.scope == "shared":
             self.races.read(b, addr, self.chunk.tid[lane], stmt)
-        self._count(b, lane, idx)
+        self._count(b, lane, idx, False)
         out = np.zeros(active.shape, dtype=dtype)
         out[active] = data[addr]
         return out
@@ -82,13 +82,13 @@ class Memory:
         data, addr, lane, idx, active = self._address(b, index, mask, stmt)
         if b.scope == "shared":
             self.races.write(b, addr, self.chunk.tid[lane], stmt)
-        self._count(b, lane, idx)
+        self._count(b, lane, idx, True)
         value = np.broadcast_to(np.asarray(value), active.shape)[active]
         data[addr] = value.astype(data.dtype, copy=False)
 
-    def _count(self, b: Buffer, lane: np.ndarray, idx: np.ndarray) -> None:
+    def _count(self, b: Buffer, lane: np.ndarray, idx: np.ndarray, store: bool) -> None:
         if self.counters is not None and b.scope in ("global", "shared") and lane.size:
-            self.counters.access(b, self.chunk.warp[lane], idx)
+            self.counters.access(b, self.chunk.warp[lane], idx, store)
 
 
 def _first_line(stmt) -> str:

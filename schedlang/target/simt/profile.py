@@ -18,20 +18,24 @@ class Counters:
     """Per-warp access counts of one kernel, summed over its blocks."""
 
     def __init__(self):
-        self.global_requests = 0
-        self.global_sectors = 0
+        self.load_requests = self.load_sectors = 0
+        self.store_requests = self.store_sectors = 0
         self.shared_requests = 0
         self.shared_wavefronts = 0
         self.barriers = 0
 
-    def access(self, b: Buffer, warp: np.ndarray, index: np.ndarray) -> None:
+    def access(self, b: Buffer, warp: np.ndarray, index: np.ndarray, store: bool) -> None:
         """One warp-wide access of b: warp and element index of each active lane (element)."""
         byte = index * b.dtype.bytes
         warps = np.unique(warp)
         if b.scope == "global":
             keys = np.unique(warp * (1 << 40) + byte // SECTOR)
-            self.global_requests += warps.size
-            self.global_sectors += keys.size
+            if store:
+                self.store_requests += warps.size
+                self.store_sectors += keys.size
+            else:
+                self.load_requests += warps.size
+                self.load_sectors += keys.size
             return
         # shared: lanes reading one 4-byte word share it (a broadcast); distinct words in one bank serialise
         words = np.unique(warp * (1 << 40) + byte // BANK_BYTES)
@@ -47,7 +51,7 @@ class Counters:
 class KernelProfile:
     """The figures of one kernel over its whole grid.
 
-    global_requests / global_sectors: warp-wide global loads and stores, and the 32-byte
+    load_requests / load_sectors (store_...): warp-wide global loads (stores), and the 32-byte
     sectors they touch (4 per request is a coalesced float32 access, 32 a fully scattered one);
     shared_requests / shared_wavefronts: warp-wide shared accesses and the bank passes they need
     (one per request without conflicts); barriers: __syncthreads() executed, summed over blocks;
@@ -57,8 +61,10 @@ class KernelProfile:
     kernel: str
     blocks: int
     threads_per_block: int
-    global_requests: int
-    global_sectors: int
+    load_requests: int
+    load_sectors: int
+    store_requests: int
+    store_sectors: int
     shared_requests: int
     shared_wavefronts: int
     barriers: int
@@ -67,8 +73,21 @@ class KernelProfile:
     occupancy: Occupancy
 
     @property
+    def global_requests(self) -> int:
+        return self.load_requests + self.store_requests
+
+    @property
     def sectors_per_request(self) -> float:
-        return self.global_sectors / self.global_requests if self.global_requests else 0.0
+        """32-byte sectors per warp-wide global access, loads and stores together."""
+        return (self.load_sectors + self.store_sectors) / self.global_requests if self.global_requests else 0.0
+
+    @property
+    def sectors_per_load(self) -> float:
+        return self.load_sectors / self.load_requests if self.load_requests else 0.0
+
+    @property
+    def sectors_per_store(self) -> float:
+        return self.store_sectors / self.store_requests if self.store_requests else 0.0
 
     @property
     def bank_conflicts(self) -> int:
@@ -82,8 +101,9 @@ class KernelProfile:
 
     def __str__(self) -> str:
         regs = "?" if self.registers is None else self.registers
-        return (f"{self.kernel}: {self.blocks} blocks x {self.threads_per_block} threads; global "
-                f"{self.sectors_per_request:.2f} sectors/request ({self.global_requests} requests); shared "
+        return (f"{self.kernel}: {self.blocks} blocks x {self.threads_per_block} threads; global sectors/request "
+                f"{self.sectors_per_load:.2f} load, {self.sectors_per_store:.2f} store ({self.global_requests} "
+                f"requests); shared "
                 f"{self.conflict_degree:.2f} passes/request ({self.bank_conflicts} bank conflicts); "
                 f"{self.barriers} barriers; {self.shared_bytes} B shared, {regs} registers; occupancy "
                 f"{self.occupancy.occupancy:.0%} ({self.occupancy.blocks_per_sm} blocks/SM, limited by "

@@ -37,8 +37,9 @@ def run_module(module: KernelModule, arrays: Sequence[np.ndarray], arch: str = "
                 info = (ptxas_info or {}).get(k.name)
                 regs = info.registers if info is not None else None
                 smem = shared_bytes(k)
-                out[k.name] = KernelProfile(k.name, g.blocks, g.threads, counters.global_requests,
-                                            counters.global_sectors, counters.shared_requests,
+                out[k.name] = KernelProfile(k.name, g.blocks, g.threads, counters.load_requests,
+                                            counters.load_sectors, counters.store_requests,
+                                            counters.store_sectors, counters.shared_requests,
                                             counters.shared_wavefronts, counters.barriers, smem, regs,
                                             occupancy(arch, g.threads, smem, regs))
     return out if profile else None

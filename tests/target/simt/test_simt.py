@@ -1,10 +1,14 @@
 """The SIMT engine (mod.emulate(..., engine="simt")): the GPU programs the CUDA tests run through
 the shim, interpreted from Kernel IR against the reference evaluator; access and race checks."""
+import dataclasses
+
 import numpy as np
 import pytest
 
 import schedlang as sl
-from schedlang.target.simt import SharedMemoryRace
+from schedlang.kernel.nodes import Kernel
+from schedlang.loop.nodes import Barrier, IfThen, Seq
+from schedlang.target.simt import SharedMemoryRace, run_module
 from tests.helpers import assert_close
 from tests.target.cuda import schedules
 from tests.target.cuda.schedules import arrays_for
@@ -44,3 +48,108 @@ PROGRAMS = {
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_gpu_programs_against_the_reference(name):
     simt_and_check(*PROGRAMS[name]())
+
+
+def test_float16_int_and_double_arithmetic():
+    """half computed in float and rounded when stored; floordiv/floormod on negative ints; int8 wraps."""
+    n = 77
+    H = sl.placeholder((n,), "float16", name="H")
+    I = sl.placeholder((n,), "int32", name="I")
+    J = sl.placeholder((n,), "int8", name="J")
+    D = sl.placeholder((n,), "float64", name="D")
+    h = sl.compute((n,), lambda i: H[i] * H[i] + sl.const(0.5, "float16"), name="h")
+    q = sl.compute((n,), lambda i: sl.floordiv(I[i], 7) * 100 + sl.floormod(I[i], 7) + sl.max(I[i], 3), name="q")
+    w = sl.compute((n,), lambda i: sl.floordiv(J[i] * sl.const(3, "int8"), sl.const(5, "int8")), name="w")
+    d = sl.compute((n,), lambda i: sl.tanh(D[i]) + sl.sqrt(sl.abs(D[i])), name="d")
+    s = sl.create_schedule([h.op, q.op, w.op, d.op])
+    for t in (h, q, w, d):
+        schedules.bind(s, t, *s[t].split(t.op.axis[0], factor=32))
+    simt_and_check(s, [H, I, J, D, h, q, w, d])
+
+
+def test_two_kernels_through_a_global_temporary():
+    A = sl.placeholder((45, 13), name="A")
+    B = sl.compute((45, 13), lambda i, j: A[i, j] * 3.0, name="B")
+    C = sl.compute((13, 45), lambda i, j: B[j, i] - A[j, i], name="C")
+    s = sl.create_schedule(C.op)
+    for t in (B, C):
+        s[t].bind(t.op.axis[0], sl.thread_axis("blockIdx.x"))
+        s[t].bind(t.op.axis[1], sl.thread_axis("threadIdx.x"))
+    mod, _ = simt_and_check(s, [A, C])
+    assert mod.kernels == ["C_B", "C_kernel"]
+
+
+def test_same_results_as_the_shim_bit_for_bit_on_float32_gemm():
+    """Both engines compute in float32 in the same order, so their outputs are identical."""
+    s, args = schedules.shared_gemm(33, 18, 21)
+    mod = sl.build(s, args, target="cuda")
+    a, _ = arrays_for(s, args)
+    b, _ = arrays_for(s, args)
+    mod.emulate(*a, engine="simt")
+    mod.emulate(*b, engine="shim")
+    np.testing.assert_array_equal(a[2], b[2])
+
+
+def test_missing_barrier_is_a_race(monkeypatch):
+    """The shared GEMM built without the barrier pass: lockstep execution alone would give the right
+    result, the race check names the buffer and the statement."""
+    from schedlang.target.cuda.backend import BACKEND
+    passes = BACKEND.kernel_passes
+    monkeypatch.setattr(BACKEND, "kernel_passes", lambda target: [p for p in passes(target) if p[0] != "insert_barriers"])
+    s, args = schedules.shared_gemm(20, 21, 19, block=(4, 8), k_tile=4)
+    mod = sl.build(s, args, target="cuda", cache=False)
+    assert "__syncthreads" not in mod.get_source()
+    arrays, _ = arrays_for(s, args)
+    with pytest.raises(SharedMemoryRace, match=r"race on '[AB]\.shared' .*C\.local\[0\] = C\.local\[0\] \+ "
+                       r".*with no barrier between them"):
+        mod.emulate(*arrays, engine="simt")
+
+
+def test_every_thread_filling_the_whole_shared_tile_is_a_race():
+    """Without a cooperative fetch every thread writes every element of the shared tile."""
+    s, args = schedules.tiled_gemm(M=20, N=20, K=12, cache_shared=True)
+    arrays, _ = arrays_for(s, args)
+    with pytest.raises(sl.LoweringError, match=r"race on 'A\.shared'.*in the same statement"):
+        sl.build(s, args, target="cuda").emulate(*arrays, engine="simt")
+
+
+def test_an_out_of_bounds_access_names_buffer_index_and_thread():
+    """The elementwise kernel with its tail guard taken away: the last block's threads 36..63 read past
+    A, an IndexError naming the buffer, the index, the thread and the block."""
+    s, args = schedules.elementwise(100, 64)
+    mod = sl.build(s, args, target="cuda")
+    m = mod._kernel_ir
+    k = m.kernels[0]
+    assert isinstance(k.body, IfThen)
+    unguarded = dataclasses.replace(m, kernels=(Kernel(k.name, k.params, k.launch, k.body.then_body),))
+    a, b = arrays_for(s, args)[0]
+    with pytest.raises(IndexError, match=r"global buffer 'A' at index 100, outside its 100 elements, in "
+                       r"thread \(36, 0, 0\) of block \(1, 0, 0\)"):
+        run_module(unguarded, [a, b])
+
+
+def test_a_barrier_reached_by_part_of_a_block_is_an_error():
+    s, args = schedules.elementwise(100, 64)
+    m = sl.build(s, args, target="cuda")._kernel_ir
+    k = m.kernels[0]
+    guard = k.body
+    divergent = IfThen(guard.cond, Seq((guard.then_body, Barrier())))
+    bad = dataclasses.replace(m, kernels=(Kernel(k.name, k.params, k.launch, divergent),))
+    a, b = arrays_for(s, args)[0]
+    with pytest.raises(sl.LoweringError, match=r"a barrier is reached by 36 of the 64 threads of a block "
+                       r"\(thread \(36, 0, 0\) of block \(1, 0, 0\) does not reach it\)"):
+        run_module(bad, [a, b])
+
+
+def test_torch_cpu_tensors_and_bad_options():
+    torch = pytest.importorskip("torch")
+    s, args = schedules.elementwise(300, 64)
+    mod = sl.build(s, args, target="cuda")
+    a = torch.randn(300)
+    b = torch.zeros(300)
+    mod.emulate(a, b, engine="simt")
+    np.testing.assert_allclose(b.numpy(), np.exp(a.numpy()) * 2, rtol=1e-6)
+    with pytest.raises(ValueError, match="profile=True needs engine='simt'"):
+        mod.emulate(a, b, profile=True)
+    with pytest.raises(ValueError, match="always checks shared-memory races"):
+        mod.emulate(a, b, engine="simt", sanitize="thread")
