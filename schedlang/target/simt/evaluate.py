@@ -19,11 +19,6 @@ def compute_dtype(dt: DType) -> np.dtype:
     return np.dtype(np.float32) if dt.is_float and dt.bits == 16 else dt.numpy
 
 
-def _lanes_mask(mask: np.ndarray, value: np.ndarray) -> np.ndarray:
-    """mask (one per lane) shaped to broadcast against a vector value (lanes, vector lanes)."""
-    return mask.reshape(mask.shape + (1,) * max(0, np.ndim(value) - 1))
-
-
 class Evaluator:
     """Evaluates the expressions of one statement under one mask; a shared subexpression is
     evaluated once (memo by node id, keeping the node alive)."""
@@ -115,16 +110,15 @@ class Evaluator:
         if p.ndim <= 1:      # one predicate a thread: C's `p ? load : 0`
             mask = mask & np.broadcast_to(p, mask.shape)
             return self.machine.memory.load(e.buffer, self.eval(e.indices[0]), mask, self.stmt, dt)
-        index = np.where(p, self.eval(e.indices[0]), 0)      # one a vector lane: masked-off lanes read 0
-        value = self.machine.memory.load(e.buffer, index, mask, self.stmt, dt)
-        return np.where(p, value, 0).astype(dt)
+        p = np.broadcast_to(p, (mask.size,) + p.shape[1:])      # one a vector lane
+        return self.machine.memory.load(e.buffer, self.eval(e.indices[0]), mask[:, None] & p, self.stmt, dt)
 
     def eval_Ramp(self, e: Ramp):
-        base = np.asarray(self.eval(e.base))
+        base = np.broadcast_to(np.asarray(self.eval(e.base)), self.mask.shape)
         stride = np.asarray(self.eval(e.stride))
         steps = np.arange(e.lanes, dtype=base.dtype)
         return base[..., None] + stride[..., None] * steps
 
     def eval_Broadcast(self, e: Broadcast):
-        v = np.asarray(self.eval(e.value))
+        v = np.broadcast_to(np.asarray(self.eval(e.value)), self.mask.shape)
         return np.repeat(v[..., None], e.lanes, axis=-1)

@@ -74,11 +74,13 @@ class Machine:
         ev = Evaluator(self, mask, s)
         if s.predicate is not None:
             p = np.asarray(ev.eval(s.predicate))
-            if p.ndim <= 1:
+            if p.ndim <= 1:      # one predicate a thread: nothing of the store runs where it is false
                 mask = mask & np.broadcast_to(p, mask.shape)
                 ev = Evaluator(self, mask, s)
-            else:
-                raise InternalError(f"a store predicated per vector lane: `{s}`")
+            else:                # one a vector lane: the lanes where it is false are not written
+                value, index = ev.eval(s.value), ev.eval(s.indices[0])
+                self.memory.store(s.buffer, index, value, mask[:, None] & np.broadcast_to(p, np.shape(index)), s)
+                return
         value = ev.eval(s.value)
         self.memory.store(s.buffer, ev.eval(s.indices[0]), value, mask, s)
 

@@ -42,10 +42,11 @@ class Memory:
     def _address(self, b: Buffer, index: np.ndarray, mask: np.ndarray, stmt):
         """(storage, flat addresses, lanes) of the active elements; IndexError when out of bounds."""
         index = np.asarray(index).astype(np.int64)
-        lanes = np.broadcast_to(np.arange(self.chunk.lanes).reshape((-1,) + (1,) * max(0, index.ndim - 1)),
-                                np.broadcast_shapes(index.shape, (self.chunk.lanes,) + (1,) * max(0, index.ndim - 1)))
-        index = np.broadcast_to(index, lanes.shape)
-        active = np.broadcast_to(mask.reshape(mask.shape + (1,) * (index.ndim - 1)), index.shape)
+        if index.ndim == 0:
+            index = np.broadcast_to(index, (self.chunk.lanes,))
+        extra = (1,) * (index.ndim - 1)       # a vector access: (lanes, vector lanes)
+        lanes = np.broadcast_to(np.arange(self.chunk.lanes).reshape((-1,) + extra), index.shape)
+        active = np.broadcast_to(mask.reshape(mask.shape + (1,) * (index.ndim - mask.ndim)), index.shape)
         idx, lane = index[active], lanes[active]
         bad = (idx < 0) | (idx >= b.size)
         if bad.any():

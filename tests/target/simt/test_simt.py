@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import schedlang as sl
-from schedlang.kernel.nodes import Kernel
-from schedlang.loop.nodes import Barrier, IfThen, Seq
+from schedlang.expr.nodes import Binary, Broadcast, Buffer, Compare, Const, Load, Ramp, Var
+from schedlang.kernel.nodes import Kernel, KernelModule, LaunchAxis, LaunchKind
+from schedlang.loop.nodes import Barrier, IfThen, Seq, Store
 from schedlang.target.simt import SharedMemoryRace, run_module
 from tests.helpers import assert_close
 from tests.target.cuda import schedules
@@ -153,3 +154,23 @@ def test_torch_cpu_tensors_and_bad_options():
         mod.emulate(a, b, profile=True)
     with pytest.raises(ValueError, match="always checks shared-memory races"):
         mod.emulate(a, b, engine="simt", sanitize="thread")
+
+
+def test_vector_loads_and_stores_with_a_lane_predicate():
+    """Kernel IR written by hand (the CUDA renderer has no float4 yet): each thread loads 4 floats as a
+    Ramp, masked past element 250, and stores twice them; a warp's float4 access touches 16 sectors."""
+    f32, i32 = sl.dtypes.DType("float", 32), sl.dtypes.DType("int", 32)
+    A, B = Buffer("A", (256,), f32), Buffer("B", (256,), f32)
+    bx, tx = Var("bx", i32), Var("tx", i32)
+    launch = (LaunchAxis("blockIdx.x", bx, 2, LaunchKind.BLOCK), LaunchAxis("threadIdx.x", tx, 32, LaunchKind.THREAD))
+    index = Ramp((bx * 32 + tx) * 4, Const(1), 4)
+    keep = Compare("lt", index, Broadcast(Const(250), 4))
+    value = Binary("mul", Load(A, (index,), keep), Broadcast(Const(2.0, f32), 4))
+    module = KernelModule("vec", (A, B), (), (Kernel("vec", (A, B), launch, Store(B, (index,), value)),))
+    a = np.random.default_rng(0).standard_normal(256).astype(np.float32)
+    b = np.full(256, 7, np.float32)
+    report = run_module(module, [a, b], profile=True)
+    np.testing.assert_array_equal(b, np.where(np.arange(256) < 250, a * 2, 0).astype(np.float32))
+    p = report["vec"]
+    assert p.load_requests == p.store_requests == 2 and p.sectors_per_store == 16.0
+    assert p.load_sectors == 16 + 16      # the masked-off floats 250..255 still share sectors 248..255
