@@ -78,7 +78,7 @@ class CUDAModule:
         pointers = check_arguments(self.name, self.params, self._is_output, arrays)
         if engine == "simt":
             from ..simt import run_module
-            flat = [(x if isinstance(x, np.ndarray) else x.numpy()).reshape(-1) for x in arrays]
+            flat = [(x if isinstance(x, np.ndarray) else x.detach().numpy()).reshape(-1) for x in arrays]
             return run_module(self._kernel_ir, flat, self.target.arch, self.ptxas_info, profile)
         built = shim.build(self.ir["cuda"], shim.driver_source(self._kernel_ir), sanitize)
         if sanitize is None:

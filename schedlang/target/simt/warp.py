@@ -28,7 +28,8 @@ def shuffle(chunk, kind: str, member_mask: int, value: np.ndarray, arg: np.ndarr
     absent = active & named & (~in_block | ~active[np.where(in_block, src, 0)])
     if absent.any():
         k = int(np.argmax(absent))
-        raise LoweringError("simt warp shuffle", f"kernel {chunk.geometry.kernel.name}: `{str(stmt).strip().splitlines()[0]}`"
-                            f" in {chunk.where(k)} shuffles with a lane that is not active or not in the block; "
+        text = str(stmt).strip().splitlines()[0]
+        raise LoweringError("simt warp shuffle", f"kernel {chunk.geometry.kernel.name}: `{text}` in {chunk.where(k)}"
+                            f" shuffles with a lane that is not active or not in the block; "
                             "every lane of the member mask must take part in a warp shuffle")
     return value[np.where(in_block, src, np.arange(chunk.lanes))].copy()

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import schedlang as sl
-from schedlang.expr.nodes import Binary, Broadcast, Buffer, Compare, Const, Load, Ramp, Var
+from schedlang.expr.nodes import Binary, Broadcast, Buffer, Call, Cast, Compare, Const, Load, Ramp, Var
 from schedlang.kernel.nodes import Kernel, KernelModule, LaunchAxis, LaunchKind
-from schedlang.loop.nodes import Barrier, IfThen, Seq, Store
+from schedlang.loop.nodes import Barrier, IfThen, Let, Seq, Store
 from schedlang.target.simt import SharedMemoryRace, run_module
 from tests.helpers import assert_close
 from tests.target.cuda import schedules
@@ -174,3 +174,22 @@ def test_vector_loads_and_stores_with_a_lane_predicate():
     p = report["vec"]
     assert p.load_requests == p.store_requests == 2 and p.sectors_per_store == 16.0
     assert p.load_sectors == 16 + 16      # the masked-off floats 250..255 still share sectors 248..255
+
+
+def test_a_shuffle_with_an_inactive_member_is_an_error():
+    """Lanes 0..15 shuffle down by 16 inside `if tx < 16`: their sources never reach the shuffle."""
+    f32, i32 = sl.dtypes.DType("float", 32), sl.dtypes.DType("int", 32)
+    Y = Buffer("Y", (32,), f32)
+    tx, v = Var("tx", i32), Var("v", f32)
+    shuffled = Call("shfl_down_sync", (Const(0xFFFFFFFF, sl.dtypes.DType("uint", 32)), Cast(f32, tx), Const(16),
+                                       Const(32)), f32)
+    body = IfThen(Compare("lt", tx, Const(16)), Let(v, shuffled, Store(Y, (tx,), v)))
+    launch = (LaunchAxis("threadIdx.x", tx, 32, LaunchKind.THREAD),)
+    module = KernelModule("shfl", (Y,), (), (Kernel("shfl", (Y,), launch, body),))
+    with pytest.raises(sl.LoweringError, match=r"thread \(0, 0, 0\) of block \(0, 0, 0\) shuffles with a lane "
+                       "that is not active"):
+        run_module(module, [np.zeros(32, np.float32)])
+    full = KernelModule("shfl", (Y,), (), (Kernel("shfl", (Y,), launch, Let(v, shuffled, Store(Y, (tx,), v))),))
+    y = np.zeros(32, np.float32)
+    run_module(full, [y])
+    np.testing.assert_array_equal(y, np.where(np.arange(32) < 16, np.arange(32) + 16, np.arange(32)))
