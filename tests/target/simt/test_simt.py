@@ -193,3 +193,20 @@ def test_a_shuffle_with_an_inactive_member_is_an_error():
     y = np.zeros(32, np.float32)
     run_module(full, [y])
     np.testing.assert_array_equal(y, np.where(np.arange(32) < 16, np.arange(32) + 16, np.arange(32)))
+
+
+def test_integer_division_by_zero_and_minus_one_is_defined():
+    """schedlang defines x // 0 == x % 0 == 0 and INT_MIN // -1 == INT_MIN (README, Defined behaviour)."""
+    n = 6
+    I = sl.placeholder((n,), "int32", name="I")
+    J = sl.placeholder((n,), "int32", name="J")
+    q = sl.compute((n,), lambda i: sl.floordiv(I[i], J[i]) * 1000 + sl.floormod(I[i], J[i]), name="q")
+    s = sl.create_schedule(q.op)
+    schedules.bind(s, q, *s[q].split(q.op.axis[0], factor=4))
+    mod = sl.build(s, [I, J, q], target="cuda")
+    i = np.array([7, -7, 5, -2 ** 31, 9, -9], np.int32)
+    j = np.array([2, 2, 0, -1, -4, 0], np.int32)
+    out = np.zeros(n, np.int32)
+    mod.emulate(i, j, out, engine="simt")
+    np.testing.assert_array_equal(out, sl.reference([q], {I: i, J: j})[0])
+    assert list(out[[2, 5]]) == [0, 0]
