@@ -17,8 +17,10 @@ def _storage_dtype(b: Buffer) -> np.dtype:
 
 
 class Memory:
-    def __init__(self, chunk, globals_: Dict[Buffer, np.ndarray], races: RaceChecker, counters=None):
+    def __init__(self, chunk, globals_: Dict[Buffer, np.ndarray], races: RaceChecker, global_writes=None,
+                 counters=None):
         self.chunk = chunk
+        self.global_writes = global_writes
         self.globals = globals_
         self.shared: Dict[Buffer, np.ndarray] = {}
         self.local: Dict[Buffer, np.ndarray] = {}
@@ -83,6 +85,9 @@ class Memory:
         data, addr, lane, idx, active = self._address(b, index, mask, stmt)
         if b.scope == "shared":
             self.races.write(b, addr, self.chunk.tid[lane], stmt)
+        elif b.scope == "global" and self.global_writes is not None:
+            c = self.chunk
+            self.global_writes.write(b, addr, (c.start + c.local_block[lane]) * c.geometry.threads + c.tid[lane], stmt)
         self._count(b, lane, idx, True)
         value = np.broadcast_to(np.asarray(value), active.shape)[active]
         data[addr] = value.astype(data.dtype, copy=False)

@@ -104,3 +104,54 @@ class RaceChecker:
 
 def _first_line(stmt) -> str:
     return str(stmt).strip().splitlines()[0]
+
+
+class GlobalMemoryRace(LoweringError):
+    """Two threads of one kernel wrote one global address."""
+
+
+class GlobalWrites:
+    """Which thread of a kernel (block * threads + thread id) last wrote each global address:
+    blocks never synchronise with each other, and threads of a block that both write one
+    address leave whichever value lands last, so two writers are an error."""
+
+    def __init__(self, geometry):
+        self.geometry = geometry
+        self.writer: Dict[Buffer, np.ndarray] = {}
+        self.wstmt: Dict[Buffer, np.ndarray] = {}
+        self.statements: List[object] = []
+        self._ids: Dict[int, int] = {}
+
+    def write(self, buffer: Buffer, addr: np.ndarray, thread: np.ndarray, stmt) -> None:
+        if buffer not in self.writer:
+            self.writer[buffer] = np.full(buffer.size, NONE, np.int64)
+            self.wstmt[buffer] = np.full(buffer.size, NONE, np.int64)
+        writer, wstmt = self.writer[buffer], self.wstmt[buffer]
+        sid = self._ids.setdefault(id(stmt), len(self.statements))
+        if sid == len(self.statements):
+            self.statements.append(stmt)
+        w = writer[addr]
+        self._check(buffer, addr, thread, (w != NONE) & (w != thread), w, wstmt, stmt)
+        writer[addr] = thread
+        wstmt[addr] = sid
+        back = writer[addr]
+        self._check(buffer, addr, thread, back != thread, back, wstmt, stmt)
+
+    def _name(self, thread: int) -> str:
+        g = self.geometry
+        block, tid = divmod(thread, g.threads)
+        (bx, by, _), (gx, gy, _) = g.block, g.grid
+        return f"thread {(tid % bx, tid // bx % by, tid // (bx * by))} of block " \
+               f"{(block % gx, block // gx % gy, block // (gx * gy))}"
+
+    def _check(self, buffer, addr, thread, bad, other, wstmt, stmt) -> None:
+        if not bad.any():
+            return
+        k = int(np.argmax(bad))
+        first = self.statements[int(wstmt[addr[k]])]
+        where = "the same statement" if first is stmt else f"`{_first_line(first)}`"
+        raise GlobalMemoryRace("simt race check", f"kernel {self.geometry.kernel.name}: {self._name(int(thread[k]))} "
+                               f"writes global buffer '{buffer.name}' at index {int(addr[k])} in "
+                               f"`{_first_line(stmt)}`, which {self._name(int(other[k]))} also writes in {where}; "
+                               "each element a kernel writes belongs to one thread (bind every loop of the stage "
+                               "to a thread axis, or guard the store so one thread writes it)")

@@ -14,7 +14,7 @@ from .interpret import Machine
 from .memory import Memory
 from .occupancy import occupancy
 from .profile import Counters, KernelProfile
-from .races import RaceChecker
+from .races import GlobalWrites, RaceChecker
 
 
 def run_module(module: KernelModule, arrays: Sequence[np.ndarray], arch: str = "sm_90",
@@ -30,9 +30,10 @@ def run_module(module: KernelModule, arrays: Sequence[np.ndarray], arch: str = "
         for k in module.kernels:
             g = Geometry(k)
             counters = Counters() if profile else None
+            writes = GlobalWrites(g)
             for chunk in g.chunks():
                 races = RaceChecker(chunk, k.name)
-                Machine(k, chunk, Memory(chunk, globals_, races, counters), races, counters).run()
+                Machine(k, chunk, Memory(chunk, globals_, races, writes, counters), races, counters).run()
             if profile:
                 info = (ptxas_info or {}).get(k.name)
                 regs = info.registers if info is not None else None

@@ -9,7 +9,7 @@ import schedlang as sl
 from schedlang.expr.nodes import Binary, Broadcast, Buffer, Call, Cast, Compare, Const, Load, Ramp, Var
 from schedlang.kernel.nodes import Kernel, KernelModule, LaunchAxis, LaunchKind
 from schedlang.loop.nodes import Barrier, IfThen, Let, Seq, Store
-from schedlang.target.simt import SharedMemoryRace, run_module
+from schedlang.target.simt import GlobalMemoryRace, SharedMemoryRace, run_module
 from tests.helpers import assert_close
 from tests.target.cuda import schedules
 from tests.target.cuda.schedules import arrays_for
@@ -210,3 +210,23 @@ def test_integer_division_by_zero_and_minus_one_is_defined():
     mod.emulate(i, j, out, engine="simt")
     np.testing.assert_array_equal(out, sl.reference([q], {I: i, J: j})[0])
     assert list(out[[2, 5]]) == [0, 0]
+
+
+def test_two_threads_writing_one_global_address_is_a_race():
+    """Y[tx // 2] = tx over 2 blocks of 4 threads: threads 0 and 1 of both blocks write Y[0] in one
+    statement (the last lane's write lands, and the first lane is told whose)."""
+    f32, i32 = sl.dtypes.DType("float", 32), sl.dtypes.DType("int", 32)
+    Y = Buffer("Y", (8,), f32)
+    bx, tx = Var("bx", i32), Var("tx", i32)
+    launch = (LaunchAxis("blockIdx.x", bx, 2, LaunchKind.BLOCK), LaunchAxis("threadIdx.x", tx, 4, LaunchKind.THREAD))
+
+    def run(index):
+        body = Store(Y, (index,), Cast(f32, tx), Compare("eq", tx, Const(3)) if index is bx else None)
+        run_module(KernelModule("w", (Y,), (), (Kernel("w", (Y,), launch, body),)), [np.zeros(8, np.float32)])
+
+    with pytest.raises(GlobalMemoryRace, match=r"thread \(0, 0, 0\) of block \(0, 0, 0\) writes global buffer 'Y' "
+                       r"at index 0 in `Y\[tx // 2\] = float32\(tx\)`, which thread \(1, 0, 0\) of block "
+                       r"\(1, 0, 0\) also writes in the same statement"):
+        run(Binary("floordiv", tx, Const(2)))
+    run(bx * 4 + tx)      # one writer an element
+    run(bx)               # only thread 3 of each block writes (a store predicate): fine
