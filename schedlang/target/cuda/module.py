@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Sequence
 
+import numpy as np
+
 from ...kernel.nodes import KernelModule
 from ..llvm.module import check_arguments
 from ..target import Target
@@ -11,7 +13,7 @@ from . import shim
 from .gpu import GPUProgram, gpu_problem
 from .nvrtc import PtxasInfo
 
-ENGINES = ("shim",)
+ENGINES = ("shim", "simt")
 
 
 class CUDAModule:
@@ -54,18 +56,30 @@ class CUDAModule:
             self._gpu = GPUProgram(self.ir["ptx"], self._kernel_ir)
         self._gpu.launch(pointers)
 
-    def emulate(self, *arrays, engine: str = "shim", sanitize: Optional[str] = None) -> None:
+    def emulate(self, *arrays, engine: str = "shim", sanitize: Optional[str] = None, profile: bool = False):
         """Run the module on the CPU on numpy arrays (or CPU torch tensors), in argument order;
         outputs are written in place, as a GPU call would.
 
         engine="shim": the exact CUDA C compiled by g++ against a small CUDA header, each
         block's threads as real threads and __syncthreads() as a barrier.
-        sanitize="thread": build with ThreadSanitizer and raise RuntimeError on a data race."""
+        sanitize="thread": build with ThreadSanitizer and raise RuntimeError on a data race.
+        engine="simt": the Kernel IR interpreted with numpy (target/simt), every access checked
+        (IndexError) and shared-memory races between barriers raised (SharedMemoryRace); with
+        profile=True it returns {kernel name: KernelProfile} (coalescing, bank conflicts,
+        barriers, occupancy)."""
         if engine not in ENGINES:
             raise ValueError(f"unknown emulation engine {engine!r}; choose one of {', '.join(ENGINES)}")
         if sanitize is not None and sanitize not in shim.SANITIZERS:
             raise ValueError(f"unknown sanitizer {sanitize!r}; choose one of {', '.join(shim.SANITIZERS)} or None")
+        if engine != "simt" and profile:
+            raise ValueError("profile=True needs engine='simt'")
+        if engine == "simt" and sanitize is not None:
+            raise ValueError("engine='simt' always checks shared-memory races; sanitize= is for engine='shim'")
         pointers = check_arguments(self.name, self.params, self._is_output, arrays)
+        if engine == "simt":
+            from ..simt import run_module
+            flat = [(x if isinstance(x, np.ndarray) else x.detach().numpy()).reshape(-1) for x in arrays]
+            return run_module(self._kernel_ir, flat, self.target.arch, self.ptxas_info, profile)
         built = shim.build(self.ir["cuda"], shim.driver_source(self._kernel_ir), sanitize)
         if sanitize is None:
             shim.run_in_process(built, pointers)

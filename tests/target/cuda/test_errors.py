@@ -58,8 +58,8 @@ def test_calling_without_a_gpu_and_bad_emulate_arguments():
     a, b = np.zeros(100, "float32"), np.zeros(100, "float32")
     with pytest.raises(RuntimeError, match="no GPU is present(.|\n)*emulate"):
         mod(a, b)
-    with pytest.raises(ValueError, match="unknown emulation engine 'simt'"):
-        mod.emulate(a, b, engine="simt")
+    with pytest.raises(ValueError, match="unknown emulation engine 'gpu'"):
+        mod.emulate(a, b, engine="gpu")
     with pytest.raises(ValueError, match="unknown sanitizer 'address'"):
         mod.emulate(a, b, sanitize="address")
     # the llvm module's argument checks

@@ -1,0 +1,124 @@
+"""Kernel IR expressions over a chunk's lanes, with the dtype's semantics: each value is a
+numpy array over the lanes (or a 0-d array when uniform), in the dtype's compute type
+(float16 computed as float32, as the CUDA C does); integer arithmetic wraps, and division
+and modulo follow schedlang's defined behaviour (numpy's, as the reference evaluator's).
+Loads read only the active lanes, so a guarded read outside its buffer is never made."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...dtypes import DType
+from ...errors import InternalError
+from ...expr.nodes import (Binary, Broadcast, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Ramp,
+                           Select, Var)
+from ...tensor.reference import _BINARY, _CALLS, _COMPARE, extern_function
+from .warp import shuffle
+
+
+def compute_dtype(dt: DType) -> np.dtype:
+    return np.dtype(np.float32) if dt.is_float and dt.bits == 16 else dt.numpy
+
+
+class Evaluator:
+    """Evaluates the expressions of one statement under one mask; a shared subexpression is
+    evaluated once (memo by node id, keeping the node alive)."""
+
+    def __init__(self, machine, mask: np.ndarray, stmt):
+        self.machine = machine
+        self.env = machine.env
+        self.mask = mask
+        self.stmt = stmt
+        self.memo = {}
+
+    def eval(self, e: Expr):
+        hit = self.memo.get(id(e))
+        if hit is not None:
+            return hit[1]
+        rule = getattr(self, "eval_" + type(e).__name__, None)
+        if rule is None:
+            raise InternalError(f"the SIMT engine has no rule for {type(e).__name__} '{e}'")
+        value = rule(e)
+        self.memo[id(e)] = (e, value)
+        return value
+
+    def under(self, mask: np.ndarray) -> "Evaluator":
+        return Evaluator(self.machine, mask, self.stmt)
+
+    def eval_Var(self, e: Var):
+        if e not in self.env:
+            raise InternalError(f"variable '{e.name}' is used outside the loop or let that defines it")
+        return self.env[e]
+
+    def eval_Const(self, e: Const):
+        return np.asarray(e.value, dtype=compute_dtype(e.dtype))
+
+    def eval_Binary(self, e: Binary):
+        dt = compute_dtype(e.dtype)
+        a = np.asarray(self.eval(e.a)).astype(dt, copy=False)
+        b = np.asarray(self.eval(e.b)).astype(dt, copy=False)
+        return np.asarray(_BINARY[e.op](a, b)).astype(dt, copy=False)
+
+    def eval_Compare(self, e: Compare):
+        return np.asarray(_COMPARE[e.op](self.eval(e.a), self.eval(e.b)))
+
+    def eval_Logical(self, e: Logical):
+        fn = np.logical_and if e.op == "and" else np.logical_or
+        return np.asarray(fn(self.eval(e.a), self.eval(e.b)))
+
+    def eval_Not(self, e: Not):
+        return np.asarray(np.logical_not(self.eval(e.a)))
+
+    def eval_Select(self, e: Select):
+        cond = self.eval(e.cond)
+        if not e.guarded:      # both sides may be evaluated: both must be valid for every active lane
+            return np.asarray(np.where(cond, self.eval(e.true_value), self.eval(e.false_value)))
+        c = np.broadcast_to(cond, self.mask.shape) if np.ndim(cond) == 0 else cond
+        t = self.under(self.mask & c if c.ndim == 1 else self.mask).eval(e.true_value)
+        f = self.under(self.mask & ~c if c.ndim == 1 else self.mask).eval(e.false_value)
+        return np.asarray(np.where(cond, t, f))
+
+    def eval_Cast(self, e: Cast):
+        value = np.asarray(self.eval(e.value))
+        target = compute_dtype(e.dtype)
+        if e.dtype.is_float and e.dtype.bits == 16:     # rounded to half, computed on as float
+            return value.astype(np.float16).astype(np.float32)
+        if e.dtype.is_int and value.dtype.kind == "f":
+            value = np.trunc(value)
+            value = np.where(np.isfinite(value), value, 0)
+        return value.astype(target)
+
+    def eval_Call(self, e: Call):
+        if e.name in ("shfl_down_sync", "shfl_sync"):
+            mask, value, arg, width = e.args
+            return shuffle(self.machine.chunk, e.name, int(mask.value), np.asarray(self.eval(value)),
+                           np.asarray(self.eval(arg)), int(width.value), self.mask, self.stmt)
+        args = [np.asarray(self.eval(a)).astype(compute_dtype(a.dtype), copy=False) for a in e.args]
+        if e.name.startswith("extern:"):
+            fn = extern_function(e.name[len("extern:"):])
+            args = [a.astype(compute_dtype(e.dtype), copy=False) for a in args]
+        elif e.name in _CALLS:
+            fn = _CALLS[e.name]
+        else:
+            raise InternalError(f"the SIMT engine has no rule for the call '{e.name}'")
+        return np.asarray(fn(*args)).astype(compute_dtype(e.dtype), copy=False)
+
+    def eval_Load(self, e: Load):
+        mask, dt = self.mask, compute_dtype(e.dtype)
+        if e.predicate is None:
+            return self.machine.memory.load(e.buffer, self.eval(e.indices[0]), mask, self.stmt, dt)
+        p = np.asarray(self.eval(e.predicate))
+        if p.ndim <= 1:      # one predicate a thread: C's `p ? load : 0`
+            mask = mask & np.broadcast_to(p, mask.shape)
+            return self.machine.memory.load(e.buffer, self.eval(e.indices[0]), mask, self.stmt, dt)
+        p = np.broadcast_to(p, (mask.size,) + p.shape[1:])      # one a vector lane
+        return self.machine.memory.load(e.buffer, self.eval(e.indices[0]), mask[:, None] & p, self.stmt, dt)
+
+    def eval_Ramp(self, e: Ramp):
+        base = np.broadcast_to(np.asarray(self.eval(e.base)), self.mask.shape)
+        stride = np.asarray(self.eval(e.stride))
+        steps = np.arange(e.lanes, dtype=base.dtype)
+        return base[..., None] + stride[..., None] * steps
+
+    def eval_Broadcast(self, e: Broadcast):
+        v = np.broadcast_to(np.asarray(self.eval(e.value)), self.mask.shape)
+        return np.repeat(v[..., None], e.lanes, axis=-1)

@@ -1,0 +1,101 @@
+"""The memory of one chunk of blocks: global buffers (the caller's arrays and the module's
+temporaries, flat), shared buffers (one copy per block) and local buffers (one per thread).
+Every access is checked against its buffer; shared accesses go through the race check and,
+when profiling, every global and shared access is counted per warp."""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import numpy as np
+
+from ...expr.nodes import Buffer
+from .races import RaceChecker
+
+
+def _storage_dtype(b: Buffer) -> np.dtype:
+    return b.dtype.numpy
+
+
+class Memory:
+    def __init__(self, chunk, globals_: Dict[Buffer, np.ndarray], races: RaceChecker, global_writes=None,
+                 counters=None):
+        self.chunk = chunk
+        self.global_writes = global_writes
+        self.globals = globals_
+        self.shared: Dict[Buffer, np.ndarray] = {}
+        self.local: Dict[Buffer, np.ndarray] = {}
+        self.races = races
+        self.counters = counters
+
+    def allocate(self, b: Buffer) -> None:
+        """Static storage, as CUDA's: an allocation reached again (in a loop) keeps its contents.
+        Floats start as NaN, so that reading memory nobody wrote shows in the results."""
+        if b in self.shared or b in self.local:
+            return
+        rows = self.chunk.nblocks if b.scope == "shared" else self.chunk.lanes
+        fill = np.nan if b.dtype.is_float else 0
+        data = np.full(rows * b.size, fill, dtype=_storage_dtype(b))
+        if b.scope == "shared":
+            self.shared[b] = data
+            self.races.add(b, data.size)
+        else:
+            self.local[b] = data
+
+    def _address(self, b: Buffer, index: np.ndarray, mask: np.ndarray, stmt):
+        """(storage, flat addresses, lanes) of the active elements; IndexError when out of bounds."""
+        index = np.asarray(index).astype(np.int64)
+        if index.ndim == 0:
+            index = np.broadcast_to(index, (self.chunk.lanes,))
+        extra = (1,) * (index.ndim - 1)       # a vector access: (lanes, vector lanes)
+        lanes = np.broadcast_to(np.arange(self.chunk.lanes).reshape((-1,) + extra), index.shape)
+        active = np.broadcast_to(mask.reshape(mask.shape + (1,) * (index.ndim - mask.ndim)), index.shape)
+        idx, lane = index[active], lanes[active]
+        bad = (idx < 0) | (idx >= b.size)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise IndexError(f"kernel {self.races.kernel}: `{_first_line(stmt)}` accesses {b.scope} buffer "
+                             f"'{b.name}' at index {int(idx[k])}, outside its {b.size} elements, in "
+                             f"{self.chunk.where(int(lane[k]))}")
+        if b.scope == "global":
+            data, addr = self._global(b), idx
+        elif b.scope == "shared":
+            data, addr = self.shared[b], self.chunk.local_block[lane] * b.size + idx
+        else:
+            data, addr = self.local[b], lane * b.size + idx
+        return data, addr, lane, idx, active
+
+    def _global(self, b: Buffer) -> np.ndarray:
+        data = self.globals.get(b)
+        if data is None:
+            raise KeyError(f"kernel {self.races.kernel}: global buffer '{b.name}' is neither an argument nor a "
+                           "temporary of the module")
+        return data
+
+    def load(self, b: Buffer, index, mask: np.ndarray, stmt, dtype: np.dtype) -> np.ndarray:
+        """b[index] in the active lanes (0 elsewhere), converted to dtype."""
+        data, addr, lane, idx, active = self._address(b, index, mask, stmt)
+        if b.scope == "shared":
+            self.races.read(b, addr, self.chunk.tid[lane], stmt)
+        self._count(b, lane, idx, False)
+        out = np.zeros(active.shape, dtype=dtype)
+        out[active] = data[addr]
+        return out
+
+    def store(self, b: Buffer, index, value, mask: np.ndarray, stmt) -> None:
+        data, addr, lane, idx, active = self._address(b, index, mask, stmt)
+        if b.scope == "shared":
+            self.races.write(b, addr, self.chunk.tid[lane], stmt)
+        elif b.scope == "global" and self.global_writes is not None:
+            c = self.chunk
+            self.global_writes.write(b, addr, (c.start + c.local_block[lane]) * c.geometry.threads + c.tid[lane], stmt)
+        self._count(b, lane, idx, True)
+        value = np.broadcast_to(np.asarray(value), active.shape)[active]
+        data[addr] = value.astype(data.dtype, copy=False)
+
+    def _count(self, b: Buffer, lane: np.ndarray, idx: np.ndarray, store: bool) -> None:
+        if self.counters is not None and b.scope in ("global", "shared") and lane.size:
+            self.counters.access(b, self.chunk.warp[lane], idx, store)
+
+
+def _first_line(stmt) -> str:
+    return str(stmt).strip().splitlines()[0]

@@ -1,0 +1,110 @@
+"""What profile=True reports per kernel: global memory coalescing (32-byte sectors per warp
+request), shared-memory bank conflicts (32 banks of 4 bytes), barriers and occupancy."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from ...expr.nodes import Buffer
+from .occupancy import Occupancy
+
+SECTOR = 32        # bytes of a global memory sector
+BANKS, BANK_BYTES = 32, 4
+
+
+class Counters:
+    """Per-warp access counts of one kernel, summed over its blocks."""
+
+    def __init__(self):
+        self.load_requests = self.load_sectors = 0
+        self.store_requests = self.store_sectors = 0
+        self.shared_requests = 0
+        self.shared_wavefronts = 0
+        self.barriers = 0
+
+    def access(self, b: Buffer, warp: np.ndarray, index: np.ndarray, store: bool) -> None:
+        """One warp-wide access of b: warp and element index of each active lane (element)."""
+        byte = index * b.dtype.bytes
+        warps = np.unique(warp)
+        if b.scope == "global":
+            keys = np.unique(warp * (1 << 40) + byte // SECTOR)
+            if store:
+                self.store_requests += warps.size
+                self.store_sectors += keys.size
+            else:
+                self.load_requests += warps.size
+                self.load_sectors += keys.size
+            return
+        # shared: lanes reading one 4-byte word share it (a broadcast); distinct words in one bank serialise
+        words = np.unique(warp * (1 << 40) + byte // BANK_BYTES)
+        w, word = words >> 40, words & ((1 << 40) - 1)
+        per_bank = np.unique(w * BANKS + word % BANKS, return_counts=True)
+        degree = np.zeros(int(w.max()) + 1, np.int64)
+        np.maximum.at(degree, per_bank[0] // BANKS, per_bank[1])
+        self.shared_requests += warps.size
+        self.shared_wavefronts += int(degree[warps].sum())
+
+
+@dataclass(frozen=True)
+class KernelProfile:
+    """The figures of one kernel over its whole grid.
+
+    load_requests / load_sectors (store_...): warp-wide global loads (stores), and the 32-byte
+    sectors they touch (4 per request is a coalesced float32 access, 32 a fully scattered one);
+    shared_requests / shared_wavefronts: warp-wide shared accesses and the bank passes they need
+    (one per request without conflicts); barriers: __syncthreads() executed, summed over blocks;
+    registers: ptxas's count per thread (None without ptxas); occupancy from the block size,
+    shared memory and registers."""
+
+    kernel: str
+    blocks: int
+    threads_per_block: int
+    load_requests: int
+    load_sectors: int
+    store_requests: int
+    store_sectors: int
+    shared_requests: int
+    shared_wavefronts: int
+    barriers: int
+    shared_bytes: int
+    registers: Optional[int]
+    occupancy: Occupancy
+
+    @property
+    def global_requests(self) -> int:
+        return self.load_requests + self.store_requests
+
+    @property
+    def sectors_per_request(self) -> float:
+        """32-byte sectors per warp-wide global access, loads and stores together."""
+        return (self.load_sectors + self.store_sectors) / self.global_requests if self.global_requests else 0.0
+
+    @property
+    def sectors_per_load(self) -> float:
+        return self.load_sectors / self.load_requests if self.load_requests else 0.0
+
+    @property
+    def sectors_per_store(self) -> float:
+        return self.store_sectors / self.store_requests if self.store_requests else 0.0
+
+    @property
+    def bank_conflicts(self) -> int:
+        """Extra shared-memory passes caused by bank conflicts."""
+        return self.shared_wavefronts - self.shared_requests
+
+    @property
+    def conflict_degree(self) -> float:
+        """Bank passes per shared request (1.0: conflict-free)."""
+        return self.shared_wavefronts / self.shared_requests if self.shared_requests else 0.0
+
+    def __str__(self) -> str:
+        regs = "?" if self.registers is None else self.registers
+        return (f"{self.kernel}: {self.blocks} blocks x {self.threads_per_block} threads; global sectors/request "
+                f"{self.sectors_per_load:.2f} load, {self.sectors_per_store:.2f} store ({self.global_requests} "
+                f"requests); shared "
+                f"{self.conflict_degree:.2f} passes/request ({self.bank_conflicts} bank conflicts); "
+                f"{self.barriers} barriers; {self.shared_bytes} B shared, {regs} registers; occupancy "
+                f"{self.occupancy.occupancy:.0%} ({self.occupancy.blocks_per_sm} blocks/SM, limited by "
+                f"{self.occupancy.limit})")
