@@ -68,6 +68,8 @@ def build_key(s, args: Sequence, target, name: Optional[str]) -> Optional[Hashab
     # args are iterated once only here (build() needs them too); bad input is left to build().
     if not isinstance(s, Schedule) or not isinstance(args, (list, tuple)):
         return None
+    if any(st.store_predicate is not None for st in s.stages):   # an expression, not in the steps
+        return None
     try:
         arg_stages = tuple((s[a].name, a.value_index) for a in args)
         program = workload_key([op.output(0) for op in s._user_outputs])

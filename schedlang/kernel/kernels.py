@@ -23,16 +23,16 @@ class _LiftThreads(StmtMutator):
         self.axes: Dict[str, LaunchAxis] = {}
 
     def visit_For(self, s: For) -> Stmt:
-        body = self.visit(s.body)
         if s.kind != BOUND:
-            return s.with_body(body)
+            return s.with_body(self.visit(s.body))
         seen = self.axes.get(s.thread_tag)
         if seen is not None and seen.extent != s.extent:
             raise LoweringError("kernel launch", f"{s.thread_tag} is bound to loops of extents {seen.extent} and "
                                 f"{s.extent} in one kernel; bind loops of equal extent")
-        if seen is None:
+        if seen is None:     # the outermost loop names the axis (a cooperative fetch's loops are inner)
             self.axes[s.thread_tag] = LaunchAxis(s.thread_tag, s.var, s.extent, LaunchKind.of_thread_tag(s.thread_tag))
-        elif seen.var is not s.var:
+        body = self.visit(s.body)
+        if seen is not None and seen.var is not s.var:
             from ..loop.functor import substitute_stmt
             body = substitute_stmt(body, {s.var: seen.var})
         return body

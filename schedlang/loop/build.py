@@ -24,6 +24,7 @@ from ..tensor.reduce import Reduce
 from .nodes import (BOUND, PARALLEL as K_PARALLEL, SERIAL, UNROLLED, VECTORIZED, Allocate, For, Func,
                     IfThen, Let, StageNest, Stmt, Store, seq)
 from .plan import Program, StagePlan
+from . import cross_thread
 from . import scan as scan_lowering
 from ..tensor.extern import ExternOp
 from ..tensor.op import output_name as tensor_output_name
@@ -135,6 +136,8 @@ class _FuncBuilder:
         guards = self.guards(plan, roots, region, rel, value, ext, ranges)
         body = op.body
         if isinstance(body, Reduce):
+            if cross_thread.thread_reduce_leaf(plan) is not None:     # a reduce axis bound to threadIdx.x
+                return cross_thread.cross_thread_nest(self, plan, body, buffers, store_idx, vmap, guards)
             update, init = self.reduction_update(plan, body, buffers, store_idx, vmap)
             return self.reduction_nest(plan, update, init, guards)
         stores = [Store(b, store_idx, _fast_math_marked(plan, self.lower_reads(substitute(e, vmap))))

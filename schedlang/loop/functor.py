@@ -56,6 +56,9 @@ class StmtMutator:
     def visit_CallPacked(self, s: CallPacked) -> Stmt:
         return s
 
+    def visit_ThreadAllReduce(self, s) -> Stmt:
+        return s
+
     def visit_StageNest(self, s: StageNest) -> Stmt:
         body = self.visit(s.body)
         return s if body is s.body else StageNest(s.stage, body)

@@ -95,6 +95,20 @@ class Barrier(Stmt):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class ThreadAllReduce(Stmt):
+    """A cross-thread reduction (TVM's tvm_thread_allreduce): each thread of the block holds a
+    partial value in buffer[0]; afterwards every thread holds in buffer[0] the combination
+    (by combiner, a one-value CommReducer) of the partials of the threads that differ only
+    in var, the loop bound to thread_tag with extent threads. GPU backends lower it."""
+
+    buffer: Buffer
+    combiner: object
+    var: Var
+    extent: int
+    thread_tag: str
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class CallPacked(Stmt):
     """A call of the packed function registered as func (an extern stage); args are whole
     buffers or constant scalars."""

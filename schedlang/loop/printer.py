@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import List
 
 from ..expr.nodes import Buffer
-from .nodes import SERIAL, Allocate, Barrier, CallPacked, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store
+from .nodes import (SERIAL, Allocate, Barrier, CallPacked, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store,
+                    ThreadAllReduce)
 
 INDENT = "  "
 
@@ -42,6 +43,9 @@ class StmtPrinter:
             return [f"{pad}barrier({s.scope})"]
         if isinstance(s, StageNest):
             return self.lines(s.body, depth)
+        if isinstance(s, ThreadAllReduce):
+            return [f"{pad}{s.buffer.name}[0] = thread_allreduce({s.combiner.name}, {s.buffer.name}[0], "
+                    f"over {s.var.name}: {s.thread_tag})"]
         if isinstance(s, CallPacked):
             args = ", ".join([repr(s.func)] + [a.name if isinstance(a, Buffer) else repr(a) for a in s.args])
             return [f"{pad}call_packed({args})"]

@@ -131,6 +131,12 @@ class _Verifier:
     def stmt_Barrier(self, s: Barrier) -> None:
         pass
 
+    def stmt_ThreadAllReduce(self, s) -> None:
+        if id(s.buffer) not in self.buffers:
+            self.fail(f"buffer '{s.buffer.name}' of a cross-thread reduction is not allocated in scope", s)
+        if id(s.var) not in self.bound:
+            self.fail(f"cross-thread reduction over '{s.var.name}' outside the loop bound to {s.thread_tag}", s)
+
     def stmt_CallPacked(self, s: CallPacked) -> None:
         for b in s.buffers:      # whole buffers: each must be in scope (no indices to check)
             if id(b) not in self.buffers:

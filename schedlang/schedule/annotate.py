@@ -123,16 +123,32 @@ class AnnotationPrimitives:
         if not isinstance(thread_ivar, IterVar) or thread_ivar.kind != THREAD:
             raise ScheduleError("bind", self.name, f"the second argument must be a thread axis, got {thread_ivar!r}",
                                 axis=ivar.name, hint="create one with sl.thread_axis('threadIdx.x')")
-        if ivar.kind == REDUCE:
-            raise ScheduleError("bind", self.name, "binding a reduction axis to threads needs a cross-thread "
-                                "reduction, which is not supported yet", axis=ivar.name,
-                                hint="rfactor the reduction and bind the factored axis")
+        if ivar.kind == REDUCE and not thread_ivar.thread_tag.startswith("threadIdx."):
+            raise ScheduleError("bind", self.name, f"a reduction axis bound to {thread_ivar.thread_tag} would "
+                                "split one output element's reduction over blocks (or virtual threads)",
+                                axis=ivar.name, hint="bind the reduce axis to threadIdx.x (a cross-thread "
+                                "reduction), or rfactor the reduction and bind the factored axis")
         for other, ann in self.annotations.items():
             if ann.kind == BIND and ann.thread_tag == thread_ivar.thread_tag and thread_ivar.thread_tag != "vthread":
                 raise ScheduleError("bind", self.name, f"{thread_ivar.thread_tag} is already bound to axis '{other.name}'",
                                     axis=ivar.name, hint="each thread axis binds one loop of a stage; fuse the loops first")
         self._annotate("bind", ivar, Annotation(BIND, thread_ivar.thread_tag))
         self._record(steps.Bind(self.name, ivar.name, thread_ivar.thread_tag))
+
+    def set_store_predicate(self, predicate) -> None:
+        """Store the stage's result only where predicate holds (TVM's Stage.set_store_predicate):
+        in a cross-thread reduction, which threads write the combined value (default: the one
+        with the reduce axis's thread index 0). A thread_axis("threadIdx.x") variable in the
+        predicate means the loop of this stage bound to it. It is not recorded as a step, so
+        it is not in to_json()/to_python() or tuning records."""
+        from ..expr.nodes import as_expr
+        self._require_schedulable("set_store_predicate")
+        predicate = as_expr(predicate)
+        if not predicate.dtype.is_bool:
+            raise ScheduleError("set_store_predicate", self.name, f"the predicate '{predicate}' has dtype "
+                                f"{predicate.dtype}; it must be a condition",
+                                hint="compare, e.g. s[B].set_store_predicate(tx.var == 0)")
+        self.store_predicate = predicate     # not a step: an expression has no JSON form (see build_cache)
 
     def pragma(self, ivar: IterVar, key: str, value=None) -> None:
         """Attach a pragma `key` (with an optional value) to a loop, as TVM's Stage.pragma.

@@ -30,6 +30,7 @@ class Stage(LoopPrimitives, AnnotationPrimitives, PlacementPrimitives):
         self.schedule = schedule
         self.name = name
         self.scope = scope     # None: global at the root, local when computed at a loop
+        self.store_predicate = None     # set_store_predicate: who stores a cross-thread reduction's result
         self.is_output = False
         self.attach_type = "root"          # "root", "inline" or "at"
         self.attach_stage: Optional[Stage] = None

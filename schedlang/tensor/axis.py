@@ -99,8 +99,13 @@ def reduce_axis(dom, name: str = "k") -> IterVar:
     return IterVar(Var(name, int32), r, REDUCE)
 
 
-def thread_axis(tag: str = "", name: str = "") -> IterVar:
-    """A GPU thread axis such as thread_axis("blockIdx.x"), for bind()."""
+def thread_axis(dom=None, tag: str = "", name: str = "") -> IterVar:
+    """A GPU thread axis such as thread_axis("blockIdx.x"), for bind(). As in TVM, a domain may
+    come first: thread_axis((0, 2), "vthread", name="vx") (the bound loop's extent is what counts)."""
+    if isinstance(dom, str):            # thread_axis("threadIdx.x"[, name])
+        dom, tag, name = None, dom, name or tag
     if tag not in THREAD_TAGS:
         raise ValueError(f"unknown thread tag {tag!r}; use one of {', '.join(THREAD_TAGS)}")
+    if dom is not None and not (isinstance(dom, Range) or (isinstance(dom, (tuple, list)) and len(dom) == 2)):
+        raise ValueError(f"thread_axis domain {dom!r} must be a (min, extent) pair")
     return IterVar(Var(name or tag, int32), Range(0, 0), THREAD, tag)

@@ -19,6 +19,7 @@ from ..expr.nodes import Const, Expr, Var, binary
 from ..expr.simplify import simplify
 from ..loop.build import Region, full_region, loop_extents
 from ..loop.plan import Program, StagePlan
+from ..schedule.annotate import BIND
 from ..schedule.relations import pass_up_values
 from ..tensor.extern import ExternOp
 from ..tensor.op import ComputeOp, TensorRead
@@ -31,6 +32,8 @@ class _Bounds:
         self.by_name = {p.name: p for p in program.plans}
         self.regions: Dict[str, Region] = {}
         self.ranges: Dict[Var, Tuple[int, int]] = {}      # every loop variable seen so far
+        self.thread_tags: Dict[Var, str] = {a.var: ann.thread_tag for p in program.plans
+                                            for a, ann in p.annotations if ann.kind == BIND}
 
     def leaf_extents(self, plan: StagePlan):
         return loop_extents(plan, self.regions[plan.name])
@@ -77,7 +80,8 @@ class _Bounds:
             return full_region(plan)      # an extern call reads its inputs whole
         # A root temporary, like TVM's, is sized by what its readers need over all their loops.
         fixed = self.path(plan)
-        fixed_set = set(map(id, fixed))
+        # Loops bound to threads that share the stage's memory do not fix its region (TVM's NeedRelax).
+        fixed_set = set(id(v) for v in fixed if not need_relax(self.thread_tags.get(v), plan.scope))
         los: List[List[Expr]] = [[] for _ in plan.op.axis]
         his: List[List[Expr]] = [[] for _ in plan.op.axis]
         for reader, read in self.readers(plan):
@@ -154,6 +158,20 @@ class _Bounds:
             ext = self.leaf_extents(plan)
             self.ranges.update({a.var: (0, ext[a] - 1) for a in plan.leaves})
         return self.regions
+
+
+# TVM's storage and thread ranks: a buffer of scope rank r is shared by the threads of
+# every thread axis of rank >= r, so a region it holds covers all of their iterations.
+STORAGE_RANK = {"global": 0, "shared": 1, "warp": 2, "local": 3}
+THREAD_RANK = {"blockIdx": 0, "threadIdx": 1, "vthread": 1}
+
+
+def need_relax(thread_tag, scope: str) -> bool:
+    """Whether an enclosing loop bound to thread_tag (None: not bound) is relaxed in the region
+    of a stage stored in scope: a shared stage covers its whole block, a local one one thread."""
+    if not thread_tag:
+        return False
+    return STORAGE_RANK.get(scope, 3) <= THREAD_RANK[thread_tag.split(".")[0]]
 
 
 def _vars_of(read: TensorRead, values: Dict[Var, Expr]) -> List[Var]:

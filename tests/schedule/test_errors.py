@@ -341,11 +341,12 @@ def test_bind_the_same_thread_tag_twice():
     assert "already bound to axis 'i'" in str(e.value)
 
 
-def test_bind_a_reduce_axis():
+def test_bind_a_reduce_axis_to_blocks():
+    """threadIdx.x is a cross-thread reduction (tests/target/cuda/test_cross_thread.py); blocks are not."""
     A, k, C = rowsum()
     s = sl.create_schedule(C.op)
     with pytest.raises(sl.ScheduleError) as e:
-        s[C].bind(k, sl.thread_axis("threadIdx.x"))
+        s[C].bind(k, sl.thread_axis("blockIdx.x"))
     check(e.value, "bind", "C", "k", hint=True)
 
 

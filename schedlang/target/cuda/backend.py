@@ -12,9 +12,13 @@ from typing import Dict, Sequence
 from ...errors import LoweringError, ScheduleError
 from ...kernel.lower import standard_passes
 from ...kernel.nodes import KernelModule, LaunchKind
+from ...kernel.thread_allreduce import lower_thread_allreduce
+from ...kernel.virtual_threads import inject_virtual_threads
+from ...kernel.thread_guards import sink_thread_guards
+from ...kernel.thread_sync import insert_barriers
 from ...loop.functor import StmtMutator, walk_stmts
 from ...loop.nodes import VECTORIZED, SERIAL, Allocate, For, Stmt
-from ...schedule.annotate import PARALLEL
+from ...schedule.annotate import BIND, PARALLEL
 from ...tensor.op import PlaceholderOp
 from ..backend import Backend
 from ..target import Target
@@ -49,10 +53,20 @@ class CUDABackend(Backend):
                     raise ScheduleError("parallel", st.name, "parallel() is a CPU loop kind; the cuda target runs "
                                         "loops on GPU threads", axis=ivar.name,
                                         hint="bind the loop to blockIdx.x / threadIdx.x instead")
+            if st.scope == "shared":
+                check_shared_stage(st)
 
     def kernel_passes(self, target: Target):
-        return [(name, serial_vector_loops) if name == "vectorize_loops" else (name, run)
-                for name, run in standard_passes(target)]
+        """The standard passes (virtual threads made serial loops right after flattening, vectorized
+        loops kept serial), then the GPU passes."""
+        passes = [(name, serial_vector_loops) if name == "vectorize_loops" else (name, run)
+                  for name, run in standard_passes(target)]
+        passes.insert(1, ("inject_virtual_threads", inject_virtual_threads))    # after flatten_buffers
+        return passes + [
+            ("lower_thread_allreduce", lower_thread_allreduce),   # warp shuffles and shared memory
+            ("insert_barriers", insert_barriers),         # __syncthreads() between shared writes and reads
+            ("sink_thread_guards", sink_thread_guards),   # every thread reaches each barrier and cooperative fetch
+        ]
 
     def stage_names(self, target: Target) -> Sequence[str]:
         return ("cuda", "ptx")
@@ -64,6 +78,33 @@ class CUDABackend(Backend):
         ptx = compile_ptx(source, target.arch, kernel.name)      # "ptx"
         info = ptxas_info(ptx, target.arch)
         return CUDAModule(kernel, is_output, target, {**texts, "cuda": source, "ptx": ptx}, info)
+
+
+def enclosing_loops(st):
+    """(stage, loop) of every loop around the point where st is computed, innermost first."""
+    out = []
+    while st.attach_type == "at":
+        parent = st.attach_stage
+        leaves = list(parent.leaf_iter_vars)
+        pos = next(i for i, a in enumerate(leaves) if a is st.attach_ivar)
+        out += [(parent, a) for a in reversed(leaves[:pos + 1])]
+        st = parent
+    return out
+
+
+def check_shared_stage(st) -> None:
+    """Shared memory lives as long as one block: a shared stage is computed inside a loop bound
+    to blockIdx, where it holds the tile that block needs."""
+    blocks = [a for owner, a in enclosing_loops(st) if owner.annotations.get(a) is not None
+              and owner.annotations[a].kind == BIND and owner.annotations[a].thread_tag.startswith("blockIdx.")]
+    if not blocks:
+        where = "at the root" if st.attach_type != "at" else f"at loop '{st.attach_ivar.name}' of " \
+                f"'{st.attach_stage.name}', outside every loop bound to blockIdx"
+        raise ScheduleError("compute_at", st.name, f"is stored in shared memory but computed {where}; shared "
+                            "memory belongs to one block, so a shared stage is computed inside the block",
+                            hint=f"compute it at a loop inside the block's loops, as TVM's tutorials do: "
+                            f"s[{st.name}].compute_at(s[C], ko) with ko the outer reduction loop of the "
+                            "stage that reads it")
 
 
 # CUDA's grid limits: x up to 2**31 - 1 blocks, y and z up to 65535.

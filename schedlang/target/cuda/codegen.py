@@ -38,6 +38,8 @@ _LOGICAL = {"and": "&&", "or": "||"}
 _MATH = {"exp": "expf", "log": "logf", "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf", "erf": "erff",
          "abs": "fabsf", "floor": "floorf", "ceil": "ceilf", "round": "rintf", "trunc": "truncf",
          "pow": "powf", "exp2": "exp2f", "log2": "log2f", "sin": "sinf", "cos": "cosf", "sigmoid": "sl_sigmoidf"}
+# warp shuffles of cross-thread reductions (kernel/thread_allreduce.py)
+_SHUFFLE = {"shfl_down_sync": "__shfl_down_sync", "shfl_sync": "__shfl_sync"}
 # C operator precedence (higher binds tighter); atoms, calls and parenthesised text are ATOM.
 _PREC = {"mul": 13, "div": 13, "add": 12, "sub": 12, "shl": 11, "shr": 11, "lt": 10, "le": 10, "gt": 10, "ge": 10,
          "eq": 9, "ne": 9, "bitand": 8, "bitxor": 7, "bitor": 6, "and": 5, "or": 4}
@@ -113,6 +115,7 @@ class CUDARenderer:
         self.names: Dict[object, str] = {}
         self.taken: set = set()
         self.lines: List[str] = []
+        self.counters: set = set()      # ids of loop and launch variables: never negative
 
     def define(self, key, name: str) -> str:
         base = c_name(name)
@@ -132,7 +135,7 @@ class CUDARenderer:
         """e as an operand of an operator of precedence prec: parenthesised only where C needs it
         (and on the right of an equal precedence: a - (b - c))."""
         text = self.expr(e)
-        inner = precedence(e)
+        inner = _PREC["div"] if self.plain_division(e) else precedence(e)
         mixed = prec == _PREC["or"] and inner == _PREC["and"]      # (a && b) || c, as compilers advise
         return f"({text})" if inner < prec or (right and inner == prec) or mixed else text
 
@@ -155,7 +158,25 @@ class CUDARenderer:
     def expr_Const(self, e: Const) -> str:
         return literal(e.value, e.dtype)
 
+    def nonnegative(self, e: Expr) -> bool:
+        """Whether e is provably >= 0: counters, non-negative constants, and their sums,
+        products and quotients."""
+        if isinstance(e, Const):
+            return e.dtype.is_int and e.value >= 0
+        if isinstance(e, Var):
+            return id(e) in self.counters or e.nonnegative
+        return isinstance(e, Binary) and e.op in ("add", "mul", "floordiv", "floormod") and \
+            self.nonnegative(e.a) and self.nonnegative(e.b)
+
+    def plain_division(self, e: Expr) -> bool:
+        """floordiv/floormod that C's / and % compute exactly: a non-negative dividend and a
+        positive constant divisor (the common index arithmetic of GPU kernels)."""
+        return (isinstance(e, Binary) and e.op in ("floordiv", "floormod") and e.dtype.is_int and e.dtype.bits >= 32
+                and isinstance(e.b, Const) and e.b.value > 0 and self.nonnegative(e.a))
+
     def expr_Binary(self, e: Binary) -> str:
+        if self.plain_division(e):
+            return self.infix("div", "/" if e.op == "floordiv" else "%", e.a, e.b)
         if e.op in _INFIX:
             text = self.infix(e.op, _INFIX[e.op], e.a, e.b)
             if e.dtype.is_int and e.dtype.bits < 32:     # C computes in int: wrap back to the narrow type
@@ -192,6 +213,9 @@ class CUDARenderer:
         return f"({compute_type(dst)}){v}"
 
     def expr_Call(self, e: Call) -> str:
+        if e.name in _SHUFFLE:      # (mask, value, lane or offset, width)
+            mask, *rest = e.args
+            return f"{_SHUFFLE[e.name]}({mask.value:#010x}u, {', '.join(self.expr(a) for a in rest)})"
         if e.name not in _MATH:
             raise InternalError(f"no CUDA rule for math function '{e.name}'")
         fn = _MATH[e.name]
@@ -227,6 +251,7 @@ class CUDARenderer:
 
     def stmt_For(self, s: For, depth: int) -> None:
         v = self.define(s.var, s.var.name)
+        self.counters.add(id(s.var))
         ty = compute_type(s.var.dtype)
         self.emit(depth, f"for ({ty} {v} = 0; {v} < {literal(s.extent, s.var.dtype)}; ++{v}) {{")
         self.stmt(s.body, depth + 1)
@@ -308,6 +333,7 @@ def render_kernel(k: Kernel) -> str:
             raise LoweringError("cuda codegen", f"kernel {k.name} has a {a.kind.value} launch axis, "
                                 "which the cuda target cannot run")
         r.emit(1, f"const int {r.define(a.var, a.var.name)} = {a.tag};")
+        r.counters.add(id(a.var))
     r.stmt(k.body, 1)
     r.emit(0, "}")
     return "\n".join(r.lines)

@@ -72,3 +72,123 @@ def row_sum(rows=37, cols=20):
     s = sl.create_schedule(Y.op)
     bind(s, Y, *s[Y].split(Y.op.axis[0], factor=16))
     return s, [X, Y]
+
+
+def cooperative_fetch(s, T, ty=8, tx=16):
+    """TVM's cooperative fetch: the shared stage's loops fused, split by the block's threads
+    and bound to threadIdx.y/x, so each thread copies a few elements of the tile."""
+    fused = s[T].fuse(*s[T].op.axis)
+    rest, x = s[T].split(fused, factor=tx)
+    y, _ = s[T].split(rest, nparts=ty)
+    s[T].bind(y, sl.thread_axis("threadIdx.y"))
+    s[T].bind(x, sl.thread_axis("threadIdx.x"))
+
+
+def shared_gemm(M=70, N=50, K=30, block=(8, 16), k_tile=8, fetch=True, local_a=False):
+    """C = A @ B as in TVM's GPU GEMM tutorials: an 8x16 tile of C per block, one element per
+    thread in a local accumulator, and at each step of the outer reduction loop the A and B
+    tiles the block needs copied into shared memory by all of its threads. With local_a, each
+    thread also copies its row of the A tile from shared memory into registers."""
+    A, B, C = programs.gemm(M, N, K)
+    s = sl.create_schedule(C.op)
+    AA = s.cache_read(A, "shared", [C])
+    BB = s.cache_read(B, "shared", [C])
+    AL = s.cache_read(AA, "local", [C]) if local_a else None
+    CL = s.cache_write(C, "local")
+    bi, bj, ti, tj = s[C].tile(C.op.axis[0], C.op.axis[1], *block)
+    s[C].bind(bi, sl.thread_axis("blockIdx.y"))
+    s[C].bind(bj, sl.thread_axis("blockIdx.x"))
+    s[C].bind(ti, sl.thread_axis("threadIdx.y"))
+    s[C].bind(tj, sl.thread_axis("threadIdx.x"))
+    s[CL].compute_at(s[C], tj)
+    ko, _ = s[CL].split(CL.op.reduce_axis[0], factor=k_tile)
+    for T in (AA, BB):
+        s[T].compute_at(s[CL], ko)
+        if fetch:
+            cooperative_fetch(s, T, *block)
+    if local_a:
+        s[AL].compute_at(s[CL], ko)
+    return s, [A, B, C]
+
+
+def row_reduce(rows=5, cols=100, threads=32, reducer="sum", rows_per_block=1, store_predicate=False):
+    """Y[i] = reduce over k of X[i, k] with the reduction across threadIdx.x (a cross-thread
+    reduction: each thread reduces cols / threads elements, then the block combines them);
+    rows_per_block > 1 binds rows to threadIdx.y as well."""
+    X = sl.placeholder((rows, cols), name="X")
+    k = sl.reduce_axis((0, cols), name="k")
+    Y = sl.compute((rows,), lambda i: getattr(sl, reducer)(X[i, k], axis=k), name="Y")
+    s = sl.create_schedule(Y.op)
+    ko, ki = s[Y].split(k, factor=threads)
+    tx = sl.thread_axis("threadIdx.x")
+    if rows_per_block > 1:
+        bo, bi = s[Y].split(Y.op.axis[0], factor=rows_per_block)
+        s[Y].bind(bo, sl.thread_axis("blockIdx.x"))
+        s[Y].bind(bi, sl.thread_axis("threadIdx.y"))
+    else:
+        s[Y].bind(Y.op.axis[0], sl.thread_axis("blockIdx.x"))
+    s[Y].bind(ki, tx)
+    if store_predicate:
+        s[Y].set_store_predicate(tx.var == threads - 1)
+    return s, [X, Y]
+
+
+def softmax(rows=6, cols=70, threads=32, fused=True):
+    """Softmax over rows, one row a block: the row max and the row sum of exponentials are
+    cross-thread reductions over threadIdx.x; fused, both are computed at the output's row loop
+    and every thread reads the broadcast results from its registers."""
+    X = sl.placeholder((rows, cols), name="X")
+    k1 = sl.reduce_axis((0, cols), name="k1")
+    k2 = sl.reduce_axis((0, cols), name="k2")
+    M = sl.compute((rows,), lambda i: sl.max(X[i, k1], axis=k1), name="M")
+    E = sl.compute((rows, cols), lambda i, j: sl.exp(X[i, j] - M[i]), name="E")
+    S = sl.compute((rows,), lambda i: sl.sum(E[i, k2], axis=k2), name="S")
+    Y = sl.compute((rows, cols), lambda i, j: E[i, j] / S[i], name="Y")
+    s = sl.create_schedule(Y.op)
+    s[E].compute_inline()
+    jo, ji = s[Y].split(Y.op.axis[1], factor=threads)
+    s[Y].bind(Y.op.axis[0], sl.thread_axis("blockIdx.x"))
+    s[Y].bind(ji, sl.thread_axis("threadIdx.x"))
+    for R in (M, S):
+        ko, ki = s[R].split(R.op.reduce_axis[0], factor=threads)
+        s[R].bind(ki, sl.thread_axis("threadIdx.x"))
+        if fused:
+            s[R].compute_at(s[Y], Y.op.axis[0])
+        else:
+            s[R].bind(R.op.axis[0], sl.thread_axis("blockIdx.x"))
+    return s, [X, Y]
+
+
+def vthread_gemm(M=37, N=35, K=13, k_tile=4):
+    """C = A @ B in TVM's GEMM-tutorial shape: a 16x16 tile of C a block, 2x2 virtual threads
+    (thread_axis((0, 2), "vthread")) of 4x4 threads, each thread a 2x2 register tile of C,
+    A and B fetched cooperatively into shared memory and from there into registers."""
+    A, B, C = programs.gemm(M, N, K)
+    s = sl.create_schedule(C.op)
+    AA = s.cache_read(A, "shared", [C])
+    BB = s.cache_read(B, "shared", [C])
+    AL = s.cache_read(AA, "local", [C])
+    BL = s.cache_read(BB, "local", [C])
+    CC = s.cache_write(C, "local")
+    by, yi = s[C].split(C.op.axis[0], factor=16)
+    bx, xi = s[C].split(C.op.axis[1], factor=16)
+    tyz, yi = s[C].split(yi, nparts=2)
+    ty, yi = s[C].split(yi, nparts=4)
+    txz, xi = s[C].split(xi, nparts=2)
+    tx, xi = s[C].split(xi, nparts=4)
+    s[C].reorder(by, bx, tyz, txz, ty, tx, yi, xi)
+    s[C].bind(by, sl.thread_axis("blockIdx.y"))
+    s[C].bind(bx, sl.thread_axis("blockIdx.x"))
+    s[C].bind(tyz, sl.thread_axis((0, 2), "vthread", name="vy"))
+    s[C].bind(txz, sl.thread_axis((0, 2), "vthread", name="vx"))
+    s[C].bind(ty, sl.thread_axis("threadIdx.y"))
+    s[C].bind(tx, sl.thread_axis("threadIdx.x"))
+    s[CC].compute_at(s[C], tx)
+    ko, ki = s[CC].split(CC.op.reduce_axis[0], factor=k_tile)
+    s[CC].reorder(ko, ki, *CC.op.axis)
+    for T in (AA, BB):
+        s[T].compute_at(s[CC], ko)
+        cooperative_fetch(s, T, 4, 4)
+    for T in (AL, BL):
+        s[T].compute_at(s[CC], ki)
+    return s, [A, B, C]

@@ -41,3 +41,16 @@ def test_precedence_keeps_the_tree(render):
     (True, "bool", "true")])
 def test_literals(value, dt, text):
     assert literal(value, dtype(dt)) == text
+
+
+def test_floor_division_of_counters_by_a_positive_constant_is_plain_c(render):
+    """Loop and launch variables are never negative: C's / and % give the floor results."""
+    expr, a, b, c = render
+    r = CUDARenderer()
+    i = Var("i")
+    r.define(i, "i")
+    r.counters.add(id(i))
+    assert r.expr(binary("floordiv", binary("add", i * 8, 3), sl.const(4))) == "(i * 8 + 3) / 4"
+    assert r.expr(binary("mul", sl.const(30), binary("floormod", i, sl.const(8)))) == "30 * (i % 8)"
+    assert r.expr(binary("floordiv", binary("sub", i, 3), sl.const(4))) == "sl_floordiv(i - 3, 4)"
+    assert expr(binary("floordiv", a, sl.const(4))) == "sl_floordiv(a, 4)"     # a may be negative

@@ -67,19 +67,22 @@ def test_float16_int_and_double_arithmetic():
 
 
 def test_ptx_ir_levels_and_ptxas_figures():
-    s, args = schedules.tiled_gemm(cache_shared=True)
+    s, args = schedules.shared_gemm()
     mod = sl.build(s, args, target="cuda -arch=sm_80")
     assert list(mod.ir) == ["tensor", "loop", "tile", "kernel", "cuda", "ptx"]
     assert ".entry C_kernel(" in mod.get_source("ptx") and ".target sm_80" in mod.get_source("ptx")
-    assert "__shared__ float A_shared[8];" in mod.get_source("cuda")
+    assert "__shared__ float A_shared[64];" in mod.get_source("cuda")
     if mod.ptxas_info is None:
         pytest.skip("no ptxas on PATH")
     info = mod.ptxas_info["C_kernel"]
-    assert info.registers > 0 and info.spill_bytes == 0 and info.shared_bytes == 8 * 4
+    assert info.registers > 0 and info.spill_bytes == 0 and info.shared_bytes == (64 + 128) * 4
 
 
 GOLDEN_PROGRAMS = {"cuda_elementwise": lambda: schedules.elementwise(1000, 64),
-                   "cuda_tiled_gemm": lambda: schedules.tiled_gemm(cache_shared=True)}
+                   "cuda_tiled_gemm": lambda: schedules.tiled_gemm(),
+                   "cuda_shared_gemm": lambda: schedules.shared_gemm(),
+                   "cuda_row_max_cross_thread": lambda: schedules.row_reduce(rows=7, cols=300, threads=128,
+                                                                               reducer="max", rows_per_block=2)}
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN_PROGRAMS))
@@ -97,18 +100,12 @@ def test_thread_sanitizer_is_quiet_on_a_race_free_kernel():
     emulate_and_check(*schedules.elementwise(1000, 64), sanitize="thread")
 
 
-def test_thread_sanitizer_reports_threads_sharing_a_shared_buffer_without_barriers():
-    s, args = schedules.tiled_gemm(cache_shared=True)
+def test_thread_sanitizer_reports_threads_all_filling_one_shared_tile():
+    """Without a cooperative fetch every thread of the block writes the whole shared tile: a race."""
+    s, args = schedules.tiled_gemm(M=20, N=20, K=12, cache_shared=True)
     arrays, _ = arrays_for(s, args)
     with pytest.raises(RuntimeError, match="ThreadSanitizer found a data race"):
         sl.build(s, args, target="cuda").emulate(*arrays, sanitize="thread")
-
-
-@pytest.mark.xfail(strict=True, reason="cache_read into 'shared' needs bound inference over thread axes, a "
-                   "cooperative fetch and __syncthreads() insertion (the next CUDA slice); today every thread "
-                   "fills the same shared slots with its own row: a data race")
-def test_gemm_with_a_shared_cache_read_is_race_free_and_correct():
-    emulate_and_check(*schedules.tiled_gemm(cache_shared=True), sanitize="thread")
 
 
 def test_two_kernels_through_a_global_temporary():
@@ -122,3 +119,45 @@ def test_two_kernels_through_a_global_temporary():
         s[t].bind(t.op.axis[1], sl.thread_axis("threadIdx.x"))
     mod = emulate_and_check(s, [A, C])
     assert mod.kernels == ["C_B", "C_kernel"]
+
+
+def test_shared_gemm_cooperative_fetch_with_barriers_is_race_free_and_correct():
+    """TVM's tutorial GEMM: A and B tiles fetched into shared memory by all threads of the block at
+    each step of k.outer, with __syncthreads() after the fetch and at the end of the step."""
+    mod = emulate_and_check(*schedules.shared_gemm(20, 21, 19, block=(4, 8), k_tile=4), sanitize="thread")
+    src = mod.get_source()
+    assert "__shared__ float A_shared[16];" in src and "__shared__ float B_shared[32];" in src
+    assert src.count("__syncthreads();") == 2
+
+
+def test_shared_gemm_odd_shapes_in_process():
+    emulate_and_check(*schedules.shared_gemm(70, 50, 30))
+
+
+def test_without_the_barrier_pass_thread_sanitizer_reports_the_race(monkeypatch):
+    from schedlang.target.cuda.backend import BACKEND
+    passes = BACKEND.kernel_passes
+    monkeypatch.setattr(BACKEND, "kernel_passes", lambda target: [p for p in passes(target) if p[0] != "insert_barriers"])
+    s, args = schedules.shared_gemm(20, 21, 19, block=(4, 8), k_tile=4)
+    mod = sl.build(s, args, target="cuda", cache=False)     # not the cached build with barriers
+    assert "__syncthreads" not in mod.get_source()
+    arrays, _ = arrays_for(s, args)
+    with pytest.raises(RuntimeError, match="ThreadSanitizer found a data race"):
+        mod.emulate(*arrays, sanitize="thread")
+
+
+def test_virtual_threads_run_inside_each_thread_not_as_a_launch_axis():
+    """TVM's GEMM with 2x2 vthreads of 4x4 threads, 2x2 registers each, shared and local caches."""
+    mod = emulate_and_check(*schedules.vthread_gemm(37, 35, 13))
+    src = mod.get_source()
+    assert "__launch_bounds__(16)" in src and "vthread" not in src
+    assert "for (int i_inner_outer = 0; i_inner_outer < 2; ++i_inner_outer) {" in src
+    assert "__shared__ float A_shared[64];" in src and "float C_local[4];" in src
+
+
+def test_thread_axis_takes_a_domain_first_as_in_tvm():
+    vx = sl.thread_axis((0, 2), "vthread", name="vx")
+    assert vx.thread_tag == "vthread" and vx.var.name == "vx"
+    assert sl.thread_axis("threadIdx.x").var.name == "threadIdx.x"
+    with pytest.raises(ValueError, match="unknown thread tag"):
+        sl.thread_axis((0, 2), "vthread.x")

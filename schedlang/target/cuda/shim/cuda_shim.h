@@ -3,11 +3,14 @@
 // race that ThreadSanitizer can see); __syncthreads() is a std::barrier; blocks run one
 // after another, so a function-scope `static` array is exactly one block's shared memory.
 #pragma once
+#include <algorithm>
 #include <barrier>
 #include <bit>
 #include <cmath>
 #include <math.h>   // expf, logf, ... in the global namespace, as CUDA has them
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -27,6 +30,17 @@ inline dim3 blockDim, gridDim;
 namespace sl_shim {
 inline thread_local std::barrier<>* block_barrier = nullptr;
 
+// A warp of emulated threads: a shuffle is a write of each lane's value, a barrier of the
+// warp's threads, a read of another lane's value, and a second barrier before the slots
+// are written again.
+struct Warp {
+  explicit Warp(unsigned n) : bar(n) {}
+  std::barrier<> bar;
+  std::uint64_t slots[32];
+};
+inline thread_local Warp* warp = nullptr;
+inline thread_local unsigned lane = 0;
+
 // Run kernel() once per thread of the grid: blocks in order, a block's threads at once.
 inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
   gridDim = grid;
@@ -36,6 +50,8 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
     for (unsigned by = 0; by < grid.y; ++by)
       for (unsigned bx = 0; bx < grid.x; ++bx) {
         std::barrier<> bar(n);
+        std::vector<std::unique_ptr<Warp>> warps;
+        for (unsigned w = 0; w * 32 < n; ++w) warps.push_back(std::make_unique<Warp>(std::min(32u, n - w * 32)));
         std::vector<std::thread> threads;
         threads.reserve(n);
         for (unsigned t = 0; t < n; ++t)
@@ -43,15 +59,39 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
             blockIdx = {bx, by, bz};
             threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
             block_barrier = &bar;
+            warp = warps[t / 32].get();
+            lane = t % 32;
             kernel();
             bar.arrive_and_drop();   // a finished thread no longer holds the others back
+            warp->bar.arrive_and_drop();
           });
         for (auto& th : threads) th.join();
       }
 }
+
+// Lane src's value of v (its own where src is outside the warp's threads).
+template <typename T> inline T shuffle(T v, int src) {
+  static_assert(sizeof(T) <= sizeof(std::uint64_t), "a shuffled value is at most 8 bytes");
+  std::memcpy(&warp->slots[lane], &v, sizeof(T));
+  warp->bar.arrive_and_wait();
+  T out = v;
+  if (src >= 0 && src < 32) std::memcpy(&out, &warp->slots[src], sizeof(T));
+  warp->bar.arrive_and_wait();
+  return out;
+}
 }  // namespace sl_shim
 
 inline void __syncthreads() { sl_shim::block_barrier->arrive_and_wait(); }
+
+// CUDA's shuffles within width-wide segments of the warp (the mask is the lanes taking part:
+// all of the warp's threads, as the generated code passes it).
+template <typename T> inline T __shfl_down_sync(unsigned, T v, unsigned delta, int width = 32) {
+  const int seg = sl_shim::lane % width;
+  return sl_shim::shuffle(v, seg + (int)delta < width ? (int)(sl_shim::lane + delta) : (int)sl_shim::lane);
+}
+template <typename T> inline T __shfl_sync(unsigned, T v, int src, int width = 32) {
+  return sl_shim::shuffle(v, (int)(sl_shim::lane - sl_shim::lane % width) + src % width);
+}
 
 inline float __int_as_float(int x) { return std::bit_cast<float>(x); }
 inline double __longlong_as_double(long long x) { return std::bit_cast<double>(x); }

@@ -1,0 +1,131 @@
+"""insert_barriers: __syncthreads() where threads of a block exchange data through shared
+memory (TVM's ThreadSync("shared")).
+
+A shared buffer written by some statement and read by a later one (read after write), or
+read and then written again (write after read: the next iteration's cooperative fetch over
+the tile the previous one still reads), needs a barrier between the two, since the other
+threads of the block may be anywhere in between. Statements are walked in order; for each
+one we know which shared buffers it reads and writes before its first barrier (its head)
+and after its last one (its tail). A loop whose tail conflicts with its own head (the next
+iteration) gets a barrier at the end of its body. Two writes of one buffer are not a
+conflict: a cooperative fetch writes disjoint elements from every thread.
+
+Loops bound to thread axes are the block's threads, not a sequence, so they carry nothing
+from one iteration to the next.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Set, Tuple
+
+from ..expr.functor import walk
+from ..expr.nodes import Expr, Load
+from ..loop.functor import stmt_exprs
+from ..loop.nodes import BOUND, Allocate, Barrier, For, IfThen, Let, Seq, StageNest, Stmt, Store, seq
+
+
+@dataclass
+class Access:
+    """The shared buffers (by id) a stretch of code reads and writes."""
+
+    reads: Set[int] = field(default_factory=set)
+    writes: Set[int] = field(default_factory=set)
+
+    def __or__(self, other: "Access") -> "Access":
+        return Access(self.reads | other.reads, self.writes | other.writes)
+
+    def conflicts(self, later: "Access") -> bool:
+        """Whether later code, run by other threads, needs a barrier after this code."""
+        return bool(self.writes & later.reads) or bool(self.reads & later.writes)
+
+
+@dataclass
+class Summary:
+    """Accesses before the first barrier (head) and after the last one (tail); without a
+    barrier, head and tail are both all of the statement's accesses."""
+
+    head: Access
+    tail: Access
+    synced: bool = False
+
+
+def _shared_loads(e: Expr) -> Set[int]:
+    return {id(n.buffer) for n in walk(e) if isinstance(n, Load) and n.buffer.scope == "shared"}
+
+
+def _own_access(s: Stmt) -> Access:
+    """What s reads and writes itself (its expressions and its store, not nested statements)."""
+    reads: Set[int] = set()
+    for e in stmt_exprs(s):
+        reads |= _shared_loads(e)
+    writes = {id(s.buffer)} if isinstance(s, Store) and s.buffer.scope == "shared" else set()
+    return Access(reads, writes)
+
+
+def sync(s: Stmt) -> Tuple[Stmt, Summary]:
+    """s with barriers inserted, and its summary."""
+    if isinstance(s, Barrier):
+        return s, Summary(Access(), Access(), synced=True)
+    if isinstance(s, Seq):
+        return _sync_seq(s.stmts)
+    if isinstance(s, For):
+        return _sync_loop(s)
+    if isinstance(s, (Allocate, StageNest)):
+        body, summary = sync(s.body)
+        rebuilt = s if body is s.body else (Allocate(s.buffer, body) if isinstance(s, Allocate)
+                                            else StageNest(s.stage, body))
+        return rebuilt, summary
+    if isinstance(s, Let):
+        body, summary = _sync_seq((s.body,), first=_own_access(s))
+        return (s if body is s.body else Let(s.var, s.value, body)), summary
+    if isinstance(s, IfThen):
+        return _sync_if(s)
+    own = _own_access(s)
+    return s, Summary(own, own)
+
+
+def _sync_seq(stmts, first: Access = None) -> Tuple[Stmt, Summary]:
+    out = []
+    head = first or Access()
+    pending = head          # accesses since the last barrier
+    synced = False
+    for x in stmts:
+        x, sx = sync(x)
+        if pending.conflicts(sx.head):
+            out.append(Barrier("shared"))
+            pending, synced = Access(), True
+        out.append(x)
+        if not synced:
+            head = head | sx.head
+        if sx.synced:
+            pending, synced = sx.tail, True
+        else:
+            pending = pending | sx.tail
+    changed = len(out) != len(stmts) or any(a is not b for a, b in zip(out, stmts))
+    body = seq(*out) if changed else (stmts[0] if len(stmts) == 1 else Seq(tuple(stmts)))
+    return body, Summary(head, pending, synced)
+
+
+def _sync_loop(s: For) -> Tuple[Stmt, Summary]:
+    body, summary = sync(s.body)
+    if s.kind != BOUND and s.extent != 1 and summary.tail.conflicts(summary.head):
+        # the next iteration would overwrite (or read) what this one still uses
+        body = seq(body, Barrier("shared"))
+        summary = Summary(summary.head, Access(), synced=True)
+    return s.with_body(body), summary
+
+
+def _sync_if(s: IfThen) -> Tuple[Stmt, Summary]:
+    cond = _own_access(s)
+    then, st = sync(s.then_body)
+    other, so = (None, Summary(Access(), Access())) if s.else_body is None else sync(s.else_body)
+    rebuilt = s if then is s.then_body and other is s.else_body else IfThen(s.cond, then, other)
+    if st.synced and so.synced:
+        return rebuilt, Summary(cond | st.head | so.head, st.tail | so.tail, synced=True)
+    everything = cond | st.head | st.tail | so.head | so.tail    # some path has no barrier
+    return rebuilt, Summary(everything, everything)
+
+
+def insert_barriers(body: Stmt) -> Stmt:
+    """The body with a shared-memory barrier wherever threads of a block exchange data."""
+    return sync(body)[0]

@@ -1,0 +1,82 @@
+"""The GPU Kernel IR passes one at a time, on small hand-written bodies (no compiler involved):
+barrier insertion, guard sinking, virtual threads."""
+import schedlang as sl
+from schedlang.dtypes import float32
+from schedlang.expr.nodes import Buffer, Load, Var
+from schedlang.kernel.thread_guards import sink_thread_guards
+from schedlang.kernel.thread_sync import insert_barriers
+from schedlang.kernel.virtual_threads import inject_virtual_threads
+from schedlang.loop.nodes import BOUND, SERIAL, Barrier, For, IfThen, Seq, Store, seq
+
+tx, k = Var("tx"), Var("k")
+G = Buffer("G", (64,), float32)
+S = Buffer("S", (32,), float32, "shared")
+L = Buffer("L", (1,), float32, "local")
+
+
+def fetch(i=tx):
+    return Store(S, (i,), Load(G, (i,)))
+
+
+def use(i=tx):
+    return Store(G, (i,), Load(S, ((i + 1) % 32,)))
+
+
+def threads(body, tag="threadIdx.x", var=tx):
+    return For(var, 32, body, BOUND, tag)
+
+
+def kinds(s):
+    return [type(x).__name__ for x in s.stmts] if isinstance(s, Seq) else [type(s).__name__]
+
+
+def test_a_barrier_between_a_shared_write_and_a_read_by_other_threads():
+    body = insert_barriers(threads(seq(fetch(), use())))
+    assert kinds(body.body) == ["Store", "Barrier", "Store"]
+
+
+def test_no_barrier_without_a_shared_exchange():
+    for body in (seq(fetch(), fetch()), seq(use(), use()), seq(Store(G, (tx,), Load(G, (tx,))), use())):
+        assert kinds(insert_barriers(threads(body)).body) == kinds(body)
+
+
+def test_a_loop_that_refills_the_tile_it_reads_syncs_at_the_end_of_each_step():
+    body = insert_barriers(threads(For(k, 4, seq(fetch(), use()))))
+    assert kinds(body.body.body) == ["Store", "Barrier", "Store", "Barrier"]
+    once = insert_barriers(threads(For(k, 1, seq(fetch(), use()))))     # one step: nothing is refilled
+    assert kinds(once.body.body) == ["Store", "Barrier", "Store"]
+
+
+def test_a_barrier_inside_a_statement_counts_for_what_follows():
+    inner = seq(fetch(), Barrier(), use())
+    body = insert_barriers(threads(seq(inner, Store(G, (tx,), Load(S, (tx,))))))
+    assert [type(x).__name__ for x in body.body.stmts].count("Barrier") == 1
+
+
+def test_a_thread_guard_moves_off_a_barrier():
+    guarded = IfThen(tx < 20, seq(use(), Barrier(), use()))
+    body = sink_thread_guards(threads(guarded))
+    assert kinds(body.body) == ["IfThen", "Barrier", "IfThen"]
+
+
+def test_a_cooperative_fetch_and_register_stores_stay_unguarded_the_rest_keeps_the_guard():
+    ty = Var("ty")
+    coop = threads(fetch(ty), var=ty)       # threadIdx.x bound again inside: every thread copies its part
+    zero = sl.const(0)
+    register = Store(L, (zero,), Load(L, (zero,)) * 2.0)
+    body = sink_thread_guards(threads(IfThen(tx < 20, seq(coop, Barrier(), register, use()))))
+    assert kinds(body.body) == ["For", "Barrier", "Store", "IfThen"]
+    assert body.body.stmts[0] is coop
+
+
+def test_a_guard_on_blocks_only_stays_where_it_is():
+    b = Var("b")
+    guarded = IfThen(b < 3, seq(use(), Barrier(), use()))
+    body = sink_thread_guards(For(b, 4, threads(guarded), BOUND, "blockIdx.x"))
+    assert body.body.body is guarded
+
+
+def test_virtual_threads_become_serial_loops():
+    v = Var("v")
+    body = inject_virtual_threads(threads(For(v, 2, use(), BOUND, "vthread")))
+    assert body.body.kind == SERIAL and body.body.thread_tag == "" and body.kind == BOUND
