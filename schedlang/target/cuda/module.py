@@ -8,6 +8,7 @@ from ...kernel.nodes import KernelModule
 from ..llvm.module import check_arguments
 from ..target import Target
 from . import shim
+from .codegen_vector import vector_alignments
 from .gpu import GPUProgram, gpu_problem
 from .nvrtc import PtxasInfo
 
@@ -33,6 +34,17 @@ class CUDAModule:
         self._kernel_ir = kernel_ir
         self._is_output = list(is_output)
         self._gpu: Optional[GPUProgram] = None     # loaded on the first GPU call
+        # argument -> the byte alignment its float4/float2/half2 accesses need
+        self._alignments = {b: n for k in kernel_ir.kernels for b, n in vector_alignments(k.body).items()}
+
+    def _check_alignment(self, pointers) -> None:
+        for b, p in zip(self.params, pointers):
+            need = self._alignments.get(b)
+            if need and p % need:
+                raise ValueError(f"{self.name}: argument '{b.name}' starts at address {p:#x}, not a multiple of "
+                                 f"{need} bytes, and the kernel reads or writes it with {need}-byte vector "
+                                 "accesses; pass an array with its own storage (e.g. a .clone() or np.copy of "
+                                 "the view)")
 
     def get_source(self, fmt: str = "cuda") -> str:
         """The generated code: "cuda" (CUDA C, as NVRTC compiles it) or "ptx"."""
@@ -50,6 +62,7 @@ class CUDAModule:
             raise RuntimeError(f"{self.name} needs an NVIDIA GPU and no GPU is present here ({problem}); "
                                "mod.emulate(*arrays, engine='shim') runs the same CUDA C on the CPU, on numpy arrays")
         pointers = check_arguments(self.name, self.params, self._is_output, arrays, device="cuda")
+        self._check_alignment(pointers)
         if self._gpu is None:
             self._gpu = GPUProgram(self.ir["ptx"], self._kernel_ir)
         self._gpu.launch(pointers)
@@ -66,6 +79,7 @@ class CUDAModule:
         if sanitize is not None and sanitize not in shim.SANITIZERS:
             raise ValueError(f"unknown sanitizer {sanitize!r}; choose one of {', '.join(shim.SANITIZERS)} or None")
         pointers = check_arguments(self.name, self.params, self._is_output, arrays)
+        self._check_alignment(pointers)
         built = shim.build(self.ir["cuda"], shim.driver_source(self._kernel_ir), sanitize)
         if sanitize is None:
             shim.run_in_process(built, pointers)
