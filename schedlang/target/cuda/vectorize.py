@@ -18,7 +18,7 @@ from typing import Dict, Tuple
 from ...expr.functor import children
 from ...expr.nodes import (Binary, Broadcast, Call, Cast, Const, Expr, Load, Ramp, Var, binary)
 from ...expr.simplify import linear_form
-from ...kernel.vectorize import Scalarize, _Vectorize
+from ...kernel.vectorize import Scalarize, _Lanes, _Vectorize
 from ...loop.functor import StmtMutator, stmt_exprs, substitute_stmt, walk_stmts
 from ...loop.nodes import SERIAL, VECTORIZED, For, IfThen, Let, Stmt, Store
 
@@ -31,10 +31,16 @@ VECTOR_MATH = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "abs", "floor", "ce
 
 
 def aligned(index: Expr, lanes: int) -> bool:
-    """Whether a scalar index is provably a multiple of lanes: every coefficient and the
-    constant of its linear form are."""
+    """Whether a scalar index is provably a multiple of lanes: the constant of its linear form
+    is, and each term's coefficient or atom."""
     terms, constant = linear_form(index)
-    return constant % lanes == 0 and all(coeff % lanes == 0 for _, coeff in terms)
+    return constant % lanes == 0 and all(coeff % lanes == 0 or _multiple(atom, lanes) for atom, coeff in terms)
+
+
+def _multiple(atom: Expr, m: int) -> bool:
+    """x % c is a multiple of m when x and c are (the inner part of a split by a multiple of m)."""
+    return (isinstance(atom, Binary) and atom.op == "floormod" and isinstance(atom.b, Const)
+            and atom.b.value % m == 0 and aligned(atom.a, m))
 
 
 def vector_access(index: Expr, lanes: int) -> bool:
@@ -86,8 +92,28 @@ def check_vector_body(s: Stmt) -> None:
                 raise Scalarize("a condition that differs between lanes")
 
 
+class _CUDALanes(_Lanes):
+    """The CPU's lane rewriting, plus one fact about aligned ramps: lanes starting at a multiple of
+    m = lanes * stride, with m dividing b, lie in one block of b, so ramp // b is one value and
+    ramp % b a ramp (the index arithmetic of a fused or split axis under a vectorized loop)."""
+
+    def binary(self, op: str, a: Expr, b: Expr) -> Expr:
+        a = a.value if isinstance(a, Broadcast) else a     # lane-invariant: scalar, so ramps fold
+        b = b.value if isinstance(b, Broadcast) else b
+        if op in ("floordiv", "floormod") and isinstance(a, Ramp) and isinstance(b, Const) and b.value > 0 \
+                and isinstance(a.stride, Const) and a.stride.value > 0:
+            m = a.stride.value * self.lanes
+            if b.value % m == 0 and aligned(a.base, m):
+                if op == "floordiv":
+                    return binary("floordiv", a.base, b)      # one value for every lane
+                return self.ramp(binary("floormod", a.base, b), a.stride)
+        return super().binary(op, a, b)
+
+
 class _CUDAVectorize(_Vectorize):
     """The CPU pass's guard hoisting and lane rewriting, with CUDA's widths and checks."""
+
+    lanes_rewriter = _CUDALanes
 
     def __init__(self):
         super().__init__(target=None)

@@ -151,3 +151,44 @@ def test_a_misaligned_argument_is_refused_before_a_vector_access():
     x = storage[1:].reshape(3, 128)          # 4 bytes past a 16-byte boundary
     with pytest.raises(ValueError, match="argument 'x' starts at address .* not a multiple of 16 bytes"):
         mod.emulate(x, np.zeros((3, 64), "float32"))
+
+
+def _vector_fetch_gemm(M, N, K):
+    """shared_gemm's tiles fetched four adjacent elements a thread: the fused tile axis split by 4
+    and vectorized; the lanes of a group stay in one row of the tile (ramp // 16 is one value)."""
+    from tests import programs
+    A, B, C = programs.gemm(M, N, K)
+    s = sl.create_schedule(C.op)
+    AA, BB = s.cache_read(A, "shared", [C]), s.cache_read(B, "shared", [C])
+    CL = s.cache_write(C, "local")
+    bi, bj, ti, tj = s[C].tile(C.op.axis[0], C.op.axis[1], 8, 16)
+    for a, tag in zip((bi, bj, ti, tj), ("blockIdx.y", "blockIdx.x", "threadIdx.y", "threadIdx.x")):
+        s[C].bind(a, sl.thread_axis(tag))
+    s[CL].compute_at(s[C], tj)
+    ko, _ = s[CL].split(CL.op.reduce_axis[0], factor=16)
+    for T in (AA, BB):
+        s[T].compute_at(s[CL], ko)
+        rest, vec = s[T].split(s[T].fuse(*s[T].op.axis), factor=4)
+        rest, x = s[T].split(rest, factor=16)
+        y, _ = s[T].split(rest, nparts=8)
+        s[T].bind(y, sl.thread_axis("threadIdx.y"))
+        s[T].bind(x, sl.thread_axis("threadIdx.x"))
+        s[T].vectorize(vec)
+    return s, [A, B, C]
+
+
+def test_cooperative_fetch_with_float4_into_aligned_shared_tiles():
+    mod = emulate_and_check(*_vector_fetch_gemm(64, 64, 64), sanitize="thread")
+    src = mod.get_source()
+    assert "__shared__ __align__(16) float A_shared[128];" in src
+    assert ("*(float4*)(A_shared + i_inner * 64 + j_inner * 4) = *(const float4*)(A + i_outer * 512 + "
+            "i_inner * 256 + j_inner / 4 * 64 + k_outer * 16 + j_inner * 4 % 16);") in src
+    assert src.count("__syncthreads();") == 2
+
+
+def test_cooperative_fetch_with_odd_shapes_stays_scalar():
+    """70x50x30: the tile edges are guarded per element, with conditions on the fused axis's
+    quotient and remainder that cannot be hoisted out of the lanes: the fetch loops stay scalar."""
+    mod = emulate_and_check(*_vector_fetch_gemm(70, 50, 30))
+    assert "kept scalar: a masked store to A.shared" in mod.ir["kernel"]
+    assert "float4" not in mod.get_source()

@@ -20,7 +20,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n)))
 
 struct uint3 { unsigned int x = 0, y = 0, z = 0; };
 struct dim3 { unsigned int x = 1, y = 1, z = 1; };
