@@ -13,13 +13,11 @@ The guard hoisting and lane rewriting are the CPU's (kernel/vectorize.py).
 """
 from __future__ import annotations
 
-from typing import Dict, Tuple
-
 from ...expr.functor import children
 from ...expr.nodes import (Binary, Broadcast, Call, Cast, Const, Expr, Load, Ramp, Var, binary)
 from ...expr.simplify import linear_form
 from ...kernel.vectorize import Scalarize, _Lanes, _Vectorize
-from ...loop.functor import StmtMutator, stmt_exprs, substitute_stmt, walk_stmts
+from ...loop.functor import stmt_exprs, substitute_stmt, walk_stmts
 from ...loop.nodes import SERIAL, VECTORIZED, For, IfThen, Let, Stmt, Store
 
 # element type of the stored values -> vector widths, widest first
@@ -116,8 +114,7 @@ class _CUDAVectorize(_Vectorize):
     lanes_rewriter = _CUDALanes
 
     def __init__(self):
-        super().__init__(target=None)
-        self.ranges: Dict[Var, Tuple[int, int]] = {}
+        super().__init__(target=None)      # the target only sizes the CPU's strip-mining (max_lanes)
 
     def max_lanes(self, loop: For) -> int:
         return loop.extent      # strip-mined to the vector width before (visit_For)
