@@ -221,6 +221,8 @@ def _hoist_guards(s: Stmt, var: Var, conds: List[Expr]) -> Stmt:
 
 
 class _Vectorize(StmtMutator):
+    lanes_rewriter = _Lanes      # a target may refine the lane rewriting (target/cuda/vectorize.py)
+
     def __init__(self, target: Target):
         self.target = target
         self.ranges: Dict[Var, Tuple[int, int]] = {}
@@ -255,7 +257,7 @@ class _Vectorize(StmtMutator):
         try:
             conds: List[Expr] = []
             fast_body = _hoist_guards(loop.body, loop.var, conds)
-            vector = _Lanes(loop.var, loop.extent, self.ranges).stmt(fast_body)
+            vector = self.lanes_rewriter(loop.var, loop.extent, self.ranges).stmt(fast_body)
             if not conds:
                 return vector
             check = None

@@ -121,6 +121,14 @@ class PlacementPrimitives:
         self.storage_aligns[dim] = (factor, offset)
         self._record(steps.StorageAlign(self.name, ivar.name, factor, offset))
 
+    def double_buffer(self) -> None:
+        """TVM's double_buffer (a shared stage written into one of two buffers in turn, so the
+        next tile loads while this one is used): not supported yet by any schedlang target."""
+        self._require_schedulable("double_buffer")
+        raise ScheduleError("double_buffer", self.name, "is not supported yet: no schedlang target (llvm or cuda) "
+                            "double-buffers a stage", hint="leave it out; the schedule computes the same result "
+                            "with one buffer and a barrier before it is overwritten")
+
     def set_scope(self, scope: str) -> None:
         """Store this stage's buffer in a memory scope ("global", "shared" or "local"), as
         TVM's Stage.set_scope; by default a stage at the root is global and one computed at

@@ -25,6 +25,7 @@ from ..target import Target
 from .codegen import render_cuda, threads_per_block
 from .module import CUDAModule
 from .nvrtc import compile_ptx, ptxas_info
+from .vectorize import cuda_vectorize_loops
 
 
 class _SerialVectorLoops(StmtMutator):
@@ -58,8 +59,8 @@ class CUDABackend(Backend):
 
     def kernel_passes(self, target: Target):
         """The standard passes (virtual threads made serial loops right after flattening, vectorized
-        loops kept serial), then the GPU passes."""
-        passes = [(name, serial_vector_loops) if name == "vectorize_loops" else (name, run)
+        loops as CUDA vector accesses where aligned: vectorize.py), then the GPU passes."""
+        passes = [(name, cuda_vectorize_loops) if name == "vectorize_loops" else (name, run)
                   for name, run in standard_passes(target)]
         passes.insert(1, ("inject_virtual_threads", inject_virtual_threads))    # after flatten_buffers
         return passes + [

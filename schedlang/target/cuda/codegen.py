@@ -22,6 +22,7 @@ from ...expr.nodes import (Binary, Call, Cast, Compare, Const, Expr, Load, Logic
                            Ramp, Select, Var)
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...loop.nodes import Allocate, Barrier, For, IfThen, Let, Seq, Stmt, Store
+from . import codegen_vector
 
 INDENT = "  "
 
@@ -116,6 +117,7 @@ class CUDARenderer:
         self.taken: set = set()
         self.lines: List[str] = []
         self.counters: set = set()      # ids of loop and launch variables: never negative
+        self.alignments: Dict[object, int] = {}    # buffer -> bytes its vector accesses need
 
     def define(self, key, name: str) -> str:
         base = c_name(name)
@@ -146,6 +148,8 @@ class CUDARenderer:
         rule = getattr(self, "expr_" + type(e).__name__, None)
         if rule is None:
             raise InternalError(f"the CUDA renderer has no rule for {type(e).__name__} '{e}'")
+        if e.dtype.is_bfloat and e.dtype.lanes > 1 and isinstance(e, (Binary, Call)):
+            return f"sl_round_bf16({rule(e)})"
         if e.dtype.is_bfloat and isinstance(e, (Binary, Call)):    # computed in float: round each result
             return f"__bfloat162float(__float2bfloat16_rn({rule(e)}))"
         return rule(e)
@@ -182,7 +186,7 @@ class CUDARenderer:
             if e.dtype.is_int and e.dtype.bits < 32:     # C computes in int: wrap back to the narrow type
                 return f"({memory_type(e.dtype)})({text})"
             return text
-        if e.op in _HELPER:
+        if e.op in _HELPER or e.dtype.lanes > 1 and e.op in ("min", "max"):
             return f"{_HELPER[e.op]}({self.expr(e.a)}, {self.expr(e.b)})"
         raise InternalError(f"no CUDA rule for '{e.op}' on {e.dtype}")
 
@@ -219,11 +223,13 @@ class CUDARenderer:
         if e.name not in _MATH:
             raise InternalError(f"no CUDA rule for math function '{e.name}'")
         fn = _MATH[e.name]
-        if e.dtype.bits == 64:
+        if e.dtype.bits == 64 and e.dtype.lanes == 1:
             fn = fn[:-1]
         return f"{fn}({', '.join(self.expr(a) for a in e.args)})"
 
     def expr_Load(self, e: Load) -> str:
+        if e.dtype.lanes > 1:
+            return codegen_vector.render_load(self, e)
         text = f"{self.names[e.buffer]}[{self.expr(e.indices[0])}]"
         if e.buffer.dtype.is_bfloat:
             text = f"__bfloat162float({text})"
@@ -234,9 +240,10 @@ class CUDARenderer:
         return text
 
     def expr_Ramp(self, e: Ramp) -> str:
-        raise LoweringError("cuda codegen", f"vector access '{e}': vector loads and stores on the GPU come later")
+        raise InternalError(f"vector index '{e}' outside a load or store: the cuda vectorizer keeps such loops scalar")
 
-    expr_Broadcast = expr_Ramp
+    def expr_Broadcast(self, e) -> str:
+        return codegen_vector.render_broadcast(self, e)
 
     # -- statements --
     def stmt(self, s: Stmt, depth: int) -> None:
@@ -258,6 +265,9 @@ class CUDARenderer:
         self.emit(depth, "}")
 
     def stmt_Store(self, s: Store, depth: int) -> None:
+        if s.value.dtype.lanes > 1:
+            codegen_vector.render_store(self, s, depth)
+            return
         value = self.expr(s.value)
         if s.buffer.dtype.is_bfloat:
             value = f"__float2bfloat16_rn({value})"
@@ -280,6 +290,8 @@ class CUDARenderer:
         b = s.buffer
         name = self.define(b, b.name)
         qualifier = "__shared__ " if b.scope == "shared" else ""
+        if b in self.alignments:     # its vector accesses need it
+            qualifier += f"__align__({self.alignments[b]}) "
         self.emit(depth, f"{qualifier}{memory_type(b.dtype)} {name}[{b.size}];")
         self.stmt(s.body, depth)
 
@@ -322,6 +334,7 @@ def launch_dims(k: Kernel):
 
 def render_kernel(k: Kernel) -> str:
     r = CUDARenderer()
+    r.alignments = codegen_vector.vector_alignments(k.body)
     params = ", ".join(f"{memory_type(b.dtype)}* __restrict__ {r.define(b, b.name)}" for b in k.params)
     r.emit(0, f'extern "C" __global__ void __launch_bounds__({threads_per_block(k)}) {k.name}({params}) {{')
     for a in k.launch:
@@ -347,4 +360,9 @@ def render_cuda(m: KernelModule) -> str:
         head.append("#include <cuda_fp16.h>")
     if any("__nv_bfloat16" in k for k in kernels):
         head.append("#include <cuda_bf16.h>")
-    return "\n".join(head) + "\n" + PRELUDE + "\n" + "\n\n".join(kernels) + "\n"
+    prelude = PRELUDE
+    if any("float2" in k or "float4" in k for k in kernels):
+        prelude += codegen_vector.VECTOR_PRELUDE
+        if "#include <cuda_bf16.h>" in head:
+            prelude += codegen_vector.BFLOAT16_VECTOR_PRELUDE
+    return "\n".join(head) + "\n" + prelude + "\n" + "\n\n".join(kernels) + "\n"

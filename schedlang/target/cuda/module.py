@@ -10,6 +10,7 @@ from ...kernel.nodes import KernelModule
 from ..llvm.module import check_arguments
 from ..target import Target
 from . import shim
+from .codegen_vector import vector_alignments
 from .gpu import GPUProgram, gpu_problem
 from .nvrtc import PtxasInfo
 
@@ -35,6 +36,17 @@ class CUDAModule:
         self._kernel_ir = kernel_ir
         self._is_output = list(is_output)
         self._gpu: Optional[GPUProgram] = None     # loaded on the first GPU call
+        # argument -> the byte alignment its float4/float2/half2 accesses need
+        self._alignments = {b: n for k in kernel_ir.kernels for b, n in vector_alignments(k.body).items()}
+
+    def _check_alignment(self, pointers) -> None:
+        for b, p in zip(self.params, pointers):
+            need = self._alignments.get(b)
+            if need and p % need:
+                raise ValueError(f"{self.name}: argument '{b.name}' starts at address {p:#x}, not a multiple of "
+                                 f"{need} bytes, and the kernel reads or writes it with {need}-byte vector "
+                                 "accesses; pass an array with its own storage (e.g. a .clone() or np.copy of "
+                                 "the view)")
 
     def get_source(self, fmt: str = "cuda") -> str:
         """The generated code: "cuda" (CUDA C, as NVRTC compiles it) or "ptx"."""
@@ -52,6 +64,7 @@ class CUDAModule:
             raise RuntimeError(f"{self.name} needs an NVIDIA GPU and no GPU is present here ({problem}); "
                                "mod.emulate(*arrays, engine='shim') runs the same CUDA C on the CPU, on numpy arrays")
         pointers = check_arguments(self.name, self.params, self._is_output, arrays, device="cuda")
+        self._check_alignment(pointers)
         if self._gpu is None:
             self._gpu = GPUProgram(self.ir["ptx"], self._kernel_ir)
         self._gpu.launch(pointers)
@@ -76,6 +89,7 @@ class CUDAModule:
         if engine == "simt" and sanitize is not None:
             raise ValueError("engine='simt' always checks shared-memory races; sanitize= is for engine='shim'")
         pointers = check_arguments(self.name, self.params, self._is_output, arrays)
+        self._check_alignment(pointers)
         if engine == "simt":
             from ..simt import run_module
             flat = [(x if isinstance(x, np.ndarray) else x.detach().numpy()).reshape(-1) for x in arrays]

@@ -41,7 +41,7 @@ def silu_and_mul(rows=3, d=50):
     xo, xi = s[out].split(fused, factor=128)
     to, lanes = s[out].split(xi, factor=4)
     bind(s, out, xo, to)
-    s[out].vectorize(lanes)      # a serial loop on the GPU for now
+    s[out].vectorize(lanes)
     return s, [x, out]
 
 
@@ -192,3 +192,41 @@ def vthread_gemm(M=37, N=35, K=13, k_tile=4):
     for T in (AL, BL):
         s[T].compute_at(s[CC], ki)
     return s, [A, B, C]
+
+
+def silu_and_mul_vec(rows=3, d=64, threads=8, dtype="float32", lanes=4):
+    """SiluAndMul with each thread computing `lanes` adjacent outputs in one vectorized loop: float4
+    loads and stores where the row length keeps them aligned (d a multiple of 4), per-lane scalar
+    accesses where not, and a scalar tail where d is not a multiple of lanes."""
+    x = sl.placeholder((rows, 2 * d), dtype, name="x")
+    out = sl.compute((rows, d), lambda i, j: x[i, j] * sl.sigmoid(x[i, j]) * x[i, j + d], name="out")
+    s = sl.create_schedule(out.op)
+    jo, vec = s[out].split(out.op.axis[1], factor=lanes)
+    bo, to = s[out].split(jo, factor=threads)
+    s[out].bind(out.op.axis[0], sl.thread_axis("blockIdx.y"))
+    s[out].bind(bo, sl.thread_axis("blockIdx.x"))
+    s[out].bind(to, sl.thread_axis("threadIdx.x"))
+    s[out].vectorize(vec)
+    return s, [x, out]
+
+
+def shared_transpose(n=40, m=36, tile=16, align=None):
+    """B = A.T through a shared tile: a block reads a tile of A by rows (coalesced), writes B by
+    rows from the tile's columns; storage_align(factor, offset) pads the tile's rows so that a
+    column of the tile falls in different shared-memory banks."""
+    A = sl.placeholder((n, m), name="A")
+    B = sl.compute((m, n), lambda i, j: A[j, i], name="B")
+    s = sl.create_schedule(B.op)
+    AS = s.cache_read(A, "shared", [B])
+    bi, bj, ti, tj = s[B].tile(B.op.axis[0], B.op.axis[1], tile, tile)
+    s[B].bind(bi, sl.thread_axis("blockIdx.y"))
+    s[B].bind(bj, sl.thread_axis("blockIdx.x"))
+    s[B].bind(ti, sl.thread_axis("threadIdx.y"))
+    s[B].bind(tj, sl.thread_axis("threadIdx.x"))
+    s[AS].compute_at(s[B], bj)
+    r, c = s[AS].op.axis
+    s[AS].bind(r, sl.thread_axis("threadIdx.y"))
+    s[AS].bind(c, sl.thread_axis("threadIdx.x"))
+    if align is not None:
+        s[AS].storage_align(r, *align)
+    return s, [A, B]

@@ -31,8 +31,11 @@ def test_elementwise_with_a_tail_block():
 
 def test_silu_and_mul_fused_bound_and_vectorized():
     mod = emulate_and_check(*schedules.silu_and_mul())
-    assert "for (int i_j_fused_inner_inner = 0; i_j_fused_inner_inner < 4; ++i_j_fused_inner_inner)" \
-        in mod.get_source(), "a vectorized loop is a serial loop on the GPU for now"
+    src = mod.get_source()
+    assert "*(float4*)(out + i_j_fused_outer * 128 + i_j_fused_inner_outer * 4) = " in src, "aligned float4 stores"
+    assert "make_float4(x[" in src, "loads across the fused rows are per-lane scalars"
+    assert "for (int i_j_fused_inner_inner = 0; i_j_fused_inner_inner < 4; ++i_j_fused_inner_inner)" in src, \
+        "the last group runs a scalar loop"
 
 
 def test_tiled_gemm_with_a_local_accumulator():

@@ -20,6 +20,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 
 struct uint3 { unsigned int x = 0, y = 0, z = 0; };
 struct dim3 { unsigned int x = 1, y = 1, z = 1; };
@@ -111,3 +112,15 @@ inline __nv_bfloat16 __float2bfloat16_rn(float f) {
   if (f != f) return {std::uint16_t(((u >> 16) & 0x8000u) | 0x7fc0u)};
   return {std::uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
 }
+
+// CUDA's vector types (aligned like CUDA's, so a misaligned vector access is as wrong here).
+struct alignas(8) float2 { float x, y; };
+struct alignas(16) float4 { float x, y, z, w; };
+inline float2 make_float2(float x, float y) { return {x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+struct alignas(4) __half2 { __half x, y; };
+inline float2 __half22float2(__half2 h) { return {__half2float(h.x), __half2float(h.y)}; }
+inline __half2 __float22half2_rn(float2 f) { return {__float2half(f.x), __float2half(f.y)}; }
+struct alignas(4) __nv_bfloat162 { __nv_bfloat16 x, y; };
+inline float2 __bfloat1622float2(__nv_bfloat162 h) { return {__bfloat162float(h.x), __bfloat162float(h.y)}; }
+inline __nv_bfloat162 __float22bfloat162_rn(float2 f) { return {__float2bfloat16_rn(f.x), __float2bfloat16_rn(f.y)}; }

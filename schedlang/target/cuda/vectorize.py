@@ -1,0 +1,172 @@
+"""vectorize on the CUDA target: a vectorized loop becomes float4/float2 (float32), __half2
+(float16) or __nv_bfloat162 (bfloat16) loads and stores, with the arithmetic done on float2/
+float4 values by our own small helpers (codegen_vector.py).
+
+A loop is vectorized in groups of the vector width (4 floats, or 2 halves/bfloat16s; a float32
+loop of 2 or 6 iterations uses float2); other extents, integer or double stores, masked
+accesses and values with no vector form (comparisons, selects, narrowing casts) keep the loop
+scalar, saying why in Kernel IR. Inside a vectorized loop a contiguous access whose first
+element is provably a multiple of the width is one vector access (global arguments are 256-byte
+aligned, and the renderer aligns the shared and local buffers it accesses so); every other
+access (strided, unaligned, a gather) is per-lane scalar code: never a gather or masked load.
+The guard hoisting and lane rewriting are the CPU's (kernel/vectorize.py).
+"""
+from __future__ import annotations
+
+from ...expr.functor import children
+from ...expr.nodes import (Binary, Broadcast, Call, Cast, Const, Expr, Load, Ramp, Var, binary)
+from ...expr.simplify import linear_form
+from ...kernel.vectorize import Scalarize, _Lanes, _Vectorize
+from ...loop.functor import stmt_exprs, substitute_stmt, walk_stmts
+from ...loop.nodes import SERIAL, VECTORIZED, For, IfThen, Let, Stmt, Store
+
+# element type of the stored values -> vector widths, widest first
+WIDTHS = {"float32": (4, 2), "float16": (2,), "bfloat16": (2,)}
+VECTOR_OPS = ("add", "sub", "mul", "div", "min", "max")
+# math functions with a float2/float4 form in the vector prelude (codegen_vector.py)
+VECTOR_MATH = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "abs", "floor", "ceil", "round", "trunc", "exp2",
+               "log2", "sin", "cos", "sigmoid", "pow")
+
+
+def aligned(index: Expr, lanes: int) -> bool:
+    """Whether a scalar index is provably a multiple of lanes: the constant of its linear form
+    is, and each term's coefficient or atom."""
+    terms, constant = linear_form(index)
+    return constant % lanes == 0 and all(coeff % lanes == 0 or _multiple(atom, lanes) for atom, coeff in terms)
+
+
+def _multiple(atom: Expr, m: int) -> bool:
+    """x % c is a multiple of m when x and c are (the inner part of a split by a multiple of m)."""
+    return (isinstance(atom, Binary) and atom.op == "floormod" and isinstance(atom.b, Const)
+            and atom.b.value % m == 0 and aligned(atom.a, m))
+
+
+def vector_access(index: Expr, lanes: int) -> bool:
+    """Whether an access at a (vector) index is one aligned vector access: a contiguous ramp
+    starting at a multiple of the lanes."""
+    return (isinstance(index, Ramp) and isinstance(index.stride, Const) and index.stride.value == 1
+            and index.lanes == lanes and aligned(index.base, lanes))
+
+
+def _check_value(e: Expr, seen: set) -> None:
+    """Raise Scalarize unless every vector node of a stored value has a CUDA vector form (the
+    indices of loads are addressing, rendered lane by lane where they are not one vector access)."""
+    if id(e) in seen or e.dtype.lanes == 1:
+        return
+    seen.add(id(e))
+    if isinstance(e, Load):
+        if e.predicate is not None:
+            raise Scalarize(f"a masked load of {e.buffer.name} (CUDA C has no masked vector loads)")
+        if str(e.buffer.dtype) not in WIDTHS:
+            raise Scalarize(f"it loads {e.buffer.dtype} values, which have no CUDA vector type here")
+        return
+    if isinstance(e, Broadcast):
+        return
+    if not e.dtype.is_float:
+        raise Scalarize(f"'{type(e).__name__}' on {e.dtype} vectors has no CUDA vector form")
+    if isinstance(e, Cast) and not (e.value.dtype.is_float and e.dtype.bits >= 32 and e.value.dtype.bits <= 32):
+        raise Scalarize(f"the cast to {e.dtype} on vectors has no CUDA vector form here")
+    if isinstance(e, Binary) and e.op not in VECTOR_OPS or isinstance(e, Call) and e.name not in VECTOR_MATH \
+            or not isinstance(e, (Binary, Call, Cast)):
+        raise Scalarize(f"'{type(e).__name__}' ({getattr(e, 'op', getattr(e, 'name', ''))}) on vectors has "
+                        "no CUDA vector form here")
+    for c in children(e):
+        _check_value(c, seen)
+
+
+def check_vector_body(s: Stmt) -> None:
+    """Raise Scalarize unless the vectorized body renders as CUDA vector code."""
+    for x in walk_stmts(s):
+        if isinstance(x, Let) and x.var.dtype.lanes > 1:
+            raise Scalarize("a vector-valued let (tuple reduction) has no CUDA vector form")
+        if isinstance(x, Store) and x.value.dtype.lanes > 1:
+            if x.predicate is not None:
+                raise Scalarize(f"a masked store to {x.buffer.name} (CUDA C has no masked vector stores)")
+            if str(x.buffer.dtype) not in WIDTHS:
+                raise Scalarize(f"it stores {x.buffer.dtype} values, which have no CUDA vector type here")
+            _check_value(x.value, set())
+        for e in stmt_exprs(x):
+            if e.dtype.lanes > 1 and not isinstance(x, Store):
+                raise Scalarize("a condition that differs between lanes")
+
+
+class _CUDALanes(_Lanes):
+    """The CPU's lane rewriting, plus one fact about aligned ramps: lanes starting at a multiple of
+    m = lanes * stride, with m dividing b, lie in one block of b, so ramp // b is one value and
+    ramp % b a ramp (the index arithmetic of a fused or split axis under a vectorized loop)."""
+
+    def binary(self, op: str, a: Expr, b: Expr) -> Expr:
+        a = a.value if isinstance(a, Broadcast) else a     # lane-invariant: scalar, so ramps fold
+        b = b.value if isinstance(b, Broadcast) else b
+        if op in ("floordiv", "floormod") and isinstance(a, Ramp) and isinstance(b, Const) and b.value > 0 \
+                and isinstance(a.stride, Const) and a.stride.value > 0:
+            m = a.stride.value * self.lanes
+            if b.value % m == 0 and aligned(a.base, m):
+                if op == "floordiv":
+                    return binary("floordiv", a.base, b)      # one value for every lane
+                return self.ramp(binary("floormod", a.base, b), a.stride)
+        return super().binary(op, a, b)
+
+
+class _CUDAVectorize(_Vectorize):
+    """The CPU pass's guard hoisting and lane rewriting, with CUDA's widths and checks."""
+
+    lanes_rewriter = _CUDALanes
+
+    def __init__(self):
+        super().__init__(target=None)      # the target only sizes the CPU's strip-mining (max_lanes)
+
+    def max_lanes(self, loop: For) -> int:
+        return loop.extent      # strip-mined to the vector width before (visit_For)
+
+    def visit_For(self, s: For) -> Stmt:
+        self.ranges[s.var] = (0, s.extent - 1)
+        body = self.visit(s.body)
+        del self.ranges[s.var]
+        loop = s.with_body(body)
+        return self.vectorize_cuda(loop) if s.kind == VECTORIZED else loop
+
+    def vectorize_cuda(self, loop: For) -> Stmt:
+        try:
+            width = self.width(loop)
+        except Scalarize as why:
+            return _scalar(loop, str(why))
+        if loop.extent == width:
+            return self.checked(loop)
+        # groups of `width` lanes: an outer serial loop over vector-wide inner loops
+        outer, inner = Var(loop.var.name + ".o"), Var(loop.var.name + ".v")
+        body = substitute_stmt(loop.body, {loop.var: binary("add", binary("mul", outer, Const(width)), inner)})
+        self.ranges[outer] = (0, loop.extent // width - 1)
+        group = self.checked(For(inner, width, body, VECTORIZED))
+        del self.ranges[outer]
+        return For(outer, loop.extent // width, group, SERIAL)
+
+    def width(self, loop: For) -> int:
+        if not isinstance(loop.extent, int):
+            raise Scalarize("its extent is symbolic (a CUDA vector has 2 or 4 lanes)")
+        stored = {str(x.buffer.dtype) for x in walk_stmts(loop.body) if isinstance(x, Store)}
+        if len(stored) != 1 or next(iter(stored)) not in WIDTHS:
+            raise Scalarize(f"it stores {', '.join(sorted(stored)) or 'nothing'}; CUDA vector types here are "
+                            "float4/float2, __half2 and __nv_bfloat162")
+        widths = [w for w in WIDTHS[stored.pop()] if loop.extent % w == 0]
+        if not widths:
+            raise Scalarize(f"its extent {loop.extent} is not a multiple of a CUDA vector width")
+        return widths[0]
+
+    def checked(self, loop: For) -> Stmt:
+        result = self.vectorize(loop)       # the CPU rewrite: vector body, guarded or scalar
+        try:
+            vector = result.then_body if isinstance(result, IfThen) else result
+            if not (isinstance(vector, For) and vector.var is loop.var):
+                check_vector_body(vector)
+        except Scalarize as why:
+            return _scalar(loop, str(why))
+        return result
+
+
+def _scalar(loop: For, why: str) -> For:
+    return For(loop.var, loop.extent, loop.body, SERIAL, pragmas=(("kept scalar", why),))
+
+
+def cuda_vectorize_loops(body: Stmt) -> Stmt:
+    return _CUDAVectorize().visit(body)
