@@ -37,6 +37,7 @@ def plot_tuning(log: str, path: str = "curve.png", outputs=None, target="llvm"):
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
+        from matplotlib.ticker import MaxNLocator
     except ImportError as err:
         raise ImportError("sl.plot_tuning needs matplotlib: pip install 'schedlang[plot]' "
                           f"(or pip install matplotlib) ({err})") from err
@@ -51,8 +52,9 @@ def plot_tuning(log: str, path: str = "curve.png", outputs=None, target="llvm"):
     for (key, tgt), curve in curves.items():
         recs_have_flops = any(r.get("gflops") for r in records.load(log, key, tgt))
         gflops = gflops or recs_have_flops
-        ax.step(range(1, len(curve) + 1), [float("nan") if y is None else y for y in curve], where="post",
-                label=f"{key[:12]} ({tgt.split()[0]}, {len(curve)} trials)")
+        ax.plot(range(1, len(curve) + 1), [float("nan") if y is None else y for y in curve],
+                marker="." if len(curve) <= 100 else None, label=f"{key[:12]} ({tgt.split()[0]}, {len(curve)} trials)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("trials")
     ax.set_ylabel("best GFLOP/s" if gflops else "best calls per second")
     ax.set_title(f"tuning curve of {log}")
