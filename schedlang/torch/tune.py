@@ -20,6 +20,8 @@ def part_task(part: Part, target) -> Optional[SearchTask]:
     if not any(not isinstance(t.op, PlaceholderOp) for t in outs):
         return None
     if not all(isinstance(e, int) for t in outs for e in t.shape):
+        warnings.warn(f"tune: part {part.index} has a symbolic shape and keeps its default schedule "
+                      "(the search tunes static shapes)", stacklevel=3)
         return None
     try:
         task = SearchTask.from_outputs(outs, target)

@@ -72,3 +72,19 @@ def test_tune_needs_a_log():
         st.compile(model, (x,), tune=4)
     with pytest.raises(TypeError, match="only apply with tune="):
         st.compile(model, (x,), log="x.jsonl", seed=3)
+
+
+class Scale(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x * 2.0 + 1.0)
+
+
+def test_a_symbolic_part_keeps_its_default_schedule(tmp_path):
+    log = str(tmp_path / "dyn.jsonl")
+    x = torch.randn(3, 8)
+    with pytest.warns(UserWarning, match="symbolic shape"):
+        cm = st.compile(Scale(), (x,), dynamic_shapes={"x": {0: torch.export.Dim("batch")}}, tune=2, log=log,
+                        verbose=0)
+    assert records.load(log) == []
+    y = torch.randn(5, 8)
+    torch.testing.assert_close(cm(y), Scale()(y))
