@@ -31,7 +31,8 @@ def is_dask(executor: Any) -> bool:
 
 
 def as_executor(executor: Any):
-    """A concurrent.futures executor over a Client (impure submissions); a ClientExecutor as is."""
+    """A concurrent.futures executor over a Client; a ClientExecutor as is (the Measurer
+    submits with pure=False either way)."""
     if hasattr(executor, "get_executor"):
         return executor.get_executor(pure=False)
     return executor

@@ -91,7 +91,8 @@ class Measurer:
         args = lambda sj: (program_json, sj, target, self.number, self.repeat)     # noqa: E731
         if self.dask:
             from .dask_measure import call_with_timing_lock
-            call = lambda sj: self.executor.submit(call_with_timing_lock, self.worker_fn, *args(sj))  # noqa: E731
+            call = lambda sj: self.executor.submit(call_with_timing_lock, self.worker_fn, *args(sj),  # noqa: E731
+                                                   pure=False)
         else:
             call = lambda sj: self.executor.submit(self.worker_fn, *args(sj))    # noqa: E731
         if isinstance(self.executor, LocalExecutor) or self.dask:
