@@ -27,6 +27,8 @@ RUN_TIMEOUT_S = 10.0
 MAX_CALLS_PER_WORKER = 200
 
 _CONN = None     # in a worker process: the pipe to the parent
+# Elsewhere (a Dask task, see dask_measure.py): a per-thread hook phase() calls.
+_HOOK = threading.local()
 
 
 class WorkerError(RuntimeError):
@@ -36,10 +38,14 @@ class WorkerError(RuntimeError):
 def phase(name: str) -> None:
     """Called inside a measured function: the build is done and the timed part starts.
     In a LocalExecutor worker it waits for the timing lock and switches to the run
-    timeout; elsewhere it does nothing."""
+    timeout; in a Dask task it takes the machine's timing lock; elsewhere it does nothing."""
     if _CONN is not None:
         _CONN.send(("phase", name))
         _CONN.recv()
+        return
+    hook = getattr(_HOOK, "phase", None)
+    if hook is not None:
+        hook(name)
 
 
 def _worker_main(conn) -> None:

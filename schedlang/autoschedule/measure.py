@@ -1,7 +1,8 @@
 """Measuring candidates: what a worker does for one (build, random inputs, timed runs),
 and the Measurer that sends candidates to an Executor (LocalExecutor by default, see
-executor.py; with a foreign one, such as a Dask client's, it submits one candidate at a
-time, so timed runs never overlap, and bounds only how long it waits).
+executor.py; a Dask client through dask_measure.py, with a timing lock per machine; with
+any other executor it submits one candidate at a time, so timed runs never overlap, and
+bounds only how long it waits).
 """
 from __future__ import annotations
 
@@ -74,7 +75,11 @@ class Measurer:
     def __init__(self, executor: Optional[cf.Executor] = None, number: int = 5, repeat: int = 3,
                  build_timeout: float = BUILD_TIMEOUT_S, run_timeout: float = RUN_TIMEOUT_S,
                  worker_fn: Callable[..., dict] = run_candidate):
+        from . import dask_measure
         self.own_executor = executor is None
+        self.dask = dask_measure.is_dask(executor)
+        if self.dask:
+            executor = dask_measure.as_executor(executor)
         self.executor = executor if executor is not None else LocalExecutor(1, build_timeout, run_timeout)
         self.number, self.repeat = number, repeat
         self.wait_s = build_timeout + run_timeout + 5.0
@@ -83,11 +88,21 @@ class Measurer:
 
     def measure(self, program_json: str, target: str, steps_jsons: Sequence[str]) -> Iterator[MeasureResult]:
         """The results in order, each as soon as it is in (so an interrupted search keeps it)."""
-        call = lambda sj: self.executor.submit(self.worker_fn, program_json, sj, target, self.number, self.repeat)
-        if isinstance(self.executor, LocalExecutor):
+        args = lambda sj: (program_json, sj, target, self.number, self.repeat)     # noqa: E731
+        if self.dask:
+            from .dask_measure import call_with_timing_lock
+            call = lambda sj: self.executor.submit(call_with_timing_lock, self.worker_fn, *args(sj),  # noqa: E731
+                                                   pure=False)
+        else:
+            call = lambda sj: self.executor.submit(self.worker_fn, *args(sj))    # noqa: E731
+        if isinstance(self.executor, LocalExecutor) or self.dask:
             futures = [call(sj) for sj in steps_jsons]
-            for f in futures:
-                yield self._result(f)
+            try:
+                for f in futures:
+                    yield self._result(f)
+            finally:                    # interrupted: what is not measured yet is not run
+                for f in futures:
+                    f.cancel()
         else:
             for sj in steps_jsons:      # one at a time: timed runs never overlap
                 yield self._result(call(sj))
@@ -102,6 +117,7 @@ class Measurer:
             future.cancel()
             return MeasureResult(error=f"TimeoutError: no result within {self.wait_s:g} s")
         except (KeyboardInterrupt, SystemExit):
+            future.cancel()
             raise
         except BaseException as err:  # noqa: BLE001 - a failed candidate is a record, not a crash
             return MeasureResult(error=_describe(err))

@@ -32,7 +32,14 @@ def make_record(workload: str, target: str, steps: dict, kernel_hash: str, times
 
 
 def append(path: str, records: Iterable[Dict]) -> None:
-    """Append records to the log, one line each, flushed to disk at once."""
+    """Append records to the log, one line each, flushed to disk at once. A log whose last
+    line was cut short (a search killed mid-write) gets a line break first, so the new
+    record is a line of its own rather than the tail of the broken one."""
+    with open(path, "a+b") as f:
+        if f.tell() > 0:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
     with open(path, "a", encoding="utf-8") as f:
         for rec in records:
             f.write(json.dumps(rec, sort_keys=True) + "\n")

@@ -9,7 +9,9 @@ Importing this package imports torch; `import schedlang` alone does not.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
+
+import schedlang as sl
 
 from . import ops  # noqa: F401  (registers every lowering)
 from .export import capture, decomposition_table, graph_from_fx  # noqa: F401
@@ -18,11 +20,27 @@ from .runtime import CompiledModule  # noqa: F401
 from .torch_ir import TorchGraph  # noqa: F401
 
 
-def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None) -> CompiledModule:  # noqa: A001
+def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None, *,  # noqa: A001
+            tune: int = 0, log: Optional[str] = None, **tune_options) -> CompiledModule:
     """Capture module on example_inputs, lower it to Tensor IR, schedule and build every
-    part for target; the result is called like the module."""
+    part for target; the result is called like the module.
+
+    tune=N first auto-schedules every kernel (each lowered part, see tune.py) with N trials
+    in all, split by the parts' estimated weight, appending records to `log` (required);
+    the parts are then built with the best recorded schedules (default_schedule(..., log)).
+    A log given without tune is only read. tune_options (seed, executor, verbose, ...) go
+    to sl.auto_schedule."""
+    if tune and log is None:
+        raise ValueError("schedlang.torch.compile: tune= needs log= (the records file to write)")
+    if tune_options and not tune:
+        raise TypeError(f"schedlang.torch.compile: {', '.join(tune_options)} only apply with tune=")
     graph = capture(module, example_inputs, dynamic_shapes=dynamic_shapes)
-    return CompiledModule(graph, target)
+    target = sl.Target.create(target)
+    program = lower_graph(graph, target)
+    if tune:
+        from .tune import tune_program
+        tune_program(program, target, tune, log, **tune_options)
+    return CompiledModule(graph, target, program, log=log)
 
 
 def compile_fx(gm, example_inputs: Sequence, target="llvm"):

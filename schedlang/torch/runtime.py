@@ -25,8 +25,10 @@ class CompiledModule:
     """A module compiled by schedlang.torch.compile: call it on tensors like the module
     (user inputs only; parameters and buffers were taken from the module)."""
 
-    def __init__(self, graph: TorchGraph, target="llvm", program: Optional[LoweredProgram] = None):
+    def __init__(self, graph: TorchGraph, target="llvm", program: Optional[LoweredProgram] = None,
+                 log: Optional[str] = None):
         self.graph = graph
+        self.log = log            # tuning records: a part's best record replaces its default schedule
         self.target = _target(target)
         self.program = program if program is not None else lower_graph(graph, self.target)
         self._modules: Dict[int, Any] = {}
@@ -42,7 +44,7 @@ class CompiledModule:
         if mod is None:
             from .schedules import default_schedule
             outs = [t for _, t in part.outputs]
-            s = default_schedule(outs, self.target)
+            s = default_schedule(outs, self.target, log=self.log)
             mod = sl.build(s, [t for _, t in part.inputs] + outs, target=self.target)
             self._modules[part.index] = mod
         return mod
