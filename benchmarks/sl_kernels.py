@@ -73,6 +73,18 @@ def silu_and_mul(target, rows: int, cols: int, factor: int):
     return sl.build(s, [x, out], target=target, name="silu_mul")
 
 
+def softmax_stages(rows: int, cols: int):
+    """The row softmax algorithm, unscheduled: (X, rowmax, expval, rowsum, softmax)."""
+    X = sl.placeholder((rows, cols), name="X")
+    k = sl.reduce_axis((0, cols), name="k")
+    mx = sl.compute((rows,), lambda i: sl.max(X[i, k], axis=k), name="rowmax")
+    ex = sl.compute((rows, cols), lambda i, j: sl.exp(X[i, j] - mx[i]), name="expval")
+    k2 = sl.reduce_axis((0, cols), name="k2")
+    tot = sl.compute((rows,), lambda i: sl.sum(ex[i, k2], axis=k2), name="rowsum")
+    out = sl.compute((rows, cols), lambda i, j: ex[i, j] / tot[i], name="softmax")
+    return X, mx, ex, tot, out
+
+
 def softmax(target, rows: int, cols: int, factor: int, vector_reductions: bool):
     """Row softmax as four stages: row max, exp (inlined, so computed in the sum and again in
     the normalize), row sum, normalize. Both reductions are computed at the output's row loop,
@@ -82,13 +94,7 @@ def softmax(target, rows: int, cols: int, factor: int, vector_reductions: bool):
     max and the sum run on `factor`-lane vector accumulators (a final short reduction folds them);
     without it the reductions are scalar loops (LLVM may not reassociate float adds).
     """
-    X = sl.placeholder((rows, cols), name="X")
-    k = sl.reduce_axis((0, cols), name="k")
-    mx = sl.compute((rows,), lambda i: sl.max(X[i, k], axis=k), name="rowmax")
-    ex = sl.compute((rows, cols), lambda i, j: sl.exp(X[i, j] - mx[i]), name="expval")
-    k2 = sl.reduce_axis((0, cols), name="k2")
-    tot = sl.compute((rows,), lambda i: sl.sum(ex[i, k2], axis=k2), name="rowsum")
-    out = sl.compute((rows, cols), lambda i, j: ex[i, j] / tot[i], name="softmax")
+    X, mx, ex, tot, out = softmax_stages(rows, cols)
     s = sl.create_schedule(out.op)
     s[ex].compute_inline()
     i, j = out.op.axis

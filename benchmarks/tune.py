@@ -33,13 +33,7 @@ def gemm_program(n: int):
 
 
 def softmax_program(rows: int, cols: int):
-    X = sl.placeholder((rows, cols), name="X")
-    k = sl.reduce_axis((0, cols), name="k")
-    mx = sl.compute((rows,), lambda i: sl.max(X[i, k], axis=k), name="rowmax")
-    ex = sl.compute((rows, cols), lambda i, j: sl.exp(X[i, j] - mx[i]), name="expval")
-    k2 = sl.reduce_axis((0, cols), name="k2")
-    tot = sl.compute((rows,), lambda i: sl.sum(ex[i, k2], axis=k2), name="rowsum")
-    out = sl.compute((rows, cols), lambda i, j: ex[i, j] / tot[i], name="softmax")
+    X, *_, out = sl_kernels.softmax_stages(rows, cols)
     return [X, out]
 
 
