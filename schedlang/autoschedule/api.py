@@ -55,7 +55,8 @@ def auto_schedule(outputs, target="llvm", trials: int = 64, log: str = "records.
                   executor: Optional[cf.Executor] = None, seed: Optional[int] = None, *,
                   per_round: int = 8, number: int = 5, repeat: int = 3,
                   build_timeout: float = BUILD_TIMEOUT_S, run_timeout: float = RUN_TIMEOUT_S,
-                  verbose: int = 1, policy: Optional[SearchPolicy] = None) -> Tuple[Schedule, List]:
+                  verbose: int = 1, policy: Optional[SearchPolicy] = None,
+                  timeout: Optional[float] = None) -> Tuple[Schedule, List]:
     """Search schedules of the program computing outputs (tensors, or a SearchTask) and
     return (schedule, args) of the fastest one that matches the reference evaluator.
 
@@ -67,15 +68,18 @@ def auto_schedule(outputs, target="llvm", trials: int = 64, log: str = "records.
     Candidates come from an evolutionary search ranked by a learned cost model on Tile IR
     features (search.py; `policy` sets its population, generations and exploration).
     seed makes the candidates and their order reproducible (given the same measurements).
+    timeout (seconds) ends the search early: no new round of candidates starts after it.
     verbose=1 shows a progress bar with the best GFLOP/s on a terminal (tqdm); 0 is silent."""
     if not isinstance(trials, int) or trials < 0:
         raise ValueError(f"auto_schedule: trials must be a non-negative integer, got {trials!r}")
+    if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"auto_schedule: timeout must be a positive number of seconds, got {timeout!r}")
     task = _task(outputs, target)
     measurer = Measurer(executor, number, repeat, build_timeout, run_timeout)
     bar = progress_bar(trials, verbose)
     try:
         run_search(task, trials, log, measurer, seed, per_round, on_record=bar.update if bar else None,
-                   policy=policy or SearchPolicy())
+                   policy=policy or SearchPolicy(), timeout=timeout)
     except KeyboardInterrupt:
         measurer.close(interrupted=True)
         print(f"auto_schedule: interrupted; the measured candidates are in {log}", file=sys.stderr)

@@ -67,6 +67,8 @@ def _worker_main(conn) -> None:
             reply = ("error", err)
         try:
             conn.send(reply)
+        except (BrokenPipeError, ConnectionError):    # the parent gave up on this call (timeout)
+            return
         except Exception as err:     # an unpicklable result or exception
             conn.send(("error", RuntimeError(f"{type(err).__name__}: {err} (sending {reply[0]} "
                                              f"{type(reply[1]).__name__}: {reply[1]!r})")))

@@ -35,9 +35,18 @@ def random_inputs(tensors: Sequence, seed: int = 0) -> List[np.ndarray]:
     return out
 
 
+# A candidate whose first timed call takes longer than SLOW_CALL_S is timed by that call
+# alone, and rounds of calls are cut to about ROUND_S: a slow candidate is far from the best
+# and needs no precise time, and timing it 1 + repeat * number times would spend most of a
+# search's minutes on the worst candidates.
+SLOW_CALL_S = 0.2
+ROUND_S = 0.05
+
+
 def run_candidate(program_json: str, steps_json: str, target: str, number: int, repeat: int) -> dict:
-    """Build the candidate and time it: `repeat` timings of `number` calls each, after a
-    warm-up call. Returns {"times": [...], "build_s", "load"} (seconds per call)."""
+    """Build the candidate and time it: a warm-up call and one timed call, then `repeat`
+    timings of up to `number` calls each (fewer when a call is long, see ROUND_S; none when it
+    is slower than SLOW_CALL_S). Returns {"times": [...], "build_s", "load"} (seconds per call)."""
     import schedlang as sl
     from .task import SearchTask
     task = SearchTask.from_json(program_json, target)
@@ -49,7 +58,12 @@ def run_candidate(program_json: str, steps_json: str, target: str, number: int, 
     arrays = random_inputs(task.inputs) + [np.zeros(t.shape, np.dtype(t.dtype_obj.numpy)) for t in task.outputs]
     phase("run")
     load = os.getloadavg()
-    times = [mod.time(*arrays, number=number, repeat=1) for _ in range(repeat)]
+    first = mod.time(*arrays, number=1, repeat=1)
+    if first > SLOW_CALL_S:
+        times = [first]
+    else:
+        n = max(1, min(number, int(ROUND_S / max(first, 1e-9))))
+        times = [mod.time(*arrays, number=n, repeat=1) for _ in range(repeat)]
     return {"times": times, "build_s": build_s, "load": list(load)}
 
 

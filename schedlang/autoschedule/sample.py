@@ -11,6 +11,7 @@ is not given (or that do not fit any more): that is how the evolutionary search 
 from __future__ import annotations
 
 import math
+import os
 import random
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -22,8 +23,9 @@ from .task import SearchTask
 SPATIAL_LEVELS = 4      # S S R S R S on CPU, as Ansor
 REDUCE_LEVELS = 2
 MAX_INNER_TILE = 16     # the innermost spatial tile is vectorized: keep it short
-DIVISIBLE_P = 0.7       # how often tile sizes factor the extent exactly
+DIVISIBLE_P = 0.9       # how often tile sizes factor the extent exactly (tails cost; Ansor draws only factors)
 MAX_PAR_FUSE = 4        # outer loops fused into the parallel one, at most
+PAR_PER_THREAD = 4      # a parallel loop wants this many iterations per thread (load balance), if it can
 MAX_AT_POSITION = 2     # a producer is computed at one of its consumer's first loops, at most this deep
 
 
@@ -120,13 +122,23 @@ def multi_level_tile(trace: Trace, st, spatial_levels: int = SPATIAL_LEVELS,
     return levels
 
 
-def _tile_cache_write(trace: Trace, s: Schedule, st) -> None:
-    """Accumulate in a local stage computed at the outer tiles of the output stage."""
+def _tile_cache_write(trace: Trace, s: Schedule, st, pack: bool = False) -> None:
+    """Accumulate in a local stage computed at the outer tiles of the output stage; with
+    pack, also copy the panels of legal.packable_inputs at the outermost loop of the
+    innermost spatial axis, moved outermost so each panel is copied once."""
+    packed = legal.packable_inputs(st) if pack else []
     cache = s[s.cache_write(st.op.output(0), "local")]
     ext = st.static_extents()
     spatial = [a for a in st.leaf_iter_vars if a.kind == DATA_PAR]
-    levels = [split_levels(st, a, tile_levels(trace, f"{st.name}|tile|{a.name}", ext[a], 3)[1:]) for a in spatial]
-    st.reorder(*[loops[lv] for lv in range(3) for loops in levels])
+    sizes = [tile_levels(trace, f"{st.name}|tile|{a.name}", ext[a], 3) for a in spatial]
+    levels = [split_levels(st, a, sz[1:]) for a, sz in zip(spatial, sizes)]
+    order = [loops[lv] for lv in range(3) for loops in levels]
+    if packed:
+        order.remove(levels[-1][0])
+        order.insert(0, levels[-1][0])
+    st.reorder(*order)
+    for t in packed:
+        s[s.cache_read(t, "global", [cache])].compute_at(st, levels[-1][0])
     at = trace.pick(f"{st.name}|cache_at", lambda rng: 1, lambda v: v in (0, 1))
     cache.compute_at(st, levels[-1][at])
     inner = [a for a in cache.leaf_iter_vars if a.kind == DATA_PAR]
@@ -135,6 +147,12 @@ def _tile_cache_write(trace: Trace, s: Schedule, st) -> None:
     r_loops = [split_levels(cache, a, tile_levels(trace, f"{cache.name}|tile|{a.name}", cext[a], 2, inner_max=64)[1:])
                for a in reduce]
     cache.reorder(*[loops[0] for loops in r_loops], *[loops[1] for loops in r_loops], *inner)
+    # The cache's loops cover the tile inside its attach loop, which static_extents (the full
+    # domain) does not know: vectorize its innermost loop here, where the tile size is known.
+    lanes = math.prod(sizes[-1][at + 1:])
+    if inner and lanes <= legal.MAX_VECTOR_EXTENT and trace.pick(
+            f"{cache.name}|vec", lambda rng: rng.random() < 0.8, lambda v: isinstance(v, bool)):
+        cache.vectorize(inner[-1])
 
 
 def _rfactor(trace: Trace, s: Schedule, st) -> None:
@@ -164,7 +182,22 @@ def _locate(trace: Trace, s: Schedule, st) -> None:
         st.compute_at(consumer, consumer.leaf_iter_vars[pos])
 
 
-def _annotate(trace: Trace, s: Schedule, st) -> None:
+def _parallel_count(st, leaves, n_par: int, limit: int, threads: int) -> int:
+    """How many outer loops to fuse into the parallel one: the drawn n_par (at most limit),
+    raised until the fused loop has PAR_PER_THREAD iterations per thread where more loops
+    are there to fuse, so a draw never parallelises a loop of one or two iterations."""
+    n_par = min(n_par, limit)
+    ext = st.static_extents()
+    need = PAR_PER_THREAD * threads
+    while 0 < n_par < limit:
+        sizes = [ext.get(a) for a in leaves[:n_par]]
+        if not all(isinstance(e, int) for e in sizes) or math.prod(sizes) >= need:   # a symbolic extent: big enough
+            break
+        n_par += 1
+    return n_par
+
+
+def _annotate(trace: Trace, s: Schedule, st, threads: int) -> None:
     """Fuse and parallelise the outer loops, vectorize the innermost, pick an unroll step."""
     leaves = list(st.leaf_iter_vars)
     par_pos = -1
@@ -172,17 +205,16 @@ def _annotate(trace: Trace, s: Schedule, st) -> None:
     if st.attach_type == "root" and not legal.inside_parallel(st) and n_outer:
         n_par = trace.pick(f"{st.name}|par", lambda rng: 0 if rng.random() >= 0.85 else rng.randint(1, MAX_PAR_FUSE),
                            lambda v: isinstance(v, int) and 0 <= v <= MAX_PAR_FUSE)
-        n_par = min(n_par, n_outer)
+        attach = legal.last_attach_position(s, st)
+        limit = n_outer if attach < 0 else max(1, min(n_outer, attach))    # fuse only loops outside attach points
+        n_par = _parallel_count(st, leaves, n_par, limit, threads)
         if n_par:
-            first = leaves[0]
-            attach = legal.last_attach_position(s, st)
-            if n_par > 1 and (attach < 0 or n_par <= attach):     # fuse only loops outside attach points
-                first = st.fuse(*leaves[:n_par])
+            first = st.fuse(*leaves[:n_par]) if n_par > 1 else leaves[0]
             st.parallel(first)
             leaves = list(st.leaf_iter_vars)
             par_pos = leaves.index(first)
     cands = legal.vectorize_candidates(s, st, par_pos)
-    if cands and cands[-1] == len(leaves) - 1:
+    if cands and cands[-1] == len(leaves) - 1 and leaves[-1] not in st.annotations:
         if trace.pick(f"{st.name}|vec", lambda rng: rng.random() < 0.8, lambda v: isinstance(v, bool)):
             st.vectorize(leaves[-1])
     step = trace.pick(f"{st.name}|unroll", lambda rng: rng.choice((0,) + legal.PRAGMA_STEPS),
@@ -203,13 +235,14 @@ def sample(task: SearchTask, sketch: Sketch, rng: random.Random,
             st.compute_inline()
         elif rule == "tile":
             multi_level_tile(trace, st)
-        elif rule == "tile_cache_write":
-            _tile_cache_write(trace, s, st)
+        elif rule in ("tile_cache_write", "tile_pack"):
+            _tile_cache_write(trace, s, st, pack=rule == "tile_pack")
         elif rule == "rfactor":
             _rfactor(trace, s, st)
     for st in list(s.stages):
         if legal.is_live(st):
             _locate(trace, s, st)
+    threads = task.target.num_threads or len(os.sched_getaffinity(0))
     for st in sorted([st for st in s.stages if legal.is_live(st)], key=legal.attach_depth):
-        _annotate(trace, s, st)
+        _annotate(trace, s, st, threads)
     return s, trace.made

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Set
 
@@ -273,15 +274,20 @@ def _unique(cands: List[Candidate]) -> List[Candidate]:
 
 def run_search(task: SearchTask, trials: int, log: str, measurer: Measurer, seed: Optional[int],
                per_round: int = 8, on_record: Optional[Callable[[Dict], None]] = None,
-               policy: SearchPolicy = SearchPolicy(), model: Optional[CostModel] = None) -> int:
+               policy: SearchPolicy = SearchPolicy(), model: Optional[CostModel] = None,
+               timeout: Optional[float] = None) -> int:
     """Measure up to `trials` new candidates, appending a record for each to `log` as soon
-    as it is measured. Returns how many were measured."""
+    as it is measured; with `timeout`, start no new round after that many seconds. Returns
+    how many were measured."""
+    deadline = None if timeout is None else time.monotonic() + timeout
     target = str(task.target)
     rng = random.Random(seed)
     evolver = Evolver(task, rng, model if model is not None else CostModel(seed), policy)
     evolver.resume(records.load(log, task.workload_key, target))
     done, empty = 0, 0
     while done < trials and empty < MAX_EMPTY_ROUNDS:
+        if deadline is not None and time.monotonic() >= deadline:
+            break
         k = min(per_round, trials - done)
         chosen = evolver.propose(k)
         if not chosen:

@@ -10,6 +10,9 @@ Ansor's for CPUs:
   and reduction loops in two, ordered S S R S R S;
 - tile_cache_write: the same with the result accumulated in a local cache_write stage
   computed at the tiles of the output stage;
+- tile_pack: tile_cache_write, and the inputs read a panel per tile (B of a matmul) copied
+  into a contiguous panel at the outermost loop of the innermost spatial axis, which
+  becomes the outermost loop (the packed B of a BLAS GEMM, one panel at a time);
 - rfactor: a reduction without enough parallelism (few outputs, a long reduction) has
   its reduction split and factored into a parallel partial stage;
 - plain: the stage keeps its loops (annotation still fuses, parallelises, vectorizes).
@@ -44,7 +47,7 @@ def stage_rules(st) -> List[str]:
     if legal.can_inline(st):
         return ["inline"]
     if legal.has_data_reuse(st):
-        return ["tile", "tile_cache_write"]
+        return ["tile", "tile_cache_write"] + (["tile_pack"] if legal.packable_inputs(st) else [])
     if legal.is_reduction(st):
         spatial = math.prod(int(a.dom.extent) for a in st.op.axis)
         reduce = math.prod(int(a.dom.extent) for a in st.op.reduce_axis)

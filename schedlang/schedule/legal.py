@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 
 from ..expr.functor import walk
 from ..tensor.axis import DATA_PAR
-from ..tensor.op import ComputeOp, TensorRead
+from ..tensor.op import ComputeOp, PlaceholderOp, TensorRead
 from ..tensor.reduce import Reduce
 from .annotate import PARALLEL
 
@@ -69,6 +69,25 @@ def has_data_reuse(st) -> bool:
             if any(id(v) not in used for v in spatial):
                 return True
     return False
+
+
+def packable_inputs(st) -> List:
+    """The input tensors a data-reuse reduction reads with the innermost spatial axis alone
+    as the last index and without some other spatial axis (B of a matmul, B[k, j]): a tile
+    of the output re-reads a panel of them, one row per reduction step, a stride apart, and a
+    copy of the panel (cache_read into "global" at the tile's outer loop) is read contiguously."""
+    if not has_data_reuse(st):
+        return []
+    spatial = [a.var for a in st.op.axis]
+    found: List = []
+    for node in (n for src in st.op.body.source for n in walk(src)):
+        if not isinstance(node, TensorRead) or not isinstance(node.tensor.op, PlaceholderOp):
+            continue
+        used = {id(v) for i in node.indices for v in walk(i)}
+        if (node.indices and node.indices[-1] is spatial[-1] and any(id(v) not in used for v in spatial)
+                and not any(t is node.tensor for t in found)):
+            found.append(node.tensor)
+    return found
 
 
 def random_factor(rng: random.Random, extent: int) -> int:

@@ -1,0 +1,19 @@
+"""The auto-scheduler benchmark's smoke run: every workload is tuned, checked against its
+reference (the script asserts) and timed beside its peers, at tiny sizes."""
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_tune_benchmark_quick_run(tmp_path):
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "tune.py"), "--quick",
+                           "--log-dir", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "FMA" in out and "GFLOP/s" in out
+    for title in ("GEMM float32 64^3, gemm1024:", "gemm1024-64", "conv2d float32", "Row softmax", "SiluAndMul"):
+        assert title in out, title
+    assert out.count("schedlang auto_schedule") == 5
+    assert (tmp_path / "conv2d.jsonl").stat().st_size > 0
