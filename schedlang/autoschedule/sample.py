@@ -26,6 +26,7 @@ MAX_INNER_TILE = 16     # the innermost spatial tile is vectorized: keep it shor
 DIVISIBLE_P = 0.9       # how often tile sizes factor the extent exactly (tails cost; Ansor draws only factors)
 MAX_PAR_FUSE = 4        # outer loops fused into the parallel one, at most
 PAR_PER_THREAD = 4      # a parallel loop wants this many iterations per thread (load balance), if it can
+MAX_UNROLLED_ROWS = 16   # a cache tile's non-vector loops are unrolled up to this many rows
 MAX_AT_POSITION = 2     # a producer is computed at one of its consumer's first loops, at most this deep
 
 
@@ -149,10 +150,16 @@ def _tile_cache_write(trace: Trace, s: Schedule, st, pack: bool = False) -> None
     cache.reorder(*[loops[0] for loops in r_loops], *[loops[1] for loops in r_loops], *inner)
     # The cache's loops cover the tile inside its attach loop, which static_extents (the full
     # domain) does not know: vectorize its innermost loop here, where the tile size is known.
-    lanes = math.prod(sizes[-1][at + 1:])
-    if inner and lanes <= legal.MAX_VECTOR_EXTENT and trace.pick(
-            f"{cache.name}|vec", lambda rng: rng.random() < 0.8, lambda v: isinstance(v, bool)):
+    # Its other spatial loops, unrolled, make the tile a register block (the micro-kernel of
+    # a BLAS GEMM: an auto_unroll pragma at the reduction loop outside does not reach them).
+    tile = [math.prod(sz[at + 1:]) for sz in sizes]
+    if inner and tile[-1] <= legal.MAX_VECTOR_EXTENT and trace.pick(
+            f"{cache.name}|vec_tile", lambda rng: rng.random() < 0.8, lambda v: isinstance(v, bool)):
         cache.vectorize(inner[-1])
+    if len(inner) > 1 and math.prod(tile[:-1]) <= MAX_UNROLLED_ROWS and trace.pick(
+            f"{cache.name}|unroll_tile", lambda rng: rng.random() < 0.8, lambda v: isinstance(v, bool)):
+        for a in inner[:-1]:
+            cache.unroll(a)
 
 
 def _rfactor(trace: Trace, s: Schedule, st) -> None:
