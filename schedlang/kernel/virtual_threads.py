@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Dict, Set
 
 from ..errors import LoweringError
-from ..expr.functor import ExprMutator, walk
+from ..expr.functor import ExprMutator, map_children, walk
 from ..expr.nodes import Buffer, Const, Expr, Load, Var, binary
 from ..loop.functor import StmtMutator, substitute_stmt, walk_stmts
 from ..loop.nodes import (BOUND, SERIAL, VECTORIZED, Allocate, CallPacked, For, IfThen, Let, Seq, Stmt, Store,
@@ -131,10 +131,9 @@ class _ExpandLoads(ExprMutator):
 
     def visit_Load(self, e: Load) -> Expr:
         new = self.owner.remap.get(e.buffer)
-        pred = None if e.predicate is None else self.visit(e.predicate)
         if new is None:
-            idx = tuple(self.visit(i) for i in e.indices)
-            return e if pred is e.predicate and all(a is b for a, b in zip(idx, e.indices)) else Load(e.buffer, idx, pred)
+            return map_children(e, self.visit)
+        pred = None if e.predicate is None else self.visit(e.predicate)
         return Load(new, (self.owner.index(e.buffer, self.visit(e.indices[0])),), pred)
 
 
@@ -145,19 +144,19 @@ def _check(v: Var, n: int, body: Stmt, touched: _Touched) -> Dict[Buffer, Buffer
     for b in touched.buffers:
         if b.scope == "shared":
             raise LoweringError(STAGE, f"shared buffer '{b.name}' is written by code that depends on the virtual "
-                                f"thread of loop '{v.name}'; every virtual thread would need its own tile, with barriers "
-                                "inside per-virtual-thread code: compute the shared stage at a loop outside the "
-                                "vthread loops (as TVM's GEMM tutorial does), or keep it in local memory")
+                                f"thread of loop '{v.name}'; every virtual thread would need its own tile, with "
+                                "barriers inside per-virtual-thread code: compute the shared stage at a loop outside "
+                                "the vthread loops (as TVM's GEMM tutorial does), or keep it in local memory")
         if b.scope == "local":
             if b not in allocated:
                 raise LoweringError(STAGE, f"local buffer '{b.name}' is written by code that depends on the "
-                                    f"virtual thread of loop '{v.name}' but is allocated outside its loop; compute its "
-                                    "stage inside the vthread loops")
+                                    f"virtual thread of loop '{v.name}' but is allocated outside its loop; compute "
+                                    "its stage inside the vthread loops")
             if b.is_symbolic:
                 raise LoweringError(STAGE, f"local buffer '{b.name}' has a symbolic size; each virtual thread "
                                     "needs its own copy, so its size must be a constant")
             remap[b] = Buffer(b.name, (b.size * n,), b.dtype, b.scope)
-    for b in touched.untouched_stores - allocated - set(touched.buffers):
+    for b in sorted(touched.untouched_stores - allocated - touched.buffers, key=lambda b: b.name):
         raise LoweringError(STAGE, f"'{b.name}' is stored by code inside the vthread loop of '{v.name}' that does "
                             "not depend on the virtual thread, and it lives beyond that loop; running it once "
                             "would differ from running it per virtual thread: compute that stage outside the "
