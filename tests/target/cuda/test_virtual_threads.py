@@ -121,7 +121,7 @@ class _SerialVirtualThreads(StmtMutator):
         return s.with_body(body)
 
 
-@pytest.mark.parametrize("shape", [(37, 35, 13, 4), (32, 32, 8, 4), (21, 50, 11, 3)])
+@pytest.mark.parametrize("shape", [(37, 35, 13, 4), (21, 50, 11, 3)])
 def test_vthread_gemm_matches_the_reference_on_both_engines(shape):
     *mnk, k_tile = shape
     run_both_engines(*schedules.vthread_gemm(*mnk, k_tile=k_tile))
