@@ -127,3 +127,17 @@ def test_a_stage_filled_from_this_steps_shared_tile_is_refused():
     next(st for st in s.stages if st.name == "A.shared.local").double_buffer()
     with pytest.raises(LoweringError, match="'A.shared.local' is not filled at the start of the loop body"):
         sl.build(s, args, target="cuda")
+
+
+def test_with_virtual_threads_the_tutorial_gemm_fetches_ahead_once_per_step():
+    """TVM's GEMM tutorial schedule in full: vthreads, register tiles and double-buffered shared tiles."""
+    s, args = schedules.vthread_gemm(37, 35, 13)
+    for st in s.stages:
+        if st.name in ("A.shared", "B.shared"):
+            st.double_buffer()
+    mod = sl.build(s, args, target="cuda")
+    arrays, feed = arrays_for(s, args)
+    profile = mod.emulate(*arrays, engine="simt", profile=True)["C_kernel"]
+    assert_close(arrays[2], sl.reference([args[2]], feed)[0], "float32", name="C")
+    assert profile.barriers == 9 * (1 + 4)         # 9 blocks, K = 13 in 4 steps of 4
+    assert "__shared__ float A_shared[128];" in mod.get_source()
