@@ -241,8 +241,17 @@ class _FuncBuilder:
                     body = self.allocate(child, seq(self.stage_nest(child), body))
             ann = plan.annotation(a)
             kind = _KIND[ann.kind] if ann is not None else SERIAL
-            body = For(a.var, ext[a], body, kind, ann.thread_tag if ann is not None else "", plan.pragmas_of(a))
+            body = For(a.var, ext[a], body, kind, ann.thread_tag if ann is not None else "",
+                       plan.pragmas_of(a) + self.double_buffers_at(plan, a, attach))
         return _guarded(levels.get(-1, []), body)
+
+    def double_buffers_at(self, plan: StagePlan, a: IterVar, attach: bool) -> Tuple:
+        """("double_buffer_scope", buffer name) for each double-buffered stage computed at loop a
+        (TVM's attribute of that name): the target's Kernel IR pass finds its buffer by it."""
+        if not attach:
+            return ()
+        return tuple(("double_buffer_scope", self.buffers[output_name(c, 0)].name)
+                     for c in self.children.get((plan.name, id(a)), []) if c.double_buffer)
 
     def allocate(self, plan: StagePlan, body: Stmt) -> Stmt:
         """body inside the allocations of the output buffers of plan that are not arguments

@@ -35,6 +35,7 @@ class StagePlan:
     buffer_key: Optional[str] = None     # scan init/update/state: the scan result's buffer it stores to / reads
     scan_update: Optional[str] = None    # a scan update: the scan whose axis fixes its first axis
     store_predicate: Optional[Expr] = None   # who stores a cross-thread reduction's result (set_store_predicate)
+    double_buffer: bool = False          # double_buffer(): marked on its attach loop for the target's pass
 
     @property
     def is_input(self) -> bool:
@@ -112,7 +113,8 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
                 st.attach_type, st.attach_stage.name if st.attach_stage else None, st.attach_ivar,
                 st.scope or ("local" if st.attach_type == "at" else "global"),
                 tuple(sorted(st.storage_aligns.items())), is_arg,
-                store_predicate=getattr(st, "store_predicate", None))
+                store_predicate=getattr(st, "store_predicate", None),
+                double_buffer=getattr(st, "double_buffered", False))
         plans[id(st)] = roles.with_roles(st, plan)
     plan_of_op = {op: plans[id(st)] for op, st in schedule._by_op.items() if id(st) in plans}
     ordered = [plans[id(st)] for st in schedule.stages if id(st) in plans]

@@ -122,12 +122,22 @@ class PlacementPrimitives:
         self._record(steps.StorageAlign(self.name, ivar.name, factor, offset))
 
     def double_buffer(self) -> None:
-        """TVM's double_buffer (a shared stage written into one of two buffers in turn, so the
-        next tile loads while this one is used): not supported yet by any schedlang target."""
+        """TVM's double_buffer: a stage computed at a loop gets two buffers, and iteration i of that
+        loop fills buffer (i+1)%2 for the next iteration while it computes from buffer i%2; the
+        first fill runs before the loop, and a shared stage needs one barrier per iteration
+        instead of two.
+
+        On the cuda target the stage must be computed at a serial loop (compute_at) in shared or
+        local memory (checked when it is built); the llvm target ignores it, as TVM's CPU targets
+        do (the same results, with one buffer)."""
         self._require_schedulable("double_buffer")
-        raise ScheduleError("double_buffer", self.name, "is not supported yet: no schedlang target (llvm or cuda) "
-                            "double-buffers a stage", hint="leave it out; the schedule computes the same result "
-                            "with one buffer and a barrier before it is overwritten")
+        if self.is_output:
+            raise ScheduleError("double_buffer", self.name, "is an output of the schedule, stored whole in its "
+                                "argument array; only a stage computed at a loop can have two buffers",
+                                hint="cache_read the tensor into shared memory, compute_at the cache stage, and "
+                                "double-buffer that")
+        self.double_buffered = True
+        self._record(steps.DoubleBuffer(self.name))
 
     def set_scope(self, scope: str) -> None:
         """Store this stage's buffer in a memory scope ("global", "shared" or "local"), as

@@ -36,6 +36,7 @@ class Stage(LoopPrimitives, AnnotationPrimitives, PlacementPrimitives):
         self.attach_stage: Optional[Stage] = None
         self.attach_ivar: Optional[IterVar] = None
         self.storage_aligns: Dict[int, Tuple[int, int]] = {}
+        self.double_buffered = False       # double_buffer(): two buffers, filled in turn
         self._reset(op)
 
     def _reset(self, op: Operation) -> None:

@@ -320,6 +320,18 @@ class StorageAlign(Step):
 
 
 @dataclass(frozen=True)
+class DoubleBuffer(Step):
+    primitive: ClassVar[str] = "double_buffer"
+    stage: str
+
+    def apply(self, s):
+        s[self.stage].double_buffer()
+
+    def to_python(self, names):
+        return f"s[{self.stage!r}].double_buffer()"
+
+
+@dataclass(frozen=True)
 class SetScope(Step):
     primitive: ClassVar[str] = "set_scope"
     stage: str

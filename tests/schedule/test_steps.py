@@ -62,7 +62,8 @@ def rfactor_rows():
 
 
 def cache_read_align():
-    """cache_read into a tile-sized copy, storage_align and set_scope it, and pragmas."""
+    """cache_read into a tile-sized copy, storage_align, set_scope and double_buffer it (the llvm
+    target ignores double_buffer), and pragmas."""
     A = sl.placeholder((16, 16), name="A")
     C = sl.compute((16, 16), lambda i, j: A[i, j] * 2, name="C")
 
@@ -72,6 +73,7 @@ def cache_read_align():
         s[AA].compute_at(s[C], yo)
         s[AA].storage_align(s[AA].op.axis[0], 8, 1)
         s[AA].set_scope("local")
+        s[AA].double_buffer()
         s[C].pragma(xo, "auto_unroll_max_step", 16)
         s[C].pragma(yo, "unroll_explicit")
         s[C].pragma(yo, "my_free_form_key", "v")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Dict, Sequence
 
 from ...errors import LoweringError, ScheduleError
+from ...kernel.double_buffer import inject_double_buffer
 from ...kernel.lower import standard_passes
 from ...kernel.nodes import KernelModule, LaunchKind
 from ...kernel.thread_allreduce import lower_thread_allreduce
@@ -56,6 +57,8 @@ class CUDABackend(Backend):
                                         hint="bind the loop to blockIdx.x / threadIdx.x instead")
             if st.scope == "shared":
                 check_shared_stage(st)
+            if st.double_buffered:
+                check_double_buffer(st)
 
     def kernel_passes(self, target: Target):
         """The standard passes (virtual threads made serial loops right after flattening, vectorized
@@ -66,6 +69,7 @@ class CUDABackend(Backend):
         return passes + [
             ("lower_thread_allreduce", lower_thread_allreduce),   # warp shuffles and shared memory
             ("insert_barriers", insert_barriers),         # __syncthreads() between shared writes and reads
+            ("inject_double_buffer", inject_double_buffer),   # double_buffer(): fetch ahead, one barrier a step
             ("sink_thread_guards", sink_thread_guards),   # every thread reaches each barrier and cooperative fetch
         ]
 
@@ -106,6 +110,23 @@ def check_shared_stage(st) -> None:
                             hint=f"compute it at a loop inside the block's loops, as TVM's tutorials do: "
                             f"s[{st.name}].compute_at(s[C], ko) with ko the outer reduction loop of the "
                             "stage that reads it")
+
+
+def check_double_buffer(st) -> None:
+    """A double-buffered stage is computed at a serial loop, in shared or local memory."""
+    if st.attach_type != "at":
+        raise ScheduleError("double_buffer", st.name, "is computed at the root; a stage gets two buffers to fill "
+                            "in turn at the iterations of the loop it is computed at",
+                            hint=f"s[{st.name}].compute_at(s[C], ko) with ko the outer reduction loop that reads it")
+    if (st.scope or "local") not in ("shared", "local"):
+        raise ScheduleError("double_buffer", st.name, f"is stored in {st.scope} memory; double buffering is for "
+                            "shared or local stages", choices=("shared", "local"))
+    ann = st.attach_stage.annotations.get(st.attach_ivar)
+    if ann is not None:
+        raise ScheduleError("double_buffer", st.name, f"is computed at loop '{st.attach_ivar.name}' of "
+                            f"'{st.attach_stage.name}', which is {ann}; only a serial loop runs its iterations "
+                            "in turn, so that one can fetch ahead for the next", axis=st.attach_ivar.name,
+                            hint="compute it at a serial loop (the outer reduction loop in TVM's GEMM tutorial)")
 
 
 # CUDA's grid limits: x up to 2**31 - 1 blocks, y and z up to 65535.

@@ -84,11 +84,13 @@ def cooperative_fetch(s, T, ty=8, tx=16):
     s[T].bind(x, sl.thread_axis("threadIdx.x"))
 
 
-def shared_gemm(M=70, N=50, K=30, block=(8, 16), k_tile=8, fetch=True, local_a=False):
+def shared_gemm(M=70, N=50, K=30, block=(8, 16), k_tile=8, fetch=True, local_a=False, double_buffer=False):
     """C = A @ B as in TVM's GPU GEMM tutorials: an 8x16 tile of C per block, one element per
     thread in a local accumulator, and at each step of the outer reduction loop the A and B
     tiles the block needs copied into shared memory by all of its threads. With local_a, each
-    thread also copies its row of the A tile from shared memory into registers."""
+    thread also copies its row of the A tile from shared memory into registers. With double_buffer,
+    both shared tiles (and the register row) get two buffers, the next step's fetched while this
+    one is used."""
     A, B, C = programs.gemm(M, N, K)
     s = sl.create_schedule(C.op)
     AA = s.cache_read(A, "shared", [C])
@@ -108,6 +110,9 @@ def shared_gemm(M=70, N=50, K=30, block=(8, 16), k_tile=8, fetch=True, local_a=F
             cooperative_fetch(s, T, *block)
     if local_a:
         s[AL].compute_at(s[CL], ko)
+    if double_buffer:
+        for T in (AA, BB) + ((AL,) if local_a else ()):
+            s[T].double_buffer()
     return s, [A, B, C]
 
 

@@ -1,11 +1,10 @@
 """The GPU Kernel IR passes one at a time, on small hand-written bodies (no compiler involved):
-barrier insertion, guard sinking, virtual threads."""
+barrier insertion, guard sinking (virtual threads: test_virtual_threads.py)."""
 import schedlang as sl
 from schedlang.dtypes import float32
 from schedlang.expr.nodes import Buffer, Load, Var
 from schedlang.kernel.thread_guards import sink_thread_guards
 from schedlang.kernel.thread_sync import insert_barriers
-from schedlang.kernel.virtual_threads import inject_virtual_threads
 from schedlang.loop.nodes import BOUND, SERIAL, Barrier, For, IfThen, Seq, Store, seq
 
 tx, k = Var("tx"), Var("k")
@@ -74,9 +73,3 @@ def test_a_guard_on_blocks_only_stays_where_it_is():
     guarded = IfThen(b < 3, seq(use(), Barrier(), use()))
     body = sink_thread_guards(For(b, 4, threads(guarded), BOUND, "blockIdx.x"))
     assert body.body.body is guarded
-
-
-def test_virtual_threads_become_serial_loops():
-    v = Var("v")
-    body = inject_virtual_threads(threads(For(v, 2, use(), BOUND, "vthread")))
-    assert body.body.kind == SERIAL and body.body.thread_tag == "" and body.kind == BOUND
