@@ -22,6 +22,7 @@ class Counters:
         self.store_requests = self.store_sectors = 0
         self.shared_requests = 0
         self.shared_wavefronts = 0
+        self.shared_ideal_wavefronts = 0
         self.barriers = 0
 
     def access(self, b: Buffer, warp: np.ndarray, index: np.ndarray, store: bool) -> None:
@@ -45,6 +46,10 @@ class Counters:
         np.maximum.at(degree, per_bank[0] // BANKS, per_bank[1])
         self.shared_requests += warps.size
         self.shared_wavefronts += int(degree[warps].sum())
+        # a pass serves at most one word per bank: a warp's float4 access (128 distinct words) needs
+        # four passes however its words fall, so only the passes beyond that are conflicts
+        distinct = np.bincount(w)[warps]
+        self.shared_ideal_wavefronts += int((-(-distinct // BANKS)).sum())
 
 
 @dataclass(frozen=True)
@@ -53,8 +58,9 @@ class KernelProfile:
 
     load_requests / load_sectors (store_...): warp-wide global loads (stores), and the 32-byte
     sectors they touch (4 per request is a coalesced float32 access, 32 a fully scattered one);
-    shared_requests / shared_wavefronts: warp-wide shared accesses and the bank passes they need
-    (one per request without conflicts); barriers: __syncthreads() executed, summed over blocks;
+    shared_requests / shared_wavefronts: warp-wide shared accesses and the bank passes they need;
+    shared_ideal_wavefronts: the passes they would need without bank conflicts (one per 32
+    distinct words: one for a float access, four for a float4 access); barriers: __syncthreads() executed, summed over blocks;
     registers: ptxas's count per thread (None without ptxas); occupancy from the block size,
     shared memory and registers."""
 
@@ -67,6 +73,7 @@ class KernelProfile:
     store_sectors: int
     shared_requests: int
     shared_wavefronts: int
+    shared_ideal_wavefronts: int
     barriers: int
     shared_bytes: int
     registers: Optional[int]
@@ -91,12 +98,17 @@ class KernelProfile:
 
     @property
     def bank_conflicts(self) -> int:
-        """Extra shared-memory passes caused by bank conflicts."""
-        return self.shared_wavefronts - self.shared_requests
+        """Extra shared-memory passes caused by bank conflicts (beyond the ideal passes)."""
+        return self.shared_wavefronts - self.shared_ideal_wavefronts
 
     @property
     def conflict_degree(self) -> float:
-        """Bank passes per shared request (1.0: conflict-free)."""
+        """Bank passes over the conflict-free passes (1.0: conflict-free, 2.0: two-way conflicts)."""
+        return self.shared_wavefronts / self.shared_ideal_wavefronts if self.shared_ideal_wavefronts else 0.0
+
+    @property
+    def passes_per_request(self) -> float:
+        """Bank passes per warp-wide shared access (1.0 for conflict-free float accesses, 4.0 for float4)."""
         return self.shared_wavefronts / self.shared_requests if self.shared_requests else 0.0
 
     def __str__(self) -> str:
@@ -104,7 +116,7 @@ class KernelProfile:
         return (f"{self.kernel}: {self.blocks} blocks x {self.threads_per_block} threads; global sectors/request "
                 f"{self.sectors_per_load:.2f} load, {self.sectors_per_store:.2f} store ({self.global_requests} "
                 f"requests); shared "
-                f"{self.conflict_degree:.2f} passes/request ({self.bank_conflicts} bank conflicts); "
+                f"{self.passes_per_request:.2f} passes/request ({self.bank_conflicts} bank conflicts); "
                 f"{self.barriers} barriers; {self.shared_bytes} B shared, {regs} registers; occupancy "
                 f"{self.occupancy.occupancy:.0%} ({self.occupancy.blocks_per_sm} blocks/SM, limited by "
                 f"{self.occupancy.limit})")
