@@ -2,8 +2,8 @@
 request), shared-memory bank conflicts (32 banks of 4 bytes), barriers and occupancy."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -23,6 +23,7 @@ class Counters:
         self.shared_requests = 0
         self.shared_wavefronts = 0
         self.shared_ideal_wavefronts = 0
+        self.conflicts: Dict[str, list] = {}     # shared buffer name -> [conflicts on loads, on stores]
         self.barriers = 0
 
     def access(self, b: Buffer, warp: np.ndarray, index: np.ndarray, store: bool) -> None:
@@ -44,12 +45,14 @@ class Counters:
         per_bank = np.unique(w * BANKS + word % BANKS, return_counts=True)
         degree = np.zeros(int(w.max()) + 1, np.int64)
         np.maximum.at(degree, per_bank[0] // BANKS, per_bank[1])
-        self.shared_requests += warps.size
-        self.shared_wavefronts += int(degree[warps].sum())
+        passes = int(degree[warps].sum())
         # a pass serves at most one word per bank: a warp's float4 access (128 distinct words) needs
         # four passes however its words fall, so only the passes beyond that are conflicts
-        distinct = np.bincount(w)[warps]
-        self.shared_ideal_wavefronts += int((-(-distinct // BANKS)).sum())
+        ideal = int((-(-np.bincount(w)[warps] // BANKS)).sum())
+        self.shared_requests += warps.size
+        self.shared_wavefronts += passes
+        self.shared_ideal_wavefronts += ideal
+        self.conflicts.setdefault(b.name, [0, 0])[int(store)] += passes - ideal
 
 
 @dataclass(frozen=True)
@@ -60,9 +63,10 @@ class KernelProfile:
     sectors they touch (4 per request is a coalesced float32 access, 32 a fully scattered one);
     shared_requests / shared_wavefronts: warp-wide shared accesses and the bank passes they need;
     shared_ideal_wavefronts: the passes they would need without bank conflicts (one per 32
-    distinct words: one for a float access, four for a float4 access); barriers: __syncthreads() executed, summed over blocks;
-    registers: ptxas's count per thread (None without ptxas); occupancy from the block size,
-    shared memory and registers."""
+    distinct words: one for a float access, four for a float4 access); conflicts_by_buffer:
+    shared buffer name -> its bank conflicts (on loads, on stores); barriers: __syncthreads()
+    executed, summed over blocks; registers: ptxas's count per thread (None without ptxas);
+    occupancy from the block size, shared memory and registers."""
 
     kernel: str
     blocks: int
@@ -78,6 +82,7 @@ class KernelProfile:
     shared_bytes: int
     registers: Optional[int]
     occupancy: Occupancy
+    conflicts_by_buffer: Dict[str, Tuple[int, int]] = field(default_factory=dict, compare=False)
 
     @property
     def global_requests(self) -> int:

@@ -43,5 +43,6 @@ def run_module(module: KernelModule, arrays: Sequence[np.ndarray], arch: str = "
                                             counters.store_sectors, counters.shared_requests,
                                             counters.shared_wavefronts, counters.shared_ideal_wavefronts,
                                             counters.barriers, smem, regs,
-                                            occupancy(arch, g.threads, smem, regs))
+                                            occupancy(arch, g.threads, smem, regs),
+                                            {name: tuple(c) for name, c in counters.conflicts.items()})
     return out if profile else None

@@ -66,10 +66,12 @@ def test_a_padded_shared_tile_has_no_bank_conflicts():
     assert np.array_equal(arrays[1], arrays[0].T)
     # 4 blocks x 8 warps x 4 column reads, each 32-way: 31 extra passes; the row writes are conflict-free
     assert plain.shared_requests == 2 * 4 * 8 * 4 and plain.bank_conflicts == 4 * 8 * 4 * 31
+    assert plain.conflicts_by_buffer == {"A.shared": (4 * 8 * 4 * 31, 0)}       # the column reads
     arrays, report = profile_of(*transpose(64, pad=True))
     padded = report["B_kernel"]
     assert np.array_equal(arrays[1], arrays[0].T)
     assert padded.bank_conflicts == 0 and padded.conflict_degree == 1.0
+    assert padded.conflicts_by_buffer == {"A.shared": (0, 0)}
     assert padded.shared_bytes == 1055 * 4 > plain.shared_bytes == 1024 * 4
     assert padded.barriers == plain.barriers == 4      # one a block
 
