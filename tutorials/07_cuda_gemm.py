@@ -124,7 +124,7 @@ def step0_naive(n):
 # block reads every element of its 16 rows of A 16 times from global memory. Here the
 # block copies a 16 x 16 tile of A and of B into shared memory once per 16 steps of k,
 # all threads together (the cooperative fetch: thread t copies element t of each tile,
-# so a warp copies 32 consecutive elements), waits at a barrier, and then every thread
+# so a warp copies two 16-float rows, 4 sectors), waits at a barrier, and then every thread
 # reads the tiles from shared memory. schedlang inserts the two barriers: one after the
 # copy (nobody reads a tile before it is complete) and one before the next copy (nobody
 # overwrites it while others still read it).
@@ -252,9 +252,9 @@ STEPS = [
 #     block has, the registers each thread needs (ptxas's count) and the shared memory a
 #     block needs. More resident warps hide more memory latency.
 #
-# These are the counters Nsight Compute reports (l1tex sectors per request, shared bank
-# conflicts, achieved occupancy); the interpreter computes them from the exact addresses,
-# without timing anything.
+# These are figures Nsight Compute reports too (sectors per request, shared-memory bank
+# conflicts, theoretical occupancy); the interpreter computes them from the exact addresses
+# each warp touches, without timing anything.
 
 rng = np.random.default_rng(0)
 a = rng.random((SIZE, SIZE), dtype=np.float32)
@@ -288,11 +288,11 @@ def run_step(title, make):
     return s, tensors, mod, p
 
 
-def change(what, before, after, fmt="{}"):
+def change(what, before, after, fmt="{}", fewer="fewer"):
     """One line saying how a figure moved from the previous step."""
     if before == after:
         return f"  {what}: {fmt.format(after)} (unchanged)"
-    ratio = f", {before / after:.3g}x fewer" if after and before > after else ""
+    ratio = f", {before / after:.3g}x {fewer}" if after and before > after else ""
     return f"  {what}: {fmt.format(before)} -> {fmt.format(after)}{ratio}"
 
 
@@ -306,13 +306,13 @@ def compare(prev, cur):
     p, q = profiles[prev], profiles[cur]
     print(f"compared with step {prev}:")
     print(change("global load requests", p.load_requests, q.load_requests))
-    print(change("MB loaded from L2", p.load_sectors * 32 / 1e6, q.load_sectors * 32 / 1e6, "{:.3g}"))
+    print(change("MB loaded from L2", p.load_sectors * 32 / 1e6, q.load_sectors * 32 / 1e6, "{:.3g}", "less"))
     print(change("sectors per store request", p.sectors_per_store, q.sectors_per_store, "{:.1f}"))
     print(change("shared requests", p.shared_requests, q.shared_requests))
     print(change("bank conflicts", p.bank_conflicts, q.bank_conflicts) + f"  ({conflicts(q)})")
     print(change("barriers", p.barriers, q.barriers))
     print(change("registers", p.registers, q.registers))
-    print(change("occupancy", p.occupancy.occupancy, q.occupancy.occupancy, "{:.0%}"))
+    print(change("occupancy", p.occupancy.occupancy, q.occupancy.occupancy, "{:.0%}", "lower"))
 
 
 titles = [t for t, _ in STEPS]
@@ -446,7 +446,8 @@ print('extern "C"' + kernel)
 # ---------------------------------------------------------------------------
 # A CUDA module is called like any other, on torch CUDA tensors, in torch's current
 # stream. We time each step with CUDA events (the fastest of a few calls) at a size
-# where the GPU has work to do, and compare with torch.matmul (cuBLAS).
+# where the GPU has work to do, and compare with torch.matmul (cuBLAS; in full float32
+# precision, as torch does not use TF32 for matmul unless told to).
 
 header("On a GPU")
 problem = gpu_problem()
