@@ -2,8 +2,8 @@
 request), shared-memory bank conflicts (32 banks of 4 bytes), barriers and occupancy."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -22,6 +22,8 @@ class Counters:
         self.store_requests = self.store_sectors = 0
         self.shared_requests = 0
         self.shared_wavefronts = 0
+        self.shared_ideal_wavefronts = 0
+        self.conflicts: Dict[str, list] = {}     # shared buffer name -> [conflicts on loads, on stores]
         self.barriers = 0
 
     def access(self, b: Buffer, warp: np.ndarray, index: np.ndarray, store: bool) -> None:
@@ -43,8 +45,14 @@ class Counters:
         per_bank = np.unique(w * BANKS + word % BANKS, return_counts=True)
         degree = np.zeros(int(w.max()) + 1, np.int64)
         np.maximum.at(degree, per_bank[0] // BANKS, per_bank[1])
+        passes = int(degree[warps].sum())
+        # a pass serves at most one word per bank: a warp's float4 access (128 distinct words) needs
+        # four passes however its words fall, so only the passes beyond that are conflicts
+        ideal = int((-(-np.bincount(w)[warps] // BANKS)).sum())
         self.shared_requests += warps.size
-        self.shared_wavefronts += int(degree[warps].sum())
+        self.shared_wavefronts += passes
+        self.shared_ideal_wavefronts += ideal
+        self.conflicts.setdefault(b.name, [0, 0])[int(store)] += passes - ideal
 
 
 @dataclass(frozen=True)
@@ -53,10 +61,12 @@ class KernelProfile:
 
     load_requests / load_sectors (store_...): warp-wide global loads (stores), and the 32-byte
     sectors they touch (4 per request is a coalesced float32 access, 32 a fully scattered one);
-    shared_requests / shared_wavefronts: warp-wide shared accesses and the bank passes they need
-    (one per request without conflicts); barriers: __syncthreads() executed, summed over blocks;
-    registers: ptxas's count per thread (None without ptxas); occupancy from the block size,
-    shared memory and registers."""
+    shared_requests / shared_wavefronts: warp-wide shared accesses and the bank passes they need;
+    shared_ideal_wavefronts: the passes they would need without bank conflicts (one per 32
+    distinct words: one for a float access, four for a float4 access); conflicts_by_buffer:
+    shared buffer name -> its bank conflicts (on loads, on stores); barriers: __syncthreads()
+    executed, summed over blocks; registers: ptxas's count per thread (None without ptxas);
+    occupancy from the block size, shared memory and registers."""
 
     kernel: str
     blocks: int
@@ -67,10 +77,12 @@ class KernelProfile:
     store_sectors: int
     shared_requests: int
     shared_wavefronts: int
+    shared_ideal_wavefronts: int
     barriers: int
     shared_bytes: int
     registers: Optional[int]
     occupancy: Occupancy
+    conflicts_by_buffer: Dict[str, Tuple[int, int]] = field(default_factory=dict, compare=False)
 
     @property
     def global_requests(self) -> int:
@@ -91,12 +103,17 @@ class KernelProfile:
 
     @property
     def bank_conflicts(self) -> int:
-        """Extra shared-memory passes caused by bank conflicts."""
-        return self.shared_wavefronts - self.shared_requests
+        """Extra shared-memory passes caused by bank conflicts (beyond the ideal passes)."""
+        return self.shared_wavefronts - self.shared_ideal_wavefronts
 
     @property
     def conflict_degree(self) -> float:
-        """Bank passes per shared request (1.0: conflict-free)."""
+        """Bank passes over the conflict-free passes (1.0: conflict-free, 2.0: two-way conflicts)."""
+        return self.shared_wavefronts / self.shared_ideal_wavefronts if self.shared_ideal_wavefronts else 0.0
+
+    @property
+    def passes_per_request(self) -> float:
+        """Bank passes per warp-wide shared access (1.0 for conflict-free float accesses, 4.0 for float4)."""
         return self.shared_wavefronts / self.shared_requests if self.shared_requests else 0.0
 
     def __str__(self) -> str:
@@ -104,7 +121,7 @@ class KernelProfile:
         return (f"{self.kernel}: {self.blocks} blocks x {self.threads_per_block} threads; global sectors/request "
                 f"{self.sectors_per_load:.2f} load, {self.sectors_per_store:.2f} store ({self.global_requests} "
                 f"requests); shared "
-                f"{self.conflict_degree:.2f} passes/request ({self.bank_conflicts} bank conflicts); "
+                f"{self.passes_per_request:.2f} passes/request ({self.bank_conflicts} bank conflicts); "
                 f"{self.barriers} barriers; {self.shared_bytes} B shared, {regs} registers; occupancy "
                 f"{self.occupancy.occupancy:.0%} ({self.occupancy.blocks_per_sm} blocks/SM, limited by "
                 f"{self.occupancy.limit})")

@@ -41,6 +41,8 @@ def run_module(module: KernelModule, arrays: Sequence[np.ndarray], arch: str = "
                 out[k.name] = KernelProfile(k.name, g.blocks, g.threads, counters.load_requests,
                                             counters.load_sectors, counters.store_requests,
                                             counters.store_sectors, counters.shared_requests,
-                                            counters.shared_wavefronts, counters.barriers, smem, regs,
-                                            occupancy(arch, g.threads, smem, regs))
+                                            counters.shared_wavefronts, counters.shared_ideal_wavefronts,
+                                            counters.barriers, smem, regs,
+                                            occupancy(arch, g.threads, smem, regs),
+                                            {name: tuple(c) for name, c in counters.conflicts.items()})
     return out if profile else None

@@ -66,10 +66,12 @@ def test_a_padded_shared_tile_has_no_bank_conflicts():
     assert np.array_equal(arrays[1], arrays[0].T)
     # 4 blocks x 8 warps x 4 column reads, each 32-way: 31 extra passes; the row writes are conflict-free
     assert plain.shared_requests == 2 * 4 * 8 * 4 and plain.bank_conflicts == 4 * 8 * 4 * 31
+    assert plain.conflicts_by_buffer == {"A.shared": (4 * 8 * 4 * 31, 0)}       # the column reads
     arrays, report = profile_of(*transpose(64, pad=True))
     padded = report["B_kernel"]
     assert np.array_equal(arrays[1], arrays[0].T)
     assert padded.bank_conflicts == 0 and padded.conflict_degree == 1.0
+    assert padded.conflicts_by_buffer == {"A.shared": (0, 0)}
     assert padded.shared_bytes == 1055 * 4 > plain.shared_bytes == 1024 * 4
     assert padded.barriers == plain.barriers == 4      # one a block
 
@@ -89,3 +91,32 @@ def test_occupancy_limits():
     assert shared.limit == "shared memory" and shared.blocks_per_sm == 3
     assert occupancy("sm_86", 1024, 0, None).occupancy == 1024 / 1536
     assert occupancy("sm_80", 32, 0, None).limit == "blocks"
+
+
+
+def staged_copy(n=2048, threads=128):
+    """B = A through a shared tile of 512 floats a block: fetched with one float4 access a thread,
+    read back one float a thread in four coalesced steps."""
+    A = sl.placeholder((n,), name="A")
+    B = sl.compute((n,), lambda i: A[i], name="B")
+    s = sl.create_schedule(B.op)
+    AS = s.cache_read(A, "shared", [B])
+    bo, bi = s[B].split(B.op.axis[0], factor=4 * threads)
+    _, t = s[B].split(bi, factor=threads)
+    schedules.bind(s, B, bo, t)
+    s[AS].compute_at(s[B], bo)
+    t, v = s[AS].split(AS.op.axis[0], factor=4)
+    s[AS].bind(t, sl.thread_axis("threadIdx.x"))
+    s[AS].vectorize(v)
+    return s, [A, B]
+
+
+def test_float4_shared_accesses_need_four_passes_without_a_conflict():
+    arrays, report = profile_of(*staged_copy())
+    p = report["B_kernel"]
+    assert np.array_equal(arrays[1], arrays[0])
+    # 4 blocks of 4 warps; a warp stores one float4 a thread (128 words: 4 passes) and reads 4 floats (1 pass each)
+    assert p.shared_requests == 16 * (1 + 4) and p.shared_wavefronts == 16 * (4 + 4)
+    assert p.shared_ideal_wavefronts == p.shared_wavefronts and p.bank_conflicts == 0
+    assert p.conflict_degree == 1.0 and p.passes_per_request == 8 / 5
+    assert p.sectors_per_load == 16.0          # a warp's float4 loads: 512 contiguous bytes
