@@ -262,3 +262,28 @@ def test_bad_targets_and_shapes_are_clear_errors(tmp_path):
     B = sl.compute((n,), lambda i: A[i] + 1.0, name="B")
     with pytest.raises(ValueError, match="static shapes"):
         sl.auto_schedule([B], target="cuda", trials=1, log=str(tmp_path / "y.jsonl"), verbose=0)
+
+
+def test_the_cost_model_trains_on_profiled_cuda_features_and_ranks_unprofiled_ones():
+    """Measured candidates carry the profile figures, candidates not measured yet have them
+    missing (NaN): the model trains on the first and still ranks the second, by the figures
+    they share (here the block size, which the fake times follow)."""
+    pytest.importorskip("lightgbm")
+    from schedlang.autoschedule.cost_model import CostModel
+    from schedlang.autoschedule.features import with_profile
+    task = task_of(elementwise(4096))
+    sketch = generate_sketches(task)[0]
+    xs, times, threads = [], [], []
+    for i, n in enumerate([32, 64, 128, 256, 512, 1024] * 2):
+        s, d = sample(task, sketch, random.Random(i), {"B|threads": n, "B|vec": bool(i % 2)})
+        x = features(task, s)
+        prof = {"global_requests": 100.0 + n, "occupancy": 1.0}
+        xs.append((with_profile(x, task.target, prof), x))
+        times.append(1e-6 * (1 + abs(np.log2(n) - 7)))      # 128 threads is the fastest
+        threads.append(n)
+    model = CostModel(seed=0)
+    model.update([p for p, _ in xs], times)
+    assert model.trained
+    scores = model.predict([x for _, x in xs])      # without the profile figures
+    assert np.isfinite(scores).all()
+    assert threads[int(np.argmax(scores))] in (64, 128, 256)
