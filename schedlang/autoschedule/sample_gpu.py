@@ -140,8 +140,8 @@ def gpu_tile(trace: Trace, s: Schedule, st, target) -> None:
     """Multi-level tiling bound to the GPU (Ansor's / TVM's GEMM tutorial): each spatial loop
     split into block, vthread, thread and inner tiles, the levels fused and bound to
     blockIdx.x, vthread and threadIdx.x; a local cache_write stage computes each thread's
-    inner tile at its thread loop, with the reduction split in two (outer, inner); with
-    shared, each operand is staged in shared memory at the outer reduction loop and fetched
+    inner tile at its thread loop, with the reduction split in two (outer, inner) and the
+    loops inside the outer one unrolled up to a drawn step; with shared, each operand is staged in shared memory at the outer reduction loop and fetched
     cooperatively by the block's threads."""
     operands = _operands(st.op)
     local = s[s.cache_write(st.op.output(0), "local")]
@@ -174,6 +174,11 @@ def gpu_tile(trace: Trace, s: Schedule, st, target) -> None:
     local.reorder(*[loops[0] for loops in r_loops], *[loops[1] for loops in r_loops], *inner)
     if not r_loops:
         return
+    # unrolled, the register tile's loops index the local array by constants (registers, not local memory)
+    step = trace.pick(f"{local.name}|unroll", lambda rng: rng.choice((0,) + legal.PRAGMA_STEPS),
+                      lambda v: v in (0,) + legal.PRAGMA_STEPS)
+    if step:
+        local.pragma(r_loops[-1][0], "auto_unroll_max_step", step)
     shared = trace.pick(f"{local.name}|shared", lambda rng: rng.random() < 0.8, lambda v: isinstance(v, bool))
     if not shared:
         return

@@ -134,7 +134,8 @@ def test_cuda_samples_respect_the_launch_limits():
     sketch = generate_sketches(task)[0]
     rng = random.Random(0)
     tiles = lambda ti, tj, ti_in, tj_in, k: {"C|tile|i": [0, 1, ti, ti_in], "C|tile|j": [0, 1, tj, tj_in],  # noqa
-                                             "C.local|tile|k": [0, k], "C.local|shared": True}
+                                             "C.local|tile|k": [0, k], "C.local|shared": True,
+                                             "C.local|unroll": 0}
     for given, problem in [(tiles(64, 32, 1, 1, 4), "threads a block"), (tiles(16, 16, 4, 4, 64), "shared memory"),
                            (tiles(8, 8, 1, 1, 4), None)]:
         s, decisions = sample(task, sketch, rng, given)
