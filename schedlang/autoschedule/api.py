@@ -40,7 +40,11 @@ def check_against_reference(task: SearchTask, s: Schedule, seed: int = 0) -> Opt
     inputs = random_inputs(task.inputs, seed)
     want = evaluate(task.outputs, dict(zip(task.inputs, inputs)))
     outs = [np.zeros(t.shape, np.dtype(t.dtype_obj.numpy)) for t in task.outputs]
-    build(s, task.args, target=task.target)(*inputs, *outs)
+    mod = build(s, task.args, target=task.target)
+    if task.target.kind == "cuda":     # the CUDA C itself, run on the CPU (as on a GPU, without one)
+        mod.emulate(*inputs, *outs, engine="shim")
+    else:
+        mod(*inputs, *outs)
     for t, got, ref in zip(task.outputs, outs, want):
         exact = not t.dtype_obj.is_float     # bfloat16's numpy kind is "V", not "f"
         scale = max(1.0, float(np.max(np.abs(ref)))) if ref.size else 1.0
@@ -164,6 +168,8 @@ def print_best(log: str, outputs, target="llvm", file=None) -> str:
     task = _task(outputs, target)
     rec, s = _best_record(log, task)
     gf = f", {rec['gflops']:.3g} GFLOP/s" if rec.get("gflops") else ""
+    if rec.get("estimated"):
+        gf += f" ESTIMATED ({rec.get('timing', 'estimate')}: a model of the SIMT profile, not a GPU timing)"
     text = (f"# best of {log}: {rec['median_s'] * 1e6:.4g} us per call{gf} on {rec['target']}\n"
             f"s = sl.create_schedule([{', '.join(t.name + '.op' for t in task.outputs)}])\n"
             f"{s.to_python()}")

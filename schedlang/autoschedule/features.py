@@ -7,6 +7,12 @@ stride and a reuse-distance estimate; then, per store, estimated traffic through
 L2 (the footprint of the outermost loop level that fits, times the iterations around it).
 A candidate's vector pools the stores (sum and max of each feature) and adds its
 allocations. Every value goes through log2(1 + x), so pooled counts stay comparable.
+
+For the cuda target the vector goes on with the launch figures of the Tile IR's bound
+loops (GPU_FEATURES: blocks, threads a block, virtual threads, shared and local bytes) and
+the SIMT interpreter's profile figures (gpu_estimate.PROFILE_FEATURES: global requests and
+sectors, bank-conflict degree, barriers, registers, occupancy) when the candidate has been
+measured without a GPU; before that they are NaN, which LightGBM reads as missing.
 """
 from __future__ import annotations
 
@@ -21,7 +27,8 @@ from ..expr.bounds import const_bounds
 from ..expr.functor import walk
 from ..expr.nodes import Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Select, Var
 from ..expr.simplify import linear_form
-from ..loop.nodes import PARALLEL, UNROLLED, VECTORIZED, Allocate, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store
+from ..loop.nodes import (BOUND, PARALLEL, UNROLLED, VECTORIZED, Allocate, For, Func, IfThen, Let, Seq, StageNest,
+                          Stmt, Store)
 
 LEVELS = 5                 # bytes touched inside the 1st..5th innermost loops (then the whole nest)
 ACCESSES = 4               # the store's buffer and its three biggest loads
@@ -253,10 +260,99 @@ def tile_features(func: Func, cores: Optional[int] = None) -> np.ndarray:
     return np.log2(1.0 + np.maximum(np.concatenate(pooled + [program]), 0.0))
 
 
+# ---- the cuda target ---------------------------------------------------------------------
+
+GPU_FEATURES = ("gpu_nests", "blocks", "max_threads_per_block", "min_threads_per_block", "vthreads",
+                "shared_bytes", "local_bytes")
+
+
+def _profile_names() -> Tuple[str, ...]:
+    from .gpu_estimate import PROFILE_FEATURES
+    return tuple(f"profile_{n}" for n in PROFILE_FEATURES)
+
+
+def feature_names(target=None) -> List[str]:
+    """The names of a candidate's features for target (default: a CPU)."""
+    if target is not None and target.kind == "cuda":
+        return FEATURE_NAMES + list(GPU_FEATURES) + list(_profile_names())
+    return FEATURE_NAMES
+
+
+def _launches(s: Stmt, tags: Dict[str, int], out: List[Dict[str, int]], allocs: Dict[str, int]) -> None:
+    """The thread tags bound around each store (out) and their extents; the bytes of the
+    shared and local allocations (allocs)."""
+    if isinstance(s, For):
+        if s.kind == BOUND and isinstance(s.extent, int):
+            tags = dict(tags)
+            key = s.thread_tag if s.thread_tag != "vthread" else f"vthread.{len(tags)}"
+            tags[key] = max(tags.get(key, 1), s.extent)
+        _launches(s.body, tags, out, allocs)
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            _launches(x, tags, out, allocs)
+    elif isinstance(s, IfThen):
+        _launches(s.then_body, tags, out, allocs)
+        if s.else_body is not None:
+            _launches(s.else_body, tags, out, allocs)
+    elif isinstance(s, Allocate):
+        size = s.buffer.size
+        if isinstance(size, int) and s.buffer.scope in ("shared", "local"):
+            allocs[s.buffer.scope] += size * s.buffer.dtype.bytes
+        _launches(s.body, tags, out, allocs)
+    elif isinstance(s, (Let, StageNest)):
+        _launches(s.body, tags, out, allocs)
+    elif isinstance(s, Store) and tags:
+        out.append(tags)
+
+
+def gpu_features(func: Func) -> List[float]:
+    """GPU_FEATURES of a Tile IR function (raw values): the bound loops around each store
+    grouped by their block loops (one kernel per group), pooled."""
+    stores: List[Dict[str, int]] = []
+    allocs = {"shared": 0, "local": 0}
+    _launches(func.body, {}, stores, allocs)
+    kernels: Dict[Tuple, Dict[str, int]] = {}
+    for tags in stores:
+        key = tuple(sorted((k, v) for k, v in tags.items() if k.startswith("blockIdx")))
+        merged = kernels.setdefault(key, {})
+        for k, v in tags.items():
+            merged[k] = max(merged.get(k, 1), v)
+    threads = [math.prod(v for k, v in t.items() if k.startswith("threadIdx")) for t in kernels.values()] or [1]
+    blocks = sum(math.prod(v for k, v in t.items() if k.startswith("blockIdx")) for t in kernels.values())
+    vthreads = max((math.prod(v for k, v in t.items() if k.startswith("vthread")) for t in kernels.values()),
+                   default=1)
+    return [float(len(kernels)), float(blocks), float(max(threads)), float(min(threads)), float(vthreads),
+            float(allocs["shared"]), float(allocs["local"])]
+
+
+def candidate_features(func: Func, target=None, profile: Optional[Dict[str, float]] = None) -> np.ndarray:
+    """The cost model's vector of a candidate for target: tile_features, and for cuda the
+    GPU launch figures and the SIMT profile's (NaN without a profile)."""
+    base = tile_features(func)
+    if target is None or target.kind != "cuda":
+        return base
+    from .gpu_estimate import PROFILE_FEATURES
+    gpu = np.log2(1.0 + np.asarray(gpu_features(func), dtype=np.float64))
+    prof = np.array([np.log2(1.0 + max(0.0, float(profile[n]))) if profile and n in profile else np.nan
+                     for n in PROFILE_FEATURES], dtype=np.float64)
+    return np.concatenate([base, gpu, prof])
+
+
+def with_profile(vec: np.ndarray, target, profile: Optional[Dict[str, float]]) -> np.ndarray:
+    """vec (a cuda candidate's features) with its profile slots filled from profile."""
+    from .gpu_estimate import PROFILE_FEATURES
+    if target is None or target.kind != "cuda" or not profile:
+        return vec
+    out = np.array(vec, dtype=np.float64)
+    n = len(PROFILE_FEATURES)
+    out[-n:] = [np.log2(1.0 + max(0.0, float(profile[k]))) if k in profile else np.nan for k in PROFILE_FEATURES]
+    return out
+
+
 def features(task, schedule) -> np.ndarray:
     """Feature vector of a schedule of the task (lowers it to Tile IR; raises ScheduleError or
-    LoweringError as lower() does)."""
-    return tile_features(tile_ir(schedule, task.args))
+    LoweringError as lower() does); for a cuda task with the GPU figures (feature_names)."""
+    return candidate_features(tile_ir(schedule, task.args), task.target)
 
 
 def tile_ir(schedule, args) -> Func:
@@ -271,6 +367,10 @@ def tile_ir(schedule, args) -> Func:
     return lower_to_tile_ir(schedule, args)
 
 
-def feature_dict(vec: np.ndarray) -> Dict[str, float]:
+def feature_dict(vec: np.ndarray, target=None) -> Dict[str, float]:
     """The vector by feature name (for reading and tests)."""
-    return dict(zip(FEATURE_NAMES, (float(x) for x in vec)))
+    if target is None and len(vec) != len(FEATURE_NAMES):     # a cuda candidate's
+        from ..target.target import Target
+        target = Target.create("cuda")
+    names = feature_names(target)
+    return dict(zip(names, (float(x) for x in vec)))

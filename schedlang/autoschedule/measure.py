@@ -11,7 +11,7 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
@@ -52,6 +52,10 @@ def run_candidate(program_json: str, steps_json: str, target: str, number: int, 
     task = SearchTask.from_json(program_json, target)
     s = task.schedule()
     s.apply_json(steps_json)
+    if task.target.kind == "cuda":     # GPU timings, or an estimate without a GPU (gpu_estimate.py)
+        from .gpu_estimate import run_cuda_candidate
+        arrays = random_inputs(task.inputs) + [np.zeros(t.shape, np.dtype(t.dtype_obj.numpy)) for t in task.outputs]
+        return run_cuda_candidate(task, s, arrays, number, repeat)
     start = time.perf_counter()
     mod = sl.build(s, task.args, target=task.target, cache=False)
     build_s = time.perf_counter() - start
@@ -67,12 +71,16 @@ def run_candidate(program_json: str, steps_json: str, target: str, number: int, 
     return {"times": times, "build_s": build_s, "load": list(load)}
 
 
+EXTRA_FIELDS = ("estimated", "timing", "profile")     # what a cuda measurement adds to its record
+
+
 @dataclass
 class MeasureResult:
     times: List[float] = field(default_factory=list)
     error: Optional[str] = None
     build_s: Optional[float] = None
     load: Optional[List[float]] = None
+    extra: Dict[str, Any] = field(default_factory=dict)    # cuda: estimated, timing, profile
 
     @property
     def median(self) -> Optional[float]:
@@ -137,7 +145,9 @@ class Measurer:
             return MeasureResult(error=_describe(err))
         if not isinstance(out, dict) or not out.get("times"):
             return MeasureResult(error=f"ValueError: the measure function returned {out!r}, not a dict with times")
-        return MeasureResult(times=[float(t) for t in out["times"]], build_s=out.get("build_s"), load=out.get("load"))
+        extra = {k: out[k] for k in EXTRA_FIELDS if k in out}
+        return MeasureResult(times=[float(t) for t in out["times"]], build_s=out.get("build_s"), load=out.get("load"),
+                             extra=extra)
 
     def close(self, interrupted: bool = False) -> None:
         """Shut down the executor this measurer started (at once after an interrupt)."""

@@ -5,6 +5,11 @@ A record holds the workload key, the target string, the schedule steps, the kern
 hash (sha256 of the generated Kernel IR, which deduplicates candidates), the measured
 seconds per call, their median, the GFLOP/s, an error (null when the candidate ran),
 the machine's load averages during the timed runs, and when it was measured.
+
+A cuda record also says how its time was taken: "timing": "gpu" (CUDA events on a GPU), or
+without a GPU "estimated": true, "timing": "estimate:<reference GPU>" and the SIMT
+"profile" figures per kernel (autoschedule/gpu_estimate.py): the time is a model's
+estimate, never to be mistaken for a GPU timing.
 """
 from __future__ import annotations
 

@@ -246,6 +246,11 @@ def sample(task: SearchTask, sketch: Sketch, rng: random.Random,
             _tile_cache_write(trace, s, st, pack=rule == "tile_pack")
         elif rule == "rfactor":
             _rfactor(trace, s, st)
+        elif rule.startswith("gpu_"):
+            from .sample_gpu import GPU_RULES
+            GPU_RULES[rule](trace, s, st, task.target)
+    if task.target.kind == "cuda":      # the gpu rules bound every stage's loops
+        return s, trace.made
     for st in list(s.stages):
         if legal.is_live(st):
             _locate(trace, s, st)

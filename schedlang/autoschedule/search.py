@@ -32,7 +32,7 @@ from ..errors import LoweringError, ScheduleError
 from ..limits import recursion_guard
 from . import records
 from .cost_model import CostModel
-from .features import tile_features, tile_ir
+from .features import candidate_features, tile_ir, with_profile
 from .measure import Measurer
 from .mutate import crossover, mutate
 from .sample import sample
@@ -81,7 +81,11 @@ def kernel_hash(task: SearchTask, s, tile=None) -> str:
     if tile is None:
         tile = tile_ir(s, task.args)
     with recursion_guard("lower"):
-        text = str(lower_tile_to_kernel(tile, s, task.target))
+        kernel = lower_tile_to_kernel(tile, s, task.target)
+        if task.target.kind == "cuda":      # launch limits (threads, shared memory): pruned before any build
+            from ..target.cuda.backend import check_kernels
+            check_kernels(kernel, task.target)
+        text = str(kernel)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -125,7 +129,8 @@ class Evolver:
             self.pruned += 1
             self.cache[key] = None
             return None
-        cand = self.cache[key] = Candidate(sketch, decisions, steps_json, tile_features(tile), lowered=(s, tile))
+        cand = self.cache[key] = Candidate(sketch, decisions, steps_json,
+                                           candidate_features(tile, self.task.target), lowered=(s, tile))
         return cand
 
     def random_candidate(self) -> Optional[Candidate]:
@@ -228,9 +233,12 @@ class Evolver:
 
     # ---- learning from measurements -------------------------------------------------------
 
-    def record(self, cands: List[Candidate], times: List[Optional[float]]) -> None:
-        """Measurements of candidates this search proposed (time None: failed)."""
-        for c, t in zip(cands, times):
+    def record(self, cands: List[Candidate], times: List[Optional[float]], profiles=None) -> None:
+        """Measurements of candidates this search proposed (time None: failed); profiles: the
+        SIMT profile of each (cuda without a GPU, else None), which fills its features."""
+        for i, (c, t) in enumerate(zip(cands, times)):
+            if profiles is not None and profiles[i]:
+                c.features = with_profile(c.features, self.task.target, _summary(profiles[i]))
             self.seen_steps.add(c.key)
             self.seen_hashes.add(c.kernel_hash)
             if t is not None:
@@ -248,7 +256,7 @@ class Evolver:
             try:
                 s = self.task.schedule()
                 s.apply_json(json.dumps(r["steps"]))
-                x = tile_features(tile_ir(s, self.task.args))
+                x = candidate_features(tile_ir(s, self.task.args), self.task.target, _summary(r.get("profile")))
             except (ValueError, TypeError, KeyError, LoweringError):   # ScheduleError is a ValueError
                 continue
             t = None if r["kernel_hash"] in failed else r["median_s"]
@@ -261,6 +269,17 @@ class Evolver:
                 self.measured.append((t, cand))
         if xs:
             self.model.update(xs, times)
+
+
+def _summary(profile) -> Optional[Dict[str, float]]:
+    """The pooled figures of a record's per-kernel profile (None when it has none)."""
+    if not isinstance(profile, dict) or not profile:
+        return None
+    from .gpu_estimate import profile_summary
+    try:
+        return profile_summary(profile)
+    except (KeyError, TypeError, ValueError):     # a hand-edited or older record
+        return None
 
 
 def _unique(cands: List[Candidate]) -> List[Candidate]:
@@ -294,18 +313,19 @@ def run_search(task: SearchTask, trials: int, log: str, measurer: Measurer, seed
             empty += 1
             continue
         empty = 0
-        measured, times = [], []
+        measured, times, profiles = [], [], []
         results = measurer.measure(task.program_json, target, [c.steps_json for c in chosen])
         for cand, res in zip(chosen, results):
             rec = records.make_record(task.workload_key, target, json.loads(cand.steps_json), cand.kernel_hash,
                                       res.times, res.error, task.flops, res.load, sketch=cand.sketch.name,
                                       build_s=res.build_s, decisions=cand.decisions,
-                                      predicted=round(cand.score, 4))
+                                      predicted=round(cand.score, 4), **res.extra)
             records.append(log, [rec])
             measured.append(cand)
             times.append(res.median if res.error is None else None)
+            profiles.append(res.extra.get("profile"))
             done += 1
             if on_record is not None:
                 on_record(rec)
-        evolver.record(measured, times)
+        evolver.record(measured, times, profiles)
     return done

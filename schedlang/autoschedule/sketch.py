@@ -16,6 +16,19 @@ Ansor's for CPUs:
 - rfactor: a reduction without enough parallelism (few outputs, a long reduction) has
   its reduction split and factored into a parallel partial stage;
 - plain: the stage keeps its loops (annotation still fuses, parallelises, vectorizes).
+
+For the cuda target (sample_gpu.py fills them in), as Ansor's GPU rules and TVM's GPU
+tutorials (tests/target/cuda/schedules.py has the hand-written shapes):
+
+- inline: as on CPUs;
+- gpu_tile: a reduction with data reuse gets multi-level tiling bound to blockIdx / vthread /
+  threadIdx, a local cache_write accumulating each thread's register tile, and its operands
+  staged in shared memory at the outer reduction loop, fetched cooperatively by the block;
+- gpu_cross_thread: a reduction's reduce loop split and its inner part bound to threadIdx.x
+  (a cross-thread reduction), rows bound to blockIdx.x (and threadIdx.y);
+- gpu_thread_row: one thread per output point (a row reduction with many rows);
+- gpu_simple: every other stage: loops fused, split by the block size and bound to
+  blockIdx.x / threadIdx.x, an optional vector (float4) inner loop.
 """
 from __future__ import annotations
 
@@ -29,6 +42,7 @@ from .task import SearchTask
 
 MAX_SKETCHES = 16
 FEW_OUTPUTS = 256     # a reduction with fewer output points than this may want rfactor
+MANY_ROWS = 4096      # on a GPU, a reduction with this many outputs prefers one thread a row
 
 
 @dataclass(frozen=True)
@@ -42,8 +56,24 @@ class Sketch:
         return ",".join(f"{rule}:{stage}" for stage, rule in self.rules if rule != "plain") or "plain"
 
 
-def stage_rules(st) -> List[str]:
-    """The rules that may shape stage st of a fresh schedule, the first preferred."""
+def gpu_stage_rules(st) -> List[str]:
+    """The cuda rules that may shape stage st of a fresh schedule, the first preferred."""
+    if legal.can_inline(st):
+        return ["inline"]
+    if legal.has_data_reuse(st):
+        return ["gpu_tile"]
+    if legal.is_reduction(st):
+        rows = math.prod(int(a.dom.extent) for a in st.op.axis)
+        both = ["gpu_cross_thread", "gpu_thread_row"]
+        return both[::-1] if rows >= MANY_ROWS else both
+    return ["gpu_simple"]
+
+
+def stage_rules(st, target=None) -> List[str]:
+    """The rules that may shape stage st of a fresh schedule for target (default: a CPU),
+    the first preferred."""
+    if target is not None and target.kind == "cuda":
+        return gpu_stage_rules(st)
     if legal.can_inline(st):
         return ["inline"]
     if legal.has_data_reuse(st):
@@ -60,5 +90,5 @@ def generate_sketches(task: SearchTask) -> List[Sketch]:
     """Every combination of the stages' rules (at most MAX_SKETCHES), in a fixed order."""
     s = task.schedule()
     stages = [st for st in reversed(s.stages) if legal.is_compute(st)]
-    choices = [[(st.name, rule) for rule in stage_rules(st)] for st in stages]
+    choices = [[(st.name, rule) for rule in stage_rules(st, task.target)] for st in stages]
     return [Sketch(tuple(combo)) for combo in itertools.islice(itertools.product(*choices), MAX_SKETCHES)]

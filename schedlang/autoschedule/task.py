@@ -63,6 +63,11 @@ class SearchTask:
         self.outputs: List[Tensor] = outputs
         self.inputs: List[Tensor] = [t for t in tensors if isinstance(t.op, PlaceholderOp)]
         self.target: Target = Target.create(target)
+        if self.target.kind == "cuda":
+            symbolic = [t.name for t in tensors if not all(isinstance(d, int) for d in t.shape)]
+            if symbolic:
+                raise ValueError(f"SearchTask: the cuda target tunes static shapes only, and "
+                                 f"{', '.join(symbolic)} have symbolic ones; bind the sizes to numbers first")
         self.program_json: str = to_json(tensors)
         self.workload_key: str = workload_key(tensors)
         self.flops: int = sum(_op_flops(op) for op in post_order([t.op for t in outputs])

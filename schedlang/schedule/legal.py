@@ -176,3 +176,50 @@ def outer_fusable_spatial(st, limit: Optional[int] = None) -> int:
             break
         n += 1
     return n
+
+
+# ---- GPU (cuda target) --------------------------------------------------------------------
+
+WARP = 32
+BLOCK_THREADS = (32, 64, 128, 256, 512, 1024)   # block sizes of a 1-D launch: whole warps
+MAX_VTHREAD = 4              # virtual threads per axis of a tiled stage (each a register tile)
+
+
+def thread_counts(target) -> List[int]:
+    """Block sizes (threads) a one-dimensional launch may use on target: whole warps, within
+    target.max_threads_per_block."""
+    return [n for n in BLOCK_THREADS if n <= target.max_threads_per_block and n % target.warp_size == 0]
+
+
+def is_cross_thread_extent(threads: int, block: Optional[int] = None) -> bool:
+    """A reduce loop of `threads` iterations bound to threadIdx.x lowers to a cross-thread
+    reduction (kernel/thread_allreduce.py) in a block of `block` threads (default: threads):
+    a power of two up to a warp, or a multiple of a warp, in blocks of whole warps."""
+    block = threads if block is None else block
+    if threads <= WARP and threads & (threads - 1):
+        return False
+    if threads > WARP and threads % WARP:
+        return False
+    return block <= WARP or block % WARP == 0
+
+
+def cross_thread_counts(target, extent: int) -> List[int]:
+    """The thread counts a reduce loop of `extent` may be split by and bound to threadIdx.x:
+    cross-thread extents within the block limit, not (much) longer than the loop."""
+    out = [n for n in (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+           if n <= target.max_threads_per_block and is_cross_thread_extent(n)]
+    fit = [n for n in out if n <= extent]
+    return fit or out[:1]
+
+
+def gpu_vector_lanes(st, target) -> int:
+    """Lanes of the widest CUDA vector access of st's element type (float4: 4 float32 lanes),
+    1 when the type has no vector form."""
+    size = st.op.output(0).dtype_obj.bytes
+    lanes = target.vector_bits // 8 // size if size in (2, 4) else 1
+    return max(1, lanes)
+
+
+def may_bind(st, ivar) -> bool:
+    """bind() accepts ivar: a free leaf loop of st (not annotated yet)."""
+    return ivar in st.leaf_iter_vars and ivar not in st.annotations
