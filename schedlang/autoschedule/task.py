@@ -4,12 +4,12 @@ from __future__ import annotations
 import math
 from typing import Callable, List, Optional, Sequence
 
-from ..expr.functor import walk
+from ..expr.functor import children
 from ..expr.nodes import Binary, Call
 from ..schedule import Schedule, create_schedule
 from ..target.target import Target
 from ..tensor.graph import post_order
-from ..tensor.op import ComputeOp, PlaceholderOp, Tensor
+from ..tensor.op import ComputeOp, PlaceholderOp, Tensor, TensorRead
 from ..tensor.reduce import Reduce
 from ..tensor.serialize import as_tensor_list, from_json, to_json, workload_key
 
@@ -28,12 +28,28 @@ def default_args(outputs: Sequence[Tensor]) -> List[Tensor]:
     return inputs + list(outputs)
 
 
+def _arithmetic(root) -> int:
+    """The Binary and Call nodes of an expression (each shared node once), not counting the
+    index arithmetic of the tensors it reads: addressing is not work (TVM's FLOP estimate
+    does not count it either; conv2d's hh + rh would double its FLOPs)."""
+    stack, seen, count = [root], set(), 0
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        count += isinstance(node, (Binary, Call))
+        if not isinstance(node, TensorRead):
+            stack.extend(children(node))
+    return count
+
+
 def _op_flops(op: ComputeOp) -> int:
     """Arithmetic operations of one compute stage: points times operations per point."""
     body = op.body
     points = math.prod(op.shape)
     roots = body.source if isinstance(body, Reduce) else op.bodies
-    per_point = sum(isinstance(n, (Binary, Call)) for root in roots for n in walk(root))
+    per_point = sum(_arithmetic(root) for root in roots)
     if isinstance(body, Reduce):
         points *= math.prod(int(a.dom.extent) for a in body.axis)
         per_point += 1          # the combine

@@ -245,6 +245,15 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
     assert len(records.load(log)) == 2
 
 
+def test_flops_count_arithmetic_not_addressing():
+    X = sl.placeholder((1, 3, 10, 10), name="X")
+    W = sl.placeholder((4, 3, 3, 3), name="W")
+    rc, rh, rw = (sl.reduce_axis((0, 3), name=n) for n in ("rc", "rh", "rw"))
+    out = sl.compute((1, 4, 8, 8), lambda n, f, h, w: sl.sum(X[n, rc, h + rh, w + rw] * W[f, rc, rh, rw],
+                                                            axis=[rc, rh, rw]), name="conv")
+    assert SearchTask.from_outputs([out]).flops == 2 * 4 * 8 * 8 * 3 * 3 * 3     # h + rh is not a FLOP
+
+
 def test_search_task_from_a_workload_function():
     task = sl.SearchTask(gemm, (8, 6, 4), "llvm")
     assert [t.name for t in task.args] == ["A", "B", "C"] and [t.name for t in task.outputs] == ["C"]
