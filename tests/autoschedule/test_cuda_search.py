@@ -89,7 +89,8 @@ def test_cuda_sketches_follow_the_tensor_ir():
     names = [sk.name for sk in generate_sketches(task_of(softmax()))]
     assert all("inline:E" in n and "gpu_simple:Y" in n for n in names) and len(names) == 4
     # the CPU sketches are unchanged
-    assert [sk.name for sk in generate_sketches(SearchTask(tensors=gemm(16)[0]))] == ["tile:C", "tile_cache_write:C"]
+    assert [sk.name for sk in generate_sketches(SearchTask(tensors=gemm(16)[0]))] == [
+        "tile:C", "tile_cache_write:C", "tile_pack:C"]
 
 
 @pytest.mark.parametrize("program", [gemm(16), row_sum(), softmax(), batch_matmul()],
