@@ -232,6 +232,8 @@ def inject_one(v: Var, n, body: Stmt) -> Stmt:
     if not isinstance(n, int):
         raise LoweringError(STAGE, f"the vthread loop '{v.name}' has the symbolic extent {n}; a thread plays its "
                             "virtual threads one by one, so their number must be a constant")
+    if n == 1:                  # one virtual thread: the loop is its body (v is 0 throughout)
+        return substitute_stmt(body, {v: Const(0, v.dtype)})
     touched = _Touched(v, body)
     remap = _check(v, n, body, touched)
     if remap:

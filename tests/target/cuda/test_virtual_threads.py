@@ -67,6 +67,13 @@ def test_an_untouched_fetch_runs_once_and_the_touched_store_is_copied_per_vthrea
                        "  O[tx * 2 + 1] = S[tx]"]
 
 
+def test_a_vthread_of_one_is_its_body_even_for_stores_that_ignore_it():
+    """A split of factor 1 bound to vthread (the auto-scheduler draws them): the loop vanishes
+    instead of being refused as a store that does not depend on the virtual thread."""
+    body = inject_virtual_threads(threads(vthread(Store(O, (tx + v,), Load(G, (tx,))), n=1)))
+    assert str(body).splitlines() == ["bound[threadIdx.x] tx in 0..8:", "  O[tx + 0] = G[tx]"]
+
+
 def test_a_register_buffer_the_vthread_writes_gets_a_slice_per_vthread():
     i = Var("i")
     fill = IfThen(tx * 2 + v < 15, For(i, 2, Store(R, (i,), Load(G, (v * 2 + i,)))))
