@@ -77,11 +77,40 @@ MODULES = {
 
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_module_emulated_matches_eager(name):
+    """Each module alone on the SIMT engine (every access bounds-checked)."""
     module, inputs = MODULES[name]()
     module.eval()
     compiled = compile_cuda(module, inputs)
-    check_emulated(compiled, module, inputs)
+    check_emulated(compiled, module, inputs, engines=("simt",))
     assert "__global__" in compiled.ir("target")
+
+
+class Together(nn.Module):
+    """Several modules side by side, each on its own inputs, their outputs in one tuple: their
+    kernels in one CUDA module, so the shim compiles them with one g++ run."""
+
+    def __init__(self, entries):
+        super().__init__()
+        self.parts = nn.ModuleList(m for m, _ in entries)
+        self.counts = [len(inputs) for _, inputs in entries]
+
+    def forward(self, *inputs):
+        outs, at = [], 0
+        for m, n in zip(self.parts, self.counts):
+            outs += _flat(m(*inputs[at:at + n]))
+            at += n
+        return tuple(outs)
+
+
+def test_every_module_on_the_shim():
+    """All the modules above, compiled together, on the shim (the CUDA C run by real threads)
+    and again on SIMT."""
+    entries = [MODULES[name]() for name in sorted(MODULES)]
+    module = Together(entries).eval()
+    inputs = tuple(x for _, xs in entries for x in xs)
+    compiled = compile_cuda(module, inputs)
+    assert len(compiled.program.parts) == 1
+    check_emulated(compiled, module, inputs)
 
 
 def test_residual_with_broadcasting_and_a_scalar_reduction():
@@ -94,17 +123,18 @@ def test_residual_with_broadcasting_and_a_scalar_reduction():
     assert "__shfl_down_sync" in compiled.ir("target")
 
 
-@pytest.mark.parametrize("n", [1, 5, 300, 5000])
-def test_reductions_to_a_scalar(n):
-    """sum/max (across the threads of a block: legal thread counts for every length: 8,
-    32, 256) and argmax (several values: one thread), all to 0-d results. Several
-    cross-thread reductions in one module (their thread loops renamed apart)."""
+def test_reductions_to_a_scalar():
+    """sum/max/mean across the threads of a block, with a legal thread count for each length
+    (1: none, 5: 8, 300: 32, 5000: 256 in whole warps), and argmax (several values: one
+    thread), all to 0-d results; several cross-thread reductions in one module."""
     class Scalars(nn.Module):
-        def forward(self, x):
-            return x.sum() * 2, x - x.max(), x.argmax(), x.mean()
-    x = torch.randn(n)
+        def forward(self, *xs):
+            return tuple(r for x in xs for r in (x.sum() * 2, x - x.max(), x.argmax(), x.mean()))
+    xs = tuple(torch.randn(n) for n in (1, 5, 300, 5000))
     module = Scalars()
-    check_emulated(compile_cuda(module, (x,)), module, (x,), tol=1e-4 if n > 1000 else None)
+    compiled = compile_cuda(module, xs)
+    assert "__shfl_down_sync" in compiled.ir("target")
+    check_emulated(compiled, module, xs, tol=1e-4)
 
 
 def test_fallback_op_between_parts():
