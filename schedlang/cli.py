@@ -6,7 +6,8 @@
 `compile` loads a Python file, picks the `nn.Module` to compile, makes random inputs of
 the given shapes, compiles the module with `schedlang.torch.compile`, prints the chosen IR
 levels (Torch IR, Tensor IR, Loop IR, Tile IR, Kernel IR, target code) and runs the
-compiled module once against eager PyTorch, printing the largest difference.
+compiled module once against eager PyTorch, printing the largest difference (--target cuda
+without a GPU: the CUDA C run on the CPU, through CompiledModule.emulate).
 
 User mistakes (a missing file, a module the file does not define, a bad shape, an unknown
 level, dtype or target) are reported in one line on stderr with exit status 2. A module
@@ -316,14 +317,17 @@ def run_against_torch(compiled, model, inputs, target, dtype: str) -> int:
     """Run the compiled module and the eager module on the same inputs; print the largest
     difference of each output. EXIT_MISMATCH when one is beyond the dtype's tolerance."""
     import torch
+    run = compiled
     if target.kind == "cuda":
-        if not torch.cuda.is_available():
-            print("run: not run (no CUDA GPU here; the CUDA C above was compiled by NVRTC)")
-            return 0
-        inputs = tuple(t.cuda() if isinstance(t, torch.Tensor) else t for t in inputs)
-        model = model.cuda()
+        if torch.cuda.is_available():
+            inputs = tuple(t.cuda() if isinstance(t, torch.Tensor) else t for t in inputs)
+            model = model.cuda()
+        else:
+            # the same CUDA C, compiled by g++ against the CPU shim (CompiledModule.emulate)
+            print("run: emulated on the CPU (no CUDA GPU here): the CUDA C above, compiled by g++ with the shim")
+            run = compiled.emulate
     with torch.no_grad():
-        got = _flatten(compiled(*inputs))
+        got = _flatten(run(*inputs))
         want = _flatten(model(*inputs))
     if len(got) != len(want):
         print(f"run: MISMATCH: schedlang returned {len(got)} outputs, torch {len(want)}")

@@ -6,7 +6,7 @@ from typing import Dict
 
 from ..expr.nodes import Var
 from .functor import substitute_stmt, walk_stmts
-from .nodes import For, Func
+from .nodes import For, Func, ThreadAllReduce
 
 
 def unique_loop_names(func: Func) -> Func:
@@ -36,5 +36,10 @@ def _rename_loops(s, mapping):
             if var is f.var and body is f.body:
                 return f
             return For(var, f.extent, body, f.kind, f.thread_tag, f.pragmas)
+
+        def visit_ThreadAllReduce(self, r: ThreadAllReduce):
+            # it names the thread loop it combines over: the renamed loop's variable
+            var = mapping.get(r.var, r.var)
+            return r if var is r.var else ThreadAllReduce(r.buffer, r.combiner, var, r.extent, r.thread_tag)
 
     return _Loops().visit(s)

@@ -5,6 +5,7 @@ Importing this package imports torch; `import schedlang` alone does not.
 
     cm = schedlang.torch.compile(module, (x,))      # target="llvm" | "cuda"
     y = cm(x)                                        # like module(x)
+    y = cm.emulate(x)                                # target="cuda", run on the CPU
     print(cm.ir("all"))                              # Torch IR ... target code
 """
 from __future__ import annotations
@@ -29,7 +30,11 @@ def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None
     in all, split by the parts' estimated weight, appending records to `log` (required);
     the parts are then built with the best recorded schedules (default_schedule(..., log)).
     A log given without tune is only read. tune_options (seed, executor, verbose, ...) go
-    to sl.auto_schedule."""
+    to sl.auto_schedule.
+
+    target="cuda" builds static shapes only: with dynamic_shapes, the module is built for
+    the example inputs' shapes here and again for each new shape it is called with.
+    Without a GPU, `compiled.emulate(*cpu_tensors)` runs the CUDA kernels on the CPU."""
     if tune and log is None:
         raise ValueError("schedlang.torch.compile: tune= needs log= (the records file to write)")
     if tune_options and not tune:
@@ -40,7 +45,9 @@ def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None
     if tune:
         from .tune import tune_program
         tune_program(program, target, tune, log, **tune_options)
-    return CompiledModule(graph, target, program, log=log)
+    compiled = CompiledModule(graph, target, program, log=log)
+    compiled.specialize(*example_inputs)      # cuda with dynamic shapes: the example's build
+    return compiled
 
 
 def compile_fx(gm, example_inputs: Sequence, target="llvm"):

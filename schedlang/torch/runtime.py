@@ -1,7 +1,8 @@
 """The compiled module: built parts and torch steps run in order on torch tensors."""
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence
+from dataclasses import replace
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import torch
 
@@ -34,20 +35,54 @@ class CompiledModule:
         self._modules: Dict[int, Any] = {}
         self._device = "cuda" if self.target.kind == "cuda" else "cpu"
         self._state = {i.name: i.value.detach() for i in graph.state_inputs}
-        for part in self.program.parts:
-            self._module(part)
+        self._cpu_state: Optional[Dict[str, Any]] = None
+        # The cuda target builds static shapes only: a graph with size variables is lowered
+        # and built again for each set of sizes it is called with (specialize()).
+        self._per_shape = self.target.kind == "cuda" and _uses_sizes(graph)
+        self._variants: Dict[tuple, Tuple[LoweredProgram, Dict[int, Any]]] = {}
+        self._last: Optional[Tuple[LoweredProgram, Dict[int, Any]]] = None
+        if not self._per_shape:
+            for part in self.program.parts:
+                self._module(part)
 
     # ------------------------------------------------------------ building
-    def _module(self, part: Part):
+    def _module(self, part: Part, modules: Optional[Dict[int, Any]] = None):
         """The built module of part (sl.build's cache makes a repeated workload free)."""
-        mod = self._modules.get(part.index)
+        modules = self._modules if modules is None else modules
+        mod = modules.get(part.index)
         if mod is None:
             from .schedules import default_schedule
             outs = [t for _, t in part.outputs]
             s = default_schedule(outs, self.target, log=self.log)
             mod = sl.build(s, [t for _, t in part.inputs] + outs, target=self.target)
-            self._modules[part.index] = mod
+            modules[part.index] = mod
         return mod
+
+    def specialize(self, *args) -> None:
+        """Build the module for the shapes of args (the inputs of a call, on any device)
+        ahead of the call. Only a cuda module with dynamic shapes builds per shape (and its
+        ir() shows the last shapes built); others were built whole at compile time."""
+        if self._per_shape:
+            self._variant(self._check_inputs(args, device=None))
+
+    def _variant(self, sizes: Dict[str, int]) -> Tuple[LoweredProgram, Dict[int, Any]]:
+        """The program and modules for these sizes: the graph with every size variable
+        replaced by its value, lowered and built for the target (kept per sizes)."""
+        missing = [n for n in self.graph.size_vars if n not in sizes]
+        if missing:
+            raise ValueError(f"the sizes {', '.join(missing)} are not known from the inputs' shapes; the cuda "
+                             "target builds per concrete shape and needs every size")
+        key = tuple(sorted((n, sizes[n]) for n in self.graph.size_vars))
+        variant = self._variants.get(key)
+        if variant is None:
+            graph = _specialized_graph(self.graph, lambda e: self._eval(e, sizes))
+            program = lower_graph(graph, self.target, warn=False)
+            modules: Dict[int, Any] = {}
+            for part in program.parts:
+                self._module(part, modules)
+            variant = self._variants[key] = (program, modules)
+        self._last = variant
+        return variant
 
     def ir(self, level: str = "all") -> str:
         """The text of one level ("torch", "tensor", "loop", "tile", "kernel", "target") or of "all"."""
@@ -59,9 +94,16 @@ class CompiledModule:
             return str(self.graph)
         if level == "tensor":
             return str(self.program)
+        program, modules = self.program, None
+        if self._per_shape:
+            if self._last is None:
+                raise ValueError(f"the {level} level of a cuda module with dynamic shapes exists per concrete "
+                                 "shape: call the module (or .specialize(*inputs)) first; this shows the "
+                                 "last shapes built")
+            program, modules = self._last
         texts = []
-        for part in self.program.parts:
-            ir = self._module(part).ir
+        for part in program.parts:
+            ir = self._module(part, modules).ir
             if level == "target":
                 key = next(k for k in ir if k not in ("tensor", "loop", "tile", "kernel"))
                 texts.append(ir[key])
@@ -70,8 +112,10 @@ class CompiledModule:
         return "\n\n".join(texts)
 
     # ------------------------------------------------------------ calling
-    def _check_inputs(self, args: Sequence) -> Dict[str, int]:
-        """Check count, dtypes, devices and shapes of the user inputs; the size vars' values."""
+    def _check_inputs(self, args: Sequence, device: Optional[str] = "") -> Dict[str, int]:
+        """Check count, dtypes, devices (device: the one wanted, "" the target's, None any)
+        and shapes of the user inputs; the size vars' values."""
+        device = self._device if device == "" else device
         want = self.graph.user_inputs
         if len(args) != len(want):
             raise TypeError(f"the compiled module takes {len(want)} input(s) "
@@ -86,7 +130,10 @@ class CompiledModule:
                 raise TypeError(f"input {spec.name}: expected a torch.Tensor, got {type(x).__name__}")
             if x.dtype != to_torch(spec.dtype):
                 raise TypeError(f"input {spec.name}: dtype {x.dtype}, the module was compiled for {to_torch(spec.dtype)}")
-            if x.device.type != self._device:
+            if device is not None and x.device.type != device:
+                if device != self._device:
+                    raise ValueError(f"input {spec.name} is on {x.device}; emulate() runs the CUDA kernels on "
+                                     "the CPU and takes CPU tensors")
                 raise ValueError(f"input {spec.name} is on {x.device}; the module was compiled for target "
                                  f"{self.target.kind!r}, which takes {self._device} tensors")
             if x.dim() != len(spec.shape):
@@ -107,6 +154,9 @@ class CompiledModule:
             for d, (want_e, got) in enumerate(zip(spec.shape, x.shape)):
                 if isinstance(want_e, Expr) and not isinstance(want_e, sl.Var) and self._eval(want_e, sizes) != got:
                     raise ValueError(f"input {spec.name}: dimension {d} is {got}, expected {want_e}")
+        for spec, x in zip(want, args):       # sizes Dynamo passes bind their variables
+            if spec.kind == "size" and isinstance(spec.size, sl.Var):
+                sizes.setdefault(spec.size.name, x)
         return sizes
 
     def _eval(self, e, sizes: Dict[str, int]) -> int:
@@ -121,24 +171,52 @@ class CompiledModule:
     def __call__(self, *args):
         if self._device == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("this module was compiled for target 'cuda', but no CUDA GPU is available "
-                               "(compile with target='llvm' to run on the CPU)")
+                               "(compile with target='llvm' to run on the CPU, or run the CUDA kernels on the "
+                               "CPU with .emulate(*cpu_tensors))")
         sizes = self._check_inputs(args)
-        values: Dict[str, Any] = {i.name: x for i, x in zip(self.graph.user_inputs, args)}
-        for i, x in zip(self.graph.user_inputs, args):   # sizes Dynamo passes bind their variables
-            if i.kind == "size" and isinstance(i.size, sl.Var):
-                sizes.setdefault(i.size.name, x)
         if any(v.device.type != self._device for v in self._state.values()):
             self._state = {k: v.to(self._device) for k, v in self._state.items()}   # once
-        values.update(self._state)
-        for step in self.program.steps:
+        return self._run(args, sizes, self._state, lambda mod, arrays: mod(*arrays))
+
+    def emulate(self, *args, engine: str = "shim"):
+        """Run a module compiled for target 'cuda' on the CPU, on CPU tensors, with the
+        result a GPU call gives (same outputs, dtypes and packing): each part's CUDA kernels
+        through CUDAModule.emulate (engine "shim": the generated CUDA C compiled by g++, block
+        threads as real threads; "simt": the Kernel IR interpreted with numpy, slow, every
+        access bounds-checked), the ops without a lowering in torch on the CPU."""
+        if self.target.kind != "cuda":
+            raise ValueError(f"emulate() runs the kernels of a module compiled for target 'cuda' on the CPU; "
+                             f"this one was compiled for {self.target.kind!r}: call it directly")
+        from schedlang.target.cuda.module import ENGINES
+        if engine not in ENGINES:
+            raise ValueError(f"unknown emulation engine {engine!r}; choose one of {', '.join(ENGINES)}")
+        sizes = self._check_inputs(args, device="cpu")
+        if self._cpu_state is None:
+            self._cpu_state = {i.name: i.value.detach().cpu() for i in self.graph.state_inputs}
+
+        def run(mod, arrays):
+            # simt reads numpy arrays: views of the tensors' storage, so results land in them
+            mod.emulate(*(_numpy_view(a) if engine == "simt" else a for a in arrays), engine=engine)
+        return self._run(args, sizes, self._cpu_state, run, device="cpu")
+
+    def _run(self, args, sizes: Dict[str, int], state: Dict[str, Any], launch, device: Optional[str] = None):
+        """Run the steps on the user inputs args: parts through launch(module, arrays),
+        torch nodes in torch; the outputs packed as the module packs them."""
+        device = device or self._device
+        program, modules = self._variant(sizes) if self._per_shape else (self.program, None)
+        values: Dict[str, Any] = {i.name: x for i, x in zip(self.graph.user_inputs, args)}
+        values.update(state)
+        for step in program.steps:
             if isinstance(step, Part):
-                self._run_part(step, values, sizes)
+                self._run_part(step, values, sizes, launch, device, modules)
             else:
                 node = step.node
                 concrete = lambda r: values[r.name]          # noqa: E731
                 a = map_refs(node.args, concrete)
                 kw = map_refs(node.kwargs, concrete)
                 a, kw = self._concrete_sizes(a, sizes), self._concrete_sizes(kw, sizes)
+                if device != self._device and "device" in kw:   # a factory op made for the target's device
+                    kw["device"] = torch.device(device)
                 values[node.name] = node.target(*a, **kw)
         outs = [values[o.name] if isinstance(o, Ref) else o for o in self.graph.outputs]
         spec = getattr(self.graph, "out_spec", None)
@@ -157,17 +235,51 @@ class CompiledModule:
             return {k: self._concrete_sizes(v, sizes) for k, v in value.items()}
         return value
 
-    def _run_part(self, part: Part, values: Dict[str, Any], sizes: Dict[str, int]) -> None:
+    def _run_part(self, part: Part, values: Dict[str, Any], sizes: Dict[str, int], launch, device: str,
+                  modules: Optional[Dict[int, Any]] = None) -> None:
         arrays = []
         for name, _ in part.inputs:
             v = values[name]
-            arrays.append(v if v.is_contiguous() else v.contiguous())
+            # a kernel may read its inputs with 16-byte vector loads: a view that starts
+            # off that alignment (x[1:]) is copied, as a non-contiguous one is
+            arrays.append(v if v.is_contiguous() and v.data_ptr() % 16 == 0 else v.clone(
+                memory_format=torch.contiguous_format))
         results = []
         for name, t in part.outputs:
             shape = tuple(self._eval(e, sizes) for e in t.shape)
-            out = torch.empty(shape, dtype=to_torch(t.dtype), device=self._device)
+            out = torch.empty(shape, dtype=to_torch(t.dtype), device=device)
             results.append(out)
             values[name] = out
-        self._module(part)(*arrays, *results)
+        launch(self._module(part, modules), arrays + results)
         for name, src in part.aliases.items():
             values[name] = values[src]
+
+
+def _numpy_view(t):
+    """A numpy array sharing the CPU tensor's storage (bfloat16 as ml_dtypes.bfloat16)."""
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+def _uses_sizes(graph: TorchGraph) -> bool:
+    """Whether some input of the graph has a symbolic extent (or is a size)."""
+    return any(i.kind == "size" or any(not isinstance(e, int) for e in i.shape) for i in graph.user_inputs)
+
+
+def _specialized_graph(graph: TorchGraph, value) -> TorchGraph:
+    """graph with every size expression e (in shapes, node arguments, outputs) replaced by
+    value(e), an int."""
+    def conc(v):
+        if isinstance(v, Expr):
+            return value(v)
+        if isinstance(v, (list, tuple)) and not isinstance(v, Ref):
+            return type(v)(conc(x) for x in v)
+        if isinstance(v, dict):
+            return {k: conc(x) for k, x in v.items()}
+        return v
+    inputs = [replace(i, shape=conc(i.shape), size=conc(i.size)) for i in graph.inputs]
+    nodes = [replace(n, args=conc(n.args), kwargs=conc(n.kwargs), shape=conc(n.shape),
+                     display_kwargs=conc(n.display_kwargs)) for n in graph.nodes]
+    return replace(graph, inputs=inputs, nodes=nodes, outputs=conc(graph.outputs), size_vars={})

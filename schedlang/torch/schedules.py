@@ -43,6 +43,7 @@ NT_TILE = 4              # columns of a k-vector (dot product) matmul tile
 LONG_ROW = 4096          # a reduction this long is worth splitting over the cores
 CUDA_THREADS = 256       # threads per block for pointwise kernels
 CUDA_ROW_THREADS = 64    # threads (rows) per block for reductions
+CUDA_REDUCE_THREADS = 256  # threads of the block a reduction to a scalar runs on
 CUDA_TILE = (8, 16)      # a matmul block's rows and columns (one output per thread)
 
 
@@ -452,11 +453,40 @@ def schedule_pointwise_cuda(s: Schedule, st, target: Target) -> None:
     _bind(stage, tx, "threadIdx.x")
 
 
+def reduce_threads(n: Optional[int]) -> int:
+    """Threads of a cross-thread reduction over n elements: a power of two up to a warp for
+    short ones, whole warps (up to CUDA_REDUCE_THREADS) for long ones, as the cuda target's
+    thread_allreduce requires."""
+    if n is None or n >= 8 * CUDA_REDUCE_THREADS:
+        return CUDA_REDUCE_THREADS
+    if n > 32:
+        return min(CUDA_REDUCE_THREADS, 32 * max(1, n // (8 * 32)))
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def schedule_scalar_reduction_cuda(s: Schedule, st) -> None:
+    """A reduction to a scalar (x.sum()): one block, the reduce axes fused and split over its
+    threads, combined across them. A reduction of several values (argmax) cannot be combined
+    across threads: it keeps its loop, one thread (the cuda target runs such a kernel)."""
+    stage = s[st]
+    op = stage.op
+    if not op.reduce_axis or op.body.combiner.arity != 1:
+        return
+    k = _fuse(stage, list(op.reduce_axis))
+    n = reduce_threads(static(_extent(k)))
+    if n > 1:
+        _, ki = stage.split(k, factor=n)
+        _bind(stage, ki, "threadIdx.x")
+
+
 def schedule_rows_cuda(s: Schedule, group: Group, target: Target) -> None:
-    """One thread per row: the rows fused and bound, the reductions computed in the thread."""
+    """One thread per row: the rows fused and bound, the reductions computed in the thread.
+    A scalar anchor: a cross-thread reduction (a reduction), one thread (pointwise)."""
     anchor = s[group.anchor]
     axes = list(anchor.op.axis)
     if not axes:
+        if isinstance(anchor.op.body, Reduce):
+            schedule_scalar_reduction_cuda(s, anchor)
         return
     p = min((group.prefix[r] for r in group.attached), default=len(axes))
     p = max(1, min(p, len(axes)))

@@ -18,7 +18,7 @@ from ...kernel.virtual_threads import inject_virtual_threads
 from ...kernel.thread_guards import sink_thread_guards
 from ...kernel.thread_sync import insert_barriers
 from ...loop.functor import StmtMutator, walk_stmts
-from ...loop.nodes import VECTORIZED, SERIAL, Allocate, For, Stmt
+from ...loop.nodes import VECTORIZED, SERIAL, Allocate, For, Stmt, Store
 from ...schedule.annotate import BIND, PARALLEL
 from ...tensor.op import PlaceholderOp
 from ..backend import Backend
@@ -139,10 +139,16 @@ def shared_bytes(kernel) -> int:
                if isinstance(s, Allocate) and s.buffer.scope == "shared")
 
 
+def writes_one_element(kernel) -> bool:
+    """Every store of the kernel writes a buffer of one element (a scalar result, such as a
+    full reduction with several values, argmax): one thread is all it has to run on."""
+    return all(s.buffer.size == 1 for s in walk_stmts(kernel.body) if isinstance(s, Store))
+
+
 def check_kernels(kernel: KernelModule, target: Target) -> None:
     """Every kernel runs on a grid, within the target's launch limits."""
     for k in kernel.kernels:
-        if not any(a.kind in (LaunchKind.BLOCK, LaunchKind.THREAD) for a in k.launch):
+        if not any(a.kind in (LaunchKind.BLOCK, LaunchKind.THREAD) for a in k.launch) and not writes_one_element(k):
             raise ScheduleError("bind", None, f"kernel {k.name} has no loop bound to a GPU axis, so it would run "
                                 "on a single GPU thread", hint="bind an outer loop to blockIdx.x and an inner one "
                                 "to threadIdx.x: xo, xi = s[T].split(axis, factor=64); "

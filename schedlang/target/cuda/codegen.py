@@ -39,6 +39,9 @@ _LOGICAL = {"and": "&&", "or": "||"}
 _MATH = {"exp": "expf", "log": "logf", "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf", "erf": "erff",
          "abs": "fabsf", "floor": "floorf", "ceil": "ceilf", "round": "rintf", "trunc": "truncf",
          "pow": "powf", "exp2": "exp2f", "log2": "log2f", "sin": "sinf", "cos": "cosf", "sigmoid": "sl_sigmoidf"}
+# isnan/isinf/isfinite as comparisons (x - x is nan exactly for inf and nan).
+_FLOAT_CLASS = {"isnan": "{x} != {x}", "isinf": "{x} == {x} && {x} - {x} != {x} - {x}",
+                "isfinite": "{x} - {x} == {x} - {x}"}
 # warp shuffles of cross-thread reductions (kernel/thread_allreduce.py)
 _SHUFFLE = {"shfl_down_sync": "__shfl_down_sync", "shfl_sync": "__shfl_sync"}
 # C operator precedence (higher binds tighter); atoms, calls and parenthesised text are ATOM.
@@ -220,6 +223,9 @@ class CUDARenderer:
         if e.name in _SHUFFLE:      # (mask, value, lane or offset, width)
             mask, *rest = e.args
             return f"{_SHUFFLE[e.name]}({mask.value:#010x}u, {', '.join(self.expr(a) for a in rest)})"
+        if e.name in _FLOAT_CLASS:      # plain comparisons: no library function, same in g++ (the shim)
+            x = self.operand(e.args[0], ATOM)
+            return f"({_FLOAT_CLASS[e.name].format(x=x)})"
         if e.name not in _MATH:
             raise InternalError(f"no CUDA rule for math function '{e.name}'")
         fn = _MATH[e.name]
