@@ -151,6 +151,7 @@ def first_call_child(compiler: str, kind: str, shape: tuple) -> float:
     """Seconds from the compile call to the end of the first call, in this (fresh) process;
     the compiler's Python modules are imported before the clock starts."""
     _, _, _, _, model, inputs = workload(kind, shape)
+    import schedlang.target.llvm.backend  # noqa: F401  (imported by the first compile for the CPU)
     import schedlang.torch as sl_torch
     import torch._inductor.compile_fx  # noqa: F401
     warnings.simplefilter("ignore")
