@@ -6,8 +6,12 @@ eager and torch.compile (Inductor), with the first call's compile time.
     python benchmarks/torch_frontend.py --no-compile  # without torch.compile (Inductor)
 
 Every contender is the module called as a user calls it: it allocates its output on every
-call (so do all three; the allocation is part of what is measured). Each is checked against
-eager PyTorch before it is timed. The first-call table runs each compiler in a fresh child
+call (so do all three; the allocation, and the page faults of touching fresh memory, are part
+of what is measured). schedlang also runs with `out=` (one output buffer, reused: no
+allocation), and SiluAndMul has two copy baselines beside it, each copying a tensor the size
+of the output (GB/s of their own bytes read + written): torch.clone (allocates its result, as
+the module calls do) and copy_ into a preallocated tensor (as the out= call). Each is
+checked against eager PyTorch before it is timed. The first-call table runs each compiler in a fresh child
 process (Inductor with an empty cache directory): compile plus the first call, as a user
 waits for it, with the compilers' Python imports done before the clock starts. Tables go
 to stdout, progress to stderr.
@@ -76,7 +80,8 @@ def workload(kind: str, shape: tuple):
 
 
 def contenders(model, inputs, use_compile: bool):
-    """schedlang.torch.compile, torch eager, torch.compile; each checked against eager."""
+    """schedlang.torch.compile (allocating, and with out=), torch eager, torch.compile; each
+    checked against eager."""
     with torch.no_grad():
         want = model(*inputs)
 
@@ -95,8 +100,12 @@ def contenders(model, inputs, use_compile: bool):
     if fallbacks:
         note += "; run by torch: " + ", ".join(fallbacks)
     ours = lambda: compiled(*inputs)  # noqa: E731
+    buf = torch.empty_like(want)
+    ours_out = lambda: compiled(*inputs, out=buf)  # noqa: E731
     eager = lambda: model(*inputs)  # noqa: E731
     rows = [Contender("schedlang.torch.compile", ours, note, checked("schedlang", ours), is_schedlang=True),
+            Contender("schedlang.torch.compile (out=)", ours_out, "default schedules; out= one buffer, reused",
+                      checked("schedlang out=", ours_out), is_schedlang=True),
             Contender("torch eager", eager, "module call; allocates", checked("torch eager", eager))]
     if not use_compile:
         rows.append(skipped("torch.compile", "disabled (--no-compile)"))
@@ -112,12 +121,37 @@ def contenders(model, inputs, use_compile: bool):
     return rows
 
 
+def copy_baselines(like: torch.Tensor):
+    """Copies of a tensor the size of the output: (contenders, bytes each moves per call)."""
+    src = torch.randn(like.shape)
+    dst = torch.empty_like(src)
+    clone = lambda: src.clone()  # noqa: E731
+    copy = lambda: dst.copy_(src)  # noqa: E731
+
+    def check(fn):
+        return lambda: expect_close("copy", fn().numpy(), src.numpy(), rtol=0, atol=0)
+    shape = "x".join(map(str, like.shape))
+    rows = [Contender("copy: torch.clone", clone, f"baseline: a {shape} copy, allocates its result", check(clone)),
+            Contender("copy: copy_ into preallocated", copy, f"baseline: a {shape} copy, no allocation", check(copy))]
+    return rows, 2.0 * src.numel() * src.element_size()
+
+
+def copy_summary(rows) -> str:
+    """schedlang's GB/s as a share of the copy baselines' (allocating with clone, out= with copy_)."""
+    by = {r.name: r.rate for r in rows if not r.skipped}
+    pairs = [("schedlang.torch.compile", "copy: torch.clone"),
+             ("schedlang.torch.compile (out=)", "copy: copy_ into preallocated")]
+    parts = [f"{a} {100 * by[a] / by[b]:.0f}% of {b}" for a, b in pairs if a in by and b in by]
+    return "-> of copy bandwidth: " + "; ".join(parts) if parts else ""
+
+
 # ---------------------------------------------------------------- first call, in a child process
 
 def first_call_child(compiler: str, kind: str, shape: tuple) -> float:
     """Seconds from the compile call to the end of the first call, in this (fresh) process;
     the compiler's Python modules are imported before the clock starts."""
     _, _, _, _, model, inputs = workload(kind, shape)
+    import schedlang.target.llvm.backend  # noqa: F401  (imported by the first compile for the CPU)
     import schedlang.torch as sl_torch
     import torch._inductor.compile_fx  # noqa: F401
     warnings.simplefilter("ignore")
@@ -199,11 +233,18 @@ def main(argv=None) -> int:
     for kind in only:
         title, unit, shape_text, work, model, inputs = workload(kind, shapes[kind])
         log(f"{title}:")
+        entries = contenders(model, inputs, not args.no_compile)
+        with torch.no_grad():
+            copies, copy_bytes = copy_baselines(model(*inputs)) if kind == "silu" else ([], 0.0)
         mon = harness.ForeignLoad().start()
-        rows = harness.run_workload(shape_text, contenders(model, inputs, not args.no_compile), work, timing, log)
+        rows = harness.run_workload(shape_text, entries + copies, work, timing, log)
         foreign = mon.stop()
+        for r in rows[len(entries):]:               # the copies' GB/s count their own bytes
+            r.rate = copy_bytes / r.best_s / 1e9
         print()
         print(harness.format_table(title, unit, rows))
+        if copies:
+            print(copy_summary(rows))
         print(f"   other processes kept {foreign:.2f} of {harness.core_count()} cores busy while this table was "
               "measured" + (" -- NOISY: rerun on a quiet machine" if foreign > 0.25 else ""))
         sys.stdout.flush()

@@ -39,14 +39,17 @@ def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None
         raise ValueError("schedlang.torch.compile: tune= needs log= (the records file to write)")
     if tune_options and not tune:
         raise TypeError(f"schedlang.torch.compile: {', '.join(tune_options)} only apply with tune=")
-    graph = capture(module, example_inputs, dynamic_shapes=dynamic_shapes)
-    target = sl.Target.create(target)
-    program = lower_graph(graph, target)
+    from .gc_pause import gc_paused
+    with gc_paused():
+        graph = capture(module, example_inputs, dynamic_shapes=dynamic_shapes)
+        target = sl.Target.create(target)
+        program = lower_graph(graph, target)
     if tune:
         from .tune import tune_program
         tune_program(program, target, tune, log, **tune_options)
-    compiled = CompiledModule(graph, target, program, log=log)
-    compiled.specialize(*example_inputs)      # cuda with dynamic shapes: the example's build
+    with gc_paused():
+        compiled = CompiledModule(graph, target, program, log=log)
+        compiled.specialize(*example_inputs)      # cuda with dynamic shapes: the example's build
     return compiled
 
 

@@ -16,16 +16,27 @@ from .ops.registry import lookup, op_name
 from .torch_ir import Ref, TorchGraph, TorchInput, TorchNode
 
 
+_TABLES: Dict[frozenset, Dict] = {}
+
+
 def decomposition_table() -> Dict:
     """The core ATen decomposition table minus every op with a registered lowering, so that
     silu, gelu, softmax, layer_norm ... reach the lowering whole (read at call time, as
-    lowerings register on import)."""
-    from torch._decomp import core_aten_decompositions
-    table = core_aten_decompositions()
-    for op in list(table.keys()):
-        if lookup(op) is not None:
-            table.pop(op)
-    return table
+    lowerings register on import). A fresh dict each call; torch's table is built once per
+    set of registered lowerings (it takes a tenth of a second, a good part of a small
+    module's first call)."""
+    from .ops.registry import LOWERINGS
+    key = frozenset(LOWERINGS)
+    table = _TABLES.get(key)
+    if table is None:
+        from torch._decomp import core_aten_decompositions
+        table = core_aten_decompositions()
+        for op in list(table.keys()):
+            if lookup(op) is not None:
+                table.pop(op)
+        _TABLES.clear()
+        _TABLES[key] = table
+    return dict(table)
 
 
 def capture(module: torch.nn.Module, example_inputs: Sequence, dynamic_shapes=None) -> TorchGraph:

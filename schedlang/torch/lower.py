@@ -19,6 +19,7 @@ from schedlang.tensor.op import PlaceholderOp
 from schedlang.tensor.printer import print_tensor_ir
 
 from .ops.registry import LowerContext, Unsupported, lookup
+from .prepack import PackSpec, panels
 from .torch_ir import Ref, TorchGraph, TorchNode, map_refs, node_call_str, type_str
 
 
@@ -49,11 +50,13 @@ class TorchStep:
 
 @dataclass
 class LoweredProgram:
-    """Steps in execution order; `fallbacks` names the ops that run in torch."""
+    """Steps in execution order; `fallbacks` names the ops that run in torch; `packs` the
+    inputs that are packed constants (prepack.py), computed by the compiled module."""
 
     graph: TorchGraph
     steps: List[Union[Part, TorchStep]]
     fallbacks: List[str]
+    packs: Dict[str, PackSpec] = field(default_factory=dict)
 
     @property
     def parts(self) -> List[Part]:
@@ -88,6 +91,7 @@ class _Lowering:
         self.needed: Dict[str, None] = {}             # lowered values some later step reads
         self.torch_steps: List[Tuple[int, TorchStep]] = []
         self.members: Dict[int, List[str]] = {}
+        self.packs: Dict[str, PackSpec] = {}
 
     def run(self, warn: bool) -> LoweredProgram:
         for i in self.graph.inputs:
@@ -110,7 +114,22 @@ class _Lowering:
             ops = ", ".join(op if r == "no lowering" else f"{op} ({r})" for op, r in reasons.items())
             warnings.warn(f"schedlang: {len(fallbacks)} op(s) run in torch, not in schedlang kernels: {ops}",
                           FallbackWarning, stacklevel=5)
-        return LoweredProgram(self.graph, steps, fallbacks)
+        used = {name for p in steps if isinstance(p, Part) for name, _ in p.inputs}
+        return LoweredProgram(self.graph, steps, fallbacks, {n: s for n, s in self.packs.items() if n in used})
+
+    def packed(self, tensor, width: int):
+        """The placeholder of a constant [N, K] input's panels (LowerContext.packed), or None."""
+        state = {i.name for i in self.graph.state_inputs}
+        name = next((n for n, t in self.inputs.items() if t.op is tensor.op and n in state), None)
+        if name is None or len(tensor.shape) != 2 or not all(isinstance(e, int) for e in tensor.shape):
+            return None
+        pname = f"{name}_packed{width}"
+        if pname not in self.inputs:
+            n, k = tensor.shape
+            self.inputs[pname] = sl.placeholder((panels(n, width), k, width), tensor.dtype, name=pname)
+            self.where[pname] = ("input", 0)
+            self.packs[pname] = PackSpec(name, width)
+        return self.inputs[pname]
 
     def level(self, name: str) -> int:
         """The first part that may read name."""
@@ -160,7 +179,7 @@ class _Lowering:
         try:
             args = map_refs(node.args, lambda r: self.value_in(part, r.name))
             kwargs = map_refs(node.kwargs, lambda r: self.value_in(part, r.name))
-            result = fn(LowerContext(node.name, self.target), *args, **kwargs)
+            result = fn(LowerContext(node.name, self.target, packer=self.packed), *args, **kwargs)
         except Unsupported as e:
             self.to_torch(node, refs, f"unsupported: {e}")
             return

@@ -13,6 +13,7 @@ from schedlang.expr.simplify import simplify
 
 from .dtypes import to_torch
 from .lower import LoweredProgram, Part, lower_graph
+from .prepack import PackCache
 from .torch_ir import Ref, TorchGraph, map_refs
 
 LEVELS = ("torch", "tensor", "loop", "tile", "kernel", "target")
@@ -36,6 +37,7 @@ class CompiledModule:
         self._device = "cuda" if self.target.kind == "cuda" else "cpu"
         self._state = {i.name: i.value.detach() for i in graph.state_inputs}
         self._cpu_state: Optional[Dict[str, Any]] = None
+        self._packs = PackCache(self.program.packs)    # weights packed once (prepack.py)
         # The cuda target builds static shapes only: a graph with size variables is lowered
         # and built again for each set of sizes it is called with (specialize()).
         self._per_shape = self.target.kind == "cuda" and _uses_sizes(graph)
@@ -168,15 +170,52 @@ class CompiledModule:
             raise ValueError(f"the extent {e} is not known from the inputs' shapes")
         return int(out.value)
 
-    def __call__(self, *args):
+    def _check_out(self, out, args: Sequence, sizes: Dict[str, int]) -> list:
+        """The out= tensors, one per graph output, checked against the outputs' types."""
+        outputs = self.graph.outputs
+        spec = getattr(self.graph, "out_spec", None)
+        many = not spec.is_leaf() if spec is not None else len(outputs) != 1 or self.graph.output_kind != "single"
+        bufs = list(out) if many and isinstance(out, (tuple, list)) else [out] if not many else None
+        if bufs is None or len(bufs) != len(outputs):
+            raise TypeError(f"out= takes {'a tuple of ' + str(len(outputs)) + ' tensors' if many else 'a tensor'} "
+                            f"(one per output of the module), got {type(out).__name__}"
+                            + (f" of {len(bufs)}" if bufs is not None else ""))
+        inputs = [x for x in args if isinstance(x, torch.Tensor)]
+        for k, (o, buf) in enumerate(zip(outputs, bufs)):
+            what = "out" if not many else f"out[{k}]"
+            if not isinstance(buf, torch.Tensor):
+                raise TypeError(f"{what}: expected a torch.Tensor, got {type(buf).__name__}")
+            if not isinstance(o, Ref):
+                raise TypeError(f"{what}: output {k} of the module is the constant {o!r}, not a tensor")
+            shape, dtype = self.graph.value_type(o.name)
+            want = tuple(self._eval(e, sizes) for e in shape)
+            if buf.dtype != to_torch(dtype):
+                raise TypeError(f"{what}: dtype {buf.dtype}, the output is {to_torch(dtype)}")
+            if buf.device.type != self._device:
+                raise ValueError(f"{what} is on {buf.device}; the module's outputs are {self._device} tensors")
+            if tuple(buf.shape) != want:
+                raise ValueError(f"{what}: shape {tuple(buf.shape)}, the output's is {want}")
+            if not buf.is_contiguous():
+                raise ValueError(f"{what} is not contiguous (the kernels write row-major outputs); "
+                                 "pass a contiguous tensor")
+            storage = buf.untyped_storage().data_ptr()
+            if any(x.untyped_storage().data_ptr() == storage for x in inputs + bufs[:k]):
+                raise ValueError(f"{what} shares memory with an input or another out= tensor")
+        return bufs
+
+    def __call__(self, *args, out=None):
+        """The module's outputs for args; with out= (a tensor, or a tuple of one per output,
+        contiguous, of the outputs' shapes and dtypes, as torch's out=) the kernels write
+        into those tensors, which are returned, instead of fresh ones."""
         if self._device == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("this module was compiled for target 'cuda', but no CUDA GPU is available "
                                "(compile with target='llvm' to run on the CPU, or run the CUDA kernels on the "
                                "CPU with .emulate(*cpu_tensors))")
         sizes = self._check_inputs(args)
+        bufs = None if out is None else self._check_out(out, args, sizes)
         if any(v.device.type != self._device for v in self._state.values()):
             self._state = {k: v.to(self._device) for k, v in self._state.items()}   # once
-        return self._run(args, sizes, self._state, lambda mod, arrays: mod(*arrays))
+        return self._run(args, sizes, self._state, lambda mod, arrays: mod(*arrays), bufs=bufs)
 
     def emulate(self, *args, engine: str = "shim"):
         """Run a module compiled for target 'cuda' on the CPU, on CPU tensors, with the
@@ -199,16 +238,22 @@ class CompiledModule:
             mod.emulate(*(_numpy_view(a) if engine == "simt" else a for a in arrays), engine=engine)
         return self._run(args, sizes, self._cpu_state, run, device="cpu")
 
-    def _run(self, args, sizes: Dict[str, int], state: Dict[str, Any], launch, device: Optional[str] = None):
+    def _run(self, args, sizes: Dict[str, int], state: Dict[str, Any], launch, device: Optional[str] = None,
+             bufs: Optional[list] = None):
         """Run the steps on the user inputs args: parts through launch(module, arrays),
-        torch nodes in torch; the outputs packed as the module packs them."""
+        torch nodes in torch; the outputs (written into bufs, the checked out= tensors, when
+        given) packed as the module packs them."""
         device = device or self._device
         program, modules = self._variant(sizes) if self._per_shape else (self.program, None)
+        given: Dict[str, Any] = {}
+        for o, buf in zip(self.graph.outputs, bufs or []):
+            given.setdefault(o.name, buf)          # a value returned twice: the second one is a copy
         values: Dict[str, Any] = {i.name: x for i, x in zip(self.graph.user_inputs, args)}
         values.update(state)
+        values.update(self._packs.values(state))
         for step in program.steps:
             if isinstance(step, Part):
-                self._run_part(step, values, sizes, launch, device, modules)
+                self._run_part(step, values, sizes, launch, device, modules, given)
             else:
                 node = step.node
                 concrete = lambda r: values[r.name]          # noqa: E731
@@ -219,6 +264,11 @@ class CompiledModule:
                     kw["device"] = torch.device(device)
                 values[node.name] = node.target(*a, **kw)
         outs = [values[o.name] if isinstance(o, Ref) else o for o in self.graph.outputs]
+        if bufs is not None:                       # outputs not written in place: copied
+            for buf, value in zip(bufs, outs):
+                if value is not buf:
+                    buf.copy_(value)
+            outs = bufs
         spec = getattr(self.graph, "out_spec", None)
         if spec is not None:
             from torch.utils._pytree import tree_unflatten
@@ -236,7 +286,7 @@ class CompiledModule:
         return value
 
     def _run_part(self, part: Part, values: Dict[str, Any], sizes: Dict[str, int], launch, device: str,
-                  modules: Optional[Dict[int, Any]] = None) -> None:
+                  modules: Optional[Dict[int, Any]] = None, given: Optional[Dict[str, Any]] = None) -> None:
         arrays = []
         for name, _ in part.inputs:
             v = values[name]
@@ -246,8 +296,10 @@ class CompiledModule:
                 memory_format=torch.contiguous_format))
         results = []
         for name, t in part.outputs:
-            shape = tuple(self._eval(e, sizes) for e in t.shape)
-            out = torch.empty(shape, dtype=to_torch(t.dtype), device=device)
+            out = (given or {}).get(name)
+            if out is None:
+                shape = tuple(self._eval(e, sizes) for e in t.shape)
+                out = torch.empty(shape, dtype=to_torch(t.dtype), device=device)
             results.append(out)
             values[name] = out
         launch(self._module(part, modules), arrays + results)

@@ -11,10 +11,12 @@ Per kernel (a fuse.Group), on the CPU:
 - reduction outputs: parallel over the outputs; with few outputs and a long reduction, the
   reduction is split into parallel partial sums (rfactor) first;
 - matmul (and batch matmul), with its elementwise epilogue: a register tile per pair of
-  tile loops, the whole k loop inside it. B contiguous along the output columns: an
-  mr x nr tile of vector accumulators (broadcast A, vector B), as benchmarks/sl_kernels.py's
-  register-tiled GEMM; both operands contiguous along k (a Linear, q @ k^T): an mr x nr tile
-  of k-vectors (rfactor over k lanes), summed across lanes at the end.
+  tile loops, the whole k loop inside it. B contiguous along the output columns, or packed
+  in [N / nr, K, nr] panels (a Linear's weight, packed once by the compiled module, see
+  prepack.py): an mr x nr tile of vector accumulators (broadcast A, vector B), as
+  benchmarks/sl_kernels.py's gemm_register_tiled (MR = 4 rows, nr = panel_width columns);
+  both operands contiguous along k (q @ k^T, a Linear whose weight is not a constant): an
+  mr x nr tile of k-vectors (rfactor over k lanes), summed across lanes at the end.
 On CUDA: blockIdx/threadIdx bound loops (one thread per element with a short vectorized
 inner loop, per row for reductions, per output for a tiled matmul).
 
@@ -39,6 +41,7 @@ from .fuse import Group, fuse, is_matmul, matmul_operands
 
 MAX_VECTOR = 64          # lanes of one vectorized loop (schedule.legal.MAX_VECTOR_EXTENT)
 MR = 4                   # rows of a matmul register tile
+NR = 16                  # columns of a matmul register tile, at least one native vector
 NT_TILE = 4              # columns of a k-vector (dot product) matmul tile
 LONG_ROW = 4096          # a reduction this long is worth splitting over the cores
 CUDA_THREADS = 256       # threads per block for pointwise kernels
@@ -321,12 +324,37 @@ def schedule_reduction_cpu(s: Schedule, red, target: Target) -> None:
     stage.parallel(row)
 
 
+def panel_width(target: Target, n: int) -> int:
+    """Columns of a matmul register tile and of a packed B panel: NR (4 x 16 is the hand GEMM's
+    tile: 8 ymm accumulators with AVX2, 4 zmm with AVX-512), or one native float32 vector when
+    that is wider; n when the output has fewer columns."""
+    return max(1, min(n, max(NR, target.native_lanes(32))))
+
+
+def packed_width(s: Schedule, mm) -> Optional[int]:
+    """nr when the matmul reads B as packed panels B[j // nr, k, j % nr] (prepack.py), else None."""
+    op = s[mm].op
+    j, (k,) = op.axis[-1].var, op.reduce_axis
+    for r in matmul_operands(op.body.source[0]):
+        idx = resolve_read(s, r).indices
+        if len(idx) != 3 or idx[1] is not k.var:
+            continue
+        p, z = idx[0], idx[2]
+        if isinstance(p, Binary) and p.op == "floordiv" and p.a is j and isinstance(z, Binary) \
+                and z.op == "floormod" and z.a is j and static(p.b) is not None and static(p.b) == static(z.b):
+            return static(p.b)
+    return None
+
+
 def matmul_layout(s: Schedule, mm) -> Optional[str]:
     """"nn" when the operand indexed by the output's last axis is contiguous along it (B[k, j]);
-    "nt" when both operands are contiguous along k (A[i, k] * W[j, k]: a Linear); else None."""
+    "packed" when it is read in packed panels (B[j // nr, k, j % nr]); "nt" when both operands
+    are contiguous along k (A[i, k] * W[j, k]: a Linear); else None."""
     op = s[mm].op
     j = op.axis[-1].var
     (k,) = op.reduce_axis
+    if packed_width(s, mm) is not None:
+        return "packed"
     a, b = (resolve_read(s, r) for r in matmul_operands(op.body.source[0]))
     if any(uses_var(i, j) for i in a.indices):
         a, b = b, a
@@ -355,11 +383,19 @@ def schedule_matmul_cpu(s: Schedule, anchor, matmuls: List, target: Target) -> N
         rest = [m for m in matmuls if m is not anchor]
         return schedule_rows_cpu(s, Group(anchor, rest, {m: len(s[anchor].op.axis) for m in rest}), target)
     lanes_ = lanes(target, s[matmuls[0]])
-    if layout == "nn":
+    if layout in ("nn", "packed"):
+        n = static(_extent(s[anchor].op.axis[-1]))
+        nr = panel_width(target, n if n is not None else NR)
+        if layout == "packed":                     # the tile is one panel, so j // nr is the tile loop
+            widths = {packed_width(s, m) for m in matmuls}
+            if len(widths) != 1:
+                raise ScheduleError("default_schedule", s[anchor].name,
+                                    f"the fused matmuls read B in panels of different widths {sorted(widths)}")
+            nr = widths.pop()
         if anchor in matmuls:                      # no epilogue: accumulate in a write cache
             cache = s.cache_write(s[anchor].op.output(0), "global")
             matmuls = [s[cache]]
-        _matmul_nn(s, s[anchor], [s[m] for m in matmuls], lanes_)
+        _matmul_nn(s, s[anchor], [s[m] for m in matmuls], nr)
     else:
         _matmul_nt(s, s[anchor], [s[m] for m in matmuls], lanes_)
 
@@ -371,8 +407,8 @@ def _tile_anchor(anchor, mr: int, nr: int):
     return batch, yo, xo, xi, yi
 
 
-def _matmul_nn(s, anchor, matmuls, lanes_: int) -> None:
-    mr, nr = _tile_sizes(anchor, MR, max(16, lanes_))
+def _matmul_nn(s, anchor, matmuls, nr: int) -> None:
+    mr, nr = _tile_sizes(anchor, MR, nr)
     batch, yo, xo, xi, yi = _tile_anchor(anchor, mr, nr)
     for mm in matmuls:
         mm.compute_at(anchor, xo)

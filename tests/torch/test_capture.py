@@ -68,3 +68,24 @@ def test_uneven_split_names_and_sizes():
     assert [n.name for n in slices] == ["split_0", "split_1", "split_2"]
     assert [n.args[2:] for n in slices] == [(0, 2), (2, 5), (5, 6)]
     assert [n.shape for n in slices] == [(2, 5), (3, 5), (1, 5)]
+
+
+def test_table_is_built_once_and_handed_out_fresh():
+    a, b = decomposition_table(), decomposition_table()
+    assert a == b and a is not b
+    a.clear()                                             # a caller's edits stay its own
+    assert decomposition_table() == b
+
+
+def test_compile_pauses_the_collector_and_restores_it():
+    import gc
+    from schedlang.torch import compile as sl_compile
+    from schedlang.torch.gc_pause import gc_paused
+    assert gc.isenabled()
+    with gc_paused():
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()                         # the outer pause still holds
+    assert gc.isenabled()
+    sl_compile(SiluAndMul(), (torch.randn(2, 8),))
+    assert gc.isenabled()

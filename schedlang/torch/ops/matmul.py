@@ -3,7 +3,9 @@
 The reduction accumulates in float32 for float16/bfloat16 (as torch's CPU kernels);
 a bias, alpha/beta and the cast back are an elementwise stage after it (`<name>_mm`
 then `<name>`), which fusion puts in the matmul's kernel. linear reads its weight
-[N, K] as it is stored (no transposed copy)."""
+[N, K] as it is stored (no transposed copy), or, on the CPU when the weight is a
+parameter, as [N / nr, K, nr] panels the compiled module packs once (prepack.py), so the
+kernel reads B contiguously along its output columns."""
 from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
@@ -117,9 +119,24 @@ def linear(ctx, x, weight, bias=None):
     if bias is not None and broadcast_shape(bias.shape, shape) != shape:
         raise ValueError(f"linear: the bias of shape {list(bias.shape)} does not broadcast to {list(shape)}")
     acc = acc_dtype(out)
-    p = contract(shape, x.shape[-1], lambda idx, k: x[tuple(idx[:-1]) + (k,)], lambda idx, k: weight[idx[-1], k],
+    read_w = _packed_read(ctx, weight) or (lambda idx, k: weight[idx[-1], k])
+    p = contract(shape, x.shape[-1], lambda idx, k: x[tuple(idx[:-1]) + (k,)], read_w,
                  acc, _product_name(ctx, acc, out, bias is not None))
     return finish(ctx, p, out, None if bias is None else _bias_epilogue(bias, shape, acc))
+
+
+def _packed_read(ctx, weight) -> Optional[Callable]:
+    """weight[j, k] read from its packed panels (a parameter on a CPU target), or None."""
+    from schedlang.target.target import LLVMOptions
+    target = ctx.target
+    if not isinstance(getattr(target, "options", None), LLVMOptions) or not isinstance(weight.shape[0], int):
+        return None
+    from ..schedules import panel_width
+    nr = panel_width(target, weight.shape[0])
+    packed = ctx.packed(weight, nr)
+    if packed is None:
+        return None
+    return lambda idx, k: packed[idx[-1] // nr, k, idx[-1] % nr]
 
 
 @register_lowering("aten.matmul.default")

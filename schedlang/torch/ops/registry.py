@@ -37,6 +37,13 @@ class LowerContext:
     node: str
     target: object = None
     _used: Dict[str, int] = field(default_factory=dict)
+    packer: Optional[Callable] = None
+
+    def packed(self, tensor, width: int):
+        """A placeholder of tensor's [ceil(N / width), K, width] panels (prepack.py), which the
+        compiled module computes once, when tensor (2-d [N, K]) is a constant of the module (a
+        parameter); None otherwise."""
+        return None if self.packer is None else self.packer(tensor, width)
 
     def name(self, suffix: Optional[str] = None) -> str:
         """The node's name, or `<node>_<suffix>` for a helper stage."""
