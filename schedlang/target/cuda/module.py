@@ -75,7 +75,9 @@ class CUDAModule:
 
         engine="shim": the exact CUDA C compiled by g++ against a small CUDA header, each
         block's threads as real threads and __syncthreads() as a barrier.
-        sanitize="thread": build with ThreadSanitizer and raise RuntimeError on a data race.
+        sanitize="thread": build with ThreadSanitizer and raise RuntimeError on a data race;
+        sanitize="undefined": build with UndefinedBehaviorSanitizer and raise RuntimeError on
+        any undefined behaviour of the C (overflow, division, shifts, float -> int conversion).
         engine="simt": the Kernel IR interpreted with numpy (target/simt), every access checked
         (IndexError) and shared-memory races between barriers raised (SharedMemoryRace); with
         profile=True it returns {kernel name: KernelProfile} (coalescing, bank conflicts,
@@ -98,7 +100,7 @@ class CUDAModule:
         if sanitize is None:
             shim.run_in_process(built, pointers)
         else:
-            shim.run_sanitized(built, self.name, arrays, self._is_output)
+            shim.run_sanitized(built, self.name, arrays, self._is_output, sanitize)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in self.params)

@@ -4,7 +4,9 @@ launches each kernel over its grid (each block's threads as real std::threads).
 
 The normal build is a shared library called through ctypes on the caller's arrays; with
 sanitize="thread" it is a ThreadSanitizer executable run in a child process on copies of
-the arrays (TSan cannot be loaded into a running Python), and a data race is an error.
+the arrays (TSan cannot be loaded into a running Python), and a data race is an error; with
+sanitize="undefined" it is an UndefinedBehaviorSanitizer executable (float -> integer
+overflow included), and any undefined behaviour of the CUDA C is an error.
 Builds are cached by a hash of everything that goes into them, in a per-user temp folder.
 """
 from __future__ import annotations
@@ -25,7 +27,11 @@ from .codegen import launch_dims, memory_type
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 FLAGS = ["-std=c++20", "-O1", "-pthread", "-w", "-x", "c++", "-include", "cuda_shim.h"]
-SANITIZERS = ("thread",)
+SANITIZERS = ("thread", "undefined")
+# sanitizer -> (g++'s flags, its options variable, its report's mark)
+_SANITIZER = {"thread": (["-fsanitize=thread"], "TSAN_OPTIONS", "ThreadSanitizer"),
+              "undefined": (["-fsanitize=undefined,float-cast-overflow", "-fno-sanitize-recover=all"],
+                            "UBSAN_OPTIONS", "runtime error:")}
 
 
 def driver_source(m: KernelModule) -> str:
@@ -85,7 +91,8 @@ def _compiler() -> str:
 
 def build(cuda_source: str, driver: str, sanitize: Optional[str]) -> Path:
     """The shared library (or, with a sanitizer, the executable) for a module; cached."""
-    extra = ["-shared", "-fPIC"] if sanitize is None else ["-g", f"-fsanitize={sanitize}", "-DSL_MAIN"]
+    extra = ["-shared", "-fPIC"] if sanitize is None else \
+        ["-g", *_SANITIZER[sanitize][0], "-DSL_MAIN"]
     text = cuda_source + "\n// ---- host driver ----\n" + driver
     header = (SHIM_DIR / "cuda_shim.h").read_text()
     key = hashlib.sha256("\0".join([text, header, " ".join(FLAGS + extra)]).encode()).hexdigest()[:24]
@@ -117,7 +124,8 @@ def run_in_process(library: Path, pointers: List[int]) -> None:
     lib.sl_run(argv)
 
 
-def run_sanitized(executable: Path, name: str, arrays: Sequence, is_output: Sequence[bool]) -> None:
+def run_sanitized(executable: Path, name: str, arrays: Sequence, is_output: Sequence[bool],
+                  sanitize: str = "thread") -> None:
     """Run the sanitizer build on copies of the arrays; copy the outputs back; raise on a report."""
     with tempfile.TemporaryDirectory() as d:
         paths = []
@@ -125,11 +133,15 @@ def run_sanitized(executable: Path, name: str, arrays: Sequence, is_output: Sequ
             p = os.path.join(d, f"arg{i}.bin")
             _as_numpy(x).tofile(p)
             paths.append(p)
-        env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_signal_unsafe=0")
+        _, variable, mark = _SANITIZER[sanitize]
+        env = dict(os.environ, **{variable: "halt_on_error=1 exitcode=66 report_signal_unsafe=0"})
         # Newer kernels randomise mmap more than TSan allows; setarch -R turns that off for the child.
         prefix = ["setarch", os.uname().machine, "-R"] if shutil.which("setarch") else []
         run = subprocess.run(prefix + [str(executable), *paths], capture_output=True, text=True, env=env)
-        if "ThreadSanitizer" in run.stderr:
+        if sanitize == "undefined" and mark in run.stderr:
+            raise RuntimeError(f"{name}: UndefinedBehaviorSanitizer found undefined behaviour in the CUDA C:\n"
+                               f"{run.stderr.strip()[:6000]}")
+        if mark in run.stderr:
             report = run.stderr.strip()
             kind = "a data race" if "data race" in report else "a ThreadSanitizer error"
             raise RuntimeError(f"{name}: ThreadSanitizer found {kind} between GPU threads of one block "
