@@ -18,6 +18,7 @@ import numpy as np
 
 from ...dtypes import DType
 from ...errors import InternalError, LoweringError
+from ...expr.extent import evaluate_extent
 from ...expr.nodes import (Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
                            Ramp, Select, Var)
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
@@ -276,7 +277,8 @@ class CUDARenderer:
         v = self.define(s.var, s.var.name)
         self.counters.add(id(s.var))
         ty = compute_type(s.var.dtype)
-        self.emit(depth, f"for ({ty} {v} = 0; {v} < {literal(s.extent, s.var.dtype)}; ++{v}) {{")
+        extent = self.expr(s.extent) if isinstance(s.extent, Expr) else literal(s.extent, s.var.dtype)
+        self.emit(depth, f"for ({ty} {v} = 0; {v} < {extent}; ++{v}) {{")
         self.enter_range(s.var, s.extent)
         self.stmt(s.body, depth + 1)
         self.leave_range(s.var)
@@ -340,20 +342,38 @@ def precedence(e: Expr) -> int:
 
 
 def threads_per_block(k: Kernel) -> int:
+    """Threads of a block (thread extents are constants: backend.check_kernels)."""
     return math.prod(a.extent for a in k.launch if a.kind is LaunchKind.THREAD)
 
 
-def launch_dims(k: Kernel):
-    """(grid, block) of a kernel as (x, y, z) triples."""
-    extent = {a.tag: a.extent for a in k.launch if a.kind in (LaunchKind.BLOCK, LaunchKind.THREAD)}
+def launch_dims(k: Kernel, sizes=None):
+    """(grid, block) of a kernel as (x, y, z) triples; sizes (size variable -> value) gives
+    symbolic extents their values for a call."""
+    extent = {a.tag: evaluate_extent(a.extent, sizes or {}) for a in k.launch
+              if a.kind in (LaunchKind.BLOCK, LaunchKind.THREAD)}
     return (tuple(extent.get(f"blockIdx.{c}", 1) for c in "xyz"),
             tuple(extent.get(f"threadIdx.{c}", 1) for c in "xyz"))
+
+
+# CUDA's grid limits: x up to 2**31 - 1 blocks, y and z up to 65535.
+MAX_GRID = {"blockIdx.x": 2 ** 31 - 1, "blockIdx.y": 65535, "blockIdx.z": 65535}
+
+
+def check_grid(k, grid, sizes) -> None:
+    """A call's grid (evaluated from the size variables) within CUDA's limits."""
+    for c, n in zip("xyz", grid):
+        tag = f"blockIdx.{c}"
+        if n > MAX_GRID[tag]:
+            given = ", ".join(f"{v.name}={value}" for v, value in sizes.items())
+            raise ValueError(f"kernel {k.name} would launch {n} blocks along {tag} with {given}; CUDA allows at "
+                             f"most {MAX_GRID[tag]}")
 
 
 def render_kernel(k: Kernel) -> str:
     r = CUDARenderer()
     r.alignments = codegen_vector.vector_alignments(k.body)
-    params = ", ".join(f"{memory_type(b.dtype)}* __restrict__ {r.define(b, b.name)}" for b in k.params)
+    params = [f"{memory_type(b.dtype)}* __restrict__ {r.define(b, b.name)}" for b in k.params]
+    params = ", ".join(params + [f"{compute_type(v.dtype)} {r.define(v, v.name)}" for v in k.sizes])
     r.emit(0, f'extern "C" __global__ void __launch_bounds__({threads_per_block(k)}) {k.name}({params}) {{')
     for a in k.launch:
         if a.kind is LaunchKind.VTHREAD:

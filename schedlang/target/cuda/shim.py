@@ -23,7 +23,8 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from ...kernel.nodes import KernelModule
-from .codegen import launch_dims, memory_type
+from ...expr.extent import evaluate_extent
+from .codegen import compute_type, launch_dims, memory_type
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 FLAGS = ["-std=c++20", "-O1", "-pthread", "-w", "-x", "c++", "-include", "cuda_shim.h"]
@@ -36,40 +37,62 @@ _SANITIZER = {"thread": (["-fsanitize=thread"], "TSAN_OPTIONS", "ThreadSanitizer
 
 def driver_source(m: KernelModule) -> str:
     """The host side: sl_run(argv) launches every kernel in order; main() (with -DSL_MAIN)
-    does the same on files, for sanitizer builds."""
+    does the same on files, for sanitizer builds. With symbolic shapes argv ends with the
+    call's geometry (int64s, see geometry()): what the sizes make of temporaries, grids and
+    kernel size arguments."""
     index = {b: f"(({memory_type(b.dtype)}*)argv[{i}])" for i, b in enumerate(m.params)}
     lines = ['extern "C" void sl_run(void** argv) {']
+    slot = iter(range(len(m.sizes), 1 << 30))
+    if m.sizes:
+        lines.append(f"  const long long* sl_geometry = (const long long*)argv[{len(m.params)}];")
     for t in m.temps:
-        lines.append(f"  {memory_type(t.dtype)}* {_temp(t)} = new {memory_type(t.dtype)}[{t.size}]();")
+        size = f"sl_geometry[{next(slot)}]" if m.sizes else t.size
+        lines.append(f"  {memory_type(t.dtype)}* {_temp(t)} = new {memory_type(t.dtype)}[{size}]();")
         index[t] = _temp(t)
     for k in m.kernels:
-        grid, block = launch_dims(k)
-        args = ", ".join(index[b] for b in k.params)
-        lines.append(f"  sl_shim::launch(dim3{{{', '.join(map(str, grid))}}}, dim3{{{', '.join(map(str, block))}}}, "
+        if m.sizes:
+            grid, block = ([f"(unsigned)sl_geometry[{next(slot)}]" for _ in range(3)] for _ in range(2))
+        else:
+            grid, block = (list(map(str, dims)) for dims in launch_dims(k))
+        args = ", ".join([index[b] for b in k.params] +
+                         [f"({compute_type(v.dtype)})sl_geometry[{m.sizes.index(v)}]" for v in k.sizes])
+        lines.append(f"  sl_shim::launch(dim3{{{', '.join(grid)}}}, dim3{{{', '.join(block)}}}, "
                      f"[&] {{ {k.name}({args}); }});")
     lines += [f"  delete[] {_temp(t)};" for t in m.temps]
     lines.append("}")
-    sizes = ", ".join(str(b.size * b.dtype.bytes) for b in m.params) or "0"
-    lines += ["#ifdef SL_MAIN", "#include <cstdio>", "#include <cstdlib>",
+    # main: every argument a file, read whole and written back (the geometry too, unchanged)
+    lines += ["#ifdef SL_MAIN", "#include <cstdio>", "#include <cstdlib>", "#include <vector>",
               "int main(int argc, char** argv) {",
-              f"  const int n = {len(m.params)};",
-              f"  const size_t sizes[] = {{{sizes}}};",
-              "  void* bufs[n + 1];",
+              "  const int n = argc - 1;",
+              "  std::vector<void*> bufs(n + 1);",
+              "  std::vector<long> sizes(n);",
               "  for (int i = 0; i < n; ++i) {",
-              "    bufs[i] = malloc(sizes[i] + 1);",
               "    FILE* f = fopen(argv[i + 1], \"rb\");",
-              "    if (!f || fread(bufs[i], 1, sizes[i], f) != sizes[i]) return 2;",
+              "    if (!f || fseek(f, 0, SEEK_END) != 0 || (sizes[i] = ftell(f)) < 0) return 2;",
+              "    rewind(f);",
+              "    bufs[i] = malloc(sizes[i] + 1);",
+              "    if (fread(bufs[i], 1, sizes[i], f) != (size_t)sizes[i]) return 2;",
               "    fclose(f);",
               "  }",
-              "  sl_run(bufs);",
+              "  sl_run(bufs.data());",
               "  for (int i = 0; i < n; ++i) {",
               "    FILE* f = fopen(argv[i + 1], \"wb\");",
-              "    if (!f || fwrite(bufs[i], 1, sizes[i], f) != sizes[i]) return 2;",
+              "    if (!f || fwrite(bufs[i], 1, sizes[i], f) != (size_t)sizes[i]) return 2;",
               "    fclose(f);",
               "  }",
               "  return 0;",
               "}", "#endif"]
     return "\n".join(lines) + "\n"
+
+
+def geometry(m: KernelModule, sizes) -> np.ndarray:
+    """The int64s a call of a module with symbolic shapes passes after its arrays: the size
+    variables' values, each temporary's elements, each kernel's grid and block (x, y, z)."""
+    values = [sizes[v] for v in m.sizes] + [evaluate_extent(t.size, sizes) for t in m.temps]
+    for k in m.kernels:
+        grid, block = launch_dims(k, sizes)
+        values += [*grid, *block]
+    return np.array(values, np.int64)
 
 
 def _temp(b) -> str:
