@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Dict, Sequence
 
 from ...errors import LoweringError, ScheduleError
+from ...expr.nodes import Expr
 from ...kernel.double_buffer import inject_double_buffer
 from ...kernel.lower import standard_passes
 from ...kernel.nodes import KernelModule, LaunchKind
@@ -23,7 +24,7 @@ from ...schedule.annotate import BIND, PARALLEL
 from ...tensor.op import PlaceholderOp
 from ..backend import Backend
 from ..target import Target
-from .codegen import render_cuda, threads_per_block
+from .codegen import MAX_GRID, render_cuda, threads_per_block
 from .module import CUDAModule
 from .nvrtc import compile_ptx, ptxas_info
 from .vectorize import cuda_vectorize_loops
@@ -129,10 +130,6 @@ def check_double_buffer(st) -> None:
                             hint="compute it at a serial loop (the outer reduction loop in TVM's GEMM tutorial)")
 
 
-# CUDA's grid limits: x up to 2**31 - 1 blocks, y and z up to 65535.
-MAX_GRID = {"blockIdx.x": 2 ** 31 - 1, "blockIdx.y": 65535, "blockIdx.z": 65535}
-
-
 def shared_bytes(kernel) -> int:
     """Static shared memory of a kernel: every shared allocation, as if all were live at once."""
     return sum(s.buffer.size * s.buffer.dtype.bytes for s in walk_stmts(kernel.body)
@@ -142,12 +139,15 @@ def shared_bytes(kernel) -> int:
 def writes_one_element(kernel) -> bool:
     """Every store of the kernel writes a buffer of one element (a scalar result, such as a
     full reduction with several values, argmax): one thread is all it has to run on."""
-    return all(s.buffer.size == 1 for s in walk_stmts(kernel.body) if isinstance(s, Store))
+    return all(isinstance(s.buffer.size, int) and s.buffer.size == 1
+               for s in walk_stmts(kernel.body) if isinstance(s, Store))
 
 
 def check_kernels(kernel: KernelModule, target: Target) -> None:
-    """Every kernel runs on a grid, within the target's launch limits."""
+    """Every kernel runs on a grid, within the target's launch limits (a grid of symbolic
+    extent is checked when called: check_grid)."""
     for k in kernel.kernels:
+        check_symbolic(k)
         if not any(a.kind in (LaunchKind.BLOCK, LaunchKind.THREAD) for a in k.launch) and not writes_one_element(k):
             raise ScheduleError("bind", None, f"kernel {k.name} has no loop bound to a GPU axis, so it would run "
                                 "on a single GPU thread", hint="bind an outer loop to blockIdx.x and an inner one "
@@ -161,7 +161,7 @@ def check_kernels(kernel: KernelModule, target: Target) -> None:
                                 f"{target.arch} allows at most {target.max_threads_per_block}: split the "
                                 "thread-bound loops with a smaller factor, and bind the outer part to blockIdx")
         for a in k.launch:
-            if a.tag in MAX_GRID and a.extent > MAX_GRID[a.tag]:
+            if a.tag in MAX_GRID and isinstance(a.extent, int) and a.extent > MAX_GRID[a.tag]:
                 raise LoweringError("kernel launch", f"kernel {k.name} has {a.extent} blocks along {a.tag}; CUDA "
                                     f"allows at most {MAX_GRID[a.tag]}: bind the longest loop to blockIdx.x")
         smem = shared_bytes(k)
@@ -169,6 +169,23 @@ def check_kernels(kernel: KernelModule, target: Target) -> None:
             raise LoweringError("kernel launch", f"kernel {k.name} needs {smem} bytes of shared memory; "
                                 f"{target.arch} allows {target.max_shared_memory_per_block} a block "
                                 "(CUDAOptions.max_shared_memory_per_block): cache smaller tiles")
+
+
+def check_symbolic(k) -> None:
+    """Symbolic extents (size variables) may size the grid and loops; a block's threads and
+    its shared and local buffers are fixed when the kernel is compiled."""
+    for a in k.launch:
+        if a.kind is LaunchKind.THREAD and isinstance(a.extent, Expr):
+            raise LoweringError("kernel launch", f"kernel {k.name} binds {a.tag} to a loop of symbolic extent "
+                                f"'{a.extent}'; the threads of a block are fixed when the kernel is compiled: split "
+                                "the loop by a constant factor, bind the inner loop to threadIdx and the outer "
+                                "(symbolic) one to blockIdx")
+    for s in walk_stmts(k.body):
+        if isinstance(s, Allocate) and s.buffer.is_symbolic:
+            raise LoweringError("kernel launch", f"kernel {k.name} allocates its {s.buffer.scope} buffer "
+                                f"'{s.buffer.name}' with the symbolic size '{s.buffer.size}'; shared and local "
+                                "memory are fixed when the kernel is compiled: cache a tile of constant size "
+                                "(split by a constant factor and compute_at the inner loop)")
 
 
 BACKEND = CUDABackend()

@@ -18,11 +18,13 @@ import numpy as np
 
 from ...dtypes import DType
 from ...errors import InternalError, LoweringError
+from ...expr.extent import evaluate_extent
 from ...expr.nodes import (Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
                            Ramp, Select, Var)
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...loop.nodes import Allocate, Barrier, For, IfThen, Let, Seq, Stmt, Store
-from . import codegen_vector
+from ..llvm.emit_expr import fits_without_wrap
+from . import arithmetic, codegen_vector
 
 INDENT = "  "
 
@@ -32,7 +34,7 @@ _MEMORY = {"float16": "__half", "bfloat16": "__nv_bfloat16", "float32": "float",
            "uint16": "unsigned short", "uint32": "unsigned int", "uint64": "unsigned long long", "bool": "bool"}
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "bitand": "&", "bitor": "|", "bitxor": "^",
           "shl": "<<", "shr": ">>"}
-_HELPER = {"min": "sl_min", "max": "sl_max", "floordiv": "sl_floordiv", "floormod": "sl_floormod"}
+_HELPER = {"min": "sl_min", "max": "sl_max"}
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 _LOGICAL = {"and": "&&", "or": "||"}
 # math intrinsic -> CUDA function for float (double drops the trailing f).
@@ -58,14 +60,6 @@ template <typename T> __device__ __forceinline__ T sl_min(T a, T b) {
 }
 template <typename T> __device__ __forceinline__ T sl_max(T a, T b) {
   return a != a ? a : (b != b ? b : (b > a ? b : a));
-}
-template <typename T> __device__ __forceinline__ T sl_floordiv(T a, T b) {
-  T q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-template <typename T> __device__ __forceinline__ T sl_floormod(T a, T b) {
-  T r = a % b;
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 __device__ __forceinline__ float sl_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ double sl_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -121,6 +115,9 @@ class CUDARenderer:
         self.lines: List[str] = []
         self.counters: set = set()      # ids of loop and launch variables: never negative
         self.alignments: Dict[object, int] = {}    # buffer -> bytes its vector accesses need
+        self.ranges: Dict[Var, tuple] = {}         # loop and launch variable -> (0, extent - 1)
+        self.no_wrap_memo: tuple = ({}, {})        # fits_without_wrap's, for the ranges in force
+        self.calls: Dict[int, Expr] = {}           # id -> operation rendered as a helper call (an atom)
 
     def define(self, key, name: str) -> str:
         base = c_name(name)
@@ -140,7 +137,7 @@ class CUDARenderer:
         """e as an operand of an operator of precedence prec: parenthesised only where C needs it
         (and on the right of an equal precedence: a - (b - c))."""
         text = self.expr(e)
-        inner = _PREC["div"] if self.plain_division(e) else precedence(e)
+        inner = _PREC["div"] if self.plain_division(e) else ATOM if id(e) in self.calls else precedence(e)
         mixed = prec == _PREC["or"] and inner == _PREC["and"]      # (a && b) || c, as compilers advise
         return f"({text})" if inner < prec or (right and inner == prec) or mixed else text
 
@@ -181,9 +178,27 @@ class CUDARenderer:
         return (isinstance(e, Binary) and e.op in ("floordiv", "floormod") and e.dtype.is_int and e.dtype.bits >= 32
                 and isinstance(e.b, Const) and e.b.value > 0 and self.nonnegative(e.a))
 
+    def enter_range(self, var: Var, extent) -> None:
+        """var runs over [0, extent) from here (until leave_range): index arithmetic on it may
+        stay plain C where the ranges prove it cannot wrap."""
+        if isinstance(extent, int):
+            self.ranges[var] = (0, extent - 1)
+            self.no_wrap_memo = ({}, {})
+
+    def leave_range(self, var: Var) -> None:
+        if self.ranges.pop(var, None) is not None:
+            self.no_wrap_memo = ({}, {})
+
+    def fits(self, e: Expr) -> bool:
+        return fits_without_wrap(e, self.ranges, self.no_wrap_memo)
+
     def expr_Binary(self, e: Binary) -> str:
         if self.plain_division(e):
             return self.infix("div", "/" if e.op == "floordiv" else "%", e.a, e.b)
+        defined = arithmetic.render_binary(self, e, self.fits)
+        if defined is not None:
+            self.calls[id(e)] = e
+            return defined
         if e.op in _INFIX:
             text = self.infix(e.op, _INFIX[e.op], e.a, e.b)
             if e.dtype.is_int and e.dtype.bits < 32:     # C computes in int: wrap back to the narrow type
@@ -215,6 +230,8 @@ class CUDARenderer:
             return f"__bfloat162float(__float2bfloat16_rn((float){v}))"
         if dst.is_float and dst.bits == 16:          # round to half, compute on as float
             return f"__half2float(__float2half((float){v}))"
+        if src.is_float and dst.is_int:            # C leaves it undefined out of range: saturate
+            return arithmetic.render_float_to_int(self, e.value, dst)
         if compute_type(src) == compute_type(dst):
             return v
         return f"({compute_type(dst)}){v}"
@@ -266,8 +283,11 @@ class CUDARenderer:
         v = self.define(s.var, s.var.name)
         self.counters.add(id(s.var))
         ty = compute_type(s.var.dtype)
-        self.emit(depth, f"for ({ty} {v} = 0; {v} < {literal(s.extent, s.var.dtype)}; ++{v}) {{")
+        extent = self.expr(s.extent) if isinstance(s.extent, Expr) else literal(s.extent, s.var.dtype)
+        self.emit(depth, f"for ({ty} {v} = 0; {v} < {extent}; ++{v}) {{")
+        self.enter_range(s.var, s.extent)
         self.stmt(s.body, depth + 1)
+        self.leave_range(s.var)
         self.emit(depth, "}")
 
     def stmt_Store(self, s: Store, depth: int) -> None:
@@ -328,20 +348,38 @@ def precedence(e: Expr) -> int:
 
 
 def threads_per_block(k: Kernel) -> int:
+    """Threads of a block (thread extents are constants: backend.check_kernels)."""
     return math.prod(a.extent for a in k.launch if a.kind is LaunchKind.THREAD)
 
 
-def launch_dims(k: Kernel):
-    """(grid, block) of a kernel as (x, y, z) triples."""
-    extent = {a.tag: a.extent for a in k.launch if a.kind in (LaunchKind.BLOCK, LaunchKind.THREAD)}
+def launch_dims(k: Kernel, sizes=None):
+    """(grid, block) of a kernel as (x, y, z) triples; sizes (size variable -> value) gives
+    symbolic extents their values for a call."""
+    extent = {a.tag: evaluate_extent(a.extent, sizes or {}) for a in k.launch
+              if a.kind in (LaunchKind.BLOCK, LaunchKind.THREAD)}
     return (tuple(extent.get(f"blockIdx.{c}", 1) for c in "xyz"),
             tuple(extent.get(f"threadIdx.{c}", 1) for c in "xyz"))
+
+
+# CUDA's grid limits: x up to 2**31 - 1 blocks, y and z up to 65535.
+MAX_GRID = {"blockIdx.x": 2 ** 31 - 1, "blockIdx.y": 65535, "blockIdx.z": 65535}
+
+
+def check_grid(k, grid, sizes) -> None:
+    """A call's grid (evaluated from the size variables) within CUDA's limits."""
+    for c, n in zip("xyz", grid):
+        tag = f"blockIdx.{c}"
+        if n > MAX_GRID[tag]:
+            given = ", ".join(f"{v.name}={value}" for v, value in sizes.items())
+            raise ValueError(f"kernel {k.name} would launch {n} blocks along {tag} with {given}; CUDA allows at "
+                             f"most {MAX_GRID[tag]}")
 
 
 def render_kernel(k: Kernel) -> str:
     r = CUDARenderer()
     r.alignments = codegen_vector.vector_alignments(k.body)
-    params = ", ".join(f"{memory_type(b.dtype)}* __restrict__ {r.define(b, b.name)}" for b in k.params)
+    params = [f"{memory_type(b.dtype)}* __restrict__ {r.define(b, b.name)}" for b in k.params]
+    params = ", ".join(params + [f"{compute_type(v.dtype)} {r.define(v, v.name)}" for v in k.sizes])
     r.emit(0, f'extern "C" __global__ void __launch_bounds__({threads_per_block(k)}) {k.name}({params}) {{')
     for a in k.launch:
         if a.kind is LaunchKind.VTHREAD:
@@ -353,6 +391,7 @@ def render_kernel(k: Kernel) -> str:
                                 "which the cuda target cannot run")
         r.emit(1, f"const int {r.define(a.var, a.var.name)} = {a.tag};")
         r.counters.add(id(a.var))
+        r.enter_range(a.var, a.extent)
     r.stmt(k.body, 1)
     r.emit(0, "}")
     return "\n".join(r.lines)
@@ -367,6 +406,8 @@ def render_cuda(m: KernelModule) -> str:
     if any("__nv_bfloat16" in k for k in kernels):
         head.append("#include <cuda_bf16.h>")
     prelude = PRELUDE
+    if any(arithmetic.uses_helpers(k) for k in kernels):
+        prelude += arithmetic.ARITHMETIC_PRELUDE
     if any("float2" in k or "float4" in k for k in kernels):
         prelude += codegen_vector.VECTOR_PRELUDE
         if "#include <cuda_bf16.h>" in head:

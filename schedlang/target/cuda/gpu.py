@@ -11,6 +11,7 @@ import ctypes
 from functools import lru_cache
 from typing import Dict, List, Optional
 
+from ...expr.extent import evaluate_extent
 from ...kernel.nodes import KernelModule
 from .codegen import launch_dims
 
@@ -56,19 +57,26 @@ class GPUProgram:
         self._functions = {k.name: _ok(driver.cuModuleGetFunction(self._module, k.name.encode()),
                                        f"cuModuleGetFunction({k.name})") for k in kernel_ir.kernels}
 
-    def launch(self, pointers: List[int]) -> None:
+    def launch(self, pointers: List[int], sizes=None) -> None:
+        """One call: pointers of the arguments in order; sizes: size variable -> value (symbolic
+        shapes), which size the temporaries and grids and are passed to the kernels using them."""
         from cuda.bindings import driver
         import torch
         _ok(driver.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")    # the calling thread may be new
         stream = driver.CUstream(torch.cuda.current_stream().cuda_stream)
         m = self._kernels
         address: Dict[object, int] = dict(zip(m.params, pointers))
-        temps = [torch.empty(b.size * b.dtype.bytes, dtype=torch.uint8, device="cuda") for b in m.temps]
+        sizes = sizes or {}
+        temps = [torch.empty(evaluate_extent(b.size, sizes) * b.dtype.bytes, dtype=torch.uint8, device="cuda")
+                 for b in m.temps]
         address.update((b, t.data_ptr()) for b, t in zip(m.temps, temps))
         for k in m.kernels:
             values = [ctypes.c_void_p(address[b]) for b in k.params]
+            values += [(ctypes.c_int64 if v.dtype.bits == 64 else ctypes.c_int32)(sizes[v]) for v in k.sizes]
             argv = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
-            grid, block = launch_dims(k)
+            grid, block = launch_dims(k, sizes)
+            if 0 in grid:       # no blocks for these sizes (CUDA refuses an empty launch)
+                continue
             _ok(driver.cuLaunchKernel(self._functions[k.name], *grid, *block, 0, stream, ctypes.addressof(argv), 0),
                 f"cuLaunchKernel({k.name})")
         # temps go back to torch's stream-ordered allocator: reuse waits for these kernels.

@@ -7,9 +7,12 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 
 from ...kernel.nodes import KernelModule
+from ...kernel.sizes import symbolic_buffers, symbolic_extents
 from ..llvm.module import check_arguments
+from ..shapes import SizeBinder
 from ..target import Target
 from . import shim
+from .codegen import check_grid, launch_dims
 from .codegen_vector import vector_alignments
 from .gpu import GPUProgram, gpu_problem
 from .nvrtc import PtxasInfo
@@ -38,6 +41,34 @@ class CUDAModule:
         self._gpu: Optional[GPUProgram] = None     # loaded on the first GPU call
         # argument -> the byte alignment its float4/float2/half2 accesses need
         self._alignments = {b: n for k in kernel_ir.kernels for b, n in vector_alignments(k.body).items()}
+        self._sizes = (SizeBinder(self.params, kernel_ir.sizes, symbolic_buffers(kernel_ir),
+                                  symbolic_extents(kernel_ir), kernel_ir.size_args, kernel_ir.size_checks)
+                       if kernel_ir.sizes else None)
+
+    def _arguments(self, arrays, device: str = "cpu"):
+        """(arrays, their data pointers, size variable -> value) of a call, after the checks; with
+        symbolic shapes the sizes come from the arrays' shapes (and size arguments, as ints),
+        and each kernel's grid is checked against CUDA's limits."""
+        sizes: Dict = {}
+        shapes = None
+        if self._sizes is not None:
+            arrays, given = self._sizes.split_call(arrays)
+            if len(arrays) == len(self.params):       # (else check_arguments names what is missing)
+                got = []
+                for b, x in zip(self.params, arrays):
+                    shape = tuple(int(n) for n in getattr(x, "shape", ()))
+                    if len(shape) != len(b.shape):
+                        raise ValueError(f"argument '{b.name}' must have {len(b.shape)} dimensions "
+                                         f"({', '.join(map(str, b.shape))}), got shape {shape}")
+                    got.append(shape)
+                values = self._sizes.bind(got, given)
+                sizes = dict(zip(self._kernel_ir.sizes, values))
+                shapes = [self._sizes.shape_of(b, values) for b in self.params]
+        pointers = check_arguments(self.name, self.params, self._is_output, arrays, device=device, shapes=shapes)
+        for k in self._kernel_ir.kernels:
+            if sizes:
+                check_grid(k, launch_dims(k, sizes)[0], sizes)
+        return arrays, pointers, sizes
 
     def _check_alignment(self, pointers) -> None:
         for b, p in zip(self.params, pointers):
@@ -63,11 +94,11 @@ class CUDAModule:
         if problem is not None:
             raise RuntimeError(f"{self.name} needs an NVIDIA GPU and no GPU is present here ({problem}); "
                                "mod.emulate(*arrays, engine='shim') runs the same CUDA C on the CPU, on numpy arrays")
-        pointers = check_arguments(self.name, self.params, self._is_output, arrays, device="cuda")
+        arrays, pointers, sizes = self._arguments(arrays, device="cuda")
         self._check_alignment(pointers)
         if self._gpu is None:
             self._gpu = GPUProgram(self.ir["ptx"], self._kernel_ir)
-        self._gpu.launch(pointers)
+        self._gpu.launch(pointers, sizes)
 
     def emulate(self, *arrays, engine: str = "shim", sanitize: Optional[str] = None, profile: bool = False):
         """Run the module on the CPU on numpy arrays (or CPU torch tensors), in argument order;
@@ -75,7 +106,9 @@ class CUDAModule:
 
         engine="shim": the exact CUDA C compiled by g++ against a small CUDA header, each
         block's threads as real threads and __syncthreads() as a barrier.
-        sanitize="thread": build with ThreadSanitizer and raise RuntimeError on a data race.
+        sanitize="thread": build with ThreadSanitizer and raise RuntimeError on a data race;
+        sanitize="undefined": build with UndefinedBehaviorSanitizer and raise RuntimeError on
+        any undefined behaviour of the C (overflow, division, shifts, float -> int conversion).
         engine="simt": the Kernel IR interpreted with numpy (target/simt), every access checked
         (IndexError) and shared-memory races between barriers raised (SharedMemoryRace); with
         profile=True it returns {kernel name: KernelProfile} (coalescing, bank conflicts,
@@ -88,18 +121,23 @@ class CUDAModule:
             raise ValueError("profile=True needs engine='simt'")
         if engine == "simt" and sanitize is not None:
             raise ValueError("engine='simt' always checks shared-memory races; sanitize= is for engine='shim'")
-        pointers = check_arguments(self.name, self.params, self._is_output, arrays)
+        arrays, pointers, sizes = self._arguments(arrays)
         self._check_alignment(pointers)
         if engine == "simt":
             from ..simt import run_module
             flat = [(x if isinstance(x, np.ndarray) else x.detach().numpy()).reshape(-1) for x in arrays]
-            return run_module(self._kernel_ir, flat, self.target.arch, self.ptxas_info, profile)
+            return run_module(self._kernel_ir, flat, self.target.arch, self.ptxas_info, profile, sizes)
         built = shim.build(self.ir["cuda"], shim.driver_source(self._kernel_ir), sanitize)
+        extra = [shim.geometry(self._kernel_ir, sizes)] if sizes else []      # kept alive through the call
         if sanitize is None:
-            shim.run_in_process(built, pointers)
+            shim.run_in_process(built, pointers + [x.ctypes.data for x in extra])
         else:
-            shim.run_sanitized(built, self.name, arrays, self._is_output)
+            shim.run_sanitized(built, self.name, list(arrays) + extra, self._is_output + [False] * len(extra),
+                               sanitize)
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in self.params)
+        args = [f"{b.name}: {b.dtype}{list(b.shape)}" for b in self.params]
+        for pos, v in (self._sizes.size_args if self._sizes is not None else ()):
+            args.insert(pos, f"{v.name}: {v.dtype}")       # a size variable passed as an int
+        args = ", ".join(args)
         return f"<schedlang module {self.name}({args}) target={self.target.kind} -arch={self.target.arch}>"

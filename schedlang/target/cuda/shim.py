@@ -4,7 +4,9 @@ launches each kernel over its grid (each block's threads as real std::threads).
 
 The normal build is a shared library called through ctypes on the caller's arrays; with
 sanitize="thread" it is a ThreadSanitizer executable run in a child process on copies of
-the arrays (TSan cannot be loaded into a running Python), and a data race is an error.
+the arrays (TSan cannot be loaded into a running Python), and a data race is an error; with
+sanitize="undefined" it is an UndefinedBehaviorSanitizer executable (float -> integer
+overflow included), and any undefined behaviour of the CUDA C is an error.
 Builds are cached by a hash of everything that goes into them, in a per-user temp folder.
 """
 from __future__ import annotations
@@ -21,49 +23,76 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from ...kernel.nodes import KernelModule
-from .codegen import launch_dims, memory_type
+from ...expr.extent import evaluate_extent
+from .codegen import compute_type, launch_dims, memory_type
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 FLAGS = ["-std=c++20", "-O1", "-pthread", "-w", "-x", "c++", "-include", "cuda_shim.h"]
-SANITIZERS = ("thread",)
+SANITIZERS = ("thread", "undefined")
+# sanitizer -> (g++'s flags, its options variable, its report's mark)
+_SANITIZER = {"thread": (["-fsanitize=thread"], "TSAN_OPTIONS", "ThreadSanitizer"),
+              "undefined": (["-fsanitize=undefined,float-cast-overflow", "-fno-sanitize-recover=all"],
+                            "UBSAN_OPTIONS", "runtime error:")}
 
 
 def driver_source(m: KernelModule) -> str:
     """The host side: sl_run(argv) launches every kernel in order; main() (with -DSL_MAIN)
-    does the same on files, for sanitizer builds."""
+    does the same on files, for sanitizer builds. With symbolic shapes argv ends with the
+    call's geometry (int64s, see geometry()): what the sizes make of temporaries, grids and
+    kernel size arguments."""
     index = {b: f"(({memory_type(b.dtype)}*)argv[{i}])" for i, b in enumerate(m.params)}
     lines = ['extern "C" void sl_run(void** argv) {']
+    slot = iter(range(len(m.sizes), 1 << 30))
+    if m.sizes:
+        lines.append(f"  const long long* sl_geometry = (const long long*)argv[{len(m.params)}];")
     for t in m.temps:
-        lines.append(f"  {memory_type(t.dtype)}* {_temp(t)} = new {memory_type(t.dtype)}[{t.size}]();")
+        size = f"sl_geometry[{next(slot)}]" if m.sizes else t.size
+        lines.append(f"  {memory_type(t.dtype)}* {_temp(t)} = new {memory_type(t.dtype)}[{size}]();")
         index[t] = _temp(t)
     for k in m.kernels:
-        grid, block = launch_dims(k)
-        args = ", ".join(index[b] for b in k.params)
-        lines.append(f"  sl_shim::launch(dim3{{{', '.join(map(str, grid))}}}, dim3{{{', '.join(map(str, block))}}}, "
+        if m.sizes:
+            grid, block = ([f"(unsigned)sl_geometry[{next(slot)}]" for _ in range(3)] for _ in range(2))
+        else:
+            grid, block = (list(map(str, dims)) for dims in launch_dims(k))
+        args = ", ".join([index[b] for b in k.params] +
+                         [f"({compute_type(v.dtype)})sl_geometry[{m.sizes.index(v)}]" for v in k.sizes])
+        lines.append(f"  sl_shim::launch(dim3{{{', '.join(grid)}}}, dim3{{{', '.join(block)}}}, "
                      f"[&] {{ {k.name}({args}); }});")
     lines += [f"  delete[] {_temp(t)};" for t in m.temps]
     lines.append("}")
-    sizes = ", ".join(str(b.size * b.dtype.bytes) for b in m.params) or "0"
-    lines += ["#ifdef SL_MAIN", "#include <cstdio>", "#include <cstdlib>",
+    # main: every argument a file, read whole and written back (the geometry too, unchanged)
+    lines += ["#ifdef SL_MAIN", "#include <cstdio>", "#include <cstdlib>", "#include <vector>",
               "int main(int argc, char** argv) {",
-              f"  const int n = {len(m.params)};",
-              f"  const size_t sizes[] = {{{sizes}}};",
-              "  void* bufs[n + 1];",
+              "  const int n = argc - 1;",
+              "  std::vector<void*> bufs(n + 1);",
+              "  std::vector<long> sizes(n);",
               "  for (int i = 0; i < n; ++i) {",
-              "    bufs[i] = malloc(sizes[i] + 1);",
               "    FILE* f = fopen(argv[i + 1], \"rb\");",
-              "    if (!f || fread(bufs[i], 1, sizes[i], f) != sizes[i]) return 2;",
+              "    if (!f || fseek(f, 0, SEEK_END) != 0 || (sizes[i] = ftell(f)) < 0) return 2;",
+              "    rewind(f);",
+              "    bufs[i] = malloc(sizes[i] + 1);",
+              "    if (fread(bufs[i], 1, sizes[i], f) != (size_t)sizes[i]) return 2;",
               "    fclose(f);",
               "  }",
-              "  sl_run(bufs);",
+              "  sl_run(bufs.data());",
               "  for (int i = 0; i < n; ++i) {",
               "    FILE* f = fopen(argv[i + 1], \"wb\");",
-              "    if (!f || fwrite(bufs[i], 1, sizes[i], f) != sizes[i]) return 2;",
+              "    if (!f || fwrite(bufs[i], 1, sizes[i], f) != (size_t)sizes[i]) return 2;",
               "    fclose(f);",
               "  }",
               "  return 0;",
               "}", "#endif"]
     return "\n".join(lines) + "\n"
+
+
+def geometry(m: KernelModule, sizes) -> np.ndarray:
+    """The int64s a call of a module with symbolic shapes passes after its arrays: the size
+    variables' values, each temporary's elements, each kernel's grid and block (x, y, z)."""
+    values = [sizes[v] for v in m.sizes] + [evaluate_extent(t.size, sizes) for t in m.temps]
+    for k in m.kernels:
+        grid, block = launch_dims(k, sizes)
+        values += [*grid, *block]
+    return np.array(values, np.int64)
 
 
 def _temp(b) -> str:
@@ -85,7 +114,8 @@ def _compiler() -> str:
 
 def build(cuda_source: str, driver: str, sanitize: Optional[str]) -> Path:
     """The shared library (or, with a sanitizer, the executable) for a module; cached."""
-    extra = ["-shared", "-fPIC"] if sanitize is None else ["-g", f"-fsanitize={sanitize}", "-DSL_MAIN"]
+    extra = ["-shared", "-fPIC"] if sanitize is None else \
+        ["-g", *_SANITIZER[sanitize][0], "-DSL_MAIN"]
     text = cuda_source + "\n// ---- host driver ----\n" + driver
     header = (SHIM_DIR / "cuda_shim.h").read_text()
     key = hashlib.sha256("\0".join([text, header, " ".join(FLAGS + extra)]).encode()).hexdigest()[:24]
@@ -117,7 +147,8 @@ def run_in_process(library: Path, pointers: List[int]) -> None:
     lib.sl_run(argv)
 
 
-def run_sanitized(executable: Path, name: str, arrays: Sequence, is_output: Sequence[bool]) -> None:
+def run_sanitized(executable: Path, name: str, arrays: Sequence, is_output: Sequence[bool],
+                  sanitize: str = "thread") -> None:
     """Run the sanitizer build on copies of the arrays; copy the outputs back; raise on a report."""
     with tempfile.TemporaryDirectory() as d:
         paths = []
@@ -125,11 +156,15 @@ def run_sanitized(executable: Path, name: str, arrays: Sequence, is_output: Sequ
             p = os.path.join(d, f"arg{i}.bin")
             _as_numpy(x).tofile(p)
             paths.append(p)
-        env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1 exitcode=66 report_signal_unsafe=0")
+        _, variable, mark = _SANITIZER[sanitize]
+        env = dict(os.environ, **{variable: "halt_on_error=1 exitcode=66 report_signal_unsafe=0"})
         # Newer kernels randomise mmap more than TSan allows; setarch -R turns that off for the child.
         prefix = ["setarch", os.uname().machine, "-R"] if shutil.which("setarch") else []
         run = subprocess.run(prefix + [str(executable), *paths], capture_output=True, text=True, env=env)
-        if "ThreadSanitizer" in run.stderr:
+        if sanitize == "undefined" and mark in run.stderr:
+            raise RuntimeError(f"{name}: UndefinedBehaviorSanitizer found undefined behaviour in the CUDA C:\n"
+                               f"{run.stderr.strip()[:6000]}")
+        if mark in run.stderr:
             report = run.stderr.strip()
             kind = "a data race" if "data race" in report else "a ThreadSanitizer error"
             raise RuntimeError(f"{name}: ThreadSanitizer found {kind} between GPU threads of one block "

@@ -11,7 +11,7 @@ from ...dtypes import DType
 from ...errors import InternalError
 from ...expr.nodes import (Binary, Broadcast, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Ramp,
                            Select, Var)
-from ...tensor.reference import _BINARY, _CALLS, _COMPARE, extern_function
+from ...tensor.reference import _BINARY, _CALLS, _COMPARE, extern_function, saturating_float_to_int
 from .warp import shuffle
 
 
@@ -82,9 +82,8 @@ class Evaluator:
         target = compute_dtype(e.dtype)
         if e.dtype.is_float and e.dtype.bits == 16:     # rounded to half, computed on as float
             return value.astype(np.float16).astype(np.float32)
-        if e.dtype.is_int and value.dtype.kind == "f":
-            value = np.trunc(value)
-            value = np.where(np.isfinite(value), value, 0)
+        if e.dtype.is_int and e.value.dtype.is_float:     # saturating, NaN to 0, as the CUDA C's sl_f2i
+            return saturating_float_to_int(value, target)
         return value.astype(target)
 
     def eval_Call(self, e: Call):

@@ -14,13 +14,13 @@ MAX_LANES = 1 << 16      # lanes interpreted at once (whole blocks): bounds the 
 class Geometry:
     """Grid and block of a kernel; chunks() yields the blocks of each batch run together."""
 
-    def __init__(self, kernel: Kernel):
+    def __init__(self, kernel: Kernel, sizes=None):
         for a in kernel.launch:
             if a.kind not in (LaunchKind.BLOCK, LaunchKind.THREAD):
                 raise ValueError(f"kernel {kernel.name}: the SIMT engine runs GPU launches only, not a "
                                  f"{a.kind.value} axis ('{a.var.name}')")
         self.kernel = kernel
-        self.grid, self.block = launch_dims(kernel)
+        self.grid, self.block = launch_dims(kernel, sizes)
         self.threads = int(np.prod(self.block))
         self.blocks = int(np.prod(self.grid))
         self.warps_per_block = -(-self.threads // WARP)

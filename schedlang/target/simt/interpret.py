@@ -14,13 +14,14 @@ from .evaluate import Evaluator
 class Machine:
     """The state of one chunk of blocks running one kernel."""
 
-    def __init__(self, kernel, chunk, memory, races, counters=None):
+    def __init__(self, kernel, chunk, memory, races, counters=None, sizes=None):
         self.kernel = kernel
         self.chunk = chunk
         self.memory = memory
         self.races = races
         self.counters = counters
         self.env = dict(chunk.launch_values())
+        self.env.update((v, np.asarray(sizes[v], dtype=v.dtype.numpy)) for v in kernel.sizes)
 
     def run(self) -> None:
         self.stmt(self.kernel.body, np.ones(self.chunk.lanes, dtype=bool))

@@ -50,11 +50,12 @@ class Memory:
         lanes = np.broadcast_to(np.arange(self.chunk.lanes).reshape((-1,) + extra), index.shape)
         active = np.broadcast_to(mask.reshape(mask.shape + (1,) * (index.ndim - mask.ndim)), index.shape)
         idx, lane = index[active], lanes[active]
-        bad = (idx < 0) | (idx >= b.size)
+        size = self._global(b).size if b.scope == "global" else b.size     # (symbolic shapes: the array's)
+        bad = (idx < 0) | (idx >= size)
         if bad.any():
             k = int(np.argmax(bad))
             raise IndexError(f"kernel {self.races.kernel}: `{_first_line(stmt)}` accesses {b.scope} buffer "
-                             f"'{b.name}' at index {int(idx[k])}, outside its {b.size} elements, in "
+                             f"'{b.name}' at index {int(idx[k])}, outside its {size} elements, in "
                              f"{self.chunk.where(int(lane[k]))}")
         if b.scope == "global":
             data, addr = self._global(b), idx
@@ -87,7 +88,8 @@ class Memory:
             self.races.write(b, addr, self.chunk.tid[lane], stmt)
         elif b.scope == "global" and self.global_writes is not None:
             c = self.chunk
-            self.global_writes.write(b, addr, (c.start + c.local_block[lane]) * c.geometry.threads + c.tid[lane], stmt)
+            self.global_writes.write(b, addr, (c.start + c.local_block[lane]) * c.geometry.threads + c.tid[lane], stmt,
+                                    data.size)
         self._count(b, lane, idx, True)
         value = np.broadcast_to(np.asarray(value), active.shape)[active]
         data[addr] = value.astype(data.dtype, copy=False)

@@ -122,10 +122,11 @@ class GlobalWrites:
         self.statements: List[object] = []
         self._ids: Dict[int, int] = {}
 
-    def write(self, buffer: Buffer, addr: np.ndarray, thread: np.ndarray, stmt) -> None:
+    def write(self, buffer: Buffer, addr: np.ndarray, thread: np.ndarray, stmt, size: int) -> None:
+        """size: the buffer's elements (its array's, with symbolic shapes)."""
         if buffer not in self.writer:
-            self.writer[buffer] = np.full(buffer.size, NONE, np.int64)
-            self.wstmt[buffer] = np.full(buffer.size, NONE, np.int64)
+            self.writer[buffer] = np.full(size, NONE, np.int64)
+            self.wstmt[buffer] = np.full(size, NONE, np.int64)
         writer, wstmt = self.writer[buffer], self.wstmt[buffer]
         sid = self._ids.setdefault(id(stmt), len(self.statements))
         if sid == len(self.statements):

@@ -6,7 +6,8 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from ...expr.nodes import Buffer
+from ...expr.extent import evaluate_extent
+from ...expr.nodes import Buffer, Var
 from ...kernel.nodes import KernelModule
 from ..cuda.backend import shared_bytes
 from .geometry import Geometry
@@ -18,22 +19,26 @@ from .races import GlobalWrites, RaceChecker
 
 
 def run_module(module: KernelModule, arrays: Sequence[np.ndarray], arch: str = "sm_90",
-               ptxas_info: Optional[dict] = None, profile: bool = False) -> Optional[Dict[str, KernelProfile]]:
-    """arrays: flat, writable numpy views of the module's parameters, in order (already checked)."""
-    if module.sizes:
-        raise NotImplementedError(f"{module.name}: the SIMT engine runs static shapes only (as the cuda target)")
+               ptxas_info: Optional[dict] = None, profile: bool = False,
+               sizes: Optional[Dict[Var, int]] = None) -> Optional[Dict[str, KernelProfile]]:
+    """arrays: flat, writable numpy views of the module's parameters, in order (already checked);
+    sizes: the size variables' values, with symbolic shapes."""
+    sizes = sizes or {}
+    missing = [v.name for v in module.sizes if v not in sizes]
+    if missing:
+        raise ValueError(f"{module.name}: no value for the size variable(s) {', '.join(missing)}")
     globals_: Dict[Buffer, np.ndarray] = dict(zip(module.params, arrays))
     for t in module.temps:
-        globals_[t] = np.zeros(t.size, dtype=t.dtype.numpy)
+        globals_[t] = np.zeros(evaluate_extent(t.size, sizes), dtype=t.dtype.numpy)
     out = {}
     with np.errstate(all="ignore"):      # integer wrapping and float inf/nan are the defined results
         for k in module.kernels:
-            g = Geometry(k)
+            g = Geometry(k, sizes)
             counters = Counters() if profile else None
             writes = GlobalWrites(g)
             for chunk in g.chunks():
                 races = RaceChecker(chunk, k.name)
-                Machine(k, chunk, Memory(chunk, globals_, races, writes, counters), races, counters).run()
+                Machine(k, chunk, Memory(chunk, globals_, races, writes, counters), races, counters, sizes).run()
             if profile:
                 info = (ptxas_info or {}).get(k.name)
                 regs = info.registers if info is not None else None

@@ -15,6 +15,7 @@ def render():
     a, b, c = Var("a"), Var("b"), Var("c")
     for v in (a, b, c):
         r.define(v, v.name)
+        r.enter_range(v, 100)      # in [0, 100): + - * cannot wrap, so they stay C's operators
     return r.expr, a, b, c
 
 
@@ -30,7 +31,7 @@ def test_precedence_keeps_the_tree(render):
     assert expr(binary("add", select(a < b, a, b), c)) == "(a < b ? a : b) + c"
     assert expr(binary("mul", cast("float32", a), sl.const(2.0))) == "(float)a * 2.0f"
     assert expr(cast("float32", binary("add", a, b))) == "(float)(a + b)"
-    assert expr(binary("floordiv", binary("add", a, b), c)) == "sl_floordiv(a + b, c)"
+    assert expr(binary("floordiv", binary("add", a, b), c)) == "sl_floordiv<int, unsigned>(a + b, c)"
 
 
 @pytest.mark.parametrize("value, dt, text", [
@@ -50,7 +51,28 @@ def test_floor_division_of_counters_by_a_positive_constant_is_plain_c(render):
     i = Var("i")
     r.define(i, "i")
     r.counters.add(id(i))
+    r.enter_range(i, 1000)
     assert r.expr(binary("floordiv", binary("add", i * 8, 3), sl.const(4))) == "(i * 8 + 3) / 4"
     assert r.expr(binary("mul", sl.const(30), binary("floormod", i, sl.const(8)))) == "30 * (i % 8)"
-    assert r.expr(binary("floordiv", binary("sub", i, 3), sl.const(4))) == "sl_floordiv(i - 3, 4)"
-    assert expr(binary("floordiv", a, sl.const(4))) == "sl_floordiv(a, 4)"     # a may be negative
+    assert r.expr(binary("floordiv", binary("sub", i, 3), sl.const(4))) == "sl_floordiv<int, unsigned>(i - 3, 4)"
+    assert expr(binary("floordiv", a, sl.const(4))) == "sl_floordiv<int, unsigned>(a, 4)"     # a may be negative
+
+
+def test_arithmetic_that_may_wrap_or_trap_calls_the_defined_helpers():
+    """Unbounded int32 + - *, division by a variable, shifts by a variable and float -> int
+    conversion go through the prelude's helpers (C leaves them undefined); narrow types compute
+    in int, where + cannot overflow."""
+    r = CUDARenderer()
+    x, y = Var("x"), Var("y")
+    for v in (x, y):
+        r.define(v, v.name)
+    assert r.expr(binary("add", x, binary("mul", y, sl.const(3)))) == \
+        "sl_add<int, unsigned>(x, sl_mul<int, unsigned>(y, 3))"
+    assert r.expr(binary("truncmod", x, y)) == "sl_truncmod<int, unsigned>(x, y)"
+    assert r.expr(binary("shl", x, sl.const(3))) == "sl_shl<int, unsigned>(x, 3)"      # x may be negative
+    assert r.expr(binary("shr", x, sl.const(3))) == "x >> 3"
+    assert r.expr(cast("int64", cast("float32", x))) == \
+        "sl_f2i<long long, float>((float)x, (-9.223372036854776e+18f), 9.223372036854776e+18f)"
+    b = Var("b", "int8")
+    r.define(b, "b")
+    assert r.expr(binary("add", b, sl.const(1, "int8"))) == "(signed char)(b + ((signed char)1))"

@@ -66,7 +66,7 @@ def test_float16_int_and_double_arithmetic():
         schedules.bind(s, t, *s[t].split(t.op.axis[0], factor=32))
     mod = emulate_and_check(s, [H, I, J, D, h, q, w, d])
     assert "#include <cuda_fp16.h>" in mod.get_source() and "__half* __restrict__ H" in mod.get_source()
-    assert "sl_floordiv((signed char)(J[" in mod.get_source()
+    assert "sl_floordiv<signed char, unsigned>((signed char)(J[" in mod.get_source()
 
 
 def test_ptx_ir_levels_and_ptxas_figures():

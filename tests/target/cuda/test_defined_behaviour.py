@@ -1,0 +1,183 @@
+"""The CUDA target's arithmetic has the defined results of the llvm target (README, "Defined
+behaviour"), bit for bit: float -> integer conversion saturates (NaN gives 0), integer // and %
+by zero give 0, INT_MIN // -1 wraps, shifts by the bit width or more give 0 (or -1), integer
++ - * wrap (so x + 1 > x is false at INT_MAX). Each case is run by the CPU target, the CUDA C
+through the shim (in-process and under UndefinedBehaviorSanitizer, which proves the C itself
+defines it: NVRTC compiles the same text) and the SIMT engine, against an exact Python model."""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import schedlang as sl
+from tests.target.test_float_to_int import INTS, edge_values, model
+from tests.target.test_numerics import same_bits
+
+pytest.importorskip("cuda.bindings")
+
+ROOT = Path(__file__).resolve().parents[3]
+ENGINES = ({"engine": "shim"}, {"engine": "simt"}, {"engine": "shim", "sanitize": "undefined"})
+
+
+def gpu_and_cpu_modules(args, outs):
+    """The CUDA module (every output a kernel of 8-thread blocks) and the llvm module of args."""
+    s = sl.create_schedule([o.op for o in outs])
+    for o in outs:
+        xo, xi = s[o].split(o.op.axis[0], factor=8)
+        s[o].bind(xo, sl.thread_axis("blockIdx.x"))
+        s[o].bind(xi, sl.thread_axis("threadIdx.x"))
+    cpu = sl.build(sl.create_schedule([o.op for o in outs]), args)
+    return sl.build(s, args, target="cuda"), cpu
+
+
+def run_everywhere(gpu, cpu, inputs, outs):
+    """{runner name: output arrays} of the CPU target and each emulation engine."""
+    results = {}
+    for name, mod, options in [("llvm", cpu, {})] + [(" ".join(o.values()), gpu, o) for o in ENGINES]:
+        got = [np.full(o.shape[0], 7, o.dtype_obj.numpy) for o in outs]
+        (mod.emulate if options else mod)(*inputs, *got, **options)
+        results[name] = got
+    return results
+
+
+def assert_all_equal(results, want, outs, inputs):
+    for name, got in results.items():
+        for o, g, w in zip(outs, got, want):
+            bad = np.flatnonzero(~np.array([same_bits(x, y) for x, y in zip(g, w)]))
+            assert not len(bad), (f"{name}: {o.name} at {bad[:5]}: inputs {[x[bad[:5]] for x in inputs]} "
+                                  f"gave {g[bad[:5]]}, want {w[bad[:5]]}")
+
+
+@pytest.mark.parametrize("src", ["float16", "float32", "float64"])
+def test_float_to_int_saturates_like_the_cpu_target(src):
+    a = edge_values(src)
+    A = sl.placeholder((len(a),), src, name="A")
+    outs = [sl.compute(A.shape, lambda i, t=t: A[i].astype(t), name=f"to_{t}") for t in INTS]
+    gpu, cpu = gpu_and_cpu_modules([A, *outs], outs)
+    assert "sl_f2i<signed char, float>(" in gpu.get_source() or src == "float64"
+    want = [np.array([model(float(x), t) for x in a], dtype=t) for t in INTS]
+    assert_all_equal(run_everywhere(gpu, cpu, [a], outs), want, outs, [a])
+
+
+# ---- integers: exact Python models -------------------------------------------------------------
+
+def wrap(v: int, dt: str) -> int:
+    bits = np.iinfo(dt).bits
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if np.iinfo(dt).min < 0 and v >= 1 << (bits - 1) else v
+
+
+def trunc_div(a, b):
+    return 0 if b == 0 else (abs(a) // abs(b)) * (1 if (a < 0) == (b < 0) else -1)
+
+
+MODELS = {
+    "floordiv": lambda a, b, bits: 0 if b == 0 else a // b,
+    "floormod": lambda a, b, bits: 0 if b == 0 else a % b,
+    "truncdiv": lambda a, b, bits: trunc_div(a, b),
+    "truncmod": lambda a, b, bits: 0 if b == 0 else a - trunc_div(a, b) * b,
+    # numpy's: the amount as an unsigned number, 0 (or -1) from the bit width on
+    "shl": lambda a, b, bits: a << b if 0 <= b < bits else 0,
+    "shr": lambda a, b, bits: a >> b if 0 <= b < bits else (-1 if a < 0 else 0),
+    "add": lambda a, b, bits: a + b,
+    "sub": lambda a, b, bits: a - b,
+    "mul": lambda a, b, bits: a * b,
+    "wraps": lambda a, b, bits: int(a + 1 > a),     # x + 1 > x, after wrap-around (below)
+}
+BUILD = {"floordiv": lambda x, y: x // y, "floormod": lambda x, y: x % y, "truncdiv": sl.truncdiv,
+         "truncmod": sl.truncmod, "shl": lambda x, y: x << y, "shr": lambda x, y: x >> y,
+         "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+         "wraps": lambda x, y: sl.select(x + 1 > x, 1, 0).astype(x.dtype)}
+SIGNED, UNSIGNED = ("int8", "int16", "int32", "int64"), ("uint8", "uint16", "uint32", "uint64")
+
+
+def int_operands(dt: str):
+    info = np.iinfo(dt)
+    lo, hi = int(info.min), int(info.max)
+    a = [5, -5, 7, -7, 0, 3, lo, hi, 100, -100, lo, 1, hi, lo, 1, -1, 3, 255]
+    b = [0, 0, -1, 2, 0, -2, -1, -1, 7, 7, 1, hi, 2, hi, info.bits, info.bits - 1, -1, 3]
+    return np.array([wrap(v, dt) for v in a], dt), np.array([wrap(v, dt) for v in b], dt)
+
+
+def model_of(op: str, dt: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    bits = np.iinfo(dt).bits
+    if op == "wraps":
+        return np.array([int(wrap(int(x) + 1, dt) > int(x)) for x in a], dt)
+    return np.array([wrap(MODELS[op](int(x), int(y), bits), dt) for x, y in zip(a, b)], dt)
+
+
+def check_integer_ops():
+    """Every integer op on every integer dtype, in one module: the CPU target, the shim, the
+    shim under UBSan and the SIMT engine against the Python models (and numpy's floor_divide
+    and remainder). Run in a child process: before the guards, x // 0 killed it with SIGFPE."""
+    inputs, args, outs, want = [], [], [], []
+    for dt in SIGNED + UNSIGNED:
+        a, b = int_operands(dt)
+        A = sl.placeholder(a.shape, dt, name=f"A_{dt}")
+        B = sl.placeholder(a.shape, dt, name=f"B_{dt}")
+        inputs += [a, b]
+        args += [A, B]
+        for op in BUILD:
+            outs.append(sl.compute(a.shape, lambda i, f=BUILD[op], A=A, B=B: f(A[i], B[i]), name=f"{op}_{dt}"))
+            want.append(model_of(op, dt, a, b))
+        with np.errstate(all="ignore"):
+            assert np.array_equal(want[-10], np.floor_divide(a, b)) and np.array_equal(want[-9], np.mod(a, b))
+    gpu, cpu = gpu_and_cpu_modules(args + outs, outs)
+    src = gpu.get_source()
+    for helper in ("sl_floordiv<signed char, unsigned>(", "sl_truncmod<unsigned long long, unsigned long long>(",
+                   "sl_add<long long, unsigned long long>(", "sl_mul<unsigned short, unsigned>(",
+                   "sl_shl<int, unsigned>("):
+        assert helper in src, helper
+    assert_all_equal(run_everywhere(gpu, cpu, inputs, outs), want, outs, inputs)
+
+
+def test_integer_division_shifts_and_wrap_around_match_the_cpu_target():
+    child = "from tests.target.cuda.test_defined_behaviour import check_integer_ops; check_integer_ops(); print('ok')"
+    done = subprocess.run([sys.executable, "-c", child], env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.stdout.strip().endswith("ok")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_floordiv_and_mod_follow_numpy(dtype):
+    a = np.array([1, -1, np.inf, 1, 0, -0.0, 5, 1, -7.5, 7.5, np.nan, -np.inf, 6, -6, 0.3, -1e-30], dtype)
+    b = np.array([0.1, np.inf, 1, 0, 0, 3, -0.0, -np.inf, 2, -2, 1, 3, 3, 3, 0.1, 1e30], dtype)
+    A, B = (sl.placeholder(a.shape, dtype, name=n) for n in "AB")
+    outs = [sl.compute(a.shape, lambda i: A[i] // B[i], name="fdiv"), sl.compute(a.shape, lambda i: A[i] % B[i],
+                                                                                   name="fmod")]
+    gpu, cpu = gpu_and_cpu_modules([A, B, *outs], outs)
+    with np.errstate(all="ignore"):
+        want = [np.floor_divide(a, b), np.mod(a, b)]
+    assert_all_equal(run_everywhere(gpu, cpu, [a, b], outs), want, outs, [a, b])
+
+
+def test_index_arithmetic_stays_plain_c():
+    """Loop ranges prove i * 8 + j in range: no wrapping helper in the addressing, while the
+    user's x * 3 + 1 (any int32) gets one."""
+    A = sl.placeholder((40, 8), "int32", name="A")
+    C = sl.compute((40, 8), lambda i, j: A[i, j] * 3 + 1, name="C")
+    s = sl.create_schedule(C.op)
+    s[C].bind(C.op.axis[0], sl.thread_axis("blockIdx.x"))
+    s[C].bind(C.op.axis[1], sl.thread_axis("threadIdx.x"))
+    src = sl.build(s, [A, C], target="cuda").get_source()
+    assert "C[i * 8 + j] = sl_add<int, unsigned>(sl_mul<int, unsigned>(A[i * 8 + j], 3), 1);" in src
+
+
+def test_the_ub_sanitizer_reports_undefined_behaviour():
+    """The sanitizer build catches C's undefined overflow: the same module with sl_add made a
+    plain + (as the codegen wrote before) is refused at INT_MAX + 1."""
+    A = sl.placeholder((8,), "int32", name="A")
+    C = sl.compute((8,), lambda i: A[i] + 1, name="C")
+    gpu, _ = gpu_and_cpu_modules([A, C], [C])
+    a, c = np.array([2**31 - 1] * 8, np.int32), np.zeros(8, np.int32)
+    gpu.emulate(a, c, sanitize="undefined")
+    assert (c == -2**31).all()
+    gpu.ir["cuda"] = gpu.ir["cuda"].replace("return (T)((U)a + (U)b);", "return a + b;")
+    with pytest.raises(RuntimeError, match="UndefinedBehaviorSanitizer found undefined behaviour"):
+        gpu.emulate(a, c, sanitize="undefined")
