@@ -235,3 +235,53 @@ def shared_transpose(n=40, m=36, tile=16, align=None):
     if align is not None:
         s[AS].storage_align(r, *align)
     return s, [A, B]
+
+
+def batch_matmul(batch=3, M=21, N=34, K=19, tile=(4, 16), k_tile=8):
+    """C[b] = A[b] @ B[b]: blockIdx.z over the batch, a tile of C per block, shared A and B
+    tiles fetched cooperatively at each step of the outer reduction loop, one element per
+    thread in a local accumulator."""
+    A = sl.placeholder((batch, M, K), name="A")
+    B = sl.placeholder((batch, K, N), name="B")
+    k = sl.reduce_axis((0, K), name="k")
+    C = sl.compute((batch, M, N), lambda b, i, j: sl.sum(A[b, i, k] * B[b, k, j], axis=k), name="C")
+    s = sl.create_schedule(C.op)
+    AA, BB = s.cache_read(A, "shared", [C]), s.cache_read(B, "shared", [C])
+    CL = s.cache_write(C, "local")
+    b, i, j = C.op.axis
+    bi, bj, ti, tj = s[C].tile(i, j, *tile)
+    s[C].bind(b, sl.thread_axis("blockIdx.z"))
+    s[C].bind(bi, sl.thread_axis("blockIdx.y"))
+    s[C].bind(bj, sl.thread_axis("blockIdx.x"))
+    s[C].bind(ti, sl.thread_axis("threadIdx.y"))
+    s[C].bind(tj, sl.thread_axis("threadIdx.x"))
+    s[CL].compute_at(s[C], tj)
+    ko, _ = s[CL].split(CL.op.reduce_axis[0], factor=k_tile)
+    for T in (AA, BB):
+        s[T].compute_at(s[CL], ko)
+        cooperative_fetch(s, T, *tile)
+    return s, [A, B, C]
+
+
+def conv2d(N=1, C=3, H=9, W=11, F=5, R=3, tile=(4, 8)):
+    """A padded NCHW conv2d: the padding inlined, one block per (image, filter, tile of output
+    rows and columns), one output a thread accumulating in a local stage, and the filter's
+    weights for this block staged in shared memory (read by every thread of the block)."""
+    X, Wt, padded, out = programs.conv2d(N, C, H, W, F, R)
+    s = sl.create_schedule(out.op)
+    s[padded].compute_inline()
+    WS = s.cache_read(Wt, "shared", [out])
+    OL = s.cache_write(out, "local")
+    n, f, h, w = out.op.axis
+    ho, wo, hi, wi = s[out].tile(h, w, *tile)
+    nf = s[out].fuse(n, f)
+    s[out].bind(nf, sl.thread_axis("blockIdx.z"))
+    s[out].bind(ho, sl.thread_axis("blockIdx.y"))
+    s[out].bind(wo, sl.thread_axis("blockIdx.x"))
+    s[out].bind(hi, sl.thread_axis("threadIdx.y"))
+    s[out].bind(wi, sl.thread_axis("threadIdx.x"))
+    s[OL].compute_at(s[out], wi)
+    rc = OL.op.reduce_axis[0]
+    s[WS].compute_at(s[OL], rc)
+    cooperative_fetch(s, WS, *tile)
+    return s, [X, Wt, out]
