@@ -110,6 +110,35 @@ except MemoryError as e:
     assert "MemoryError: B: could not allocate 268435456 bytes" in out
 
 
+
+def test_failed_heap_allocation_in_a_parallel_loop_raises_memory_error():
+    # The same 256 MiB local buffer, allocated by each OpenMP worker in its own row.
+    out = run_child(ALLOC + """
+N, M = 2, 1 << 26
+A = sl.placeholder((N,), name="A")
+T = sl.compute((N, M), lambda i, j: A[i] * 2.0, name="T")
+k = sl.reduce_axis((0, M), name="k")
+B = sl.compute((N,), lambda i: sl.sum(T[i, k], axis=k), name="B")
+s = sl.create_schedule(B.op)
+s[T].compute_at(s[B], B.op.axis[0])
+s[B].parallel(B.op.axis[0])
+mod = sl.build(s, [A, B])
+assert "@aligned_alloc" in mod.get_source() and "GOMP_parallel" in mod.get_source()
+W = sl.placeholder((64,), name="W")     # start the OpenMP workers (and map their stacks) first
+V = sl.compute((64,), lambda i: W[i] + 1.0, name="V")
+sw = sl.create_schedule(V.op)
+sw[V].parallel(V.op.axis[0])
+sl.build(sw, [W, V])(np.ones(64, "float32"), np.zeros(64, "float32"))
+a, b = np.ones(N, "float32"), np.zeros(N, "float32")
+limit_address_space(64 << 20)
+try:
+    mod(a, b)
+    print("no error")
+except MemoryError as e:
+    print("MemoryError:", e)
+""")
+    assert "MemoryError: B: could not allocate 268435456 bytes" in out
+
 GROWTH = """
 import ctypes, gc, numpy as np, schedlang as sl
 def rss():
