@@ -7,8 +7,8 @@ or hangs is killed, its call fails with WorkerError or TimeoutError, and a fresh
 takes its place. Timed runs hold one lock, so two candidates never time at once
 (parallel loops of two kernels on the same cores would slow each other several times
 over); builds overlap. A worker is retired after MAX_CALLS_PER_WORKER calls and a fresh
-one started: each LLVM build keeps about 90 KB that llvmlite cannot free (jit.py), so a
-long search would otherwise grow its workers without bound.
+one started: each LLVM build keeps a few KB that llvmlite cannot free (jit.py), and large
+builds fragment the heap, so a long search would otherwise grow its workers without bound.
 """
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from typing import Callable
 
 BUILD_TIMEOUT_S = 60.0
 RUN_TIMEOUT_S = 10.0
-# ~90 KB kept per build (target/llvm/jit.py) times 200 calls: under 20 MB per worker, for a
-# restart (about half a second of imports) every 200 candidates.
+# ~4 KB kept per build (target/llvm/jit.py) times 200 calls, plus fragmentation, for a restart
+# (about half a second of imports) every 200 candidates.
 MAX_CALLS_PER_WORKER = 200
 
 _CONN = None     # in a worker process: the pipe to the parent

@@ -159,6 +159,27 @@ def test_local_buffers_beyond_the_stack_budget_go_to_the_heap():
     np.testing.assert_allclose(d, 4 * a + 6, rtol=1e-6)
 
 
+
+def test_local_buffers_of_a_parallel_loop_body_beyond_the_stack_budget_go_to_the_heap():
+    # The body of a parallel loop runs on OpenMP workers: its own budget, two 768 KiB buffers.
+    n = 192 * 1024
+    A = sl.placeholder((4, n), name="A")
+    T0 = sl.compute((4, n), lambda i, j: A[i, j] + 1.0, name="T0")
+    T1 = sl.compute((4, n), lambda i, j: A[i, j] * 2.0, name="T1")
+    D = sl.compute((4, n), lambda i, j: T0[i, j] + T1[i, j], name="D")
+    s = sl.create_schedule(D.op)
+    s[T0].compute_at(s[D], D.op.axis[0])
+    s[T1].compute_at(s[D], D.op.axis[0])
+    s[D].parallel(D.op.axis[0])
+    mod = sl.build(s, [A, D])
+    src = mod.get_source()
+    assert "GOMP_parallel" in src
+    assert src.count("call ptr @aligned_alloc") == 1 and src.count(f"alloca [{n} x float]") == 1
+    a = np.random.default_rng(0).random((4, n)).astype("float32")
+    d = np.zeros_like(a)
+    mod(a, d)
+    np.testing.assert_allclose(d, 3 * a + 1, rtol=1e-6)
+
 @pytest.mark.parametrize("kind", ["index", "if_then_else"])
 def test_shared_subexpressions_in_indices_and_branches_lower_in_linear_time(kind):
     # Integer DAGs go through the simplifier's linear forms, structural keys and interval

@@ -110,31 +110,71 @@ except MemoryError as e:
     assert "MemoryError: B: could not allocate 268435456 bytes" in out
 
 
-def test_memory_growth_per_build_is_bounded():
-    # About 90 KB per build stay inside LLVM's new pass manager (see target/llvm/jit.py); a gross
-    # leak (a module's engine or code never freed, ~1.6 MB each) fails this bound.
-    out = run_child("""
-import gc, numpy as np, schedlang as sl
+
+def test_failed_heap_allocation_in_a_parallel_loop_raises_memory_error():
+    # The same 256 MiB local buffer, allocated by each OpenMP worker in its own row.
+    out = run_child(ALLOC + """
+N, M = 2, 1 << 26
+A = sl.placeholder((N,), name="A")
+T = sl.compute((N, M), lambda i, j: A[i] * 2.0, name="T")
+k = sl.reduce_axis((0, M), name="k")
+B = sl.compute((N,), lambda i: sl.sum(T[i, k], axis=k), name="B")
+s = sl.create_schedule(B.op)
+s[T].compute_at(s[B], B.op.axis[0])
+s[B].parallel(B.op.axis[0])
+mod = sl.build(s, [A, B])
+assert "@aligned_alloc" in mod.get_source() and "GOMP_parallel" in mod.get_source()
+W = sl.placeholder((64,), name="W")     # start the OpenMP workers (and map their stacks) first
+V = sl.compute((64,), lambda i: W[i] + 1.0, name="V")
+sw = sl.create_schedule(V.op)
+sw[V].parallel(V.op.axis[0])
+sl.build(sw, [W, V])(np.ones(64, "float32"), np.zeros(64, "float32"))
+a, b = np.ones(N, "float32"), np.zeros(N, "float32")
+limit_address_space(64 << 20)
+try:
+    mod(a, b)
+    print("no error")
+except MemoryError as e:
+    print("MemoryError:", e)
+""")
+    assert "MemoryError: B: could not allocate 268435456 bytes" in out
+
+GROWTH = """
+import ctypes, gc, numpy as np, schedlang as sl
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096
-A = sl.placeholder((64, 64), name="A")
-B = sl.compute((64, 64), lambda i, j: sl.exp(A[i, j]) + 1.0, name="B")
-s = sl.create_schedule(B.op)
-s[B].vectorize(B.op.axis[1])
-s[B].parallel(B.op.axis[0])
+def heap_in_use():          # glibc's count of bytes malloc has handed out and not had back
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in "arena ordblks smblks hblks hblkhd usmblks fsmblks "
+                                                  "uordblks fordblks keepcost".split()]
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = MallInfo2
+    return libc.mallinfo2().uordblks
 a, b = np.ones((64, 64), "float32"), np.zeros((64, 64), "float32")
-def build_and_drop():
-    mod = sl.build(s, [A, B])
+def build_call_drop():
+    A = sl.placeholder((64, 64), name="A")
+    B = sl.compute((64, 64), lambda i, j: sl.exp(A[i, j]) + 1.0, name="B")
+    s = sl.create_schedule(B.op)
+    s[B].vectorize(B.op.axis[1])
+    s[B].parallel(B.op.axis[0])
+    mod = sl.build(s, [A, B], cache=False)     # the cache would answer every build after the first
     mod(a, b)
-for _ in range(5):
-    build_and_drop()
-gc.collect()
-start = rss()
-for _ in range(50):
-    build_and_drop()
-gc.collect()
-print("growth", (rss() - start) / 50 / 1024)
-""", timeout=300)
-    growth = float(out.split("growth")[1])
-    assert growth < 400, f"{growth:.0f} KB per build"
+    assert np.allclose(b, np.exp(a) + 1.0)
+marks = []
+for n in range(1, 201):
+    build_call_drop()
+    if n in (40, 200):      # after a warm-up: LLVM's and Python's one-time allocations are done
+        gc.collect()
+        marks.append((rss(), heap_in_use()))
+print("rss", (marks[1][0] - marks[0][0]) / 160 / 1024, "heap", (marks[1][1] - marks[0][1]) / 160 / 1024)
+"""
+
+
+def test_memory_growth_per_build_is_bounded():
+    # Measured on 300 builds: about 4 KB per build kept (1.5 KB of it a PassInstrumentationCallbacks
+    # that llvmlite 0.50 never frees, see target/llvm/jit.py), against 86 KB while the O3 pass
+    # manager was never deleted. The bound leaves 3 MB of noise over the 160 measured builds.
+    out = run_child(GROWTH, timeout=300)
+    rss, heap = (float(w) for w in out.split()[1::2])
+    assert rss < 20, f"{rss:.1f} KB per build kept (malloc heap in use: {heap:.1f} KB per build)"

@@ -62,16 +62,36 @@ def optimize(text: str, cpu: str, features: str):
         # Unrolling is the schedule's decision (unroll, auto_unroll_max_step). LLVM's own full
         # unrolling of odd-width vector loops made some builds 50x slower to compile (10 s).
         options.loop_unrolling = False
-        # Memory: each build keeps about 90 KB that is never returned (measured over 300 builds of a
-        # small module): half when the O3 module pass manager is made, half when it runs; closing
-        # the pass builder, the tuning options and the pass manager, a fresh LLVM context per module,
-        # or reusing one pass builder do not free it, and reusing one module pass manager aborts
-        # (llvmlite 0.50). Parsing, the JIT and dropped modules leak nothing measurable (their
-        # engines free code and target machine). Long searches should recycle worker processes;
-        # tests/safety/test_processes.py bounds the growth per build.
         builder = llvm.create_pass_builder(tm, options)
-        builder.getModulePassManager().run(mod, builder)
+        passes = builder.getModulePassManager()
+        try:
+            passes.run(mod, builder)
+        finally:
+            free_pass_manager(passes)
+            builder.close()
+            options.close()
         return mod
+
+
+def free_pass_manager(passes) -> None:
+    """Delete a new-pass-manager ModulePassManager and every pass in it.
+
+    llvmlite 0.50's ModulePassManager.close() (and its __del__) frees nothing: in its bases
+    (ffi.ObjectRef, NewPassManager) ObjectRef's empty _dispose comes first and hides
+    NewPassManager's, which deletes the C++ object. The O3 pipeline's passes keep the
+    tables they grew while running, so each build kept about 75 KB (30 KB when the
+    pipeline is made, the rest when it runs, more for larger modules). What remains is
+    about 2 KB per build: the PassInstrumentationCallbacks that llvmlite's
+    LLVMPY_CreatePassBuilder allocates and LLVMPY_DisposePassBuilder never deletes
+    (unreachable from Python; reusing one pass builder is no way out, as every run adds
+    callbacks to it that point into that run's stack frame)."""
+    from llvmlite.binding import ffi
+    from llvmlite.binding.newpassmanagers import NewPassManager
+    if type(passes)._dispose is not ffi.ObjectRef._dispose:     # a llvmlite that frees it itself
+        passes.close()
+    elif not passes.closed:
+        NewPassManager._dispose(passes)
+        passes.detach()
 
 
 class CompiledModule:
