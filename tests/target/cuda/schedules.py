@@ -24,6 +24,17 @@ def bind(s, t, outer, inner, x="x"):
     s[t].bind(inner, sl.thread_axis(f"threadIdx.{x}"))
 
 
+def bind_tile(s, t, i, j, tile):
+    """Tile loops i, j of stage t by tile, the tiles bound to blockIdx.y/x and the points in
+    a tile to threadIdx.y/x; returns (bi, bj, ti, tj)."""
+    bi, bj, ti, tj = s[t].tile(i, j, *tile)
+    s[t].bind(bi, sl.thread_axis("blockIdx.y"))
+    s[t].bind(bj, sl.thread_axis("blockIdx.x"))
+    s[t].bind(ti, sl.thread_axis("threadIdx.y"))
+    s[t].bind(tj, sl.thread_axis("threadIdx.x"))
+    return bi, bj, ti, tj
+
+
 def elementwise(n=1000, factor=64):
     """B = exp(A) * 2 over n elements, n not a multiple of the block size (a tail)."""
     A = sl.placeholder((n,), name="A")
@@ -51,11 +62,7 @@ def tiled_gemm(M=70, N=50, K=30, cache_shared=False):
     A, B, C = programs.gemm(M, N, K)
     s = sl.create_schedule(C.op)
     CC = s.cache_write(C, "local")
-    bi, bj, ti, tj = s[C].tile(C.op.axis[0], C.op.axis[1], 8, 16)
-    s[C].bind(bi, sl.thread_axis("blockIdx.y"))
-    s[C].bind(bj, sl.thread_axis("blockIdx.x"))
-    s[C].bind(ti, sl.thread_axis("threadIdx.y"))
-    s[C].bind(tj, sl.thread_axis("threadIdx.x"))
+    _, _, _, tj = bind_tile(s, C, C.op.axis[0], C.op.axis[1], (8, 16))
     s[CC].compute_at(s[C], tj)
     if cache_shared:
         AS = s.cache_read(A, "shared", [CC])
@@ -97,11 +104,7 @@ def shared_gemm(M=70, N=50, K=30, block=(8, 16), k_tile=8, fetch=True, local_a=F
     BB = s.cache_read(B, "shared", [C])
     AL = s.cache_read(AA, "local", [C]) if local_a else None
     CL = s.cache_write(C, "local")
-    bi, bj, ti, tj = s[C].tile(C.op.axis[0], C.op.axis[1], *block)
-    s[C].bind(bi, sl.thread_axis("blockIdx.y"))
-    s[C].bind(bj, sl.thread_axis("blockIdx.x"))
-    s[C].bind(ti, sl.thread_axis("threadIdx.y"))
-    s[C].bind(tj, sl.thread_axis("threadIdx.x"))
+    _, _, _, tj = bind_tile(s, C, C.op.axis[0], C.op.axis[1], block)
     s[CL].compute_at(s[C], tj)
     ko, _ = s[CL].split(CL.op.reduce_axis[0], factor=k_tile)
     for T in (AA, BB):
@@ -249,12 +252,8 @@ def batch_matmul(batch=3, M=21, N=34, K=19, tile=(4, 16), k_tile=8):
     AA, BB = s.cache_read(A, "shared", [C]), s.cache_read(B, "shared", [C])
     CL = s.cache_write(C, "local")
     b, i, j = C.op.axis
-    bi, bj, ti, tj = s[C].tile(i, j, *tile)
     s[C].bind(b, sl.thread_axis("blockIdx.z"))
-    s[C].bind(bi, sl.thread_axis("blockIdx.y"))
-    s[C].bind(bj, sl.thread_axis("blockIdx.x"))
-    s[C].bind(ti, sl.thread_axis("threadIdx.y"))
-    s[C].bind(tj, sl.thread_axis("threadIdx.x"))
+    _, _, _, tj = bind_tile(s, C, i, j, tile)
     s[CL].compute_at(s[C], tj)
     ko, _ = s[CL].split(CL.op.reduce_axis[0], factor=k_tile)
     for T in (AA, BB):
@@ -273,13 +272,8 @@ def conv2d(N=1, C=3, H=9, W=11, F=5, R=3, tile=(4, 8)):
     WS = s.cache_read(Wt, "shared", [out])
     OL = s.cache_write(out, "local")
     n, f, h, w = out.op.axis
-    ho, wo, hi, wi = s[out].tile(h, w, *tile)
-    nf = s[out].fuse(n, f)
-    s[out].bind(nf, sl.thread_axis("blockIdx.z"))
-    s[out].bind(ho, sl.thread_axis("blockIdx.y"))
-    s[out].bind(wo, sl.thread_axis("blockIdx.x"))
-    s[out].bind(hi, sl.thread_axis("threadIdx.y"))
-    s[out].bind(wi, sl.thread_axis("threadIdx.x"))
+    s[out].bind(s[out].fuse(n, f), sl.thread_axis("blockIdx.z"))
+    _, _, _, wi = bind_tile(s, out, h, w, tile)
     s[OL].compute_at(s[out], wi)
     rc = OL.op.reduce_axis[0]
     s[WS].compute_at(s[OL], rc)
