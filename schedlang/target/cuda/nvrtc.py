@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Dict, Optional, Tuple
 
 from ...errors import LoweringError
@@ -34,15 +33,25 @@ def _check(result, what: str):
     return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
 
 
-@lru_cache(maxsize=1)
+_FOUND_INCLUDE_DIRS: Optional[Tuple[str, ...]] = None
+
+
 def _include_dirs() -> Tuple[str, ...]:
-    """The CUDA headers (cuda_fp16.h) NVRTC needs for __half, when they can be found."""
-    try:
-        from cuda.pathfinder import find_nvidia_header_directory
-        found = find_nvidia_header_directory("cudart")
-    except Exception:      # noqa: BLE001 - any failure means: no headers
-        found = None
-    return (found,) if found else ()
+    """The CUDA headers (cuda_fp16.h) NVRTC needs for __half, when they can be found. A
+    search that found them is kept; one that did not is tried again at the next compile
+    (once, under heavy load, a failed search was cached and every later float16 build of
+    the process failed)."""
+    global _FOUND_INCLUDE_DIRS
+    if _FOUND_INCLUDE_DIRS is None:
+        try:
+            from cuda.pathfinder import find_nvidia_header_directory
+            found = find_nvidia_header_directory("cudart")
+        except Exception:      # noqa: BLE001 - any failure means: no headers (this time)
+            found = None
+        if not found:
+            return ()
+        _FOUND_INCLUDE_DIRS = (found,)
+    return _FOUND_INCLUDE_DIRS
 
 
 def _nvrtc():

@@ -76,3 +76,20 @@ def test_arithmetic_that_may_wrap_or_trap_calls_the_defined_helpers():
     b = Var("b", "int8")
     r.define(b, "b")
     assert r.expr(binary("add", b, sl.const(1, "int8"))) == "(signed char)(b + ((signed char)1))"
+
+
+def test_a_failed_header_search_is_tried_again(monkeypatch):
+    """The CUDA header search keeps what it found, not a failure (one failed search under
+    load must not fail every later float16 build of the process)."""
+    import cuda.pathfinder
+    from schedlang.target.cuda import nvrtc
+    monkeypatch.setattr(nvrtc, "_FOUND_INCLUDE_DIRS", None)
+    real = cuda.pathfinder.find_nvidia_header_directory
+    monkeypatch.setattr(cuda.pathfinder, "find_nvidia_header_directory", lambda name: None)
+    assert nvrtc._include_dirs() == ()
+    monkeypatch.setattr(cuda.pathfinder, "find_nvidia_header_directory", real)
+    want = real("cudart")
+    found = nvrtc._include_dirs()
+    assert found == ((want,) if want else ())
+    if want:
+        assert nvrtc._include_dirs() is found          # kept once found
