@@ -67,6 +67,28 @@ target = sl.Target.create("llvm").with_options(threading="serial")
 """
 
 
+# A 256 MiB local buffer T, computed at B's row loop (on the heap: above HEAP_THRESHOLD).
+LOCAL_256MIB = """
+N, M = 2, 1 << 26
+A = sl.placeholder((N,), name="A")
+T = sl.compute((N, M), lambda i, j: A[i] * 2.0, name="T")
+k = sl.reduce_axis((0, M), name="k")
+B = sl.compute((N,), lambda i: sl.sum(T[i, k], axis=k), name="B")
+s = sl.create_schedule(B.op)
+s[T].compute_at(s[B], B.op.axis[0])
+"""
+# Call mod on small arrays with the address space limited to 64 MiB; print the error if any.
+CALL_UNDER_LIMIT = """
+a, b = np.ones(N, "float32"), np.zeros(N, "float32")
+limit_address_space(64 << 20)
+try:
+    mod(a, b)
+    print("no error")
+except MemoryError as e:
+    print("MemoryError:", e)
+"""
+
+
 def test_failed_temporary_allocation_raises_memory_error():
     # T is a 256 MiB temporary of the entry function; the address space left is 64 MiB.
     out = run_child(ALLOC + """
@@ -76,51 +98,22 @@ T = sl.compute((N, M), lambda i, j: A[i] * 2.0, name="T")
 k = sl.reduce_axis((0, M), name="k")
 B = sl.compute((N,), lambda i: sl.sum(T[i, k], axis=k), name="B")
 mod = sl.build(sl.create_schedule(B.op), [A, B], target=target)
-a, b = np.ones(N, "float32"), np.zeros(N, "float32")
-limit_address_space(64 << 20)
-try:
-    mod(a, b)
-    print("no error")
-except MemoryError as e:
-    print("MemoryError:", e)
-""")
+""" + CALL_UNDER_LIMIT)
     assert "MemoryError: B: could not allocate 268435456 bytes" in out
 
 
 def test_failed_local_heap_allocation_raises_memory_error():
     # T is computed at B's row loop: a 256 MiB local buffer, on the heap (above HEAP_THRESHOLD).
-    out = run_child(ALLOC + """
-N, M = 2, 1 << 26
-A = sl.placeholder((N,), name="A")
-T = sl.compute((N, M), lambda i, j: A[i] * 2.0, name="T")
-k = sl.reduce_axis((0, M), name="k")
-B = sl.compute((N,), lambda i: sl.sum(T[i, k], axis=k), name="B")
-s = sl.create_schedule(B.op)
-s[T].compute_at(s[B], B.op.axis[0])
+    out = run_child(ALLOC + LOCAL_256MIB + """
 mod = sl.build(s, [A, B], target=target)
 assert "@aligned_alloc" in mod.get_source()
-a, b = np.ones(N, "float32"), np.zeros(N, "float32")
-limit_address_space(64 << 20)
-try:
-    mod(a, b)
-    print("no error")
-except MemoryError as e:
-    print("MemoryError:", e)
-""")
+""" + CALL_UNDER_LIMIT)
     assert "MemoryError: B: could not allocate 268435456 bytes" in out
-
 
 
 def test_failed_heap_allocation_in_a_parallel_loop_raises_memory_error():
     # The same 256 MiB local buffer, allocated by each OpenMP worker in its own row.
-    out = run_child(ALLOC + """
-N, M = 2, 1 << 26
-A = sl.placeholder((N,), name="A")
-T = sl.compute((N, M), lambda i, j: A[i] * 2.0, name="T")
-k = sl.reduce_axis((0, M), name="k")
-B = sl.compute((N,), lambda i: sl.sum(T[i, k], axis=k), name="B")
-s = sl.create_schedule(B.op)
-s[T].compute_at(s[B], B.op.axis[0])
+    out = run_child(ALLOC + LOCAL_256MIB + """
 s[B].parallel(B.op.axis[0])
 mod = sl.build(s, [A, B])
 assert "@aligned_alloc" in mod.get_source() and "GOMP_parallel" in mod.get_source()
@@ -129,15 +122,9 @@ V = sl.compute((64,), lambda i: W[i] + 1.0, name="V")
 sw = sl.create_schedule(V.op)
 sw[V].parallel(V.op.axis[0])
 sl.build(sw, [W, V])(np.ones(64, "float32"), np.zeros(64, "float32"))
-a, b = np.ones(N, "float32"), np.zeros(N, "float32")
-limit_address_space(64 << 20)
-try:
-    mod(a, b)
-    print("no error")
-except MemoryError as e:
-    print("MemoryError:", e)
-""")
+""" + CALL_UNDER_LIMIT)
     assert "MemoryError: B: could not allocate 268435456 bytes" in out
+
 
 GROWTH = """
 import ctypes, gc, numpy as np, schedlang as sl
