@@ -10,7 +10,8 @@ Workloads: GEMM 1024^3 (--minutes of tuning), the same GEMM after only 64 trials
 is kept (one JSON-lines file per workload in --log-dir, resumed by a second run) with its
 tuning curve as a PNG beside it. Throughput is GFLOP/s with the fraction of the measured FMA
 peak (benchmarks/peak.py) for GEMM and conv2d, GB/s (bytes read + written) with the fraction
-of the measured copy bandwidth for softmax and SiluAndMul. Times are the best mean of
+of the measured copy bandwidth for softmax and SiluAndMul; Apache TVM's fast-exp schedules
+(benchmarks/tvm_peers.py) join those two tables where `import tvm` works. Times are the best mean of
 `--repeat` rounds after a warm-up, one contender after another.
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import schedlang as sl  # noqa: E402
 import harness  # noqa: E402
 import peak  # noqa: E402
+import tvm_peers  # noqa: E402
 import sl_kernels  # noqa: E402
 
 WORKLOADS = ["gemm1024", "gemm1024-64", "conv2d", "softmax", "silu"]
@@ -80,6 +82,7 @@ class Table:
     def __init__(self, title: str, work: float, unit: str, peak_value: float, peak_name: str):
         self.title, self.work, self.unit, self.peak, self.peak_name = title, work, unit, peak_value, peak_name
         self.rows = []
+        self.notes = []
 
     def add(self, name: str, fn, repeat: int, note: str = "") -> float:
         load = harness.ForeignLoad().start()
@@ -94,6 +97,8 @@ class Table:
         print(f"  {'':<30} {'ms':>10} {self.unit:>9} {'% ' + self.peak_name:>14}  notes")
         for name, sec, rate, note in self.rows:
             print(f"  {name:<30} {sec * 1e3:10.3f} {rate:9.2f} {100 * rate / self.peak:13.0f}%  {note}")
+        for note in self.notes:
+            print(f"  {note}")
         sys.stdout.flush()
 
 
@@ -176,8 +181,10 @@ def softmax(args, peaks) -> None:
     tx, to = torch.from_numpy(x), torch.from_numpy(o)
     t.add("torch _softmax.out", lambda: torch.ops.aten._softmax.out(tx, 1, False, out=to), args.repeat)
     _copy_row(t, x.nbytes, args.repeat)
+    _tvm_rows(t, args, peaks, lambda v: tvm_peers.softmax(rows, cols, v, True, True, peaks["cpu"], peaks["cores"]),
+              x, o.shape, lambda: e / e.sum(axis=1, keepdims=True),
+              "topi.fast_exp, rfactor'd vector max/sum (TVM's schedule, as benchmarks/run.py)")
     t.print()
-    print("  TVM's schedule with its fast exp: not measured (Apache TVM is not installed here)")
 
 
 def silu(args, peaks) -> None:
@@ -202,7 +209,30 @@ def silu(args, peaks) -> None:
         torch.mul(tmp, tx[:, half:], out=to)
     t.add("torch eager (out=)", eager, args.repeat)
     _copy_row(t, t.work / 2, args.repeat)
+    _tvm_rows(t, args, peaks, lambda v: tvm_peers.silu_and_mul(rows, cols, v, True, peaks["cpu"], peaks["cores"]),
+              x, o.shape, lambda: x64 / (1 + np.exp(-x64)) * x[:, half:],
+              "topi.fast_exp: x/(1+fast_exp(-x))*y, parallel rows, vectorized split")
     t.print()
+
+
+def _tvm_rows(t: Table, args, peaks, build, x: np.ndarray, out_shape, want, note: str) -> None:
+    """A row for Apache TVM's schedule (tvm_peers) at its best vector width of 8, 16 and 32, each
+    width checked against want() first; a note instead where TVM is not importable."""
+    tvm, info = (None, "disabled (--no-tvm)") if args.no_tvm else tvm_peers.load(peaks["cores"])
+    if tvm is None:
+        t.notes.append(f"Apache TVM: not measured, {info}")
+        return
+    tx, ref, best = tvm_peers.tensor(x), want(), None
+    for v in (8, 16, 32):
+        f, regs = build(v)
+        to = tvm_peers.tensor(np.zeros(out_shape, np.float32))
+        fn = lambda f=f, to=to: f(tx, to)  # noqa: E731
+        tvm_peers.checker(f"TVM vec {v}", fn, to, ref, rtol=1e-4, atol=1e-6)()
+        sec = best_time(fn, max(1, args.repeat // 2))
+        if best is None or sec < best[0]:
+            best = (sec, v, fn, regs)
+    _, v, fn, regs = best
+    t.add(f"TVM {info} (vec {v})", fn, args.repeat, f"{note}, {regs}")
 
 
 def _copy_row(t: Table, nbytes: float, repeat: int) -> None:
@@ -221,6 +251,7 @@ def main(argv=None) -> None:
     p.add_argument("--log-dir", default="tune-logs", help="where the tuning logs go (resumed when present)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeat", type=int, default=5, help="timed rounds per contender")
+    p.add_argument("--no-tvm", action="store_true", help="skip Apache TVM's rows even if it is installed")
     args = p.parse_args(argv)
     args.timeout = None if args.quick else args.minutes * 60
     if args.quick:
@@ -230,7 +261,7 @@ def main(argv=None) -> None:
     fma = peak.fma_peak(cores)
     timing = harness.Timing.quick() if args.quick else harness.Timing()
     copy = max(harness.copy_bandwidth(256 << 20 if not args.quick else 4 << 20, timing).values())
-    peaks = {"fma": fma["all"], "copy": copy}
+    peaks = {"fma": fma["all"], "copy": copy, "cpu": fma["cpu"], "cores": cores}
     print(f"machine : {harness.cpu_model()} ({fma['cpu']}), {cores} cores, {fma['lanes']} float32 lanes")
     print(f"peaks   : FMA {fma['all']:.1f} GFLOP/s (measured, all cores); copy {copy:.1f} GB/s (256 MiB, best of "
           f"numpy/torch); load average {harness.load_average()}")

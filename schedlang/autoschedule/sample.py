@@ -27,6 +27,7 @@ DIVISIBLE_P = 0.9       # how often tile sizes factor the extent exactly (tails 
 MAX_PAR_FUSE = 4        # outer loops fused into the parallel one, at most
 PAR_PER_THREAD = 4      # a parallel loop wants this many iterations per thread (load balance), if it can
 MAX_UNROLLED_ROWS = 16   # a cache tile's non-vector loops are unrolled up to this many rows
+VECTOR_SPLITS = (0, 8, 16, 32, 64)   # the vector width a long innermost loop is split by (0: not split)
 MAX_AT_POSITION = 2     # a producer is computed at one of its consumer's first loops, at most this deep
 
 
@@ -174,19 +175,18 @@ def _rfactor(trace: Trace, s: Schedule, st) -> None:
 
 
 def _locate(trace: Trace, s: Schedule, st) -> None:
-    """Where a producer left at the root is computed: at the root (-1) or at one of the
-    first loops of its only consumer (position), so what it writes is read while still in cache."""
-    consumers = legal.effective_consumers(s, st)
-    if st.is_output or st.attach_type != "root" or len(consumers) != 1:
+    """Where a producer left at the root is computed: at the root (-1) or at one of the loops
+    all its consumers run inside (legal.attach_points: the first loops of its consumer, or
+    where its consumers are computed), so what it writes is read while still in cache."""
+    points = legal.attach_points(s, st, MAX_AT_POSITION)
+    if not points:
         return
-    consumer = consumers[0]
-    if consumer.attach_type == "inline":
-        return
-    n = min(MAX_AT_POSITION, legal.outer_fusable_spatial(consumer))
+    n = len(points)
     pos = trace.pick(f"{st.name}|at", lambda rng: rng.choice([-1] + list(range(n))),
                      lambda v: isinstance(v, int) and -1 <= v < n)
     if pos >= 0:
-        st.compute_at(consumer, consumer.leaf_iter_vars[pos])
+        stage, ivar = points[pos]
+        st.compute_at(stage, ivar)
 
 
 def _parallel_count(st, leaves, n_par: int, limit: int, threads: int) -> int:
@@ -202,6 +202,23 @@ def _parallel_count(st, leaves, n_par: int, limit: int, threads: int) -> int:
             break
         n_par += 1
     return n_par
+
+
+def _vector_split(trace: Trace, s: Schedule, st, par_pos: int) -> None:
+    """An innermost data-parallel loop too long to vectorize whole (a plain elementwise stage's
+    row) may be split by a drawn vector width, so that its inner part is vectorized (below)
+    rather than left to LLVM's loop vectorizer."""
+    leaves = list(st.leaf_iter_vars)
+    last = leaves[-1]
+    ext = st.static_extents().get(last)
+    if (par_pos == len(leaves) - 1 or last.kind != DATA_PAR or last in st.annotations
+            or not isinstance(ext, int) or ext <= legal.MAX_VECTOR_EXTENT
+            or legal.last_attach_position(s, st) == len(leaves) - 1):
+        return
+    width = trace.pick(f"{st.name}|vsplit", lambda rng: rng.choice(VECTOR_SPLITS),
+                       lambda v: v in VECTOR_SPLITS)
+    if width:
+        st.split(last, factor=width)
 
 
 def _annotate(trace: Trace, s: Schedule, st, threads: int) -> None:
@@ -220,6 +237,8 @@ def _annotate(trace: Trace, s: Schedule, st, threads: int) -> None:
             st.parallel(first)
             leaves = list(st.leaf_iter_vars)
             par_pos = leaves.index(first)
+    _vector_split(trace, s, st, par_pos)
+    leaves = list(st.leaf_iter_vars)
     cands = legal.vectorize_candidates(s, st, par_pos)
     if cands and cands[-1] == len(leaves) - 1 and leaves[-1] not in st.annotations:
         if trace.pick(f"{st.name}|vec", lambda rng: rng.random() < 0.8, lambda v: isinstance(v, bool)):
@@ -251,7 +270,7 @@ def sample(task: SearchTask, sketch: Sketch, rng: random.Random,
             GPU_RULES[rule](trace, s, st, task.target)
     if task.target.kind == "cuda":      # the gpu rules bound every stage's loops
         return s, trace.made
-    for st in list(s.stages):
+    for st in reversed(list(s.stages)):      # consumers first: a producer may join them where they are
         if legal.is_live(st):
             _locate(trace, s, st)
     threads = task.target.num_threads or len(os.sched_getaffinity(0))

@@ -4,7 +4,9 @@ A sketch names, per stage, which rule shapes it; sample.py fills in the numbers 
 sizes, split factors, which loops are parallel, vectorized, unrolled). The rules, as
 Ansor's for CPUs:
 
-- inline: an intermediate elementwise stage is computed inside its consumers;
+- inline: an intermediate elementwise stage is computed inside its consumers; one that calls
+  costly math and is read at several places (softmax's exp) may also stay a stage of its own
+  ("plain"), computed once where all its readers are (sample.py's _locate);
 - tile: a reduction with data reuse (an operand not indexed by every spatial axis:
   matmul, batch matmul, conv2d) gets multi-level tiling, spatial loops in four levels
   and reduction loops in two, ordered S S R S R S;
@@ -69,13 +71,13 @@ def gpu_stage_rules(st) -> List[str]:
     return ["gpu_simple"]
 
 
-def stage_rules(st, target=None) -> List[str]:
-    """The rules that may shape stage st of a fresh schedule for target (default: a CPU),
-    the first preferred."""
+def stage_rules(st, target=None, s=None) -> List[str]:
+    """The rules that may shape stage st of schedule s for target (default: a CPU), the first
+    preferred."""
     if target is not None and target.kind == "cuda":
         return gpu_stage_rules(st)
     if legal.can_inline(st):
-        return ["inline"]
+        return ["inline", "plain"] if s is not None and legal.costly_to_recompute(s, st) else ["inline"]
     if legal.has_data_reuse(st):
         return ["tile", "tile_cache_write"] + (["tile_pack"] if legal.packable_inputs(st) else [])
     if legal.is_reduction(st):
@@ -90,5 +92,5 @@ def generate_sketches(task: SearchTask) -> List[Sketch]:
     """Every combination of the stages' rules (at most MAX_SKETCHES), in a fixed order."""
     s = task.schedule()
     stages = [st for st in reversed(s.stages) if legal.is_compute(st)]
-    choices = [[(st.name, rule) for rule in stage_rules(st, task.target)] for st in stages]
+    choices = [[(st.name, rule) for rule in stage_rules(st, task.target, s)] for st in stages]
     return [Sketch(tuple(combo)) for combo in itertools.islice(itertools.product(*choices), MAX_SKETCHES)]

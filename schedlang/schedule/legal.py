@@ -9,9 +9,10 @@ in one of the two.
 from __future__ import annotations
 
 import random
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from ..expr.functor import walk
+from ..expr.nodes import Call
 from ..tensor.axis import DATA_PAR
 from ..tensor.op import ComputeOp, PlaceholderOp, TensorRead
 from ..tensor.reduce import Reduce
@@ -41,6 +42,26 @@ def can_inline(st) -> bool:
     return is_compute(st) and not st.is_output and not st.op.reduce_axis and not st.relations
 
 
+# Math calls as cheap as an add or two; any other call (exp, log, tanh, erf, pow, ...) is costly.
+CHEAP_CALLS = frozenset({"abs", "floor", "ceil", "round", "trunc", "nearbyint", "copysign", "ldexp"})
+
+
+def _nodes(op):
+    """Every distinct node of op's bodies (reductions included)."""
+    return (n for body in op.bodies for n in walk(body))
+
+
+def costly_to_recompute(s, st) -> bool:
+    """An inlinable stage that calls costly math and is read at more than one place (softmax's
+    exp, read by the row sum and by the normalize): inlined, it is computed again at every read,
+    so computing it once into a buffer near its readers is a choice worth searching."""
+    if not can_inline(st) or not any(isinstance(n, Call) and n.name not in CHEAP_CALLS for n in _nodes(st.op)):
+        return False
+    reads = sum(1 for c in s._consumers(st) if is_compute(c)
+                for n in _nodes(c.op) if isinstance(n, TensorRead) and n.tensor.op is st.op)
+    return reads > 1
+
+
 def effective_consumers(s, st) -> List:
     """The non-inlined stages that read st, looking through inlined stages."""
     out, stack, seen = [], list(s._consumers(st)), set()
@@ -54,6 +75,30 @@ def effective_consumers(s, st) -> List:
         elif c not in out:
             out.append(c)
     return out
+
+
+def attach_points(s, st, own_depth: int) -> List[Tuple]:
+    """The loops (stage, iter var) compute_at may put st at with every reader of st inside:
+    per non-inlined consumer, its first own_depth outer data-parallel loops and, where the
+    consumer is itself computed at another stage, the loops enclosing its attach point (up to
+    and including it, the attach point shared with it: softmax's exp beside the row sum at the
+    output's row loop). The points all consumers share, in the first consumer's order (its own
+    loops outermost first, then its parents'); none for an output or a stage already placed."""
+    consumers = effective_consumers(s, st)
+    if st.is_output or st.attach_type != "root" or not consumers:
+        return []
+
+    def enclosing(c) -> List[Tuple]:
+        pts = [(c, a) for a in c.leaf_iter_vars[:min(own_depth, outer_fusable_spatial(c))]]
+        while c.attach_type == "at":
+            parent, leaves = c.attach_stage, list(c.attach_stage.leaf_iter_vars)
+            pts += [(parent, a) for a in leaves[:leaves.index(c.attach_ivar) + 1]]
+            c = parent
+        return pts
+
+    first, *rest = [enclosing(c) for c in consumers]
+    shared = [{(id(t), id(a)) for t, a in pts} for pts in rest]
+    return [(t, a) for t, a in first if all((id(t), id(a)) in keys for keys in shared)]
 
 
 def has_data_reuse(st) -> bool:

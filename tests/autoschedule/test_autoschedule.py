@@ -11,6 +11,7 @@ import schedlang as sl
 from schedlang.autoschedule import records
 from schedlang.autoschedule.executor import LocalExecutor
 from schedlang.autoschedule.measure import Measurer
+from schedlang.autoschedule.sample import sample
 from schedlang.autoschedule.search import Evolver, SearchPolicy, run_search
 from schedlang.autoschedule.sketch import generate_sketches
 from schedlang.autoschedule.task import SearchTask
@@ -287,6 +288,57 @@ def test_every_sampled_candidate_is_legal_and_correct():
         for c in cands:
             s = task.schedule().apply_json(c.steps_json)
             assert sl.autoschedule.check_against_reference(task, s) is None, s.to_python()
+
+
+def softmax(rows=12, cols=40):
+    X = sl.placeholder((rows, cols), name="X")
+    k = sl.reduce_axis((0, cols), name="k")
+    mx = sl.compute((rows,), lambda i: sl.max(X[i, k], axis=k), name="rowmax")
+    ex = sl.compute((rows, cols), lambda i, j: sl.exp(X[i, j] - mx[i]), name="expval")
+    k2 = sl.reduce_axis((0, cols), name="k2")
+    tot = sl.compute((rows,), lambda i: sl.sum(ex[i, k2], axis=k2), name="rowsum")
+    return [X, sl.compute((rows, cols), lambda i, j: ex[i, j] / tot[i], name="softmax")]
+
+
+def test_costly_math_read_twice_may_stay_a_stage():
+    """softmax's exp, read by the row sum and the normalize, may be computed once (a sketch
+    keeps it a stage); an exp read once, or a cheap stage read twice, is always inlined."""
+    X, out = softmax()
+    s = sl.create_schedule(out.op)
+    assert legal.costly_to_recompute(s, s["expval"])
+    assert "plain" in [sk.name for sk in generate_sketches(SearchTask.from_outputs([out]))]
+    _, R = eltwise_reduce()                     # E = exp(X) * 0.5 + 1, read once by R
+    assert not legal.costly_to_recompute(sl.create_schedule(R.op), sl.create_schedule(R.op)["E"])
+    Y = sl.placeholder((8, 8), name="Y")
+    D = sl.compute((8, 8), lambda i, j: Y[i, j] * 2.0, name="D")
+    T = sl.compute((8, 8), lambda i, j: D[i, j] + D[j, i], name="T")
+    s = sl.create_schedule(T.op)
+    assert not legal.costly_to_recompute(s, s["D"])
+
+
+def test_a_producer_may_join_its_consumers_where_they_are_computed():
+    """With the row sum computed at the normalize's row loop, the exp it shares with the
+    normalize may be computed there too, once per row; those candidates are correct, and a
+    long innermost loop is split by a vector width and vectorized."""
+    X, out = softmax(12, 100)
+    task = SearchTask.from_outputs([out])
+    s = task.schedule()
+    s["rowsum"].compute_at(s["softmax"], s["softmax"].leaf_iter_vars[0])
+    points = legal.attach_points(s, s["expval"], 2)
+    assert [(st.name, a.var.name) for st, a in points] == [("softmax", "i")]
+    plain = next(sk for sk in generate_sketches(task) if sk.name == "plain")
+    found = split = 0
+    rng = random.Random(0)
+    for _ in range(40):
+        try:
+            s, made = sample(task, plain, rng)
+        except sl.ScheduleError:
+            continue
+        if s["expval"].attach_type == "at" and s["expval"].attach_stage is s["softmax"]:
+            found += 1
+            assert sl.autoschedule.check_against_reference(task, s) is None, s.to_python()
+        split += bool(made.get("expval|vsplit") or made.get("softmax|vsplit"))
+    assert found and split
 
 
 def test_a_parallel_loop_has_work_for_every_thread():
