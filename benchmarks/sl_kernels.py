@@ -85,7 +85,7 @@ def softmax_stages(rows: int, cols: int):
     return X, mx, ex, tot, out
 
 
-def softmax(target, rows: int, cols: int, factor: int, vector_reductions: bool):
+def softmax(target, rows: int, cols: int, factor: int, vector_reductions: bool, exp_at_row: bool = False):
     """Row softmax as four stages: row max, exp (inlined, so computed in the sum and again in
     the normalize), row sum, normalize. Both reductions are computed at the output's row loop,
     rows run in parallel, and the normalize loop's inner split is vectorized.
@@ -93,11 +93,18 @@ def softmax(target, rows: int, cols: int, factor: int, vector_reductions: bool):
     vector_reductions: also split each reduction by `factor` and rfactor the inner part, so the
     max and the sum run on `factor`-lane vector accumulators (a final short reduction folds them);
     without it the reductions are scalar loops (LLVM may not reassociate float adds).
+    exp_at_row: compute exp once per row into a row buffer at the output's row loop (its loop
+    split by `factor` and vectorized), read by the sum and the normalize, instead of inlining it.
     """
     X, mx, ex, tot, out = softmax_stages(rows, cols)
     s = sl.create_schedule(out.op)
-    s[ex].compute_inline()
     i, j = out.op.axis
+    if exp_at_row:
+        s[ex].compute_at(s[out], i)
+        _, ei = s[ex].split(ex.op.axis[1], factor=factor)
+        s[ex].vectorize(ei)
+    else:
+        s[ex].compute_inline()
     for red in (mx, tot):
         s[red].compute_at(s[out], i)
         if vector_reductions:

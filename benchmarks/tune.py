@@ -175,15 +175,18 @@ def softmax(args, peaks) -> None:
     np.testing.assert_allclose(o, e / e.sum(axis=1, keepdims=True), rtol=1e-4, atol=1e-7)
     t = Table(f"Row softmax float32 {rows}x{cols}: {info}", 2.0 * x.nbytes, "GB/s", peaks["copy"], "copy BW")
     t.add("schedlang auto_schedule", lambda: mod(x, o), args.repeat)
-    hand = sl_kernels.softmax("llvm", rows, cols, 16, True)
-    t.add("schedlang hand", lambda: hand(x, o), args.repeat, "rfactor'd vector max/sum")
+    hand = sl_kernels.softmax("llvm", rows, cols, 32, True, exp_at_row=True)
+    t.add("schedlang hand", lambda: hand(x, o), args.repeat, "rfactor'd vector max/sum, exp once per row, vec 32")
     import torch
     tx, to = torch.from_numpy(x), torch.from_numpy(o)
     t.add("torch _softmax.out", lambda: torch.ops.aten._softmax.out(tx, 1, False, out=to), args.repeat)
     _copy_row(t, x.nbytes, args.repeat)
-    _tvm_rows(t, args, peaks, lambda v: tvm_peers.softmax(rows, cols, v, True, True, peaks["cpu"], peaks["cores"]),
-              x, o.shape, lambda: e / e.sum(axis=1, keepdims=True),
-              "topi.fast_exp, rfactor'd vector max/sum (TVM's schedule, as benchmarks/run.py)")
+    builds = {f"vec {v}{', exp at row' if at_row else ''}":
+              (lambda v=v, at_row=at_row: tvm_peers.softmax(rows, cols, v, True, True, peaks["cpu"], peaks["cores"],
+                                                            exp_at_row=at_row))
+              for v in (8, 16, 32) for at_row in (False, True)}
+    _tvm_rows(t, args, peaks, builds, x, o.shape, lambda: e / e.sum(axis=1, keepdims=True),
+              "topi.fast_exp, rfactor'd vector max/sum, exp inlined or at the row loop")
     t.print()
 
 
@@ -209,30 +212,32 @@ def silu(args, peaks) -> None:
         torch.mul(tmp, tx[:, half:], out=to)
     t.add("torch eager (out=)", eager, args.repeat)
     _copy_row(t, t.work / 2, args.repeat)
-    _tvm_rows(t, args, peaks, lambda v: tvm_peers.silu_and_mul(rows, cols, v, True, peaks["cpu"], peaks["cores"]),
-              x, o.shape, lambda: x64 / (1 + np.exp(-x64)) * x[:, half:],
+    builds = {f"vec {v}": (lambda v=v: tvm_peers.silu_and_mul(rows, cols, v, True, peaks["cpu"], peaks["cores"]))
+              for v in (8, 16, 32)}
+    _tvm_rows(t, args, peaks, builds, x, o.shape, lambda: x64 / (1 + np.exp(-x64)) * x[:, half:],
               "topi.fast_exp: x/(1+fast_exp(-x))*y, parallel rows, vectorized split")
     t.print()
 
 
-def _tvm_rows(t: Table, args, peaks, build, x: np.ndarray, out_shape, want, note: str) -> None:
-    """A row for Apache TVM's schedule (tvm_peers) at its best vector width of 8, 16 and 32, each
-    width checked against want() first; a note instead where TVM is not importable."""
+def _tvm_rows(t: Table, args, peaks, builds, x: np.ndarray, out_shape, want, note: str) -> None:
+    """A row for Apache TVM's schedule (tvm_peers) at its best variant (builds: a label -> a
+    function building it), each checked against want() first; a note instead where TVM is not
+    importable."""
     tvm, info = (None, "disabled (--no-tvm)") if args.no_tvm else tvm_peers.load(peaks["cores"])
     if tvm is None:
         t.notes.append(f"Apache TVM: not measured, {info}")
         return
     tx, ref, best = tvm_peers.tensor(x), want(), None
-    for v in (8, 16, 32):
-        f, regs = build(v)
+    for label, build in builds.items():
+        f, regs = build()
         to = tvm_peers.tensor(np.zeros(out_shape, np.float32))
         fn = lambda f=f, to=to: f(tx, to)  # noqa: E731
-        tvm_peers.checker(f"TVM vec {v}", fn, to, ref, rtol=1e-4, atol=1e-6)()
+        tvm_peers.checker(f"TVM {label}", fn, to, ref, rtol=1e-4, atol=1e-6)()
         sec = best_time(fn, max(1, args.repeat // 2))
         if best is None or sec < best[0]:
-            best = (sec, v, fn, regs)
-    _, v, fn, regs = best
-    t.add(f"TVM {info} (vec {v})", fn, args.repeat, f"{note}, {regs}")
+            best = (sec, label, fn, regs)
+    _, label, fn, regs = best
+    t.add(f"TVM {info}", fn, args.repeat, f"{note}; best of {len(builds)}: {label}, {regs}")
 
 
 def _copy_row(t: Table, nbytes: float, repeat: int) -> None:

@@ -122,11 +122,13 @@ def silu_and_mul(rows: int, cols: int, factor: int, fast_exp: bool, cpu: str, nu
 
 
 def softmax(rows: int, cols: int, factor: int, fast_exp: bool, vector_reductions: bool, cpu: str,
-            num_threads: int):
+            num_threads: int, exp_at_row: bool = False):
     """Row softmax as stages: row max, exp (inlined), row sum, normalize; the reductions computed
     at the row loop, rows parallel, the normalize loop's inner split vectorized.
     vector_reductions: split each reduction by `factor` and rfactor the inner part into a
-    vectorized `factor`-lane accumulator, as schedlang's schedule does."""
+    vectorized `factor`-lane accumulator, as schedlang's schedule does.
+    exp_at_row: compute exp once per row into a buffer at the row loop (vectorized) instead of
+    inlining it into the sum and the normalize, as topi's x86 softmax schedule does."""
     tvm, te, topi = _TVM, _TVM.te, _TVM.topi
     X = te.placeholder((rows, cols), name="X")
     k = te.reduce_axis((0, cols), name="k")
@@ -142,8 +144,10 @@ def softmax(rows: int, cols: int, factor: int, fast_exp: bool, vector_reductions
     tot = te.compute((rows,), lambda i: te.sum(ex[i, k2], axis=k2), name="rowsum")
     out = te.compute((rows, cols), lambda i, j: ex[i, j] / tot[i], name="softmax")
     sch = tvm.s_tir.Schedule(te.create_prim_func([X, out]))
+    kept = inline[-1] if exp_at_row else None       # the exp stage itself
     for name in inline:
-        sch.compute_inline(sch.get_sblock(name))
+        if name != kept:
+            sch.compute_inline(sch.get_sblock(name))
     o = sch.get_sblock("softmax")
     partial = {}
     if vector_reductions:
@@ -151,10 +155,14 @@ def softmax(rows: int, cols: int, factor: int, fast_exp: bool, vector_reductions
         for red in ("rowmax", "rowsum"):
             _, lanes = sch.split(sch.get_loops(sch.get_sblock(red))[-1], [None, factor])
             partial[red] = sch.rfactor(lanes, 0)
-    for red in ("rowsum", "rowmax"):              # consumers first: compute_at needs them under the loop
-        for blk in (sch.get_sblock(red), partial.get(red)):
+    for red in ("rowsum", kept, "rowmax"):       # consumers first: compute_at needs them under the loop
+        for blk in (sch.get_sblock(red), partial.get(red)) if red else ():
             if blk is not None:
                 sch.compute_at(blk, sch.get_loops(o)[0])
+    if kept is not None:                          # the exp loop, vectorized
+        e = sch.get_sblock(kept)
+        _, ei = sch.split(sch.get_loops(e)[-1], [None, factor])
+        sch.vectorize(ei)
     for rf in partial.values():                   # loops (row, lane, outer): make the lane innermost
         _, lane, outer = sch.get_loops(rf)
         sch.reorder(outer, lane)

@@ -112,6 +112,19 @@ def linear_form(e: Expr) -> Tuple[Terms, int]:
     return [(a, c) for a, c in terms if c != 0], constant
 
 
+def is_multiple(index: Expr, m: int) -> bool:
+    """Whether an integer expression is provably a multiple of m: the constant of its linear
+    form is, and each term's coefficient or atom (x % c with c and x multiples of m, the inner
+    part of a split by a multiple of m)."""
+    terms, constant = linear_form(index)
+    return constant % m == 0 and all(coeff % m == 0 or _multiple_atom(atom, m) for atom, coeff in terms)
+
+
+def _multiple_atom(atom: Expr, m: int) -> bool:
+    return (isinstance(atom, Binary) and atom.op == "floormod" and isinstance(atom.b, Const)
+            and atom.b.value % m == 0 and is_multiple(atom.a, m))
+
+
 def from_linear(terms: Terms, constant: int, dt) -> Expr:
     """Rebuild an expression from a linear form: `a*4 + b - c*2 + 7`. Coefficients that do not
     fit the dtype are wrapped around, which keeps the value (the arithmetic wraps too)."""

@@ -42,6 +42,9 @@ class LLVMOptions:
     an access outside a buffer raises IndexError after the call instead of corrupting memory.
     fast_math: let LLVM reassociate and contract (fma) all float arithmetic. Off, floating point
     is IEEE: only a declared reduction's accumulation is reordered (and its a*b + acc fused).
+    streaming_stores: store the large outputs a module only writes with non-temporal stores
+    where aligned (target/llvm/streaming.py: outputs at least the size of the last-level cache,
+    x86-64); off, every store goes through the caches.
     triple: TVM's -mtriple; accepted when it names the host's architecture and OS (the
     code is always for the host's triple: no cross-compilation).
     """
@@ -54,6 +57,7 @@ class LLVMOptions:
     bounds_check: bool = False
     fast_math: bool = False
     triple: str = ""
+    streaming_stores: bool = True
 
     # TVM's spelling of some options in a target string ("llvm -mcpu=... -num-cores=4").
     FLAGS: ClassVar[Dict[str, str]] = {"mcpu": "cpu", "mattr": "features", "num-cores": "num_threads",
@@ -63,7 +67,7 @@ class LLVMOptions:
     def __post_init__(self):
         for name in ("cpu", "features", "threading", "triple"):
             _check_type("LLVMOptions", name, getattr(self, name), (str,))
-        for name in ("bounds_check", "fast_math"):
+        for name in ("bounds_check", "fast_math", "streaming_stores"):
             _check_type("LLVMOptions", name, getattr(self, name), (bool,))
         _check_type("LLVMOptions", "num_threads", self.num_threads, (int,))
         if self.threading not in ("openmp", "serial"):

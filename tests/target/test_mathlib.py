@@ -34,7 +34,9 @@ llvm.initialize_native_target()
 llvm.initialize_native_asmprinter()
 llvm.initialize_native_asmparser()
 
-LANES = (1, 8, 16)
+_AVX512 = "+avx512f" in llvm.get_host_cpu_features().flatten()
+# lane counts; (lanes, True): the AVX-512 form scaling exp's result by vscalefps (on such hosts)
+LANES = (1, 8, 16) + (((1, True), (8, True), (16, True), (32, True)) if _AVX512 else ())
 F32 = np.float32
 TINY = F32(2.0 ** -149)  # smallest subnormal
 INF, NAN = F32(np.inf), F32(np.nan)
@@ -60,8 +62,8 @@ def _target_machine():
         cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3)
 
 
-def _module_text(name: str, lanes: int) -> str:
-    symbol, definition = math_function(name, lanes)
+def _module_text(name: str, lanes: int, scalef: bool) -> str:
+    symbol, definition = math_function(name, lanes, scalef)
     ty = "float" if lanes == 1 else f"<{lanes} x float>"
     wrapper = f"""
 define void @map(ptr noalias %in, ptr noalias %out, i64 %n) {{
@@ -84,16 +86,16 @@ done:
   ret void
 }}
 """
-    return "\n".join(math_declarations(lanes)) + "\n\n" + definition + wrapper
+    return "\n".join(math_declarations(lanes, scalef)) + "\n\n" + definition + wrapper
 
 
 class _Compiled:
     """One optimised, JIT-compiled module with its @map entry point."""
 
-    def __init__(self, name: str, lanes: int):
+    def __init__(self, name: str, lanes: int, scalef: bool = False):
         self.lanes = lanes
         self.tm = _target_machine()
-        self.mod = llvm.parse_assembly(_module_text(name, lanes))
+        self.mod = llvm.parse_assembly(_module_text(name, lanes, scalef))
         self.mod.verify()
         pto = llvm.create_pipeline_tuning_options(speed_level=3)  # no size_level in 0.50
         pb = llvm.create_pass_builder(self.tm, pto)
@@ -115,8 +117,9 @@ class _Compiled:
 
 
 @functools.lru_cache(maxsize=None)
-def compiled(name: str, lanes: int) -> _Compiled:
-    return _Compiled(name, lanes)
+def compiled(name: str, lanes) -> _Compiled:
+    """lanes: a lane count, or (lanes, scalef)."""
+    return _Compiled(name, *lanes) if isinstance(lanes, tuple) else _Compiled(name, lanes)
 
 
 def reference(name: str, x) -> np.ndarray:
@@ -167,9 +170,10 @@ def test_f32_hex_rounds_to_float32():
     assert struct.unpack("<d", struct.pack("<Q", bits))[0] == float(F32(math.pi))
 
 
-@pytest.mark.parametrize("lanes", [1, 4, 8, 16, 32])
-def test_definitions_concatenate_and_verify(lanes):
-    texts = [math_function(name, lanes) for name in sorted(MATH_FUNCTIONS)]
+@pytest.mark.parametrize("scalef", [False, True])
+@pytest.mark.parametrize("lanes", [1, 4, 8, 16, 32, 64])
+def test_definitions_concatenate_and_verify(lanes, scalef):
+    texts = [math_function(name, lanes, scalef) for name in sorted(MATH_FUNCTIONS)]
     ty = "float" if lanes == 1 else f"<{lanes} x float>"
     suffix = "f32" if lanes == 1 else f"v{lanes}f32"
     for name, (symbol, text) in zip(sorted(MATH_FUNCTIONS), texts):
@@ -177,7 +181,7 @@ def test_definitions_concatenate_and_verify(lanes):
         assert text.startswith(f"define internal {ty} {symbol}({ty} %x) alwaysinline nounwind {{")
         assert "#" not in text and "nnan" not in text and "ninf" not in text
         assert "@sl." not in text.replace(symbol, "")  # self-contained
-    module = "\n".join(math_declarations(lanes)) + "\n" + "\n".join(t for _, t in texts)
+    module = "\n".join(math_declarations(lanes, scalef)) + "\n" + "\n".join(t for _, t in texts)
     llvm.parse_assembly(module).verify()
 
 
@@ -188,6 +192,13 @@ def test_bad_arguments():
         math_function("exp", 0)
     with pytest.raises(ValueError):
         math_declarations(-1)
+
+
+@pytest.mark.skipif(not _AVX512, reason="the host has no AVX-512")
+@pytest.mark.parametrize("lanes", [1, 8, 16, 32])
+def test_avx512_exp_scales_by_vscalefps(lanes):
+    asm = compiled("exp", (lanes, True)).asm
+    assert "vscalef" in asm and "call" not in asm.split("map:")[-1].split("ret")[0]
 
 
 @pytest.mark.parametrize("name", sorted(MATH_FUNCTIONS))

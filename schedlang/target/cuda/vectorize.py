@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ...expr.functor import children
 from ...expr.nodes import (Binary, Broadcast, Call, Cast, Const, Expr, Load, Ramp, Var, binary)
-from ...expr.simplify import linear_form
+from ...expr.simplify import is_multiple
 from ...kernel.vectorize import Scalarize, _Lanes, _Vectorize
 from ...loop.functor import stmt_exprs, substitute_stmt, walk_stmts
 from ...loop.nodes import SERIAL, VECTORIZED, For, IfThen, Let, Stmt, Store
@@ -28,24 +28,11 @@ VECTOR_MATH = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "abs", "floor", "ce
                "log2", "sin", "cos", "sigmoid", "pow")
 
 
-def aligned(index: Expr, lanes: int) -> bool:
-    """Whether a scalar index is provably a multiple of lanes: the constant of its linear form
-    is, and each term's coefficient or atom."""
-    terms, constant = linear_form(index)
-    return constant % lanes == 0 and all(coeff % lanes == 0 or _multiple(atom, lanes) for atom, coeff in terms)
-
-
-def _multiple(atom: Expr, m: int) -> bool:
-    """x % c is a multiple of m when x and c are (the inner part of a split by a multiple of m)."""
-    return (isinstance(atom, Binary) and atom.op == "floormod" and isinstance(atom.b, Const)
-            and atom.b.value % m == 0 and aligned(atom.a, m))
-
-
 def vector_access(index: Expr, lanes: int) -> bool:
     """Whether an access at a (vector) index is one aligned vector access: a contiguous ramp
     starting at a multiple of the lanes."""
     return (isinstance(index, Ramp) and isinstance(index.stride, Const) and index.stride.value == 1
-            and index.lanes == lanes and aligned(index.base, lanes))
+            and index.lanes == lanes and is_multiple(index.base, lanes))
 
 
 def _check_value(e: Expr, seen: set) -> None:
@@ -101,7 +88,7 @@ class _CUDALanes(_Lanes):
         if op in ("floordiv", "floormod") and isinstance(a, Ramp) and isinstance(b, Const) and b.value > 0 \
                 and isinstance(a.stride, Const) and a.stride.value > 0:
             m = a.stride.value * self.lanes
-            if b.value % m == 0 and aligned(a.base, m):
+            if b.value % m == 0 and is_multiple(a.base, m):
                 if op == "floordiv":
                     return binary("floordiv", a.base, b)      # one value for every lane
                 return self.ramp(binary("floormod", a.base, b), a.stride)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set
+from typing import Dict, FrozenSet, List, Optional, Set
 
 from ...errors import InternalError, LoweringError
 from ...expr.functor import free_vars
@@ -25,6 +25,7 @@ from .builder import FunctionText
 from .emit_expr import ExprEmitter
 from .forksafe import SERIAL_FLAG
 from .memory import OOB_GLOBALS, MemoryEmitter
+from .streaming import SFENCE, streaming_buffers
 from .status import OOB_REPORT, STATUS, emit_alloc_failed
 from .types import compute_type, scalar_memory
 
@@ -44,6 +45,7 @@ class ModuleState:
     definitions: Dict[str, str] = field(default_factory=dict)   # math library, by symbol
     functions: List[str] = field(default_factory=list)
     buffer_names: List[str] = field(default_factory=list)       # bounds-check reports name buffers by id
+    streaming: FrozenSet[Buffer] = frozenset()                 # stored non-temporally where aligned (streaming.py)
 
     @property
     def bounds_check(self) -> bool:
@@ -71,6 +73,14 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         self.outlined = 0
         self.stack_bytes = 0     # local buffers on this function's stack so far
         self.index_ranges: Dict[Var, tuple] = {}
+        self.streamed = False    # a non-temporal store was emitted: end with sfence
+
+    def ret_void(self) -> None:
+        """End the function; after non-temporal stores, sfence first (they are weakly ordered)."""
+        if self.streamed:
+            self.declare(f"declare void @{SFENCE}()")
+            self.fn.do(f"call void @{SFENCE}()")
+        self.fn.do("ret void")
 
     # -- statements --
     def stmt(self, s: Stmt) -> None:
@@ -256,7 +266,7 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         inner = FunctionEmitter(self.module, fn, {v: f"%s{j}" for j, v in enumerate(scalars)},
                                 {b: f"%p{i}" for i, b in enumerate(buffers)})
         inner.loop(s.var, "%begin", "%end", s.body, constant=False, extent=s.extent)
-        fn.do("ret void")
+        inner.ret_void()
         self.module.functions.append(fn.render())
         return name
 
@@ -345,7 +355,7 @@ def _kernel_function(module: ModuleState, k: Kernel) -> str:
     if k.workers is not None:
         body = For(k.workers.var, k.workers.extent, body, PARALLEL)
     em.stmt(body)
-    fn.do("ret void")
+    em.ret_void()
     module.functions.append(fn.render())
     return name
 
@@ -408,6 +418,8 @@ def render_llvm(m: KernelModule, target: Target, triple: str, datalayout: str, p
     """The LLVM IR module for a Kernel IR module (its entry is `i32 @<name>(ptr args)`), and
     the buffer names that bounds-check reports refer to by id."""
     module = ModuleState(target, parallel_runtime)
+    if target.streaming_stores:
+        module.streaming = streaming_buffers(m.params, m.kernels, triple, target.bounds_check)
     names = [_kernel_function(module, k) for k in m.kernels]
     entry = _entry_function(module, m, names)
     attrs = [f'"target-cpu"="{target.cpu}"', f'"target-features"="{target.features}"']

@@ -307,9 +307,10 @@ class ExprEmitter(DivisionEmitter, BFloatEmitter, HalfEmitter):
         ty = compute_type(e.dtype)
         is_f32 = scalar_compute(e.dtype) == "float"
         if e.name in MATH_FUNCTIONS and is_f32:
-            symbol, definition = math_function(e.name, e.dtype.lanes)
+            scalef = (self.module.target.vector_bits or 0) >= 512     # AVX-512: vscalefps
+            symbol, definition = math_function(e.name, e.dtype.lanes, scalef)
             self.module.definitions.setdefault(symbol, definition)
-            for d in math_declarations(e.dtype.lanes):
+            for d in math_declarations(e.dtype.lanes, scalef):
                 self.declare(d)
             return self.fn.emit(f"call {ty} {symbol}({ty} {args[0]})", e.name)
         if e.name == "sigmoid":   # double precision: 1 / (1 + exp(-x))

@@ -101,8 +101,9 @@ def _f32_hex(value: float) -> str:
 class _Body:
     """Straight-line SSA code for one function over ``lanes`` float32 lanes."""
 
-    def __init__(self, lanes: int):
+    def __init__(self, lanes: int, scalef: bool = False):
         self.lanes = lanes
+        self.scalef = scalef
         vec = (lambda t: t) if lanes == 1 else (lambda t: f"<{lanes} x {t}>")
         self.fty, self.ity, self.bty = vec("float"), vec("i32"), vec("i1")
         self.suffix = "f32" if lanes == 1 else f"v{lanes}f32"
@@ -168,6 +169,8 @@ def _exp(b: _Body, x: str) -> str:
     r = b.call("fma", k, b.f(-_LN2_LO), r)
     p = b.horner(r, _EXP_P)
     y = b.fop("fadd", b.call("fma", p, b.fop("fmul", r, r), r), b.f(1.0))
+    if b.scalef:    # AVX-512's vscalefps: y * 2**k in one instruction, rounded once
+        return _scalef(b, y, k, ki)
     # 2**k by writing k + 127 into the exponent field. k spans [-150, 128], more
     # than one float32 exponent holds, so scale by 2**(k//2) and then by
     # 2**(k - k//2): the first product is exact and the second rounds once,
@@ -178,6 +181,34 @@ def _exp(b: _Body, x: str) -> str:
         bits = b.iop("shl", b.iop("add", part, b.i(127)), b.i(23))
         y = b.fop("fmul", y, b.cast("bitcast", bits, b.ity, b.fty))
     return y
+
+
+def _scalef(b: _Body, y: str, k: str, ki: str) -> str:
+    """y * 2**k by vscalefps: on the float k directly in whole zmm registers (16 lanes each,
+    no conversion), else through LLVM's ldexp on the integer k."""
+    if b.lanes % 16:
+        return b.emit(f"call {b.fty} @llvm.ldexp.{b.suffix}.{_int_suffix(b)}({b.fty} {y}, {b.ity} {ki})")
+    parts = []
+    for start in range(0, b.lanes, 16):
+        lanes = ", ".join(f"i32 {start + j}" for j in range(16))
+        yp, kp = (b.emit(f"shufflevector {b.fty} {v}, {b.fty} poison, <16 x i32> <{lanes}>") if b.lanes > 16 else v
+                  for v in (y, k))
+        parts.append(b.emit(f"call <16 x float> @{_SCALEF}(<16 x float> {yp}, <16 x float> {kp}, "
+                            "<16 x float> poison, i16 -1, i32 4)"))
+    while len(parts) > 1:        # concatenate pairwise: 16 + 16 -> 32 lanes, ...
+        width = 32 * (b.lanes // (16 * len(parts)))
+        idx = ", ".join(f"i32 {j}" for j in range(width))
+        half = width // 2
+        parts = [b.emit(f"shufflevector <{half} x float> {parts[j]}, <{half} x float> {parts[j + 1]}, <{width} x i32> <{idx}>")
+                 for j in range(0, len(parts), 2)]
+    return parts[0]
+
+
+_SCALEF = "llvm.x86.avx512.mask.scalef.ps.512"
+
+
+def _int_suffix(b: _Body) -> str:
+    return "i32" if b.lanes == 1 else f"v{b.lanes}i32"
 
 
 def _log(b: _Body, x: str) -> str:
@@ -244,8 +275,11 @@ def _check_lanes(lanes: int) -> None:
         raise ValueError(f"math functions need a positive lane count, not {lanes!r}")
 
 
-def math_function(name: str, lanes: int) -> tuple[str, str]:
+def math_function(name: str, lanes: int, scalef: bool = False) -> tuple[str, str]:
     """Return (symbol, definition) for float32 ``name`` over ``lanes`` lanes.
+
+    scalef: the target has AVX-512 (vscalefps), which scales exp's result by 2**k in one
+    instruction (LLVM's ldexp) where the portable code takes eight.
 
     The symbol is e.g. ``@sl.exp.v16f32``, or ``@sl.exp.f32`` for one lane; it
     takes and returns ``float`` for one lane and ``<lanes x float>`` otherwise.
@@ -257,7 +291,7 @@ def math_function(name: str, lanes: int) -> tuple[str, str]:
         raise ValueError(f"unknown math function {name!r}; "
                          f"choose from {', '.join(sorted(MATH_FUNCTIONS))}")
     _check_lanes(lanes)
-    body = _Body(lanes)
+    body = _Body(lanes, scalef)
     result = _EMITTERS[name](body, "%x")
     symbol = f"@sl.{name}.{body.suffix}"
     text = "\n".join([
@@ -266,9 +300,13 @@ def math_function(name: str, lanes: int) -> tuple[str, str]:
     return symbol, text
 
 
-def math_declarations(lanes: int) -> list[str]:
+def math_declarations(lanes: int, scalef: bool = False) -> list[str]:
     """The ``declare`` lines of the LLVM intrinsics the definitions for ``lanes`` use."""
     _check_lanes(lanes)
     body = _Body(lanes)
-    return [f"declare {body.fty} @llvm.{name}.{body.suffix}({', '.join([body.fty] * arity)})"
-            for name, arity in _INTRINSICS]
+    out = [f"declare {body.fty} @llvm.{name}.{body.suffix}({', '.join([body.fty] * arity)})"
+           for name, arity in _INTRINSICS]
+    if scalef:
+        out.append(f"declare {body.fty} @llvm.ldexp.{body.suffix}.{_int_suffix(body)}({body.fty}, {body.ity})")
+        out.append(f"declare <16 x float> @{_SCALEF}(<16 x float>, <16 x float>, <16 x float>, i16, i32)")
+    return out

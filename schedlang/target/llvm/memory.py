@@ -14,6 +14,7 @@ from ...errors import InternalError
 from ...expr.nodes import Buffer, Const, Expr, Load, Ramp
 from ...loop.nodes import Store
 from .status import STATUS
+from .streaming import METADATA, streaming_alignment
 from .types import compute_type, memory_type, scalar_memory
 
 SCRATCH_BYTES = 4096
@@ -134,7 +135,10 @@ class MemoryEmitter:
         value = self.to_memory(self.stored_value(s), dt)
         kind, ptr, mask = self.access(buf, s.indices[0], s.predicate)
         mty, align, lanes = memory_type(dt), buf.dtype.bytes, dt.lanes
-        if kind in ("scalar", "vector"):
+        nt_align = streaming_alignment(s) if kind == "vector" and buf in self.module.streaming else 0
+        if nt_align:
+            self.streaming_store(s, mty, value, ptr, align, nt_align)
+        elif kind in ("scalar", "vector"):
             self.fn.do(f"store {mty} {value}, ptr {ptr}, align {align}")
         elif kind == "masked":
             name = f"llvm.masked.store.{_suffix(mty)}.p0"
@@ -145,3 +149,20 @@ class MemoryEmitter:
             name = f"llvm.masked.scatter.{_suffix(mty)}.v{lanes}p0"
             self.declare(f"declare void @{name}({mty}, <{lanes} x ptr>, i32, <{lanes} x i1>)")
             self.fn.do(f"call void @{name}({mty} {value}, <{lanes} x ptr> {ptr}, i32 {align}, <{lanes} x i1> {mask})")
+
+    def streaming_store(self, s: Store, mty: str, value: str, ptr: str, align: int, nt_align: int) -> None:
+        """A non-temporal store where the buffer is aligned at run time, else an ordinary one
+        (the test is loop-invariant: LLVM hoists it)."""
+        base = self.fn.emit(f"ptrtoint ptr {self.ptrs[s.buffer]} to i64", "base")
+        low = self.fn.emit(f"and i64 {base}, {nt_align - 1}", "misalign")
+        ok = self.fn.emit(f"icmp eq i64 {low}, 0", "aligned")
+        nt_l, plain_l, join_l = self.fn.label("store.nt"), self.fn.label("store"), self.fn.label("store.end")
+        self.fn.do(f"br i1 {ok}, label %{nt_l}, label %{plain_l}")
+        self.fn.start_block(nt_l)
+        self.fn.do(f"store {mty} {value}, ptr {ptr}, align {nt_align}, {METADATA}")
+        self.fn.do(f"br label %{join_l}")
+        self.fn.start_block(plain_l)
+        self.fn.do(f"store {mty} {value}, ptr {ptr}, align {align}")
+        self.fn.do(f"br label %{join_l}")
+        self.fn.start_block(join_l)
+        self.streamed = True
