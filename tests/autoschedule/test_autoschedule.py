@@ -19,6 +19,7 @@ from schedlang.schedule import legal
 from schedlang.tensor.axis import REDUCE
 
 from . import workers
+from .test_search import softmax as softmax_task
 
 FAST = dict(number=1, repeat=2)
 SMALL = SearchPolicy(population=8, generations=1)      # a quick search: few candidates lowered per round
@@ -290,23 +291,13 @@ def test_every_sampled_candidate_is_legal_and_correct():
             assert sl.autoschedule.check_against_reference(task, s) is None, s.to_python()
 
 
-def softmax(rows=12, cols=40):
-    X = sl.placeholder((rows, cols), name="X")
-    k = sl.reduce_axis((0, cols), name="k")
-    mx = sl.compute((rows,), lambda i: sl.max(X[i, k], axis=k), name="rowmax")
-    ex = sl.compute((rows, cols), lambda i, j: sl.exp(X[i, j] - mx[i]), name="expval")
-    k2 = sl.reduce_axis((0, cols), name="k2")
-    tot = sl.compute((rows,), lambda i: sl.sum(ex[i, k2], axis=k2), name="rowsum")
-    return [X, sl.compute((rows, cols), lambda i, j: ex[i, j] / tot[i], name="softmax")]
-
-
 def test_costly_math_read_twice_may_stay_a_stage():
     """softmax's exp, read by the row sum and the normalize, may be computed once (a sketch
     keeps it a stage); an exp read once, or a cheap stage read twice, is always inlined."""
-    X, out = softmax()
-    s = sl.create_schedule(out.op)
+    task = softmax_task(12, 40)
+    s = task.schedule()
     assert legal.costly_to_recompute(s, s["expval"])
-    assert "plain" in [sk.name for sk in generate_sketches(SearchTask.from_outputs([out]))]
+    assert "plain" in [sk.name for sk in generate_sketches(task)]
     _, R = eltwise_reduce()                     # E = exp(X) * 0.5 + 1, read once by R
     assert not legal.costly_to_recompute(sl.create_schedule(R.op), sl.create_schedule(R.op)["E"])
     Y = sl.placeholder((8, 8), name="Y")
@@ -320,8 +311,7 @@ def test_a_producer_may_join_its_consumers_where_they_are_computed():
     """With the row sum computed at the normalize's row loop, the exp it shares with the
     normalize may be computed there too, once per row; those candidates are correct, and a
     long innermost loop is split by a vector width and vectorized."""
-    X, out = softmax(12, 100)
-    task = SearchTask.from_outputs([out])
+    task = softmax_task(12, 100)
     s = task.schedule()
     s["rowsum"].compute_at(s["softmax"], s["softmax"].leaf_iter_vars[0])
     points = legal.attach_points(s, s["expval"], 2)
