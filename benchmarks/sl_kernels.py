@@ -59,6 +59,70 @@ def gemm_register_tiled(target, M: int, N: int, K: int, mr: int = 4, nr: int = 1
     return sl.build(s, [A, B, C], target=target, name="gemm_rt")
 
 
+def conv2d_stages(n: int, c: int, h: int, w: int, f: int, r: int = 3, pad: int = 1):
+    """conv2d NCHW, stride 1, unscheduled: (X, W, padded, conv), the padding a stage of its own
+    (an if_then_else), the sum over rc, rh, rw."""
+    X = sl.placeholder((n, c, h, w), name="X")
+    W = sl.placeholder((f, c, r, r), name="W")
+    padded = sl.compute((n, c, h + 2 * pad, w + 2 * pad), lambda nn, cc, hh, ww: sl.if_then_else(
+        sl.all(hh >= pad, hh < h + pad, ww >= pad, ww < w + pad), X[nn, cc, hh - pad, ww - pad], 0.0), name="pad")
+    rc, rh, rw = (sl.reduce_axis((0, e), name=nm) for e, nm in ((c, "rc"), (r, "rh"), (r, "rw")))
+    out = sl.compute((n, f, h + 2 * pad - r + 1, w + 2 * pad - r + 1), lambda nn, ff, hh, ww: sl.sum(
+        padded[nn, rc, hh + rh, ww + rw] * W[ff, rc, rh, rw], axis=[rc, rh, rw]), name="conv")
+    return X, W, padded, out
+
+
+def conv2d_nchwc(target, n: int, c: int, h: int, w: int, f: int, wt: int = 7, vecs: int = 2,
+                 lanes: int = 0):
+    """The module of conv2d_nchwc_schedule (which see) built for target."""
+    target = sl.Target.create(target) if isinstance(target, str) else target
+    s, args = conv2d_nchwc_schedule(target, n, c, h, w, f, wt, vecs, lanes)
+    return sl.build(s, args, target=target, name="conv2d_nchwc")
+
+
+def conv2d_nchwc_schedule(target, n: int, c: int, h: int, w: int, f: int, wt: int = 7, vecs: int = 2,
+                          lanes: int = 0):
+    """conv2d NCHW (3x3, pad 1) scheduled as oneDNN's and TVM's x86 NCHWc kernels: vectorized
+    over `lanes` output channels (default: the target's float32 vector width), the weights
+    packed [F/lanes, C, 3, 3, lanes] (a cache_read copy re-laid out by cache_write, then
+    inlined), the padding materialized, a register tile of wt output columns by `vecs`
+    vectors of channels in a local cache laid out [.., wt, lanes], the reductions outside the
+    unrolled tile (one broadcast of an input value, `vecs` vector loads and wt * vecs FMAs
+    per step), the tile written back to NCHW after the reduction; (filter tile, row) parallel.
+    Returns (schedule, [X, W, conv])."""
+    X, W, padded, out = conv2d_stages(n, c, h, w, f)
+    target = sl.Target.create(target) if isinstance(target, str) else target
+    lanes = lanes or max(1, (target.vector_bits or 256) // 32)
+    s = sl.create_schedule(out.op)
+    Wc = s.cache_read(W, "global", [out])
+    fa, ca, ra, qa = s[Wc].op.axis
+    fo, fi = s[Wc].split(fa, factor=lanes)
+    s[Wc].reorder(fo, ca, ra, qa, fi)
+    Wp = s.cache_write(Wc, "global")               # its buffer follows the loops: [F/lanes, C, 3, 3, lanes]
+    s[Wc].compute_inline()
+    nn, ff, hh, ww = out.op.axis
+    fo, fi = s[out].split(ff, factor=lanes)
+    s[out].reorder(nn, fo, hh, ww, fi)
+    CC = s.cache_write(out, "local")               # laid out [.., ww, lanes]: the vector innermost
+    nn, ff, hh, ww = s[out].op.axis
+    fo, fi = s[out].split(ff, factor=vecs * lanes)
+    wo, wi = s[out].split(ww, factor=wt)
+    s[out].reorder(nn, fo, hh, wo, wi, fi)
+    s[CC].compute_at(s[out], wo)
+    cn, cfo, ch, cw, cfi = s[CC].op.axis
+    s[CC].reorder(cn, ch, *s[CC].op.reduce_axis, cw, cfo, cfi)
+    s[CC].unroll(cw)
+    s[CC].unroll(cfo)
+    s[CC].vectorize(cfi)
+    s[out].parallel(s[out].fuse(nn, fo, hh))
+    s[out].unroll(wi)
+    s[out].vectorize(fi)
+    s[padded].parallel(s[padded].fuse(*padded.op.axis[:3]))
+    s[Wp].parallel(s[Wp].fuse(*s[Wp].op.axis[:2]))
+    s[Wp].vectorize(s[Wp].op.axis[-1])
+    return s, [X, W, out]
+
+
 def silu_and_mul(target, rows: int, cols: int, factor: int):
     """out[i, j] = silu(x[i, j]) * x[i, j + cols/2]: rows parallel, columns split by `factor`,
     the inner part vectorized (sigmoid uses schedlang's vectorised polynomial exp)."""
