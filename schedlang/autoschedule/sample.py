@@ -227,11 +227,21 @@ def _tile_relayout(trace: Trace, s: Schedule, st, target) -> None:
     back = [a for a in inner if a is not inner[pos]] + [inner[pos]] if wb_v else inner
     st.reorder(*outer, *back)
     cache.compute_at(st, outer[-1])
+    # The cache's loops span the tile, but unroll() counts their full extents: split each by
+    # its tile size (the outer part runs once) and unroll the inner parts.
     cspatial = [a for a in cache.leaf_iter_vars if a.kind == DATA_PAR]
     creduce = [a for a in cache.leaf_iter_vars if a.kind == REDUCE]
-    cvo, cvi = cspatial[pos], cspatial[-1]
-    tile = [a for a in cspatial if a is not cvo and a is not cvi] + [cvo]
-    cache.reorder(*creduce, *tile, cvi)
+    cvi = cspatial.pop()
+    once, tile = [], []
+    for j in [j for j in range(len(cspatial)) if j != pos] + [pos]:     # the vectors of v innermost
+        a, size = cspatial[j], (k if j == pos else sizes[spatial[j]])
+        if size == 1:
+            once.append(a)
+            continue
+        o, i = cache.split(a, factor=size)
+        once.append(o)
+        tile.append(i)
+    cache.reorder(*once, *creduce, *tile, cvi)
     for a in tile:
         cache.unroll(a)
     cache.vectorize(cvi)

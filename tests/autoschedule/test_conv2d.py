@@ -108,6 +108,17 @@ def test_relayout_candidates_match_torch_on_odd_shapes():
             check_conv(s, task.args, seed)
 
 
+def test_relayout_samples_at_the_benchmark_size_are_legal():
+    """The register tile is unrolled through splits of the cache's loops by the tile sizes (their
+    full extents, 56 x 56 rows and columns, would pass unroll's limit): no draw is refused."""
+    from schedlang.autoschedule.sample import sample
+    task = conv_task(1, 64, 56, 56, 64)
+    sketches = [sk for sk in generate_sketches(task) if "relayout" in sk.name]
+    for seed in range(12):
+        s, decisions = sample(task, sketches[seed % 2], random.Random(seed))
+        assert decisions["conv|vecs"] * decisions["conv|reg|ww"] * decisions["conv|reg|hh"] <= legal.register_tile_budget(task.target)
+
+
 def test_a_small_conv2d_search_finishes_and_is_correct(tmp_path):
     X, W, _, out = sl_kernels.conv2d_stages(1, 4, 8, 8, 16)
     s, args = sl.auto_schedule([out], trials=6, log=str(tmp_path / "conv.jsonl"), seed=0, per_round=6,

@@ -11,7 +11,9 @@ a bounds-checked build. (The tests print the seed of a failing case.)
 The generator only uses public primitives and only makes calls it believes valid, so a
 ScheduleError from one of its calls is a generator bug or a compiler bug:
 
-1. dataflow: cache_read (readers = all or some consumers), cache_write (before the stage
+1. dataflow: the re-layout of the auto-scheduler's tile_relayout sketch (legal.relayout_axis:
+   a conv2d's weights copied with the output channel split and its inner part innermost),
+   cache_read (readers = all or some consumers), cache_write (before the stage
    is scheduled), rfactor (after splitting/fusing reduction axes), compute_inline of
    injective intermediate stages;
 2. loops: split (factor or nparts, dividing or not, larger than the extent), tile, fuse
@@ -302,6 +304,16 @@ class Generator:
     # ---- 1. dataflow -----------------------------------------------------------------
     def dataflow(self) -> None:
         rng, s = self.rng, self.s
+        for st in list(s.stages):      # re-lay out the inputs of a conv2d's channel vector (legal.relayout_axis)
+            found = legal.relayout_axis(st) if is_compute(st) else None
+            if found and rng.random() < 0.3:
+                for tensor, dim in found[1]:
+                    copy = s[s.cache_read(tensor, "global", [st])]
+                    axes = list(copy.op.axis)
+                    outer, inner = copy.split(axes[dim], factor=legal.random_factor(rng, int(axes[dim].dom.extent)))
+                    copy.reorder(*axes[:dim], outer, *axes[dim + 1:], inner)
+                    self.cache_stages.add(s[s.cache_write(copy.op.output(0), "global")].name)
+                    copy.compute_inline()
         for st in list(s.stages):      # cache_read inputs and intermediates
             if st.is_output or not s._consumers(st) or rng.random() > 0.2:
                 continue
