@@ -315,15 +315,15 @@ class Generator:
                     self.cache_stages.add(s[s.cache_write(copy.op.output(0), "global")].name)
                     copy.compute_inline()
         for st in list(s.stages):      # cache_read inputs and intermediates
-            if st.is_output or not s._consumers(st) or rng.random() > 0.2:
+            readers = [c for c in s._consumers(st) if c.attach_type != "inline"]   # a re-layout inlined one
+            if st.is_output or st.attach_type == "inline" or not readers or rng.random() > 0.2:
                 continue
-            readers = [c for c in s._consumers(st)]
             if rng.random() < 0.3 and len(readers) > 1:
                 readers = rng.sample(readers, rng.randint(1, len(readers)))
             t = s.cache_read(st.op.output(0), rng.choice(SCOPES), [s[c] for c in readers])
             self.cache_stages.add(s[t].name)
         for st in list(s.stages):      # cache_write and rfactor, in a random mix
-            if not is_compute(st):
+            if not is_compute(st) or st.attach_type == "inline":
                 continue
             if rng.random() < 0.2 and not st.relations:
                 outputs = [st.op.output(i) for i in range(st.op.num_outputs)]
@@ -334,7 +334,7 @@ class Generator:
             if is_reduction(st) and rng.random() < 0.3:
                 self.rfactor(st)
         for st in list(s.stages):      # compute_inline injective intermediates
-            if (legal.can_inline(st)
+            if (legal.can_inline(st) and st.attach_type != "inline"
                     and rng.random() < (0.15 if st.name in self.cache_stages else 0.45)):
                 st.compute_inline()
 
