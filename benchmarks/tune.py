@@ -149,7 +149,7 @@ def conv2d(args, peaks) -> None:
     o2 = np.zeros_like(o)
     hand(x, w, o2)
     np.testing.assert_allclose(o2, want, rtol=1e-3, atol=1e-3 * ch)
-    t.add("schedlang hand (NCHWc 7x32)", lambda: hand(x, w, o2), args.repeat, "best hand schedule in benchmarks/")
+    t.add("schedlang hand (NCHWc 8x16)", lambda: hand(x, w, o2), args.repeat, "best hand schedule in benchmarks/")
     to = torch.from_numpy(o)
     with torch.no_grad():
         t.add("torch F.conv2d (oneDNN)", lambda: F.conv2d(tx, tw, padding=1), args.repeat, "allocates its output")

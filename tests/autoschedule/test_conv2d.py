@@ -37,13 +37,14 @@ def check_conv(s, args, seed=0):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
 
 
-@pytest.mark.parametrize("shape, wt, vecs, lanes", [
-    ((1, 5, 9, 11, 20), 4, 2, 16),      # channels not a multiple of the lanes, a tail in w
-    ((2, 3, 7, 6, 8), 7, 1, 16),        # fewer channels than lanes, a tile wider than w
-    ((1, 4, 5, 13, 24), 3, 3, 8),       # three vectors of 8, 13 = 4 * 3 + 1
+@pytest.mark.parametrize("shape, wt, vecs, lanes, inline_pad", [
+    ((1, 5, 9, 11, 20), 4, 2, 16, False),      # channels not a multiple of the lanes, a tail in w
+    ((1, 5, 9, 11, 20), 8, 1, 16, True),
+    ((2, 3, 7, 6, 8), 7, 1, 16, True),         # fewer channels than lanes, a tile wider than w
+    ((1, 4, 5, 13, 24), 3, 3, 8, False),       # three vectors of 8, 13 = 4 * 3 + 1
 ])
-def test_hand_nchwc_schedule_matches_torch(shape, wt, vecs, lanes):
-    s, args = sl_kernels.conv2d_nchwc_schedule("llvm", *shape, wt=wt, vecs=vecs, lanes=lanes)
+def test_hand_nchwc_schedule_matches_torch(shape, wt, vecs, lanes, inline_pad):
+    s, args = sl_kernels.conv2d_nchwc_schedule("llvm", *shape, wt=wt, vecs=vecs, lanes=lanes, inline_pad=inline_pad)
     check_conv(s, args)
 
 
@@ -52,7 +53,7 @@ def test_hand_nchwc_inner_loop_is_broadcast_fma_without_spills():
     vector accumulators held in registers (no stack traffic in the loop)."""
     if (sl.Target.create("llvm").vector_bits or 0) < 512:
         pytest.skip("the 7 x 2 zmm register tile needs AVX-512")
-    s, args = sl_kernels.conv2d_nchwc_schedule("llvm", 1, 16, 14, 14, 32)
+    s, args = sl_kernels.conv2d_nchwc_schedule("llvm", 1, 16, 14, 14, 32, wt=7, vecs=2, inline_pad=False)
     asm = sl.build(s, args).get_source("asm")
     lines = asm.splitlines()
     fmas = [i for i, line in enumerate(lines) if "vfmadd" in line and "zmm" in line]
