@@ -116,6 +116,9 @@ def relayout_axis(st):
     are contiguous."""
     if not has_data_reuse(st):
         return None
+    extents = st.static_extents()
+    if not all(isinstance(extents[a], int) for a in st.op.axis):    # the register tile needs static sizes
+        return None
     spatial = [a.var for a in st.op.axis]
     reads = [n for src in st.op.body.source for n in walk(src) if isinstance(n, TensorRead)]
     uses = [{id(v) for i in r.indices for v in walk(i)} for r in reads]
@@ -124,7 +127,7 @@ def relayout_axis(st):
         return None
     for pos in range(len(spatial) - 2, -1, -1):
         v = spatial[pos]
-        if int(st.op.axis[pos].dom.extent) < 2:
+        if extents[st.op.axis[pos]] < 2:
             continue
         packs, ok = [], True
         for r, used in zip(reads, uses):

@@ -90,6 +90,13 @@ def test_relayout_sketch_rule_applies_to_conv2d_only():
     conv1 = sl.compute((1, 8, 6, 6), lambda n, f, h, w: sl.sum(X[n, rc, h, w] * W1[f, rc], axis=rc), name="c1")
     assert legal.relayout_axis(sl.create_schedule(conv1.op)[conv1]) is None
     assert not any("relayout" in sk.name for sk in generate_sketches(SearchTask.from_outputs([conv1])))
+    n = sl.size_var("n")                         # a symbolic width: no static register tile
+    Xs = sl.placeholder((1, 4, 6, n + 2), name="Xs")
+    rw = sl.reduce_axis((0, 3), name="rw")
+    convs = sl.compute((1, 8, 6, n), lambda b, f, h, w: sl.sum(Xs[b, rc, h, w + rw] * W1[f, rc], axis=[rc, rw]),
+                       name="cs")
+    assert legal.has_data_reuse(sl.create_schedule(convs.op)[convs])
+    assert legal.relayout_axis(sl.create_schedule(convs.op)[convs]) is None
     E = sl.compute((8, 8), lambda i, j: sl.exp(A[i, j]), name="E")
     assert not legal.is_guarded_copy(sl.create_schedule(E.op)[E])
 
