@@ -43,13 +43,7 @@ def gemm_program(n: int):
 
 
 def conv2d_program(n: int, c: int, h: int, w: int, f: int, r: int = 3, pad: int = 1):
-    X = sl.placeholder((n, c, h, w), name="X")
-    W = sl.placeholder((f, c, r, r), name="W")
-    padded = sl.compute((n, c, h + 2 * pad, w + 2 * pad), lambda nn, cc, hh, ww: sl.if_then_else(
-        sl.all(hh >= pad, hh < h + pad, ww >= pad, ww < w + pad), X[nn, cc, hh - pad, ww - pad], 0.0), name="pad")
-    rc, rh, rw = (sl.reduce_axis((0, e), name=nm) for e, nm in ((c, "rc"), (r, "rh"), (r, "rw")))
-    out = sl.compute((n, f, h + 2 * pad - r + 1, w + 2 * pad - r + 1), lambda nn, ff, hh, ww: sl.sum(
-        padded[nn, rc, hh + rh, ww + rw] * W[ff, rc, rh, rw], axis=[rc, rh, rw]), name="conv")
+    X, W, _, out = sl_kernels.conv2d_stages(n, c, h, w, f, r, pad)
     return [X, W, out]
 
 
@@ -156,6 +150,11 @@ def conv2d(args, peaks) -> None:
     t = Table(f"conv2d float32 NCHW {n}x{ch}x{hw}x{hw}, {f} filters 3x3, pad 1: {info}", flops, "GFLOP/s",
               peaks["fma"], "FMA peak")
     t.add("schedlang auto_schedule", lambda: mod(x, w, o), args.repeat)
+    hand = sl_kernels.conv2d_nchwc("llvm", n, ch, hw, hw, f)
+    o2 = np.zeros_like(o)
+    hand(x, w, o2)
+    np.testing.assert_allclose(o2, want, rtol=1e-3, atol=1e-3 * ch)
+    t.add("schedlang hand (NCHWc 8x16)", lambda: hand(x, w, o2), args.repeat, "best hand schedule in benchmarks/")
     to = torch.from_numpy(o)
     with torch.no_grad():
         t.add("torch F.conv2d (oneDNN)", lambda: F.conv2d(tx, tw, padding=1), args.repeat, "allocates its output")

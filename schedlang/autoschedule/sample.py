@@ -163,6 +163,94 @@ def _tile_cache_write(trace: Trace, s: Schedule, st, pack: bool = False) -> None
             cache.unroll(a)
 
 
+def _relayout_inputs(s: Schedule, st, packs, lanes: int) -> None:
+    """Re-lay out each (tensor, dim) of packs for st: a copy (cache_read) whose dimension
+    dim is split by lanes, the inner part moved innermost, made the copy's buffer layout by
+    cache_write (which lays the cache out along the loops), the unpacked copy inlined."""
+    for tensor, dim in packs:
+        copy = s[s.cache_read(tensor, "global", [st])]
+        axes = list(copy.op.axis)
+        outer, inner = copy.split(axes[dim], factor=lanes)
+        copy.reorder(*axes[:dim], outer, *axes[dim + 1:], inner)
+        s.cache_write(copy.op.output(0), "global")
+        copy.compute_inline()
+
+
+def _register_size(trace: Trace, key: str, extent: int, budget: int) -> int:
+    """The decision `key`: a register-tile size of a loop of `extent`, at most budget, a
+    divisor mostly, larger sizes likelier (a small tile reloads its operands more often)."""
+    limit = max(1, min(extent, budget))
+
+    def draw(rng):
+        cands = list(range(1, limit + 1))
+        if rng.random() < DIVISIBLE_P:
+            cands = [d for d in cands if extent % d == 0]
+        return rng.choices(cands, weights=cands)[0]
+
+    return trace.pick(key, draw, lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= limit)
+
+
+def _tile_relayout(trace: Trace, s: Schedule, st, target) -> None:
+    """tile_cache_write vectorized over legal.relayout_axis instead of the innermost axis (conv2d
+    NCHW over its output channels, as oneDNN's and TVM's NCHWc kernels): the inputs read by that
+    axis re-laid out with its vector part innermost, the local cache laid out the same way
+    (split and reordered before cache_write), a register tile of at most
+    legal.register_tile_budget vectors with the reduction loops outside it, unrolled but for
+    the vector loop; the output tile is written back after the reduction."""
+    pos, packs = legal.relayout_axis(st)
+    ext = st.static_extents()
+    spatial = [a for a in st.leaf_iter_vars if a.kind == DATA_PAR]
+    v = spatial[pos]
+    lanes = max(1, (getattr(target, "vector_bits", None) or 256) // 8 // st.op.output(0).dtype_obj.bytes)
+    vf = min(lanes, 1 << (ext[v] - 1).bit_length())
+    _relayout_inputs(s, st, packs, vf)
+    vo, vi = st.split(v, factor=vf)
+    st.reorder(*spatial[:pos], vo, *spatial[pos + 1:], vi)
+    cache = s[s.cache_write(st.op.output(0), "local")]
+    spatial = [a for a in st.leaf_iter_vars if a.kind == DATA_PAR]     # st is now a copy of the cache
+    v = spatial[pos]
+    # Register tile: k vectors of v by sizes of the other spatial axes (innermost first).
+    budget = legal.register_tile_budget(target)
+    k = _register_size(trace, f"{st.name}|vecs", -(-ext[v] // vf), min(4, budget))
+    sizes = {}
+    left = budget // k
+    for a in reversed([a for a in spatial if a is not v]):
+        sizes[a] = _register_size(trace, f"{st.name}|reg|{a.name}", ext[a], left)
+        left = max(1, left // sizes[a])
+    outer, inner = [], []
+    for a in spatial:
+        o, i = st.split(a, factor=k * vf if a is v else sizes[a])
+        outer.append(o)
+        inner.append(i)
+    if trace.pick(f"{st.name}|vec_outer_last", lambda rng: rng.random() < 0.5, lambda x: isinstance(x, bool)):
+        outer.append(outer.pop(pos))      # the tiles of v innermost: the input window stays in cache
+    wb_v = trace.pick(f"{st.name}|writeback_v", lambda rng: rng.random() < 0.5, lambda x: isinstance(x, bool))
+    back = [a for a in inner if a is not inner[pos]] + [inner[pos]] if wb_v else inner
+    st.reorder(*outer, *back)
+    cache.compute_at(st, outer[-1])
+    # The cache's loops span the tile, but unroll() counts their full extents: split each by
+    # its tile size (the outer part runs once) and unroll the inner parts.
+    cspatial = [a for a in cache.leaf_iter_vars if a.kind == DATA_PAR]
+    creduce = [a for a in cache.leaf_iter_vars if a.kind == REDUCE]
+    cvi = cspatial.pop()
+    once, tile = [], []
+    for j in [j for j in range(len(cspatial)) if j != pos] + [pos]:     # the vectors of v innermost
+        a, size = cspatial[j], (k if j == pos else sizes[spatial[j]])
+        if size == 1:
+            once.append(a)
+            continue
+        o, i = cache.split(a, factor=size)
+        once.append(o)
+        tile.append(i)
+    cache.reorder(*once, *creduce, *tile, cvi)
+    for a in tile:
+        cache.unroll(a)
+    cache.vectorize(cvi)
+    for a in back[:-1]:
+        st.unroll(a)
+    st.vectorize(back[-1])
+
+
 def _rfactor(trace: Trace, s: Schedule, st) -> None:
     red = [a for a in st.leaf_iter_vars if a.kind == REDUCE]
     if len(red) > 1:
@@ -263,6 +351,8 @@ def sample(task: SearchTask, sketch: Sketch, rng: random.Random,
             multi_level_tile(trace, st)
         elif rule in ("tile_cache_write", "tile_pack"):
             _tile_cache_write(trace, s, st, pack=rule == "tile_pack")
+        elif rule == "tile_relayout":
+            _tile_relayout(trace, s, st, task.target)
         elif rule == "rfactor":
             _rfactor(trace, s, st)
         elif rule.startswith("gpu_"):

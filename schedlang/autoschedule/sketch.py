@@ -4,9 +4,11 @@ A sketch names, per stage, which rule shapes it; sample.py fills in the numbers 
 sizes, split factors, which loops are parallel, vectorized, unrolled). The rules, as
 Ansor's for CPUs:
 
-- inline: an intermediate elementwise stage is computed inside its consumers; one that calls
-  costly math and is read at several places (softmax's exp) may also stay a stage of its own
-  ("plain"), computed once where all its readers are (sample.py's _locate);
+- inline: an intermediate elementwise stage is computed inside its consumers; one may also
+  stay a stage of its own ("plain") where inlining repeats work: a guarded copy (padding: an
+  if_then_else, whose condition would be evaluated at every reduction step of the consumer),
+  or one that calls costly math and is read at several places (softmax's exp), computed once
+  where all its readers are (sample.py's _locate);
 - tile: a reduction with data reuse (an operand not indexed by every spatial axis:
   matmul, batch matmul, conv2d) gets multi-level tiling, spatial loops in four levels
   and reduction loops in two, ordered S S R S R S;
@@ -15,6 +17,11 @@ Ansor's for CPUs:
 - tile_pack: tile_cache_write, and the inputs read a panel per tile (B of a matmul) copied
   into a contiguous panel at the outermost loop of the innermost spatial axis, which
   becomes the outermost loop (the packed B of a BLAS GEMM, one panel at a time);
+- tile_relayout: tile_cache_write vectorized over another spatial axis than the innermost,
+  where no operand reads the innermost one as its plain last index and the other axis is
+  read only by inputs that can be re-laid out with it innermost (conv2d NCHW: vectorized
+  over the output channels, the weights packed [F/16, C, R, S, 16], as oneDNN's NCHWc
+  kernels; Ansor's layout rewrite), with a register tile of vector accumulators;
 - rfactor: a reduction without enough parallelism (few outputs, a long reduction) has
   its reduction split and factored into a parallel partial stage;
 - plain: the stage keeps its loops (annotation still fuses, parallelises, vectorizes).
@@ -77,9 +84,11 @@ def stage_rules(st, target=None, s=None) -> List[str]:
     if target is not None and target.kind == "cuda":
         return gpu_stage_rules(st)
     if legal.can_inline(st):
-        return ["inline", "plain"] if s is not None and legal.costly_to_recompute(s, st) else ["inline"]
+        keep = legal.is_guarded_copy(st) or (s is not None and legal.costly_to_recompute(s, st))
+        return ["inline", "plain"] if keep else ["inline"]
     if legal.has_data_reuse(st):
-        return ["tile", "tile_cache_write"] + (["tile_pack"] if legal.packable_inputs(st) else [])
+        return (["tile", "tile_cache_write"] + (["tile_pack"] if legal.packable_inputs(st) else [])
+                + (["tile_relayout"] if legal.relayout_axis(st) else []))
     if legal.is_reduction(st):
         spatial = math.prod(int(a.dom.extent) for a in st.op.axis)
         reduce = math.prod(int(a.dom.extent) for a in st.op.reduce_axis)

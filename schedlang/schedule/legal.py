@@ -12,7 +12,7 @@ import random
 from typing import Dict, List, Optional, Tuple
 
 from ..expr.functor import walk
-from ..expr.nodes import Call
+from ..expr.nodes import Call, Select
 from ..tensor.axis import DATA_PAR
 from ..tensor.op import ComputeOp, PlaceholderOp, TensorRead
 from ..tensor.reduce import Reduce
@@ -133,6 +133,71 @@ def packable_inputs(st) -> List:
                 and not any(t is node.tensor for t in found)):
             found.append(node.tensor)
     return found
+
+
+def is_guarded_copy(st) -> bool:
+    """An injective compute stage whose value is a guarded if_then_else (a padding stage):
+    inlined, its condition is evaluated in the consumer's innermost loop at every reduction
+    step; materialized (compute_root or at an outer loop), each element's condition once."""
+    if not is_compute(st) or st.op.reduce_axis:
+        return False
+    return any(isinstance(n, Select) and n.guarded for body in st.op.bodies for n in walk(body))
+
+
+def relayout_axis(st):
+    """The axis a data-reuse reduction should vectorize instead of its innermost one, and
+    the inputs to re-lay out for it: None, or (position of the axis in st.op.axis,
+    [(tensor, dim)...]).
+
+    It applies when no operand reads the innermost spatial axis alone as its last index
+    (conv2d NCHW's ww is read as hh + rh, ww + rw through the padding, a sliding window,
+    and not at all by the weights), and an outer spatial axis v (conv2d's output channel ff)
+    is read only as the plain index `dim` of placeholder inputs that do not read the
+    innermost axis (the weights W[ff, rc, rh, rw]): the output tile is then vectorized
+    over v, each other operand's value broadcast across the vector, and each such input
+    re-laid out with v split by the vector width and its inner part innermost
+    ([F/16, C, R, S, 16]: oneDNN's and TVM's NCHWc weight layout), so the vector loads
+    are contiguous."""
+    if not has_data_reuse(st):
+        return None
+    extents = st.static_extents()
+    if not all(isinstance(extents[a], int) for a in st.op.axis):    # the register tile needs static sizes
+        return None
+    spatial = [a.var for a in st.op.axis]
+    reads = [n for src in st.op.body.source for n in walk(src) if isinstance(n, TensorRead)]
+    uses = [{id(v) for i in r.indices for v in walk(i)} for r in reads]
+    inner = spatial[-1]
+    if any(r.indices and r.indices[-1] is inner for r in reads):
+        return None
+    for pos in range(len(spatial) - 2, -1, -1):
+        v = spatial[pos]
+        if extents[st.op.axis[pos]] < 2:
+            continue
+        packs, ok = [], True
+        for r, used in zip(reads, uses):
+            if id(v) not in used:
+                continue
+            dims = [d for d, i in enumerate(r.indices) if i is v]
+            if (not isinstance(r.tensor.op, PlaceholderOp) or len(dims) != 1 or id(inner) in used
+                    or sum(id(v) in {id(x) for x in walk(i)} for i in r.indices) != 1):
+                ok = False
+                break
+            prev = next((d for t, d in packs if t is r.tensor), None)
+            if prev is None:
+                packs.append((r.tensor, dims[0]))
+            elif prev != dims[0]:
+                ok = False
+                break
+        if ok and packs:
+            return pos, packs
+    return None
+
+
+def register_tile_budget(target) -> int:
+    """Vector accumulators a register tile may hold on target: the vector registers (32 with
+    AVX-512, 16 below) less a few for the operands (the loaded vector, broadcasts)."""
+    bits = getattr(target, "vector_bits", None) or 256
+    return 28 if bits >= 512 else 12
 
 
 def random_factor(rng: random.Random, extent: int) -> int:

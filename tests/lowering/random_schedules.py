@@ -11,7 +11,9 @@ a bounds-checked build. (The tests print the seed of a failing case.)
 The generator only uses public primitives and only makes calls it believes valid, so a
 ScheduleError from one of its calls is a generator bug or a compiler bug:
 
-1. dataflow: cache_read (readers = all or some consumers), cache_write (before the stage
+1. dataflow: the re-layout of the auto-scheduler's tile_relayout sketch (legal.relayout_axis:
+   a conv2d's weights copied with the output channel split and its inner part innermost),
+   cache_read (readers = all or some consumers), cache_write (before the stage
    is scheduled), rfactor (after splitting/fusing reduction axes), compute_inline of
    injective intermediate stages;
 2. loops: split (factor or nparts, dividing or not, larger than the extent), tile, fuse
@@ -302,16 +304,26 @@ class Generator:
     # ---- 1. dataflow -----------------------------------------------------------------
     def dataflow(self) -> None:
         rng, s = self.rng, self.s
+        for st in list(s.stages):      # re-lay out the inputs of a conv2d's channel vector (legal.relayout_axis)
+            found = legal.relayout_axis(st) if is_compute(st) else None
+            if found and rng.random() < 0.3:
+                for tensor, dim in found[1]:
+                    copy = s[s.cache_read(tensor, "global", [st])]
+                    axes = list(copy.op.axis)
+                    outer, inner = copy.split(axes[dim], factor=legal.random_factor(rng, int(axes[dim].dom.extent)))
+                    copy.reorder(*axes[:dim], outer, *axes[dim + 1:], inner)
+                    self.cache_stages.add(s[s.cache_write(copy.op.output(0), "global")].name)
+                    copy.compute_inline()
         for st in list(s.stages):      # cache_read inputs and intermediates
-            if st.is_output or not s._consumers(st) or rng.random() > 0.2:
+            readers = [c for c in s._consumers(st) if c.attach_type != "inline"]   # a re-layout inlined one
+            if st.is_output or st.attach_type == "inline" or not readers or rng.random() > 0.2:
                 continue
-            readers = [c for c in s._consumers(st)]
             if rng.random() < 0.3 and len(readers) > 1:
                 readers = rng.sample(readers, rng.randint(1, len(readers)))
             t = s.cache_read(st.op.output(0), rng.choice(SCOPES), [s[c] for c in readers])
             self.cache_stages.add(s[t].name)
         for st in list(s.stages):      # cache_write and rfactor, in a random mix
-            if not is_compute(st):
+            if not is_compute(st) or st.attach_type == "inline":
                 continue
             if rng.random() < 0.2 and not st.relations:
                 outputs = [st.op.output(i) for i in range(st.op.num_outputs)]
@@ -322,7 +334,7 @@ class Generator:
             if is_reduction(st) and rng.random() < 0.3:
                 self.rfactor(st)
         for st in list(s.stages):      # compute_inline injective intermediates
-            if (legal.can_inline(st)
+            if (legal.can_inline(st) and st.attach_type != "inline"
                     and rng.random() < (0.15 if st.name in self.cache_stages else 0.45)):
                 st.compute_inline()
 

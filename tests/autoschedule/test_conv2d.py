@@ -1,0 +1,134 @@
+"""conv2d NCHW vectorized over output channels: the hand NCHWc schedule of benchmarks/sl_kernels.py
+and the auto-scheduler's tile_relayout sketch (weights packed with the channel vector innermost,
+padding materialized) compute what torch does, on odd shapes, without out-of-bounds accesses."""
+import importlib.util
+import pathlib
+import random
+
+import numpy as np
+import pytest
+
+import schedlang as sl
+from schedlang.autoschedule.search import Evolver, SearchPolicy
+from schedlang.autoschedule.sketch import generate_sketches
+from schedlang.autoschedule.task import SearchTask
+from schedlang.schedule import legal
+
+from ..helpers import run
+
+torch = pytest.importorskip("torch")
+
+_PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "sl_kernels.py"
+_SPEC = importlib.util.spec_from_file_location("sl_kernels", _PATH)
+sl_kernels = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(sl_kernels)
+
+
+def torch_conv2d(x, w):
+    return torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1).numpy()
+
+
+def check_conv(s, args, seed=0):
+    """Run s bounds-checked and normal (tests/helpers.run) and compare with torch."""
+    feed, outputs, _ = run(s, args, seed)
+    X, W = args[:2]
+    (_, got), = outputs
+    want = torch_conv2d(feed[X], feed[W])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+
+
+@pytest.mark.parametrize("shape, wt, vecs, lanes, inline_pad", [
+    ((1, 5, 9, 11, 20), 4, 2, 16, False),      # channels not a multiple of the lanes, a tail in w
+    ((1, 5, 9, 11, 20), 8, 1, 16, True),
+    ((2, 3, 7, 6, 8), 7, 1, 16, True),         # fewer channels than lanes, a tile wider than w
+    ((1, 4, 5, 13, 24), 3, 3, 8, False),       # three vectors of 8, 13 = 4 * 3 + 1
+])
+def test_hand_nchwc_schedule_matches_torch(shape, wt, vecs, lanes, inline_pad):
+    s, args = sl_kernels.conv2d_nchwc_schedule("llvm", *shape, wt=wt, vecs=vecs, lanes=lanes, inline_pad=inline_pad)
+    check_conv(s, args)
+
+
+def test_hand_nchwc_inner_loop_is_broadcast_fma_without_spills():
+    """The reduction's body: broadcast an input value, load the packed weights, FMA into
+    vector accumulators held in registers (no stack traffic in the loop)."""
+    if (sl.Target.create("llvm").vector_bits or 0) < 512:
+        pytest.skip("the 7 x 2 zmm register tile needs AVX-512")
+    s, args = sl_kernels.conv2d_nchwc_schedule("llvm", 1, 16, 14, 14, 32, wt=7, vecs=2, inline_pad=False)
+    asm = sl.build(s, args).get_source("asm")
+    lines = asm.splitlines()
+    fmas = [i for i, line in enumerate(lines) if "vfmadd" in line and "zmm" in line]
+    assert len(fmas) >= 14
+    start = max(i for i in range(fmas[0]) if lines[i].startswith(".LBB"))     # the innermost loop's label
+    label = lines[start].rstrip(":")
+    end = next(i for i in range(start, len(lines)) if lines[i].split()[-1:] == [label])   # its back edge
+    body = lines[start:end + 1]
+    assert sum("vfmadd" in line for line in body) >= 14
+    assert any("vbroadcastss" in line for line in body)
+    assert not any("rsp" in line for line in body), "\n".join(body)
+
+
+def conv_task(n, c, h, w, f):
+    X, W, _, out = sl_kernels.conv2d_stages(n, c, h, w, f)
+    return SearchTask(tensors=[X, W, out])
+
+
+def test_relayout_sketch_rule_applies_to_conv2d_only():
+    task = conv_task(1, 4, 6, 6, 8)
+    s = task.schedule()
+    pos, packs = legal.relayout_axis(s["conv"])
+    assert s["conv"].op.axis[pos].var.name == "ff" and [(t.name, d) for t, d in packs] == [("W", 0)]
+    assert legal.is_guarded_copy(s["pad"])
+    names = [sk.name for sk in generate_sketches(task)]
+    assert "tile_relayout:conv,inline:pad" in names and "tile_relayout:conv" in names    # pad inlined or not
+    # GEMM: B[k, j] reads the innermost axis contiguously; a 1x1 conv reads X[n, rc, h, w] likewise
+    A, B = sl.placeholder((8, 8), name="A"), sl.placeholder((8, 8), name="B")
+    k = sl.reduce_axis((0, 8), name="k")
+    C = sl.compute((8, 8), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    assert legal.relayout_axis(sl.create_schedule(C.op)[C]) is None
+    X, W1 = sl.placeholder((1, 4, 6, 6), name="X"), sl.placeholder((8, 4), name="W1")
+    rc = sl.reduce_axis((0, 4), name="rc")
+    conv1 = sl.compute((1, 8, 6, 6), lambda n, f, h, w: sl.sum(X[n, rc, h, w] * W1[f, rc], axis=rc), name="c1")
+    assert legal.relayout_axis(sl.create_schedule(conv1.op)[conv1]) is None
+    assert not any("relayout" in sk.name for sk in generate_sketches(SearchTask.from_outputs([conv1])))
+    n = sl.size_var("n")                         # a symbolic width: no static register tile
+    Xs = sl.placeholder((1, 4, 6, n + 2), name="Xs")
+    rw = sl.reduce_axis((0, 3), name="rw")
+    convs = sl.compute((1, 8, 6, n), lambda b, f, h, w: sl.sum(Xs[b, rc, h, w + rw] * W1[f, rc], axis=[rc, rw]),
+                       name="cs")
+    assert legal.has_data_reuse(sl.create_schedule(convs.op)[convs])
+    assert legal.relayout_axis(sl.create_schedule(convs.op)[convs]) is None
+    E = sl.compute((8, 8), lambda i, j: sl.exp(A[i, j]), name="E")
+    assert not legal.is_guarded_copy(sl.create_schedule(E.op)[E])
+
+
+def test_relayout_candidates_match_torch_on_odd_shapes():
+    """Sampled tile_relayout candidates (random register tiles, tails in every loop) build
+    bounds-checked and compute the convolution."""
+    for shape in ((1, 3, 7, 9, 20), (2, 5, 5, 6, 7)):
+        task = conv_task(*shape)
+        evolver = Evolver(task, random.Random(3), policy=SearchPolicy(population=8, generations=0))
+        sketches = [sk for sk in evolver.sketches if "relayout" in sk.name]
+        cands = [c for c in (evolver.make(sk) for sk in sketches * 3) if c is not None]
+        assert len(cands) >= 4
+        for seed, c in enumerate(cands):
+            s = task.schedule().apply_json(c.steps_json)
+            assert any(st.name.endswith(".local") for st in s.stages)
+            check_conv(s, task.args, seed)
+
+
+def test_relayout_samples_at_the_benchmark_size_are_legal():
+    """The register tile is unrolled through splits of the cache's loops by the tile sizes (their
+    full extents, 56 x 56 rows and columns, would pass unroll's limit): no draw is refused."""
+    from schedlang.autoschedule.sample import sample
+    task = conv_task(1, 64, 56, 56, 64)
+    sketches = [sk for sk in generate_sketches(task) if "relayout" in sk.name]
+    for seed in range(12):
+        s, decisions = sample(task, sketches[seed % 2], random.Random(seed))
+        assert decisions["conv|vecs"] * decisions["conv|reg|ww"] * decisions["conv|reg|hh"] <= legal.register_tile_budget(task.target)
+
+
+def test_a_small_conv2d_search_finishes_and_is_correct(tmp_path):
+    X, W, _, out = sl_kernels.conv2d_stages(1, 4, 8, 8, 16)
+    s, args = sl.auto_schedule([out], trials=6, log=str(tmp_path / "conv.jsonl"), seed=0, per_round=6,
+                               number=1, repeat=2, verbose=0, policy=SearchPolicy(population=8, generations=1))
+    check_conv(s, args)
