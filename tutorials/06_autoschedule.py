@@ -132,7 +132,13 @@ def tune_and_read(args, trials, policy, timing, out_dir, log):
     # -----------------------------------------------------------------------
     header("3. The records: one JSON object per measured candidate")
     recs = records.load(log)
-    assert len(recs) == 2 * trials, f"expected {2 * trials} records, found {len(recs)}"
+    searched = [r for r in recs if "final" not in r]
+    assert len(searched) == 2 * trials, f"expected {2 * trials} records, found {len(searched)}"
+    # When a search ends, its best few candidates are timed again side by side, and logged
+    # once more with "final": on a shared machine, times taken minutes apart drift more than
+    # the best candidates differ. That last comparison picks the winner.
+    final = [r for r in recs if "final" in r]
+    print(f"{len(searched)} searched candidates and {len(final)} records of the final comparisons")
     first = dict(recs[0])
     first["steps"] = f"<{len(first['steps']['steps'])} schedule steps>"
     first["decisions"] = "<the sketch's random choices>"
@@ -181,11 +187,11 @@ def tune_and_read(args, trials, policy, timing, out_dir, log):
                                      **timing)
     c = run(s_dask, arg_list, [a, b])
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4 * n)
-    gemm_recs = records.load(log, task.workload_key)
+    gemm_recs = [r for r in records.load(log, task.workload_key) if "final" not in r]
     hashes = [r["kernel_hash"] for r in gemm_recs]
     assert len(gemm_recs) == trials + more and len(set(hashes)) == len(hashes)
-    print(f"{more} more GEMM candidates measured on the cluster; {len(gemm_recs)} in the log, "
-          "no kernel measured twice; the result still matches numpy")
+    print(f"{more} more GEMM candidates measured on the cluster; {len(gemm_recs)} searched in the log, "
+          "no kernel searched twice; the result still matches numpy")
 
 
 if __name__ == "__main__":

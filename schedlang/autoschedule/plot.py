@@ -14,6 +14,7 @@ def _throughput(rec) -> Optional[float]:
 
 def tuning_curves(log: str, outputs=None, target="llvm") -> Dict[Tuple[str, str], List[Optional[float]]]:
     """(workload key, target) -> the best throughput after each trial, in log order (GFLOP/s;
+    the final comparison's records are not trials and are left out;
     calls per second for a program without arithmetic; None until one succeeds). With
     outputs, only that program's workload on target."""
     key = tgt = None
@@ -23,6 +24,8 @@ def tuning_curves(log: str, outputs=None, target="llvm") -> Dict[Tuple[str, str]
         key, tgt = task.workload_key, str(task.target)
     curves: Dict[Tuple[str, str], List[Optional[float]]] = {}
     for rec in records.load(log, key, tgt):
+        if "final" in rec:      # a candidate timed again when its search ended: not a trial
+            continue
         curve = curves.setdefault((rec["workload"], rec["target"]), [])
         best = curve[-1] if curve else None
         y = _throughput(rec)

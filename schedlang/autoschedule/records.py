@@ -10,6 +10,10 @@ A cuda record also says how its time was taken: "timing": "gpu" (CUDA events on 
 without a GPU "estimated": true, "timing": "estimate:<reference GPU>" and the SIMT
 "profile" figures per kernel (autoschedule/gpu_estimate.py): the time is a model's
 estimate, never to be mistaken for a GPU timing.
+
+When a search ends, its best few candidates are timed again side by side, in alternating
+rounds, and logged once more with "final": <time stamp> (api.py): those records decide the
+winner (ranked()).
 """
 from __future__ import annotations
 
@@ -94,9 +98,19 @@ def load(path: str, workload: Optional[str] = None, target: Optional[str] = None
     return out
 
 
-def ranked(records: List[Dict]) -> List[Dict]:
+def ranked(records: List[Dict], final: bool = True) -> List[Dict]:
     """Records of candidates that ran, fastest first; a candidate (kernel hash) with any
-    failed record (crash, timeout, wrong result) is left out."""
+    failed record (crash, timeout, wrong result) is left out.
+
+    final: the records of the latest final comparison (the search's best candidates timed
+    again side by side when it ended, marked "final": <its time stamp>) come first, in their
+    order: times taken minutes apart on a shared machine drift more than the candidates
+    differ. final=False ranks every record by its own median."""
     failed = {r["kernel_hash"] for r in records if r["error"]}
     ok = [r for r in records if not r["error"] and r["median_s"] is not None and r["kernel_hash"] not in failed]
-    return sorted(ok, key=lambda r: r["median_s"])
+    by_time = sorted(ok, key=lambda r: r["median_s"])
+    stamps = [r["final"] for r in ok if isinstance(r.get("final"), (int, float))] if final else []
+    if not stamps:
+        return by_time
+    head = [r for r in by_time if r.get("final") == max(stamps)]
+    return head + [r for r in by_time if r.get("final") != max(stamps)]

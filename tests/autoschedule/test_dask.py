@@ -12,7 +12,7 @@ from schedlang.autoschedule.search import SearchPolicy
 
 distributed = pytest.importorskip("distributed")
 
-QUICK = dict(number=1, repeat=2, policy=SearchPolicy(population=8, generations=1))
+QUICK = dict(number=1, repeat=2, policy=SearchPolicy(population=8, generations=1), final=0)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

@@ -12,7 +12,7 @@ from schedlang.autoschedule.task import SearchTask
 
 from . import workers
 
-QUICK = dict(number=1, repeat=1, policy=SearchPolicy(population=8, generations=1))
+QUICK = dict(number=1, repeat=1, policy=SearchPolicy(population=8, generations=1), final=0)
 
 
 def gemm(n):
@@ -134,3 +134,16 @@ def test_ctrl_c_kills_the_measurers_own_workers():
             p.join(0.05)
         assert p.exitcode is not None      # killed, not left running
     assert time.monotonic() - start < 5
+
+
+def test_the_latest_final_comparison_ranks_first():
+    """Times taken minutes apart drift: the best candidates timed again side by side (records
+    marked final) decide, the latest such comparison first; final=False ranks by time alone."""
+    def rec(h, median, **extra):
+        return records.make_record("k" * 64, "llvm", {"version": 1, "steps": []}, h, [median], None, 10, **extra)
+    recs = [rec("stale", 1e-3), rec("a", 2e-3), rec("b", 3e-3),
+            rec("a", 5e-3, final=1.0), rec("b", 4e-3, final=1.0),       # an older comparison
+            rec("b", 7e-3, final=2.0), rec("a", 6e-3, final=2.0)]
+    assert [(r["kernel_hash"], r.get("final")) for r in records.ranked(recs)][:3] == [
+        ("a", 2.0), ("b", 2.0), ("stale", None)]
+    assert records.ranked(recs, final=False)[0]["kernel_hash"] == "stale"

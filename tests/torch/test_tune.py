@@ -10,7 +10,7 @@ from schedlang.autoschedule.search import SearchPolicy
 from schedlang.torch.schedules import default_schedule, tuned_schedule
 from schedlang.torch.tune import extract_tasks, split_trials
 
-QUICK = dict(number=1, repeat=1, verbose=0, policy=SearchPolicy(population=8, generations=1))
+QUICK = dict(number=1, repeat=1, verbose=0, policy=SearchPolicy(population=8, generations=1), final=0)
 
 
 class TwoKernelMLP(torch.nn.Module):
