@@ -36,7 +36,7 @@ llvm.initialize_native_asmparser()
 
 _AVX512 = "+avx512f" in llvm.get_host_cpu_features().flatten()
 # lane counts; (lanes, True): the AVX-512 form scaling exp's result by vscalefps (on such hosts)
-LANES = (1, 8, 16) + (((1, True), (8, True), (16, True), (32, True)) if _AVX512 else ())
+LANES = (1, 8, 16) + (((1, True), (8, True), (16, True), (32, True), (48, True)) if _AVX512 else ())
 F32 = np.float32
 TINY = F32(2.0 ** -149)  # smallest subnormal
 INF, NAN = F32(np.inf), F32(np.nan)
@@ -171,7 +171,7 @@ def test_f32_hex_rounds_to_float32():
 
 
 @pytest.mark.parametrize("scalef", [False, True])
-@pytest.mark.parametrize("lanes", [1, 4, 8, 16, 32, 64])
+@pytest.mark.parametrize("lanes", [1, 4, 8, 16, 32, 48, 64])
 def test_definitions_concatenate_and_verify(lanes, scalef):
     texts = [math_function(name, lanes, scalef) for name in sorted(MATH_FUNCTIONS)]
     ty = "float" if lanes == 1 else f"<{lanes} x float>"

@@ -185,8 +185,8 @@ def _exp(b: _Body, x: str) -> str:
 
 def _scalef(b: _Body, y: str, k: str, ki: str) -> str:
     """y * 2**k by vscalefps: on the float k directly in whole zmm registers (16 lanes each,
-    no conversion), else through LLVM's ldexp on the integer k."""
-    if b.lanes % 16:
+    no conversion) for 16, 32, 64 ... lanes, else through LLVM's ldexp on the integer k."""
+    if b.lanes % 16 or b.lanes & (b.lanes - 1):
         return b.emit(f"call {b.fty} @llvm.ldexp.{b.suffix}.{_int_suffix(b)}({b.fty} {y}, {b.ity} {ki})")
     parts = []
     for start in range(0, b.lanes, 16):

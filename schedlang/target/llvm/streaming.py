@@ -59,13 +59,11 @@ def last_level_cache_bytes() -> int:
     return best or DEFAULT_LLC_BYTES
 
 
-def streaming_buffers(params: Iterable[Buffer], kernels, triple: str, bounds_check: bool,
-                      min_bytes: int = 0) -> FrozenSet[Buffer]:
-    """The module parameters whose vector stores may be non-temporal (see the module docstring);
-    min_bytes: the smallest such buffer (default: the last-level cache's size)."""
+def streaming_buffers(params: Iterable[Buffer], kernels, triple: str, bounds_check: bool) -> FrozenSet[Buffer]:
+    """The module parameters whose vector stores may be non-temporal (see the module docstring)."""
     if bounds_check or not triple.startswith("x86_64"):
         return frozenset()
-    min_bytes = min_bytes or last_level_cache_bytes()
+    min_bytes = last_level_cache_bytes()
     big = [b for b in params if not b.is_symbolic and b.size * b.dtype.bytes >= min_bytes]
     if not big:
         return frozenset()
