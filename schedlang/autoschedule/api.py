@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import json
 import sys
 import time
 import warnings
@@ -125,7 +126,6 @@ def final_comparison(task: SearchTask, log: str, measurer: Measurer, count: int,
             break
     if len(best) < 2:
         return
-    import json
     steps = [json.dumps(r["steps"], sort_keys=True) for r in best]
     times = [[] for _ in best]
     errors = [None for _ in best]
