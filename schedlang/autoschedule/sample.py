@@ -201,7 +201,7 @@ def _tile_relayout(trace: Trace, s: Schedule, st, target) -> None:
     ext = st.static_extents()
     spatial = [a for a in st.leaf_iter_vars if a.kind == DATA_PAR]
     v = spatial[pos]
-    lanes = max(1, (getattr(target, "vector_bits", None) or 256) // 8 // st.op.output(0).dtype_obj.bytes)
+    lanes = target.native_lanes(st.op.output(0).dtype_obj.bits)
     vf = min(lanes, 1 << (ext[v] - 1).bit_length())
     _relayout_inputs(s, st, packs, vf)
     vo, vi = st.split(v, factor=vf)
