@@ -7,7 +7,10 @@ sanitize="thread" it is a ThreadSanitizer executable run in a child process on c
 the arrays (TSan cannot be loaded into a running Python), and a data race is an error; with
 sanitize="undefined" it is an UndefinedBehaviorSanitizer executable (float -> integer
 overflow included), and any undefined behaviour of the CUDA C is an error.
-Builds are cached by a hash of everything that goes into them, in a per-user temp folder.
+Builds are cached by a hash of everything that goes into them, in the checked per-user cache
+folder (schedlang/disk.py: $SCHEDLANG_CACHE_DIR/cuda-shim, by default
+~/.cache/schedlang/cuda-shim). An entry is written whole (a temporary file renamed into
+place) with a checksum, and one that fails its checks or fails to load is built again.
 """
 from __future__ import annotations
 
@@ -22,8 +25,11 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ...disk import cache_dir, write_atomically
 from ...kernel.nodes import KernelModule
 from ...expr.extent import evaluate_extent
+from ..elf import check_library, checksum, with_checksum
+from ..sharedlib import load_bytes
 from .codegen import compute_type, launch_dims, memory_type
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
@@ -100,9 +106,7 @@ def _temp(b) -> str:
 
 
 def _cache_dir() -> Path:
-    d = Path(tempfile.gettempdir()) / f"schedlang-cuda-shim-{os.getuid()}"
-    d.mkdir(mode=0o700, exist_ok=True)
-    return d
+    return cache_dir("cuda-shim")
 
 
 def _compiler() -> str:
@@ -119,30 +123,64 @@ def build(cuda_source: str, driver: str, sanitize: Optional[str]) -> Path:
     text = cuda_source + "\n// ---- host driver ----\n" + driver
     header = (SHIM_DIR / "cuda_shim.h").read_text()
     key = hashlib.sha256("\0".join([text, header, " ".join(FLAGS + extra)]).encode()).hexdigest()[:24]
-    out = _cache_dir() / (key + (".so" if sanitize is None else ".exe"))
-    if out.exists():
+    folder = _cache_dir()
+    out = folder / (key + (".so" if sanitize is None else ".exe"))
+    if _usable(out):
         return out
-    src = _cache_dir() / f"{key}.{os.getpid()}.cu"      # per process: a concurrent build never sees half a file
-    src.write_text(text)
-    tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
-    run = subprocess.run([_compiler(), *FLAGS, f"-I{SHIM_DIR}", *extra, str(src), "-o", str(tmp)],
-                         capture_output=True, text=True)
-    if run.returncode != 0:
-        raise RuntimeError(f"g++ could not compile the CUDA C with the CPU shim ({src}):\n{run.stderr[-4000:]}")
-    os.replace(tmp, out)     # atomic: a concurrent reader sees a whole file or none
-    src.unlink()
+    # Every file of the build is new and of its own name; the entry appears whole, by a rename.
+    fd, src = tempfile.mkstemp(dir=folder, prefix=f"{key}.", suffix=".cu")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f"{out.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        run = subprocess.run([_compiler(), *FLAGS, f"-I{SHIM_DIR}", *extra, src, "-o", tmp],
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            raise RuntimeError(f"g++ could not compile the CUDA C with the CPU shim ({src}):\n{run.stderr[-4000:]}")
+        with open(tmp, "rb") as f:
+            write_atomically(out, with_checksum(f.read()))
+        os.unlink(src)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    if not _usable(out):
+        raise RuntimeError(f"the CUDA shim's build {out} cannot be loaded (see the error above)")
     return out
 
 
-_LOADED: Dict[str, ctypes.CDLL] = {}
+# path -> (file identity, its library or None for an executable): entries checked already
+_CHECKED: Dict[str, tuple] = {}
+
+
+def _usable(entry: Path) -> bool:
+    """Whether a cache entry is whole (checksum) and, for a library, loads; a library is
+    loaded from the bytes checked (target/sharedlib.py), never again from the path."""
+    try:
+        st = os.stat(entry)
+    except OSError:
+        return False
+    ident = (st.st_ino, st.st_mtime_ns, st.st_size)
+    if _CHECKED.get(str(entry), (None,))[0] == ident:
+        return True
+    try:
+        data = entry.read_bytes()
+        if checksum(data) is not True:
+            return False
+        lib = None
+        if entry.suffix == ".so":
+            check_library(data, str(entry))
+            lib = load_bytes(data)
+            lib.sl_run.argtypes = [ctypes.c_void_p]
+            lib.sl_run.restype = None
+    except (OSError, ValueError, AttributeError):
+        return False
+    _CHECKED[str(entry)] = (ident, lib)
+    return True
 
 
 def run_in_process(library: Path, pointers: List[int]) -> None:
-    lib = _LOADED.get(str(library))
-    if lib is None:
-        lib = _LOADED[str(library)] = ctypes.CDLL(str(library))
-        lib.sl_run.argtypes = [ctypes.c_void_p]
-        lib.sl_run.restype = None
+    lib = _CHECKED[str(library)][1]          # build() checked and loaded it
     argv = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
     lib.sl_run(argv)
 
