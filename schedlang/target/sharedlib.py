@@ -2,9 +2,9 @@
 
 dlopen answers a path, or a file it has seen, with the library it already loaded: a module
 re-exported to the same path would run the old code. So the checked bytes are loaded from
-a private copy of their own (an anonymous memory file, else a fresh private temporary
-file, unlinked once loaded; the library keeps its memory file open), which also means the file cannot change between the check
-and the load. Equal bytes share one handle, so loading a file again and again holds one
+a private copy of their own (an anonymous memory file, kept open with its library, else a
+fresh private temporary file, unlinked once loaded), which also means the file cannot
+change between the check and the load. Equal bytes share one handle, so loading a file again and again holds one
 library, not one per load.
 """
 from __future__ import annotations

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -35,26 +36,36 @@ from .codegen import compute_type, launch_dims, memory_type
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 FLAGS = ["-std=c++20", "-O1", "-pthread", "-w", "-x", "c++", "-include", "cuda_shim.h"]
 SANITIZERS = ("thread", "undefined")
+BOUNDS_MARK, BOUNDS_STATUS = "sl-out-of-bounds", 67     # a sanitizer build's report of a bounds check
 # sanitizer -> (g++'s flags, its options variable, its report's mark)
 _SANITIZER = {"thread": (["-fsanitize=thread"], "TSAN_OPTIONS", "ThreadSanitizer"),
               "undefined": (["-fsanitize=undefined,float-cast-overflow", "-fno-sanitize-recover=all"],
                             "UBSAN_OPTIONS", "runtime error:")}
 
 
-def driver_source(m: KernelModule) -> str:
+def driver_source(m: KernelModule, bounds_check: bool = False) -> str:
     """The host side: sl_run(argv) launches every kernel in order; main() (with -DSL_MAIN)
     does the same on files, for sanitizer builds. With symbolic shapes argv ends with the
     call's geometry (int64s, see geometry()): what the sizes make of temporaries, grids and
-    kernel size arguments."""
+    kernel size arguments. With bounds_check, argv ends with each argument's element count,
+    each kernel gets checked pointers (checked_source()) and sl_bounds_error() says what
+    went out of bounds."""
     index = {b: f"(({memory_type(b.dtype)}*)argv[{i}])" for i, b in enumerate(m.params)}
+    extent = {b: f"sl_extents[{i}]" for i, b in enumerate(m.params)}
     lines = ['extern "C" void sl_run(void** argv) {']
     slot = iter(range(len(m.sizes), 1 << 30))
     if m.sizes:
         lines.append(f"  const long long* sl_geometry = (const long long*)argv[{len(m.params)}];")
+    if bounds_check:
+        lines.append(f"  const long long* sl_extents = (const long long*)argv[{len(m.params) + bool(m.sizes)}];")
+        lines.append("  sl_shim::bounds_failed = false;")
     for t in m.temps:
         size = f"sl_geometry[{next(slot)}]" if m.sizes else t.size
         lines.append(f"  {memory_type(t.dtype)}* {_temp(t)} = new {memory_type(t.dtype)}[{size}]();")
-        index[t] = _temp(t)
+        index[t], extent[t] = _temp(t), size
+    if bounds_check:
+        index = {b: f'sl_shim::checked<{memory_type(b.dtype)}>{{{p}, {extent[b]}, "{b.name}"}}'
+                 for b, p in index.items()}
     for k in m.kernels:
         if m.sizes:
             grid, block = ([f"(unsigned)sl_geometry[{next(slot)}]" for _ in range(3)] for _ in range(2))
@@ -62,10 +73,15 @@ def driver_source(m: KernelModule) -> str:
             grid, block = (list(map(str, dims)) for dims in launch_dims(k))
         args = ", ".join([index[b] for b in k.params] +
                          [f"({compute_type(v.dtype)})sl_geometry[{m.sizes.index(v)}]" for v in k.sizes])
+        if bounds_check:
+            lines.append(f'  sl_shim::kernel_name = "{k.name}";')
         lines.append(f"  sl_shim::launch(dim3{{{', '.join(grid)}}}, dim3{{{', '.join(block)}}}, "
                      f"[&] {{ {k.name}({args}); }});")
     lines += [f"  delete[] {_temp(t)};" for t in m.temps]
     lines.append("}")
+    if bounds_check:
+        lines += ['extern "C" const char* sl_bounds_error() {',
+                  "  return sl_shim::bounds_failed ? sl_shim::bounds_message : nullptr;", "}"]
     # main: every argument a file, read whole and written back (the geometry too, unchanged)
     lines += ["#ifdef SL_MAIN", "#include <cstdio>", "#include <cstdlib>", "#include <vector>",
               "int main(int argc, char** argv) {",
@@ -81,6 +97,8 @@ def driver_source(m: KernelModule) -> str:
               "    fclose(f);",
               "  }",
               "  sl_run(bufs.data());",
+              *([f'  if (sl_bounds_error()) {{ fprintf(stderr, "{BOUNDS_MARK}: %s\\n", sl_bounds_error()); '
+                 f"return {BOUNDS_STATUS}; }}"] if bounds_check else []),
               "  for (int i = 0; i < n; ++i) {",
               "    FILE* f = fopen(argv[i + 1], \"wb\");",
               "    if (!f || fwrite(bufs[i], 1, sizes[i], f) != (size_t)sizes[i]) return 2;",
@@ -89,6 +107,19 @@ def driver_source(m: KernelModule) -> str:
               "  return 0;",
               "}", "#endif"]
     return "\n".join(lines) + "\n"
+
+
+def checked_source(cuda_source: str) -> str:
+    """The CUDA C with each kernel's pointer parameters as sl_shim::checked pointers (only the
+    signatures change: a checked pointer is indexed and offset as the raw one is)."""
+    def params(m: re.Match) -> str:
+        return re.sub(r"([\w ]+?)\* __restrict__ (\w+)", r"sl_shim::checked<\1> \2", m.group(0))
+    return re.sub(r'^extern "C" __global__ void .*\) \{$', params, cuda_source, flags=re.MULTILINE)
+
+
+def extents(arrays) -> np.ndarray:
+    """The element counts of a call's arrays (argv's tail in a bounds-checked build)."""
+    return np.array([int(np.prod(getattr(x, "shape", ()))) for x in arrays], np.int64)
 
 
 def geometry(m: KernelModule, sizes) -> np.ndarray:
@@ -180,9 +211,16 @@ def _usable(entry: Path) -> bool:
 
 
 def run_in_process(library: Path, pointers: List[int]) -> None:
+    """Call the library's sl_run; IndexError when its bounds check found an access outside an array."""
     lib = _CHECKED[str(library)][1]          # build() checked and loaded it
     argv = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
     lib.sl_run(argv)
+    check = getattr(lib, "sl_bounds_error", None)
+    if check is not None:
+        check.restype = ctypes.c_char_p
+        message = check()
+        if message:
+            raise IndexError(message.decode(errors="replace"))
 
 
 def run_sanitized(executable: Path, name: str, arrays: Sequence, is_output: Sequence[bool],
@@ -199,6 +237,8 @@ def run_sanitized(executable: Path, name: str, arrays: Sequence, is_output: Sequ
         # Newer kernels randomise mmap more than TSan allows; setarch -R turns that off for the child.
         prefix = ["setarch", os.uname().machine, "-R"] if shutil.which("setarch") else []
         run = subprocess.run(prefix + [str(executable), *paths], capture_output=True, text=True, env=env)
+        if run.returncode == BOUNDS_STATUS and BOUNDS_MARK in run.stderr:
+            raise IndexError(run.stderr.split(BOUNDS_MARK + ": ", 1)[1].splitlines()[0])
         if sanitize == "undefined" and mark in run.stderr:
             raise RuntimeError(f"{name}: UndefinedBehaviorSanitizer found undefined behaviour in the CUDA C:\n"
                                f"{run.stderr.strip()[:6000]}")

@@ -128,7 +128,8 @@ def _info(data: bytes, path: str) -> dict:
         raise ValueError(f"{path} cannot be loaded: its {INFO_SYMBOL} is not a JSON record (the file is corrupt)") \
             from None
     if not isinstance(info, dict) or info.get("format") != FORMAT or info.get("version") not in (1, 2, VERSION):
-        got = f"format {info.get('format')!r} version {info.get('version')!r}" if isinstance(info, dict) else "no format"
+        got = (f"format {info.get('format')!r} version {info.get('version')!r}" if isinstance(info, dict)
+               else "no format")
         raise ValueError(f"{path} holds a schedlang module of {got}; this schedlang reads {FORMAT!r} "
                          f"versions 1 to {VERSION}")
     if info["version"] >= 3 and checksum(data) is not True:
