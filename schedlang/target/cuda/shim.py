@@ -110,11 +110,22 @@ def driver_source(m: KernelModule, bounds_check: bool = False) -> str:
 
 
 def checked_source(cuda_source: str) -> str:
-    """The CUDA C with each kernel's pointer parameters as sl_shim::checked pointers (only the
-    signatures change: a checked pointer is indexed and offset as the raw one is)."""
+    """The CUDA C with each kernel's pointer parameters, shared and local arrays used through
+    sl_shim::checked pointers (a checked pointer is indexed and offset as the raw one is, so
+    only the signatures and the declarations change)."""
     def params(m: re.Match) -> str:
         return re.sub(r"([\w ]+?)\* __restrict__ (\w+)", r"sl_shim::checked<\1> \2", m.group(0))
-    return re.sub(r'^extern "C" __global__ void .*\) \{$', params, cuda_source, flags=re.MULTILINE)
+
+    def array(m: re.Match) -> str:
+        indent, shared, align, ty, name, size = m.groups()
+        if ty == "return":
+            return m.group(0)
+        scope = "shared" if shared else "local"
+        return (f"{indent}{shared or ''}{align}{ty} {name}_sl_storage[{size}]; "
+                f'sl_shim::checked<{ty}> {name}{{{name}_sl_storage, {size}, "{name}", "{scope}"}};')
+    text = re.sub(r'^extern "C" __global__ void .*\) \{$', params, cuda_source, flags=re.MULTILINE)
+    return re.sub(r"^(\s+)(__shared__ )?((?:__align__\(\d+\) )?)([\w ]+?) (\w+)\[(\d+)\];$", array, text,
+                  flags=re.MULTILINE)
 
 
 def extents(arrays) -> np.ndarray:

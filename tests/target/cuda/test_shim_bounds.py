@@ -98,14 +98,35 @@ def test_a_vector_access_past_the_end_is_caught():
     b = np.zeros(n, "float32")
     mod.emulate(a, b)
     np.testing.assert_array_equal(b, a + 1)
-    # the module checks shapes at the call, so shrink what the build-time check sees: a view of
-    # the right shape over a buffer whose last float4 is cut short is refused before the kernel
+    # emulate() checks shapes before any kernel runs, so call the checked library directly and
+    # tell it that A has 62 elements: the last thread's float4 load then ends outside A.
     from schedlang.target.cuda import shim
     library = shim.build(shim.checked_source(mod.ir["cuda"]), shim.driver_source(mod._kernel_ir, True), None)
     extents = np.array([n - 2, n], np.int64)      # A is told to have 62 elements
     with pytest.raises(IndexError, match=r"global buffer 'A' at index 60 \(a 4-element vector access\), "
                                          r"outside its 62 elements"):
         shim.run_in_process(library, [a.ctypes.data, b.ctypes.data, extents.ctypes.data])
+
+
+def test_shared_and_local_arrays_are_checked_too():
+    """A shared tile written one row too far (the CUDA C edited to go wrong: a correct
+    schedule never does) is reported with its scope, as engine="simt" reports it."""
+    from schedlang.target.cuda import shim
+    from tests.target.cuda import schedules
+    from tests.target.cuda.schedules import arrays_for
+    s, args = schedules.shared_gemm(M=20, N=21, K=19, block=(4, 8), k_tile=4, local_a=True)
+    mod = sl.build(s, args, target="cuda")
+    source = shim.checked_source(mod.ir["cuda"])
+    assert 'sl_shim::checked<float> A_shared{A_shared_sl_storage, 16, "A_shared", "shared"};' in source
+    assert 'sl_shim::checked<float> C_local{C_local_sl_storage, 1, "C_local", "local"};' in source
+    wrong = source.replace("A_shared[i_inner * 8 + j_inner] =", "A_shared[i_inner * 8 + j_inner + 9] =")
+    assert wrong != source
+    library = shim.build(wrong, shim.driver_source(mod._kernel_ir, True), None)
+    arrays, _ = arrays_for(s, args)
+    extents = shim.extents(arrays)      # (kept alive through the call)
+    with pytest.raises(IndexError, match=r"kernel C_kernel: accesses shared buffer 'A_shared' at index (1[6-9]|2[0-4]), "
+                                         r"outside its 16 elements, in thread \(\d, [01], 0\) of block"):
+        shim.run_in_process(library, [x.ctypes.data for x in arrays] + [extents.ctypes.data])
 
 
 def test_the_sanitizer_builds_check_bounds_too():
