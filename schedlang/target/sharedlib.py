@@ -20,6 +20,14 @@ _HANDLES: Dict[str, ctypes.CDLL] = {}
 _lock = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()       # a lock held by another parent thread stays held in the child
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def load_bytes(data: bytes, on_first_load: Optional[Callable[[ctypes.CDLL], None]] = None) -> ctypes.CDLL:
     """The library whose file contents are data (a handle shared by equal contents);
     on_first_load(lib) runs once, when these contents are loaded for the first time."""

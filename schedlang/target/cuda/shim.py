@@ -187,7 +187,8 @@ def build(cuda_source: str, driver: str, sanitize: Optional[str]) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
     if not _usable(out):
-        raise RuntimeError(f"the CUDA shim's build {out} cannot be loaded (see the error above)")
+        raise RuntimeError(f"the CUDA shim's build {out} fails its checks (its checksum, or loading it) "
+                           "right after it was written")
     return out
 
 
