@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ScheduleError
 from ..expr.nodes import Var
+from ..limits import INT32_MAX
 from ..tensor.axis import IterVar, Range
 from ..tensor.op import Operation, PlaceholderOp
 from . import scan as scan_rules, steps
@@ -129,9 +130,13 @@ class Stage(LoopPrimitives, AnnotationPrimitives, PlacementPrimitives):
                                      "unroll, vectorize, parallel or bind")
 
     def _require_positive(self, primitive: str, name: str, value, axis: Optional[IterVar] = None) -> int:
+        """A factor-like argument: an int in [1, 2**31 - 1] (loops and their factors are int32)."""
+        where = axis.name if axis is not None else None
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-            raise ScheduleError(primitive, self.name, f"{name} must be a positive int, got {value!r}",
-                                axis=axis.name if axis is not None else None)
+            raise ScheduleError(primitive, self.name, f"{name} must be a positive int, got {value!r}", axis=where)
+        if value > INT32_MAX:
+            raise ScheduleError(primitive, self.name, f"{name} is {value}, more than 2**31 - 1", axis=where,
+                                hint="loop extents and factors are int32: a loop runs at most 2**31 - 1 times")
         return int(value)
 
     def _record(self, step) -> None:
