@@ -31,8 +31,9 @@ MODULAR_OPS = ARITH_OPS + ("bitand", "bitor", "bitxor", "shl")   # exact modulo 
 
 
 def _is_narrow_int(e: Expr) -> bool:
-    """An integer narrower than 64 bits, whose arithmetic can wrap."""
-    return e.dtype.is_int and e.dtype.bits < 64 and not e.dtype.is_bool
+    """A signed integer narrower than 64 bits (index arithmetic; unsigned wrap-around is
+    the meaning of uint arithmetic, left as it is)."""
+    return e.dtype.kind == "int" and e.dtype.bits < 64
 
 
 class _Widen(StmtMutator):

@@ -320,15 +320,19 @@ class _Evaluator:
         return np.asarray(e.value, dtype=_compute_dtype(e.dtype))
 
     def is_exact(self, e: Expr) -> bool:
-        """Whether e is integer arithmetic narrower than 64 bits of axes, sizes and constants only
-        (no data): computed exactly in int64 (modular add/sub/mul results are not wrapped)."""
-        if not (e.dtype.is_int and e.dtype.bits < 64):
-            return False
+        """Whether e is signed integer arithmetic narrower than 64 bits of axes, sizes and
+        constants only (no data): computed exactly in int64 (add/sub/mul results unwrapped)."""
+        return e.dtype.kind == "int" and e.dtype.bits < 64 and self.data_free(e)
+
+    def data_free(self, e: Expr) -> bool:
         hit = self.exact_memo.get(id(e))
         if hit is None:
-            from ..expr.functor import walk
-            free = all(isinstance(x, (Const, Binary, Cast)) or (isinstance(x, Var) and x in self.exact_vars)
-                       for x in walk(e))
+            if isinstance(e, Var):
+                free = e in self.exact_vars
+            elif isinstance(e, Binary):
+                free = self.data_free(e.a) and self.data_free(e.b)
+            else:
+                free = isinstance(e, Const) or (isinstance(e, Cast) and self.data_free(e.value))
             hit = self.exact_memo[id(e)] = (e, free)
         return hit[1]
 

@@ -195,3 +195,38 @@ def test_largest_factor_and_symbolic_factor_are_accepted():
     s, C = _reduction(100, factor=f)
     sl.build(s, [C, f])(out, INT32_MAX)
     assert out[0] == 100
+
+
+def _scaled(factor, annotate):
+    n = sl.size_var("n")
+    A = sl.placeholder((n,), name="A")
+    B = sl.compute((n,), lambda i: A[i] * 2, name="B")
+    s = sl.create_schedule(B.op)
+    o, i = s[B].split(B.op.axis[0], factor=factor)
+    annotate(s[B], o, i)
+    return s, [A, B], n
+
+
+def _bind(stage, o, i):
+    stage.bind(o, sl.thread_axis("blockIdx.x"))
+    stage.bind(i, sl.thread_axis("threadIdx.x"))
+
+
+def _vectorize_parallel(stage, o, i):
+    stage.vectorize(i)
+    stage.parallel(o)
+
+
+@pytest.mark.parametrize("target, annotate", [("cuda", _bind), ("llvm", _vectorize_parallel)])
+def test_widened_guards_of_gpu_and_vector_loops_run_right(target, annotate):
+    s, args, n = _scaled(6, annotate)
+    # The guard and the grid / worker extent (n + 5) // 6 are computed in 64 bits.
+    text = str(sl.lower(s, args, level="kernel", target=target))
+    assert "< int64(n)" in text or "< x6(int64(n))" in text, text
+    assert "int32((int64(n) + 5) // 6)" in text, text
+    mod = sl.build(s, args, target=target)
+    for size in (1, 6, 100, 1001):
+        a = np.arange(size, dtype="float32")
+        b = np.zeros_like(a)
+        mod.emulate(a, b) if target == "cuda" else mod(a, b)
+        np.testing.assert_array_equal(b, a * 2)
