@@ -108,7 +108,7 @@ def tune_and_read(args, trials, policy, timing, out_dir, log):
     n = 32 if args.quick else 512
     task = sl.SearchTask(gemm, (n,), "llvm")
     print(task, f"- {task.flops / 1e6:.3g} MFLOP per call")
-    # verbose=1 shows a progress bar with the best GFLOP/s on a terminal.
+    # verbose=1 shows a progress bar with the best GFLOP/s on a terminal, a line per round elsewhere.
     s, arg_list = sl.auto_schedule(task, trials=trials, log=log, seed=0, policy=policy, **timing)
     a, b = rng.uniform(-1, 1, (n, n)).astype("float32"), rng.uniform(-1, 1, (n, n)).astype("float32")
     c = run(s, arg_list, [a, b])
