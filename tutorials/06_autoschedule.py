@@ -20,8 +20,9 @@ workload; `--trials N` for more or fewer, `--out DIR` keeps the records and the 
 else they go to a temp dir;
 `--quick`: tiny shapes and 4 trials each, seconds, what CI runs).
 
-A script that tunes must keep its work under `if __name__ == "__main__":` — the
-measurement workers are spawned processes that import the main module.
+The measurement workers run schedlang's own entry point and never import this script,
+so a tuning script needs no `if __name__ == "__main__":` guard (this one has one for its
+command-line options).
 """
 
 import argparse
