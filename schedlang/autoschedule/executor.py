@@ -13,6 +13,7 @@ builds fragment the heap, so a long search would otherwise grow its workers with
 """
 from __future__ import annotations
 
+import atexit
 import concurrent.futures as cf
 import os
 import queue
@@ -22,6 +23,8 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
+from multiprocessing import spawn as mp_spawn
 from multiprocessing.connection import Connection
 from typing import Callable
 
@@ -88,21 +91,23 @@ MAIN_HINT = (" (a worker never imports the script run as __main__: define functi
 
 
 class WorkerProcess:
-    """A worker process started by `python -m schedlang.autoschedule.worker` (worker.py says
-    why not multiprocessing's spawn), with multiprocessing.Process's is_alive, join, kill
-    and exitcode; `conn` is the parent's end of its pipe."""
+    """A worker process running schedlang's own entry point (worker.py says why not
+    multiprocessing's spawn), with multiprocessing.Process's is_alive, join, kill and
+    exitcode; `conn` is the parent's end of its pipe. Workers still running when the
+    parent exits are killed (as multiprocessing's daemon processes are)."""
 
     def __init__(self):
         ours, theirs = socket.socketpair()
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+        # -c rather than -m: found through `root` even under -I or a PYTHONPATH of the user's
+        boot = f"import sys; sys.path.insert(0, {root!r}); from schedlang.autoschedule.worker import main; main(sys.argv)"
         flags = subprocess._args_from_interpreter_flags()     # -X, -W, -O: as multiprocessing passes them
         try:
-            self.popen = subprocess.Popen([sys.executable, *flags, "-m", "schedlang.autoschedule.worker",
-                                           str(theirs.fileno())], pass_fds=(theirs.fileno(),), env=env,
-                                          stdin=subprocess.DEVNULL, close_fds=True)
+            self.popen = subprocess.Popen([mp_spawn.get_executable(), *flags, "-c", boot, str(theirs.fileno())],
+                                          pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, close_fds=True)
         finally:
             theirs.close()
+        _LIVE.add(self)
         self.conn = Connection(ours.detach())
         self.conn.send(list(sys.path))
 
@@ -122,6 +127,15 @@ class WorkerProcess:
     def kill(self) -> None:
         if self.popen.poll() is None:
             self.popen.kill()
+
+
+_LIVE: "weakref.WeakSet[WorkerProcess]" = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_live_workers() -> None:
+    for proc in list(_LIVE):
+        proc.kill()
 
 
 class _Slot:

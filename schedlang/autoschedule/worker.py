@@ -1,4 +1,6 @@
-"""The entry point of a measurement worker process: `python -m schedlang.autoschedule.worker FD`.
+"""The entry point of a measurement worker process (executor.WorkerProcess starts
+`python -c "...; from schedlang.autoschedule.worker import main; main(sys.argv)" FD`,
+or run it as `python -m schedlang.autoschedule.worker FD`).
 
 LocalExecutor starts its workers this way rather than through multiprocessing's spawn,
 whose child imports the parent's main module again: a search script without
