@@ -131,6 +131,11 @@ def auto_schedule(outputs, target=None, trials: int = 64, log: str = "records.js
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not timeout > 0):
         raise ValueError(f"auto_schedule: timeout must be a positive number of seconds, got {timeout!r}")
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise TypeError(f"auto_schedule: executor must be a concurrent.futures.Executor or a Dask client, "
+                        f"got {executor!r}")
+    if policy is not None and not isinstance(policy, SearchPolicy):
+        raise TypeError(f"auto_schedule: policy must be a SearchPolicy, got {policy!r}")
     task = _task(outputs, target, who)
     _check_writable(log)
     log = os.fspath(log)

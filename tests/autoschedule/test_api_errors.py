@@ -30,6 +30,8 @@ def gemm(n=8):
     (dict(final="all"), TypeError, "final"),
     (dict(timeout=True), ValueError, "timeout"),
     (dict(target="cuda"), ValueError, "contradicts the SearchTask's target"),
+    (dict(executor="local"), TypeError, "executor must be"),
+    (dict(policy={"population": 4}), TypeError, "policy must be a SearchPolicy"),
 ])
 def test_bad_arguments_are_refused_at_the_call(tmp_path, kw, error, words):
     task = SearchTask.from_outputs([gemm()])
