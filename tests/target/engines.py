@@ -59,10 +59,29 @@ def run_engines(fns: Sequence[Callable], inputs: Sequence[np.ndarray], engines=E
         got = [np.zeros(n, t.dtype_obj.numpy) for t in outs]
         if engine == "llvm":
             mod(*inputs, *got)
+        elif engine == "gpu":
+            got = _on_gpu(mod, list(inputs), got)
         else:
             mod.emulate(*inputs, *got, engine=engine)
         results[engine] = got
     return results
+
+
+def _on_gpu(mod, inputs, outputs):
+    """Run mod on the GPU (torch cuda tensors holding the arrays' bits) and read the outputs back."""
+    import torch
+    kinds = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+    tensors = [torch.from_numpy(bits(a).view(f"i{a.dtype.itemsize}") if a.dtype.kind not in "iub" else a).cuda()
+               for a in inputs + outputs]
+    mod(*[t.view(_torch_dtype(a)) for t, a in zip(tensors, inputs + outputs)])
+    torch.cuda.synchronize()
+    return [t.cpu().view(kinds[a.dtype.itemsize]).numpy().view(a.dtype)
+            for t, a in zip(tensors[len(inputs):], outputs)]
+
+
+def _torch_dtype(a: np.ndarray):
+    import torch
+    return torch.bfloat16 if a.dtype == np.dtype(ml_dtypes.bfloat16) else getattr(torch, str(a.dtype))
 
 
 def _sl_dtype(x: np.ndarray) -> str:

@@ -126,3 +126,51 @@ def test_cuda_source_negates_with_unary_minus():
     assert "0.0f -" not in src
     llvm = sl.build(sl.create_schedule(B.op), [A, B], target="llvm").get_source("ll")
     assert "fneg" in llvm and "fsub" not in llvm
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_negation_on_a_gpu(dtype):
+    """On a real GPU (skipped without one): the sign-bit operations give numpy's bits (a GPU's
+    arithmetic NaN is its canonical NaN, so NaNs compare as NaN)."""
+    from schedlang.target.cuda.gpu import gpu_problem
+    if gpu_problem() is not None:
+        pytest.skip(f"no GPU: {gpu_problem()}")
+    x = special_values(dtype)
+    names = ["-x", "-(-x)", "abs(x)", "1.0 / -x", "0.0 - x"]
+    (got,) = run_engines([UNARY[n][0] for n in names], [x], engines=("gpu",)).values()
+    bad = []
+    for k, name in enumerate(names):
+        bad += _mismatches(got[k], np.asarray(UNARY[name][1](x), np_dtype(dtype)), name, nan_bits=False)
+    assert not bad, f"{dtype}:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_vectorized_negation_flips_the_sign_bit(dtype):
+    """-x in vectorized loops: llvm's fneg on vectors, CUDA C's sl_neg on float4/float2."""
+    x = np.resize(special_values(dtype), 64)
+    A = sl.placeholder((64,), dtype, name="A")
+    B = sl.compute((64,), lambda i: -A[i] * sl.const(2.0, dtype) - A[i], name="B")
+    C = sl.compute((64,), lambda i: -A[i], name="C")
+    want = {"B": np.negative(x).astype(np.float32) * 2 - x.astype(np.float32), "C": np.negative(x)}
+    for target in ("llvm", "cuda"):
+        s = sl.create_schedule([B.op, C.op])
+        for t in (B, C):
+            o, v = s[t].split(t.op.axis[0], factor=4 if dtype == "float32" else 2)
+            if target == "cuda":
+                bo, to = s[t].split(o, factor=4)
+                s[t].bind(bo, sl.thread_axis("blockIdx.x"))
+                s[t].bind(to, sl.thread_axis("threadIdx.x"))
+            s[t].vectorize(v)
+        mod = sl.build(s, [A, B, C], target=target)
+        if target == "cuda":
+            assert "sl_neg(" in mod.get_source("cuda")
+        for engine in (("llvm",) if target == "llvm" else ("shim", "simt")):
+            got = {"B": np.zeros(64, dtype), "C": np.zeros(64, dtype)}
+            if engine == "llvm":
+                mod(x, got["B"], got["C"])
+            else:
+                mod.emulate(x, got["B"], got["C"], engine=engine)
+            bad = _mismatches(got["C"], want["C"], f"-x on {engine}")
+            bad += _mismatches(got["B"], want["B"].astype(dtype), f"-x * 2 - x on {engine}", nan_bits=False)
+            assert not bad, "\n".join(bad)
