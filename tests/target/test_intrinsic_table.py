@@ -10,7 +10,7 @@ import pytest
 
 import schedlang as sl
 from schedlang.tensor.intrin import INTRINSICS
-from tests.target.engines import ENGINES, FLOAT_DTYPES, bits, np_dtype, run_engines, special_values
+from tests.target.engines import FLOAT_DTYPES, bits, np_dtype, run_engines, special_values
 
 pytest.importorskip("cuda.bindings")
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")   # numpy on inf and nan

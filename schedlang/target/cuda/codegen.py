@@ -322,8 +322,10 @@ def precedence(e: Expr) -> int:
         return UNARY     # rendered as a cast
     if isinstance(e, (Binary, Compare, Logical)) and e.op in _PREC:
         return _PREC[e.op]
-    if isinstance(e, Not) or (isinstance(e, Call) and e.name == NEG and e.dtype.lanes == 1) or (isinstance(e, Cast) and not e.dtype.is_bool and not
+    if isinstance(e, Not) or (isinstance(e, Cast) and not e.dtype.is_bool and not
                               (e.dtype.is_float and e.dtype.bits == 16)):
+        return UNARY
+    if isinstance(e, Call) and e.name == NEG and e.dtype.lanes == 1:     # -x (vectors: sl_neg(x))
         return UNARY
     if isinstance(e, Cast) and e.dtype.is_bool:
         return _PREC["ne"]

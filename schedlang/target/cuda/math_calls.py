@@ -2,8 +2,8 @@
 
 One table names the C function of each float intrinsic (the float32 name; float64 drops the
 trailing f, float16 and bfloat16 compute as float); float predicates are plain comparisons,
-bit counts are helpers of MATH_PRELUDE, which a module includes only
-when a kernel calls one. Every rule computes what the llvm target and the reference evaluator
+bit counts are helpers of MATH_PRELUDE, which a module includes only when a kernel calls
+one. Every rule computes what the llvm target and the reference evaluator
 compute (numpy's value), and g++ compiles the same text with the shim (shim/cuda_shim.h).
 """
 from __future__ import annotations
