@@ -1,6 +1,7 @@
 """Python-like text for expressions, with the fewest parentheses that keep the meaning."""
 from __future__ import annotations
 
+import math
 from typing import Dict, List, Set
 
 from .functor import children
@@ -21,7 +22,7 @@ def const_str(e: Const) -> str:
         return "True" if value else "False"
     if isinstance(value, float):
         if value != value:
-            return "nan"
+            return "-nan" if math.copysign(1.0, value) < 0 else "nan"      # numpy's negative(nan)
         if value in (float("inf"), float("-inf")):
             return "inf" if value > 0 else "-inf"
         text = repr(value)

@@ -42,11 +42,13 @@ UNARY = {
     "-(-x)": (lambda x: -(-x), lambda x: x),
     "1.0 / -x": (lambda x: _c(1.0, x) / -x, lambda x: np.divide(x.dtype.type(1.0), np.negative(x))),
     "abs(x)": (sl.abs, np.abs),
+    "-(nan)": (lambda x: -_c(float("nan"), x), lambda x: np.full_like(x, np.negative(x.dtype.type(np.nan)))),
+    "-(0.0)": (lambda x: -_c(0.0, x), lambda x: np.full_like(x, -0.0)),
     "select(x < 0, -x, x)": (lambda x: sl.select(x < _c(0.0, x), -x, x),
                              lambda x: np.where(x < 0, np.negative(x), x)),
     "if_then_else(1 < 2, -x, x)": (lambda x: sl.if_then_else(sl.const(1) < sl.const(2), -x, x), np.negative),
 }
-SIGN_BIT = {"-x", "-(-x)", "abs(x)", "select(x < 0, -x, x)", "if_then_else(1 < 2, -x, x)", "copysign(x, y)"}
+SIGN_BIT = {"-x", "-(-x)", "-(nan)", "-(0.0)", "abs(x)", "select(x < 0, -x, x)", "if_then_else(1 < 2, -x, x)", "copysign(x, y)"}
 BINARY = {
     "copysign(x, y)": (sl.copysign, np.copysign),
     "x - -y": (lambda x, y: x - -y, lambda x, y: np.subtract(x, np.negative(y))),
@@ -109,6 +111,7 @@ def test_negation_is_not_a_subtraction_from_zero():
     x = sl.var("x", "float32")
     assert str(-x) == "-x" and str(sl.const(0.0) - x) == "0.0 - x"
     assert str(-sl.var("i")) == "-i"       # integers: 0 - i is -i
+    assert str(-sl.const(float("nan"))) == "-nan" and str(sl.const(-0.0)) == "-0.0"
     assert simplify(-(-x)) is x
     folded = simplify(-sl.const(0.0))
     assert isinstance(folded, sl.expr.nodes.Const) and np.signbit(folded.value)

@@ -79,14 +79,15 @@ def literal(value, dt: DType) -> str:
     if dt.is_float:
         v = float(np.asarray(value, dtype=ml_dtypes.bfloat16)) if dt.is_bfloat else float(value)
         double = dt.bits == 64
+        negative = math.copysign(1.0, v) < 0      # -0.0 and a NaN with its sign bit set too
         if math.isnan(v) or math.isinf(v):
             bits = {("nan", True): "0x7ff8000000000000ll", ("nan", False): "0x7fc00000",
                     ("inf", True): "0x7ff0000000000000ll", ("inf", False): "0x7f800000"}
             key = ("nan" if math.isnan(v) else "inf", double)
             text = f"__longlong_as_double({bits[key]})" if double else f"__int_as_float({bits[key]})"
-            return f"(-{text})" if v < 0 else text
+            return f"(-{text})" if negative else text
         text = repr(v) + ("" if double else "f")
-        return f"({text})" if v < 0 else text
+        return f"({text})" if negative else text
     v = int(value)
     suffix = _INT_SUFFIX.get(str(dt), "")
     if dt.bits == 64 and dt.kind == "int" and v == -2 ** 63:
