@@ -12,7 +12,7 @@ import random
 from typing import Dict, List, Optional, Tuple
 
 from ..expr.functor import walk
-from ..expr.nodes import Call, Select
+from ..expr.nodes import NEG, Call, Select
 from ..tensor.axis import DATA_PAR
 from ..tensor.op import ComputeOp, PlaceholderOp, TensorRead
 from ..tensor.reduce import Reduce
@@ -43,7 +43,7 @@ def can_inline(st) -> bool:
 
 
 # Math calls as cheap as an add or two; any other call (exp, log, tanh, erf, pow, ...) is costly.
-CHEAP_CALLS = frozenset({"abs", "floor", "ceil", "round", "trunc", "nearbyint", "copysign", "ldexp"})
+CHEAP_CALLS = frozenset({NEG, "abs", "floor", "ceil", "round", "trunc", "nearbyint", "copysign", "ldexp"})
 
 
 def _nodes(op):

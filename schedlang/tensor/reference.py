@@ -231,6 +231,7 @@ _COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.great
             "eq": np.equal, "ne": np.not_equal}
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 _CALLS = {
+    "neg": np.negative,      # expr.nodes.NEG: flips the sign bit, of zeros and NaN too
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
     "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "erf": lambda x: _erf(x).astype(x.dtype),
     "abs": np.abs, "floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc,

@@ -97,6 +97,11 @@ template <typename T> inline T __shfl_sync(unsigned, T v, int src, int width = 3
 inline float __int_as_float(int x) { return std::bit_cast<float>(x); }
 inline double __longlong_as_double(long long x) { return std::bit_cast<double>(x); }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+// CUDA's bit counts of 32 and 64 bits (__clz(0) is 32, as CUDA defines it).
+inline int __popc(unsigned x) { return std::popcount(x); }
+inline int __popcll(unsigned long long x) { return std::popcount(x); }
+inline int __clz(int x) { return std::countl_zero((unsigned)x); }
+inline int __clzll(long long x) { return std::countl_zero((unsigned long long)x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 
 typedef _Float16 __half;
