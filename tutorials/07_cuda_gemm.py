@@ -26,7 +26,7 @@ NVIDIA GPU, each step is also timed on it against torch.matmul (cuBLAS).
 
 Run it with
 
-    python tutorials/07_cuda_gemm.py              # 256 x 256 x 256 on the CPU (a few minutes)
+    python tutorials/07_cuda_gemm.py              # 256 x 256 x 256 on the CPU (tutorials/README.md: times)
     python tutorials/07_cuda_gemm.py --size 512   # any multiple of 64 (the interpreter is slow)
     python tutorials/07_cuda_gemm.py --quick      # 128, what CI runs
 
