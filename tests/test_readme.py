@@ -87,3 +87,10 @@ def test_readme_gpu_blocks_run(blocks):
     if gpu_problem() is not None:
         pytest.skip(f"no GPU: {gpu_problem()}")
     run_blocks(blocks)
+
+
+@pytest.mark.parametrize("doc", sorted((ROOT / "docs").glob("*.md")), ids=lambda p: p.name)
+def test_docs_python_blocks_are_valid_python(doc):
+    """The docs' python blocks (a tuning run is too long to execute here) at least parse."""
+    for match in FENCE.finditer(doc.read_text()):
+        compile(match.group(1), f"{doc.name} block", "exec")
