@@ -34,7 +34,7 @@ import tempfile
 import numpy as np
 
 import schedlang as sl
-from _common import header, parse_args  # noqa: E402 (the tutorials' shared helpers)
+from _common import format_seconds, header, parse_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
 from schedlang.autoschedule import SearchPolicy, records
 
 
@@ -144,10 +144,11 @@ def tune_and_read(args, trials, policy, timing, out_dir, log):
     first["steps"] = f"<{len(first['steps']['steps'])} schedule steps>"
     first["decisions"] = "<the sketch's random choices>"
     print(json.dumps(first, indent=2, sort_keys=True))
+    timing_note(args.quick)
     for name, t in (("GEMM", task), ("conv2d", conv)):
         ok = records.ranked(records.load(log, t.workload_key, str(t.target)))
         best = ok[0]
-        print(f"{name}: {len(ok)} candidates ran; the best takes {best['median_s'] * 1e6:.4g} us "
+        print(f"{name}: {len(ok)} candidates ran; the best takes {format_seconds(best['median_s'])} "
               f"({best['gflops']:.3g} GFLOP/s)")
     print()
     # The winner as Python using the public primitives: paste it after create_schedule.
