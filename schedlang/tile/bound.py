@@ -18,6 +18,7 @@ from ..expr.functor import free_vars, substitute, walk
 from ..expr.nodes import Const, Expr, Var, binary
 from ..expr.simplify import simplify
 from ..loop.build import Region, full_region, loop_extents
+from ..loop.cooperative import need_relax
 from ..loop.plan import Program, StagePlan
 from ..schedule.annotate import BIND
 from ..schedule.relations import pass_up_values
@@ -158,20 +159,6 @@ class _Bounds:
             ext = self.leaf_extents(plan)
             self.ranges.update({a.var: (0, ext[a] - 1) for a in plan.leaves})
         return self.regions
-
-
-# TVM's storage and thread ranks: a buffer of scope rank r is shared by the threads of
-# every thread axis of rank >= r, so a region it holds covers all of their iterations.
-STORAGE_RANK = {"global": 0, "shared": 1, "warp": 2, "local": 3}
-THREAD_RANK = {"blockIdx": 0, "threadIdx": 1, "vthread": 1}
-
-
-def need_relax(thread_tag, scope: str) -> bool:
-    """Whether an enclosing loop bound to thread_tag (None: not bound) is relaxed in the region
-    of a stage stored in scope: a shared stage covers its whole block, a local one one thread."""
-    if not thread_tag:
-        return False
-    return STORAGE_RANK.get(scope, 3) <= THREAD_RANK[thread_tag.split(".")[0]]
 
 
 def _vars_of(read: TensorRead, values: Dict[Var, Expr]) -> List[Var]:
