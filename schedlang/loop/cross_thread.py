@@ -17,7 +17,7 @@ from ..expr.functor import free_vars, substitute, uses_var
 from ..expr.nodes import Buffer, Const, Expr, Load
 from ..schedule.annotate import BIND
 from ..tensor.axis import REDUCE, IterVar
-from .nodes import BOUND, Allocate, For, IfThen, Stmt, Store, ThreadAllReduce, seq
+from .nodes import Allocate, IfThen, Stmt, Store, ThreadAllReduce, seq
 
 
 def thread_reduce_leaf(plan) -> Optional[IterVar]:
@@ -78,5 +78,5 @@ def cross_thread_nest(builder, plan, body, buffers: List[Buffer], store_idx, vma
     who = _store_condition(plan, t)
     store = store if who is None else IfThen(who, store)
     threads = seq(init, update_nest, ThreadAllReduce(partial, body.combiner, t.var, ext[t], tag), store)
-    loop = For(t.var, ext[t], threads, BOUND, tag, plan.pragmas_of(t))
+    loop = builder.loop(plan, t, threads, attach=True)     # with the stages computed at t (an rfactor stage)
     return builder.nest(plan, outer, Allocate(partial, loop), outer_guards, attach=True)
