@@ -244,6 +244,8 @@ class _FuncBuilder:
             for child in reversed(self.children.get((plan.name, id(a)), [])):
                 nest = cooperative.distribute_over_threads(
                     self.stage_nest(child), cooperative.idle_threads(child, self.program, self.block_threads), child.name)
+                nest = cooperative.bind_inner_threads(nest, child, self.program, self.offsets[child.name],
+                                                      self.loop_ranges)
                 body = self.allocate(child, seq(nest, body))
         ann = plan.annotation(a)
         kind = _KIND[ann.kind] if ann is not None else SERIAL

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Tuple
 
-from ..expr.functor import substitute
+from ..expr.functor import free_vars, substitute
 from ..expr.nodes import Const, Expr, Var
 from ..expr.simplify import simplify
 from ..errors import ScheduleError
@@ -148,6 +148,41 @@ def _outer_loops(nest: Stmt) -> Tuple[List[Tuple[Var, int]], List[Expr], List[Fo
         else:
             return loops, guards, kept, s
         s = s.body
+
+
+def bind_inner_threads(nest: Stmt, plan: StagePlan, program: Program, region_starts, ranges) -> Stmt:
+    """nest of a stage in a thread's own memory inside loops bound to the thread axes that its
+    region is fixed in but that run inside its attach point (a local stage at threadIdx.y read
+    inside threadIdx.x holds one thread's elements): each such axis bound around the nest, so
+    that each thread computes its own part."""
+    by_name = {p.name: p for p in program.plans}
+    tags = {a.var: ann.thread_tag for p in program.plans for a, ann in p.annotations
+            if ann.kind == BIND and ann.thread_tag in THREAD_AXES}
+    around = set(map(id, _path_vars(plan, by_name)))
+    inner = []
+    for start in region_starts:
+        for v in free_vars(start):
+            if v in tags and id(v) not in around and all(v is not w for w in inner):
+                inner.append(v)
+    if not inner:
+        return nest
+    fresh = {v: Var(v.name, v.dtype) for v in inner}
+    nest = substitute_stmt(nest, fresh)
+    for v in sorted(inner, key=lambda v: THREAD_AXES.index(tags[v]), reverse=True):   # x innermost
+        nest = For(fresh[v], ranges[v][1] + 1, nest, BOUND, tags[v])
+    return nest
+
+
+def _path_vars(plan: StagePlan, by_name) -> List[Var]:
+    """The variables of the loops around the point where plan is computed."""
+    out = []
+    while plan.attach_type == "at":
+        parent = by_name[plan.attach_stage]
+        leaves = list(parent.leaves)
+        pos = next(i for i, a in enumerate(leaves) if a is plan.attach_ivar)
+        out += [a.var for a in leaves[:pos + 1]]
+        plan = parent
+    return out
 
 
 def _path_tags(plan: StagePlan, by_name) -> List[str]:

@@ -18,7 +18,7 @@ from ..expr.functor import free_vars, substitute, walk
 from ..expr.nodes import Const, Expr, Var, binary
 from ..expr.simplify import simplify
 from ..loop.build import Region, full_region, loop_extents
-from ..loop.cooperative import need_relax
+from ..loop.cooperative import THREAD_AXES, need_relax
 from ..loop.plan import Program, StagePlan
 from ..schedule.annotate import BIND
 from ..schedule.relations import pass_up_values
@@ -83,6 +83,7 @@ class _Bounds:
         fixed = self.path(plan)
         # Loops bound to threads that share the stage's memory do not fix its region (TVM's NeedRelax).
         fixed_set = set(id(v) for v in fixed if not need_relax(self.thread_tags.get(v), plan.scope))
+        private = plan.scope == "local" and not plan.is_arg
         los: List[List[Expr]] = [[] for _ in plan.op.axis]
         his: List[List[Expr]] = [[] for _ in plan.op.axis]
         for reader, read in self.readers(plan):
@@ -95,8 +96,11 @@ class _Bounds:
                                     axis=plan.attach_ivar.name,
                                     hint=f"compute '{reader.name}' inside that loop too, or compute '{plan.name}' at the root")
             values = self.root_values(reader)
+            # A thread's own (local) copy holds what that thread reads: the thread loops inside the
+            # attach point stay fixed too (TVM's NeedRelax); build_func binds them around the stage.
             relax = {v: self.ranges[v] for v in _vars_of(read, values)
-                     if id(v) not in fixed_set and v in self.ranges}     # size variables stay fixed
+                     if id(v) not in fixed_set and v in self.ranges     # size variables stay fixed
+                     and not (private and self.thread_tags.get(v) in THREAD_AXES)}
             for d, index in enumerate(read.indices):
                 e = simplify(substitute(index, values))
                 lo, hi = self.interval(e, relax)
