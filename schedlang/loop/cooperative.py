@@ -9,14 +9,19 @@ The thread axes that the stage's own loops bind already, and (for an argument) t
 region is fixed in, are not used again; the others take the stage's outer data-parallel loops,
 fused, `threadIdx.x` fastest so that consecutive threads touch consecutive elements:
 
-    for ax0 in 0..4: for ax1 in 0..8: A.shared[ax0, ax1] = ...        (threads 4 x 16)
+    for ax0 in 0..8: for ax1 in 0..16: A.shared[ax0, ax1] = ...        (threads 4 x 16)
 becomes
     bound[threadIdx.y] ax0.ax1.fused.ty in 0..4:
       bound[threadIdx.x] ax0.ax1.fused.tx in 0..16:
-        for ax0.ax1.fused.outer in 0..1:
-          if fused < 32: A.shared[fused // 8, fused % 8] = ...
+        for ax0.ax1.fused.outer in 0..2:
+          A.shared[fused // 16, fused % 16] = ...
 
-with fused = (outer * 4 + ty) * 16 + tx. A stage with no such loop runs on thread 0 of those axes.
+with fused = (outer * 4 + ty) * 16 + tx, and a guard fused < 128 where the threads do not divide
+the elements. A stage with no such loop runs on thread 0 of those axes.
+
+A stage in a thread's own (local) memory is the opposite case: every thread computes its copy,
+over the elements that thread reads (the thread loops inside its attach point are bound around
+its nest: bind_inner_threads), and none of its data-parallel loops may be bound to threadIdx.
 """
 from __future__ import annotations
 
@@ -173,29 +178,26 @@ def bind_inner_threads(nest: Stmt, plan: StagePlan, program: Program, region_sta
     return nest
 
 
-def _path_vars(plan: StagePlan, by_name) -> List[Var]:
-    """The variables of the loops around the point where plan is computed."""
+def _path(plan: StagePlan, by_name) -> List[Tuple[StagePlan, object]]:
+    """(stage, leaf) of the loops around the point where plan is computed."""
     out = []
     while plan.attach_type == "at":
         parent = by_name[plan.attach_stage]
         leaves = list(parent.leaves)
         pos = next(i for i, a in enumerate(leaves) if a is plan.attach_ivar)
-        out += [a.var for a in leaves[:pos + 1]]
+        out += [(parent, a) for a in leaves[:pos + 1]]
         plan = parent
     return out
 
 
+def _path_vars(plan: StagePlan, by_name) -> List[Var]:
+    return [a.var for _, a in _path(plan, by_name)]
+
+
 def _path_tags(plan: StagePlan, by_name) -> List[str]:
     """The thread tags of the loops around the point where plan is computed."""
-    tags = []
-    while plan.attach_type == "at":
-        parent = by_name[plan.attach_stage]
-        leaves = list(parent.leaves)
-        pos = next(i for i, a in enumerate(leaves) if a is plan.attach_ivar)
-        tags += [ann.thread_tag for a in leaves[:pos + 1] for ann in [parent.annotation(a)]
-                 if ann is not None and ann.kind == BIND]
-        plan = parent
-    return tags
+    return [ann.thread_tag for p, a in _path(plan, by_name) for ann in [p.annotation(a)]
+            if ann is not None and ann.kind == BIND]
 
 
 def _root(plan: StagePlan, by_name) -> StagePlan:
