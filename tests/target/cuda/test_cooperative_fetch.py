@@ -99,6 +99,24 @@ def vthread_gemm_unbound(at="ko"):
     return s, [A, B, C]
 
 
+def rfactor_at_block_loop(scope):
+    """TVM's reduction tutorial (rows over blockIdx.x / threadIdx.y, the factored axis across
+    threadIdx.x) with the rfactor stage computed at the block loop, in scope."""
+    A = sl.placeholder((37, 70), name="A")
+    k = sl.reduce_axis((0, 70), "k")
+    B = sl.compute((37,), lambda i: sl.sum(A[i, k], axis=k), name="B")
+    s = sl.create_schedule(B.op)
+    ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
+    BF = s.rfactor(B, ki)
+    xo, xi = s[B].split(s[B].op.axis[0], factor=32)
+    s[B].bind(xo, sl.thread_axis("blockIdx.x"))
+    s[B].bind(xi, sl.thread_axis("threadIdx.y"))
+    s[B].bind(s[B].op.reduce_axis[0], sl.thread_axis("threadIdx.x"))
+    s[BF].compute_at(s[B], xo)
+    s[BF].set_scope(scope)
+    return s, [A, B]
+
+
 def gemm_tiles_at_the_thread_loops(double_buffer=False):
     """TVM's shared GEMM with the A and B tiles' loops unbound, computed inside threadIdx.y/x."""
     return schedules.shared_gemm(20, 21, 19, block=(4, 8), k_tile=4, fetch=False, double_buffer=double_buffer)
@@ -125,6 +143,8 @@ CORRECT = {
     "local_at_block_loop": lambda: transpose("bj", scope="local"),
     "local_under_threadidx": lambda: transpose("tj", scope="local"),
     "local_reduction_at_block_loop": lambda: producer_consumer(None, "outer", reduce=True),
+    "rfactor_shared_at_block_loop": lambda: rfactor_at_block_loop("shared"),
+    "rfactor_local_at_block_loop": lambda: rfactor_at_block_loop("local"),
 }
 
 
