@@ -5,6 +5,7 @@ not bind (the cooperative fetch a TVM schedule writes by hand); a stage in a thr
 memory is computed by each thread for itself. Each correct placement runs on both CPU engines
 with their race checks: the shim under ThreadSanitizer and the SIMT interpreter."""
 import re
+from functools import partial
 
 import pytest
 
@@ -19,38 +20,56 @@ from tests.target.simt.test_simt import simt_and_check
 pytest.importorskip("cuda.bindings")
 
 
-def transpose(at="bj", scope="shared", bind=()):
-    """B = A.T through a 16x16 tile of A, threads 16x16; the tile computed at block loop bj or at
-    thread loop ti/tj of B, its loops bound to the thread axes in bind."""
-    A = sl.placeholder((40, 36), name="A")
-    B = sl.compute((36, 40), lambda i, j: A[j, i], name="B")
-    s = sl.create_schedule(B.op)
-    AS = s.cache_read(A, scope, [B])
-    bi, bj, ti, tj = schedules.bind_tile(s, B, B.op.axis[0], B.op.axis[1], (16, 16))
-    s[AS].compute_at(s[B], {"bj": bj, "ti": ti, "tj": tj}[at])
-    for ax, tag in zip(s[AS].op.axis, ("threadIdx.y", "threadIdx.x")):
-        if tag in bind:
-            s[AS].bind(ax, sl.thread_axis(tag))
-    return s, [A, B]
+def transpose(at="bj", scope="shared", bind=(), name=""):
+    """B = A.T through an 8x8 tile of A, threads 8x8; the tile computed at block loop bj or at
+    thread loop ti/tj of B, its loops bound to the thread axes in bind. Returns B and the function
+    that schedules it in a schedule s and returns its arguments."""
+    A = sl.placeholder((20, 18), name=f"A{name}")
+    B = sl.compute((18, 20), lambda i, j: A[j, i], name=f"B{name}")
+
+    def schedule(s):
+        AS = s.cache_read(A, scope, [B])
+        bi, bj, ti, tj = schedules.bind_tile(s, B, B.op.axis[0], B.op.axis[1], (8, 8))
+        s[AS].compute_at(s[B], {"bj": bj, "ti": ti, "tj": tj}[at])
+        for ax, tag in zip(s[AS].op.axis, ("threadIdx.y", "threadIdx.x")):
+            if tag in bind:
+                s[AS].bind(ax, sl.thread_axis(tag))
+        return [A, B]
+    return B, schedule
 
 
-def producer_consumer(scope=None, at="outer", arg=False, reduce=False, n=100):
+def producer_consumer(scope=None, at="outer", arg=False, reduce=False, name="", n=100):
     """B[i] = T[i] + 1 with T[i] = 2 A[i] (or T[i] = sum of A[i, :], with reduce) computed at B's
     block loop (outer) or thread loop (inner); with arg, T is an argument of the module."""
-    A = sl.placeholder((n, 5) if reduce else (n,), name="A")
+    A = sl.placeholder((n, 5) if reduce else (n,), name=f"A{name}")
     if reduce:
         k = sl.reduce_axis((0, 5), name="k")
-        T = sl.compute((n,), lambda i: sl.sum(A[i, k], axis=k), name="T")
+        T = sl.compute((n,), lambda i: sl.sum(A[i, k], axis=k), name=f"T{name}")
     else:
-        T = sl.compute((n,), lambda i: A[i] * 2.0, name="T")
-    B = sl.compute((n,), lambda i: T[i] + 1.0, name="B")
-    s = sl.create_schedule(B.op)
-    outer, inner = s[B].split(B.op.axis[0], factor=32)
-    schedules.bind(s, B, outer, inner)
-    s[T].compute_at(s[B], {"outer": outer, "inner": inner}[at])
-    if scope:
-        s[T].set_scope(scope)
-    return s, ([A, T, B] if arg else [A, B])
+        T = sl.compute((n,), lambda i: A[i] * 2.0, name=f"T{name}")
+    B = sl.compute((n,), lambda i: T[i] + 1.0, name=f"B{name}")
+
+    def schedule(s):
+        outer, inner = s[B].split(B.op.axis[0], factor=32)
+        schedules.bind(s, B, outer, inner)
+        s[T].compute_at(s[B], {"outer": outer, "inner": inner}[at])
+        if scope:
+            s[T].set_scope(scope)
+        return [A, T, B] if arg else [A, B]
+    return B, schedule
+
+
+def one(make, *args, **options):
+    """One placement: (s, args)."""
+    return together({"": partial(make, *args, **options)})
+
+
+def together(placements):
+    """Placements {name: make(name) -> (output, schedule)} as the kernels of one module (one
+    compile of the shim for all), each one's tensors suffixed by its name; returns (s, args)."""
+    made = [make(name=f"_{name}" if name else "") for name, make in placements.items()]
+    s = sl.create_schedule([out.op for out, _ in made])
+    return s, [t for _, schedule in made for t in schedule(s)]
 
 
 def block_total(rows=37, cols=6):
@@ -122,27 +141,31 @@ def gemm_tiles_at_the_thread_loops(double_buffer=False):
     return schedules.shared_gemm(20, 21, 19, block=(4, 8), k_tile=4, fetch=False, double_buffer=double_buffer)
 
 
+# Placements of the small programs, built together as one module (one shim compile).
+TOGETHER = {
+    "shared_at_block_loop_unbound": partial(transpose, "bj"),
+    "shared_at_block_loop_x_bound": partial(transpose, "bj", bind=("threadIdx.x",)),
+    "shared_at_block_loop_y_bound": partial(transpose, "bj", bind=("threadIdx.y",)),
+    "shared_at_block_loop_bound": partial(transpose, "bj", bind=("threadIdx.y", "threadIdx.x")),
+    "shared_under_threadidx_y": partial(transpose, "ti"),
+    "shared_under_threadidx_x": partial(transpose, "tj"),
+    "shared_compute_stage_at_block_loop": partial(producer_consumer, "shared", "outer"),
+    "shared_compute_stage_under_threadidx": partial(producer_consumer, "shared", "inner"),
+    "shared_reduction_at_block_loop": partial(producer_consumer, "shared", "outer", reduce=True),
+    "argument_at_block_loop": partial(producer_consumer, at="outer", arg=True),
+    "argument_under_threadidx": partial(producer_consumer, at="inner", arg=True),
+    "local_at_block_loop": partial(transpose, "bj", scope="local"),
+    "local_under_threadidx": partial(transpose, "tj", scope="local"),
+    "local_reduction_at_block_loop": partial(producer_consumer, None, "outer", reduce=True),
+}
+
 CORRECT = {
-    "shared_at_block_loop_unbound": lambda: transpose("bj"),
-    "shared_at_block_loop_x_bound": lambda: transpose("bj", bind=("threadIdx.x",)),
-    "shared_at_block_loop_y_bound": lambda: transpose("bj", bind=("threadIdx.y",)),
-    "shared_at_block_loop_bound": lambda: transpose("bj", bind=("threadIdx.y", "threadIdx.x")),
-    "shared_under_threadidx_y": lambda: transpose("ti"),
-    "shared_under_threadidx_x": lambda: transpose("tj"),
     "shared_under_thread_loops_gemm": gemm_tiles_at_the_thread_loops,
     "shared_under_thread_loops_double_buffered": lambda: gemm_tiles_at_the_thread_loops(double_buffer=True),
     "shared_under_thread_loops_at_k": lambda: schedules.tiled_gemm(20, 20, 12, cache_shared=True),
     "shared_under_vthread_and_thread_loops": lambda: vthread_gemm_unbound("ko"),
     "shared_at_a_vthread_loop": lambda: vthread_gemm_unbound("vy"),
-    "shared_compute_stage_at_block_loop": lambda: producer_consumer("shared", "outer"),
-    "shared_compute_stage_under_threadidx": lambda: producer_consumer("shared", "inner"),
-    "shared_reduction_at_block_loop": lambda: producer_consumer("shared", "outer", reduce=True),
     "shared_single_element_at_block_loop": block_total,
-    "argument_at_block_loop": lambda: producer_consumer(at="outer", arg=True),
-    "argument_under_threadidx": lambda: producer_consumer(at="inner", arg=True),
-    "local_at_block_loop": lambda: transpose("bj", scope="local"),
-    "local_under_threadidx": lambda: transpose("tj", scope="local"),
-    "local_reduction_at_block_loop": lambda: producer_consumer(None, "outer", reduce=True),
     "rfactor_shared_at_block_loop": lambda: rfactor_at_block_loop("shared"),
     "rfactor_local_at_block_loop": lambda: rfactor_at_block_loop("local"),
 }
@@ -155,21 +178,28 @@ def test_each_placement_is_race_free_and_right_on_both_engines(name):
     simt_and_check(s, args)        # raises SharedMemoryRace / GlobalMemoryRace
 
 
+def test_the_placements_of_small_programs_are_race_free_and_right_on_both_engines():
+    """Each output (B_<placement>) is checked against the reference by name."""
+    s, args = together(TOGETHER)
+    emulate_and_check(s, args, sanitize="thread")
+    simt_and_check(s, args)
+
+
 def tile_text(s, args):
     return str(sl.lower(s, args, level="tile", target="cuda"))
 
 
 def test_an_unbound_shared_tile_at_the_block_loop_is_spread_over_the_block():
-    """Each of the 16x16 threads copies one element: the tile's two loops become threadIdx.y/x."""
-    text = tile_text(*transpose("bj"))
-    assert "bound[threadIdx.y] ax0.ax1.fused.ty in 0..16:" in text
-    assert "bound[threadIdx.x] ax0.ax1.fused.tx in 0..16:" in text
+    """Each of the 8x8 threads copies one element: the tile's two loops become threadIdx.y/x."""
+    text = tile_text(*one(transpose, "bj"))
+    assert "bound[threadIdx.y] ax0.ax1.fused.ty in 0..8:" in text
+    assert "bound[threadIdx.x] ax0.ax1.fused.tx in 0..8:" in text
     assert not re.search(r"for ax[01] in", text), "no thread runs a loop over the whole tile"
 
 
 def test_a_tile_bound_to_threadidx_x_only_is_spread_over_threadidx_y():
-    text = tile_text(*transpose("bj", bind=("threadIdx.x",)))
-    assert "bound[threadIdx.y] ax0.fused.ty in 0..16:" in text and "bound[threadIdx.x] ax1 in 0..16:" in text
+    text = tile_text(*one(transpose, "bj", bind=("threadIdx.x",)))
+    assert "bound[threadIdx.y] ax0.fused.ty in 0..8:" in text and "bound[threadIdx.x] ax1 in 0..8:" in text
 
 
 def test_more_elements_than_threads_take_a_serial_loop_with_a_tail_guard():
@@ -193,7 +223,7 @@ def test_a_user_bound_cooperative_fetch_is_left_as_written():
 def test_without_the_spreading_both_engines_report_the_race(monkeypatch, engine):
     """What the build did before: every thread of the block writes the whole shared tile."""
     monkeypatch.setattr(cooperative, "distribute_over_threads", lambda nest, idle, name: nest)
-    s, args = transpose("tj")
+    s, args = one(transpose, "tj")
     mod = sl.build(s, args, target="cuda", cache=False)
     arrays, _ = arrays_for(s, args)
     if engine == "shim":
@@ -205,8 +235,8 @@ def test_without_the_spreading_both_engines_report_the_race(monkeypatch, engine)
 
 
 def test_a_local_stage_with_a_loop_bound_to_threadidx_is_refused():
-    """A local buffer is one thread's: bound, each thread would fill a sixteenth of its own copy."""
-    s, args = transpose("bj", scope="local", bind=("threadIdx.y", "threadIdx.x"))
+    """A local buffer is one thread's: bound, each thread would fill one element of its own copy."""
+    s, args = one(transpose, "bj", scope="local", bind=("threadIdx.y", "threadIdx.x"))
     with pytest.raises(sl.ScheduleError, match=r"bind: stage 'A.local', axis 'ax0': is stored in local memory"
                        r"(.|\n)*hint: store it in shared memory"):
         sl.build(s, args, target="cuda")
@@ -214,7 +244,7 @@ def test_a_local_stage_with_a_loop_bound_to_threadidx_is_refused():
 
 @pytest.mark.parametrize("at", ["outer", "inner"])
 def test_a_global_temporary_inside_a_kernel_is_refused(at):
-    s, args = producer_consumer("global", at)
+    s, args = one(producer_consumer, "global", at)
     with pytest.raises(sl.ScheduleError, match=r"compute_at: stage 'T': is stored in global memory but computed "
                        r"inside kernel B_kernel(.|\n)*set_scope\('shared'\)"):
         sl.build(s, args, target="cuda")
