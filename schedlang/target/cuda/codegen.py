@@ -13,10 +13,9 @@ import math
 import re
 from typing import Dict, List
 
-import ml_dtypes
 import numpy as np
 
-from ...dtypes import DType
+from ...dtypes import DType, to_bfloat16
 from ...errors import InternalError, LoweringError
 from ...expr.extent import evaluate_extent
 from ...expr.nodes import (Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
@@ -84,7 +83,7 @@ def literal(value, dt: DType) -> str:
     if dt.is_bool:
         return "true" if value else "false"
     if dt.is_float:
-        v = float(np.asarray(value, dtype=ml_dtypes.bfloat16)) if dt.is_bfloat else float(value)
+        v = float(to_bfloat16(value)) if dt.is_bfloat else float(value)
         double = dt.bits == 64
         if math.isnan(v) or math.isinf(v):
             bits = {("nan", True): "0x7ff8000000000000ll", ("nan", False): "0x7fc00000",
