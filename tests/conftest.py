@@ -5,6 +5,7 @@ import os
 
 import llvmlite.binding as llvm
 import pytest
+from hypothesis import HealthCheck, settings
 
 # Verify the IR after every lowering pass in every test (schedlang/verify.py reads this at import).
 os.environ.setdefault("SCHEDLANG_VERIFY", "1")
@@ -12,6 +13,12 @@ import schedlang.verify  # noqa: E402
 from schedlang.target.llvm.jit import host_cpu  # noqa: E402
 
 schedlang.verify.ENABLED = os.environ["SCHEDLANG_VERIFY"] != "0"
+
+# Property tests build and run code: on a loaded machine (parallel workers, CI neighbours) an
+# example may take seconds. Neither a deadline nor the too-slow health check measures the
+# property; each test keeps its own example count.
+settings.register_profile("schedlang", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("schedlang")
 
 
 def pytest_addoption(parser):
