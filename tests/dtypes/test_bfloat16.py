@@ -377,3 +377,20 @@ def test_symbolic_shapes_local_buffers_and_an_exported_library(tmp_path):
     np.testing.assert_array_equal(bits(c2), bits(c))
     with pytest.raises(TypeError, match="argument 'A' must have dtype bfloat16, got float32"):
         loaded(a.astype(np.float32), c2)
+
+
+def test_pytorch_frontend_int_and_float64_to_bfloat16_match_eager_torch():
+    """The frontend's contract: .to(torch.bfloat16) of int32 and float64 tensors is eager
+    torch's, bit for bit (through float32: both first values round twice)."""
+    import schedlang.torch as st
+
+    class ToBF16(torch.nn.Module):
+        def forward(self, i, d):
+            return i.to(torch.bfloat16), d.to(torch.bfloat16)
+
+    i = torch.tensor([2**24 + 2**16 + 1, 2**31 - 1, -2**31, 257, -129, 0], dtype=torch.int32)
+    d = torch.tensor([1 + 2**-8 + 2**-40, 1e39, -3.3961e38, 0.1, -0.0, float("nan")], dtype=torch.float64)
+    got, want = st.compile(ToBF16(), (i, d))(i, d), ToBF16()(i, d)
+    for g, w in zip(got, want):
+        assert torch.equal(g.view(torch.int16), w.view(torch.int16)), (g, w)
+    assert got[0].view(torch.int16)[0] == 0x4B80 and got[1].view(torch.int16)[0] == 0x3F80
