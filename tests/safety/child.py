@@ -10,8 +10,9 @@ import textwrap
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run_child(code: str, timeout: float = 120) -> str:
-    """stdout of `python -c code`; fails the test when it exits non-zero or hangs."""
+def run_child(code: str, timeout: float = 300) -> str:
+    """stdout of `python -c code`; fails the test when it exits non-zero or hangs (the timeout is a
+    hang guard: a child that imports torch and builds takes seconds alone, minutes on a loaded machine)."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     try:
         done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
