@@ -62,6 +62,15 @@ class LoweredProgram:
     def parts(self) -> List[Part]:
         return [s for s in self.steps if isinstance(s, Part)]
 
+    def fallback_counts(self) -> Dict[str, int]:
+        """op -> how many of its nodes run in torch, in graph order (getitems of a torch
+        result are not counted: they follow their op)."""
+        counts: Dict[str, int] = {}
+        for s in self.steps:
+            if isinstance(s, TorchStep) and s.node.op != "getitem":
+                counts[s.node.op] = counts.get(s.node.op, 0) + 1
+        return counts
+
     def __str__(self) -> str:
         if len(self.steps) == 1 and isinstance(self.steps[0], Part):
             return str(self.steps[0])

@@ -47,6 +47,11 @@ class CompiledModule:
             for part in self.program.parts:
                 self._module(part)
 
+    def fallback_ops(self) -> Dict[str, int]:
+        """The ops that run in torch, not in schedlang kernels: op -> number of nodes
+        (empty when the whole module is compiled)."""
+        return self.program.fallback_counts()
+
     # ------------------------------------------------------------ building
     def _module(self, part: Part, modules: Optional[Dict[int, Any]] = None):
         """The built module of part (sl.build's cache makes a repeated workload free)."""
