@@ -308,6 +308,9 @@ class CompiledModule:
             results.append(out)
             values[name] = out
         launch(self._module(part, modules), arrays + results)
+        for name, message in part.checks.items():     # guards (LowerContext.guard), e.g. embedding's indices
+            if bool(values.pop(name)):
+                raise IndexError(message)
         for name, src in part.aliases.items():
             values[name] = values[src]
 

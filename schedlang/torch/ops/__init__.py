@@ -8,3 +8,4 @@ from . import index  # noqa: F401,E402
 from . import creation  # noqa: F401,E402
 from . import activation  # noqa: F401,E402
 from . import matmul, norm, reduce  # noqa: F401,E402  (registers their lowerings)
+from . import gather  # noqa: F401,E402
