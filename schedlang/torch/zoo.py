@@ -324,3 +324,23 @@ def build(name: str, size: str = "tiny", seed: int = 0) -> Tuple[nn.Module, tupl
                 nn.init.uniform_(m.bias, -0.5, 0.5)
         model = model.eval()
         return model, inputs()
+
+
+def coverage(module: nn.Module, example_inputs: Sequence) -> Dict[str, int]:
+    """The ops of module's graph that would run in torch, not in schedlang kernels: op ->
+    number of nodes (captured and lowered, not built: cheap). Empty when all are lowered."""
+    from . import capture
+    from .lower import lower_graph
+    return lower_graph(capture(module, example_inputs), warn=False).fallback_counts()
+
+
+if __name__ == "__main__":      # python -m schedlang.torch.zoo [size]: each model's fallbacks
+    import sys
+    import warnings
+    warnings.simplefilter("ignore")
+    size = sys.argv[1] if len(sys.argv) > 1 else "tiny"
+    for model_name in MODELS:
+        m, xs = build(model_name, size)
+        counts = coverage(m, xs)
+        print(f"{model_name:13s} {sum(counts.values()):3d} node(s) in torch: "
+              + (", ".join(f"{op} x{n}" for op, n in counts.items()) or "none"))

@@ -30,7 +30,7 @@ CASES = [
     (aten.leaky_relu.default, ()), (aten.leaky_relu.default, (0.2,)),
     (aten.elu.default, ()), (aten.elu.default, (0.5, 1.0507, 2.0)),
     (aten.softplus.default, ()), (aten.softplus.default, (2.0, 5.0)),
-    (aten.mish.default, ()), (aten.sigmoid.default, ()), (aten.tanh.default, ()),
+    (aten.mish.default, ()), (aten.sigmoid.default, ()), (aten.tanh.default, ()), (aten.expm1.default, ()),
 ]
 
 
@@ -52,3 +52,15 @@ def test_integer_input_is_a_type_error(op):
     from .helpers import lower
     with pytest.raises(TypeError, match="floating"):
         lower(op, (torch.arange(6),))
+
+
+def test_expm1_is_accurate_near_zero():
+    """exp(x) - 1 would lose every digit here; torch's expm1 does not, nor does ours."""
+    x = torch.tensor([1e-10, -3e-8, 1e-5, -1e-3, 0.0, -0.0, 0.3, -20.0, 88.0, 89.0, -104.0])
+    check_lowering(aten.expm1.default, (x,), tol=(2e-7, 0))
+    check_lowering(aten.expm1.default, (torch.arange(-4, 5),))          # integers: float32
+
+
+def test_elu_is_accurate_near_zero():
+    x = torch.tensor([-1e-9, -2e-6, -1e-4, -0.5, 1e-9])
+    check_lowering(aten.elu.default, (x, 1.0, 1.0507, 1.0), tol=(2e-7, 0))

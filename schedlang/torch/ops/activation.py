@@ -1,5 +1,6 @@
 """Activations of CNNs and MLPs: hardtanh/ReLU6, hardsigmoid, hardswish, leaky_relu, elu,
-softplus, mish (relu, gelu, silu, sigmoid and tanh are in elementwise.py).
+softplus, mish, and expm1 (which celu and selu decompose to); relu, gelu, silu, sigmoid
+and tanh are in elementwise.py.
 
 Each is one Elementwise stage, computed in float32 for float16/bfloat16 as torch's CPU
 kernels do, written as those kernels are (hardswish is x * clamp(x + 3, 0, 6) / 6, not
@@ -14,7 +15,7 @@ import schedlang as sl
 from schedlang.expr.nodes import Expr
 
 from .elementwise import pointwise
-from .promote import is_bool, is_float
+from .promote import float_result, is_bool, is_float
 from .registry import LowerContext, register_lowering
 
 
@@ -83,7 +84,7 @@ def elu(ctx: LowerContext, x, alpha=1.0, scale=1.0, input_scale=1.0):
 
     def fn(v):
         c = lambda f: sl.const(f, v.dtype)   # noqa: E731
-        neg = (sl.exp(v * c(input_scale)) - c(1.0)) * c(alpha * scale)
+        neg = expm1_value(v * c(input_scale) if input_scale != 1 else v) * c(alpha * scale)
         return sl.select(v <= c(0.0), neg, v * c(scale))
     return pointwise(ctx.name(), fn, (x,), x.dtype)
 
@@ -108,3 +109,19 @@ def mish(ctx: LowerContext, x):
     inf and tanh(inf) is 1)."""
     _float_only("mish", x)
     return pointwise(ctx.name(), lambda v: v * sl.tanh(sl.log1p(sl.exp(v))), (x,), x.dtype)
+
+
+def expm1_value(v: Expr) -> Expr:
+    """exp(v) - 1 to full precision near 0 (Kahan's: (u - 1) * (v / log(u)) with u = exp(v)
+    corrects the rounding of u), exact at 0, -1 far below it and inf at inf."""
+    c = lambda f: sl.const(f, v.dtype)   # noqa: E731
+    u = sl.exp(v)
+    um1 = u - c(1.0)
+    fixed = um1 * (v / sl.log(u))         # v / log(u) is about 1: no overflow near exp's limit
+    fixed = sl.select(um1 == c(-1.0), c(-1.0), sl.select(u == c(float("inf")), u, fixed))
+    return sl.select(u == c(1.0), v, fixed)
+
+
+@register_lowering("aten.expm1.default")
+def expm1(ctx: LowerContext, x):
+    return pointwise(ctx.name(), expm1_value, (x,), float_result(x.dtype))
