@@ -312,8 +312,7 @@ def build(name: str, size: str = "tiny", seed: int = 0) -> Tuple[nn.Module, tupl
     if size not in MODELS[name]:
         raise ValueError(f"unknown size {size!r} for {name}; choose one of {', '.join(MODELS[name])}")
     make, inputs = MODELS[name][size]
-    gen = torch.random.fork_rng()
-    with gen:
+    with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = make()
         for m in model.modules():

@@ -82,3 +82,13 @@ def test_arange_any_in_a_causal_attention_module():
         compiled = st.compile(Causal(), (q, k, v))
     assert compiled.fallback_ops() == {} and len(compiled.program.parts) == 1
     torch.testing.assert_close(compiled(q, k, v), Causal()(q, k, v), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_safe_softmax_matches_torch(dtype):
+    x = torch.randn(3, 4, 6).to(dtype)
+    x[0, 1] = float("-inf")                      # a row masked entirely: zeros, not NaN
+    x[1, 2, :3] = float("-inf")
+    check_lowering(aten._safe_softmax.default, (x, -1))
+    check_lowering(aten._safe_softmax.default, (x, 1))
+    check_lowering(aten._safe_softmax.default, (x, -1), dict(dtype=torch.float32))

@@ -89,7 +89,7 @@ kv = torch.randn(2, 2, S, D)
 CASES = {
     "manual_causal": (ManualCausal, (q, q, q)),
     "triu_mask": (TriuMask, (q, q, q)),
-    "bool_mask": (BoolMask, (q, q, q, torch.rand(S, S) > 0.3)),
+    "bool_mask": (BoolMask, (q, q, q, (torch.rand(S, S) > 0.3) & (torch.arange(S) != 2)[:, None])),  # row 2: none
     "padding_mask": (PaddingMask, (q, q, q, torch.tensor([[1] * S, [1] * 4 + [0] * 3]))),
     "grouped_query": (GroupedQuery, (q, kv, kv)),
     "position_embedding": (PositionEmbedding, (torch.randint(0, 20, (2, S)),)),
@@ -135,7 +135,7 @@ def test_cuda_target_emulated():
     out-of-range index is clamped in the kernel and raised by the guard."""
     pytest.importorskip("cuda.bindings")
     from .test_cuda_emulate import check_emulated, compile_cuda
-    for make, inputs in (CASES["activations"], CASES["pad_and_reduce"]):
+    for make, inputs in (CASES["activations"], CASES["pad_and_reduce"], CASES["bool_mask"]):
         module = make().eval()
         check_emulated(compile_cuda(module, inputs), module, inputs, engines=("shim",))
     module, ids = Embed().eval(), torch.randint(0, 13, (2, 5))
