@@ -35,7 +35,7 @@ class Part:
     inputs: List[Tuple[str, sl.Tensor]] = field(default_factory=list)
     outputs: List[Tuple[str, sl.Tensor]] = field(default_factory=list)
     aliases: Dict[str, str] = field(default_factory=dict)   # output name -> the input it is
-    checks: Dict[str, str] = field(default_factory=dict)    # guard output name -> IndexError message
+    checks: Dict[str, Tuple[type, str]] = field(default_factory=dict)   # guard output -> (error, message)
 
     def __str__(self) -> str:
         return print_tensor_ir([t.op for _, t in self.outputs])
@@ -102,7 +102,7 @@ class _Lowering:
         self.torch_steps: List[Tuple[int, TorchStep]] = []
         self.members: Dict[int, List[str]] = {}
         self.packs: Dict[str, PackSpec] = {}
-        self.checks: Dict[str, str] = {}              # guard flag name -> message (LowerContext.guard)
+        self.checks: Dict[str, Tuple[type, str]] = {}  # guard flag name -> (error, message): LowerContext.guard
 
     def run(self, warn: bool) -> LoweredProgram:
         for i in self.graph.inputs:
@@ -187,12 +187,12 @@ class _Lowering:
         if fn is None:
             self.to_torch(node, refs, "no lowering")
             return
-        guards: List[Tuple[Any, str]] = []
+        guards: List[Tuple[Any, str, type]] = []
         try:
             args = map_refs(node.args, lambda r: self.value_in(part, r.name))
             kwargs = map_refs(node.kwargs, lambda r: self.value_in(part, r.name))
             ctx = LowerContext(node.name, self.target, packer=self.packed,
-                               guarder=lambda flag, message: guards.append((flag, message)))
+                               guarder=lambda flag, message, error: guards.append((flag, message, error)))
             result = fn(ctx, *args, **kwargs)
         except Unsupported as e:
             self.to_torch(node, refs, f"unsupported: {e}")
@@ -201,12 +201,12 @@ class _Lowering:
         self.values[node.name] = list(result) if isinstance(result, (list, tuple)) else result
         self.where[node.name] = ("part", part)
         self.members.setdefault(part, []).append(node.name)
-        for k, (flag, message) in enumerate(guards):
+        for k, (flag, message, error) in enumerate(guards):
             # an output of the part, always computed (eager raises even if the result is unused)
             name = f"{node.name}__guard{k}"
             self.values[name], self.where[name] = flag, ("part", part)
             self.members[part].append(name)
-            self.checks[name] = message
+            self.checks[name] = (error, message)
             self.needed[name] = None
 
     def check_result(self, node: TorchNode, result) -> None:

@@ -308,9 +308,9 @@ class CompiledModule:
             results.append(out)
             values[name] = out
         launch(self._module(part, modules), arrays + results)
-        for name, message in part.checks.items():     # guards (LowerContext.guard), e.g. embedding's indices
+        for name, (error, message) in part.checks.items():   # guards (LowerContext.guard): embedding's indices ...
             if bool(values.pop(name)):
-                raise IndexError(message)
+                raise error(message)
         for name, src in part.aliases.items():
             values[name] = values[src]
 

@@ -88,3 +88,42 @@ def test_pad_in_a_module():
         warnings.simplefilter("error", st.FallbackWarning)
         compiled = st.compile(Pad(), (x,))
     torch.testing.assert_close(compiled(x), Pad()(x))
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+def test_gather_matches_torch(dim, dtype):
+    x = (torch.randn(4, 5, 6) * 10).to(dtype)
+    shape = [3, 4, 5]
+    index = torch.randint(0, x.shape[dim], shape)
+    check_lowering(aten.gather.default, (x, dim, index), tol=(0, 0))
+
+
+@pytest.mark.parametrize("indices", [
+    [torch.tensor([3, -1, 0])],                                   # x[idx], negative from the end
+    [None, torch.tensor([[0, 4], [-5, 2]])],                      # x[:, idx2d]
+    [None, torch.tensor([0, 1]), None, torch.tensor([1, 2])],     # apart: broadcast dims first
+    [None, torch.tensor([0, 2]), torch.tensor([[1], [3]])],       # adjacent: in place, broadcast
+    [torch.tensor(2), None, torch.tensor([0, 1, 2], dtype=torch.int32)],
+])
+def test_index_tensor_matches_torch(indices):
+    x = torch.randn(4, 5, 6, 7)
+    check_lowering(aten.index.Tensor, (x, indices), tol=(0, 0))
+
+
+class Gathers(torch.nn.Module):
+    def forward(self, x, rows, cols):
+        return x[rows] * 2, torch.gather(x, 1, cols[:, None].expand(-1, 3))
+
+
+def test_gather_and_index_out_of_range_raise_torchs_errors():
+    module = Gathers().eval()
+    x, rows, cols = torch.randn(6, 5), torch.tensor([0, 5, -6]), torch.tensor([1, 4, 0])
+    compiled = st.compile(module, (x, rows, cols), target=CHECKED)
+    assert compiled.fallback_ops() == {}
+    for g, w in zip(compiled(x, rows, cols), module(x, rows, cols)):
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+    with pytest.raises(IndexError, match="out of bounds for dimension 0 with size 6"):
+        compiled(x, torch.tensor([0, 6, 1]), cols)
+    with pytest.raises(RuntimeError, match="gather: index out of bounds for dimension 1 with size 5"):
+        compiled(x, rows, torch.tensor([1, 5, 0]))
