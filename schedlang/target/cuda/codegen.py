@@ -40,10 +40,7 @@ _LOGICAL = {"and": "&&", "or": "||"}
 # math intrinsic -> CUDA function for float (double drops the trailing f).
 _MATH = {"exp": "expf", "log": "logf", "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf", "erf": "erff",
          "abs": "fabsf", "floor": "floorf", "ceil": "ceilf", "round": "rintf", "trunc": "truncf",
-         "pow": "powf", "exp2": "exp2f", "log2": "log2f", "sin": "sinf", "cos": "cosf", "sigmoid": "sl_sigmoidf",
-         # the functions the llvm target calls libm for (emit_expr.LIBM_FUNCTIONS), and the rest of intrin's
-         **{n: n + "f" for n in ("exp10", "log10", "log1p", "tan", "atan", "atan2", "cosh", "sinh", "acos", "asin",
-                                 "acosh", "asinh", "atanh", "fmod", "hypot", "nextafter", "copysign", "nearbyint")}}
+         "pow": "powf", "exp2": "exp2f", "log2": "log2f", "sin": "sinf", "cos": "cosf", "sigmoid": "sl_sigmoidf"}
 # isnan/isinf/isfinite as comparisons (x - x is nan exactly for inf and nan).
 _FLOAT_CLASS = {"isnan": "{x} != {x}", "isinf": "{x} == {x} && {x} - {x} != {x} - {x}",
                 "isfinite": "{x} - {x} == {x} - {x}"}
