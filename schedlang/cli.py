@@ -23,6 +23,7 @@ import importlib.util
 import inspect
 import io
 import logging
+import math
 import os
 import sys
 import traceback
@@ -45,13 +46,26 @@ EXIT_USAGE = 2
 
 
 class UsageError(Exception):
-    """A mistake on the command line or in the user's file: reported in one line, exit 2."""
+    """A mistake on the command line or in the user's file: reported in one line, exit 2.
+    prog: the command it is about (argparse's errors name it), else the command run."""
+
+    def __init__(self, message: str, prog: Optional[str] = None):
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose errors (an unknown option, a bad --seed) are one line like ours, not
+    the usage block followed by the error."""
+
+    def error(self, message):
+        raise UsageError(f"{message} (see '{self.prog} --help')", self.prog)
 
 
 # ---------------------------------------------------------------- the command line
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="schedlang", description="schedlang, a tensor compiler with a TVM-style schedule language.",
         epilog="Run 'schedlang compile --help' for the compile command.")
     parser.add_argument("--version", action="version", version=f"schedlang {_version()}")
@@ -93,7 +107,8 @@ def parse_shape(text: str) -> Tuple[int, ...]:
     parts = [p.strip() for p in text.strip("()").split(",")]
     if parts and parts[-1] == "":            # "8," as Python writes a 1-tuple
         parts.pop()
-    if not parts or not all(p.isdigit() for p in parts):
+    # isascii: "²".isdigit() is true, but int() refuses it; 18 digits: a dimension is an int64
+    if not parts or not all(p.isascii() and p.isdigit() and len(p) <= 18 for p in parts):
         raise UsageError(f"bad --shape {text!r}: expected non-negative integers separated by commas, "
                          f"such as 1,32,4096")
     return tuple(int(p) for p in parts)
@@ -197,6 +212,9 @@ def _instantiate(obj, name: str, path: str):
     except TypeError as e:
         raise UsageError(f"cannot build {name}() from {path}: {_one_line(e)} (give its arguments defaults, or "
                          f"name a module instance with --module)") from None
+    except Exception as e:  # noqa: BLE001 (the user's constructor failed: reported, not crashed on)
+        raise UsageError(f"{path}{_line_in(path, e)}: building {name}() raised {type(e).__name__}: "
+                         f"{_one_line(e)}") from None
 
 
 def example_inputs(module_file, model, name: str, path: str, shapes: Sequence[Tuple[int, ...]], dtype: str,
@@ -210,8 +228,15 @@ def example_inputs(module_file, model, name: str, path: str, shapes: Sequence[Tu
             raise UsageError(f"give the input shapes with --shape (one per argument of {name}.forward; "
                              f"{path} defines no example_inputs())")
         torch.manual_seed(seed)
-        inputs = make() if callable(make) else make
+        try:
+            inputs = make() if callable(make) else make
+        except Exception as e:  # noqa: BLE001 (the user's function failed: reported, not crashed on)
+            raise UsageError(f"{path}{_line_in(path, e)}: example_inputs() raised {type(e).__name__}: "
+                             f"{_one_line(e)}") from None
         inputs = tuple(inputs) if isinstance(inputs, (list, tuple)) else (inputs,)
+        wrong = [f"{k} is a {type(t).__name__}" for k, t in enumerate(inputs) if not isinstance(t, torch.Tensor)]
+        if wrong:
+            raise UsageError(f"{path}: example_inputs must give tensors, but input {wrong[0]}")
         tdtype = getattr(torch, dtype)                  # --dtype applies to them too
         if tdtype.is_floating_point:
             inputs = tuple(t.to(tdtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
@@ -224,14 +249,25 @@ def example_inputs(module_file, model, name: str, path: str, shapes: Sequence[Tu
 
 def _random_tensor(shape, dtype: str, seed: int):
     import torch
-    gen = torch.Generator().manual_seed(seed)
     tdtype = getattr(torch, dtype)
+    size = math.prod(shape) * tdtype.itemsize
+    if size > _memory_bytes() // 2:
+        raise UsageError(f"--shape {','.join(map(str, shape))} is {math.prod(shape):.4g} elements "
+                         f"({size / 2**30:.3g} GiB of {dtype}): more than half of this machine's memory")
+    gen = torch.Generator().manual_seed(seed)
     if tdtype.is_floating_point:
         return torch.randn(shape, generator=gen, dtype=torch.float32).to(tdtype)
     if tdtype is torch.bool:
         return torch.randint(0, 2, shape, generator=gen).bool()
     low = 0 if tdtype is torch.uint8 else -8
     return torch.randint(low, 9, shape, generator=gen, dtype=tdtype)
+
+
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):     # not POSIX: assume a laptop's 16 GiB
+        return 16 << 30
 
 
 def _check_arity(model, name: str, given: int) -> None:
@@ -299,7 +335,14 @@ def run_compile(args) -> int:
         _print_ptxas(compiled)
     if args.no_run:
         return 0
-    return run_against_torch(compiled, model, inputs, target, dtype)
+    try:
+        return run_against_torch(compiled, model, inputs, target, dtype)
+    except Exception as e:  # noqa: BLE001 (reported in one line, as a failed compile is)
+        if args.traceback:
+            traceback.print_exc()
+        print(f"schedlang compile: error: running {name} failed: {type(e).__name__}: {_one_line(e)}"
+              + ("" if args.traceback else " (--traceback shows where)"), file=sys.stderr)
+        return EXIT_MISMATCH
 
 
 def _print_ptxas(compiled) -> None:
@@ -403,9 +446,14 @@ def _version() -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The entry point of `schedlang` and `python -m schedlang`; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as e:
+        print(f"{e.prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     if args.command is None:
-        parser.print_help(sys.stderr)
+        print("schedlang: error: no command given (usage: schedlang COMMAND ...; commands: compile; "
+              "see 'schedlang --help')", file=sys.stderr)
         return EXIT_USAGE
     try:
         return run_compile(args)

@@ -15,6 +15,7 @@ from .errors import LoweringError
 from .expr.functor import children
 
 MAX_EXPR_DEPTH = 256
+INT32_MAX = 2**31 - 1     # loop variables, indices and split factors are int32
 
 
 def expr_depth(e) -> int:

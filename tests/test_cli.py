@@ -98,8 +98,40 @@ ERRORS = [
     (["compile", "FILE:broken", "--shape", "4"], "broken.py:4: importing it raised RuntimeError: no weights here"),
     (["compile", "FILE:needs_args", "--shape", "4"], "cannot build Scale()"),
     (["compile", "FILE:single"], "give the input shapes with --shape (one per argument of Double.forward"),
+    # issue 15, item 11: what used to end in a traceback
+    (["compile", "FILE:init_raises", "--shape", "4"], "init_raises.py:6: building M() raised RuntimeError: boom"),
+    (["compile", "FILE:inputs_raise"], "inputs_raise.py:6: example_inputs() raised ValueError: no inputs"),
+    (["compile", "FILE:inputs_not_tensors"], "example_inputs must give tensors, but input 0 is a int"),
+    (["compile", SILU, "--shape", "100000000000,100000000000"], "more than half of this machine's memory"),
+    (["compile", SILU, "--shape", "9" * 30], "bad --shape"),
+    (["compile", SILU, "--shape", "\u00b2"], "bad --shape"),
+    (["compile", SILU, "--seed", "abc"], "argument --seed: invalid int value: 'abc'"),
+    (["compile"], "the following arguments are required: FILE"),
 ]
-FILES = {"missing": MISSING_MODULE, "several": SEVERAL, "broken": BROKEN, "needs_args": NEEDS_ARGS, "single": SINGLE}
+INIT_RAISES = """
+    import torch.nn as nn
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            raise RuntimeError("boom")
+        def forward(self, x): return x
+"""
+INPUTS_RAISE = """
+    import torch.nn as nn
+    class M(nn.Module):
+        def forward(self, x): return x
+    def example_inputs():
+        raise ValueError("no inputs")
+"""
+INPUTS_NOT_TENSORS = SINGLE + "    example_inputs = 3\n"
+FILES = {"missing": MISSING_MODULE, "several": SEVERAL, "broken": BROKEN, "needs_args": NEEDS_ARGS, "single": SINGLE,
+         "init_raises": INIT_RAISES, "inputs_raise": INPUTS_RAISE, "inputs_not_tensors": INPUTS_NOT_TENSORS}
+# argparse's own errors, about the top-level command
+PARSER_ERRORS = [
+    ([], "schedlang: error: no command given (usage: schedlang COMMAND"),
+    (["bogus"], "schedlang: error: argument COMMAND: invalid choice: 'bogus'"),
+    (["compile", SILU, "--bogus"], "schedlang: error: unrecognized arguments: --bogus"),
+]
 
 
 def _materialize(tmp_path, args):
@@ -124,10 +156,19 @@ def test_user_errors_are_one_line_with_status_2(tmp_path, capsys, monkeypatch, a
     _check_error(rc, captured.out, captured.err, message)
 
 
-@pytest.mark.parametrize("case", [0, 2, 7, 12])
+@pytest.mark.parametrize("case", [0, 2, 7, 12, 15, 20])
 def test_user_errors_in_a_subprocess(tmp_path, case):
     args, message = ERRORS[case]
     _check_error(*schedlang(*_materialize(tmp_path, args)), message)
+
+
+@pytest.mark.parametrize("args, message", PARSER_ERRORS)
+def test_command_line_errors_are_one_line_with_status_2(capsys, args, message):
+    rc = cli.main(args)
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith(message) and len(err.strip().splitlines()) == 1, err
+    rc, out, err = schedlang(*args)
+    assert rc == 2 and err.startswith(message) and len(err.strip().splitlines()) == 1, err
 
 
 # ---------------------------------------------------------------- choosing the module, in process

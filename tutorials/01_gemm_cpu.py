@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 import schedlang as sl
-from _common import header, parse_args  # noqa: E402 (the tutorials' shared helpers)
+from _common import format_seconds, header, parse_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
 parser.add_argument("--size", type=int, default=None,
@@ -84,7 +84,7 @@ def evaluate(title, s, tensors, n, repeat=REPEAT):
     seconds = mod.time(a, b, c, number=1, repeat=repeat)    # the fastest of `repeat` calls
     gflops = 2 * n ** 3 / seconds / 1e9
     results.append((title, n, seconds, gflops))
-    print(f"--> {title}: correct, {seconds * 1e3:.1f} ms at {n}^3 ({gflops:.1f} GFLOP/s)")
+    print(f"--> {title}: correct, {format_seconds(seconds)} at {n}^3 ({gflops:.1f} GFLOP/s)")
     return mod
 
 
@@ -259,7 +259,7 @@ start = time.perf_counter()
 mod = sl.build(s, [A, B, C])
 # sl.build keeps an in-memory cache keyed by the program and schedule: building the
 # same thing again (e.g. with --size 512, where steps 8 and 9 coincide) returns at once.
-print(f"\n(compiled the {SIZE}^3 GEMM in {time.perf_counter() - start:.2f} s)")
+print(f"\n(compiled the {SIZE}^3 GEMM in {format_seconds(time.perf_counter() - start)})")
 for level, title in [("tensor", "Tensor IR"), ("loop", "Loop IR"), ("tile", "Tile IR"), ("kernel", "Kernel IR")]:
     header(f"9. {title}  (mod.ir[{level!r}])")
     print(mod.ir[level])
@@ -299,9 +299,11 @@ for _ in range(repeat):
     t_np = min(t_np, time.perf_counter() - start)
 
 header("Summary")
-print(f"{'schedule':<26}{'size':>6}{'ms':>12}{'GFLOP/s':>10}")
+timing_note(args.quick)
+print(f"{'schedule':<26}{'size':>6}{'time':>12}{'GFLOP/s':>10}")
 for title, n, seconds, gflops in results:
-    print(f"{title:<26}{n:>6}{seconds * 1e3:>12.2f}{gflops:>10.1f}")
-print(f"{'schedlang final':<26}{SIZE:>6}{t_sl * 1e3:>12.2f}{flops / t_sl / 1e9:>10.1f}")
-print(f"{'numpy (BLAS)':<26}{SIZE:>6}{t_np * 1e3:>12.2f}{flops / t_np / 1e9:>10.1f}")
-print(f"\nschedlang runs at {t_np / t_sl:.2f}x numpy's speed on this machine.")
+    print(f"{title:<26}{n:>6}{format_seconds(seconds):>12}{gflops:>10.1f}")
+print(f"{'schedlang final':<26}{SIZE:>6}{format_seconds(t_sl):>12}{flops / t_sl / 1e9:>10.1f}")
+print(f"{'numpy (BLAS)':<26}{SIZE:>6}{format_seconds(t_np):>12}{flops / t_np / 1e9:>10.1f}")
+if not args.quick:      # a ratio of single calls on a 128^3 problem would say nothing
+    print(f"\nschedlang runs at {t_np / t_sl:.2f}x numpy's speed on this machine.")

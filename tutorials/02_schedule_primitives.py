@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 import schedlang as sl
-from _common import header, parse_args  # noqa: E402 (the tutorials' shared helpers)
+from _common import format_seconds, header, parse_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
 
 args = parse_args(__doc__)
 REPEAT = 2 if args.quick else 30     # timing repeats
@@ -250,6 +250,7 @@ else:
 # temporaries.
 HB = WB = 256 if args.quick else 2048
 header(f"Timing: {HB} x {WB} blur, default schedule vs tuned ones vs numpy ({os.cpu_count()} cores)")
+timing_note(args.quick)
 A, B, C = blur(HB, WB)
 big = np.random.default_rng(1).standard_normal((HB + 2, WB)).astype(np.float32)
 want = blur_numpy(big)
@@ -262,7 +263,7 @@ def run_and_time(title, s):
     mod(big, c)
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5, err_msg=f"{title}: wrong result")
     seconds = mod.time(big, c, number=1, repeat=REPEAT)    # the fastest of REPEAT calls
-    print(f"{title:<40}{seconds * 1e3:8.2f} ms {nbytes / seconds / 1e9:8.1f} GB/s")
+    print(f"{title:<40}{format_seconds(seconds):>10} {nbytes / seconds / 1e9:8.1f} GB/s")
 
 
 run_and_time("schedlang, default schedule", sl.create_schedule(C.op))
@@ -280,4 +281,4 @@ for _ in range(REPEAT):
     start = time.perf_counter()
     blur_numpy(big)
     best = min(best, time.perf_counter() - start)
-print(f"{'numpy':<40}{best * 1e3:8.2f} ms {nbytes / best / 1e9:8.1f} GB/s")
+print(f"{'numpy':<40}{format_seconds(best):>10} {nbytes / best / 1e9:8.1f} GB/s")

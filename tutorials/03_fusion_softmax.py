@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 import schedlang as sl
-from _common import best_time, header, parse_args  # noqa: E402 (the tutorials' shared helpers)
+from _common import best_time, format_seconds, header, parse_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
 
 args = parse_args(__doc__)
 TOKENS = 256 if args.quick else 4096      # the timing part: x[1, TOKENS, 4096]
@@ -183,6 +183,7 @@ print("\nsoftmax matches torch.softmax on 4 x 1000")
 # Timing
 # ===========================================================================
 header(f"Timing (torch uses {torch.get_num_threads()} threads; schedlang's parallel loops use all cores)")
+timing_note(args.quick)
 
 # SiluAndMul with 4096 tokens and hidden size 2048: x is 4096 x 4096 floats.
 x, intermediates, mul = silu_and_mul(TOKENS, 2048)
@@ -195,8 +196,8 @@ torch.testing.assert_close(got, F.silu(left) * right, rtol=1e-5, atol=1e-6)
 nbytes = xt.numel() * 4 + got.numel() * 4        # read x once, write out once
 t_sl = mod.time(xt, got, number=1, repeat=REPEAT)
 t_torch = best_time(lambda: F.silu(left) * right, repeat=REPEAT)
-print(f"SiluAndMul x[1, {TOKENS}, 4096]:  schedlang {t_sl * 1e3:7.2f} ms ({nbytes / t_sl / 1e9:5.1f} GB/s)   "
-      f"torch eager {t_torch * 1e3:7.2f} ms ({nbytes / t_torch / 1e9:5.1f} GB/s)")
+print(f"SiluAndMul x[1, {TOKENS}, 4096]:  schedlang {format_seconds(t_sl):>9} ({nbytes / t_sl / 1e9:5.1f} GB/s)   "
+      f"torch eager {format_seconds(t_torch):>9} ({nbytes / t_torch / 1e9:5.1f} GB/s)")
 
 # Softmax on 4096 x 4096.
 X, stages, out = softmax(ROWS, COLS)
@@ -208,5 +209,5 @@ torch.testing.assert_close(ys, torch.softmax(xs, dim=1), rtol=1e-5, atol=1e-6)
 nbytes = 2 * xs.numel() * 4                      # read X once, write out once (at best)
 t_sl = mod.time(xs, ys, number=1, repeat=REPEAT)
 t_torch = best_time(lambda: torch.softmax(xs, dim=1), repeat=REPEAT)
-print(f"softmax   X[{ROWS}, {COLS}]:      schedlang {t_sl * 1e3:7.2f} ms ({nbytes / t_sl / 1e9:5.1f} GB/s)   "
-      f"torch eager {t_torch * 1e3:7.2f} ms ({nbytes / t_torch / 1e9:5.1f} GB/s)")
+print(f"softmax   X[{ROWS}, {COLS}]:      schedlang {format_seconds(t_sl):>9} ({nbytes / t_sl / 1e9:5.1f} GB/s)   "
+      f"torch eager {format_seconds(t_torch):>9} ({nbytes / t_torch / 1e9:5.1f} GB/s)")

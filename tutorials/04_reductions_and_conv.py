@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import schedlang as sl
-from _common import best_time, header, parse_args  # noqa: E402 (the tutorials' shared helpers)
+from _common import best_time, format_seconds, header, parse_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
 
 args = parse_args(__doc__)
 REPEAT = 2 if args.quick else 20     # timing repeats
@@ -250,6 +250,7 @@ torch.testing.assert_close(y_default, want, rtol=1e-4, atol=1e-3)
 # Timing
 # ===========================================================================
 header(f"Timing (torch uses {torch.get_num_threads()} threads; schedlang's parallel loops use all cores)")
+timing_note(args.quick)
 at = torch.from_numpy(a)
 rs, ls = f"row sum {ROWS} x {LENGTH}", f"sum of {LONG}"
 rows = [
@@ -262,7 +263,7 @@ rows = [
     (f"{ls}, numpy", a1.nbytes, best_time(lambda: a1.sum(), repeat=REPEAT)),
 ]
 for title, nbytes, seconds in rows:
-    print(f"{title:<32}{seconds * 1e3:9.2f} ms {nbytes / seconds / 1e9:8.1f} GB/s")
+    print(f"{title:<32}{format_seconds(seconds):>10} {nbytes / seconds / 1e9:8.1f} GB/s")
 
 flops = 2 * N * FILTERS * H * W * C * 9
 for title, seconds in [
@@ -270,4 +271,4 @@ for title, seconds in [
     ("conv2d, scheduled", mod.time(x, weight, y, number=1, repeat=REPEAT)),
     ("conv2d, torch", best_time(lambda: F.conv2d(x, weight, padding=1), repeat=REPEAT)),
 ]:
-    print(f"{title:<32}{seconds * 1e3:9.2f} ms {flops / seconds / 1e9:8.1f} GFLOP/s")
+    print(f"{title:<32}{format_seconds(seconds):>10} {flops / seconds / 1e9:8.1f} GFLOP/s")

@@ -30,7 +30,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import schedlang.torch
-from _common import best_time, header, parse_args  # noqa: E402 (the tutorials' shared helpers)
+from _common import best_time, format_seconds, header, parse_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
 
 args = parse_args(__doc__)
 TOKENS = 256 if args.quick else 4096      # the timing part: x[1, TOKENS, 4096]
@@ -174,6 +174,7 @@ print('torch.compile(mlp, backend="schedlang") matches eager PyTorch')
 # Part 4: timing
 # ===========================================================================
 header(f"Timing SiluAndMul x[1, {TOKENS}, 4096] (torch uses {torch.get_num_threads()} threads)")
+timing_note(args.quick)
 x = torch.randn(1, TOKENS, 4096)
 compiled = schedlang.torch.compile(model, (x,))
 torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-6)
@@ -181,5 +182,5 @@ nbytes = x.numel() * 4 + x.numel() // 2 * 4        # read x once, write the outp
 t_sl = best_time(lambda: compiled(x), repeat=REPEAT)
 t_torch = best_time(lambda: model(x), repeat=REPEAT)
 # Both allocate their output on every call, as a module call does.
-print(f"schedlang {t_sl * 1e3:7.2f} ms ({nbytes / t_sl / 1e9:5.1f} GB/s)   "
-      f"torch eager {t_torch * 1e3:7.2f} ms ({nbytes / t_torch / 1e9:5.1f} GB/s)")
+print(f"schedlang {format_seconds(t_sl):>9} ({nbytes / t_sl / 1e9:5.1f} GB/s)   "
+      f"torch eager {format_seconds(t_torch):>9} ({nbytes / t_torch / 1e9:5.1f} GB/s)")

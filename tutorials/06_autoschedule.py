@@ -20,8 +20,9 @@ workload; `--trials N` for more or fewer, `--out DIR` keeps the records and the 
 else they go to a temp dir;
 `--quick`: tiny shapes and 4 trials each, seconds, what CI runs).
 
-A script that tunes must keep its work under `if __name__ == "__main__":` — the
-measurement workers are spawned processes that import the main module.
+The measurement workers run schedlang's own entry point and never import this script,
+so a tuning script needs no `if __name__ == "__main__":` guard (this one has one for its
+command-line options).
 """
 
 import argparse
@@ -33,7 +34,7 @@ import tempfile
 import numpy as np
 
 import schedlang as sl
-from _common import header, parse_args  # noqa: E402 (the tutorials' shared helpers)
+from _common import format_seconds, header, parse_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
 from schedlang.autoschedule import SearchPolicy, records
 
 
@@ -108,7 +109,7 @@ def tune_and_read(args, trials, policy, timing, out_dir, log):
     n = 32 if args.quick else 512
     task = sl.SearchTask(gemm, (n,), "llvm")
     print(task, f"- {task.flops / 1e6:.3g} MFLOP per call")
-    # verbose=1 shows a progress bar with the best GFLOP/s on a terminal.
+    # verbose=1 shows a progress bar with the best GFLOP/s on a terminal, a line per round elsewhere.
     s, arg_list = sl.auto_schedule(task, trials=trials, log=log, seed=0, policy=policy, **timing)
     a, b = rng.uniform(-1, 1, (n, n)).astype("float32"), rng.uniform(-1, 1, (n, n)).astype("float32")
     c = run(s, arg_list, [a, b])
@@ -143,10 +144,11 @@ def tune_and_read(args, trials, policy, timing, out_dir, log):
     first["steps"] = f"<{len(first['steps']['steps'])} schedule steps>"
     first["decisions"] = "<the sketch's random choices>"
     print(json.dumps(first, indent=2, sort_keys=True))
+    timing_note(args.quick)
     for name, t in (("GEMM", task), ("conv2d", conv)):
         ok = records.ranked(records.load(log, t.workload_key, str(t.target)))
         best = ok[0]
-        print(f"{name}: {len(ok)} candidates ran; the best takes {best['median_s'] * 1e6:.4g} us "
+        print(f"{name}: {len(ok)} candidates ran; the best takes {format_seconds(best['median_s'])} "
               f"({best['gflops']:.3g} GFLOP/s)")
     print()
     # The winner as Python using the public primitives: paste it after create_schedule.

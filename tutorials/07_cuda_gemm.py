@@ -26,7 +26,7 @@ NVIDIA GPU, each step is also timed on it against torch.matmul (cuBLAS).
 
 Run it with
 
-    python tutorials/07_cuda_gemm.py              # 256 x 256 x 256 on the CPU (a few minutes)
+    python tutorials/07_cuda_gemm.py              # 256 x 256 x 256 on the CPU (tutorials/README.md: times)
     python tutorials/07_cuda_gemm.py --size 512   # any multiple of 64 (the interpreter is slow)
     python tutorials/07_cuda_gemm.py --quick      # 128, what CI runs
 
@@ -40,7 +40,7 @@ import time
 import numpy as np
 
 import schedlang as sl
-from _common import header, parse_args  # noqa: E402 (the tutorials' shared helpers)
+from _common import format_seconds, header, parse_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
 from schedlang.target.cuda.gpu import gpu_problem
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
@@ -283,7 +283,7 @@ def run_step(title, make):
     p = report["C_kernel"]
     profiles[title], modules[title] = p, mod
     show_ptxas(mod)
-    print(f"emulated on the CPU in {seconds:.1f} s; the result matches numpy")
+    print(f"emulated on the CPU in {format_seconds(seconds)}; the result matches numpy")
     print(f"profile: {p}")
     return s, tensors, mod, p
 
@@ -432,7 +432,7 @@ c = np.zeros((SIZE, SIZE), dtype=np.float32)
 start = time.perf_counter()
 final.emulate(a, b, c, engine="shim")
 np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5 * SIZE, err_msg="shim: wrong result")
-print(f"ran in {time.perf_counter() - start:.1f} s (g++ included; its builds are cached on disk); "
+print(f"ran in {format_seconds(time.perf_counter() - start)} (g++ included; its builds are cached on disk); "
       "the result matches numpy")
 
 header(f"The CUDA C of step {final_title} (mod.get_source('cuda'); mod.get_source('ptx') gives the PTX)")
@@ -479,14 +479,15 @@ else:
     ga = torch.rand((n, n), device="cuda")
     gb = torch.rand((n, n), device="cuda")
     want = torch.matmul(ga.double(), gb.double()).float()
-    print(f"{'step':<20}{'ms':>10}{'GFLOP/s':>10}   ({n} x {n} x {n}; fastest of several calls)")
+    timing_note(args.quick)
+    print(f"{'step':<20}{'time':>10}{'GFLOP/s':>10}   ({n} x {n} x {n}; fastest of several calls)")
     for title, make in STEPS:
         s, tensors = make(n)
         mod = sl.build(s, tensors, target="cuda")
         gc = torch.empty((n, n), device="cuda")
         ms = gpu_ms(lambda: mod(ga, gb, gc))
         torch.testing.assert_close(gc, want, rtol=1e-4, atol=1e-4 * n)
-        print(f"{title:<20}{ms:>10.3f}{2 * n ** 3 / ms / 1e6:>10.0f}")
+        print(f"{title:<20}{format_seconds(ms / 1e3):>10}{2 * n ** 3 / ms / 1e6:>10.0f}")
     gc = torch.empty((n, n), device="cuda")
     ms = gpu_ms(lambda: torch.matmul(ga, gb, out=gc))
-    print(f"{'torch.matmul':<20}{ms:>10.3f}{2 * n ** 3 / ms / 1e6:>10.0f}")
+    print(f"{'torch.matmul':<20}{format_seconds(ms / 1e3):>10}{2 * n ** 3 / ms / 1e6:>10.0f}")

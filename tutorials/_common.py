@@ -1,5 +1,5 @@
-"""Small helpers the tutorials share: the command line (with quick mode), section headers
-and a wall-clock timer."""
+"""Small helpers the tutorials share: the command line (with quick mode), section headers,
+a wall-clock timer and the way times are printed."""
 import argparse
 import os
 import time
@@ -18,7 +18,8 @@ def parse_args(doc: str, parser: argparse.ArgumentParser = None) -> argparse.Nam
     args = parser.parse_args()
     args.quick = args.quick or os.environ.get(QUICK_ENV, "") not in ("", "0")
     if args.quick:
-        print("(quick mode: small shapes and few timing repeats; the numbers are still checked)")
+        print("(quick mode: small shapes and few timing repeats; the results are still checked, "
+              "but the times printed are no measure of speed)")
     return args
 
 
@@ -37,3 +38,26 @@ def best_time(fn, repeat: int = 10) -> float:
         fn()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration in the unit that reads best, to three significant digits:
+    '850 ns', '12.3 us', '4.56 ms', '1.20 s'."""
+    if not 0 < seconds < float("inf"):
+        return f"{seconds} s"
+    if seconds < 100:
+        seconds = float(f"{seconds:.3g}")    # round first, so 999.96 ms is printed as 1.00 s
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if seconds >= scale or unit == "ns":
+            value = seconds / scale
+            digits = 0 if value >= 100 else 1 if value >= 10 else 2
+            return f"{value:.{digits}f} {unit}"
+
+
+def timing_note(quick: bool) -> None:
+    """Say, before a quick run's timings, that they are no measure of speed: the shapes are
+    tiny and each time is one or two calls, so fixed overheads (a parallel loop's thread
+    start-up, a Python call) dominate and any ratio between contenders means nothing."""
+    if quick:
+        print("(quick mode: tiny shapes and one or two calls, so these times are no measure of speed; "
+              "run without --quick for that)")

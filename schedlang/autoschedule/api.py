@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import os
+import statistics
 import sys
 import time
 import warnings
@@ -11,9 +13,11 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from ..schedule import Schedule
+from ..target.target import Target
 from ..tensor.reference import evaluate
 from . import records
 from .measure import BUILD_TIMEOUT_S, RUN_TIMEOUT_S, Measurer, random_inputs
+from .progress import Progress, format_seconds
 from .search import SearchPolicy, run_search
 from .task import SearchTask
 
@@ -22,10 +26,46 @@ CHECK_RTOL = 1e-3         # float results of a reordered reduction differ in rou
 NARROW_RTOL = {"float16": 1e-2, "bfloat16": 5e-2}
 
 
-def _task(outputs, target) -> SearchTask:
-    if isinstance(outputs, SearchTask):
-        return outputs
-    return SearchTask.from_outputs(outputs, target)
+def _task(outputs, target, caller: str) -> SearchTask:
+    """The SearchTask of outputs (tensors, or a SearchTask); target None means the task's own,
+    or "llvm"; a target= that contradicts a SearchTask's own is an error, not ignored."""
+    if not isinstance(outputs, SearchTask):
+        return SearchTask.from_outputs(outputs, "llvm" if target is None else target)
+    if target is not None and str(Target.create(target)) != str(outputs.target):
+        raise ValueError(f"{caller}: target={str(target)!r} contradicts the SearchTask's target "
+                         f"'{outputs.target}'; leave target= out (the task has one)")
+    return outputs
+
+
+def _count(name: str, value, caller: str, least: int = 0) -> int:
+    """value, when it is an int >= least (a bool is not a count); TypeError/ValueError else."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{caller}: {name} must be an integer, got {value!r}")
+    if value < least:
+        raise ValueError(f"{caller}: {name} must be an integer >= {least}, got {value!r}")
+    return value
+
+
+def _check_writable(log: str) -> None:
+    """Refuse a log the search could not append to, before any work is done."""
+    if not isinstance(log, (str, os.PathLike)):
+        raise TypeError(f"auto_schedule: log must be a file path, got {log!r}")
+    log = os.fspath(log)
+    folder = os.path.dirname(os.path.abspath(log))
+    if os.path.isdir(log):
+        raise IsADirectoryError(f"auto_schedule: the log {log!r} is a directory; give a file path")
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"auto_schedule: cannot write the log {log!r}: no directory {folder!r}")
+    if not os.access(log if os.path.exists(log) else folder, os.W_OK):
+        raise PermissionError(f"auto_schedule: cannot write the log {log!r}: permission denied")
+
+
+def _existing_log(log, caller: str) -> str:
+    if not isinstance(log, (str, os.PathLike)):
+        raise TypeError(f"{caller}: log must be a file path, got {log!r}")
+    if not os.path.isfile(log):
+        raise FileNotFoundError(f"{caller}: no tuning log {os.fspath(log)!r}")
+    return os.fspath(log)
 
 
 def _schedule_of(task: SearchTask, rec) -> Schedule:
@@ -57,7 +97,7 @@ def check_against_reference(task: SearchTask, s: Schedule, seed: int = 0) -> Opt
     return None
 
 
-def auto_schedule(outputs, target="llvm", trials: int = 64, log: str = "records.jsonl",
+def auto_schedule(outputs, target=None, trials: int = 64, log: str = "records.jsonl",
                   executor: Optional[cf.Executor] = None, seed: Optional[int] = None, *,
                   per_round: int = 8, number: int = 5, repeat: int = 3,
                   build_timeout: float = BUILD_TIMEOUT_S, run_timeout: float = RUN_TIMEOUT_S,
@@ -66,50 +106,63 @@ def auto_schedule(outputs, target="llvm", trials: int = 64, log: str = "records.
     """Search schedules of the program computing outputs (tensors, or a SearchTask) and
     return (schedule, args) of the fastest one that matches the reference evaluator.
 
+    target: "llvm" by default, or a SearchTask's own (a different one is an error).
     trials new candidates are measured (fewer when the search space runs out), each
     logged to `log` (JSON lines) as soon as it is measured; a log that already holds
     records of this workload and target is resumed: its candidates are never measured
-    again and count for the best. Measurements run in one spawned worker process with a
-    build and a run timeout, or through `executor` (any concurrent.futures.Executor).
+    again and count for the best (trials=0 only reads it). Measurements run in one
+    worker process with a build and a run timeout, or through `executor` (any
+    concurrent.futures.Executor).
     Candidates come from an evolutionary search ranked by a learned cost model on Tile IR
     features (search.py; `policy` sets its population, generations and exploration).
     seed makes the candidates and their order reproducible (given the same measurements).
     timeout (seconds) ends the search early: no new round of candidates starts after it.
-    verbose=1 shows a progress bar with the best GFLOP/s on a terminal (tqdm); 0 is silent.
+    verbose=1 shows progress on stderr (progress.py: a tqdm bar on a terminal, a line per
+    round elsewhere) and warns when the machine was loaded beyond its cores; 0 is silent.
     final: when the search ends, its `final` fastest candidates are timed again side by side
-    (final_comparison) and that comparison picks the winner; 0 skips it."""
-    if not isinstance(trials, int) or trials < 0:
-        raise ValueError(f"auto_schedule: trials must be a non-negative integer, got {trials!r}")
-    if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+    (final_comparison) and that comparison picks the winner; 0 skips it.
+
+    TVM: auto_scheduler.SearchTask(...).tune(TuningOptions(...)) (tvm_names.py) calls this."""
+    who = "auto_schedule"
+    _count("trials", trials, who)
+    for name, value, least in (("per_round", per_round, 1), ("number", number, 1), ("repeat", repeat, 1),
+                               ("final", final, 0), ("verbose", verbose, 0)):
+        _count(name, value, who, least)
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not timeout > 0):
         raise ValueError(f"auto_schedule: timeout must be a positive number of seconds, got {timeout!r}")
-    task = _task(outputs, target)
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise TypeError(f"auto_schedule: executor must be a concurrent.futures.Executor or a Dask client, "
+                        f"got {executor!r}")
+    if policy is not None and not isinstance(policy, SearchPolicy):
+        raise TypeError(f"auto_schedule: policy must be a SearchPolicy, got {policy!r}")
+    task = _task(outputs, target, who)
+    _check_writable(log)
+    log = os.fspath(log)
     measurer = Measurer(executor, number, repeat, build_timeout, run_timeout)
-    bar = progress_bar(trials, verbose)
+    progress = Progress(trials, verbose, check_load=not measurer.dask)
     try:
-        run_search(task, trials, log, measurer, seed, per_round, on_record=bar.update if bar else None,
-                   policy=policy or SearchPolicy(), timeout=timeout)
+        run_search(task, trials, log, measurer, seed, per_round, on_record=progress.update,
+                   policy=policy or SearchPolicy(), timeout=timeout, on_round=progress.round)
+        progress.close()
+        if trials and final:
+            final_comparison(task, log, measurer, final, progress)
     except KeyboardInterrupt:
+        progress.close()
         measurer.close(interrupted=True)
         print(f"auto_schedule: interrupted; the measured candidates are in {log}", file=sys.stderr)
         raise
     finally:
-        if bar is not None:
-            bar.close()
-    if not isinstance(final, int) or final < 0:
-        raise ValueError(f"auto_schedule: final must be a non-negative integer, got {final!r}")
-    try:
-        if trials and final:
-            final_comparison(task, log, measurer, final)
-    finally:
+        progress.close()
         measurer.close()
-    return _best_checked(task, log)
+    return _best_checked(task, log, warn_none=trials > 0)
 
 
 FINAL_ROUNDS = 3         # alternating rounds of the final comparison
 
 
 def final_comparison(task: SearchTask, log: str, measurer: Measurer, count: int,
-                     rounds: int = FINAL_ROUNDS) -> None:
+                     progress: Optional[Progress] = None, rounds: int = FINAL_ROUNDS) -> None:
     """Time the log's `count` fastest distinct candidates again, side by side in `rounds`
     alternating rounds, and log each once more with all its new times and "final": a time
     stamp (records.ranked puts the latest such comparison first). On a shared machine the
@@ -126,6 +179,9 @@ def final_comparison(task: SearchTask, log: str, measurer: Measurer, count: int,
             break
     if len(best) < 2:
         return
+    if progress is not None:
+        progress.say(f"timing the {len(best)} fastest candidates again side by side ({rounds} alternating "
+                     "rounds): times taken minutes apart drift, so this comparison picks the winner")
     steps = [json.dumps(r["steps"], sort_keys=True) for r in best]
     times = [[] for _ in best]
     errors = [None for _ in best]
@@ -138,38 +194,16 @@ def final_comparison(task: SearchTask, log: str, measurer: Measurer, count: int,
                 times[i] += list(res.times)
                 loads[i] = res.load
     stamp = time.time()
+    if progress is not None:
+        done = [(statistics.median(ts), r) for r, ts in zip(best, times) if ts]
+        if done:
+            t, r = min(done, key=lambda tr: tr[0])
+            progress.say(f"final comparison: the winner takes {format_seconds(t)} per call "
+                         f"(first measured at {format_seconds(r['median_s'])})")
     records.append(log, [records.make_record(task.workload_key, target, rec["steps"], rec["kernel_hash"],
                                              [] if err else t, err, task.flops, load, final=stamp,
                                              sketch=rec.get("sketch"), decisions=rec.get("decisions"))
                          for rec, t, err, load in zip(best, times, errors, loads)])
-
-
-class _Progress:
-    """A tqdm bar over the trials with the best GFLOP/s so far."""
-
-    def __init__(self, tqdm, trials: int):
-        self.bar, self.best = tqdm(total=trials, desc="auto_schedule", unit="trial", file=sys.stderr), None
-
-    def update(self, rec) -> None:
-        if rec.get("gflops") and (self.best is None or rec["gflops"] > self.best):
-            self.best = rec["gflops"]
-            self.bar.set_postfix_str(f"best {self.best:.3g} GFLOP/s")
-        self.bar.update(1)
-
-    def close(self) -> None:
-        self.bar.close()
-
-
-def progress_bar(trials: int, verbose: int) -> Optional[_Progress]:
-    """The progress bar, or None when verbose is 0, stderr is not a terminal, or tqdm is
-    not installed."""
-    if not verbose or not sys.stderr.isatty():
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:       # pragma: no cover - depends on the environment
-        return None
-    return _Progress(tqdm, trials)
 
 
 def _replayable(task: SearchTask, recs):
@@ -182,7 +216,7 @@ def _replayable(task: SearchTask, recs):
             warnings.warn(f"skipped a record whose steps do not replay: {type(err).__name__}: {err}", stacklevel=3)
 
 
-def _best_checked(task: SearchTask, log: str) -> Tuple[Schedule, List]:
+def _best_checked(task: SearchTask, log: str, warn_none: bool = True) -> Tuple[Schedule, List]:
     target = str(task.target)
     for rec, s in _replayable(task, records.ranked(records.load(log, task.workload_key, target))):
         problem = check_against_reference(task, s)
@@ -192,35 +226,65 @@ def _best_checked(task: SearchTask, log: str) -> Tuple[Schedule, List]:
                       "it is marked failed in the log and the next one is checked", stacklevel=3)
         records.append(log, [records.make_record(task.workload_key, target, rec["steps"], rec["kernel_hash"],
                                                  [], f"WrongResult: {problem}", task.flops)])
-    warnings.warn("auto_schedule: no candidate ran successfully; returning the default schedule", stacklevel=3)
+    if warn_none:       # trials=0 on an empty log measured nothing: nothing failed either
+        warnings.warn("auto_schedule: no candidate ran successfully; returning the default schedule", stacklevel=3)
     return task.schedule(), task.args
 
 
-def _best_record(log: str, task: SearchTask):
-    """(record, schedule) of the fastest successful record of the task in the log."""
-    recs = records.ranked(records.load(log, task.workload_key, str(task.target)))
-    for rec, s in _replayable(task, recs):
-        return rec, s
+def _best_record(log: str, task: SearchTask, caller: str):
+    """(record, schedule, the task's records) of the fastest successful record of the task."""
+    log = _existing_log(log, caller)
+    recs = records.load(log, task.workload_key, str(task.target))
+    for rec, s in _replayable(task, records.ranked(recs)):
+        return rec, s, recs
     raise ValueError(f"{log}: no successful record of this workload (key {task.workload_key[:12]}...) "
                      f"for target '{task.target}'")
 
 
-def apply_best(log: str, outputs, target="llvm") -> Tuple[Schedule, List]:
-    """(schedule, args) of the fastest successful record of this program in the log."""
-    task = _task(outputs, target)
-    return _best_record(log, task)[1], task.args
+def apply_best(log: str, outputs, target=None) -> Tuple[Schedule, List]:
+    """(schedule, args) of the fastest successful record of this program in the log
+    (FileNotFoundError without the file; ValueError without such a record).
+    TVM: SearchTask.apply_best(log) (tvm_names.py)."""
+    task = _task(outputs, target, "apply_best")
+    return _best_record(log, task, "apply_best")[1], task.args
 
 
-def print_best(log: str, outputs, target="llvm", file=None) -> str:
+def print_best(log: str, outputs, target=None, file=None) -> str:
     """Print the best record's schedule as Python that rebuilds it on
-    `s = sl.create_schedule(...)`; returns the text."""
-    task = _task(outputs, target)
-    rec, s = _best_record(log, task)
+    `s = sl.create_schedule(...)`; returns the text. Its comment says where the time comes
+    from when the final side-by-side comparison and the search's first measurement differ."""
+    text = best_python(log, outputs, target, "print_best")
+    print(text, file=file)
+    return text
+
+
+def best_python(log: str, outputs, target, caller: str) -> str:
+    """The text print_best prints."""
+    task = _task(outputs, target, caller)
+    rec, s, recs = _best_record(log, task, caller)
     gf = f", {rec['gflops']:.3g} GFLOP/s" if rec.get("gflops") else ""
     if rec.get("estimated"):
         gf += f" ESTIMATED ({rec.get('timing', 'estimate')}: a model of the SIMT profile, not a GPU timing)"
-    text = (f"# best of {log}: {rec['median_s'] * 1e6:.4g} us per call{gf} on {rec['target']}\n"
-            f"s = sl.create_schedule([{', '.join(t.name + '.op' for t in task.outputs)}])\n"
+    return (f"# best of {log}: {format_seconds(rec['median_s'])} per call{gf} on {rec['target']}\n"
+            + "".join(f"# {line}\n" for line in _time_notes(rec, recs))
+            + f"s = sl.create_schedule([{', '.join(t.name + '.op' for t in task.outputs)}])\n"
             f"{s.to_python()}")
-    print(text, file=file)
-    return text
+
+
+def _time_notes(best, recs) -> List[str]:
+    """Why the best record's time is not the search's first measurement of it, or why the
+    fastest first measurement did not win (both when the final comparison decided)."""
+    if "final" not in best:
+        return []
+    searched = [r for r in recs if "final" not in r and r["error"] is None and r["median_s"]]
+    first = next((r for r in searched if r["kernel_hash"] == best["kernel_hash"]), None)
+    notes = []
+    if first is not None and abs(first["median_s"] - best["median_s"]) > 0.01 * best["median_s"]:
+        notes.append(f"this time is from the final comparison (the best candidates timed again side by side "
+                     f"when the search ended); the search first measured it at {format_seconds(first['median_s'])}")
+    fastest = min(searched, key=lambda r: r["median_s"], default=None)
+    if fastest is not None and fastest["kernel_hash"] != best["kernel_hash"]:
+        notes.append(f"the search's fastest first measurement ({format_seconds(fastest['median_s'])}) was another "
+                     "candidate's, slower when timed side by side: times taken minutes apart drift on a "
+                     "shared machine, so the final comparison picks the winner")
+    return notes

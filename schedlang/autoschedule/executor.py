@@ -1,8 +1,9 @@
 """LocalExecutor: a concurrent.futures.Executor over long-lived worker processes.
 
-The workers are started with the "spawn" context (a forked child would inherit the
-parent's OpenMP runtime, which deadlocks it). Each call has a build timeout and, once
-the worker announces its timed run (phase("run")), a run timeout: a worker that crashes
+Each worker is a fresh interpreter running schedlang's own entry point (worker.py): a
+forked child would inherit the parent's OpenMP runtime, which deadlocks it, and
+multiprocessing's spawned child would import the user's main script again. Each call
+has a build timeout and, once the worker announces its timed run (phase("run")), a run timeout: a worker that crashes
 or hangs is killed, its call fails with WorkerError or TimeoutError, and a fresh worker
 takes its place. Timed runs hold one lock, so two candidates never time at once
 (parallel loops of two kernels on the same cores would slow each other several times
@@ -12,12 +13,19 @@ builds fragment the heap, so a long search would otherwise grow its workers with
 """
 from __future__ import annotations
 
+import atexit
 import concurrent.futures as cf
-import multiprocessing
+import os
 import queue
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
+import weakref
+from multiprocessing import spawn as mp_spawn
+from multiprocessing.connection import Connection
 from typing import Callable
 
 BUILD_TIMEOUT_S = 60.0
@@ -48,7 +56,7 @@ def phase(name: str) -> None:
         hook(name)
 
 
-def _worker_main(conn) -> None:
+def worker_loop(conn) -> None:
     """A worker: runs (fn, args, kwargs) calls from the parent until told to stop."""
     global _CONN
     _CONN = conn
@@ -58,6 +66,10 @@ def _worker_main(conn) -> None:
             msg = conn.recv()
         except EOFError:
             return
+        except Exception as err:  # noqa: BLE001 - a call that does not unpickle here fails alone
+            conn.send(("error", WorkerError(f"the worker process could not load the call: "
+                                            f"{type(err).__name__}: {err}{MAIN_HINT}")))
+            continue
         if msg is None:
             return
         fn, args, kwargs = msg
@@ -74,6 +86,58 @@ def _worker_main(conn) -> None:
                                              f"{type(reply[1]).__name__}: {reply[1]!r})")))
 
 
+MAIN_HINT = (" (a worker never imports the script run as __main__: define functions and classes "
+             "sent to workers in a module)")
+
+
+class WorkerProcess:
+    """A worker process running schedlang's own entry point (worker.py says why not
+    multiprocessing's spawn), with multiprocessing.Process's is_alive, join, kill and
+    exitcode; `conn` is the parent's end of its pipe. Workers still running when the
+    parent exits are killed (as multiprocessing's daemon processes are)."""
+
+    def __init__(self):
+        ours, theirs = socket.socketpair()
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        # -c rather than -m: found through `root` even under -I or a PYTHONPATH of the user's
+        boot = f"import sys; sys.path.insert(0, {root!r}); from schedlang.autoschedule.worker import main; main(sys.argv)"
+        flags = subprocess._args_from_interpreter_flags()     # -X, -W, -O: as multiprocessing passes them
+        try:
+            self.popen = subprocess.Popen([mp_spawn.get_executable(), *flags, "-c", boot, str(theirs.fileno())],
+                                          pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, close_fds=True)
+        finally:
+            theirs.close()
+        _LIVE.add(self)
+        self.conn = Connection(ours.detach())
+        self.conn.send(list(sys.path))
+
+    @property
+    def exitcode(self):
+        return self.popen.poll()
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def join(self, timeout=None) -> None:
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+
+
+_LIVE: "weakref.WeakSet[WorkerProcess]" = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_live_workers() -> None:
+    for proc in list(_LIVE):
+        proc.kill()
+
+
 class _Slot:
     """One worker process and the thread in the parent that feeds it calls."""
 
@@ -87,11 +151,8 @@ class _Slot:
 
     def _start(self) -> None:
         self.calls = 0
-        parent, child = self.owner._ctx.Pipe()
-        self.proc = self.owner._ctx.Process(target=_worker_main, args=(child,), daemon=True)
-        self.proc.start()
-        child.close()
-        self.conn = parent
+        self.proc = WorkerProcess()
+        self.conn = self.proc.conn
 
     def kill(self) -> None:
         proc, conn = self.proc, self.conn
@@ -138,6 +199,10 @@ class _Slot:
     def _call(self, future: cf.Future, fn, args, kwargs) -> None:
         if self.proc is None:
             self._start()
+        if getattr(fn, "__module__", None) == "__main__":
+            future.set_exception(WorkerError(f"cannot measure with {getattr(fn, '__qualname__', fn)!r}, "
+                                             f"a function of the script run as __main__{MAIN_HINT}"))
+            return
         self.calls += 1
         try:
             self.conn.send((fn, args, kwargs))
@@ -156,10 +221,8 @@ class _Slot:
                     self.proc.join(1)
                     code = self.proc.exitcode
                     self.kill()
-                    hint = (" (a script that measures must guard its main code with `if __name__ == "
-                            "'__main__':`, as for any spawned process pool)" if code == 1 else "")
                     future.set_exception(WorkerError(f"the worker process died during the {where} "
-                                                     f"(exit code {code}){hint}"))
+                                                     f"(exit code {code})"))
                     return
                 if msg is None:
                     limit = self.owner.build_timeout if where == "build" else self.owner.run_timeout
@@ -186,7 +249,9 @@ class _Slot:
 
 
 class LocalExecutor(cf.Executor):
-    """Long-lived spawned worker processes with per-call build and run timeouts."""
+    """Long-lived worker processes with per-call build and run timeouts. context: "spawn" or
+    "forkserver", accepted for compatibility; either way a worker is a fresh interpreter
+    that never imports the caller's main script (WorkerProcess)."""
 
     def __init__(self, workers: int = 1, build_timeout: float = BUILD_TIMEOUT_S,
                  run_timeout: float = RUN_TIMEOUT_S, context: str = "spawn",
@@ -205,7 +270,6 @@ class LocalExecutor(cf.Executor):
         self.run_timeout = float(run_timeout)
         self.replaced = 0         # workers killed after a crash or a timeout
         self.retired = 0          # workers stopped after max_calls_per_worker calls
-        self._ctx = multiprocessing.get_context(context)
         self._queue: "queue.Queue" = queue.Queue()
         self._run_lock = threading.Lock()
         self._shutdown = False

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..expr.bounds import const_bounds
 from ..expr.functor import walk
-from ..expr.nodes import Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Select, Var
+from ..expr.nodes import NEG, Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Select, Var
 from ..expr.simplify import linear_form
 from ..loop.nodes import (BOUND, PARALLEL, UNROLLED, VECTORIZED, Allocate, For, Func, IfThen, Let, Seq, StageNest,
                           Stmt, Store)
@@ -82,6 +82,8 @@ def _arith_counts(value: Expr, indices: Sequence[Expr]) -> Dict[str, int]:
                 counts["f_cmp"] += 1
         elif isinstance(node, Binary):
             counts["i_ops"] += 1
+        elif isinstance(node, Call) and node.name == NEG:
+            counts["f_add"] += 1      # a negation costs what the 0.0 - x it replaced did
         elif isinstance(node, Call):
             counts["f_math" if node.dtype.is_float else "i_ops"] += 1
         elif isinstance(node, (Compare, Select, Logical, Not)):

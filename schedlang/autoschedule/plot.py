@@ -12,15 +12,16 @@ def _throughput(rec) -> Optional[float]:
     return rec["gflops"] if rec.get("gflops") else 1.0 / rec["median_s"]
 
 
-def tuning_curves(log: str, outputs=None, target="llvm") -> Dict[Tuple[str, str], List[Optional[float]]]:
+def tuning_curves(log: str, outputs=None, target=None) -> Dict[Tuple[str, str], List[Optional[float]]]:
     """(workload key, target) -> the best throughput after each trial, in log order (GFLOP/s;
     the final comparison's records are not trials and are left out;
     calls per second for a program without arithmetic; None until one succeeds). With
     outputs, only that program's workload on target."""
+    from .api import _existing_log, _task
+    log = _existing_log(log, "tuning_curves")
     key = tgt = None
     if outputs is not None:
-        from .api import _task
-        task = _task(outputs, target)
+        task = _task(outputs, target, "tuning_curves")
         key, tgt = task.workload_key, str(task.target)
     curves: Dict[Tuple[str, str], List[Optional[float]]] = {}
     for rec in records.load(log, key, tgt):
@@ -33,7 +34,7 @@ def tuning_curves(log: str, outputs=None, target="llvm") -> Dict[Tuple[str, str]
     return curves
 
 
-def plot_tuning(log: str, path: str = "curve.png", outputs=None, target="llvm"):
+def plot_tuning(log: str, path: str = "curve.png", outputs=None, target=None):
     """Write the tuning curve of every workload in log (or of the program computing outputs)
     to path (PNG): the best throughput against trials, one line per workload and target.
     Needs matplotlib (`pip install 'schedlang[plot]'`); returns the matplotlib Figure."""

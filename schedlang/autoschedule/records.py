@@ -18,6 +18,7 @@ winner (ranked()).
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import time
@@ -56,7 +57,72 @@ def append(path: str, records: Iterable[Dict]) -> None:
         os.fsync(f.fileno())
 
 
-def _problem(rec) -> Optional[str]:
+MAX_INT = 2**31          # decisions are tile sizes, positions and steps: never near this
+
+
+def _number(x) -> bool:
+    """A finite JSON number (not a bool; an int too large for a float is none)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(x))
+    except OverflowError:
+        return False
+
+
+def _numbers(x, length: Optional[int] = None) -> bool:
+    return isinstance(x, list) and (length is None or len(x) == length) and all(_number(v) for v in x)
+
+
+def _decision(v) -> bool:
+    """What sample.py records for one decision: a bool, a small int, or a list of small ints."""
+    small = lambda x: isinstance(x, int) and -MAX_INT < x < MAX_INT     # noqa: E731 (bools are ints too)
+    return small(v) or (isinstance(v, list) and len(v) <= 16 and all(small(x) for x in v))
+
+
+def _profile(p) -> bool:
+    return isinstance(p, dict) and all(isinstance(k, str) and isinstance(v, dict) and all(
+        isinstance(f, str) and (x is None or _number(x)) for f, x in v.items()) for k, v in p.items())
+
+
+def _steps_problem(steps) -> Optional[str]:
+    from ..schedule.steps import VERSION as STEPS_VERSION, Step
+    if not isinstance(steps, dict) or steps.get("version") != STEPS_VERSION or not isinstance(steps.get("steps"), list):
+        return "steps is not a schedule's step JSON"
+    for i, step in enumerate(steps["steps"]):
+        try:
+            Step.from_json(step)
+        except (ValueError, TypeError) as err:
+            return f"step {i}: {err}"
+    return None
+
+
+# field -> (what it must be, the check); the fields every reader uses (api, search, plot).
+_CHECKS = {
+    "workload": ("a string", lambda v: isinstance(v, str)),
+    "target": ("a string", lambda v: isinstance(v, str)),
+    "kernel_hash": ("a string", lambda v: isinstance(v, str)),
+    "times": ("a list of finite numbers", _numbers),
+    "median_s": ("a positive finite number or null", lambda v: v is None or (_number(v) and v > 0)),
+    "gflops": ("a finite number or null", lambda v: v is None or _number(v)),
+    "error": ("a string or null", lambda v: v is None or isinstance(v, str)),
+}
+# optional fields, checked when present
+_OPTIONAL = {
+    "load": ("three numbers or null", lambda v: v is None or _numbers(v, 3)),
+    "final": ("a time stamp (a number)", _number),
+    "sketch": ("a string or null", lambda v: v is None or isinstance(v, str)),
+    "decisions": ("an object of small ints, bools and lists of small ints", lambda v: v is None or (
+        isinstance(v, dict) and all(isinstance(k, str) and _decision(x) for k, x in v.items()))),
+    "profile": ("an object of per-kernel figures", lambda v: v is None or _profile(v)),
+    "estimated": ("a bool", lambda v: isinstance(v, bool)),
+    "timing": ("a string", lambda v: isinstance(v, str)),
+}
+
+
+def problem(rec) -> Optional[str]:
+    """Why rec is not a tuning record this schedlang can use, or None when it is. Every field
+    a reader touches is checked here, so no reader meets a wrong type further on."""
     if not isinstance(rec, dict):
         return f"not a JSON object but {type(rec).__name__}"
     missing = [k for k in FIELDS if k not in rec]
@@ -64,18 +130,42 @@ def _problem(rec) -> Optional[str]:
         return f"missing fields {missing}"
     if rec["version"] != VERSION:
         return f"record version {rec['version']!r} (this schedlang reads {VERSION})"
-    if not isinstance(rec["steps"], dict) or not isinstance(rec["steps"].get("steps"), list):
-        return "steps is not a schedule's step JSON"
-    if not isinstance(rec["times"], list) or not all(isinstance(x, (int, float)) for x in rec["times"]):
-        return "times is not a list of numbers"
-    if rec["error"] is None and not isinstance(rec["median_s"], (int, float)):
+    for table, required in ((_CHECKS, True), (_OPTIONAL, False)):
+        for name, (what, ok) in table.items():
+            if (required or name in rec) and not ok(rec[name]):
+                return f"{name} must be {what}, got {_short(rec[name])}"
+    if rec["error"] is None and rec["median_s"] is None:
         return "a record without error has no median_s"
-    return None
+    return _steps_problem(rec["steps"])
+
+
+def _short(value) -> str:
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):       # deeply nested; an int of too many digits
+        return type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_line(line: str):
+    """The JSON value of one log line; ValueError when it is not JSON (NaN and Infinity,
+    which Python's json module would accept, included; nesting too deep to parse, too)."""
+    try:
+        return json.loads(line, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def load(path: str, workload: Optional[str] = None, target: Optional[str] = None) -> List[Dict]:
-    """The records of the log (of one workload and target, when given). A line that is not
-    a record (corrupt, truncated, from another tool) is skipped with a warning."""
+    """The records of the log (of one workload and target, when given); [] when there is no
+    such file. Every reader of a log (apply_best, print_best, a resumed search, the plots)
+    goes through here: a line that is not a valid record (corrupt, truncated, from another
+    tool, a field of the wrong type) is skipped with one warning naming its line. Records
+    are only parsed as JSON, never evaluated or unpickled."""
     if not os.path.exists(path):
         return []
     out = []
@@ -84,13 +174,13 @@ def load(path: str, workload: Optional[str] = None, target: Optional[str] = None
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
+                rec = parse_line(line)
             except ValueError as err:
                 warnings.warn(f"{path}:{lineno}: skipped a line that is not JSON ({err})", stacklevel=2)
                 continue
-            problem = _problem(rec)
-            if problem:
-                warnings.warn(f"{path}:{lineno}: skipped a line that is not a tuning record: {problem}",
+            why = problem(rec)
+            if why:
+                warnings.warn(f"{path}:{lineno}: skipped a line that is not a tuning record: {why}",
                               stacklevel=2)
                 continue
             if (workload is None or rec["workload"] == workload) and (target is None or rec["target"] == target):

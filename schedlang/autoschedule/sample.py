@@ -54,10 +54,6 @@ def decision_stage(key: str) -> str:
     return key.split("|", 1)[0]
 
 
-def _divisors(n: int) -> List[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def tile_sizes(rng: random.Random, extent: int, levels: int, inner_max: int = MAX_INNER_TILE) -> List[int]:
     """Sizes of the levels-1 inner tiles of a loop of `extent` (outermost first; the outermost
     level takes what is left). Mostly a factorization of extent, else sizes that do not
@@ -67,7 +63,7 @@ def tile_sizes(rng: random.Random, extent: int, levels: int, inner_max: int = MA
     for level in range(levels - 1):
         limit = inner_max if level == 0 else rest
         if rng.random() < DIVISIBLE_P:
-            f = rng.choice([d for d in _divisors(rest) if d <= max(1, limit)])
+            f = rng.choice(legal.divisors(rest, max(1, limit)))
         else:
             f = rng.randint(1, max(1, min(rest, limit)))
         sizes.append(f)

@@ -18,7 +18,7 @@ from ..schedule import Schedule, legal
 from ..tensor.axis import DATA_PAR, REDUCE, thread_axis
 from ..tensor.op import TensorRead
 from ..expr.functor import walk
-from .sample import Trace, _divisors, split_levels, tile_levels
+from .sample import Trace, split_levels, tile_levels
 
 GPU_LEVELS = 4            # spatial tiles: block, vthread, thread, inner (a thread's register tile)
 MAX_INNER = 4             # a thread's register tile per axis, at most (drawn; mutation may grow it)
@@ -107,7 +107,7 @@ def gpu_tile_sizes(rng: random.Random, extent: int) -> List[int]:
     level, is what the others leave): mostly factors of the extent."""
     def pick(rest: int, limit: int) -> int:
         if rng.random() < GPU_DIVISIBLE_P:
-            return rng.choice([d for d in _divisors(rest) if d <= limit])
+            return rng.choice(legal.divisors(rest, limit))
         return rng.randint(1, max(1, min(rest, limit)))
     inner = pick(extent, MAX_INNER)
     rest = -(-extent // inner)

@@ -294,10 +294,10 @@ def _unique(cands: List[Candidate]) -> List[Candidate]:
 def run_search(task: SearchTask, trials: int, log: str, measurer: Measurer, seed: Optional[int],
                per_round: int = 8, on_record: Optional[Callable[[Dict], None]] = None,
                policy: SearchPolicy = SearchPolicy(), model: Optional[CostModel] = None,
-               timeout: Optional[float] = None) -> int:
+               timeout: Optional[float] = None, on_round: Optional[Callable[[], None]] = None) -> int:
     """Measure up to `trials` new candidates, appending a record for each to `log` as soon
-    as it is measured; with `timeout`, start no new round after that many seconds. Returns
-    how many were measured."""
+    as it is measured (then on_record(record)); on_round() after each round; with `timeout`,
+    start no new round after that many seconds. Returns how many were measured."""
     deadline = None if timeout is None else time.monotonic() + timeout
     target = str(task.target)
     rng = random.Random(seed)
@@ -328,4 +328,6 @@ def run_search(task: SearchTask, trials: int, log: str, measurer: Measurer, seed
             if on_record is not None:
                 on_record(rec)
         evolver.record(measured, times, profiles)
+        if on_round is not None:
+            on_round()
     return done

@@ -103,6 +103,32 @@ class SearchTask:
         """A fresh (unscheduled) schedule of the program."""
         return create_schedule([t.op for t in self.outputs])
 
+    # ---- TVM's methods (tvm_names.py maps TVM's auto_scheduler names) --------------------
+
+    def tune(self, tuning_options, search_policy=None):
+        """TVM's task.tune(TuningOptions(...)): sl.auto_schedule on this task with those
+        options (search_policy: a SearchPolicy); returns (schedule, args) of the best."""
+        from .api import auto_schedule
+        from .search import SearchPolicy
+        from .tvm_names import TuningOptions
+        if not isinstance(tuning_options, TuningOptions):
+            raise TypeError(f"SearchTask.tune: tuning_options must be a TuningOptions, got {tuning_options!r}")
+        if search_policy is not None and not isinstance(search_policy, SearchPolicy):
+            raise TypeError("SearchTask.tune: search_policy must be a schedlang SearchPolicy(population=, "
+                            f"generations=, ...) (TVM's SketchPolicy has no counterpart), got {search_policy!r}")
+        return auto_schedule(self, policy=search_policy, **tuning_options.auto_schedule_args())
+
+    def apply_best(self, log_file: str):
+        """TVM's task.apply_best(log): (schedule, args) of the best record (sl.apply_best)."""
+        from .api import apply_best
+        return apply_best(log_file, self)
+
+    def print_best(self, log_file: str) -> str:
+        """TVM's task.print_best(log): the best schedule as Python text, returned (not
+        printed, as TVM's), the text sl.print_best prints."""
+        from .api import best_python
+        return best_python(log_file, self, None, "SearchTask.print_best")
+
     def __repr__(self) -> str:
         return (f"SearchTask({', '.join(t.name for t in self.args)}; target={self.target}, "
                 f"workload={self.workload_key[:12]})")

@@ -39,18 +39,19 @@ def linear_in_one(e):
     return None
 
 
-def first_overflow(e, values: Mapping[Var, int], lo: int = -2 ** 31, hi: int = 2 ** 31 - 1):
-    """The first subexpression of e whose exact value leaves [lo, hi] for the given sizes
-    (32-bit index arithmetic would wrap there), or None."""
+def first_overflow(e, values: Mapping[Var, int]):
+    """The first subexpression of e whose exact value leaves the range of its integer dtype
+    for the given sizes (its arithmetic would wrap there), or None. A term that lowering
+    widened to int64 (kernel/widen.py) is checked against int64."""
     if not isinstance(e, Expr):
         return None
     if isinstance(e, (Binary, Cast)):
         for child in ((e.a, e.b) if isinstance(e, Binary) else (e.value,)):
-            bad = first_overflow(child, values, lo, hi)
+            bad = first_overflow(child, values)
             if bad is not None:
                 return bad
     value = evaluate_extent(e, values)
-    return e if not lo <= value <= hi else None
+    return e if e.dtype.is_int and not e.dtype.min_int <= value <= e.dtype.max_int else None
 
 
 def extent_to_json(e, var_ids: dict):

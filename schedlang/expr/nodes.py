@@ -52,6 +52,9 @@ def _check_bool(node: str, what: str, e) -> None:
 # Call(FAST_MATH_MARKER, (value,)) marks arithmetic that a stage's "fast_math" pragma lets the
 # backend reassociate and contract; it is value itself otherwise.
 FAST_MATH_MARKER = "fast_math"
+# Call(NEG, (x,)) is IEEE negation of a float x: the sign bit flipped, for zeros and NaN too
+# (numpy's negative, LLVM's fneg, C's -x). `0.0 - x` is not it: 0.0 - (+0.0) is +0.0.
+NEG = "neg"
 
 
 class ExprOps:
@@ -69,7 +72,7 @@ class ExprOps:
     def __rfloordiv__(self, other): return binary("floordiv", other, self)
     def __mod__(self, other): return binary("floormod", self, other)
     def __rmod__(self, other): return binary("floormod", other, self)
-    def __neg__(self): return binary("sub", zero_like(self), self)
+    def __neg__(self): return neg(self)
     def __lt__(self, other): return compare("lt", self, other)
     def __le__(self, other): return compare("le", self, other)
     def __gt__(self, other): return compare("gt", self, other)
@@ -485,6 +488,19 @@ def const(value: Union[int, float, bool], dt: Union[str, DType] = None) -> Const
         raise ValueError(f"constant {value} does not fit dtype {dt} (range {dt.min_int}..{dt.max_int}); "
                          "cast the expression to a wider dtype first")
     return Const(int(value), dt)
+
+
+def neg(value) -> Expr:
+    """-value: the IEEE negation Call(NEG) for floats (a constant is folded), 0 - value for
+    integers (where the two agree and wrap alike)."""
+    e = as_expr(value)
+    if e.dtype.is_bool:
+        raise TypeError(f"negation of the bool expression '{e}'; use `not` / logical_not")
+    if not e.dtype.is_float:
+        return binary("sub", zero_like(e), e)
+    if isinstance(e, Const):
+        return Const(-e.value, e.dtype)
+    return Call(NEG, (e,), e.dtype)
 
 
 def zero_like(e) -> Const:

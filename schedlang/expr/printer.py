@@ -1,10 +1,11 @@
 """Python-like text for expressions, with the fewest parentheses that keep the meaning."""
 from __future__ import annotations
 
+import math
 from typing import Dict, List, Set
 
 from .functor import children
-from .nodes import (Binary, Broadcast, Call, Cast, Compare, Const, Load, Logical, Not, Ramp,
+from .nodes import (NEG, Binary, Broadcast, Call, Cast, Compare, Const, Load, Logical, Not, Ramp,
                     Select, Var)
 
 _INFIX = {"add": ("+", 9), "sub": ("-", 9), "mul": ("*", 10), "div": ("/", 10),
@@ -21,7 +22,7 @@ def const_str(e: Const) -> str:
         return "True" if value else "False"
     if isinstance(value, float):
         if value != value:
-            return "nan"
+            return "-nan" if math.copysign(1.0, value) < 0 else "nan"      # numpy's negative(nan)
         if value in (float("inf"), float("-inf")):
             return "inf" if value > 0 else "-inf"
         text = repr(value)
@@ -106,8 +107,8 @@ class _Printer:
         if isinstance(e, Binary):
             if e.op in ("min", "max", "truncdiv", "truncmod"):
                 return f"{e.op}({expr_str(e.a)}, {expr_str(e.b)})", _ATOM
-            if e.op == "sub" and isinstance(e.a, Const) and e.a.value == 0:
-                return f"-{_wrap(e.b, 11)}", 11
+            if e.op == "sub" and isinstance(e.a, Const) and e.a.value == 0 and not e.dtype.is_float:
+                return f"-{_wrap(e.b, 11)}", 11     # a float 0.0 - x is not -x (signed zeros)
             sym, prec = _INFIX[e.op]
             return f"{_wrap(e.a, prec)} {sym} {_wrap(e.b, prec, right=True)}", prec
         if isinstance(e, Compare):
@@ -122,6 +123,8 @@ class _Printer:
             return f"{name}({expr_str(e.cond)}, {expr_str(e.true_value)}, {expr_str(e.false_value)})", _ATOM
         if isinstance(e, Cast):
             return f"{e.dtype}({expr_str(e.value)})", _ATOM
+        if isinstance(e, Call) and e.name == NEG:
+            return f"-{_wrap(e.args[0], 11)}", 11
         if isinstance(e, Call) and e.name.startswith("extern:"):
             args = "".join(", " + expr_str(a) for a in e.args)
             return f'call_pure_extern("{e.dtype}", "{e.name[len("extern:"):]}"{args})', _ATOM

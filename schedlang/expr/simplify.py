@@ -11,7 +11,7 @@ import numpy as np
 from .bounds import VarRanges, bound_expr, const_bounds, has_symbolic_range
 from .functor import ExprMutator, map_children
 from .equality import key
-from .nodes import Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var
+from .nodes import NEG, Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var
 
 _FOLD = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
          "min": min, "max": max, "bitand": operator.and_, "bitor": operator.or_,
@@ -336,7 +336,14 @@ class _Simplifier(ExprMutator):
         return Cast(e.dtype, value)
 
     def visit_Call(self, e: Call) -> Expr:
-        return map_children(e, self.visit)
+        e = map_children(e, self.visit)
+        if e.name == NEG and e.dtype.lanes == 1:      # sign flips: exact for every value, NaN included
+            x = e.args[0]
+            if isinstance(x, Const):
+                return Const(-x.value, e.dtype)
+            if isinstance(x, Call) and x.name == NEG:
+                return x.args[0]
+        return e
 
 
 def symbolic_bounds(e: Expr, ranges: VarRanges, known) -> Tuple[Optional[int], Optional[int]]:

@@ -19,6 +19,7 @@ from .nodes import KernelModule
 from .sizes import add_size_params
 from .unroll import unroll_loops
 from .vectorize import vectorize_loops
+from .widen import widen_index_arith
 from .verify import verify_kernel_module
 
 
@@ -28,6 +29,7 @@ def standard_passes(target: Target) -> List[Tuple[str, Callable]]:
         ("flatten_buffers", flatten_buffers),     # one flat index per access
         ("unroll_loops", unroll_loops),
         ("simplify", simplify_stmt),
+        ("widen_index_arith", widen_index_arith),   # int64 where int32 terms may wrap
         ("vectorize_loops", partial(vectorize_loops, target=target)),   # lanes from target.native_lanes
         ("simplify", simplify_stmt),
     ]

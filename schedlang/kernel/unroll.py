@@ -6,8 +6,12 @@ from __future__ import annotations
 import math
 
 from ..expr.nodes import Const
+from ..schedule.annotate import MAX_UNROLL
 from ..loop.functor import StmtMutator, substitute_stmt, walk_stmts
 from ..loop.nodes import BOUND, SERIAL, UNROLLED, For, Stmt, seq
+
+
+MAX_UNROLLED_STMTS = 1 << 15     # statements one auto-unrolled loop may expand to
 
 
 class _Unroll(StmtMutator):
@@ -24,12 +28,19 @@ class _Unroll(StmtMutator):
         if not isinstance(s.extent, int):     # a symbolic trip count: the loop stays a loop
             return s.with_body(body)
         trips = _inner_trips(s.body)     # the nest before unrolling: copies of unrolled loops count
+        # Whatever the pragma's value, auto-unrolling makes at most MAX_UNROLL copies of the
+        # nest and MAX_UNROLLED_STMTS statements (a huge value would otherwise hang the build).
         auto = (limit is None and s.kind == SERIAL and self.auto_limit > 0
-                and trips is not None and s.extent * trips <= self.auto_limit)
+                and trips is not None and s.extent * trips <= min(self.auto_limit, MAX_UNROLL)
+                and s.extent * _stmt_count(body) <= MAX_UNROLLED_STMTS)
         one_trip = s.extent == 1 and s.kind != BOUND     # a loop of one iteration is just its body
         if s.kind == UNROLLED or auto or one_trip:
             return seq(*(substitute_stmt(body, {s.var: Const(i, s.var.dtype)}) for i in range(s.extent)))
         return s.with_body(body)
+
+
+def _stmt_count(s: Stmt) -> int:
+    return sum(1 for _ in walk_stmts(s))
 
 
 def _inner_trips(s: Stmt):

@@ -170,6 +170,7 @@ class AnnotationPrimitives:
                                 f"a float or a str, got {value!r}", axis=ivar.name,
                                 hint="pragma values are recorded in the schedule's steps, which serialise to JSON")
         if key == "auto_unroll_max_step":
-            value = self._require_positive("pragma", "auto_unroll_max_step", value, ivar)
+            # any size: unroll_loops bounds the copies whatever the value
+            value = self._require_positive("pragma", "auto_unroll_max_step", value, ivar, maximum=None)
         self.pragmas.setdefault(ivar, []).append((key, value))
         self._record(steps.Pragma(self.name, ivar.name, key, value))

@@ -12,7 +12,7 @@ import random
 from typing import Dict, List, Optional, Tuple
 
 from ..expr.functor import walk
-from ..expr.nodes import Call, Select
+from ..expr.nodes import NEG, Call, Select
 from ..tensor.axis import DATA_PAR
 from ..tensor.op import ComputeOp, PlaceholderOp, TensorRead
 from ..tensor.reduce import Reduce
@@ -43,7 +43,7 @@ def can_inline(st) -> bool:
 
 
 # Math calls as cheap as an add or two; any other call (exp, log, tanh, erf, pow, ...) is costly.
-CHEAP_CALLS = frozenset({"abs", "floor", "ceil", "round", "trunc", "nearbyint", "copysign", "ldexp"})
+CHEAP_CALLS = frozenset({NEG, "abs", "floor", "ceil", "round", "trunc", "nearbyint", "copysign", "ldexp"})
 
 
 def _nodes(op):
@@ -200,15 +200,30 @@ def register_tile_budget(target) -> int:
     return 28 if bits >= 512 else 12
 
 
+def divisors(n: int, limit: Optional[int] = None) -> List[int]:
+    """The divisors of n (at most limit), ascending, by trial division up to sqrt(n): a
+    loop of 2**31 - 1 iterations costs 46341 steps, not 2**31 (a number below 2**31 has at
+    most 1600 divisors, so the list stays short)."""
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    out = small + large[::-1]
+    return out if limit is None else [x for x in out if x <= limit]
+
+
 def random_factor(rng: random.Random, extent: int) -> int:
     """A split factor: a divisor, a non-divisor, 1, the extent, or more than the extent."""
-    divisors = [d for d in range(1, extent + 1) if extent % d == 0]
-    non = [d for d in range(2, extent) if extent % d]
     pick = rng.random()
     if pick < 0.35:
-        return rng.choice(divisors)
-    if pick < 0.75 and non:
-        return rng.choice(non)
+        return rng.choice(divisors(extent))
+    non = _random_non_divisor(rng, extent) if pick < 0.75 else None
+    if non is not None:
+        return non
     if pick < 0.85:
         return rng.choice([1, extent])
     if pick < 0.95:
@@ -333,3 +348,17 @@ def gpu_vector_lanes(st, target) -> int:
 def may_bind(st, ivar) -> bool:
     """bind() accepts ivar: a free leaf loop of st (not annotated yet)."""
     return ivar in st.leaf_iter_vars and ivar not in st.annotations
+
+
+def _random_non_divisor(rng: random.Random, extent: int) -> Optional[int]:
+    """A factor in [2, extent) that does not divide extent, or None. Small extents list
+    them all (the draws of the random-schedule tests stay as they were); large ones draw by
+    rejection, a bounded number of times (few numbers in [2, extent) divide it)."""
+    if extent <= 2**16:
+        non = [d for d in range(2, extent) if extent % d]
+        return rng.choice(non) if non else None
+    for _ in range(32):
+        d = rng.randint(2, extent - 1)
+        if extent % d:
+            return d
+    return None

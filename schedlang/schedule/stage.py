@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ScheduleError
 from ..expr.nodes import Var
+from ..limits import INT32_MAX
 from ..tensor.axis import IterVar, Range
 from ..tensor.op import Operation, PlaceholderOp
 from . import scan as scan_rules, steps
@@ -128,10 +129,15 @@ class Stage(LoopPrimitives, AnnotationPrimitives, PlacementPrimitives):
                                 hint="split/fuse/annotate an axis before marking it; an axis takes one of "
                                      "unroll, vectorize, parallel or bind")
 
-    def _require_positive(self, primitive: str, name: str, value, axis: Optional[IterVar] = None) -> int:
+    def _require_positive(self, primitive: str, name: str, value, axis: Optional[IterVar] = None,
+                          maximum: Optional[int] = INT32_MAX) -> int:
+        """A factor-like argument: an int in [1, maximum] (loops and their factors are int32)."""
+        where = axis.name if axis is not None else None
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-            raise ScheduleError(primitive, self.name, f"{name} must be a positive int, got {value!r}",
-                                axis=axis.name if axis is not None else None)
+            raise ScheduleError(primitive, self.name, f"{name} must be a positive int, got {value!r}", axis=where)
+        if maximum is not None and value > maximum:
+            raise ScheduleError(primitive, self.name, f"{name} is {value}, more than 2**31 - 1", axis=where,
+                                hint="loop extents and factors are int32: a loop runs at most 2**31 - 1 times")
         return int(value)
 
     def _record(self, step) -> None:

@@ -64,7 +64,8 @@ class Step:
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
-        _REGISTRY[cls.primitive] = cls
+        if "primitive" in vars(cls) and cls.primitive:     # a shared base (_AxisStep) is no step
+            _REGISTRY[cls.primitive] = cls
 
     def to_json(self) -> Dict[str, Any]:
         data = {"primitive": self.primitive}
@@ -79,7 +80,7 @@ class Step:
             raise ValueError(f"a schedule step is a JSON object with a \"primitive\" field, got {data!r}")
         data = dict(data)
         kind = data.pop("primitive", None)
-        if kind not in _REGISTRY:
+        if not isinstance(kind, str) or kind not in _REGISTRY:
             raise ValueError(f"unknown schedule step {kind!r}; known steps: {', '.join(sorted(_REGISTRY))}")
         cls = _REGISTRY[kind]
         names = [f.name for f in fields(cls)]

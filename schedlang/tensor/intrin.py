@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 
 from ..dtypes import dtype as parse_dtype
-from ..expr.nodes import (Call, Const, Expr, as_expr, binary, cast as _cast, const as _const,
+from ..expr.nodes import (NEG, Call, Const, Expr, as_expr, binary, cast as _cast, const as _const,
                           logical, select as _select, Var)
 from . import reduce as _reduce
 
@@ -20,6 +20,9 @@ MATH_INTRINSICS = {"exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoi
 FLOAT_PREDICATES = ("isnan", "isinf", "isfinite")
 BIT_COUNTS = ("popcount", "clz")
 EXTERN_PREFIX = "extern:"   # Call name of call_pure_extern: "extern:expf"
+# Every Call name of the algorithm language but call_pure_extern's: each target has a rule for
+# each, on every dtype it takes (tests/target/test_intrinsic_table.py builds and runs them all).
+INTRINSICS = (*MATH_INTRINSICS, "ldexp", *FLOAT_PREDICATES, *BIT_COUNTS, NEG)
 
 
 def call(name: str, *args) -> Expr:
@@ -34,6 +37,11 @@ def call(name: str, *args) -> Expr:
         a, b = exprs
         target = a.dtype if a.dtype.is_float else b.dtype if b.dtype.is_float else parse_dtype("float32")
         exprs = [_cast(target, a), _cast(target, b)]
+        if name == "nextafter" and target.bits == 16:
+            # computed in float32 as every 16-bit operation is, float32's neighbour would round
+            # back to x: numpy's float16 nextafter steps in float16
+            raise TypeError(f"nextafter of {target} values is not supported (it would step in float32 and "
+                            f"round back); cast the operands to float32 or float64 first")
     elif not exprs[0].dtype.is_float:
         exprs = [_cast("float32", exprs[0])]
     return Call(name, tuple(exprs), exprs[0].dtype)

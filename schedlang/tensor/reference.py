@@ -147,7 +147,7 @@ def _evaluate_rows(op: ComputeOp, values, start: int, stop: int, sizes) -> List[
         shape = [1] * ndim
         shape[d] = n
         env[ax.var] = np.arange(lo, lo + n, dtype=np.int64).reshape(shape)
-    ev = _Evaluator(values, env)
+    ev = _Evaluator(values, env, exact_vars=frozenset(env))
     shape_now = _shape(op.shape, sizes)
     full = ((stop - start,) + shape_now[1:]) if shape_now else ()
     dtypes = [op.output_dtype(i).numpy for i in range(op.num_outputs)]
@@ -231,6 +231,7 @@ _COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.great
             "eq": np.equal, "ne": np.not_equal}
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 _CALLS = {
+    "neg": np.negative,      # expr.nodes.NEG: flips the sign bit, of zeros and NaN too
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
     "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "erf": lambda x: _erf(x).astype(x.dtype),
     "abs": np.abs, "floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc,
@@ -290,9 +291,13 @@ def extern_function(symbol: str):
 class _Evaluator:
     """Evaluates an expression over broadcast index grids."""
 
-    def __init__(self, values, env, guarded: bool = False):
+    def __init__(self, values, env, guarded: bool = False, exact_vars=frozenset()):
         self.values = values
         self.env = env
+        # Integer arithmetic of these variables (axes, sizes) and constants is exact, as the
+        # targets make it (kernel/widen.py): no wrap before a comparison, division or cast.
+        self.exact_vars = exact_vars
+        self.exact_memo = {}
         self.guarded = guarded   # inside an if_then_else branch: clamp reads instead of failing
         self.memo = {}           # id(node) -> (node, value): a shared subexpression is evaluated once
         self._twin = None
@@ -315,16 +320,40 @@ class _Evaluator:
     def eval_Const(self, e: Const):
         return np.asarray(e.value, dtype=_compute_dtype(e.dtype))
 
+    def is_exact(self, e: Expr) -> bool:
+        """Whether e is signed integer arithmetic narrower than 64 bits of axes, sizes and
+        constants only (no data): computed exactly in int64 (add/sub/mul results unwrapped)."""
+        return e.dtype.kind == "int" and e.dtype.bits < 64 and self.data_free(e)
+
+    def data_free(self, e: Expr) -> bool:
+        hit = self.exact_memo.get(id(e))
+        if hit is None:
+            if isinstance(e, Var):
+                free = e in self.exact_vars
+            elif isinstance(e, Binary):
+                free = self.data_free(e.a) and self.data_free(e.b)
+            else:
+                free = isinstance(e, Const) or (isinstance(e, Cast) and self.data_free(e.value))
+            hit = self.exact_memo[id(e)] = (e, free)
+        return hit[1]
+
+    def operand(self, e: Expr):
+        """e's value as an operand: exact in int64, or in its arithmetic dtype."""
+        dt = np.int64 if self.is_exact(e) else _arith_dtype(e.dtype)
+        return np.asarray(self.eval(e)).astype(dt, copy=False)
+
     def eval_Binary(self, e: Binary):
+        if self.is_exact(e):
+            value = _BINARY[e.op](self.operand(e.a), self.operand(e.b))
+            modular = e.op in ("add", "sub", "mul", "bitand", "bitor", "bitxor", "shl")
+            return value if modular else value.astype(_arith_dtype(e.dtype)).astype(np.int64)
         dt = _arith_dtype(e.dtype)
         a = np.asarray(self.eval(e.a)).astype(dt, copy=False)
         b = np.asarray(self.eval(e.b)).astype(dt, copy=False)
         return _BINARY[e.op](a, b).astype(dt, copy=False).astype(_compute_dtype(e.dtype), copy=False)
 
     def eval_Compare(self, e: Compare):
-        dt = _arith_dtype(e.a.dtype)
-        return _COMPARE[e.op](np.asarray(self.eval(e.a)).astype(dt, copy=False),
-                              np.asarray(self.eval(e.b)).astype(dt, copy=False))
+        return _COMPARE[e.op](self.operand(e.a), self.operand(e.b))
 
     def eval_Logical(self, e: Logical):
         fn = np.logical_and if e.op == "and" else np.logical_or
@@ -342,11 +371,11 @@ class _Evaluator:
         """The evaluator for if_then_else branches, one per evaluator (so shared values in
         branches are evaluated once too)."""
         if self._twin is None:
-            self._twin = _Evaluator(self.values, self.env, guarded=True)
+            self._twin = _Evaluator(self.values, self.env, guarded=True, exact_vars=self.exact_vars)
         return self._twin
 
     def eval_Cast(self, e: Cast):
-        value = np.asarray(self.eval(e.value)).astype(_arith_dtype(e.value.dtype), copy=False)
+        value = self.operand(e.value)
         target = _compute_dtype(e.dtype)
         if e.dtype.kind == "float" and e.dtype.bits == 16:    # rounded to half at the cast, as the targets do
             return value.astype(np.float16).astype(target)

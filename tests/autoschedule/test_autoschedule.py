@@ -363,7 +363,7 @@ def test_bad_arguments_are_clear_errors(tmp_path):
         sl.auto_schedule([C], trials=-1, log=str(tmp_path / "x.jsonl"))
     with pytest.raises(ValueError, match="spawn"):
         LocalExecutor(context="fork")
-    with pytest.raises(ValueError, match="no successful record"):
+    with pytest.raises(FileNotFoundError, match="missing.jsonl"):
         sl.apply_best(str(tmp_path / "missing.jsonl"), [C])
     with pytest.raises(TypeError, match="tensors"):
         sl.auto_schedule(["C"], trials=1, log=str(tmp_path / "x.jsonl"))

@@ -61,7 +61,11 @@ def test_plot_tuning_writes_a_png_with_a_curve_per_workload(two_workload_log, tm
     assert fig.axes[0].get_ylabel() == "best GFLOP/s"
     fig = sl.plot_tuning(log, str(tmp_path / "one.png"), outputs=a.outputs)
     assert len(fig.axes[0].get_lines()) == 1
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
     with pytest.raises(ValueError, match="no tuning records"):
+        sl.plot_tuning(str(empty), str(tmp_path / "x.png"))
+    with pytest.raises(FileNotFoundError, match="missing.jsonl"):
         sl.plot_tuning(str(tmp_path / "missing.jsonl"), str(tmp_path / "x.png"))
 
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import schedlang as sl
 from schedlang.autoschedule import records
-from schedlang.autoschedule.api import progress_bar
+from schedlang.autoschedule.progress import Progress
 from schedlang.autoschedule.cost_model import CostModel, targets
 from schedlang.autoschedule.features import FEATURE_NAMES, N_FEATURES, feature_dict, features
 from schedlang.autoschedule.measure import Measurer
@@ -253,9 +253,10 @@ def test_resume_never_measures_a_candidate_twice(tmp_path):
         assert c.kernel_hash not in {r["kernel_hash"] for r in recs}
 
 
-def test_progress_bar_is_off_when_silent_or_not_a_terminal():
-    assert progress_bar(10, 0) is None
-    assert progress_bar(10, 1) is None           # pytest captures stderr: not a TTY
+def test_progress_bar_only_on_a_terminal_plain_lines_elsewhere():
+    assert Progress(10, 0).bar is None and not Progress(10, 0).plain
+    p = Progress(10, 1)                           # pytest captures stderr: not a TTY
+    assert p.bar is None and p.plain
 
 
 def test_a_search_on_softmax_returns_a_correct_schedule(tmp_path):

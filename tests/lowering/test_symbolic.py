@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from schedlang.loop.functor import walk_stmts
+from schedlang.loop.nodes import For
 from tests.helpers import CHECKED, assert_close
 
 SIZES = (1, 7, 64, 1000)
@@ -273,16 +275,25 @@ def test_more_than_2_31_elements_is_refused_at_call():
         mod(np.zeros(1 << 16, "float32"), big)
 
 
-def test_loop_extent_overflowing_32_bits_is_refused_at_call():
+def test_loop_extent_near_2_31_is_computed_in_64_bits():
+    # (n + 63) // 64 passed 2**31 - 1 in int32 for n near it (the call refused such n);
+    # the numerator is int64 now, so every n up to 2**31 - 1 is exact (issue 15 item 1).
+    from schedlang.expr.extent import evaluate_extent, first_overflow
     n = sl.size_var("n")
     A = sl.placeholder((n,), "int8", name="A")
     B = sl.compute((n,), lambda i: A[i] + sl.const(1, "int8"), name="B")
     s = sl.create_schedule(B.op)
-    s[B].split(B.op.axis[0], factor=64)
-    mod = sl.build(s, [A, B])
-    big = np.lib.stride_tricks.as_strided(np.zeros(1, "int8"), (2 ** 31 - 10,), (0,))
-    with pytest.raises(ValueError, match=r"the loop extent '\(n \+ 63\) // 64' overflows 32-bit index arithmetic"):
-        mod(big, big)
+    s[B].split(B.op.axis[0], factor=63)
+    kernel = sl.lower(s, [A, B], level="kernel").ir["kernel"]
+    extent = next(x.extent for k in kernel.kernels for x in walk_stmts(k.body) if isinstance(x, For))
+    assert str(extent) == "int32((int64(n) + 62) // 63)"
+    for size in (2 ** 31 - 1, 2 ** 31 - 10):
+        assert first_overflow(extent, {n: size}) is None
+        assert evaluate_extent(extent, {n: size}) == -(-size // 63)
+    a = np.arange(100, dtype="int8")
+    b = np.zeros_like(a)
+    sl.build(s, [A, B])(a, b)
+    np.testing.assert_array_equal(b, a + 1)
 
 
 def test_bad_symbolic_extents():

@@ -226,6 +226,9 @@ def bad(steps, version=1):
 
 @pytest.mark.parametrize("text, words", [
     (bad([{"primitive": "swizzle", "stage": "C"}]), ["unknown schedule step 'swizzle'", "split"]),
+    # an empty name once matched the base of unroll/vectorize/parallel (issue 15, item 11)
+    (bad([{"primitive": "", "stage": "C", "axis": "i"}]), ["unknown schedule step ''", "known steps: bind"]),
+    (bad([{"primitive": ["split"], "stage": "C"}]), ["unknown schedule step ['split']"]),
     (bad([{"primitive": "split", "stage": "C", "axis": "i", "factor": 2, "color": "red"}]),
      ["unknown fields", "color"]),
     (bad([{"primitive": "split", "stage": "C"}]), ["missing fields", "axis"]),

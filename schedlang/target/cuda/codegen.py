@@ -19,12 +19,12 @@ import numpy as np
 from ...dtypes import DType
 from ...errors import InternalError, LoweringError
 from ...expr.extent import evaluate_extent
-from ...expr.nodes import (Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
+from ...expr.nodes import (NEG, Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
                            Ramp, Select, Var)
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...loop.nodes import Allocate, Barrier, For, IfThen, Let, Seq, Stmt, Store
 from ..llvm.emit_expr import fits_without_wrap
-from . import arithmetic, codegen_vector
+from . import arithmetic, codegen_vector, math_calls
 
 INDENT = "  "
 
@@ -37,13 +37,6 @@ _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "bitand": "&", "bitor"
 _HELPER = {"min": "sl_min", "max": "sl_max"}
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 _LOGICAL = {"and": "&&", "or": "||"}
-# math intrinsic -> CUDA function for float (double drops the trailing f).
-_MATH = {"exp": "expf", "log": "logf", "sqrt": "sqrtf", "rsqrt": "rsqrtf", "tanh": "tanhf", "erf": "erff",
-         "abs": "fabsf", "floor": "floorf", "ceil": "ceilf", "round": "rintf", "trunc": "truncf",
-         "pow": "powf", "exp2": "exp2f", "log2": "log2f", "sin": "sinf", "cos": "cosf", "sigmoid": "sl_sigmoidf"}
-# isnan/isinf/isfinite as comparisons (x - x is nan exactly for inf and nan).
-_FLOAT_CLASS = {"isnan": "{x} != {x}", "isinf": "{x} == {x} && {x} - {x} != {x} - {x}",
-                "isfinite": "{x} - {x} == {x} - {x}"}
 # warp shuffles of cross-thread reductions (kernel/thread_allreduce.py)
 _SHUFFLE = {"shfl_down_sync": "__shfl_down_sync", "shfl_sync": "__shfl_sync"}
 # C operator precedence (higher binds tighter); atoms, calls and parenthesised text are ATOM.
@@ -86,14 +79,15 @@ def literal(value, dt: DType) -> str:
     if dt.is_float:
         v = float(np.asarray(value, dtype=ml_dtypes.bfloat16)) if dt.is_bfloat else float(value)
         double = dt.bits == 64
+        negative = math.copysign(1.0, v) < 0      # -0.0 and a NaN with its sign bit set too
         if math.isnan(v) or math.isinf(v):
             bits = {("nan", True): "0x7ff8000000000000ll", ("nan", False): "0x7fc00000",
                     ("inf", True): "0x7ff0000000000000ll", ("inf", False): "0x7f800000"}
             key = ("nan" if math.isnan(v) else "inf", double)
             text = f"__longlong_as_double({bits[key]})" if double else f"__int_as_float({bits[key]})"
-            return f"(-{text})" if v < 0 else text
+            return f"(-{text})" if negative else text
         text = repr(v) + ("" if double else "f")
-        return f"({text})" if v < 0 else text
+        return f"({text})" if negative else text
     v = int(value)
     suffix = _INT_SUFFIX.get(str(dt), "")
     if dt.bits == 64 and dt.kind == "int" and v == -2 ** 63:
@@ -240,15 +234,7 @@ class CUDARenderer:
         if e.name in _SHUFFLE:      # (mask, value, lane or offset, width)
             mask, *rest = e.args
             return f"{_SHUFFLE[e.name]}({mask.value:#010x}u, {', '.join(self.expr(a) for a in rest)})"
-        if e.name in _FLOAT_CLASS:      # plain comparisons: no library function, same in g++ (the shim)
-            x = self.operand(e.args[0], ATOM)
-            return f"({_FLOAT_CLASS[e.name].format(x=x)})"
-        if e.name not in _MATH:
-            raise InternalError(f"no CUDA rule for math function '{e.name}'")
-        fn = _MATH[e.name]
-        if e.dtype.bits == 64 and e.dtype.lanes == 1:
-            fn = fn[:-1]
-        return f"{fn}({', '.join(self.expr(a) for a in e.args)})"
+        return math_calls.render_call(self, e, UNARY, ATOM)
 
     def expr_Load(self, e: Load) -> str:
         if e.dtype.lanes > 1:
@@ -340,6 +326,8 @@ def precedence(e: Expr) -> int:
     if isinstance(e, Not) or (isinstance(e, Cast) and not e.dtype.is_bool and not
                               (e.dtype.is_float and e.dtype.bits == 16)):
         return UNARY
+    if isinstance(e, Call) and e.name == NEG and e.dtype.lanes == 1:     # -x (vectors: sl_neg(x))
+        return UNARY
     if isinstance(e, Cast) and e.dtype.is_bool:
         return _PREC["ne"]
     if isinstance(e, Select) or (isinstance(e, Load) and e.predicate is not None):
@@ -408,6 +396,7 @@ def render_cuda(m: KernelModule) -> str:
     prelude = PRELUDE
     if any(arithmetic.uses_helpers(k) for k in kernels):
         prelude += arithmetic.ARITHMETIC_PRELUDE
+    prelude += math_calls.prelude(kernels)
     if any("float2" in k or "float4" in k for k in kernels):
         prelude += codegen_vector.VECTOR_PRELUDE
         if "#include <cuda_bf16.h>" in head:

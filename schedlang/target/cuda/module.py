@@ -100,7 +100,8 @@ class CUDAModule:
             self._gpu = GPUProgram(self.ir["ptx"], self._kernel_ir)
         self._gpu.launch(pointers, sizes)
 
-    def emulate(self, *arrays, engine: str = "shim", sanitize: Optional[str] = None, profile: bool = False):
+    def emulate(self, *arrays, engine: str = "shim", sanitize: Optional[str] = None, profile: bool = False,
+                bounds_check: bool = True):
         """Run the module on the CPU on numpy arrays (or CPU torch tensors), in argument order;
         outputs are written in place, as a GPU call would.
 
@@ -109,6 +110,10 @@ class CUDAModule:
         sanitize="thread": build with ThreadSanitizer and raise RuntimeError on a data race;
         sanitize="undefined": build with UndefinedBehaviorSanitizer and raise RuntimeError on
         any undefined behaviour of the C (overflow, division, shifts, float -> int conversion).
+        bounds_check (engine="shim"; on unless False): every access of an argument or global
+        temporary is checked against its elements, and the first one outside raises
+        IndexError naming the kernel, buffer, index, thread and block, as engine="simt"
+        does (without it, a gather out of bounds reads or writes the process's memory).
         engine="simt": the Kernel IR interpreted with numpy (target/simt), every access checked
         (IndexError) and shared-memory races between barriers raised (SharedMemoryRace); with
         profile=True it returns {kernel name: KernelProfile} (coalescing, bank conflicts,
@@ -117,6 +122,8 @@ class CUDAModule:
             raise ValueError(f"unknown emulation engine {engine!r}; choose one of {', '.join(ENGINES)}")
         if sanitize is not None and sanitize not in shim.SANITIZERS:
             raise ValueError(f"unknown sanitizer {sanitize!r}; choose one of {', '.join(shim.SANITIZERS)} or None")
+        if not isinstance(bounds_check, bool):
+            raise TypeError(f"bounds_check must be True or False, got {bounds_check!r}")
         if engine != "simt" and profile:
             raise ValueError("profile=True needs engine='simt'")
         if engine == "simt" and sanitize is not None:
@@ -127,8 +134,11 @@ class CUDAModule:
             from ..simt import run_module
             flat = [(x if isinstance(x, np.ndarray) else x.detach().numpy()).reshape(-1) for x in arrays]
             return run_module(self._kernel_ir, flat, self.target.arch, self.ptxas_info, profile, sizes)
-        built = shim.build(self.ir["cuda"], shim.driver_source(self._kernel_ir), sanitize)
+        source = shim.checked_source(self.ir["cuda"]) if bounds_check else self.ir["cuda"]
+        built = shim.build(source, shim.driver_source(self._kernel_ir, bounds_check), sanitize)
         extra = [shim.geometry(self._kernel_ir, sizes)] if sizes else []      # kept alive through the call
+        if bounds_check:
+            extra.append(shim.extents(arrays))
         if sanitize is None:
             shim.run_in_process(built, pointers + [x.ctypes.data for x in extra])
         else:

@@ -25,7 +25,7 @@ WIDTHS = {"float32": (4, 2), "float16": (2,), "bfloat16": (2,)}
 VECTOR_OPS = ("add", "sub", "mul", "div", "min", "max")
 # math functions with a float2/float4 form in the vector prelude (codegen_vector.py)
 VECTOR_MATH = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "abs", "floor", "ceil", "round", "trunc", "exp2",
-               "log2", "sin", "cos", "sigmoid", "pow")
+               "log2", "sin", "cos", "sigmoid", "pow", "neg")
 
 
 def vector_access(index: Expr, lanes: int) -> bool:

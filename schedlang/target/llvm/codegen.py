@@ -270,6 +270,27 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         self.module.functions.append(fn.render())
         return name
 
+    def chunk_bounds_i64(self, fn, s: For, loaded, tid: str, nth: str):
+        """(begin, end) of thread tid's chunk, computed in i64: nth + extent - 1 and tid * chunk
+        leave i32 for an extent near 2**31 (a symbolic one may be 2**31 - 1)."""
+        if isinstance(s.extent, Expr):
+            extent = FunctionEmitter(self.module, fn, loaded, {}).expr(s.extent)
+            extent = fn.emit(f"sext i32 {extent} to i64", "ext")
+        else:
+            extent = str(s.extent)
+        nth, tid = fn.emit(f"sext i32 {nth} to i64", "nth"), fn.emit(f"sext i32 {tid} to i64", "tid")
+        top = fn.emit(f"add i64 {nth}, {extent}", "top")
+        top = fn.emit(f"sub i64 {top}, 1", "top")
+        chunk = fn.emit(f"sdiv i64 {top}, {nth}", "chunk")
+        first = fn.emit(f"mul i64 {tid}, {chunk}", "first")
+        stop = fn.emit(f"add i64 {first}, {chunk}", "stop")
+        self.declare("declare i64 @llvm.smin.i64(i64, i64)")
+        bounds = []
+        for value, what in ((first, "begin"), (stop, "end")):       # both at most the extent: i32 again
+            value = fn.emit(f"call i64 @llvm.smin.i64(i64 {value}, i64 {extent})", what)
+            bounds.append(fn.emit(f"trunc i64 {value} to i32", what))
+        return bounds
+
     def outline_worker(self, base: str, body_name: str, s: For, buffers, scalars) -> str:
         name = symbol(base + ".worker")
         fn = FunctionText(name, f"void @{name}(ptr %ctx)")
@@ -290,18 +311,15 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         tid = fn.emit("call i32 @omp_get_thread_num()", "tid")
         nth = fn.emit("call i32 @omp_get_num_threads()", "nth")
         # Static schedule: thread t runs iterations [t*chunk, min((t+1)*chunk, extent)).
-        extent = s.extent
-        if isinstance(extent, Expr):
-            extent = FunctionEmitter(self.module, fn, loaded, {}).expr(extent)
-            top = fn.emit(f"add i32 {nth}, {extent}", "top")
-            top = fn.emit(f"sub i32 {top}, 1", "top")
-        else:
+        if isinstance(s.extent, int) and s.extent <= PARALLEL_INT32_EXTENT:
             top = fn.emit(f"add i32 {nth}, {s.extent - 1}", "top")
-        chunk = fn.emit(f"sdiv i32 {top}, {nth}", "chunk")
-        begin = fn.emit(f"mul i32 {tid}, {chunk}", "begin")
-        stop = fn.emit(f"add i32 {begin}, {chunk}", "stop")
-        end = fn.emit(f"call i32 @llvm.smin.i32(i32 {stop}, i32 {extent})", "end")
-        self.declare("declare i32 @llvm.smin.i32(i32, i32)")
+            chunk = fn.emit(f"sdiv i32 {top}, {nth}", "chunk")
+            begin = fn.emit(f"mul i32 {tid}, {chunk}", "begin")
+            stop = fn.emit(f"add i32 {begin}, {chunk}", "stop")
+            end = fn.emit(f"call i32 @llvm.smin.i32(i32 {stop}, i32 {s.extent})", "end")
+            self.declare("declare i32 @llvm.smin.i32(i32, i32)")
+        else:
+            begin, end = self.chunk_bounds_i64(fn, s, loaded, tid, nth)
         fn.do(f"call void @{body_name}({', '.join(args + [f'i32 {begin}', f'i32 {end}'])})")
         fn.do("ret void")
         self.module.functions.append(fn.render())
@@ -309,6 +327,9 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
 
 
 INT32_MAX = 2**31 - 1
+# A parallel loop's chunks are computed in i32 up to this static extent (nth + extent - 1 and
+# tid * chunk stay below 2**31 for fewer than 2**30 threads), in i64 beyond it and when symbolic.
+PARALLEL_INT32_EXTENT = 2**30
 
 
 def check_trip_count(s: For) -> None:

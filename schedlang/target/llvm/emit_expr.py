@@ -15,7 +15,7 @@ from .externs import check_symbol
 from .mathlib import MATH_FUNCTIONS, math_declarations, math_function
 from ...expr.bounds import const_bounds
 from ...expr.equality import equal
-from ...expr.nodes import FAST_MATH_MARKER
+from ...expr.nodes import FAST_MATH_MARKER, NEG
 from .types import compute_type, constant, literal, memory_type, scalar_compute, signed, vec
 
 # Floating point is IEEE by default: no flags on the user's arithmetic. FAST_MATH is what
@@ -32,7 +32,7 @@ _ICMP_S = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne":
 _ICMP_U = {"lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge", "eq": "eq", "ne": "ne"}
 # Results that are bfloat16 values whenever the operands are (no rounding needed).
 _EXACT_BINARY = frozenset({"min", "max"})
-_EXACT_CALLS = frozenset({"abs", "floor", "ceil", "round", "trunc", "nearbyint", "copysign", FAST_MATH_MARKER})
+_EXACT_CALLS = frozenset({NEG, "abs", "floor", "ceil", "round", "trunc", "nearbyint", "copysign", FAST_MATH_MARKER})
 _LLVM_UNARY = {"sqrt": "sqrt", "abs": "fabs", "floor": "floor", "ceil": "ceil", "round": "roundeven",
                "trunc": "trunc", "exp2": "exp2", "log2": "log2", "sin": "sin", "cos": "cos",
                "exp": "exp", "log": "log", "tanh": "tanh"}
@@ -305,6 +305,8 @@ class ExprEmitter(DivisionEmitter, BFloatEmitter, HalfEmitter):
                 self.fast_region = saved
         args = [self.expr(a) for a in e.args]
         ty = compute_type(e.dtype)
+        if e.name == NEG:      # flips the sign bit (fsub from 0.0 would give +0.0 for +0.0)
+            return self.fn.emit(f"fneg {ty} {args[0]}", "neg")
         is_f32 = scalar_compute(e.dtype) == "float"
         if e.name in MATH_FUNCTIONS and is_f32:
             scalef = (self.module.target.vector_bits or 0) >= 512     # AVX-512: vscalefps

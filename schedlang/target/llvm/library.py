@@ -7,7 +7,8 @@ of the entry symbol, the parameters (name, shape, dtype, output or not), the tar
 options, the buffer names that bounds-check reports refer to, the size variables and
 checks of symbolic shapes, and the extern calls (by registered name) the code makes. The object is linked
 into a shared library with the system C compiler; a module with parallel loops links
-the same libgomp the JIT uses.
+the same libgomp the JIT uses. The file ends with a checksum that load_module verifies
+before loading, and it is replaced atomically (a reader sees the old file or the new one).
 """
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ import shutil
 import subprocess
 import tempfile
 
+from ...disk import write_atomically
 from ...expr.extent import extent_to_json
+from ..elf import with_checksum
 from .codegen import symbol
 from .forksafe import SERIAL_FLAG
 from .jit import emit_shared_object_code
@@ -27,7 +30,7 @@ from .jit import emit_shared_object_code
 INFO_SYMBOL = "schedlang_module_info"
 PACKED_HOOK = "schedlang_packed_hook"     # the loader's callback for extern calls
 FORMAT = "schedlang-llvm-module"
-VERSION = 2      # 2: symbolic shapes (size variables, extents as expressions); 1 is read too
+VERSION = 3      # 3: the file ends with a checksum (target/elf.py); 2: symbolic shapes; 1 and 2 are read too
 
 
 def module_info(mod) -> dict:
@@ -116,9 +119,12 @@ def export_library(mod, path: str) -> None:
         with open(obj_path, "wb") as f:
             f.write(obj)
         # -Bsymbolic: the module's own calls (bounds-check reports) bind inside the library.
-        cmd = [_compiler(), "-shared", "-o", os.path.abspath(path), obj_path, "-Wl,-Bsymbolic"]
+        linked = os.path.join(tmp, "module.so")
+        cmd = [_compiler(), "-shared", "-o", linked, obj_path, "-Wl,-Bsymbolic"]
         cmd += _link_openmp(mod.parallel_runtime)
         cmd += ["-lm"]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"linking {path} failed ({' '.join(cmd)}):\n{done.stderr.strip()}")
+        with open(linked, "rb") as f:
+            write_atomically(path, with_checksum(f.read()))

@@ -1,4 +1,9 @@
-"""load_module: a shared library written by export_library, callable like the built module."""
+"""load_module: a shared library written by export_library, callable like the built module.
+
+Every check is made on the file's bytes before the dynamic loader sees them (target/elf.py:
+a whole ELF library for this machine, its checksum, the module record read without
+loading), and what is loaded is exactly those bytes, from a private copy
+(target/sharedlib.py): a file re-exported to the same path runs its new code."""
 from __future__ import annotations
 
 import ctypes
@@ -8,7 +13,9 @@ import os
 from ...dtypes import dtype
 from ...expr.extent import extent_from_json
 from ...expr.nodes import Buffer, Var
+from ..elf import check_library, checksum, read_symbol
 from ..shapes import SizeBinder
+from ..sharedlib import load_bytes
 from ..target import LLVMOptions, Target
 from .cpus import why_not_runnable
 from . import forksafe
@@ -39,7 +46,6 @@ class LoadedModule(LLVMModule):
 
     def __init__(self, path: str):
         info, lib = _open(path)
-        _check_host_runs(path, info["options"])
         self.path = path
         self.target = Target("llvm", LLVMOptions(**info["options"]))
         self.name = info["name"]
@@ -56,12 +62,7 @@ class LoadedModule(LLVMModule):
         sizes = info.get("sizes")
         self._sizes = SizeBinder.from_json(sizes, self.params, variables) if sizes else None
         self._bind_entry(info["entry"], bool(info["openmp"]), len(self._sizes.sizes) if self._sizes else 0)
-        self._packed_hook = _bind_packed_calls(lib, info.get("packed"))
-        if info["openmp"]:
-            try:
-                forksafe.add_library_flag(self._compiled.global_address(SERIAL_FLAG))
-            except ValueError:     # no parallel launch in this library, so no flag either
-                pass
+        self._packed_hook = _HOOKS.get(lib._handle)
         self._not_runnable = None
 
     def get_source(self, fmt: str = "ll") -> str:
@@ -72,11 +73,14 @@ class LoadedModule(LLVMModule):
         raise ValueError("a loaded module cannot be exported again; copy its file instead")
 
 
-def _bind_packed_calls(lib: ctypes.CDLL, calls):
+_HOOKS: dict = {}     # library handle -> its extern-call callback (kept as long as the library)
+
+
+def _bind_packed_calls(lib: ctypes.CDLL, calls) -> None:
     """Point the library's extern-call hook at a callback that calls, by name, the functions
-    registered in this process (sl.register_func); returns the callback (keep it alive)."""
+    registered in this process (sl.register_func)."""
     if not calls:
-        return None
+        return
     table = {int(call_id): (func, [tuple(spec) for spec in specs]) for call_id, (func, specs) in calls.items()}
 
     def call(call_id: int, argv: int) -> None:
@@ -85,34 +89,63 @@ def _bind_packed_calls(lib: ctypes.CDLL, calls):
             return
         packed.call_descriptor(*table[call_id], argv)
 
-    # One callback per loaded library, kept for the process: loading the same file again
-    # returns the same library (dlopen), whose hook must not point at a freed callback.
-    if lib._handle not in _HOOKS:
-        _HOOKS[lib._handle] = packed.CALLBACK(call)
-        ctypes.c_void_p.in_dll(lib, PACKED_HOOK).value = ctypes.cast(_HOOKS[lib._handle], ctypes.c_void_p).value
-    return _HOOKS[lib._handle]
+    _HOOKS[lib._handle] = packed.CALLBACK(call)
+    ctypes.c_void_p.in_dll(lib, PACKED_HOOK).value = ctypes.cast(_HOOKS[lib._handle], ctypes.c_void_p).value
 
 
-_HOOKS: dict = {}
+def _first_load(info: dict):
+    """What a library needs once, when its contents are loaded for the first time (loading
+    equal contents again shares the library: sharedlib.load_bytes)."""
+    def setup(lib: ctypes.CDLL) -> None:
+        _bind_packed_calls(lib, info.get("packed"))
+        if info["openmp"]:
+            try:
+                forksafe.add_library_flag(ctypes.addressof(ctypes.c_char.in_dll(lib, SERIAL_FLAG)))
+            except ValueError:     # no parallel launch in this library, so no flag either
+                pass
+    return setup
+
+
+def _read(path: str) -> bytes:
+    if os.path.isdir(path):
+        raise ValueError(f"{path!r} is a directory, not a module file; load the .so that export_library wrote")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no module file {path!r}")
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _info(data: bytes, path: str) -> dict:
+    """The module record stored in the library, read from its bytes (no dlopen)."""
+    check_library(data, path)
+    raw = read_symbol(data, INFO_SYMBOL, path)
+    if raw is None:
+        raise ValueError(f"{path} is not a schedlang module (it has no {INFO_SYMBOL}); "
+                         "write one with mod.export_library(path)")
+    try:
+        info = json.loads(raw.rstrip(b"\0").decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise ValueError(f"{path} cannot be loaded: its {INFO_SYMBOL} is not a JSON record (the file is corrupt)") \
+            from None
+    if not isinstance(info, dict) or info.get("format") != FORMAT or info.get("version") not in (1, 2, VERSION):
+        got = (f"format {info.get('format')!r} version {info.get('version')!r}" if isinstance(info, dict)
+               else "no format")
+        raise ValueError(f"{path} holds a schedlang module of {got}; this schedlang reads {FORMAT!r} "
+                         f"versions 1 to {VERSION}")
+    if info["version"] >= 3 and checksum(data) is not True:
+        raise ValueError(f"{path} cannot be loaded: the file is truncated or corrupt (its checksum is missing)")
+    return info
 
 
 def _open(path: str):
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no module file {path!r}")
+    """(module record, library), checked before anything of the file is loaded."""
+    data = _read(path)
+    info = _info(data, path)
+    _check_host_runs(path, info["options"])
     # Load the JIT's libgomp first, so that a module with parallel loops shares it with
     # modules built in this process (two OpenMP runtimes would each start their threads).
     openmp_library()
-    lib = ctypes.CDLL(os.path.abspath(path))
-    try:
-        raw = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(lib, INFO_SYMBOL)))
-    except ValueError:
-        raise ValueError(f"{path} is not a schedlang module (it has no {INFO_SYMBOL}); "
-                         "write one with mod.export_library(path)") from None
-    info = json.loads(raw.decode("utf-8"))
-    if info.get("format") != FORMAT or info.get("version") not in (1, VERSION):
-        raise ValueError(f"{path} holds a schedlang module of format {info.get('format')!r} version "
-                         f"{info.get('version')!r}; this schedlang reads {FORMAT!r} version {VERSION}")
-    return info, lib
+    return info, load_bytes(data, _first_load(info))
 
 
 def _check_host_runs(path: str, options: dict) -> None:

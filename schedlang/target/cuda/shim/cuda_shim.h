@@ -97,6 +97,11 @@ template <typename T> inline T __shfl_sync(unsigned, T v, int src, int width = 3
 inline float __int_as_float(int x) { return std::bit_cast<float>(x); }
 inline double __longlong_as_double(long long x) { return std::bit_cast<double>(x); }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+// CUDA's bit counts of 32 and 64 bits (__clz(0) is 32, as CUDA defines it).
+inline int __popc(unsigned x) { return std::popcount(x); }
+inline int __popcll(unsigned long long x) { return std::popcount(x); }
+inline int __clz(int x) { return std::countl_zero((unsigned)x); }
+inline int __clzll(long long x) { return std::countl_zero((unsigned long long)x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 
 typedef _Float16 __half;
@@ -124,3 +129,58 @@ inline __half2 __float22half2_rn(float2 f) { return {__float2half(f.x), __float2
 struct alignas(4) __nv_bfloat162 { __nv_bfloat16 x, y; };
 inline float2 __bfloat1622float2(__nv_bfloat162 h) { return {__bfloat162float(h.x), __bfloat162float(h.y)}; }
 inline __nv_bfloat162 __float22bfloat162_rn(float2 f) { return {__float2bfloat16_rn(f.x), __float2bfloat16_rn(f.y)}; }
+
+// The bounds-checked build (emulate(..., bounds_check=True)): every pointer parameter and
+// every shared or local array of a kernel is used through a sl_shim::checked<T>, which knows
+// its buffer's name, scope and element count. An
+// access outside it touches a zeroed scratch element instead of memory, and the first one is
+// recorded for the host to raise (a throw would end the process from a std::thread).
+#include <atomic>
+#include <cstdio>
+namespace sl_shim {
+inline const char* kernel_name = "";
+inline std::atomic<bool> bounds_failed{false};
+inline char bounds_message[512];
+
+inline void out_of_bounds(const char* scope, const char* buffer, long long index, long long lanes,
+                          long long size) {
+  bool expected = false;
+  if (!bounds_failed.compare_exchange_strong(expected, true)) return;
+  char vector[64] = "";
+  if (lanes > 1) std::snprintf(vector, sizeof vector, " (a %lld-element vector access)", lanes);
+  std::snprintf(bounds_message, sizeof bounds_message,
+                "kernel %s: accesses %s buffer '%s' at index %lld%s, outside its %lld elements, in "
+                "thread (%u, %u, %u) of block (%u, %u, %u)", kernel_name, scope, buffer, index, vector, size,
+                threadIdx.x, threadIdx.y, threadIdx.z, blockIdx.x, blockIdx.y, blockIdx.z);
+}
+
+template <typename T> struct checked {
+  T* data;
+  long long size;
+  const char* name;
+  const char* scope = "global";
+  long long offset = 0;
+
+  T& operator[](long long i) const {
+    if (offset + i < 0 || offset + i >= size) {
+      out_of_bounds(scope, name, offset + i, 1, size);
+      static thread_local T scratch;
+      scratch = T{};
+      return scratch;
+    }
+    return data[offset + i];
+  }
+  checked operator+(long long i) const { return {data, size, name, scope, offset + i}; }
+  // (const float4*)(A + i): a vector access of the elements from A + i on
+  template <typename U> explicit operator U*() const {
+    constexpr long long lanes = (sizeof(U) + sizeof(T) - 1) / sizeof(T);
+    if (offset < 0 || offset + lanes > size) {
+      out_of_bounds(scope, name, offset, lanes, size);
+      alignas(64) static thread_local unsigned char scratch[64];
+      std::memset(scratch, 0, sizeof scratch);
+      return reinterpret_cast<U*>(scratch);
+    }
+    return reinterpret_cast<U*>(data + offset);
+  }
+};
+}  // namespace sl_shim
