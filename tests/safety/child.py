@@ -20,3 +20,20 @@ def run_child(code: str, timeout: float = 120) -> str:
         raise AssertionError(f"the child process hung for {timeout} s; its output:\n{e.stdout}\n{e.stderr}") from None
     assert done.returncode == 0, f"the child process exited with {done.returncode}:\n{done.stdout}\n{done.stderr}"
     return done.stdout
+
+
+# Memory probes for a child's snippet (prepend it): rss() the resident set, heap_in_use() the
+# bytes glibc's malloc has handed out and not had back, both in bytes.
+MEMORY_PROBES = """
+import ctypes
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+def heap_in_use():
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in "arena ordblks smblks hblks hblkhd usmblks fsmblks "
+                                                  "uordblks fordblks keepcost".split()]
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = MallInfo2
+    return libc.mallinfo2().uordblks
+"""
