@@ -15,6 +15,13 @@ aten = torch.ops.aten
 torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _inference():
+    """The compiled modules compute no gradients: call them (and eager) as inference does."""
+    with torch.no_grad():
+        yield
+
+
 @pytest.mark.parametrize("shape,pad", [
     ((3, 5), [1, 2]), ((3, 5), [2, 0, 0, 3]), ((2, 3, 4, 5), [1, 1, 2, 2]),   # conv-style spatial pads
     ((4, 7), [-2, 1]), ((4, 7), [3, -3, -1, 0]), ((6,), [0, 0]), ((2, 3, 5), [1, 0, 0, 0, 2, 1]),

@@ -20,6 +20,13 @@ torch.manual_seed(0)
 S, D = 7, 8
 
 
+@pytest.fixture(autouse=True)
+def _inference():
+    """The compiled modules compute no gradients: call them (and eager) as inference does."""
+    with torch.no_grad():
+        yield
+
+
 class ManualCausal(nn.Module):
     def forward(self, q, k, v):
         s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])

@@ -8,6 +8,14 @@ import torch
 import schedlang.torch as st
 from schedlang.torch import zoo
 
+
+@pytest.fixture(autouse=True)
+def _inference():
+    """The compiled modules compute no gradients: call them (and eager) as inference does."""
+    with torch.no_grad():
+        yield
+
+
 CNN = {"convolution", "_native_batch_norm_legit_no_training"}
 # What each model may still run in torch (not lowered yet); the transformers run nothing.
 STILL_IN_TORCH = {
