@@ -59,3 +59,14 @@ def test_zoo_build_is_seeded_and_checks_its_arguments():
         zoo.build("vgg")
     with pytest.raises(ValueError, match="unknown size"):
         zoo.build("gpt2", "huge")
+
+
+def test_llama_through_dynamo_compiles_whole():
+    """torch.compile(model, backend="schedlang") sees the same ops (arange, embedding, any ...)."""
+    import schedlang.torch.dynamo  # noqa: F401  (registers the backend)
+    module, inputs = zoo.build("llama")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        fast = torch.compile(module, backend="schedlang")
+        got = fast(*inputs)
+    torch.testing.assert_close(got, module(*inputs), rtol=1e-4, atol=1e-4)
