@@ -35,6 +35,7 @@ class Part:
     inputs: List[Tuple[str, sl.Tensor]] = field(default_factory=list)
     outputs: List[Tuple[str, sl.Tensor]] = field(default_factory=list)
     aliases: Dict[str, str] = field(default_factory=dict)   # output name -> the input it is
+    checks: Dict[str, Tuple[type, str]] = field(default_factory=dict)   # guard output -> (error, message)
 
     def __str__(self) -> str:
         return print_tensor_ir([t.op for _, t in self.outputs])
@@ -61,6 +62,15 @@ class LoweredProgram:
     @property
     def parts(self) -> List[Part]:
         return [s for s in self.steps if isinstance(s, Part)]
+
+    def fallback_counts(self) -> Dict[str, int]:
+        """op -> how many of its nodes run in torch, in graph order (getitems of a torch
+        result are not counted: they follow their op)."""
+        counts: Dict[str, int] = {}
+        for s in self.steps:
+            if isinstance(s, TorchStep) and s.node.op != "getitem":
+                counts[s.node.op] = counts.get(s.node.op, 0) + 1
+        return counts
 
     def __str__(self) -> str:
         if len(self.steps) == 1 and isinstance(self.steps[0], Part):
@@ -102,6 +112,7 @@ class _Lowering:
         self.torch_steps: List[Tuple[int, TorchStep]] = []
         self.members: Dict[int, List[str]] = {}
         self.packs: Dict[str, PackSpec] = {}
+        self.checks: Dict[str, Tuple[type, str]] = {}  # guard flag name -> (error, message): LowerContext.guard
 
     def run(self, warn: bool) -> LoweredProgram:
         for i in self.graph.inputs:
@@ -186,10 +197,13 @@ class _Lowering:
         if fn is None:
             self.to_torch(node, refs, "no lowering")
             return
+        guards: List[Tuple[Any, str, type]] = []
         try:
             args = map_refs(node.args, lambda r: self.value_in(part, r.name))
             kwargs = map_refs(node.kwargs, lambda r: self.value_in(part, r.name))
-            result = fn(LowerContext(node.name, self.target, packer=self.packed), *args, **kwargs)
+            ctx = LowerContext(node.name, self.target, packer=self.packed,
+                               guarder=lambda flag, message, error: guards.append((flag, message, error)))
+            result = fn(ctx, *args, **kwargs)
         except Unsupported as e:
             self.to_torch(node, refs, f"unsupported: {e}")
             return
@@ -199,6 +213,13 @@ class _Lowering:
         self.values[node.name] = list(result) if isinstance(result, (list, tuple)) else result
         self.where[node.name] = ("part", part)
         self.members.setdefault(part, []).append(node.name)
+        for k, (flag, message, error) in enumerate(guards):
+            # an output of the part, always computed (eager raises even if the result is unused)
+            name = f"{node.name}__guard{k}"
+            self.values[name], self.where[name] = flag, ("part", part)
+            self.members[part].append(name)
+            self.checks[name] = (error, message)
+            self.needed[name] = None
 
     def check_result(self, node: TorchNode, result) -> None:
         """The lowering's result has the node's shapes and dtypes (else a lowering bug)."""
@@ -237,6 +258,7 @@ class _Lowering:
             by_op = {id(t.op): name for (k, name), t in self.placeholders.items() if k == part.index}
             by_op.update({id(t.op): name for name, t in self.inputs.items()})
             part.aliases = {n: by_op[id(self.values[n].op)] for n in part.aliases}
+            part.checks = {n: m for n, m in self.checks.items() if self.where[n][1] == part.index}
             part.outputs.sort(key=lambda o: self.members[part.index].index(o[0]))
             for op in post_order([t.op for _, t in part.outputs]):
                 if isinstance(op, PlaceholderOp):

@@ -56,6 +56,11 @@ class CompiledModule:
             for part in self.program.parts:
                 self._module(part)
 
+    def fallback_ops(self) -> Dict[str, int]:
+        """The ops that run in torch, not in schedlang kernels: op -> number of nodes
+        (empty when the whole module is compiled)."""
+        return self.program.fallback_counts()
+
     # ------------------------------------------------------------ building
     def _module(self, part: Part, modules: Optional[Dict[int, Any]] = None):
         """The built module of part (sl.build's cache makes a repeated workload free)."""
@@ -344,6 +349,9 @@ class CompiledModule:
             results.append(out)
             values[name] = out
         launch(self._module(part, modules), arrays + results)
+        for name, (error, message) in part.checks.items():   # guards (LowerContext.guard): embedding's indices ...
+            if bool(values.pop(name)):
+                raise error(message)
         for name, src in part.aliases.items():
             values[name] = values[src]
 

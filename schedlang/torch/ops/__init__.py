@@ -6,4 +6,7 @@ from .registry import Unsupported  # noqa: F401,E402
 from . import elementwise  # noqa: F401,E402
 from . import index  # noqa: F401,E402
 from . import creation  # noqa: F401,E402
+from . import activation  # noqa: F401,E402
 from . import matmul, norm, reduce  # noqa: F401,E402  (registers their lowerings)
+from . import gather  # noqa: F401,E402
+from . import attention  # noqa: F401,E402

@@ -273,3 +273,45 @@ def max_dim(ctx, x, dim, keepdim=False):
 @register_lowering("aten.min.dim")
 def min_dim(ctx, x, dim, keepdim=False):
     return _value_and_index(ctx, x, dim, keepdim, False, "min")
+
+
+# ---- any, all
+
+any_reducer = sl.comm_reducer(lambda x, y: sl.any(x, y), lambda dtype: sl.const(False, "bool"), name="any")
+all_reducer = sl.comm_reducer(lambda x, y: sl.all(x, y), lambda dtype: sl.const(True, "bool"), name="all")
+
+
+def _truth(ctx, x, dims, keepdim, reducer, op: str) -> sl.Tensor:
+    """Whether any (all) elements of x over dims are nonzero: bool, or uint8 for a uint8 x
+    as torch gives (NaN is nonzero)."""
+    out = "uint8" if str(x.dtype) == "uint8" else "bool"
+    dims = norm_dims(dims, x.ndim, op)
+
+    def nonzero(index):
+        v = x[tuple(index)]
+        return v if v.dtype.is_bool else v != sl.const(0, v.dtype)
+    acc_name, name = acc_and_result_names(ctx.name(), "bool", out)
+    value = reduction(x.shape, dims, keepdim, reducer, nonzero, acc_name)
+    return cast_stage(value, out, name)
+
+
+@register_lowering("aten.any.dim", "aten.any.dims")
+def any_dim(ctx, x, dim=None, keepdim=False):
+    return _truth(ctx, x, None if dim is None else [dim] if isinstance(dim, int) else dim, keepdim,
+                  any_reducer, "any")
+
+
+@register_lowering("aten.any.default")
+def any_all(ctx, x):
+    return _truth(ctx, x, None, False, any_reducer, "any")
+
+
+@register_lowering("aten.all.dim", "aten.all.dims")
+def all_dim(ctx, x, dim=None, keepdim=False):
+    return _truth(ctx, x, None if dim is None else [dim] if isinstance(dim, int) else dim, keepdim,
+                  all_reducer, "all")
+
+
+@register_lowering("aten.all.default")
+def all_all(ctx, x):
+    return _truth(ctx, x, None, False, all_reducer, "all")

@@ -38,6 +38,15 @@ class LowerContext:
     target: object = None
     _used: Dict[str, int] = field(default_factory=dict)
     packer: Optional[Callable] = None
+    guarder: Optional[Callable] = None
+
+    def guard(self, flag, message: str, error: type = IndexError) -> None:
+        """Raise error(message) at run time when flag (a 0-d bool tensor the lowering
+        computes, e.g. "some index is out of range") is true: the part computes flag with
+        the op's result and the compiled module checks it after the part runs. Without a
+        guarder (a lowering called on its own, as in tests) the flag is not computed."""
+        if self.guarder is not None:
+            self.guarder(flag, message, error)
 
     def packed(self, tensor, width: int):
         """A placeholder of tensor's [ceil(N / width), K, width] panels (prepack.py), which the

@@ -1,0 +1,72 @@
+"""The model zoo (schedlang.torch.zoo) at tiny sizes, compiled whole and compared with eager
+torch; the ops each model still runs in torch are recorded here."""
+import warnings
+
+import pytest
+import torch
+
+import schedlang.torch as st
+from schedlang.torch import zoo
+
+
+@pytest.fixture(autouse=True)
+def _inference():
+    """The compiled modules compute no gradients: call them (and eager) as inference does."""
+    with torch.no_grad():
+        yield
+
+
+CNN = {"convolution", "_native_batch_norm_legit_no_training"}
+# What each model may still run in torch (not lowered yet); the transformers run nothing.
+STILL_IN_TORCH = {
+    "resnet18": CNN | {"max_pool2d_with_indices"},
+    "resnet50": CNN | {"max_pool2d_with_indices"},
+    "mobilenet_v2": CNN,
+    "bert": set(), "gpt2": set(), "llama": set(),
+}
+# Ops these models produce that are lowered: they must never fall back.
+LOWERED = {"hardtanh", "relu6", "arange", "any", "all", "embedding", "constant_pad_nd", "logical_not", "where",
+           "full", "scalar_tensor", "full_like", "softmax", "layer_norm", "rms_norm", "linear", "matmul", "gelu",
+           "silu", "cos", "sin", "cat", "mean", "relu", "add", "mul", "eq", "le", "sub", "logical_and"}
+
+
+@pytest.mark.parametrize("name", sorted(zoo.MODELS))
+def test_zoo_model_matches_eager(name):
+    module, inputs = zoo.build(name, "tiny")
+    with torch.no_grad():
+        want = module(*inputs)
+    with warnings.catch_warnings():      # expected for the CNNs; an error for the others
+        warnings.simplefilter("ignore" if STILL_IN_TORCH[name] else "error", st.FallbackWarning)
+        compiled = st.compile(module, inputs)
+    fallbacks = compiled.fallback_ops()
+    assert set(fallbacks) <= STILL_IN_TORCH[name], f"{name}: new ops in torch: {fallbacks}"
+    assert not set(fallbacks) & LOWERED, f"{name}: lowered ops fall back: {fallbacks}"
+    if not STILL_IN_TORCH[name]:
+        assert len(compiled.program.parts) == 1, f"{name}: {len(compiled.program.parts)} parts"
+    assert fallbacks == zoo.coverage(module, inputs)
+    got = compiled(*inputs)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_zoo_build_is_seeded_and_checks_its_arguments():
+    a, xa = zoo.build("gpt2")
+    b, xb = zoo.build("gpt2")
+    assert torch.equal(xa[0], xb[0])
+    assert all(torch.equal(p, q) for p, q in zip(a.state_dict().values(), b.state_dict().values()))
+    assert not a.training
+    with pytest.raises(ValueError, match="unknown model"):
+        zoo.build("vgg")
+    with pytest.raises(ValueError, match="unknown size"):
+        zoo.build("gpt2", "huge")
+
+
+def test_llama_through_dynamo_compiles_whole():
+    """torch.compile(model, backend="schedlang") sees the same ops (arange, embedding, any ...)."""
+    import schedlang.torch.dynamo  # noqa: F401  (registers the backend)
+    module, inputs = zoo.build("llama")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        fast = torch.compile(module, backend="schedlang")
+        got = fast(*inputs)
+    torch.testing.assert_close(got, module(*inputs), rtol=1e-4, atol=1e-4)
