@@ -12,6 +12,7 @@ from typing import Dict, Sequence
 from ...errors import LoweringError, ScheduleError
 from ...expr.nodes import Expr
 from ...kernel.double_buffer import inject_double_buffer
+from ...kernel.launch import shared_bytes
 from ...kernel.lower import standard_passes
 from ...kernel.nodes import KernelModule, LaunchKind
 from ...kernel.thread_allreduce import lower_thread_allreduce
@@ -128,12 +129,6 @@ def check_double_buffer(st) -> None:
                             f"'{st.attach_stage.name}', which is {ann}; only a serial loop runs its iterations "
                             "in turn, so that one can fetch ahead for the next", axis=st.attach_ivar.name,
                             hint="compute it at a serial loop (the outer reduction loop in TVM's GEMM tutorial)")
-
-
-def shared_bytes(kernel) -> int:
-    """Static shared memory of a kernel: every shared allocation, as if all were live at once."""
-    return sum(s.buffer.size * s.buffer.dtype.bytes for s in walk_stmts(kernel.body)
-               if isinstance(s, Allocate) and s.buffer.scope == "shared")
 
 
 def writes_one_element(kernel) -> bool:

@@ -6,13 +6,14 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
+from ...kernel.launch import launch_dims
 from ...kernel.nodes import KernelModule
 from ...kernel.sizes import symbolic_buffers, symbolic_extents
-from ..llvm.module import check_arguments
+from ..arrays import check_arguments
 from ..shapes import SizeBinder
 from ..target import Target
 from . import shim
-from .codegen import check_grid, launch_dims
+from .codegen import check_grid
 from .codegen_vector import vector_alignments
 from .gpu import GPUProgram, gpu_problem
 from .nvrtc import PtxasInfo
