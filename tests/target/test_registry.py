@@ -19,7 +19,8 @@ def test_builtin_backends():
     assert llvm.kind == "llvm" and cuda.kind == "cuda"
     target = sl.Target.create("llvm")
     assert [name for name, _ in llvm.kernel_passes(target)] == [
-        "flatten_buffers", "unroll_loops", "simplify", "vectorize_loops", "simplify"]
+        "flatten_buffers", "unroll_loops", "simplify", "widen_index_arith", "vectorize_loops", "simplify",
+        "split_kernels", "add_size_params"]
     assert tuple(llvm.stage_names(target)) == ("llvm", "llvm.opt", "jit")
     with pytest.raises(ValueError, match="no backend for target kind 'opencl'"):
         sl.get_backend("opencl")
