@@ -6,9 +6,8 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from ...kernel.nodes import KernelModule
-from ...kernel.sizes import symbolic_buffers, symbolic_extents
 from ..arrays import check_arguments, describe_type
-from ..shapes import SizeBinder
+from ..module import BuiltModule
 from ..target import Target
 from . import forksafe
 from .arguments import resolve_arguments
@@ -19,7 +18,7 @@ from .packed import raise_pending
 from .status import StatusRecord, raise_for_status
 
 
-class LLVMModule:
+class LLVMModule(BuiltModule):
     """A compiled program. Call it with numpy arrays or CPU torch tensors, in argument order;
     results are written into the output arrays in place (no copies).
 
@@ -29,18 +28,11 @@ class LLVMModule:
     def __init__(self, kernel_ir: KernelModule, is_output: Sequence[bool], target: Target, texts: Dict[str, str],
                  compiled: CompiledModule, buffer_names: List[str], parallel_runtime: Optional[str],
                  not_runnable: Optional[str] = None):
-        self.target = target
-        self.name = kernel_ir.name
-        self.params = list(kernel_ir.params)
-        self._is_output = list(is_output)
+        super().__init__(kernel_ir, is_output, target, texts)
         self.parallel_runtime = parallel_runtime
-        self.ir = dict(texts)
         self._source = self.ir["llvm"]
         self._buffer_names = buffer_names
         self._compiled = compiled
-        self._sizes = (SizeBinder(self.params, kernel_ir.sizes, symbolic_buffers(kernel_ir),
-                                  symbolic_extents(kernel_ir), kernel_ir.size_args, kernel_ir.size_checks)
-                       if kernel_ir.sizes else None)
         self._bind_entry(symbol(self.name), "@GOMP_parallel" in self._source, len(kernel_ir.sizes))
         self._not_runnable = not_runnable     # compiled for a CPU this machine is not: why
 
