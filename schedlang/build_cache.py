@@ -10,13 +10,17 @@ The key is everything that determines the code:
   args, so a different order is a different module),
 - the target (a frozen, comparable object, every option included) and the module name.
 
-The cache holds at most MAX_MODULES modules and drops the least recently used. Turn it
-off for one build with ``sl.build(..., cache=False)`` or for the process with
-``schedlang.build_cache.ENABLED = False``.
+A built module is found while it is alive anywhere (the cache refers to it weakly), and the
+cache itself keeps the MAX_MODULES most recently used alive. A dropped module's LLVM code
+costs most of a megabyte, so that bound is what stays of modules the program no longer
+holds (schedlang.torch.compile builds each part through this cache: compiling and dropping
+many models must not keep a module per part). Turn it off for one build with
+``sl.build(..., cache=False)`` or for the process with ``schedlang.build_cache.ENABLED = False``.
 """
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Hashable, Optional, Sequence
@@ -24,7 +28,7 @@ from typing import Callable, Hashable, Optional, Sequence
 from .errors import ScheduleError
 
 ENABLED = True
-MAX_MODULES = 64
+MAX_MODULES = 8
 
 
 @dataclass
@@ -36,7 +40,8 @@ class CacheStats:
 
 
 stats = CacheStats()
-_modules: "OrderedDict[Hashable, object]" = OrderedDict()
+_modules: "OrderedDict[Hashable, object]" = OrderedDict()     # kept alive, least recently used first
+_alive: "weakref.WeakValueDictionary[Hashable, object]" = weakref.WeakValueDictionary()
 _lock = threading.Lock()
 
 
@@ -44,11 +49,12 @@ def clear() -> None:
     """Forget every cached module and reset the counters."""
     with _lock:
         _modules.clear()
+        _alive.clear()
         stats.hits = stats.misses = 0
 
 
 def size() -> int:
-    """Modules held now."""
+    """Modules the cache keeps alive now (at most MAX_MODULES; live modules beyond are found too)."""
     return len(_modules)
 
 
@@ -88,15 +94,23 @@ def cached_build(s, args: Sequence, target, name: Optional[str], enabled: Option
         return build()
     with _lock:
         module = _modules.get(key)
+        if module is None:
+            module = _alive.get(key)
         if module is not None:
-            _modules.move_to_end(key)
+            _keep(key, module)
             stats.hits += 1
             return module
     module = build()
     with _lock:
-        _modules[key] = module
-        _modules.move_to_end(key)
+        _alive[key] = module
+        _keep(key, module)
         stats.misses += 1
-        while len(_modules) > MAX_MODULES:
-            _modules.popitem(last=False)
     return module
+
+
+def _keep(key: Hashable, module) -> None:
+    """module is the most recently used; the least recently used beyond MAX_MODULES are let go."""
+    _modules[key] = module
+    _modules.move_to_end(key)
+    while len(_modules) > MAX_MODULES:
+        _modules.popitem(last=False)

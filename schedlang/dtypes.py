@@ -128,6 +128,18 @@ def dtype(value: Union[str, DType, np.dtype, type]) -> DType:
     raise ValueError(f"unsupported dtype {value!r}; supported: {', '.join(SUPPORTED)}")
 
 
+
+def to_bfloat16(values) -> np.ndarray:
+    """values rounded to bfloat16 as torch converts them: through float32, so an int or
+    float64 value is rounded twice (to float32, then to bfloat16; each to nearest even).
+    ml_dtypes' own int and float64 casts round once from 0.7 on and through float32 before,
+    so every conversion to bfloat16 in schedlang goes through here, not through astype."""
+    values = np.asarray(values)
+    if values.dtype == np.dtype(ml_dtypes.bfloat16):
+        return values
+    with np.errstate(over="ignore"):
+        return values.astype(np.float32).astype(ml_dtypes.bfloat16)
+
 float16 = DType("float", 16)
 float32 = DType("float", 32)
 float64 = DType("float", 64)

@@ -4,9 +4,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow      # five workloads tuned and timed beside torch (about 45 s): the benchmark script's check
 def test_tune_benchmark_quick_run(tmp_path):
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "tune.py"), "--quick",
                            "--log-dir", str(tmp_path)], capture_output=True, text=True, timeout=300)

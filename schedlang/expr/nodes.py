@@ -524,6 +524,10 @@ def _coerce_pair(a, b) -> Tuple[Expr, Expr]:
     return a, b
 
 
+_INT_DIVISIONS = {"floordiv": "{} // {}", "floormod": "{} % {}", "truncdiv": "truncdiv({}, {})",
+                  "truncmod": "truncmod({}, {})"}
+
+
 def binary(op: str, a, b) -> Expr:
     a, b = _coerce_pair(a, b)
     if a.dtype.is_bool and op in ("add", "sub", "mul", "div", "floordiv", "floormod"):
@@ -533,9 +537,8 @@ def binary(op: str, a, b) -> Expr:
                         "bitwise operations need integers")
     if op == "div" and not a.dtype.is_float:
         op = "floordiv"   # Halide semantics: integer division rounds toward -inf
-    if op in ("floordiv", "floormod") and not a.dtype.is_float and isinstance(b, Const) and b.value == 0:
-        sign = "//" if op == "floordiv" else "%"
-        raise ValueError(f"integer division by the constant zero in '{a} {sign} {b}'")
+    if op in _INT_DIVISIONS and not a.dtype.is_float and isinstance(b, Const) and b.value == 0:
+        raise ValueError(f"integer division by the constant zero in '{_INT_DIVISIONS[op].format(a, b)}'")
     return Binary(op, a, b)
 
 

@@ -30,19 +30,40 @@ SHUFFLES = ("shfl_down_sync", "shfl_sync")
 WARP = 32
 
 
-def _combine(s: ThreadAllReduce, a: Expr, b: Expr) -> Expr:
+def _combine(s: ThreadAllReduce, a: List[Expr], b: List[Expr]) -> List[Expr]:
     c = s.combiner
-    return substitute(c.result[0], {c.lhs[0]: a, c.rhs[0]: b})
+    env = dict(zip(c.lhs, a))
+    env.update(zip(c.rhs, b))
+    return [substitute(r, env) for r in c.result]
+
+
+def _mine(s: ThreadAllReduce) -> List[Expr]:
+    return [Load(b, (Const(0),)) for b in s.buffers]
+
+
+def _store_all(s: ThreadAllReduce, values: List[Expr], tag: str) -> Stmt:
+    """buffers[i][0] = values[i] for every i, each value bound first: every new value reads the
+    old ones (a tuple reducer's combiner compares one value and selects all)."""
+    if len(values) == 1:
+        return Store(s.buffers[0], (Const(0),), values[0])
+    temps = [Var(f"{b.name}.{tag}", b.dtype) for b in s.buffers]
+    out: Stmt = seq(*(Store(b, (Const(0),), t) for b, t in zip(s.buffers, temps)))
+    for t, v in reversed(list(zip(temps, values))):
+        out = Let(t, v, out)
+    return out
 
 
 def _shuffle_step(s: ThreadAllReduce, kind: str, mask: int, lane_arg: int, width: int) -> Stmt:
-    """buffer[0] = combine(buffer[0], shuffle(buffer[0])) (or the shuffled value itself for a broadcast)."""
-    dt = s.buffer.dtype
-    mine = Load(s.buffer, (Const(0),))
-    other = Var(f"{s.buffer.name}.{'down' if kind == 'shfl_down_sync' else 'lane0'}", dt)
-    value = Call(kind, (Const(mask, UINT32), mine, Const(lane_arg), Const(width)), dt)
-    new = _combine(s, mine, other) if kind == "shfl_down_sync" else other
-    return Let(other, value, Store(s.buffer, (Const(0),), new))
+    """buffers[0] = combine(buffers[0], shuffle(buffers[0])) (or the shuffled value itself for a
+    broadcast), for every value of the combiner at once."""
+    name = "down" if kind == "shfl_down_sync" else "lane0"
+    others = [Var(f"{b.name}.{name}", b.dtype) for b in s.buffers]
+    new = _combine(s, _mine(s), others) if kind == "shfl_down_sync" else others
+    out = _store_all(s, new, "new")
+    for b, other in reversed(list(zip(s.buffers, others))):
+        value = Call(kind, (Const(mask, UINT32), Load(b, (Const(0),)), Const(lane_arg), Const(width)), b.dtype)
+        out = Let(other, value, out)
+    return out
 
 
 def _tree(s: ThreadAllReduce, mask: int, lanes: int, width: int) -> List[Stmt]:
@@ -67,7 +88,7 @@ def lower_one(s: ThreadAllReduce, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
     mask = 0xFFFFFFFF if n >= WARP else (1 << n) - 1
     if T <= WARP:
         return seq(*_tree(s, mask, T, T), _shuffle_step(s, "shfl_sync", mask, 0, T))
-    x, dt = s.var, s.buffer.dtype
+    x = s.var
     row: Expr = Const(0)
     stride = T
     for tag in ("threadIdx.y", "threadIdx.z"):      # the other thread axes: which row of the block
@@ -76,19 +97,21 @@ def lower_one(s: ThreadAllReduce, threads: Dict[str, Tuple[Var, int]]) -> Stmt:
             row = v * (stride // T) if isinstance(row, Const) and row.value == 0 else row + v * (stride // T)
             stride *= e
     rows, warps = n // T, T // WARP
-    per_warp = Buffer(f"{s.buffer.name}.warps", (rows * warps,), dt, "shared")
-    result = Buffer(f"{s.buffer.name}.result", (rows,), dt, "shared")
-    mine = Load(s.buffer, (Const(0),))
-    identity = s.combiner.identity[0]
     row = simplify(row)
+    per_warp = [Buffer(f"{b.name}.warps", (rows * warps,), b.dtype, "shared") for b in s.buffers]
+    result = [Buffer(f"{b.name}.result", (rows,), b.dtype, "shared") for b in s.buffers]
+    mine = _mine(s)
     body = seq(
         *_tree(s, mask, WARP, WARP),
-        IfThen(x % WARP == 0, Store(per_warp, (simplify(row * warps + x // WARP),), mine)),
-        Store(s.buffer, (Const(0),), select(x < warps, Load(per_warp, (simplify(row * warps + x),)), identity, guarded=True)),
+        IfThen(x % WARP == 0, seq(*(Store(w, (simplify(row * warps + x // WARP),), v) for w, v in zip(per_warp, mine)))),
+        *(Store(b, (Const(0),), select(x < warps, Load(w, (simplify(row * warps + x),)), identity, guarded=True))
+          for b, w, identity in zip(s.buffers, per_warp, s.combiner.identity)),
         *_tree(s, mask, 1 << (warps - 1).bit_length(), WARP),
-        IfThen(x == 0, Store(result, (row,), mine)),
-        Store(s.buffer, (Const(0),), Load(result, (row,))))
-    return Allocate(per_warp, Allocate(result, body))
+        IfThen(x == 0, seq(*(Store(r, (row,), v) for r, v in zip(result, mine)))),
+        *(Store(b, (Const(0),), Load(r, (row,))) for b, r in zip(s.buffers, result)))
+    for buffer in reversed(per_warp + result):
+        body = Allocate(buffer, body)
+    return body
 
 
 class _LowerAllReduce(StmtMutator):

@@ -92,8 +92,8 @@ class _Touched:
                 self._scan(x, ctx, final)
         elif isinstance(s, Allocate):
             self._scan(s.body, ctx, final)
-        elif isinstance(s, ThreadAllReduce) and (ctx or s.buffer in self.buffers):
-            self.buffers.add(s.buffer)
+        elif isinstance(s, ThreadAllReduce) and (ctx or any(b in self.buffers for b in s.buffers)):
+            self.buffers.update(s.buffers)
             if final:
                 raise LoweringError(STAGE, f"a cross-thread reduction into '{s.buffer.name}' depends on the "
                                     "virtual thread; bind the reduction inside a stage computed outside the "

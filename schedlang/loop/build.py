@@ -24,7 +24,7 @@ from ..tensor.reduce import Reduce
 from .nodes import (BOUND, PARALLEL as K_PARALLEL, SERIAL, UNROLLED, VECTORIZED, Allocate, For, Func,
                     IfThen, Let, StageNest, Stmt, Store, seq)
 from .plan import Program, StagePlan
-from . import cross_thread
+from . import cooperative, cross_thread
 from . import scan as scan_lowering
 from ..tensor.extern import ExternOp
 from ..tensor.op import output_name as tensor_output_name
@@ -96,6 +96,7 @@ class _FuncBuilder:
         # the loops of enclosing stages too.
         self.loop_ranges = {a.var: (0, self.extents[p.name][a] - 1)
                             for p in program.plans if not p.is_input for a in p.leaves}
+        self.block_threads = cooperative.block_threads(program, self.extents)    # GPU kernels' threadIdx extents
         self.children: Dict[Tuple[str, int], List[StagePlan]] = {}
         for p in program.plans:
             if p.attach_type == "at":
@@ -225,7 +226,6 @@ class _FuncBuilder:
     def nest(self, plan: StagePlan, loops: Sequence[IterVar], inner: Stmt, guards: List[Expr], attach: bool) -> Stmt:
         """Loops around inner, each guard just inside the deepest loop it mentions, and the
         stages computed at each loop at the start of its body."""
-        ext = self.extents[plan.name]
         levels: Dict[int, List[Expr]] = {}
         for g in guards:
             lvl = max((i for i, a in enumerate(loops) if uses_var(g, a.var)), default=-1)
@@ -233,15 +233,22 @@ class _FuncBuilder:
         body = inner
         for i in reversed(range(len(loops))):
             a = loops[i]
-            body = _guarded(levels.get(i, []), body)
-            if attach:
-                for child in reversed(self.children.get((plan.name, id(a)), [])):
-                    body = self.allocate(child, seq(self.stage_nest(child), body))
-            ann = plan.annotation(a)
-            kind = _KIND[ann.kind] if ann is not None else SERIAL
-            body = For(a.var, ext[a], body, kind, ann.thread_tag if ann is not None else "",
-                       plan.pragmas_of(a) + self.double_buffers_at(plan, a, attach))
+            body = self.loop(plan, a, _guarded(levels.get(i, []), body), attach)
         return _guarded(levels.get(-1, []), body)
+
+    def loop(self, plan: StagePlan, a: IterVar, body: Stmt, attach: bool) -> Stmt:
+        """Loop a of plan around body, with the stages computed at a (if attach) at the start of its body."""
+        if attach:
+            for child in reversed(self.children.get((plan.name, id(a)), [])):
+                nest = cooperative.distribute_over_threads(
+                    self.stage_nest(child), cooperative.idle_threads(child, self.program, self.block_threads), child.name)
+                nest = cooperative.bind_inner_threads(nest, child, self.program, self.offsets[child.name],
+                                                      self.loop_ranges)
+                body = self.allocate(child, seq(nest, body))
+        ann = plan.annotation(a)
+        kind = _KIND[ann.kind] if ann is not None else SERIAL
+        return For(a.var, self.extents[plan.name][a], body, kind, ann.thread_tag if ann is not None else "",
+                   plan.pragmas_of(a) + self.double_buffers_at(plan, a, attach))
 
     def double_buffers_at(self, plan: StagePlan, a: IterVar, attach: bool) -> Tuple:
         """("double_buffer_scope", buffer name) for each double-buffered stage computed at loop a

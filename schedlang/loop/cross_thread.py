@@ -10,6 +10,7 @@ thread of the block executes.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import List, Optional
 
 from ..errors import ScheduleError
@@ -17,7 +18,7 @@ from ..expr.functor import free_vars, substitute, uses_var
 from ..expr.nodes import Buffer, Const, Expr, Load
 from ..schedule.annotate import BIND
 from ..tensor.axis import REDUCE, IterVar
-from .nodes import BOUND, Allocate, For, IfThen, Stmt, Store, ThreadAllReduce, seq
+from .nodes import Allocate, IfThen, Stmt, Store, ThreadAllReduce, seq
 
 
 def thread_reduce_leaf(plan) -> Optional[IterVar]:
@@ -50,10 +51,6 @@ def cross_thread_nest(builder, plan, body, buffers: List[Buffer], store_idx, vma
         raise ScheduleError("bind", plan.name, f"a reduce axis is bound to {tag}; a cross-thread reduction runs "
                             "over threadIdx.x (consecutive threads of a warp)", axis=t.name,
                             hint="bind the reduce axis to threadIdx.x and the data-parallel one to threadIdx.y")
-    if body.combiner.arity != 1:
-        raise ScheduleError("bind", plan.name, f"the reduction '{body.combiner.name}' carries "
-                            f"{body.combiner.arity} values; a cross-thread reduction combines one", axis=t.name,
-                            hint="reduce in one thread (leave the reduce axis serial)")
     leaves = list(plan.leaves)
     first = next(i for i, a in enumerate(leaves) if a.kind == REDUCE)
     outer, inner = leaves[:first], leaves[first:]
@@ -63,8 +60,9 @@ def cross_thread_nest(builder, plan, body, buffers: List[Buffer], store_idx, vma
                             "cross-thread reduction needs every data-parallel loop outside them", axis=t.name,
                             hint="reorder the stage's loops: data-parallel ones first")
     ext = builder.extents[plan.name]
-    partial = Buffer(f"{buffers[0].name}.red", (1,), buffers[0].dtype, "local")
-    update, init = builder.reduction_update(plan, body, [partial], (Const(0),), vmap)
+    partials = [Buffer(f"{b.name}.red", (1,), b.dtype, "local") for b in buffers]    # one per value (argmax: 2)
+    # every thread's partial starts from the identity; init= joins once, in the result
+    update, init = builder.reduction_update(plan, replace(body, init=()), partials, (Const(0),), vmap)
     pos = {a.var: i for i, a in enumerate(leaves)}
 
     def depth(g: Expr) -> int:
@@ -73,10 +71,17 @@ def cross_thread_nest(builder, plan, body, buffers: List[Buffer], store_idx, vma
     inner_guards = [g for g in guards if depth(g) >= first]
     outer_guards = [g for g in guards if depth(g) < first]
     update_nest = builder.nest(plan, [a for a in inner if a is not t], update, inner_guards, attach=True)
-    result = Load(partial, (Const(0),))
-    store = Store(buffers[0], store_idx, result)
+    results = [Load(p, (Const(0),)) for p in partials]
+    if body.init:
+        comb = body.combiner
+        starts = [builder.lower_reads(substitute(x, vmap)) for x in body.init]
+        env = {**dict(zip(comb.lhs, starts)), **dict(zip(comb.rhs, results))}
+        results = [substitute(r, env) for r in comb.result]
+    store = seq(*(Store(b, store_idx, r) for b, r in zip(buffers, results)))
     who = _store_condition(plan, t)
     store = store if who is None else IfThen(who, store)
-    threads = seq(init, update_nest, ThreadAllReduce(partial, body.combiner, t.var, ext[t], tag), store)
-    loop = For(t.var, ext[t], threads, BOUND, tag, plan.pragmas_of(t))
-    return builder.nest(plan, outer, Allocate(partial, loop), outer_guards, attach=True)
+    threads = seq(init, update_nest, ThreadAllReduce(tuple(partials), body.combiner, t.var, ext[t], tag), store)
+    loop = builder.loop(plan, t, threads, attach=True)     # with the stages computed at t (an rfactor stage)
+    for p in reversed(partials):
+        loop = Allocate(p, loop)
+    return builder.nest(plan, outer, loop, outer_guards, attach=True)

@@ -40,6 +40,6 @@ def _rename_loops(s, mapping):
         def visit_ThreadAllReduce(self, r: ThreadAllReduce):
             # it names the thread loop it combines over: the renamed loop's variable
             var = mapping.get(r.var, r.var)
-            return r if var is r.var else ThreadAllReduce(r.buffer, r.combiner, var, r.extent, r.thread_tag)
+            return r if var is r.var else ThreadAllReduce(r.buffers, r.combiner, var, r.extent, r.thread_tag)
 
     return _Loops().visit(s)

@@ -97,15 +97,21 @@ class Barrier(Stmt):
 @dataclass(frozen=True, eq=False, repr=False)
 class ThreadAllReduce(Stmt):
     """A cross-thread reduction (TVM's tvm_thread_allreduce): each thread of the block holds a
-    partial value in buffer[0]; afterwards every thread holds in buffer[0] the combination
-    (by combiner, a one-value CommReducer) of the partials of the threads that differ only
-    in var, the loop bound to thread_tag with extent threads. GPU backends lower it."""
+    partial value in buffers[i][0] for each value i of combiner (a CommReducer: one value, or a
+    tuple such as argmax's); afterwards every thread holds there the combination of the
+    partials of the threads that differ only in var, the loop bound to thread_tag with extent
+    threads. GPU backends lower it."""
 
-    buffer: Buffer
+    buffers: Tuple[Buffer, ...]
     combiner: object
     var: Var
     extent: int
     thread_tag: str
+
+    @property
+    def buffer(self) -> Buffer:
+        """The buffer of the first value."""
+        return self.buffers[0]
 
 
 @dataclass(frozen=True, eq=False, repr=False)

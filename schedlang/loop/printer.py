@@ -44,8 +44,9 @@ class StmtPrinter:
         if isinstance(s, StageNest):
             return self.lines(s.body, depth)
         if isinstance(s, ThreadAllReduce):
-            return [f"{pad}{s.buffer.name}[0] = thread_allreduce({s.combiner.name}, {s.buffer.name}[0], "
-                    f"over {s.var.name}: {s.thread_tag})"]
+            values = ", ".join(f"{b.name}[0]" for b in s.buffers)
+            values = values if len(s.buffers) == 1 else f"({values})"
+            return [f"{pad}{values} = thread_allreduce({s.combiner.name}, {values}, over {s.var.name}: {s.thread_tag})"]
         if isinstance(s, CallPacked):
             args = ", ".join([repr(s.func)] + [a.name if isinstance(a, Buffer) else repr(a) for a in s.args])
             return [f"{pad}call_packed({args})"]

@@ -132,8 +132,9 @@ class _Verifier:
         pass
 
     def stmt_ThreadAllReduce(self, s) -> None:
-        if id(s.buffer) not in self.buffers:
-            self.fail(f"buffer '{s.buffer.name}' of a cross-thread reduction is not allocated in scope", s)
+        for b in s.buffers:
+            if id(b) not in self.buffers:
+                self.fail(f"buffer '{b.name}' of a cross-thread reduction is not allocated in scope", s)
         if id(s.var) not in self.bound:
             self.fail(f"cross-thread reduction over '{s.var.name}' outside the loop bound to {s.thread_tag}", s)
 

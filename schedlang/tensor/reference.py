@@ -13,7 +13,7 @@ from typing import Dict, List, Mapping, Sequence
 
 import numpy as np
 
-from ..dtypes import DType
+from ..dtypes import DType, to_bfloat16
 from ..expr.extent import evaluate_extent, linear_in_one
 from ..expr.nodes import (Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var)
 from .graph import post_order
@@ -57,7 +57,7 @@ def evaluate(outputs: Sequence[Tensor], feed: Mapping[Tensor, np.ndarray]) -> Li
         if tuple(array.shape) != want:
             raise ValueError(f"reference: input '{tensor.name}' expects shape {want}, got {array.shape}")
         values.setdefault(tensor.op, [None] * tensor.op.num_outputs)[tensor.value_index] = \
-            array.astype(tensor.dtype_obj.numpy, copy=False)
+            to_bfloat16(array) if tensor.dtype_obj.is_bfloat else array.astype(tensor.dtype_obj.numpy, copy=False)
     scans = [op for op in post_order([t.op for t in outputs]) if isinstance(op, ScanOp)]
     cells = {c for op in scans for c in op.cell_ops()}      # evaluated step by step by their scan
     cells |= {t.op for op in scans for t in op.state_placeholder}
@@ -318,6 +318,8 @@ class _Evaluator:
         return self.env[e]
 
     def eval_Const(self, e: Const):
+        if e.dtype.is_bfloat:
+            return to_bfloat16(e.value)
         return np.asarray(e.value, dtype=_compute_dtype(e.dtype))
 
     def is_exact(self, e: Expr) -> bool:
@@ -381,6 +383,8 @@ class _Evaluator:
             return value.astype(np.float16).astype(target)
         if e.dtype.is_int and value.dtype.kind == "f":
             return saturating_float_to_int(value, target)
+        if e.dtype.is_bfloat:                                   # through float32, as torch
+            return to_bfloat16(value)
         return value.astype(target)
 
     def eval_Call(self, e: Call):

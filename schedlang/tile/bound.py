@@ -18,6 +18,7 @@ from ..expr.functor import free_vars, substitute, walk
 from ..expr.nodes import Const, Expr, Var, binary
 from ..expr.simplify import simplify
 from ..loop.build import Region, full_region, loop_extents
+from ..loop.cooperative import THREAD_AXES, need_relax
 from ..loop.plan import Program, StagePlan
 from ..schedule.annotate import BIND
 from ..schedule.relations import pass_up_values
@@ -82,6 +83,7 @@ class _Bounds:
         fixed = self.path(plan)
         # Loops bound to threads that share the stage's memory do not fix its region (TVM's NeedRelax).
         fixed_set = set(id(v) for v in fixed if not need_relax(self.thread_tags.get(v), plan.scope))
+        private = plan.scope == "local" and not plan.is_arg
         los: List[List[Expr]] = [[] for _ in plan.op.axis]
         his: List[List[Expr]] = [[] for _ in plan.op.axis]
         for reader, read in self.readers(plan):
@@ -94,8 +96,11 @@ class _Bounds:
                                     axis=plan.attach_ivar.name,
                                     hint=f"compute '{reader.name}' inside that loop too, or compute '{plan.name}' at the root")
             values = self.root_values(reader)
+            # A thread's own (local) copy holds what that thread reads: the thread loops inside the
+            # attach point stay fixed too (TVM's NeedRelax); build_func binds them around the stage.
             relax = {v: self.ranges[v] for v in _vars_of(read, values)
-                     if id(v) not in fixed_set and v in self.ranges}     # size variables stay fixed
+                     if id(v) not in fixed_set and v in self.ranges     # size variables stay fixed
+                     and not (private and self.thread_tags.get(v) in THREAD_AXES)}
             for d, index in enumerate(read.indices):
                 e = simplify(substitute(index, values))
                 lo, hi = self.interval(e, relax)
@@ -158,20 +163,6 @@ class _Bounds:
             ext = self.leaf_extents(plan)
             self.ranges.update({a.var: (0, ext[a] - 1) for a in plan.leaves})
         return self.regions
-
-
-# TVM's storage and thread ranks: a buffer of scope rank r is shared by the threads of
-# every thread axis of rank >= r, so a region it holds covers all of their iterations.
-STORAGE_RANK = {"global": 0, "shared": 1, "warp": 2, "local": 3}
-THREAD_RANK = {"blockIdx": 0, "threadIdx": 1, "vthread": 1}
-
-
-def need_relax(thread_tag, scope: str) -> bool:
-    """Whether an enclosing loop bound to thread_tag (None: not bound) is relaxed in the region
-    of a stage stored in scope: a shared stage covers its whole block, a local one one thread."""
-    if not thread_tag:
-        return False
-    return STORAGE_RANK.get(scope, 3) <= THREAD_RANK[thread_tag.split(".")[0]]
 
 
 def _vars_of(read: TensorRead, values: Dict[Var, Expr]) -> List[Var]:

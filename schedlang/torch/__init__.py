@@ -17,7 +17,7 @@ import schedlang as sl
 from . import ops  # noqa: F401  (registers every lowering)
 from .export import capture, decomposition_table, graph_from_fx  # noqa: F401
 from .lower import FallbackWarning, LoweredProgram, lower_graph  # noqa: F401
-from .runtime import CompiledModule  # noqa: F401
+from .runtime import CompiledModule, GradientWarning  # noqa: F401
 from .torch_ir import TorchGraph  # noqa: F401
 
 
@@ -34,7 +34,15 @@ def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None
 
     target="cuda" builds static shapes only: with dynamic_shapes, the module is built for
     the example inputs' shapes here and again for each new shape it is called with.
-    Without a GPU, `compiled.emulate(*cpu_tensors)` runs the CUDA kernels on the CPU."""
+    Without a GPU, `compiled.emulate(*cpu_tensors)` runs the CUDA kernels on the CPU.
+
+    The result keeps module and reads its parameters and buffers from it at each call, as
+    eager does: a reassigned or updated one is seen (one of another shape or dtype is
+    refused); see state.py for copies (packed weights) and writes through `.data`.
+    It computes no gradients: with grad mode on, an input that requires grad raises
+    RuntimeError and parameters that require grad give one GradientWarning (the outputs
+    carry no grad_fn); call it under torch.no_grad() or torch.inference_mode(), or train
+    through torch.compile(model, backend="schedlang"), which keeps autograd."""
     if tune and log is None:
         raise ValueError("schedlang.torch.compile: tune= needs log= (the records file to write)")
     if tune_options and not tune:
@@ -48,7 +56,7 @@ def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None
         from .tune import tune_program
         tune_program(program, target, tune, log, **tune_options)
     with gc_paused():
-        compiled = CompiledModule(graph, target, program, log=log)
+        compiled = CompiledModule(graph, target, program, log=log, module=module)
         compiled.specialize(*example_inputs)      # cuda with dynamic shapes: the example's build
     return compiled
 

@@ -1,7 +1,9 @@
 """Capture: torch.export -> core ATen (keeping the ops we lower whole) -> Torch IR."""
 from __future__ import annotations
 
+import contextlib
 import inspect
+import linecache
 import operator
 import warnings
 from typing import Any, Dict, List, Optional, Sequence
@@ -49,10 +51,11 @@ def capture(module: torch.nn.Module, example_inputs: Sequence, dynamic_shapes=No
     for k, x in enumerate(example_inputs):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"example input {k} is a {type(x).__name__}; schedlang.torch takes tensors only")
-    ep = torch.export.export(module, example_inputs, dynamic_shapes=dynamic_shapes)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)   # run_decompositions' harmless deprecation notes
-        ep = ep.run_decompositions(decomposition_table())
+    with _forgetting_fx_sources():
+        ep = torch.export.export(module, example_inputs, dynamic_shapes=dynamic_shapes)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)   # run_decompositions' harmless deprecation notes
+            ep = ep.run_decompositions(decomposition_table())
     names = _dim_names(module, ep, example_inputs, dynamic_shapes)
     sig = ep.graph_signature
     mutated = list(sig.buffers_to_mutate.values()) + list(getattr(sig, "user_inputs_to_mutate", {}).values())
@@ -73,6 +76,25 @@ def capture(module: torch.nn.Module, example_inputs: Sequence, dynamic_shapes=No
     graph = graph_from_fx(ep.graph, kinds, state, names)
     graph.out_spec = out_spec
     return graph
+
+
+@contextlib.contextmanager
+def _forgetting_fx_sources():
+    """torch.fx keeps the Python source of every GraphModule it generates (its loader's
+    eval_cache and a linecache entry, for tracebacks) as long as the process lives. The graph
+    modules of a capture are dropped once its Torch IR is made: their sources are forgotten
+    when the body ends (about 10 KB per compile otherwise; issue 15, item 12)."""
+    from torch.fx import graph_module
+    loader = getattr(graph_module, "_loader", None)
+    cache = getattr(loader, "eval_cache", None)
+    before = set(cache) if isinstance(cache, dict) else None
+    try:
+        yield
+    finally:
+        if before is not None:
+            for key in set(cache) - before:
+                cache.pop(key, None)
+                linecache.cache.pop(key, None)
 
 
 def _dim_names(module, ep, example_inputs, dynamic_shapes) -> Dict[str, str]:

@@ -75,6 +75,16 @@ class LoweredProgram:
         return "\n\n".join(chunks)
 
 
+def user_error(e: Exception, node: TorchNode) -> Exception:
+    """e (a ValueError or TypeError of a lowering or a build: a literal out of its dtype's range,
+    a division by a literal zero, a tensor too large) with the torch-level cause in front:
+    the node, its op and arguments, as Torch IR prints them. Other exceptions are left alone."""
+    if type(e) not in (ValueError, TypeError):
+        return e
+    return type(e)(f"{node.name} = {node_call_str(node)} -> {type_str(node.shape, node.dtype)} "
+                   f"(the torch op {node.target}): {e}")
+
+
 def lower_graph(graph: TorchGraph, target=None, warn: bool = True) -> LoweredProgram:
     """The Tensor IR of graph, split into lowered parts and torch steps."""
     return _Lowering(graph, target).run(warn)
@@ -183,6 +193,8 @@ class _Lowering:
         except Unsupported as e:
             self.to_torch(node, refs, f"unsupported: {e}")
             return
+        except (ValueError, TypeError) as e:
+            raise user_error(e, node) from None
         self.check_result(node, result)
         self.values[node.name] = list(result) if isinstance(result, (list, tuple)) else result
         self.where[node.name] = ("part", part)

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Tuple
 
+from .state import Version
+
 
 @dataclass(frozen=True)
 class PackSpec:
@@ -46,16 +48,15 @@ class PackCache:
 
     def __init__(self, specs: Dict[str, PackSpec]):
         self.specs = dict(specs)
-        self._made: Dict[str, Tuple[tuple, object]] = {}
+        self._made: Dict[str, Tuple[object, object]] = {}
 
     def values(self, state: Dict[str, object]) -> Dict[str, object]:
         """name -> packed tensor for every spec, computed again for a source that changed."""
         out = {}
         for name, spec in self.specs.items():
             src = state[spec.source]
-            key = (src.data_ptr(), src._version, tuple(src.shape), src.dtype, src.device)
             hit = self._made.get(name)
-            if hit is None or hit[0] != key:
-                hit = self._made[name] = (key, pack(src, spec.width))
+            if hit is None or hit[0].changed(src):
+                hit = self._made[name] = (Version(src), pack(src, spec.width))
             out[name] = hit[1]
         return out

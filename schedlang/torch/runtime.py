@@ -1,6 +1,8 @@
 """The compiled module: built parts and torch steps run in order on torch tensors."""
 from __future__ import annotations
 
+import re
+import warnings
 from dataclasses import replace
 from typing import Any, Dict, Optional, Sequence, Tuple
 
@@ -12,9 +14,15 @@ from schedlang.expr.nodes import Const, Expr
 from schedlang.expr.simplify import simplify
 
 from .dtypes import to_torch
-from .lower import LoweredProgram, Part, lower_graph
+from .lower import LoweredProgram, Part, lower_graph, user_error
 from .prepack import PackCache
+from .state import ModuleState
 from .torch_ir import Ref, TorchGraph, map_refs
+
+class GradientWarning(UserWarning):
+    """A compiled module was called with grad mode on and parameters that require grad:
+    its outputs carry no gradient (schedlang.torch.compile builds inference kernels)."""
+
 
 LEVELS = ("torch", "tensor", "loop", "tile", "kernel", "target")
 
@@ -25,18 +33,19 @@ def _target(target) -> sl.Target:
 
 class CompiledModule:
     """A module compiled by schedlang.torch.compile: call it on tensors like the module
-    (user inputs only; parameters and buffers were taken from the module)."""
+    (user inputs only; parameters and buffers are read from `module` at each call, state.py).
+    It computes no gradients (see __call__)."""
 
     def __init__(self, graph: TorchGraph, target="llvm", program: Optional[LoweredProgram] = None,
-                 log: Optional[str] = None):
+                 log: Optional[str] = None, module: Optional[torch.nn.Module] = None):
         self.graph = graph
         self.log = log            # tuning records: a part's best record replaces its default schedule
         self.target = _target(target)
         self.program = program if program is not None else lower_graph(graph, self.target)
         self._modules: Dict[int, Any] = {}
         self._device = "cuda" if self.target.kind == "cuda" else "cpu"
-        self._state = {i.name: i.value.detach() for i in graph.state_inputs}
-        self._cpu_state: Optional[Dict[str, Any]] = None
+        self._state = ModuleState(graph.state_inputs, module)
+        self._warned_grad = False
         self._packs = PackCache(self.program.packs)    # weights packed once (prepack.py)
         # The cuda target builds static shapes only: a graph with size variables is lowered
         # and built again for each set of sizes it is called with (specialize()).
@@ -56,7 +65,13 @@ class CompiledModule:
             from .schedules import default_schedule
             outs = [t for _, t in part.outputs]
             s = default_schedule(outs, self.target, log=self.log)
-            mod = sl.build(s, [t for _, t in part.inputs] + outs, target=self.target)
+            try:
+                mod = sl.build(s, [t for _, t in part.inputs] + outs, target=self.target)
+            except (ValueError, TypeError) as e:
+                node = _named_node(self.graph, str(e))
+                if node is None:
+                    raise
+                raise user_error(e, node) from None
             modules[part.index] = mod
         return mod
 
@@ -203,19 +218,45 @@ class CompiledModule:
                 raise ValueError(f"{what} shares memory with an input or another out= tensor")
         return bufs
 
+    def _check_grad(self, args: Sequence, state: Dict[str, Any]) -> None:
+        """The kernels compute no gradients. With grad mode on, an input that requires grad
+        is refused (RuntimeError), and a parameter that requires grad (any nn.Module's, by
+        default) gets one warning per compiled module: the outputs carry no grad_fn, where
+        eager's would. Under torch.no_grad() or torch.inference_mode() both run."""
+        if not torch.is_grad_enabled():
+            return
+        for spec, x in zip(self.graph.user_inputs, args):
+            if isinstance(x, torch.Tensor) and x.requires_grad:
+                raise RuntimeError(
+                    f"input {spec.name} requires grad, but schedlang.torch.compile builds inference kernels "
+                    "that compute no gradients; call the module under torch.no_grad() or "
+                    "torch.inference_mode(), pass x.detach(), or use torch.compile(model, backend='schedlang'), "
+                    "which keeps autograd (the backward runs in PyTorch)")
+        name = None if self._warned_grad else self._state.requiring_grad(state)
+        if name is not None:
+            self._warned_grad = True
+            warnings.warn(
+                f"the parameter {name} requires grad, but the compiled module computes no gradients: its outputs "
+                "do not require grad (eager's would). Call it under torch.no_grad() or torch.inference_mode() "
+                "(or freeze the parameters with requires_grad_(False)); to train, use "
+                "torch.compile(model, backend='schedlang'). Warned once per compiled module.",
+                GradientWarning, stacklevel=3)
+
     def __call__(self, *args, out=None):
         """The module's outputs for args; with out= (a tensor, or a tuple of one per output,
         contiguous, of the outputs' shapes and dtypes, as torch's out=) the kernels write
-        into those tensors, which are returned, instead of fresh ones."""
+        into those tensors, which are returned, instead of fresh ones. The outputs never
+        require grad (_check_grad)."""
         if self._device == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("this module was compiled for target 'cuda', but no CUDA GPU is available "
                                "(compile with target='llvm' to run on the CPU, or run the CUDA kernels on the "
                                "CPU with .emulate(*cpu_tensors))")
         sizes = self._check_inputs(args)
         bufs = None if out is None else self._check_out(out, args, sizes)
-        if any(v.device.type != self._device for v in self._state.values()):
-            self._state = {k: v.to(self._device) for k, v in self._state.items()}   # once
-        return self._run(args, sizes, self._state, lambda mod, arrays: mod(*arrays), bufs=bufs)
+        current = self._state.current()
+        self._check_grad(args, current)
+        state = self._state.on_device(current, self._device)
+        return self._run(args, sizes, state, lambda mod, arrays: mod(*arrays), bufs=bufs)
 
     def emulate(self, *args, engine: str = "shim"):
         """Run a module compiled for target 'cuda' on the CPU, on CPU tensors, with the
@@ -230,13 +271,13 @@ class CompiledModule:
         if engine not in ENGINES:
             raise ValueError(f"unknown emulation engine {engine!r}; choose one of {', '.join(ENGINES)}")
         sizes = self._check_inputs(args, device="cpu")
-        if self._cpu_state is None:
-            self._cpu_state = {i.name: i.value.detach().cpu() for i in self.graph.state_inputs}
+        current = self._state.current()
+        self._check_grad(args, current)
 
         def run(mod, arrays):
             # simt reads numpy arrays: views of the tensors' storage, so results land in them
             mod.emulate(*(_numpy_view(a) if engine == "simt" else a for a in arrays), engine=engine)
-        return self._run(args, sizes, self._cpu_state, run, device="cpu")
+        return self._run(args, sizes, self._state.on_device(current, "cpu"), run, device="cpu")
 
     def _run(self, args, sizes: Dict[str, int], state: Dict[str, Any], launch, device: Optional[str] = None,
              bufs: Optional[list] = None):
@@ -305,6 +346,12 @@ class CompiledModule:
         launch(self._module(part, modules), arrays + results)
         for name, src in part.aliases.items():
             values[name] = values[src]
+
+
+def _named_node(graph: TorchGraph, message: str):
+    """The node whose name a build error quotes ('mul': a stage is named after its node), or None."""
+    nodes = {n.name: n for n in graph.nodes}
+    return next((nodes[w] for w in re.findall(r"'(\w+)'", message) if w in nodes), None)
 
 
 def _numpy_view(t):

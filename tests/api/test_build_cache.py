@@ -1,5 +1,7 @@
 """The in-memory build cache: an identical build is a hit (no compile), anything that
 changes the code is a miss, arguments follow the caller's order, and it can be turned off."""
+import gc
+
 import numpy as np
 import pytest
 
@@ -113,10 +115,17 @@ def test_cache_is_bounded_lru(monkeypatch):
     m2 = sl.build(*_gemm(factor=2))
     m4 = sl.build(*_gemm(factor=4))
     assert sl.build(*_gemm(factor=2)) is m2          # 2 is now the most recent
-    sl.build(*_gemm(factor=8))                       # evicts 4, the least recently used
+    sl.build(*_gemm(factor=8))                       # lets 4, the least recently used, go
     assert build_cache.size() == 2
     assert sl.build(*_gemm(factor=2)) is m2
-    assert sl.build(*_gemm(factor=4)) is not m4
+    assert sl.build(*_gemm(factor=4)) is m4          # still alive here: found, not built again
+    del m4
+    for factor in (8, 2):                            # 4 is let go again, and nothing else holds it
+        sl.build(*_gemm(factor=factor))
+    gc.collect()
+    misses = build_cache.stats.misses
+    sl.build(*_gemm(factor=4))
+    assert build_cache.stats.misses == misses + 1, "a dropped module the cache let go is built again"
 
 
 def test_programs_differing_in_expression_do_not_collide():

@@ -1,6 +1,6 @@
 """bfloat16 end to end: the dtype, per-operation rounding in the reference evaluator and the
-CPU target, casts bit for bit against ml_dtypes and torch (ties, subnormals, nan, inf,
-overflow), math functions, reductions, vectorized and bounds-checked builds, CPUs with and
+CPU target, casts bit for bit against torch and ml_dtypes' float32 casts (ties, subnormals, nan, inf,
+overflow; int and float64 through float32, as torch), math functions, reductions, vectorized and bounds-checked builds, CPUs with and
 without AVX-512 BF16, torch.bfloat16 tensors and JSON."""
 import ml_dtypes
 import numpy as np
@@ -95,6 +95,18 @@ def test_every_bfloat16_widens_exactly_and_converts_to_other_types(target):
     assert np.isnan(f[nan]).all() and np.isnan(d[nan]).all() and np.isnan(g[nan]).all()
 
 
+def through_float32(x) -> np.ndarray:
+    """x rounded to bfloat16 as torch converts it: to float32, then to bfloat16 (two roundings to
+    nearest even, each well defined). ml_dtypes' own int and float64 casts round once from 0.7 on
+    (through float32 before), so they are no reference."""
+    with np.errstate(over="ignore"):
+        return np.asarray(x).astype(np.float32).astype(BF16)
+
+
+def torch_bits(x: np.ndarray) -> np.ndarray:
+    return torch.from_numpy(x).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_casts_between_bfloat16_and_ints_float16_float64(target):
     big = [2**24 + 2**16 + 1, 2**24 + 2**16, 2**31 - 1, -2**31, 255, 257, -129, 0]   # the first rounds twice
@@ -103,7 +115,7 @@ def test_casts_between_bfloat16_and_ints_float16_float64(target):
     rng = np.random.default_rng(1)
     f16 = (rng.standard_normal(n) * 100).astype(np.float16)
     f64 = rng.standard_normal(n) * 1e3
-    f64[:3] = [1 + 2**-8 + 2**-40, 1e39, -3.3961e38]
+    f64[:3] = [1 + 2**-8 + 2**-40, 1e39, -3.3961e38]     # the first rounds twice
     I = sl.placeholder((n,), "int32", name="I")
     H = sl.placeholder((n,), "float16", name="H")
     D = sl.placeholder((n,), "float64", name="D")
@@ -113,14 +125,50 @@ def test_casts_between_bfloat16_and_ints_float16_float64(target):
     s[outs[1]].vectorize(s[outs[1]].split(outs[1].op.axis[0], factor=8)[1])
     got = [np.zeros(n, BF16) for _ in outs] + [np.zeros(n, np.int32)]
     sl.build(s, [I, H, D] + outs + [back], target=target)(i32, f16, f64, *got)
-    with np.errstate(over="ignore"):
-        wants = [i32.astype(BF16), f16.astype(BF16), f64.astype(BF16)]
+    wants = [through_float32(i32), f16.astype(BF16), through_float32(f64)]    # float16 -> float32 is exact
     for g, w in zip(got, wants):
         np.testing.assert_array_equal(bits(g), bits(w))
-    # int -> bfloat16 goes through float32, as torch does
-    np.testing.assert_array_equal(bits(got[0]), torch.from_numpy(i32).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16))
+    # int and float64 -> bfloat16 go through float32, as eager torch does (the PyTorch frontend's contract)
+    np.testing.assert_array_equal(bits(got[0]), torch_bits(i32))
+    np.testing.assert_array_equal(bits(got[2]), torch_bits(f64))
+    assert bits(got[0])[0] == 0x4B80 and bits(got[2])[0] == 0x3F80      # rounded twice, not once
+    for g, w in zip(sl.reference(outs, {I: i32, H: f16, D: f64}), wants):
+        np.testing.assert_array_equal(bits(g), bits(w))
     fits = np.abs(i32.astype(np.float64)) < 2**31 - 2**24
     np.testing.assert_array_equal(got[3][fits], wants[0].astype(np.float32)[fits].astype(np.int32))
+
+
+def test_literals_and_int_casts_round_through_float32_on_every_engine():
+    """A float64 literal and an int cast round to bfloat16 through float32 (as torch does) in the
+    reference evaluator, the CPU target and both CUDA emulators (the SIMT interpreter rounded a
+    bfloat16 cast to float16 and kept literals unrounded)."""
+    n = 64
+    A = sl.placeholder((n,), "float32", name="A")
+    I = sl.placeholder((n,), "int32", name="I")
+    B = sl.compute((n,), lambda i: A[i].astype("bfloat16"), name="B")
+    C = sl.compute((n,), lambda i: B[i] * (1 + 2**-8 + 2**-40) + I[i].astype("bfloat16"), name="C")
+    a = np.random.default_rng(0).standard_normal(n).astype(np.float32) * 3e4     # beyond float16's range
+    i = np.arange(n, dtype=np.int32) + 2**24 + 2**16 + 1
+    r = lambda x: through_float32(x).astype(np.float32)          # noqa: E731
+    literal = r(1 + 2**-8 + 2**-40)                                # 1.0: the tie rounds to even
+    want = bits(through_float32(r(r(a) * literal) + r(i)))
+    np.testing.assert_array_equal(bits(through_float32(i)), torch_bits(i))
+    np.testing.assert_array_equal(bits(sl.reference([C], {A: a, I: i})[0]), want)
+    s = sl.create_schedule(C.op)
+    c = np.zeros(n, BF16)
+    sl.build(s, [A, I, C])(a, i, c)
+    np.testing.assert_array_equal(bits(c), want)
+    pytest.importorskip("cuda.bindings")
+    s = sl.create_schedule(C.op)
+    for T in (B, C):
+        xo, xi = s[T].split(T.op.axis[0], factor=32)
+        s[T].bind(xo, sl.thread_axis("blockIdx.x"))
+        s[T].bind(xi, sl.thread_axis("threadIdx.x"))
+    mod = sl.build(s, [A, I, C], target="cuda")
+    for engine in ("simt", "shim"):
+        c = np.zeros(n, BF16)
+        mod.emulate(a, i, c, engine=engine)
+        np.testing.assert_array_equal(bits(c), want, err_msg=engine)
 
 
 def _arith(A, B):
@@ -329,3 +377,20 @@ def test_symbolic_shapes_local_buffers_and_an_exported_library(tmp_path):
     np.testing.assert_array_equal(bits(c2), bits(c))
     with pytest.raises(TypeError, match="argument 'A' must have dtype bfloat16, got float32"):
         loaded(a.astype(np.float32), c2)
+
+
+def test_pytorch_frontend_int_and_float64_to_bfloat16_match_eager_torch():
+    """The frontend's contract: .to(torch.bfloat16) of int32 and float64 tensors is eager
+    torch's, bit for bit (through float32: both first values round twice)."""
+    import schedlang.torch as st
+
+    class ToBF16(torch.nn.Module):
+        def forward(self, i, d):
+            return i.to(torch.bfloat16), d.to(torch.bfloat16)
+
+    i = torch.tensor([2**24 + 2**16 + 1, 2**31 - 1, -2**31, 257, -129, 0], dtype=torch.int32)
+    d = torch.tensor([1 + 2**-8 + 2**-40, 1e39, -3.3961e38, 0.1, -0.0, float("nan")], dtype=torch.float64)
+    got, want = st.compile(ToBF16(), (i, d))(i, d), ToBF16()(i, d)
+    for g, w in zip(got, want):
+        assert torch.equal(g.view(torch.int16), w.view(torch.int16)), (g, w)
+    assert got[0].view(torch.int16)[0] == 0x4B80 and got[1].view(torch.int16)[0] == 0x3F80

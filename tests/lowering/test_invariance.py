@@ -32,6 +32,11 @@ CASES = {
     "masked_9x13": 24, "tuple_outputs_7x13": 16,
 }
 
+# The first DEFAULT_CASES cases of every program run by default; the rest of the sweep is
+# marked slow (python -m pytest -m slow; .ci/run runs it), which keeps the README's test
+# command within minutes on two cores while every program is still checked there.
+DEFAULT_CASES = 8
+
 # Every CHECKED_EVERY-th case also runs a bounds-checked build (Target(bounds_check=True)),
 # which turns an out-of-bounds load or store into an IndexError instead of a silent read
 # of a neighbour's memory.
@@ -47,6 +52,8 @@ def _cases():
         for index in range(n):
             bug = KNOWN_FAILURES.get((name, index))
             marks = [pytest.mark.xfail(strict=True, reason=f"see {bug}")] if bug else []
+            if index >= DEFAULT_CASES:
+                marks.append(pytest.mark.slow)
             yield pytest.param(name, index, id=f"{name}-{index}", marks=marks)
 
 

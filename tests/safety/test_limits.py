@@ -106,7 +106,7 @@ try:
     sl.build(s, [A, ts[-1]])
 except sl.LoweringError as e:
     print("LoweringError:", e)
-""", timeout=120)
+""")
     assert "LoweringError: lower: an expression nests too deeply to lower" in out
 
 

@@ -163,6 +163,7 @@ def check_kernels(kernel: KernelModule, target: Target) -> None:
     extent is checked when called: check_grid)."""
     for k in kernel.kernels:
         check_symbolic(k)
+        check_no_global_allocation(k)
         if not any(a.kind in (LaunchKind.BLOCK, LaunchKind.THREAD) for a in k.launch) and not writes_one_element(k):
             raise ScheduleError("bind", None, f"kernel {k.name} has no loop bound to a GPU axis, so it would run "
                                 "on a single GPU thread", hint="bind an outer loop to blockIdx.x and an inner one "
@@ -184,6 +185,17 @@ def check_kernels(kernel: KernelModule, target: Target) -> None:
             raise LoweringError("kernel launch", f"kernel {k.name} needs {smem} bytes of shared memory; "
                                 f"{target.arch} allows {target.max_shared_memory_per_block} a block "
                                 "(CUDAOptions.max_shared_memory_per_block): cache smaller tiles")
+
+
+def check_no_global_allocation(k) -> None:
+    """A kernel allocates shared and local memory only: a stage in global memory is computed at the
+    root (its own kernel, its buffer the module's) or is an argument."""
+    for s in walk_stmts(k.body):
+        if isinstance(s, Allocate) and s.buffer.scope == "global":
+            raise ScheduleError("compute_at", s.buffer.name, f"is stored in global memory but computed inside "
+                                f"kernel {k.name}, which cannot allocate global memory (every thread would get a "
+                                "private copy of the whole region)", hint=f"s[{s.buffer.name}].set_scope('shared') "
+                                "to share it in the block, 'local' for one thread's copy, or compute it at the root")
 
 
 def check_symbolic(k) -> None:

@@ -13,10 +13,9 @@ import math
 import re
 from typing import Dict, List
 
-import ml_dtypes
 import numpy as np
 
-from ...dtypes import DType
+from ...dtypes import DType, to_bfloat16
 from ...errors import InternalError, LoweringError
 from ...expr.bounds import fits_without_wrap
 from ...expr.nodes import (NEG, Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
@@ -77,7 +76,7 @@ def literal(value, dt: DType) -> str:
     if dt.is_bool:
         return "true" if value else "false"
     if dt.is_float:
-        v = float(np.asarray(value, dtype=ml_dtypes.bfloat16)) if dt.is_bfloat else float(value)
+        v = float(to_bfloat16(value)) if dt.is_bfloat else float(value)
         double = dt.bits == 64
         negative = math.copysign(1.0, v) < 0      # -0.0 and a NaN with its sign bit set too
         if math.isnan(v) or math.isinf(v):

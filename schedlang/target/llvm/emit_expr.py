@@ -232,7 +232,7 @@ class ExprEmitter(DivisionEmitter, BFloatEmitter, HalfEmitter):
     def convert(self, v: str, src: DType, dst: DType) -> str:
         if src.is_bfloat != dst.is_bfloat and not src.is_bool and not dst.is_bool:
             # through float32, which holds every bfloat16 value (float64 and int64 values
-            # round twice, as in ml_dtypes and torch)
+            # round twice, as in torch; see dtypes.to_bfloat16)
             f32 = float32.with_lanes(dst.lanes)
             if src.is_bfloat:
                 return self.convert(v, f32, dst)

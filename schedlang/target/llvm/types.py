@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import struct
 
-import ml_dtypes
 import numpy as np
 
-from ...dtypes import DType
+from ...dtypes import DType, to_bfloat16
 
 
 def scalar_compute(dt: DType) -> str:
@@ -54,7 +53,7 @@ def float_literal(value: float, scalar: str) -> str:
 def literal(value, dt: DType) -> str:
     """A scalar constant in the compute type of dt (a bfloat16 one rounded to bfloat16)."""
     if dt.is_bfloat:
-        value = np.asarray(value, dtype=ml_dtypes.bfloat16)
+        value = to_bfloat16(value)
     if dt.is_float:
         return float_literal(float(value), scalar_compute(dt))
     if dt.is_bool:

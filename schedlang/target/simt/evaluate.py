@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...dtypes import DType
+from ...dtypes import DType, to_bfloat16
 from ...errors import InternalError
 from ...expr.nodes import (Binary, Broadcast, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Ramp,
                            Select, Var)
@@ -50,6 +50,8 @@ class Evaluator:
         return self.env[e]
 
     def eval_Const(self, e: Const):
+        if e.dtype.is_bfloat:                   # rounded to bfloat16, as the CUDA C literal is
+            return to_bfloat16(e.value).astype(np.float32)
         return np.asarray(e.value, dtype=compute_dtype(e.dtype))
 
     def eval_Binary(self, e: Binary):
@@ -80,6 +82,8 @@ class Evaluator:
     def eval_Cast(self, e: Cast):
         value = np.asarray(self.eval(e.value))
         target = compute_dtype(e.dtype)
+        if e.dtype.is_bfloat:                           # rounded to bfloat16, computed on as float
+            return to_bfloat16(value).astype(np.float32)
         if e.dtype.is_float and e.dtype.bits == 16:     # rounded to half, computed on as float
             return value.astype(np.float16).astype(np.float32)
         if e.dtype.is_int and e.value.dtype.is_float:     # saturating, NaN to 0, as the CUDA C's sl_f2i

@@ -1,9 +1,13 @@
 """Tensors made from a value: full, full_like, scalar_tensor (ones/zeros decompose to full)."""
 from __future__ import annotations
 
+import math
+
+import torch
+
 import schedlang as sl
 
-from ..dtypes import to_sl
+from ..dtypes import to_sl, to_torch
 from .common import compute
 from .promote import scalar_dtype
 from .registry import LowerContext, Unsupported, register_lowering
@@ -14,6 +18,9 @@ def _filled(name: str, shape, value, dtype: str) -> sl.Tensor:
         raise Unsupported("an empty tensor (schedlang tensors have positive extents)")
     if sl.dtype(dtype).is_int and isinstance(value, float) and not value.is_integer():
         value = int(value)                 # torch truncates a float fill of an integer tensor
+    if sl.dtype(dtype).is_float and math.isfinite(value) and abs(value) > torch.finfo(to_torch(dtype)).max:
+        # torch refuses it too ("value cannot be converted to type c10::Half without overflow")
+        raise ValueError(f"the fill value {value} does not fit dtype {dtype} (it would be inf)")
     return compute(tuple(shape), lambda i: sl.const(value, dtype), name)
 
 

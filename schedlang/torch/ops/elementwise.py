@@ -19,28 +19,43 @@ from .promote import compute_dtype, float_result, is_bool, is_float, is_int, is_
 from .registry import LowerContext, Unsupported, register_lowering
 
 
-def _value(operand, index, shape, dtype: str) -> Expr:
-    """An operand (tensor or scalar) at index, cast to dtype."""
+def _value(operand, index, shape, dtype: str, wrap: bool = False) -> Expr:
+    """An operand (tensor or scalar) at index, cast to dtype. wrap: an int scalar beyond an
+    integer dtype's range wraps around into it, as torch's arithmetic and comparisons cast
+    their Python scalars (int32 `x + 2**40` is `x + 0`); else it is refused (ValueError, as
+    torch refuses it in where, clamp and full)."""
     if is_tensor(operand):
         v = read_broadcast(operand, shape, index)
     elif isinstance(operand, Expr):
         v = operand
     else:
+        if wrap and sl.dtype(dtype).is_int and isinstance(operand, int) and not isinstance(operand, bool):
+            operand = _wrapped(operand, sl.dtype(dtype))
         v = sl.const(operand, dtype)
     if sl.dtype(dtype).is_bool and not v.dtype.is_bool:
         return v != sl.const(0, v.dtype)          # torch: nonzero is True (a cast would truncate)
     return sl.cast(dtype, v)
 
 
+def _wrapped(value: int, dtype) -> int:
+    """value modulo 2**bits, in dtype's range (two's complement for a signed dtype)."""
+    bits = dtype.bits
+    value &= (1 << bits) - 1
+    if dtype.min_int < 0 and value >= 1 << (bits - 1):
+        value -= 1 << bits
+    return value
+
+
 def pointwise(name: str, fn: Callable, operands: Sequence, out_dtype: str,
-              calc_dtype: Optional[str] = None) -> sl.Tensor:
+              calc_dtype: Optional[str] = None, wrap: bool = True) -> sl.Tensor:
     """One Elementwise stage: out = fn(*operands) over their broadcast shape, with each
-    operand cast to calc_dtype (default: the compute dtype of out_dtype)."""
+    operand cast to calc_dtype (default: the compute dtype of out_dtype); int scalars out
+    of its range wrap around unless wrap is False (_value)."""
     calc = calc_dtype or compute_dtype(out_dtype)
     shape = broadcast_shape(*(o.shape for o in operands if is_tensor(o)))
 
     def body(index):
-        out = fn(*(_value(o, index, shape, calc) for o in operands))
+        out = fn(*(_value(o, index, shape, calc, wrap) for o in operands))
         return to_dtype(out, out_dtype)
     return compute(shape, body, name)
 
@@ -363,7 +378,7 @@ def clamp(ctx: LowerContext, x, min=None, max=None):   # noqa: A002
         lo = next(it) if min is not None else None
         hi = next(it) if max is not None else None
         return _clamp_value(v, lo, hi)
-    return pointwise(ctx.name(), fn, ops, dt)
+    return pointwise(ctx.name(), fn, ops, dt, wrap=False)
 
 
 @register_lowering("aten.clamp_min.default", "aten.clamp_min.Tensor")

@@ -39,6 +39,7 @@ def test_one_thread_axis_bound_with_two_extents():
     xo, xi = s[C].split(C.op.axis[0], factor=32)
     schedules.bind(s, C, xo, xi)
     s[B].compute_at(s[C], xo)
+    s[B].set_scope("shared")     # (a local stage binding a loop to threadIdx is refused before)
     bo, bi = s[B].split(B.op.axis[0], factor=16)
     s[B].bind(bi, sl.thread_axis("threadIdx.x"))
     with pytest.raises(sl.LoweringError, match="threadIdx.x is bound to loops of extents"):

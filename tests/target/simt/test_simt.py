@@ -106,14 +106,6 @@ def test_missing_barrier_is_a_race(monkeypatch):
         mod.emulate(*arrays, engine="simt")
 
 
-def test_every_thread_filling_the_whole_shared_tile_is_a_race():
-    """Without a cooperative fetch every thread writes every element of the shared tile."""
-    s, args = schedules.tiled_gemm(M=20, N=20, K=12, cache_shared=True)
-    arrays, _ = arrays_for(s, args)
-    with pytest.raises(sl.LoweringError, match=r"race on 'A\.shared'.*in the same statement"):
-        sl.build(s, args, target="cuda").emulate(*arrays, engine="simt")
-
-
 def test_an_out_of_bounds_access_names_buffer_index_and_thread():
     """The elementwise kernel with its tail guard taken away: the last block's threads 36..63 read past
     A, an IndexError naming the buffer, the index, the thread and the block."""

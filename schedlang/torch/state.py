@@ -1,0 +1,104 @@
+"""The parameters, buffers and tensor constants of a compiled module, read from the module
+at every call, as eager PyTorch reads them.
+
+A compiled module keeps its nn.Module and looks each state tensor up by its name there
+(`lin.weight`, `scale`) on each call, so `m.scale = torch.full(...)`,
+`m.lin.weight = nn.Parameter(...)`, `m.lin.weight.data = ...` and in-place writes are all
+seen. A state tensor the module does not have as an attribute (a constant torch.export
+lifted out of forward) keeps the value captured at compile time. A replacement of another
+shape or dtype than the one compiled for is refused (ValueError): the kernels were built
+for that shape.
+
+What is copied is kept per source tensor and made again when the source changes as torch
+sees it: the tensor object, its storage (`data_ptr`) or its `_version` (every in-place write
+through the tensor or a view of it). Copies are the device copy of a CPU module called with
+target "cuda" (or the CPU copy emulate() reads) and the packed weights of prepack.py; a write
+into the storage through `.data` (`w.data.copy_(x)`) bumps no version, so those copies do
+not see it, as autograd does not.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+from .dtypes import to_torch
+from .torch_ir import TorchInput
+
+_MISSING = object()
+
+
+class ModuleState:
+    """The state tensors of one compiled module (graph.state_inputs), current at each call."""
+
+    def __init__(self, inputs: List[TorchInput], module: Optional[torch.nn.Module] = None):
+        self.inputs = list(inputs)
+        self.module = module
+        self._copies: Dict[Tuple[str, str], Tuple[Version, torch.Tensor]] = {}
+
+    def current(self) -> Dict[str, torch.Tensor]:
+        """name -> the module's tensor for each state input now (the captured one where the
+        module has no such attribute), checked against the compiled shape and dtype."""
+        out = {}
+        for i in self.inputs:
+            t = _lookup(self.module, i.target) if self.module is not None and i.target else _MISSING
+            if t is _MISSING:
+                t = i.value
+            elif not isinstance(t, torch.Tensor):
+                raise TypeError(f"the module's {i.kind} {i.target} is now a {type(t).__name__}; the module was "
+                                f"compiled with a tensor there")
+            elif tuple(t.shape) != tuple(i.shape) or t.dtype != to_torch(i.dtype):
+                raise ValueError(f"the module's {i.kind} {i.target} is now {t.dtype} {tuple(t.shape)}; the module "
+                                 f"was compiled for {to_torch(i.dtype)} {tuple(i.shape)}: compile it again")
+            out[i.name] = t
+        return out
+
+    def on_device(self, current: Dict[str, torch.Tensor], device: str) -> Dict[str, torch.Tensor]:
+        """name -> the tensor of current (what current() returned), detached, on device (a
+        copy kept until its source changes)."""
+        out = {}
+        for name, t in current.items():
+            if t.device.type == device:
+                out[name] = t.detach()
+                continue
+            hit = self._copies.get((name, device))
+            if hit is None or hit[0].changed(t):
+                hit = self._copies[(name, device)] = (Version(t), t.detach().to(device))
+            out[name] = hit[1]
+        return out
+
+    def requiring_grad(self, tensors: Dict[str, torch.Tensor]) -> Optional[str]:
+        """The name in the module of the first state tensor that requires grad, or None."""
+        for i in self.inputs:
+            if tensors[i.name].requires_grad:
+                return i.target or i.name
+        return None
+
+
+class Version:
+    """What a copy of the tensor t was made from: its storage, layout and `_version`."""
+
+    def __init__(self, t: torch.Tensor):
+        self.key = _key(t)
+        # Holding the storage keeps its address from being reused by a replacement tensor
+        # (`w.data = torch.randn(...)` would otherwise often get the freed block back).
+        self._pin = t.detach()
+
+    def changed(self, t: torch.Tensor) -> bool:
+        return _key(t) != self.key
+
+
+def _key(t: torch.Tensor) -> tuple:
+    # inference tensors keep no version counter (reading it raises)
+    version = t._version if not t.is_inference() else None
+    return (t.data_ptr(), version, tuple(t.shape), t.stride(), t.dtype, t.device)
+
+
+def _lookup(module: torch.nn.Module, target: str):
+    """The attribute at the dotted path target of module, or _MISSING."""
+    obj = module
+    for part in target.split("."):
+        obj = getattr(obj, part, _MISSING)
+        if obj is _MISSING:
+            return _MISSING
+    return obj
