@@ -3,9 +3,9 @@ named steps, keeping the text of every level."""
 from __future__ import annotations
 
 import warnings
-from typing import Dict, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
-from . import build_cache
+from . import build_cache, trace as tracing
 from .errors import ScheduleError
 from .limits import recursion_guard
 from .kernel import lower_to_kernel_ir
@@ -17,6 +17,7 @@ from .schedule.annotate import PARALLEL as PARALLEL_ANNOTATION, check_unroll_pro
 from .target.registry import get_backend
 from .target.target import Target
 from .tile import lower_to_tile_ir
+from .tile.lower import tile_passes
 from .tensor.op import PlaceholderOp, Tensor
 from .tensor.printer import print_tensor_ir
 
@@ -52,31 +53,48 @@ def _check_parallel_nesting(s: Schedule) -> None:
 
 
 def lower_all(s: Schedule, args: Sequence[Tensor], target: Target, name: Optional[str] = None,
-              upto: str = "kernel") -> Dict[str, object]:
+              upto: str = "kernel", trace: Optional[tracing.Trace] = None) -> Dict[str, object]:
     """The levels of the pipeline in order, up to and including `upto`: Tensor IR text,
     Loop IR, Tile IR, Kernel IR. Only Kernel IR depends on the (resolved) target: its
-    backend checks the schedule and gives the Kernel IR passes."""
+    backend checks the schedule and gives the Kernel IR passes. A trace records the Tensor
+    and Loop IR and the IR after every Tile and Kernel IR pass (pass_names)."""
     _check_schedule(s)
     _check_parallel_nesting(s)
     check_unroll_products(s, _enclosing_loops)
     levels: Dict[str, object] = {"tensor": print_tensor_ir(s.outputs, _stage_ops(s, args))}
+    _record(trace, "tensor", levels["tensor"])
     if upto == "tensor":
         return levels
     levels["loop"] = lower_to_loop_ir(s, args, name)              # what each stage computes
+    _record(trace, "loop", levels["loop"])
     if upto == "loop":
         return levels
-    levels["tile"] = lower_to_tile_ir(s, args, name)              # the schedule applied
+    levels["tile"] = lower_to_tile_ir(s, args, name, trace)       # the schedule applied
     if upto == "tile":
         return levels
-    levels["kernel"] = lower_tile_to_kernel(levels["tile"], s, target)   # kernels, launch geometry, vectors
+    levels["kernel"] = lower_tile_to_kernel(levels["tile"], s, target, trace)   # kernels, launch geometry, vectors
     return levels
 
 
-def lower_tile_to_kernel(tile: Func, s: Schedule, target: Target):
+def _record(trace: Optional[tracing.Trace], name: str, ir) -> None:
+    if trace is not None:
+        trace.record(name, _text(ir))
+
+
+def lower_tile_to_kernel(tile: Func, s: Schedule, target: Target, trace: Optional[tracing.Trace] = None):
     """Kernel IR for a target: its backend checks the schedule, then runs its Kernel IR passes."""
     backend = get_backend(target.kind)
     backend.check_schedule(s, target)
-    return lower_to_kernel_ir(tile, backend.kernel_passes(target))
+    return lower_to_kernel_ir(tile, backend.kernel_passes(target), trace)
+
+
+def pass_names(target) -> List[str]:
+    """Every step of build(s, args, target) in order, as mod.trace names them: the Tensor and
+    Loop IR levels, the Tile IR passes, the backend's Kernel IR passes and build stages."""
+    target = Target.create(target)
+    backend = get_backend(target.kind)
+    return (["tensor", "loop"] + [name for name, _ in tile_passes()]
+            + [name for name, _ in backend.kernel_passes(target)] + list(backend.stage_names(target)))
 
 
 def _stage_ops(s: Schedule, args):
@@ -120,7 +138,7 @@ def _text(ir) -> str:
 
 
 def build(inputs: Union[Schedule, LoweredFunc], args: Optional[Sequence[Tensor]] = None, target=None,
-          name: Optional[str] = None, cache: Optional[bool] = None):
+          name: Optional[str] = None, cache: Optional[bool] = None, trace: Optional[bool] = None):
     """Compile into a callable module: mod(*arrays) with arrays in args order.
 
     A list of lowered functions builds them all (tvm.build([f1, f2])): mod["f1"] is one.
@@ -129,11 +147,17 @@ def build(inputs: Union[Schedule, LoweredFunc], args: Optional[Sequence[Tensor]]
     target is a string ("llvm", "llvm -mcpu=haswell", "cuda") or a Target; by default "llvm",
     or for a lowered function the target it was lowered for. An identical build of a schedule
     (program, steps, args, target, name) returns the module already compiled; cache=False
-    always compiles (see build_cache.py)."""
+    always compiles (see build_cache.py).
+
+    trace=True (or the environment variable SCHEDLANG_TRACE=1) prints the IR after every pass
+    and build stage to stderr and keeps it as mod.trace, a list of (pass name, text) in the
+    order of pass_names(target) (see trace.py); a traced build always compiles. For a
+    lowered function the trace starts at its Kernel IR passes."""
     if isinstance(inputs, LoweredFunc) and isinstance(args, (str, Target)) and target is None:
         args, target = None, args            # build(lowered, "llvm")
     if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(f, LoweredFunc) for f in inputs):
-        return _build_group(inputs, args, target, name)
+        return _build_group(inputs, args, target, name, trace)
+    record = tracing.Trace() if tracing.wanted(trace) else None
     if target is None:
         target = inputs.target if isinstance(inputs, LoweredFunc) else "llvm"
     target = Target.create(target)
@@ -144,17 +168,19 @@ def build(inputs: Union[Schedule, LoweredFunc], args: Optional[Sequence[Tensor]]
             # TVM ignores name= for a lowered module too; say so, since the name differs.
             warnings.warn(f"build(lowered, name={name!r}) is ignored: the function was named {inputs.name!r} by "
                           "sl.lower(s, args, name=...)", UserWarning, stacklevel=2)
-        levels = _kernel_levels(inputs, target)
+        levels = _kernel_levels(inputs, target, record)
         is_output = inputs.is_output
     else:
         if args is None:
             raise TypeError("build(s, args, target=...) needs the argument tensors, in call order")
+        if record is not None:
+            return _build(inputs, args, target, name, record)
         return build_cache.cached_build(inputs, args, target, name, cache,
                                         lambda: _build(inputs, args, target, name))
-    return _build_levels(levels, target, is_output)
+    return _build_levels(levels, target, is_output, record)
 
 
-def _build_group(funcs: Sequence[LoweredFunc], args, target, name):
+def _build_group(funcs: Sequence[LoweredFunc], args, target, name, trace=None):
     """build([f1, f2], target): each lowered function compiled, found by its name (TVM's m["f1"])."""
     from .module_group import ModuleGroup
     if isinstance(args, (str, Target)) and target is None:
@@ -166,30 +192,36 @@ def _build_group(funcs: Sequence[LoweredFunc], args, target, name):
     if twice:
         raise ValueError(f"functions built together need distinct names; {', '.join(map(repr, twice))} is given "
                          "twice (sl.lower(s, args, name=...))")
-    return ModuleGroup({f.name: build(f, target=target) for f in funcs})
+    return ModuleGroup({f.name: build(f, target=target, trace=trace) for f in funcs})
 
 
-def _build(s: Schedule, args: Sequence[Tensor], target: Target, name: Optional[str]):
+def _build(s: Schedule, args: Sequence[Tensor], target: Target, name: Optional[str],
+           trace: Optional[tracing.Trace] = None):
     with recursion_guard("lower"):
-        levels = lower_all(s, args, target, name)
-    return _build_levels(levels, target, _is_output(s, args))
+        levels = lower_all(s, args, target, name, trace=trace)
+    return _build_levels(levels, target, _is_output(s, args), trace)
 
 
-def _build_levels(levels: Dict[str, object], target: Target, is_output):
+def _build_levels(levels: Dict[str, object], target: Target, is_output, trace: Optional[tracing.Trace] = None):
     texts = {k: _text(v) for k, v in levels.items()}
+    backend = get_backend(target.kind)
     with recursion_guard("build"):
-        return get_backend(target.kind).build(levels["kernel"], target, is_output, texts)
+        if trace is None:        # backends written before tracing take no trace argument
+            return backend.build(levels["kernel"], target, is_output, texts)
+        mod = backend.build(levels["kernel"], target, is_output, texts, trace=trace)
+    mod.trace = trace.passes
+    return mod
 
 
-def _kernel_levels(lowered: LoweredFunc, target: Target) -> Dict[str, object]:
+def _kernel_levels(lowered: LoweredFunc, target: Target, trace: Optional[tracing.Trace] = None) -> Dict[str, object]:
     """The levels of a lowered function down to Kernel IR for `target`, reusing its Kernel IR
     when it was lowered for that target."""
     if "tile" not in lowered.ir:
         raise ValueError(f"build needs a function lowered to Tile IR or further; this one was lowered with "
                          f"level={lowered.level!r}: use sl.lower(s, args) (level='tile') or build(s, args)")
     levels = dict(lowered.ir)
-    if "kernel" not in levels or lowered.target != target:    # lowered for another target
-        levels["kernel"] = lower_tile_to_kernel(levels["tile"], lowered.schedule, target)
+    if "kernel" not in levels or lowered.target != target or trace is not None:   # another target, or traced
+        levels["kernel"] = lower_tile_to_kernel(levels["tile"], lowered.schedule, target, trace)
     return levels
 
 

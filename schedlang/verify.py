@@ -21,14 +21,18 @@ def pass_name(p: Callable) -> str:
     return getattr(p, "__name__", repr(p))
 
 
-def run_passes(body, passes: Sequence, verify: Optional[Callable[[object, str], None]] = None):
+def run_passes(body, passes: Sequence, verify: Optional[Callable[[object, str], None]] = None,
+               trace=None, show: Callable[[object], str] = str):
     """body = p(body) for each pass in order; when ENABLED, verify(body, name) after each.
-    A pass is a callable or a (name, callable) pair, as backends list them."""
+    A pass is a callable or a (name, callable) pair, as backends list them. With a trace
+    (schedlang.trace.Trace), show(body) is recorded after each pass under its name."""
     for entry in passes:
         name, p = entry if isinstance(entry, tuple) else (pass_name(entry), entry)
         body = p(body)
         if ENABLED and verify is not None:
             verify(body, name)
+        if trace is not None:
+            trace.record(name, show(body))
     return body
 
 

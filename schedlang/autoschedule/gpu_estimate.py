@@ -75,7 +75,7 @@ SPILL_FACTOR = 1.5            # a kernel that spills registers to local memory
 def sampled_profile(mod, arrays: List[np.ndarray], max_lanes: int = PROFILE_LANES) -> Dict[str, dict]:
     """Per kernel, the SIMT profile's figures over the whole grid, interpreting at most
     max_lanes threads' worth of blocks and scaling the counters (see the module docstring)."""
-    from ..target.cuda.backend import shared_bytes
+    from ..kernel.launch import shared_bytes
     from ..target.simt.geometry import Chunk, Geometry
     from ..target.simt.interpret import Machine
     from ..target.simt.memory import Memory

@@ -226,3 +226,23 @@ def span_bound(hi: Expr, lo: Expr, ranges: VarRanges) -> Optional[int]:
         if isinstance(width, Const) and width.value >= 0:
             return (int(width.value) + c - 1) // c
     return const_bounds(simplify(binary("sub", hi, lo), ranges), ranges)[1]
+
+
+def fits_without_wrap(e: Expr, ranges, memo: Optional[Tuple[Dict, Dict]] = None) -> bool:
+    """Whether e, an integer expression, and every add/sub/mul under it provably stay within
+    the range of their dtype, given inclusive ranges of the variables. memo (answers and
+    bounds, each id -> (node, value)) decides each distinct node once, so shared
+    subexpressions cost linear time."""
+    if not isinstance(e, Binary):
+        return True
+    answers, bounds = ({}, {}) if memo is None else memo
+    hit = answers.get(id(e))
+    if hit is None:
+        fits = True
+        if e.op in ("add", "sub", "mul"):
+            lo, hi = const_bounds(e, ranges, bounds)
+            fits = lo is not None and hi is not None and e.dtype.min_int <= lo <= hi <= e.dtype.max_int
+        fits = fits and fits_without_wrap(e.a, ranges, (answers, bounds)) and \
+            fits_without_wrap(e.b, ranges, (answers, bounds))
+        hit = answers[id(e)] = (e, fits)
+    return hit[1]

@@ -1,48 +1,65 @@
-"""Tile IR -> Kernel IR: run the target's Kernel IR passes, top to bottom, then cut kernels.
+"""Tile IR -> Kernel IR: run the target's Kernel IR passes, top to bottom.
 
-standard_passes() is the target-neutral list; a backend's kernel_passes(target) returns
-it, or a list built on it.
+Each backend writes out its whole list (kernel_passes): passes over the body of the
+function, then split_kernels (cut into kernels with their launch geometry) and
+add_size_params, which need the function itself and are listed as SPLIT_KERNELS and
+ADD_SIZE_PARAMS.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
-from typing import Callable, List, Sequence, Tuple
+from typing import Callable, Sequence, Tuple
 
 from .. import verify
+from ..errors import InternalError
 from ..loop.nodes import Func
-from ..loop.simplify import simplify_stmt
+from ..loop.printer import print_func
 from ..loop.verify import size_vars, verify_stmt
-from ..target.target import Target
-from .flatten import flatten_buffers
 from .kernels import split_kernels
 from .nodes import KernelModule
 from .sizes import add_size_params
-from .unroll import unroll_loops
-from .vectorize import vectorize_loops
-from .widen import widen_index_arith
 from .verify import verify_kernel_module
 
 
-def standard_passes(target: Target) -> List[Tuple[str, Callable]]:
-    """The Kernel IR passes every target runs, in order."""
-    return [
-        ("flatten_buffers", flatten_buffers),     # one flat index per access
-        ("unroll_loops", unroll_loops),
-        ("simplify", simplify_stmt),
-        ("widen_index_arith", widen_index_arith),   # int64 where int32 terms may wrap
-        ("vectorize_loops", partial(vectorize_loops, target=target)),   # lanes from target.native_lanes
-        ("simplify", simplify_stmt),
-    ]
+class WholeFunction:
+    """A Kernel IR pass that needs the lowered function (its name, parameters, size
+    arguments) besides the IR: run(ir, func)."""
+
+    def __init__(self, run: Callable):
+        self.run = run
 
 
-def lower_to_kernel_ir(func: Func, passes: Sequence[Tuple[str, Callable]]) -> KernelModule:
-    """Run the passes (from the target's backend) over the function body, then split it into
-    kernels. With verification on (schedlang.verify), the IR is checked after every pass."""
-    body = verify.run_passes(func.body, passes, partial(_verify_body, func))
-    module = add_size_params(split_kernels(func.name, func.params, body), func.size_args, func.size_checks)
+def _split(body, func: Func) -> KernelModule:
+    return split_kernels(func.name, func.params, body)
+
+
+def _sizes(module: KernelModule, func: Func) -> KernelModule:
+    return add_size_params(module, func.size_args, func.size_checks)
+
+
+SPLIT_KERNELS = WholeFunction(_split)          # one kernel per root stage nest, its launch axes lifted
+ADD_SIZE_PARAMS = WholeFunction(_sizes)        # size variables become scalar parameters
+
+
+def lower_to_kernel_ir(func: Func, passes: Sequence[Tuple[str, Callable]], trace=None) -> KernelModule:
+    """Run the passes (from the target's backend) over the function body; the list ends
+    with SPLIT_KERNELS and ADD_SIZE_PARAMS. With verification on (schedlang.verify), the IR
+    is checked after every pass; with a trace, its text is recorded after every pass."""
+    bound = [(name, partial(p.run, func=func) if isinstance(p, WholeFunction) else p) for name, p in passes]
+    module = verify.run_passes(func.body, bound, partial(_verify, func), trace, partial(_show, func))
+    if not isinstance(module, KernelModule):
+        raise InternalError("a Kernel IR pass list ends with split_kernels and add_size_params "
+                            f"(SPLIT_KERNELS, ADD_SIZE_PARAMS); this one ends with {bound[-1][0] if bound else 'nothing'}")
     return verify_kernel_module(module) if verify.ENABLED else module
 
 
-def _verify_body(func: Func, body, after: str) -> None:
+def _verify(func: Func, ir, after: str) -> None:
+    if isinstance(ir, KernelModule):      # verify_kernel_module checks the finished module
+        return
     free = size_vars(func.params) + [v for _, v in func.size_args]
-    verify_stmt(body, func.params, free, flat=True, where=f"Kernel IR of '{func.name}' after {after}")
+    verify_stmt(ir, func.params, free, flat=True, where=f"Kernel IR of '{func.name}' after {after}")
+
+
+def _show(func: Func, ir) -> str:
+    return str(ir) if isinstance(ir, KernelModule) else print_func(replace(func, body=ir))

@@ -29,8 +29,6 @@ from . import scan as scan_lowering
 from ..tensor.extern import ExternOp
 from ..tensor.op import output_name as tensor_output_name
 from ..tensor.scan import ScanOp
-from .names import unique_loop_names
-from .simplify import simplify_stmt
 
 Region = List[Tuple[Expr, int]]     # per root axis: (min, extent)
 _KIND = {UNROLL: UNROLLED, VECTORIZE: VECTORIZED, PARALLEL: K_PARALLEL, BIND: BOUND}
@@ -285,7 +283,7 @@ class _FuncBuilder:
         for p in reversed(roots):
             body = self.allocate(p, body)
         params = self.params()
-        return unique_loop_names(Func(self.program.name, params, simplify_stmt(body)))
+        return Func(self.program.name, params, body)
 
 
 def _proved(cond: Expr, ranges) -> bool:
@@ -311,5 +309,6 @@ def _guarded(conds: List[Expr], body: Stmt) -> Stmt:
 
 
 def build_func(program: Program, regions: Dict[str, Region]) -> Func:
-    """One function computing the program, given the region each stage computes."""
+    """One function computing the program, given the region each stage computes (before
+    simplify_func and unique_loop_names, which the Loop and Tile IR lowerings run next)."""
     return _FuncBuilder(program, regions).build()

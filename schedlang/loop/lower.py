@@ -8,9 +8,11 @@ from typing import Optional, Sequence
 from ..tensor.op import Tensor
 from ..verify import check_func
 from .build import build_func, full_region
+from .names import unique_loop_names
 from .nodes import Func
 from .plan import snapshot, split_size_args
 from .scan import has_scan
+from .simplify import simplify_func
 
 
 def lower_to_loop_ir(schedule, args: Sequence[Tensor], name: Optional[str] = None) -> Func:
@@ -20,4 +22,5 @@ def lower_to_loop_ir(schedule, args: Sequence[Tensor], name: Optional[str] = Non
     if has_scan(program):      # a scan's cell computes one step's region per iteration
         from ..tile.bound import infer_regions
         regions = infer_regions(program)
-    return check_func(replace(build_func(program, regions), size_args=size_args), "Loop")
+    func = unique_loop_names(simplify_func(build_func(program, regions)))
+    return check_func(replace(func, size_args=size_args), "Loop")

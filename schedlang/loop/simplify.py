@@ -2,12 +2,13 @@
 drop branches whose condition is decided."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Dict, Tuple
 
 from ..expr.nodes import Const, Expr, Var
 from ..expr.simplify import simplify
 from .functor import StmtMutator
-from .nodes import For, IfThen, Stmt, seq
+from .nodes import For, Func, IfThen, Stmt, seq
 
 
 class _Simplify(StmtMutator):
@@ -35,3 +36,8 @@ class _Simplify(StmtMutator):
 
 def simplify_stmt(s: Stmt, ranges: Dict[Var, Tuple[int, int]] = None) -> Stmt:
     return _Simplify(ranges or {}).visit(s)
+
+
+def simplify_func(func: Func) -> Func:
+    """The function with its body simplified (simplify_stmt)."""
+    return replace(func, body=simplify_stmt(func.body))

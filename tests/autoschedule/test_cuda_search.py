@@ -129,8 +129,8 @@ def test_cuda_samples_respect_the_launch_limits():
     samples that pass are within both limits."""
     from schedlang.driver import lower_tile_to_kernel
     from schedlang.autoschedule.features import tile_ir
-    from schedlang.target.cuda.backend import shared_bytes
-    from schedlang.target.cuda.codegen import threads_per_block
+    from schedlang.kernel.launch import shared_bytes
+    from schedlang.kernel.launch import threads_per_block
     task = SearchTask(tensors=gemm(256)[0], target=sl.Target("cuda", max_shared_memory_per_block=4096))
     sketch = generate_sketches(task)[0]
     rng = random.Random(0)

@@ -121,13 +121,13 @@ def test_run_passes_names_the_pass_that_broke_the_ir(monkeypatch):
 
 def test_kernel_pipeline_is_verified(monkeypatch):
     """A Kernel IR pass that breaks an invariant fails in lowering, naming the pass."""
-    import schedlang.kernel.lower as kl
-    monkeypatch.setattr(kl, "unroll_loops", forget_loops)     # standard_passes reads it at call time
+    import schedlang.target.llvm.backend as llvm_backend
+    monkeypatch.setattr(llvm_backend, "unroll_loops", forget_loops)     # kernel_passes reads it at call time
     A_, B_, C_ = programs.gemm(4, 4, 4)
     s = sl.create_schedule(C_.op)
     tile = lower_all(s, [A_, B_, C_], sl.Target.create("llvm"), upto="tile")["tile"]
     with pytest.raises(InternalError, match="Kernel IR of 'C' after unroll_loops"):
-        lower_to_kernel_ir(tile, kl.standard_passes(sl.Target.create("llvm")))
+        lower_to_kernel_ir(tile, llvm_backend.BACKEND.kernel_passes(sl.Target.create("llvm")))
 
 
 def test_loop_kinds_of_each_level():

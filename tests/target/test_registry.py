@@ -19,7 +19,8 @@ def test_builtin_backends():
     assert llvm.kind == "llvm" and cuda.kind == "cuda"
     target = sl.Target.create("llvm")
     assert [name for name, _ in llvm.kernel_passes(target)] == [
-        "flatten_buffers", "unroll_loops", "simplify", "vectorize_loops", "simplify"]
+        "flatten_buffers", "unroll_loops", "simplify", "widen_index_arith", "vectorize_loops", "simplify",
+        "split_kernels", "add_size_params"]
     assert tuple(llvm.stage_names(target)) == ("llvm", "llvm.opt", "jit")
     with pytest.raises(ValueError, match="no backend for target kind 'opencl'"):
         sl.get_backend("opencl")
@@ -61,7 +62,7 @@ def test_build_and_lower_dispatch_on_the_target_kind(recording_cuda):
     s, args = _program()
     ko, ki = s[args[2]].split(s[args[2]].op.reduce_axis[0], factor=2)
     s[args[2]].unroll(ki)
-    tag, kernel, target, is_output, texts = sl.build(s, args, target="cuda -arch=sm_80")
+    tag, kernel, target, is_output, texts = sl.build(s, args, target="cuda -arch=sm_80", cache=False)   # a tuple: nothing to cache
     assert tag == "built" and target == sl.Target("cuda", arch="sm_80") and is_output == (False, False, True)
     assert set(texts) == {"tensor", "loop", "tile", "kernel"} and texts["kernel"] == str(kernel)
     assert "unrolled k.inner in 0..2:" in texts["tile"]
@@ -100,3 +101,32 @@ def test_target_is_a_leaf_and_kernel_ir_needs_no_backend():
     for path in (root / "kernel").glob("*.py"):
         for m in _module_level_imports(path):
             assert not m.startswith("..target.") or m == "..target.target", (path.name, m)
+
+
+def test_no_backend_imports_another():
+    """Kernel-IR facts live in schedlang/kernel, what modules share in schedlang/target; the
+    one exception is the cuda module's emulate(), which runs the SIMT interpreter."""
+    import re
+    from pathlib import Path
+    root = Path(sl.__file__).parent / "target"
+    found = []
+    for kind in ("llvm", "cuda", "simt"):
+        for f in (root / kind).glob("*.py"):
+            for other in re.findall(r"from \.\.(\w+)", f.read_text()):
+                if other in ("llvm", "cuda", "simt") and (kind, other) != ("cuda", "simt"):
+                    found.append(f"{kind}/{f.name} imports {other}")
+    assert found == []
+
+
+def test_backend_modules_share_a_base():
+    from schedlang.target.module import BuiltModule
+    A, B, C = programs.gemm(8, 8, 8)
+    s = sl.create_schedule(C.op)
+    s[C].bind(C.op.axis[0], sl.thread_axis("blockIdx.x"))
+    s[C].bind(C.op.axis[1], sl.thread_axis("threadIdx.x"))
+    cuda = sl.build(s, [A, B, C], target="cuda")
+    llvm = sl.build(*_program())
+    assert isinstance(cuda, BuiltModule) and isinstance(llvm, BuiltModule)
+    assert [b.name for b in cuda.params] == [b.name for b in llvm.params] == ["A", "B", "C"]
+    with pytest.raises(NotImplementedError, match="the cuda target cannot export a shared library"):
+        cuda.export_library("/nonexistent/x.so")

@@ -3,7 +3,7 @@
 Stages after Kernel IR, in order, each one's text kept in mod.ir:
   "cuda"  Kernel IR rendered as CUDA C (codegen.py)
   "ptx"   NVRTC's PTX for the target's architecture (nvrtc.py); ptxas -v gives mod.ptxas_info
-A GPU launch is not written yet; mod.emulate() runs the CUDA C on the CPU (shim.py).
+mod(*tensors) launches on the GPU (gpu.py); mod.emulate() runs the CUDA C on the CPU (shim.py).
 """
 from __future__ import annotations
 
@@ -12,17 +12,22 @@ from typing import Dict, Sequence
 from ...errors import LoweringError, ScheduleError
 from ...expr.nodes import Expr
 from ...kernel.double_buffer import inject_double_buffer
-from ...kernel.lower import standard_passes
+from ...kernel.flatten import flatten_buffers
+from ...kernel.launch import shared_bytes
+from ...kernel.lower import ADD_SIZE_PARAMS, SPLIT_KERNELS
 from ...kernel.nodes import KernelModule, LaunchKind
 from ...kernel.thread_allreduce import lower_thread_allreduce
 from ...kernel.virtual_threads import inject_virtual_threads
 from ...kernel.thread_guards import sink_thread_guards
 from ...kernel.thread_sync import insert_barriers
+from ...kernel.unroll import unroll_loops
+from ...kernel.widen import widen_index_arith
 from ...loop.functor import StmtMutator, walk_stmts
+from ...loop.simplify import simplify_stmt
 from ...loop.nodes import VECTORIZED, SERIAL, Allocate, For, Stmt, Store
 from ...schedule.annotate import BIND, PARALLEL
 from ...tensor.op import PlaceholderOp
-from ..backend import Backend
+from ..backend import Backend, BuildState, run_stages
 from ..target import Target
 from .codegen import MAX_GRID, render_cuda, threads_per_block
 from .module import CUDAModule
@@ -62,28 +67,44 @@ class CUDABackend(Backend):
                 check_double_buffer(st)
 
     def kernel_passes(self, target: Target):
-        """The standard passes (virtual threads made serial loops right after flattening, vectorized
-        loops as CUDA vector accesses where aligned: vectorize.py), then the GPU passes."""
-        passes = [(name, cuda_vectorize_loops) if name == "vectorize_loops" else (name, run)
-                  for name, run in standard_passes(target)]
-        passes.insert(1, ("inject_virtual_threads", inject_virtual_threads))    # after flatten_buffers
-        return passes + [
+        """The Kernel IR passes, in order."""
+        return [
+            ("flatten_buffers", flatten_buffers),     # one flat index per access
+            ("inject_virtual_threads", inject_virtual_threads),   # vthread loops become serial loops
+            ("unroll_loops", unroll_loops),
+            ("simplify", simplify_stmt),
+            ("widen_index_arith", widen_index_arith),   # int64 where int32 terms may wrap
+            ("vectorize_loops", cuda_vectorize_loops),   # CUDA vector accesses where aligned (vectorize.py)
+            ("simplify", simplify_stmt),
             ("lower_thread_allreduce", lower_thread_allreduce),   # warp shuffles and shared memory
             ("insert_barriers", insert_barriers),         # __syncthreads() between shared writes and reads
             ("inject_double_buffer", inject_double_buffer),   # double_buffer(): fetch ahead, one barrier a step
             ("sink_thread_guards", sink_thread_guards),   # every thread reaches each barrier and cooperative fetch
+            ("split_kernels", SPLIT_KERNELS),         # thread-bound loops become the launch geometry
+            ("add_size_params", ADD_SIZE_PARAMS),
         ]
 
-    def stage_names(self, target: Target) -> Sequence[str]:
-        return ("cuda", "ptx")
+    def stages(self, target: Target):
+        return [
+            ("cuda", render_stage),   # Kernel IR rendered as CUDA C (codegen.py)
+            ("ptx", ptx_stage),       # NVRTC's PTX for the target's architecture (nvrtc.py)
+        ]
 
     def build(self, kernel: KernelModule, target: Target, is_output: Sequence[bool],
-              texts: Dict[str, str]) -> CUDAModule:
+              texts: Dict[str, str], trace=None) -> CUDAModule:
         check_kernels(kernel, target)
-        source = render_cuda(kernel)                             # "cuda"
-        ptx = compile_ptx(source, target.arch, kernel.name)      # "ptx"
-        info = ptxas_info(ptx, target.arch)
-        return CUDAModule(kernel, is_output, target, {**texts, "cuda": source, "ptx": ptx}, info)
+        st = run_stages(self.stages(target), BuildState(kernel, target, texts), trace)
+        return CUDAModule(kernel, is_output, target, st.texts, st.ptxas_info)
+
+
+def render_stage(st: BuildState) -> str:
+    return render_cuda(st.kernel)
+
+
+def ptx_stage(st: BuildState) -> str:
+    ptx = compile_ptx(st.texts["cuda"], st.target.arch, st.kernel.name)
+    st.ptxas_info = ptxas_info(ptx, st.target.arch)
+    return ptx
 
 
 def enclosing_loops(st):
@@ -128,12 +149,6 @@ def check_double_buffer(st) -> None:
                             f"'{st.attach_stage.name}', which is {ann}; only a serial loop runs its iterations "
                             "in turn, so that one can fetch ahead for the next", axis=st.attach_ivar.name,
                             hint="compute it at a serial loop (the outer reduction loop in TVM's GEMM tutorial)")
-
-
-def shared_bytes(kernel) -> int:
-    """Static shared memory of a kernel: every shared allocation, as if all were live at once."""
-    return sum(s.buffer.size * s.buffer.dtype.bytes for s in walk_stmts(kernel.body)
-               if isinstance(s, Allocate) and s.buffer.scope == "shared")
 
 
 def writes_one_element(kernel) -> bool:

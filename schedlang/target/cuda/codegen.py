@@ -17,12 +17,12 @@ import numpy as np
 
 from ...dtypes import DType, to_bfloat16
 from ...errors import InternalError, LoweringError
-from ...expr.extent import evaluate_extent
+from ...expr.bounds import fits_without_wrap
 from ...expr.nodes import (NEG, Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
                            Ramp, Select, Var)
+from ...kernel.launch import threads_per_block
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...loop.nodes import Allocate, Barrier, For, IfThen, Let, Seq, Stmt, Store
-from ..llvm.emit_expr import fits_without_wrap
 from . import arithmetic, codegen_vector, math_calls
 
 INDENT = "  "
@@ -332,20 +332,6 @@ def precedence(e: Expr) -> int:
     if isinstance(e, Select) or (isinstance(e, Load) and e.predicate is not None):
         return SELECT
     return ATOM
-
-
-def threads_per_block(k: Kernel) -> int:
-    """Threads of a block (thread extents are constants: backend.check_kernels)."""
-    return math.prod(a.extent for a in k.launch if a.kind is LaunchKind.THREAD)
-
-
-def launch_dims(k: Kernel, sizes=None):
-    """(grid, block) of a kernel as (x, y, z) triples; sizes (size variable -> value) gives
-    symbolic extents their values for a call."""
-    extent = {a.tag: evaluate_extent(a.extent, sizes or {}) for a in k.launch
-              if a.kind in (LaunchKind.BLOCK, LaunchKind.THREAD)}
-    return (tuple(extent.get(f"blockIdx.{c}", 1) for c in "xyz"),
-            tuple(extent.get(f"threadIdx.{c}", 1) for c in "xyz"))
 
 
 # CUDA's grid limits: x up to 2**31 - 1 blocks, y and z up to 65535.

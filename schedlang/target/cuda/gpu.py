@@ -12,8 +12,8 @@ from functools import lru_cache
 from typing import Dict, List, Optional
 
 from ...expr.extent import evaluate_extent
+from ...kernel.launch import launch_dims
 from ...kernel.nodes import KernelModule
-from .codegen import launch_dims
 
 
 def _ok(result, what: str):

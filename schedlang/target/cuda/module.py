@@ -6,13 +6,13 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
+from ...kernel.launch import launch_dims
 from ...kernel.nodes import KernelModule
-from ...kernel.sizes import symbolic_buffers, symbolic_extents
-from ..llvm.module import check_arguments
-from ..shapes import SizeBinder
+from ..arrays import check_arguments
+from ..module import BuiltModule
 from ..target import Target
 from . import shim
-from .codegen import check_grid, launch_dims
+from .codegen import check_grid
 from .codegen_vector import vector_alignments
 from .gpu import GPUProgram, gpu_problem
 from .nvrtc import PtxasInfo
@@ -20,7 +20,7 @@ from .nvrtc import PtxasInfo
 ENGINES = ("shim", "simt")
 
 
-class CUDAModule:
+class CUDAModule(BuiltModule):
     """A program compiled for a CUDA GPU.
 
     ir: the text of every level and stage ("tensor", "loop", "tile", "kernel", "cuda", "ptx").
@@ -30,20 +30,13 @@ class CUDAModule:
 
     def __init__(self, kernel_ir: KernelModule, is_output: Sequence[bool], target: Target, texts: Dict[str, str],
                  ptxas_info: Optional[Dict[str, PtxasInfo]]):
-        self.target = target
-        self.name = kernel_ir.name
-        self.params = list(kernel_ir.params)
+        super().__init__(kernel_ir, is_output, target, texts)
         self.kernels = [k.name for k in kernel_ir.kernels]
-        self.ir = dict(texts)
         self.ptxas_info = ptxas_info
         self._kernel_ir = kernel_ir
-        self._is_output = list(is_output)
         self._gpu: Optional[GPUProgram] = None     # loaded on the first GPU call
         # argument -> the byte alignment its float4/float2/half2 accesses need
         self._alignments = {b: n for k in kernel_ir.kernels for b, n in vector_alignments(k.body).items()}
-        self._sizes = (SizeBinder(self.params, kernel_ir.sizes, symbolic_buffers(kernel_ir),
-                                  symbolic_extents(kernel_ir), kernel_ir.size_args, kernel_ir.size_checks)
-                       if kernel_ir.sizes else None)
 
     def _arguments(self, arrays, device: str = "cpu"):
         """(arrays, their data pointers, size variable -> value) of a call, after the checks; with

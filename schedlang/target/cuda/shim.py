@@ -27,11 +27,12 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from ...disk import cache_dir, write_atomically
+from ...kernel.launch import launch_dims
 from ...kernel.nodes import KernelModule
 from ...expr.extent import evaluate_extent
 from ..elf import check_library, checksum, with_checksum
 from ..sharedlib import load_bytes
-from .codegen import compute_type, launch_dims, memory_type
+from .codegen import compute_type, memory_type
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 FLAGS = ["-std=c++20", "-O1", "-pthread", "-w", "-x", "c++", "-include", "cuda_shim.h"]

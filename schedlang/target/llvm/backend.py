@@ -9,11 +9,18 @@ from __future__ import annotations
 
 from typing import Dict, Sequence
 
+from functools import partial
+
 from ...errors import ScheduleError
-from ...kernel.lower import standard_passes
+from ...kernel.flatten import flatten_buffers
+from ...kernel.lower import ADD_SIZE_PARAMS, SPLIT_KERNELS
 from ...kernel.nodes import KernelModule
+from ...kernel.unroll import unroll_loops
+from ...kernel.vectorize import vectorize_loops
+from ...kernel.widen import widen_index_arith
+from ...loop.simplify import simplify_stmt
 from ...schedule.annotate import BIND
-from ..backend import Backend
+from ..backend import Backend, BuildState, run_stages
 from ..target import Target
 from . import forksafe
 from .codegen import render_llvm
@@ -55,27 +62,54 @@ class LLVMBackend(Backend):
                                         hint="use parallel()/vectorize() for the CPU, or build with target='cuda'")
 
     def kernel_passes(self, target: Target):
-        return standard_passes(target)
+        """The Kernel IR passes, in order."""
+        return [
+            ("flatten_buffers", flatten_buffers),     # one flat index per access
+            ("unroll_loops", unroll_loops),
+            ("simplify", simplify_stmt),
+            ("widen_index_arith", widen_index_arith),   # int64 where int32 terms may wrap
+            ("vectorize_loops", partial(vectorize_loops, target=target)),   # lanes from target.native_lanes
+            ("simplify", simplify_stmt),
+            ("split_kernels", SPLIT_KERNELS),         # a parallel outer loop becomes the CPU worker axis
+            ("add_size_params", ADD_SIZE_PARAMS),
+        ]
 
-    def stage_names(self, target: Target) -> Sequence[str]:
-        return ("llvm", "llvm.opt", "jit")
+    def stages(self, target: Target):
+        return [
+            ("llvm", render_stage),          # Kernel IR rendered as LLVM IR text (codegen.py)
+            ("llvm.opt", optimize_stage),    # the target machine's O3 pipeline
+            ("jit", jit_stage),              # machine code in memory
+        ]
 
     def build(self, kernel: KernelModule, target: Target, is_output: Sequence[bool],
-              texts: Dict[str, str]) -> LLVMModule:
+              texts: Dict[str, str], trace=None) -> LLVMModule:
         check_index_width(kernel)
-        runtime = openmp_library() if target.threading == "openmp" else None
-        triple, layout = triple_and_layout(target.cpu, target.features)
-        source, buffer_names = render_llvm(kernel, target, triple, layout, runtime is not None)   # "llvm"
-        optimized = optimize(source, target.cpu, target.features)                                  # "llvm.opt"
-        texts = {**texts, "llvm": source, "llvm.opt": str(optimized)}
-        if runtime is not None:
-            forksafe.bind_flag()     # parallel launches read the process's fork flag by name
-        compiled = CompiledModule(optimized, target.cpu, target.features)                          # "jit"
+        st = run_stages(self.stages(target), BuildState(kernel, target, texts), trace)
         not_runnable = why_not_runnable(target.cpu, target.features, *host_cpu())
-        return LLVMModule(kernel, is_output, target, texts, compiled, buffer_names, runtime, not_runnable)
+        return LLVMModule(kernel, is_output, target, st.texts, st.compiled, st.buffer_names, st.runtime,
+                          not_runnable)
 
     def load_module(self, path: str):
         return load_module(path)
+
+
+def render_stage(st: BuildState) -> str:
+    target = st.target
+    st.runtime = openmp_library() if target.threading == "openmp" else None
+    triple, layout = triple_and_layout(target.cpu, target.features)
+    st.source, st.buffer_names = render_llvm(st.kernel, target, triple, layout, st.runtime is not None)
+    return st.source
+
+
+def optimize_stage(st: BuildState) -> str:
+    st.optimized = optimize(st.source, st.target.cpu, st.target.features)
+    return str(st.optimized)
+
+
+def jit_stage(st: BuildState) -> None:
+    if st.runtime is not None:
+        forksafe.bind_flag()     # parallel launches read the process's fork flag by name
+    st.compiled = CompiledModule(st.optimized, st.target.cpu, st.target.features)
 
 
 def check_triple(triple: str) -> None:

@@ -1,7 +1,7 @@
 """Expressions of Kernel IR as LLVM IR instructions (scalar and vector)."""
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, Tuple
 
 from ...dtypes import DType, float32
 from ...errors import InternalError
@@ -13,7 +13,7 @@ from .division import DivisionEmitter
 from .half import HalfEmitter
 from .externs import check_symbol
 from .mathlib import MATH_FUNCTIONS, math_declarations, math_function
-from ...expr.bounds import const_bounds
+from ...expr.bounds import fits_without_wrap
 from ...expr.equality import equal
 from ...expr.nodes import FAST_MATH_MARKER, NEG
 from .types import compute_type, constant, literal, memory_type, scalar_compute, signed, vec
@@ -450,23 +450,3 @@ def _updates(s, value: Binary) -> bool:
     index = s.indices[0]
     return any(isinstance(side, Load) and side.buffer is s.buffer and equal(side.indices[0], index)
                for side in (value.a, value.b))
-
-
-def fits_without_wrap(e: Expr, ranges, memo: Optional[Tuple[Dict, Dict]] = None) -> bool:
-    """Whether e, an integer expression, and every add/sub/mul under it provably stay within
-    the range of their dtype, given inclusive ranges of the variables. memo (answers and
-    bounds, each id -> (node, value)) decides each distinct node once, so shared
-    subexpressions cost linear time."""
-    if not isinstance(e, Binary):
-        return True
-    answers, bounds = ({}, {}) if memo is None else memo
-    hit = answers.get(id(e))
-    if hit is None:
-        fits = True
-        if e.op in ("add", "sub", "mul"):
-            lo, hi = const_bounds(e, ranges, bounds)
-            fits = lo is not None and hi is not None and e.dtype.min_int <= lo <= hi <= e.dtype.max_int
-        fits = fits and fits_without_wrap(e.a, ranges, (answers, bounds)) and \
-            fits_without_wrap(e.b, ranges, (answers, bounds))
-        hit = answers[id(e)] = (e, fits)
-    return hit[1]

@@ -5,11 +5,9 @@ import ctypes
 import time
 from typing import Dict, List, Optional, Sequence
 
-import numpy as np
-
 from ...kernel.nodes import KernelModule
-from ...kernel.sizes import symbolic_buffers, symbolic_extents
-from ..shapes import SizeBinder
+from ..arrays import check_arguments, describe_type
+from ..module import BuiltModule
 from ..target import Target
 from . import forksafe
 from .arguments import resolve_arguments
@@ -20,11 +18,7 @@ from .packed import raise_pending
 from .status import StatusRecord, raise_for_status
 
 
-def _describe(x) -> str:
-    return type(x).__module__ + "." + type(x).__name__
-
-
-class LLVMModule:
+class LLVMModule(BuiltModule):
     """A compiled program. Call it with numpy arrays or CPU torch tensors, in argument order;
     results are written into the output arrays in place (no copies).
 
@@ -34,18 +28,11 @@ class LLVMModule:
     def __init__(self, kernel_ir: KernelModule, is_output: Sequence[bool], target: Target, texts: Dict[str, str],
                  compiled: CompiledModule, buffer_names: List[str], parallel_runtime: Optional[str],
                  not_runnable: Optional[str] = None):
-        self.target = target
-        self.name = kernel_ir.name
-        self.params = list(kernel_ir.params)
-        self._is_output = list(is_output)
+        super().__init__(kernel_ir, is_output, target, texts)
         self.parallel_runtime = parallel_runtime
-        self.ir = dict(texts)
         self._source = self.ir["llvm"]
         self._buffer_names = buffer_names
         self._compiled = compiled
-        self._sizes = (SizeBinder(self.params, kernel_ir.sizes, symbolic_buffers(kernel_ir),
-                                  symbolic_extents(kernel_ir), kernel_ir.size_args, kernel_ir.size_checks)
-                       if kernel_ir.sizes else None)
         self._bind_entry(symbol(self.name), "@GOMP_parallel" in self._source, len(kernel_ir.sizes))
         self._not_runnable = not_runnable     # compiled for a CPU this machine is not: why
 
@@ -91,7 +78,7 @@ class LLVMModule:
         for b, x in zip(self.params, arrays):
             shape = getattr(x, "shape", None)
             if shape is None:
-                raise TypeError(f"argument '{b.name}' must be a numpy array or a CPU torch tensor, got {_describe(x)}")
+                raise TypeError(f"argument '{b.name}' must be a numpy array or a CPU torch tensor, got {describe_type(x)}")
             if len(shape) != len(b.shape):
                 raise ValueError(f"argument '{b.name}' must have {len(b.shape)} dimensions "
                                  f"({', '.join(map(str, b.shape))}), got shape {tuple(shape)}")
@@ -140,62 +127,3 @@ class LLVMModule:
             args.insert(pos, f"{v.name}: {v.dtype}")       # a size variable passed as an int
         args = ", ".join(args)
         return f"<schedlang module {self.name}({args}) target={self.target.kind}>"
-
-
-def check_arguments(name: str, params: Sequence, is_output: Sequence[bool], arrays: Sequence,
-                    device: str = "cpu", shapes: Optional[Sequence[tuple]] = None) -> List[int]:
-    """The data pointers of the arrays for a call of `name`, after checking their number,
-    dtypes, shapes, layout and writability, and that no output overlaps another argument.
-    shapes: the concrete shapes wanted (symbolic shapes bound to sizes); by default the
-    parameters' own. device="cuda" takes torch CUDA tensors only (the cuda backend's GPU launch)."""
-    if len(arrays) != len(params):
-        names = ", ".join(b.name for b in params)
-        raise TypeError(f"{name} takes {len(params)} arrays ({names}), got {len(arrays)}")
-    if shapes is None:
-        shapes = [tuple(b.shape) for b in params]
-    ptrs, spans = [], []
-    for b, x, is_out, shape in zip(params, arrays, is_output, shapes):
-        ptr, nbytes = _pointer(b, x, is_out, shape, device)
-        ptrs.append(ptr)
-        spans.append((ptr, ptr + nbytes, b.name, is_out))
-    for i, (lo, hi, first, out) in enumerate(spans):
-        for lo2, hi2, second, out2 in spans[i + 1:]:
-            if (out or out2) and lo < hi2 and lo2 < hi:
-                raise ValueError(f"arrays for '{first}' and '{second}' overlap in memory; "
-                                 "an output must not share memory with another argument")
-    return ptrs
-
-
-def _pointer(b, x, is_out: bool, shape, device: str = "cpu"):
-    want = str(b.dtype)
-    if isinstance(x, np.ndarray) and device != "cpu":
-        raise TypeError(f"argument '{b.name}' is a numpy array; a GPU call takes torch {device} tensors "
-                        "(or use mod.emulate for numpy arrays)")
-    if isinstance(x, np.ndarray):
-        got, xshape = str(x.dtype), tuple(x.shape)
-        contiguous = x.flags.c_contiguous
-        writable = x.flags.writeable
-        ptr = x.ctypes.data
-        nbytes = x.nbytes
-    elif _describe(x).startswith("torch."):
-        if x.device.type != device:
-            raise ValueError(f"argument '{b.name}' is a torch tensor on {x.device}; "
-                             + ("the llvm target needs CPU tensors" if device == "cpu" else f"it must be on {device}"))
-        if x.requires_grad and is_out:
-            raise ValueError(f"output '{b.name}' requires grad; pass a tensor detached from autograd")
-        got, xshape = str(x.dtype).replace("torch.", ""), tuple(x.shape)
-        contiguous = x.is_contiguous()
-        writable = True
-        ptr = x.data_ptr()
-        nbytes = x.numel() * x.element_size()
-    else:
-        raise TypeError(f"argument '{b.name}' must be a numpy array or a CPU torch tensor, got {_describe(x)}")
-    if got != want:
-        raise TypeError(f"argument '{b.name}' must have dtype {want}, got {got}")
-    if xshape != shape:
-        raise ValueError(f"argument '{b.name}' must have shape {shape}, got {xshape}")
-    if not contiguous:
-        raise ValueError(f"argument '{b.name}' is not C-contiguous; pass np.ascontiguousarray(x) / x.contiguous()")
-    if is_out and not writable:
-        raise ValueError(f"output '{b.name}' is read-only")
-    return ptr, nbytes

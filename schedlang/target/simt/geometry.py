@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...kernel.launch import launch_dims
 from ...kernel.nodes import Kernel, LaunchKind
-from ..cuda.codegen import launch_dims
 
 WARP = 32
 MAX_LANES = 1 << 16      # lanes interpreted at once (whole blocks): bounds the memory of one chunk

@@ -8,8 +8,8 @@ import numpy as np
 
 from ...expr.extent import evaluate_extent
 from ...expr.nodes import Buffer, Var
+from ...kernel.launch import shared_bytes
 from ...kernel.nodes import KernelModule
-from ..cuda.backend import shared_bytes
 from .geometry import Geometry
 from .interpret import Machine
 from .memory import Memory
