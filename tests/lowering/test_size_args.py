@@ -166,7 +166,10 @@ def test_gemm_tiled_by_a_symbolic_factor_with_cache_write_at_the_tile():
     _check(s, [A, Bm, C, m], [[*_arrays((N, N), (N, N), (N, N)), f] for f in (1, 5, 19, 30)])
 
 
+@pytest.mark.slow
 def test_symbolic_factor_near_2_31_of_symbolic_extent_is_exact():
+    # Slow: each call runs up to 2**31 - 1 guarded inner iterations. The guards themselves are
+    # checked for every such factor, cheaply, in test_index_wrap.py.
     # (n + m - 1) // m passes 2**31 - 1 in its numerator: it is computed in 64 bits
     # (kernel/widen.py; the call refused such a factor before), as is the tail guard.
     n, m = sl.size_var("n"), sl.var("m")
