@@ -270,23 +270,33 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         self.module.functions.append(fn.render())
         return name
 
-    def chunk_bounds_i64(self, fn, s: For, loaded, tid: str, nth: str):
-        """(begin, end) of thread tid's chunk, computed in i64: nth + extent - 1 and tid * chunk
-        leave i32 for an extent near 2**31 (a symbolic one may be 2**31 - 1)."""
-        if isinstance(s.extent, Expr):
-            extent = FunctionEmitter(self.module, fn, loaded, {}).expr(s.extent)
-            extent = fn.emit(f"sext i32 {extent} to i64", "ext")
+    def chunk_bounds(self, fn, s: For, loaded, tid: str, nth: str):
+        """(begin, end) of thread tid's chunk of the static schedule: thread t runs iterations
+        [t*chunk, min((t+1)*chunk, extent)). Computed in i32 for a static extent up to
+        PARALLEL_INT32_EXTENT; in i64 beyond it and for a symbolic one (may be 2**31 - 1), since
+        nth + extent - 1 and tid * chunk then leave i32; both bounds are then clamped to the
+        extent, so they fit i32 again."""
+        if isinstance(s.extent, int) and s.extent <= PARALLEL_INT32_EXTENT:
+            ty, extent, first_name = "i32", str(s.extent), "begin"
+            top = fn.emit(f"add i32 {nth}, {s.extent - 1}", "top")
         else:
-            extent = str(s.extent)
-        nth, tid = fn.emit(f"sext i32 {nth} to i64", "nth"), fn.emit(f"sext i32 {tid} to i64", "tid")
-        top = fn.emit(f"add i64 {nth}, {extent}", "top")
-        top = fn.emit(f"sub i64 {top}, 1", "top")
-        chunk = fn.emit(f"sdiv i64 {top}, {nth}", "chunk")
-        first = fn.emit(f"mul i64 {tid}, {chunk}", "first")
-        stop = fn.emit(f"add i64 {first}, {chunk}", "stop")
-        self.declare("declare i64 @llvm.smin.i64(i64, i64)")
+            ty, first_name = "i64", "first"
+            if isinstance(s.extent, Expr):
+                extent = FunctionEmitter(self.module, fn, loaded, {}).expr(s.extent)
+                extent = fn.emit(f"sext i32 {extent} to i64", "ext")
+            else:
+                extent = str(s.extent)
+            nth, tid = fn.emit(f"sext i32 {nth} to i64", "nth"), fn.emit(f"sext i32 {tid} to i64", "tid")
+            top = fn.emit(f"add i64 {nth}, {extent}", "top")
+            top = fn.emit(f"sub i64 {top}, 1", "top")
+        chunk = fn.emit(f"sdiv {ty} {top}, {nth}", "chunk")
+        first = fn.emit(f"mul {ty} {tid}, {chunk}", first_name)
+        stop = fn.emit(f"add {ty} {first}, {chunk}", "stop")
+        self.declare(f"declare {ty} @llvm.smin.{ty}({ty}, {ty})")
+        if ty == "i32":     # begin needs no clamp: a chunk past the extent runs nothing
+            return first, fn.emit(f"call i32 @llvm.smin.i32(i32 {stop}, i32 {extent})", "end")
         bounds = []
-        for value, what in ((first, "begin"), (stop, "end")):       # both at most the extent: i32 again
+        for value, what in ((first, "begin"), (stop, "end")):
             value = fn.emit(f"call i64 @llvm.smin.i64(i64 {value}, i64 {extent})", what)
             bounds.append(fn.emit(f"trunc i64 {value} to i32", what))
         return bounds
@@ -310,16 +320,7 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         self.declare("declare i32 @omp_get_num_threads()")
         tid = fn.emit("call i32 @omp_get_thread_num()", "tid")
         nth = fn.emit("call i32 @omp_get_num_threads()", "nth")
-        # Static schedule: thread t runs iterations [t*chunk, min((t+1)*chunk, extent)).
-        if isinstance(s.extent, int) and s.extent <= PARALLEL_INT32_EXTENT:
-            top = fn.emit(f"add i32 {nth}, {s.extent - 1}", "top")
-            chunk = fn.emit(f"sdiv i32 {top}, {nth}", "chunk")
-            begin = fn.emit(f"mul i32 {tid}, {chunk}", "begin")
-            stop = fn.emit(f"add i32 {begin}, {chunk}", "stop")
-            end = fn.emit(f"call i32 @llvm.smin.i32(i32 {stop}, i32 {s.extent})", "end")
-            self.declare("declare i32 @llvm.smin.i32(i32, i32)")
-        else:
-            begin, end = self.chunk_bounds_i64(fn, s, loaded, tid, nth)
+        begin, end = self.chunk_bounds(fn, s, loaded, tid, nth)
         fn.do(f"call void @{body_name}({', '.join(args + [f'i32 {begin}', f'i32 {end}'])})")
         fn.do("ret void")
         self.module.functions.append(fn.render())
