@@ -297,8 +297,7 @@ def _truth(ctx, x, dims, keepdim, reducer, op: str) -> sl.Tensor:
 
 @register_lowering("aten.any.dim", "aten.any.dims")
 def any_dim(ctx, x, dim=None, keepdim=False):
-    return _truth(ctx, x, None if dim is None else [dim] if isinstance(dim, int) else dim, keepdim,
-                  any_reducer, "any")
+    return _truth(ctx, x, dim, keepdim, any_reducer, "any")
 
 
 @register_lowering("aten.any.default")
@@ -308,8 +307,7 @@ def any_all(ctx, x):
 
 @register_lowering("aten.all.dim", "aten.all.dims")
 def all_dim(ctx, x, dim=None, keepdim=False):
-    return _truth(ctx, x, None if dim is None else [dim] if isinstance(dim, int) else dim, keepdim,
-                  all_reducer, "all")
+    return _truth(ctx, x, dim, keepdim, all_reducer, "all")
 
 
 @register_lowering("aten.all.default")
