@@ -70,8 +70,9 @@ class _Widen(StmtMutator):
         memo = ({}, {})     # const_bounds' and _opaque's, each id -> (node, answer)
         return rewrite_post_order(e, lambda node: self._widen_operands(node, memo))
 
-    def _opaque(self, e: Expr, memo=({}, {})) -> bool:
-        """Whether e depends on loaded data (a load, or a let variable bound to one)."""
+    def _opaque(self, e: Expr, memo) -> bool:
+        """Whether e depends on loaded data (a load, or a let variable bound to one); memo is
+        visit_expr's pair, whose second dict holds these answers."""
         hit = memo[1].get(id(e))
         if hit is None:
             answer = any(isinstance(x, Load) or (isinstance(x, Var) and x in self.opaque) for x in walk(e))
