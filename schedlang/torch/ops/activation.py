@@ -14,7 +14,7 @@ from typing import Optional
 import schedlang as sl
 from schedlang.expr.nodes import Expr
 
-from .elementwise import pointwise
+from .elementwise import clamp_value, pointwise
 from .promote import float_result, is_bool, is_float
 from .registry import LowerContext, register_lowering
 
@@ -25,14 +25,8 @@ def _float_only(op: str, x) -> None:
 
 
 def _clamp(v: Expr, lo: Optional[float], hi: Optional[float]) -> Expr:
-    """v clamped to [lo, hi] with NaN passing through."""
-    if lo is not None:
-        lo_c = sl.const(lo, v.dtype)
-        v = sl.select(v < lo_c, lo_c, v)
-    if hi is not None:
-        hi_c = sl.const(hi, v.dtype)
-        v = sl.select(v > hi_c, hi_c, v)
-    return v
+    """v clamped to the constants [lo, hi] (clamp_value: NaN passes through)."""
+    return clamp_value(v, None if lo is None else sl.const(lo, v.dtype), None if hi is None else sl.const(hi, v.dtype))
 
 
 @register_lowering("aten.hardtanh.default")

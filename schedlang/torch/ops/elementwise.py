@@ -353,8 +353,9 @@ def where(ctx: LowerContext, cond, a, b):
     return compute(shape, body, ctx.name())
 
 
-def _clamp_value(v: Expr, lo: Optional[Expr], hi: Optional[Expr]) -> Expr:
-    # Selects, not min/max: NaN passes through, and lo > hi gives hi, as torch.
+def clamp_value(v: Expr, lo: Optional[Expr], hi: Optional[Expr]) -> Expr:
+    """v clamped to [lo, hi] (None: unbounded). Selects, not min/max: NaN passes through,
+    and lo > hi gives hi, as torch."""
     if lo is not None:
         v = sl.select(v < lo, lo, v)
     if hi is not None:
@@ -377,7 +378,7 @@ def clamp(ctx: LowerContext, x, min=None, max=None):   # noqa: A002
         it = iter(bounds)
         lo = next(it) if min is not None else None
         hi = next(it) if max is not None else None
-        return _clamp_value(v, lo, hi)
+        return clamp_value(v, lo, hi)
     return pointwise(ctx.name(), fn, ops, dt, wrap=False)
 
 
