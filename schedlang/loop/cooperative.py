@@ -178,25 +178,26 @@ def bind_inner_threads(nest: Stmt, plan: StagePlan, program: Program, region_sta
     return nest
 
 
-def _path(plan: StagePlan, by_name) -> List[Tuple[StagePlan, object]]:
-    """(stage, leaf) of the loops around the point where plan is computed."""
-    out = []
+def attach_path(plan: StagePlan, by_name) -> List[Tuple[StagePlan, object]]:
+    """(stage, leaf) of the loops around the point where plan is computed, outermost first
+    (by_name: stage name -> plan)."""
+    out: List[Tuple[StagePlan, object]] = []
     while plan.attach_type == "at":
         parent = by_name[plan.attach_stage]
         leaves = list(parent.leaves)
         pos = next(i for i, a in enumerate(leaves) if a is plan.attach_ivar)
-        out += [(parent, a) for a in leaves[:pos + 1]]
+        out[:0] = [(parent, a) for a in leaves[:pos + 1]]
         plan = parent
     return out
 
 
 def _path_vars(plan: StagePlan, by_name) -> List[Var]:
-    return [a.var for _, a in _path(plan, by_name)]
+    return [a.var for _, a in attach_path(plan, by_name)]
 
 
 def _path_tags(plan: StagePlan, by_name) -> List[str]:
     """The thread tags of the loops around the point where plan is computed."""
-    return [ann.thread_tag for p, a in _path(plan, by_name) for ann in [p.annotation(a)]
+    return [ann.thread_tag for p, a in attach_path(plan, by_name) for ann in [p.annotation(a)]
             if ann is not None and ann.kind == BIND]
 
 

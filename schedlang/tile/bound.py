@@ -18,7 +18,7 @@ from ..expr.functor import free_vars, substitute, walk
 from ..expr.nodes import Const, Expr, Var, binary
 from ..expr.simplify import simplify
 from ..loop.build import Region, full_region, loop_extents
-from ..loop.cooperative import THREAD_AXES, need_relax
+from ..loop.cooperative import THREAD_AXES, attach_path, need_relax
 from ..loop.plan import Program, StagePlan
 from ..schedule.annotate import BIND
 from ..schedule.relations import pass_up_values
@@ -41,12 +41,7 @@ class _Bounds:
 
     def path(self, plan: StagePlan) -> List[Var]:
         """Loop variables around the point where plan is computed, outermost first."""
-        if plan.attach_type != "at":
-            return []
-        parent = self.by_name[plan.attach_stage]
-        leaves = list(parent.leaves)
-        pos = [i for i, a in enumerate(leaves) if a is plan.attach_ivar][0]
-        return self.path(parent) + [a.var for a in leaves[:pos + 1]]
+        return [a.var for _, a in attach_path(plan, self.by_name)]
 
     def readers(self, plan: StagePlan) -> List[Tuple[StagePlan, TensorRead]]:
         out = []
