@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import List, Optional, TextIO, Tuple
+from typing import List, Optional, Tuple
 
 ENV = "SCHEDLANG_TRACE"
 
@@ -26,13 +26,9 @@ def wanted(trace: Optional[bool]) -> bool:
 class Trace:
     """The (pass name, IR text) entries of one build, in pipeline order."""
 
-    def __init__(self, stream: Optional[TextIO] = None):
+    def __init__(self):
         self.passes: List[Tuple[str, str]] = []
-        self.stream = stream
 
     def record(self, name: str, text: str) -> None:
         self.passes.append((name, text))
-        print(f"// ---- IR after {name} ----\n{text}", file=self.stream or sys.stderr)
-
-    def names(self) -> List[str]:
-        return [name for name, _ in self.passes]
+        print(f"// ---- IR after {name} ----\n{text}", file=sys.stderr)
