@@ -102,7 +102,10 @@ def cached_build(s, args: Sequence, target, name: Optional[str], enabled: Option
             return module
     module = build()
     with _lock:
-        _alive[key] = module
+        try:
+            _alive[key] = module
+        except TypeError:      # a registered backend's module with no weak reference (a tuple): the LRU only
+            pass
         _keep(key, module)
         stats.misses += 1
     return module

@@ -71,6 +71,16 @@ def test_build_and_lower_dispatch_on_the_target_kind(recording_cuda):
     assert recording_cuda.checked == [target]
 
 
+def test_a_backend_module_without_weak_references_is_cached(recording_cuda):
+    """build_cache finds live modules by weak reference; a backend's module that has none
+    (this backend's tuple) is kept by the cache's own recent-modules list instead."""
+    sl.build_cache.clear()
+    s, args = _program()
+    first = sl.build(s, args, target="cuda -arch=sm_80")
+    assert first[0] == "built" and sl.build(s, args, target="cuda -arch=sm_80") is first
+    assert sl.build_cache.stats.hits == 1
+
+
 def test_the_cuda_backend_lowers_an_unbound_program_but_refuses_to_build_it():
     s, args = _program()
     assert sl.lower(s, args, level="kernel", target="cuda").startswith("module C(")
