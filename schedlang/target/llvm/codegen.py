@@ -17,6 +17,7 @@ from ...dtypes import int64
 from ...expr.nodes import Buffer, Cast, Expr, Var
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...kernel.sizes import buffer_exprs
+from ...limits import INT32_MAX
 from ...loop.functor import buffers_used, stmt_exprs, walk_stmts
 from ...loop.nodes import PARALLEL, SERIAL, Allocate, Barrier, CallPacked, For, IfThen, Let, Seq, Stmt, Store
 from ..target import Target
@@ -327,7 +328,6 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         return name
 
 
-INT32_MAX = 2**31 - 1
 # A parallel loop's chunks are computed in i32 up to this static extent (nth + extent - 1 and
 # tid * chunk stay below 2**31 for fewer than 2**30 threads), in i64 beyond it and when symbolic.
 PARALLEL_INT32_EXTENT = 2**30
