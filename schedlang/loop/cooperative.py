@@ -57,7 +57,7 @@ def need_relax(thread_tag, scope: str) -> bool:
 
 def block_threads(program: Program, extents) -> Dict[str, Dict[str, object]]:
     """Per root stage (one kernel): the extent of each threadIdx axis its stages bind."""
-    by_name = {p.name: p for p in program.plans}
+    by_name = program.by_name
     out: Dict[str, Dict[str, object]] = {}
     for p in program.plans:
         if p.is_input:
@@ -73,7 +73,7 @@ def idle_threads(plan: StagePlan, program: Program, by_root: Dict[str, Dict[str,
     """(tag, extent) of the block's thread axes (by_root: block_threads) that would each run
     plan's whole nest into one buffer: none for a stage in a thread's own (local) memory, or
     outside GPU kernels."""
-    by_name = {p.name: p for p in program.plans}
+    by_name = program.by_name
     threads = by_root.get(_root(plan, by_name).name, {})
     if plan.attach_type != "at" or not isinstance(plan.op, ComputeOp):
         return []
@@ -160,7 +160,7 @@ def bind_inner_threads(nest: Stmt, plan: StagePlan, program: Program, region_sta
     region is fixed in but that run inside its attach point (a local stage at threadIdx.y read
     inside threadIdx.x holds one thread's elements): each such axis bound around the nest, so
     that each thread computes its own part."""
-    by_name = {p.name: p for p in program.plans}
+    by_name = program.by_name
     tags = {a.var: ann.thread_tag for p in program.plans for a, ann in p.annotations
             if ann.kind == BIND and ann.thread_tag in THREAD_AXES}
     around = set(map(id, _path_vars(plan, by_name)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ScheduleError
@@ -72,11 +73,13 @@ class Program:
     plan_of_op: Dict[Operation, StagePlan] = field(default_factory=dict)
     param_outputs: List[int] = field(default_factory=list)   # per param: which output of its op
 
+    @cached_property
+    def by_name(self) -> Dict[str, StagePlan]:
+        """Stage name -> plan (names are unique; plans is not changed after the Program is built)."""
+        return {p.name: p for p in self.plans}
+
     def plan(self, name: str) -> StagePlan:
-        for p in self.plans:
-            if p.name == name:
-                return p
-        raise KeyError(name)
+        return self.by_name[name]
 
     def producer(self, read: TensorRead) -> StagePlan:
         return self.plan_of_op[read.tensor.op]

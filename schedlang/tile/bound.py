@@ -30,7 +30,7 @@ from ..tensor.scan import ScanOp
 class _Bounds:
     def __init__(self, program: Program):
         self.program = program
-        self.by_name = {p.name: p for p in program.plans}
+        self.by_name = program.by_name
         self.regions: Dict[str, Region] = {}
         self.ranges: Dict[Var, Tuple[int, int]] = {}      # every loop variable seen so far
         self.thread_tags: Dict[Var, str] = {a.var: ann.thread_tag for p in program.plans
