@@ -48,9 +48,7 @@ def _count(name: str, value, caller: str, least: int = 0) -> int:
 
 def _check_writable(log: str) -> None:
     """Refuse a log the search could not append to, before any work is done."""
-    if not isinstance(log, (str, os.PathLike)):
-        raise TypeError(f"auto_schedule: log must be a file path, got {log!r}")
-    log = os.fspath(log)
+    log = records.log_path(log, "auto_schedule")
     folder = os.path.dirname(os.path.abspath(log))
     if os.path.isdir(log):
         raise IsADirectoryError(f"auto_schedule: the log {log!r} is a directory; give a file path")
@@ -61,11 +59,10 @@ def _check_writable(log: str) -> None:
 
 
 def _existing_log(log, caller: str) -> str:
-    if not isinstance(log, (str, os.PathLike)):
-        raise TypeError(f"{caller}: log must be a file path, got {log!r}")
+    log = records.log_path(log, caller)
     if not os.path.isfile(log):
-        raise FileNotFoundError(f"{caller}: no tuning log {os.fspath(log)!r}")
-    return os.fspath(log)
+        raise FileNotFoundError(f"{caller}: no tuning log {log!r}")
+    return log
 
 
 def _schedule_of(task: SearchTask, rec) -> Schedule:

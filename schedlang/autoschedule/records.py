@@ -29,6 +29,13 @@ VERSION = 1
 FIELDS = ("version", "workload", "target", "steps", "kernel_hash", "times", "median_s", "gflops", "error")
 
 
+def log_path(value, caller: str, name: str = "log") -> str:
+    """value as a str path, when it is a str or os.PathLike; TypeError naming caller and name else."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{caller}: {name} must be a file path, got {value!r}")
+    return os.fspath(value)
+
+
 def make_record(workload: str, target: str, steps: dict, kernel_hash: str, times: List[float],
                 error: Optional[str], flops: int, load=None, **extra) -> Dict:
     median = statistics.median(times) if times else None

@@ -38,8 +38,7 @@ class RecordToFile:
     filename: str
 
     def __post_init__(self):
-        if not isinstance(self.filename, (str, os.PathLike)):
-            raise TypeError(f"RecordToFile: filename must be a file path, got {self.filename!r}")
+        records.log_path(self.filename, "RecordToFile", "filename")
 
 
 @dataclass(frozen=True)

@@ -143,3 +143,18 @@ def test_a_search_reports_its_rounds_and_the_final_comparison(tmp_path, capsys):
     assert "auto_schedule: 1/2 trials" in err and "auto_schedule: 2/2 trials" in err, err
     assert "timing the 2 fastest candidates again side by side" in err, err
     assert "final comparison: the winner takes" in err, err
+
+
+def test_a_log_that_is_not_a_path_is_a_type_error_naming_the_caller(tmp_path):
+    task = SearchTask.from_outputs([gemm()])
+    with pytest.raises(TypeError, match="auto_schedule: log must be a file path, got 3"):
+        sl.auto_schedule(task, trials=1, log=3)
+    for read, caller in ((sl.apply_best, "apply_best"), (sl.print_best, "print_best")):
+        with pytest.raises(TypeError, match=f"{caller}: log must be a file path, got None"):
+            read(None, task)
+    with pytest.raises(TypeError, match="RecordToFile: filename must be a file path"):
+        sl.auto_scheduler.RecordToFile(b"r.json")
+    with pytest.raises(TypeError, match="load_records: log must be a file path"):
+        sl.auto_scheduler.load_records(3)
+    with pytest.raises(FileNotFoundError, match="missing.jsonl"):      # a PathLike is a path
+        sl.apply_best(tmp_path / "missing.jsonl", task)
