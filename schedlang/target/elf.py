@@ -10,10 +10,14 @@ whose headers and segments lie inside the file, and that the checksum (when pres
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
 import sys
+import tempfile
 from functools import lru_cache
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
+
+from ..disk import write_atomically
 
 MAGIC = b"\x7fELF"
 TRAILER = b"\nschedlang-sha256:"     # + 64 hex digits of the bytes before it + "\n"
@@ -25,6 +29,21 @@ def with_checksum(data: bytes) -> bytes:
     """data followed by the trailer that checksum() verifies (the loader ignores bytes after
     the last header, so the library still loads)."""
     return data + TRAILER + hashlib.sha256(data).hexdigest().encode() + b"\n"
+
+
+def write_library(dest, link: Callable[[str], None]) -> None:
+    """Have link(out) write a library to out, a new file beside dest, then put its bytes at
+    dest whole (write_atomically) with the checksum trailer; out is removed either way."""
+    dest = os.path.abspath(dest)
+    fd, out = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=f"{os.path.basename(dest)}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        link(out)
+        with open(out, "rb") as f:
+            write_atomically(dest, with_checksum(f.read()))
+    finally:
+        if os.path.exists(out):
+            os.unlink(out)
 
 
 def checksum(data: bytes) -> Optional[bool]:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import schedlang as sl
-from schedlang.target.elf import checksum
+from schedlang.target.elf import checksum, write_library
 from schedlang.target.sharedlib import _HANDLES
 from tests.safety.child import run_child
 
@@ -124,3 +124,18 @@ def test_a_library_for_another_machine_is_refused(tmp_path):
     (tmp_path / "arm.so").write_bytes(bytes(data))
     with pytest.raises(ValueError, match="another processor"):
         sl.load_module(str(tmp_path / "arm.so"))
+
+
+def test_a_linked_library_is_written_whole_with_its_checksum_and_no_temporary_is_left(tmp_path):
+    def link(out):
+        with open(out, "wb") as f:
+            f.write(b"library bytes")
+    write_library(tmp_path / "m.so", link)
+    assert checksum((tmp_path / "m.so").read_bytes()) is True
+    assert (tmp_path / "m.so").read_bytes().startswith(b"library bytes")
+
+    def fail(out):
+        raise RuntimeError("link failed")
+    with pytest.raises(RuntimeError, match="link failed"):
+        write_library(tmp_path / "n.so", fail)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.so"]

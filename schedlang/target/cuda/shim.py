@@ -26,11 +26,11 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ...disk import cache_dir, write_atomically
+from ...disk import cache_dir
 from ...kernel.launch import launch_dims
 from ...kernel.nodes import KernelModule
 from ...expr.extent import evaluate_extent
-from ..elf import check_library, checksum, with_checksum
+from ..elf import check_library, checksum, write_library
 from ..sharedlib import load_bytes
 from .codegen import compute_type, memory_type
 
@@ -174,19 +174,14 @@ def build(cuda_source: str, driver: str, sanitize: Optional[str]) -> Path:
     fd, src = tempfile.mkstemp(dir=folder, prefix=f"{key}.", suffix=".cu")
     with os.fdopen(fd, "w") as f:
         f.write(text)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f"{out.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+
+    def compile_to(tmp: str) -> None:
         run = subprocess.run([_compiler(), *FLAGS, f"-I{SHIM_DIR}", *extra, src, "-o", tmp],
                              capture_output=True, text=True)
         if run.returncode != 0:
             raise RuntimeError(f"g++ could not compile the CUDA C with the CPU shim ({src}):\n{run.stderr[-4000:]}")
-        with open(tmp, "rb") as f:
-            write_atomically(out, with_checksum(f.read()))
-        os.unlink(src)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_library(out, compile_to)
+    os.unlink(src)
     if not _usable(out):
         raise RuntimeError(f"the CUDA shim's build {out} fails its checks (its checksum, or loading it) "
                            "right after it was written")

@@ -20,9 +20,8 @@ import shutil
 import subprocess
 import tempfile
 
-from ...disk import write_atomically
 from ...expr.extent import extent_to_json
-from ..elf import with_checksum
+from ..elf import write_library
 from .codegen import symbol
 from .forksafe import SERIAL_FLAG
 from .jit import emit_shared_object_code
@@ -118,13 +117,13 @@ def export_library(mod, path: str) -> None:
         obj_path = os.path.join(tmp, "module.o")
         with open(obj_path, "wb") as f:
             f.write(obj)
-        # -Bsymbolic: the module's own calls (bounds-check reports) bind inside the library.
-        linked = os.path.join(tmp, "module.so")
-        cmd = [_compiler(), "-shared", "-o", linked, obj_path, "-Wl,-Bsymbolic"]
-        cmd += _link_openmp(mod.parallel_runtime)
-        cmd += ["-lm"]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"linking {path} failed ({' '.join(cmd)}):\n{done.stderr.strip()}")
-        with open(linked, "rb") as f:
-            write_atomically(path, with_checksum(f.read()))
+
+        def link(linked: str) -> None:
+            # -Bsymbolic: the module's own calls (bounds-check reports) bind inside the library.
+            cmd = [_compiler(), "-shared", "-o", linked, obj_path, "-Wl,-Bsymbolic"]
+            cmd += _link_openmp(mod.parallel_runtime)
+            cmd += ["-lm"]
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"linking {path} failed ({' '.join(cmd)}):\n{done.stderr.strip()}")
+        write_library(path, link)
