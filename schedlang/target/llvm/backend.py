@@ -7,9 +7,8 @@ Stages after Kernel IR, in order, each one's text kept in mod.ir:
 """
 from __future__ import annotations
 
-from typing import Dict, Sequence
-
 from functools import partial
+from typing import Dict, Sequence
 
 from ...errors import ScheduleError
 from ...kernel.flatten import flatten_buffers

@@ -132,7 +132,7 @@ def _info(data: bytes, path: str) -> dict:
                else "no format")
         raise ValueError(f"{path} holds a schedlang module of {got}; this schedlang reads {FORMAT!r} "
                          f"versions 1 to {VERSION}")
-    if info["version"] >= 3 and checksum(data) is not True:
+    if info["version"] >= 3 and checksum(data) is None:      # a mismatch was refused by check_library
         raise ValueError(f"{path} cannot be loaded: the file is truncated or corrupt (its checksum is missing)")
     return info
 
