@@ -40,6 +40,7 @@ from typing import Dict, List
 
 import numpy as np
 
+from ..expr.extent import ceil_div
 from .executor import phase
 
 PROFILE_LANES = 1 << 16     # threads interpreted per kernel, at most (whole blocks)
@@ -120,10 +121,10 @@ def estimate_seconds(profile: Dict[str, dict], flops: int, gpu: ReferenceGPU = R
     total_work = sum(work.values()) or 1
     total = 0.0
     for name, p in profile.items():
-        blocks, warps = p["blocks"], -(-p["threads"] // 32)
+        blocks, warps = p["blocks"], ceil_div(p["threads"], 32)
         active = min(gpu.sms, blocks)
-        per_sm = max(1, min(p["blocks_per_sm"], -(-blocks // active)))
-        waves = -(-blocks // (active * per_sm))
+        per_sm = max(1, min(p["blocks_per_sm"], ceil_div(blocks, active)))
+        waves = ceil_div(blocks, active * per_sm)
         wave_eff = blocks / (waves * active * per_sm)
         hiding = min(1.0, per_sm * warps / HIDING_WARPS)
         sectors = p["load_sectors"] + p["store_sectors"]

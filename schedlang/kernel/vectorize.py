@@ -21,7 +21,7 @@ from ..expr.nodes import (Binary, Broadcast, Call, Cast, Compare, Const, Expr, L
 from ..expr.simplify import linear_form, simplify
 from ..loop.functor import StmtMutator, substitute_stmt
 from ..loop.nodes import (PARALLEL, SERIAL, VECTORIZED, Allocate, For, IfThen, Let, Seq, Stmt, Store, seq)
-from ..schedule.relations import ceil_div
+from ..expr.extent import ceil_div
 from ..target.target import Target
 
 MAX_LANES_PER_REGISTER_GROUP = 4   # a vector loop longer than 4 native registers is strip-mined

@@ -29,6 +29,7 @@ import os
 import warnings
 from typing import List, Optional
 
+from ..expr.extent import ceil_div
 from ..expr.functor import substitute, uses_var, walk
 from ..errors import ScheduleError
 from ..expr.nodes import Binary, Const, Var
@@ -478,7 +479,7 @@ def schedule_pointwise_cuda(s: Schedule, st, target: Target) -> None:
     fused = _fuse(stage, axes)
     total = _product(_extent(a) for a in axes)
     per_thread = 4 if total is None or total >= 4 * CUDA_THREADS else 1
-    block = CUDA_THREADS if total is None else max(1, min(CUDA_THREADS, -(-total // per_thread)))
+    block = CUDA_THREADS if total is None else max(1, min(CUDA_THREADS, ceil_div(total, per_thread)))
     bo, rest = stage.split(fused, factor=block * per_thread)
     if per_thread > 1:
         tx, vec = stage.split(rest, factor=per_thread)
