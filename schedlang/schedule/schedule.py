@@ -163,12 +163,12 @@ class Schedule:
     def apply_steps(self, step_list: Iterable[steps_mod.Step]) -> "Schedule":
         """Replay steps (from another schedule, JSON or a tuning log) on this schedule. All or
         nothing: when a step fails, the schedule is restored to what it was before the replay."""
-        saved = self._snapshot()
+        saved = self.snapshot()
         try:
             for st in step_list:
                 st.apply(self)
         except BaseException:
-            self._restore(saved)
+            self.restore(saved)
             raise
         return self
 
@@ -205,10 +205,12 @@ class Schedule:
         self._size_vars[name] = v
         return v
 
-    def _snapshot(self):
-        """The mutable state of the schedule and its stages, for _restore: their lists and dicts
-        copied two levels deep (a stage's pragmas are lists in a dict); ops, axes and relations
-        are immutable and shared."""
+    def snapshot(self):
+        """The mutable state of the schedule and its stages, to hand back to restore() to undo
+        the primitives applied in between (apply_steps and the torch frontend's default
+        schedules try a group of primitives all or nothing). Their lists and dicts are copied two
+        levels deep (a stage's pragmas are lists in a dict); ops, axes and relations are
+        immutable and shared."""
         def copy(v):
             if isinstance(v, list):
                 return list(v)
@@ -218,7 +220,8 @@ class Schedule:
             return {k: copy(v) for k, v in vars(obj).items()}
         return copy_state(self), [(st, copy_state(st)) for st in self.stages]
 
-    def _restore(self, saved) -> None:
+    def restore(self, saved) -> None:
+        """Put the schedule and its stages back to the state snapshot() returned."""
         state, stages = saved
         vars(self).clear()
         vars(self).update(state)

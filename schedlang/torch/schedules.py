@@ -65,13 +65,13 @@ def default_schedule(outputs: List, target=None, log: Optional[str] = None) -> S
             return tuned
     s = create_schedule([t.op for t in outputs])
     for group in fuse(s):
-        saved = s._snapshot()
+        saved = s.snapshot()
         try:
             schedule_group(s, group, target)
         except ScheduleError as err:
             # A program shape these rules did not foresee: the kernel keeps its plain loops
             # (correct, slower) rather than failing the compile; the warning says which.
-            s._restore(saved)
+            s.restore(saved)
             warnings.warn(f"default_schedule: kernel '{group.anchor.name}' keeps its plain loops: {err}",
                           stacklevel=2)
     return s
