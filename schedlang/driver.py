@@ -101,7 +101,7 @@ def _stage_ops(s: Schedule, args):
     """The operations of the scheduled program in stage order, including the stages the
     schedule added (cache_read/cache_write copies, rfactor partials)."""
     from .loop.plan import reachable_stages
-    in_schedule = [a for a in args if isinstance(a, Tensor) and a.op in s._by_op]   # not unused placeholders
+    in_schedule = [a for a in args if isinstance(a, Tensor) and a.op in s.stage_map]   # not unused placeholders
     reachable = reachable_stages(s, [s[o] for o in s.outputs] + [s[a] for a in in_schedule])
     return [st.op for st in s.stages if id(st) in reachable]
 

@@ -32,7 +32,6 @@ The time model, per kernel, with the figures of the reference GPU (REFERENCE):
 """
 from __future__ import annotations
 
-import math
 import os
 import time
 from dataclasses import dataclass

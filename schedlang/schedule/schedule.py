@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Dict, Iterable, List, Optional, Sequence
+from types import MappingProxyType
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from ..errors import ScheduleError
 from ..expr.functor import rewrite_post_order, substitute
@@ -105,6 +106,18 @@ class Schedule:
         return mapping
 
     # ---- lookup ------------------------------------------------------------------------
+    @property
+    def stage_map(self) -> Mapping[Operation, Stage]:
+        """Each operation's stage, read-only: the stages' own ops, and the ops given to
+        create_schedule where making names unique replaced them."""
+        return MappingProxyType(self._by_op)
+
+    @property
+    def user_outputs(self) -> List[Operation]:
+        """The output operations as given to create_schedule (self.outputs holds their stages'
+        ops, renamed where two had one name)."""
+        return list(self._user_outputs)
+
     def __getitem__(self, key) -> Stage:
         if isinstance(key, Stage):
             if key.schedule is self:

@@ -163,7 +163,7 @@ def resolve_read(s: Schedule, read: TensorRead) -> TensorRead:
     """The read a kernel really makes: through inlined IndexMaps (a transpose, a view), the
     read of the tensor they move data from."""
     for _ in range(64):          # a chain of views; the bound keeps a cycle impossible to hang on
-        st = s[read.tensor.op] if read.tensor.op in s._by_op else None
+        st = s[read.tensor.op] if read.tensor.op in s.stage_map else None
         if st is None or st.attach_type != "inline" or not isinstance(st.op.body, TensorRead):
             return read
         mapping = {a.var: i for a, i in zip(st.op.axis, read.indices)}
