@@ -82,7 +82,7 @@ def sampled_profile(mod, arrays: List[np.ndarray], max_lanes: int = PROFILE_LANE
     from ..target.simt.occupancy import occupancy
     from ..target.simt.profile import Counters
     from ..target.simt.races import GlobalWrites, RaceChecker
-    module = mod._kernel_ir
+    module = mod.kernel_ir
     flat = [a.reshape(-1) for a in arrays]
     globals_ = dict(zip(module.params, flat))
     for t in module.temps:
