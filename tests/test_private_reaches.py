@@ -18,8 +18,6 @@ ROOT = pathlib.Path(schedlang.__file__).parent
 
 # (file under schedlang/, private name) -> why it is still there
 ALLOWED = {
-    ("target/cuda/vectorize.py", "_Lanes"): "the CPU vectorizer's lane policy (a parameter, item 5)",
-    ("target/cuda/vectorize.py", "_Vectorize"): "the CPU vectorizer's mutator",
     ("torch/state.py", "_version"): "a false hit: torch.Tensor._version (cli.py defines its own _version)",
 }
 
