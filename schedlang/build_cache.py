@@ -79,7 +79,7 @@ def build_key(s, args: Sequence, target, name: Optional[str]) -> Optional[Hashab
         return None
     try:
         arg_stages = tuple(("size", a.name) if isinstance(a, Var) else (s[a].name, a.value_index) for a in args)
-        program = workload_key([op.output(0) for op in s._user_outputs])
+        program = workload_key([op.output(0) for op in s.user_outputs])
     except (ScheduleError, TypeError, ValueError):   # not a stage of s; a compute attr that is not JSON
         return None
     return (program, s.to_json(), arg_stages, _target_key(target), name)

@@ -348,8 +348,7 @@ def run_compile(args) -> int:
 def _print_ptxas(compiled) -> None:
     """Registers, spills and shared memory per CUDA kernel, where ptxas reported them."""
     info = {}
-    # CompiledModule keeps each part's built module (sl.build's result) by part index.
-    for mod in getattr(compiled, "_modules", {}).values():
+    for mod in compiled.modules.values():
         info.update(getattr(mod, "ptxas_info", None) or {})
     for kernel, r in info.items():
         print(f"ptxas: {kernel}: {r.registers} registers, {r.spill_bytes} bytes spilled, "

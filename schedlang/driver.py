@@ -52,15 +52,21 @@ def _check_parallel_nesting(s: Schedule) -> None:
                                 hint="parallelize one level only (fuse loops first to get more parallel work)")
 
 
+def check_before_lowering(s) -> None:
+    """The target-independent checks lower() and the auto-scheduler's features make before
+    lowering: s is a Schedule, no parallel loop nests in another, unroll products stay bounded."""
+    _check_schedule(s)
+    _check_parallel_nesting(s)
+    check_unroll_products(s, _enclosing_loops)
+
+
 def lower_all(s: Schedule, args: Sequence[Tensor], target: Target, name: Optional[str] = None,
               upto: str = "kernel", trace: Optional[tracing.Trace] = None) -> Dict[str, object]:
     """The levels of the pipeline in order, up to and including `upto`: Tensor IR text,
     Loop IR, Tile IR, Kernel IR. Only Kernel IR depends on the (resolved) target: its
     backend checks the schedule and gives the Kernel IR passes. A trace records the Tensor
     and Loop IR and the IR after every Tile and Kernel IR pass (pass_names)."""
-    _check_schedule(s)
-    _check_parallel_nesting(s)
-    check_unroll_products(s, _enclosing_loops)
+    check_before_lowering(s)
     levels: Dict[str, object] = {"tensor": print_tensor_ir(s.outputs, _stage_ops(s, args))}
     _record(trace, "tensor", levels["tensor"])
     if upto == "tensor":
@@ -101,7 +107,7 @@ def _stage_ops(s: Schedule, args):
     """The operations of the scheduled program in stage order, including the stages the
     schedule added (cache_read/cache_write copies, rfactor partials)."""
     from .loop.plan import reachable_stages
-    in_schedule = [a for a in args if isinstance(a, Tensor) and a.op in s._by_op]   # not unused placeholders
+    in_schedule = [a for a in args if isinstance(a, Tensor) and a.op in s.stage_map]   # not unused placeholders
     reachable = reachable_stages(s, [s[o] for o in s.outputs] + [s[a] for a in in_schedule])
     return [st.op for st in s.stages if id(st) in reachable]
 

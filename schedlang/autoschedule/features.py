@@ -25,7 +25,7 @@ import numpy as np
 
 from ..expr.bounds import const_bounds
 from ..expr.functor import walk
-from ..expr.nodes import NEG, Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Select, Var
+from ..expr.nodes import NEG, Binary, Call, Cast, Compare, Expr, Load, Logical, Not, Select, Var
 from ..expr.simplify import linear_form
 from ..loop.nodes import (BOUND, PARALLEL, UNROLLED, VECTORIZED, Allocate, For, Func, IfThen, Let, Seq, StageNest,
                           Stmt, Store)
@@ -360,12 +360,9 @@ def features(task, schedule) -> np.ndarray:
 def tile_ir(schedule, args) -> Func:
     """Tile IR of the schedule after the checks lower() makes first (parallel nesting, unroll
     products), without the Loop IR and text that lower() also makes."""
-    from ..driver import _check_parallel_nesting, _check_schedule, _enclosing_loops
-    from ..schedule.annotate import check_unroll_products
+    from ..driver import check_before_lowering
     from ..tile import lower_to_tile_ir
-    _check_schedule(schedule)
-    _check_parallel_nesting(schedule)
-    check_unroll_products(schedule, _enclosing_loops)
+    check_before_lowering(schedule)
     return lower_to_tile_ir(schedule, args)
 
 

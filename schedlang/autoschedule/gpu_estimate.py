@@ -32,7 +32,6 @@ The time model, per kernel, with the figures of the reference GPU (REFERENCE):
 """
 from __future__ import annotations
 
-import math
 import os
 import time
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from typing import Dict, List
 
 import numpy as np
 
+from ..expr.extent import ceil_div
 from .executor import phase
 
 PROFILE_LANES = 1 << 16     # threads interpreted per kernel, at most (whole blocks)
@@ -82,7 +82,7 @@ def sampled_profile(mod, arrays: List[np.ndarray], max_lanes: int = PROFILE_LANE
     from ..target.simt.occupancy import occupancy
     from ..target.simt.profile import Counters
     from ..target.simt.races import GlobalWrites, RaceChecker
-    module = mod._kernel_ir
+    module = mod.kernel_ir
     flat = [a.reshape(-1) for a in arrays]
     globals_ = dict(zip(module.params, flat))
     for t in module.temps:
@@ -120,10 +120,10 @@ def estimate_seconds(profile: Dict[str, dict], flops: int, gpu: ReferenceGPU = R
     total_work = sum(work.values()) or 1
     total = 0.0
     for name, p in profile.items():
-        blocks, warps = p["blocks"], -(-p["threads"] // 32)
+        blocks, warps = p["blocks"], ceil_div(p["threads"], 32)
         active = min(gpu.sms, blocks)
-        per_sm = max(1, min(p["blocks_per_sm"], -(-blocks // active)))
-        waves = -(-blocks // (active * per_sm))
+        per_sm = max(1, min(p["blocks_per_sm"], ceil_div(blocks, active)))
+        waves = ceil_div(blocks, active * per_sm)
         wave_eff = blocks / (waves * active * per_sm)
         hiding = min(1.0, per_sm * warps / HIDING_WARPS)
         sectors = p["load_sectors"] + p["store_sectors"]

@@ -15,6 +15,7 @@ import os
 import random
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..expr.extent import ceil_div
 from ..schedule import Schedule, legal
 from ..tensor.axis import DATA_PAR, REDUCE
 from .sketch import Sketch
@@ -67,7 +68,7 @@ def tile_sizes(rng: random.Random, extent: int, levels: int, inner_max: int = MA
         else:
             f = rng.randint(1, max(1, min(rest, limit)))
         sizes.append(f)
-        rest = max(1, -(-rest // f))
+        rest = max(1, ceil_div(rest, f))
     return sizes[::-1]
 
 
@@ -83,7 +84,7 @@ def tile_levels(trace: Trace, key: str, extent: int, levels: int, inner_max: int
                 and all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= extent for x in v[1:]))
 
     sizes = list(trace.pick(key, draw, check))
-    sizes[0] = max(1, -(-extent // math.prod(sizes[1:])))
+    sizes[0] = max(1, ceil_div(extent, math.prod(sizes[1:])))
     trace.made[key] = sizes
     return sizes
 
@@ -207,7 +208,7 @@ def _tile_relayout(trace: Trace, s: Schedule, st, target) -> None:
     v = spatial[pos]
     # Register tile: k vectors of v by sizes of the other spatial axes (innermost first).
     budget = legal.register_tile_budget(target)
-    k = _register_size(trace, f"{st.name}|vecs", -(-ext[v] // vf), min(4, budget))
+    k = _register_size(trace, f"{st.name}|vecs", ceil_div(ext[v], vf), min(4, budget))
     sizes = {}
     left = budget // k
     for a in reversed([a for a in spatial if a is not v]):

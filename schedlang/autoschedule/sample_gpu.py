@@ -17,6 +17,7 @@ from typing import List
 from ..schedule import Schedule, legal
 from ..tensor.axis import DATA_PAR, REDUCE, thread_axis
 from ..tensor.op import TensorRead
+from ..expr.extent import ceil_div
 from ..expr.functor import walk
 from .sample import Trace, split_levels, tile_levels
 
@@ -54,7 +55,7 @@ def gpu_simple(trace: Trace, s: Schedule, st, target) -> None:
         vec = trace.pick(f"{st.name}|vec", lambda rng: rng.random() < 0.5, lambda v: isinstance(v, bool))
     if vec:
         fused, lane = st.split(fused, factor=lanes)
-        extent = -(-extent // lanes)
+        extent = ceil_div(extent, lanes)
     threads = _pick_threads(trace, f"{st.name}|threads", legal.thread_counts(target), extent)
     bo, to = st.split(fused, factor=threads)
     _bind(st, bo, "blockIdx.x")
@@ -110,9 +111,9 @@ def gpu_tile_sizes(rng: random.Random, extent: int) -> List[int]:
             return rng.choice(legal.divisors(rest, limit))
         return rng.randint(1, max(1, min(rest, limit)))
     inner = pick(extent, MAX_INNER)
-    rest = -(-extent // inner)
+    rest = ceil_div(extent, inner)
     thread = pick(rest, MAX_AXIS_THREADS)
-    rest = -(-rest // thread)
+    rest = ceil_div(rest, thread)
     vthread = pick(rest, 2) if rng.random() < 0.5 else 1
     return [0, vthread, thread, inner]
 
@@ -153,7 +154,7 @@ def gpu_tile(trace: Trace, s: Schedule, st, target) -> None:
                            lambda v, e=ext[a]: (isinstance(v, list) and len(v) == GPU_LEVELS
                                                 and all(isinstance(x, int) and 1 <= x <= e for x in v[1:])))
         sizes = list(sizes)
-        sizes[0] = max(1, -(-ext[a] // math.prod(sizes[1:])))
+        sizes[0] = max(1, ceil_div(ext[a], math.prod(sizes[1:])))
         trace.made[f"{st.name}|tile|{a.name}"] = sizes
         levels.append(split_levels(st, a, sizes[1:]))
     st.reorder(*[loops[lv] for lv in range(GPU_LEVELS) for loops in levels])

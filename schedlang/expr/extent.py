@@ -1,13 +1,25 @@
-"""Extents of symbolic shapes: exact evaluation for given sizes (Python ints, no wrap-around)."""
+"""Extents of symbolic shapes: exact evaluation for given sizes (Python ints, no wrap-around),
+and ceil_div, the one rounding-up division of the project (for ints and extents alike)."""
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Union
 
-from .nodes import Binary, Cast, Const, Expr, Var
+from .nodes import Binary, Cast, Const, Expr, Var, binary
+from .simplify import linear_form, simplify
+
+Extent = Union[int, Expr]     # an int, or an int32 expression of size variables
 
 _OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
         "floordiv": lambda a, b: a // b if b else 0, "floormod": lambda a, b: a % b if b else 0,
         "min": min, "max": max}
+
+
+def ceil_div(a: Extent, b: Extent) -> Extent:
+    """ceil(a / b) for positive b. Plain numbers (ints, numpy ints and
+    arrays) divide exactly; an expression becomes floordiv(a + b - 1, b), simplified."""
+    if not isinstance(a, Expr) and not isinstance(b, Expr):
+        return -(-a // b)
+    return simplify(binary("floordiv", binary("add", a, binary("sub", b, 1)), b))
 
 
 def evaluate_extent(e, values: Mapping[Var, int]) -> int:
@@ -32,7 +44,6 @@ def linear_in_one(e):
     from e's value), else None."""
     if not isinstance(e, Expr) or isinstance(e, Var):
         return None
-    from .simplify import linear_form
     terms, const = linear_form(e)
     if len(terms) == 1 and isinstance(terms[0][0], Var) and terms[0][1] > 0:
         return terms[0][0], terms[0][1], const

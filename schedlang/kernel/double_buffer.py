@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import List, Set
 
 from ..errors import LoweringError
+from ..expr.extent import ceil_div
 from ..expr.functor import ExprMutator, map_children, walk
 from ..expr.nodes import Broadcast, Buffer, Const, Expr, Load
 from ..loop.functor import StmtMutator, stmt_exprs, substitute_stmt, walk_stmts
@@ -142,7 +143,7 @@ def double_buffer_loop(loop: For, names: List[str]) -> Stmt:
     remap = {}
     for b in db:
         align = max(1, ALIGN_BYTES // b.dtype.bytes)
-        stride = -(-b.size // align) * align
+        stride = ceil_div(b.size, align) * align
         remap[b] = (Buffer(b.name, (2 * stride,), b.dtype, b.scope), stride)
     i, n = loop.var, loop.extent
     fetch = seq(*producers)

@@ -21,7 +21,7 @@ from ..expr.nodes import (Binary, Broadcast, Call, Cast, Compare, Const, Expr, L
 from ..expr.simplify import linear_form, simplify
 from ..loop.functor import StmtMutator, substitute_stmt
 from ..loop.nodes import (PARALLEL, SERIAL, VECTORIZED, Allocate, For, IfThen, Let, Seq, Stmt, Store, seq)
-from ..schedule.relations import ceil_div
+from ..expr.extent import ceil_div
 from ..target.target import Target
 
 MAX_LANES_PER_REGISTER_GROUP = 4   # a vector loop longer than 4 native registers is strip-mined
@@ -48,8 +48,9 @@ def _and(a: Optional[Expr], b: Optional[Expr]) -> Optional[Expr]:
     return Logical("and", _bcast(a, lanes), _bcast(b, lanes))
 
 
-class _Lanes:
-    """Rewrites the body of one vectorized loop over `lanes` lanes."""
+class LaneRewriter:
+    """Rewrites the body of one vectorized loop over `lanes` lanes. Public as the lane policy a
+    target refines by subclassing (target/cuda/vectorize.py) and names in its Vectorizer."""
 
     def __init__(self, var: Var, lanes: int, ranges: Dict[Var, Tuple[int, int]]):
         self.var = var
@@ -220,8 +221,12 @@ def _hoist_guards(s: Stmt, var: Var, conds: List[Expr]) -> Stmt:
     return s
 
 
-class _Vectorize(StmtMutator):
-    lanes_rewriter = _Lanes      # a target may refine the lane rewriting (target/cuda/vectorize.py)
+class Vectorizer(StmtMutator):
+    """The CPU pass: each vectorized loop strip-mined to register groups, its lane-invariant
+    guards hoisted, its body rewritten by lanes_rewriter. Public for the targets that reuse it
+    with their own widths and lane policy (target/cuda/vectorize.py)."""
+
+    lanes_rewriter = LaneRewriter      # a target may refine the lane rewriting
 
     def __init__(self, target: Target):
         self.target = target
@@ -283,4 +288,4 @@ def _loads_and_stores(s: Stmt):
 
 
 def vectorize_loops(body: Stmt, target: Target) -> Stmt:
-    return _Vectorize(target).visit(body)
+    return Vectorizer(target).visit(body)

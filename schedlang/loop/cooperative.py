@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from typing import Dict, List, Tuple
 
+from ..expr.extent import ceil_div
 from ..expr.functor import free_vars, substitute
 from ..expr.nodes import Const, Expr, Var
 from ..expr.simplify import simplify
@@ -110,7 +111,7 @@ def distribute_over_threads(nest: Stmt, idle: List[Tuple[str, int]], name: str) 
     stem = ".".join(v.name for v, _ in loops) + ".fused" if loops else f"{name}.one"
     thread_vars = [(Var(f"{stem}.t{tag[-1]}"), tag, e) for tag, e in idle]
     count = math.prod(e for _, _, e in thread_vars)
-    steps = -(-total // count)
+    steps = ceil_div(total, count)
     step = Var(f"{stem}.outer")
     fused: Expr = step if steps > 1 else Const(0)
     for v, _, e in thread_vars:

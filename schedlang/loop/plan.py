@@ -46,10 +46,6 @@ class StagePlan:
     def roots(self) -> List[IterVar]:
         return list(self.op.root_axes)
 
-    def output_keys(self) -> List[str]:
-        """The names of the buffers this stage's outputs live in (several for a multi-state scan)."""
-        return [output_key(self.name, k, self.op.num_outputs) for k in range(self.op.num_outputs)]
-
     def annotation(self, ivar: IterVar):
         for a, ann in self.annotations:
             if a is ivar:
@@ -119,7 +115,7 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
                 store_predicate=getattr(st, "store_predicate", None),
                 double_buffer=getattr(st, "double_buffered", False))
         plans[id(st)] = roles.with_roles(st, plan)
-    plan_of_op = {op: plans[id(st)] for op, st in schedule._by_op.items() if id(st) in plans}
+    plan_of_op = {op: plans[id(st)] for op, st in schedule.stage_map.items() if id(st) in plans}
     ordered = [plans[id(st)] for st in schedule.stages if id(st) in plans]
     for t in entries:      # placeholders the program never reads: arguments that stay unused
         if isinstance(t, Tensor):

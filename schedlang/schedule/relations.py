@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
+from ..expr.extent import Extent, ceil_div
 from ..expr.nodes import Const, Expr, binary
+from ..expr.simplify import simplify
 from ..tensor.axis import REDUCE, IterVar
 
 
@@ -29,21 +31,9 @@ class FuseRel:
     fused: IterVar
 
 
-Extent = Union[int, Expr]     # an int, or an int32 expression of size variables
-
-
-def ceil_div(a: Extent, b: Extent) -> Extent:
-    """ceil(a / b) of non-negative extents; symbolic ones become floordiv(a + b - 1, b)."""
-    if isinstance(a, int) and isinstance(b, int):
-        return -(-a // b)
-    from ..expr.simplify import simplify
-    return simplify(binary("floordiv", binary("add", a, binary("sub", b, 1)), b))
-
-
 def mul_extents(a: Extent, b: Extent) -> Extent:
     if isinstance(a, int) and isinstance(b, int):
         return a * b
-    from ..expr.simplify import simplify
     return simplify(binary("mul", a, b))
 
 
@@ -67,7 +57,6 @@ def split_overshoots(rel: SplitRel, ext: Mapping[IterVar, Extent]) -> bool:
     outer, inner, parent = ext[rel.outer], ext[rel.inner], ext[rel.parent]
     if isinstance(outer, int) and isinstance(inner, int) and isinstance(parent, int):
         return outer * inner > parent
-    from ..expr.simplify import simplify
     diff = simplify(binary("sub", binary("mul", outer, inner), parent))
     return not (isinstance(diff, Const) and diff.value <= 0)
 

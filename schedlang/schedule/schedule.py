@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Dict, Iterable, List, Optional, Sequence
+from types import MappingProxyType
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from ..errors import ScheduleError
 from ..expr.functor import rewrite_post_order, substitute
@@ -105,6 +106,18 @@ class Schedule:
         return mapping
 
     # ---- lookup ------------------------------------------------------------------------
+    @property
+    def stage_map(self) -> Mapping[Operation, Stage]:
+        """Each operation's stage, read-only: the stages' own ops, and the ops given to
+        create_schedule where making names unique replaced them."""
+        return MappingProxyType(self._by_op)
+
+    @property
+    def user_outputs(self) -> List[Operation]:
+        """The output operations as given to create_schedule (self.outputs holds their stages'
+        ops, renamed where two had one name)."""
+        return list(self._user_outputs)
+
     def __getitem__(self, key) -> Stage:
         if isinstance(key, Stage):
             if key.schedule is self:
@@ -163,12 +176,12 @@ class Schedule:
     def apply_steps(self, step_list: Iterable[steps_mod.Step]) -> "Schedule":
         """Replay steps (from another schedule, JSON or a tuning log) on this schedule. All or
         nothing: when a step fails, the schedule is restored to what it was before the replay."""
-        saved = self._snapshot()
+        saved = self.snapshot()
         try:
             for st in step_list:
                 st.apply(self)
         except BaseException:
-            self._restore(saved)
+            self.restore(saved)
             raise
         return self
 
@@ -205,10 +218,12 @@ class Schedule:
         self._size_vars[name] = v
         return v
 
-    def _snapshot(self):
-        """The mutable state of the schedule and its stages, for _restore: their lists and dicts
-        copied two levels deep (a stage's pragmas are lists in a dict); ops, axes and relations
-        are immutable and shared."""
+    def snapshot(self):
+        """The mutable state of the schedule and its stages, to hand back to restore() to undo
+        the primitives applied in between (apply_steps and the torch frontend's default
+        schedules try a group of primitives all or nothing). Their lists and dicts are copied two
+        levels deep (a stage's pragmas are lists in a dict); ops, axes and relations are
+        immutable and shared."""
         def copy(v):
             if isinstance(v, list):
                 return list(v)
@@ -218,7 +233,8 @@ class Schedule:
             return {k: copy(v) for k, v in vars(obj).items()}
         return copy_state(self), [(st, copy_state(st)) for st in self.stages]
 
-    def _restore(self, saved) -> None:
+    def restore(self, saved) -> None:
+        """Put the schedule and its stages back to the state snapshot() returned."""
         state, stages = saved
         vars(self).clear()
         vars(self).update(state)

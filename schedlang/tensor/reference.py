@@ -222,15 +222,17 @@ def _truncmod(a, b):
     return np.where(b == 0, 0, a - _truncdiv(a, b) * b).astype(a.dtype, copy=False)
 
 
-_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-           "truncdiv": _truncdiv, "truncmod": _truncmod,
-           "floordiv": np.floor_divide, "floormod": np.mod, "min": np.minimum, "max": np.maximum,
-           "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
-           "shl": np.left_shift, "shr": np.right_shift}
-_COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-            "eq": np.equal, "ne": np.not_equal}
+# The operator tables, public for the other interpreters of the IR (target/simt/evaluate.py):
+# the numpy function of each Binary op, Compare op and Call name.
+BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+          "truncdiv": _truncdiv, "truncmod": _truncmod,
+          "floordiv": np.floor_divide, "floormod": np.mod, "min": np.minimum, "max": np.maximum,
+          "bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor,
+          "shl": np.left_shift, "shr": np.right_shift}
+COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+           "eq": np.equal, "ne": np.not_equal}
 _erf = np.vectorize(math.erf, otypes=[np.float64])
-_CALLS = {
+CALLS = {
     "neg": np.negative,      # expr.nodes.NEG: flips the sign bit, of zeros and NaN too
     "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x),
     "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "erf": lambda x: _erf(x).astype(x.dtype),
@@ -270,11 +272,11 @@ def _clz(x: np.ndarray) -> np.ndarray:
 
 # The libm functions call_pure_extern may name, as numpy functions: "expf" and "exp"
 # are exp in float32 and float64 (the evaluator computes in the call's dtype).
-_LIBM = {name: _CALLS[name] for name in (
+_LIBM = {name: CALLS[name] for name in (
     "exp", "log", "sqrt", "tanh", "floor", "ceil", "trunc", "exp2", "log2", "sin", "cos", "exp10",
     "log10", "log1p", "tan", "atan", "atan2", "cosh", "sinh", "acos", "asin", "acosh", "asinh", "atanh",
     "fmod", "hypot", "nextafter", "copysign", "nearbyint", "ldexp")}
-_LIBM.update({"pow": np.power, "fabs": np.abs, "rint": np.rint, "erf": _CALLS["erf"], "expm1": np.expm1,
+_LIBM.update({"pow": np.power, "fabs": np.abs, "rint": np.rint, "erf": CALLS["erf"], "expm1": np.expm1,
               "cbrt": np.cbrt, "fmin": np.fmin, "fmax": np.fmax, "round": _round_half_away})
 
 
@@ -346,16 +348,16 @@ class _Evaluator:
 
     def eval_Binary(self, e: Binary):
         if self.is_exact(e):
-            value = _BINARY[e.op](self.operand(e.a), self.operand(e.b))
+            value = BINARY[e.op](self.operand(e.a), self.operand(e.b))
             modular = e.op in ("add", "sub", "mul", "bitand", "bitor", "bitxor", "shl")
             return value if modular else value.astype(_arith_dtype(e.dtype)).astype(np.int64)
         dt = _arith_dtype(e.dtype)
         a = np.asarray(self.eval(e.a)).astype(dt, copy=False)
         b = np.asarray(self.eval(e.b)).astype(dt, copy=False)
-        return _BINARY[e.op](a, b).astype(dt, copy=False).astype(_compute_dtype(e.dtype), copy=False)
+        return BINARY[e.op](a, b).astype(dt, copy=False).astype(_compute_dtype(e.dtype), copy=False)
 
     def eval_Compare(self, e: Compare):
-        return _COMPARE[e.op](self.operand(e.a), self.operand(e.b))
+        return COMPARE[e.op](self.operand(e.a), self.operand(e.b))
 
     def eval_Logical(self, e: Logical):
         fn = np.logical_and if e.op == "and" else np.logical_or
@@ -393,7 +395,7 @@ class _Evaluator:
             fn = extern_function(e.name[len("extern:"):])
             args = [a.astype(_arith_dtype(e.dtype), copy=False) for a in args]
         else:
-            fn = _CALLS[e.name]
+            fn = CALLS[e.name]
         result = np.asarray(fn(*args)).astype(_arith_dtype(e.dtype), copy=False)
         return result.astype(_compute_dtype(e.dtype), copy=False)
 

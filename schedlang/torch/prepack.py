@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Tuple
 
+from ..expr.extent import ceil_div
 from .state import Version
 
 
@@ -26,7 +27,7 @@ class PackSpec:
 
 
 def panels(n: int, width: int) -> int:
-    return -(-n // width)
+    return ceil_div(n, width)
 
 
 def pack(w, width: int):

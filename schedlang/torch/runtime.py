@@ -4,7 +4,8 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import replace
-from typing import Any, Dict, Optional, Sequence, Tuple
+from types import MappingProxyType
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import torch
 
@@ -55,6 +56,14 @@ class CompiledModule:
         if not self._per_shape:
             for part in self.program.parts:
                 self._module(part)
+
+    @property
+    def modules(self) -> Mapping[int, Any]:
+        """The built module (sl.build's result) of each part, by part index, read-only: those
+        ir() shows (for a cuda module with dynamic shapes, the last shapes built; none before)."""
+        if self._per_shape:
+            return MappingProxyType(self._last[1] if self._last is not None else {})
+        return MappingProxyType(self._modules)
 
     def fallback_ops(self) -> Dict[str, int]:
         """The ops that run in torch, not in schedlang kernels: op -> number of nodes

@@ -29,6 +29,7 @@ import os
 import warnings
 from typing import List, Optional
 
+from ..expr.extent import ceil_div
 from ..expr.functor import substitute, uses_var, walk
 from ..errors import ScheduleError
 from ..expr.nodes import Binary, Const, Var
@@ -64,13 +65,13 @@ def default_schedule(outputs: List, target=None, log: Optional[str] = None) -> S
             return tuned
     s = create_schedule([t.op for t in outputs])
     for group in fuse(s):
-        saved = s._snapshot()
+        saved = s.snapshot()
         try:
             schedule_group(s, group, target)
         except ScheduleError as err:
             # A program shape these rules did not foresee: the kernel keeps its plain loops
             # (correct, slower) rather than failing the compile; the warning says which.
-            s._restore(saved)
+            s.restore(saved)
             warnings.warn(f"default_schedule: kernel '{group.anchor.name}' keeps its plain loops: {err}",
                           stacklevel=2)
     return s
@@ -162,7 +163,7 @@ def resolve_read(s: Schedule, read: TensorRead) -> TensorRead:
     """The read a kernel really makes: through inlined IndexMaps (a transpose, a view), the
     read of the tensor they move data from."""
     for _ in range(64):          # a chain of views; the bound keeps a cycle impossible to hang on
-        st = s[read.tensor.op] if read.tensor.op in s._by_op else None
+        st = s[read.tensor.op] if read.tensor.op in s.stage_map else None
         if st is None or st.attach_type != "inline" or not isinstance(st.op.body, TensorRead):
             return read
         mapping = {a.var: i for a, i in zip(st.op.axis, read.indices)}
@@ -478,7 +479,7 @@ def schedule_pointwise_cuda(s: Schedule, st, target: Target) -> None:
     fused = _fuse(stage, axes)
     total = _product(_extent(a) for a in axes)
     per_thread = 4 if total is None or total >= 4 * CUDA_THREADS else 1
-    block = CUDA_THREADS if total is None else max(1, min(CUDA_THREADS, -(-total // per_thread)))
+    block = CUDA_THREADS if total is None else max(1, min(CUDA_THREADS, ceil_div(total, per_thread)))
     bo, rest = stage.split(fused, factor=block * per_thread)
     if per_thread > 1:
         tx, vec = stage.split(rest, factor=per_thread)

@@ -254,3 +254,17 @@ def test_json_step_naming_an_unknown_axis_raises_schedule_error():
     with pytest.raises(sl.ScheduleError) as e:
         s.apply_json(bad([{"primitive": "split", "stage": "out", "axis": "zz", "factor": 2}]))
     assert str(e.value).startswith("axis:") and "stage 'out'" in str(e.value)
+
+
+def test_restore_undoes_the_primitives_since_snapshot():
+    """snapshot()/restore() is the public seam the torch frontend's default schedules use to
+    try a group of primitives all or nothing."""
+    A, B, C = programs.gemm(16, 16, 16)
+    s = sl.create_schedule(C.op)
+    before = tile_text(s, [A, B, C], "llvm")
+    saved = s.snapshot()
+    io, ii = s[C].split(C.op.axis[0], factor=4)
+    s[C].vectorize(C.op.axis[1])
+    assert tile_text(s, [A, B, C], "llvm") != before
+    s.restore(saved)
+    assert tile_text(s, [A, B, C], "llvm") == before and s.steps == []

@@ -188,9 +188,17 @@ def test_sequential_mlp_and_eval_batchnorm():
     _close(cm(x), mlp(x))
 
 
+def test_modules_is_a_read_only_view_of_the_built_parts():
+    """CompiledModule.modules: the public seam the CLI reads ptxas figures through."""
+    cm = st.compile(SiluAndMul(), (torch.randn(4, 6),))
+    assert set(cm.modules) == {part.index for part in cm.program.parts}
+    with pytest.raises(TypeError):
+        cm.modules[0] = None
+
+
 def test_contiguous_inputs_are_not_copied():
     cm = st.compile(SiluAndMul(), (torch.randn(4, 6),))
-    (index, real), = cm._modules.items()
+    (index, real), = cm.modules.items()
     seen = []
 
     def recording(*arrays):

@@ -22,9 +22,9 @@ from ...kernel.thread_guards import sink_thread_guards
 from ...kernel.thread_sync import insert_barriers
 from ...kernel.unroll import unroll_loops
 from ...kernel.widen import widen_index_arith
-from ...loop.functor import StmtMutator, walk_stmts
+from ...loop.functor import walk_stmts
 from ...loop.simplify import simplify_stmt
-from ...loop.nodes import VECTORIZED, SERIAL, Allocate, For, Stmt, Store
+from ...loop.nodes import Allocate, Store
 from ...schedule.annotate import BIND, PARALLEL
 from ...tensor.op import PlaceholderOp
 from ..backend import Backend, BuildState, run_stages
@@ -33,20 +33,6 @@ from .codegen import MAX_GRID, render_cuda, threads_per_block
 from .module import CUDAModule
 from .nvrtc import compile_ptx, ptxas_info
 from .vectorize import cuda_vectorize_loops
-
-
-class _SerialVectorLoops(StmtMutator):
-    """Vectorized loops run as serial loops: GPU vector loads and stores come later."""
-
-    def visit_For(self, s: For) -> Stmt:
-        body = self.visit(s.body)
-        if s.kind == VECTORIZED:
-            return For(s.var, s.extent, body, SERIAL, s.thread_tag, s.pragmas)
-        return s.with_body(body)
-
-
-def serial_vector_loops(body: Stmt) -> Stmt:
-    return _SerialVectorLoops().visit(body)
 
 
 class CUDABackend(Backend):

@@ -26,6 +26,7 @@ class CUDAModule(BuiltModule):
     ir: the text of every level and stage ("tensor", "loop", "tile", "kernel", "cuda", "ptx").
     ptxas_info: kernel name -> PtxasInfo(registers, spill_bytes, shared_bytes), or None when
     no ptxas was found.
+    kernel_ir: the KernelModule it was built from (the auto-scheduler's GPU estimate runs it).
     """
 
     def __init__(self, kernel_ir: KernelModule, is_output: Sequence[bool], target: Target, texts: Dict[str, str],
@@ -33,7 +34,7 @@ class CUDAModule(BuiltModule):
         super().__init__(kernel_ir, is_output, target, texts)
         self.kernels = [k.name for k in kernel_ir.kernels]
         self.ptxas_info = ptxas_info
-        self._kernel_ir = kernel_ir
+        self.kernel_ir = kernel_ir
         self._gpu: Optional[GPUProgram] = None     # loaded on the first GPU call
         # argument -> the byte alignment its float4/float2/half2 accesses need
         self._alignments = {b: n for k in kernel_ir.kernels for b, n in vector_alignments(k.body).items()}
@@ -55,10 +56,10 @@ class CUDAModule(BuiltModule):
                                          f"({', '.join(map(str, b.shape))}), got shape {shape}")
                     got.append(shape)
                 values = self._sizes.bind(got, given)
-                sizes = dict(zip(self._kernel_ir.sizes, values))
+                sizes = dict(zip(self.kernel_ir.sizes, values))
                 shapes = [self._sizes.shape_of(b, values) for b in self.params]
         pointers = check_arguments(self.name, self.params, self._is_output, arrays, device=device, shapes=shapes)
-        for k in self._kernel_ir.kernels:
+        for k in self.kernel_ir.kernels:
             if sizes:
                 check_grid(k, launch_dims(k, sizes)[0], sizes)
         return arrays, pointers, sizes
@@ -90,7 +91,7 @@ class CUDAModule(BuiltModule):
         arrays, pointers, sizes = self._arguments(arrays, device="cuda")
         self._check_alignment(pointers)
         if self._gpu is None:
-            self._gpu = GPUProgram(self.ir["ptx"], self._kernel_ir)
+            self._gpu = GPUProgram(self.ir["ptx"], self.kernel_ir)
         self._gpu.launch(pointers, sizes)
 
     def emulate(self, *arrays, engine: str = "shim", sanitize: Optional[str] = None, profile: bool = False,
@@ -126,10 +127,10 @@ class CUDAModule(BuiltModule):
         if engine == "simt":
             from ..simt import run_module
             flat = [(x if isinstance(x, np.ndarray) else x.detach().numpy()).reshape(-1) for x in arrays]
-            return run_module(self._kernel_ir, flat, self.target.arch, self.ptxas_info, profile, sizes)
+            return run_module(self.kernel_ir, flat, self.target.arch, self.ptxas_info, profile, sizes)
         source = shim.checked_source(self.ir["cuda"]) if bounds_check else self.ir["cuda"]
-        built = shim.build(source, shim.driver_source(self._kernel_ir, bounds_check), sanitize)
-        extra = [shim.geometry(self._kernel_ir, sizes)] if sizes else []      # kept alive through the call
+        built = shim.build(source, shim.driver_source(self.kernel_ir, bounds_check), sanitize)
+        extra = [shim.geometry(self.kernel_ir, sizes)] if sizes else []      # kept alive through the call
         if bounds_check:
             extra.append(shim.extents(arrays))
         if sanitize is None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from ...expr.functor import children
 from ...expr.nodes import (Binary, Broadcast, Call, Cast, Const, Expr, Load, Ramp, Var, binary)
 from ...expr.simplify import is_multiple
-from ...kernel.vectorize import Scalarize, _Lanes, _Vectorize
+from ...kernel.vectorize import LaneRewriter, Scalarize, Vectorizer
 from ...loop.functor import stmt_exprs, substitute_stmt, walk_stmts
 from ...loop.nodes import SERIAL, VECTORIZED, For, IfThen, Let, Stmt, Store
 
@@ -77,7 +77,7 @@ def check_vector_body(s: Stmt) -> None:
                 raise Scalarize("a condition that differs between lanes")
 
 
-class _CUDALanes(_Lanes):
+class _CUDALanes(LaneRewriter):
     """The CPU's lane rewriting, plus one fact about aligned ramps: lanes starting at a multiple of
     m = lanes * stride, with m dividing b, lie in one block of b, so ramp // b is one value and
     ramp % b a ramp (the index arithmetic of a fused or split axis under a vectorized loop)."""
@@ -95,7 +95,7 @@ class _CUDALanes(_Lanes):
         return super().binary(op, a, b)
 
 
-class _CUDAVectorize(_Vectorize):
+class _CUDAVectorize(Vectorizer):
     """The CPU pass's guard hoisting and lane rewriting, with CUDA's widths and checks."""
 
     lanes_rewriter = _CUDALanes

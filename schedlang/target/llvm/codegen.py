@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, List, Optional, Set
 
 from ...errors import InternalError, LoweringError
+from ...expr.extent import ceil_div
 from ...expr.functor import free_vars
 from ...dtypes import int64
 from ...expr.nodes import Buffer, Cast, Expr, Var
@@ -134,7 +135,7 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         check_buffer_size(b)
         nbytes = b.size * b.dtype.bytes
         if self.stack_bytes + nbytes > HEAP_THRESHOLD:
-            self.heap_allocate(s, str(-(-nbytes // ALIGN) * ALIGN))
+            self.heap_allocate(s, str(ceil_div(nbytes, ALIGN) * ALIGN))
             return
         self.stack_bytes += nbytes
         self.ptrs[b] = self.fn.alloca(f"alloca [{b.size} x {scalar_memory(b.dtype)}], align {ALIGN}", b.name)
@@ -400,7 +401,7 @@ def _entry_function(module: ModuleState, m: KernelModule, kernel_names: List[str
         if b.is_symbolic:
             size = FunctionEmitter(module, fn, sizes, {}).symbolic_bytes(b)
         else:
-            size = -(-(b.size * b.dtype.bytes) // ALIGN) * ALIGN
+            size = ceil_div(b.size * b.dtype.bytes, ALIGN) * ALIGN
         ptrs[b] = fn.emit(f"call ptr @aligned_alloc(i64 {ALIGN}, i64 {size})", symbol(b.name))
         module.declarations.update({"declare ptr @aligned_alloc(i64, i64)", "declare void @free(ptr)"})
         null = fn.emit(f"icmp eq ptr {ptrs[b]}, null", "nomem")

@@ -11,7 +11,7 @@ from ...dtypes import DType, to_bfloat16
 from ...errors import InternalError
 from ...expr.nodes import (Binary, Broadcast, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Ramp,
                            Select, Var)
-from ...tensor.reference import _BINARY, _CALLS, _COMPARE, extern_function, saturating_float_to_int
+from ...tensor.reference import BINARY, CALLS, COMPARE, extern_function, saturating_float_to_int
 from .warp import shuffle
 
 
@@ -58,10 +58,10 @@ class Evaluator:
         dt = compute_dtype(e.dtype)
         a = np.asarray(self.eval(e.a)).astype(dt, copy=False)
         b = np.asarray(self.eval(e.b)).astype(dt, copy=False)
-        return np.asarray(_BINARY[e.op](a, b)).astype(dt, copy=False)
+        return np.asarray(BINARY[e.op](a, b)).astype(dt, copy=False)
 
     def eval_Compare(self, e: Compare):
-        return np.asarray(_COMPARE[e.op](self.eval(e.a), self.eval(e.b)))
+        return np.asarray(COMPARE[e.op](self.eval(e.a), self.eval(e.b)))
 
     def eval_Logical(self, e: Logical):
         fn = np.logical_and if e.op == "and" else np.logical_or
@@ -99,8 +99,8 @@ class Evaluator:
         if e.name.startswith("extern:"):
             fn = extern_function(e.name[len("extern:"):])
             args = [a.astype(compute_dtype(e.dtype), copy=False) for a in args]
-        elif e.name in _CALLS:
-            fn = _CALLS[e.name]
+        elif e.name in CALLS:
+            fn = CALLS[e.name]
         else:
             raise InternalError(f"the SIMT engine has no rule for the call '{e.name}'")
         return np.asarray(fn(*args)).astype(compute_dtype(e.dtype), copy=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...expr.extent import ceil_div
 from ...kernel.launch import launch_dims
 from ...kernel.nodes import Kernel, LaunchKind
 
@@ -23,7 +24,7 @@ class Geometry:
         self.grid, self.block = launch_dims(kernel, sizes)
         self.threads = int(np.prod(self.block))
         self.blocks = int(np.prod(self.grid))
-        self.warps_per_block = -(-self.threads // WARP)
+        self.warps_per_block = ceil_div(self.threads, WARP)
 
     def chunks(self):
         per = max(1, MAX_LANES // self.threads)

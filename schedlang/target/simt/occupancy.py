@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from ...expr.extent import ceil_div
+
 # compute capability -> (threads per SM, blocks per SM, registers per SM, shared bytes per SM,
 #                        shared bytes the system reserves per block)
 _SM = {70: (2048, 32, 65536, 98304, 0), 75: (1024, 16, 65536, 65536, 0),
@@ -43,13 +45,13 @@ def occupancy(arch: str, threads: int, shared_bytes: int, registers: Optional[in
     """registers None (no ptxas figure): the register limit is left out."""
     max_threads, max_blocks, regs_sm, smem_sm, reserved = sm_limits(arch)
     max_warps = max_threads // WARP
-    warps = -(-threads // WARP)
+    warps = ceil_div(threads, WARP)
     limits = {"threads": max_warps // warps, "blocks": max_blocks}
     if registers:
-        per_warp = -(-registers * WARP // REGISTER_UNIT) * REGISTER_UNIT
+        per_warp = ceil_div(registers * WARP, REGISTER_UNIT) * REGISTER_UNIT
         limits["registers"] = (regs_sm // per_warp) // warps
     if shared_bytes:
-        per_block = -(-(shared_bytes + reserved) // SHARED_UNIT) * SHARED_UNIT
+        per_block = ceil_div(shared_bytes + reserved, SHARED_UNIT) * SHARED_UNIT
         limits["shared memory"] = smem_sm // per_block
     limit = min(limits, key=lambda k: limits[k])
     blocks = limits[limit]

@@ -7,6 +7,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
+from ...expr.extent import ceil_div
 from ...expr.nodes import Buffer
 from .occupancy import Occupancy
 
@@ -48,7 +49,7 @@ class Counters:
         passes = int(degree[warps].sum())
         # a pass serves at most one word per bank: a warp's float4 access (128 distinct words) needs
         # four passes however its words fall, so only the passes beyond that are conflicts
-        ideal = int((-(-np.bincount(w)[warps] // BANKS)).sum())
+        ideal = int(ceil_div(np.bincount(w)[warps], BANKS).sum())
         self.shared_requests += warps.size
         self.shared_wavefronts += passes
         self.shared_ideal_wavefronts += ideal

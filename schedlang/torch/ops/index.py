@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import List, Sequence
 
 import schedlang as sl
+from schedlang.expr.extent import ceil_div
 from schedlang.expr.nodes import Expr
 from schedlang.expr.simplify import simplify
 
@@ -236,7 +237,7 @@ def slice_tensor(name: str, x: sl.Tensor, dim: int, start, end, step: int = 1) -
     lo = _clip(start, size, 0)
     hi = _clip(end, size, size)
     if isinstance(lo, int) and isinstance(hi, int):
-        length = max(0, (hi - lo + step - 1) // step)
+        length = max(0, ceil_div(hi - lo, step))
         if length == 0:
             raise Unsupported("an empty slice (schedlang tensors have positive extents)")
     else:
@@ -293,7 +294,7 @@ def chunk(ctx: LowerContext, x, chunks, dim=0):
     size = static(x.shape[d], "chunk dimension")
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
-    return split_with_sizes(ctx, x, split_sizes(size, max(1, -(-size // chunks))), d)
+    return split_with_sizes(ctx, x, split_sizes(size, max(1, ceil_div(size, chunks))), d)
 
 
 @register_lowering("aten.select.int")

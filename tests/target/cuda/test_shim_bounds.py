@@ -101,7 +101,7 @@ def test_a_vector_access_past_the_end_is_caught():
     # emulate() checks shapes before any kernel runs, so call the checked library directly and
     # tell it that A has 62 elements: the last thread's float4 load then ends outside A.
     from schedlang.target.cuda import shim
-    library = shim.build(shim.checked_source(mod.ir["cuda"]), shim.driver_source(mod._kernel_ir, True), None)
+    library = shim.build(shim.checked_source(mod.ir["cuda"]), shim.driver_source(mod.kernel_ir, True), None)
     extents = np.array([n - 2, n], np.int64)      # A is told to have 62 elements
     with pytest.raises(IndexError, match=r"global buffer 'A' at index 60 \(a 4-element vector access\), "
                                          r"outside its 62 elements"):
@@ -121,7 +121,7 @@ def test_shared_and_local_arrays_are_checked_too():
     assert 'sl_shim::checked<float> C_local{C_local_sl_storage, 1, "C_local", "local"};' in source
     wrong = source.replace("A_shared[i_inner * 8 + j_inner] =", "A_shared[i_inner * 8 + j_inner + 9] =")
     assert wrong != source
-    library = shim.build(wrong, shim.driver_source(mod._kernel_ir, True), None)
+    library = shim.build(wrong, shim.driver_source(mod.kernel_ir, True), None)
     arrays, _ = arrays_for(s, args)
     extents = shim.extents(arrays)      # (kept alive through the call)
     with pytest.raises(IndexError, match=r"kernel C_kernel: accesses shared buffer 'A_shared' at index (1[6-9]|2[0-4]), "

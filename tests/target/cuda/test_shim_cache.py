@@ -46,7 +46,7 @@ def cache(tmp_path, monkeypatch):
 
 def _entry(mod) -> str:
     """The name the module's library has in the cache."""
-    return shim.build(mod.ir["cuda"], shim.driver_source(mod._kernel_ir), None).name
+    return shim.build(mod.ir["cuda"], shim.driver_source(mod.kernel_ir), None).name
 
 
 def test_the_cache_folder_is_per_user_and_never_the_shared_temp_folder(tmp_path, monkeypatch):

@@ -111,7 +111,7 @@ def test_an_out_of_bounds_access_names_buffer_index_and_thread():
     A, an IndexError naming the buffer, the index, the thread and the block."""
     s, args = schedules.elementwise(100, 64)
     mod = sl.build(s, args, target="cuda")
-    m = mod._kernel_ir
+    m = mod.kernel_ir
     k = m.kernels[0]
     assert isinstance(k.body, IfThen)
     unguarded = dataclasses.replace(m, kernels=(Kernel(k.name, k.params, k.launch, k.body.then_body),))
@@ -123,7 +123,7 @@ def test_an_out_of_bounds_access_names_buffer_index_and_thread():
 
 def test_a_barrier_reached_by_part_of_a_block_is_an_error():
     s, args = schedules.elementwise(100, 64)
-    m = sl.build(s, args, target="cuda")._kernel_ir
+    m = sl.build(s, args, target="cuda").kernel_ir
     k = m.kernels[0]
     guard = k.body
     divergent = IfThen(guard.cond, Seq((guard.then_body, Barrier())))
