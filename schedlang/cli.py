@@ -30,6 +30,8 @@ import traceback
 import warnings
 from typing import List, Optional, Sequence, Tuple
 
+from .target.registry import get_backend
+
 # level name -> (title, what it says); the order is the pipeline's.
 LEVELS = {
     "torch": ("Torch IR", "the captured ATen ops, with shapes and dtypes"),
@@ -138,8 +140,6 @@ def check_target(spec: str):
         target = Target.create(spec)
     except (TypeError, ValueError, KeyError) as e:
         raise UsageError(f"bad --target {spec!r}: {_one_line(e)}") from None
-    if target.kind not in ("llvm", "cuda"):
-        raise UsageError(f"bad --target {spec!r}: choose llvm or cuda")
     return target
 
 
@@ -291,7 +291,7 @@ def _check_arity(model, name: str, given: int) -> None:
 def header(level: str, target) -> str:
     title, says = LEVELS[level]
     if level == "target":
-        title = "Target code: " + ("CUDA C" if target.kind == "cuda" else "LLVM IR")
+        title = "Target code: " + get_backend(target.kind).source_title
     rule = "=" * 78
     return f"{rule}\n{title}  (--level {level}): {says}\n{rule}"
 
@@ -331,8 +331,8 @@ def run_compile(args) -> int:
         print(header(level, target))
         print(compiled.ir(level).rstrip("\n"))
         print()
-    if target.kind == "cuda":
-        _print_ptxas(compiled)
+    for line in get_backend(target.kind).module_notes(compiled.modules.values()):
+        print(line)
     if args.no_run:
         return 0
     try:
@@ -345,28 +345,20 @@ def run_compile(args) -> int:
         return EXIT_MISMATCH
 
 
-def _print_ptxas(compiled) -> None:
-    """Registers, spills and shared memory per CUDA kernel, where ptxas reported them."""
-    info = {}
-    for mod in compiled.modules.values():
-        info.update(getattr(mod, "ptxas_info", None) or {})
-    for kernel, r in info.items():
-        print(f"ptxas: {kernel}: {r.registers} registers, {r.spill_bytes} bytes spilled, "
-              f"{r.shared_bytes} bytes shared memory")
-
-
 def run_against_torch(compiled, model, inputs, target, dtype: str) -> int:
     """Run the compiled module and the eager module on the same inputs; print the largest
     difference of each output. EXIT_MISMATCH when one is beyond the dtype's tolerance."""
     import torch
     run = compiled
-    if target.kind == "cuda":
-        if torch.cuda.is_available():
-            inputs = tuple(t.cuda() if isinstance(t, torch.Tensor) else t for t in inputs)
-            model = model.cuda()
+    backend = get_backend(target.kind)
+    device = backend.torch_device
+    if device != "cpu":
+        if getattr(torch, device).is_available():
+            inputs = tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs)
+            model = model.to(device)
         else:
-            # the same CUDA C, compiled by g++ against the CPU shim (CompiledModule.emulate)
-            print("run: emulated on the CPU (no CUDA GPU here): the CUDA C above, compiled by g++ with the shim")
+            # the same kernels, run on the CPU (CompiledModule.emulate)
+            print(f"run: emulated on the CPU {backend.emulation_note}")
             run = compiled.emulate
     with torch.no_grad():
         got = _flatten(run(*inputs))

@@ -44,13 +44,14 @@ class CompiledModule:
         self.target = _target(target)
         self.program = program if program is not None else lower_graph(graph, self.target)
         self._modules: Dict[int, Any] = {}
-        self._device = "cuda" if self.target.kind == "cuda" else "cpu"
+        self._backend = sl.get_backend(self.target.kind)
+        self._device = self._backend.torch_device
         self._state = ModuleState(graph.state_inputs, module)
         self._warned_grad = False
         self._packs = PackCache(self.program.packs)    # weights packed once (prepack.py)
-        # The cuda target builds static shapes only: a graph with size variables is lowered
+        # A target that builds static shapes only (cuda): a graph with size variables is lowered
         # and built again for each set of sizes it is called with (specialize()).
-        self._per_shape = self.target.kind == "cuda" and _uses_sizes(graph)
+        self._per_shape = self._backend.builds_static_shapes and _uses_sizes(graph)
         self._variants: Dict[tuple, Tuple[LoweredProgram, Dict[int, Any]]] = {}
         self._last: Optional[Tuple[LoweredProgram, Dict[int, Any]]] = None
         if not self._per_shape:
@@ -278,12 +279,12 @@ class CompiledModule:
         through CUDAModule.emulate (engine "shim": the generated CUDA C compiled by g++, block
         threads as real threads; "simt": the Kernel IR interpreted with numpy, slow, every
         access bounds-checked), the ops without a lowering in torch on the CPU."""
-        if self.target.kind != "cuda":
+        engines = self._backend.emulation_engines
+        if not engines:
             raise ValueError(f"emulate() runs the kernels of a module compiled for target 'cuda' on the CPU; "
                              f"this one was compiled for {self.target.kind!r}: call it directly")
-        from schedlang.target.cuda.module import ENGINES
-        if engine not in ENGINES:
-            raise ValueError(f"unknown emulation engine {engine!r}; choose one of {', '.join(ENGINES)}")
+        if engine not in engines:
+            raise ValueError(f"unknown emulation engine {engine!r}; choose one of {', '.join(engines)}")
         sizes = self._check_inputs(args, device="cpu")
         current = self._state.current()
         self._check_grad(args, current)

@@ -34,7 +34,8 @@ from ..expr.functor import substitute, uses_var, walk
 from ..errors import ScheduleError
 from ..expr.nodes import Binary, Const, Var
 from ..schedule import Schedule, create_schedule
-from ..target.target import CUDAOptions, Target
+from ..target.registry import get_backend
+from ..target.target import Target
 from ..tensor.axis import IterVar
 from ..tensor.op import TensorRead
 from ..tensor.reduce import Reduce
@@ -90,19 +91,20 @@ def tuned_schedule(outputs: List, target: Target, log: str) -> Optional[Schedule
 
 
 def schedule_group(s: Schedule, group: Group, target: Target) -> None:
-    """Schedule one kernel of s by its kind."""
-    gpu = isinstance(target.options, CUDAOptions)
+    """Schedule one kernel of s by its kind, with the target's function for that kind
+    (Backend.default_schedules: schedule_matmul_cpu for "matmul" on llvm, ...)."""
+    rules = get_backend(target.kind).default_schedules()
     matmuls = group.matmuls
     anchor = group.anchor
     if is_matmul(anchor) and len(anchor.op.axis) >= 2 and not group.attached:
-        (schedule_matmul_cuda if gpu else schedule_matmul_cpu)(s, anchor, [anchor], target)
+        rules["matmul"](s, anchor, [anchor], target)
     elif matmuls and len(matmuls) == len(group.attached) and len(anchor.op.axis) >= 2 \
             and not isinstance(anchor.op.body, Reduce):
-        (schedule_matmul_cuda if gpu else schedule_matmul_cpu)(s, anchor, matmuls, target)
+        rules["matmul"](s, anchor, matmuls, target)
     elif group.attached or isinstance(anchor.op.body, Reduce):
-        (schedule_rows_cuda if gpu else schedule_rows_cpu)(s, group, target)
+        rules["rows"](s, group, target)
     else:
-        (schedule_pointwise_cuda if gpu else schedule_pointwise_cpu)(s, anchor, target)
+        rules["pointwise"](s, anchor, target)
 
 
 # ---- shape and target facts -------------------------------------------------------------

@@ -91,6 +91,23 @@ class LLVMBackend(Backend):
     def load_module(self, path: str):
         return load_module(path)
 
+    # ---- for the auto-scheduler, the torch frontend and the CLI -------------------------------
+
+    prepacks_weights = True
+    source_title = "LLVM IR"
+
+    def sketch_rules(self):
+        from ...autoschedule.sketch_cpu import CPU_SKETCH_RULES    # the auto-scheduler loads when it asks
+        return CPU_SKETCH_RULES
+
+    def measure_candidate(self, task, schedule, arrays, number: int, repeat: int) -> dict:
+        from ...autoschedule.measure import time_on_cpu
+        return time_on_cpu(task, schedule, arrays, number, repeat)
+
+    def default_schedules(self):
+        from ...torch import schedules as ts          # the frontend (and torch) load only when it asks
+        return {"matmul": ts.schedule_matmul_cpu, "rows": ts.schedule_rows_cpu, "pointwise": ts.schedule_pointwise_cpu}
+
 
 def render_stage(st: BuildState) -> str:
     target = st.target
