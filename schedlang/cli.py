@@ -331,7 +331,7 @@ def run_compile(args) -> int:
         print(header(level, target))
         print(compiled.ir(level).rstrip("\n"))
         print()
-    for line in get_backend(target.kind).module_notes(compiled.modules.values()):
+    for line in get_backend(target.kind).module_notes(compiled):
         print(line)
     if args.no_run:
         return 0

@@ -12,7 +12,7 @@ building a module loads neither the auto-scheduler nor torch.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .target import Target
 
@@ -129,8 +129,9 @@ class Backend:
         check against the reference evaluator)."""
         module(*arrays)
 
-    def module_notes(self, modules: Iterable) -> List[str]:
-        """Lines the CLI prints about the built modules after their IR (cuda: ptxas's registers)."""
+    def module_notes(self, compiled) -> List[str]:
+        """Lines the CLI prints after the IR of a module compiled by schedlang.torch (cuda:
+        ptxas's registers and spills per kernel)."""
         return []
 
     def default_schedules(self) -> Dict[str, Callable]:

@@ -110,10 +110,10 @@ class CUDABackend(Backend):
         """The CUDA C itself, run on the CPU (as on a GPU, without one)."""
         module.emulate(*arrays, engine="shim")
 
-    def module_notes(self, modules):
+    def module_notes(self, compiled):
         """Registers, spills and shared memory per CUDA kernel, where ptxas reported them."""
         info = {}
-        for mod in modules:
+        for mod in compiled.modules.values():
             info.update(getattr(mod, "ptxas_info", None) or {})
         return [f"ptxas: {kernel}: {r.registers} registers, {r.spill_bytes} bytes spilled, "
                 f"{r.shared_bytes} bytes shared memory" for kernel, r in info.items()]
