@@ -70,3 +70,15 @@ def test_no_target_kind_tests_outside_target():
     found = scan()
     assert not found, ("target-kind tests outside schedlang/target/ (ask the backend instead: "
                        "schedlang/target/backend.py):\n" + "\n".join(found))
+
+
+def test_each_backend_answers_what_the_packages_above_ask():
+    llvm, cuda = schedlang.get_backend("llvm"), schedlang.get_backend("cuda")
+    assert (llvm.torch_device, cuda.torch_device) == ("cpu", "cuda")
+    assert (llvm.builds_static_shapes, cuda.builds_static_shapes) == (False, True)
+    assert (llvm.source_title, cuda.source_title) == ("LLVM IR", "CUDA C")
+    assert llvm.emulation_engines == () and "shim" in cuda.emulation_engines
+    # every kernel kind torch/schedules.py names has a default schedule on both targets
+    kinds = set(llvm.default_schedules())
+    assert kinds == set(cuda.default_schedules()) and {"matmul", "rows", "pointwise"} <= kinds
+    assert all(callable(f) for f in [*llvm.default_schedules().values(), *cuda.default_schedules().values()])
