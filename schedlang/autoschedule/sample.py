@@ -1,7 +1,8 @@
 """Random annotation: a concrete schedule from a sketch, with random tile sizes and
-annotations (the rules' own drawing is in sketch_cpu.py and sketch_gpu.py; here the
-Trace of decisions and the tiling helpers they share). Every call goes through the public primitives, so the schedule's step
-list is the candidate and a bad draw is a ScheduleError (the caller prunes it).
+annotations. Here are sample() and what the rules share (the Trace of decisions, the
+tiling helpers); each rule's own drawing is in sketch_cpu.py and sketch_gpu.py. Every call
+goes through the public primitives, so the schedule's step list is the candidate and a bad
+draw is a ScheduleError (the caller prunes it).
 
 Every random choice is a named decision of a Trace ("C|tile|i": the sizes of C's loop i
 at each tiling level, "C|par": how many outer loops are fused and parallel, ...). A
