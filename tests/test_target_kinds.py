@@ -9,7 +9,10 @@ main before this change it finds 18 (in autoschedule/, torch/ and cli.py)."""
 import ast
 import pathlib
 
+import pytest
+
 import schedlang
+from schedlang.target import Backend, HostCPUBackend
 from schedlang.target import target as target_module
 
 ROOT = pathlib.Path(schedlang.__file__).parent
@@ -78,7 +81,19 @@ def test_each_backend_answers_what_the_packages_above_ask():
     assert (llvm.builds_static_shapes, cuda.builds_static_shapes) == (False, True)
     assert (llvm.source_title, cuda.source_title) == ("LLVM IR", "CUDA C")
     assert llvm.emulation_engines == () and "shim" in cuda.emulation_engines
+    assert isinstance(llvm, HostCPUBackend) and not isinstance(cuda, HostCPUBackend)
     # every kernel kind torch/schedules.py names has a default schedule on both targets
     kinds = set(llvm.default_schedules())
     assert kinds == set(cuda.default_schedules()) and {"matmul", "rows", "pointwise"} <= kinds
     assert all(callable(f) for f in [*llvm.default_schedules().values(), *cuda.default_schedules().values()])
+
+
+def test_a_backend_without_the_hooks_says_what_it_cannot_do():
+    class Bare(Backend):
+        kind = "bare"
+
+    with pytest.raises(NotImplementedError, match="the bare target has no sketch rules"):
+        Bare().sketch_rules()
+    with pytest.raises(NotImplementedError, match="no default schedules for the torch frontend"):
+        Bare().default_schedules()
+    assert Bare().torch_device == "cpu" and Bare().module_notes(None) == []

@@ -80,7 +80,8 @@ class Backend:
         """A module that this backend's export_library wrote."""
         raise NotImplementedError(f"the {self.kind} target cannot load modules")
 
-    # ---- what the users of the pipeline ask (defaults: a module that runs on the host CPU) ----
+    # ---- what the users of the pipeline ask (defaults: a module that runs on the host CPU;
+    # HostCPUBackend below adds the CPU's sketch rules, measurement and default schedules) ----
 
     builds_static_shapes: bool = False
     """Every build needs static shapes: the auto-scheduler refuses a task with symbolic ones,
@@ -139,3 +140,22 @@ class Backend:
         torch/schedules.py: schedule_group names ("matmul", "rows", "pointwise", ...):
         kind -> its function in torch/schedules.py."""
         raise NotImplementedError(f"the {self.kind} target has no default schedules for the torch frontend")
+
+
+class HostCPUBackend(Backend):
+    """Base of backends whose modules run on the host CPU, called with numpy arrays (llvm):
+    the auto-scheduler tunes them with the CPU sketch rules (autoschedule/sketch_cpu.py) and
+    times candidates on the CPU (measure.time_on_cpu); the torch frontend schedules their
+    kernels with the CPU default schedules of torch/schedules.py."""
+
+    def sketch_rules(self):
+        from ..autoschedule.sketch_cpu import CPU_SKETCH_RULES     # the auto-scheduler loads when it asks
+        return CPU_SKETCH_RULES
+
+    def measure_candidate(self, task, schedule, arrays: List, number: int, repeat: int) -> dict:
+        from ..autoschedule.measure import time_on_cpu
+        return time_on_cpu(task, schedule, arrays, number, repeat)
+
+    def default_schedules(self) -> Dict[str, Callable]:
+        from ..torch import schedules as ts          # the frontend (and torch) load only when it asks
+        return {"matmul": ts.schedule_matmul_cpu, "rows": ts.schedule_rows_cpu, "pointwise": ts.schedule_pointwise_cpu}

@@ -19,7 +19,7 @@ from ...kernel.vectorize import vectorize_loops
 from ...kernel.widen import widen_index_arith
 from ...loop.simplify import simplify_stmt
 from ...schedule.annotate import BIND
-from ..backend import Backend, BuildState, run_stages
+from ..backend import BuildState, HostCPUBackend, run_stages
 from ..target import Target
 from . import forksafe
 from .codegen import render_llvm
@@ -33,7 +33,7 @@ from .runtime import openmp_library
 MAX_ELEMENTS = 2 ** 31 - 1
 
 
-class LLVMBackend(Backend):
+class LLVMBackend(HostCPUBackend):
     kind = "llvm"
 
     def resolve_target(self, target: Target) -> Target:
@@ -91,22 +91,10 @@ class LLVMBackend(Backend):
     def load_module(self, path: str):
         return load_module(path)
 
-    # ---- for the auto-scheduler, the torch frontend and the CLI -------------------------------
+    # ---- for the torch frontend and the CLI (the auto-scheduler's: HostCPUBackend's) ----------
 
     prepacks_weights = True
     source_title = "LLVM IR"
-
-    def sketch_rules(self):
-        from ...autoschedule.sketch_cpu import CPU_SKETCH_RULES    # the auto-scheduler loads when it asks
-        return CPU_SKETCH_RULES
-
-    def measure_candidate(self, task, schedule, arrays, number: int, repeat: int) -> dict:
-        from ...autoschedule.measure import time_on_cpu
-        return time_on_cpu(task, schedule, arrays, number, repeat)
-
-    def default_schedules(self):
-        from ...torch import schedules as ts          # the frontend (and torch) load only when it asks
-        return {"matmul": ts.schedule_matmul_cpu, "rows": ts.schedule_rows_cpu, "pointwise": ts.schedule_pointwise_cpu}
 
 
 def render_stage(st: BuildState) -> str:
