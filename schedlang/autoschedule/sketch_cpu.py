@@ -30,11 +30,11 @@ one and an unroll step.
 from __future__ import annotations
 
 import math
-import os
 from typing import List
 
 from ..expr.extent import ceil_div
 from ..schedule import Schedule, legal
+from ..target.registry import get_backend
 from ..tensor.axis import DATA_PAR, REDUCE
 from .sample import DIVISIBLE_P, Trace, split_levels, tile_levels
 from .sketch import Condition, Inline, SketchRule, SketchRules
@@ -292,7 +292,7 @@ def annotate(trace: Trace, s: Schedule, target) -> None:
     for st in reversed(list(s.stages)):
         if legal.is_live(st):
             _locate(trace, s, st)
-    threads = target.num_threads or len(os.sched_getaffinity(0))
+    threads = get_backend(target.kind).worker_threads(target)
     for st in sorted([st for st in s.stages if legal.is_live(st)], key=legal.attach_depth):
         _annotate(trace, s, st, threads)
 

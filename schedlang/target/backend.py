@@ -12,6 +12,7 @@ building a module loads neither the auto-scheduler nor torch.
 """
 from __future__ import annotations
 
+import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .target import Target
@@ -147,6 +148,17 @@ class HostCPUBackend(Backend):
     the auto-scheduler tunes them with the CPU sketch rules (autoschedule/sketch_cpu.py) and
     times candidates on the CPU (measure.time_on_cpu); the torch frontend schedules their
     kernels with the CPU default schedules of torch/schedules.py."""
+
+    def worker_threads(self, target: Target) -> int:
+        """The threads a parallel loop runs on: the target's num_threads, else the cores this
+        process may run on."""
+        n = getattr(target.options, "num_threads", 0)
+        if n > 0:
+            return n
+        try:
+            return len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            return os.cpu_count() or 1
 
     def sketch_rules(self):
         from ..autoschedule.sketch_cpu import CPU_SKETCH_RULES     # the auto-scheduler loads when it asks

@@ -25,7 +25,6 @@ plain loops, with a warning. With `log=`, a tuning record of the workload wins o
 """
 from __future__ import annotations
 
-import os
 import warnings
 from typing import List, Optional
 
@@ -127,14 +126,8 @@ def _product(extents) -> Optional[int]:
 
 
 def threads(target: Target) -> int:
-    """Worker threads the CPU target runs parallel loops on."""
-    n = getattr(target.options, "num_threads", 0)
-    if n > 0:
-        return n
-    try:
-        return len(os.sched_getaffinity(0))      # the cores this process may run on
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    """Worker threads the CPU target runs parallel loops on (HostCPUBackend.worker_threads)."""
+    return get_backend(target.kind).worker_threads(target)
 
 
 def lanes(target: Target, st) -> int:
