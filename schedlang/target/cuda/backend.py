@@ -4,6 +4,10 @@ Stages after Kernel IR, in order, each one's text kept in mod.ir:
   "cuda"  Kernel IR rendered as CUDA C (codegen.py)
   "ptx"   NVRTC's PTX for the target's architecture (nvrtc.py); ptxas -v gives mod.ptxas_info
 mod(*tensors) launches on the GPU (gpu.py); mod.emulate() runs the CUDA C on the CPU (shim.py).
+For the auto-scheduler: the GPU sketch rules (autoschedule/sketch_gpu.py), measurement on the GPU
+or an estimate without one (autoschedule/gpu_estimate.py), the launch features
+(autoschedule/features_gpu.py) and the launch checks below; for the torch frontend the
+schedule_*_cuda default schedules of torch/schedules.py.
 """
 from __future__ import annotations
 
