@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import schedlang as sl
 
-REDUCERS = ("sum", "max", "min")
+REDUCERS = ("sum", "max", "min", "prod")
 
 
 def matmul(A, B, name: str = "C", out_dtype: str = None):
@@ -118,7 +118,7 @@ def silu_and_mul(x, name: str = "out"):
 
 
 def row_reduce(X, reducer: str = "sum", name: str = "Y"):
-    """Y[i] = reducer over k of X[i, k]; reducer is "sum", "max" or "min"."""
+    """Y[i] = reducer over k of X[i, k]; reducer is "sum", "max", "min" or "prod"."""
     if reducer not in REDUCERS:
         raise ValueError(f"row_reduce: unknown reducer {reducer!r}; use one of {', '.join(REDUCERS)}")
     rows, cols = _shape(X, 2, "row_reduce: X")
