@@ -21,8 +21,7 @@ def elementwise(n=1000, factor=64):
 
 
 def silu_and_mul(rows=3, d=50):
-    x = sl.placeholder((rows, 2 * d), name="x")
-    out = sl.compute((rows, d), lambda i, j: x[i, j] * sl.sigmoid(x[i, j]) * x[i, j + d], name="out")
+    x, out = programs.silu_and_mul(rows, 2 * d, name="out")
     s = sl.create_schedule(out.op)
     fused = s[out].fuse(*out.op.axis)
     xo, xi = s[out].split(fused, factor=128)
@@ -50,8 +49,7 @@ def tiled_gemm(M=70, N=50, K=30, cache_shared=False):
 def row_sum(rows=37, cols=20):
     """One thread per row, each summing its row serially."""
     X = sl.placeholder((rows, cols), name="X")
-    k = sl.reduce_axis((0, cols), name="k")
-    Y = sl.compute((rows,), lambda i: sl.sum(X[i, k], axis=k), name="Y")
+    Y = nn.row_reduce(X)
     s = sl.create_schedule(Y.op)
     bind(s, Y, *s[Y].split(Y.op.axis[0], factor=16))
     return s, [X, Y]
