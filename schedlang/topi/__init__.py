@@ -22,7 +22,8 @@ CPU schedules, `topi.cpu` (s, output, [target=, sizes]) -> s; vector widths from
     schedule_matmul_packed(s, C)             TVM's CPU GEMM tutorial schedule
     schedule_matmul_register_tiled(s, C)     the BLAS-style mr x bn register tile
     schedule_conv2d_nchw(s, out, target)     filter x column tiles (tutorial 04)
-    schedule_conv2d_nchwc(s, out, target)    NCHWc blocks with packed weights (oneDNN/TVM x86)
+    schedule_conv2d_nchwc(s, out, target)    NCHWc register tiles: of conv2d_nchwc, or of conv2d_nchw
+                                             with its weights packed (oneDNN/TVM x86)
     schedule_softmax(s, out, target)         fused per row, optional vector reductions
     schedule_injective(s, out, target)       an elementwise chain inlined, vectorized, parallel
     schedule_silu_and_mul(s, out, target)    schedule_injective

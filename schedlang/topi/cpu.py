@@ -92,7 +92,9 @@ def schedule_conv2d_nchw(s, out, target="llvm", filters: int = 4, lanes: int = 0
 
 def schedule_conv2d_nchwc(s, out, target="llvm", wt: int = 8, vecs: int = 1, lanes: int = 0,
                           inline_pad: bool = True):
-    """`nn.conv2d_nchw` computed in NCHWc blocks, as oneDNN's and TVM's x86 kernels: vectorized
+    """The NCHWc convolution schedule, for either algorithm: `nn.conv2d_nchwc`'s output (5-d,
+    already blocked: see `_schedule_blocked_conv2d`; vecs and lanes do not apply, its block of
+    output channels is the vector) or `nn.conv2d_nchw`'s (4-d), computed in NCHWc blocks, as oneDNN's and TVM's x86 kernels: vectorized
     over `lanes` output channels (default: the target's float32 vector), the weights packed
     [F/lanes, C, R, S, lanes] (a cache_read copy re-laid out by cache_write, then inlined), a
     register tile of wt output columns by `vecs` vectors of channels in a local cache laid out
@@ -104,6 +106,8 @@ def schedule_conv2d_nchwc(s, out, target="llvm", wt: int = 8, vecs: int = 1, lan
     columns) instead of materializing the padded input in a pass of its own. The defaults
     (8 x 1 vector, padding inlined) are what the auto-scheduler found best at 64 channels,
     56 x 56 (benchmarks/README.md has the figures)."""
+    if out.ndim == 5:
+        return _schedule_blocked_conv2d(s, out, wt, inline_pad)
     (padded,) = compute_inputs(out, 4, "schedule_conv2d_nchwc", "conv2d_nchw's padding")
     (W,) = placeholder_inputs(out, 4, "schedule_conv2d_nchwc", "the weights")
     lanes = lanes or native_lanes(target, out.dtype)
@@ -136,6 +140,29 @@ def schedule_conv2d_nchwc(s, out, target="llvm", wt: int = 8, vecs: int = 1, lan
         s[padded].parallel(s[padded].fuse(*padded.op.axis[:3]))
     s[Wp].parallel(s[Wp].fuse(*s[Wp].op.axis[:2]))
     s[Wp].vectorize(s[Wp].op.axis[-1])
+    return s
+
+
+def _schedule_blocked_conv2d(s, out, wt: int, inline_pad: bool):
+    """`nn.conv2d_nchwc`'s output [N, F/oc, OH, OW, oc]: a register tile of wt output columns by
+    the oc channels of a block (one vector) in a local cache, the four reductions outside the
+    unrolled tile, the block's channels vectorized; (image, channel block, row) parallel."""
+    (padded,) = compute_inputs(out, 5, "schedule_conv2d_nchwc", "conv2d_nchwc's padding")
+    CC = s.cache_write(out, "local")
+    n, f, y, x, o = s[out].op.axis
+    xo, xi = s[out].split(x, factor=wt)
+    s[out].reorder(n, f, y, xo, xi, o)
+    s[CC].compute_at(s[out], xo)
+    cn, cf, cy, cx, co = s[CC].op.axis
+    s[CC].reorder(cn, cf, cy, *s[CC].op.reduce_axis, cx, co)
+    s[CC].unroll(cx)
+    s[CC].vectorize(co)
+    s[out].vectorize(o)
+    s[out].parallel(s[out].fuse(n, f, y))
+    if inline_pad:
+        s[padded].compute_inline()
+    else:
+        s[padded].parallel(s[padded].fuse(*padded.op.axis[:3]))
     return s
 
 

@@ -152,6 +152,16 @@ def test_cpu_conv2d_nchwc_tails(wt, vecs, lanes, inline_pad):
     check(s, [X, W, out], lambda x, w: np_conv2d(x, w, 1))
 
 
+@pytest.mark.parametrize("wt, inline_pad", [(4, True), (3, False)])
+def test_cpu_conv2d_nchwc_on_the_blocked_algorithm(wt, inline_pad):
+    args, want = conv_nchwc_case()                  # 6 output columns: a tail of the wt split
+    X, W, out = args
+    s = cpu.schedule_conv2d_nchwc(sl.create_schedule(out.op), out, wt=wt, inline_pad=inline_pad)
+    mod = check(s, args, want)
+    # per step: an input value broadcast to the block's 4 channels, times a vector of weights
+    assert "conv.local[ramp(0, 1, 4)] = conv.local[ramp(0, 1, 4)] + x4(" in mod.ir["kernel"]
+
+
 @pytest.mark.parametrize("vector_reductions, exp_at_row", [(False, False), (True, False), (True, True)])
 def test_cpu_softmax_odd_rows(vector_reductions, exp_at_row):
     X = ph((5, 37), "X")
