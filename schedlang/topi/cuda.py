@@ -40,11 +40,11 @@ def cooperative_fetch(s, T, threads_y: int, threads_x: int, vector: int = 1):
 
 
 def schedule_matmul_shared(s, C, block=(8, 16), k_tile: int = 8, fetch: bool = True, local_a: bool = False,
-                           double_buffer: bool = False):
+                           double_buffer: bool = False, fetch_vector: int = 1):
     """`nn.matmul` as in TVM's GPU GEMM tutorials: a block-sized tile of C per block, one element
     per thread in a local accumulator, and at each step of k_tile along k the A and B tiles the
-    block needs copied into shared memory by all its threads (fetch=False: leave the copy
-    unbound, one thread's loop). local_a: each thread also copies its row of the A tile into
+    block needs copied into shared memory by all its threads, `fetch_vector` adjacent elements
+    a thread at a time (fetch=False: leave the copy unbound, one thread's loop). local_a: each thread also copies its row of the A tile into
     registers. double_buffer: the shared tiles (and that row) get two buffers, the next step
     fetched while this one is used."""
     A, B = operands(C, "schedule_matmul_shared")
@@ -58,7 +58,7 @@ def schedule_matmul_shared(s, C, block=(8, 16), k_tile: int = 8, fetch: bool = T
     for T in (AA, BB):
         s[T].compute_at(s[CL], ko)
         if fetch:
-            cooperative_fetch(s, T, *block)
+            cooperative_fetch(s, T, *block, fetch_vector)
     if local_a:
         s[AL].compute_at(s[CL], ko)
     if double_buffer:
