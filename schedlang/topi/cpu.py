@@ -92,10 +92,12 @@ def schedule_conv2d_nchw(s, out, target="llvm", filters: int = 4, lanes: int = 0
 
 def schedule_conv2d_nchwc(s, out, target="llvm", wt: int = 8, vecs: int = 1, lanes: int = 0,
                           inline_pad: bool = True):
-    """The NCHWc convolution schedule, for either algorithm: `nn.conv2d_nchwc`'s output (5-d,
-    already blocked: see `_schedule_blocked_conv2d`; vecs and lanes do not apply, its block of
-    output channels is the vector) or `nn.conv2d_nchw`'s (4-d), computed in NCHWc blocks, as oneDNN's and TVM's x86 kernels: vectorized
-    over `lanes` output channels (default: the target's float32 vector), the weights packed
+    """The NCHWc convolution schedule (oneDNN's and TVM's x86 kernels), for either algorithm.
+
+    On `nn.conv2d_nchwc`'s output (5-d, already blocked): `_schedule_blocked_conv2d`; its block
+    of output channels is the vector, so vecs and lanes do not apply.
+    On `nn.conv2d_nchw`'s output (4-d), computed in NCHWc blocks: vectorized over `lanes`
+    output channels (default: the target's float32 vector), the weights packed
     [F/lanes, C, R, S, lanes] (a cache_read copy re-laid out by cache_write, then inlined), a
     register tile of wt output columns by `vecs` vectors of channels in a local cache laid out
     [.., wt, lanes], the reductions outside the unrolled tile (per step: wt broadcasts of an
@@ -104,8 +106,8 @@ def schedule_conv2d_nchwc(s, out, target="llvm", wt: int = 8, vecs: int = 1, lan
 
     inline_pad: read the input through the padding's if_then_else (LLVM splits off the edge
     columns) instead of materializing the padded input in a pass of its own. The defaults
-    (8 x 1 vector, padding inlined) are what the auto-scheduler found best at 64 channels,
-    56 x 56 (benchmarks/README.md has the figures)."""
+    (8 columns by 1 vector, padding inlined) are what the auto-scheduler found best at 64
+    channels, 56 x 56 (benchmarks/sl_kernels.py: conv2d_nchwc_schedule has the figures)."""
     if out.ndim == 5:
         return _schedule_blocked_conv2d(s, out, wt, inline_pad)
     (padded,) = compute_inputs(out, 4, "schedule_conv2d_nchwc", "conv2d_nchw's padding")
