@@ -4,7 +4,7 @@ Each case draws a random valid schedule (random_schedules.Generator) for one of 
 programs, builds it for the CPU and compares with sl.reference on random inputs. Cases
 are seeded from (program, index), so a failure is replayable:
 
-    python tests/lowering/random_schedules.py PROGRAM SEED
+    python -m tests.lowering.random_schedules PROGRAM SEED
 
 prints the schedule as Python, every IR level and the mismatch.
 """
@@ -59,7 +59,7 @@ def _cases():
 
 def _describe(name: str, index: int, seed: int, s) -> str:
     return (f"program {name}, case {index}, seed {seed}\n"
-            f"replay: python tests/lowering/random_schedules.py {name} {seed}\n"
+            f"replay: python -m tests.lowering.random_schedules {name} {seed}\n"
             f"schedule:\n{s.to_python() or '# (no steps)'}")
 
 
