@@ -26,6 +26,8 @@ from ..tensor.classify import ELEMENTWISE, INDEX_MAP, classify
 from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.reduce import Reduce
 
+CONV_TAG = "conv"        # the tag of a convolution's sum (ops/conv.py), a kernel kind of its own
+
 
 @dataclass
 class Group:
@@ -36,6 +38,19 @@ class Group:
     anchor: object
     attached: List[object] = field(default_factory=list)
     prefix: Dict[object, int] = field(default_factory=dict)
+
+    @property
+    def convs(self) -> List[object]:
+        """The convolutions this kernel computes: the anchor itself, or the reductions attached
+        to its epilogue when each is a convolution read element for element (two when a
+        residual add sums two of them); empty otherwise."""
+        if is_conv(self.anchor) and not self.attached:
+            return [self.anchor]
+        rank = len(self.anchor.op.axis)
+        if self.attached and not isinstance(self.anchor.op.body, Reduce) \
+                and all(is_conv(st) and self.prefix[st] == rank for st in self.attached):
+            return list(self.attached)
+        return []
 
     @property
     def matmuls(self) -> List[object]:
@@ -56,6 +71,13 @@ def is_matmul(st) -> bool:
     if red.combiner.name != "sum" or red.condition is not None:
         return False
     return matmul_operands(red.source[0]) is not None
+
+
+def is_conv(st) -> bool:
+    """A convolution as the PyTorch frontend lowers it (ops/conv.py): a sum tagged CONV_TAG."""
+    op = st.op
+    return getattr(op, "tag", "") == CONV_TAG and isinstance(op.body, Reduce) and op.num_outputs == 1 \
+        and op.body.combiner.name == "sum"
 
 
 def matmul_operands(e):
@@ -84,7 +106,8 @@ def fuse(s) -> List[Group]:
             readers[inp].append(st)
     feeds_matmul: Dict[object, bool] = {}
     for st in reversed(stages):        # consumers first: whether a reader is inlined is known
-        feeds_matmul[st] = any(feeds_matmul[c] if c.attach_type == "inline" else is_matmul(c) for c in readers[st])
+        feeds_matmul[st] = any(feeds_matmul[c] if c.attach_type == "inline" else is_matmul(c) or is_conv(c)
+                               for c in readers[st])
         if _should_inline(st, feeds_matmul[st]):
             st.compute_inline()
     live = [st for st in stages if st.attach_type != "inline"]

@@ -92,6 +92,9 @@ def tuned_schedule(outputs: List, target: Target, log: str) -> Optional[Schedule
 def schedule_group(s: Schedule, group: Group, target: Target) -> None:
     """Schedule one kernel of s by its kind."""
     gpu = isinstance(target.options, CUDAOptions)
+    if group.convs:
+        from .conv_schedules import schedule_conv
+        return schedule_conv(s, group, target)
     matmuls = group.matmuls
     anchor = group.anchor
     if is_matmul(anchor) and len(anchor.op.axis) >= 2 and not group.attached:
