@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from ..expr.equality import equal
 from ..expr.functor import walk
 from ..expr.nodes import Binary, Cast
 from ..schedule import legal
@@ -42,13 +43,12 @@ class Group:
     @property
     def convs(self) -> List[object]:
         """The convolutions this kernel computes: the anchor itself, or the reductions attached
-        to its epilogue when each is a convolution read element for element (two when a
+        to its epilogue (of the convolutions' shape) when each is a convolution (two when a
         residual add sums two of them); empty otherwise."""
         if is_conv(self.anchor) and not self.attached:
             return [self.anchor]
-        rank = len(self.anchor.op.axis)
         if self.attached and not isinstance(self.anchor.op.body, Reduce) \
-                and all(is_conv(st) and self.prefix[st] == rank for st in self.attached):
+                and all(is_conv(st) and _same_shape(st, self.anchor) for st in self.attached):
             return list(self.attached)
         return []
 
@@ -71,6 +71,13 @@ def is_matmul(st) -> bool:
     if red.combiner.name != "sum" or red.condition is not None:
         return False
     return matmul_operands(red.source[0]) is not None
+
+
+def _same_shape(a, b) -> bool:
+    ea, eb = [x.dom.extent for x in a.op.axis], [x.dom.extent for x in b.op.axis]
+    return len(ea) == len(eb) and all(x == y if isinstance(x, int) and isinstance(y, int)
+                                      else not isinstance(x, int) and not isinstance(y, int) and equal(x, y)
+                                      for x, y in zip(ea, eb))
 
 
 def is_conv(st) -> bool:
