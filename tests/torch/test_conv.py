@@ -18,7 +18,7 @@ from schedlang.torch.fuse import fuse
 from schedlang.torch.prepack import pack_conv
 
 from ..helpers import CHECKED
-from .helpers import check_lowering
+from .helpers import check_lowering, requires_bfloat16
 
 HOST = sl.Target.create("llvm")
 aten = torch.ops.aten
@@ -106,6 +106,37 @@ def test_conv_with_an_input_weight_and_other_dtypes_match_torch():
                    tol=(2e-3, 2e-3))
     with pytest.raises(ValueError, match="groups"):
         check_lowering(aten.convolution.default, (x, w, b, [1, 1], [0, 0], [1, 1], False, [0, 0], 3))
+
+
+@requires_bfloat16
+def test_bfloat16_conv_matches_torch():
+    x, w = torch.randn(1, 3, 6, 5).bfloat16(), torch.randn(5, 3, 3, 3).bfloat16()
+    check_lowering(aten.convolution.default, (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1),
+                   tol=(1.6e-2, 5e-2))
+
+
+class BatchNormStatistics(nn.Module):
+    """Returns all three results of the eval batch norm op: the saved statistics are empty."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(3).eval()
+
+    def forward(self, x):
+        bn = self.bn
+        return torch.ops.aten._native_batch_norm_legit_no_training(x, bn.weight, bn.bias, bn.running_mean,
+                                                                    bn.running_var, 0.1, 1e-5)
+
+
+def test_the_empty_statistics_of_a_batch_norm_are_made_when_read():
+    model, x = BatchNormStatistics(), torch.randn(2, 3, 4, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        cm = st.compile(model, (x,))
+    with torch.no_grad():
+        got, want = cm(x), model(x)
+    assert [tuple(t.shape) for t in got] == [tuple(t.shape) for t in want] == [(2, 3, 4, 4), (0,), (0,)]
+    torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
 
 
 def test_float64_conv_bn_relu_matches_eager():
