@@ -28,6 +28,7 @@ from ..tensor.op import TensorRead
 MAX_TILE_VECTORS = 2      # vectors of output channels in a register tile (narrow vectors: AVX2)
 TILE_WIDTH = 8            # output columns of a register tile with one vector of channels
 TILE_WIDTH_2 = 6          # ... with two (12 accumulators of the 16 AVX2 registers)
+MAX_UNROLL_TAPS = 7       # a kernel extent the row schedule unrolls
 
 
 def schedule_conv(s, group, target: Target) -> None:
@@ -103,22 +104,46 @@ def _conv_blocked_cpu(s, group, width: int) -> None:
     out.vectorize(wi)
 
 
+def _row_vector(cols: Optional[int], lanes_: int) -> Optional[int]:
+    """Columns of one vectorized step along a row: the whole row when it fits one vectorized
+    loop, else the widest divisor of it that is at least a native vector (no guarded tail),
+    else two native vectors (schedules.vector_factor)."""
+    from .schedules import MAX_VECTOR, vector_factor
+    if cols is not None and 1 < cols <= MAX_VECTOR:
+        return cols
+    if cols is not None:
+        for d in range(MAX_VECTOR, lanes_ - 1, -1):
+            if cols % d == 0:
+                return d
+    return vector_factor(cols, lanes_)
+
+
 def _conv_rows_cpu(s, group, target: Target) -> None:
-    from .schedules import _fuse, lanes, static, vector_factor
+    from .schedules import _fuse, _product, lanes, static, threads
     out, accs = _accumulators(s, group)
     n, oc, *spatial = out.op.axis
     last = spatial[-1]
-    v = vector_factor(last.dom.extent, lanes(target, accs[0]))
+    v = _row_vector(static(last.dom.extent), lanes(target, accs[0]))
     if v is not None and static(last.dom.extent) != v:
         wo, wi = out.split(last, factor=v)
     else:
         wo, wi = None, last
-    rows = _fuse(out, [n, oc] + spatial[:-1])
-    out.parallel(rows)
+    planes = _product([n.dom.extent, oc.dom.extent])
+    if spatial[:-1] and planes is not None and planes >= 4 * threads(target):
+        # whole (batch, channel) planes a task: a task per row would cost more to hand out than it computes
+        out.parallel(_fuse(out, [n, oc]))
+        row = spatial[-2]
+    else:
+        row = _fuse(out, [n, oc] + spatial[:-1])
+        out.parallel(row)
     for acc in accs:
-        acc.compute_at(out, wo if wo is not None else rows)
+        acc.compute_at(out, wo if wo is not None else row)
         *outer, col = acc.op.axis
-        acc.reorder(*outer, *acc.op.reduce_axis, col)
+        rc, *taps = acc.op.reduce_axis
+        acc.reorder(*outer, rc, *taps, col)
+        for tap in taps:                 # the kernel's taps: each a fixed shift, its padding guard known
+            if (static(tap.dom.extent) or MAX_UNROLL_TAPS + 1) <= MAX_UNROLL_TAPS:
+                acc.unroll(tap)
         if v is not None:
             acc.vectorize(col)
     if v is not None:
