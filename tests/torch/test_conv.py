@@ -207,14 +207,20 @@ def test_zoo_cnns_run_no_convolution_or_batch_norm_in_torch(name):
 
 
 def test_cuda_conv_kernels_in_emulation():
+    """A ResNet block with a strided downsampling shortcut: a conv + bn + relu kernel and one
+    summing two convolutions (+ relu), one output per thread."""
     pytest.importorskip("cuda.bindings")
     torch.manual_seed(0)
-    model = ConvBN(nn.Conv2d(4, 6, 3, 2, 1, bias=False), residual=False)
-    x = torch.randn(1, 4, 7, 6)
+    block = zoo.BasicBlock(4, 8, 2).eval()
+    for m in block.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_var.uniform_(0.5, 2.0)
+    x = torch.randn(1, 4, 9, 7)
     with warnings.catch_warnings():
         warnings.simplefilter("error", st.FallbackWarning)
-        cm = st.compile(model, (x,), target="cuda")
+        cm = st.compile(block, (x,), target="cuda")
+    assert sorted(len(g.convs) for g in kernels(cm)[0]) == [1, 2]
     with torch.no_grad():
-        want = model(x)
+        want = block(x)
         for engine in ("shim", "simt"):
             torch.testing.assert_close(cm.emulate(x, engine=engine), want, rtol=1e-5, atol=1e-5)
