@@ -65,7 +65,8 @@ def main() -> None:
                 torch.testing.assert_close(cm(x), m(x), rtol=1e-3, atol=1e-3)
                 eager, ours = best_ms(m, x, args.repeat), best_ms(cm, x, args.repeat)
                 label = name + (" +bn+relu" if bn_relu else "")
-                print(f"{label:44s} eager {eager:7.3f} ms  schedlang {ours:7.3f} ms  eager/schedlang {eager / ours:5.2f}")
+                print(f"{label:44s} eager {eager:7.3f} ms  schedlang {ours:7.3f} ms  "
+                      f"eager/schedlang {eager / ours:5.2f}")
 
 
 if __name__ == "__main__":

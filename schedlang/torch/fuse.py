@@ -28,6 +28,7 @@ from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.reduce import Reduce
 
 CONV_TAG = "conv"        # the tag of a convolution's sum (ops/conv.py), a kernel kind of its own
+CONV_PAD_TAG = "conv_pad"   # a zero-padded input copy a convolution reads (ops/conv.py): a kernel of its own
 
 
 @dataclass
@@ -137,7 +138,7 @@ def fuse(s) -> List[Group]:
 
 
 def _should_inline(st, feeds_matmul: bool) -> bool:
-    if not legal.can_inline(st) or st.op.num_outputs != 1:
+    if not legal.can_inline(st) or st.op.num_outputs != 1 or getattr(st.op, "tag", "") == CONV_PAD_TAG:
         return False
     kind = classify(st.op)
     if kind == INDEX_MAP:

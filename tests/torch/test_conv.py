@@ -158,6 +158,25 @@ def test_conv_bn_relu_residual_is_one_kernel_with_the_batch_norm_folded():
     assert "rsqrt" not in str(cm.program), "the batch norm is folded, not computed"
 
 
+def test_a_7x7_stem_reads_a_padded_copy_and_3x3_convs_guard_their_reads():
+    """49 guarded reads per output cost more than a padded copy of the (3-channel) input."""
+    torch.manual_seed(0)
+    cm = compile_checked(ConvBN(nn.Conv2d(3, 8, 7, 2, 3, bias=False)), torch.randn(1, 3, 19, 16))
+    (groups,) = kernels(cm)
+    assert sorted(g.anchor.op.tag for g in groups) == ["", "conv_pad"]
+    assert "if_then_else" not in str(next(g.convs[0] for g in groups if g.convs).op.body)
+
+
+def test_dynamic_batch():
+    torch.manual_seed(0)
+    model = ConvBN(nn.Conv2d(4, 20, 3, 2, 1))
+    cm = st.compile(model, (torch.randn(2, 4, 9, 7),), dynamic_shapes={"x": {0: torch.export.Dim("batch", max=64)}})
+    with torch.no_grad():
+        for batch in (1, 3):
+            x = torch.randn(batch, 4, 9, 7)
+            torch.testing.assert_close(cm(x), model(x), rtol=1e-4, atol=1e-4)
+
+
 def test_relu6_after_depthwise_is_fused_and_a_lone_batch_norm_is_an_affine():
     torch.manual_seed(0)
     dw = ConvBN(nn.Conv2d(8, 8, 3, 2, 1, groups=8, bias=False), act=F.relu6)

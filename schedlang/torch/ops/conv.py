@@ -5,7 +5,9 @@ as one sum reduction tagged CONV_TAG:
                                           * w[oc, rc, *r]          (g = oc // OCg)
 
 The padding is a guard on the input read (zero outside the input: never a read out of
-bounds), not a padded copy. The sum accumulates in float32 for float16/bfloat16; a bias
+bounds), not a padded copy; except for kernels of PAD_COPY_KERNEL taps or more (ResNet's
+7x7 stem), whose many guarded reads per output cost twice the convolution: they read a
+zero-padded copy `<name>_pad` (tagged CONV_PAD_TAG, a kernel of its own) without guards. The sum accumulates in float32 for float16/bfloat16; a bias
 and the cast back are an elementwise stage `<name>` after the sum `<name>_conv`, which
 fusion keeps in the convolution's kernel (its epilogue, with what follows: batch norm,
 ReLU, a residual add).
@@ -23,7 +25,7 @@ from typing import Optional, Tuple
 import schedlang as sl
 from schedlang.dtypes import dtype
 
-from ..fuse import CONV_TAG
+from ..fuse import CONV_PAD_TAG, CONV_TAG
 from .accum import acc_dtype, require_float
 from .common import compute, static
 from .registry import Unsupported, register_lowering
@@ -48,6 +50,8 @@ class ConvCall:
             (i + 2 * p - d * (k - 1) - 1) // s + 1
             for i, k, s, p, d in zip(size, kernel, self.stride, self.padding, self.dilation))
 
+
+PAD_COPY_KERNEL = 5
 
 # The convolution each lowered result computes, for the batch norm that may follow it.
 _CALLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -120,7 +124,13 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1) -> sl.T
     r = [sl.reduce_axis((0, k), name=nm) for k, nm in zip(kernel, ("rh", "rw") if nsp == 2 else ("rw",))]
     out_shape = call.out_shape
 
+    pad_copy = max(kernel) >= PAD_COPY_KERNEL and max(call.padding) > 0
+    if pad_copy:
+        x = _padded(ctx, call)
+
     def read_x(n, o, ic):
+        if pad_copy:
+            return x[(n, ic, *[o[d] * call.stride[d] + r[d] * call.dilation[d] for d in range(nsp)])]
         pos = [o[d] * call.stride[d] + r[d] * call.dilation[d] - call.padding[d] for d in range(nsp)]
         conds = []
         for d in range(nsp):
@@ -155,6 +165,23 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1) -> sl.T
         result = compute(out_shape, add_bias, ctx.name())
     _CALLS[result.op] = call
     return result
+
+
+def _padded(ctx, call: ConvCall) -> sl.Tensor:
+    """call's input with its zero padding on both sides of each spatial dim (as far as the
+    convolution reads: no row past its last window)."""
+    x = call.x
+    nsp = x.ndim - 2
+    kernel = call.weight.shape[2:]
+    ext = [(o - 1) * s + (k - 1) * d + 1 for o, s, k, d in zip(call.out_shape[2:], call.stride, kernel, call.dilation)]
+
+    def body(idx):
+        n, c, sp = idx[0], idx[1], idx[2:]
+        pos = [sp[d] - call.padding[d] for d in range(nsp)]
+        conds = [cond for d in range(nsp) for cond in (pos[d] >= 0, pos[d] < x.shape[2 + d])]
+        return sl.if_then_else(sl.all(*conds), x[(n, c, *pos)], sl.const(0, str(x.dtype)))
+    fn = (lambda n, c, h, w: body([n, c, h, w])) if nsp == 2 else (lambda n, c, w: body([n, c, w]))
+    return sl.compute(tuple(x.shape[:2]) + tuple(ext), fn, name=ctx.name("pad"), tag=CONV_PAD_TAG)
 
 
 def _named(body, nsp: int):
