@@ -170,4 +170,6 @@ class HostCPUBackend(Backend):
 
     def default_schedules(self) -> Dict[str, Callable]:
         from ..torch import schedules as ts          # the frontend (and torch) load only when it asks
-        return {"matmul": ts.schedule_matmul_cpu, "rows": ts.schedule_rows_cpu, "pointwise": ts.schedule_pointwise_cpu}
+        from ..torch import conv_schedules as cs
+        return {"matmul": ts.schedule_matmul_cpu, "rows": ts.schedule_rows_cpu, "pointwise": ts.schedule_pointwise_cpu,
+                "conv": cs.schedule_conv_cpu}

@@ -17,6 +17,8 @@ Per kernel (a fuse.Group), on the CPU:
   benchmarks/sl_kernels.py's gemm_register_tiled (MR = 4 rows, nr = panel_width columns);
   both operands contiguous along k (q @ k^T, a Linear whose weight is not a constant): an
   mr x nr tile of k-vectors (rfactor over k lanes), summed across lanes at the end.
+- convolution (fuse.Group.convs) with its epilogue: conv_schedules.py (NCHWc register tiles,
+  rows along the width for depthwise ones).
 On CUDA: blockIdx/threadIdx bound loops (one thread per element with a short vectorized
 inner loop, per row for reductions, per output for a tiled matmul).
 
@@ -93,6 +95,8 @@ def schedule_group(s: Schedule, group: Group, target: Target) -> None:
     """Schedule one kernel of s by its kind, with the target's function for that kind
     (Backend.default_schedules: schedule_matmul_cpu for "matmul" on llvm, ...)."""
     rules = get_backend(target.kind).default_schedules()
+    if group.convs:
+        return rules["conv"](s, group, target)
     matmuls = group.matmuls
     anchor = group.anchor
     if is_matmul(anchor) and len(anchor.op.axis) >= 2 and not group.attached:

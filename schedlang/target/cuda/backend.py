@@ -124,8 +124,9 @@ class CUDABackend(Backend):
 
     def default_schedules(self):
         from ...torch import schedules as ts          # the frontend (and torch) load only when it asks
+        from ...torch import conv_schedules as cs
         return {"matmul": ts.schedule_matmul_cuda, "rows": ts.schedule_rows_cuda,
-                "pointwise": ts.schedule_pointwise_cuda}
+                "pointwise": ts.schedule_pointwise_cuda, "conv": cs.schedule_conv_cuda}
 
 
 def render_stage(st: BuildState) -> str:
