@@ -254,20 +254,26 @@ class CompiledModule:
                 "do not require grad (eager's would). Call it under torch.no_grad() or torch.inference_mode() "
                 "(or freeze the parameters with requires_grad_(False)); to train, use "
                 "torch.compile(model, backend='schedlang'). Warned once per compiled module.",
-                GradientWarning, stacklevel=3)
+                GradientWarning, stacklevel=4)
 
     def __call__(self, *args, out=None):
         """The module's outputs for args; with out= (a tensor, or a tuple of one per output,
         contiguous, of the outputs' shapes and dtypes, as torch's out=) the kernels write
         into those tensors, which are returned, instead of fresh ones. The outputs never
         require grad (_check_grad)."""
+        return self.call_with_state(args, None, out=out)
+
+    def call_with_state(self, args: Sequence, state: Optional[Mapping[str, torch.Tensor]], out=None):
+        """As __call__(*args), with the tensors of some state inputs (by Torch IR input name)
+        given by the caller instead of read from the module: the Dynamo backend passes the
+        parameters Dynamo hands it at each call (checked as state.py checks the module's)."""
         if self._device == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("this module was compiled for target 'cuda', but no CUDA GPU is available "
                                "(compile with target='llvm' to run on the CPU, or run the CUDA kernels on the "
                                "CPU with .emulate(*cpu_tensors))")
         sizes = self._check_inputs(args)
         bufs = None if out is None else self._check_out(out, args, sizes)
-        current = self._state.current()
+        current = self._state.current(state)
         self._check_grad(args, current)
         state = self._state.on_device(current, self._device)
         return self._run(args, sizes, state, lambda mod, arrays: mod(*arrays), bufs=bufs)
