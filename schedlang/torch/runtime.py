@@ -77,10 +77,15 @@ class CompiledModule:
         mod = modules.get(part.index)
         if mod is None:
             from .schedules import default_schedule
-            outs = [t for _, t in part.outputs]
-            s = default_schedule(outs, self.target, log=self.log)
+            ins, outs = [t for _, t in part.inputs], [t for _, t in part.outputs]
+            s = self._tuned(ins, outs)
+            if s is not None:            # the record's program: the canonical copy (tune.py)
+                ins, outs = s.inputs, list(s.outputs)
+                s = s.schedule
+            else:
+                s = default_schedule(outs, self.target, log=self.log)
             try:
-                mod = sl.build(s, [t for _, t in part.inputs] + outs, target=self.target)
+                mod = sl.build(s, ins + outs, target=self.target)
             except (ValueError, TypeError) as e:
                 node = _named_node(self.graph, str(e))
                 if node is None:
@@ -88,6 +93,19 @@ class CompiledModule:
                 raise user_error(e, node) from None
             modules[part.index] = mod
         return mod
+
+    def _tuned(self, ins, outs):
+        """The best record in self.log of the part's canonical copy (tune.canonical_program:
+        a record made on the same computation in any model), as a namespace of schedule,
+        inputs and outputs of the copy, or None."""
+        if self.log is None or not all(isinstance(e, int) for t in outs for e in t.shape):
+            return None
+        from types import SimpleNamespace
+        from .schedules import tuned_schedule
+        from .tune import canonical_program
+        c_ins, c_outs = canonical_program(ins, outs)
+        s = tuned_schedule(c_outs, self.target, self.log)
+        return None if s is None else SimpleNamespace(schedule=s, inputs=c_ins, outputs=c_outs)
 
     def specialize(self, *args) -> None:
         """Build the module for the shapes of args (the inputs of a call, on any device)
