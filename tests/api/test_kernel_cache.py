@@ -250,3 +250,48 @@ def test_nvrtc_ptx_is_cached_by_source(cache, monkeypatch):
     monkeypatch.setattr(bindings, "nvrtcCompileProgram", refuse)
     assert nvrtc.compile_ptx(source, "sm_80", "add_one") == ptx
     assert ".entry add_one" in ptx
+
+
+TORCH_SCRIPT = r"""
+import json, os, sys
+import torch
+import schedlang.torch as st
+from schedlang import kernel_cache
+from schedlang.torch import zoo
+if os.environ.get("FORBID_CODEGEN"):
+    from schedlang.target.llvm.backend import LLVMBackend
+    def refuse(*a, **k):
+        raise RuntimeError("code generation ran")
+    LLVMBackend.build = refuse
+torch.manual_seed(0)
+model = zoo.BertLayer(dim=32, heads=2, hidden=48).eval()
+x = torch.randn(1, 8, 32)
+with torch.no_grad():
+    if os.environ.get("DYNAMO"):
+        y = torch.compile(model, backend="schedlang", dynamic=False)(x)
+    else:
+        y = st.compile(model, (x,))(x)
+    err = (y - model(x)).abs().max().item()
+print(json.dumps({"digest": y.numpy().tobytes().hex(), "err": err,
+                  "loads": kernel_cache.stats.loads, "stores": kernel_cache.stats.stores}))
+"""
+
+
+def test_a_second_process_compiling_a_model_loads_its_kernels(cache):
+    """schedlang.torch.compile and torch.compile(backend="schedlang") build through the same
+    path: a later process, by either, loads every part's module from disk."""
+    env = {**os.environ, disk.ENV: str(cache), disk.CODE_CACHE_ENV: "1", "PYTHONPATH": str(ROOT)}
+
+    def run(**extra):
+        done = subprocess.run([sys.executable, "-c", TORCH_SCRIPT], env={**env, **extra}, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    first = run()
+    assert first["stores"] >= 1 and first["loads"] == 0 and first["err"] < 1e-4
+    second = run(FORBID_CODEGEN="1")
+    assert (second["loads"], second["stores"]) == (first["stores"], 0)
+    assert second["digest"] == first["digest"]
+    third = run(FORBID_CODEGEN="1", DYNAMO="1")     # the Dynamo path builds the same kernels
+    assert (third["loads"], third["stores"]) == (first["stores"], 0)
+    assert third["digest"] == first["digest"]
