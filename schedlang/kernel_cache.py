@@ -32,7 +32,7 @@ import json
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Dict
+from typing import Callable, Dict, Optional
 
 from .disk import clear_folder, code_cache_enabled, entry_path, folder_info, read_entry, write_entry
 
@@ -111,7 +111,10 @@ def load(key, target):
     """The module stored for a build_cache key, or None."""
     if not cacheable(target):
         return None
-    text = key_text(key, target)
+    return _load_text(key_text(key, target), target)
+
+
+def _load_text(text: str, target):
     entry = read(FOLDER, text)
     if entry is None:
         return None
@@ -144,6 +147,44 @@ def store(key, target, module) -> None:
         stats.failed += 1
         return
     stats.stores += 1
+
+
+# ---------------------------------------------------------------- default-scheduled programs
+def build_default(inputs, outputs, target, schedule: Callable[[], object], build: Callable[[object], object]):
+    """build(schedule()) for a program whose schedule is made from the program and target
+    alone (a default schedule): a process that finds the module on disk skips making the
+    schedule too. A small alias entry maps the program (canonical JSON), the argument order,
+    the target and versions() to the key of the build it made (whose entry holds the module)."""
+    alias = _alias_text(inputs, outputs, target) if cacheable(target) else None
+    if alias is not None:
+        entry = read(FOLDER, alias)
+        built = entry[0].get("build_key") if entry is not None else None
+        module = _load_text(built, target) if isinstance(built, str) else None
+        if module is not None:
+            return module
+    s = schedule()
+    module = build(s)
+    if alias is not None:
+        from .build_cache import build_key
+        key = build_key(s, list(inputs) + list(outputs), target, None)
+        if key is not None:
+            try:
+                write_entry(FOLDER, alias, {"build_key": key_text(key, target)}, b"")
+            except OSError:
+                stats.failed += 1
+    return module
+
+
+def _alias_text(inputs, outputs, target) -> Optional[str]:
+    from .tensor.serialize import to_json
+    try:
+        program = to_json(list(outputs))
+    except (TypeError, ValueError):           # a compute attr that is not JSON: not keyed
+        return None
+    return json.dumps({"versions": versions(), "default_schedule_of": program, "name": None,
+                       "args": [[t.op.name, t.value_index] for t in list(inputs) + list(outputs)],
+                       "target": {"kind": target.kind, "options": asdict(target.options)}},
+                      sort_keys=True, default=str)
 
 
 # ---------------------------------------------------------------- the folders

@@ -10,6 +10,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 import torch
 
 import schedlang as sl
+from schedlang import kernel_cache
 from schedlang.expr.functor import substitute
 from schedlang.expr.nodes import Const, Expr
 from schedlang.expr.simplify import simplify
@@ -78,14 +79,18 @@ class CompiledModule:
         if mod is None:
             from .schedules import default_schedule
             ins, outs = [t for _, t in part.inputs], [t for _, t in part.outputs]
-            s = self._tuned(ins, outs)
-            if s is not None:            # the record's program: the canonical copy (tune.py)
-                ins, outs = s.inputs, list(s.outputs)
-                s = s.schedule
-            else:
-                s = default_schedule(outs, self.target, log=self.log)
+            tuned = self._tuned(ins, outs)
+            if tuned is not None:            # the record's program: the canonical copy (tune.py)
+                ins, outs = tuned.inputs, list(tuned.outputs)
             try:
-                mod = sl.build(s, ins + outs, target=self.target)
+                if tuned is not None:
+                    mod = sl.build(tuned.schedule, ins + outs, target=self.target)
+                elif self.log is not None:   # records under the part's own names (older logs)
+                    mod = sl.build(default_schedule(outs, self.target, log=self.log), ins + outs, target=self.target)
+                else:                        # found on disk, the default schedule is not made either
+                    mod = kernel_cache.build_default(
+                        ins, outs, self.target, lambda: default_schedule(outs, self.target),
+                        lambda s: sl.build(s, ins + outs, target=self.target))
             except (ValueError, TypeError) as e:
                 node = _named_node(self.graph, str(e))
                 if node is None:

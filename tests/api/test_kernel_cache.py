@@ -295,3 +295,28 @@ def test_a_second_process_compiling_a_model_loads_its_kernels(cache):
     third = run(FORBID_CODEGEN="1", DYNAMO="1")     # the Dynamo path builds the same kernels
     assert (third["loads"], third["stores"]) == (first["stores"], 0)
     assert third["digest"] == first["digest"]
+
+
+def test_a_default_scheduled_part_skips_making_its_schedule_on_a_hit(cache, monkeypatch):
+    """The torch frontend keys a part by its program (no schedule yet): with its module on
+    disk, neither the default schedule nor the lowering is made again."""
+    import torch
+    import schedlang.torch as st
+    from schedlang.torch import schedules
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(24, 40), torch.nn.GELU(), torch.nn.Linear(40, 8)).eval()
+    x = torch.randn(3, 5, 24)
+    with torch.no_grad():
+        want = st.compile(model, (x,))(x)
+    assert kernel_cache.stats.stores == 1
+    build_cache.clear()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the default schedule was made again")
+    monkeypatch.setattr(schedules, "default_schedule", refuse)
+    with torch.no_grad():
+        again = st.compile(model, (x,))
+        got = again(x)
+    assert kernel_cache.stats.loads == 1 and isinstance(again.modules[0], CachedModule)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert "kernel " in again.ir("kernel")            # the levels' text came back with it
