@@ -148,3 +148,42 @@ def test_fold_linear_folds_what_aot_autograd_decomposes():
     args = (x, model.fc1.weight, model.fc1.bias, model.fc2.weight, model.fc2.bias)
     with torch.no_grad():
         torch.testing.assert_close(gm(*args), model.fc2(model.fc1(x).relu()))
+
+
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 16), nn.Linear(16, 16)
+        self.b.weight = self.a.weight                        # one parameter under two names
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+class Counter(nn.Module):
+    """A buffer the forward updates in place: AOT autograd returns its new value."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.register_buffer("calls", torch.zeros(8))
+
+    def forward(self, x):
+        self.calls.add_(1.0)
+        return self.lin(x) + self.calls
+
+
+@pytest.mark.parametrize("make, shape", [(Tied, (4, 16)), (Counter, (3, 8))])
+def test_tied_and_updated_state(frozen_graphs, make, shape):
+    torch.manual_seed(0)
+    model, reference = make().eval(), make().eval()
+    reference.load_state_dict(model.state_dict())
+    if make is Tied:
+        reference.b.weight = reference.a.weight
+    x = torch.randn(shape)
+    compiled = torch.compile(model, backend="schedlang", dynamic=False)
+    with torch.no_grad():
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x), reference(x), rtol=1e-5, atol=1e-5)
+    if make is Counter:
+        torch.testing.assert_close(model.calls, reference.calls)
