@@ -98,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     c.add_argument("--no-run", action="store_true", help="compile and print only; do not run against PyTorch")
     c.add_argument("--traceback", action="store_true", help="show the full traceback when compiling fails")
+    k = commands.add_parser("cache", help="show or empty the on-disk cache of compiled kernels",
+                            description="info: where the cache of compiled kernels is and what it holds; clear: "
+                                        "remove every entry (see schedlang/kernel_cache.py).")
+    k.add_argument("action", choices=("info", "clear"))
     return parser
 
 
@@ -443,9 +447,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{e.prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     if args.command is None:
-        print("schedlang: error: no command given (usage: schedlang COMMAND ...; commands: compile; "
+        print("schedlang: error: no command given (usage: schedlang COMMAND ...; commands: compile, cache; "
               "see 'schedlang --help')", file=sys.stderr)
         return EXIT_USAGE
+    if args.command == "cache":
+        from .kernel_cache import run_command
+        return run_command(args.action)
     try:
         return run_compile(args)
     except UsageError as e:
