@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Tuple
 from ..dtypes import DType, float32, float64, to_bfloat16
 from ..errors import InternalError
 from ..expr.bounds import fits_without_wrap
-from ..expr.nodes import NEG, Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Ramp, Select, Var
+from ..expr.nodes import FAST_MATH_MARKER, NEG, Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Ramp, Select, Var
 from ..loop.nodes import Allocate, For, IfThen, Let, Seq, Stmt, Store
 
 INDENT = "  "
@@ -288,6 +288,8 @@ class CRenderer:
                 f"{self.literal(float(lo), ftype)}, {self.literal(float(hi), ftype)})")
 
     def expr_Call(self, e: Call) -> str:
+        if e.name == FAST_MATH_MARKER:     # a stage's fast_math pragma: C is compiled IEEE-exact anyway
+            return f"({self.expr(e.args[0])})"
         if e.name == NEG and e.dtype.lanes > 1:
             return f"sl_neg({self.expr(e.args[0])})"
         if e.name == NEG:      # C's unary minus flips the sign bit (0.0f - x would give +0.0 for +0.0)

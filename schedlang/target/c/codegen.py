@@ -18,10 +18,11 @@ from typing import Dict, List
 
 from ...dtypes import DType, int64
 from ...errors import LoweringError
-from ...expr.nodes import Buffer, Cast, Expr
+from ...expr.nodes import Buffer, Call, Cast, Expr
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...limits import INT32_MAX
-from ...loop.nodes import PARALLEL, Allocate, For
+from ...loop.nodes import PARALLEL, Allocate, CallPacked, For
+from ...tensor.intrin import EXTERN_PREFIX
 from ..cexpr import MATH, CRenderer, c_name
 from ..target import Target
 from .prelude import prelude
@@ -90,6 +91,17 @@ class CSourceRenderer(CRenderer):
     def math_function(self, name: str, dt: DType) -> str:
         fn = _C_MATH.get(name, MATH[name])
         return fn[:-1] if dt.bits == 64 else fn
+
+    def expr_Call(self, e: Call) -> str:
+        if e.name.startswith(EXTERN_PREFIX):      # call_pure_extern: the C library's function, by name
+            args = ", ".join(self.expr(a) for a in e.args)
+            return f"{e.name[len(EXTERN_PREFIX):]}({args})"
+        return super().expr_Call(e)
+
+    def stmt_CallPacked(self, s: CallPacked, depth: int) -> None:
+        raise LoweringError("c codegen", f"the program calls the registered Python function '{s.func}' "
+                            "(sl.extern / call_packed), which the c target cannot call yet: build it for "
+                            "target='llvm'")
 
     def stmt_For(self, s: For, depth: int) -> None:
         if s.kind == PARALLEL and self.target.threading == "openmp":
