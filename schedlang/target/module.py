@@ -7,7 +7,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..kernel.nodes import KernelModule
 from ..kernel.sizes import symbolic_buffers, symbolic_extents
-from .arrays import check_arguments, describe_type
+from .arrays import check_arguments, describe_type, resolve_arguments
 from .shapes import SizeBinder
 from .target import Target
 
@@ -34,11 +34,13 @@ class BuiltModule:
     def bind_call(self, args: Sequence, device: str = "cpu") -> Tuple[list, List[int], List[int]]:
         """(the arrays of a call, their data pointers, the values of the size variables) after the
         checks of target/arrays.py; with symbolic shapes the sizes come from the arrays' shapes
-        (and from the size arguments, ints among the arrays)."""
+        (and from the size arguments, ints among the arrays). Keep the arrays alive while the call
+        runs: lazily negated torch inputs are resolved into copies (resolve_arguments)."""
         arrays, given = self._sizes.split_call(args) if self._sizes is not None else (list(args), None)
         if len(arrays) != len(self.params):
             names = ", ".join(b.name for b in self.params)
             raise TypeError(f"{self.name} takes {len(self.params)} arrays ({names}), got {len(arrays)}")
+        arrays = resolve_arguments(self.params, arrays, self._is_output)
         shapes, sizes = None, []
         if self._sizes is not None:   # symbolic shapes: read the sizes, then check as for static ones
             got = []

@@ -73,9 +73,9 @@ class CModule(BuiltModule):
         write_atomically(path, self._library)
 
     def _arguments(self, arrays):
-        """The argument vector of a call (keep it alive while the call runs)."""
-        _arrays, pointers, sizes = self.bind_call(arrays)
-        return (ctypes.c_void_p * max(1, len(pointers) + len(sizes)))(*pointers, *sizes)
+        """(the argument vector of a call, the arrays it points into): keep both alive while it runs."""
+        arrays, pointers, sizes = self.bind_call(arrays)
+        return (ctypes.c_void_p * max(1, len(pointers) + len(sizes)))(*pointers, *sizes), arrays
 
     def _run(self, argv) -> None:
         failed = ctypes.c_int64(0)
@@ -83,14 +83,15 @@ class CModule(BuiltModule):
             raise MemoryError(f"{self.name}: could not allocate {failed.value} bytes for a temporary buffer")
 
     def __call__(self, *arrays) -> None:
-        self._run(self._arguments(arrays))
+        argv, _alive = self._arguments(arrays)
+        self._run(argv)
 
     def time(self, *arrays, number: int = 10, repeat: int = 3) -> float:
         """Best mean seconds per call over `repeat` runs of `number` calls (after one checked warm-up)."""
         for what, value in (("number", number), ("repeat", repeat)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"time(): {what} must be a positive integer, got {value!r}")
-        argv = self._arguments(arrays)
+        argv, _alive = self._arguments(arrays)
         self._run(argv)
         best = float("inf")
         for _ in range(repeat):

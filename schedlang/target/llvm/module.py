@@ -6,11 +6,10 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from ...kernel.nodes import KernelModule
-from ..arrays import check_arguments, describe_type
+from ..arrays import check_arguments, describe_type, resolve_arguments
 from ..module import BuiltModule
 from ..target import Target
 from . import forksafe
-from .arguments import resolve_arguments
 from .codegen import symbol
 from .jit import CompiledModule
 from .library import export_library
