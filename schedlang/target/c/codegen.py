@@ -32,6 +32,9 @@ from .prelude import prelude
 STACK_BYTES = 1 << 20
 INFO_SYMBOL = "schedlang_module_info"
 FAILED = "sl_failed"
+# Set in a process forked from one whose OpenMP pool may exist (module.py): parallel loops then
+# run on the calling thread, as libgomp's first parallel region in such a child waits forever.
+SERIAL_FLAG = "schedlang_serial_only"
 _MEMORY = {"float16": "uint16_t", "bfloat16": "uint16_t", "float32": "float", "float64": "double", "int8": "int8_t",
            "int16": "int16_t", "int32": "int32_t", "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
            "uint32": "uint32_t", "uint64": "uint64_t", "bool": "bool"}
@@ -62,7 +65,7 @@ class CSourceRenderer(CRenderer):
     def __init__(self, target: Target, reserved=()):
         super().__init__()
         self.target = target
-        self.taken |= _RESERVED | set(reserved) | {FAILED}
+        self.taken |= _RESERVED | set(reserved) | {FAILED, SERIAL_FLAG}
         self.stack_bytes = 0
 
     def round_bfloat(self, text: str, lanes: int) -> str:
@@ -106,7 +109,7 @@ class CSourceRenderer(CRenderer):
     def stmt_For(self, s: For, depth: int) -> None:
         if s.kind == PARALLEL and self.target.threading == "openmp":
             threads = f" num_threads({self.target.num_threads})" if self.target.num_threads else ""
-            self.emit(0, f"#pragma omp parallel for schedule(static){threads}")
+            self.emit(0, f"#pragma omp parallel for schedule(static){threads} if(!{SERIAL_FLAG})")
         check_extent(s)
         super().stmt_For(s, depth)
 
@@ -210,4 +213,5 @@ def render_c(m: KernelModule, target: Target, info: Dict) -> str:
     kernels = [render_kernel(k, target, name) for k, name in zip(m.kernels, names)]
     head = f"/* schedlang module {m.name}: {len(kernels)} kernel(s), C99 for target '{target}' */"
     record = f"const char {INFO_SYMBOL}[] = {c_string(json.dumps(info, sort_keys=True))};"
-    return "\n\n".join([head, prelude().rstrip()] + kernels + [render_entry(m, target, names), record]) + "\n"
+    flag = f"int32_t {SERIAL_FLAG} = 0;"
+    return "\n\n".join([head, prelude().rstrip(), flag] + kernels + [render_entry(m, target, names), record]) + "\n"

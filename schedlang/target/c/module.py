@@ -23,11 +23,20 @@ from ..module import BuiltModule, size_binder
 from ..shapes import SizeBinder
 from ..sharedlib import load_bytes
 from ..target import COptions, Target
-from .codegen import INFO_SYMBOL
+from .codegen import INFO_SYMBOL, SERIAL_FLAG
 
 FORMAT = "schedlang-c-module"
 VERSION = 1
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64))
+_forked = False       # this process is a fork: libgomp's pool of the parent may be there, without its threads
+
+
+def _after_fork_in_child() -> None:
+    global _forked
+    _forked = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def module_info(kernel_ir: KernelModule, is_output: Sequence[bool], target: Target) -> Dict:
@@ -78,6 +87,8 @@ class CModule(BuiltModule):
         return (ctypes.c_void_p * max(1, len(pointers) + len(sizes)))(*pointers, *sizes), arrays
 
     def _run(self, argv) -> None:
+        if _forked:      # parallel loops on the calling thread (codegen.SERIAL_FLAG)
+            ctypes.c_int32.in_dll(self._lib, SERIAL_FLAG).value = 1
         failed = ctypes.c_int64(0)
         if self._fn(argv, ctypes.byref(failed)):
             raise MemoryError(f"{self.name}: could not allocate {failed.value} bytes for a temporary buffer")
