@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from ...disk import cache_dir
 from ..elf import check_library, checksum, write_library
@@ -48,10 +48,11 @@ def flags(target: Target) -> List[str]:
     return out + ["-lm"]
 
 
-def build_library(source: str, target: Target) -> Tuple[Path, bytes]:
-    """(path, bytes) of the library compiled from source, from the cache when it holds it."""
+def build_library(source: str, target: Target, extra_flags: Sequence[str] = ()) -> Tuple[Path, bytes]:
+    """(path, bytes) of the library compiled from source, from the cache when it holds it;
+    extra_flags go to the compiler after the target's (a sanitizer build, in the tests)."""
     cc = compiler()
-    cmd_flags = flags(target)
+    cmd_flags = flags(target) + list(extra_flags)
     key = hashlib.sha256("\0".join([source, cc, " ".join(cmd_flags)]).encode()).hexdigest()[:32]
     folder = cache_dir("c")
     out = folder / f"{key}.so"

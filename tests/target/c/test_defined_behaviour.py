@@ -5,6 +5,11 @@ bit width or more give 0 (or -1), + - * wrap, float -> integer saturates (NaN gi
 ranges prove plain C exact; each case is checked against an exact Python model."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -15,6 +20,7 @@ from tests.target.test_float_to_int import INTS, edge_values, model
 from tests.target.test_numerics import same_bits
 
 pytestmark = needs_cc
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def run_c(args, outs, inputs):
@@ -32,7 +38,8 @@ def assert_equal_bits(outs, got, want, inputs):
                               f"want {w[bad[:5]]}")
 
 
-def test_integer_division_shifts_and_wrap_around_match_the_models():
+def integer_ops_program():
+    """(placeholders, outputs, input arrays, wanted outputs): every integer op on every integer dtype."""
     inputs, args, outs, want = [], [], [], []
     for dt in SIGNED + UNSIGNED:
         a, b = int_operands(dt)
@@ -43,6 +50,11 @@ def test_integer_division_shifts_and_wrap_around_match_the_models():
         for op in BUILD:
             outs.append(sl.compute(a.shape, lambda i, f=BUILD[op], A=A, B=B: f(A[i], B[i]), name=f"{op}_{dt}"))
             want.append(model_of(op, dt, a, b))
+    return args, outs, inputs, want
+
+
+def test_integer_division_shifts_and_wrap_around_match_the_models():
+    args, outs, inputs, want = integer_ops_program()
     got, src = run_c(args + outs, outs, inputs)
     for helper in ("sl_floordiv_i8(", "sl_truncmod_u64(", "sl_add_i64(", "sl_mul_u16(", "sl_shl_i32("):
         assert helper in src, helper
@@ -80,3 +92,37 @@ def test_index_arithmetic_stays_plain_c():
     src = sl.build(sl.create_schedule([C.op, D.op]), [A, C, D], target="c").get_source()
     assert "C[i * 8 + j] = sl_add_i32(sl_mul_i32(A[i * 8 + j], 3), 1);" in src
     assert "sl_floordiv_i32(" not in src and "sl_floormod_i32(" not in src
+
+
+
+# Builds the integer cases' C with UndefinedBehaviorSanitizer (abort at the first report) after
+# replacing OLD by NEW in it, runs it in this child process and prints whether it matches.
+UBSAN_CHILD = """
+import ctypes, numpy as np, schedlang as sl
+from schedlang.target.c.compile import build_library
+from tests.target.c.test_defined_behaviour import integer_ops_program
+args, outs, inputs, want = integer_ops_program()
+mod = sl.build(sl.create_schedule([o.op for o in outs]), args + outs, target="c")
+path, _ = build_library(mod.get_source().replace(OLD, NEW), mod.target,
+                        ["-fsanitize=undefined,float-cast-overflow", "-fno-sanitize-recover=all"])
+lib = ctypes.CDLL(str(path))
+got = [np.zeros(o.shape[0], o.dtype_obj.numpy) for o in outs]
+argv = (ctypes.c_void_p * (len(inputs) + len(got)))(*[x.ctypes.data for x in inputs + got])
+getattr(lib, mod.name)(argv, ctypes.byref(ctypes.c_int64(0)))
+print("same", all(np.array_equal(g, w) for g, w in zip(got, want)))
+"""
+
+
+@pytest.mark.parametrize("old, new", [("", ""), ("return (T)((U)a + (U)b);", "return a + b;")],
+                         ids=["as generated", "plain + in sl_add"])
+def test_the_c_defines_it_under_the_ub_sanitizer(old, new):
+    """The same C compiled with UndefinedBehaviorSanitizer runs every integer case: the C computes
+    them without undefined behaviour, not by the compiler's grace; with sl_add made a plain +
+    (as C's own operator would be), the sanitizer stops it at INT_MAX + 1."""
+    code = f"OLD, NEW = {old!r}, {new!r}\n" + UBSAN_CHILD
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    if not old:
+        assert done.returncode == 0 and "same True" in done.stdout, done.stderr[-3000:]
+    else:
+        assert done.returncode != 0 and "runtime error: signed integer overflow" in done.stderr, done.stderr[-3000:]
