@@ -41,9 +41,16 @@ _MEMORY = {"float16": "uint16_t", "bfloat16": "uint16_t", "float32": "float", "f
 # C99 keywords and the library's names: an IR name equal to one gets a suffix (define()).
 _RESERVED = set("""auto break case char const continue default do double else enum extern float for goto if inline
 int long register restrict return short signed sizeof static struct switch typedef union unsigned void volatile while
-_Bool _Complex _Imaginary bool true false NULL main malloc free memcpy args""".split())
+_Bool _Complex _Imaginary bool true false NULL main malloc free memcpy args intptr_t size_t""".split())
+_RESERVED |= {f"{u}int{n}_t" for u in ("", "u") for n in (8, 16, 32, 64)}
 _RESERVED |= set(MATH.values()) | {fn[:-1] for fn in MATH.values()} | {"exp10f", "exp10", "rsqrtf", "rsqrt"}
 _C_MATH = {"rsqrt": "sl_rsqrtf", "exp10": "sl_exp10f"}     # not in C99: the prelude's
+
+
+def entry_name(module_name: str) -> str:
+    """The C name of a module's entry function: its name, unless C or the C library has it."""
+    name = c_name(module_name)
+    return name + "_" if name in _RESERVED or name.startswith("sl_") else name
 
 
 def type_suffix(dt: DType) -> str:
@@ -100,6 +107,9 @@ class CSourceRenderer(CRenderer):
             args = ", ".join(self.expr(a) for a in e.args)
             return f"{e.name[len(EXTERN_PREFIX):]}({args})"
         return super().expr_Call(e)
+
+    def stmt_Barrier(self, s, depth: int) -> None:
+        pass     # CPU threads share no block-level memory (as on the llvm target)
 
     def stmt_CallPacked(self, s: CallPacked, depth: int) -> None:
         raise LoweringError("c codegen", f"the program calls the registered Python function '{s.func}' "
@@ -166,8 +176,8 @@ def render_kernel(k: Kernel, target: Target, name: str) -> str:
 
 def render_entry(m: KernelModule, target: Target, kernel_names: List[str]) -> str:
     """The entry function: reads the arguments, allocates the temporaries, runs the kernels, frees."""
-    r = CSourceRenderer(target, kernel_names + [c_name(m.name)])
-    name = c_name(m.name)
+    name = entry_name(m.name)
+    r = CSourceRenderer(target, kernel_names + [name])
     r.emit(0, f"int32_t {name}(void** args, int64_t* {FAILED}) {{")
     for i, b in enumerate(m.params):
         ty = r.memory_type(b.dtype)
@@ -207,7 +217,7 @@ def render_c(m: KernelModule, target: Target, info: Dict) -> str:
     names: List[str] = []
     for k in m.kernels:
         name = c_name(k.name)
-        while name in names or name == c_name(m.name) or name in _RESERVED:
+        while name in names or name == entry_name(m.name) or name in _RESERVED or name.startswith("sl_"):
             name += "_"
         names.append(name)
     kernels = [render_kernel(k, target, name) for k, name in zip(m.kernels, names)]

@@ -17,13 +17,12 @@ from ...expr.extent import extent_from_json, extent_to_json
 from ...expr.nodes import Buffer, Var
 from ...disk import write_atomically
 from ...kernel.nodes import KernelModule
-from ..cexpr import c_name
 from ..elf import check_library, checksum, read_symbol
 from ..module import BuiltModule, size_binder
 from ..shapes import SizeBinder
 from ..sharedlib import load_bytes
 from ..target import COptions, Target
-from .codegen import INFO_SYMBOL, SERIAL_FLAG
+from .codegen import INFO_SYMBOL, SERIAL_FLAG, entry_name
 
 FORMAT = "schedlang-c-module"
 VERSION = 1
@@ -46,7 +45,7 @@ def module_info(kernel_ir: KernelModule, is_output: Sequence[bool], target: Targ
     sizes = binder.to_json(var_ids) if binder is not None else None
     params = [{"name": b.name, "shape": [extent_to_json(n, var_ids) for n in b.shape], "dtype": str(b.dtype),
                "output": bool(out)} for b, out in zip(kernel_ir.params, is_output)]
-    return {"format": FORMAT, "version": VERSION, "name": kernel_ir.name, "entry": c_name(kernel_ir.name),
+    return {"format": FORMAT, "version": VERSION, "name": kernel_ir.name, "entry": entry_name(kernel_ir.name),
             "params": params, "options": {"cpu": target.cpu, "num_threads": target.num_threads,
                                           "threading": target.threading, "vector_bits": target.vector_bits},
             "size_vars": [{"name": v.name, "dtype": str(v.dtype), "nonnegative": v.nonnegative} for v in var_ids],
@@ -63,7 +62,7 @@ class CModule(BuiltModule):
     def __init__(self, kernel_ir: KernelModule, is_output: Sequence[bool], target: Target, texts: Dict[str, str],
                  library: bytes):
         super().__init__(kernel_ir, is_output, target, texts)
-        self._bind_library(library, c_name(self.name))
+        self._bind_library(library, entry_name(self.name))
 
     def _bind_library(self, library: bytes, entry: str) -> None:
         self._library = library

@@ -183,3 +183,14 @@ def test_export_library_round_trip(tmp_path):
         f.write(b"\x00" * 8)
     with pytest.raises(ValueError):
         sl.load_module(path)
+
+
+def test_names_that_c_or_its_library_has_are_renamed():
+    A = sl.placeholder((8,), name="int32_t")
+    B = sl.compute((8,), lambda i: sl.exp(A[i]) + 1.0, name="expf")
+    for_ = sl.compute((8,), lambda i: B[i] * 2.0, name="for")
+    mod = sl.build(sl.create_schedule(for_.op), [A, B, for_], target="c")
+    a, b, c = np.ones(8, np.float32), np.zeros(8, np.float32), np.zeros(8, np.float32)
+    mod(a, b, c)
+    np.testing.assert_allclose(c, (np.exp(a) + 1) * 2, rtol=1e-6)
+    assert "int32_t for_(void** args" in mod.get_source()
