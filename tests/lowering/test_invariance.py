@@ -18,6 +18,7 @@ import pytest
 
 import schedlang as sl
 
+from tests.cpu_targets import HAS_CC
 from .random_schedules import Generator, all_programs, case_seed, checked_target, compare, run_case
 
 PROGRAMS = all_programs()
@@ -41,6 +42,11 @@ DEFAULT_CASES = 8
 # which turns an out-of-bounds load or store into an IndexError instead of a silent read
 # of a neighbour's memory.
 CHECKED_EVERY = 4
+
+# The c target (C99 through the system C compiler, ~0.2 s a compile) builds the first case of
+# the programs in C_DEFAULT_PROGRAMS by default, and every case of the slow sweep.
+C_DEFAULT_PROGRAMS = {"gemm_13x7x33", "gemm_i8_5x17x11", "conv2d_3x7x7_co4_k33_p1", "softmax_7x33",
+                      "eltwise_f16_7x33", "intmix_7x13", "masked_9x13", "tuple_outputs_7x13"}
 
 # (program, case index) -> bug report (a repro script), for cases that fail on the
 # current compiler: they run as xfail(strict=True), so a fix is noticed.
@@ -74,8 +80,10 @@ def test_random_schedule_matches_reference(name, index):
         pytest.fail(f"a generated schedule step was rejected (generator or compiler bug):\n"
                     f"{type(e).__name__}: {e}\n\n{_describe(name, index, seed, gen.s)}")
     targets = ["llvm"] + ([checked_target()] if index % CHECKED_EVERY == 0 else [])
+    if HAS_CC and ((index == 0 and name in C_DEFAULT_PROGRAMS) or index >= DEFAULT_CASES):
+        targets.append("c")
     for target in targets:
-        build = "bounds-checked build" if target != "llvm" else "build"
+        build = {"llvm": "build", "c": "c target build"}.get(target, "bounds-checked build")
         try:
             problem = run_case(program, s, seed, target)
         except Exception as e:      # ScheduleError, LoweringError, InternalError, IndexError, ...
