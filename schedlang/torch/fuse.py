@@ -25,6 +25,7 @@ from ..schedule import legal
 from ..tensor.classify import ELEMENTWISE, INDEX_MAP, classify
 from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.reduce import Reduce
+from .attention_schedule import claim_attention, is_attention
 
 
 @dataclass
@@ -96,6 +97,7 @@ def fuse(s) -> List[Group]:
         found = _anchor_for(readers, st, anchor_of, prefix)
         if found is not None:
             anchor_of[st], prefix[st] = found
+    claim_attention(s, live, anchor_of, prefix)   # each fused attention is one kernel of its own
     groups: Dict[object, Group] = {}
     for st in live:                    # producers first, so attached stages come in dataflow order
         root = anchor_of[st]
@@ -107,7 +109,7 @@ def fuse(s) -> List[Group]:
 
 
 def _should_inline(st, feeds_matmul: bool) -> bool:
-    if not legal.can_inline(st) or st.op.num_outputs != 1:
+    if is_attention(st) or not legal.can_inline(st) or st.op.num_outputs != 1:
         return False
     kind = classify(st.op)
     if kind == INDEX_MAP:

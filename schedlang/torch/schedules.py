@@ -38,6 +38,7 @@ from ..target.target import CUDAOptions, Target
 from ..tensor.axis import IterVar
 from ..tensor.op import TensorRead
 from ..tensor.reduce import Reduce
+from .attention_schedule import is_attention, schedule_attention
 from .fuse import Group, fuse, is_matmul, matmul_operands
 
 MAX_VECTOR = 64          # lanes of one vectorized loop (schedule.legal.MAX_VECTOR_EXTENT)
@@ -91,6 +92,8 @@ def tuned_schedule(outputs: List, target: Target, log: str) -> Optional[Schedule
 
 def schedule_group(s: Schedule, group: Group, target: Target) -> None:
     """Schedule one kernel of s by its kind."""
+    if is_attention(group.anchor):
+        return schedule_attention(s, group, target)
     gpu = isinstance(target.options, CUDAOptions)
     matmuls = group.matmuls
     anchor = group.anchor
