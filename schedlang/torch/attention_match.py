@@ -31,7 +31,8 @@ FLOATS = ("float32", "float64")
 class AttentionPattern:
     """The target of a matched node: runs the hand-written ops in torch (its fallback)."""
 
-    _name = "schedlang::attention"
+    def __str__(self) -> str:
+        return "schedlang::attention"          # registry.op_name: the lowering "schedlang.attention"
 
     def __call__(self, q, k, v, extras, chain, safe):
         import torch
