@@ -129,6 +129,12 @@ def test_sdpa_scale_gqa_float64_and_non_square():
     check(SDPA(), (q, k, v))
 
 
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)])
+def test_sdpa_half_precision_computes_in_float32(dtype, tol):
+    q, k, v = (torch.randn(1, 2, 33, 8, dtype=dtype) for _ in range(3))
+    check(SDPA(is_causal=True), (q, k, v), tol=tol)
+
+
 def test_sdpa_refusals():
     q = torch.randn(1, 2, 7, 8)
     with pytest.warns(st.FallbackWarning, match="dropout_p"):
