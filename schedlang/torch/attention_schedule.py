@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+from ..errors import ScheduleError
 from ..expr.extent import ceil_div
 
 TAG = "attention"                 # the output stage
@@ -66,7 +67,6 @@ def _stages(s, group) -> Dict[str, object]:
     found = {role(s[st]): s[st] for st in group.attached if is_attention(s[st])}
     missing = [r for r in ROLES if r not in found]
     if missing:
-        from ..errors import ScheduleError
         raise ScheduleError("default_schedule", group.anchor.name,
                             f"the attention kernel lacks its {', '.join(missing)} stage(s)")
     return found

@@ -200,16 +200,14 @@ def test_zoo_transformers_use_one_fused_attention_kernel(name):
     compiled = compile_whole(module, inputs, target="llvm")
     tensor_ir = compiled.ir("tensor")
     layers = sum(1 for m in module.modules() if type(m).__name__ in ("BertLayer", "GPT2Block", "LlamaLayer"))
-    assert tensor_ir.count("# Elementwise") and len(re.findall(r"_pv\[", tensor_ir)) >= layers
+    assert len(re.findall(r"^\w+_pv\[", tensor_ir, re.M)) == layers
     kernels = compiled.ir("kernel")
     # every attention stage lives in one kernel per layer: the kernel that computes the exp also
     # computes the scores and the value product
     for body in kernels.split("\nkernel ")[1:]:
         assert ("_exp" in body) == ("_scores" in body) == ("_pv" in body)
     assert sum("_exp" in body for body in kernels.split("\nkernel ")[1:]) == layers
-    seq = inputs[0].shape[1]
     torch.testing.assert_close(compiled(*inputs), module(*inputs), rtol=1e-4, atol=1e-4)
-    assert seq > 1
 
 
 def test_cuda_schedule_emulated():

@@ -51,7 +51,7 @@ def safe_softmax(ctx: LowerContext, x, dim, dtype=None):
 
 # ---- the fused kernel's stages
 
-def _kv_reader(t: sl.Tensor, batch: Sequence, heads_ratio: int):
+def _reader(t: sl.Tensor, batch: Sequence, heads_ratio: int):
     """index (batch..., row, col) -> t's element, t's batch dims broadcast to batch and, for
     grouped-query attention (heads_ratio > 1), query head h reading t's head h // ratio."""
     def read(index):
@@ -62,8 +62,7 @@ def _kv_reader(t: sl.Tensor, batch: Sequence, heads_ratio: int):
     return read
 
 
-def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, heads_ratio: int = 1,
-                    out_dtype=None) -> sl.Tensor:
+def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, heads_ratio: int = 1) -> sl.Tensor:
     """The attention stages of q [..., L, E], k [..., S, E], v [..., S, Ev] (batch dims
     broadcast; k and v with heads_ratio times fewer heads (dim -3) for grouped-query
     attention). score(scores) gives the final scores x (an elementwise function of the raw
@@ -81,36 +80,35 @@ def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, hea
         kv_batch = [b[:-1] + (q.shape[-3],) for b in kv_batch]
     batch = broadcast_shape(tuple(q.shape[:-2]), *kv_batch)
     L, S, E, Ev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
-    acc = acc_dtype(out_dtype or q.dtype)
-    out_dtype = str(out_dtype or q.dtype)
-    read_q = _kv_reader(q, batch, 1)
-    read_k, read_v = _kv_reader(k, batch, heads_ratio), _kv_reader(v, batch, heads_ratio)
+    acc, out_dtype = acc_dtype(q.dtype), str(q.dtype)
+    read_q = _reader(q, batch, 1)
+    read_k, read_v = _reader(k, batch, heads_ratio), _reader(v, batch, heads_ratio)
     nb = len(batch)
 
-    def stage(shape, body, suffix, role):
-        return compute(shape, body, ctx.name(suffix) if suffix else ctx.name(), tag=ROLE_TAG + role)
+    def stage(shape, body, role):
+        return compute(shape, body, ctx.name(role), tag=ROLE_TAG + role)
 
-    kt = stage(batch + (E, S), lambda x: read_k(x[:nb] + [x[nb + 1], x[nb]]), "kt", "kt")
+    kt = stage(batch + (E, S), lambda x: read_k(x[:nb] + [x[nb + 1], x[nb]]), "kt")
     e = sl.reduce_axis((0, E), name="e")
     scores = stage(batch + (L, S), lambda x: sl.sum(sl.cast(acc, read_q(x[:nb] + [x[nb], e]))
                                                     * sl.cast(acc, kt[tuple(x[:nb] + [e, x[nb + 1]])]), axis=e),
-                   "scores", "scores")
+                   "scores")
     x = score(scores)
     rows = batch + (L,)
     j = sl.reduce_axis((0, S), name="s")
-    top = stage(rows, lambda r: sl.max(x[tuple(r) + (j,)], axis=j), "max", "max")
+    top = stage(rows, lambda r: sl.max(x[tuple(r) + (j,)], axis=j), "max")
     ninf, zero = sl.const(float("-inf"), acc), sl.const(0.0, acc)
 
     def shift(r):
         m = top[tuple(r)]
         return sl.select(m == ninf, zero, m) if safe else m   # exp(-inf - 0) = 0 in a masked row
-    ex = stage(batch + (L, S), lambda y: sl.exp(x[tuple(y)] - shift(y[:-1])), "exp", "exp")
+    ex = stage(batch + (L, S), lambda y: sl.exp(x[tuple(y)] - shift(y[:-1])), "exp")
     j2 = sl.reduce_axis((0, S), name="s")
-    total = stage(rows, lambda r: sl.sum(ex[tuple(r) + (j2,)], axis=j2), "sum", "sum")
+    total = stage(rows, lambda r: sl.sum(ex[tuple(r) + (j2,)], axis=j2), "sum")
     j3 = sl.reduce_axis((0, S), name="s")
     pv = stage(batch + (L, Ev), lambda y: sl.sum(ex[tuple(y[:-1]) + (j3,)]
                                                  * sl.cast(acc, read_v(y[:-2] + [j3, y[-1]])), axis=j3),
-               "pv", "pv")
+               "pv")
 
     def result(y):
         t = total[tuple(y[:-1])]
