@@ -5,7 +5,8 @@
                                                sub, where/masked_fill) of the scores
     out = softmax(scores, -1) @ v              softmax (or _safe_softmax), matmul
 
-becomes one node `attention(q, k, v, ...)` whose lowering (ops/attention.py:
+(each matmul also as AOT autograd writes it: expand, view, bmm, view) becomes one node
+`attention(q, k, v, ...)` whose lowering (ops/attention.py:
 lower_pattern) lowers the chain on the kernel's dot products, so the score function
 computes exactly what the hand-written ops compute. The intermediates must have no other
 reader; float32/float64 only (in half precision eager rounds the scores, which the fused
@@ -14,13 +15,15 @@ lowering ever refuse.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from .ops.attention import Operand
 from .ops.registry import op_name
 from .torch_ir import Ref, TorchGraph, TorchNode
 
-MATMULS = ("aten.matmul.default",)
+MATMULS = ("aten.matmul.default", "aten.bmm.default")
+RESHAPES = ("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
 SOFTMAX = {"aten._softmax.default": False, "aten.softmax.int": False, "aten._safe_softmax.default": True}
 CHAIN_OPS = ("aten.add.Tensor", "aten.add.Scalar", "aten.sub.Tensor", "aten.sub.Scalar", "aten.mul.Tensor",
              "aten.mul.Scalar", "aten.div.Tensor", "aten.div.Scalar", "aten.where.self", "aten.where.ScalarSelf",
@@ -59,7 +62,7 @@ def match_attention(graph: TorchGraph) -> TorchGraph:
     replaced: Dict[str, TorchNode] = {}
     dropped = set()
     for n in graph.nodes:
-        found = _match(n, by_name, users)
+        found = _match(n, _Graph(graph, by_name, users))
         if found is not None:
             node, gone = found
             replaced[n.name] = node
@@ -68,6 +71,64 @@ def match_attention(graph: TorchGraph) -> TorchGraph:
         return graph
     nodes = [replaced.get(n.name, n) for n in graph.nodes if n.name not in dropped]
     return TorchGraph(graph.inputs, nodes, graph.outputs, graph.output_kind, graph.size_vars, graph.out_spec)
+
+
+@dataclass
+class _Graph:
+    graph: TorchGraph
+    by_name: Dict[str, TorchNode]
+    users: Dict[str, int]
+
+
+@dataclass
+class _Product:
+    """node computes matmul(a, b) (a, b: value names); absorbed: the nodes in between (views,
+    expands, the bmm) that the fused node replaces."""
+
+    node: TorchNode
+    a: str
+    b: str
+    absorbed: List[str]
+
+
+def _as_matmul(n: Optional[TorchNode], g: "_Graph") -> Optional[_Product]:
+    """n as a matmul of two values: matmul or bmm, or what AOT autograd makes of a batched
+    matmul (both operands expanded to the result's batch dims and flattened, a bmm, the
+    result viewed back to the batch dims)."""
+    if n is None or n.multi or n.kwargs:
+        return None
+    op = op_name(n.target)
+    if op in MATMULS and len(n.args) == 2 and _ref(n.args[0]) and _ref(n.args[1]):
+        return _Product(n, _ref(n.args[0]), _ref(n.args[1]), [])
+    if op not in RESHAPES or len(n.shape) < 3:
+        return None
+    bmm = _single(_ref(n.args[0]), g.by_name, g.users, ("aten.bmm.default",))
+    batch = tuple(n.shape[:-2])
+    if bmm is None or tuple(bmm.shape[1:]) != tuple(n.shape[-2:]) or bmm.shape[0] != _prod(batch):
+        return None
+    operands, absorbed = [], [bmm.name]
+    for arg in bmm.args[:2]:
+        view = _single(_ref(arg), g.by_name, g.users, RESHAPES)
+        if view is None:
+            return None
+        absorbed.append(view.name)
+        src = _ref(view.args[0])
+        inner = _single(src, g.by_name, g.users, ("aten.expand.default",))
+        if inner is not None and tuple(inner.shape) == batch + tuple(view.shape[1:]) and _ref(inner.args[0]) \
+                and tuple(g.graph.value_type(_ref(inner.args[0]))[0][-2:]) == tuple(view.shape[1:]):
+            absorbed.append(inner.name)         # expanded along the batch dims only
+            src = _ref(inner.args[0])
+        elif src is None or tuple(g.graph.value_type(src)[0]) != batch + tuple(view.shape[1:]):
+            return None
+        operands.append(src)
+    return _Product(n, operands[0], operands[1], absorbed)
+
+
+def _prod(extents):
+    out = 1
+    for e in extents:
+        out = out * e
+    return out
 
 
 def _single(name, by_name, users, ops) -> Optional[TorchNode]:
@@ -94,27 +155,30 @@ def _is_last_two_swap(n: TorchNode) -> bool:
     return False
 
 
-def _match(n: TorchNode, by_name, users) -> Optional[Tuple[TorchNode, List[str]]]:
+def _match(n: TorchNode, g: _Graph) -> Optional[Tuple[TorchNode, List[str]]]:
     """(the attention node replacing n, the names of the nodes it absorbs), or None."""
-    if op_name(n.target) not in MATMULS or n.kwargs or n.dtype not in FLOATS or len(n.args) != 2:
+    by_name, users = g.by_name, g.users
+    final = _as_matmul(n, g) if n.dtype in FLOATS else None
+    if final is None:
         return None
-    sm = _single(_ref(n.args[0]), by_name, users, SOFTMAX)
-    v = _ref(n.args[1])
-    if sm is None or v is None or len(sm.shape) < 2 or sm.dtype != n.dtype:
+    sm = _single(final.a, by_name, users, SOFTMAX)
+    v = final.b
+    if sm is None or len(sm.shape) < 2 or sm.dtype != n.dtype:
         return None
     if sm.args[1] % len(sm.shape) != len(sm.shape) - 1 or any(a not in (None, False) for a in sm.args[2:]) \
             or any(a is not None for a in sm.kwargs.values()):
         return None
-    found = _scores_path(_ref(sm.args[0]), sm, by_name, users)
+    found = _scores_path(_ref(sm.args[0]), sm, g)
     if found is None:
         return None
-    chain, mm = found                   # chain: the steps from the softmax's input back
-    q, kt_name = _ref(mm.args[0]), _ref(mm.args[1])
+    chain, product = found              # chain: the steps from the softmax's input back
+    mm = product.node
+    q, kt_name = product.a, product.b
     kt = by_name.get(kt_name)
-    if q is None or kt is None or not _is_last_two_swap(kt) or _ref(kt.args[0]) is None:
+    if kt is None or not _is_last_two_swap(kt) or _ref(kt.args[0]) is None:
         return None
     k = _ref(kt.args[0])
-    gone = [mm.name] + [c.name for c in chain] + [sm.name]
+    gone = [mm.name, *product.absorbed, *(c.name for c in chain), sm.name, *final.absorbed]
     if users.get(kt_name, 0) == 1:
         gone.append(kt_name)
     extras: List[Ref] = []
@@ -140,15 +204,16 @@ def _match(n: TorchNode, by_name, users) -> Optional[Tuple[TorchNode, List[str]]
     return node, gone
 
 
-def _scores_path(name, sm: TorchNode, by_name, users, depth: int = 0):
-    """(chain, matmul): the single-reader elementwise steps from value name back to the
+def _scores_path(name, sm: TorchNode, g: _Graph, depth: int = 0):
+    """(chain, product): the single-reader elementwise steps from value name back to the
     scores matmul (each reading the running value once), or None."""
+    by_name, users = g.by_name, g.users
     if name is None or depth > 16:
         return None
-    mm = _single(name, by_name, users, MATMULS)
-    if mm is not None:
-        ok = not mm.kwargs and len(mm.args) == 2 and mm.shape == sm.shape and mm.dtype == sm.dtype
-        return ([], mm) if ok else None
+    product = _as_matmul(_single(name, by_name, users, MATMULS + RESHAPES), g)
+    if product is not None:
+        ok = product.node.shape == sm.shape and product.node.dtype == sm.dtype
+        return ([], product) if ok else None
     step = _single(name, by_name, users, CHAIN_OPS)
     if step is None or step.shape != sm.shape or step.dtype != sm.dtype:
         return None
@@ -156,7 +221,7 @@ def _scores_path(name, sm: TorchNode, by_name, users, depth: int = 0):
     for r in step.refs():
         if sum(1 for a in values if _ref(a) == r) != 1:
             continue                    # the running value read twice (x * x): not a chain step
-        found = _scores_path(r, sm, by_name, users, depth + 1)
+        found = _scores_path(r, sm, g, depth + 1)
         if found is not None:
             return [step] + found[0], found[1]
     return None

@@ -169,6 +169,30 @@ def test_hand_written_plain_and_its_nan_rows():
     assert torch.isnan(got).all()
 
 
+def test_hand_written_attention_through_dynamo_is_fused():
+    """AOT autograd writes the matmuls as expand, view, bmm, view: matched all the same."""
+    import schedlang.torch.dynamo  # noqa: F401  (registers the backend)
+    from schedlang.torch import runtime
+    q, k, v = (torch.randn(2, 3, 9, 8) for _ in range(3))
+    mask = torch.randn(2, 1, 1, 9)
+    built = []
+    init = runtime.CompiledModule.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        built.append(self)
+    runtime.CompiledModule.__init__ = spy
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", st.FallbackWarning)
+            got = torch.compile(HandWritten(), backend="schedlang")(q, k, v, mask)
+    finally:
+        runtime.CompiledModule.__init__ = init
+    torch.testing.assert_close(got, HandWritten()(q, k, v, mask), rtol=1e-5, atol=1e-5)
+    (compiled,) = built
+    assert [n.op for n in compiled.program.graph.nodes] == ["attention"]
+
+
 def test_the_pattern_needs_single_reader_intermediates():
     class ScoresToo(nn.Module):
         def forward(self, q, k, v):
