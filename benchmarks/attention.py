@@ -8,7 +8,8 @@ For each sequence length: F.scaled_dot_product_attention compiled by schedlang.t
 interleaved (A, B, A, B, ...) so that a shared machine's noise hits both alike; min and
 median milliseconds and torch / schedlang (> 1: schedlang faster). Memory: the bytes of
 every buffer the fused kernel allocates per worker (from its Kernel IR) against the S x S
-score matrix an unfused attention holds per head.
+score matrix an unfused attention holds per head; with --rss, the growth of a fresh
+process's resident set over its first call, for each contender (Linux).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import argparse
 import os
 import re
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -73,6 +75,26 @@ def run(seq: int, heads: int, dim: int, causal: bool, reps: int) -> str:
             f"{seq * seq * 4 / 1024:8.0f} KiB")
 
 
+def first_call_rss(seq: int, heads: int, dim: int, who: str) -> str:
+    """In this (fresh) process: compile, then the first call of who ("schedlang" into a
+    preallocated output, or "torch"); the growth of the peak RSS over that call."""
+    q, k, v = (torch.randn(1, heads, seq, dim) for _ in range(3))
+    compiled = st.compile(SDPA(False), (q, k, v))
+    out = torch.empty_like(q)
+    before = _rss_kib()
+    with torch.no_grad():
+        kept = compiled(q, k, v, out=out) if who == "schedlang" else F.scaled_dot_product_attention(q, k, v)
+    grew = (_rss_kib() - before) / 1024
+    del kept
+    return f"S={seq:5d} {who:9s}: RSS +{grew:6.1f} MiB over the first call (the output is {out.numel() * 4 / 2**20:.1f} MiB)"
+
+
+def _rss_kib() -> int:
+    """The resident set now (pages touched and kept: stacks, heap, the output), in KiB."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seq", type=int, nargs="+", default=[128, 512, 2048])
@@ -80,7 +102,12 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--causal", action="store_true", help="causal only (default: both)")
+    ap.add_argument("--rss", action="store_true", help="also each contender's peak RSS growth, in fresh processes")
+    ap.add_argument("--rss-child", nargs=2, metavar=("SEQ", "WHO"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.rss_child:
+        print(first_call_rss(int(args.rss_child[0]), args.heads, args.dim, args.rss_child[1]))
+        return
     n = threads(sl.Target.create("llvm"))
     torch.set_num_threads(n)
     print(f"B=1 H={args.heads} D={args.dim} float32, {n} threads (torch too); ms min / median; "
@@ -89,6 +116,13 @@ def main() -> None:
         for causal in ((True,) if args.causal else (False, True)):
             print(run(seq, args.heads, args.dim, causal, args.reps if seq < 2048 else max(3, args.reps // 3)),
                   flush=True)
+    if args.rss:
+        for seq in args.seq:
+            for who in ("schedlang", "torch"):
+                child = [sys.executable, os.path.abspath(__file__), "--rss-child", str(seq), who,
+                         "--heads", str(args.heads), "--dim", str(args.dim)]
+                done = subprocess.run(child, capture_output=True, text=True)
+                print(done.stdout.strip() or done.stderr.strip().splitlines()[-1], flush=True)
 
 
 if __name__ == "__main__":
