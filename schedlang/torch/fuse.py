@@ -26,6 +26,7 @@ from ..schedule import legal
 from ..tensor.classify import ELEMENTWISE, INDEX_MAP, classify
 from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.reduce import Reduce
+from .attention_schedule import claim_attention, is_attention
 
 CONV_TAG = "conv"        # the tag of a convolution's sum (ops/conv.py), a kernel kind of its own
 CONV_PAD_TAG = "conv_pad"   # a zero-padded input copy a convolution reads (ops/conv.py): a kernel of its own
@@ -127,6 +128,7 @@ def fuse(s) -> List[Group]:
         found = _anchor_for(readers, st, anchor_of, prefix)
         if found is not None:
             anchor_of[st], prefix[st] = found
+    claim_attention(s, live, anchor_of, prefix)   # each fused attention is one kernel of its own
     groups: Dict[object, Group] = {}
     for st in live:                    # producers first, so attached stages come in dataflow order
         root = anchor_of[st]
@@ -138,7 +140,8 @@ def fuse(s) -> List[Group]:
 
 
 def _should_inline(st, feeds_matmul: bool) -> bool:
-    if not legal.can_inline(st) or st.op.num_outputs != 1 or getattr(st.op, "tag", "") == CONV_PAD_TAG:
+    if is_attention(st) or not legal.can_inline(st) or st.op.num_outputs != 1 \
+            or getattr(st.op, "tag", "") == CONV_PAD_TAG:
         return False
     kind = classify(st.op)
     if kind == INDEX_MAP:

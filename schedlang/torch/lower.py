@@ -22,6 +22,7 @@ from schedlang.tensor.op import PlaceholderOp
 from schedlang.tensor.printer import print_tensor_ir
 
 from .dtypes import to_torch
+from .attention_match import match_attention
 from .ops.registry import LowerContext, Unsupported, lookup
 from .prepack import PackSpec, shape_of
 from .torch_ir import Ref, TorchGraph, TorchNode, map_refs, node_call_str, type_str
@@ -100,8 +101,9 @@ def user_error(e: Exception, node: TorchNode) -> Exception:
 
 
 def lower_graph(graph: TorchGraph, target=None, warn: bool = True) -> LoweredProgram:
-    """The Tensor IR of graph, split into lowered parts and torch steps."""
-    return _Lowering(graph, target).run(warn)
+    """The Tensor IR of graph, split into lowered parts and torch steps (hand-written
+    attention first replaced by the fused attention node, attention_match.py)."""
+    return _Lowering(match_attention(graph), target).run(warn)
 
 
 class _Lowering:

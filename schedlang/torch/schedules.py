@@ -40,6 +40,7 @@ from ..target.target import Target
 from ..tensor.axis import IterVar
 from ..tensor.op import TensorRead
 from ..tensor.reduce import Reduce
+from .attention_schedule import is_attention
 from .fuse import Group, fuse, is_matmul, matmul_operands
 
 MAX_VECTOR = 64          # lanes of one vectorized loop (schedule.legal.MAX_VECTOR_EXTENT)
@@ -95,6 +96,8 @@ def schedule_group(s: Schedule, group: Group, target: Target) -> None:
     """Schedule one kernel of s by its kind, with the target's function for that kind
     (Backend.default_schedules: schedule_matmul_cpu for "matmul" on llvm, ...)."""
     rules = get_backend(target.kind).default_schedules()
+    if is_attention(group.anchor):
+        return rules["attention"](s, group, target)
     if group.convs:
         return rules["conv"](s, group, target)
     matmuls = group.matmuls

@@ -124,9 +124,10 @@ class CUDABackend(Backend):
 
     def default_schedules(self):
         from ...torch import schedules as ts          # the frontend (and torch) load only when it asks
-        from ...torch import conv_schedules as cs
+        from ...torch import attention_schedule as at, conv_schedules as cs
         return {"matmul": ts.schedule_matmul_cuda, "rows": ts.schedule_rows_cuda,
-                "pointwise": ts.schedule_pointwise_cuda, "conv": cs.schedule_conv_cuda}
+                "pointwise": ts.schedule_pointwise_cuda, "conv": cs.schedule_conv_cuda,
+                "attention": at.schedule_attention_cuda}
 
 
 def render_stage(st: BuildState) -> str:

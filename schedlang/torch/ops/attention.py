@@ -1,14 +1,35 @@
-"""The pieces of attention that torch.export keeps: _safe_softmax (scaled_dot_product_attention's
-softmax, which gives 0, not NaN, for a row masked entirely to -inf)."""
+"""Attention: scaled_dot_product_attention as one fused kernel's stages, and _safe_softmax
+(what a decomposed SDPA keeps: softmax giving 0, not NaN, for a row masked entirely to -inf).
+
+`fused_attention` writes the stages the attention kernel kind schedules
+(torch/attention_schedule.py), each tagged with its role:
+
+    <n>_kt[..., e, j]     = k[..., j, e]                       (K transposed: scores vectorize along j)
+    <n>_scores[..., i, j] = sum_e q[..., i, e] * kt[..., e, j]
+    x(i, j)               = score(scores)                       (scale, masks: inlined, never stored)
+    <n>_max[..., i]       = max_j x
+    <n>_exp[..., i, j]    = exp(x - max)
+    <n>_sum[..., i]       = sum_j exp
+    <n>_pv[..., i, d]     = sum_j exp * v[..., j, d]
+    <n>[..., i, d]        = pv / sum
+
+The default schedule computes all of them per block of query rows, so the [L, S] stages
+hold one block of rows (linear in the sequence length), never the whole score matrix.
+"""
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
 
 import schedlang as sl
 
-from .accum import dtype_arg, is_float
-from .common import compute, norm_dim
+from ..attention_schedule import ROLE_TAG, TAG
+from .accum import acc_dtype, dtype_arg, is_float
+from .common import broadcast_shape, compute, norm_dim, read_broadcast, same_extent, static
 from .norm import softmax_of
 from .reduce import all_reducer, reduced_index, reduction
-from .registry import LowerContext, Unsupported, register_lowering
+from .registry import LowerContext, Unsupported, lookup, register_lowering
 
 
 @register_lowering("aten._safe_softmax.default")
@@ -26,3 +47,191 @@ def safe_softmax(ctx: LowerContext, x, dim, dtype=None):
     zero = sl.const(0.0, out)
     return compute(x.shape, lambda idx: sl.select(masked[reduced_index(idx, dims, True)], zero, soft[tuple(idx)]),
                    ctx.name())
+
+
+# ---- the fused kernel's stages
+
+def _reader(t: sl.Tensor, batch: Sequence, heads_ratio: int):
+    """index (batch..., row, col) -> t's element, t's batch dims broadcast to batch and, for
+    grouped-query attention (heads_ratio > 1), query head h reading t's head h // ratio."""
+    def read(index):
+        lead = list(index[:-2])
+        if heads_ratio > 1:
+            lead[-1] = sl.floordiv(lead[-1], heads_ratio)
+        return read_broadcast(t, tuple(batch) + tuple(t.shape[-2:]), lead + list(index[-2:]))
+    return read
+
+
+def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, heads_ratio: int = 1) -> sl.Tensor:
+    """The attention stages of q [..., L, E], k [..., S, E], v [..., S, Ev] (batch dims
+    broadcast; k and v with heads_ratio times fewer heads (dim -3) for grouped-query
+    attention). score(scores) gives the final scores x (an elementwise function of the raw
+    dot products `scores`, [..., L, S], in the accumulation dtype: scale and masks); safe:
+    a row whose scores are all -inf gives 0 (SDPA), not NaN (softmax)."""
+    for name, t in (("query", q), ("key", k), ("value", v)):
+        if t.ndim < 2 or not is_float(t.dtype):
+            raise Unsupported(f"attention: the {name} must be a floating-point tensor of at least 2 dims, "
+                              f"got {t.dtype} {tuple(t.shape)}")
+    if not same_extent(q.shape[-1], k.shape[-1]) or not same_extent(k.shape[-2], v.shape[-2]):
+        raise ValueError(f"attention: query {tuple(q.shape)}, key {tuple(k.shape)} and value {tuple(v.shape)} "
+                         "do not fit (query and key share the last dim, key and value the sequence dim)")
+    kv_batch = [tuple(t.shape[:-2]) for t in (k, v)]
+    if heads_ratio > 1:
+        kv_batch = [b[:-1] + (q.shape[-3],) for b in kv_batch]
+    batch = broadcast_shape(tuple(q.shape[:-2]), *kv_batch)
+    L, S, E, Ev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    acc, out_dtype = acc_dtype(q.dtype), str(q.dtype)
+    read_q = _reader(q, batch, 1)
+    read_k, read_v = _reader(k, batch, heads_ratio), _reader(v, batch, heads_ratio)
+    nb = len(batch)
+
+    def stage(shape, body, role):
+        return compute(shape, body, ctx.name(role), tag=ROLE_TAG + role)
+
+    kt = stage(batch + (E, S), lambda x: read_k(x[:nb] + [x[nb + 1], x[nb]]), "kt")
+    e = sl.reduce_axis((0, E), name="e")
+    scores = stage(batch + (L, S), lambda x: sl.sum(sl.cast(acc, read_q(x[:nb] + [x[nb], e]))
+                                                    * sl.cast(acc, kt[tuple(x[:nb] + [e, x[nb + 1]])]), axis=e),
+                   "scores")
+    x = score(scores)
+    rows = batch + (L,)
+    j = sl.reduce_axis((0, S), name="s")
+    top = stage(rows, lambda r: sl.max(x[tuple(r) + (j,)], axis=j), "max")
+    ninf, zero = sl.const(float("-inf"), acc), sl.const(0.0, acc)
+
+    def shift(r):
+        m = top[tuple(r)]
+        return sl.select(m == ninf, zero, m) if safe else m   # exp(-inf - 0) = 0 in a masked row
+    ex = stage(batch + (L, S), lambda y: sl.exp(x[tuple(y)] - shift(y[:-1])), "exp")
+    j2 = sl.reduce_axis((0, S), name="s")
+    total = stage(rows, lambda r: sl.sum(ex[tuple(r) + (j2,)], axis=j2), "sum")
+    j3 = sl.reduce_axis((0, S), name="s")
+    pv = stage(batch + (L, Ev), lambda y: sl.sum(ex[tuple(y[:-1]) + (j3,)]
+                                                 * sl.cast(acc, read_v(y[:-2] + [j3, y[-1]])), axis=j3),
+               "pv")
+
+    def result(y):
+        t = total[tuple(y[:-1])]
+        value = pv[tuple(y)] / t
+        return sl.cast(out_dtype, sl.select(t == zero, zero, value) if safe else value)
+    return compute(batch + (L, Ev), result, ctx.name(), tag=TAG)
+
+
+# ---- scaled_dot_product_attention
+
+def _sdpa_score(ctx: LowerContext, mask, scale: float, causal: bool, acc: str):
+    """score(scores) for SDPA: scores * scale, plus a float mask, -inf where a bool mask is
+    false or (causal) the key comes after the query."""
+    def score(scores):
+        shape = scores.shape
+        ninf = sl.const(float("-inf"), acc)
+        sc = sl.const(scale, acc)
+
+        def body(idx):
+            value = scores[tuple(idx)] * sc
+            keep = None
+            if causal:
+                keep = idx[-1] <= idx[-2]
+            if mask is not None:
+                m = read_broadcast(mask, shape, idx)
+                if str(mask.dtype) == "bool":
+                    keep = m if keep is None else sl.all(keep, m)
+                else:
+                    value = value + sl.cast(acc, m)
+            return value if keep is None else sl.select(keep, value, ninf)
+        return compute(shape, body, ctx.name("x"))
+    return score
+
+
+def sdpa(ctx: LowerContext, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+         enable_gqa=False) -> sl.Tensor:
+    """F.scaled_dot_product_attention (eval: dropout_p must be 0) as one fused kernel."""
+    if dropout_p:
+        raise Unsupported(f"scaled_dot_product_attention with dropout_p={dropout_p}: random dropout is not "
+                          "lowered (it runs in torch; pass dropout_p=0.0 in inference)")
+    if attn_mask is not None and is_causal:
+        raise ValueError("scaled_dot_product_attention: attn_mask and is_causal=True cannot both be set")
+    if attn_mask is not None and not (str(attn_mask.dtype) == "bool" or is_float(attn_mask.dtype)):
+        raise TypeError(f"scaled_dot_product_attention: attn_mask must be bool or float, got {attn_mask.dtype}")
+    if str(q.dtype) != str(k.dtype) or str(q.dtype) != str(v.dtype):
+        raise ValueError(f"scaled_dot_product_attention: query, key and value must have one dtype, got "
+                         f"{q.dtype}, {k.dtype}, {v.dtype}")
+    ratio = 1
+    if enable_gqa and q.ndim >= 3 and k.ndim >= 3 and not same_extent(q.shape[-3], k.shape[-3]):
+        hq, hk = static(q.shape[-3], "query heads"), static(k.shape[-3], "key heads")
+        if hq % hk:
+            raise ValueError(f"scaled_dot_product_attention: {hq} query heads are not a multiple of {hk} key heads")
+        ratio = hq // hk
+    if scale is None:
+        scale = 1.0 / math.sqrt(static(q.shape[-1], "the head dim"))
+    acc = acc_dtype(q.dtype)
+    return fused_attention(ctx, q, k, v, _sdpa_score(ctx, attn_mask, float(scale), bool(is_causal), acc),
+                           safe=True, heads_ratio=ratio)
+
+
+register_lowering("aten.scaled_dot_product_attention.default")(sdpa)
+
+
+@register_lowering("aten._scaled_dot_product_flash_attention_for_cpu.default")
+def sdpa_flash_cpu(ctx: LowerContext, q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
+    """What CPU autograd tracing turns SDPA into: (output, logsumexp [B, H, L] float32);
+    the logsumexp is computed only when read."""
+    out = sdpa(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale)
+    top, total = (s for s in _stages_of(out, ("max", "sum")))
+    acc = str(total.dtype)
+    ninf = sl.const(float("-inf"), acc)
+    lse = compute(total.shape, lambda r: sl.cast("float32", sl.select(
+        top[tuple(r)] == ninf, ninf, top[tuple(r)] + sl.log(total[tuple(r)]))), ctx.name("logsumexp"))
+    return out, lse
+
+
+def _stages_of(out: sl.Tensor, roles):
+    """The tensors of the attention stages with roles that out reads (directly or not)."""
+    found = {}
+    todo = [out.op]
+    while todo:
+        op = todo.pop()
+        for t in op.input_tensors:
+            tag = getattr(t.op, "tag", "")
+            if tag.startswith(ROLE_TAG) and tag[len(ROLE_TAG):] not in found:
+                found[tag[len(ROLE_TAG):]] = t
+                todo.append(t.op)
+    return [found[r] for r in roles]
+
+
+
+# ---- hand-written attention (attention_match.py)
+
+@dataclass(frozen=True)
+class Operand:
+    """In the arguments of a matched score chain's step: the running scores (index None), or
+    the chain's extra input number index (a mask)."""
+
+    index: Optional[int] = None
+
+    def __repr__(self) -> str:
+        return "scores" if self.index is None else f"extra{self.index}"
+
+
+@register_lowering("schedlang.attention")
+def lower_pattern(ctx: LowerContext, q, k, v, extras, chain, safe):
+    """softmax(chain(q @ k^T), -1) @ v, matched by attention_match.py: the chain's ops lowered
+    on the fused kernel's dot products (their stages are inlined into it)."""
+    def fill(a, value):
+        if not isinstance(a, Operand):
+            return a
+        return value if a.index is None else extras[a.index]
+
+    def score(scores):
+        value = scores
+        for n, (target, args, kwargs) in enumerate(chain):
+            fn = lookup(target)
+            if fn is None:
+                raise Unsupported(f"attention: the score op {target} has no lowering")
+            value = fn(LowerContext(ctx.name(f"score{n}"), ctx.target), *(fill(a, value) for a in args),
+                       **{name: fill(a, value) for name, a in kwargs.items()})
+        if len(value.shape) != len(scores.shape) or str(value.dtype) != str(scores.dtype):
+            raise Unsupported(f"attention: the score ops give {value.dtype} {tuple(value.shape)}, not "
+                              f"{scores.dtype} {tuple(scores.shape)}")
+        return value
+    return fused_attention(ctx, q, k, v, score, safe)

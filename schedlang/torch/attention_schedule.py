@@ -1,0 +1,174 @@
+"""The attention kernel kind: which stages form one fused attention (fuse.py asks), and its
+default schedules (schedules.py dispatches here).
+
+The stages (ops/attention.py: fused_attention) carry tags: the output "attention", the others
+"attention.<role>" (kt, scores, max, exp, sum, pv). They are one kernel whatever the generic
+fusion rules would make of them; the score function between the dot products and the row
+max (scale, masks, a hand-written chain of elementwise ops) is inlined.
+
+CPU: parallel over (batch dims, chunks of query blocks); K transposed once per chunk; for
+each block of QUERY_BLOCK query rows: the block's scores (a register-tiled matmul, vectors
+along the keys), row max, exp, row sum, and the value product (register-tiled, vectors
+along the head dim), then out = pv / sum. The [L, S] stages hold one block: memory is
+QUERY_BLOCK x S per thread. CUDA: a block per (batch dims, block of query rows), a thread
+per query row doing that row's whole softmax and value product.
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+from ..errors import ScheduleError
+from ..expr.extent import ceil_div
+
+TAG = "attention"                 # the output stage
+ROLE_TAG = "attention."           # + role: the other stages
+ROLES = ("kt", "scores", "max", "exp", "sum", "pv")
+QUERY_BLOCK = 16                  # query rows per block (the [L, S] stages hold this many rows)
+MR = 4                            # rows of a register tile (scores, value product) with 16 vector registers
+MR_WIDE = 8                       # with 32 (AVX-512): 8 x 2 vector accumulators
+CUDA_QUERY_BLOCK = 32             # query rows (threads) per CUDA block
+
+
+def is_attention(st) -> bool:
+    """Whether the stage is part of a fused attention (its output or one of its stages)."""
+    tag = getattr(st.op, "tag", "")
+    return tag == TAG or tag.startswith(ROLE_TAG)
+
+
+def role(st) -> str:
+    """"out" for the attention's output, else the role in ROLES."""
+    tag = st.op.tag
+    return "out" if tag == TAG else tag[len(ROLE_TAG):]
+
+
+def claim_attention(s, live: List, anchor_of: Dict, prefix: Dict) -> None:
+    """Make each attention of schedule s one kernel in fuse's maps: its stages are anchored at
+    its output, and no other stage is computed inside it (a projection the generic rules
+    would attach to the scores keeps its own kernel)."""
+    owner = {}
+    for out in (st for st in live if st.op.tag == TAG):
+        todo = [out]
+        while todo:                       # through inlined stages too (the score function)
+            for st in s.inputs_of(todo.pop()):
+                if st not in owner and is_attention(st) and role(st) != "out":
+                    owner[st] = out
+                    todo.append(st)
+                elif st.attach_type == "inline" and not is_attention(st):
+                    todo.append(st)
+    for st in live:
+        if st in owner:
+            anchor_of[st], prefix[st] = owner[st], 0
+        elif is_attention(anchor_of[st]) and anchor_of[st] is not st:
+            anchor_of[st] = st
+            prefix.pop(st, None)
+
+
+def _stages(s, group) -> Dict[str, object]:
+    found = {role(s[st]): s[st] for st in group.attached if is_attention(s[st])}
+    missing = [r for r in ROLES if r not in found]
+    if missing:
+        raise ScheduleError("default_schedule", group.anchor.name,
+                            f"the attention kernel lacks its {', '.join(missing)} stage(s)")
+    return found
+
+
+def _cols(n, lanes: int) -> int:
+    """Elements of one vectorized inner loop along an axis of n: two vectors, or all of n."""
+    return 2 * lanes if n is None or n > 2 * lanes else n
+
+
+def _row_reduction(s, st, lanes: int, at, loop) -> None:
+    """A reduction along the contiguous key axis at the block loop: on a vector of partial
+    results when the keys split in whole vectors, else a plain loop."""
+    from .schedules import static
+    (j,) = st.op.reduce_axis
+    n = static(j.dom.extent)
+    if n is not None and n % lanes == 0 and n >= lanes:
+        _, ji = st.split(j, factor=lanes)
+        rf = s[s.rfactor(st.op.output(0), ji, factor_axis=len(st.op.axis))]
+        *spatial, lane = rf.op.axis
+        rf.reorder(*spatial, *rf.op.reduce_axis, lane)
+        rf.vectorize(lane)
+        rf.compute_at(at, loop)
+    st.compute_at(at, loop)
+
+
+def _tiled_product(st, lanes: int, rows: int) -> None:
+    """A block's matmul (scores or the value product): rows x two vectors of columns in
+    registers, the whole reduction inside the tile."""
+    from .schedules import static
+    *_, i, c = st.op.axis
+    (r,) = st.op.reduce_axis
+    io, ii = st.split(i, factor=rows)
+    co, ci = st.split(c, factor=_cols(static(c.dom.extent), lanes))
+    st.reorder(io, co, r, ii, ci)
+    st.unroll(ii)
+    st.vectorize(ci)
+
+
+def schedule_attention_cpu(s, group, target) -> None:
+    from .schedules import static, threads
+    out = s[group.anchor]
+    parts = _stages(s, group)
+    lanes = target.native_lanes(parts["scores"].op.output_dtype(0).bits)
+    *batch, i, d = out.op.axis
+    L = static(i.dom.extent)
+    qb = QUERY_BLOCK if L is None else max(1, min(QUERY_BLOCK, L))
+    io, ii = out.split(i, factor=qb)
+    nb = 1
+    for a in batch:
+        e = static(a.dom.extent)
+        nb = None if nb is None or e is None else nb * e
+    blocks = None if L is None else ceil_div(L, qb)
+    # Enough parallel tasks for the cores, and few of them per batch entry: K is transposed
+    # once per task.
+    chunks = 1 if nb is None or blocks is None else max(1, min(blocks, ceil_div(2 * threads(target), nb)))
+    if chunks > 1:
+        outer, io = out.split(io, nparts=chunks)
+        out.reorder(*batch, outer, io, ii, d)
+        task = out.fuse(*batch, outer) if batch else outer
+    else:
+        out.reorder(*batch, io, ii, d)
+        task = out.fuse(*batch) if batch else None
+    kt = parts["kt"]
+    if task is None:                      # no batch dims and one chunk: everything per block
+        task = io
+    kt.compute_at(out, task)
+    *_, ke, kj = kt.op.axis
+    kjo, kji = kt.split(kj, factor=lanes)
+    kt.reorder(kjo, ke, kji)
+    kt.vectorize(kji)
+    for r in ("scores", "exp", "pv"):
+        parts[r].compute_at(out, io)
+    rows = MR_WIDE if (target.options.vector_bits or 0) >= 512 else MR   # measured: 8 rows 1.3x faster there
+    _tiled_product(parts["scores"], lanes, rows)
+    _tiled_product(parts["pv"], lanes, rows)
+    ex = parts["exp"]
+    *_, ej = ex.op.axis
+    ex.vectorize(ex.split(ej, factor=_cols(static(ej.dom.extent), lanes))[1])
+    for r in ("max", "sum"):
+        _row_reduction(s, parts[r], lanes, out, io)
+    dcols = _cols(static(d.dom.extent), lanes)
+    if static(d.dom.extent) == dcols:
+        out.vectorize(d)
+    else:
+        out.vectorize(out.split(d, factor=dcols)[1])
+    out.parallel(task)
+
+
+def schedule_attention_cuda(s, group, target) -> None:
+    from ..tensor import thread_axis
+    from .schedules import static
+    out = s[group.anchor]
+    parts = _stages(s, group)
+    parts["kt"].compute_inline()          # a thread reads its keys straight from k
+    *batch, i, d = out.op.axis
+    L = static(i.dom.extent)
+    qb = CUDA_QUERY_BLOCK if L is None else max(1, min(CUDA_QUERY_BLOCK, L))
+    io, ii = out.split(i, factor=qb)
+    out.reorder(*batch, io, ii, d)
+    block = out.fuse(*batch, io) if batch else io
+    for r in ("scores", "max", "exp", "sum", "pv"):
+        parts[r].compute_at(out, ii)
+    out.bind(block, thread_axis("blockIdx.x"))
+    out.bind(ii, thread_axis("threadIdx.x"))

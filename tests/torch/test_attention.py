@@ -1,0 +1,245 @@
+"""Fused attention (ops/attention.py, attention_match.py, attention_schedule.py):
+F.scaled_dot_product_attention and the hand-written softmax(q @ k^T ...) @ v compiled to one
+kernel, against eager torch for odd sequence lengths, head dims that are not a multiple of
+the vector width, masks, causal, grouped-query attention and float64; bounds-checked builds;
+one kernel per attention and no [S, S] buffer in the lowered program; the CUDA default
+schedule emulated at tiny sizes."""
+import math
+import re
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import schedlang.torch as st
+from schedlang.torch import zoo
+from schedlang.torch.attention_match import AttentionPattern, match_attention
+from schedlang.torch.attention_schedule import QUERY_BLOCK
+from tests.helpers import CHECKED
+
+torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _inference():
+    with torch.no_grad():
+        yield
+
+
+class SDPA(nn.Module):
+    def __init__(self, **kwargs):
+        super().__init__()
+        self.kwargs = kwargs
+
+    def forward(self, q, k, v, *mask):
+        return F.scaled_dot_product_attention(q, k, v, *mask, **self.kwargs)
+
+
+class HandWritten(nn.Module):
+    """BERT's attention as model code writes it: scores scaled by a division, an additive mask."""
+
+    def forward(self, q, k, v, mask):
+        s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        return torch.softmax(s + mask, dim=-1) @ v
+
+
+class HandWrittenCausal(nn.Module):
+    """GPT-2's: a scale multiplied in, the causal mask from tril and masked_fill."""
+
+    def forward(self, q, k, v):
+        n = q.shape[-2]
+        s = torch.matmul(q, k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
+        mask = torch.tril(torch.ones(n, n, dtype=torch.bool))
+        return torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1) @ v
+
+
+class Plain(nn.Module):
+    def forward(self, q, k, v):
+        return torch.softmax(q @ k.permute(0, 2, 1), -1) @ v
+
+
+def compile_whole(module, inputs, target=CHECKED):
+    """Compiled with no op in torch, as one part; bounds-checked by default (every access
+    inside its buffer, else an IndexError after the call)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        compiled = st.compile(module, inputs, target=target)
+    assert compiled.fallback_ops() == {} and len(compiled.program.parts) == 1
+    return compiled
+
+
+def attention_kernels(compiled) -> int:
+    return compiled.ir("kernel").count("\nkernel ")
+
+
+def local_sizes(compiled):
+    """The element counts of every buffer the kernels allocate."""
+    return [int(n) for n in re.findall(r"(?:local|global) \w+: \w+\[(\d+)\]", compiled.ir("kernel"))]
+
+
+def check(module, inputs, tol=1e-5, target=CHECKED):
+    compiled = compile_whole(module, inputs, target)
+    got, want = compiled(*inputs), module(*inputs)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+    return compiled
+
+
+SHAPES = [(1, 1, 1, 1, 8), (1, 2, 7, 7, 8), (2, 3, 33, 33, 64), (1, 2, 130, 130, 80), (1, 2, 5, 33, 8),
+          (2, 1, 33, 7, 80)]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_sdpa_matches_eager(shape, causal):
+    b, h, lq, sk, d = shape
+    q, k, v = torch.randn(b, h, lq, d), torch.randn(b, h, sk, d), torch.randn(b, h, sk, d)
+    compiled = check(SDPA(is_causal=causal), (q, k, v))
+    assert attention_kernels(compiled) == 1
+    # a block of query rows (and K transposed), never the whole score matrix
+    assert max(local_sizes(compiled)) <= max(QUERY_BLOCK, d) * max(sk, d)
+
+
+@pytest.mark.parametrize("mask_kind", ["float", "bool", "bool_empty_row", "broadcast"])
+def test_sdpa_with_masks(mask_kind):
+    b, h, n, d = 2, 3, 33, 8
+    q, k, v = (torch.randn(b, h, n, d) for _ in range(3))
+    if mask_kind == "float":
+        mask = torch.randn(b, h, n, n)
+    elif mask_kind == "broadcast":       # a padding mask [B, 1, 1, S], BERT's extended mask
+        mask = torch.zeros(b, 1, 1, n)
+        mask[1, ..., 20:] = torch.finfo(torch.float32).min
+    else:
+        mask = torch.rand(n, n) > 0.3
+        mask[:, 0] = True
+        if mask_kind == "bool_empty_row":
+            mask[5] = False              # SDPA gives 0 for a row with nothing to attend to
+    check(SDPA(), (q, k, v, mask))
+
+
+def test_sdpa_scale_gqa_float64_and_non_square():
+    q, k, v = torch.randn(1, 4, 9, 16), torch.randn(1, 2, 13, 16), torch.randn(1, 2, 13, 24)
+    check(SDPA(scale=0.3, enable_gqa=True), (q, k, v))
+    check(SDPA(is_causal=True, enable_gqa=True), (q, k, v))
+    q, k, v = (torch.randn(2, 2, 17, 8, dtype=torch.float64) for _ in range(3))
+    check(SDPA(is_causal=True), (q, k, v), tol=1e-12)
+    q, k, v = torch.randn(7, 8), torch.randn(5, 8), torch.randn(5, 3)   # no batch dims
+    check(SDPA(), (q, k, v))
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)])
+def test_sdpa_half_precision_computes_in_float32(dtype, tol):
+    q, k, v = (torch.randn(1, 2, 33, 8, dtype=dtype) for _ in range(3))
+    check(SDPA(is_causal=True), (q, k, v), tol=tol)
+
+
+def test_sdpa_refusals():
+    q = torch.randn(1, 2, 7, 8)
+    with pytest.warns(st.FallbackWarning, match="dropout_p"):
+        compiled = st.compile(SDPA(dropout_p=0.5), (q, q, q))
+    assert compiled.fallback_ops() == {"scaled_dot_product_attention": 1}
+    mask = torch.zeros(7, 7)
+    with pytest.raises(Exception, match="is_causal"):     # torch.export refuses it first, as eager does
+        st.compile(SDPA(is_causal=True), (q, q, q, mask))
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
+def test_hand_written_attention_is_one_node_and_one_kernel(name):
+    b, h, n, d = 2, 3, 33, 8
+    q, k, v = (torch.randn(b, h, n, d) for _ in range(3))
+    if name == "bert":
+        module, inputs = HandWritten(), (q, k, v, torch.randn(b, 1, 1, n))
+    else:
+        module, inputs = HandWrittenCausal(), (q, k, v)
+    compiled = check(module, inputs)
+    ops = [node.op for node in compiled.program.graph.nodes]
+    assert ops.count("attention") == 1 and "softmax" not in ops and "matmul" not in ops, ops
+    assert attention_kernels(compiled) == 1 and max(local_sizes(compiled)) < n * n
+
+
+def test_hand_written_plain_and_its_nan_rows():
+    q, k, v = (torch.randn(3, 7, 8) for _ in range(3))
+    check(Plain(), (q, k, v))
+    # softmax of a row of -inf is NaN in eager; the fused kernel keeps that (SDPA's 0 is not softmax's)
+    mask = torch.zeros(1, 1, 7)
+    mask[..., :] = float("-inf")
+    got = compile_whole(HandWritten(), (q[None], k[None], v[None], mask))(q[None], k[None], v[None], mask)
+    assert torch.isnan(got).all()
+
+
+def test_hand_written_attention_through_dynamo_is_fused():
+    """AOT autograd writes the matmuls as expand, view, bmm, view: matched all the same."""
+    import schedlang.torch.dynamo  # noqa: F401  (registers the backend)
+    from schedlang.torch import runtime
+    q, k, v = (torch.randn(2, 3, 9, 8) for _ in range(3))
+    mask = torch.randn(2, 1, 1, 9)
+    built = []
+    init = runtime.CompiledModule.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        built.append(self)
+    runtime.CompiledModule.__init__ = spy
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", st.FallbackWarning)
+            got = torch.compile(HandWritten(), backend="schedlang")(q, k, v, mask)
+    finally:
+        runtime.CompiledModule.__init__ = init
+    torch.testing.assert_close(got, HandWritten()(q, k, v, mask), rtol=1e-5, atol=1e-5)
+    (compiled,) = built
+    assert [n.op for n in compiled.program.graph.nodes] == ["attention"]
+
+
+def test_the_pattern_needs_single_reader_intermediates():
+    class ScoresToo(nn.Module):
+        def forward(self, q, k, v):
+            s = q @ k.transpose(-1, -2)
+            return torch.softmax(s, -1) @ v, s.sum()
+    q = torch.randn(2, 5, 8)
+    graph = st.capture(ScoresToo(), (q, q, q))
+    assert match_attention(graph) is graph
+    check_value = ScoresToo()(q, q, q)
+    compiled = st.compile(ScoresToo(), (q, q, q))
+    for g, w in zip(compiled(q, q, q), check_value):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_matched_node_runs_in_torch_as_the_hand_written_ops():
+    """The matched node's target is what runs should its lowering refuse: the original ops."""
+    q, k, v = (torch.randn(2, 3, 9, 8) for _ in range(3))
+    mask = torch.randn(2, 1, 1, 9)
+    graph = match_attention(st.capture(HandWritten(), (q, k, v, mask)))
+    (node,) = [n for n in graph.nodes if n.op == "attention"]
+    assert isinstance(node.target, AttentionPattern)
+    got = node.target(q, k, v, [mask], **node.kwargs)
+    torch.testing.assert_close(got, HandWritten()(q, k, v, mask), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
+def test_zoo_transformers_use_one_fused_attention_kernel(name):
+    module, inputs = zoo.build(name, "tiny")
+    compiled = compile_whole(module, inputs, target="llvm")
+    tensor_ir = compiled.ir("tensor")
+    layers = sum(1 for m in module.modules() if type(m).__name__ in ("BertLayer", "GPT2Block", "LlamaLayer"))
+    assert len(re.findall(r"^\w+_pv\[", tensor_ir, re.M)) == layers
+    kernels = compiled.ir("kernel")
+    # every attention stage lives in one kernel per layer: the kernel that computes the exp also
+    # computes the scores and the value product
+    for body in kernels.split("\nkernel ")[1:]:
+        assert ("_exp" in body) == ("_scores" in body) == ("_pv" in body)
+    assert sum("_exp" in body for body in kernels.split("\nkernel ")[1:]) == layers
+    torch.testing.assert_close(compiled(*inputs), module(*inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_cuda_schedule_emulated():
+    pytest.importorskip("cuda.bindings")
+    q, k, v = torch.randn(1, 2, 9, 8), torch.randn(1, 2, 7, 8), torch.randn(1, 2, 7, 8)
+    for module in (SDPA(is_causal=True), SDPA()):
+        compiled = compile_whole(module, (q, k, v), target="cuda")
+        assert "blockIdx.x" in compiled.ir("kernel")
+        for engine in ("shim", "simt"):
+            got = compiled.emulate(q, k, v, engine=engine)
+            torch.testing.assert_close(got, module(q, k, v), rtol=1e-5, atol=1e-5)
