@@ -14,6 +14,7 @@ from .loop.nodes import Func
 from .lowered import LoweredFunc
 from .schedule import Schedule
 from .schedule.annotate import PARALLEL as PARALLEL_ANNOTATION, check_unroll_products
+from .schedule.placement import enclosing_loops
 from .target.registry import get_backend, load_library_module
 from .target.target import Target
 from .tile import lower_to_tile_ir
@@ -29,20 +30,11 @@ def _check_schedule(s) -> None:
         raise TypeError(f"expected a schedule from sl.create_schedule(...), got {type(s).__name__}")
 
 
-def _enclosing_loops(stage) -> list:
-    """(stage, axis) of every loop around the point where stage is computed, outermost first."""
-    if stage.attach_type != "at":
-        return []
-    parent = stage.attach_stage
-    pos = parent.leaf_iter_vars.index(stage.attach_ivar)
-    return _enclosing_loops(parent) + [(parent, a) for a in parent.leaf_iter_vars[:pos + 1]]
-
-
 def _check_parallel_nesting(s: Schedule) -> None:
     """A parallel loop inside another parallel loop (of the same stage, or of a stage it is
     computed in) would start threads from threads."""
     for st in s.stages:
-        loops = _enclosing_loops(st) + [(st, a) for a in st.leaf_iter_vars]
+        loops = enclosing_loops(st) + [(st, a) for a in st.leaf_iter_vars]
         parallel = [(owner, a) for owner, a in loops if owner.annotations.get(a) is not None
                     and owner.annotations[a].kind == PARALLEL_ANNOTATION]
         if len(parallel) > 1:
@@ -57,7 +49,7 @@ def check_before_lowering(s) -> None:
     lowering: s is a Schedule, no parallel loop nests in another, unroll products stay bounded."""
     _check_schedule(s)
     _check_parallel_nesting(s)
-    check_unroll_products(s, _enclosing_loops)
+    check_unroll_products(s, enclosing_loops)
 
 
 def lower_all(s: Schedule, args: Sequence[Tensor], target: Target, name: Optional[str] = None,

@@ -34,6 +34,7 @@ from ..expr.nodes import Const, Expr, Var
 from ..expr.simplify import simplify
 from ..errors import ScheduleError
 from ..schedule.annotate import BIND
+from ..schedule.placement import enclosing_loops
 from ..tensor.axis import REDUCE
 from ..tensor.op import ComputeOp
 from .functor import substitute_stmt
@@ -182,14 +183,7 @@ def bind_inner_threads(nest: Stmt, plan: StagePlan, program: Program, region_sta
 def attach_path(plan: StagePlan, by_name) -> List[Tuple[StagePlan, object]]:
     """(stage, leaf) of the loops around the point where plan is computed, outermost first
     (by_name: stage name -> plan)."""
-    out: List[Tuple[StagePlan, object]] = []
-    while plan.attach_type == "at":
-        parent = by_name[plan.attach_stage]
-        leaves = list(parent.leaves)
-        pos = next(i for i, a in enumerate(leaves) if a is plan.attach_ivar)
-        out[:0] = [(parent, a) for a in leaves[:pos + 1]]
-        plan = parent
-    return out
+    return enclosing_loops(plan, lambda p: by_name[p.attach_stage], lambda p: p.leaves)
 
 
 def _path_vars(plan: StagePlan, by_name) -> List[Var]:

@@ -17,6 +17,7 @@ from ..tensor.axis import DATA_PAR
 from ..tensor.op import ComputeOp, PlaceholderOp, TensorRead
 from ..tensor.reduce import Reduce
 from .annotate import PARALLEL
+from .placement import enclosing_loops
 
 MAX_UNROLL_EXTENT = 8        # a loop longer than this is not fully unrolled
 MAX_UNROLL_PRODUCT = 64      # nor nests of unrolled loops past this many copies (LLVM compile time)
@@ -252,13 +253,7 @@ def is_parallel(st, ivar) -> bool:
 def inside_parallel(st) -> bool:
     """Whether st's loops run inside a parallel loop of a stage it is computed at (a
     parallel loop of st would then nest parallel loops, which build() rejects)."""
-    while st.attach_type == "at":
-        parent, ivar = st.attach_stage, st.attach_ivar
-        pos = parent.leaf_iter_vars.index(ivar)
-        if any(is_parallel(parent, a) for a in parent.leaf_iter_vars[:pos + 1]):
-            return True
-        st = parent
-    return False
+    return any(is_parallel(parent, a) for parent, a in enclosing_loops(st))
 
 
 def last_attach_position(s, st) -> int:

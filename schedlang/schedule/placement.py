@@ -3,6 +3,7 @@ of its buffer (storage_align)."""
 from __future__ import annotations
 
 import numbers
+from typing import List, Tuple
 
 from ..errors import ScheduleError
 from ..tensor.axis import IterVar
@@ -11,6 +12,25 @@ from . import scan as scan_rules, steps
 from .annotate import VECTORIZE
 
 SCOPES = ("global", "shared", "local")
+
+
+def enclosing_loops(stage, parent_of=None, leaves_of=None) -> List[Tuple[object, IterVar]]:
+    """(stage, axis) of every loop around the point where stage is computed, outermost first:
+    the loops of the outermost stage of its compute_at chain, then inward to the stage it is
+    computed at, each stage's loops up to and including the one the next is attached to.
+    Empty at the root or inlined. Works on Stages; for lowering's StagePlans (whose
+    attach_stage is a name) pass parent_of (plan -> the plan it is computed at) and leaves_of
+    (plan -> its leaf loops)."""
+    parent_of = parent_of or (lambda st: st.attach_stage)
+    leaves_of = leaves_of or (lambda st: st.leaf_iter_vars)
+    out: List[Tuple[object, IterVar]] = []
+    while stage.attach_type == "at":
+        parent = parent_of(stage)
+        leaves = list(leaves_of(parent))
+        pos = next(i for i, a in enumerate(leaves) if a is stage.attach_ivar)
+        out[:0] = [(parent, a) for a in leaves[:pos + 1]]
+        stage = parent
+    return out
 
 
 class PlacementPrimitives:
