@@ -10,6 +10,7 @@ import pytest
 
 import schedlang as sl
 from tests.cpu_targets import needs_cc
+from tests.programs import gemm
 
 pytestmark = needs_cc
 
@@ -115,9 +116,7 @@ def test_symbolic_sizes_and_size_arguments():
 @pytest.mark.parametrize("threading", ["openmp", "serial"])
 def test_parallel_loops_give_the_same_results(threading):
     M, N, K = 67, 45, 33
-    A, B = sl.placeholder((M, K), name="A"), sl.placeholder((K, N), name="B")
-    k = sl.reduce_axis((0, K), name="k")
-    C = sl.compute((M, N), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    A, B, C = gemm(M, N, K)
     s = sl.create_schedule(C.op)
     CC = s.cache_write(C, "local")
     io, jo, ii, ji = s[C].tile(C.op.axis[0], C.op.axis[1], 16, 8)
