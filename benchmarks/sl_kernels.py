@@ -17,9 +17,15 @@ def _packed_gemm(M: int, N: int, K: int, bn: int):
 
 
 def gemm(target, M: int, N: int, K: int, bn: int = 32):
-    """The classic TVM CPU GEMM tutorial schedule: B packed into [N/bn, K, bn] panels, a write
-    cache computed at each 32x32 tile, k split by 4 and unrolled, the tile's columns vectorized,
-    tile rows parallel."""
+    """The module of gemm_schedule_tutorial (which see) built for target."""
+    s, args = gemm_schedule_tutorial(M, N, K, bn)
+    return sl.build(s, args, target=target, name="gemm")
+
+
+def gemm_schedule_tutorial(M: int, N: int, K: int, bn: int = 32):
+    """The classic TVM CPU GEMM tutorial schedule (tutorials/01_gemm_cpu.py's final one): B
+    packed into [N/bn, K, bn] panels, a write cache computed at each 32x32 tile, k split by 4
+    and unrolled, the tile's columns vectorized, tile rows parallel. Returns (schedule, [A, B, C])."""
     A, B, packedB, C = _packed_gemm(M, N, K, bn)
     s = sl.create_schedule(C.op)
     CC = s.cache_write(C, "global")
@@ -35,7 +41,7 @@ def gemm(target, M: int, N: int, K: int, bn: int = 32):
     x, _, z = s[packedB].op.axis
     s[packedB].vectorize(z)
     s[packedB].parallel(x)
-    return sl.build(s, [A, B, C], target=target, name="gemm")
+    return s, [A, B, C]
 
 
 def gemm_register_tiled(target, M: int, N: int, K: int, mr: int = 4, nr: int = 16):
