@@ -4,7 +4,7 @@
     python benchmarks/compile.py --quick            # GEMM 128^3 + every model at "tiny" size (CI)
     python benchmarks/compile.py --only gemm        # gemm, models
     python benchmarks/compile.py --models bert,gpt2 --threads 1,2
-    python benchmarks/compile.py --baseline /work/main    # the GEMM builds of another checkout, side by side
+    python benchmarks/compile.py --baseline /work/main    # another checkout, side by side
 
 GEMM: the final schedule of tutorials/01_gemm_cpu.py (the README's): B packed into 32-wide
 panels, a write cache per 32 x 32 tile, k split by 4 and unrolled, columns vectorized, rows
@@ -17,7 +17,8 @@ other one (its schedlang imported through PYTHONPATH) alternate, so both see the
 Models: each model of schedlang.torch.zoo in a fresh process (an empty SCHEDLANG_CACHE_DIR, an
 empty in-memory build cache): torch's capture (torch.export), lowering to Tensor IR, and the
 build of every kernel, each timed; the compiled model's output is checked against eager torch.
---threads builds the kernels with each number of threads (SCHEDLANG_BUILD_THREADS).
+--threads builds the kernels with each number of threads (SCHEDLANG_BUILD_THREADS); with
+--baseline, each model is compiled by both checkouts, one right after the other.
 
 CPU time (this process's) counts what the builds themselves used; on a machine that others
 share, wall time also counts the time slices they take: compare rows of one run.
@@ -145,19 +146,23 @@ def run_gemm(size: int, rounds: int, builds: int, baseline: str) -> None:
             print(f"  {stage[3:]:20s} {_ms(stages[stage])}")
 
 
-def run_models(models, size: str, threads) -> None:
+def run_models(models, size: str, threads, baseline: str) -> None:
+    trees = [("", ROOT)] + ([("baseline", baseline)] if baseline else [])
     print(f"\nCold compile of each zoo model ({size}; a fresh process each, empty caches; seconds)")
-    print(f"{'model':14s} {'threads':>7s} {'import':>7s} {'capture':>8s} {'lower':>7s} {'build':>7s} "
+    print(f"{'model':14s} {'tree':>8s} {'threads':>7s} {'import':>7s} {'capture':>8s} {'lower':>7s} {'build':>7s} "
           f"{'build cpu':>9s} {'kernels':>7s} {'fallback ops':>12s} {'schedlang':>9s}")
     for name in models:
         for n in threads:
-            with tempfile.TemporaryDirectory() as cache:
-                r = _run_child(["model", name, size], os.pathsep.join([ROOT, HERE]),
-                               {"SCHEDLANG_CACHE_DIR": cache, "SCHEDLANG_BUILD_THREADS": str(n)})
-            ours = r["lower"] + r["build"]
-            print(f"{name:14s} {n:7d} {r['import']:7.2f} {r['capture']:8.2f} {r['lower']:7.2f} {r['build']:7.2f} "
-                  f"{r['build_cpu']:9.2f} {r['kernels']:7d} {r['fallbacks']:12d} {ours:9.2f}", flush=True)
-    print("(schedlang = lower + build: what follows torch's capture; fallback ops run in torch)")
+            for label, path in trees:      # one after the other, per model: the same machine for both
+                with tempfile.TemporaryDirectory() as cache:
+                    r = _run_child(["model", name, size], path,
+                                   {"SCHEDLANG_CACHE_DIR": cache, "SCHEDLANG_BUILD_THREADS": str(n)})
+                ours = r["lower"] + r["build"]
+                print(f"{name:14s} {label:>8s} {n:7d} {r['import']:7.2f} {r['capture']:8.2f} {r['lower']:7.2f} "
+                      f"{r['build']:7.2f} {r['build_cpu']:9.2f} {r['kernels']:7d} {r['fallbacks']:12d} {ours:9.2f}",
+                      flush=True)
+    print("(schedlang = lower + build: what follows torch's capture; fallback ops run in torch; a baseline "
+          "ignores SCHEDLANG_BUILD_THREADS unless it has build_pool.py)")
 
 
 def main(argv=None) -> None:
@@ -166,7 +171,7 @@ def main(argv=None) -> None:
     p.add_argument("--only", choices=["gemm", "models"], action="append")
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated zoo models")
     p.add_argument("--threads", default="", help="comma-separated build thread counts (default: the default)")
-    p.add_argument("--baseline", default="", help="another checkout whose GEMM builds run side by side")
+    p.add_argument("--baseline", default="", help="another checkout, measured side by side")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -187,7 +192,7 @@ def main(argv=None) -> None:
         if unknown:
             p.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
         threads = [int(t) for t in args.threads.split(",") if t] or [_default_threads()]
-        run_models(models, "tiny" if args.quick else "full", threads)
+        run_models(models, "tiny" if args.quick else "full", threads, args.baseline)
 
 
 def _default_threads() -> int:
