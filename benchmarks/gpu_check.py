@@ -32,91 +32,39 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import schedlang as sl  # noqa: E402
+from schedlang.topi import cuda, nn  # noqa: E402
 
 
 # ---------------------------------------------------------------- schedlang GPU schedules
 
 def gemm(n: int, dtype: str):
-    """C = A @ B, n x n x n, TVM's GPU GEMM tutorial shape: a 64x64 tile of C a block, 2x2
-    virtual threads of 8x8 threads, each thread 4x4 elements of each virtual thread's tile in
-    registers; the A and B tiles of each step of 8 along k fetched cooperatively into shared
-    memory, four elements a thread at a time (float4 for float32, two __half2 for float16). float16 inputs are accumulated in float32 and C is float32."""
+    """C = A @ B, n x n x n, TVM's GPU GEMM tutorial shape (topi.cuda.schedule_matmul_register_tiled):
+    a 64x64 tile of C a block, 2x2 virtual threads of 8x8 threads, each thread 4x4 elements of
+    each virtual thread's tile in registers; the A and B tiles of each step of 8 along k fetched
+    cooperatively into shared memory, four elements a thread at a time (float4 for float32, two
+    __half2 for float16). float16 inputs are accumulated in float32 and C is float32."""
     A = sl.placeholder((n, n), dtype, name="A")
     B = sl.placeholder((n, n), dtype, name="B")
-    k = sl.reduce_axis((0, n), name="k")
-    C = sl.compute((n, n), lambda i, j: sl.sum(A[i, k].astype("float32") * B[k, j].astype("float32"), axis=k),
-                   name="C")
-    s = sl.create_schedule(C.op)
-    AA = s.cache_read(A, "shared", [C])
-    BB = s.cache_read(B, "shared", [C])
-    AL = s.cache_read(AA, "local", [C])
-    BL = s.cache_read(BB, "local", [C])
-    CC = s.cache_write(C, "local")
-    by, yi = s[C].split(C.op.axis[0], factor=64)
-    bx, xi = s[C].split(C.op.axis[1], factor=64)
-    tyz, yi = s[C].split(yi, nparts=2)
-    ty, yi = s[C].split(yi, nparts=8)
-    txz, xi = s[C].split(xi, nparts=2)
-    tx, xi = s[C].split(xi, nparts=8)
-    s[C].reorder(by, bx, tyz, txz, ty, tx, yi, xi)
-    s[C].bind(by, sl.thread_axis("blockIdx.y"))
-    s[C].bind(bx, sl.thread_axis("blockIdx.x"))
-    s[C].bind(tyz, sl.thread_axis((0, 2), "vthread", name="vy"))
-    s[C].bind(txz, sl.thread_axis((0, 2), "vthread", name="vx"))
-    s[C].bind(ty, sl.thread_axis("threadIdx.y"))
-    s[C].bind(tx, sl.thread_axis("threadIdx.x"))
-    s[CC].compute_at(s[C], tx)
-    ko, ki = s[CC].split(CC.op.reduce_axis[0], factor=8)
-    s[CC].reorder(ko, ki, *CC.op.axis)
-    for T in (AA, BB):
-        s[T].compute_at(s[CC], ko)
-        fused = s[T].fuse(*s[T].op.axis)
-        rest, vec = s[T].split(fused, factor=4)        # float4 loads and stores where aligned
-        rest, x = s[T].split(rest, factor=8)
-        y, _ = s[T].split(rest, nparts=8)
-        s[T].bind(y, sl.thread_axis("threadIdx.y"))
-        s[T].bind(x, sl.thread_axis("threadIdx.x"))
-        s[T].vectorize(vec)
-    for T in (AL, BL):
-        s[T].compute_at(s[CC], ki)
+    C = nn.matmul(A, B, out_dtype="float32")
+    s = cuda.schedule_matmul_register_tiled(sl.create_schedule(C.op), C, tile=64, threads=8, vthreads=2, k_tile=8,
+                                            fetch_vector=4)
     return s, [A, B, C]
 
 
 def silu_and_mul(rows: int, d: int):
     """out[i, j] = silu(x[i, j]) * x[i, j + d]: a block of 256 threads over 1024 columns of a row,
-    each thread four adjacent columns as float4 loads and stores."""
+    each thread four adjacent columns as float4 loads and stores (topi.cuda.schedule_silu_and_mul)."""
     x = sl.placeholder((rows, 2 * d), name="x")
-    out = sl.compute((rows, d), lambda i, j: x[i, j] * sl.sigmoid(x[i, j]) * x[i, j + d], name="out")
-    s = sl.create_schedule(out.op)
-    jo, vec = s[out].split(out.op.axis[1], factor=4)
-    bo, to = s[out].split(jo, factor=256)
-    s[out].bind(out.op.axis[0], sl.thread_axis("blockIdx.y"))
-    s[out].bind(bo, sl.thread_axis("blockIdx.x"))
-    s[out].bind(to, sl.thread_axis("threadIdx.x"))
-    s[out].vectorize(vec)
-    return s, [x, out]
+    out = nn.silu_and_mul(x)
+    return cuda.schedule_silu_and_mul(sl.create_schedule(out.op), out, threads=256, lanes=4), [x, out]
 
 
 def softmax(rows: int, cols: int, threads: int = 256):
     """Row softmax, a row a block: the row max and the row sum of exponentials are cross-thread
-    reductions over threadIdx.x computed at the row loop; the exponentials are recomputed."""
+    reductions over threadIdx.x computed at the row loop (topi.cuda.schedule_softmax)."""
     X = sl.placeholder((rows, cols), name="X")
-    k1 = sl.reduce_axis((0, cols), name="k1")
-    k2 = sl.reduce_axis((0, cols), name="k2")
-    M = sl.compute((rows,), lambda i: sl.max(X[i, k1], axis=k1), name="M")
-    E = sl.compute((rows, cols), lambda i, j: sl.exp(X[i, j] - M[i]), name="E")
-    S = sl.compute((rows,), lambda i: sl.sum(E[i, k2], axis=k2), name="S")
-    Y = sl.compute((rows, cols), lambda i, j: E[i, j] / S[i], name="Y")
-    s = sl.create_schedule(Y.op)
-    s[E].compute_inline()
-    _, ji = s[Y].split(Y.op.axis[1], factor=threads)
-    s[Y].bind(Y.op.axis[0], sl.thread_axis("blockIdx.x"))
-    s[Y].bind(ji, sl.thread_axis("threadIdx.x"))
-    for R in (M, S):
-        _, ki = s[R].split(R.op.reduce_axis[0], factor=threads)
-        s[R].bind(ki, sl.thread_axis("threadIdx.x"))
-        s[R].compute_at(s[Y], Y.op.axis[0])
-    return s, [X, Y]
+    Y = nn.softmax(X, name="Y")
+    return cuda.schedule_softmax(sl.create_schedule(Y.op), Y, threads), [X, Y]
 
 
 # ---------------------------------------------------------------- the table's rows

@@ -34,24 +34,9 @@ import sl_kernels  # noqa: E402
 WORKLOADS = ["gemm1024", "gemm1024-64", "conv2d", "softmax", "silu"]
 
 
-def gemm_program(n: int):
-    A = sl.placeholder((n, n), name="A")
-    B = sl.placeholder((n, n), name="B")
-    k = sl.reduce_axis((0, n), name="k")
-    C = sl.compute((n, n), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return [A, B, C]
-
-
 def conv2d_program(n: int, c: int, h: int, w: int, f: int, r: int = 3, pad: int = 1):
     X, W, _, out = sl_kernels.conv2d_stages(n, c, h, w, f, r, pad)
     return [X, W, out]
-
-
-def silu_program(rows: int, cols: int):
-    half = cols // 2
-    x = sl.placeholder((rows, cols), name="x")
-    out = sl.compute((rows, half), lambda i, j: x[i, j] * sl.sigmoid(x[i, j]) * x[i, j + half], name="silu_mul")
-    return [x, out]
 
 
 def best_time(fn, repeat: int, min_round_s: float = 0.05) -> float:
@@ -116,7 +101,7 @@ def tune(name: str, tensors, args, trials: int, timeout):
 
 def gemm(args, peaks, trials: int, timeout, name: str) -> None:
     n = 64 if args.quick else 1024
-    A, B, C = gemm_program(n)
+    A, B, C = sl_kernels.gemm_program(n)
     mod, info = tune(name, [A, B, C], args, trials, timeout)
     rng = np.random.default_rng(0)
     a, b = (rng.uniform(-1, 1, (n, n)).astype("float32") for _ in range(2))
@@ -193,7 +178,7 @@ def softmax(args, peaks) -> None:
 
 def silu(args, peaks) -> None:
     rows = cols = 64 if args.quick else 8192
-    x_t, out_t = silu_program(rows, cols)
+    x_t, out_t = sl_kernels.silu_program(rows, cols)
     mod, info = tune("silu", [x_t, out_t], args, args.trials, args.timeout)
     x = np.random.default_rng(3).standard_normal((rows, cols), dtype=np.float32)
     half = cols // 2

@@ -3,7 +3,7 @@ program for the same target again returns the module already compiled (LLVM is 8
 build time).
 
 The key is everything that determines the code:
-- the workload key of the program (tensor/serialize.py: canonical, id-free, with names),
+- the program's canonical JSON (tensor/serialize.py: id-free, with names),
 - the schedule's steps as JSON (steps name stages and axes by their unique names, so the
   same steps on the same program are the same schedule),
 - the stage name of each argument, in the caller's order (the module's parameters follow
@@ -14,7 +14,8 @@ A built module is found while it is alive anywhere (the cache refers to it weakl
 cache itself keeps the MAX_MODULES most recently used alive. A dropped module's LLVM code
 costs most of a megabyte, so that bound is what stays of modules the program no longer
 holds (schedlang.torch.compile builds each part through this cache: compiling and dropping
-many models must not keep a module per part). Turn it off for one build with
+many models must not keep a module per part). A miss is looked up in the on-disk cache
+(kernel_cache.py) before compiling, and what is compiled is stored there. Turn both off for one build with
 ``sl.build(..., cache=False)`` or for the process with ``schedlang.build_cache.ENABLED = False``.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Hashable, Optional, Sequence
 
+from . import kernel_cache
 from .errors import ScheduleError
 
 ENABLED = True
@@ -33,7 +35,8 @@ MAX_MODULES = 8
 
 @dataclass
 class CacheStats:
-    """hits: builds answered from the cache; misses: builds that compiled and were stored."""
+    """hits: builds answered from the cache; misses: builds that compiled and were stored
+    (a build loaded from the disk cache is neither: kernel_cache.stats.loads counts it)."""
 
     hits: int = 0
     misses: int = 0
@@ -71,7 +74,7 @@ def build_key(s, args: Sequence, target, name: Optional[str]) -> Optional[Hashab
     keyed (an argument that is not a stage of s: the build itself will say why)."""
     from .expr.nodes import Var
     from .schedule import Schedule
-    from .tensor.serialize import workload_key
+    from .tensor.serialize import to_json
     # args are iterated once only here (build() needs them too); bad input is left to build().
     if not isinstance(s, Schedule) or not isinstance(args, (list, tuple)):
         return None
@@ -79,7 +82,7 @@ def build_key(s, args: Sequence, target, name: Optional[str]) -> Optional[Hashab
         return None
     try:
         arg_stages = tuple(("size", a.name) if isinstance(a, Var) else (s[a].name, a.value_index) for a in args)
-        program = workload_key([op.output(0) for op in s.user_outputs])
+        program = to_json([op.output(0) for op in s.user_outputs])
     except (ScheduleError, TypeError, ValueError):   # not a stage of s; a compute attr that is not JSON
         return None
     return (program, s.to_json(), arg_stages, _target_key(target), name)
@@ -100,14 +103,18 @@ def cached_build(s, args: Sequence, target, name: Optional[str], enabled: Option
             _keep(key, module)
             stats.hits += 1
             return module
-    module = build()
+    module = kernel_cache.load(key, target)
+    compiled = module is None
+    if compiled:
+        module = build()
+        kernel_cache.store(key, target, module)
     with _lock:
         try:
             _alive[key] = module
         except TypeError:      # a registered backend's module with no weak reference (a tuple): the LRU only
             pass
         _keep(key, module)
-        stats.misses += 1
+        stats.misses += compiled
     return module
 
 

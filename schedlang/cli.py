@@ -30,6 +30,8 @@ import traceback
 import warnings
 from typing import List, Optional, Sequence, Tuple
 
+from .target.registry import get_backend
+
 # level name -> (title, what it says); the order is the pipeline's.
 LEVELS = {
     "torch": ("Torch IR", "the captured ATen ops, with shapes and dtypes"),
@@ -96,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     c.add_argument("--no-run", action="store_true", help="compile and print only; do not run against PyTorch")
     c.add_argument("--traceback", action="store_true", help="show the full traceback when compiling fails")
+    k = commands.add_parser("cache", help="show or empty the on-disk cache of compiled kernels",
+                            description="info: where the cache of compiled kernels is and what it holds; clear: "
+                                        "remove every entry (see schedlang/kernel_cache.py).")
+    k.add_argument("action", choices=("info", "clear"))
     return parser
 
 
@@ -138,8 +144,6 @@ def check_target(spec: str):
         target = Target.create(spec)
     except (TypeError, ValueError, KeyError) as e:
         raise UsageError(f"bad --target {spec!r}: {_one_line(e)}") from None
-    if target.kind not in ("llvm", "cuda"):
-        raise UsageError(f"bad --target {spec!r}: choose llvm or cuda")
     return target
 
 
@@ -291,7 +295,7 @@ def _check_arity(model, name: str, given: int) -> None:
 def header(level: str, target) -> str:
     title, says = LEVELS[level]
     if level == "target":
-        title = "Target code: " + ("CUDA C" if target.kind == "cuda" else "LLVM IR")
+        title = "Target code: " + get_backend(target.kind).source_title
     rule = "=" * 78
     return f"{rule}\n{title}  (--level {level}): {says}\n{rule}"
 
@@ -331,8 +335,8 @@ def run_compile(args) -> int:
         print(header(level, target))
         print(compiled.ir(level).rstrip("\n"))
         print()
-    if target.kind == "cuda":
-        _print_ptxas(compiled)
+    for line in get_backend(target.kind).module_notes(compiled):
+        print(line)
     if args.no_run:
         return 0
     try:
@@ -345,28 +349,20 @@ def run_compile(args) -> int:
         return EXIT_MISMATCH
 
 
-def _print_ptxas(compiled) -> None:
-    """Registers, spills and shared memory per CUDA kernel, where ptxas reported them."""
-    info = {}
-    for mod in compiled.modules.values():
-        info.update(getattr(mod, "ptxas_info", None) or {})
-    for kernel, r in info.items():
-        print(f"ptxas: {kernel}: {r.registers} registers, {r.spill_bytes} bytes spilled, "
-              f"{r.shared_bytes} bytes shared memory")
-
-
 def run_against_torch(compiled, model, inputs, target, dtype: str) -> int:
     """Run the compiled module and the eager module on the same inputs; print the largest
     difference of each output. EXIT_MISMATCH when one is beyond the dtype's tolerance."""
     import torch
     run = compiled
-    if target.kind == "cuda":
-        if torch.cuda.is_available():
-            inputs = tuple(t.cuda() if isinstance(t, torch.Tensor) else t for t in inputs)
-            model = model.cuda()
+    backend = get_backend(target.kind)
+    device = backend.torch_device
+    if device != "cpu":
+        if getattr(torch, device).is_available():
+            inputs = tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs)
+            model = model.to(device)
         else:
-            # the same CUDA C, compiled by g++ against the CPU shim (CompiledModule.emulate)
-            print("run: emulated on the CPU (no CUDA GPU here): the CUDA C above, compiled by g++ with the shim")
+            # the same kernels, run on the CPU (CompiledModule.emulate)
+            print(f"run: emulated on the CPU {backend.emulation_note}")
             run = compiled.emulate
     with torch.no_grad():
         got = _flatten(run(*inputs))
@@ -451,9 +447,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{e.prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     if args.command is None:
-        print("schedlang: error: no command given (usage: schedlang COMMAND ...; commands: compile; "
+        print("schedlang: error: no command given (usage: schedlang COMMAND ...; commands: compile, cache; "
               "see 'schedlang --help')", file=sys.stderr)
         return EXIT_USAGE
+    if args.command == "cache":
+        from .kernel_cache import run_command
+        return run_command(args.action)
     try:
         return run_compile(args)
     except UsageError as e:

@@ -7,17 +7,30 @@ before us). A cache folder is used only if it is a directory owned by this user 
 group or other user may write; otherwise a fresh private temporary folder is used for this
 process, with a warning. Point SCHEDLANG_CACHE_DIR at a folder of your own (a test
 session's, a CI cache) to start cold or to share a warm cache between runs.
+
+A file schedlang reads back ends with a checksum trailer (with_checksum / checksum); a
+cache entry (write_entry / read_entry) also stores the full text of its key, compared on
+reading, so an entry is used for exactly the key it was written for.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import struct
+import zlib
 import stat
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional, Tuple
 
 ENV = "SCHEDLANG_CACHE_DIR"
+TRAILER = b"\nschedlang-sha256:"     # + 64 hex digits of the bytes before it + "\n"
+TRAILER_LEN = len(TRAILER) + 64 + 1
+ENTRY_MAGIC = b"schedlang-cache-entry 1\n"
+ENTRY_SUFFIX = ".entry"
+CODE_CACHE_ENV = "SCHEDLANG_KERNEL_CACHE"      # "0": compiled code is neither stored nor loaded
 _fallback: Dict[str, Path] = {}       # unsafe folder -> the private folder used instead
 
 
@@ -87,3 +100,102 @@ def write_atomically(path, data: bytes, mode: int = 0o755) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def with_checksum(data: bytes) -> bytes:
+    """data followed by the trailer that checksum() verifies (a dynamic loader ignores bytes
+    after a library's last header, so a library with it still loads)."""
+    return data + TRAILER + hashlib.sha256(data).hexdigest().encode() + b"\n"
+
+
+def checksum(data: bytes) -> Optional[bool]:
+    """True when data ends with a trailer that matches it, False when the trailer does not
+    match (the file changed after it was written), None when there is no trailer."""
+    tail = data[-TRAILER_LEN:]
+    if len(data) < TRAILER_LEN or not tail.startswith(TRAILER):
+        return None
+    return hashlib.sha256(data[:-TRAILER_LEN]).hexdigest().encode() == tail[len(TRAILER):-1]
+
+
+# ---------------------------------------------------------------- cache entries
+def code_cache_enabled() -> bool:
+    """Whether compiled code (kernel_cache.py, NVRTC's output) is cached on disk: unless
+    SCHEDLANG_KERNEL_CACHE=0 (read at each call, so a test may set it)."""
+    return os.environ.get(CODE_CACHE_ENV, "1") != "0"
+
+
+def entry_path(folder: str, key_text: str) -> Path:
+    """The file of the entry for key_text in the cache folder `folder` (cache_dir(folder))."""
+    return cache_dir(folder) / (hashlib.sha256(key_text.encode()).hexdigest()[:40] + ENTRY_SUFFIX)
+
+
+def pack_entry(key_text: str, header: dict, payload: bytes) -> bytes:
+    """An entry's bytes: ENTRY_MAGIC, the length and bytes of the header (zlib-compressed JSON
+    holding the key text), the payload, a checksum trailer."""
+    head = zlib.compress(json.dumps({"key": key_text, **header}).encode(), 1)
+    return with_checksum(ENTRY_MAGIC + struct.pack("<Q", len(head)) + head + payload)
+
+
+def unpack_entry(data: bytes, key_text: str) -> Optional[Tuple[dict, bytes]]:
+    """(header, payload) of an entry's bytes when they are whole and were written for exactly
+    key_text, else None."""
+    if not data.startswith(ENTRY_MAGIC) or checksum(data) is not True:
+        return None
+    body, at = data[:-TRAILER_LEN], len(ENTRY_MAGIC) + 8
+    if len(body) < at:
+        return None
+    (size,) = struct.unpack_from("<Q", body, len(ENTRY_MAGIC))
+    if at + size > len(body):
+        return None
+    try:
+        header = json.loads(zlib.decompress(body[at:at + size]))
+    except (zlib.error, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(header, dict) or header.get("key") != key_text:
+        return None
+    return header, body[at + size:]
+
+
+def write_entry(folder: str, key_text: str, header: dict, payload: bytes) -> None:
+    """Store an entry whole (write_atomically: concurrent readers and writers are safe)."""
+    write_atomically(entry_path(folder, key_text), pack_entry(key_text, header, payload), mode=0o600)
+
+
+def read_entry(folder: str, key_text: str) -> Tuple[Optional[Tuple[dict, bytes]], bool]:
+    """((header, payload) or None, whether a file was there but unusable: corrupt, truncated
+    or another key's)."""
+    try:
+        with open(entry_path(folder, key_text), "rb") as f:
+            data = f.read()
+    except OSError:
+        return None, False
+    entry = unpack_entry(data, key_text)
+    return entry, entry is None
+
+
+def folder_info(folder: str) -> Dict[str, object]:
+    """{"path", "entries", "bytes"} of a cache folder."""
+    path = cache_dir(folder)
+    files = [p for p in path.glob("*" + ENTRY_SUFFIX) if p.is_file()]
+    return {"path": str(path), "entries": len(files), "bytes": sum(_size(p) for p in files)}
+
+
+def clear_folder(folder: str) -> int:
+    """Remove every entry (and leftover temporary file) of a cache folder; the number of
+    entries removed."""
+    removed = 0
+    for p in cache_dir(folder).iterdir():
+        if p.is_file() and (p.suffix == ENTRY_SUFFIX or p.name.endswith(".tmp")):
+            try:
+                p.unlink()
+                removed += p.suffix == ENTRY_SUFFIX
+            except FileNotFoundError:      # another process removed it first
+                pass
+    return removed
+
+
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except OSError:
+        return 0

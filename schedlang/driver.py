@@ -14,7 +14,7 @@ from .loop.nodes import Func
 from .lowered import LoweredFunc
 from .schedule import Schedule
 from .schedule.annotate import PARALLEL as PARALLEL_ANNOTATION, check_unroll_products
-from .target.registry import get_backend
+from .target.registry import get_backend, load_library_module
 from .target.target import Target
 from .tile import lower_to_tile_ir
 from .tile.lower import tile_passes
@@ -234,5 +234,5 @@ def _kernel_levels(lowered: LoweredFunc, target: Target, trace: Optional[tracing
 
 def load_module(path: str):
     """A module that mod.export_library(path) wrote, ready to call with no lowering or code
-    generation (as tvm.runtime.load_module). Shared libraries are the llvm (CPU) backend's."""
-    return get_backend("llvm").load_module(path)
+    generation (as tvm.runtime.load_module), by the backend that wrote it (llvm or c)."""
+    return load_library_module(path)

@@ -9,6 +9,9 @@ from hypothesis import HealthCheck, settings
 
 # Verify the IR after every lowering pass in every test (schedlang/verify.py reads this at import).
 os.environ.setdefault("SCHEDLANG_VERIFY", "1")
+# The on-disk kernel cache is off for the suite (a warm cache would turn builds that tests
+# count or trace into loads); tests/api/test_kernel_cache.py turns it on in folders of its own.
+os.environ.setdefault("SCHEDLANG_KERNEL_CACHE", "0")
 import schedlang.verify  # noqa: E402
 from schedlang.target.llvm.jit import host_cpu  # noqa: E402
 

@@ -1,4 +1,7 @@
-"""Test helpers: build a schedule, run it on random inputs, compare with the reference."""
+"""Test helpers: build a schedule, run it on random inputs, compare with the reference evaluator;
+one helper per engine: `assert_matches_reference` (llvm, with a bounds-checked build beside it),
+`emulate_and_check` (cuda, through the g++ shim or the SIMT interpreter), `run_both_engines`
+(cuda, both emulators, with the SIMT profile)."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,6 +18,44 @@ def random_input(shape, dtype, rng):
     if dtype == "bool":
         return rng.random(shape) < 0.5
     return rng.integers(-50, 50, size=shape).astype(dtype)
+
+
+def arrays_for(s, args, seed=0):
+    """Random inputs and output arrays filled with 7, in argument order; and the inputs by tensor."""
+    rng = np.random.default_rng(seed)
+    arrays, feed = [], {}
+    for t in args:
+        if isinstance(s[t].op, sl.tensor.PlaceholderOp):
+            feed[t] = random_input(t.shape, t.dtype, rng)
+            arrays.append(feed[t])
+        else:
+            arrays.append(np.full(t.shape, 7, dtype=t.dtype_obj.numpy))
+    return arrays, feed
+
+
+def emulate_and_check(s, args, engine="shim", **options):
+    """Build s for cuda, run it on random inputs through mod.emulate(engine=, **options) and
+    compare every output with the reference evaluator; returns the module."""
+    mod = sl.build(s, args, target="cuda")
+    _emulate_and_compare(mod, s, args, engine, options)
+    return mod
+
+
+def run_both_engines(s, args, **shim_options):
+    """emulate_and_check on the shim (with shim_options) and on the SIMT interpreter; returns
+    (module, the interpreter's profile: kernel name -> KernelProfile)."""
+    mod = sl.build(s, args, target="cuda")
+    _emulate_and_compare(mod, s, args, "shim", shim_options)
+    return mod, _emulate_and_compare(mod, s, args, "simt", {"profile": True})
+
+
+def _emulate_and_compare(mod, s, args, engine, options):
+    arrays, feed = arrays_for(s, args)
+    result = mod.emulate(*arrays, engine=engine, **options)
+    outputs = [t for t in args if t not in feed]
+    for t, want in zip(outputs, sl.reference(outputs, feed)):
+        assert_close(arrays[args.index(t)], want, str(t.dtype), name=f"{t.name} ({engine})")
+    return result
 
 
 CHECKED = sl.Target.create("llvm").with_options(bounds_check=True)

@@ -32,6 +32,7 @@ import time
 import numpy as np
 
 import schedlang as sl
+from schedlang import topi
 from _common import format_seconds, header, parse_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
 
 parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
@@ -165,15 +166,19 @@ evaluate("loop permutation", s, [A, B, C], STEP_SIZE)
 # packing copies B once into panels of 32 columns, packedB[n/32, k, 32], so the
 # block's inner loop reads memory strictly in order. This is a change to the
 # algorithm (a new tensor), not to the schedule: the packing is just another
-# `compute`, an index map over B. C reads packedB with `//` and `%`.
+# `compute`, an index map over B. C reads packedB with `//` and `%`:
+#
+#     packedB = compute((n // BN, n, BN), lambda x, y, z: B[y, x * BN + z])
+#     C = compute((n, n), lambda x, y: sum(A[x, k] * packedB[y // BN, k, y % BN], axis=k))
+#
+# schedlang.topi, the library of reference algorithms and schedules, has it as
+# `nn.matmul_packed(A, B, bn)`; the packing is the stage C reads besides A.
 
 def packed_gemm(n):
     A = sl.placeholder((n, n), name="A")
     B = sl.placeholder((n, n), name="B")
-    k = sl.reduce_axis((0, n), name="k")
-    packedB = sl.compute((n // BN, n, BN), lambda x, y, z: B[y, x * BN + z], name="packedB")
-    C = sl.compute((n, n), lambda x, y: sl.sum(A[x, k] * packedB[y // BN, k, y % BN], axis=k), name="C")
-    return A, B, packedB, C
+    C = topi.nn.matmul_packed(A, B, BN)
+    return A, B, C.op.input_tensors[1], C
 
 
 A, B, packedB, C = packed_gemm(STEP_SIZE)
@@ -208,32 +213,27 @@ evaluate("array packing", s, [A, B, C], STEP_SIZE)
 # This is the whole final schedule. It is a function so we can apply it at the
 # step-by-step size and again at the full size.
 
-def final_schedule(C, packedB, parallel=True):
-    s = sl.create_schedule(C.op)
-    CC = s.cache_write(C, "global")
-    xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], BN, BN)
-    s[CC].compute_at(s[C], yo)
-    xc, yc = s[CC].op.axis
-    (kc,) = s[CC].op.reduce_axis
-    ko, ki = s[CC].split(kc, factor=KFACTOR)
-    s[CC].reorder(ko, xc, ki, yc)
-    s[CC].unroll(ki)
-    s[CC].vectorize(yc)
-    px, py, pz = s[packedB].op.axis
-    s[packedB].vectorize(pz)
-    if parallel:                      # step 8
-        s[C].parallel(xo)
-        s[packedB].parallel(px)
-    return s
+# It is schedlang.topi's `cpu.schedule_matmul_packed` (read its source: the
+# steps above, in order), which the benchmarks and tests use as well:
+#
+#     CC = s.cache_write(C, "global")
+#     xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], BN, BN)
+#     s[CC].compute_at(s[C], yo)
+#     ko, ki = s[CC].split(k, factor=KFACTOR); s[CC].reorder(ko, xc, ki, yc)
+#     s[CC].unroll(ki); s[CC].vectorize(yc); s[packedB].vectorize(z)
+#     s[C].parallel(xo); s[packedB].parallel(x)        # step 8
+
+def final_schedule(C, parallel=True):
+    return topi.cpu.schedule_matmul_packed(sl.create_schedule(C.op), C, parallel=parallel, k_factor=KFACTOR)
 
 
 header("7. Write cache: C.global computed per 32 x 32 block, ki unrolled")
-s = final_schedule(C, packedB, parallel=False)
+s = final_schedule(C, parallel=False)
 print(sl.lower(s, [A, B, C]))
 evaluate("write cache", s, [A, B, C], STEP_SIZE)
 
 header("8. Parallel: the outer row blocks and the packing on all cores")
-s = final_schedule(C, packedB)
+s = final_schedule(C)
 print(sl.lower(s, [A, B, C]))
 evaluate("parallel", s, [A, B, C], STEP_SIZE)
 
@@ -254,7 +254,7 @@ print(s)
 #   llvm    the LLVM IR handed to the JIT
 
 A, B, packedB, C = packed_gemm(SIZE)
-s = final_schedule(C, packedB)
+s = final_schedule(C)
 start = time.perf_counter()
 mod = sl.build(s, [A, B, C])
 # sl.build keeps an in-memory cache keyed by the program and schedule: building the

@@ -30,6 +30,8 @@ import torch
 import torch.nn.functional as F
 
 import schedlang as sl
+from schedlang import topi
+from schedlang.topi import cpu
 from _common import best_time, format_seconds, header, parse_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
 
 args = parse_args(__doc__)
@@ -55,22 +57,19 @@ def silu_and_mul(tokens, hidden):
     return x, (chunk_0, chunk_1, silu), mul
 
 
-def schedule_silu_and_mul(intermediates, mul, lanes=8):
-    s = sl.create_schedule(mul.op)
-    # Fusion: substitute every intermediate into its consumer. No buffers are
-    # left for chunk_0, chunk_1 or silu: each output element reads one element
-    # from each half of x and is written once, which is the least memory
-    # traffic possible (3 floats moved per output, against 9 for the unfused
-    # loops below, or 5 for PyTorch eager's two kernels).
-    for t in intermediates:
-        s[t].compute_inline()
-    _, rows, cols = s[mul].op.axis
-    # One AVX2 register holds 8 floats: process each row in vectors of 8...
-    cols_outer, cols_lanes = s[mul].split(cols, factor=lanes)
-    s[mul].vectorize(cols_lanes)
-    # ... and spread the rows over the cores.
-    s[mul].parallel(rows)
-    return s
+# The schedule is schedlang.topi's `cpu.schedule_silu_and_mul` (the library of
+# reference schedules the tests and benchmarks use too; see its source):
+#   * fusion: every intermediate is substituted into its consumer
+#     (compute_inline). No buffers are left for chunk_0, chunk_1 or silu: each
+#     output element reads one element from each half of x and is written once,
+#     the least memory traffic possible (3 floats moved per output, against 9
+#     for the unfused loops below, or 5 for PyTorch eager's two kernels);
+#   * each row is processed in vectors (`factor` lanes: 8 floats fill one AVX2
+#     register; by default the target's own vector width) ...
+#   * ... and the rows are spread over the cores.
+
+def schedule_silu_and_mul(mul, lanes=8):
+    return cpu.schedule_silu_and_mul(sl.create_schedule(mul.op), mul, factor=lanes)
 
 
 x, intermediates, mul = silu_and_mul(32, 2048)
@@ -84,7 +83,7 @@ print(sl.lower(s, [x, mul], level="loop"))
 # Every intermediate is a full buffer here, written once and read back: the
 # memory traffic of running the operators one by one (PyTorch eager).
 
-s = schedule_silu_and_mul(intermediates, mul)
+s = schedule_silu_and_mul(mul)
 mod = sl.build(s, [x, mul])
 header("The schedule (print(s)): inline the chunks and silu, vectorize, parallel")
 print(s)
@@ -129,35 +128,24 @@ print("\nSiluAndMul matches torch: F.silu(left) * right")
 # Subtracting the row max keeps exp from overflowing; this is the numerically
 # safe softmax that PyTorch computes.
 
+# The algorithm is schedlang.topi's `nn.softmax` (the four stages above, named
+# maxval, expval, total and softmax), and the schedule `cpu.schedule_softmax`:
+#   * exp is cheap next to a trip through memory: it is inlined into both
+#     readers (the sum and the division), so expval never exists as a buffer;
+#   * each row's max and sum are computed inside the loop over rows, right
+#     before the row is normalised. schedlang infers that one row needs one
+#     element of each, so the buffers shrink to f32[1] and the row stays in
+#     cache between the three passes over it;
+#   * rows are independent: they run on all cores. Within a row, vectorize.
+
 def softmax(rows, cols):
     X = sl.placeholder((rows, cols), name="X")
-    k = sl.reduce_axis((0, cols), name="k")
-    maxval = sl.compute((rows,), lambda i: sl.max(X[i, k], axis=k), name="maxval")
-    expval = sl.compute((rows, cols), lambda i, j: sl.exp(X[i, j] - maxval[i]), name="expval")
-    k2 = sl.reduce_axis((0, cols), name="k2")
-    total = sl.compute((rows,), lambda i: sl.sum(expval[i, k2], axis=k2), name="total")
-    out = sl.compute((rows, cols), lambda i, j: expval[i, j] / total[i], name="softmax")
-    return X, (maxval, expval, total), out
+    out = topi.nn.softmax(X)
+    return X, topi.nn.softmax_stages(out), out
 
 
-def schedule_softmax(stages, out, lanes=8):
-    maxval, expval, total = stages
-    s = sl.create_schedule(out.op)
-    i, j = s[out].op.axis
-    # exp is cheap next to a trip through memory: inline it into both readers
-    # (the sum and the division), so expval never exists as a buffer.
-    s[expval].compute_inline()
-    # Compute each row's max and sum inside the loop over rows, right before the
-    # row is normalised. schedlang infers that one row needs one element of
-    # each, so the buffers shrink to f32[1] and the row stays in cache between
-    # the three passes over it.
-    s[maxval].compute_at(s[out], i)
-    s[total].compute_at(s[out], i)
-    # Rows are independent: run them on all cores. Within a row, vectorize.
-    jo, ji = s[out].split(j, factor=lanes)
-    s[out].vectorize(ji)
-    s[out].parallel(i)
-    return s
+def schedule_softmax(out, lanes=8):
+    return cpu.schedule_softmax(sl.create_schedule(out.op), out, factor=lanes)
 
 
 X, stages, out = softmax(4, 1000)        # a small instance, to read the IR
@@ -165,7 +153,7 @@ header("Softmax, Tensor IR: two Reductions and two Elementwise ops")
 s = sl.create_schedule(out.op)
 print(sl.lower(s, [X, out], level="tensor"))
 
-s = schedule_softmax(stages, out)
+s = schedule_softmax(out)
 header("Softmax schedule (print(s))")
 print(s)
 header("Softmax, Tile IR: max and sum computed per row (f32[1] buffers), exp inlined")
@@ -187,7 +175,7 @@ timing_note(args.quick)
 
 # SiluAndMul with 4096 tokens and hidden size 2048: x is 4096 x 4096 floats.
 x, intermediates, mul = silu_and_mul(TOKENS, 2048)
-mod = sl.build(schedule_silu_and_mul(intermediates, mul), [x, mul])
+mod = sl.build(schedule_silu_and_mul(mul), [x, mul])
 xt = torch.randn(1, TOKENS, 4096)
 got = torch.empty(1, TOKENS, 2048)
 mod(xt, got)
@@ -201,7 +189,7 @@ print(f"SiluAndMul x[1, {TOKENS}, 4096]:  schedlang {format_seconds(t_sl):>9} ({
 
 # Softmax on 4096 x 4096.
 X, stages, out = softmax(ROWS, COLS)
-mod = sl.build(schedule_softmax(stages, out), [X, out])
+mod = sl.build(schedule_softmax(out), [X, out])
 xs = torch.randn(ROWS, COLS)
 ys = torch.empty(ROWS, COLS)
 mod(xs, ys)

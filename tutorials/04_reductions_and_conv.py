@@ -23,6 +23,8 @@ import torch
 import torch.nn.functional as F
 
 import schedlang as sl
+from schedlang import topi
+from schedlang.topi import cpu
 from _common import best_time, format_seconds, header, parse_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
 
 args = parse_args(__doc__)
@@ -35,9 +37,7 @@ REPEAT = 2 if args.quick else 20     # timing repeats
 
 def row_sum(rows, length):
     A = sl.placeholder((rows, length), name="A")
-    k = sl.reduce_axis((0, length), name="k")
-    B = sl.compute((rows,), lambda i: sl.sum(A[i, k], axis=k), name="B")
-    return A, B
+    return A, topi.nn.row_reduce(A, "sum", name="B")   # B[i] = sum over k of A[i, k]
 
 
 ROWS, LENGTH = 16, (1 << 12 if args.quick else 1 << 20)   # 16 rows of a million floats: 64 MB
@@ -68,20 +68,14 @@ default_mod = sl.build(s, [A, B])
 #   4. B itself now sums just 8 partials per row; compute B.rf per row of B
 #      (compute_at), so the 8 partials live in a register, not in memory.
 
+# That recipe is schedlang.topi's `cpu.schedule_row_reduce` (`factor` lanes; by
+# default the target's vector width):
+
 def rfactor_schedule(B, lanes=8):
-    s = sl.create_schedule(B.op)
-    (k,) = s[B].op.reduce_axis
-    ko, ki = s[B].split(k, factor=lanes)
-    BF = s.rfactor(B, ki, factor_axis=1)
-    i, lane = s[BF].op.axis                      # B.rf's axes: the row, and the lane
-    (kr,) = s[BF].op.reduce_axis                 # what is left to reduce: k.outer
-    s[BF].reorder(i, kr, lane)
-    s[BF].vectorize(lane)
-    s[BF].compute_at(s[B], s[B].op.axis[0])
-    return s, BF
+    return cpu.schedule_row_reduce(sl.create_schedule(B.op), B, factor=lanes)
 
 
-s, BF = rfactor_schedule(B)
+s = rfactor_schedule(B)
 # Tensor IR describes the algorithm, which rfactor does not change; the new
 # stage B.rf appears from Loop IR on.
 header("Row sum after rfactor: Loop IR has a new stage, B.rf[i, k.inner]")
@@ -152,22 +146,16 @@ print(f"\nsum of the long row: {b1[0]:.1f} (float64: {a1.astype(np.float64).sum(
 # border it is 0. if_then_else only evaluates the branch it takes, so the
 # out-of-bounds read of X on the border never happens. sl.all(...) is "and".
 
+# schedlang.topi's `nn.conv2d_nchw` writes it that way:
+#
+#     pad[n, c, h, w] = if_then_else(all(h >= 1, h < H + 1, w >= 1, w < W + 1), X[n, c, h - 1, w - 1], 0)
+#     conv[n, f, h, w] = sum over rc, rh, rw of pad[n, rc, h + rh, w + rw] * Wt[f, rc, rh, rw]
+
 def conv2d(n, c, h, w, f, r=3, pad=1):
     X = sl.placeholder((n, c, h, w), name="X")
     Wt = sl.placeholder((f, c, r, r), name="Wt")
-    padded = sl.compute(
-        (n, c, h + 2 * pad, w + 2 * pad),
-        lambda nn, cc, hh, ww: sl.if_then_else(
-            sl.all(hh >= pad, hh < h + pad, ww >= pad, ww < w + pad), X[nn, cc, hh - pad, ww - pad], 0.0),
-        name="pad")
-    rc = sl.reduce_axis((0, c), name="rc")
-    rh = sl.reduce_axis((0, r), name="rh")
-    rw = sl.reduce_axis((0, r), name="rw")
-    out = sl.compute(
-        (n, f, h + 2 * pad - r + 1, w + 2 * pad - r + 1),
-        lambda nn, ff, hh, ww: sl.sum(padded[nn, rc, hh + rh, ww + rw] * Wt[ff, rc, rh, rw], axis=[rc, rh, rw]),
-        name="conv")
-    return X, Wt, padded, out
+    out = topi.nn.conv2d_nchw(X, Wt, pad)
+    return X, Wt, out.op.input_tensors[0], out
 
 
 # A small instance first, to read the IR.
@@ -202,29 +190,16 @@ print("\nstep 1 matches torch.nn.functional.conv2d on the small instance")
 #     (Each block of filters pads the rows it needs again: a cheap copy, 16
 #     times over, in exchange for needing no synchronisation.)
 
-def conv_schedule(padded, out, fb=4, lanes=8):
-    s = sl.create_schedule(out.op)
-    OL = s.cache_write(out, "local")
-    n, f, h, w = s[out].op.axis
-    fo, fi = s[out].split(f, factor=fb)
-    wo, wi = s[out].split(w, factor=lanes)
-    s[out].reorder(n, fo, h, wo, fi, wi)
-    s[OL].compute_at(s[out], wo)
-    s[padded].compute_at(s[out], h)
-    nc, fc, hc, wc = s[OL].op.axis
-    rc, rh, rw = s[OL].op.reduce_axis
-    s[OL].reorder(nc, hc, rc, rh, rw, fc, wc)
-    s[OL].vectorize(wc)
-    s[OL].unroll(rw)
-    s[OL].unroll(fc)
-    s[out].vectorize(wi)
-    s[out].parallel(fo)
-    return s
+# This is schedlang.topi's `cpu.schedule_conv2d_nchw` (`lanes`: by default the
+# target's vector width; 8 here, one AVX2 register):
+
+def conv_schedule(out, fb=4, lanes=8):
+    return cpu.schedule_conv2d_nchw(sl.create_schedule(out.op), out, filters=fb, lanes=lanes)
 
 
 N, C, H, W, FILTERS = (1, 8, 16, 16, 8) if args.quick else (1, 64, 56, 56, 64)   # a ResNet-style 3x3 layer
 X, Wt, padded, out = conv2d(N, C, H, W, FILTERS)
-s = conv_schedule(padded, out)
+s = conv_schedule(out)
 header(f"conv2d, step 2 at [{N}, {C}, {H}, {W}] x {FILTERS} filters: the schedule, as Python")
 print(s)
 mod = sl.build(s, [X, Wt, out])

@@ -40,6 +40,7 @@ import time
 import numpy as np
 
 import schedlang as sl
+from schedlang import topi
 from _common import format_seconds, header, parse_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
 from schedlang.target.cuda.gpu import gpu_problem
 
@@ -65,9 +66,7 @@ VTHREADS = 2       # step 3: 2 x 2 virtual threads
 def gemm(n):
     A = sl.placeholder((n, n), name="A")
     B = sl.placeholder((n, n), name="B")
-    k = sl.reduce_axis((0, n), name="k")
-    C = sl.compute((n, n), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return A, B, C
+    return A, B, topi.nn.matmul(A, B)     # C[i, j] = sum over k of A[i, k] * B[k, j]
 
 
 # A GPU runs a grid of blocks; a block is up to 1024 threads that share a fast on-chip
@@ -78,26 +77,13 @@ def gemm(n):
 # then y), which issue each instruction together: a warp's 32 loads are one *request*.
 
 
-def bind_2d(s, stage, by, bx, ty, tx):
-    """The four loops of a tiled stage bound as TVM writes it: blocks in y/x, threads in y/x."""
-    s[stage].bind(by, sl.thread_axis("blockIdx.y"))
-    s[stage].bind(bx, sl.thread_axis("blockIdx.x"))
-    s[stage].bind(ty, sl.thread_axis("threadIdx.y"))
-    s[stage].bind(tx, sl.thread_axis("threadIdx.x"))
-
-
-def cooperative_fetch(s, tile, threads, vector=1):
-    """All threads of the block copy a shared tile together: its loops fused into one and
-    split so that consecutive threads copy consecutive elements (vector of them each)."""
-    fused = s[tile].fuse(*s[tile].op.axis)
-    if vector > 1:
-        fused, lanes = s[tile].split(fused, factor=vector)
-    rest, tx = s[tile].split(fused, factor=threads)
-    ty, _ = s[tile].split(rest, nparts=threads)
-    s[tile].bind(ty, sl.thread_axis("threadIdx.y"))
-    s[tile].bind(tx, sl.thread_axis("threadIdx.x"))
-    if vector > 1:
-        s[tile].vectorize(lanes)
+# The schedules below are schedlang.topi's (`topi.cuda`, read their source: each is a
+# short list of the primitives described here), which the tests and benchmarks use too:
+# `bind_tile(s, C, i, j, (rows, cols))` tiles two loops and binds the tiles to
+# blockIdx.y/x and the points of a tile to threadIdx.y/x, as TVM writes it, and
+# `cooperative_fetch(s, tile, ty, tx, vector)` has all threads of the block copy a shared
+# tile together: its loops fused into one and split so that consecutive threads copy
+# consecutive elements (`vector` of them each).
 
 
 # ---------------------------------------------------------------------------
@@ -112,8 +98,7 @@ def cooperative_fetch(s, tile, threads, vector=1):
 def step0_naive(n):
     A, B, C = gemm(n)
     s = sl.create_schedule(C.op)
-    by, bx, ty, tx = s[C].tile(C.op.axis[0], C.op.axis[1], 16, 16)
-    bind_2d(s, C, by, bx, ty, tx)
+    topi.cuda.bind_tile(s, C, C.op.axis[0], C.op.axis[1], (16, 16))
     return s, [A, B, C]
 
 
@@ -136,17 +121,7 @@ def step0_naive(n):
 
 def step1_shared(n, tile=16, k_tile=16):
     A, B, C = gemm(n)
-    s = sl.create_schedule(C.op)
-    AA = s.cache_read(A, "shared", [C])
-    BB = s.cache_read(B, "shared", [C])
-    CL = s.cache_write(C, "local")
-    by, bx, ty, tx = s[C].tile(C.op.axis[0], C.op.axis[1], tile, tile)
-    bind_2d(s, C, by, bx, ty, tx)
-    s[CL].compute_at(s[C], tx)
-    ko, ki = s[CL].split(CL.op.reduce_axis[0], factor=k_tile)
-    for tile_stage in (AA, BB):
-        s[tile_stage].compute_at(s[CL], ko)
-        cooperative_fetch(s, tile_stage, tile)
+    s = topi.cuda.schedule_matmul_shared(sl.create_schedule(C.op), C, block=(tile, tile), k_tile=k_tile)
     return s, [A, B, C]
 
 
@@ -183,44 +158,16 @@ def step1_shared(n, tile=16, k_tile=16):
 # become four scalar stores (schedlang only emits a vector access it can prove aligned).
 
 def register_tiled(n, vthread=False, vector=1, align=False):
+    """topi.cuda.schedule_matmul_register_tiled: a THREADS x THREADS block of threads, each
+    PER_THREAD x PER_THREAD elements of C in registers (split between VTHREADS x VTHREADS virtual
+    threads with vthread), A and B staged in shared memory K_TILE columns at a time, the
+    inner k loop unrolled; vector: float4 copies into shared memory, B's register row and C's
+    stores as vectors; align: storage_align of the A tile."""
     A, B, C = gemm(n)
-    s = sl.create_schedule(C.op)
-    AA = s.cache_read(A, "shared", [C])
-    BB = s.cache_read(B, "shared", [C])
-    AL = s.cache_read(AA, "local", [C])
-    BL = s.cache_read(BB, "local", [C])
-    CL = s.cache_write(C, "local")
-    block = THREADS * PER_THREAD
-    by, yi = s[C].split(C.op.axis[0], factor=block)
-    bx, xi = s[C].split(C.op.axis[1], factor=block)
-    if vthread:
-        vy, yi = s[C].split(yi, nparts=VTHREADS)
-        ty, yi = s[C].split(yi, nparts=THREADS)
-        vx, xi = s[C].split(xi, nparts=VTHREADS)
-        tx, xi = s[C].split(xi, nparts=THREADS)
-        s[C].reorder(by, bx, vy, vx, ty, tx, yi, xi)
-        s[C].bind(vy, sl.thread_axis((0, VTHREADS), "vthread", name="vy"))
-        s[C].bind(vx, sl.thread_axis((0, VTHREADS), "vthread", name="vx"))
-    else:
-        ty, yi = s[C].split(yi, nparts=THREADS)
-        tx, xi = s[C].split(xi, nparts=THREADS)
-        s[C].reorder(by, bx, ty, tx, yi, xi)
-    bind_2d(s, C, by, bx, ty, tx)
-    s[CL].compute_at(s[C], tx)                    # each thread's tile of C in registers
-    yc, xc = CL.op.axis
-    ko, ki = s[CL].split(CL.op.reduce_axis[0], factor=K_TILE)
-    s[CL].reorder(ko, ki, yc, xc)
-    s[CL].unroll(ki)
-    for tile_stage in (AA, BB):                   # shared tiles: one copy per K_TILE steps of k
-        s[tile_stage].compute_at(s[CL], ko)
-        cooperative_fetch(s, tile_stage, THREADS, vector)
-    for operand in (AL, BL):                      # registers: a column of A, a row of B per k
-        s[operand].compute_at(s[CL], ki)
-    if vector > 1:
-        s[BL].vectorize(BL.op.axis[1])            # B's row: float4 reads from shared memory
-        s[C].vectorize(xi)                        # C's rows: float4 stores
-    if align:
-        s[AA].storage_align(AA.op.axis[0], K_TILE, 1)
+    s = topi.cuda.schedule_matmul_register_tiled(
+        sl.create_schedule(C.op), C, tile=THREADS * PER_THREAD, threads=THREADS,
+        vthreads=VTHREADS if vthread else 1, k_tile=K_TILE, fetch_vector=vector, vectorize=vector > 1,
+        unroll_k=True, align_a=align)
     return s, [A, B, C]
 
 

@@ -13,6 +13,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from ..schedule import Schedule
+from ..target.registry import get_backend
 from ..target.target import Target
 from ..tensor.reference import evaluate
 from . import records
@@ -80,10 +81,7 @@ def check_against_reference(task: SearchTask, s: Schedule, seed: int = 0) -> Opt
     want = evaluate(task.outputs, dict(zip(task.inputs, inputs)))
     outs = [np.zeros(t.shape, np.dtype(t.dtype_obj.numpy)) for t in task.outputs]
     mod = build(s, task.args, target=task.target)
-    if task.target.kind == "cuda":     # the CUDA C itself, run on the CPU (as on a GPU, without one)
-        mod.emulate(*inputs, *outs, engine="shim")
-    else:
-        mod(*inputs, *outs)
+    get_backend(task.target.kind).run_on_host(mod, [*inputs, *outs])
     for t, got, ref in zip(task.outputs, outs, want):
         exact = not t.dtype_obj.is_float     # bfloat16's numpy kind is "V", not "f"
         scale = max(1.0, float(np.max(np.abs(ref)))) if ref.size else 1.0

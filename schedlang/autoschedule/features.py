@@ -8,11 +8,8 @@ L2 (the footprint of the outermost loop level that fits, times the iterations ar
 A candidate's vector pools the stores (sum and max of each feature) and adds its
 allocations. Every value goes through log2(1 + x), so pooled counts stay comparable.
 
-For the cuda target the vector goes on with the launch figures of the Tile IR's bound
-loops (GPU_FEATURES: blocks, threads a block, virtual threads, shared and local bytes) and
-the SIMT interpreter's profile figures (gpu_estimate.PROFILE_FEATURES: global requests and
-sectors, bank-conflict degree, barriers, registers, occupancy) when the candidate has been
-measured without a GPU; before that they are NaN, which LightGBM reads as missing.
+A target may add features after these (TargetFeatures, its backend's search_features()): for
+cuda the launch figures and the SIMT profile's (features_gpu.py).
 """
 from __future__ import annotations
 
@@ -27,8 +24,9 @@ from ..expr.bounds import const_bounds
 from ..expr.functor import walk
 from ..expr.nodes import NEG, Binary, Call, Cast, Compare, Expr, Load, Logical, Not, Select, Var
 from ..expr.simplify import linear_form
-from ..loop.nodes import (BOUND, PARALLEL, UNROLLED, VECTORIZED, Allocate, For, Func, IfThen, Let, Seq, StageNest,
-                          Stmt, Store)
+from ..loop.nodes import (PARALLEL, UNROLLED, VECTORIZED, Allocate, For, Func, IfThen, Let, Seq, StageNest, Stmt,
+                          Store)
+from ..target.registry import get_backend
 
 LEVELS = 5                 # bytes touched inside the 1st..5th innermost loops (then the whole nest)
 ACCESSES = 4               # the store's buffer and its three biggest loads
@@ -262,98 +260,58 @@ def tile_features(func: Func, cores: Optional[int] = None) -> np.ndarray:
     return np.log2(1.0 + np.maximum(np.concatenate(pooled + [program]), 0.0))
 
 
-# ---- the cuda target ---------------------------------------------------------------------
+# ---- the target's part -------------------------------------------------------------------
 
-GPU_FEATURES = ("gpu_nests", "blocks", "max_threads_per_block", "min_threads_per_block", "vthreads",
-                "shared_bytes", "local_bytes")
+class TargetFeatures:
+    """The features a target adds after tile_features (its backend's search_features()):
+    none for a CPU; features_gpu.GPUFeatures for cuda."""
+
+    names: Tuple[str, ...] = ()
+
+    def vector(self, func: Func, profile: Optional[Dict[str, float]]) -> np.ndarray:
+        """The added features of a Tile IR function (log2(1 + x) of each value); profile: the
+        pooled figures of a measurement that profiled the candidate (None before one)."""
+        return np.zeros(0)
+
+    def with_profile(self, vec: np.ndarray, profile: Dict[str, float]) -> np.ndarray:
+        """vec (a whole candidate vector) with what profile tells filled in."""
+        return vec
 
 
-def _profile_names() -> Tuple[str, ...]:
-    from .gpu_estimate import PROFILE_FEATURES
-    return tuple(f"profile_{n}" for n in PROFILE_FEATURES)
+CPU_FEATURES = TargetFeatures()
+
+
+def target_features(target) -> TargetFeatures:
+    """The target's part of the vector (target None: a CPU)."""
+    return CPU_FEATURES if target is None else get_backend(target.kind).search_features()
 
 
 def feature_names(target=None) -> List[str]:
     """The names of a candidate's features for target (default: a CPU)."""
-    if target is not None and target.kind == "cuda":
-        return FEATURE_NAMES + list(GPU_FEATURES) + list(_profile_names())
-    return FEATURE_NAMES
-
-
-def _launches(s: Stmt, tags: Dict[str, int], out: List[Dict[str, int]], allocs: Dict[str, int]) -> None:
-    """The thread tags bound around each store (out) and their extents; the bytes of the
-    shared and local allocations (allocs)."""
-    if isinstance(s, For):
-        if s.kind == BOUND and isinstance(s.extent, int):
-            tags = dict(tags)
-            key = s.thread_tag if s.thread_tag != "vthread" else f"vthread.{len(tags)}"
-            tags[key] = max(tags.get(key, 1), s.extent)
-        _launches(s.body, tags, out, allocs)
-    elif isinstance(s, Seq):
-        for x in s.stmts:
-            _launches(x, tags, out, allocs)
-    elif isinstance(s, IfThen):
-        _launches(s.then_body, tags, out, allocs)
-        if s.else_body is not None:
-            _launches(s.else_body, tags, out, allocs)
-    elif isinstance(s, Allocate):
-        size = s.buffer.size
-        if isinstance(size, int) and s.buffer.scope in ("shared", "local"):
-            allocs[s.buffer.scope] += size * s.buffer.dtype.bytes
-        _launches(s.body, tags, out, allocs)
-    elif isinstance(s, (Let, StageNest)):
-        _launches(s.body, tags, out, allocs)
-    elif isinstance(s, Store) and tags:
-        out.append(tags)
-
-
-def gpu_features(func: Func) -> List[float]:
-    """GPU_FEATURES of a Tile IR function (raw values): the bound loops around each store
-    grouped by their block loops (one kernel per group), pooled."""
-    stores: List[Dict[str, int]] = []
-    allocs = {"shared": 0, "local": 0}
-    _launches(func.body, {}, stores, allocs)
-    kernels: Dict[Tuple, Dict[str, int]] = {}
-    for tags in stores:
-        key = tuple(sorted((k, v) for k, v in tags.items() if k.startswith("blockIdx")))
-        merged = kernels.setdefault(key, {})
-        for k, v in tags.items():
-            merged[k] = max(merged.get(k, 1), v)
-    threads = [math.prod(v for k, v in t.items() if k.startswith("threadIdx")) for t in kernels.values()] or [1]
-    blocks = sum(math.prod(v for k, v in t.items() if k.startswith("blockIdx")) for t in kernels.values())
-    vthreads = max((math.prod(v for k, v in t.items() if k.startswith("vthread")) for t in kernels.values()),
-                   default=1)
-    return [float(len(kernels)), float(blocks), float(max(threads)), float(min(threads)), float(vthreads),
-            float(allocs["shared"]), float(allocs["local"])]
+    return FEATURE_NAMES + list(target_features(target).names)
 
 
 def candidate_features(func: Func, target=None, profile: Optional[Dict[str, float]] = None) -> np.ndarray:
-    """The cost model's vector of a candidate for target: tile_features, and for cuda the
-    GPU launch figures and the SIMT profile's (NaN without a profile)."""
+    """The cost model's vector of a candidate for target: tile_features, and the target's part
+    (for cuda the GPU launch figures and the SIMT profile's, NaN without a profile)."""
     base = tile_features(func)
-    if target is None or target.kind != "cuda":
+    extra = target_features(target)
+    if not extra.names:
         return base
-    from .gpu_estimate import PROFILE_FEATURES
-    gpu = np.log2(1.0 + np.asarray(gpu_features(func), dtype=np.float64))
-    prof = np.array([np.log2(1.0 + max(0.0, float(profile[n]))) if profile and n in profile else np.nan
-                     for n in PROFILE_FEATURES], dtype=np.float64)
-    return np.concatenate([base, gpu, prof])
+    return np.concatenate([base, extra.vector(func, profile)])
 
 
 def with_profile(vec: np.ndarray, target, profile: Optional[Dict[str, float]]) -> np.ndarray:
-    """vec (a cuda candidate's features) with its profile slots filled from profile."""
-    from .gpu_estimate import PROFILE_FEATURES
-    if target is None or target.kind != "cuda" or not profile:
+    """vec (a candidate's features) with its profile slots filled from profile (a target
+    without any keeps vec)."""
+    if target is None or not profile:
         return vec
-    out = np.array(vec, dtype=np.float64)
-    n = len(PROFILE_FEATURES)
-    out[-n:] = [np.log2(1.0 + max(0.0, float(profile[k]))) if k in profile else np.nan for k in PROFILE_FEATURES]
-    return out
+    return target_features(target).with_profile(vec, profile)
 
 
 def features(task, schedule) -> np.ndarray:
     """Feature vector of a schedule of the task (lowers it to Tile IR; raises ScheduleError or
-    LoweringError as lower() does); for a cuda task with the GPU figures (feature_names)."""
+    LoweringError as lower() does); with the target's part (feature_names)."""
     return candidate_features(tile_ir(schedule, task.args), task.target)
 
 
@@ -367,9 +325,9 @@ def tile_ir(schedule, args) -> Func:
 
 
 def feature_dict(vec: np.ndarray, target=None) -> Dict[str, float]:
-    """The vector by feature name (for reading and tests)."""
-    if target is None and len(vec) != len(FEATURE_NAMES):     # a cuda candidate's
-        from ..target.target import Target
-        target = Target.create("cuda")
+    """The vector by feature name (for reading and tests); target: the candidate's (None: a CPU)."""
     names = feature_names(target)
+    if len(vec) != len(names):
+        raise ValueError(f"feature_dict: a vector of {len(vec)} features is not one of target "
+                         f"{str(target) if target is not None else 'llvm'} ({len(names)}): pass the candidate's target")
     return dict(zip(names, (float(x) for x in vec)))

@@ -44,22 +44,26 @@ ROUND_S = 0.05
 
 
 def run_candidate(program_json: str, steps_json: str, target: str, number: int, repeat: int) -> dict:
-    """Build the candidate and time it: a warm-up call and one timed call, then `repeat`
-    timings of up to `number` calls each (fewer when a call is long, see ROUND_S; none when it
-    is slower than SLOW_CALL_S). Returns {"times": [...], "build_s", "load"} (seconds per call)."""
-    import schedlang as sl
+    """Build the candidate and measure it as its target's backend does (Backend.measure_candidate:
+    time_on_cpu for llvm; GPU timings or an estimate for cuda, gpu_estimate.py). Returns
+    {"times": [...], "build_s", "load"} (seconds per call) and what the target adds."""
+    from ..target.registry import get_backend
     from .task import SearchTask
     task = SearchTask.from_json(program_json, target)
     s = task.schedule()
     s.apply_json(steps_json)
-    if task.target.kind == "cuda":     # GPU timings, or an estimate without a GPU (gpu_estimate.py)
-        from .gpu_estimate import run_cuda_candidate
-        arrays = random_inputs(task.inputs) + [np.zeros(t.shape, np.dtype(t.dtype_obj.numpy)) for t in task.outputs]
-        return run_cuda_candidate(task, s, arrays, number, repeat)
+    arrays = random_inputs(task.inputs) + [np.zeros(t.shape, np.dtype(t.dtype_obj.numpy)) for t in task.outputs]
+    return get_backend(task.target.kind).measure_candidate(task, s, arrays, number, repeat)
+
+
+def time_on_cpu(task, s, arrays: List[np.ndarray], number: int, repeat: int) -> dict:
+    """Build schedule s of the task and time it on arrays: a warm-up call and one timed call,
+    then `repeat` timings of up to `number` calls each (fewer when a call is long, see ROUND_S;
+    none when it is slower than SLOW_CALL_S)."""
+    import schedlang as sl
     start = time.perf_counter()
     mod = sl.build(s, task.args, target=task.target, cache=False)
     build_s = time.perf_counter() - start
-    arrays = random_inputs(task.inputs) + [np.zeros(t.shape, np.dtype(t.dtype_obj.numpy)) for t in task.outputs]
     phase("run")
     load = os.getloadavg()
     first = mod.time(*arrays, number=1, repeat=1)

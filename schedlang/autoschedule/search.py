@@ -30,6 +30,7 @@ import numpy as np
 from ..driver import lower_tile_to_kernel
 from ..errors import LoweringError, ScheduleError
 from ..limits import recursion_guard
+from ..target.registry import get_backend
 from . import records
 from .cost_model import CostModel
 from .features import candidate_features, tile_ir, with_profile
@@ -77,14 +78,14 @@ def steps_key(steps) -> str:
 def kernel_hash(task: SearchTask, s, tile=None) -> str:
     """sha256 of the generated Kernel IR: schedules that differ only in their steps (a split
     by the full extent, an unroll of a 1-loop) lower to the same kernel and count once.
-    tile: the schedule's Tile IR when at hand (lowered again otherwise)."""
+    tile: the schedule's Tile IR when at hand (lowered again otherwise). A kernel the target
+    cannot launch (Backend.check_launch: cuda's threads and shared memory) raises, which
+    prunes the candidate before any build."""
     if tile is None:
         tile = tile_ir(s, task.args)
     with recursion_guard("lower"):
         kernel = lower_tile_to_kernel(tile, s, task.target)
-        if task.target.kind == "cuda":      # launch limits (threads, shared memory): pruned before any build
-            from ..target.cuda.backend import check_kernels
-            check_kernels(kernel, task.target)
+        get_backend(task.target.kind).check_launch(kernel, task.target)
         text = str(kernel)
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -1,105 +1,129 @@
-"""Sketch rules: the structural choices of a schedule, from Tensor IR analysis.
+"""Sketch rules: the structural choices of a schedule, from Tensor IR analysis, as Ansor's
+SketchGenerationRule (`MeetCondition` / `Apply`).
 
-A sketch names, per stage, which rule shapes it; sample.py fills in the numbers (tile
-sizes, split factors, which loops are parallel, vectorized, unrolled). The rules, as
-Ansor's for CPUs:
+A sketch names, per stage, which rule shapes it; a sample (sample.py) applies each stage's
+rule, which draws the numbers (tile sizes, split factors, ...) as decisions of a Trace, then
+the target's annotation (which loops are parallel, vectorized, unrolled). Each rule is a
+SketchRule object: `condition(s, st)` says whether it may shape stage st of a fresh
+schedule s (Condition), `apply(trace, s, st, target)` shapes it.
 
-- inline: an intermediate elementwise stage is computed inside its consumers; one may also
-  stay a stage of its own ("plain") where inlining repeats work: a guarded copy (padding: an
-  if_then_else, whose condition would be evaluated at every reduction step of the consumer),
-  or one that calls costly math and is read at several places (softmax's exp), computed once
-  where all its readers are (sample.py's _locate);
-- tile: a reduction with data reuse (an operand not indexed by every spatial axis:
-  matmul, batch matmul, conv2d) gets multi-level tiling, spatial loops in four levels
-  and reduction loops in two, ordered S S R S R S;
-- tile_cache_write: the same with the result accumulated in a local cache_write stage
-  computed at the tiles of the output stage;
-- tile_pack: tile_cache_write, and the inputs read a panel per tile (B of a matmul) copied
-  into a contiguous panel at the outermost loop of the innermost spatial axis, which
-  becomes the outermost loop (the packed B of a BLAS GEMM, one panel at a time);
-- tile_relayout: tile_cache_write vectorized over another spatial axis than the innermost,
-  where no operand reads the innermost one as its plain last index and the other axis is
-  read only by inputs that can be re-laid out with it innermost (conv2d NCHW: vectorized
-  over the output channels, the weights packed [F/16, C, R, S, 16], as oneDNN's NCHWc
-  kernels; Ansor's layout rewrite), with a register tile of vector accumulators;
-- rfactor: a reduction without enough parallelism (few outputs, a long reduction) has
-  its reduction split and factored into a parallel partial stage;
-- plain: the stage keeps its loops (annotation still fuses, parallelises, vectorizes).
-
-For the cuda target (sample_gpu.py fills them in), as Ansor's GPU rules and TVM's GPU
-tutorials (tests/target/cuda/schedules.py has the hand-written shapes):
-
-- inline: as on CPUs;
-- gpu_tile: a reduction with data reuse gets multi-level tiling bound to blockIdx / vthread /
-  threadIdx, a local cache_write accumulating each thread's register tile, and its operands
-  staged in shared memory at the outer reduction loop, fetched cooperatively by the block;
-- gpu_cross_thread: a reduction's reduce loop split and its inner part bound to threadIdx.x
-  (a cross-thread reduction), rows bound to blockIdx.x (and threadIdx.y);
-- gpu_thread_row: one thread per output point (a row reduction with many rows);
-- gpu_simple: every other stage: loops fused, split by the block size and bound to
-  blockIdx.x / threadIdx.x, an optional vector (float4) inner loop.
+A target's rules are one ordered list, a SketchRules that its backend returns
+(`Backend.sketch_rules()`): the CPU rules (sketch_cpu.py) for llvm, the GPU rules
+(sketch_gpu.py) for cuda. The rules a stage may take are those, in list order, whose
+condition is not SKIP, up to and including the first APPLY_AND_SKIP_REST; the first is the
+preferred one.
+The sketches of a task are every combination of its stages' rules, in a fixed order.
 """
 from __future__ import annotations
 
+import enum
 import itertools
-import math
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import Callable, List, Sequence, Tuple
 
 from ..schedule import legal
+from ..target.registry import get_backend
 from .task import SearchTask
 
 MAX_SKETCHES = 16
-FEW_OUTPUTS = 256     # a reduction with fewer output points than this may want rfactor
-MANY_ROWS = 4096      # on a GPU, a reduction with this many outputs prefers one thread a row
+
+
+class Condition(enum.Enum):
+    """What a rule says of a stage, as Ansor's SketchGenerationRule::ConditionKind."""
+
+    SKIP = "skip"                                  # the rule does not shape this stage
+    APPLY = "apply"                                # one way to shape it; later rules may add others
+    APPLY_AND_SKIP_REST = "apply_and_skip_rest"    # the last way: later rules are not asked
+
+
+class SketchRule:
+    """One way to shape a stage. `name` is what sketches and tuning records call it; a
+    subclass defines condition and apply."""
+
+    name: str = ""
+
+    def condition(self, s, st) -> Condition:
+        """Whether the rule may shape stage st of the fresh (unscheduled) schedule s."""
+        raise NotImplementedError(f"sketch rule {self.name!r} defines no condition")
+
+    def apply(self, trace, s, st, target) -> None:
+        """Shape stage st of s through the schedule primitives, each random choice a decision
+        of trace (sample.Trace); a ScheduleError is an illegal draw (the search prunes it)."""
+        raise NotImplementedError(f"sketch rule {self.name!r} defines no apply")
+
+    def __repr__(self) -> str:
+        return f"<sketch rule {self.name}>"
+
+
+class Inline(SketchRule):
+    """An intermediate elementwise stage computed inside its consumers (the rule of every
+    target). With keep_costly (CPUs), a guarded copy or costly math read at several places may
+    also stay a stage of its own: the condition lets later rules (plain) add that choice."""
+
+    name = "inline"
+
+    def __init__(self, keep_costly: bool):
+        self.keep_costly = keep_costly
+
+    def condition(self, s, st) -> Condition:
+        if not legal.can_inline(st):
+            return Condition.SKIP
+        keep = self.keep_costly and (legal.is_guarded_copy(st) or legal.costly_to_recompute(s, st))
+        return Condition.APPLY if keep else Condition.APPLY_AND_SKIP_REST
+
+    def apply(self, trace, s, st, target) -> None:
+        st.compute_inline()
+
+
+@dataclass(frozen=True)
+class SketchRules:
+    """One target's sketch generation: its rules in order (the first preferred), and the
+    random annotation that completes a sample after the rules have shaped its stages
+    (Ansor's init-population rules: parallel, vectorize, unroll, compute locations on a
+    CPU; nothing on a GPU, whose rules bind every loop)."""
+
+    rules: Tuple[SketchRule, ...]
+    annotate: Callable = lambda trace, s, target: None
+
+    def stage_rules(self, s, st) -> List[SketchRule]:
+        """The rules that may shape stage st of s, the first preferred."""
+        out = []
+        for rule in self.rules:
+            cond = rule.condition(s, st)
+            if cond is not Condition.SKIP:
+                out.append(rule)
+            if cond is Condition.APPLY_AND_SKIP_REST:
+                break
+        return out
 
 
 @dataclass(frozen=True)
 class Sketch:
     """Per stage (by name, consumers first), the rule that shapes it."""
 
-    rules: Tuple[Tuple[str, str], ...]
+    rules: Tuple[Tuple[str, SketchRule], ...]
 
     @property
     def name(self) -> str:
-        return ",".join(f"{rule}:{stage}" for stage, rule in self.rules if rule != "plain") or "plain"
+        """The sketch as tuning records name it ("tile:C,inline:E"; "plain" when every stage
+        keeps its loops)."""
+        return ",".join(f"{rule.name}:{stage}" for stage, rule in self.rules if rule.name != "plain") or "plain"
+
+    @property
+    def rule_names(self) -> Tuple[Tuple[str, str], ...]:
+        """(stage, rule name) per stage."""
+        return tuple((stage, rule.name) for stage, rule in self.rules)
 
 
-def gpu_stage_rules(st) -> List[str]:
-    """The cuda rules that may shape stage st of a fresh schedule, the first preferred."""
-    if legal.can_inline(st):
-        return ["inline"]
-    if legal.has_data_reuse(st):
-        return ["gpu_tile"]
-    if legal.is_reduction(st):
-        rows = math.prod(int(a.dom.extent) for a in st.op.axis)
-        both = ["gpu_cross_thread", "gpu_thread_row"]
-        return both[::-1] if rows >= MANY_ROWS else both
-    return ["gpu_simple"]
-
-
-def stage_rules(st, target=None, s=None) -> List[str]:
-    """The rules that may shape stage st of schedule s for target (default: a CPU), the first
-    preferred."""
-    if target is not None and target.kind == "cuda":
-        return gpu_stage_rules(st)
-    if legal.can_inline(st):
-        keep = legal.is_guarded_copy(st) or (s is not None and legal.costly_to_recompute(s, st))
-        return ["inline", "plain"] if keep else ["inline"]
-    if legal.has_data_reuse(st):
-        return (["tile", "tile_cache_write"] + (["tile_pack"] if legal.packable_inputs(st) else [])
-                + (["tile_relayout"] if legal.relayout_axis(st) else []))
-    if legal.is_reduction(st):
-        spatial = math.prod(int(a.dom.extent) for a in st.op.axis)
-        reduce = math.prod(int(a.dom.extent) for a in st.op.reduce_axis)
-        if spatial < FEW_OUTPUTS or reduce > spatial:
-            return ["plain", "rfactor"]
-    return ["plain"]
+def sketch_rules(task: SearchTask) -> SketchRules:
+    """The sketch rules of the task's target (its backend's)."""
+    return get_backend(task.target.kind).sketch_rules()
 
 
 def generate_sketches(task: SearchTask) -> List[Sketch]:
     """Every combination of the stages' rules (at most MAX_SKETCHES), in a fixed order."""
+    rules = sketch_rules(task)
     s = task.schedule()
     stages = [st for st in reversed(s.stages) if legal.is_compute(st)]
-    choices = [[(st.name, rule) for rule in stage_rules(st, task.target, s)] for st in stages]
+    choices: Sequence = [[(st.name, rule) for rule in rules.stage_rules(s, st)] for st in stages]
     return [Sketch(tuple(combo)) for combo in itertools.islice(itertools.product(*choices), MAX_SKETCHES)]

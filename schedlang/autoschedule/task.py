@@ -7,6 +7,7 @@ from typing import Callable, List, Optional, Sequence
 from ..expr.functor import children
 from ..expr.nodes import Binary, Call
 from ..schedule import Schedule, create_schedule
+from ..target.registry import get_backend
 from ..target.target import Target
 from ..tensor.graph import post_order
 from ..tensor.op import ComputeOp, PlaceholderOp, Tensor, TensorRead
@@ -79,10 +80,10 @@ class SearchTask:
         self.outputs: List[Tensor] = outputs
         self.inputs: List[Tensor] = [t for t in tensors if isinstance(t.op, PlaceholderOp)]
         self.target: Target = Target.create(target)
-        if self.target.kind == "cuda":
+        if get_backend(self.target.kind).builds_static_shapes:
             symbolic = [t.name for t in tensors if not all(isinstance(d, int) for d in t.shape)]
             if symbolic:
-                raise ValueError(f"SearchTask: the cuda target tunes static shapes only, and "
+                raise ValueError(f"SearchTask: the {self.target.kind} target tunes static shapes only, and "
                                  f"{', '.join(symbolic)} have symbolic ones; bind the sizes to numbers first")
         self.program_json: str = to_json(tensors)
         self.workload_key: str = workload_key(tensors)

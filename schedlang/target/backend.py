@@ -1,12 +1,18 @@
 """What a backend provides for one target kind.
 
-A backend owns everything after Tile IR that depends on the target: how a target is
-resolved against the machine, the checks a schedule must pass for it, the ordered list
-of Kernel IR passes, and the ordered, named stages from Kernel IR to a callable module
-(for the CPU: "llvm" -> "llvm.opt" -> "jit"). Every stage's text is kept on the module.
+A backend owns everything that differs per target; no code outside schedlang/target/ tests
+a target's kind. For the pipeline: how a target is resolved against the machine, the checks
+a schedule must pass for it, the ordered list of Kernel IR passes, and the ordered, named
+stages from Kernel IR to a callable module (for the CPU: "llvm" -> "llvm.opt" -> "jit");
+every stage's text is kept on the module. For the packages above the pipeline (section
+"what the users of the pipeline ask" below): the auto-scheduler's sketch rules, measurement,
+features and launch checks; the torch frontend's device, emulation and default schedules;
+what the CLI prints. Hooks that belong to those packages import them when called, so that
+building a module loads neither the auto-scheduler nor torch.
 """
 from __future__ import annotations
 
+import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .target import Target
@@ -74,3 +80,96 @@ class Backend:
     def load_module(self, path: str):
         """A module that this backend's export_library wrote."""
         raise NotImplementedError(f"the {self.kind} target cannot load modules")
+
+    # ---- what the users of the pipeline ask (defaults: a module that runs on the host CPU;
+    # HostCPUBackend below adds the CPU's sketch rules, measurement and default schedules) ----
+
+    builds_static_shapes: bool = False
+    """Every build needs static shapes: the auto-scheduler refuses a task with symbolic ones,
+    and the torch frontend builds a graph with size variables again per set of sizes."""
+
+    torch_device: str = "cpu"
+    """The torch device whose tensors a module compiled by schedlang.torch takes."""
+
+    prepacks_weights: bool = False
+    """The torch frontend lays a Linear's constant weight out in panels (torch/prepack.py) that
+    this target's default matmul schedule reads."""
+
+    emulation_engines: Tuple[str, ...] = ()
+    """The engines module.emulate(..., engine=) offers to run the kernels on the CPU instead of
+    the device (empty: the module runs on the CPU anyway, and has no emulate)."""
+
+    emulation_note: str = ""
+    """What the CLI says when it emulates a module for want of its device."""
+
+    source_title: str = ""
+    """What the CLI calls the target code (the text of the first build stage)."""
+
+    def sketch_rules(self):
+        """The auto-scheduler's sketch rules for this target, in order
+        (autoschedule.sketch.SketchRules)."""
+        raise NotImplementedError(f"the {self.kind} target has no sketch rules: the auto-scheduler cannot tune for it")
+
+    def measure_candidate(self, task, schedule, arrays: List, number: int, repeat: int) -> dict:
+        """What a measurement worker returns for schedule of the auto-scheduler's task, run on
+        arrays (inputs, then zeroed outputs): {"times": [...], "build_s", "load"} and what the
+        target adds to its record (autoschedule/measure.py: EXTRA_FIELDS)."""
+        raise NotImplementedError(f"the {self.kind} target cannot measure auto-scheduler candidates")
+
+    def search_features(self):
+        """The features this target adds to a candidate's vector for the cost model
+        (autoschedule.features.TargetFeatures; the default adds none)."""
+        from ..autoschedule.features import CPU_FEATURES
+        return CPU_FEATURES
+
+    def check_launch(self, kernel, target: Target) -> None:
+        """Raise ScheduleError or LoweringError for lowered Kernel IR that the target cannot
+        launch (the auto-scheduler prunes such a candidate before building it)."""
+
+    def run_on_host(self, module, arrays: Sequence) -> None:
+        """Run a module this backend built on numpy arrays in this process (the auto-scheduler's
+        check against the reference evaluator)."""
+        module(*arrays)
+
+    def module_notes(self, compiled) -> List[str]:
+        """Lines the CLI prints after the IR of a module compiled by schedlang.torch (cuda:
+        ptxas's registers and spills per kernel)."""
+        return []
+
+    def default_schedules(self) -> Dict[str, Callable]:
+        """The torch frontend's default schedule of each kernel kind that
+        torch/schedules.py: schedule_group names ("matmul", "rows", "pointwise", ...):
+        kind -> its function in torch/schedules.py."""
+        raise NotImplementedError(f"the {self.kind} target has no default schedules for the torch frontend")
+
+
+class HostCPUBackend(Backend):
+    """Base of backends whose modules run on the host CPU, called with numpy arrays (llvm):
+    the auto-scheduler tunes them with the CPU sketch rules (autoschedule/sketch_cpu.py) and
+    times candidates on the CPU (measure.time_on_cpu); the torch frontend schedules their
+    kernels with the CPU default schedules of torch/schedules.py."""
+
+    def worker_threads(self, target: Target) -> int:
+        """The threads a parallel loop runs on: the target's num_threads, else the cores this
+        process may run on."""
+        n = getattr(target.options, "num_threads", 0)
+        if n > 0:
+            return n
+        try:
+            return len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            return os.cpu_count() or 1
+
+    def sketch_rules(self):
+        from ..autoschedule.sketch_cpu import CPU_SKETCH_RULES     # the auto-scheduler loads when it asks
+        return CPU_SKETCH_RULES
+
+    def measure_candidate(self, task, schedule, arrays: List, number: int, repeat: int) -> dict:
+        from ..autoschedule.measure import time_on_cpu
+        return time_on_cpu(task, schedule, arrays, number, repeat)
+
+    def default_schedules(self) -> Dict[str, Callable]:
+        from ..torch import schedules as ts          # the frontend (and torch) load only when it asks
+        from ..torch import conv_schedules as cs
+        return {"matmul": ts.schedule_matmul_cpu, "rows": ts.schedule_rows_cpu, "pointwise": ts.schedule_pointwise_cpu,
+                "conv": cs.schedule_conv_cpu}

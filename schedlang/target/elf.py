@@ -9,7 +9,6 @@ whose headers and segments lie inside the file, and that the checksum (when pres
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import struct
 import sys
@@ -17,18 +16,10 @@ import tempfile
 from functools import lru_cache
 from typing import Callable, Optional, Tuple
 
-from ..disk import write_atomically
+from ..disk import TRAILER, checksum, with_checksum, write_atomically  # noqa: F401 (checksums live in disk.py)
 
 MAGIC = b"\x7fELF"
-TRAILER = b"\nschedlang-sha256:"     # + 64 hex digits of the bytes before it + "\n"
-_TRAILER_LEN = len(TRAILER) + 64 + 1
 ET_DYN, PT_LOAD, PT_DYNAMIC, SHT_NOBITS, SHT_DYNSYM = 3, 1, 2, 8, 11
-
-
-def with_checksum(data: bytes) -> bytes:
-    """data followed by the trailer that checksum() verifies (the loader ignores bytes after
-    the last header, so the library still loads)."""
-    return data + TRAILER + hashlib.sha256(data).hexdigest().encode() + b"\n"
 
 
 def write_library(dest, link: Callable[[str], None]) -> None:
@@ -44,15 +35,6 @@ def write_library(dest, link: Callable[[str], None]) -> None:
     finally:
         if os.path.exists(out):
             os.unlink(out)
-
-
-def checksum(data: bytes) -> Optional[bool]:
-    """True when data ends with a trailer that matches it, False when the trailer does not
-    match (the file changed after it was written), None when there is no trailer."""
-    tail = data[-_TRAILER_LEN:]
-    if len(data) < _TRAILER_LEN or not tail.startswith(TRAILER):
-        return None
-    return hashlib.sha256(data[:-_TRAILER_LEN]).hexdigest().encode() == tail[len(TRAILER):-1]
 
 
 @lru_cache(maxsize=1)

@@ -3,12 +3,21 @@ buffers and which are outputs, the size variables of symbolic shapes (a SizeBind
 text of every level and stage (ir), get_source and export_library."""
 from __future__ import annotations
 
-from typing import Dict, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..kernel.nodes import KernelModule
 from ..kernel.sizes import symbolic_buffers, symbolic_extents
+from .arrays import check_arguments, describe_type, resolve_arguments
 from .shapes import SizeBinder
 from .target import Target
+
+
+def size_binder(kernel_ir: KernelModule) -> Optional[SizeBinder]:
+    """How a call of the module reads its size variables (None without symbolic shapes)."""
+    if not kernel_ir.sizes:
+        return None
+    return SizeBinder(list(kernel_ir.params), kernel_ir.sizes, symbolic_buffers(kernel_ir), symbolic_extents(kernel_ir),
+                      kernel_ir.size_args, kernel_ir.size_checks)
 
 
 class BuiltModule:
@@ -20,9 +29,34 @@ class BuiltModule:
         self.params = list(kernel_ir.params)
         self._is_output = list(is_output)
         self.ir = dict(texts)
-        self._sizes = (SizeBinder(self.params, kernel_ir.sizes, symbolic_buffers(kernel_ir),
-                                  symbolic_extents(kernel_ir), kernel_ir.size_args, kernel_ir.size_checks)
-                       if kernel_ir.sizes else None)
+        self._sizes = size_binder(kernel_ir)
+
+    def bind_call(self, args: Sequence, device: str = "cpu") -> Tuple[list, List[int], List[int]]:
+        """(the arrays of a call, their data pointers, the values of the size variables) after the
+        checks of target/arrays.py; with symbolic shapes the sizes come from the arrays' shapes
+        (and from the size arguments, ints among the arrays). Keep the arrays alive while the call
+        runs: lazily negated torch inputs are resolved into copies (resolve_arguments)."""
+        arrays, given = self._sizes.split_call(args) if self._sizes is not None else (list(args), None)
+        if len(arrays) != len(self.params):
+            names = ", ".join(b.name for b in self.params)
+            raise TypeError(f"{self.name} takes {len(self.params)} arrays ({names}), got {len(arrays)}")
+        arrays = resolve_arguments(self.params, arrays, self._is_output)
+        shapes, sizes = None, []
+        if self._sizes is not None:   # symbolic shapes: read the sizes, then check as for static ones
+            got = []
+            for b, x in zip(self.params, arrays):
+                shape = getattr(x, "shape", None)
+                if shape is None:
+                    raise TypeError(f"argument '{b.name}' must be a numpy array or a CPU torch tensor, "
+                                    f"got {describe_type(x)}")
+                if len(shape) != len(b.shape):
+                    raise ValueError(f"argument '{b.name}' must have {len(b.shape)} dimensions "
+                                     f"({', '.join(map(str, b.shape))}), got shape {tuple(shape)}")
+                got.append(tuple(int(n) for n in shape))
+            sizes = self._sizes.bind(got, given)
+            shapes = [self._sizes.shape_of(b, sizes) for b in self.params]
+        pointers = check_arguments(self.name, self.params, self._is_output, arrays, device, shapes)
+        return arrays, pointers, sizes
 
     def get_source(self, fmt: str) -> str:
         """The generated code in a format the backend names."""

@@ -6,13 +6,18 @@ does not load llvmlite (about 130 ms) or the CUDA toolchain.
 from __future__ import annotations
 
 import importlib
+import json
+import os
+import re
 from typing import Dict
 
 from .backend import Backend
+from .elf import check_library, read_symbol
 from .target import Target
 
 _BACKENDS: Dict[str, Backend] = {}
-_BUILTIN = {"llvm": "schedlang.target.llvm.backend", "cuda": "schedlang.target.cuda.backend"}
+_BUILTIN = {"llvm": "schedlang.target.llvm.backend", "cuda": "schedlang.target.cuda.backend",
+            "c": "schedlang.target.c.backend"}
 
 
 def register_backend(kind: str, backend: Backend) -> None:
@@ -36,3 +41,23 @@ def resolve_target(spec) -> Target:
     """Target.create: parse a target string (or take a Target) and let its backend resolve it."""
     target = Target.parse(spec)
     return get_backend(target.kind).resolve_target(target)
+
+
+def library_kind(path: str) -> str:
+    """The target kind whose export_library wrote the file at path: its module record (the constant
+    schedlang_module_info) has the format "schedlang-<kind>-module". Anything else is "llvm", whose
+    loader says what is wrong with the file."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        check_library(data, path)
+        raw = read_symbol(data, "schedlang_module_info", path)
+        found = re.fullmatch(r"schedlang-(\w+)-module", json.loads(raw.rstrip(b"\0").decode())["format"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return "llvm"
+    return found.group(1) if found and (found.group(1) in _BACKENDS or found.group(1) in _BUILTIN) else "llvm"
+
+
+def load_library_module(path: str):
+    """sl.load_module: a module that mod.export_library(path) wrote, loaded by its backend."""
+    return get_backend(library_kind(path) if os.path.isfile(path) else "llvm").load_module(path)

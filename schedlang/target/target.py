@@ -1,7 +1,7 @@
 """Target descriptions: explicit, frozen configuration passed down through lowering.
 
-A Target is a kind ("llvm" for the CPU, "cuda") and a frozen options object of that
-kind (LLVMOptions, CUDAOptions) that checks its fields when built. Passes read the
+A Target is a kind ("llvm" for the CPU, "cuda", "c") and a frozen options object of that
+kind (LLVMOptions, CUDAOptions, COptions) that checks its fields when built. Passes read the
 options; none compares kind strings. This module is a leaf: it imports no backend.
 What depends on the machine or on LLVM (the host CPU, which CPU names exist) is the
 backend's job: Target.create() asks the backend registry to resolve a target.
@@ -125,8 +125,45 @@ class CUDAOptions:
         return f"-arch={self.arch}"
 
 
-Options = Union[LLVMOptions, CUDAOptions]
-OPTIONS: Dict[str, type] = {"llvm": LLVMOptions, "cuda": CUDAOptions}
+@dataclass(frozen=True)
+class COptions:
+    """Options of the c target: portable C99 compiled by the system C compiler (TVM's "c").
+
+    cpu: the compiler's -march ("" means -march=native, this machine's CPU).
+    vector_bits: the widest native vector register; None until resolved (from the host's CPU flags).
+    num_threads: threads of a parallel loop (0: the OpenMP default, OMP_NUM_THREADS or all cores).
+    threading: "openmp" compiles parallel loops as `#pragma omp parallel for`; "serial" leaves them serial.
+    """
+
+    cpu: str = ""
+    vector_bits: Optional[int] = None
+    num_threads: int = 0
+    threading: str = "openmp"
+
+    FLAGS: ClassVar[Dict[str, str]] = {"mcpu": "cpu", "num-cores": "num_threads"}
+    VECTOR_BITS: ClassVar[tuple] = (128, 256, 512)
+
+    def __post_init__(self):
+        for name in ("cpu", "threading"):
+            _check_type("COptions", name, getattr(self, name), (str,))
+        _check_type("COptions", "num_threads", self.num_threads, (int,))
+        if self.cpu and not re.fullmatch(r"[A-Za-z0-9_.-]+", self.cpu):
+            raise ValueError(f"malformed CPU name {self.cpu!r}")
+        if self.threading not in ("openmp", "serial"):
+            raise ValueError(f"unknown threading {self.threading!r}; use 'openmp' or 'serial'")
+        if self.num_threads < 0:
+            raise ValueError(f"num_threads must be >= 0 (0: the OpenMP default), got {self.num_threads}")
+        if self.vector_bits is not None and (isinstance(self.vector_bits, bool)
+                                             or self.vector_bits not in self.VECTOR_BITS):
+            raise ValueError(f"vector_bits must be one of {', '.join(map(str, self.VECTOR_BITS))}, "
+                             f"got {self.vector_bits!r}")
+
+    def flags(self) -> str:
+        return f"-mcpu={self.cpu}" if self.cpu else ""
+
+
+Options = Union[LLVMOptions, CUDAOptions, COptions]
+OPTIONS: Dict[str, type] = {"llvm": LLVMOptions, "cuda": CUDAOptions, "c": COptions}
 
 
 @dataclass(frozen=True, init=False)
@@ -218,7 +255,7 @@ def _parse(spec: str):
     """(kind, {field: value}) of a TVM-style target string "kind -flag=value -flag ..."."""
     words = spec.split()
     if not words or words[0] not in OPTIONS:
-        raise ValueError(f"unknown target {spec!r}; use 'llvm' (the CPU) or 'cuda'")
+        raise ValueError(f"unknown target {spec!r}; use 'llvm' (the CPU), 'cuda' or 'c' (C99 for the CPU)")
     cls = OPTIONS[words[0]]
     hints = typing.get_type_hints(cls)
     values: Dict[str, object] = {}

@@ -243,6 +243,9 @@ class _Encoder:
             "result": CODECS["exprs"][0](self, r.result), "identity": CODECS["exprs"][0](self, r.identity)})
 
     def op(self, op: Operation) -> int:
+        known = self.ids["ops"].get(id(op))
+        if known is not None:            # its producers were numbered before it: not walked again
+            return known
         entry = _OP_KINDS.get(type(op))
         if entry is None:
             raise TypeError(f"cannot serialise operation kind {type(op).__name__} ('{op.name}'); "

@@ -61,10 +61,14 @@ def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None
     return compiled
 
 
-def compile_fx(gm, example_inputs: Sequence, target="llvm"):
+def compile_fx(gm, example_inputs: Sequence, target="llvm", *, inputs: Optional[dict] = None):
     """A callable for an ATen-level FX GraphModule as AOT autograd hands it to a backend
     (inputs are the graph's placeholders, in order: tensors, and ints for the sizes Dynamo
-    passes with dynamic shapes; the result is the graph's outputs)."""
+    passes with dynamic shapes; the result is the graph's outputs).
+
+    inputs (the Dynamo backend's frozen graphs, dynamo.py) maps every placeholder's name to
+    (kind, name, tensor): kind "parameter" or "buffer" makes it a state input of that name
+    (called through CompiledModule.call_with_state), "input" names a user input."""
     import torch
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
     graph_module = gm
@@ -75,5 +79,7 @@ def compile_fx(gm, example_inputs: Sequence, target="llvm"):
         if not isinstance(x, (torch.Tensor, torch.SymInt, int)):
             raise TypeError(f"compile_fx: input {n.name} is a {type(x).__name__}; schedlang.torch takes "
                             "tensors and sizes only")
-    graph = graph_from_fx(graph_module.graph, {}, {})
+    kinds = {ph: (kind, name) for ph, (kind, name, _) in (inputs or {}).items()}
+    state = {name: t for kind, name, t in (inputs or {}).values() if kind != "input"}
+    graph = graph_from_fx(graph_module.graph, kinds, state)
     return CompiledModule(graph, target)

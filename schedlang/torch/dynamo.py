@@ -9,8 +9,16 @@ builds it. Options go through torch.compile's `options=`:
     torch.compile(model, backend="schedlang", options={"target": "cuda"})
 
 The backend is meant for inference (under `torch.no_grad()` or `torch.inference_mode()`).
-When gradients are needed, the forward graph is still compiled by schedlang and the
-backward graph runs in PyTorch.
+There, as Inductor's freezing does, the module's parameters and buffers are the compiled
+graph's state, not plain inputs (freeze_state): schedlang packs weights (prepack.py) and
+fuses matmul epilogues as schedlang.torch.compile does, and the linear layers AOT autograd
+decomposes (t + mm / addmm, between views) are folded back (fold_linear), so both paths
+lower the same ops and build the same kernels. Unlike Inductor's freezing, nothing is baked
+in: Dynamo passes the parameters at every call and the compiled module reads them there
+(packed copies are made again when a parameter changes: state.py), so a parameter updated
+in place or replaced after compiling is never silently stale.
+When gradients are needed, the forward graph is still compiled by schedlang (parameters as
+plain inputs) and the backward graph runs in PyTorch.
 
 The name "schedlang" resolves without importing anything, through the package's
 `torch_dynamo_backends` entry point (pyproject.toml); importing this module registers it
@@ -18,7 +26,9 @@ too, for checkouts that are not pip-installed.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence
+import contextlib
+import re
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
@@ -47,7 +57,11 @@ def schedlang_backend(gm: torch.fx.GraphModule, example_inputs: Sequence,
     target = options.get("target", "llvm")
     from . import compile_fx, decomposition_table
 
+    kinds = input_kinds(gm, example_inputs) if not torch.is_grad_enabled() else None
+
     def forward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence) -> Callable:
+        if kinds is not None and len(aten_inputs) == len(kinds):    # AOT autograd kept the inputs one to one
+            return compile_frozen(aten_gm, aten_inputs, kinds, example_inputs, target)
         tensors = sizes_from_tensors(aten_gm, aten_inputs)
         compiled = compile_fx(aten_gm, [aten_inputs[k] for k in tensors], target=target)
         if len(tensors) == len(aten_inputs):
@@ -56,7 +70,130 @@ def schedlang_backend(gm: torch.fx.GraphModule, example_inputs: Sequence,
 
     backend = aot_autograd(fw_compiler=forward_compiler, bw_compiler=_eager_backward,
                            decompositions=dict(decomposition_table().items()))
-    return backend(gm, example_inputs)
+    if kinds is None:
+        return backend(gm, example_inputs)
+    with keeping_lowered_composites():      # AOT autograd traces (and compiles) inside the call
+        return backend(gm, example_inputs)
+
+
+@contextlib.contextmanager
+def keeping_lowered_composites():
+    """While AOT autograd traces an inference graph: keep whole the composite ops
+    (CompositeImplicitAutograd: linear, matmul, layer_norm, scaled_dot_product_attention
+    ...) that schedlang lowers, as torch.export's run_decompositions does when they are not
+    in the table (export.decomposition_table), so that both paths hand schedlang the same
+    ops. Only ops torch deems safe to keep (functional ones); with a torch whose private
+    export helpers differ, nothing is kept (fold_linear still folds linear layers)."""
+    try:
+        from torch._export.utils import _is_preservable_cia_op, _special_op_to_preserve_cia
+        from torch.export.exported_program import _override_composite_implicit_decomp
+    except ImportError:
+        yield
+        return
+    from .ops.registry import LOWERINGS
+    keep = {}
+    for name in LOWERINGS:
+        op = _overload(name)
+        if op is not None and _is_preservable_cia_op(op):
+            keep[op] = _special_op_to_preserve_cia
+    with _override_composite_implicit_decomp(keep):
+        yield
+
+
+def _overload(name: str):
+    """torch.ops.aten.linear.default for "aten.linear.default" (or for "aten.linear"), or None."""
+    parts = name.split(".")
+    packet = getattr(getattr(torch.ops, parts[0], None), parts[1], None) if len(parts) >= 2 else None
+    if packet is None:
+        return None
+    return getattr(packet, parts[2] if len(parts) > 2 else "default", None)
+
+
+_SOURCE_STEP = re.compile(r"\._(modules|parameters|buffers)\['([^']+)'\]")
+_ARGUMENT = re.compile(r"L\['(\w+)'\]")
+
+
+def input_kinds(gm: torch.fx.GraphModule, example_inputs: Sequence) -> List[Tuple[str, Optional[str]]]:
+    """(kind, name) of each input of a Dynamo graph, from the source Dynamo read it from:
+    ("parameter" | "buffer", its dotted name in the module) for the module's state,
+    ("input", the argument's name or None) for everything else."""
+    out: List[Tuple[str, Optional[str]]] = []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, x in zip(placeholders, example_inputs):
+        source = getattr(node.meta.get("grapharg"), "source", None)
+        text = str(getattr(source, "name", "")) if source is not None else ""
+        steps = _SOURCE_STEP.findall(text)
+        if isinstance(x, torch.Tensor) and steps and steps[-1][0] in ("parameters", "buffers"):
+            out.append(("parameter" if steps[-1][0] == "parameters" else "buffer", ".".join(n for _, n in steps)))
+        else:
+            arg = _ARGUMENT.fullmatch(text)
+            out.append(("input", arg.group(1) if arg else None))
+    return out
+
+
+def compile_frozen(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence, kinds: List[Tuple[str, Optional[str]]],
+                   real_inputs: Sequence, target) -> Callable:
+    """The boxed callable of an inference graph whose parameters and buffers (kinds) are its
+    state: they are passed by Dynamo at each call and handed to the compiled module as state
+    (CompiledModule.call_with_state), the other tensors as its inputs."""
+    from . import compile_fx
+    tensors = sizes_from_tensors(aten_gm, aten_inputs)
+    fold_linear(aten_gm)
+    placeholders = [n for n in aten_gm.graph.nodes if n.op == "placeholder"]
+    # every placeholder is named, so graph_from_fx keeps them in the graph's order
+    named = {node.name: (kinds[k][0], kinds[k][1] or node.name, real_inputs[k]) for node, k in zip(placeholders, tensors)}
+    compiled = compile_fx(aten_gm, [aten_inputs[k] for k in tensors], target=target, inputs=named)
+    graph = compiled.graph
+    user = [k for k in tensors if kinds[k][0] == "input"]
+    given = [(i.name, k) for i, k in zip(graph.inputs, tensors) if i.kind not in ("input", "size")]
+
+    def run(*args):
+        return compiled.call_with_state([args[k] for k in user], {name: args[k] for name, k in given})
+    run.compiled = compiled          # for tests and tools: the CompiledModule behind the graph
+    return make_boxed_func(run)
+
+
+def fold_linear(gm: torch.fx.GraphModule) -> int:
+    """Fold the linear layers AOT autograd decomposed back into aten.linear, the op
+    torch.export keeps whole (so schedlang packs the weight and fuses the epilogue as the
+    export path does): mm(x, t(w)) -> linear(x, w); addmm(b, x, t(w)) -> linear(x, w, b)
+    (b 1-d, beta = alpha = 1); then view(linear(view(x, [M, K]), ...), lead + [N]) ->
+    linear(x, ...) when x is lead + [K]. Returns the number of linears made."""
+    aten = torch.ops.aten
+    views = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+    graph, made = gm.graph, 0
+    for node in list(graph.nodes):
+        if node.op != "call_function" or node.kwargs:
+            continue
+        if node.target is aten.mm.default:
+            (x, wt), bias = node.args, None
+        elif node.target is aten.addmm.default and len(node.args) == 3:
+            bias, x, wt = node.args
+            if not isinstance(bias, torch.fx.Node) or bias.meta["val"].dim() != 1:
+                continue
+        else:
+            continue
+        if not (isinstance(wt, torch.fx.Node) and wt.target is aten.t.default and wt.meta["val"].dim() == 2):
+            continue
+        with graph.inserting_after(node):
+            linear = graph.call_function(aten.linear.default, (x, wt.args[0]) + ((bias,) if bias is not None else ()))
+        linear.meta = dict(node.meta)
+        node.replace_all_uses_with(linear)
+        graph.erase_node(node)
+        made += 1
+        users = list(linear.users)
+        if x.target in views and len(users) == 1 and users[0].target in views:
+            inner, outer = x.args[0], users[0]
+            lead_in, lead_out = inner.meta["val"].shape[:-1], outer.meta["val"].shape[:-1]
+            if len(lead_in) == len(lead_out) and all(str(a) == str(b) for a, b in zip(lead_in, lead_out)):
+                linear.args = (inner,) + linear.args[1:]
+                linear.meta = dict(outer.meta)
+                outer.replace_all_uses_with(linear)
+                graph.erase_node(outer)
+    if made:
+        graph.eliminate_dead_code()
+        gm.recompile()
+    return made
 
 
 def sizes_from_tensors(gm: torch.fx.GraphModule, example_inputs: Sequence) -> List[int]:

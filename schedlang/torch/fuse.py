@@ -19,12 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from ..expr.equality import equal
 from ..expr.functor import walk
 from ..expr.nodes import Binary, Cast
 from ..schedule import legal
 from ..tensor.classify import ELEMENTWISE, INDEX_MAP, classify
 from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.reduce import Reduce
+
+CONV_TAG = "conv"        # the tag of a convolution's sum (ops/conv.py), a kernel kind of its own
+CONV_PAD_TAG = "conv_pad"   # a zero-padded input copy a convolution reads (ops/conv.py): a kernel of its own
 
 
 @dataclass
@@ -36,6 +40,18 @@ class Group:
     anchor: object
     attached: List[object] = field(default_factory=list)
     prefix: Dict[object, int] = field(default_factory=dict)
+
+    @property
+    def convs(self) -> List[object]:
+        """The convolutions this kernel computes: the anchor itself, or the reductions attached
+        to its epilogue (of the convolutions' shape) when each is a convolution (two when a
+        residual add sums two of them); empty otherwise."""
+        if is_conv(self.anchor) and not self.attached:
+            return [self.anchor]
+        if self.attached and not isinstance(self.anchor.op.body, Reduce) \
+                and all(is_conv(st) and _same_shape(st, self.anchor) for st in self.attached):
+            return list(self.attached)
+        return []
 
     @property
     def matmuls(self) -> List[object]:
@@ -56,6 +72,20 @@ def is_matmul(st) -> bool:
     if red.combiner.name != "sum" or red.condition is not None:
         return False
     return matmul_operands(red.source[0]) is not None
+
+
+def _same_shape(a, b) -> bool:
+    ea, eb = [x.dom.extent for x in a.op.axis], [x.dom.extent for x in b.op.axis]
+    return len(ea) == len(eb) and all(x == y if isinstance(x, int) and isinstance(y, int)
+                                      else not isinstance(x, int) and not isinstance(y, int) and equal(x, y)
+                                      for x, y in zip(ea, eb))
+
+
+def is_conv(st) -> bool:
+    """A convolution as the PyTorch frontend lowers it (ops/conv.py): a sum tagged CONV_TAG."""
+    op = st.op
+    return getattr(op, "tag", "") == CONV_TAG and isinstance(op.body, Reduce) and op.num_outputs == 1 \
+        and op.body.combiner.name == "sum"
 
 
 def matmul_operands(e):
@@ -84,7 +114,8 @@ def fuse(s) -> List[Group]:
             readers[inp].append(st)
     feeds_matmul: Dict[object, bool] = {}
     for st in reversed(stages):        # consumers first: whether a reader is inlined is known
-        feeds_matmul[st] = any(feeds_matmul[c] if c.attach_type == "inline" else is_matmul(c) for c in readers[st])
+        feeds_matmul[st] = any(feeds_matmul[c] if c.attach_type == "inline" else is_matmul(c) or is_conv(c)
+                               for c in readers[st])
         if _should_inline(st, feeds_matmul[st]):
             st.compute_inline()
     live = [st for st in stages if st.attach_type != "inline"]
@@ -107,7 +138,7 @@ def fuse(s) -> List[Group]:
 
 
 def _should_inline(st, feeds_matmul: bool) -> bool:
-    if not legal.can_inline(st) or st.op.num_outputs != 1:
+    if not legal.can_inline(st) or st.op.num_outputs != 1 or getattr(st.op, "tag", "") == CONV_PAD_TAG:
         return False
     kind = classify(st.op)
     if kind == INDEX_MAP:

@@ -8,18 +8,22 @@ output of the part that computes it and a placeholder of the part that reads it.
 """
 from __future__ import annotations
 
+import functools
 import operator
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Tuple, Union
+
+import torch
 
 import schedlang as sl
 from schedlang.tensor.graph import post_order
 from schedlang.tensor.op import PlaceholderOp
 from schedlang.tensor.printer import print_tensor_ir
 
+from .dtypes import to_torch
 from .ops.registry import LowerContext, Unsupported, lookup
-from .prepack import PackSpec, panels
+from .prepack import PackSpec, shape_of
 from .torch_ir import Ref, TorchGraph, TorchNode, map_refs, node_call_str, type_str
 
 
@@ -112,6 +116,7 @@ class _Lowering:
         self.torch_steps: List[Tuple[int, TorchStep]] = []
         self.members: Dict[int, List[str]] = {}
         self.packs: Dict[str, PackSpec] = {}
+        self.empties: Dict[str, TorchNode] = {}      # getitems of a lowered op's empty results
         self.checks: Dict[str, Tuple[type, str]] = {}  # guard flag name -> (error, message): LowerContext.guard
 
     def run(self, warn: bool) -> LoweredProgram:
@@ -140,16 +145,31 @@ class _Lowering:
 
     def packed(self, tensor, width: int):
         """The placeholder of a constant [N, K] input's panels (LowerContext.packed), or None."""
-        state = {i.name for i in self.graph.state_inputs}
-        name = next((n for n, t in self.inputs.items() if t.op is tensor.op and n in state), None)
-        if name is None or len(tensor.shape) != 2 or not all(isinstance(e, int) for e in tensor.shape):
+        if len(tensor.shape) != 2:
             return None
-        pname = f"{name}_packed{width}"
-        if pname not in self.inputs:
-            n, k = tensor.shape
-            self.inputs[pname] = sl.placeholder((panels(n, width), k, width), tensor.dtype, name=pname)
+        return self.prepacked("panels", (tensor,), width, ())
+
+    def prepacked(self, kind: str, tensors, width: int, params: tuple):
+        """The placeholder of prepack.py's constant of kind made from tensors, which must all
+        be constant inputs of static shape (LowerContext.prepacked), or None."""
+        state = {i.name for i in self.graph.state_inputs}
+        names = []
+        for t in tensors:
+            name = None if t is None else next((n for n, p in self.inputs.items() if p.op is t.op and n in state), None)
+            if t is not None and (name is None or not all(isinstance(e, int) for e in t.shape)):
+                return None
+            names.append(name)
+        spec = PackSpec(names[0], width, kind, tuple(names[1:]), params)
+        pname = next((n for n, sp in self.packs.items() if sp == spec), None)
+        if pname is None:
+            folded = "_bn" if kind == "conv" and any(n is not None for n in names[1:]) else ""
+            pname = f"{names[0]}_packed{width}" if kind == "panels" else f"{names[0]}_{kind}{width}{folded}"
+            while pname in self.inputs:      # another spec of the same source
+                pname += "_"
+            shape = shape_of(kind, [None if t is None else tuple(t.shape) for t in tensors], width)
+            self.inputs[pname] = sl.placeholder(shape, tensors[0].dtype, name=pname)
             self.where[pname] = ("input", 0)
-            self.packs[pname] = PackSpec(name, width)
+            self.packs[pname] = spec
         return self.inputs[pname]
 
     def level(self, name: str) -> int:
@@ -158,11 +178,20 @@ class _Lowering:
         return k + 1 if kind == "torch" else k
 
     def need(self, name: str) -> None:
-        if self.where[name][0] == "part":
+        kind, k = self.where[name]
+        if kind == "empty":              # an empty result of a lowered op, read after all
+            node = self.empties[name]
+            make = functools.partial(torch.empty, tuple(node.shape), dtype=to_torch(node.dtype))
+            self.where[name] = ("torch", k)
+            self.torch_steps.append((k, TorchStep(replace(node, target=make, args=(), kwargs={}),
+                                                  "an empty result of a lowered op")))
+        elif kind == "part":
             self.needed[name] = None
 
     def value_in(self, part: int, name: str):
         """name as seen from part: its tensor if computed there, else a placeholder."""
+        if self.where[name][0] == "empty":
+            self.need(name)
         kind, k = self.where[name]
         if kind == "input":
             return self.inputs[name]
@@ -185,7 +214,10 @@ class _Lowering:
         if node.target is operator.getitem:
             src = refs[0]
             kind, k = self.where[src]
-            if kind == "part":
+            if kind == "part" and self.values[src][node.args[1]] is None:
+                self.where[node.name] = ("empty", k)      # made in torch only if read (need)
+                self.empties[node.name] = node
+            elif kind == "part":
                 self.values[node.name] = self.values[src][node.args[1]]
                 self.where[node.name] = ("part", k)
                 self.members.setdefault(k, []).append(node.name)
@@ -201,7 +233,7 @@ class _Lowering:
         try:
             args = map_refs(node.args, lambda r: self.value_in(part, r.name))
             kwargs = map_refs(node.kwargs, lambda r: self.value_in(part, r.name))
-            ctx = LowerContext(node.name, self.target, packer=self.packed,
+            ctx = LowerContext(node.name, self.target, packer=self.packed, prepacker=self.prepacked,
                                guarder=lambda flag, message, error: guards.append((flag, message, error)))
             result = fn(ctx, *args, **kwargs)
         except Unsupported as e:
@@ -225,9 +257,13 @@ class _Lowering:
         """The lowering's result has the node's shapes and dtypes (else a lowering bug)."""
         got = list(result) if isinstance(result, (list, tuple)) else [result]
         dtypes = node.dtype if node.multi else [node.dtype]
-        if len(got) != len(dtypes) or any(str(t.dtype) != str(d) for t, d in zip(got, dtypes)):
+        shapes = node.shape if node.multi else [node.shape]
+        # None stands for an empty result (batch norm's saved statistics in eval mode)
+        empty = [t is None and any(isinstance(e, int) and e == 0 for e in want) for t, want in zip(got, shapes)]
+        got, dtypes, shapes = ([x for x, e in zip(seq, empty) if not e] for seq in (got, dtypes, shapes))
+        if len(got) != len(dtypes) or any(t is None or str(t.dtype) != str(d) for t, d in zip(got, dtypes)):
             raise sl.InternalError(f"the lowering of {node.op} for node {node.name} gives "
-                                   f"{[str(t.dtype) for t in got]}, torch gives {dtypes}")
+                                   f"{[str(getattr(t, 'dtype', None)) for t in got]}, torch gives {dtypes}")
         shapes = node.shape if node.multi else [node.shape]
         for t, want in zip(got, shapes):
             if len(t.shape) != len(want) or any(isinstance(a, int) and isinstance(b, int) and a != b

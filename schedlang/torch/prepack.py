@@ -1,18 +1,28 @@
-"""Weights packed once: a module's constant [N, K] matrix (a Linear's weight) re-laid as
-[ceil(N / width), K, width] panels, so a matmul kernel reads B contiguously along its
-output columns (benchmarks/sl_kernels.py's packed register-tiled GEMM).
+"""Constants computed once from a module's parameters and buffers, in layouts the kernels
+read fast:
 
-The lowering reads the packed placeholder (`ctx.packed(weight, width)`); the compiled
-module computes the packed tensor in torch at its first call and keeps it. It is computed
-again when the parameter changes as torch sees it: a new storage (data_ptr) or an in-place
-write through the tensor (`_version`: `w.copy_(...)` or an optimizer step under no_grad).
-A write through `w.data` bumps no version and is not seen (as autograd does not see it).
-The packed copy costs one more weight's worth of memory.
+- "panels": a constant [N, K] matrix (a Linear's weight) re-laid as [ceil(N / width), K,
+  width] panels, so a matmul kernel reads B contiguously along its output columns
+  (benchmarks/sl_kernels.py's packed register-tiled GEMM);
+- "conv": a convolution's weight [OC, ICg, *K] as [ceil(OC / width), ICg, *K, width] blocks
+  (the NCHWc kernels' packed weights: a vector of output channels innermost), optionally
+  with a following eval-mode batch norm folded in (each output channel scaled by
+  gamma / sqrt(var + eps), as Inductor's and TVM's FoldScaleAxis do);
+- "bn_scale", "bn_shift": a batch norm's per-channel constants [C] from (var, mean, gamma,
+  beta, conv_bias), the last three optional: scale = gamma / sqrt(var + eps) and shift =
+  (conv_bias - mean) * scale + beta (a folded convolution's bias; conv_bias 0 when absent).
+
+The lowering reads a placeholder (`ctx.packed(weight, width)`, `ctx.prepacked(kind, ...)`);
+the compiled module computes the tensor in torch at its first call and keeps it. It is
+computed again when a source changes as torch sees it: a new storage (data_ptr) or an
+in-place write through the tensor (`_version`: `w.copy_(...)` or an optimizer step under
+no_grad). A write through `w.data` bumps no version and is not seen (as autograd does not
+see it). The copy costs one more weight's worth of memory.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 from ..expr.extent import ceil_div
 from .state import Version
@@ -20,10 +30,18 @@ from .state import Version
 
 @dataclass(frozen=True)
 class PackSpec:
-    """packed[p, k, z] = source[p * width + z, k], zero past source's last row."""
+    """The constant of `kind` made from the state inputs source and more (None: an absent
+    optional one, such as a batch norm without affine weights), with width and params."""
 
     source: str        # the state input (parameter, buffer, constant) it is computed from
-    width: int         # columns of a panel
+    width: int         # columns of a panel (panels), output channels of a block (conv)
+    kind: str = "panels"
+    more: Tuple[Optional[str], ...] = ()
+    params: Tuple = ()
+
+    @property
+    def sources(self) -> Tuple[Optional[str], ...]:
+        return (self.source,) + self.more
 
 
 def panels(n: int, width: int) -> int:
@@ -44,8 +62,60 @@ def pack(w, width: int):
     return out
 
 
+def bn_scale(gamma, var, eps: float):
+    """gamma / sqrt(var + eps) in float64 (gamma None: 1), rounded once by the caller."""
+    import torch
+    scale = torch.rsqrt(var.double() + eps)
+    return scale if gamma is None else scale * gamma.double()
+
+
+def pack_conv(w, width: int, gamma=None, mean=None, var=None, eps: float = 0.0):
+    """w [OC, ICg, *K] as [ceil(OC / width), ICg, *K, width] (zero past OC), each output
+    channel scaled by the batch norm's gamma / sqrt(var + eps) when var is given."""
+    import torch
+    oc = w.shape[0]
+    if var is not None:
+        scale = bn_scale(gamma, var, eps)
+        w = (w.double() * scale.reshape((oc,) + (1,) * (w.dim() - 1))).to(w.dtype)
+    blocks = panels(oc, width)
+    padded = torch.zeros((blocks * width,) + tuple(w.shape[1:]), dtype=w.dtype, device=w.device)
+    padded[:oc].copy_(w)
+    spatial = tuple(range(2, w.dim() + 1))
+    return padded.reshape((blocks, width) + tuple(w.shape[1:])).permute(0, *spatial, 1).contiguous()
+
+
+def _bn_vector(kind: str, sources: Sequence, eps: float):
+    var, mean, gamma, beta, conv_bias = sources
+    scale = bn_scale(gamma, var, eps)
+    if kind == "bn_scale":
+        return scale.to(var.dtype)
+    centered = conv_bias.double() - mean.double() if conv_bias is not None else -mean.double()
+    return (centered * scale + (beta.double() if beta is not None else 0)).to(var.dtype)
+
+
+def shape_of(kind: str, shapes: Sequence, width: int) -> tuple:
+    """The shape of the constant of kind made from sources of these shapes."""
+    if kind == "panels":
+        n, k = shapes[0]
+        return (panels(n, width), k, width)
+    if kind == "conv":
+        oc, *rest = shapes[0]
+        return (panels(oc, width), *rest, width)
+    return tuple(next(s for s in shapes if s is not None))
+
+
+def make(spec: PackSpec, tensors: Sequence):
+    """The constant of spec from its source tensors (None where a source is absent)."""
+    if spec.kind == "panels":
+        return pack(tensors[0], spec.width)
+    if spec.kind == "conv":
+        w, *bn = tensors
+        return pack_conv(w, spec.width, *bn, *spec.params) if bn else pack_conv(w, spec.width)
+    return _bn_vector(spec.kind, tensors, *spec.params)
+
+
 class PackCache:
-    """The packed tensors of one compiled module, each with the version of its source it was made from."""
+    """The packed tensors of one compiled module, each with the versions of its sources it was made from."""
 
     def __init__(self, specs: Dict[str, PackSpec]):
         self.specs = dict(specs)
@@ -55,9 +125,10 @@ class PackCache:
         """name -> packed tensor for every spec, computed again for a source that changed."""
         out = {}
         for name, spec in self.specs.items():
-            src = state[spec.source]
+            srcs = [None if s is None else state[s] for s in spec.sources]
             hit = self._made.get(name)
-            if hit is None or hit[0].changed(src):
-                hit = self._made[name] = (Version(src), pack(src, spec.width))
+            if hit is None or any(t is not None and v.changed(t) for v, t in zip(hit[0], srcs)):
+                versions = [None if t is None else Version(t) for t in srcs]
+                hit = self._made[name] = (versions, make(spec, srcs))
             out[name] = hit[1]
         return out

@@ -10,6 +10,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 import torch
 
 import schedlang as sl
+from schedlang import kernel_cache
 from schedlang.build_pool import build_each
 from schedlang.expr.functor import substitute
 from schedlang.expr.nodes import Const, Expr
@@ -45,13 +46,14 @@ class CompiledModule:
         self.target = _target(target)
         self.program = program if program is not None else lower_graph(graph, self.target)
         self._modules: Dict[int, Any] = {}
-        self._device = "cuda" if self.target.kind == "cuda" else "cpu"
+        self._backend = sl.get_backend(self.target.kind)
+        self._device = self._backend.torch_device
         self._state = ModuleState(graph.state_inputs, module)
         self._warned_grad = False
         self._packs = PackCache(self.program.packs)    # weights packed once (prepack.py)
-        # The cuda target builds static shapes only: a graph with size variables is lowered
+        # A target that builds static shapes only (cuda): a graph with size variables is lowered
         # and built again for each set of sizes it is called with (specialize()).
-        self._per_shape = self.target.kind == "cuda" and _uses_sizes(graph)
+        self._per_shape = self._backend.builds_static_shapes and _uses_sizes(graph)
         self._variants: Dict[tuple, Tuple[LoweredProgram, Dict[int, Any]]] = {}
         self._last: Optional[Tuple[LoweredProgram, Dict[int, Any]]] = None
         if not self._per_shape:      # the parts are independent: built by a few threads (build_pool.py)
@@ -78,10 +80,19 @@ class CompiledModule:
         mod = modules.get(part.index)
         if mod is None:
             from .schedules import default_schedule
-            outs = [t for _, t in part.outputs]
-            s = default_schedule(outs, self.target, log=self.log)
+            ins, outs = [t for _, t in part.inputs], [t for _, t in part.outputs]
+            tuned = self._tuned(ins, outs)
+            if tuned is not None:            # the record's program: the canonical copy (tune.py)
+                ins, outs = tuned.inputs, list(tuned.outputs)
             try:
-                mod = sl.build(s, [t for _, t in part.inputs] + outs, target=self.target)
+                if tuned is not None:
+                    mod = sl.build(tuned.schedule, ins + outs, target=self.target)
+                elif self.log is not None:   # records under the part's own names (older logs)
+                    mod = sl.build(default_schedule(outs, self.target, log=self.log), ins + outs, target=self.target)
+                else:                        # found on disk, the default schedule is not made either
+                    mod = kernel_cache.build_default(
+                        ins, outs, self.target, lambda: default_schedule(outs, self.target),
+                        lambda s: sl.build(s, ins + outs, target=self.target))
             except (ValueError, TypeError) as e:
                 node = _named_node(self.graph, str(e))
                 if node is None:
@@ -89,6 +100,19 @@ class CompiledModule:
                 raise user_error(e, node) from None
             modules[part.index] = mod
         return mod
+
+    def _tuned(self, ins, outs):
+        """The best record in self.log of the part's canonical copy (tune.canonical_program:
+        a record made on the same computation in any model), as a namespace of schedule,
+        inputs and outputs of the copy, or None."""
+        if self.log is None or not all(isinstance(e, int) for t in outs for e in t.shape):
+            return None
+        from types import SimpleNamespace
+        from .schedules import tuned_schedule
+        from .tune import canonical_program
+        c_ins, c_outs = canonical_program(ins, outs)
+        s = tuned_schedule(c_outs, self.target, self.log)
+        return None if s is None else SimpleNamespace(schedule=s, inputs=c_ins, outputs=c_outs)
 
     def specialize(self, *args) -> None:
         """Build the module for the shapes of args (the inputs of a call, on any device)
@@ -255,20 +279,26 @@ class CompiledModule:
                 "do not require grad (eager's would). Call it under torch.no_grad() or torch.inference_mode() "
                 "(or freeze the parameters with requires_grad_(False)); to train, use "
                 "torch.compile(model, backend='schedlang'). Warned once per compiled module.",
-                GradientWarning, stacklevel=3)
+                GradientWarning, stacklevel=4)
 
     def __call__(self, *args, out=None):
         """The module's outputs for args; with out= (a tensor, or a tuple of one per output,
         contiguous, of the outputs' shapes and dtypes, as torch's out=) the kernels write
         into those tensors, which are returned, instead of fresh ones. The outputs never
         require grad (_check_grad)."""
+        return self.call_with_state(args, None, out=out)
+
+    def call_with_state(self, args: Sequence, state: Optional[Mapping[str, torch.Tensor]], out=None):
+        """As __call__(*args), with the tensors of some state inputs (by Torch IR input name)
+        given by the caller instead of read from the module: the Dynamo backend passes the
+        parameters Dynamo hands it at each call (checked as state.py checks the module's)."""
         if self._device == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("this module was compiled for target 'cuda', but no CUDA GPU is available "
                                "(compile with target='llvm' to run on the CPU, or run the CUDA kernels on the "
                                "CPU with .emulate(*cpu_tensors))")
         sizes = self._check_inputs(args)
         bufs = None if out is None else self._check_out(out, args, sizes)
-        current = self._state.current()
+        current = self._state.current(state)
         self._check_grad(args, current)
         state = self._state.on_device(current, self._device)
         return self._run(args, sizes, state, lambda mod, arrays: mod(*arrays), bufs=bufs)
@@ -279,12 +309,12 @@ class CompiledModule:
         through CUDAModule.emulate (engine "shim": the generated CUDA C compiled by g++, block
         threads as real threads; "simt": the Kernel IR interpreted with numpy, slow, every
         access bounds-checked), the ops without a lowering in torch on the CPU."""
-        if self.target.kind != "cuda":
+        engines = self._backend.emulation_engines
+        if not engines:
             raise ValueError(f"emulate() runs the kernels of a module compiled for target 'cuda' on the CPU; "
                              f"this one was compiled for {self.target.kind!r}: call it directly")
-        from schedlang.target.cuda.module import ENGINES
-        if engine not in ENGINES:
-            raise ValueError(f"unknown emulation engine {engine!r}; choose one of {', '.join(ENGINES)}")
+        if engine not in engines:
+            raise ValueError(f"unknown emulation engine {engine!r}; choose one of {', '.join(engines)}")
         sizes = self._check_inputs(args, device="cpu")
         current = self._state.current()
         self._check_grad(args, current)

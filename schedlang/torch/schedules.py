@@ -17,6 +17,8 @@ Per kernel (a fuse.Group), on the CPU:
   benchmarks/sl_kernels.py's gemm_register_tiled (MR = 4 rows, nr = panel_width columns);
   both operands contiguous along k (q @ k^T, a Linear whose weight is not a constant): an
   mr x nr tile of k-vectors (rfactor over k lanes), summed across lanes at the end.
+- convolution (fuse.Group.convs) with its epilogue: conv_schedules.py (NCHWc register tiles,
+  rows along the width for depthwise ones).
 On CUDA: blockIdx/threadIdx bound loops (one thread per element with a short vectorized
 inner loop, per row for reductions, per output for a tiled matmul).
 
@@ -25,7 +27,6 @@ plain loops, with a warning. With `log=`, a tuning record of the workload wins o
 """
 from __future__ import annotations
 
-import os
 import warnings
 from typing import List, Optional
 
@@ -34,7 +35,8 @@ from ..expr.functor import substitute, uses_var, walk
 from ..errors import ScheduleError
 from ..expr.nodes import Binary, Const, Var
 from ..schedule import Schedule, create_schedule
-from ..target.target import CUDAOptions, Target
+from ..target.registry import get_backend
+from ..target.target import Target
 from ..tensor.axis import IterVar
 from ..tensor.op import TensorRead
 from ..tensor.reduce import Reduce
@@ -90,19 +92,22 @@ def tuned_schedule(outputs: List, target: Target, log: str) -> Optional[Schedule
 
 
 def schedule_group(s: Schedule, group: Group, target: Target) -> None:
-    """Schedule one kernel of s by its kind."""
-    gpu = isinstance(target.options, CUDAOptions)
+    """Schedule one kernel of s by its kind, with the target's function for that kind
+    (Backend.default_schedules: schedule_matmul_cpu for "matmul" on llvm, ...)."""
+    rules = get_backend(target.kind).default_schedules()
+    if group.convs:
+        return rules["conv"](s, group, target)
     matmuls = group.matmuls
     anchor = group.anchor
     if is_matmul(anchor) and len(anchor.op.axis) >= 2 and not group.attached:
-        (schedule_matmul_cuda if gpu else schedule_matmul_cpu)(s, anchor, [anchor], target)
+        rules["matmul"](s, anchor, [anchor], target)
     elif matmuls and len(matmuls) == len(group.attached) and len(anchor.op.axis) >= 2 \
             and not isinstance(anchor.op.body, Reduce):
-        (schedule_matmul_cuda if gpu else schedule_matmul_cpu)(s, anchor, matmuls, target)
+        rules["matmul"](s, anchor, matmuls, target)
     elif group.attached or isinstance(anchor.op.body, Reduce):
-        (schedule_rows_cuda if gpu else schedule_rows_cpu)(s, group, target)
+        rules["rows"](s, group, target)
     else:
-        (schedule_pointwise_cuda if gpu else schedule_pointwise_cpu)(s, anchor, target)
+        rules["pointwise"](s, anchor, target)
 
 
 # ---- shape and target facts -------------------------------------------------------------
@@ -125,14 +130,8 @@ def _product(extents) -> Optional[int]:
 
 
 def threads(target: Target) -> int:
-    """Worker threads the CPU target runs parallel loops on."""
-    n = getattr(target.options, "num_threads", 0)
-    if n > 0:
-        return n
-    try:
-        return len(os.sched_getaffinity(0))      # the cores this process may run on
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    """Worker threads the CPU target runs parallel loops on (HostCPUBackend.worker_threads)."""
+    return get_backend(target.kind).worker_threads(target)
 
 
 def lanes(target: Target, st) -> int:

@@ -36,12 +36,16 @@ class ModuleState:
         self.module = module
         self._copies: Dict[Tuple[str, str], Tuple[Version, torch.Tensor]] = {}
 
-    def current(self) -> Dict[str, torch.Tensor]:
+    def current(self, given: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, torch.Tensor]:
         """name -> the module's tensor for each state input now (the captured one where the
-        module has no such attribute), checked against the compiled shape and dtype."""
+        module has no such attribute; the one in given, by name, where the caller passes it:
+        the Dynamo backend's parameters), checked against the compiled shape and dtype."""
         out = {}
         for i in self.inputs:
-            t = _lookup(self.module, i.target) if self.module is not None and i.target else _MISSING
+            if given is not None and i.name in given:
+                t = given[i.name]
+            else:
+                t = _lookup(self.module, i.target) if self.module is not None and i.target else _MISSING
             if t is _MISSING:
                 t = i.value
             elif not isinstance(t, torch.Tensor):

@@ -1,7 +1,12 @@
 """Tuning a PyTorch model's kernels: each lowered part (one Tensor IR program between the
 ops that run in torch, the program default_schedule schedules) becomes a SearchTask, the
 trial budget is split by each part's estimated weight, and the records go to one log that
-default_schedule(..., log=log) reads when the model is built."""
+default_schedule(..., log=log) reads when the model is built.
+
+Records are kept for each part's canonical copy (canonical_program): the same program with
+its tensors and axes named by position, so that a part recurs under the same workload key
+in any model that contains it, whatever the module and graph call its parameters and ops
+(`fc1.weight` in one model, `block.mlp.fc1.weight` in another)."""
 from __future__ import annotations
 
 import math
@@ -13,10 +18,35 @@ from ..tensor.op import PlaceholderOp
 from .lower import LoweredProgram, Part
 
 
+def canonical_program(inputs: List, outputs: List) -> Tuple[List, List]:
+    """(inputs, outputs) of a copy of the program computing outputs from inputs (its
+    placeholders, every one the program reads) whose names say only where things are: the
+    inputs in0, in1 ... in the given order, the other operations t0, t1 ... and the variables
+    v0, v1 ... in the canonical walk's order (tensor/serialize.py). Names are part of a
+    workload key (a schedule's steps name stages and axes), so this is the key under which
+    the same computation is found in every model."""
+    from ..tensor.graph import post_order
+    from ..tensor.serialize import from_json, to_data
+    data = to_data(outputs)
+    position = {t.op.name: k for k, t in enumerate(inputs)}
+    computed = 0
+    for op in data["ops"]:
+        if op["kind"] == "placeholder" and op["name"] in position:
+            op["name"] = f"in{position[op['name']]}"
+        else:
+            op["name"], computed = f"t{computed}", computed + 1
+    for k, var in enumerate(data["vars"]):
+        var["name"] = f"v{k}"
+    outs = from_json(data)
+    found = {op.name: op.output(0) for op in post_order([t.op for t in outs]) if isinstance(op, PlaceholderOp)}
+    return [found[f"in{k}"] for k in range(len(inputs))], outs
+
+
 def part_task(part: Part, target) -> Optional[SearchTask]:
-    """The SearchTask of a part (its workload key is the one default_schedule looks up), or
-    None when there is nothing to tune: no computed output, or a shape with a size variable."""
-    outs = [t for _, t in part.outputs]
+    """The SearchTask of a part's canonical copy (its workload key is the one the compiled
+    module looks up), or None when there is nothing to tune: no computed output, or a shape
+    with a size variable."""
+    outs = canonical_program([t for _, t in part.inputs], [t for _, t in part.outputs])[1]
     if not any(not isinstance(t.op, PlaceholderOp) for t in outs):
         return None
     if not all(isinstance(e, int) for t in outs for e in t.shape):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from schedlang.topi import nn
 from schedlang import build_cache
 from tests import programs
 
@@ -21,8 +22,7 @@ def fresh_cache(monkeypatch):
 def _gemm(factor=4, axis=1, names=("A", "B", "C")):
     A = sl.placeholder((8, 6), name=names[0])
     B = sl.placeholder((6, 8), name=names[1])
-    k = sl.reduce_axis((0, 6), name="k")
-    C = sl.compute((8, 8), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name=names[2])
+    C = nn.matmul(A, B, name=names[2])
     s = sl.create_schedule(C.op)
     s[C].split(C.op.axis[axis], factor=factor)
     return s, [A, B, C]

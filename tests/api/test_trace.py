@@ -6,6 +6,7 @@ import pytest
 import schedlang as sl
 from schedlang.driver import pass_names
 from tests import programs
+from tests.cpu_targets import needs_cc
 
 TILE = ["tensor", "loop", "infer_regions", "build_loop_nests", "simplify", "unique_loop_names"]
 LLVM = TILE + ["flatten_buffers", "unroll_loops", "simplify", "widen_index_arith", "vectorize_loops", "simplify",
@@ -13,6 +14,8 @@ LLVM = TILE + ["flatten_buffers", "unroll_loops", "simplify", "widen_index_arith
 CUDA = TILE + ["flatten_buffers", "inject_virtual_threads", "unroll_loops", "simplify", "widen_index_arith",
                "vectorize_loops", "simplify", "lower_thread_allreduce", "insert_barriers", "inject_double_buffer",
                "sink_thread_guards", "split_kernels", "add_size_params", "cuda", "ptx"]
+C = TILE + ["flatten_buffers", "unroll_loops", "simplify", "widen_index_arith", "serialize_vector_loops",
+            "split_kernels", "add_size_params", "c", "cc"]
 
 
 def _gemm(gpu: bool):
@@ -27,7 +30,7 @@ def _gemm(gpu: bool):
     return s, [A, B, C]
 
 
-@pytest.mark.parametrize("target, expected", [("llvm", LLVM), ("cuda", CUDA)])
+@pytest.mark.parametrize("target, expected", [("llvm", LLVM), ("cuda", CUDA), pytest.param("c", C, marks=needs_cc)])
 def test_trace_names_every_pass_in_order(target, expected, capsys):
     s, args = _gemm(target == "cuda")
     mod = sl.build(s, args, target=target, trace=True)
@@ -35,8 +38,7 @@ def test_trace_names_every_pass_in_order(target, expected, capsys):
     assert names == expected == pass_names(target)
     texts = dict(mod.trace)
     assert texts["flatten_buffers"] != texts["unique_loop_names"]        # each entry is the IR then
-    stage = "llvm" if target == "llvm" else "cuda"
-    assert texts[stage] == mod.ir[stage]                                   # the stage's own text
+    assert texts[target] == mod.ir[target]                                   # the stage's own text
     assert texts["add_size_params"] == str(sl.lower(s, args, level="kernel", target=target).ir["kernel"])
     err = capsys.readouterr().err
     assert all(f"IR after {name} ----" in err for name in expected)
@@ -67,7 +69,7 @@ def test_trace_of_a_lowered_function_starts_at_kernel_ir(capsys):
 
 
 def test_stage_names_are_the_stages_build_runs():
-    for kind in ("llvm", "cuda"):
+    for kind in ("llvm", "cuda", "c"):
         target = sl.Target.create(kind)
         backend = sl.get_backend(kind)
         assert backend.stage_names(target) == tuple(name for name, _ in backend.stages(target))
@@ -76,5 +78,5 @@ def test_stage_names_are_the_stages_build_runs():
 def test_architecture_doc_lists_each_targets_pipeline():
     from pathlib import Path
     doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
-    for kind in ("llvm", "cuda"):
+    for kind in ("llvm", "cuda", "c"):
         assert f"    {kind}: {', '.join(pass_names(kind))}\n" in doc

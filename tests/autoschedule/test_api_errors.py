@@ -7,6 +7,7 @@ import warnings
 import pytest
 
 import schedlang as sl
+from tests import programs
 from schedlang.autoschedule import records
 from schedlang.autoschedule.progress import Progress
 from schedlang.autoschedule.search import SearchPolicy
@@ -14,10 +15,7 @@ from schedlang.autoschedule.task import SearchTask
 
 
 def gemm(n=8):
-    A = sl.placeholder((n, n), name="A")
-    B = sl.placeholder((n, n), name="B")
-    k = sl.reduce_axis((0, n), name="k")
-    return sl.compute((n, n), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return programs.gemm(n, n, n)[-1]
 
 
 @pytest.mark.parametrize("kw, error, words", [

@@ -341,7 +341,7 @@ def test_a_producer_may_join_its_consumers_where_they_are_computed():
 def test_a_parallel_loop_has_work_for_every_thread():
     """A drawn parallel loop is fused from enough outer loops to give each thread several
     iterations (a draw that parallelises a loop of one iteration runs on one core)."""
-    from schedlang.autoschedule.sample import PAR_PER_THREAD
+    from schedlang.autoschedule.sketch_cpu import PAR_PER_THREAD
     task = SearchTask.from_outputs(gemm(256)[-1:], target="llvm -num-cores=2")
     cands = Evolver(task, random.Random(1), policy=SearchPolicy(population=24, generations=0)).propose(24)
     parallel = 0

@@ -14,6 +14,7 @@ from schedlang.autoschedule.sketch import generate_sketches
 from schedlang.autoschedule.task import SearchTask
 from schedlang.schedule import legal
 
+from .. import programs
 from ..helpers import run
 
 torch = pytest.importorskip("torch")
@@ -76,14 +77,12 @@ def test_relayout_sketch_rule_applies_to_conv2d_only():
     task = conv_task(1, 4, 6, 6, 8)
     s = task.schedule()
     pos, packs = legal.relayout_axis(s["conv"])
-    assert s["conv"].op.axis[pos].var.name == "ff" and [(t.name, d) for t, d in packs] == [("W", 0)]
+    assert s["conv"].op.axis[pos].var.name == "f" and [(t.name, d) for t, d in packs] == [("W", 0)]
     assert legal.is_guarded_copy(s["pad"])
     names = [sk.name for sk in generate_sketches(task)]
     assert "tile_relayout:conv,inline:pad" in names and "tile_relayout:conv" in names    # pad inlined or not
     # GEMM: B[k, j] reads the innermost axis contiguously; a 1x1 conv reads X[n, rc, h, w] likewise
-    A, B = sl.placeholder((8, 8), name="A"), sl.placeholder((8, 8), name="B")
-    k = sl.reduce_axis((0, 8), name="k")
-    C = sl.compute((8, 8), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    A, B, C = programs.gemm(8, 8, 8)
     assert legal.relayout_axis(sl.create_schedule(C.op)[C]) is None
     X, W1 = sl.placeholder((1, 4, 6, 6), name="X"), sl.placeholder((8, 4), name="W1")
     rc = sl.reduce_axis((0, 4), name="rc")
@@ -124,7 +123,7 @@ def test_relayout_samples_at_the_benchmark_size_are_legal():
     sketches = [sk for sk in generate_sketches(task) if "relayout" in sk.name]
     for seed in range(12):
         s, decisions = sample(task, sketches[seed % 2], random.Random(seed))
-        assert decisions["conv|vecs"] * decisions["conv|reg|ww"] * decisions["conv|reg|hh"] <= legal.register_tile_budget(task.target)
+        assert decisions["conv|vecs"] * decisions["conv|reg|w"] * decisions["conv|reg|h"] <= legal.register_tile_budget(task.target)
 
 
 def test_a_small_conv2d_search_finishes_and_is_correct(tmp_path):

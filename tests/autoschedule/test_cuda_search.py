@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from schedlang.topi import nn
+from tests import programs
 from schedlang.autoschedule import gpu_estimate, records
 from schedlang.autoschedule.features import feature_dict, feature_names, features
 from schedlang.autoschedule.sample import sample
@@ -25,11 +27,7 @@ TINY = SearchPolicy(population=6, generations=1, elites=2)
 
 
 def gemm(n=64):
-    A = sl.placeholder((n, n), name="A")
-    B = sl.placeholder((n, n), name="B")
-    k = sl.reduce_axis((0, n), name="k")
-    C = sl.compute((n, n), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return [A, B, C], lambda a, b: a @ b
+    return list(programs.gemm(n, n, n)), lambda a, b: a @ b
 
 
 def elementwise(n=1000):
@@ -40,19 +38,13 @@ def elementwise(n=1000):
 
 def row_sum(rows=40, cols=100):
     X = sl.placeholder((rows, cols), name="X")
-    k = sl.reduce_axis((0, cols), name="k")
-    Y = sl.compute((rows,), lambda i: sl.sum(X[i, k], axis=k), name="Y")
-    return [X, Y], lambda x: x.sum(axis=1)
+    return [X, nn.row_reduce(X)], lambda x: x.sum(axis=1)
 
 
 def softmax(rows=6, cols=70):
     X = sl.placeholder((rows, cols), name="X")
-    k1 = sl.reduce_axis((0, cols), name="k1")
-    k2 = sl.reduce_axis((0, cols), name="k2")
-    M = sl.compute((rows,), lambda i: sl.max(X[i, k1], axis=k1), name="M")
-    E = sl.compute((rows, cols), lambda i, j: sl.exp(X[i, j] - M[i]), name="E")
-    S = sl.compute((rows,), lambda i: sl.sum(E[i, k2], axis=k2), name="S")
-    Y = sl.compute((rows, cols), lambda i, j: E[i, j] / S[i], name="Y")
+    Y = nn.softmax(X, name="Y")
+
     def ref(x):
         e = np.exp(x - x.max(1, keepdims=True))
         return e / e.sum(1, keepdims=True)
@@ -60,11 +52,7 @@ def softmax(rows=6, cols=70):
 
 
 def batch_matmul(b=2, n=8, m=12, k=8):
-    A = sl.placeholder((b, n, k), name="A")
-    B = sl.placeholder((b, k, m), name="B")
-    r = sl.reduce_axis((0, k), name="r")
-    C = sl.compute((b, n, m), lambda z, i, j: sl.sum(A[z, i, r] * B[z, r, j], axis=r), name="C")
-    return [A, B, C], lambda a, bb: a @ bb
+    return list(programs.batch_matmul(b, n, m, k)), lambda a, bb: a @ bb
 
 
 def task_of(program):
@@ -87,7 +75,7 @@ def test_cuda_sketches_follow_the_tensor_ir():
     assert [sk.name for sk in generate_sketches(task_of(elementwise()))] == ["gpu_simple:B"]
     assert [sk.name for sk in generate_sketches(task_of(row_sum()))] == ["gpu_cross_thread:Y", "gpu_thread_row:Y"]
     names = [sk.name for sk in generate_sketches(task_of(softmax()))]
-    assert all("inline:E" in n and "gpu_simple:Y" in n for n in names) and len(names) == 4
+    assert all("inline:expval" in n and "gpu_simple:Y" in n for n in names) and len(names) == 4
     # the CPU sketches are unchanged
     assert [sk.name for sk in generate_sketches(SearchTask(tensors=gemm(16)[0]))] == [
         "tile:C", "tile_cache_write:C", "tile_pack:C"]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from tests import programs
 from schedlang.autoschedule import records
 from schedlang.autoschedule.measure import Measurer
 from schedlang.autoschedule.search import SearchPolicy
@@ -31,10 +32,7 @@ def client():
 
 
 def gemm(n=16):
-    A = sl.placeholder((n, n), name="A")
-    B = sl.placeholder((n, n), name="B")
-    k = sl.reduce_axis((0, n), name="k")
-    return A, B, sl.compute((n, n), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return programs.gemm(n, n, n)
 
 
 def test_search_through_a_dask_client(client, tmp_path):

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import schedlang as sl
+from tests import programs
 from schedlang.autoschedule import records
 from schedlang.autoschedule.plot import tuning_curves
 from schedlang.autoschedule.sample import sample
@@ -19,11 +20,7 @@ from schedlang.autoschedule.task import SearchTask
 
 
 def _task():
-    A = sl.placeholder((8, 8), name="A")
-    B = sl.placeholder((8, 8), name="B")
-    k = sl.reduce_axis((0, 8), name="k")
-    C = sl.compute((8, 8), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return SearchTask.from_outputs([C])
+    return SearchTask.from_outputs([programs.gemm(8, 8, 8)[-1]])
 
 
 TASK = _task()

@@ -5,6 +5,7 @@ import time
 import pytest
 
 import schedlang as sl
+from tests import programs
 from schedlang.autoschedule import records
 from schedlang.autoschedule.measure import Measurer
 from schedlang.autoschedule.search import SearchPolicy
@@ -16,10 +17,7 @@ QUICK = dict(number=1, repeat=1, policy=SearchPolicy(population=8, generations=1
 
 
 def gemm(n):
-    A = sl.placeholder((n, n), name="A")
-    B = sl.placeholder((n, n), name="B")
-    k = sl.reduce_axis((0, n), name="k")
-    return sl.compute((n, n), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return programs.gemm(n, n, n)[-1]
 
 
 def _rec(task, i, median, error=None):

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import schedlang as sl
+from tests import programs
 from schedlang.autoschedule import records
 from schedlang.autoschedule.progress import Progress
 from schedlang.autoschedule.cost_model import CostModel, targets
@@ -33,22 +34,11 @@ FORMULA_TARGET = "llvm -mcpu=skylake-avx512 -num-cores=2"
 
 
 def gemm(n=64, target="llvm"):
-    A = sl.placeholder((n, n), name="A")
-    B = sl.placeholder((n, n), name="B")
-    k = sl.reduce_axis((0, n), name="k")
-    C = sl.compute((n, n), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return SearchTask.from_outputs([C], target=target)
+    return SearchTask.from_outputs([programs.gemm(n, n, n)[-1]], target=target)
 
 
 def softmax(rows=8, cols=24):
-    X = sl.placeholder((rows, cols), name="X")
-    k = sl.reduce_axis((0, cols), name="k")
-    mx = sl.compute((rows,), lambda i: sl.max(X[i, k], axis=k), name="rowmax")
-    ex = sl.compute((rows, cols), lambda i, j: sl.exp(X[i, j] - mx[i]), name="expval")
-    k2 = sl.reduce_axis((0, cols), name="k2")
-    tot = sl.compute((rows,), lambda i: sl.sum(ex[i, k2], axis=k2), name="rowsum")
-    out = sl.compute((rows, cols), lambda i, j: ex[i, j] / tot[i], name="softmax")
-    return SearchTask.from_outputs([out])
+    return SearchTask.from_outputs([programs.softmax(rows, cols)[-1]])
 
 
 def feats(task, s):

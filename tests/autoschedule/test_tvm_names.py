@@ -4,16 +4,13 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from tests import programs
 from schedlang import auto_scheduler
 
 
 @auto_scheduler.register_workload
 def matmul(N, L, M, dtype):
-    A = sl.placeholder((N, L), name="A", dtype=dtype)
-    B = sl.placeholder((L, M), name="B", dtype=dtype)
-    k = sl.reduce_axis((0, L), name="k")
-    C = sl.compute((N, M), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return [A, B, C]
+    return list(programs.gemm(N, M, L, dtype))
 
 
 def test_a_tvm_tuning_script_runs_with_its_import_changed(tmp_path):

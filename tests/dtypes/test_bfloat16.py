@@ -10,11 +10,12 @@ import torch
 import schedlang as sl
 from schedlang.dtypes import dtype, promote
 from schedlang.tensor.serialize import from_json, to_json
+from tests.cpu_targets import HAS_CC, needs_cc
 from tests.helpers import CHECKED, assert_matches_reference, run
 
 BF16 = ml_dtypes.bfloat16
 # The host with all its features (AVX-512 BF16 on Zen 4), and without AVX-512 BF16 and F16C.
-TARGETS = ["llvm", "llvm -mattr=-avx512bf16,-f16c"]
+TARGETS = ["llvm", "llvm -mattr=-avx512bf16,-f16c", pytest.param("c", marks=needs_cc)]
 
 
 def bits(x) -> np.ndarray:
@@ -154,10 +155,10 @@ def test_literals_and_int_casts_round_through_float32_on_every_engine():
     want = bits(through_float32(r(r(a) * literal) + r(i)))
     np.testing.assert_array_equal(bits(through_float32(i)), torch_bits(i))
     np.testing.assert_array_equal(bits(sl.reference([C], {A: a, I: i})[0]), want)
-    s = sl.create_schedule(C.op)
-    c = np.zeros(n, BF16)
-    sl.build(s, [A, I, C])(a, i, c)
-    np.testing.assert_array_equal(bits(c), want)
+    for target in ["llvm"] + (["c"] if HAS_CC else []):
+        c = np.zeros(n, BF16)
+        sl.build(sl.create_schedule(C.op), [A, I, C], target=target)(a, i, c)
+        np.testing.assert_array_equal(bits(c), want, err_msg=target)
     pytest.importorskip("cuda.bindings")
     s = sl.create_schedule(C.op)
     for T in (B, C):
@@ -196,6 +197,10 @@ def test_elementwise_rounds_after_every_operation(vector):
                           r(r(np.maximum(a, b) * r(np.float32(1.1))) - r(np.floor_divide(a, b))) + r(np.mod(a, r(np.float32(0.75)))))
     np.testing.assert_array_equal(bits(want), bits(r(expect).astype(BF16)))
     assert "i16" in mod.get_source() and "bfloat" not in mod.get_source()
+    if HAS_CC:       # C99 rounds after every operation too (the prelude's sl_bf16_round)
+        c = np.zeros_like(outputs[0][1])
+        sl.build(s, [A, B, C], target="c")(feed[A], feed[B], c)
+        np.testing.assert_array_equal(bits(c), bits(want))
 
 
 def test_inlining_does_not_change_bfloat16_results():

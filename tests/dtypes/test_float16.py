@@ -7,16 +7,18 @@ import pytest
 import torch
 
 import schedlang as sl
+from tests.cpu_targets import HAS_CC, needs_cc
 from tests.helpers import assert_matches_reference
 
 TARGETS = ["llvm", "llvm -mattr=-f16c", "llvm -mcpu=x86-64"]
+C = [pytest.param("c", marks=needs_cc)]       # C99: float16 as bits, converted by the prelude's functions
 
 
 def bits(x) -> np.ndarray:
     return np.asarray(x).view(np.uint16)
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", TARGETS + C)
 def test_conversions_are_exact_and_round_to_nearest_even(target):
     n = 1 << 16
     rng = np.random.default_rng(0)
@@ -44,7 +46,8 @@ def test_conversions_are_exact_and_round_to_nearest_even(target):
     mod = sl.build(s, [A, D, H, B, E, C], target=target)
     with np.errstate(invalid="ignore"):
         mod(f32, f64, h, b, e, c)
-    assert "__truncsfhf2" not in mod.get_source("asm") and "__extendhfsf2" not in mod.get_source("asm")
+    if target != "c":
+        assert "__truncsfhf2" not in mod.get_source("asm") and "__extendhfsf2" not in mod.get_source("asm")
     with np.errstate(all="ignore"):
         want, want64 = f32.astype(np.float16), f64.astype(np.float16)
     nan = np.isnan(f32)
@@ -57,7 +60,7 @@ def test_conversions_are_exact_and_round_to_nearest_even(target):
     assert np.isnan(c[hn]).all()
 
 
-@pytest.mark.parametrize("target", TARGETS[:2])
+@pytest.mark.parametrize("target", TARGETS[:2] + C)
 @pytest.mark.parametrize("vector", [False, True])
 def test_math_and_arithmetic_with_numpy_arrays(target, vector):
     n = 45
@@ -106,7 +109,7 @@ def test_casts_to_float16_round_once_at_the_cast():
     D = sl.placeholder((n,), "float64", name="D")
     FI = sl.compute((n,), lambda i: I[i].astype("float16").astype("float32") * 1.0, name="FI")
     FD = sl.compute((n,), lambda i: D[i].astype("float16").astype("float64") * 1.0, name="FD")
-    for target in TARGETS[:2]:
+    for target in TARGETS[:2] + (["c"] if HAS_CC else []):
         for vector in (False, True):
             s = sl.create_schedule([FI.op, FD.op])
             if vector:

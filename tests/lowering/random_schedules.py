@@ -3,7 +3,7 @@
 The schedule-invariance tests (test_invariance.py) build every generated schedule and
 compare its output with the reference evaluator. Replay one case from the command line:
 
-    python tests/lowering/random_schedules.py PROGRAM SEED   # e.g. gemm_13x7x33 12345
+    python -m tests.lowering.random_schedules PROGRAM SEED   # e.g. gemm_13x7x33 12345
 
 which prints the schedule as Python, every IR level, and the mismatch of a normal and
 a bounds-checked build. (The tests print the seed of a failing case.)
@@ -41,6 +41,8 @@ import schedlang as sl
 from schedlang.schedule import legal
 from schedlang.schedule.legal import PRAGMA_STEPS, effective_consumers, is_compute, is_live, is_reduction
 from schedlang.tensor.axis import REDUCE
+from schedlang.topi import nn
+from tests import programs
 
 # ---------------------------------------------------------------------------------------
 # Programs
@@ -80,10 +82,7 @@ def _draw_all(*drawers):
 
 
 def gemm(M, N, K, dtype="float32") -> Program:
-    A = sl.placeholder((M, K), dtype, name="A")
-    B = sl.placeholder((K, N), dtype, name="B")
-    k = sl.reduce_axis((0, K), name="k")
-    C = sl.compute((M, N), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    A, B, C = programs.gemm(M, N, K, dtype)
     if dtype == "int32":
         draw = _draw_all(_ints((M, K)), _ints((K, N)))
         return Program(f"gemm_i32_{M}x{N}x{K}", [A, B], [C], draw, rtol=0, atol=0)
@@ -92,12 +91,7 @@ def gemm(M, N, K, dtype="float32") -> Program:
 
 def gemm_packed(M, N, K, bn) -> Program:
     """The TVM CPU GEMM tutorial: B packed into (N/bn, K, bn) panels by an IndexMap."""
-    assert N % bn == 0
-    A = sl.placeholder((M, K), name="A")
-    B = sl.placeholder((K, N), name="B")
-    packedB = sl.compute((N // bn, K, bn), lambda x, y, z: B[y, x * bn + z], name="packedB")
-    k = sl.reduce_axis((0, K), name="k")
-    C = sl.compute((M, N), lambda x, y: sl.sum(A[x, k] * packedB[y // bn, k, y % bn], axis=k), name="C")
+    A, B, _, C = programs.packed_gemm(M, N, K, bn)
     return Program(f"gemm_packed_{M}x{N}x{K}_bn{bn}", [A, B], [C], _draw_all(_uniform((M, K)), _uniform((K, N))))
 
 
@@ -146,9 +140,7 @@ def eltwise_chain(N, M, dtype="float32") -> Program:
 
 def row_reduce(R, C, kind="sum", dtype="float32") -> Program:
     X = sl.placeholder((R, C), dtype, name="X")
-    k = sl.reduce_axis((0, C), name="k")
-    fn = {"sum": sl.sum, "max": sl.max, "min": sl.min, "prod": sl.prod}[kind]
-    out = sl.compute((R,), lambda i: fn(X[i, k], axis=k), name=f"row{kind}")
+    out = nn.row_reduce(X, kind, name=f"row{kind}")
     if dtype == "int32":
         return Program(f"row{kind}_i32_{R}x{C}", [X], [out], _draw_all(_ints((R, C), -1000, 1000)), rtol=0, atol=0)
     lo, hi = (0.6, 1.5) if kind == "prod" else (-1.0, 1.0)

@@ -6,13 +6,14 @@ static code byte-identical. Run it on two trees and diff the output:
 """
 import hashlib, sys
 import schedlang as sl
+from schedlang.topi import cpu
 from tests import programs as P
 
 def cases():
     A, B, C = P.gemm(64, 48, 32)
     s = sl.create_schedule(C.op); yield "gemm_plain", s, [A, B, C]
     A, B, packed, C = P.packed_gemm(128, 128, 64, 32)
-    s = P.schedule_tvm_cpu_gemm(sl.create_schedule(C.op), C, packed, 32); yield "tvm_gemm", s, [A, B, C]
+    s = cpu.schedule_matmul_packed(sl.create_schedule(C.op), C); yield "tvm_gemm", s, [A, B, C]
     X, Wt, pad, out = P.conv2d(1, 3, 10, 10, 4, 3)
     s = sl.create_schedule(out.op); s[pad].compute_inline(); yield "conv", s, [X, Wt, out]
     X, Wt, pad, out = P.conv2d(1, 3, 10, 10, 4, 3)

@@ -17,6 +17,7 @@ import schedlang as sl
 from schedlang.expr.nodes import Binary, Cast, Compare, Const, Var
 from schedlang.loop.functor import walk_stmts
 from schedlang.loop.nodes import For, IfThen
+from tests.cpu_targets import CPU_TARGETS, needs_cc
 
 INT32_MAX = 2**31 - 1
 NEAR_LIMIT = st.integers(INT32_MAX - 2**20, INT32_MAX) | st.integers(2**30, INT32_MAX)
@@ -112,15 +113,17 @@ def test_symbolic_factor_guards_are_exact():
         _check_guards_exact(s, [C, n, f], sizes)
 
 
-def test_reduction_over_2_31_minus_1_with_a_tail_counts_each_iteration_once():
+@pytest.mark.parametrize("target", CPU_TARGETS)
+def test_reduction_over_2_31_minus_1_with_a_tail_counts_each_iteration_once(target):
     # 2 * (2**30 + 1) iterations, the last two beyond the extent: int32 let them through.
     s, C = _reduction(INT32_MAX, factor=2**30 + 1)
     out = np.zeros(1, "int64")
-    sl.build(s, [C])(out)
+    sl.build(s, [C], target=target)(out)
     assert out[0] == INT32_MAX
 
 
-def test_small_arrays_with_index_terms_beyond_int32_match_numpy():
+@pytest.mark.parametrize("target", CPU_TARGETS)
+def test_small_arrays_with_index_terms_beyond_int32_match_numpy(target):
     A = sl.placeholder((7,), name="A")
     n = sl.size_var("n")
     C = sl.compute((20,), lambda i: A[(i * 2**30 + 5) % 7] + A[(i * n) % 7], name="C")
@@ -133,17 +136,18 @@ def test_small_arrays_with_index_terms_beyond_int32_match_numpy():
                 E: a[(i * size + 2**31 - 20) // (size // 7 + 1) % 7]}
         for out, expected in want.items():
             got = np.zeros(20, "float32")
-            sl.build(sl.create_schedule(out.op), [A, out, n])(a, got, size)
+            sl.build(sl.create_schedule(out.op), [A, out, n], target=target)(a, got, size)
             np.testing.assert_array_equal(got, expected, err_msg=f"{out.name} with n={size}")
             ref = sl.reference([out], {A: a, n: size})[0]
             np.testing.assert_array_equal(ref, expected)
 
 
-def test_symbolic_extent_near_2_31_is_accepted_and_exact():
+@pytest.mark.parametrize("target", CPU_TARGETS)
+def test_symbolic_extent_near_2_31_is_accepted_and_exact(target):
     # (n + 2) // 3 passed 2**31 - 1 for n near it; the call refused such sizes, now it is int64.
     n = sl.size_var("n")
     s, C = _reduction(n, factor=3)
-    mod = sl.build(s, [C, n])
+    mod = sl.build(s, [C, n], target=target)
     out = np.zeros(1, "int64")
     mod(out, 10)
     assert out[0] == 10
@@ -152,14 +156,15 @@ def test_symbolic_extent_near_2_31_is_accepted_and_exact():
     assert _run(outer, {n: INT32_MAX}, wrap=True) == -(-INT32_MAX // 3)
 
 
-def test_parallel_chunks_of_a_loop_near_2_31_are_computed_in_64_bits():
+@pytest.mark.parametrize("target", CPU_TARGETS)
+def test_parallel_chunks_of_a_loop_near_2_31_are_computed_in_64_bits(target):
     n = sl.size_var("n")
     A = sl.placeholder((n,), name="A")
     B = sl.compute((n,), lambda i: A[i] * 2, name="B")
     s = sl.create_schedule(B.op)
     s[B].parallel(B.op.axis[0])
-    mod = sl.build(s, [A, B])
-    assert "sdiv i64" in mod.get_source("ll")
+    mod = sl.build(s, [A, B], target=target)
+    assert target == "c" or "sdiv i64" in mod.get_source("ll")      # (c: OpenMP computes the chunks)
     a = np.arange(1001, dtype="float32")
     b = np.zeros_like(a)
     mod(a, b)
@@ -186,14 +191,15 @@ def test_factors_outside_1_to_2_31_minus_1_are_refused(primitive, bad):
     assert s.to_json() == s.to_json()    # nothing recorded half-way: the schedule still prints
 
 
-def test_largest_factor_and_symbolic_factor_are_accepted():
+@pytest.mark.parametrize("target", CPU_TARGETS)
+def test_largest_factor_and_symbolic_factor_are_accepted(target):
     s, C = _reduction(100, factor=INT32_MAX)
     out = np.zeros(1, "int64")
-    sl.build(s, [C])(out)
+    sl.build(s, [C], target=target)(out)
     assert out[0] == 100
     f = sl.var("f")
     s, C = _reduction(100, factor=f)
-    sl.build(s, [C, f])(out, INT32_MAX)
+    sl.build(s, [C, f], target=target)(out, INT32_MAX)
     assert out[0] == 100
 
 
@@ -217,7 +223,8 @@ def _vectorize_parallel(stage, o, i):
     stage.parallel(o)
 
 
-@pytest.mark.parametrize("target, annotate", [("cuda", _bind), ("llvm", _vectorize_parallel)])
+@pytest.mark.parametrize("target, annotate", [("cuda", _bind), ("llvm", _vectorize_parallel),
+                                              pytest.param("c", _vectorize_parallel, marks=needs_cc)])
 def test_widened_guards_of_gpu_and_vector_loops_run_right(target, annotate):
     s, args, n = _scaled(6, annotate)
     # The guard and the grid / worker extent (n + 5) // 6 are computed in 64 bits.

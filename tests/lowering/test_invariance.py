@@ -4,7 +4,7 @@ Each case draws a random valid schedule (random_schedules.Generator) for one of 
 programs, builds it for the CPU and compares with sl.reference on random inputs. Cases
 are seeded from (program, index), so a failure is replayable:
 
-    python tests/lowering/random_schedules.py PROGRAM SEED
+    python -m tests.lowering.random_schedules PROGRAM SEED
 
 prints the schedule as Python, every IR level and the mismatch.
 """
@@ -18,6 +18,7 @@ import pytest
 
 import schedlang as sl
 
+from tests.cpu_targets import HAS_CC
 from .random_schedules import Generator, all_programs, case_seed, checked_target, compare, run_case
 
 PROGRAMS = all_programs()
@@ -42,6 +43,11 @@ DEFAULT_CASES = 8
 # of a neighbour's memory.
 CHECKED_EVERY = 4
 
+# The c target (C99 through the system C compiler, ~0.2 s a compile) builds the first case of
+# the programs in C_DEFAULT_PROGRAMS by default, and every case of the slow sweep.
+C_DEFAULT_PROGRAMS = {"gemm_13x7x33", "gemm_i8_5x17x11", "conv2d_3x7x7_co4_k33_p1", "softmax_7x33",
+                      "eltwise_f16_7x33", "intmix_7x13", "masked_9x13", "tuple_outputs_7x13"}
+
 # (program, case index) -> bug report (a repro script), for cases that fail on the
 # current compiler: they run as xfail(strict=True), so a fix is noticed.
 KNOWN_FAILURES = {}
@@ -59,7 +65,7 @@ def _cases():
 
 def _describe(name: str, index: int, seed: int, s) -> str:
     return (f"program {name}, case {index}, seed {seed}\n"
-            f"replay: python tests/lowering/random_schedules.py {name} {seed}\n"
+            f"replay: python -m tests.lowering.random_schedules {name} {seed}\n"
             f"schedule:\n{s.to_python() or '# (no steps)'}")
 
 
@@ -74,8 +80,10 @@ def test_random_schedule_matches_reference(name, index):
         pytest.fail(f"a generated schedule step was rejected (generator or compiler bug):\n"
                     f"{type(e).__name__}: {e}\n\n{_describe(name, index, seed, gen.s)}")
     targets = ["llvm"] + ([checked_target()] if index % CHECKED_EVERY == 0 else [])
+    if HAS_CC and ((index == 0 and name in C_DEFAULT_PROGRAMS) or index >= DEFAULT_CASES):
+        targets.append("c")
     for target in targets:
-        build = "bounds-checked build" if target != "llvm" else "build"
+        build = {"llvm": "build", "c": "c target build"}.get(target, "bounds-checked build")
         try:
             problem = run_case(program, s, seed, target)
         except Exception as e:      # ScheduleError, LoweringError, InternalError, IndexError, ...

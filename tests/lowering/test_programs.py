@@ -5,6 +5,7 @@ import pytest
 
 import schedlang as sl
 from tests.helpers import assert_matches_reference, run
+from schedlang.topi import cpu
 from tests import programs
 
 
@@ -29,7 +30,7 @@ def test_gemm_all_primitives_together():
 @pytest.mark.parametrize("size", [64, 128])
 def test_tvm_cpu_gemm_tutorial_schedule(size):
     A, B, packed, C = programs.packed_gemm(size, size, size, bn=32)
-    s = programs.schedule_tvm_cpu_gemm(sl.create_schedule(C.op), C, packed, bn=32)
+    s = cpu.schedule_matmul_packed(sl.create_schedule(C.op), C)
     feed, outputs, mod = run(s, [A, B, C])
     np.testing.assert_allclose(outputs[0][1], feed[A] @ feed[B], rtol=1e-4, atol=1e-3)
     assert "workers" in mod.ir["kernel"]          # parallel became CPU workers

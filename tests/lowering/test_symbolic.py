@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from tests import programs
 from schedlang.loop.functor import walk_stmts
 from schedlang.loop.nodes import For
 from tests.helpers import CHECKED, assert_close
@@ -106,11 +107,7 @@ def test_vectorize_whole_symbolic_axis_gets_a_tail():
 
 
 def test_gemm_symbolic_mnk_tvm_tutorial_schedule():
-    M, N, K = sl.size_var("M"), sl.size_var("N"), sl.size_var("K")
-    A = sl.placeholder((M, K), name="A")
-    B = sl.placeholder((K, N), name="B")
-    k = sl.reduce_axis((0, K), name="k")
-    C = sl.compute((M, N), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    A, B, C = programs.gemm(sl.size_var("M"), sl.size_var("N"), sl.size_var("K"))
     s = sl.create_schedule(C.op)
     CC = s.cache_write(C, "local")
     xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], 16, 16)

@@ -1,16 +1,17 @@
-"""Call arguments that have no plain memory behind them, and bad mod.time() arguments."""
+"""Call arguments that have no plain memory behind them, and bad mod.time() arguments, on every CPU target."""
 import numpy as np
 import pytest
 import torch
 
 import schedlang as sl
+from tests.cpu_targets import CPU_TARGETS
 
 
-@pytest.fixture(scope="module")
-def double():
+@pytest.fixture(scope="module", params=CPU_TARGETS)
+def double(request):
     A = sl.placeholder((8,), name="A")
     B = sl.compute((8,), lambda i: A[i] * 2.0, name="B")
-    return sl.build(sl.create_schedule(B.op), [A, B])
+    return sl.build(sl.create_schedule(B.op), [A, B], target=request.param)
 
 
 def _neg_view(values):

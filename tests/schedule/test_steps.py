@@ -9,6 +9,7 @@ import pytest
 import schedlang as sl
 from tests import programs
 from schedlang.schedule import steps as steps_mod
+from schedlang.topi import cpu
 
 
 # ---- algorithms and their schedules: (args, outputs, schedule(s), lower target) ----------
@@ -18,7 +19,7 @@ def gemm():
     A, B, packedB, C = programs.packed_gemm(32, 32, 32, bn=8)
 
     def schedule(s):
-        programs.schedule_tvm_cpu_gemm(s, C, packedB, bn=8)
+        cpu.schedule_matmul_packed(s, C)
 
     return [A, B, C], [C.op], schedule, "llvm"
 

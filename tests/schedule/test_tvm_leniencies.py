@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from tests import programs
 from tests.tvm_ports.check import assert_close, build_and_run
 
 
@@ -18,13 +19,10 @@ def _chain(n=8):
 
 
 def _gemm(M=10, N=12, K=9):
-    A = sl.placeholder((M, K), name="A")
-    B = sl.placeholder((K, N), name="B")
-    k = sl.reduce_axis((0, K), name="k")
-    C = sl.compute((M, N), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    A, B, C = programs.gemm(M, N, K)
     rng = np.random.default_rng(0)
     a, b = rng.random((M, K), "float32"), rng.random((K, N), "float32")
-    return A, B, k, C, a, b
+    return A, B, C.op.reduce_axis[0], C, a, b
 
 
 # ---- the argument list -------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Run one elementwise expression on every engine (llvm, the reference evaluator, CUDA C
-through the g++ shim and through the SIMT interpreter) over given input arrays, and
+through the g++ shim and through the SIMT interpreter, the c target where a C compiler is found) over given input arrays, and
 special float values to feed it (signed zeros, infinities, NaNs of both signs, subnormals)."""
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import numpy as np
 
 import schedlang as sl
 
-ENGINES = ("llvm", "reference", "shim", "simt")
+from tests.cpu_targets import HAS_CC
+
+ENGINES = ("llvm", "reference", "shim", "simt") + (("c",) if HAS_CC else ())
+CPU_ENGINES = ("llvm", "c")     # built for the CPU and called directly
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
@@ -50,14 +53,14 @@ def run_engines(fns: Sequence[Callable], inputs: Sequence[np.ndarray], engines=E
             results[engine] = [np.asarray(g, t.dtype_obj.numpy) for g, t in zip(got, outs)]
             continue
         s = sl.create_schedule([t.op for t in outs])
-        if engine != "llvm":
+        if engine not in CPU_ENGINES:
             for t in outs:
                 bx, tx = s[t].split(t.op.axis[0], factor=cuda_threads)
                 s[t].bind(bx, sl.thread_axis("blockIdx.x"))
                 s[t].bind(tx, sl.thread_axis("threadIdx.x"))
-        mod = sl.build(s, phs + outs, target="llvm" if engine == "llvm" else "cuda")
+        mod = sl.build(s, phs + outs, target=engine if engine in CPU_ENGINES else "cuda")
         got = [np.zeros(n, t.dtype_obj.numpy) for t in outs]
-        if engine == "llvm":
+        if engine in CPU_ENGINES:
             mod(*inputs, *got)
         elif engine == "gpu":
             got = _on_gpu(mod, list(inputs), got)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from tests import programs
 from schedlang.target.llvm import streaming
 
 pytestmark = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
@@ -60,10 +61,7 @@ def test_no_streaming_where_it_would_not_pay_or_not_be_aligned(small_cache):
     assert "!nontemporal" not in scaled(64, 512, factor=4).get_source("ll")  # 16-byte vectors
     assert "!nontemporal" not in scaled(64, 512, bounds_check=True).get_source("ll")
     # an output the module reads back (a reduction accumulating in place) keeps ordinary stores
-    A = sl.placeholder((64, 512), name="A")
-    B = sl.placeholder((512, 512), name="B")
-    k = sl.reduce_axis((0, 512), name="k")
-    C = sl.compute((64, 512), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    A, B, C = programs.gemm(64, 512, 512)
     s = sl.create_schedule(C.op)
     i, j = C.op.axis
     _, ji = s[C].split(j, factor=16)

@@ -5,6 +5,7 @@ weight read through a transpose), for the default-schedule and fusion tests. Eac
 import math
 
 import schedlang as sl
+from schedlang.topi import nn
 
 
 def silu_and_mul(tokens=32, hidden=64, batch=1):
@@ -106,8 +107,7 @@ def matmul_nn(M=37, N=45, K=29):
     """C = A @ B with B stored [K, N] (contiguous along the output columns)."""
     A = sl.placeholder((M, K), name="A")
     B = sl.placeholder((K, N), name="B")
-    k = sl.reduce_axis((0, K), name="k")
-    C = sl.compute((M, N), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="mm")
+    C = nn.matmul(A, B, name="mm")
     return [A, B, C], [C]
 
 

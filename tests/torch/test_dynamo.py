@@ -40,9 +40,9 @@ def compiled_graphs(monkeypatch):
     seen = []
     real = sl_torch.compile_fx
 
-    def spy(gm, example_inputs, target="llvm"):
+    def spy(gm, example_inputs, target="llvm", **options):
         seen.append((gm, target))
-        return real(gm, example_inputs, target=target)
+        return real(gm, example_inputs, target=target, **options)
 
     monkeypatch.setattr(sl_torch, "compile_fx", spy)
     yield seen

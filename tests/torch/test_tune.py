@@ -8,7 +8,7 @@ import schedlang.torch as st
 from schedlang.autoschedule import records
 from schedlang.autoschedule.search import SearchPolicy
 from schedlang.torch.schedules import default_schedule, tuned_schedule
-from schedlang.torch.tune import extract_tasks, split_trials
+from schedlang.torch.tune import canonical_program, extract_tasks, split_trials
 
 QUICK = dict(number=1, repeat=1, verbose=0, policy=SearchPolicy(population=8, generations=1), final=0)
 
@@ -51,8 +51,8 @@ def test_compile_tunes_each_kernel_and_builds_with_the_records(tmp_path):
     assert counts == split_trials([w for _, _, w in tasks], 6) and sum(counts) == 6    # split by weight
     heavy = max(range(2), key=lambda i: tasks[i][2])
     assert counts[heavy] > counts[1 - heavy], (counts, [w for _, _, w in tasks])
-    for part in cm.program.parts:
-        outs = [t for _, t in part.outputs]
+    for part in cm.program.parts:       # records are made on each part's canonical copy
+        outs = canonical_program([t for _, t in part.inputs], [t for _, t in part.outputs])[1]
         tuned = tuned_schedule(outs, cm.target, log)
         assert tuned is not None
         assert default_schedule(outs, cm.target, log=log).to_json() == tuned.to_json()
@@ -88,3 +88,62 @@ def test_a_symbolic_part_keeps_its_default_schedule(tmp_path):
     assert records.load(log) == []
     y = torch.randn(5, 8)
     torch.testing.assert_close(cm(y), Scale()(y))
+
+
+class Block(torch.nn.Module):
+    """The same MLP inside another module: its parameters are named block.a.weight ..."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.block = inner
+
+    def forward(self, x):
+        return self.block(x)
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(16, 24), torch.nn.Linear(24, 8)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def test_a_record_is_found_by_any_model_with_the_same_workload(tmp_path, monkeypatch):
+    """A record made for one model's part is used by another model computing the same thing
+    under other names (the records are keyed by the canonical copy's workload)."""
+    import json
+    from schedlang.autoschedule.task import SearchTask
+    from schedlang.torch import schedules
+    torch.manual_seed(0)
+    inner, x = MLP().eval(), torch.randn(4, 16)
+    first = st.compile(inner, (x,))
+    (part,) = first.program.parts
+    ins, outs = canonical_program([t for _, t in part.inputs], [t for _, t in part.outputs])
+    assert [t.name for t in ins] == [f"in{k}" for k in range(len(ins))]
+    task = SearchTask.from_outputs(outs, first.target)
+    plain = task.schedule()                   # a recognisable record: no step at all
+    log = str(tmp_path / "records.jsonl")
+    records.append(log, [records.make_record(task.workload_key, str(first.target), json.loads(plain.to_json()),
+                                             "plain", [1e-3], None, task.flops)])
+    found = []
+    real = schedules.tuned_schedule
+
+    def spy(outputs, target, log):
+        s = real(outputs, target, log)
+        found.append(s is not None)
+        return s
+    monkeypatch.setattr(schedules, "tuned_schedule", spy)
+    wrapped = Block(inner).eval()
+    other = st.compile(wrapped, (x,), log=log)
+    assert "block_a_weight" in str(other.graph) and found == [True]
+    assert "in0" in other.modules[0].ir["loop"]           # built from the record's program
+    with torch.no_grad():
+        torch.testing.assert_close(other(x), inner(x), rtol=1e-4, atol=1e-5)
+    (wpart,) = other.program.parts
+    assert SearchTask.from_outputs(canonical_program([t for _, t in wpart.inputs],
+                                                     [t for _, t in wpart.outputs])[1],
+                                   first.target).workload_key == task.workload_key
+    assert SearchTask.from_outputs([t for _, t in wpart.outputs], first.target).workload_key != \
+        SearchTask.from_outputs([t for _, t in part.outputs], first.target).workload_key   # names differ

@@ -16,7 +16,7 @@ def _inference():
         yield
 
 
-CNN = {"convolution", "_native_batch_norm_legit_no_training"}
+CNN: set = set()      # convolution and eval batch norm are lowered (ops/conv.py, ops/norm.py)
 # What each model may still run in torch (not lowered yet); the transformers run nothing.
 STILL_IN_TORCH = {
     "resnet18": CNN | {"max_pool2d_with_indices"},

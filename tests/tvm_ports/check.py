@@ -8,14 +8,15 @@ import schedlang as sl
 from tests.helpers import CHECKED
 
 RTOL = {"float32": 1e-4, "float64": 1e-10}
+TARGET = "llvm"     # the CPU target of the normal build: "llvm" or "c" (conftest.py sets it per test)
 
 
 def build_and_run(s, args, inputs, outputs_like, name=None):
     """Run the module for s on inputs (numpy arrays for the leading args); outputs_like gives
-    the shape and dtype of each remaining argument. Both the bounds-checked and the normal
-    build run, and must agree (to rounding); returns the outputs of the normal build."""
+    the shape and dtype of each remaining argument. Both the bounds-checked llvm build and the
+    normal build for TARGET run, and must agree (to rounding); returns the normal build's outputs."""
     results = []
-    for target in (CHECKED, "llvm"):
+    for target in (CHECKED, TARGET):
         outs = [np.full(o.shape, 7, o.dtype) for o in outputs_like]
         sl.build(s, args, target=target, name=name)(*inputs, *outs)
         results.append(outs)

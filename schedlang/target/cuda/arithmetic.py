@@ -1,20 +1,15 @@
-"""Integer arithmetic and float -> integer conversion in CUDA C with schedlang's defined results
-(README, "Defined behaviour"), identical to the llvm target's and the reference evaluator's.
+"""The CUDA C helpers of integer arithmetic and float -> integer conversion with schedlang's
+defined results (README, "Defined behaviour"), identical to the llvm target's and the reference
+evaluator's; which operations call them is the shared renderer's rule (target/cexpr.py).
 
 C leaves signed overflow, x / 0, INT_MIN / -1, shifts by the bit width or more and float ->
 integer conversions out of range undefined (x86 traps on the divisions: SIGFPE in the shim);
 numpy defines them all and so do we. The helpers of ARITHMETIC_PRELUDE compute in the unsigned
 type (where C defines wrap-around) and guard the divisors; the renderer calls them only where
 a plain operator could go wrong: index arithmetic that loop ranges prove in range, and
-division of a non-negative value by a positive constant, stay plain C (codegen.py).
+division of a non-negative value by a positive constant, stay plain C.
 """
 from __future__ import annotations
-
-from typing import Optional
-
-from ...dtypes import DType, float32, float64
-from ...expr.nodes import Binary, Const, Expr
-from . import codegen     # (a cycle: codegen calls this module's functions, and this module its types)
 
 # T is the compute type, U the unsigned type C computes T in without promoting it to int
 # (unsigned for 8 to 32 bits, unsigned long long for 64): unsigned arithmetic wraps in C.
@@ -76,48 +71,7 @@ SL_FLOAT_DIVMOD(double, fmod, floor, copysign)
 
 HELPERS = ("sl_add<", "sl_sub<", "sl_mul<", "sl_truncdiv<", "sl_truncmod<", "sl_floordiv<", "sl_floormod<",
            "sl_shl<", "sl_shr<", "sl_f2i<", "sl_float_floor")
-_WRAPPING = ("add", "sub", "mul")
-_DIVISION = ("floordiv", "floormod", "truncdiv", "truncmod")
 
 
 def uses_helpers(kernel_source: str) -> bool:
     return any(h in kernel_source for h in HELPERS)
-
-
-def unsigned_type(dt: DType) -> str:
-    return "unsigned long long" if dt.bits == 64 else "unsigned"
-
-
-def render_binary(r, e: Binary, fits) -> Optional[str]:
-    """The helper call for an integer or float operation C leaves undefined for some operands,
-    or None where the plain operator is exact: fits(e) says loop ranges prove e does not wrap."""
-    dt = e.dtype
-    if dt.lanes > 1 or not (dt.is_int or (dt.is_float and e.op in ("floordiv", "floormod"))):
-        return None
-    args = f"({r.expr(e.a)}, {r.expr(e.b)})"
-    if dt.is_float:
-        return f"sl_float_{e.op}{args}"
-    types = f"<{codegen.compute_type(dt)}, {unsigned_type(dt)}>"
-    if e.op in _DIVISION:
-        return f"sl_{e.op}{types}{args}"
-    if e.op in _WRAPPING:
-        # int8/16 and uint8 values promote to int, where +, - and * cannot overflow: the renderer
-        # casts the result back; uint16 * uint16 can (65535 * 65535 > INT_MAX).
-        uint16_mul = dt.kind == "uint" and dt.bits == 16 and e.op == "mul"
-        if (dt.bits < 32 and not uint16_mul) or (dt.kind == "uint" and dt.bits >= 32) or fits(e):
-            return None
-        return f"sl_{e.op}{types}{args}"
-    if e.op in ("shl", "shr"):
-        amount = e.b.value if isinstance(e.b, Const) else None
-        if amount is not None and 0 <= amount < dt.bits and (e.op == "shr" or dt.kind == "uint"):
-            return None
-        return f"sl_{e.op}{types}{args}"
-    return None
-
-
-def render_float_to_int(r, value: Expr, dst: DType) -> str:
-    """sl_f2i: a float (computed as float or double) converted to an integer dtype, saturating."""
-    ftype = float64 if value.dtype.bits == 64 else float32
-    lo, hi = dst.min_int, dst.max_int + 1
-    return (f"sl_f2i<{codegen.compute_type(dst)}, {codegen.compute_type(ftype)}>({r.expr(value)}, "
-            f"{codegen.literal(float(lo), ftype)}, {codegen.literal(float(hi), ftype)})")

@@ -4,6 +4,10 @@ Stages after Kernel IR, in order, each one's text kept in mod.ir:
   "cuda"  Kernel IR rendered as CUDA C (codegen.py)
   "ptx"   NVRTC's PTX for the target's architecture (nvrtc.py); ptxas -v gives mod.ptxas_info
 mod(*tensors) launches on the GPU (gpu.py); mod.emulate() runs the CUDA C on the CPU (shim.py).
+For the auto-scheduler: the GPU sketch rules (autoschedule/sketch_gpu.py), measurement on the GPU
+or an estimate without one (autoschedule/gpu_estimate.py), the launch features
+(autoschedule/features_gpu.py) and the launch checks below; for the torch frontend the
+schedule_*_cuda default schedules of torch/schedules.py.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from ...tensor.op import PlaceholderOp
 from ..backend import Backend, BuildState, run_stages
 from ..target import Target
 from .codegen import MAX_GRID, render_cuda, threads_per_block
-from .module import CUDAModule
+from .module import ENGINES, CUDAModule
 from .nvrtc import compile_ptx, ptxas_info
 from .vectorize import cuda_vectorize_loops
 
@@ -81,6 +85,48 @@ class CUDABackend(Backend):
         check_kernels(kernel, target)
         st = run_stages(self.stages(target), BuildState(kernel, target, texts), trace)
         return CUDAModule(kernel, is_output, target, st.texts, st.ptxas_info)
+
+    # ---- for the auto-scheduler, the torch frontend and the CLI -------------------------------
+
+    builds_static_shapes = True       # a block's threads and its shared memory are fixed at compile time
+    torch_device = "cuda"
+    emulation_engines = ENGINES
+    emulation_note = "(no CUDA GPU here): the CUDA C above, compiled by g++ with the shim"
+    source_title = "CUDA C"
+
+    def sketch_rules(self):
+        from ...autoschedule.sketch_gpu import GPU_SKETCH_RULES    # the auto-scheduler loads when it asks
+        return GPU_SKETCH_RULES
+
+    def measure_candidate(self, task, schedule, arrays, number: int, repeat: int) -> dict:
+        """Timed on the GPU where there is one, else an estimate from the SIMT profile."""
+        from ...autoschedule.gpu_estimate import run_cuda_candidate
+        return run_cuda_candidate(task, schedule, arrays, number, repeat)
+
+    def search_features(self):
+        from ...autoschedule.features_gpu import GPU_TARGET_FEATURES
+        return GPU_TARGET_FEATURES
+
+    def check_launch(self, kernel, target: Target) -> None:
+        check_kernels(kernel, target)
+
+    def run_on_host(self, module, arrays) -> None:
+        """The CUDA C itself, run on the CPU (as on a GPU, without one)."""
+        module.emulate(*arrays, engine="shim")
+
+    def module_notes(self, compiled):
+        """Registers, spills and shared memory per CUDA kernel, where ptxas reported them."""
+        info = {}
+        for mod in compiled.modules.values():
+            info.update(getattr(mod, "ptxas_info", None) or {})
+        return [f"ptxas: {kernel}: {r.registers} registers, {r.spill_bytes} bytes spilled, "
+                f"{r.shared_bytes} bytes shared memory" for kernel, r in info.items()]
+
+    def default_schedules(self):
+        from ...torch import schedules as ts          # the frontend (and torch) load only when it asks
+        from ...torch import conv_schedules as cs
+        return {"matmul": ts.schedule_matmul_cuda, "rows": ts.schedule_rows_cuda,
+                "pointwise": ts.schedule_pointwise_cuda, "conv": cs.schedule_conv_cuda}
 
 
 def render_stage(st: BuildState) -> str:

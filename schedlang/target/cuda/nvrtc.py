@@ -1,7 +1,9 @@
 """CUDA C -> PTX with NVRTC (through cuda-python; no GPU or driver needed), and per-kernel
 register, spill and shared-memory figures from `ptxas -v`.
 
-Results are cached in memory by (source, architecture).
+Results are cached in memory by (source, architecture), and NVRTC's PTX on disk too
+(disk.py entries in $SCHEDLANG_CACHE_DIR/nvrtc, keyed by the source, the options and NVRTC's
+version; off with SCHEDLANG_KERNEL_CACHE=0).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
+from ...disk import code_cache_enabled, read_entry, write_entry
 from ...errors import LoweringError
 
 
@@ -90,10 +93,15 @@ def compile_ptx(source: str, arch: str, name: str = "module") -> str:
     if key in _PTX:
         return _PTX[key]
     nvrtc = _nvrtc()
+    options = [f"--gpu-architecture=compute_{arch[3:]}".encode(), b"-std=c++17"]
+    options += [f"-I{d}".encode() for d in _include_dirs()]
+    disk_key = _disk_key(nvrtc, source, options) if code_cache_enabled() else None
+    entry = read_entry(DISK_FOLDER, disk_key)[0] if disk_key is not None else None
+    if entry is not None:
+        _PTX[key] = entry[1].decode()
+        return _PTX[key]
     prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], []), "nvrtcCreateProgram")
     try:
-        options = [f"--gpu-architecture=compute_{arch[3:]}".encode(), b"-std=c++17"]
-        options += [f"-I{d}".encode() for d in _include_dirs()]
         result = nvrtc.nvrtcCompileProgram(prog, len(options), options)
         if int(result[0]) != 0:
             raise LoweringError("nvrtc", f"NVRTC could not compile the generated CUDA C of {name}:\n"
@@ -105,7 +113,22 @@ def compile_ptx(source: str, arch: str, name: str = "module") -> str:
         nvrtc.nvrtcDestroyProgram(prog)
     ptx = buf.rstrip(b"\0").decode()
     _PTX[key] = ptx
+    if disk_key is not None:
+        try:
+            write_entry(DISK_FOLDER, disk_key, {}, ptx.encode())
+        except OSError:          # a full or read-only disk: the PTX is still this process's
+            pass
     return ptx
+
+
+DISK_FOLDER = "nvrtc"
+
+
+def _disk_key(nvrtc, source: str, options) -> str:
+    """The full key text of a PTX entry: NVRTC's version, the options, the source."""
+    import json
+    version = _check(nvrtc.nvrtcVersion(), "nvrtcVersion")
+    return json.dumps({"nvrtc": list(version), "options": [o.decode() for o in options], "source": source})
 
 
 _INFO: Dict[Tuple[str, str], Dict[str, PtxasInfo]] = {}

@@ -5,6 +5,8 @@ Stages after Kernel IR, in order, each one's text kept in mod.ir:
   "llvm.opt"  the O3 pipeline of the target machine, parallel loop bodies kept out of line
               (jit.optimize)
   "jit"       machine code in memory (jit.CompiledModule); mod.get_source("asm") prints it
+The auto-scheduler's CPU sketch rules and timing and the torch frontend's CPU default schedules
+come with HostCPUBackend (target/backend.py).
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from ...kernel.vectorize import vectorize_loops
 from ...kernel.widen import widen_index_arith
 from ...loop.simplify import simplify_stmt
 from ...schedule.annotate import BIND
-from ..backend import Backend, BuildState, run_stages
+from ..backend import BuildState, HostCPUBackend, run_stages
 from ..target import Target
 from . import forksafe
 from .codegen import is_parallel_body, render_llvm
@@ -34,7 +36,7 @@ from .runtime import openmp_library
 MAX_ELEMENTS = 2 ** 31 - 1
 
 
-class LLVMBackend(Backend):
+class LLVMBackend(HostCPUBackend):
     kind = "llvm"
 
     def resolve_target(self, target: Target) -> Target:
@@ -91,6 +93,11 @@ class LLVMBackend(Backend):
 
     def load_module(self, path: str):
         return load_module(path)
+
+    # ---- for the torch frontend and the CLI (the auto-scheduler's: HostCPUBackend's) ----------
+
+    prepacks_weights = True
+    source_title = "LLVM IR"
 
 
 def render_stage(st: BuildState) -> str:

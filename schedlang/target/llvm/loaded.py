@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+from typing import Optional
 
 from ...dtypes import dtype
 from ...expr.extent import extent_from_json
@@ -44,8 +45,8 @@ class LoadedModule(LLVMModule):
     """A module from sl.load_module(path): the same call, argument checks and timing as the
     module that was exported, without lowering or LLVM code generation."""
 
-    def __init__(self, path: str):
-        info, lib = _open(path)
+    def __init__(self, path: str, data: Optional[bytes] = None):
+        info, lib = _open(path, data)
         self.path = path
         self.target = Target("llvm", LLVMOptions(**info["options"]))
         self.name = info["name"]
@@ -137,9 +138,10 @@ def _info(data: bytes, path: str) -> dict:
     return info
 
 
-def _open(path: str):
-    """(module record, library), checked before anything of the file is loaded."""
-    data = _read(path)
+def _open(path: str, data: Optional[bytes] = None):
+    """(module record, library), checked before anything of the file is loaded; data, when
+    given, is the file's contents already read (path then only names it in messages)."""
+    data = _read(path) if data is None else data
     info = _info(data, path)
     _check_host_runs(path, info["options"])
     # Load the JIT's libgomp first, so that a module with parallel loops shares it with

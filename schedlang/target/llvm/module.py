@@ -6,11 +6,9 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from ...kernel.nodes import KernelModule
-from ..arrays import check_arguments, describe_type
 from ..module import BuiltModule
 from ..target import Target
 from . import forksafe
-from .arguments import resolve_arguments
 from .codegen import symbol
 from .jit import CompiledModule
 from .library import export_library
@@ -59,45 +57,18 @@ class LLVMModule(BuiltModule):
         this one, with no lowering or code generation (object code linked with the system cc)."""
         export_library(self, path)
 
-    def _pointers(self, arrays: Sequence, given=None) -> List[int]:
-        if self._not_runnable:
-            raise RuntimeError(f"{self.name} cannot run here: {self._not_runnable}; get_source() and "
-                               "export_library() work, or build for this machine (target='llvm')")
-        if len(arrays) != len(self.params):
-            names = ", ".join(b.name for b in self.params)
-            raise TypeError(f"{self.name} takes {len(self.params)} arrays ({names}), got {len(arrays)}")
-        shapes = None
-        sizes: List[int] = []
-        if self._sizes is not None:   # symbolic shapes: read the sizes, then check as for static ones
-            sizes, shapes = self._bind_sizes(arrays, given)
-        return check_arguments(self.name, self.params, self._is_output, arrays, shapes=shapes) + sizes
-
-    def _bind_sizes(self, arrays: Sequence, given=None):
-        """(size values, concrete shapes of the arguments) from the arrays' shapes."""
-        given_shapes = []
-        for b, x in zip(self.params, arrays):
-            shape = getattr(x, "shape", None)
-            if shape is None:
-                raise TypeError(f"argument '{b.name}' must be a numpy array or a CPU torch tensor, got {describe_type(x)}")
-            if len(shape) != len(b.shape):
-                raise ValueError(f"argument '{b.name}' must have {len(b.shape)} dimensions "
-                                 f"({', '.join(map(str, b.shape))}), got shape {tuple(shape)}")
-            given_shapes.append(tuple(int(n) for n in shape))
-        values = self._sizes.bind(given_shapes, given)
-        return values, [self._sizes.shape_of(b, values) for b in self.params]
-
     def __call__(self, *arrays) -> None:
         self._run_once(arrays)
 
     def _run_once(self, arrays):
         """One checked call. Returns the argument vector and what it points to (resolved copies
         of lazily negated tensors, the call's status record): keep them alive to call again."""
-        given = None
-        if self._sizes is not None:     # size variables passed as ints among the arrays
-            arrays, given = self._sizes.split_call(arrays)
-        arrays = resolve_arguments(self.params, arrays, self._is_output)
+        if self._not_runnable:
+            raise RuntimeError(f"{self.name} cannot run here: {self._not_runnable}; get_source() and "
+                               "export_library() work, or build for this machine (target='llvm')")
+        arrays, pointers, sizes = self.bind_call(arrays)
         status = StatusRecord()
-        argv = self._argv_type(*self._pointers(arrays, given), ctypes.addressof(status))
+        argv = self._argv_type(*pointers, *sizes, ctypes.addressof(status))
         if self._launches_threads:
             forksafe.before_parallel_call()
         failed = self._fn(argv)

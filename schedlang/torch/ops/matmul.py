@@ -126,10 +126,11 @@ def linear(ctx, x, weight, bias=None):
 
 
 def _packed_read(ctx, weight) -> Optional[Callable]:
-    """weight[j, k] read from its packed panels (a parameter on a CPU target), or None."""
-    from schedlang.target.target import LLVMOptions
+    """weight[j, k] read from its packed panels (a parameter, on a target whose backend
+    prepacks_weights: the CPU), or None."""
     target = ctx.target
-    if not isinstance(getattr(target, "options", None), LLVMOptions) or not isinstance(weight.shape[0], int):
+    if not isinstance(target, sl.Target) or not sl.get_backend(target.kind).prepacks_weights \
+            or not isinstance(weight.shape[0], int):
         return None
     from ..schedules import panel_width
     nr = panel_width(target, weight.shape[0])

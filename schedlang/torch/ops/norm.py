@@ -1,4 +1,5 @@
-"""softmax, log_softmax, layer_norm and rms_norm as reductions plus elementwise stages.
+"""softmax, log_softmax, layer_norm and rms_norm as reductions plus elementwise stages;
+batch norm in eval mode as a per-channel affine, or folded into the convolution before it.
 
 softmax is numerically stable as torch's: `<name>_max` over dim, `<name>_exp` =
 exp(x - max), `<name>_sum`, then `<name>` = exp / sum (TVM topi's stages). Everything
@@ -11,6 +12,7 @@ import schedlang as sl
 
 from .accum import acc_and_result_names, acc_dtype, cast_stage, dtype_arg, is_float, require_float
 from .common import compute, norm_dim, same_extent
+from .conv import conv_call_of, fold_batch_norm
 from .reduce import count_of, mean_of, reduced_index, reduction
 from .registry import Unsupported, register_lowering
 
@@ -153,3 +155,57 @@ def rms_norm(ctx, x, normalized_shape, weight=None, eps=None):
         return sl.cast(out, sl.cast(acc, y) * sl.cast(acc, weight[tuple(idx[d] for d in dims)]))
     return compute(x.shape, normalized, ctx.name())
 
+
+
+# ---- batch norm in eval mode
+
+def _channel_params(x, op: str, *params) -> None:
+    channels = x.shape[1]
+    for p in params:
+        if p is None:
+            continue
+        if p.ndim != 1 or not same_extent(p.shape[0], channels):
+            raise ValueError(f"{op}: a parameter of shape {list(p.shape)} for {channels} channels")
+        if str(p.dtype) not in (str(x.dtype), "float32"):
+            raise Unsupported(f"{op}: a {p.dtype} parameter with a {x.dtype} input is not lowered")
+
+
+def batch_norm_of(ctx, x, weight, bias, mean, var, eps, op: str) -> sl.Tensor:
+    """(x - mean) / sqrt(var + eps) * weight + bias per channel (dim 1): folded into the
+    convolution x comes from when its weight and these tensors are constants (conv.py),
+    else x * scale + shift with scale and shift per channel (constants made once by the
+    compiled module when they can be, else computed in the kernel), in float32 for
+    float16/bfloat16."""
+    require_float(op, x)
+    if x.ndim < 2:
+        raise ValueError(f"{op}: expected an input with a channel dim, got {x.ndim}-d")
+    if mean is None or var is None:
+        raise Unsupported(f"{op} without running statistics is not lowered")
+    _channel_params(x, op, weight, bias, mean, var)
+    eps = _eps(eps, op)
+    call = conv_call_of(x)
+    if call is not None:
+        folded = fold_batch_norm(ctx, call, weight, bias, mean, var, eps)
+        if folded is not None:
+            return folded
+    out, acc = str(x.dtype), acc_dtype(x.dtype)
+    scale = ctx.prepacked("bn_scale", (var, mean, weight, bias, None), 1, (eps,))
+    shift = ctx.prepacked("bn_shift", (var, mean, weight, bias, None), 1, (eps,))
+
+    def affine(idx):
+        c = idx[1]
+        v = sl.cast(acc, x[tuple(idx)])
+        if scale is not None and shift is not None:
+            return sl.cast(out, v * sl.cast(acc, scale[c]) + sl.cast(acc, shift[c]))
+        y = (v - sl.cast(acc, mean[c])) * sl.rsqrt(sl.cast(acc, var[c]) + sl.const(eps, acc))
+        if weight is not None:
+            y = y * sl.cast(acc, weight[c])
+        return sl.cast(out, y + sl.cast(acc, bias[c]) if bias is not None else y)
+    return compute(x.shape, affine, ctx.name())
+
+
+@register_lowering("aten._native_batch_norm_legit_no_training.default")
+def batch_norm_no_training(ctx, x, weight, bias, running_mean, running_var, momentum, eps):
+    """(out, save_mean, save_rstd): the saved statistics are empty in eval mode (None)."""
+    out = batch_norm_of(ctx, x, weight, bias, running_mean, running_var, eps, "batch_norm")
+    return out, None, None

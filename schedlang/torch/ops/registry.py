@@ -39,6 +39,7 @@ class LowerContext:
     _used: Dict[str, int] = field(default_factory=dict)
     packer: Optional[Callable] = None
     guarder: Optional[Callable] = None
+    prepacker: Optional[Callable] = None
 
     def guard(self, flag, message: str, error: type = IndexError) -> None:
         """Raise error(message) at run time when flag (a 0-d bool tensor the lowering
@@ -53,6 +54,12 @@ class LowerContext:
         compiled module computes once, when tensor (2-d [N, K]) is a constant of the module (a
         parameter); None otherwise."""
         return None if self.packer is None else self.packer(tensor, width)
+
+    def prepacked(self, kind: str, tensors, width: int = 1, params: tuple = ()):
+        """A placeholder of the constant prepack.py makes of kind from tensors (the first
+        one present; None for an absent optional one) once, when every tensor given is a
+        constant of the module (a parameter, a buffer); None otherwise."""
+        return None if self.prepacker is None else self.prepacker(kind, tuple(tensors), width, tuple(params))
 
     def name(self, suffix: Optional[str] = None) -> str:
         """The node's name, or `<node>_<suffix>` for a helper stage."""

@@ -6,7 +6,7 @@ import pytest
 
 import schedlang as sl
 from tests.target.cuda import schedules
-from tests.target.cuda.test_emulate import emulate_and_check
+from tests.helpers import emulate_and_check
 from tests.target.simt.test_simt import simt_and_check
 
 pytest.importorskip("cuda.bindings")

@@ -14,7 +14,7 @@ from schedlang.loop import cooperative
 from tests import programs
 from tests.target.cuda import schedules
 from tests.target.cuda.schedules import arrays_for
-from tests.target.cuda.test_emulate import emulate_and_check
+from tests.helpers import emulate_and_check
 from tests.target.simt.test_simt import simt_and_check
 
 pytest.importorskip("cuda.bindings")

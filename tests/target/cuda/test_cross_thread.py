@@ -5,7 +5,7 @@ import pytest
 
 import schedlang as sl
 from tests.target.cuda import schedules
-from tests.target.cuda.test_emulate import emulate_and_check
+from tests.helpers import emulate_and_check
 
 pytest.importorskip("cuda.bindings")
 
@@ -37,7 +37,7 @@ def test_softmax_fused_into_one_kernel():
     """Row max and row sum computed at the output's row loop: every thread keeps the broadcast result."""
     mod = emulate_and_check(*schedules.softmax(rows=6, cols=70, threads=32))
     assert mod.kernels == ["Y_kernel"]
-    assert "float M[1];" in mod.get_source() and "M[0] = M_red[0];" in mod.get_source()
+    assert "float maxval[1];" in mod.get_source() and "maxval[0] = maxval_red[0];" in mod.get_source()
 
 
 def test_softmax_three_kernels_over_two_warps():

@@ -7,6 +7,7 @@ import pytest
 import schedlang as sl
 from schedlang.errors import LoweringError
 from tests import programs
+from tests import helpers
 from tests.helpers import assert_close, assert_matches_reference
 from tests.target.cuda import schedules
 from tests.target.cuda.schedules import arrays_for
@@ -15,15 +16,8 @@ pytest.importorskip("cuda.bindings")
 
 
 def run_both_engines(s, args, **shim_options):
-    mod = sl.build(s, args, target="cuda")
-    profile = None
-    for engine in ("shim", "simt"):
-        arrays, feed = arrays_for(s, args)
-        options = dict(shim_options) if engine == "shim" else {"profile": True}
-        profile = mod.emulate(*arrays, engine=engine, **options) or profile
-        outputs = [t for t in args if t not in feed]
-        for t, want in zip(outputs, sl.reference(outputs, feed)):
-            assert_close(arrays[args.index(t)], want, str(t.dtype), name=f"{t.name} ({engine})")
+    """tests.helpers.run_both_engines, with the profile of the one kernel these programs have."""
+    mod, profile = helpers.run_both_engines(s, args, **shim_options)
     return mod, profile["C_kernel"]
 
 

@@ -5,23 +5,13 @@ from pathlib import Path
 import pytest
 
 import schedlang as sl
-from tests.helpers import assert_close
+from tests.helpers import assert_close, emulate_and_check
 from tests.target.cuda import schedules
 from tests.target.cuda.schedules import arrays_for
 
 pytest.importorskip("cuda.bindings")
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden"
-
-
-def emulate_and_check(s, args, **options):
-    mod = sl.build(s, args, target="cuda")
-    arrays, feed = arrays_for(s, args)
-    mod.emulate(*arrays, **options)
-    outputs = [t for t in args if t not in feed]
-    for t, want in zip(outputs, sl.reference(outputs, feed)):
-        assert_close(arrays[args.index(t)], want, str(t.dtype), name=t.name)
-    return mod
 
 
 def test_elementwise_with_a_tail_block():

@@ -8,7 +8,7 @@ import pytest
 
 import schedlang as sl
 from tests.target.cuda import schedules
-from tests.target.cuda.test_emulate import emulate_and_check
+from tests.helpers import emulate_and_check
 
 pytest.importorskip("cuda.bindings")
 
@@ -158,25 +158,10 @@ def test_a_misaligned_argument_is_refused_before_a_vector_access():
 def _vector_fetch_gemm(M, N, K):
     """shared_gemm's tiles fetched four adjacent elements a thread: the fused tile axis split by 4
     and vectorized; the lanes of a group stay in one row of the tile (ramp // 16 is one value)."""
+    from schedlang.topi import cuda
     from tests import programs
     A, B, C = programs.gemm(M, N, K)
-    s = sl.create_schedule(C.op)
-    AA, BB = s.cache_read(A, "shared", [C]), s.cache_read(B, "shared", [C])
-    CL = s.cache_write(C, "local")
-    bi, bj, ti, tj = s[C].tile(C.op.axis[0], C.op.axis[1], 8, 16)
-    for a, tag in zip((bi, bj, ti, tj), ("blockIdx.y", "blockIdx.x", "threadIdx.y", "threadIdx.x")):
-        s[C].bind(a, sl.thread_axis(tag))
-    s[CL].compute_at(s[C], tj)
-    ko, _ = s[CL].split(CL.op.reduce_axis[0], factor=16)
-    for T in (AA, BB):
-        s[T].compute_at(s[CL], ko)
-        rest, vec = s[T].split(s[T].fuse(*s[T].op.axis), factor=4)
-        rest, x = s[T].split(rest, factor=16)
-        y, _ = s[T].split(rest, nparts=8)
-        s[T].bind(y, sl.thread_axis("threadIdx.y"))
-        s[T].bind(x, sl.thread_axis("threadIdx.x"))
-        s[T].vectorize(vec)
-    return s, [A, B, C]
+    return cuda.schedule_matmul_shared(sl.create_schedule(C.op), C, (8, 16), 16, fetch_vector=4), [A, B, C]
 
 
 def test_cooperative_fetch_with_float4_into_aligned_shared_tiles():

@@ -15,7 +15,7 @@ from schedlang.loop.functor import StmtMutator
 from schedlang.loop.nodes import BOUND, SERIAL, Allocate, For, IfThen, Seq, Store, seq
 from schedlang.target.cuda.backend import BACKEND
 from tests import programs
-from tests.helpers import assert_close
+from tests.helpers import run_both_engines
 from tests.target.cuda import schedules
 from tests.target.cuda.schedules import arrays_for
 
@@ -39,19 +39,6 @@ def threads(body):
 
 def fetch():
     return Store(S, (tx,), Load(G, (tx,)))
-
-
-def run_both_engines(s, args):
-    mod = sl.build(s, args, target="cuda")
-    profile = None
-    for engine in ("shim", "simt"):
-        arrays, feed = arrays_for(s, args)
-        result = mod.emulate(*arrays, engine=engine, profile=engine == "simt")
-        profile = result or profile
-        outputs = [t for t in args if t not in feed]
-        for t, want in zip(outputs, sl.reference(outputs, feed)):
-            assert_close(arrays[args.index(t)], want, str(t.dtype), name=f"{t.name} ({engine})")
-    return mod, profile
 
 
 # -- the pass on hand-written bodies ---------------------------------------------------------------

@@ -1,12 +1,26 @@
-"""Random annotation of the cuda sketch rules (sketch.py): every stage's loops bound to
-blockIdx / threadIdx (and vthread), through the public primitives, with each random choice
-a named decision of the Trace (sample.py), so mutation and crossover work as on CPUs.
+"""The GPU sketch rules (the cuda backend's), as Ansor's GPU rules and TVM's GPU tutorials:
+every stage's loops bound to blockIdx / threadIdx (and vthread), through the public
+primitives, with each random choice a named decision of the Trace (sample.py), so mutation
+and crossover work as on CPUs.
+
+- inline: an intermediate elementwise stage is computed inside its consumers (always);
+- gpu_tile: a reduction with data reuse gets multi-level tiling bound to blockIdx / vthread /
+  threadIdx, a local cache_write accumulating each thread's register tile, and its operands
+  staged in shared memory at the outer reduction loop, fetched cooperatively by the block;
+- gpu_cross_thread: a reduction's reduce loop split and its inner part bound to threadIdx.x
+  (a cross-thread reduction), rows bound to blockIdx.x (and threadIdx.y);
+- gpu_thread_row: one thread per output point (preferred for a row reduction with many rows,
+  MANY_ROWS, so it is registered twice: before gpu_cross_thread for many rows, after it for
+  few);
+- gpu_simple: every other stage: loops fused, split by the block size and bound to
+  blockIdx.x / threadIdx.x, an optional vector (float4) inner loop.
 
 The shapes follow the hand-written GPU schedules of tests/target/cuda/schedules.py
 (elementwise, shared_gemm / vthread_gemm, row_reduce); the thread counts come from
 schedule/legal.py. What only the lowered kernel can tell (more than 1024 threads a block,
 shared memory over the limit) is checked on the Kernel IR before anything is built
-(search.kernel_hash), which prunes the candidate.
+(search.kernel_hash, through Backend.check_launch), which prunes the candidate.
+GPU_SKETCH_RULES lists the rules; a GPU sample needs no annotation after them.
 """
 from __future__ import annotations
 
@@ -20,6 +34,7 @@ from ..tensor.op import TensorRead
 from ..expr.extent import ceil_div
 from ..expr.functor import walk
 from .sample import Trace, split_levels, tile_levels
+from .sketch import Condition, Inline, SketchRule, SketchRules
 
 GPU_LEVELS = 4            # spatial tiles: block, vthread, thread, inner (a thread's register tile)
 MAX_INNER = 4             # a thread's register tile per axis, at most (drawn; mutation may grow it)
@@ -27,6 +42,7 @@ MAX_AXIS_THREADS = 32     # threads per tiled axis, at most (drawn)
 MAX_REDUCE_TILE = 16      # the shared tile's reduction length, at most (drawn)
 ROWS_PER_BLOCK = (1, 2, 4, 8)
 GPU_DIVISIBLE_P = 0.9      # how often a GPU tile size divides its loop (threads wasted on tails otherwise)
+MANY_ROWS = 4096          # a reduction with this many outputs prefers one thread a row
 
 
 def _bind(st, ivar, tag: str) -> None:
@@ -189,5 +205,65 @@ def gpu_tile(trace: Trace, s: Schedule, st, target) -> None:
         cooperative_fetch(cached, threads)
 
 
-GPU_RULES = {"gpu_simple": gpu_simple, "gpu_thread_row": gpu_thread_row, "gpu_cross_thread": gpu_cross_thread,
-             "gpu_tile": gpu_tile}
+# ---- the rules -----------------------------------------------------------------------------
+
+class GPUTile(SketchRule):
+    """A reduction with data reuse: gpu_tile, and nothing else."""
+
+    name = "gpu_tile"
+
+    def condition(self, s, st) -> Condition:
+        return Condition.APPLY_AND_SKIP_REST if legal.has_data_reuse(st) else Condition.SKIP
+
+    def apply(self, trace, s, st, target) -> None:
+        gpu_tile(trace, s, st, target)
+
+
+def _rows(st) -> int:
+    return math.prod(int(a.dom.extent) for a in st.op.axis)
+
+
+class GPUCrossThread(SketchRule):
+    """A reduction (without data reuse) reduced across the threads of a block."""
+
+    name = "gpu_cross_thread"
+
+    def condition(self, s, st) -> Condition:
+        return Condition.APPLY if legal.is_reduction(st) else Condition.SKIP
+
+    def apply(self, trace, s, st, target) -> None:
+        gpu_cross_thread(trace, s, st, target)
+
+
+class GPUThreadRow(SketchRule):
+    """A reduction (without data reuse) run by one thread per output point; registered once
+    for reductions of at least MANY_ROWS outputs (many_rows, before gpu_cross_thread) and once
+    for fewer (after it)."""
+
+    name = "gpu_thread_row"
+
+    def __init__(self, many_rows: bool):
+        self.many_rows = many_rows
+
+    def condition(self, s, st) -> Condition:
+        ok = legal.is_reduction(st) and (_rows(st) >= MANY_ROWS) == self.many_rows
+        return Condition.APPLY if ok else Condition.SKIP
+
+    def apply(self, trace, s, st, target) -> None:
+        gpu_thread_row(trace, s, st, target)
+
+
+class GPUSimple(SketchRule):
+    """Every stage that is not a reduction: one thread per point."""
+
+    name = "gpu_simple"
+
+    def condition(self, s, st) -> Condition:
+        return Condition.SKIP if legal.is_reduction(st) else Condition.APPLY
+
+    def apply(self, trace, s, st, target) -> None:
+        gpu_simple(trace, s, st, target)
+
+
+GPU_SKETCH_RULES = SketchRules(rules=(Inline(keep_costly=False), GPUTile(), GPUThreadRow(many_rows=True), GPUCrossThread(),
+                                      GPUThreadRow(many_rows=False), GPUSimple()))

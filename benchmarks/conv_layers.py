@@ -1,0 +1,73 @@
+"""Convolution layers of ResNet and MobileNetV2 compiled by schedlang.torch (default
+schedules, batch norm folded, ReLU fused) beside torch eager (oneDNN), in one run, same
+thread count. Prints milliseconds (the best of repeats: on a shared machine a median mostly
+measures the other processes) and the ratio eager / schedlang (above 1: schedlang is faster).
+
+    python benchmarks/conv_layers.py [--repeat 50] [--threads N] [--only NAME]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import torch
+import torch.nn as nn
+
+import schedlang.torch as st
+
+# name -> (in channels, out channels, kernel, stride, groups, spatial size)
+LAYERS = {
+    "resnet 3x3 64->64 56x56": (64, 64, 3, 1, 1, 56),
+    "resnet 1x1 256->64 56x56": (256, 64, 1, 1, 1, 56),
+    "resnet 3x3/2 128->256 28x28": (128, 256, 3, 2, 1, 28),
+    "resnet stem 7x7/2 3->64 224x224": (3, 64, 7, 2, 1, 224),
+    "mobilenet dw 3x3 144 56x56": (144, 144, 3, 1, 144, 56),
+}
+
+
+def layer(cin, cout, k, stride, groups, bn_relu: bool) -> nn.Module:
+    conv = nn.Conv2d(cin, cout, k, stride, (k - 1) // 2, groups=groups, bias=False)
+    return (nn.Sequential(conv, nn.BatchNorm2d(cout), nn.ReLU()) if bn_relu else conv).eval()
+
+
+def best_ms(fn, x, repeat: int) -> float:
+    for _ in range(3):
+        fn(x)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn(x)
+        times.append(time.perf_counter() - t0)
+    return 1e3 * min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=50)
+    ap.add_argument("--only", default="", help="run the layers whose name contains this")
+    ap.add_argument("--threads", type=int, default=0, help="threads of both (0: torch's default)")
+    args = ap.parse_args()
+    warnings.simplefilter("ignore")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    target = f"llvm -num-cores={torch.get_num_threads()}"
+    print(f"threads {torch.get_num_threads()}")
+    with torch.no_grad():
+        for name, (cin, cout, k, stride, groups, hw) in LAYERS.items():
+            if args.only not in name:
+                continue
+            for bn_relu in (False, True):
+                torch.manual_seed(0)
+                m = layer(cin, cout, k, stride, groups, bn_relu)
+                x = torch.randn(1, cin, hw, hw)
+                cm = st.compile(m, (x,), target=target)
+                torch.testing.assert_close(cm(x), m(x), rtol=1e-3, atol=1e-3)
+                eager, ours = best_ms(m, x, args.repeat), best_ms(cm, x, args.repeat)
+                label = name + (" +bn+relu" if bn_relu else "")
+                print(f"{label:44s} eager {eager:7.3f} ms  schedlang {ours:7.3f} ms  "
+                      f"eager/schedlang {eager / ours:5.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,375 @@
+"""The CPU sketch rules (the llvm backend's, as Ansor's for CPUs) and the random annotation
+that completes a CPU sample.
+
+- inline: an intermediate elementwise stage is computed inside its consumers; one may also
+  stay a stage of its own ("plain") where inlining repeats work: a guarded copy (padding: an
+  if_then_else, whose condition would be evaluated at every reduction step of the consumer),
+  or one that calls costly math and is read at several places (softmax's exp), computed once
+  where all its readers are (locate);
+- tile: a reduction with data reuse (an operand not indexed by every spatial axis:
+  matmul, batch matmul, conv2d) gets multi-level tiling, spatial loops in four levels
+  and reduction loops in two, ordered S S R S R S;
+- tile_cache_write: the same with the result accumulated in a local cache_write stage
+  computed at the tiles of the output stage;
+- tile_pack: tile_cache_write, and the inputs read a panel per tile (B of a matmul) copied
+  into a contiguous panel at the outermost loop of the innermost spatial axis, which
+  becomes the outermost loop (the packed B of a BLAS GEMM, one panel at a time);
+- tile_relayout: tile_cache_write vectorized over another spatial axis than the innermost,
+  where no operand reads the innermost one as its plain last index and the other axis is
+  read only by inputs that can be re-laid out with it innermost (conv2d NCHW: vectorized
+  over the output channels, the weights packed [F/16, C, R, S, 16], as oneDNN's NCHWc
+  kernels; Ansor's layout rewrite), with a register tile of vector accumulators;
+- plain: the stage keeps its loops (annotation still fuses, parallelises, vectorizes);
+- rfactor: a reduction without enough parallelism (few outputs, a long reduction) has
+  its reduction split and factored into a parallel partial stage.
+
+CPU_SKETCH_RULES lists them in that order. After them, annotate() places the producers left
+at the root (locate) and draws, per stage, the parallel outer loops, the vectorized inner
+one and an unroll step.
+"""
+from __future__ import annotations
+
+import math
+from typing import List
+
+from ..expr.extent import ceil_div
+from ..schedule import Schedule, legal
+from ..target.registry import get_backend
+from ..tensor.axis import DATA_PAR, REDUCE
+from .sample import DIVISIBLE_P, Trace, split_levels, tile_levels
+from .sketch import Condition, Inline, SketchRule, SketchRules
+
+SPATIAL_LEVELS = 4      # S S R S R S on CPU, as Ansor
+REDUCE_LEVELS = 2
+FEW_OUTPUTS = 256       # a reduction with fewer output points than this may want rfactor
+MAX_PAR_FUSE = 4        # outer loops fused into the parallel one, at most
+PAR_PER_THREAD = 4      # a parallel loop wants this many iterations per thread (load balance), if it can
+MAX_UNROLLED_ROWS = 16   # a cache tile's non-vector loops are unrolled up to this many rows
+VECTOR_SPLITS = (0, 8, 16, 32, 64)   # the vector width a long innermost loop is split by (0: not split)
+MAX_AT_POSITION = 2     # a producer is computed at one of its consumer's first loops, at most this deep
+
+
+# ---- how each rule shapes a stage ---------------------------------------------------------
+
+def multi_level_tile(trace: Trace, st, spatial_levels: int = SPATIAL_LEVELS,
+                     reduce_levels: int = REDUCE_LEVELS) -> List[list]:
+    """Tile every loop of st: spatial ones into spatial_levels, reduction ones into
+    reduce_levels, then order them S.. R S.. R .. S (reductions between the spatial levels).
+    Returns the levels' loops, outermost first."""
+    ext = st.static_extents()
+    spatial = [a for a in st.leaf_iter_vars if a.kind == DATA_PAR]
+    reduce = [a for a in st.leaf_iter_vars if a.kind == REDUCE]
+    s_loops = [split_levels(st, a, tile_levels(trace, f"{st.name}|tile|{a.name}", ext[a], spatial_levels)[1:])
+               for a in spatial]
+    r_loops = [split_levels(st, a, tile_levels(trace, f"{st.name}|tile|{a.name}", ext[a], reduce_levels,
+                                               inner_max=ext[a])[1:]) for a in reduce]
+    levels: List[list] = []
+    r_at = {spatial_levels - reduce_levels + j: j for j in range(reduce_levels)}   # R_j before S level 2+j
+    for level in range(spatial_levels):
+        if level in r_at and r_loops:
+            levels.append([loops[r_at[level]] for loops in r_loops])
+        levels.append([loops[level] for loops in s_loops])
+    st.reorder(*[a for level in levels for a in level])
+    return levels
+
+
+def _tile_cache_write(trace: Trace, s: Schedule, st, pack: bool = False) -> None:
+    """Accumulate in a local stage computed at the outer tiles of the output stage; with
+    pack, also copy the panels of legal.packable_inputs at the outermost loop of the
+    innermost spatial axis, moved outermost so each panel is copied once."""
+    packed = legal.packable_inputs(st) if pack else []
+    cache = s[s.cache_write(st.op.output(0), "local")]
+    ext = st.static_extents()
+    spatial = [a for a in st.leaf_iter_vars if a.kind == DATA_PAR]
+    sizes = [tile_levels(trace, f"{st.name}|tile|{a.name}", ext[a], 3) for a in spatial]
+    levels = [split_levels(st, a, sz[1:]) for a, sz in zip(spatial, sizes)]
+    order = [loops[lv] for lv in range(3) for loops in levels]
+    if packed:
+        order.remove(levels[-1][0])
+        order.insert(0, levels[-1][0])
+    st.reorder(*order)
+    for t in packed:
+        s[s.cache_read(t, "global", [cache])].compute_at(st, levels[-1][0])
+    at = trace.pick(f"{st.name}|cache_at", lambda rng: 1, lambda v: v in (0, 1))
+    cache.compute_at(st, levels[-1][at])
+    inner = [a for a in cache.leaf_iter_vars if a.kind == DATA_PAR]
+    reduce = [a for a in cache.leaf_iter_vars if a.kind == REDUCE]
+    cext = cache.static_extents()
+    r_loops = [split_levels(cache, a, tile_levels(trace, f"{cache.name}|tile|{a.name}", cext[a], 2, inner_max=64)[1:])
+               for a in reduce]
+    cache.reorder(*[loops[0] for loops in r_loops], *[loops[1] for loops in r_loops], *inner)
+    # The cache's loops cover the tile inside its attach loop, which static_extents (the full
+    # domain) does not know: vectorize its innermost loop here, where the tile size is known.
+    # Its other spatial loops, unrolled, make the tile a register block (the micro-kernel of
+    # a BLAS GEMM: an auto_unroll pragma at the reduction loop outside does not reach them).
+    tile = [math.prod(sz[at + 1:]) for sz in sizes]
+    if inner and tile[-1] <= legal.MAX_VECTOR_EXTENT and trace.pick(
+            f"{cache.name}|vec_tile", lambda rng: rng.random() < 0.8, lambda v: isinstance(v, bool)):
+        cache.vectorize(inner[-1])
+    if len(inner) > 1 and math.prod(tile[:-1]) <= MAX_UNROLLED_ROWS and trace.pick(
+            f"{cache.name}|unroll_tile", lambda rng: rng.random() < 0.8, lambda v: isinstance(v, bool)):
+        for a in inner[:-1]:
+            cache.unroll(a)
+
+
+def _relayout_inputs(s: Schedule, st, packs, lanes: int) -> None:
+    """Re-lay out each (tensor, dim) of packs for st: a copy (cache_read) whose dimension
+    dim is split by lanes, the inner part moved innermost, made the copy's buffer layout by
+    cache_write (which lays the cache out along the loops), the unpacked copy inlined."""
+    for tensor, dim in packs:
+        copy = s[s.cache_read(tensor, "global", [st])]
+        axes = list(copy.op.axis)
+        outer, inner = copy.split(axes[dim], factor=lanes)
+        copy.reorder(*axes[:dim], outer, *axes[dim + 1:], inner)
+        s.cache_write(copy.op.output(0), "global")
+        copy.compute_inline()
+
+
+def _register_size(trace: Trace, key: str, extent: int, budget: int) -> int:
+    """The decision `key`: a register-tile size of a loop of `extent`, at most budget, a
+    divisor mostly, larger sizes likelier (a small tile reloads its operands more often)."""
+    limit = max(1, min(extent, budget))
+
+    def draw(rng):
+        cands = list(range(1, limit + 1))
+        if rng.random() < DIVISIBLE_P:
+            cands = [d for d in cands if extent % d == 0]
+        return rng.choices(cands, weights=cands)[0]
+
+    return trace.pick(key, draw, lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= limit)
+
+
+def _tile_relayout(trace: Trace, s: Schedule, st, target) -> None:
+    """tile_cache_write vectorized over legal.relayout_axis instead of the innermost axis (conv2d
+    NCHW over its output channels, as oneDNN's and TVM's NCHWc kernels): the inputs read by that
+    axis re-laid out with its vector part innermost, the local cache laid out the same way
+    (split and reordered before cache_write), a register tile of at most
+    legal.register_tile_budget vectors with the reduction loops outside it, unrolled but for
+    the vector loop; the output tile is written back after the reduction."""
+    pos, packs = legal.relayout_axis(st)
+    ext = st.static_extents()
+    spatial = [a for a in st.leaf_iter_vars if a.kind == DATA_PAR]
+    v = spatial[pos]
+    lanes = target.native_lanes(st.op.output(0).dtype_obj.bits)
+    vf = min(lanes, 1 << (ext[v] - 1).bit_length())
+    _relayout_inputs(s, st, packs, vf)
+    vo, vi = st.split(v, factor=vf)
+    st.reorder(*spatial[:pos], vo, *spatial[pos + 1:], vi)
+    cache = s[s.cache_write(st.op.output(0), "local")]
+    spatial = [a for a in st.leaf_iter_vars if a.kind == DATA_PAR]     # st is now a copy of the cache
+    v = spatial[pos]
+    # Register tile: k vectors of v by sizes of the other spatial axes (innermost first).
+    budget = legal.register_tile_budget(target)
+    k = _register_size(trace, f"{st.name}|vecs", ceil_div(ext[v], vf), min(4, budget))
+    sizes = {}
+    left = budget // k
+    for a in reversed([a for a in spatial if a is not v]):
+        sizes[a] = _register_size(trace, f"{st.name}|reg|{a.name}", ext[a], left)
+        left = max(1, left // sizes[a])
+    outer, inner = [], []
+    for a in spatial:
+        o, i = st.split(a, factor=k * vf if a is v else sizes[a])
+        outer.append(o)
+        inner.append(i)
+    if trace.pick(f"{st.name}|vec_outer_last", lambda rng: rng.random() < 0.5, lambda x: isinstance(x, bool)):
+        outer.append(outer.pop(pos))      # the tiles of v innermost: the input window stays in cache
+    wb_v = trace.pick(f"{st.name}|writeback_v", lambda rng: rng.random() < 0.5, lambda x: isinstance(x, bool))
+    back = [a for a in inner if a is not inner[pos]] + [inner[pos]] if wb_v else inner
+    st.reorder(*outer, *back)
+    cache.compute_at(st, outer[-1])
+    # The cache's loops span the tile, but unroll() counts their full extents: split each by
+    # its tile size (the outer part runs once) and unroll the inner parts.
+    cspatial = [a for a in cache.leaf_iter_vars if a.kind == DATA_PAR]
+    creduce = [a for a in cache.leaf_iter_vars if a.kind == REDUCE]
+    cvi = cspatial.pop()
+    once, tile = [], []
+    for j in [j for j in range(len(cspatial)) if j != pos] + [pos]:     # the vectors of v innermost
+        a, size = cspatial[j], (k if j == pos else sizes[spatial[j]])
+        if size == 1:
+            once.append(a)
+            continue
+        o, i = cache.split(a, factor=size)
+        once.append(o)
+        tile.append(i)
+    cache.reorder(*once, *creduce, *tile, cvi)
+    for a in tile:
+        cache.unroll(a)
+    cache.vectorize(cvi)
+    for a in back[:-1]:
+        st.unroll(a)
+    st.vectorize(back[-1])
+
+
+def _rfactor(trace: Trace, s: Schedule, st) -> None:
+    red = [a for a in st.leaf_iter_vars if a.kind == REDUCE]
+    if len(red) > 1:
+        st.fuse(*red)
+        red = [a for a in st.leaf_iter_vars if a.kind == REDUCE]
+    extent = st.static_extents()[red[0]]
+    sizes = tile_levels(trace, f"{st.name}|rfactor", extent, 2, inner_max=extent)
+    _, inner = st.split(red[0], factor=sizes[1])
+    s.rfactor(st.op.output(0), inner, 0)
+
+
+def _locate(trace: Trace, s: Schedule, st) -> None:
+    """Where a producer left at the root is computed: at the root (-1) or at one of the loops
+    all its consumers run inside (legal.attach_points: the first loops of its consumer, or
+    where its consumers are computed), so what it writes is read while still in cache."""
+    points = legal.attach_points(s, st, MAX_AT_POSITION)
+    if not points:
+        return
+    n = len(points)
+    pos = trace.pick(f"{st.name}|at", lambda rng: rng.choice([-1] + list(range(n))),
+                     lambda v: isinstance(v, int) and -1 <= v < n)
+    if pos >= 0:
+        stage, ivar = points[pos]
+        st.compute_at(stage, ivar)
+
+
+def _parallel_count(st, leaves, n_par: int, limit: int, threads: int) -> int:
+    """How many outer loops to fuse into the parallel one: the drawn n_par (at most limit),
+    raised until the fused loop has PAR_PER_THREAD iterations per thread where more loops
+    are there to fuse, so a draw never parallelises a loop of one or two iterations."""
+    n_par = min(n_par, limit)
+    ext = st.static_extents()
+    need = PAR_PER_THREAD * threads
+    while 0 < n_par < limit:
+        sizes = [ext.get(a) for a in leaves[:n_par]]
+        if not all(isinstance(e, int) for e in sizes) or math.prod(sizes) >= need:   # a symbolic extent: big enough
+            break
+        n_par += 1
+    return n_par
+
+
+def _vector_split(trace: Trace, s: Schedule, st, par_pos: int) -> None:
+    """An innermost data-parallel loop too long to vectorize whole (a plain elementwise stage's
+    row) may be split by a drawn vector width, so that its inner part is vectorized (below)
+    rather than left to LLVM's loop vectorizer."""
+    leaves = list(st.leaf_iter_vars)
+    last = leaves[-1]
+    ext = st.static_extents().get(last)
+    if (par_pos == len(leaves) - 1 or last.kind != DATA_PAR or last in st.annotations
+            or not isinstance(ext, int) or ext <= legal.MAX_VECTOR_EXTENT
+            or legal.last_attach_position(s, st) == len(leaves) - 1):
+        return
+    width = trace.pick(f"{st.name}|vsplit", lambda rng: rng.choice(VECTOR_SPLITS),
+                       lambda v: v in VECTOR_SPLITS)
+    if width:
+        st.split(last, factor=width)
+
+
+def _annotate(trace: Trace, s: Schedule, st, threads: int) -> None:
+    """Fuse and parallelise the outer loops, vectorize the innermost, pick an unroll step."""
+    leaves = list(st.leaf_iter_vars)
+    par_pos = -1
+    n_outer = legal.outer_fusable_spatial(st, limit=MAX_PAR_FUSE)
+    if st.attach_type == "root" and not legal.inside_parallel(st) and n_outer:
+        n_par = trace.pick(f"{st.name}|par", lambda rng: 0 if rng.random() >= 0.85 else rng.randint(1, MAX_PAR_FUSE),
+                           lambda v: isinstance(v, int) and 0 <= v <= MAX_PAR_FUSE)
+        attach = legal.last_attach_position(s, st)
+        limit = n_outer if attach < 0 else max(1, min(n_outer, attach))    # fuse only loops outside attach points
+        n_par = _parallel_count(st, leaves, n_par, limit, threads)
+        if n_par:
+            first = st.fuse(*leaves[:n_par]) if n_par > 1 else leaves[0]
+            st.parallel(first)
+            leaves = list(st.leaf_iter_vars)
+            par_pos = leaves.index(first)
+    _vector_split(trace, s, st, par_pos)
+    leaves = list(st.leaf_iter_vars)
+    cands = legal.vectorize_candidates(s, st, par_pos)
+    if cands and cands[-1] == len(leaves) - 1 and leaves[-1] not in st.annotations:
+        if trace.pick(f"{st.name}|vec", lambda rng: rng.random() < 0.8, lambda v: isinstance(v, bool)):
+            st.vectorize(leaves[-1])
+    step = trace.pick(f"{st.name}|unroll", lambda rng: rng.choice((0,) + legal.PRAGMA_STEPS),
+                      lambda v: v in (0,) + legal.PRAGMA_STEPS)
+    if step:
+        st.pragma(leaves[0], "auto_unroll_max_step", step)
+
+
+def annotate(trace: Trace, s: Schedule, target) -> None:
+    """Complete a CPU sample: producers left at the root placed (consumers first: a producer
+    may join them where they are), then each live stage's loops annotated, outermost first."""
+    for st in reversed(list(s.stages)):
+        if legal.is_live(st):
+            _locate(trace, s, st)
+    threads = get_backend(target.kind).worker_threads(target)
+    for st in sorted([st for st in s.stages if legal.is_live(st)], key=legal.attach_depth):
+        _annotate(trace, s, st, threads)
+
+
+# ---- the rules -----------------------------------------------------------------------------
+
+class Tile(SketchRule):
+    """Multi-level tiling of a reduction with data reuse (S S R S R S)."""
+
+    name = "tile"
+
+    def condition(self, s, st) -> Condition:
+        return Condition.APPLY if legal.has_data_reuse(st) else Condition.SKIP
+
+    def apply(self, trace, s, st, target) -> None:
+        multi_level_tile(trace, st)
+
+
+class TileCacheWrite(SketchRule):
+    """Tile, accumulating in a local stage at the output stage's tiles; with pack, the panel
+    inputs (legal.packable_inputs) copied contiguous a panel at a time."""
+
+    def __init__(self, pack: bool):
+        self.pack = pack
+        self.name = "tile_pack" if pack else "tile_cache_write"
+
+    def condition(self, s, st) -> Condition:
+        ok = legal.has_data_reuse(st) and (not self.pack or bool(legal.packable_inputs(st)))
+        return Condition.APPLY if ok else Condition.SKIP
+
+    def apply(self, trace, s, st, target) -> None:
+        _tile_cache_write(trace, s, st, pack=self.pack)
+
+
+class TileRelayout(SketchRule):
+    """Tile with a local cache, vectorized over legal.relayout_axis (conv2d NCHW: NCHWc)."""
+
+    name = "tile_relayout"
+
+    def condition(self, s, st) -> Condition:
+        return Condition.APPLY if legal.has_data_reuse(st) and legal.relayout_axis(st) else Condition.SKIP
+
+    def apply(self, trace, s, st, target) -> None:
+        _tile_relayout(trace, s, st, target)
+
+
+class Plain(SketchRule):
+    """The stage keeps its loops (annotate still fuses, parallelises and vectorizes them):
+    every stage the tiling rules do not shape."""
+
+    name = "plain"
+
+    def condition(self, s, st) -> Condition:
+        return Condition.SKIP if legal.has_data_reuse(st) else Condition.APPLY
+
+    def apply(self, trace, s, st, target) -> None:
+        pass
+
+
+class RFactor(SketchRule):
+    """A reduction with few outputs or a long reduction: split and factored into a parallel
+    partial stage."""
+
+    name = "rfactor"
+
+    def condition(self, s, st) -> Condition:
+        if not legal.is_reduction(st) or legal.has_data_reuse(st):
+            return Condition.SKIP
+        spatial = math.prod(int(a.dom.extent) for a in st.op.axis)
+        reduce = math.prod(int(a.dom.extent) for a in st.op.reduce_axis)
+        return Condition.APPLY if spatial < FEW_OUTPUTS or reduce > spatial else Condition.SKIP
+
+    def apply(self, trace, s, st, target) -> None:
+        _rfactor(trace, s, st)
+
+
+CPU_SKETCH_RULES = SketchRules(
+    rules=(Inline(keep_costly=True), Tile(), TileCacheWrite(pack=False), TileCacheWrite(pack=True), TileRelayout(),
+           Plain(), RFactor()),
+    annotate=annotate)

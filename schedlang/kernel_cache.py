@@ -1,0 +1,213 @@
+"""The on-disk kernel cache: a module built once is loaded by later processes with no
+lowering and no LLVM code generation.
+
+sl.build (through build_cache.cached_build) looks a build up here when the in-memory
+cache misses, and stores what it compiled. An entry is one file in
+$SCHEDLANG_CACHE_DIR/kernels (disk.py: per user, private, else ~/.cache/schedlang):
+a disk.py entry whose header holds the full key text and the text of every level the build
+kept (mod.ir), and whose payload is the shared library mod.export_library writes, with a
+checksum trailer over the whole
+
+and is written whole (disk.write_atomically), so concurrent processes see an entry
+complete or not at all (of two writers of one key, the last one's stays). Its file name is a
+hash of the key text, and the full key text is stored and compared on load, so an entry
+is used only for exactly its key. A corrupt, truncated, foreign or outdated entry is
+ignored (and replaced by the rebuild).
+
+The key is known before lowering, so a hit skips the Python lowering too: the program (its
+canonical JSON, tensor/serialize.py), the schedule's steps (schedule/steps.py JSON), the
+stage of each argument, the module name, the resolved target with every option (CPU name
+and feature string included) and the versions that affect code: schedlang's version, a
+hash of the package's source files, llvmlite's and LLVM's versions (versions()).
+
+Only modules of the llvm target that run on this machine are stored (CUDA's NVRTC output
+has its own cache by source hash: target/cuda/nvrtc.py). Turn the cache off with
+SCHEDLANG_KERNEL_CACHE=0 (the test suite does, except in its own tests) or
+schedlang.kernel_cache.ENABLED = False; empty it with clear() or `schedlang cache clear`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Dict, Optional
+
+from .disk import clear_folder, code_cache_enabled, entry_path, folder_info, read_entry, write_entry
+
+ENABLED = True         # and unless SCHEDLANG_KERNEL_CACHE=0 (disk.code_cache_enabled)
+FOLDER = "kernels"
+FORMAT = 1
+
+
+@dataclass
+class DiskStats:
+    """loads: builds answered from disk; stores: entries written; rejected: entries found but
+    not usable (corrupt, truncated, another key); failed: stores that could not be written."""
+
+    loads: int = 0
+    stores: int = 0
+    rejected: int = 0
+    failed: int = 0
+
+
+stats = DiskStats()
+
+
+# ---------------------------------------------------------------- the key
+@lru_cache(maxsize=1)
+def source_hash() -> str:
+    """sha256 of every source file of the schedlang package (path and contents): any change
+    of the code that lowers, schedules or generates code changes it."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".py", ".h", ".c", ".cpp")
+                       and "__pycache__" not in p.parts):
+        h.update(str(path.relative_to(root)).encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def versions() -> Dict[str, str]:
+    """The versions an entry was compiled with; an entry of other versions is never used."""
+    import llvmlite
+    import llvmlite.binding as llvm
+    from . import __version__
+    return {"format": str(FORMAT), "schedlang": __version__, "source": source_hash(),
+            "llvmlite": llvmlite.__version__, "llvm": ".".join(map(str, llvm.llvm_version_info))}
+
+
+def key_text(key, target) -> str:
+    """The full text of a build_cache key (program, steps, argument stages, target, name)
+    for the resolved target, with versions(): what an entry stores and is compared with."""
+    program, steps, arg_stages, _, name = key
+    return json.dumps({"versions": versions(), "program": program, "steps": steps,
+                       "args": [list(a) for a in arg_stages], "name": name,
+                       "target": {"kind": target.kind, "options": asdict(target.options)}},
+                      sort_keys=True, default=str)
+
+
+def read(folder: str, text: str):
+    """(header, payload) of the entry of a key text in a cache folder, or None (an unusable
+    file is counted in stats.rejected)."""
+    entry, rejected = read_entry(folder, text)
+    stats.rejected += rejected
+    return entry
+
+
+# ---------------------------------------------------------------- built modules
+def cacheable(target) -> bool:
+    """Whether builds for target are stored: llvm modules that run on this machine."""
+    if not (ENABLED and code_cache_enabled()) or getattr(target, "kind", None) != "llvm":
+        return False
+    from .target.llvm.cpus import why_not_runnable
+    from .target.llvm.jit import host_cpu
+    return why_not_runnable(target.cpu, target.features, *host_cpu()) is None
+
+
+def load(key, target):
+    """The module stored for a build_cache key, or None."""
+    if not cacheable(target):
+        return None
+    return _load_text(key_text(key, target), target)
+
+
+def _load_text(text: str, target):
+    entry = read(FOLDER, text)
+    if entry is None:
+        return None
+    header, library = entry
+    from .target.llvm.cached import CachedModule
+    try:
+        module = CachedModule(str(entry_path(FOLDER, text)), library, target, header.get("texts", {}))
+    except (ValueError, OSError, KeyError, TypeError):     # a library that does not check or load
+        stats.rejected += 1
+        return None
+    stats.loads += 1
+    return module
+
+
+def store(key, target, module) -> None:
+    """Store a module just built for key (a failure to write is counted, never raised: the
+    build itself succeeded)."""
+    if not cacheable(target):
+        return
+    import os
+    import tempfile
+    try:
+        with tempfile.TemporaryDirectory(prefix="schedlang-kernel-") as tmp:
+            path = os.path.join(tmp, "module.so")
+            module.export_library(path)
+            with open(path, "rb") as f:
+                library = f.read()
+        write_entry(FOLDER, key_text(key, target), {"texts": dict(module.ir)}, library)
+    except (OSError, ValueError, RuntimeError):    # no C compiler, a full disk, an extern call it cannot save
+        stats.failed += 1
+        return
+    stats.stores += 1
+
+
+# ---------------------------------------------------------------- default-scheduled programs
+def build_default(inputs, outputs, target, schedule: Callable[[], object], build: Callable[[object], object]):
+    """build(schedule()) for a program whose schedule is made from the program and target
+    alone (a default schedule): a process that finds the module on disk skips making the
+    schedule too. A small alias entry maps the program (canonical JSON), the argument order,
+    the target and versions() to the key of the build it made (whose entry holds the module)."""
+    alias = _alias_text(inputs, outputs, target) if cacheable(target) else None
+    if alias is not None:
+        entry = read(FOLDER, alias)
+        built = entry[0].get("build_key") if entry is not None else None
+        module = _load_text(built, target) if isinstance(built, str) else None
+        if module is not None:
+            return module
+    s = schedule()
+    module = build(s)
+    if alias is not None:
+        from .build_cache import build_key
+        key = build_key(s, list(inputs) + list(outputs), target, None)
+        if key is not None:
+            try:
+                write_entry(FOLDER, alias, {"build_key": key_text(key, target)}, b"")
+            except OSError:
+                stats.failed += 1
+    return module
+
+
+def _alias_text(inputs, outputs, target) -> Optional[str]:
+    from .tensor.serialize import to_json
+    try:
+        program = to_json(list(outputs))
+    except (TypeError, ValueError):           # a compute attr that is not JSON: not keyed
+        return None
+    return json.dumps({"versions": versions(), "default_schedule_of": program, "name": None,
+                       "args": [[t.op.name, t.value_index] for t in list(inputs) + list(outputs)],
+                       "target": {"kind": target.kind, "options": asdict(target.options)}},
+                      sort_keys=True, default=str)
+
+
+# ---------------------------------------------------------------- the folders
+FOLDERS = (FOLDER, "nvrtc")        # every folder of compiled code this module answers for
+
+
+def info() -> Dict[str, Dict[str, object]]:
+    """folder -> {"path", "entries", "bytes"} of each cache of compiled code."""
+    return {name: folder_info(name) for name in FOLDERS}
+
+
+def clear() -> int:
+    """Remove every entry of the caches of compiled code; the number removed. Running
+    processes keep the modules they loaded."""
+    return sum(clear_folder(name) for name in FOLDERS)
+
+
+def run_command(action: str) -> int:
+    """`schedlang cache info|clear`: print what the caches hold, or empty them; exit status."""
+    if action == "clear":
+        print(f"removed {clear()} entries")
+        return 0
+    for name, facts in info().items():
+        print(f"{name}: {facts['entries']} entries, {facts['bytes'] / 1e6:.1f} MB in {facts['path']}")
+    print(f"versions: {', '.join(f'{k} {v[:12]}' for k, v in versions().items())}")
+    return 0

@@ -1,0 +1,106 @@
+"""The c backend: portable C99 for the CPU (TVM's "c" target), compiled by the system C compiler.
+
+Stages after Kernel IR, in order, each one's text kept in mod.ir:
+  "c"    Kernel IR rendered as C99 (codegen.py); mod.get_source() returns it
+  "cc"   the shared library from the system C compiler, cached by source and flags (compile.py)
+mod(*arrays) calls it through ctypes; mod.export_library(path) writes the library, which
+sl.load_module(path) loads.
+"""
+from __future__ import annotations
+
+from typing import Dict, Sequence
+
+from ...errors import ScheduleError
+from ...kernel.flatten import flatten_buffers
+from ...kernel.lower import ADD_SIZE_PARAMS, SPLIT_KERNELS
+from ...kernel.nodes import KernelModule
+from ...kernel.unroll import unroll_loops
+from ...kernel.widen import widen_index_arith
+from ...loop.simplify import simplify_stmt
+from ...schedule.annotate import BIND
+from ..backend import BuildState, HostCPUBackend, run_stages
+from ..shapes import MAX_ELEMENTS
+from ..target import Target
+from .codegen import render_c
+from .compile import build_library
+from .module import CModule, load_module, module_info
+from .vector_loops import serialize_vector_loops
+
+
+class CBackend(HostCPUBackend):
+    """TVM's "c" target: C99 compiled by the system C compiler, run on the host CPU (so the
+    auto-scheduler and the torch frontend use the CPU sketch rules and default schedules)."""
+    kind = "c"
+    source_title = "C"
+
+    def resolve_target(self, target: Target) -> Target:
+        """vector_bits from the host CPU's flags (for the schedules that size vectors by it)."""
+        if target.vector_bits is not None:
+            return target
+        return target.with_options(vector_bits=host_vector_bits() if not target.cpu else 128)
+
+    def check_schedule(self, schedule, target: Target) -> None:
+        for st in schedule.stages:
+            for ivar, ann in st.annotations.items():
+                if ann.kind == BIND:
+                    raise ScheduleError("bind", st.name, f"the axis is bound to {ann.thread_tag}, a GPU thread axis, "
+                                        "which the c (CPU) target cannot run", axis=ivar.name,
+                                        hint="use parallel()/vectorize() for the CPU, or build with target='cuda'")
+
+    def kernel_passes(self, target: Target):
+        """The Kernel IR passes, in order."""
+        return [
+            ("flatten_buffers", flatten_buffers),     # one flat index per access
+            ("unroll_loops", unroll_loops),
+            ("simplify", simplify_stmt),
+            ("widen_index_arith", widen_index_arith),   # int64 where int32 terms may wrap
+            ("serialize_vector_loops", serialize_vector_loops),   # plain loops: the C compiler vectorizes
+            ("split_kernels", SPLIT_KERNELS),         # a parallel outer loop becomes the CPU worker axis
+            ("add_size_params", ADD_SIZE_PARAMS),
+        ]
+
+    def stages(self, target: Target):
+        return [
+            ("c", render_stage),     # Kernel IR rendered as C99 (codegen.py)
+            ("cc", compile_stage),   # the shared library, from the system C compiler (compile.py)
+        ]
+
+    def build(self, kernel: KernelModule, target: Target, is_output: Sequence[bool],
+              texts: Dict[str, str], trace=None) -> CModule:
+        check_index_width(kernel)
+        st = BuildState(kernel, target, texts)
+        st.is_output = list(is_output)
+        st = run_stages(self.stages(target), st, trace)
+        return CModule(kernel, is_output, target, st.texts, st.library)
+
+    def load_module(self, path: str):
+        return load_module(path)
+
+
+def render_stage(st: BuildState) -> str:
+    return render_c(st.kernel, st.target, module_info(st.kernel, st.is_output, st.target))
+
+
+def compile_stage(st: BuildState) -> None:
+    st.library_path, st.library = build_library(st.texts["c"], st.target)
+
+
+def check_index_width(kernel: KernelModule) -> None:
+    """Refuse buffers that 32-bit indices cannot address (as the llvm target does)."""
+    for b in kernel.params + kernel.temps:
+        if not b.is_symbolic and b.size > MAX_ELEMENTS:     # symbolic sizes are checked at call time
+            raise ValueError(f"tensor '{b.name}' has {b.size} elements; indices are 32-bit, so tensors are "
+                             "limited to 2**31 - 1 elements for now")
+
+
+def host_vector_bits() -> int:
+    """The widest vector register of this machine's CPU, from /proc/cpuinfo (128 when unknown)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return 128
+    return 512 if "avx512f" in flags else 256 if "avx2" in flags else 128
+
+
+BACKEND = CBackend()

@@ -1,0 +1,212 @@
+"""aten.convolution, 1-d and 2-d (stride, padding, dilation, groups incl. depthwise, bias),
+as one sum reduction tagged CONV_TAG:
+
+    conv[n, oc, *o] = sum over rc, *r of  x[n, g * ICg + rc, o * stride + r * dilation - pad]
+                                          * w[oc, rc, *r]          (g = oc // OCg)
+
+The padding is a guard on the input read (zero outside the input: never a read out of
+bounds), not a padded copy; except for kernels of PAD_COPY_KERNEL taps or more (ResNet's
+7x7 stem), whose many guarded reads per output cost twice the convolution: they read a
+zero-padded copy `<name>_pad` (tagged CONV_PAD_TAG, a kernel of its own) without guards. The sum accumulates in float32 for float16/bfloat16; a bias
+and the cast back are an elementwise stage `<name>` after the sum `<name>_conv`, which
+fusion keeps in the convolution's kernel (its epilogue, with what follows: batch norm,
+ReLU, a residual add).
+
+A constant weight (a parameter) is read as blocks [OC / width, ICg, *K, width] made once by
+the compiled module (prepack.py "conv": a vector of output channels innermost, as the
+NCHWc kernels of conv_schedules.py read it); `fold_batch_norm` builds the convolution
+again with a following eval-mode batch norm folded into those blocks and its bias."""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import schedlang as sl
+from schedlang.dtypes import dtype
+
+from ..fuse import CONV_PAD_TAG, CONV_TAG
+from .accum import acc_dtype, require_float
+from .common import compute, static
+from .registry import Unsupported, register_lowering
+
+@dataclass(frozen=True)
+class ConvCall:
+    """The arguments of one lowered convolution (static channels, kernel and spatial extents)."""
+
+    x: sl.Tensor
+    weight: sl.Tensor
+    bias: Optional[sl.Tensor]
+    stride: Tuple[int, ...]
+    padding: Tuple[int, ...]
+    dilation: Tuple[int, ...]
+    groups: int
+
+    @property
+    def out_shape(self) -> tuple:
+        n, _, *size = self.x.shape
+        kernel = self.weight.shape[2:]
+        return (n, self.weight.shape[0]) + tuple(
+            (i + 2 * p - d * (k - 1) - 1) // s + 1
+            for i, k, s, p, d in zip(size, kernel, self.stride, self.padding, self.dilation))
+
+
+PAD_COPY_KERNEL = 5
+
+# The convolution each lowered result computes, for the batch norm that may follow it.
+_CALLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def conv_call_of(t: sl.Tensor) -> Optional[ConvCall]:
+    """The convolution whose lowering returned t, or None."""
+    return _CALLS.get(t.op)
+
+
+def _ints(value, n: int, what: str) -> Tuple[int, ...]:
+    values = [static(v, f"convolution: {what}") for v in (value if isinstance(value, (list, tuple)) else [value])]
+    if len(values) == 1:
+        values = values * n
+    if len(values) != n:
+        raise ValueError(f"convolution: {what} has {len(values)} values for {n} spatial dims")
+    return tuple(values)
+
+
+def check_call(x, weight, bias, stride, padding, dilation, groups) -> ConvCall:
+    """The ConvCall of aten.convolution's arguments (Unsupported outside 1-d/2-d static convs)."""
+    require_float("convolution", *(t for t in (x, weight, bias) if t is not None))
+    if len({str(t.dtype) for t in (x, weight, bias) if t is not None}) != 1:
+        raise Unsupported("convolution of mixed dtypes is not lowered")
+    if x.ndim not in (3, 4) or weight.ndim != x.ndim:
+        raise Unsupported(f"a {x.ndim}-d input with a {weight.ndim}-d weight (1-d and 2-d convolutions are lowered)")
+    nsp = x.ndim - 2
+    for e in tuple(x.shape[1:]) + tuple(weight.shape):
+        static(e, "convolution: channel, kernel and spatial extents")
+    groups = static(groups, "convolution: groups")
+    oc, icg = weight.shape[:2]
+    if groups < 1 or x.shape[1] != icg * groups or oc % groups:
+        raise ValueError(f"convolution: input of {x.shape[1]} channels and weight {list(weight.shape)} do not "
+                         f"match groups={groups}")
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != oc):
+        raise ValueError(f"convolution: bias of shape {list(bias.shape)}, expected [{oc}]")
+    call = ConvCall(x, weight, bias, _ints(stride, nsp, "stride"), _ints(padding, nsp, "padding"),
+                    _ints(dilation, nsp, "dilation"), groups)
+    if min(call.stride + call.dilation) < 1 or min(call.padding) < 0:
+        raise ValueError(f"convolution: stride {call.stride} and dilation {call.dilation} must be positive, "
+                         f"padding {call.padding} not negative")
+    if min(call.out_shape[2:]) < 1:
+        raise ValueError(f"convolution: the output {call.out_shape} is empty (input {list(x.shape)}, kernel "
+                         f"{list(weight.shape[2:])})")
+    return call
+
+
+def block_width(ctx, call: ConvCall) -> int:
+    """Output channels of a packed weight block: a native vector of the accumulator dtype
+    (at most OC) for a dense convolution on the CPU, which conv_schedules vectorizes over
+    output channels; 1 otherwise (grouped and depthwise convolutions run along the width)."""
+    target, oc = ctx.target, call.weight.shape[0]
+    if call.groups != 1 or not isinstance(target, sl.Target) or not sl.get_backend(target.kind).prepacks_weights:
+        return 1
+    return max(1, min(oc, target.native_lanes(dtype(acc_dtype(call.x.dtype)).bits)))
+
+
+def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1) -> sl.Tensor:
+    """The convolution of call: the weight read from packed blocks of width output channels
+    when given, plus bias (call's bias when None), cast to x's dtype."""
+    x, w = call.x, call.weight
+    out, acc = str(x.dtype), acc_dtype(x.dtype)
+    bias = call.bias if bias is None else bias
+    nsp = x.ndim - 2
+    oc, icg, *kernel = w.shape
+    ocg = oc // call.groups
+    size = x.shape[2:]
+    rc = sl.reduce_axis((0, icg), name="rc")
+    r = [sl.reduce_axis((0, k), name=nm) for k, nm in zip(kernel, ("rh", "rw") if nsp == 2 else ("rw",))]
+    out_shape = call.out_shape
+
+    pad_copy = max(kernel) >= PAD_COPY_KERNEL and max(call.padding) > 0
+    if pad_copy:
+        x = _padded(ctx, call)
+
+    def read_x(n, o, ic):
+        if pad_copy:
+            return x[(n, ic, *[o[d] * call.stride[d] + r[d] * call.dilation[d] for d in range(nsp)])]
+        pos = [o[d] * call.stride[d] + r[d] * call.dilation[d] - call.padding[d] for d in range(nsp)]
+        conds = []
+        for d in range(nsp):
+            if call.padding[d]:
+                conds.append(pos[d] >= 0)
+            last = (out_shape[2 + d] - 1) * call.stride[d] + (kernel[d] - 1) * call.dilation[d] - call.padding[d]
+            if last >= size[d]:
+                conds.append(pos[d] < size[d])
+        v = x[(n, ic, *pos)]
+        if not conds:
+            return v
+        return sl.if_then_else(conds[0] if len(conds) == 1 else sl.all(*conds), v, sl.const(0, str(x.dtype)))
+
+    def read_w(o):
+        if packed is None:
+            return w[(o, rc, *r)]
+        return packed[(o // width, rc, *r, o % width)] if width > 1 else packed[(o, rc, *r, 0)]
+
+    def body(idx):
+        n, o, sp = idx[0], idx[1], idx[2:]
+        g = o if ocg == 1 else o // ocg
+        ic = rc if call.groups == 1 else g * icg + rc if icg > 1 else g
+        return sl.sum(sl.cast(acc, read_x(n, sp, ic)) * sl.cast(acc, read_w(o)), axis=[rc, *r])
+
+    epilogue = bias is not None or acc != out
+    result = sl.compute(out_shape, _named(body, nsp), name=ctx.name("conv") if epilogue else ctx.name(),
+                        tag=CONV_TAG)
+    if epilogue:
+        def add_bias(idx):
+            v = result[tuple(idx)]
+            return sl.cast(out, v + sl.cast(acc, bias[idx[1]]) if bias is not None else v)
+        result = compute(out_shape, add_bias, ctx.name())
+    _CALLS[result.op] = call
+    return result
+
+
+def _padded(ctx, call: ConvCall) -> sl.Tensor:
+    """call's input with its zero padding on both sides of each spatial dim (as far as the
+    convolution reads: no row past its last window)."""
+    x = call.x
+    nsp = x.ndim - 2
+    kernel = call.weight.shape[2:]
+    ext = [(o - 1) * s + (k - 1) * d + 1 for o, s, k, d in zip(call.out_shape[2:], call.stride, kernel, call.dilation)]
+
+    def body(idx):
+        n, c, sp = idx[0], idx[1], idx[2:]
+        pos = [sp[d] - call.padding[d] for d in range(nsp)]
+        conds = [cond for d in range(nsp) for cond in (pos[d] >= 0, pos[d] < x.shape[2 + d])]
+        return sl.if_then_else(sl.all(*conds), x[(n, c, *pos)], sl.const(0, str(x.dtype)))
+    fn = (lambda n, c, h, w: body([n, c, h, w])) if nsp == 2 else (lambda n, c, w: body([n, c, w]))
+    return sl.compute(tuple(x.shape[:2]) + tuple(ext), fn, name=ctx.name("pad"), tag=CONV_PAD_TAG)
+
+
+def _named(body, nsp: int):
+    """body (of the index list) as a function of axes named n, oc, (oh,) ow."""
+    if nsp == 2:
+        return lambda n, oc, oh, ow: body([n, oc, oh, ow])
+    return lambda n, oc, ow: body([n, oc, ow])
+
+
+@register_lowering("aten.convolution.default")
+def convolution(ctx, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    if transposed:
+        raise Unsupported("transposed convolution is not lowered")
+    call = check_call(x, weight, bias, stride, padding, dilation, groups)
+    width = block_width(ctx, call)
+    packed = ctx.prepacked("conv", (weight,), width) if width > 1 else None
+    return conv_of(ctx, call, packed, width=width)
+
+
+def fold_batch_norm(ctx, call: ConvCall, gamma, beta, mean, var, eps: float) -> Optional[sl.Tensor]:
+    """The convolution call followed by an eval-mode batch norm, folded: weights scaled per
+    output channel and a new bias, both constants made by the compiled module (prepack.py);
+    None when the weight or a batch norm tensor is not a constant of the module."""
+    width = block_width(ctx, call)
+    packed = ctx.prepacked("conv", (call.weight, gamma, mean, var), width, (float(eps),))
+    shift = ctx.prepacked("bn_shift", (var, mean, gamma, beta, call.bias), 1, (float(eps),))
+    if packed is None or shift is None:
+        return None
+    return conv_of(ctx, call, packed, shift, width)

@@ -1,0 +1,146 @@
+"""Sketch rules are objects (issue 16, item 7): each backend owns one ordered registry of
+SketchRule objects (condition + apply), the llvm backend the CPU rules, cuda the GPU rules.
+
+PINNED holds what the string-dispatched rules of the main before that change generated, per
+program and target: the sketch names in order, and a digest of three samples (steps and
+decisions, seeds 0..2) of every sketch. The rules as objects must generate exactly these; a
+deliberate change to the rules or to sampling refreshes them (print _generated(...))."""
+import hashlib
+import json
+import random
+
+import pytest
+
+import schedlang as sl
+from schedlang.autoschedule.sample import sample
+from schedlang.autoschedule.sketch import Condition, Sketch, SketchRule, SketchRules, generate_sketches
+from schedlang.autoschedule.sketch_cpu import CPU_SKETCH_RULES
+from schedlang.autoschedule.task import SearchTask
+from schedlang.errors import LoweringError, ScheduleError
+from schedlang.target.llvm.backend import LLVMBackend
+from schedlang.target.registry import _BACKENDS
+from tests import programs
+
+
+def _programs():
+    A, B, C = programs.gemm(64, 48, 32)
+    X, Wt, _, conv = programs.conv2d(1, 8, 14, 14, 16, 3)
+    softmax = programs.softmax(6, 70)
+    return {"gemm": [A, B, C], "conv2d": [X, Wt, conv], "softmax": [softmax[0], softmax[-1]],
+            "row_sum": list(programs.row_sum(40, 100)), "row_sum_many": list(programs.row_sum(8192, 16)),
+            "silu_and_mul": list(programs.silu_and_mul(16, 64))}
+
+
+PINNED = {
+    "gemm/llvm": (["tile:C", "tile_cache_write:C", "tile_pack:C"], "3c09a5831196f8cb"),
+    "gemm/cuda": (["gpu_tile:C"], "88b4f5a500f42f11"),
+    "conv2d/llvm": (["tile:conv,inline:pad", "tile:conv", "tile_cache_write:conv,inline:pad", "tile_cache_write:conv",
+                     "tile_relayout:conv,inline:pad", "tile_relayout:conv"], "27f94468e354fcd7"),
+    "conv2d/cuda": (["gpu_tile:conv,inline:pad"], "7d4bb7162c2f00ed"),
+    "softmax/llvm": (["inline:expval", "inline:expval,rfactor:maxval", "plain", "rfactor:maxval",
+                      "rfactor:total,inline:expval", "rfactor:total,inline:expval,rfactor:maxval", "rfactor:total",
+                      "rfactor:total,rfactor:maxval"], "eab8c5689c27787c"),
+    "softmax/cuda": (["gpu_simple:softmax,gpu_cross_thread:total,inline:expval,gpu_cross_thread:maxval",
+                      "gpu_simple:softmax,gpu_cross_thread:total,inline:expval,gpu_thread_row:maxval",
+                      "gpu_simple:softmax,gpu_thread_row:total,inline:expval,gpu_cross_thread:maxval",
+                      "gpu_simple:softmax,gpu_thread_row:total,inline:expval,gpu_thread_row:maxval"],
+                     "c026b7be8f143778"),
+    "row_sum/llvm": (["plain", "rfactor:B"], "ac39b511de32dbc7"),
+    "row_sum/cuda": (["gpu_cross_thread:B", "gpu_thread_row:B"], "712a2815d936077a"),
+    "row_sum_many/llvm": (["plain"], "7c36aac5a7a58f58"),
+    "row_sum_many/cuda": (["gpu_thread_row:B", "gpu_cross_thread:B"], "a9b99bca7ddbd5f2"),   # many rows: a thread each first
+    "silu_and_mul/llvm": (["plain"], "a10f14e3f121cfbf"),
+    "silu_and_mul/cuda": (["gpu_simple:mul"], "5e0a8d9eae4fd898"),
+}
+
+
+def _sample_digest(task, sketch, seed: int) -> str:
+    try:
+        s, made = sample(task, sketch, random.Random(seed))
+        text = s.to_json() + json.dumps(made, sort_keys=True)
+    except (ScheduleError, LoweringError) as e:
+        text = "error " + type(e).__name__
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def _generated(program: str, target: str):
+    """(sketch names, digest of three samples of each sketch) of a program for a target."""
+    task = SearchTask(tensors=_programs()[program], target=target)
+    sketches = generate_sketches(task)
+    digests = [_sample_digest(task, sk, seed) for sk in sketches for seed in range(3)]
+    return [sk.name for sk in sketches], hashlib.sha256(",".join(digests).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("key", sorted(PINNED))
+def test_sketches_and_samples_are_those_of_the_string_rules(key):
+    program, target = key.split("/")
+    names, digest = _generated(program, target)
+    assert names == PINNED[key][0]
+    assert digest == PINNED[key][1]
+
+
+def test_each_backend_owns_an_ordered_registry_of_rule_objects():
+    cpu = sl.get_backend("llvm").sketch_rules()
+    gpu = sl.get_backend("cuda").sketch_rules()
+    assert [r.name for r in cpu.rules] == ["inline", "tile", "tile_cache_write", "tile_pack", "tile_relayout",
+                                           "plain", "rfactor"]
+    assert [r.name for r in gpu.rules] == ["inline", "gpu_tile", "gpu_thread_row", "gpu_cross_thread",
+                                           "gpu_thread_row", "gpu_simple"]
+    assert all(isinstance(r, SketchRule) for r in cpu.rules + gpu.rules)
+    sketch = generate_sketches(SearchTask(tensors=_programs()["gemm"]))[0]
+    assert isinstance(sketch, Sketch) and sketch.rule_names == (("C", "tile"),)
+
+
+def test_a_stage_takes_the_rules_up_to_the_first_that_skips_the_rest():
+    class Says(SketchRule):
+        def __init__(self, name, cond):
+            self.name, self.cond = name, cond
+
+        def condition(self, s, st):
+            return self.cond
+
+    rules = SketchRules((Says("a", Condition.APPLY), Says("b", Condition.SKIP),
+                         Says("c", Condition.APPLY_AND_SKIP_REST), Says("d", Condition.APPLY)))
+    assert [r.name for r in rules.stage_rules(None, None)] == ["a", "c"]
+
+
+class Unroll(SketchRule):
+    """A rule a test adds: an elementwise stage's innermost loop split by 4, the inner part unrolled."""
+
+    name = "unroll_inner"
+
+    def condition(self, s, st):
+        return Condition.APPLY if not st.op.reduce_axis else Condition.SKIP
+
+    def apply(self, trace, s, st, target):
+        _, inner = st.split(st.leaf_iter_vars[-1], factor=4)
+        st.unroll(inner)
+
+
+class WithUnroll(LLVMBackend):
+    def sketch_rules(self):
+        return SketchRules(CPU_SKETCH_RULES.rules + (Unroll(),), CPU_SKETCH_RULES.annotate)
+
+
+@pytest.fixture
+def llvm_with_a_rule():
+    saved = _BACKENDS.get("llvm")
+    sl.register_backend("llvm", WithUnroll())
+    yield
+    if saved is None:
+        _BACKENDS.pop("llvm", None)
+    else:
+        sl.register_backend("llvm", saved)
+
+
+def test_a_rule_registered_by_the_backend_makes_sketches(llvm_with_a_rule):
+    task = SearchTask(tensors=list(programs.silu_and_mul(4, 16)))
+    sketches = generate_sketches(task)
+    assert [sk.name for sk in sketches] == ["plain", "unroll_inner:mul"]
+    made = []
+    for seed in range(10):        # some annotation draws are illegal (pruned in a search)
+        try:
+            made.append(sample(task, sketches[1], random.Random(seed))[0])
+        except ScheduleError:
+            pass
+    assert made and all("unroll(" in s.to_python() for s in made)
