@@ -22,9 +22,14 @@ def _packed_gemm(M: int, N: int, K: int, bn: int):
 
 def gemm(target, M: int, N: int, K: int, bn: int = 32):
     """The classic TVM CPU GEMM tutorial schedule: topi.cpu.schedule_matmul_packed."""
+    s, args = gemm_schedule_tutorial(M, N, K, bn)
+    return sl.build(s, args, target=target, name="gemm")
+
+
+def gemm_schedule_tutorial(M: int, N: int, K: int, bn: int = 32):
+    """(schedule, [A, B, C]) of gemm: tutorials/01_gemm_cpu.py's final schedule."""
     A, B, C = _packed_gemm(M, N, K, bn)
-    s = cpu.schedule_matmul_packed(sl.create_schedule(C.op), C)
-    return sl.build(s, [A, B, C], target=target, name="gemm")
+    return cpu.schedule_matmul_packed(sl.create_schedule(C.op), C), [A, B, C]
 
 
 def gemm_register_tiled(target, M: int, N: int, K: int, mr: int = 4, nr: int = 16):

@@ -76,7 +76,7 @@ def lower_all(s: Schedule, args: Sequence[Tensor], target: Target, name: Optiona
 
 def _record(trace: Optional[tracing.Trace], name: str, ir) -> None:
     if trace is not None:
-        trace.record(name, _text(ir))
+        trace.record(name, lambda: _text(ir))
 
 
 def lower_tile_to_kernel(tile: Func, s: Schedule, target: Target, trace: Optional[tracing.Trace] = None):
@@ -150,12 +150,13 @@ def build(inputs: Union[Schedule, LoweredFunc], args: Optional[Sequence[Tensor]]
     trace=True (or the environment variable SCHEDLANG_TRACE=1) prints the IR after every pass
     and build stage to stderr and keeps it as mod.trace, a list of (pass name, text) in the
     order of pass_names(target) (see trace.py); a traced build always compiles. For a
-    lowered function the trace starts at its Kernel IR passes."""
+    lowered function the trace starts at its Kernel IR passes. trace= may also be a
+    schedlang.trace.Trace: Trace(text=False) times each pass (trace.times) and prints nothing."""
     if isinstance(inputs, LoweredFunc) and isinstance(args, (str, Target)) and target is None:
         args, target = None, args            # build(lowered, "llvm")
     if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(f, LoweredFunc) for f in inputs):
         return _build_group(inputs, args, target, name, trace)
-    record = tracing.Trace() if tracing.wanted(trace) else None
+    record = tracing.for_build(trace)
     if target is None:
         target = inputs.target if isinstance(inputs, LoweredFunc) else "llvm"
     target = Target.create(target)

@@ -32,7 +32,7 @@ def run_passes(body, passes: Sequence, verify: Optional[Callable[[object, str], 
         if ENABLED and verify is not None:
             verify(body, name)
         if trace is not None:
-            trace.record(name, show(body))
+            trace.record(name, lambda: show(body))
     return body
 
 

@@ -20,3 +20,16 @@ def test_tune_benchmark_quick_run(tmp_path):
         assert title in out, title
     assert out.count("schedlang auto_schedule") == 5
     assert (tmp_path / "conv2d.jsonl").stat().st_size > 0
+
+
+@pytest.mark.slow      # every zoo model compiled tiny in a fresh process, checked against eager (about a minute)
+def test_compile_benchmark_quick_run():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "compile.py"), "--quick",
+                           "--models", "resnet18,bert,llama"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "Warm build of the tutorial GEMM (128^3" in out
+    for stage in ("infer_regions", "vectorize_loops", "llvm.opt", "jit"):     # the per-stage table
+        assert f"  {stage} " in out, stage
+    for model in ("resnet18", "bert", "llama"):     # each compiled and checked against eager (the child asserts)
+        assert any(line.startswith(model) for line in out.splitlines()), model

@@ -2,9 +2,9 @@
 themselves, every other node is equal to any node of the same type and equal fields."""
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Any, Dict, Optional, Set, Tuple
 
+from .functor import field_names
 from .nodes import Buffer, Const, Expr, Var
 
 
@@ -23,7 +23,7 @@ def equal(a: Any, b: Any, _same: Optional[Set[Tuple[int, int]]] = None) -> bool:
         _same = set() if _same is None else _same
         if (id(a), id(b)) in _same:
             return True
-        if all(equal(getattr(a, f.name), getattr(b, f.name), _same) for f in fields(a)):
+        if all(equal(getattr(a, n), getattr(b, n), _same) for n in field_names(a)):
             _same.add((id(a), id(b)))    # a and b stay alive during the call: ids are not reused
             return True
         return False
@@ -63,7 +63,7 @@ def key(e: Any, _memo: Optional[Dict[int, Any]] = None) -> Any:
         _memo = {} if _memo is None else _memo
         hit = _memo.get(id(e))
         if hit is None:
-            k = _Key((type(e).__name__,) + tuple(key(getattr(e, f.name), _memo) for f in fields(e)))
+            k = _Key((type(e).__name__,) + tuple(key(getattr(e, n), _memo) for n in field_names(e)))
             hit = _memo[id(e)] = (e, k)
         return hit[1]
     if isinstance(e, (Var, Buffer)) or hasattr(e, "__dataclass_fields__") or not _hashable(e):

@@ -2,17 +2,28 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Callable, Dict, Iterator, Mapping
+from typing import Callable, Dict, Iterator, Mapping, Tuple
 
 from .nodes import Expr, Var
+
+_FIELD_NAMES: Dict[type, Tuple[str, ...]] = {}
+
+
+def field_names(e) -> Tuple[str, ...]:
+    """The dataclass field names of e's type, in order (dataclasses.fields, looked up once per
+    type: every traversal asks for them at every node)."""
+    names = _FIELD_NAMES.get(type(e))
+    if names is None:
+        names = _FIELD_NAMES[type(e)] = tuple(f.name for f in fields(e))
+    return names
 
 
 def map_children(e: Expr, fn: Callable[[Expr], Expr]) -> Expr:
     """Rebuild e with fn applied to each child expression; returns e itself if nothing changed."""
     changed = False
     values = []
-    for f in fields(e):
-        value = getattr(e, f.name)
+    for name in field_names(e):
+        value = getattr(e, name)
         if isinstance(value, Expr):
             new = fn(value)
         elif isinstance(value, tuple) and any(isinstance(v, Expr) for v in value):
@@ -26,13 +37,21 @@ def map_children(e: Expr, fn: Callable[[Expr], Expr]) -> Expr:
     return type(e)(*values) if changed else e
 
 
-def children(e: Expr) -> Iterator[Expr]:
-    for f in fields(e):
-        value = getattr(e, f.name)
-        if isinstance(value, Expr):
-            yield value
-        elif isinstance(value, tuple):
-            yield from (v for v in value if isinstance(v, Expr))
+def children(e: Expr) -> Tuple[Expr, ...]:
+    """The child expressions of e, in field order. Kept on the node after the first call
+    (nodes are immutable): walks, printers and the simplifier ask again and again."""
+    kids = e.__dict__.get("_children")
+    if kids is None:
+        found = []
+        for name in field_names(e):
+            value = getattr(e, name)
+            if isinstance(value, Expr):
+                found.append(value)
+            elif isinstance(value, tuple):
+                found.extend(v for v in value if isinstance(v, Expr))
+        kids = tuple(found)
+        object.__setattr__(e, "_children", kids)
+    return kids
 
 
 def rewrite_post_order(e: Expr, post: Callable[[Expr], Expr]) -> Expr:
@@ -98,7 +117,7 @@ def walk(e: Expr) -> Iterator[Expr]:
             continue
         seen.add(id(node))
         yield node
-        stack.extend(reversed(list(children(node))))
+        stack.extend(reversed(children(node)))
 
 
 def free_vars(e: Expr) -> Dict[Var, None]:

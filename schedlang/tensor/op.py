@@ -112,12 +112,18 @@ class ComputeOp(Operation):
 
     @property
     def input_tensors(self) -> List["Tensor"]:
-        seen: Dict[Operation, None] = {}
-        for body in self.bodies:
-            for node in walk(body):
-                if isinstance(node, TensorRead):
-                    seen.setdefault(node.tensor.op, None)
-        return [op.output(0) for op in seen]
+        """The tensors the bodies read (output 0 of each producer), in first-read order. Found
+        once and kept (the op is immutable): the serializer and the schedule ask per use."""
+        producers = self.__dict__.get("_producers")
+        if producers is None:
+            seen: Dict[Operation, None] = {}
+            for body in self.bodies:
+                for node in walk(body):
+                    if isinstance(node, TensorRead):
+                        seen.setdefault(node.tensor.op, None)
+            producers = tuple(seen)
+            object.__setattr__(self, "_producers", producers)
+        return [op.output(0) for op in producers]
 
 
 @dataclass(frozen=True)

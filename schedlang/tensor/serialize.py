@@ -250,6 +250,9 @@ class _Encoder:
         if entry is None:
             raise TypeError(f"cannot serialise operation kind {type(op).__name__} ('{op.name}'); "
                             f"serialisable kinds: {', '.join(sorted(_OP_BY_KIND))}")
+        numbered = self.ids["ops"].get(id(op))
+        if numbered is not None:         # with its producers: a DAG is walked once, not per path
+            return numbered
         for t in op.input_tensors:       # producers first
             self.op(t.op)
         return self._number("ops", op, lambda: _fields_to_json(self, op, *entry))

@@ -35,6 +35,7 @@ class _Bounds:
         self.ranges: Dict[Var, Tuple[int, int]] = {}      # every loop variable seen so far
         self.thread_tags: Dict[Var, str] = {a.var: ann.thread_tag for p in program.plans
                                             for a, ann in p.annotations if ann.kind == BIND}
+        self._readers = None      # id(producer stage) -> [(reader stage, read)], built on first use
 
     def leaf_extents(self, plan: StagePlan):
         return loop_extents(plan, self.regions[plan.name])
@@ -44,19 +45,30 @@ class _Bounds:
         return [a.var for _, a in attach_path(plan, self.by_name)]
 
     def readers(self, plan: StagePlan) -> List[Tuple[StagePlan, TensorRead]]:
-        out = []
-        for p in self.program.plans:
-            if p.is_input or isinstance(p.op, ScanOp) or p.attach_type == "inline":   # an inlined argument's body never runs
-                continue
-            if isinstance(p.op, ExternOp):     # reads its inputs whole, outside any loop
-                out += [(p, TensorRead(t, tuple(Const(0) for _ in t.shape)))
-                        for t in p.op.inputs if self.program.plan_of_op.get(t.op) is plan]
-                continue
-            for body in p.op.bodies:
-                for node in walk(body):
-                    if isinstance(node, TensorRead) and self.program.producer(node) is plan:
-                        out.append((p, node))
-        return out
+        """(reader stage, read) of every read of plan's output, in stage order."""
+        if self._readers is None:      # all stages' reads, found in one pass over the program
+            self._readers = {}
+            for p in self.program.plans:
+                for producer, read in self._reads(p):
+                    self._readers.setdefault(id(producer), []).append((p, read))
+        return list(self._readers.get(id(plan), ()))
+
+    def _reads(self, p: StagePlan):
+        """(producer stage, read) of each read p's body makes, in order (none for stages whose body never runs)."""
+        if p.is_input or isinstance(p.op, ScanOp) or p.attach_type == "inline":   # an inlined argument's body never runs
+            return
+        if isinstance(p.op, ExternOp):     # reads its inputs whole, outside any loop
+            for t in p.op.inputs:
+                producer = self.program.plan_of_op.get(t.op)
+                if producer is not None:
+                    yield producer, TensorRead(t, tuple(Const(0) for _ in t.shape))
+            return
+        for body in p.op.bodies:
+            for node in walk(body):
+                if isinstance(node, TensorRead):
+                    producer = self.program.producer(node)
+                    if producer is not None:
+                        yield producer, node
 
     def root_values(self, plan: StagePlan) -> Dict[Var, Expr]:
         ext = self.leaf_extents(plan)

@@ -11,6 +11,7 @@ import torch
 
 import schedlang as sl
 from schedlang import kernel_cache
+from schedlang.build_pool import build_each
 from schedlang.expr.functor import substitute
 from schedlang.expr.nodes import Const, Expr
 from schedlang.expr.simplify import simplify
@@ -55,9 +56,9 @@ class CompiledModule:
         self._per_shape = self._backend.builds_static_shapes and _uses_sizes(graph)
         self._variants: Dict[tuple, Tuple[LoweredProgram, Dict[int, Any]]] = {}
         self._last: Optional[Tuple[LoweredProgram, Dict[int, Any]]] = None
-        if not self._per_shape:
-            for part in self.program.parts:
-                self._module(part)
+        if not self._per_shape:      # the parts are independent: built by a few threads (build_pool.py)
+            built = build_each(lambda part: self._module(part, {}), self.program.parts)
+            self._modules.update((part.index, mod) for part, mod in zip(self.program.parts, built))   # in order
 
     @property
     def modules(self) -> Mapping[int, Any]:

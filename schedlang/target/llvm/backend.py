@@ -2,7 +2,8 @@
 
 Stages after Kernel IR, in order, each one's text kept in mod.ir:
   "llvm"      Kernel IR rendered as LLVM IR text (codegen.py)
-  "llvm.opt"  the O3 pipeline of the target machine (jit.optimize)
+  "llvm.opt"  the O3 pipeline of the target machine, parallel loop bodies kept out of line
+              (jit.optimize)
   "jit"       machine code in memory (jit.CompiledModule); mod.get_source("asm") prints it
 The auto-scheduler's CPU sketch rules and timing and the torch frontend's CPU default schedules
 come with HostCPUBackend (target/backend.py).
@@ -24,7 +25,7 @@ from ...schedule.annotate import BIND
 from ..backend import BuildState, HostCPUBackend, run_stages
 from ..target import Target
 from . import forksafe
-from .codegen import render_llvm
+from .codegen import is_parallel_body, render_llvm
 from .cpus import check_cpu, merge_features, vector_bits_of, why_not_runnable
 from .jit import CompiledModule, host_cpu, optimize, triple_and_layout
 from .loaded import load_module
@@ -108,7 +109,7 @@ def render_stage(st: BuildState) -> str:
 
 
 def optimize_stage(st: BuildState) -> str:
-    st.optimized = optimize(st.source, st.target.cpu, st.target.features)
+    st.optimized = optimize(st.source, st.target.cpu, st.target.features, out_of_line=is_parallel_body)
     return str(st.optimized)
 
 

@@ -59,6 +59,16 @@ class ModuleState:
         return self.buffer_names.index(buffer.name)
 
 
+# The names outline_body gives the body of a parallel loop ("<kernel>.par<n>.body").
+_PARALLEL_BODY = re.compile(r"\.par\d+\.body$")
+
+
+def is_parallel_body(name: str) -> bool:
+    """Whether an LLVM function of a rendered module is the outlined body of a parallel loop,
+    which the OpenMP worker and the serial fallback both call (jit.optimize keeps it out of line)."""
+    return bool(_PARALLEL_BODY.search(name))
+
+
 def symbol(name: str) -> str:
     """An LLVM identifier for an IR name; one starting with a digit gets a "_" (LLVM reads
     `@1x` as a malformed numbered value, and torch names parameters "0.weight")."""
