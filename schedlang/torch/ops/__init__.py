@@ -10,3 +10,4 @@ from . import activation  # noqa: F401,E402
 from . import matmul, norm, reduce  # noqa: F401,E402  (registers their lowerings)
 from . import gather  # noqa: F401,E402
 from . import attention  # noqa: F401,E402
+from . import pool, resize  # noqa: F401,E402
