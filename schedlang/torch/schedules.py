@@ -99,6 +99,8 @@ def schedule_group(s: Schedule, group: Group, target: Target) -> None:
     elif matmuls and len(matmuls) == len(group.attached) and len(anchor.op.axis) >= 2 \
             and not isinstance(anchor.op.body, Reduce):
         (schedule_matmul_cuda if gpu else schedule_matmul_cpu)(s, anchor, matmuls, target)
+    elif not gpu and is_window_group(group):                 # pooling: window_schedules.py
+        schedule_window_cpu(s, group, target)
     elif group.attached or isinstance(anchor.op.body, Reduce):
         (schedule_rows_cuda if gpu else schedule_rows_cpu)(s, group, target)
     else:
@@ -555,3 +557,6 @@ def schedule_matmul_cuda(s: Schedule, anchor, matmuls: List, target: Target) -> 
     _bind(stage, tj, "threadIdx.x")
     for mm in matmuls:
         s[mm].compute_at(stage, tj)
+
+
+from .window_schedules import is_window_group, schedule_window_cpu  # noqa: E402  (it uses the helpers above)

@@ -129,3 +129,48 @@ def test_pools_in_a_module_compile_whole_and_skip_unread_indices():
     program = lower_graph(st.capture(Pools(), (x,)), warn=False)
     names = [n for p in program.parts for n in str(p).split() if "indices" in n]
     assert not names, f"the unread max-pool indices are computed: {names}"
+
+
+# ---- default schedules: parallel rows, the window loops outside vector lanes
+
+def _default(outputs):
+    from schedlang.torch.schedules import default_schedule
+    return default_schedule(outputs, "llvm")
+
+
+@pytest.mark.parametrize("op,args", [
+    (aten.max_pool2d_with_indices.default, ([3, 3], [2, 2], [1, 1], [1, 1], True)),
+    (aten.avg_pool2d.default, ([3, 2], [2, 1], [1, 1], True, False)),
+    (aten.avg_pool2d.default, ([2, 2],)),
+    (aten._adaptive_avg_pool2d.default, ([5, 7],)),
+    (aten.adaptive_max_pool2d.default, ([4, 9],)),
+], ids=lambda v: str(v)[:40])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_default_schedule_of_pools(op, args, dtype):
+    check_lowering(op, (sample(2, 3, 13, 19, dtype=dtype).nan_to_num(0, 0, 0), *args), schedule=_default)
+
+
+def test_pool_kernel_is_parallel_over_rows_and_vectorized_along_them():
+    import schedlang as sl
+    made, outs = lower(aten.max_pool2d_with_indices.default, (torch.randn(1, 8, 30, 40), [3, 3], [2, 2], [1, 1]))
+    text = str(sl.lower(_default(outs[:1]), [t for t, _ in made] + outs[:1]))
+    assert "parallel" in text and "vectorized" in text
+    lines = text.splitlines()
+    r1 = next(k for k, line in enumerate(lines) if "for r1 in" in line)
+    assert any("vectorized" in line for line in lines[r1:]), text      # the lanes inside the window loops
+    made, outs = lower(aten.avg_pool2d.default, (torch.randn(1, 8, 30, 40), [2, 2]))
+    text = str(sl.lower(_default(outs), [t for t, _ in made] + outs))
+    assert "/ 4.0" in text, text                                     # whole windows: a constant divisor
+
+
+def test_pools_and_resizes_on_cuda_in_emulation():
+    pytest.importorskip("cuda.bindings")
+    from .test_cuda_emulate import check_emulated, compile_cuda
+
+    class Net(nn.Module):
+        def forward(self, x):
+            y = F.max_pool2d(F.relu(x), 3, 2, 1, ceil_mode=True)
+            z = F.avg_pool2d(x, 2, count_include_pad=False, padding=1)
+            return y, z + 1, F.adaptive_avg_pool2d(x, (3, 2)), F.interpolate(x, scale_factor=1.5, mode="bilinear")
+    x = torch.randn(1, 3, 9, 7)
+    check_emulated(compile_cuda(Net(), (x,)), Net(), (x,))

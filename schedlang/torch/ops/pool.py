@@ -241,12 +241,16 @@ def _avg_pool(ctx, x, n: int, kernel_size, stride, padding, ceil_mode, count_inc
             return sl.const(float(divisor_override), acc)
         count = None
         for d in range(n):
+            crosses_end = (outs[d] - 1) * s[d] - p[d] + k[d] > sizes[d] + (p[d] if count_include_pad else 0)
+            if not crosses_end and (count_include_pad or p[d] == 0):
+                count = k[d] if count is None else count * k[d]      # every window is whole: a constant
+                continue
             start = o[d] * s[d] - p[d]
             end = sl.min(start + k[d], sl.const(sizes[d] + p[d], start.dtype))
             if not count_include_pad:
                 start, end = sl.max(start, sl.const(0, start.dtype)), sl.min(end, sl.const(sizes[d], start.dtype))
-            count = end - start if count is None else count * (end - start)
-        return sl.cast(acc, count)
+            count = end - start if count is None else (end - start) * count
+        return sl.const(float(count), acc) if isinstance(count, int) else sl.cast(acc, count)
     lead = x.ndim - n
     acc_name, out_name = acc_and_result_names(ctx.name(), acc, x.dtype)
     mean = compute(total.shape, lambda i: total[tuple(i)] / divisor(i[lead:]), acc_name)
