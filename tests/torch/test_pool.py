@@ -174,3 +174,10 @@ def test_pools_and_resizes_on_cuda_in_emulation():
             return y, z + 1, F.adaptive_avg_pool2d(x, (3, 2)), F.interpolate(x, scale_factor=1.5, mode="bilinear")
     x = torch.randn(1, 3, 9, 7)
     check_emulated(compile_cuda(Net(), (x,)), Net(), (x,))
+
+
+@pytest.mark.parametrize("name", ["resnet18", "resnet50", "mobilenet_v2"])
+def test_zoo_cnns_run_no_pooling_in_torch(name):
+    from schedlang.torch import zoo
+    counts = zoo.coverage(*zoo.build(name, "tiny"))
+    assert not [op for op in counts if "pool" in op or "upsample" in op], counts
