@@ -91,6 +91,7 @@ def tuned_schedule(outputs: List, target: Target, log: str) -> Optional[Schedule
 
 def schedule_group(s: Schedule, group: Group, target: Target) -> None:
     """Schedule one kernel of s by its kind."""
+    from .window_schedules import is_window_group, schedule_window_cpu   # it imports this module's helpers
     gpu = isinstance(target.options, CUDAOptions)
     matmuls = group.matmuls
     anchor = group.anchor
@@ -557,6 +558,3 @@ def schedule_matmul_cuda(s: Schedule, anchor, matmuls: List, target: Target) -> 
     _bind(stage, tj, "threadIdx.x")
     for mm in matmuls:
         s[mm].compute_at(stage, tj)
-
-
-from .window_schedules import is_window_group, schedule_window_cpu  # noqa: E402  (it uses the helpers above)

@@ -20,6 +20,8 @@ the same way, and the consumer's row is vectorized after it. On CUDA the rows sc
 """
 from __future__ import annotations
 
+from ..expr.functor import uses_var, walk
+from ..tensor.op import TensorRead
 from ..tensor.reduce import Reduce
 from .fuse import Group, is_matmul
 from .schedules import _extent, _fuse, _product, lanes, static, vector_factor
@@ -28,12 +30,24 @@ WINDOW = 64          # at most this many taps per output (a 7x7 pool has 49; a g
 
 
 def is_window(st) -> bool:
-    """A one-output reduction over a few static taps per output, of rank >= 2, that is not a matmul."""
+    """A one-output reduction over a few static taps per output, of rank >= 2, not a matmul,
+    whose every read is a window along the output's last axis (a short row or column sum
+    keeps the reduction schedules)."""
     op = st.op
     if not isinstance(op.body, Reduce) or op.num_outputs != 1 or not op.reduce_axis or len(op.axis) < 2:
         return False
     taps = _product(_extent(r) for r in op.reduce_axis)
-    return taps is not None and taps <= WINDOW and not is_matmul(st)
+    if taps is None or taps > WINDOW or is_matmul(st):
+        return False
+    last, axes, raxes = op.axis[-1].var, [a.var for a in op.axis], [r.var for r in op.reduce_axis]
+
+    def window_read(read) -> bool:
+        """Its last index walks the output's last axis, and some index is output and tap
+        together (o * stride + r: a window), unlike a column sum's x[i, r, j]."""
+        return bool(read.indices) and uses_var(read.indices[-1], last) and any(
+            any(uses_var(i, a) for a in axes) and any(uses_var(i, r) for r in raxes) for i in read.indices)
+    reads = [n for e in op.body.source for n in walk(e) if isinstance(n, TensorRead)]
+    return bool(reads) and all(window_read(n) for n in reads)
 
 
 def is_window_group(group: Group) -> bool:

@@ -181,3 +181,17 @@ def test_zoo_cnns_run_no_pooling_in_torch(name):
     from schedlang.torch import zoo
     counts = zoo.coverage(*zoo.build(name, "tiny"))
     assert not [op for op in counts if "pool" in op or "upsample" in op], counts
+
+
+def test_only_windows_take_the_window_schedule():
+    import schedlang as sl
+    from schedlang.torch.fuse import fuse
+    from schedlang.torch.window_schedules import is_window_group
+
+    def kinds(op, args):
+        _, outs = lower(op, args)
+        return [is_window_group(g) for g in fuse(sl.create_schedule([outs[0].op]))]
+    assert kinds(aten.max_pool2d_with_indices.default, (torch.randn(1, 2, 9, 9), [3, 3], [1, 1])) == [True]
+    assert kinds(aten._adaptive_avg_pool2d.default, (torch.randn(1, 2, 9, 9), [4, 5])) == [True]
+    assert kinds(aten.sum.dim_IntList, (torch.randn(4, 6, 8), [-1])) == [False]      # a row sum
+    assert kinds(aten.sum.dim_IntList, (torch.randn(4, 8, 6), [1])) == [False]       # a column sum
