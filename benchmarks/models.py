@@ -241,6 +241,7 @@ def run_model(name: str, args, timing, first_rows: list) -> list:
         for e, (_, med) in zip(live, harness.measure([e.fn for e in live], timing)):
             e.median_s = med
     foreign = mon.stop()
+    harness_log("  median ms: " + ", ".join(f"{e.name} {e.median_s * 1e3:.2f}" for e in live))
     ours = next((e for e in entries if e.name == "schedlang" and e.fn is not None), None)
     if not args.no_first_call and (not args.quick or name == QUICK[0]):
         with tempfile.TemporaryDirectory(prefix="slcache-cold-") as cold:
