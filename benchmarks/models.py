@@ -234,6 +234,7 @@ def run_model(name: str, args, timing, first_rows: list) -> list:
             continue
         harness_log(f"  {col}: setting up and checking ...")
         entries.append(_entry(col, makers[col], want))
+        harness_log(f"    {entries[-1].setup_s:.2f} s; {entries[-1].skipped or entries[-1].note}")
     live = [e for e in entries if not e.skipped]
     harness_log(f"  timing {len(live)} contenders ...")
     mon = harness.ForeignLoad().start()
