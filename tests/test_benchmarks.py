@@ -33,3 +33,18 @@ def test_compile_benchmark_quick_run():
         assert f"  {stage} " in out, stage
     for model in ("resnet18", "bert", "llama"):     # each compiled and checked against eager (the child asserts)
         assert any(line.startswith(model) for line in out.splitlines()), model
+
+
+@pytest.mark.slow      # two tiny models compiled and exported, timed beside eager and ONNX Runtime (under a minute)
+def test_models_benchmark_quick_run():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "models.py"), "--quick"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "ISA flags" in out and "threads" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()
+            if line.strip().startswith(("resnet18 (tiny)", "llama (tiny)"))}
+    assert set(rows) == {"resnet18", "llama"}, out
+    assert rows["llama"][-2] == "0", "the tiny Llama runs an op in torch"
+    assert "dynamo export" in out or "legacy export" in out
+    assert "schedlang first call in a fresh process" in out and " s " in out.split("warm disk cache")[-1]

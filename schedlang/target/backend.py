@@ -170,6 +170,7 @@ class HostCPUBackend(Backend):
 
     def default_schedules(self) -> Dict[str, Callable]:
         from ..torch import schedules as ts          # the frontend (and torch) load only when it asks
-        from ..torch import attention_schedule as at, conv_schedules as cs
-        return {"matmul": ts.schedule_matmul_cpu, "rows": ts.schedule_rows_cpu, "pointwise": ts.schedule_pointwise_cpu,
+        from ..torch import attention_schedule as at, conv_schedules as cs, window_schedules as ws
+        return {"matmul": ts.schedule_matmul_cpu, "rows": ws.schedule_rows_or_window_cpu,
+                "pointwise": ts.schedule_pointwise_cpu,
                 "conv": cs.schedule_conv_cpu, "attention": at.schedule_attention_cpu}

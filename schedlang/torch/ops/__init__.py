@@ -11,3 +11,4 @@ from . import matmul, norm, reduce  # noqa: F401,E402  (registers their lowering
 from . import gather  # noqa: F401,E402
 from . import attention  # noqa: F401,E402
 from . import conv  # noqa: F401,E402
+from . import pool, resize  # noqa: F401,E402

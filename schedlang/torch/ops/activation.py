@@ -1,5 +1,5 @@
 """Activations of CNNs and MLPs: hardtanh/ReLU6, hardsigmoid, hardswish, leaky_relu, elu,
-softplus, mish, and expm1 (which celu and selu decompose to); relu, gelu, silu, sigmoid
+softplus, mish, sign (softshrink decomposes to it), and expm1 (which celu and selu decompose to); relu, gelu, silu, sigmoid
 and tanh are in elementwise.py.
 
 Each is one Elementwise stage, computed in float32 for float16/bfloat16 as torch's CPU
@@ -103,6 +103,18 @@ def mish(ctx: LowerContext, x):
     inf and tanh(inf) is 1)."""
     _float_only("mish", x)
     return pointwise(ctx.name(), lambda v: v * sl.tanh(sl.log1p(sl.exp(v))), (x,), x.dtype)
+
+
+@register_lowering("aten.sign.default")
+def sign(ctx: LowerContext, x):
+    """1, -1 or 0 by the sign of x; 0 for NaN and -0, as torch (softshrink decomposes to it)."""
+    if is_bool(x.dtype):
+        return pointwise(ctx.name(), lambda v: v, (x,), x.dtype)
+
+    def fn(v):
+        c = lambda f: sl.const(f, v.dtype)   # noqa: E731
+        return sl.select(v > c(0), c(1), sl.select(v < c(0), c(0) if v.dtype.kind == "uint" else c(-1), c(0)))
+    return pointwise(ctx.name(), fn, (x,), x.dtype)
 
 
 def expm1_value(v: Expr) -> Expr:

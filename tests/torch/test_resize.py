@@ -1,0 +1,73 @@
+"""Upsampling lowerings (ops/resize.py) against torch: nearest, nearest-exact and linear in
+1-3 dims, by output size and by scale factor (torch then uses 1 / factor, not in / out),
+align_corners both ways, up and down, odd sizes. Built bounds-checked as well."""
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import schedlang.torch as st
+
+from .helpers import check_lowering, has_dtype
+
+aten = torch.ops.aten
+X = torch.randn(2, 3, 11, 10, generator=torch.Generator().manual_seed(0))
+# (output_size, scale_factors): by size, by factor (integer, fractional, shrinking), identity
+SIZES = [(None, [2.0, 2.0]), ([13, 7], None), (None, [1.5, 0.7]), ([22, 20], None), ([11, 10], None),
+         (None, [1.0, 3.0]), ([1, 4], None)]
+
+
+@pytest.mark.parametrize("size,factors", SIZES, ids=repr)
+def test_upsample_2d(size, factors):
+    check_lowering(aten.upsample_nearest2d.vec, (X, size, factors))
+    check_lowering(aten._upsample_nearest_exact2d.vec, (X, size, factors))
+    for align_corners in (False, True):
+        if factors is None or not align_corners:
+            check_lowering(aten.upsample_bilinear2d.vec, (X, size, align_corners, factors))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16]
+                         + ([torch.bfloat16] if has_dtype(torch.bfloat16) else []), ids=str)
+def test_upsample_dtypes(dtype):
+    x = X.to(dtype)
+    check_lowering(aten.upsample_nearest2d.vec, (x, [13, 7], None))
+    # torch rounds the weights to a half-precision dtype first: allow that rounding
+    tol = None if dtype == torch.float64 else (2e-2, 2e-2)
+    check_lowering(aten.upsample_bilinear2d.vec, (x, None, False, [1.5, 1.3]), tol=tol)
+
+
+def test_upsample_nearest_of_integers():
+    check_lowering(aten.upsample_nearest2d.vec, ((X * 50).to(torch.uint8), [17, 5], None))
+
+
+def test_upsample_1d_3d_and_default_overloads():
+    x1 = torch.randn(2, 3, 9)
+    check_lowering(aten.upsample_linear1d.vec, (x1, None, False, [1.7]))
+    check_lowering(aten.upsample_linear1d.vec, (x1, [4], True, None))
+    check_lowering(aten.upsample_nearest1d.vec, (x1, [20], None))
+    x3 = torch.randn(1, 2, 3, 5, 4)
+    check_lowering(aten.upsample_trilinear3d.vec, (x3, [4, 7, 9], True, None))
+    check_lowering(aten.upsample_trilinear3d.vec, (x3, None, False, [2.0, 1.5, 1.3]))
+    check_lowering(aten.upsample_nearest3d.vec, (x3, [4, 7, 9], None))
+    check_lowering(aten.upsample_bilinear2d.default, (X, [13, 7], False, 1.3, 0.8))
+    check_lowering(aten.upsample_nearest2d.default, (X, [13, 7]))
+
+
+class Resizes(nn.Module):
+    def forward(self, x):
+        return (F.interpolate(x, scale_factor=2, mode="nearest"),
+                F.interpolate(x, size=(13, 7), mode="bilinear", align_corners=True),
+                F.interpolate(x, scale_factor=1.5, mode="bilinear"),
+                F.interpolate(x, size=(5, 6), mode="nearest-exact"),
+                F.interpolate(x.flatten(2), scale_factor=0.5, mode="linear"))
+
+
+def test_interpolate_in_a_module_compiles_whole():
+    x = torch.randn(1, 2, 7, 9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        compiled = st.compile(Resizes(), (x,))
+    for got, want in zip(compiled(x), Resizes()(x)):
+        torch.testing.assert_close(got, want)
