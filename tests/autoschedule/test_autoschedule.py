@@ -315,12 +315,12 @@ def test_costly_math_read_twice_may_stay_a_stage():
 
 
 def test_a_producer_may_join_its_consumers_where_they_are_computed():
-    """With the row sum computed at the normalize's row loop, the exp it shares with the
+    """With the row sum (total) computed at the normalize's row loop, the exp it shares with the
     normalize may be computed there too, once per row; those candidates are correct, and a
     long innermost loop is split by a vector width and vectorized."""
     task = softmax_task(12, 100)
     s = task.schedule()
-    s["rowsum"].compute_at(s["softmax"], s["softmax"].leaf_iter_vars[0])
+    s["total"].compute_at(s["softmax"], s["softmax"].leaf_iter_vars[0])
     points = legal.attach_points(s, s["expval"], 2)
     assert [(st.name, a.var.name) for st, a in points] == [("softmax", "i")]
     plain = next(sk for sk in generate_sketches(task) if sk.name == "plain")
