@@ -1,5 +1,5 @@
 """build_func: turn stage plans plus the region each stage computes into one function of
-loop nests (Loop IR when the plans are plain, Tile IR when they carry a schedule).
+loop nests (Loop IR from loop/plan.py: plain_snapshot's plans, Tile IR from scheduled_snapshot's).
 
 For each stage: loops over its leaf axes, root indices rebuilt from them, guards where
 a split overshoots or a region leaves the stage's domain, reduction init placed just

@@ -10,14 +10,14 @@ from ..verify import check_func
 from .build import build_func, full_region
 from .names import unique_loop_names
 from .nodes import Func
-from .plan import snapshot, split_size_args
+from .plan import plain_snapshot, split_size_args
 from .scan import has_scan
 from .simplify import simplify_func
 
 
 def lower_to_loop_ir(schedule, args: Sequence[Tensor], name: Optional[str] = None) -> Func:
     args, size_args = split_size_args(args)
-    program = snapshot(schedule, args, name, plain=True)
+    program = plain_snapshot(schedule, args, name)
     regions = {p.name: full_region(p) for p in program.plans if not p.is_input}
     if has_scan(program):      # a scan's cell computes one step's region per iteration
         from ..tile.bound import infer_regions

@@ -85,36 +85,54 @@ class Program:
         return [p.buffer_key or output_key(p.name, k, p.op.num_outputs) for p, k in zip(self.params, outs)]
 
 
-def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool) -> Program:
-    """Freeze a schedule into plans; plain=True drops every loop transformation, annotation
-    and compute_at (keeping inlining), which is what Loop IR shows."""
+def plain_snapshot(schedule, args: Sequence[Tensor], name: Optional[str]) -> Program:
+    """Freeze a schedule into plans without its loop transformations, annotations and
+    compute_at (keeping inlining, and a scan's cells inside its scan loop): what Loop IR shows."""
+    roles = scan_plans.ScanRoles(schedule)
+
+    def plan(st, is_arg: bool) -> StagePlan:
+        scan = roles.scan_attach(st) if st.attach_type != "inline" else None
+        if scan is not None:      # a scan's cell runs inside the scan loop even without a schedule
+            return StagePlan(st.name, st.op, tuple(_roots(st.op)), attach_type="at", attach_stage=scan.name,
+                             attach_ivar=scan.op.scan_axis, scope=st.scope or "local", is_arg=is_arg)
+        return _unscheduled(st, is_arg)
+    return _snapshot(schedule, args, name, roles, plan, warn=False)
+
+
+def scheduled_snapshot(schedule, args: Sequence[Tensor], name: Optional[str]) -> Program:
+    """Freeze a schedule into plans with everything it says: what Tile IR lowers."""
+    def plan(st, is_arg: bool) -> StagePlan:
+        if st.attach_type == "inline":
+            return _unscheduled(st, is_arg)
+        return StagePlan(
+            st.name, st.op, tuple(st.leaf_iter_vars), tuple(st.relations),
+            tuple(st.annotations.items()), tuple((a, tuple(p)) for a, p in st.pragmas.items()),
+            st.attach_type, st.attach_stage.name if st.attach_stage else None, st.attach_ivar,
+            st.scope or ("local" if st.attach_type == "at" else "global"),
+            tuple(sorted(st.storage_aligns.items())), is_arg,
+            store_predicate=getattr(st, "store_predicate", None),
+            double_buffer=getattr(st, "double_buffered", False))
+    return _snapshot(schedule, args, name, scan_plans.ScanRoles(schedule), plan, warn=True)
+
+
+def _unscheduled(st, is_arg: bool) -> StagePlan:
+    """A stage's plan over its whole domain at the root (or inlined)."""
+    return StagePlan(st.name, st.op, tuple(_roots(st.op)),
+                     attach_type="inline" if st.attach_type == "inline" else "root",
+                     scope=st.scope or "global", is_arg=is_arg)
+
+
+def _snapshot(schedule, args: Sequence[Tensor], name: Optional[str], roles, plan_of, warn: bool) -> Program:
+    """The program of the reachable stages, each planned by plan_of(stage, is_arg)."""
     entries = _arg_entries(schedule, args)
     arg_stages = [e for e in entries if not isinstance(e, Tensor)]
     reachable = reachable_stages(schedule, [schedule[o] for o in schedule.outputs] + arg_stages)
     plans: Dict[int, StagePlan] = {}
-    roles = scan_plans.ScanRoles(schedule)
     for st in schedule.stages:
         if id(st) not in reachable:
             continue
         is_arg = any(a is st for a in arg_stages)
-        scan = roles.scan_attach(st) if plain and st.attach_type != "inline" else None
-        if scan is not None:      # a scan's cell runs inside the scan loop even without a schedule
-            plan = StagePlan(st.name, st.op, tuple(_roots(st.op)), attach_type="at", attach_stage=scan.name,
-                             attach_ivar=scan.op.scan_axis, scope=st.scope or "local", is_arg=is_arg)
-        elif plain or st.attach_type == "inline":
-            plan = StagePlan(st.name, st.op, tuple(_roots(st.op)),
-                             attach_type="inline" if st.attach_type == "inline" else "root",
-                             scope=st.scope or "global", is_arg=is_arg)
-        else:
-            plan = StagePlan(
-                st.name, st.op, tuple(st.leaf_iter_vars), tuple(st.relations),
-                tuple(st.annotations.items()), tuple((a, tuple(p)) for a, p in st.pragmas.items()),
-                st.attach_type, st.attach_stage.name if st.attach_stage else None, st.attach_ivar,
-                st.scope or ("local" if st.attach_type == "at" else "global"),
-                tuple(sorted(st.storage_aligns.items())), is_arg,
-                store_predicate=getattr(st, "store_predicate", None),
-                double_buffer=getattr(st, "double_buffered", False))
-        plans[id(st)] = roles.with_roles(st, plan)
+        plans[id(st)] = roles.with_roles(st, plan_of(st, is_arg))
     plan_of_op = {op: plans[id(st)] for op, st in schedule.stage_map.items() if id(st) in plans}
     ordered = [plans[id(st)] for st in schedule.stages if id(st) in plans]
     for t in entries:      # placeholders the program never reads: arguments that stay unused
@@ -122,7 +140,7 @@ def snapshot(schedule, args: Sequence[Tensor], name: Optional[str], plain: bool)
             plan_of_op[t.op] = StagePlan(t.op.name, t.op, is_arg=True)
             ordered.insert(0, plan_of_op[t.op])
     params = [plan_of_op[e.op] if isinstance(e, Tensor) else plans[id(e)] for e in entries]
-    _check_args(ordered, params, schedule, warn=not plain)
+    _check_args(ordered, params, schedule, warn=warn)
     program = Program(name or _default_name(schedule), ordered, params, plan_of_op, [a.value_index for a in args])
     return inline_stages(program)
 

@@ -14,7 +14,7 @@ from ..expr.nodes import Var
 from ..loop.build import build_func
 from ..loop.names import unique_loop_names
 from ..loop.nodes import Func
-from ..loop.plan import snapshot, split_size_args
+from ..loop.plan import scheduled_snapshot, split_size_args
 from ..loop.printer import print_func
 from ..loop.simplify import simplify_func
 from ..schedule.relations import SplitRel
@@ -36,7 +36,7 @@ def tile_passes():
 def lower_to_tile_ir(schedule, args: Sequence[Tensor], name: Optional[str] = None, trace=None) -> Func:
     """The Tile IR function of a schedule; with a trace, the IR after each pass is recorded."""
     args, size_args = split_size_args(args)
-    program = snapshot(schedule, args, name, plain=False)
+    program = scheduled_snapshot(schedule, args, name)
     passes = [(step, partial(run, program=program)) for step, run in tile_passes()]
     func = run_passes(None, passes, trace=trace, show=_show)
     return check_func(replace(func, size_args=size_args, size_checks=symbolic_split_sizes(program)), "Tile")
