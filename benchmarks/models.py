@@ -194,8 +194,16 @@ def cpu_flags() -> str:
     return " ".join(shown) or "none of avx2/avx512"
 
 
+def onnxruntime_version() -> str:
+    """ONNX Runtime's version, or None when it is not installed (the bench extra installs it)."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return None
+    return onnxruntime.__version__
+
+
 def header(args, timing) -> str:
-    import onnxruntime
     import schedlang as sl
     return "\n".join([
         "Whole models, batch 1, float32: torch eager, torch.compile (Inductor), ONNX Runtime, schedlang",
@@ -203,7 +211,7 @@ def header(args, timing) -> str:
         f"threads : {args.threads} for every contender (torch.set_num_threads, ORT intra_op_num_threads, "
         "schedlang num_threads and OMP_NUM_THREADS)",
         f"timing  : warm-up, then the median of {timing.repeat} calls per contender, in interleaved rounds",
-        f"software: python {sys.version.split()[0]}, torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, "
+        f"software: python {sys.version.split()[0]}, torch {torch.__version__}, onnxruntime {onnxruntime_version() or 'not installed'}, "
         f"schedlang {sl.__version__}",
         f"load avg: {harness.load_average()} at start",
     ])
@@ -220,7 +228,7 @@ def run_model(name: str, args, timing, first_rows: list) -> list:
     makers = {"eager": lambda: eager(model, inputs)}
     if not args.no_compile:
         makers["torch.compile"] = lambda: inductor(model, inputs)
-    if not args.no_onnx:
+    if not args.no_onnx and onnxruntime_version() is not None:
         makers["onnxruntime"] = lambda: onnxruntime_session(model, inputs, args.threads)
     makers["schedlang"] = lambda: schedlang_compiled(model, inputs, args.threads)
     if args.tuned_log:
@@ -228,7 +236,8 @@ def run_model(name: str, args, timing, first_rows: list) -> list:
     entries = []
     for col in COLUMNS:
         if col not in makers:
-            why = {"torch.compile": "--no-compile", "onnxruntime": "--no-onnx",
+            why = {"torch.compile": "--no-compile",
+                   "onnxruntime": "--no-onnx" if args.no_onnx else "not installed: pip install -e '.[bench]'",
                    "schedlang tuned": "no --tuned-log (issue 18)"}[col]
             entries.append(Entry(col, skipped=f"not run ({why})"))
             continue

@@ -1,5 +1,6 @@
 """The auto-scheduler benchmark's smoke run: every workload is tuned, checked against its
 reference (the script asserts) and timed beside its peers, at tiny sizes."""
+import importlib.util
 import os
 import subprocess
 import sys
@@ -46,5 +47,6 @@ def test_models_benchmark_quick_run():
             if line.strip().startswith(("resnet18 (tiny)", "llama (tiny)"))}
     assert set(rows) == {"resnet18", "llama"}, out
     assert rows["llama"][-2] == "0", "the tiny Llama runs an op in torch"
-    assert "dynamo export" in out or "legacy export" in out
+    if importlib.util.find_spec("onnxruntime") is not None:     # the bench and dev extras install it
+        assert "dynamo export" in out or "legacy export" in out
     assert "schedlang first call in a fresh process" in out and " s " in out.split("warm disk cache")[-1]
