@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..errors import ScheduleError
+from ..schedule.annotate import BIND
 from .target import Target
 
 # A Kernel IR pass, by name: a function from the body (a Stmt) of a lowered function to a new
@@ -148,6 +150,15 @@ class HostCPUBackend(Backend):
     the auto-scheduler tunes them with the CPU sketch rules (autoschedule/sketch_cpu.py) and
     times candidates on the CPU (measure.time_on_cpu); the torch frontend schedules their
     kernels with the CPU default schedules of torch/schedules.py."""
+
+    def check_schedule(self, schedule, target: Target) -> None:
+        """A CPU runs no GPU thread axes: a bound axis is an error naming this target."""
+        for st in schedule.stages:
+            for ivar, ann in st.annotations.items():
+                if ann.kind == BIND:
+                    raise ScheduleError("bind", st.name, f"the axis is bound to {ann.thread_tag}, a GPU thread axis, "
+                                        f"which the {self.kind} (CPU) target cannot run", axis=ivar.name,
+                                        hint="use parallel()/vectorize() for the CPU, or build with target='cuda'")
 
     def worker_threads(self, target: Target) -> int:
         """The threads a parallel loop runs on: the target's num_threads, else the cores this

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from typing import Dict, Sequence
 
-from ...errors import ScheduleError
 from ...kernel.flatten import flatten_buffers
 from ...kernel.lower import ADD_SIZE_PARAMS, SPLIT_KERNELS
 from ...kernel.nodes import KernelModule
 from ...kernel.unroll import unroll_loops
 from ...kernel.widen import widen_index_arith
 from ...loop.simplify import simplify_stmt
-from ...schedule.annotate import BIND
 from ..backend import BuildState, HostCPUBackend, run_stages
 from ..shapes import MAX_ELEMENTS
 from ..target import Target
@@ -38,14 +36,6 @@ class CBackend(HostCPUBackend):
         if target.vector_bits is not None:
             return target
         return target.with_options(vector_bits=host_vector_bits() if not target.cpu else 128)
-
-    def check_schedule(self, schedule, target: Target) -> None:
-        for st in schedule.stages:
-            for ivar, ann in st.annotations.items():
-                if ann.kind == BIND:
-                    raise ScheduleError("bind", st.name, f"the axis is bound to {ann.thread_tag}, a GPU thread axis, "
-                                        "which the c (CPU) target cannot run", axis=ivar.name,
-                                        hint="use parallel()/vectorize() for the CPU, or build with target='cuda'")
 
     def kernel_passes(self, target: Target):
         """The Kernel IR passes, in order."""

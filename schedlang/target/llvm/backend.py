@@ -13,7 +13,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Dict, Sequence
 
-from ...errors import ScheduleError
 from ...kernel.flatten import flatten_buffers
 from ...kernel.lower import ADD_SIZE_PARAMS, SPLIT_KERNELS
 from ...kernel.nodes import KernelModule
@@ -21,7 +20,6 @@ from ...kernel.unroll import unroll_loops
 from ...kernel.vectorize import vectorize_loops
 from ...kernel.widen import widen_index_arith
 from ...loop.simplify import simplify_stmt
-from ...schedule.annotate import BIND
 from ..backend import BuildState, HostCPUBackend, run_stages
 from ..target import Target
 from . import forksafe
@@ -54,14 +52,6 @@ class LLVMBackend(HostCPUBackend):
         else:
             bits = check_cpu(cpu, features, options.features)
         return target.with_options(cpu=cpu, features=features, vector_bits=options.vector_bits or bits)
-
-    def check_schedule(self, schedule, target: Target) -> None:
-        for st in schedule.stages:
-            for ivar, ann in st.annotations.items():
-                if ann.kind == BIND:
-                    raise ScheduleError("bind", st.name, f"the axis is bound to {ann.thread_tag}, a GPU thread axis, "
-                                        "which the llvm (CPU) target cannot run", axis=ivar.name,
-                                        hint="use parallel()/vectorize() for the CPU, or build with target='cuda'")
 
     def kernel_passes(self, target: Target):
         """The Kernel IR passes, in order."""
