@@ -19,6 +19,20 @@ from typing import ClassVar, Dict, Optional, Union
 _FEATURE = re.compile(r"[+-][A-Za-z0-9_.-]+$")
 
 
+
+def _check_host_options(opts) -> None:
+    """The checks LLVMOptions and COptions share: threading, num_threads, vector_bits, cpu."""
+    if opts.threading not in ("openmp", "serial"):
+        raise ValueError(f"unknown threading {opts.threading!r}; use 'openmp' or 'serial'")
+    if opts.num_threads < 0:
+        raise ValueError(f"num_threads must be >= 0 (0: the OpenMP default), got {opts.num_threads}")
+    if opts.vector_bits is not None and (isinstance(opts.vector_bits, bool)
+                                         or opts.vector_bits not in opts.VECTOR_BITS):
+        raise ValueError(f"vector_bits must be one of {', '.join(map(str, opts.VECTOR_BITS))}, "
+                         f"got {opts.vector_bits!r}")
+    if opts.cpu and not re.fullmatch(r"[A-Za-z0-9_.-]+", opts.cpu):
+        raise ValueError(f"malformed CPU name {opts.cpu!r}")
+
 def _check_type(cls_name: str, name: str, value, kinds) -> None:
     # bool is an int in Python; a flag must not pass as a count, nor a count as a flag.
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
@@ -70,16 +84,7 @@ class LLVMOptions:
         for name in ("bounds_check", "fast_math", "streaming_stores"):
             _check_type("LLVMOptions", name, getattr(self, name), (bool,))
         _check_type("LLVMOptions", "num_threads", self.num_threads, (int,))
-        if self.threading not in ("openmp", "serial"):
-            raise ValueError(f"unknown threading {self.threading!r}; use 'openmp' or 'serial'")
-        if self.num_threads < 0:
-            raise ValueError(f"num_threads must be >= 0 (0: the OpenMP default), got {self.num_threads}")
-        if self.vector_bits is not None and (isinstance(self.vector_bits, bool)
-                                             or self.vector_bits not in self.VECTOR_BITS):
-            raise ValueError(f"vector_bits must be one of {', '.join(map(str, self.VECTOR_BITS))}, "
-                             f"got {self.vector_bits!r}")
-        if self.cpu and not re.fullmatch(r"[A-Za-z0-9_.-]+", self.cpu):
-            raise ValueError(f"malformed CPU name {self.cpu!r}")
+        _check_host_options(self)
         for f in self.features.split(",") if self.features else ():
             if not _FEATURE.match(f):
                 raise ValueError(f"malformed CPU feature {f!r} in {self.features!r}; write +name or -name, "
@@ -147,16 +152,7 @@ class COptions:
         for name in ("cpu", "threading"):
             _check_type("COptions", name, getattr(self, name), (str,))
         _check_type("COptions", "num_threads", self.num_threads, (int,))
-        if self.cpu and not re.fullmatch(r"[A-Za-z0-9_.-]+", self.cpu):
-            raise ValueError(f"malformed CPU name {self.cpu!r}")
-        if self.threading not in ("openmp", "serial"):
-            raise ValueError(f"unknown threading {self.threading!r}; use 'openmp' or 'serial'")
-        if self.num_threads < 0:
-            raise ValueError(f"num_threads must be >= 0 (0: the OpenMP default), got {self.num_threads}")
-        if self.vector_bits is not None and (isinstance(self.vector_bits, bool)
-                                             or self.vector_bits not in self.VECTOR_BITS):
-            raise ValueError(f"vector_bits must be one of {', '.join(map(str, self.VECTOR_BITS))}, "
-                             f"got {self.vector_bits!r}")
+        _check_host_options(self)
 
     def flags(self) -> str:
         return f"-mcpu={self.cpu}" if self.cpu else ""
