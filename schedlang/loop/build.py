@@ -25,6 +25,7 @@ from .nodes import (BOUND, PARALLEL as K_PARALLEL, SERIAL, UNROLLED, VECTORIZED,
                     IfThen, Let, StageNest, Stmt, Store, seq)
 from .plan import Program, StagePlan
 from . import cooperative, cross_thread
+from .tensorize import tensorized_nest
 from . import scan as scan_lowering
 from ..tensor.extern import ExternOp
 from ..tensor.op import output_name as tensor_output_name
@@ -133,6 +134,8 @@ class _FuncBuilder:
         store_idx = tuple(simplify(binary("sub", value[a], o), ranges) for a, o in zip(op.axis, offs))
 
         guards = self.guards(plan, roots, region, rel, value, ext, ranges)
+        if plan.tensorize is not None:          # the loops under an axis computed by an intrinsic
+            return tensorized_nest(self, plan, value, ranges, buffers, store_idx, vmap, guards)
         body = op.body
         if isinstance(body, Reduce):
             if cross_thread.thread_reduce_leaf(plan) is not None:     # a reduce axis bound to threadIdx.x

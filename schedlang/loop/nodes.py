@@ -128,6 +128,14 @@ class CallPacked(Stmt):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class Evaluate(Stmt):
+    """value computed for its effect (TVM's Evaluate): a call of an extern C function or an LLVM
+    intrinsic that a tensorized loop nest became (schedule/tensorize.py)."""
+
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class Func:
     """A function over argument buffers: the unit of Loop IR and Tile IR.
 

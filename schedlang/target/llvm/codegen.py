@@ -20,7 +20,7 @@ from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...kernel.sizes import buffer_exprs
 from ...limits import INT32_MAX
 from ...loop.functor import buffers_used, stmt_exprs, walk_stmts
-from ...loop.nodes import PARALLEL, SERIAL, Allocate, Barrier, CallPacked, For, IfThen, Let, Seq, Stmt, Store
+from ...loop.nodes import PARALLEL, SERIAL, Allocate, Barrier, CallPacked, Evaluate, For, IfThen, Let, Seq, Stmt, Store
 from ..target import Target
 from . import packed
 from .builder import FunctionText
@@ -126,6 +126,9 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
 
     def stmt_Barrier(self, s: Barrier) -> None:
         pass   # CPU workers share no block-level memory
+
+    def stmt_Evaluate(self, s: Evaluate) -> None:
+        self.expr(s.value)      # a call, emitted for its effect
 
     def stmt_CallPacked(self, s: CallPacked) -> None:
         call_id = packed.descriptor_id(s)
