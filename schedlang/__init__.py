@@ -27,6 +27,7 @@ from .packed import get_global_func, register_func, remove_global_func  # noqa: 
 
 __version__ = "0.1.0"
 from .schedule import Schedule, create_schedule  # noqa: F401,E402
+from .schedule.tensorize import declared_intrin  # noqa: F401,E402
 from .driver import build, load_module, lower  # noqa: F401,E402
 from .lowered import LoweredFunc  # noqa: F401,E402
 from .target import Backend, CUDAOptions, LLVMOptions, Target, get_backend, register_backend  # noqa: F401,E402

@@ -100,6 +100,10 @@ class _Comparer:
             raise self.fail(f"op: the stage computes {a} where the intrinsic computes {b}")
         if a.dtype != b.dtype:
             raise self.fail(f"dtype: the stage computes {a} as {a.dtype}, the intrinsic {b} as {b.dtype}")
+        if isinstance(a, Const):
+            if a.value != b.value:
+                raise self.fail(f"op: the stage has the constant {a} where the intrinsic has {b}")
+            return
         if isinstance(a, Var):
             if not equal(self.norm(a), simplify(b, self.ranges)):
                 raise self.fail(f"op: the stage uses '{a}' where the intrinsic uses '{b}'")
@@ -134,7 +138,7 @@ class _Comparer:
             equal(r, w) for r, w in zip(rel[lead:], want))
         if not ok:
             raise self.fail(f"index pattern: in the region the stage reads {a.tensor.name}[{', '.join(map(str, rel))}] "
-                            f"(relative to the tile's start), the intrinsic reads "
+                            f"(relative to the tile's start, in the intrinsic's axes), the intrinsic reads "
                             f"{b.tensor.name}[{', '.join(map(str, want))}]",
                             hint="reorder or pack the data so the tile is read as the intrinsic declares")
         got = self.m.input_bases[j]

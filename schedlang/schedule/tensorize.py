@@ -22,8 +22,9 @@ from .steps import Step
 _DECLARED: Dict[str, object] = {}     # key -> intrinsic, for replaying steps
 
 
-def lookup(key: str):
-    """The intrinsic a step names; ValueError when this process has not declared it."""
+def declared_intrin(key: str):
+    """The intrinsic a step names (its key); ValueError when this process has not declared it
+    (a tensorize step printed by to_python finds its intrinsic with sl.declared_intrin)."""
     intrin = _DECLARED.get(key)
     if intrin is None:
         raise ValueError(f"tensorize: the tensor intrinsic {key!r} is not declared in this process; declare it "
@@ -49,7 +50,7 @@ class TensorizePrimitive:
         if done is not None:
             raise ScheduleError("tensorize", self.name, f"is already tensorized at '{done[0].name}' with "
                                 f"{done[1].name}", axis=ivar.name, hint="a stage takes one tensorize")
-        _DECLARED.setdefault(intrin.key, intrin)
+        _DECLARED.setdefault(intrin.key, intrin)      # equal keys: equal intrinsics
         self.tensorize_at = (ivar, intrin)
         self._record(Tensorize(self.name, ivar.name, intrin.key))
 
@@ -63,7 +64,7 @@ class Tensorize(Step):
 
     def apply(self, s):
         st = s[self.stage]
-        st.tensorize(st.axis(self.axis), lookup(self.intrin))
+        st.tensorize(st.axis(self.axis), declared_intrin(self.intrin))
 
     def to_python(self, names):
-        return f"s[{self.stage!r}].tensorize({names.get(self.stage, self.axis)}, {self.intrin.split(':')[0]})"
+        return f"s[{self.stage!r}].tensorize({names.get(self.stage, self.axis)}, sl.declared_intrin({self.intrin!r}))"
