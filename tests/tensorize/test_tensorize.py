@@ -198,3 +198,31 @@ def test_cuda_plain_intrinsic_renders_and_runs_emulated():
         c_np = np.zeros((5, 64), "float32")
         mod.emulate(a_np, b_np, c_np, engine=engine)
         np.testing.assert_allclose(c_np, a_np * 2 + b_np, rtol=1e-6)
+
+
+def test_cuda_intrinsic_library_device_function():
+    """An intrinsic of the cuda library (target/cuda/intrin/dp4a.py): the kernel calls the device
+    function, whose definition NVRTC compiles to dp4a and the shim runs as plain C++."""
+    from schedlang.target.cuda.intrin.dp4a import dot4_s8s8_intrin
+    M, N, K = 5, 33, 12
+    A = sl.placeholder((M, K), "int8", name="A")
+    B = sl.placeholder((N, K), "int8", name="B")
+    k = sl.reduce_axis((0, K), name="k")
+    C = sl.compute((M, N), lambda i, j: sl.sum(A[i, k].astype("int32") * B[j, k].astype("int32"), axis=k), name="C")
+    s = sl.create_schedule(C.op)
+    i, j = C.op.axis
+    ko, ki = s[C].split(k, factor=4)
+    s[C].reorder(i, j, ko, ki)
+    s[C].bind(i, sl.thread_axis("blockIdx.x"))
+    s[C].bind(j, sl.thread_axis("threadIdx.x"))
+    s[C].tensorize(ki, dot4_s8s8_intrin())
+    mod = sl.build(s, [A, B, C], target="cuda")
+    assert "sl_dot4_s8s8(" in mod.ir["cuda"] and "dp4a.s32.s32" in mod.ir["ptx"]
+    rng = np.random.default_rng(0)
+    a = rng.integers(-128, 128, (M, K)).astype("int8")
+    b = rng.integers(-128, 128, (N, K)).astype("int8")
+    c = np.zeros((M, N), "int32")
+    mod.emulate(a, b, c, engine="shim")
+    np.testing.assert_array_equal(c, a.astype("int32") @ b.astype("int32").T)
+    with pytest.raises(sl.LoweringError, match="engine='shim'"):
+        mod.emulate(a, b, c, engine="simt")
