@@ -2,8 +2,7 @@
 intrinsic's statements (TVM's MakeTensorize, VerifyTensorizeLoopNest, MatchTensorizeBody).
 
 1. The region: each loop under axis must be the whole inner part of one root axis of the
-   stage (root = base(outer loops) + loop), with no tail guard, thread binding or stage
-   computed inside.
+   stage (root = base(outer loops) + loop), with no thread binding or stage computed inside.
 2. The match (match.py): the region's extents, tail-aligned, are the intrinsic's axes; the
    stage's computation with each root axis replaced by base + the intrinsic's axis, and each
    read's indices taken relative to the read's base, must be the intrinsic's computation.
@@ -14,7 +13,9 @@ intrinsic's statements (TVM's MakeTensorize, VerifyTensorizeLoopNest, MatchTenso
    becomes an access of the real buffer at elem_offset + f (Tile IR writes it as the last
    index with zeros before: flatten_buffers makes it the flat index).
 4. The nest: a reduction wholly inside the region takes the intrinsic's body; one whose
-   outer reduction loops stay takes reset where the init was and update in the loops.
+   outer reduction loops stay takes reset where the init was and update in the loops. Where
+   the region has a tail (a split that overshoots), the intrinsic runs on whole tiles and the
+   stage's own loops, guarded, on the rest.
 """
 from __future__ import annotations
 
@@ -22,14 +23,14 @@ from typing import Dict, List, Sequence, Tuple
 
 from ..errors import ScheduleError
 from ..expr.functor import rewrite_post_order, substitute, uses_var
-from ..expr.nodes import Buffer, Const, Expr, Load, Ramp, Var, binary
+from ..expr.nodes import Buffer, Const, Expr, Load, Ramp, Var, binary, logical
 from ..expr.simplify import simplify
 from ..schedule.annotate import BIND, PARALLEL
 from ..tensor.axis import REDUCE, IterVar
 from ..tensor.op import TensorRead
 from ..tensor.reduce import Reduce
 from .functor import StmtMutator
-from .nodes import Stmt, Store, seq
+from .nodes import IfThen, Stmt, Store, seq
 from .tensor_intrin import DeclBuffer, TensorIntrin
 from .tensorize_match import Match, match_compute
 
@@ -45,30 +46,64 @@ def tensorized_nest(builder, plan, value: Dict[IterVar, Expr], ranges, buffers: 
     def fail(problem: str, hint: str = None) -> ScheduleError:
         return ScheduleError("tensorize", plan.name, f"with {intrin.name}: {problem}", axis=ivar.name, hint=hint)
 
-    _check_region_loops(builder, plan, inner, guards, fail)
+    _check_region_loops(builder, plan, inner, fail)
     ext = builder.extents[plan.name]
     parts = _inner_parts(plan, value, ranges, inner, ext, fail)
     m = match_compute(plan, intrin, parts, ranges, fail)
     inner_vars = [a.var for a in inner]
     stmts = _bind(builder, plan, intrin, m, buffers, store_idx, inner_vars, ranges, fail)
+    tail = [g for g in guards if any(uses_var(g, v) for v in inner_vars)]
     outer_guards = [g for g in guards if not any(uses_var(g, v) for v in inner_vars)]
+    tile = _TailSplit(inner, ext, ranges)
     if not isinstance(plan.op.body, Reduce):
-        return builder.nest(plan, leaves[:t], stmts["body"], outer_guards, attach=True)
+        stmt = tile.choose(stmts["body"], tail, lambda: builder.nest(
+            plan, inner, builder.plain_stores(plan, buffers, store_idx, vmap), tail, attach=False))
+        return builder.nest(plan, leaves[:t], stmt, outer_guards, attach=True)
+    update, init = builder.reduction_update(plan, plan.op.body, buffers, store_idx, vmap)
     first = next(i for i, a in enumerate(leaves) if a.kind == REDUCE)
     if t <= first:      # the whole reduction is inside the region
         if stmts["body"] is None:
             raise fail("the region holds the whole reduction, and the intrinsic gives no body",
                        hint="return (body, reset, update) from the intrinsic's function")
-        return builder.nest(plan, leaves[:t], stmts["body"], outer_guards, attach=True)
+        stmt = tile.choose(stmts["body"], tail, lambda: builder.reduction_nest(plan, update, init, tail, loops=inner))
+        return builder.nest(plan, leaves[:t], stmt, outer_guards, attach=True)
     if stmts["update"] is None:
         outside = ", ".join(a.name for a in leaves[first:t] if a.kind == REDUCE)
         raise fail(f"the reduction loop(s) {outside} stay outside the region, so the intrinsic must give "
                    f"(body, reset, update); it gives only a body",
-                   hint=f"tensorize an axis outside every reduction loop, or declare reset and update")
-    return _split_reduction(builder, plan, leaves, first, t, stmts, vmap, store_idx, buffers, outer_guards)
+                   hint="tensorize an axis outside every reduction loop, or declare reset and update")
+    reduce_vars = [a.var for a in leaves if a.kind == REDUCE]
+    init_tail = [g for g in tail if not any(uses_var(g, v) for v in reduce_vars)]
+    spatial = [a for a in inner if a.kind != REDUCE]
+    reset = None if stmts["reset"] is None else tile.choose(
+        stmts["reset"], init_tail, lambda: builder.nest(plan, spatial, init, init_tail, attach=False))
+    tiled_update = tile.choose(stmts["update"], tail, lambda: builder.nest(plan, inner, update, tail, attach=False))
+    return _split_reduction(builder, plan, leaves, first, t, reset, tiled_update, init, outer_guards, init_tail)
 
 
-def _check_region_loops(builder, plan, inner: Sequence[IterVar], guards, fail) -> None:
+class _TailSplit:
+    """Where the region has a tail (a guard on its loops), the intrinsic runs on whole tiles and
+    the stage's own loops on the others. Each guard bounds base + loop (one loop per axis, with
+    coefficient 1), so a tile is whole when the guards hold at its first and its last corner."""
+
+    def __init__(self, inner, ext, ranges):
+        self.corners = ({a.var: Const(0, a.var.dtype) for a in inner},
+                        {a.var: Const(ext[a] - 1, a.var.dtype) for a in inner})
+        self.ranges = ranges
+
+    def choose(self, whole: Stmt, tail: List[Expr], scalar) -> Stmt:
+        """whole where every guard of tail holds on the whole tile, else scalar()."""
+        conds = [simplify(substitute(g, corner), self.ranges) for g in tail for corner in self.corners]
+        conds = [c for c in conds if not (isinstance(c, Const) and c.value)]
+        if not conds:
+            return whole
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = logical("and", cond, c)
+        return IfThen(cond, whole, scalar())
+
+
+def _check_region_loops(builder, plan, inner: Sequence[IterVar], fail) -> None:
     for a in inner:
         ann = plan.annotation(a)
         if ann is not None and ann.kind in (PARALLEL, BIND):
@@ -78,11 +113,6 @@ def _check_region_loops(builder, plan, inner: Sequence[IterVar], guards, fail) -
             child = builder.children[(plan.name, id(a))][0].name
             raise fail(f"stage '{child}' is computed at loop '{a.name}' inside the region",
                        hint="compute it at the tensorized axis or outside")
-    for g in guards:
-        if any(uses_var(g, a.var) for a in inner):
-            raise fail(f"the loops of the region have a tail (guard {g}): the intrinsic computes whole tiles",
-                       hint="split by factors that divide the extents, or pad the tensors (pack into a padded "
-                            "buffer) and tensorize the padded computation")
 
 
 def _inner_parts(plan, value, ranges, inner, ext, fail) -> Dict[IterVar, Tuple[object, Expr, int]]:
@@ -200,8 +230,9 @@ class _Rebind(StmtMutator):
         return Store(real, idx, value, None if s.predicate is None else self.visit_expr(s.predicate))
 
 
-def _split_reduction(builder, plan, leaves, first: int, t: int, stmts, vmap, store_idx, buffers, guards) -> Stmt:
-    """Reduction loops outside the region: reset at the init's place, update inside them."""
+def _split_reduction(builder, plan, leaves, first: int, t: int, reset, update, init, guards, init_tail) -> Stmt:
+    """Reduction loops outside the region: reset where the init was (or, without one, the
+    stage's own init over the region's loops), update inside them."""
     pos = {a.var: i for i, a in enumerate(leaves)}
 
     def depth(g: Expr) -> int:
@@ -211,12 +242,11 @@ def _split_reduction(builder, plan, leaves, first: int, t: int, stmts, vmap, sto
     outer_guards = [g for g in guards if depth(g) < first]
     reduce_vars = [a.var for a in leaves[first:] if a.kind == REDUCE]
     init_guards = [g for g in inner_guards if not any(uses_var(g, v) for v in reduce_vars)]
-    if stmts["reset"] is not None:
-        init_loops = [a for a in leaves[first:t] if a.kind != REDUCE]
-        init = builder.nest(plan, init_loops, stmts["reset"], init_guards, attach=False)
-    else:        # no reset: the stage's own init over the whole region
-        _, scalar_init = builder.reduction_update(plan, plan.op.body, buffers, store_idx, vmap)
-        init_loops = [a for a in leaves[first:] if a.kind != REDUCE]
-        init = builder.nest(plan, init_loops, scalar_init, init_guards, attach=False)
-    update = builder.nest(plan, leaves[first:t], stmts["update"], inner_guards, attach=True)
-    return builder.nest(plan, leaves[:first], seq(init, update), outer_guards, attach=True)
+    if reset is not None:
+        init_nest = builder.nest(plan, [a for a in leaves[first:t] if a.kind != REDUCE], reset, init_guards,
+                                 attach=False)
+    else:
+        init_nest = builder.nest(plan, [a for a in leaves[first:] if a.kind != REDUCE], init,
+                                 init_guards + init_tail, attach=False)
+    update_nest = builder.nest(plan, leaves[first:t], update, inner_guards, attach=True)
+    return builder.nest(plan, leaves[:first], seq(init_nest, update_nest), outer_guards, attach=True)

@@ -69,3 +69,28 @@ def test_dense_int8_vnni_widths(lanes, lacks):
 
 def test_vnni_lanes_reads_feature_switches_only():
     assert xi.vnni_lanes(sl.Target.create("llvm -mcpu=haswell")) == 0     # a named CPU: no switch, no VNNI
+
+
+@pytest.mark.parametrize("M, N, K", SHAPES)
+def test_tails_run_without_padding(M, N, K):
+    """C computed straight from A (not padded): whole tiles take the intrinsic, the N and K
+    tails the stage's own guarded loops (B is still packed, padded, for the intrinsic's layout)."""
+    target = sl.Target.create("llvm")
+    intrin = xi.dot_int8_intrin(target)
+    lanes = intrin.op.axis[0].dom.extent
+    Np, Kp = -(-N // lanes) * lanes, -(-K // 4) * 4
+    A = sl.placeholder((M, K), "uint8", name="A")
+    B = sl.placeholder((N, K), "int8", name="B")
+    Bp = sl.compute((Np // lanes, Kp // 4, lanes, 4), lambda no, ko, ni, ki: sl.if_then_else(
+        sl.all(no * lanes + ni < N, ko * 4 + ki < K), B[no * lanes + ni, ko * 4 + ki], sl.const(0, "int8")),
+        name="B_packed")
+    k = sl.reduce_axis((0, K), name="k")
+    C = sl.compute((M, N), lambda i, j: sl.sum(
+        A[i, k].astype("int32") * Bp[j // lanes, k // 4, j % lanes, k % 4].astype("int32"), axis=k), name="C")
+    s = sl.create_schedule(C.op)
+    i, j = C.op.axis
+    jo, ji = s[C].split(j, factor=lanes)
+    ko, ki = s[C].split(k, factor=4)
+    s[C].reorder(i, jo, ko, ji, ki)
+    s[C].tensorize(ji, intrin)
+    check(sl.build(s, [A, B, C], target=target), M, N, K)
