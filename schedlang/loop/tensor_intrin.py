@@ -15,9 +15,8 @@ offset computed with the handle's strides (Vars bound to the real strides, or de
 from __future__ import annotations
 
 import hashlib
-import itertools
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 from ..dtypes import DType, dtype as parse_dtype
 from ..expr.nodes import Buffer, Const, Expr, Load, Ramp, Var, as_expr, binary
@@ -26,9 +25,6 @@ from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor
 from ..tensor.printer import print_tensor_ir
 from ..tensor.reduce import Reduce
 from .nodes import Evaluate, Seq, Stmt, Store, seq
-
-_serial = itertools.count()
-
 
 @dataclass(frozen=True, eq=False)
 class DeclBuffer:
@@ -168,7 +164,8 @@ def decl_tensor_intrin(op: Operation, fcompute, name: str = "tensor_intrin", bin
         if not isinstance(b, DeclBuffer):
             raise TypeError(f"decl_tensor_intrin '{name}': binds[{t.op.name}] must come from decl_buffer, got {b!r}")
         if tuple(b.shape) != tuple(t.shape) or b.dtype != t.dtype:
-            raise ValueError(f"decl_tensor_intrin '{name}': the buffer bound to '{t.op.name}' is {b.dtype}{list(b.shape)}, "
+            raise ValueError(f"decl_tensor_intrin '{name}': the buffer bound to '{t.op.name}' is "
+                             f"{b.dtype}{list(b.shape)}, "
                              f"the tensor {t.dtype}{list(t.shape)}")
         handles.append(b)
     ins, outs = handles[:-1], handles[-1:]
@@ -215,5 +212,3 @@ def handle_vars(intrin: TensorIntrin) -> Dict[Var, DeclBuffer]:
                 out[v] = b
     return out
 
-
-__all__: Sequence[str] = ("DeclBuffer", "decl_buffer", "TensorIntrin", "decl_tensor_intrin", "IRBuilder", "create")

@@ -37,7 +37,8 @@ def match_compute(plan, intrin, parts, ranges, fail) -> Match:
     s_red = list(op.body.axis) if isinstance(op.body, Reduce) else []
     i_red = list(iop.body.axis) if isinstance(iop.body, Reduce) else []
     if bool(s_red) != bool(i_red):
-        which = "the stage is a reduction and the intrinsic is not" if s_red else "the intrinsic is a reduction and the stage is not"
+        which = ("the stage is a reduction and the intrinsic is not" if s_red
+                 else "the intrinsic is a reduction and the stage is not")
         raise fail(f"reduction axis: {which}")
     _align("reduction axis", s_red, i_red, parts, sub, all_ranges, fail)
     m = Match([a.var for a in list(iop.axis) + i_red], [None] * len(intrin.inputs))
@@ -70,7 +71,8 @@ def _align(what: str, s_axes: Sequence, i_axes: Sequence, parts, sub, all_ranges
             if extent != 1:
                 raise fail(f"extent: {what} '{s.name}' has {extent} iterations in the region, but the intrinsic's "
                            f"{len(i_axes)} {what}(s) are matched with the innermost ones",
-                           hint=f"split '{s.name}' and keep only its inner part of the intrinsic's extent under the axis")
+                           hint=f"split '{s.name}' and keep only its inner part, of the intrinsic's extent, "
+                                "under the axis")
             sub[s.var] = base
             continue
         i = i_axes[d - lead]

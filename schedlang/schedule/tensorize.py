@@ -41,8 +41,8 @@ class TensorizePrimitive:
         self._require_schedulable("tensorize")
         self._require_leaf("tensorize", ivar)
         if not (hasattr(intrin, "key") and hasattr(intrin, "op") and hasattr(intrin, "buffers")):
-            raise ScheduleError("tensorize", self.name, f"expected a tensor intrinsic (decl_tensor_intrin), got {intrin!r}",
-                                axis=ivar.name)
+            raise ScheduleError("tensorize", self.name, f"expected a tensor intrinsic (decl_tensor_intrin), "
+                                f"got {intrin!r}", axis=ivar.name)
         if not isinstance(self.op, ComputeOp) or self.op.num_outputs != 1:
             raise ScheduleError("tensorize", self.name, "only a single-output compute stage can be tensorized",
                                 axis=ivar.name)

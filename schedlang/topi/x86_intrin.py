@@ -103,7 +103,8 @@ def dense_int8(A, B, lanes: int, name: str = "C"):
     zero_u8, zero_i8 = sl.const(0, "uint8"), sl.const(0, "int8")
     A_pad = A if Kp == K else sl.compute((M, Kp), lambda i, k: sl.if_then_else(k < K, A[i, k], zero_u8), name="A_pad")
     B_packed = sl.compute((Np // lanes, Kp // GROUP, lanes, GROUP), lambda no, ko, ni, ki: sl.if_then_else(
-        sl.all(no * lanes + ni < N, ko * GROUP + ki < K), B[no * lanes + ni, ko * GROUP + ki], zero_i8), name="B_packed")
+        sl.all(no * lanes + ni < N, ko * GROUP + ki < K), B[no * lanes + ni, ko * GROUP + ki], zero_i8),
+        name="B_packed")
     k = sl.reduce_axis((0, Kp), name="k")
     C_pad = sl.compute((M, Np), lambda i, j: sl.sum(
         A_pad[i, k].astype("int32") * B_packed[j // lanes, k // GROUP, j % lanes, k % GROUP].astype("int32"), axis=k),

@@ -174,13 +174,23 @@ def test_declared_strides_and_offset_factor():
     assert "j.inner" not in str(_lower_with(axpy_intrin(8, strides=[sl.var("s")])))
     with pytest.raises(ScheduleError, match="strides"):
         _lower_with(axpy_intrin(8, strides=[2]))
-    # tiles start at multiples of 8 elements: a factor of 16 is refused where the start is known
-    A, B, C = axpy_program(M=1, N=32)
+    # tiles start at multiples of 8 elements: offset_factor=8 holds
+    A, B, C = axpy_program(M=3, N=32)
     s = sl.create_schedule(C.op)
     jo, ji = s[C].split(C.op.axis[1], factor=8)
-    s[C].unroll(jo)
     s[C].tensorize(ji, axpy_intrin(8, offset_factor=8))
     run_axpy(s, A, B, C)
+
+
+def test_offset_factor_refuses_a_known_misaligned_start():
+    A = sl.placeholder((9,), name="A")
+    B = sl.placeholder((8,), name="B")
+    C = sl.compute((8,), lambda j: A[j + 1] * 2.0 + B[j], name="C")
+    s = sl.create_schedule(C.op)
+    s[C].tensorize(C.op.axis[0], axpy_intrin(8, offset_factor=4))
+    with pytest.raises(ScheduleError, match=r"buffer 'a' needs its start to be a multiple of offset_factor=4 "
+                                            r"elements; the region of 'A' starts at 1"):
+        sl.lower(s, [A, B, C])
 
 
 def test_not_an_intrinsic():
