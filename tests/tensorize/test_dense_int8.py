@@ -7,6 +7,7 @@ import pytest
 
 import schedlang as sl
 from schedlang.topi import x86_intrin as xi
+from tests.cpu_targets import needs_cc
 
 SHAPES = [(7, 37, 19), (1, 16, 4), (13, 5, 33)]     # M, N, K: tails in every dimension
 
@@ -94,3 +95,10 @@ def test_tails_run_without_padding(M, N, K):
     s[C].reorder(i, jo, ko, ji, ki)
     s[C].tensorize(ji, intrin)
     check(sl.build(s, [A, B, C], target=target), M, N, K)
+
+
+@needs_cc
+def test_plain_intrinsic_on_the_c_target():
+    """The plain intrinsic is scalar statements: the c target (C99 through cc) builds it too."""
+    intrin = xi.dot_u8s8s32_plain(8)
+    check(build_dense("c", intrin, 8, 7, 37, 19), 7, 37, 19)
