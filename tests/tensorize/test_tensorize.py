@@ -261,3 +261,27 @@ def test_cuda_intrinsic_library_device_function():
     np.testing.assert_array_equal(c, a.astype("int32") @ b.astype("int32").T)
     with pytest.raises(sl.LoweringError, match="engine='shim'"):
         mod.emulate(a, b, c, engine="simt")
+
+
+def test_buffer_scope_binds_a_cache_stage_and_refuses_global_memory():
+    a = sl.placeholder((8,), name="a")
+    b = sl.placeholder((8,), name="b")
+    c = sl.compute((8,), lambda i: a[i] * 2.0 + b[i], name="c")
+
+    def body(ins, outs):
+        return outs[0].vstore([0], ins[0].vload([0], "float32x8") * sl.const(2.0) + ins[1].vload([0], "float32x8"))
+    intrin = sl.decl_tensor_intrin(c.op, body, name="axpy_local", binds={a: sl.decl_buffer((8,), "float32", "a",
+                                                                                            scope="local")})
+
+    def schedule(stage_a_locally):
+        A, B, C = axpy_program(M=5, N=30)
+        s = sl.create_schedule(C.op)
+        jo, ji = s[C].split(C.op.axis[1], factor=8)
+        if stage_a_locally:
+            s[s.cache_read(A, "local", [C])].compute_at(s[C], jo)
+        s[C].tensorize(ji, intrin)
+        return s, A, B, C
+    s, A, B, C = schedule(False)
+    with pytest.raises(ScheduleError, match="buffer 'a' must be in 'local' memory; 'A' is global"):
+        sl.lower(s, [A, B, C])
+    run_axpy(*schedule(True))
