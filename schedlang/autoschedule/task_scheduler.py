@@ -196,7 +196,12 @@ class TaskScheduler:
         if self.callback is not None:
             self.callback(info)
         if self.verbose:
-            best = "-" if info.best_s is None else f"{info.best_s * 1e3:.4g} ms"
-            model = "-" if est is None else f"{est * 1e3:.4g} ms"
-            print(f"tune: round {info.round}: task {i} ({self.trials[i]} trials, best {best}); "
-                  f"model estimate {model}; {total} trials, {elapsed:.0f} s", file=sys.stderr, flush=True)
+            print(format_round(info), file=sys.stderr, flush=True)
+
+
+def format_round(info: RoundInfo) -> str:
+    """One line of progress: the round, its task, the task's best and the model's estimate."""
+    best = "-" if info.best_s is None else f"{info.best_s * 1e3:.4g} ms"
+    model = "-" if info.estimate_s is None else f"{info.estimate_s * 1e3:.4g} ms"
+    return (f"tune: round {info.round}: task {info.task} ({info.task_trials} trials, best {best}); "
+            f"model estimate {model}; {info.trials} trials, {info.elapsed_s:.0f} s")

@@ -249,3 +249,49 @@ def _check_best(tasks: List[KernelTask], log: str, measurer, sched) -> None:
             auto_schedule(kt.task, trials=0, log=log, executor=measurer.executor, verbose=0, final=0)
             sched.best[i] = _best_s(records.load(log, kt.workload_key, str(kt.task.target))) or sched.best[i]
 
+
+
+def task_table(sched) -> str:
+    """The per-task table of a tuning run (tune_program's result): id, kernel kind and name,
+    weight, trials, best latency, weight x best, and speedup over the default schedule; then
+    the model's estimated latency (sum of weight x best) tuned and with default schedules."""
+    rows = [("id", "kernel", "weight", "trials", "best ms", "weighted ms", "vs default")]
+    for i, kt in enumerate(sched.tasks):
+        best, default = sched.best[i], sched.default_s[i]
+        known = best is not None and best < 1e9
+        rows.append((str(i), f"{kt.kind} {kt.name}", str(kt.weight), str(sched.trials[i]),
+                     f"{best * 1e3:.4g}" if known else "-", f"{kt.weight * best * 1e3:.4g}" if known else "-",
+                     f"{default / best:.2f}x" if known and default else "-"))
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if k == 1 else c.rjust(w) for k, (c, w) in enumerate(zip(r, widths)))
+             for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    est = sched.known_estimate()
+    base = sum(kt.weight * d for kt, d in zip(sched.tasks, sched.default_s)) \
+        if all(d is not None for d in sched.default_s) else None
+    lines.append(f"estimated model latency (sum of weight x best): "
+                 f"{'-' if est is None else f'{est * 1e3:.4g} ms'} tuned, "
+                 f"{'-' if base is None else f'{base * 1e3:.4g} ms'} with default schedules; "
+                 f"{sum(sched.trials)} trials")
+    return "\n".join(lines)
+
+
+def time_call(*fns: Callable[[], object], rounds: int = 7, min_s: float = 0.05) -> List[float]:
+    """Median seconds per call of each fn, timed in alternation (round k times every fn once
+    in turn, each over enough calls to take min_s), so that a shared machine's drift falls on
+    all of them alike; one warm-up call each first."""
+    for fn in fns:
+        fn()
+    counts = []
+    for fn in fns:
+        start = time.perf_counter()
+        fn()
+        counts.append(max(1, int(min_s / max(time.perf_counter() - start, 1e-9))))
+    times: List[List[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for fn, n, out in zip(fns, counts, times):
+            start = time.perf_counter()
+            for _ in range(n):
+                fn()
+            out.append((time.perf_counter() - start) / n)
+    return [sorted(t)[len(t) // 2] for t in times]
