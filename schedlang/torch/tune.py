@@ -130,6 +130,16 @@ def _best_s(recs) -> Optional[float]:
     return ranked[0]["median_s"] if ranked else None
 
 
+def _hash(kt: KernelTask) -> str:
+    """The kernel hash of the task's default schedule (so the search never measures it again)."""
+    from ..autoschedule.search import kernel_hash
+    from ..errors import LoweringError
+    try:
+        return kernel_hash(kt.task, kt.task.schedule().apply_json(kt.default_steps))
+    except (ValueError, TypeError, LoweringError):      # ScheduleError is a ValueError
+        return "default:" + kt.workload_key[:16]
+
+
 class KernelSearches:
     """Runs the rounds the task scheduler picks: the evolutionary search of each task, its
     state kept from round to round (search.run_search's evolver), measuring through one
@@ -152,9 +162,8 @@ class KernelSearches:
             default = [r for r in recs if r.get("sketch") == "default"]
             if not default:
                 (res,) = list(self.measurer.measure(kt.task.program_json, target, [kt.default_steps]))
-                rec = records.make_record(kt.workload_key, target, json.loads(kt.default_steps), "default:"
-                                          + kt.workload_key[:16], res.times, res.error, kt.task.flops, res.load,
-                                          sketch="default")
+                rec = records.make_record(kt.workload_key, target, json.loads(kt.default_steps), _hash(kt),
+                                          res.times, res.error, kt.task.flops, res.load, sketch="default")
                 records.append(self.log, [rec])
                 recs.append(rec)
                 default = [rec]
