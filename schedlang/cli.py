@@ -13,9 +13,9 @@ without a GPU: the CUDA C run on the CPU, through CompiledModule.emulate).
 User mistakes (a missing file, a module the file does not define, a bad shape, an unknown
 level, dtype or target) are reported in one line on stderr with exit status 2. A module
 that fails to compile (one line; `--traceback` shows all of it), or whose compiled result
-differs from PyTorch's, exits with 1. `tune` tunes the module's kernels (schedlang.torch.compile's
-tune=), appending to a log, and prints a table per task and the model's latency. torch is imported only when a command needs it, so
-`schedlang --help` is fast.
+differs from PyTorch's, exits with 1. `tune` tunes the module's kernels
+(schedlang.torch.compile's tune=), appending to a log, and prints a table per task and the
+model's latency. torch is imported only when a command needs it, so `schedlang --help` is fast.
 """
 from __future__ import annotations
 

@@ -81,32 +81,39 @@ def _members(s, group) -> Tuple[set, set]:
 
 def group_program(s, group) -> Optional[GroupProgram]:
     """The kernel's program (module docstring), or None when it cannot be a task of its own:
-    a symbolic shape, an operation of several outputs read across the kernel's edge, or
-    names that are not unique."""
-    from ..tensor.serialize import from_json, to_data
-    from .tune import canonical_program, canonical_names
+    a symbolic shape, an operation of several outputs read across the kernel's edge, or a
+    member that is not a compute stage (scan, extern). Built from the kernel's own stages
+    only (the rest of the model is never walked)."""
+    from ..autoschedule.task import default_args
+    from ..schedule.dataflow import replace_reads_op
+    from ..tensor.op import placeholder
+    from .tune import canonical_names, canonical_program
     members, inlined = _members(s, group)
     anchor = group.anchor.op
-    if not all(isinstance(e, int) for e in anchor.shape):
+    if not all(isinstance(e, int) for e in anchor.shape) or not all(isinstance(op, ComputeOp) for op in members):
         return None
-    data = to_data([anchor.output(k) for k in range(anchor.num_outputs)])
-    by_name: Dict[str, object] = {}
-    for st in s.stages:
-        by_name.setdefault(st.op.name, st.op)
-    names = [op["name"] for op in data["ops"]]
-    if len(set(names)) != len(names):
+    mapping: Dict[object, object] = {}
+
+    def rebuild(op):
+        """op (a member) reading placeholders for the kernel's inputs, producers rebuilt first."""
+        if op in mapping:
+            return mapping[op]
+        for t in op.input_tensors:
+            src = t.op
+            if src in members:
+                rebuild(src)
+            elif src not in mapping and not isinstance(src, PlaceholderOp):
+                out = src.output(0)
+                if src.num_outputs != 1 or not all(isinstance(e, int) for e in out.shape):
+                    raise _NotATask
+                mapping[src] = placeholder(out.shape, out.dtype, name=src.name)
+        mapping[op] = replace_reads_op(op, mapping)
+        return mapping[op]
+    try:
+        new_anchor = rebuild(anchor)
+    except _NotATask:
         return None
-    for entry in data["ops"]:
-        op = by_name.get(entry["name"])
-        if op is None or op in members or isinstance(op, PlaceholderOp):
-            continue
-        out = op.output(0)
-        if op.num_outputs != 1 or not all(isinstance(e, int) for e in out.shape):
-            return None
-        entry.clear()
-        entry.update(kind="placeholder", name=op.name, shape=list(out.shape), dtype=str(out.dtype_obj))
-    outs = from_json(data)
-    from ..autoschedule.task import default_args
+    outs = [new_anchor.output(k) for k in range(anchor.num_outputs)]
     args = default_args(outs)
     ins = args[:len(args) - len(outs)]
     if not all(isinstance(e, int) for t in args for e in t.shape):
@@ -115,6 +122,10 @@ def group_program(s, group) -> Optional[GroupProgram]:
     readers = _readers(s)
     shared = frozenset(op for op in inlined if any(r not in members for r in readers.get(op, ())))
     return GroupProgram(c_ins, c_outs, canonical_names(ins, outs), frozenset(members), shared)
+
+
+class _NotATask(Exception):
+    """A kernel that group_program cannot make a program of its own."""
 
 
 def _readers(s) -> Dict[object, List[object]]:
