@@ -124,7 +124,8 @@ def _tune_parser(commands) -> None:
                    help="the nn.Module class or instance in FILE to tune")
     t.add_argument("--shape", metavar="DIMS", action="append", default=[],
                    help="the shape of one input, comma-separated; repeat it for each argument of forward()")
-    t.add_argument("--dtype", default="float32", metavar="DTYPE", help="dtype of the inputs (default float32)")
+    t.add_argument("--dtype", default="float32", metavar="DTYPE",
+                   help="dtype of the inputs and of the module's floating-point parameters (default float32)")
     t.add_argument("--target", default="llvm", metavar="TARGET", help="llvm (default) or a target string")
     t.add_argument("--trials", type=int, required=True, metavar="N", help="measurements in all")
     t.add_argument("--log", required=True, metavar="FILE", help="the tuning records (JSON lines), appended to")
@@ -132,6 +133,8 @@ def _tune_parser(commands) -> None:
     t.add_argument("--strategy", default="gradient", choices=("gradient", "round-robin"),
                    help="how rounds are given to tasks (default gradient: Ansor's)")
     t.add_argument("--per-round", type=int, default=8, metavar="K", help="measurements per round (default 8)")
+    t.add_argument("--early-stopping", type=int, metavar="N",
+                   help="a task whose best has not improved in its last N trials is not tuned further")
     t.add_argument("--dask", metavar="ADDRESS", help="measure on the Dask cluster of this scheduler address")
     t.add_argument("--seed", type=int, default=0, help="seed of the inputs and the search (default 0)")
     t.add_argument("--quiet", action="store_true", help="no line per round")
@@ -387,14 +390,16 @@ def run_tune(args) -> int:
     shapes = [parse_shape(s) for s in args.shape]
     dtype = check_dtype(args.dtype)
     target = check_target(args.target)
-    if args.trials < 1 or args.per_round < 1:
-        raise UsageError("--trials and --per-round must be positive")
+    if args.trials < 1 or args.per_round < 1 or (args.early_stopping is not None and args.early_stopping < 1):
+        raise UsageError("--trials, --per-round and --early-stopping must be positive")
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError("--timeout must be a positive number of seconds")
     module_file = load_file(args.file)
     model, name = pick_module(module_file, args.file, args.module)
     import torch
     model = model.eval()
+    if getattr(torch, dtype).is_floating_point and dtype != "float32":
+        model = model.to(getattr(torch, dtype))
     inputs = example_inputs(module_file, model, name, args.file, shapes, dtype, args.seed)
     print(f"{name} from {args.file}; target: {target}; {args.trials} trials, strategy {args.strategy}; log: {args.log}")
     import schedlang.torch as sl_torch
@@ -408,6 +413,7 @@ def run_tune(args) -> int:
             tuned = sl_torch.compile(model, inputs, target=args.target, tune=args.trials, log=args.log,
                                      timeout=args.timeout, strategy=args.strategy, per_round=args.per_round,
                                      seed=args.seed, executor=executor, verbose=0,
+                                     early_stopping=args.early_stopping,
                                      callback=None if args.quiet else _print_round)
             untuned = sl_torch.compile(model, inputs, target=args.target)
     except Exception as e:  # noqa: BLE001 (reported in one line; --traceback shows it all)

@@ -63,12 +63,15 @@ class TaskScheduler:
     weights: how often each task runs per forward; flops: its arithmetic operations (for the
     similarity estimate); tags: its similarity tag ('' shares with none). initial_s: a known
     latency per task to start from (its default schedule's, or a resumed log's best; None
-    where unknown)."""
+    where unknown). initial_trials: trials a resumed log already holds per task: such a task
+    counts as having had that many trials' rounds and skips the warm-up (TVM's
+    _restore_status)."""
 
     def __init__(self, weights: Sequence[float], flops: Sequence[float], tags: Optional[Sequence[str]] = None,
                  *, strategy: str = "gradient", alpha: float = 0.2, beta: float = 2.0,
                  backward_window_size: int = 3, early_stopping: Optional[int] = None,
-                 initial_s: Optional[Sequence[Optional[float]]] = None, seed: Optional[int] = None,
+                 initial_s: Optional[Sequence[Optional[float]]] = None,
+                 initial_trials: Optional[Sequence[int]] = None, seed: Optional[int] = None,
                  callback: Optional[Callable[[RoundInfo], None]] = None, verbose: int = 0):
         n = len(weights)
         if strategy not in STRATEGIES:
@@ -76,7 +79,7 @@ class TaskScheduler:
         if n == 0:
             raise ValueError("TaskScheduler: no tasks to tune")
         tags = list(tags) if tags is not None else [""] * n
-        if len(flops) != n or len(tags) != n or (initial_s is not None and len(initial_s) != n):
+        if len(flops) != n or len(tags) != n or any(x is not None and len(x) != n for x in (initial_s, initial_trials)):
             raise ValueError("TaskScheduler: weights, flops, tags and initial_s must have one entry per task")
         if any(not w > 0 for w in weights):
             raise ValueError(f"TaskScheduler: weights must be positive, got {list(weights)}")
@@ -89,7 +92,8 @@ class TaskScheduler:
         self.early_stopping = early_stopping
         self.best = [NO_COST if s is None else float(s) for s in (initial_s or [None] * n)]
         self.rounds = [0] * n                 # rounds each task has had
-        self.trials = [0] * n                 # measurements each task has had
+        self.resumed = list(initial_trials or [0] * n)   # trials a resumed log held (not this run's)
+        self.trials = [0] * n                 # measurements each task has had in this run
         self.history: List[List[float]] = [[] for _ in range(n)]     # best after each of its rounds
         self.improved_at = [0] * n            # the task's trial count when its best last dropped
         self.dead: set = set()
@@ -143,13 +147,18 @@ class TaskScheduler:
     def tune(self, trials: int, tune_round: Callable[[int, int], Tuple[int, Optional[float]]],
              per_round: int = 8, timeout: Optional[float] = None) -> None:
         """Spend up to `trials` measurements in rounds of at most per_round (fewer when the
-        budget is small, so that the warm-up reaches every task), stopping after `timeout`
+        budget is small, so that the warm-up reaches every task not resumed), stopping after `timeout`
         seconds (no new round starts then)."""
         n = len(self.weights)
-        per_round = max(1, min(per_round, trials // n)) if trials >= n else 1
+        for i, done in enumerate(self.resumed):
+            if done:                  # a resumed task: its rounds so far, estimated as TVM does
+                self.rounds[i] = max(1, int(done / per_round + 0.5))
+                self.history[i] = [self.best[i]] * self.rounds[i]
+        warm = [i for i in range(n) if not self.resumed[i]]
+        if warm:
+            per_round = max(1, min(per_round, trials // len(warm)))
         start = time.monotonic()
         spent, last = 0, -1
-        warm = list(range(n))
         while spent < trials and len(self.dead) < n:
             if timeout is not None and time.monotonic() - start >= timeout:
                 break

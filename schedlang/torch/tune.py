@@ -152,6 +152,7 @@ class KernelSearches:
         self.evolvers: Dict[int, object] = {}
         self.best: List[Optional[float]] = [None] * len(tasks)
         self.default_s: List[Optional[float]] = [None] * len(tasks)
+        self.resumed: List[int] = [0] * len(tasks)        # searched candidates the log held already
 
     def measure_defaults(self) -> None:
         """Time (or find in the log) each task's default schedule; its record is a candidate."""
@@ -169,6 +170,7 @@ class KernelSearches:
                 default = [rec]
             self.default_s[i] = _best_s(default)
             self.best[i] = _best_s(recs)
+            self.resumed[i] = sum(r.get("sketch") != "default" and "final" not in r for r in recs)
 
     def round(self, i: int, count: int) -> Tuple[int, Optional[float]]:
         """One round of task i: up to count new candidates measured; (measured, its best)."""
@@ -231,6 +233,7 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
         searches.measure_defaults()
         sched = TaskScheduler([t.weight for t in tasks], [t.task.flops for t in tasks], [t.tag for t in tasks],
                               strategy=strategy, early_stopping=early_stopping, initial_s=searches.best,
+                              initial_trials=searches.resumed,
                               seed=seed, callback=callback, verbose=verbose, **scheduler_options)
         start = time.monotonic()
         sched.tune(trials, searches.round, per_round=per_round, timeout=timeout)

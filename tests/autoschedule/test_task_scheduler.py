@@ -129,6 +129,16 @@ def test_gradient_reaches_95_percent_in_fewer_trials_than_round_robin():
     assert first["gradient"] <= 0.7 * first["round-robin"], first
 
 
+def test_a_resumed_task_skips_the_warm_up():
+    """Task 1's trials are in the log already: the warm-up visits only task 0, and task 1
+    counts as having had 32 / 8 = 4 rounds (a smaller optimistic share 1/4 of its best)."""
+    fake = FakeRounds([falling(1.0, 0.9), falling(1.0, 0.9)])
+    ts = TaskScheduler([1, 1], [1e6, 1e6], initial_s=[None, 1.0], initial_trials=[0, 32], seed=0)
+    ts.tune(16, fake, per_round=8)
+    assert ts.order[0] == 0 and ts.rounds[1] >= 4 and ts.trials[0] + ts.trials[1] == 16
+    assert ts.order[1] == 0              # 1.0 / 1 (one round of task 0) beats 1.0 / 4
+
+
 def test_estimate_is_unknown_until_every_task_has_a_latency():
     seen = []
     ts = TaskScheduler([1, 1], [1.0, 1.0], callback=seen.append)

@@ -166,6 +166,10 @@ def test_compile_tunes_the_kernels_and_builds_with_the_records(tmp_path):
     assert len(records.load(log)) == len(recs)
     with torch.no_grad():
         torch.testing.assert_close(again(x), want, rtol=1e-4, atol=1e-5)
+    with cf.ThreadPoolExecutor(1) as ex:                # tuning again resumes the log: no warm-up round
+        more = st.compile(model, (x,), tune=2, log=log, seed=1, executor=ex, per_round=2, **QUICK).tuning
+    assert more.resumed == sched.trials and sum(more.trials) == 2 and len(more.order) == 1
+    assert len([r for r in records.load(log) if r.get("sketch") == "default"]) == len(tasks)   # measured once
 
 
 def test_tune_needs_a_log():
