@@ -197,17 +197,20 @@ class KernelSearches:
 
 def tune_program(program: LoweredProgram, target, trials: int, log: str, executor=None, seed=None, *,
                  strategy: str = "gradient", timeout: Optional[float] = None, per_round: int = 8,
-                 number: int = 5, repeat: int = 3, verbose: int = 1, policy=None, final: int = 4,
+                 number: int = 5, repeat: int = 3, verbose: int = 1, policy=None, final: int = 2,
                  early_stopping: Optional[int] = None, callback=None, **scheduler_options):
     """Tune the kernels of program for target with `trials` measurements in all (plus one of
     each task's default schedule), appending to `log`; returns the TaskScheduler (its tasks'
     weights, trials, best latencies and round order) with `.tasks` (the KernelTasks) and
-    `.default_s`. strategy: "gradient" or "round-robin"; timeout: seconds after which no new
+    `.default_s` (each task's default schedule's latency). strategy: "gradient" or "round-robin"; timeout: seconds after which no new
     round starts; per_round: measurements per round; number, repeat: timed runs per
     measurement; policy: the search's SearchPolicy; final: the fastest few of each tuned task
-    timed again side by side at the end (0: not); early_stopping: trials without a gain after
-    which a task counts as converged; callback(RoundInfo) after each round; verbose=1 prints a
-    line per round. scheduler_options (alpha, beta, backward_window_size) go to TaskScheduler."""
+    timed again side by side at the end, in 3 alternating rounds (6 runs per task for the
+    default 2, where sl.auto_schedule's 4 would cost a model of 30 tasks 360; 0: not);
+    early_stopping: trials without a gain after which a task counts as converged;
+    callback(RoundInfo) after each round; verbose=1 prints a line per round.
+    scheduler_options (alpha, beta, backward_window_size) go to TaskScheduler. Returns None
+    when the program has no kernel to tune."""
     from ..autoschedule.api import final_comparison
     from ..autoschedule.measure import Measurer
     from ..autoschedule.search import SearchPolicy
