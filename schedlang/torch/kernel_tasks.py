@@ -26,7 +26,16 @@ import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from ..tensor.op import ComputeOp, PlaceholderOp
+from ..autoschedule import records
+from ..autoschedule.task import default_args
+from ..schedule.dataflow import replace_reads_op
+from ..schedule.steps import Step
+from ..tensor.op import ComputeOp, PlaceholderOp, placeholder
+from ..tensor.reduce import Reduce
+from ..tensor.serialize import workload_key
+from .attention_schedule import is_attention
+from .fuse import is_matmul
+from .tune import canonical_names, canonical_program
 
 # Step fields (schedule/steps.py) that name stages, and those that name axes.
 STAGE_FIELDS = ("stage", "target", "tensor")
@@ -48,9 +57,6 @@ class GroupProgram:
 
 def kind_of(group) -> str:
     """The kernel's kind, as schedule_group dispatches on it: attention, conv, matmul, rows, pointwise."""
-    from ..tensor.reduce import Reduce
-    from .attention_schedule import is_attention
-    from .fuse import is_matmul
     if is_attention(group.anchor):
         return "attention"
     if group.convs:
@@ -84,10 +90,6 @@ def group_program(s, group) -> Optional[GroupProgram]:
     a symbolic shape, an operation of several outputs read across the kernel's edge, or a
     member that is not a compute stage (scan, extern). Built from the kernel's own stages
     only (the rest of the model is never walked)."""
-    from ..autoschedule.task import default_args
-    from ..schedule.dataflow import replace_reads_op
-    from ..tensor.op import placeholder
-    from .tune import canonical_names, canonical_program
     members, inlined = _members(s, group)
     anchor = group.anchor.op
     if not all(isinstance(e, int) for e in anchor.shape) or not all(isinstance(op, ComputeOp) for op in members):
@@ -157,14 +159,13 @@ def _replay(s, prog: GroupProgram, steps: List[dict]) -> None:
     """Replay renamed steps on the part's schedule s. The kernel's private inlined stages are
     computed at the root first (the record says where each goes); an inlined stage another
     kernel also reads stays inlined: a record that moves it raises ValueError."""
-    from ..schedule.steps import Step
     shared = {op.name for op in prog.shared_inline}
     private = [op for op in prog.members if op.name not in shared and s[op].attach_type == "inline"]
     for op in private:
         s[op].compute_root()
     for data in steps:
         step = Step.from_json(data)
-        stage = data.get("stage")
+        stage = data.get("stage", data.get("tensor"))
         if stage in shared:
             if data["primitive"] == "compute_inline":
                 continue            # inlined already, for every kernel that reads it
@@ -178,8 +179,6 @@ def apply_group_record(s, group, target, index: "RecordIndex") -> bool:
     prog = group_program(s, group)
     if prog is None:
         return False
-    from ..autoschedule.task import default_args
-    from ..tensor.serialize import workload_key
     recs = index.ranked(workload_key(default_args(prog.outputs)), str(target))
     for rec in recs:
         saved = s.snapshot()
@@ -195,13 +194,11 @@ class RecordIndex:
     """A log's records by workload and target, loaded once per build (a part has many kernels)."""
 
     def __init__(self, log: str):
-        from ..autoschedule import records
         self._by_key: Dict[Tuple[str, str], List[dict]] = {}
         for rec in records.load(log):
             self._by_key.setdefault((rec["workload"], rec["target"]), []).append(rec)
 
     def ranked(self, key: str, target: str) -> List[dict]:
-        from ..autoschedule import records
         return records.ranked(self._by_key.get((key, target), []))
 
 
