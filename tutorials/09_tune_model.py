@@ -104,9 +104,9 @@ def run(args, channels, size, log):
     for i, t in enumerate(tasks):
         print(f"task {i}: {t.kind:9} {t.name:48} weight {t.weight}  {t.task.flops / 1e6:8.3f} MFLOP")
     shared = [t.name for t in tasks if t.weight > 1]
-    print(f"{len(tasks)} tasks for {sum(t.weight for t in tasks)} kernels: the blocks' first convolutions (conv, "
-          f"batch norm, ReLU) are one kernel run twice ({', '.join(shared)}); their second ones differ (the last "
-          "one's result leaves the blocked NCHWc layout for the pooling)")
+    print(f"{len(tasks)} tasks for {sum(t.weight for t in tasks)} kernels: the blocks' first convolutions (with "
+          f"their batch norm) are one kernel run twice ({', '.join(shared)}); the second ones are lowered "
+          "differently in the last block (its result feeds the pooling), so they are two tasks")
     assert shared
 
     # -----------------------------------------------------------------------
