@@ -57,7 +57,8 @@ CUDA_TILE = (8, 16)      # a matmul block's rows and columns (one output per thr
 def default_schedule(outputs: List, target=None, log: Optional[str] = None) -> Schedule:
     """The schedule of the program computing outputs: fused, each kernel scheduled for target
     ("llvm", "cuda", a Target; None: the host CPU). With log (a tuning-record file) holding a
-    successful record of this workload for target, the best record's schedule instead."""
+    successful record of this workload for target, the best record's schedule instead; else
+    each kernel with a record of its own program (torch/kernel_tasks.py) gets that record's."""
     outputs = list(outputs)
     if not outputs:
         raise ValueError("default_schedule: no output tensors given")
@@ -67,7 +68,13 @@ def default_schedule(outputs: List, target=None, log: Optional[str] = None) -> S
         if tuned is not None:
             return tuned
     s = create_schedule([t.op for t in outputs])
+    index = None
+    if log is not None:                    # per-kernel records (torch/kernel_tasks.py)
+        from .kernel_tasks import RecordIndex, apply_group_record
+        index = RecordIndex(log)
     for group in fuse(s):
+        if index is not None and apply_group_record(s, group, target, index):
+            continue
         saved = s.snapshot()
         try:
             schedule_group(s, group, target)
