@@ -100,11 +100,11 @@ class CUDABackend(Backend):
 
     def measure_candidate(self, task, schedule, arrays, number: int, repeat: int) -> dict:
         """Timed on the GPU where there is one, else an estimate from the SIMT profile."""
-        from ...autoschedule.gpu_estimate import run_cuda_candidate
+        from ...autoschedule.gpu_estimate import run_cuda_candidate    # the auto-scheduler loads when it asks
         return run_cuda_candidate(task, schedule, arrays, number, repeat)
 
     def search_features(self):
-        from ...autoschedule.features_gpu import GPU_TARGET_FEATURES
+        from ...autoschedule.features_gpu import GPU_TARGET_FEATURES    # (as above)
         return GPU_TARGET_FEATURES
 
     def check_launch(self, kernel, target: Target) -> None:
@@ -124,7 +124,7 @@ class CUDABackend(Backend):
 
     def default_schedules(self):
         from ...torch import schedules as ts          # the frontend (and torch) load only when it asks
-        from ...torch import attention_schedule as at, conv_schedules as cs
+        from ...torch import attention_schedule as at, conv_schedules as cs    # (as above)
         return {"matmul": ts.schedule_matmul_cuda, "rows": ts.schedule_rows_cuda,
                 "pointwise": ts.schedule_pointwise_cuda, "conv": cs.schedule_conv_cuda,
                 "attention": at.schedule_attention_cuda}

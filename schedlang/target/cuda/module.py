@@ -9,6 +9,7 @@ import numpy as np
 from ...kernel.launch import launch_dims
 from ...kernel.nodes import KernelModule
 from ..module import BuiltModule
+from ..simt import run_module
 from ..target import Target
 from . import shim
 from .codegen import check_grid
@@ -109,7 +110,6 @@ class CUDAModule(BuiltModule):
         arrays, pointers, sizes = self._arguments(arrays)
         self._check_alignment(pointers)
         if engine == "simt":
-            from ..simt import run_module
             flat = [(x if isinstance(x, np.ndarray) else x.detach().numpy()).reshape(-1) for x in arrays]
             return run_module(self.kernel_ir, flat, self.target.arch, self.ptxas_info, profile, sizes)
         source = shim.checked_source(self.ir["cuda"]) if bounds_check else self.ir["cuda"]
