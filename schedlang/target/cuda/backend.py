@@ -30,6 +30,7 @@ from ...loop.functor import walk_stmts
 from ...loop.simplify import simplify_stmt
 from ...loop.nodes import Allocate, Store
 from ...schedule.annotate import BIND, PARALLEL
+from ...schedule.placement import enclosing_loops
 from ...tensor.op import PlaceholderOp
 from ..backend import Backend, BuildState, run_stages
 from ..target import Target
@@ -138,18 +139,6 @@ def ptx_stage(st: BuildState) -> str:
     ptx = compile_ptx(st.texts["cuda"], st.target.arch, st.kernel.name)
     st.ptxas_info = ptxas_info(ptx, st.target.arch)
     return ptx
-
-
-def enclosing_loops(st):
-    """(stage, loop) of every loop around the point where st is computed, innermost first."""
-    out = []
-    while st.attach_type == "at":
-        parent = st.attach_stage
-        leaves = list(parent.leaf_iter_vars)
-        pos = next(i for i, a in enumerate(leaves) if a is st.attach_ivar)
-        out += [(parent, a) for a in reversed(leaves[:pos + 1])]
-        st = parent
-    return out
 
 
 def check_shared_stage(st) -> None:
