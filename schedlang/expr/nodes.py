@@ -121,7 +121,7 @@ class Expr(ExprOps):
     dtype: DType
 
     def __str__(self) -> str:
-        from .printer import expr_str
+        from .printer import expr_str    # the printer imports these nodes
         return expr_str(self)
 
     def __repr__(self) -> str:

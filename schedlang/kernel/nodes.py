@@ -68,7 +68,7 @@ class Kernel:
         return None
 
     def __str__(self) -> str:
-        from .printer import print_kernel
+        from .printer import print_kernel    # the printer imports these nodes
         return print_kernel(self)
 
 
@@ -83,5 +83,5 @@ class KernelModule:
     size_checks: Tuple[Tuple[Expr, str], ...] = ()   # (size expression, what it is): must be >= 1 when called
 
     def __str__(self) -> str:
-        from .printer import print_module
+        from .printer import print_module    # (as Kernel.__str__)
         return print_module(self)

@@ -7,6 +7,7 @@ from types import MappingProxyType
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from ..errors import ScheduleError
+from ..expr.functor import free_vars
 from ..expr.nodes import Expr, Var
 from ..tensor.axis import IterVar
 from ..tensor.graph import post_order
@@ -170,7 +171,6 @@ class Schedule:
 
     def _program_size_vars(self) -> Dict[str, Var]:
         """The size variables of the program's shapes and axis extents, by name."""
-        from ..expr.functor import free_vars
         found: Dict[str, Var] = {}
         for st in self.stages:
             extents = list(getattr(st.op, "shape", ())) + [a.dom.extent for a in st.op.root_axes]

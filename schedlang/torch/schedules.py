@@ -37,6 +37,7 @@ from ..expr.nodes import Binary, Const, Var
 from ..schedule import Schedule, create_schedule
 from ..target.registry import get_backend
 from ..target.target import Target
+from ..tensor import thread_axis as _thread_axis
 from ..tensor.axis import IterVar
 from ..tensor.op import TensorRead
 from ..tensor.reduce import Reduce
@@ -474,7 +475,6 @@ def _matmul_nt(s, anchor, matmuls, lanes_: int) -> None:
 # ---- CUDA ------------------------------------------------------------------------------
 
 def _bind(stage, ivar, name: str) -> None:
-    from ..tensor import thread_axis as _thread_axis
     stage.bind(ivar, _thread_axis(name))
 
 
