@@ -101,7 +101,7 @@ def tune(name: str, tensors, args, trials: int, timeout):
                                 verbose=1, timeout=timeout)
     took = time.perf_counter() - start
     recs = sl.autoschedule.records.load(log)
-    png = os.path.join(args.log_dir, f"{name}.png")
+    png = os.path.join(args.log_dir, f"{name}{target_tag(args.target)}.png")
     try:
         sl.plot_tuning(log, png)
     except ImportError:

@@ -215,7 +215,10 @@ def _replayable(task: SearchTask, recs):
 
 def _best_checked(task: SearchTask, log: str, warn_none: bool = True) -> Tuple[Schedule, List]:
     target = str(task.target)
-    for rec, s in _replayable(task, records.ranked(records.load(log, task.workload_key, target))):
+    # this target's records, this CPU's first (a shared log may hold another machine's too)
+    groups = records.choose(records.load(log, task.workload_key, target), task.target, records.this_cpu())
+    ordered = [rec for name, recs in groups if name != records.WIDER for rec in recs]
+    for rec, s in _replayable(task, ordered):
         problem = check_against_reference(task, s)
         if problem is None:
             return s, task.args
@@ -316,7 +319,11 @@ def fits_target(task: SearchTask, rec) -> bool:
 
 def apply_best(log: str, outputs, target=None) -> Tuple[Schedule, List]:
     """(schedule, args) of the fastest successful record of this program in the log
-    (FileNotFoundError without the file; ValueError without such a record).
+    (FileNotFoundError without the file; ValueError without such a record). Records
+    measured on this CPU for this target come first; else another CPU's (or another target's
+    of the same kind, e.g. a log tuned for "llvm -mcpu=znver3" on a Zen 4) with a one-line
+    OtherCPUWarning; a record built for a wider ISA than the target's only when it fits the
+    target's register file (_best_record).
     TVM: SearchTask.apply_best(log) (tvm_names.py)."""
     task = _task(outputs, target, "apply_best")
     return _best_record(log, task, "apply_best")[1], task.args
