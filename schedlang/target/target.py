@@ -112,6 +112,8 @@ class LLVMOptions:
     def flags(self) -> str:
         """The options as target-string flags (for printing)."""
         out = [f"-mcpu={self.cpu}"] if self.cpu else []
+        if self.vector_registers is not None:       # set by the user: measurement workers need it too
+            out.append(f"-vector-registers={self.vector_registers}")
         return " ".join(out)
 
 
@@ -176,7 +178,10 @@ class COptions:
         _check_host_options(self)
 
     def flags(self) -> str:
-        return f"-mcpu={self.cpu}" if self.cpu else ""
+        out = [f"-mcpu={self.cpu}"] if self.cpu else []
+        if self.vector_registers is not None:
+            out.append(f"-vector-registers={self.vector_registers}")
+        return " ".join(out)
 
 
 Options = Union[LLVMOptions, CUDAOptions, COptions]
