@@ -8,7 +8,9 @@ that completes a CPU sample.
   where all its readers are (locate);
 - tile: a reduction with data reuse (an operand not indexed by every spatial axis:
   matmul, batch matmul, conv2d) gets multi-level tiling, spatial loops in four levels
-  and reduction loops in two, ordered S S R S R S;
+  and reduction loops in two, ordered S S R S R S; the innermost spatial level is a register
+  block (the last axis vectorized, the others unrolled) drawn within the target's register
+  file (Target.native_registers, native_lanes: spatial_tiles), as is every tiling rule's;
 - tile_cache_write: the same with the result accumulated in a local cache_write stage
   computed at the tiles of the output stage;
 - tile_pack: tile_cache_write, and the inputs read a panel per tile (B of a matmul) copied
