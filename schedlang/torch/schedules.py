@@ -90,14 +90,8 @@ def default_schedule(outputs: List, target=None, log: Optional[str] = None) -> S
 
 def tuned_schedule(outputs: List, target: Target, log: str) -> Optional[Schedule]:
     """The best recorded schedule of this workload and target in log, or None without one."""
-    from ..autoschedule import apply_best, records
-    from ..autoschedule.task import default_args
-    from ..tensor.serialize import workload_key
-    key = workload_key(default_args(outputs))
-    if not records.ranked(records.load(log, key, str(target))):
-        return None
-    s, _ = apply_best(log, outputs, target)
-    return s
+    from ..autoschedule.api import tuned_schedule_or_none     # this CPU's records first (records.choose)
+    return tuned_schedule_or_none(log, outputs, target)
 
 
 def schedule_group(s: Schedule, group: Group, target: Target) -> None:
