@@ -34,7 +34,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Dict, Optional
 
-from .disk import clear_folder, code_cache_enabled, entry_path, folder_info, read_entry, write_entry
+from .disk import (MAX_BYTES_ENV, clear_folder, code_cache_enabled, entry_path, folder_info, max_bytes, read_entry,
+                   write_entry)
 
 ENABLED = True         # and unless SCHEDLANG_KERNEL_CACHE=0 (disk.code_cache_enabled)
 FOLDER = "kernels"
@@ -203,11 +204,22 @@ def clear() -> int:
 
 
 def run_command(action: str) -> int:
-    """`schedlang cache info|clear`: print what the caches hold, or empty them; exit status."""
+    """`schedlang cache info|clear`: print what the caches hold (entries and sizes per folder,
+    the total against the size cap), or empty them; exit status."""
     if action == "clear":
         print(f"removed {clear()} entries")
         return 0
-    for name, facts in info().items():
-        print(f"{name}: {facts['entries']} entries, {facts['bytes'] / 1e6:.1f} MB in {facts['path']}")
+    facts = info()
+    for name, f in facts.items():
+        print(f"{name}: {f['entries']} entries, {f['bytes'] / 1e6:.1f} MB in {f['path']}")
+    total = sum(f["bytes"] for f in facts.values())
+    try:
+        limit = max_bytes()
+    except ValueError as e:
+        print(f"schedlang: error: {e}")
+        return 2
+    cap = f"{limit / 1e6:.1f} MB" if limit else "none"
+    print(f"total: {total / 1e6:.1f} MB; size cap (${MAX_BYTES_ENV}): {cap}, least recently used entries "
+          "removed beyond it")
     print(f"versions: {', '.join(f'{k} {v[:12]}' for k, v in versions().items())}")
     return 0
