@@ -112,10 +112,12 @@ def load(key, target):
     """The module stored for a build_cache key, or None."""
     if not cacheable(target):
         return None
-    return _load_text(key_text(key, target), target)
+    return load_text(key_text(key, target), target)
 
 
-def _load_text(text: str, target):
+def load_text(text: str, target):
+    """The module stored under a full key text (key_text's), or None. The module's
+    disk_key is that text (the model cache refers to it)."""
     entry = read(FOLDER, text)
     if entry is None:
         return None
@@ -127,6 +129,7 @@ def _load_text(text: str, target):
         stats.rejected += 1
         return None
     stats.loads += 1
+    module.disk_key = text
     return module
 
 
@@ -137,17 +140,22 @@ def store(key, target, module) -> None:
         return
     import os
     import tempfile
+    text = key_text(key, target)
     try:
         with tempfile.TemporaryDirectory(prefix="schedlang-kernel-") as tmp:
             path = os.path.join(tmp, "module.so")
             module.export_library(path)
             with open(path, "rb") as f:
                 library = f.read()
-        write_entry(FOLDER, key_text(key, target), {"texts": dict(module.ir)}, library)
+        write_entry(FOLDER, text, {"texts": dict(module.ir)}, library)
     except (OSError, ValueError, RuntimeError):    # no C compiler, a full disk, an extern call it cannot save
         stats.failed += 1
         return
     stats.stores += 1
+    try:
+        module.disk_key = text           # what the model cache refers to
+    except AttributeError:               # a registered backend's module without attributes
+        pass
 
 
 # ---------------------------------------------------------------- default-scheduled programs
@@ -160,7 +168,7 @@ def build_default(inputs, outputs, target, schedule: Callable[[], object], build
     if alias is not None:
         entry = read(FOLDER, alias)
         built = entry[0].get("build_key") if entry is not None else None
-        module = _load_text(built, target) if isinstance(built, str) else None
+        module = load_text(built, target) if isinstance(built, str) else None
         if module is not None:
             return module
     s = schedule()
@@ -189,7 +197,8 @@ def _alias_text(inputs, outputs, target) -> Optional[str]:
 
 
 # ---------------------------------------------------------------- the folders
-FOLDERS = (FOLDER, "nvrtc")        # every folder of compiled code this module answers for
+FOLDERS = (FOLDER, "models", "nvrtc")   # every folder of compiled code this module answers for (models:
+                                        # schedlang/torch/model_cache.py)
 
 
 def info() -> Dict[str, Dict[str, object]]:
