@@ -4,9 +4,10 @@ lowering and no LLVM code generation.
 sl.build (through build_cache.cached_build) looks a build up here when the in-memory
 cache misses, and stores what it compiled. An entry is one file in
 $SCHEDLANG_CACHE_DIR/kernels (disk.py: per user, private, else ~/.cache/schedlang):
-a disk.py entry whose header holds the full key text and the text of every level the build
-kept (mod.ir), and whose payload is the shared library mod.export_library writes, with a
-checksum trailer over the whole
+a disk.py entry whose header holds the full key text and the library's size, and whose
+payload is the shared library mod.export_library writes followed by the text of every level
+the build kept (mod.ir; zlib-compressed JSON, decompressed only when mod.ir is read), with a
+checksum trailer over the whole,
 
 and is written whole (disk.write_atomically), so concurrent processes see an entry
 complete or not at all (of two writers of one key, the last one's stays). Its file name is a
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -39,7 +41,7 @@ from .disk import (MAX_BYTES_ENV, clear_folder, code_cache_enabled, entry_path, 
 
 ENABLED = True         # and unless SCHEDLANG_KERNEL_CACHE=0 (disk.code_cache_enabled)
 FOLDER = "kernels"
-FORMAT = 1
+FORMAT = 2         # 2: the levels' texts after the library in the payload, read on demand
 
 
 @dataclass
@@ -121,10 +123,12 @@ def load_text(text: str, target):
     entry = read(FOLDER, text)
     if entry is None:
         return None
-    header, library = entry
+    header, payload = entry
     from .target.llvm.cached import CachedModule
     try:
-        module = CachedModule(str(entry_path(FOLDER, text)), library, target, header.get("texts", {}))
+        size = header["library_size"]
+        library, texts = payload[:size], payload[size:]        # texts: decompressed when mod.ir is read
+        module = CachedModule(str(entry_path(FOLDER, text)), library, target, texts)
     except (ValueError, OSError, KeyError, TypeError):     # a library that does not check or load
         stats.rejected += 1
         return None
@@ -147,7 +151,8 @@ def store(key, target, module) -> None:
             module.export_library(path)
             with open(path, "rb") as f:
                 library = f.read()
-        write_entry(FOLDER, text, {"texts": dict(module.ir)}, library)
+        texts = zlib.compress(json.dumps(dict(module.ir)).encode(), 1)
+        write_entry(FOLDER, text, {"library_size": len(library)}, library + texts)
     except (OSError, ValueError, RuntimeError):    # no C compiler, a full disk, an extern call it cannot save
         stats.failed += 1
         return
