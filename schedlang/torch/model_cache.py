@@ -19,8 +19,9 @@ it a miss, and the model is compiled as before.
 
 Only programs that are whole parts are stored: static shapes, no step left to torch (a
 graph with fallback ops or dynamic sizes is compiled each time, its kernels still found in
-the kernel cache). The same switches turn it off as the kernel cache
-(SCHEDLANG_KERNEL_CACHE=0, kernel_cache.ENABLED).
+the kernel cache), nor while a lowering registered from outside schedlang is in the table.
+The switches of the kernel cache turn it off too (SCHEDLANG_KERNEL_CACHE=0,
+kernel_cache.ENABLED, build_cache.ENABLED).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 import schedlang as sl
-from schedlang import errors, kernel_cache
+from schedlang import build_cache, errors, kernel_cache
 from schedlang.disk import write_entry
 
 from .lower import LoweredProgram, Part, TorchStep
@@ -103,10 +104,18 @@ def graph_json(graph: TorchGraph) -> list:
     return [inputs, nodes, _canon(list(graph.outputs)), graph.output_kind]
 
 
+def _outside_lowerings() -> bool:
+    """Whether a lowering registered from outside schedlang is in the table: what it makes of
+    a graph is in no version the key holds (the kernel cache, keyed by the program, still
+    serves such models)."""
+    from .ops.registry import LOWERINGS
+    return any(not getattr(fn, "__module__", "").startswith("schedlang.") for fn in LOWERINGS.values())
+
+
 def key_text(graph: TorchGraph, target, log: Optional[str]) -> Optional[str]:
     """The full key text of graph compiled for target (with the tuning log's content), or
     None when it is not cached (not keyable, or the cache is off for target)."""
-    if not kernel_cache.cacheable(target):
+    if not (build_cache.ENABLED and kernel_cache.cacheable(target)) or _outside_lowerings():
         return None
     import torch
     from dataclasses import asdict

@@ -202,3 +202,19 @@ def test_second_processes_load_models_from_disk_by_either_path(cache):
     again = run(DYNAMO="1", FORBID="1")
     assert (again["model_loads"], again["loads"], again["stores"]) == (1, first["stores"], 0)
     assert first["digest"] == second["digest"] == dynamo["digest"] == again["digest"]
+
+
+def test_off_with_a_lowering_from_outside_or_the_build_cache_off(cache, monkeypatch):
+    """A lowering registered by user code changes what a graph lowers to, and no version in
+    the key says so: such a process neither loads nor stores models (kernels still cached)."""
+    from schedlang.torch.ops.registry import LOWERINGS
+    model, inputs = _model()
+    _compile(model, inputs)
+    graph, host = st.capture(model, inputs), sl.Target.create("llvm")
+    assert model_cache.key_text(graph, host, None) is not None
+    monkeypatch.setitem(LOWERINGS, "aten.my_op_for_this_test", lambda ctx, x: x)
+    assert model_cache.key_text(graph, host, None) is None
+    assert isinstance(_compile(model, inputs)._plan, st.LoweredProgram)
+    monkeypatch.delitem(LOWERINGS, "aten.my_op_for_this_test")
+    monkeypatch.setattr(build_cache, "ENABLED", False)
+    assert model_cache.key_text(graph, host, None) is None
