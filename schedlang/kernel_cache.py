@@ -8,7 +8,6 @@ a disk.py entry whose header holds the full key text and the library's size, and
 payload is the shared library mod.export_library writes followed by the text of every level
 the build kept (mod.ir; zlib-compressed JSON, decompressed only when mod.ir is read), with a
 checksum trailer over the whole,
-
 and is written whole (disk.write_atomically), so concurrent processes see an entry
 complete or not at all (of two writers of one key, the last one's stays). Its file name is a
 hash of the key text, and the full key text is stored and compared on load, so an entry
