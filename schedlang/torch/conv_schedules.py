@@ -18,7 +18,7 @@ threads a block.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 from ..expr.functor import uses_var, walk
 from ..expr.nodes import Binary
@@ -33,6 +33,8 @@ MAX_UNROLL_TAPS = 7       # a kernel extent the row schedule unrolls
 
 def schedule_conv_cpu(s, group, target: Target) -> None:
     """Schedule the convolution kernel group (group.convs not empty) for a CPU target."""
+    if all(len(s[c].op.axis) == 5 for c in group.convs) and len(s[group.anchor].op.axis) == 5:
+        return _conv_nchwc_cpu(s, group)          # blocked activations (layout.py)
     widths = {block_width(s[c]) if _dense(s[c]) else None for c in group.convs}
     width = widths.pop() if len(widths) == 1 else None
     if width is not None and width > 1:
@@ -100,6 +102,55 @@ def _conv_blocked_cpu(s, group, width: int) -> None:
     out.parallel(_fuse(out, [n, co] + spatial[:-1]))
     out.unroll(ci)
     out.vectorize(wi)
+
+
+def nchwc_tile(blocks: int, cols: int, width: int) -> Tuple[int, int]:
+    """(channel blocks, output columns) of a register tile of the blocked kernel: vecs * wt
+    accumulators, vecs weight vectors and a broadcast within the register file (32 vector
+    registers with 16-lane vectors: AVX-512; 16 otherwise), vecs dividing the blocks and wt
+    the row's columns (a tail costs a second, guarded copy of the tile); the most FMAs per
+    vector loaded (vecs * wt / (vecs + wt)), then the larger tile."""
+    registers = 32 if width >= 16 else 16
+    best = (0.0, 0, 1, 1)
+    for vecs in (1, 2, 4):
+        if blocks % vecs:
+            continue
+        most = (registers - 1 - vecs) // vecs
+        for wt in range(1, min(most, cols) + 1):
+            if cols % wt == 0:
+                best = max(best, (vecs * wt / (vecs + wt), vecs * wt, vecs, wt))
+    return best[2], best[3]
+
+
+def _conv_nchwc_cpu(s, group) -> None:
+    """The NCHWc kernel over blocked activations: out[n, cb, h, w, l] (layout.py), each sum
+    in a local [vecs, wt, L] tile of registers computed at the loop over a row's columns
+    (reduction outermost, then the tile's columns and channel blocks, unrolled, and the L
+    channels of a vector innermost), written back as whole vectors of L channels."""
+    from .schedules import _fuse, static
+    root = group.anchor is group.convs[0]
+    caches = []
+    for conv in [s[c] for c in group.convs]:
+        caches.append(s[s.cache_write(conv.op.output(0), "local")])
+        if not root:
+            conv.compute_inline()                   # the epilogue reads the cache
+    out = s[group.anchor]
+    n, cb, *spatial, lane = out.op.axis
+    vecs, wt = nchwc_tile(static(cb.dom.extent), static(spatial[-1].dom.extent), static(lane.dom.extent))
+    co, ci = out.split(cb, factor=vecs)
+    wo, wi = out.split(spatial[-1], factor=wt)
+    out.reorder(n, co, *spatial[:-1], wo, ci, wi, lane)
+    for cache in caches:
+        cache.compute_at(out, wo)
+        cn, ccb, *csp, cl = cache.op.axis
+        cache.reorder(cn, *csp[:-1], *cache.op.reduce_axis, csp[-1], ccb, cl)
+        cache.unroll(csp[-1])
+        cache.unroll(ccb)
+        cache.vectorize(cl)
+    out.parallel(_fuse(out, [n, co] + spatial[:-1]))
+    out.unroll(ci)
+    out.unroll(wi)
+    out.vectorize(lane)
 
 
 def _row_vector(cols: Optional[int], lanes_: int) -> Optional[int]:
