@@ -90,8 +90,9 @@ def _channel_read(conv) -> Optional[TensorRead]:
 
 
 def _conv_width(ops) -> Optional[int]:
-    widths = {w for w in (packed_width(op) for op in ops) if w is not None}
-    return widths.pop() if len(widths) == 1 else None
+    """The block of the program's packed convolutions: the widest (a native vector; a
+    convolution of fewer output channels packs fewer)."""
+    return max((w for w in (packed_width(op) for op in ops) if w is not None), default=None)
 
 
 def _blockable(op, outs, readers, width: int) -> bool:
