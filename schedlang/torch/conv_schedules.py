@@ -2,8 +2,14 @@
 elementwise epilogue fusion put after it: bias, batch norm, ReLU/ReLU6, a residual add,
 which may sum a second convolution: a ResNet block's downsampling shortcut).
 
-On the CPU, activations stay NCHW; two kernels:
-- blocked (dense convolutions whose weights are read in packed blocks [OC / L, ICg, *K, L],
+On the CPU, three kernels:
+- NCHWc (a kernel whose result is blocked [N, C / L, H, W, L]: an activation another dense
+  convolution reads, layout.py): `_conv_nchwc_cpu`, register tiles of vecs blocks of L
+  output channels by wt columns (nchwc_tile: as many accumulators as the register file
+  holds), the reduction outermost with the L input channels of a block innermost (the
+  input read as broadcasts of consecutive values), the tile written back as whole vectors;
+  (batch, channel tile, output rows) run in parallel.
+- blocked NCHW (dense convolutions whose weights are read in packed blocks [OC / L, ICg, *K, L],
   prepack.py): the NCHWc kernel of benchmarks/sl_kernels.py's conv2d_nchwc_schedule. Each
   sum accumulates in a local tile laid out [.., wt, L] (L output channels, a native vector
   of the target, innermost): per step of the reduction, wt broadcasts of input values,
