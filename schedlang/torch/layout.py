@@ -133,21 +133,35 @@ def _blocked_stages(ops, outs, readers, width: int) -> Set[Operation]:
         elif _channelwise(op) and _blockable(op, outs, readers, width):
             seeds.append(op)                        # a pooling: vectors of L channels
     blocked: Set[Operation] = set()
-    work = list(seeds)
+    for seed in seeds:
+        found = _closure(seed, outs, readers, width)
+        if found is not None:
+            blocked |= found
+    return blocked
+
+
+def _closure(seed, outs, readers, width: int) -> Optional[Set[Operation]]:
+    """seed and what it reads at its own channel, transitively (module docstring); None when
+    that reaches another kind of convolution (depthwise, grouped: its kernel runs NCHW
+    rows, and a blocked epilogue could not be fused with it)."""
+    found: Set[Operation] = set()
+    work = [seed]
     while work:
         x = work.pop()
-        if x in blocked:
+        if x in found:
             continue
-        blocked.add(x)
+        found.add(x)
         c = x.axis[1].var
         for body in x.bodies:
             for node in walk(body):
                 if isinstance(node, TensorRead) and len(node.indices) > 1 and node.indices[1] is c:
                     y = node.tensor.op
-                    if y not in blocked and _blockable(y, outs, readers, width) and y.shape[1] == x.shape[1] \
+                    if getattr(y, "tag", "") == CONV_TAG and packed_width(y) != width:
+                        return None
+                    if y not in found and _blockable(y, outs, readers, width) and y.shape[1] == x.shape[1] \
                             and (_injective(y) or _channelwise(y) or packed_width(y) == width):
                         work.append(y)
-    return blocked
+    return found
 
 
 def _rebuild(op: ComputeOp, new: Dict[Operation, Operation], blocked: Set[Operation], width: int) -> ComputeOp:
