@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import partial
-from typing import Callable, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from .. import verify
 from ..errors import InternalError
-from ..loop.nodes import Func
+from ..loop.nodes import Allocate, Func, Seq, StageNest, Stmt, seq
 from ..loop.printer import print_func
 from ..loop.verify import size_vars, verify_stmt
+from .dedup import AlphaKey, alpha_key, rename, renaming
 from .kernels import split_kernels
 from .nodes import KernelModule
 from .sizes import add_size_params
@@ -42,16 +43,59 @@ SPLIT_KERNELS = WholeFunction(_split)          # one kernel per root stage nest,
 ADD_SIZE_PARAMS = WholeFunction(_sizes)        # size variables become scalar parameters
 
 
-def lower_to_kernel_ir(func: Func, passes: Sequence[Tuple[str, Callable]], trace=None) -> KernelModule:
+def lower_to_kernel_ir(func: Func, passes: Sequence[Tuple[str, Callable]], trace=None,
+                       per_nest: bool = False) -> KernelModule:
     """Run the passes (from the target's backend) over the function body; the list ends
     with SPLIT_KERNELS and ADD_SIZE_PARAMS. With verification on (schedlang.verify), the IR
-    is checked after every pass; with a trace, its text is recorded after every pass."""
+    is checked after every pass; with a trace, its text is recorded after every pass.
+
+    per_nest (a backend whose body passes see one root stage nest at a time): the passes
+    before SPLIT_KERNELS run on each root stage nest alone, and a nest that is an earlier
+    one with its variables and buffers renamed (kernel/dedup.py: a model's repeated layer)
+    takes that one's result, renamed, instead of running them again. Verification then
+    checks the whole body after the last of them; a trace keeps the whole-body order."""
     bound = [(name, partial(p.run, func=func) if isinstance(p, WholeFunction) else p) for name, p in passes]
+    if per_nest and trace is None:
+        cut = next((i for i, (_, p) in enumerate(passes) if isinstance(p, WholeFunction)), len(passes))
+        body = _per_nest(func.body, bound[:cut]) if cut else None
+        if body is not None:
+            if verify.ENABLED:
+                _verify(func, body, bound[cut - 1][0])
+            func, bound = replace(func, body=body), bound[cut:]
     module = verify.run_passes(func.body, bound, partial(_verify, func), trace, partial(_show, func))
     if not isinstance(module, KernelModule):
         raise InternalError("a Kernel IR pass list ends with split_kernels and add_size_params "
                             f"(SPLIT_KERNELS, ADD_SIZE_PARAMS); this one ends with {bound[-1][0] if bound else 'nothing'}")
     return verify_kernel_module(module) if verify.ENABLED else module
+
+
+def _per_nest(body: Stmt, passes) -> Optional[Stmt]:
+    """The body with the passes run on each root stage nest, once per distinct nest (up to
+    renaming); None when the body is not root allocations around stage nests."""
+    allocs = []
+    while isinstance(body, Allocate):
+        allocs.append(body.buffer)
+        body = body.body
+    nests = list(body.stmts) if isinstance(body, Seq) else [body]
+    if not all(isinstance(n, StageNest) for n in nests):
+        return None
+    done: Dict[tuple, Tuple[Stmt, AlphaKey]] = {}
+    out = []
+    for nest in nests:
+        keyed = alpha_key(nest.body)
+        hit = done.get(keyed[0]) if keyed is not None else None
+        if hit is not None:
+            var_map, buf_map = renaming(hit[1], keyed[1])
+            new = StageNest(nest.stage, rename(hit[0].body, var_map, buf_map))
+        else:
+            new = verify.run_passes(nest, passes)
+            if keyed is not None and isinstance(new, StageNest):
+                done[keyed[0]] = (new, keyed[1])
+        out.append(new)
+    result = seq(*out)
+    for b in reversed(allocs):
+        result = Allocate(b, result)
+    return result
 
 
 def _verify(func: Func, ir, after: str) -> None:
