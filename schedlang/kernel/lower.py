@@ -18,7 +18,7 @@ from ..loop.printer import print_func
 from ..loop.verify import size_vars, verify_stmt
 from .dedup import AlphaKey, alpha_key, rename, renaming
 from .kernels import split_kernels
-from .nodes import KernelModule
+from .nodes import KernelCopy, KernelModule
 from .sizes import add_size_params
 from .verify import verify_kernel_module
 
@@ -55,10 +55,12 @@ def lower_to_kernel_ir(func: Func, passes: Sequence[Tuple[str, Callable]], trace
     takes that one's result, renamed, instead of running them again. Verification then
     checks the whole body after the last of them; a trace keeps the whole-body order."""
     bound = [(name, partial(p.run, func=func) if isinstance(p, WholeFunction) else p) for name, p in passes]
+    origins = None
     if per_nest and trace is None:
         cut = next((i for i, (_, p) in enumerate(passes) if isinstance(p, WholeFunction)), len(passes))
-        body = _per_nest(func.body, bound[:cut]) if cut else None
-        if body is not None:
+        done = _per_nest(func.body, bound[:cut]) if cut else None
+        if done is not None:
+            body, origins = done
             if verify.ENABLED:
                 _verify(func, body, bound[cut - 1][0])
             func, bound = replace(func, body=body), bound[cut:]
@@ -66,12 +68,35 @@ def lower_to_kernel_ir(func: Func, passes: Sequence[Tuple[str, Callable]], trace
     if not isinstance(module, KernelModule):
         raise InternalError("a Kernel IR pass list ends with split_kernels and add_size_params "
                             f"(SPLIT_KERNELS, ADD_SIZE_PARAMS); this one ends with {bound[-1][0] if bound else 'nothing'}")
+    if origins is not None and isinstance(module, KernelModule) and any(o is not None for o in origins):
+        module = replace(module, copies=_copies(module, origins))
     return verify_kernel_module(module) if verify.ENABLED else module
 
 
-def _per_nest(body: Stmt, passes) -> Optional[Stmt]:
-    """The body with the passes run on each root stage nest, once per distinct nest (up to
-    renaming); None when the body is not root allocations around stage nests."""
+def _copies(module: KernelModule, origins) -> tuple:
+    """module.copies from the nest each kernel's nest was renamed from (one kernel per nest)."""
+    if len(origins) != len(module.kernels):
+        return ()
+    out = []
+    for kj, origin in zip(module.kernels, origins):
+        copy = None
+        if origin is not None:
+            i, var_map, buf_map = origin
+            ki = module.kernels[i]
+            params = tuple(buf_map.get(b) for b in ki.params)
+            sizes = tuple(var_map.get(v) for v in ki.sizes)
+            if (len(ki.launch) == len(kj.launch) and set(map(id, params)) == set(map(id, kj.params))
+                    and len(params) == len(kj.params) and set(map(id, sizes)) == set(map(id, kj.sizes))
+                    and len(sizes) == len(kj.sizes)):
+                copy = KernelCopy(i, params, sizes)
+        out.append(copy)
+    return tuple(out)
+
+
+def _per_nest(body: Stmt, passes):
+    """(the body with the passes run on each root stage nest, once per distinct nest up to
+    renaming; per nest, None or (index of the nest it repeats, variable map, buffer map)),
+    or None when the body is not root allocations around stage nests."""
     allocs = []
     while isinstance(body, Allocate):
         allocs.append(body.buffer)
@@ -79,23 +104,25 @@ def _per_nest(body: Stmt, passes) -> Optional[Stmt]:
     nests = list(body.stmts) if isinstance(body, Seq) else [body]
     if not all(isinstance(n, StageNest) for n in nests):
         return None
-    done: Dict[tuple, Tuple[Stmt, AlphaKey]] = {}
-    out = []
-    for nest in nests:
+    done: Dict[tuple, Tuple[int, Stmt, AlphaKey]] = {}
+    out, origins = [], []
+    for index, nest in enumerate(nests):
         keyed = alpha_key(nest.body)
         hit = done.get(keyed[0]) if keyed is not None else None
         if hit is not None:
-            var_map, buf_map = renaming(hit[1], keyed[1])
-            new = StageNest(nest.stage, rename(hit[0].body, var_map, buf_map))
+            var_map, buf_map = renaming(hit[2], keyed[1])
+            new = StageNest(nest.stage, rename(hit[1].body, var_map, buf_map))
+            origins.append((hit[0], var_map, buf_map))
         else:
             new = verify.run_passes(nest, passes)
             if keyed is not None and isinstance(new, StageNest):
-                done[keyed[0]] = (new, keyed[1])
+                done[keyed[0]] = (index, new, keyed[1])
+            origins.append(None)
         out.append(new)
     result = seq(*out)
     for b in reversed(allocs):
         result = Allocate(b, result)
-    return result
+    return result, origins
 
 
 def _verify(func: Func, ir, after: str) -> None:

@@ -111,3 +111,16 @@ def test_rename_gives_the_other_nest():
     fresh = rename(first.body, {}, {})
     assert alpha_key(fresh)[0] == k1
     assert not set(map(id, alpha_key(fresh)[1].buffers)) & set(map(id, keyer1.buffers))
+
+
+def test_each_copy_is_its_kernel_renamed():
+    s, args = _layers(5, [(4, 16), (4, 16), (3, 8)])
+    km = sl.lower(s, args, level="kernel").ir["kernel"]
+    assert len(km.copies) == len(km.kernels)
+    copies = [(j, c) for j, c in enumerate(km.copies) if c is not None]
+    assert len(copies) == 2          # layer1 repeats layer0; layer4 repeats layer3 (layer2 changes shape)
+    for j, c in copies:
+        first, again = km.kernels[c.of], km.kernels[j]
+        assert c.of < j
+        assert alpha_key(first.body, bound=first.params + first.sizes)[0] == \
+            alpha_key(again.body, bound=c.params + c.sizes)[0]

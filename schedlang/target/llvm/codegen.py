@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 from ...errors import InternalError, LoweringError
 from ...expr.extent import ceil_div
 from ...expr.functor import free_vars
 from ...dtypes import int64
 from ...expr.nodes import Buffer, Cast, Expr, Var
-from ...kernel.dedup import alpha_key
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...kernel.sizes import buffer_exprs
 from ...limits import INT32_MAX
@@ -394,45 +393,24 @@ def _kernel_function(module: ModuleState, k: Kernel) -> str:
     return name
 
 
-def _kernel_functions(module: ModuleState, kernels: Sequence[Kernel]) -> List[Tuple[str, Tuple[Buffer, ...]]]:
-    """The function of each kernel and the buffers to call it with. A kernel that is an
-    earlier one on other buffers (a model's repeated layer: kernel/dedup.py) calls that one's
-    function, its buffers in that one's parameter order: LLVM optimizes and compiles it once.
-    Not with bounds checks, whose reports name the buffers."""
-    calls: List[Tuple[str, Tuple[Buffer, ...]]] = []
-    seen: Dict[tuple, Tuple[str, Tuple[int, ...]]] = {}
-    for k in kernels:
-        keyed = None if module.bounds_check else _kernel_key(module, k)
-        if keyed is not None and keyed[0] in seen:
-            name, positions = seen[keyed[0]]
-            calls.append((name, tuple(keyed[1].buffers[n] for n in positions)))
-            continue
-        calls.append((_kernel_function(module, k), k.params))
-        if keyed is not None:
-            key, keyer = keyed
-            seen[key] = (calls[-1][0], tuple(keyer.buffers.index(b) for b in k.params))
+def _kernel_functions(module: ModuleState, m: KernelModule) -> List[Tuple[str, Tuple[Buffer, ...], Tuple[Var, ...]]]:
+    """The function of each kernel and the buffers and sizes to call it with. A kernel that
+    repeats an earlier one on other buffers (m.copies: a model's repeated layer) calls that
+    one's function: LLVM optimizes and compiles it once. Not with bounds checks, whose reports
+    name the buffers, nor where streaming stores differ."""
+    calls: List[Tuple[str, Tuple[Buffer, ...], Tuple[Var, ...]]] = []
+    for j, k in enumerate(m.kernels):
+        copy = m.copies[j] if j < len(m.copies) and not module.bounds_check else None
+        if copy is not None:
+            name, params, _ = calls[copy.of]
+            if [b in module.streaming for b in copy.params] == [b in module.streaming for b in params]:
+                calls.append((name, copy.params, copy.sizes))
+                continue
+        calls.append((_kernel_function(module, k), k.params, k.sizes))
     return calls
 
 
-def _kernel_key(module: ModuleState, k: Kernel):
-    """(key, keyer) of k's code up to the names of its buffers and variables and the order of
-    its parameters (kernel/dedup.py), or None when it cannot be compared."""
-    if any(isinstance(a.extent, Expr) for a in k.launch):
-        return None
-    keyed = alpha_key(k.body, bound=tuple(k.sizes) + tuple(a.var for a in k.launch))
-    if keyed is None:
-        return None
-    body, keyer = keyed
-    ids = {id(b) for b in k.params}
-    if sum(1 for b in keyer.buffers if id(b) in ids) != len(k.params):     # a parameter the body never names
-        return None
-    params = tuple(n for n, b in enumerate(keyer.buffers) if id(b) in ids)
-    streaming = tuple(n for n, b in enumerate(keyer.buffers) if b in module.streaming)
-    launch = tuple((a.tag, a.extent, a.kind) for a in k.launch)
-    return (body, params, streaming, launch), keyer
-
-
-def _entry_function(module: ModuleState, m: KernelModule, calls: List[Tuple[str, Tuple[Buffer, ...]]]) -> str:
+def _entry_function(module: ModuleState, m: KernelModule, calls: List[Tuple[str, Tuple[Buffer, ...], Tuple[Var, ...]]]) -> str:
     """i32 @name(ptr args): args holds the parameters' pointers, the size variables' values,
     then the call's status record.
     Allocates the temporaries, runs the kernels, frees; returns 1 (and runs nothing) when a
@@ -465,8 +443,8 @@ def _entry_function(module: ModuleState, m: KernelModule, calls: List[Tuple[str,
             fn.do(f"call void @free(ptr {ptrs[b]})")     # free(NULL) does nothing
         fn.do("ret i32 1")
         fn.start_block(run_l)
-    for k, (kname, params) in zip(m.kernels, calls):
-        args = ([f"ptr {ptrs[b]}" for b in params] + [f"{compute_type(v.dtype)} {sizes[v]}" for v in k.sizes]
+    for kname, params, size_vars in calls:
+        args = ([f"ptr {ptrs[b]}" for b in params] + [f"{compute_type(v.dtype)} {sizes[v]}" for v in size_vars]
                 + [f"ptr {ptrs[STATUS]}"])
         fn.do(f"call void @{kname}({', '.join(args)})")
     for b in m.temps:
@@ -492,7 +470,7 @@ def render_llvm(m: KernelModule, target: Target, triple: str, datalayout: str, p
     module = ModuleState(target, parallel_runtime)
     if target.streaming_stores:
         module.streaming = streaming_buffers(m.params, m.kernels, triple, target.bounds_check)
-    entry = _entry_function(module, m, _kernel_functions(module, m.kernels))
+    entry = _entry_function(module, m, _kernel_functions(module, m))
     attrs = [f'"target-cpu"="{target.cpu}"', f'"target-features"="{target.features}"']
     if target.vector_bits >= 512:
         attrs.append('"prefer-vector-width"="512"')
