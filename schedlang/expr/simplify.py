@@ -25,6 +25,28 @@ def simplify(e: Expr, ranges: Optional[VarRanges] = None) -> Expr:
     return _Simplifier(ranges or {}).visit(e)
 
 
+class Simplifier:
+    """simplify(e, ranges) for the many expressions of one statement: ranges is read live (the
+    caller adds a loop's range on entering it and removes it after), and each distinct node is
+    simplified once across all calls. That is sound because a node's result depends only on
+    the ranges of the variables in it, which are the same wherever the node can appear (inside
+    their loops), and on whether some range is symbolic (one memo for each answer)."""
+
+    def __init__(self, ranges: VarRanges):
+        self._simplifier = _Simplifier(ranges)
+        self._memos: Tuple[dict, dict] = ({}, {})
+
+    def __call__(self, e: Expr) -> Expr:
+        s = self._simplifier
+        s.symbolic = _any_symbolic(s.ranges)
+        s._memo = self._memos[s.symbolic]
+        return s.visit(e)
+
+
+def _any_symbolic(ranges: VarRanges) -> bool:
+    return any(isinstance(lo, Expr) or isinstance(hi, Expr) for lo, hi in ranges.values())
+
+
 def _wrap_int(value: int, dt) -> int:
     bits = dt.bits
     if dt.kind == "uint":
@@ -171,7 +193,7 @@ class _Simplifier(ExprMutator):
     def __init__(self, ranges: VarRanges):
         self.ranges = ranges
         # loops over symbolic extents: bounds may also come from cancelling size variables
-        self.symbolic = any(isinstance(lo, Expr) or isinstance(hi, Expr) for lo, hi in ranges.values())
+        self.symbolic = _any_symbolic(ranges)
         self.exactness = _Exactness(ranges)     # and the bounds of each distinct node, once
 
     def bounds(self, e: Expr):
