@@ -124,3 +124,24 @@ def test_each_copy_is_its_kernel_renamed():
         assert c.of < j
         assert alpha_key(first.body, bound=first.params + first.sizes)[0] == \
             alpha_key(again.body, bound=c.params + c.sizes)[0]
+
+
+def test_copies_over_other_size_variables_get_their_own_sizes():
+    n, m = sl.var("n"), sl.var("m")
+    A = sl.placeholder((n,), name="A")
+    C = sl.placeholder((m,), name="C")
+    B = sl.compute((n,), lambda i: A[i] * 2.0 + 1.0, name="B")
+    D = sl.compute((m,), lambda i: C[i] * 2.0 + 1.0, name="D")
+    s = sl.create_schedule([B.op, D.op])
+    for t in (B, D):
+        outer, inner = s[t].split(t.op.axis[0], factor=8)
+        s[t].vectorize(inner)
+    mod = sl.build(s, [A, C, B, D], cache=False)
+    assert _defined_kernels(mod) == 1
+    rng = np.random.default_rng(1)
+    for sizes in ((37, 70), (70, 37), (8, 1)):
+        a, c = (rng.standard_normal(k).astype("float32") for k in sizes)
+        b, d = np.zeros(sizes[0], "float32"), np.zeros(sizes[1], "float32")
+        mod(a, c, b, d)
+        np.testing.assert_allclose(b, a * 2 + 1, rtol=1e-6)
+        np.testing.assert_allclose(d, c * 2 + 1, rtol=1e-6)
