@@ -73,6 +73,17 @@ class Kernel:
 
 
 @dataclass(frozen=True, eq=False)
+class KernelCopy:
+    """A kernel that is an earlier kernel of its module with the buffers and variables renamed
+    (kernel/dedup.py: a model's repeated layer): a backend may run that kernel's code with
+    these buffers and sizes, given in that kernel's parameter order."""
+
+    of: int
+    params: Tuple[Buffer, ...]
+    sizes: Tuple[Var, ...]
+
+
+@dataclass(frozen=True, eq=False)
 class KernelModule:
     name: str
     params: Tuple[Buffer, ...]
@@ -81,6 +92,7 @@ class KernelModule:
     sizes: Tuple[Var, ...] = ()    # size variables, read from the argument arrays at call time
     size_args: Tuple[Tuple[int, Var], ...] = ()   # those passed as integer arguments, at their call positions
     size_checks: Tuple[Tuple[Expr, str], ...] = ()   # (size expression, what it is): must be >= 1 when called
+    copies: Tuple[Optional[KernelCopy], ...] = ()    # per kernel, when it repeats an earlier one (else empty)
 
     def __str__(self) -> str:
         from .printer import print_module    # (as Kernel.__str__)

@@ -199,7 +199,13 @@ class Schedule:
         def copy(v):
             if isinstance(v, list):
                 return list(v)
-            return {k: copy(x) for k, x in v.items()} if isinstance(v, dict) else v
+            if not isinstance(v, dict):
+                return v
+            out = dict(v)      # at C speed; then only the containers inside are copied in Python
+            for k, x in v.items():     # (the torch frontend snapshots once per kernel: _by_op
+                if isinstance(x, (list, dict)):      # holds every stage of the model)
+                    out[k] = copy(x)
+            return out
 
         def copy_state(obj):
             return {k: copy(v) for k, v in vars(obj).items()}

@@ -52,6 +52,9 @@ class Backend:
     """Base of backends; a backend for a new kind overrides what it supports."""
 
     kind: str = ""
+    # Whether the body passes of kernel_passes may run on each root stage nest alone, so
+    # that a repeated nest is lowered once (kernel/lower.py: per_nest).
+    kernel_passes_per_nest: bool = False
 
     def resolve_target(self, target: Target) -> Target:
         """The target with everything the machine decides filled in and checked."""

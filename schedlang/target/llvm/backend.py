@@ -37,6 +37,7 @@ MAX_ELEMENTS = 2 ** 31 - 1
 
 class LLVMBackend(HostCPUBackend):
     kind = "llvm"
+    kernel_passes_per_nest = True      # none of kernel_passes looks beyond one stage nest
 
     def resolve_target(self, target: Target) -> Target:
         """Fill in the host CPU (cpu=""), merge -mattr switches into its features, check a
