@@ -37,3 +37,48 @@ def test_register_tiles_with_virtual_threads(workers):
 def test_warp_shuffles_and_shared_memory_across_warps_in_many_blocks(workers):
     emulate_and_check(*schedules.row_reduce(rows=41, cols=300, threads=128, reducer="max", rows_per_block=2))
     emulate_and_check(*schedules.softmax(rows=37, cols=70, threads=64, fused=True))
+
+
+PROGRAM = r"""
+#include <cstdio>
+int out[4 * 64];
+// Threads 40..63 return before the barrier: the others must not wait for them.
+__global__ void early(int* o) {
+  __shared__ int s[64];
+  const unsigned t = threadIdx.x;
+  if (t >= 40) return;
+  s[t] = t + 100 * blockIdx.x;
+  __syncthreads();
+  o[blockIdx.x * 64 + t] = s[39 - t];
+}
+// Lanes 0..15 shuffle (waiting for lanes 16..31), lanes 16..31 wait at __syncthreads: a deadlock.
+__global__ void stuck() {
+  if (threadIdx.x < 16) (void)__shfl_down_sync(0xffffffffu, (int)threadIdx.x, 1);
+  else __syncthreads();
+}
+int main(int argc, char**) {
+  sl_shim::launch(dim3{4, 1, 1}, dim3{64, 1, 1}, [&] { early(out); });
+  for (int b = 0; b < 4; ++b)
+    for (int t = 0; t < 40; ++t)
+      if (out[b * 64 + t] != 39 - t + 100 * b) { std::printf("wrong %d %d\n", b, t); return 1; }
+  std::printf("early ok\n");
+  std::fflush(stdout);
+  if (argc > 1) sl_shim::launch(dim3{1, 1, 1}, dim3{32, 1, 1}, [&] { stuck(); });
+  return 0;
+}
+"""
+
+
+def test_threads_leaving_early_and_a_deadlock_on_the_header_itself(tmp_path):
+    """The header alone, compiled with the shim's flags: threads that return before a barrier
+    drop out of it; threads waiting at different barriers end the process with a message
+    instead of hanging."""
+    import subprocess
+    from schedlang.target.cuda import shim
+    src, exe = tmp_path / "p.cu", tmp_path / "p"
+    src.write_text(PROGRAM)
+    subprocess.run([shim._compiler(), *shim.FLAGS, f"-I{shim.SHIM_DIR}", str(src), "-o", str(exe)], check=True)
+    ok = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and ok.stdout == "early ok\n", ok.stdout + ok.stderr
+    stuck = subprocess.run([str(exe), "stuck"], capture_output=True, text=True, timeout=60)
+    assert stuck.returncode != 0 and "wait for each other at different barriers" in stuck.stderr
