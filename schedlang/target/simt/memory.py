@@ -24,6 +24,8 @@ class Memory:
         self.globals = globals_
         self.shared: Dict[Buffer, np.ndarray] = {}
         self.local: Dict[Buffer, np.ndarray] = {}
+        self.sizes: Dict[Buffer, int] = {}
+        self.lanes = np.arange(chunk.lanes)
         self.races = races
         self.counters = counters
 
@@ -42,17 +44,27 @@ class Memory:
             self.local[b] = data
 
     def _address(self, b: Buffer, index: np.ndarray, mask: np.ndarray, stmt):
-        """(storage, flat addresses, lanes) of the active elements; IndexError when out of bounds."""
-        index = np.asarray(index).astype(np.int64)
+        """(storage, flat addresses, lanes, indices, active) of the active elements (idx.size ==
+        active.size when every element is active); IndexError when out of bounds."""
+        index = np.asarray(index)
+        if index.dtype != np.int64:
+            index = index.astype(np.int64)
         if index.ndim == 0:
-            index = np.broadcast_to(index, (self.chunk.lanes,))
-        extra = (1,) * (index.ndim - 1)       # a vector access: (lanes, vector lanes)
-        lanes = np.broadcast_to(np.arange(self.chunk.lanes).reshape((-1,) + extra), index.shape)
-        active = np.broadcast_to(mask.reshape(mask.shape + (1,) * (index.ndim - mask.ndim)), index.shape)
-        idx, lane = index[active], lanes[active]
-        size = self._global(b).size if b.scope == "global" else b.size     # (symbolic shapes: the array's)
-        bad = (idx < 0) | (idx >= size)
-        if bad.any():
+            index = np.full(self.chunk.lanes, index, np.int64)
+        if index.ndim == 1 and mask.ndim == 1:          # one element a thread: no broadcasting needed
+            active = mask
+            if mask.all():
+                idx, lane = index, self.lanes
+            else:
+                idx, lane = index[mask], self.lanes[mask]
+        else:
+            extra = (1,) * (index.ndim - 1)       # a vector access: (lanes, vector lanes)
+            lanes = np.broadcast_to(self.lanes.reshape((-1,) + extra), index.shape)
+            active = np.broadcast_to(mask.reshape(mask.shape + (1,) * (index.ndim - mask.ndim)), index.shape)
+            idx, lane = index[active], lanes[active]
+        size = self._global(b).size if b.scope == "global" else self._size(b)   # (symbolic shapes: the array's)
+        if idx.size and (idx.min() < 0 or idx.max() >= size):
+            bad = (idx < 0) | (idx >= size)
             k = int(np.argmax(bad))
             raise IndexError(f"kernel {self.races.kernel}: `{_first_line(stmt)}` accesses {b.scope} buffer "
                              f"'{b.name}' at index {int(idx[k])}, outside its {size} elements, in "
@@ -60,10 +72,17 @@ class Memory:
         if b.scope == "global":
             data, addr = self._global(b), idx
         elif b.scope == "shared":
-            data, addr = self.shared[b], self.chunk.local_block[lane] * b.size + idx
+            data, addr = self.shared[b], self.chunk.local_block[lane] * size + idx
         else:
-            data, addr = self.local[b], lane * b.size + idx
+            data, addr = self.local[b], lane * size + idx
         return data, addr, lane, idx, active
+
+    def _size(self, b: Buffer) -> int:
+        """A shared or local buffer's elements (Buffer.size is recomputed on each access)."""
+        size = self.sizes.get(b)
+        if size is None:
+            size = self.sizes[b] = b.size
+        return size
 
     def _global(self, b: Buffer) -> np.ndarray:
         data = self.globals.get(b)
@@ -78,6 +97,8 @@ class Memory:
         if b.scope == "shared":
             self.races.read(b, addr, self.chunk.tid[lane], stmt)
         self._count(b, lane, idx, False)
+        if idx.size == active.size:         # every element active
+            return data[addr].astype(dtype, copy=False).reshape(active.shape)
         out = np.zeros(active.shape, dtype=dtype)
         out[active] = data[addr]
         return out
@@ -91,7 +112,11 @@ class Memory:
             self.global_writes.write(b, addr, (c.start + c.local_block[lane]) * c.geometry.threads + c.tid[lane], stmt,
                                     data.size)
         self._count(b, lane, idx, True)
-        value = np.broadcast_to(np.asarray(value), active.shape)[active]
+        value = np.asarray(value)
+        if idx.size == active.size:         # every element active
+            value = np.broadcast_to(value, active.shape).reshape(-1)
+        else:
+            value = np.broadcast_to(value, active.shape)[active]
         data[addr] = value.astype(data.dtype, copy=False)
 
     def _count(self, b: Buffer, lane: np.ndarray, idx: np.ndarray, store: bool) -> None:
