@@ -17,6 +17,11 @@ def _storage_dtype(b: Buffer) -> np.dtype:
 
 
 class Memory:
+    # A local buffer read or written at an index every thread shares (a register tile's
+    # constant index, the common case) is one column of its (lanes, size) view; False: every
+    # access takes the general path (the reference the fast path is tested against).
+    fast_local = True
+
     def __init__(self, chunk, globals_: Dict[Buffer, np.ndarray], races: RaceChecker, global_writes=None,
                  counters=None):
         self.chunk = chunk
@@ -25,6 +30,7 @@ class Memory:
         self.shared: Dict[Buffer, np.ndarray] = {}
         self.local: Dict[Buffer, np.ndarray] = {}
         self.sizes: Dict[Buffer, int] = {}
+        self.local_rows: Dict[Buffer, np.ndarray] = {}      # local buffer -> its (lanes, size) view
         self.lanes = np.arange(chunk.lanes)
         self.races = races
         self.counters = counters
@@ -42,6 +48,7 @@ class Memory:
             self.races.add(b, data.size)
         else:
             self.local[b] = data
+            self.local_rows[b] = data.reshape(rows, b.size)
 
     def _address(self, b: Buffer, index: np.ndarray, mask: np.ndarray, stmt):
         """(storage, flat addresses, lanes, indices, active) of the active elements (idx.size ==
@@ -91,8 +98,22 @@ class Memory:
                            "temporary of the module")
         return data
 
+    def _local_column(self, b: Buffer, index) -> Optional[np.ndarray]:
+        """The (lanes,) column of local buffer b at a uniform index inside it, or None (the general path)."""
+        if not self.fast_local or b.scope != "local" or np.ndim(index) != 0:
+            return None
+        i, rows = int(index), self.local_rows[b]
+        return rows[:, i] if 0 <= i < rows.shape[1] else None
+
     def load(self, b: Buffer, index, mask: np.ndarray, stmt, dtype: np.dtype) -> np.ndarray:
         """b[index] in the active lanes (0 elsewhere), converted to dtype."""
+        column = self._local_column(b, index)
+        if column is not None:
+            if mask.all():
+                return column.astype(dtype)
+            out = np.zeros(mask.shape, dtype=dtype)
+            out[mask] = column[mask]
+            return out
         data, addr, lane, idx, active = self._address(b, index, mask, stmt)
         if b.scope == "shared":
             self.races.read(b, addr, self.chunk.tid[lane], stmt)
@@ -104,6 +125,14 @@ class Memory:
         return out
 
     def store(self, b: Buffer, index, value, mask: np.ndarray, stmt) -> None:
+        column = self._local_column(b, index)
+        if column is not None and np.ndim(value) <= 1:
+            value = np.broadcast_to(np.asarray(value), mask.shape)
+            if mask.all():
+                column[...] = value.astype(column.dtype, copy=False)
+            else:
+                column[mask] = value[mask].astype(column.dtype, copy=False)
+            return
         data, addr, lane, idx, active = self._address(b, index, mask, stmt)
         if b.scope == "shared":
             self.races.write(b, addr, self.chunk.tid[lane], stmt)
