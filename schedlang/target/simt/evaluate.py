@@ -15,8 +15,18 @@ from ...tensor.reference import BINARY, CALLS, COMPARE, extern_function, saturat
 from .warp import shuffle
 
 
+_COMPUTE = {}    # (kind, bits) -> numpy dtype (DType's own hash formats a string)
+
+
 def compute_dtype(dt: DType) -> np.dtype:
-    return np.dtype(np.float32) if dt.is_float and dt.bits == 16 else dt.numpy
+    key = (dt.kind, dt.bits)
+    out = _COMPUTE.get(key)
+    if out is None:
+        out = _COMPUTE[key] = np.dtype(np.float32) if dt.is_float and dt.bits == 16 else dt.numpy
+    return out
+
+
+_RULES = {}     # expression node type -> its Evaluator.eval_ rule
 
 
 class Evaluator:
@@ -34,10 +44,12 @@ class Evaluator:
         hit = self.memo.get(id(e))
         if hit is not None:
             return hit[1]
-        rule = getattr(self, "eval_" + type(e).__name__, None)
+        rule = _RULES.get(type(e))
         if rule is None:
-            raise InternalError(f"the SIMT engine has no rule for {type(e).__name__} '{e}'")
-        value = rule(e)
+            rule = _RULES[type(e)] = getattr(Evaluator, "eval_" + type(e).__name__, None)
+            if rule is None:
+                raise InternalError(f"the SIMT engine has no rule for {type(e).__name__} '{e}'")
+        value = rule(self, e)
         self.memo[id(e)] = (e, value)
         return value
 
@@ -56,9 +68,13 @@ class Evaluator:
 
     def eval_Binary(self, e: Binary):
         dt = compute_dtype(e.dtype)
-        a = np.asarray(self.eval(e.a)).astype(dt, copy=False)
-        b = np.asarray(self.eval(e.b)).astype(dt, copy=False)
-        return np.asarray(BINARY[e.op](a, b)).astype(dt, copy=False)
+        a, b = np.asarray(self.eval(e.a)), np.asarray(self.eval(e.b))
+        if a.dtype != dt:
+            a = a.astype(dt)
+        if b.dtype != dt:
+            b = b.astype(dt)
+        out = BINARY[e.op](a, b)
+        return out if type(out) is np.ndarray and out.dtype == dt else np.asarray(out).astype(dt, copy=False)
 
     def eval_Compare(self, e: Compare):
         return np.asarray(COMPARE[e.op](self.eval(e.a), self.eval(e.b)))
@@ -106,7 +122,10 @@ class Evaluator:
         return np.asarray(fn(*args)).astype(compute_dtype(e.dtype), copy=False)
 
     def eval_Load(self, e: Load):
-        mask, dt = self.mask, compute_dtype(e.dtype)
+        dt = self.machine.load_dtypes.get(e)      # (Load.dtype is computed on each access)
+        if dt is None:
+            dt = self.machine.load_dtypes[e] = compute_dtype(e.dtype)
+        mask = self.mask
         if e.predicate is None:
             return self.machine.memory.load(e.buffer, self.eval(e.indices[0]), mask, self.stmt, dt)
         p = np.asarray(self.eval(e.predicate))

@@ -20,6 +20,7 @@ class Machine:
         self.memory = memory
         self.races = races
         self.counters = counters
+        self.load_dtypes = {}      # Load node -> its compute dtype
         self.env = dict(chunk.launch_values())
         self.env.update((v, np.asarray(sizes[v], dtype=v.dtype.numpy)) for v in kernel.sizes)
 

@@ -17,6 +17,11 @@ def _storage_dtype(b: Buffer) -> np.dtype:
 
 
 class Memory:
+    # A local buffer read or written at an index every thread shares (a register tile's
+    # constant index, the common case) is one column of its (lanes, size) view; False: every
+    # access takes the general path (the reference the fast path is tested against).
+    fast_local = True
+
     def __init__(self, chunk, globals_: Dict[Buffer, np.ndarray], races: RaceChecker, global_writes=None,
                  counters=None):
         self.chunk = chunk
@@ -24,6 +29,9 @@ class Memory:
         self.globals = globals_
         self.shared: Dict[Buffer, np.ndarray] = {}
         self.local: Dict[Buffer, np.ndarray] = {}
+        self.sizes: Dict[Buffer, int] = {}
+        self.local_rows: Dict[Buffer, np.ndarray] = {}      # local buffer -> its (lanes, size) view
+        self.lanes = np.arange(chunk.lanes)
         self.races = races
         self.counters = counters
 
@@ -40,19 +48,30 @@ class Memory:
             self.races.add(b, data.size)
         else:
             self.local[b] = data
+            self.local_rows[b] = data.reshape(rows, b.size)
 
     def _address(self, b: Buffer, index: np.ndarray, mask: np.ndarray, stmt):
-        """(storage, flat addresses, lanes) of the active elements; IndexError when out of bounds."""
-        index = np.asarray(index).astype(np.int64)
+        """(storage, flat addresses, lanes, indices, active) of the active elements (idx.size ==
+        active.size when every element is active); IndexError when out of bounds."""
+        index = np.asarray(index)
+        if index.dtype != np.int64:
+            index = index.astype(np.int64)
         if index.ndim == 0:
-            index = np.broadcast_to(index, (self.chunk.lanes,))
-        extra = (1,) * (index.ndim - 1)       # a vector access: (lanes, vector lanes)
-        lanes = np.broadcast_to(np.arange(self.chunk.lanes).reshape((-1,) + extra), index.shape)
-        active = np.broadcast_to(mask.reshape(mask.shape + (1,) * (index.ndim - mask.ndim)), index.shape)
-        idx, lane = index[active], lanes[active]
-        size = self._global(b).size if b.scope == "global" else b.size     # (symbolic shapes: the array's)
-        bad = (idx < 0) | (idx >= size)
-        if bad.any():
+            index = np.full(self.chunk.lanes, index, np.int64)
+        if index.ndim == 1 and mask.ndim == 1:          # one element a thread: no broadcasting needed
+            active = mask
+            if mask.all():
+                idx, lane = index, self.lanes
+            else:
+                idx, lane = index[mask], self.lanes[mask]
+        else:
+            extra = (1,) * (index.ndim - 1)       # a vector access: (lanes, vector lanes)
+            lanes = np.broadcast_to(self.lanes.reshape((-1,) + extra), index.shape)
+            active = np.broadcast_to(mask.reshape(mask.shape + (1,) * (index.ndim - mask.ndim)), index.shape)
+            idx, lane = index[active], lanes[active]
+        size = self._global(b).size if b.scope == "global" else self._size(b)   # (symbolic shapes: the array's)
+        if idx.size and (idx.min() < 0 or idx.max() >= size):
+            bad = (idx < 0) | (idx >= size)
             k = int(np.argmax(bad))
             raise IndexError(f"kernel {self.races.kernel}: `{_first_line(stmt)}` accesses {b.scope} buffer "
                              f"'{b.name}' at index {int(idx[k])}, outside its {size} elements, in "
@@ -60,10 +79,17 @@ class Memory:
         if b.scope == "global":
             data, addr = self._global(b), idx
         elif b.scope == "shared":
-            data, addr = self.shared[b], self.chunk.local_block[lane] * b.size + idx
+            data, addr = self.shared[b], self.chunk.local_block[lane] * size + idx
         else:
-            data, addr = self.local[b], lane * b.size + idx
+            data, addr = self.local[b], lane * size + idx
         return data, addr, lane, idx, active
+
+    def _size(self, b: Buffer) -> int:
+        """A shared or local buffer's elements (Buffer.size is recomputed on each access)."""
+        size = self.sizes.get(b)
+        if size is None:
+            size = self.sizes[b] = b.size
+        return size
 
     def _global(self, b: Buffer) -> np.ndarray:
         data = self.globals.get(b)
@@ -72,17 +98,41 @@ class Memory:
                            "temporary of the module")
         return data
 
+    def _local_column(self, b: Buffer, index) -> Optional[np.ndarray]:
+        """The (lanes,) column of local buffer b at a uniform index inside it, or None (the general path)."""
+        if not self.fast_local or b.scope != "local" or np.ndim(index) != 0:
+            return None
+        i, rows = int(index), self.local_rows[b]
+        return rows[:, i] if 0 <= i < rows.shape[1] else None
+
     def load(self, b: Buffer, index, mask: np.ndarray, stmt, dtype: np.dtype) -> np.ndarray:
         """b[index] in the active lanes (0 elsewhere), converted to dtype."""
+        column = self._local_column(b, index)
+        if column is not None:
+            if mask.all():
+                return column.astype(dtype)
+            out = np.zeros(mask.shape, dtype=dtype)
+            out[mask] = column[mask]
+            return out
         data, addr, lane, idx, active = self._address(b, index, mask, stmt)
         if b.scope == "shared":
             self.races.read(b, addr, self.chunk.tid[lane], stmt)
         self._count(b, lane, idx, False)
+        if idx.size == active.size:         # every element active
+            return data[addr].astype(dtype, copy=False).reshape(active.shape)
         out = np.zeros(active.shape, dtype=dtype)
         out[active] = data[addr]
         return out
 
     def store(self, b: Buffer, index, value, mask: np.ndarray, stmt) -> None:
+        column = self._local_column(b, index)
+        if column is not None and np.ndim(value) <= 1:
+            value = np.broadcast_to(np.asarray(value), mask.shape)
+            if mask.all():
+                column[...] = value.astype(column.dtype, copy=False)
+            else:
+                column[mask] = value[mask].astype(column.dtype, copy=False)
+            return
         data, addr, lane, idx, active = self._address(b, index, mask, stmt)
         if b.scope == "shared":
             self.races.write(b, addr, self.chunk.tid[lane], stmt)
@@ -91,7 +141,11 @@ class Memory:
             self.global_writes.write(b, addr, (c.start + c.local_block[lane]) * c.geometry.threads + c.tid[lane], stmt,
                                     data.size)
         self._count(b, lane, idx, True)
-        value = np.broadcast_to(np.asarray(value), active.shape)[active]
+        value = np.asarray(value)
+        if idx.size == active.size:         # every element active
+            value = np.broadcast_to(value, active.shape).reshape(-1)
+        else:
+            value = np.broadcast_to(value, active.shape)[active]
         data[addr] = value.astype(data.dtype, copy=False)
 
     def _count(self, b: Buffer, lane: np.ndarray, idx: np.ndarray, store: bool) -> None:

@@ -1,25 +1,45 @@
 // cuda_shim.h: just enough of CUDA to run schedlang's generated CUDA C on the CPU with g++.
-// Each block's threads run as real std::threads (so a missing __syncthreads() is a real
-// race that ThreadSanitizer can see); __syncthreads() is a std::barrier; blocks run one
-// after another, so a function-scope `static` array is exactly one block's shared memory.
+// A block's threads run concurrently, so __syncthreads() and warp shuffles behave as on a GPU:
+//  - normally as fibers (ucontext) of one OS thread, the fibers' stacks reused for every block:
+//    a barrier is a count, and a thread waiting at one yields to the next fiber; the blocks
+//    are shared out among a few worker OS threads (one a core), each with its own fibers;
+//  - in a ThreadSanitizer build (which must see the threads to see their races) as real
+//    std::threads, one a GPU thread, __syncthreads() a std::barrier, blocks one after another.
+// __shared__ is function-scope static storage of the worker OS thread (thread_local), so a
+// worker's block has its own shared memory; a block's fibers all run on that one thread.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <bit>
 #include <cmath>
 #include <math.h>   // expf, logf, ... in the global namespace, as CUDA has them
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <functional>
 #include <thread>
 #include <vector>
+#if !defined(__SANITIZE_THREAD__)
+#define SL_SHIM_FIBERS 1
+#include <sys/mman.h>
+#include <unistd.h>
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+#endif
 
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#ifdef SL_SHIM_FIBERS
+#define __shared__ static thread_local
+#else
 #define __shared__ static
+#endif
 #define __align__(n) __attribute__((aligned(n)))
 
 struct uint3 { unsigned int x = 0, y = 0, z = 0; };
@@ -29,19 +49,228 @@ inline thread_local uint3 threadIdx, blockIdx;
 inline dim3 blockDim, gridDim;
 
 namespace sl_shim {
-inline thread_local std::barrier<>* block_barrier = nullptr;
+#ifdef SL_SHIM_FIBERS
+// A barrier of cooperating fibers: the last of `expected` to arrive opens it (a new
+// generation); the others yield until it is open. A finished thread drops out.
+struct Barrier {
+  explicit Barrier(unsigned n = 0) : expected(n) {}
+  unsigned expected, arrived = 0;
+  unsigned long generation = 0;
+  void arrive_and_wait();
+  void arrive_and_drop() {
+    --expected;
+    if (arrived > 0 && arrived == expected) open();
+  }
+  void open() { arrived = 0; ++generation; }
+};
+#else
+using Barrier = std::barrier<>;
+#endif
 
 // A warp of emulated threads: a shuffle is a write of each lane's value, a barrier of the
 // warp's threads, a read of another lane's value, and a second barrier before the slots
 // are written again.
 struct Warp {
   explicit Warp(unsigned n) : bar(n) {}
-  std::barrier<> bar;
+  Barrier bar;
   std::uint64_t slots[32];
 };
+inline thread_local Barrier* block_barrier = nullptr;
 inline thread_local Warp* warp = nullptr;
 inline thread_local unsigned lane = 0;
 
+// The block's threads as warps of 32 (the last one partial).
+inline std::vector<std::unique_ptr<Warp>> make_warps(unsigned n) {
+  std::vector<std::unique_ptr<Warp>> warps;
+  for (unsigned w = 0; w * 32 < n; ++w) warps.push_back(std::make_unique<Warp>(std::min(32u, n - w * 32)));
+  return warps;
+}
+
+inline uint3 thread_index(unsigned t, dim3 block) {
+  return {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+}
+
+#ifdef SL_SHIM_FIBERS
+constexpr std::size_t STACK_BYTES = 256 * 1024;   // a fiber's stack (pages touched only as used)
+
+#if defined(__x86_64__)
+// A fiber switch: push the callee-saved registers (System V) and the floating-point control
+// words, save the stack pointer in *from, load `to`, pop. glibc's swapcontext would also
+// save the signal mask, a system call each time: most of a barrier's cost.
+extern "C" void sl_shim_switch(void** from, void* to);
+asm(R"(
+  .text
+  .globl sl_shim_switch
+  .hidden sl_shim_switch
+  .type sl_shim_switch, @function
+sl_shim_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size sl_shim_switch, .-sl_shim_switch
+)");
+struct Context {
+  void* sp = nullptr;
+  // A fresh context on [stack, stack + bytes) that starts in entry() (which must not return):
+  // the frame sl_shim_switch pops, below a zero return address for entry.
+  void make(char* stack, std::size_t bytes, void (*entry)()) {
+    auto* top = reinterpret_cast<std::uint64_t*>(stack + bytes);   // 16-byte aligned
+    top[-1] = 0;
+    top[-2] = reinterpret_cast<std::uint64_t>(entry);
+    for (int r = 3; r <= 8; ++r) top[-r] = 0;                      // rbp rbx r12 r13 r14 r15
+    top[-9] = 0x1f80ull | (0x037full << 32);                        // default mxcsr, x87 control word
+    sp = top - 9;
+  }
+};
+inline void switch_context(Context& from, Context& to) { sl_shim_switch(&from.sp, to.sp); }
+#else
+struct Context {
+  ucontext_t uc;
+  void make(char* stack, std::size_t bytes, void (*entry)()) {
+    getcontext(&uc);
+    uc.uc_stack.ss_sp = stack;
+    uc.uc_stack.ss_size = bytes;
+    uc.uc_link = nullptr;
+    makecontext(&uc, entry, 0);
+  }
+};
+inline void switch_context(Context& from, Context& to) { swapcontext(&from.uc, &to.uc); }
+#endif
+
+// One worker OS thread's fibers: one per thread of a block, run round-robin. A fiber runs
+// until it waits at a barrier (it yields) or its kernel returns.
+struct Fibers {
+  struct Fiber { Context context; uint3 index; unsigned lane; Warp* warp; bool done; };
+  Fibers(unsigned n, dim3 block, const std::function<void()>& kernel)
+      : fibers(n), warps(make_warps(n)), bar(n), kernel(kernel) {
+    page = (std::size_t)sysconf(_SC_PAGESIZE);
+    void* p = mmap(nullptr, n * (STACK_BYTES + page), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) { std::perror("cuda_shim: fiber stacks"); std::abort(); }
+    stacks = (char*)p;
+    for (unsigned t = 0; t < n; ++t) {
+      mprotect(stack(t) - page, page, PROT_NONE);   // a guard page below each stack
+      fibers[t].index = thread_index(t, block);
+      fibers[t].lane = t % 32;
+      fibers[t].warp = warps[t / 32].get();
+    }
+  }
+  ~Fibers() { munmap(stacks, fibers.size() * (STACK_BYTES + page)); }
+  char* stack(unsigned t) { return stacks + t * (STACK_BYTES + page) + page; }
+
+  void run_block() {
+    const unsigned n = fibers.size();
+    bar = Barrier(n);
+    for (unsigned w = 0; w < warps.size(); ++w) warps[w]->bar = Barrier(std::min(32u, n - w * 32));
+    for (unsigned t = 0; t < n; ++t) {
+      fibers[t].context.make(stack(t), STACK_BYTES, &Fibers::entry);
+      fibers[t].done = false;
+    }
+    block_barrier = &bar;
+    unsigned alive = n;
+    while (alive > 0) {
+      const unsigned long before = progress;
+      for (unsigned t = 0; t < n; ++t) {
+        Fiber& f = fibers[t];
+        if (f.done) continue;
+        current = &f;
+        threadIdx = f.index;
+        lane = f.lane;
+        warp = f.warp;
+        switch_context(scheduler, f.context);
+        alive -= f.done;
+      }
+      if (progress == before) {
+        std::fprintf(stderr, "cuda_shim: the threads of block (%u, %u, %u) wait for each other at different "
+                     "barriers (__syncthreads() and a warp shuffle in divergent code): a deadlock on a GPU\n",
+                     blockIdx.x, blockIdx.y, blockIdx.z);
+        std::abort();
+      }
+    }
+  }
+
+  // Back to the scheduler; it resumes this fiber in its next round.
+  static void yield() { switch_context(current->context, self->scheduler); }
+
+  static void entry() {
+    self->kernel();
+    current->done = true;
+    ++self->progress;
+    self->bar.arrive_and_drop();   // a finished thread no longer holds the others back
+    current->warp->bar.arrive_and_drop();
+    switch_context(current->context, self->scheduler);   // never resumed
+    std::abort();
+  }
+
+  std::vector<Fiber> fibers;
+  std::vector<std::unique_ptr<Warp>> warps;
+  Barrier bar;
+  const std::function<void()>& kernel;
+  char* stacks;
+  std::size_t page;
+  Context scheduler;
+  unsigned long progress = 0;         // arrivals and finished threads: a round without any is a deadlock
+  static inline thread_local Fibers* self = nullptr;
+  static inline thread_local Fiber* current = nullptr;
+};
+
+inline void Barrier::arrive_and_wait() {
+  ++Fibers::self->progress;
+  if (++arrived == expected) { open(); return; }
+  const unsigned long g = generation;
+  while (generation == g) Fibers::yield();
+}
+
+// Worker OS threads for a grid: at most one a core ($SL_SHIM_THREADS overrides), and one
+// when the grid has a single block.
+inline unsigned workers(unsigned blocks) {
+  unsigned w = std::max(1u, std::thread::hardware_concurrency());
+  if (const char* env = std::getenv("SL_SHIM_THREADS")) w = std::max(1, std::atoi(env));
+  return std::min(w, std::max(1u, blocks));
+}
+
+// Run kernel() once per thread of the grid: each worker takes the next block, and runs its
+// threads as fibers.
+inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
+  gridDim = grid;
+  blockDim = block;
+  const unsigned n = block.x * block.y * block.z;
+  const unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
+  std::atomic<unsigned long long> next{0};
+  auto work = [&] {
+    Fibers fibers(n, block, kernel);
+    Fibers::self = &fibers;
+    for (unsigned long long b; (b = next.fetch_add(1)) < blocks;) {
+      blockIdx = {unsigned(b % grid.x), unsigned((b / grid.x) % grid.y), unsigned(b / ((unsigned long long)grid.x * grid.y))};
+      fibers.run_block();
+    }
+    Fibers::self = nullptr;
+  };
+  const unsigned w = workers(blocks);
+  std::vector<std::thread> threads;
+  for (unsigned i = 1; i < w; ++i) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+}
+#else
 // Run kernel() once per thread of the grid: blocks in order, a block's threads at once.
 inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
   gridDim = grid;
@@ -51,14 +280,13 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
     for (unsigned by = 0; by < grid.y; ++by)
       for (unsigned bx = 0; bx < grid.x; ++bx) {
         std::barrier<> bar(n);
-        std::vector<std::unique_ptr<Warp>> warps;
-        for (unsigned w = 0; w * 32 < n; ++w) warps.push_back(std::make_unique<Warp>(std::min(32u, n - w * 32)));
+        auto warps = make_warps(n);
         std::vector<std::thread> threads;
         threads.reserve(n);
         for (unsigned t = 0; t < n; ++t)
           threads.emplace_back([&, t] {
             blockIdx = {bx, by, bz};
-            threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+            threadIdx = thread_index(t, block);
             block_barrier = &bar;
             warp = warps[t / 32].get();
             lane = t % 32;
@@ -69,6 +297,7 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
         for (auto& th : threads) th.join();
       }
 }
+#endif
 
 // Lane src's value of v (its own where src is outside the warp's threads).
 template <typename T> inline T shuffle(T v, int src) {
@@ -135,8 +364,6 @@ inline __nv_bfloat162 __float22bfloat162_rn(float2 f) { return {__float2bfloat16
 // its buffer's name, scope and element count. An
 // access outside it touches a zeroed scratch element instead of memory, and the first one is
 // recorded for the host to raise (a throw would end the process from a std::thread).
-#include <atomic>
-#include <cstdio>
 namespace sl_shim {
 inline const char* kernel_name = "";
 inline std::atomic<bool> bounds_failed{false};

@@ -1,0 +1,124 @@
+"""The two CPU engines of the CUDA target, timed: the g++ shim and the SIMT interpreter.
+
+    python benchmarks/emulators.py                 # every workload on both engines
+    python benchmarks/emulators.py --quick         # small sizes (a smoke run)
+    python benchmarks/emulators.py --engines shim --only elementwise
+    python benchmarks/emulators.py --repeat 3      # the best of 3 runs of each
+
+Workloads (float32), each checked against numpy after its run:
+  elementwise  B = exp(A) * 2 over 2**18 elements, 1024 blocks x 256 threads (no barrier)
+  gemm-shared  C = A @ B, 256^3: topi.cuda.schedule_matmul_shared, 16x16 threads a block,
+               the A and B tiles through shared memory (two __syncthreads a k step)
+  gemm-reg     C = A @ B, 512^3: topi.cuda.schedule_matmul_register_tiled (TVM's GEMM tutorial:
+               a 64x64 tile a block of 8x8 threads, 2x2 vthreads, an 8x8 register tile a thread)
+
+Each engine's first call builds (g++ for the shim) and is timed apart ("first"), then the
+best of --repeat runs: wall time ("run") and this process's CPU time ("cpu", all its threads).
+The shim is run with its default bounds check on; the SIMT engine with its race check and,
+with --profile, its profile. This is a benchmark, not a test: on a machine that others share,
+wall time counts the time slices they take (a load of 15 on 2 cores made the SIMT engine's
+wall time 7-9x its CPU time), so compare the cpu column, and rows of one run.
+
+Measured 2026-12-02 on the 2-core AMD EPYC (Zen 5) development machine, shared (load 10-20),
+CPU seconds of one run, before (main at 3c24458) -> after the emulator work:
+  shim elementwise 2**18, 1024 x 256:    ~9 (an OS thread a GPU thread; 23-27 s wall) -> 0.02 (0.05 wall)
+  shim GEMM 256^3 shared 16x16:          -> 0.15;  shim GEMM 512^3 register-tiled: -> 0.23
+  SIMT GEMM 256^3 register-tiled:         2.1-2.4 -> 0.66-0.75 (profile=False)
+  SIMT GEMM 512^3 register-tiled:         8.5 -> 3.9 (profile=True); 2.1 with profile=False
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import schedlang as sl                      # noqa: E402
+from schedlang.topi import cuda             # noqa: E402
+
+
+def elementwise(n: int, threads: int):
+    A = sl.placeholder((n,), name="A")
+    B = sl.compute((n,), lambda i: sl.exp(A[i]) * 2.0, name="B")
+    s = sl.create_schedule(B.op)
+    bo, bi = s[B].split(B.op.axis[0], factor=threads)
+    s[B].bind(bo, sl.thread_axis("blockIdx.x"))
+    s[B].bind(bi, sl.thread_axis("threadIdx.x"))
+    a = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    return s, [A, B], [a, np.zeros(n, np.float32)], lambda: np.exp(a) * np.float32(2)
+
+
+def _gemm(n: int):
+    k = sl.reduce_axis((0, n), name="k")
+    A = sl.placeholder((n, n), name="A")
+    B = sl.placeholder((n, n), name="B")
+    C = sl.compute((n, n), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+    return A, B, C, [a, b, np.zeros((n, n), np.float32)], lambda: a @ b
+
+
+def gemm_shared(n: int):
+    A, B, C, arrays, want = _gemm(n)
+    s = cuda.schedule_matmul_shared(sl.create_schedule(C.op), C, block=(16, 16), k_tile=16)
+    return s, [A, B, C], arrays, want
+
+
+def gemm_register_tiled(n: int):
+    A, B, C, arrays, want = _gemm(n)
+    s = cuda.schedule_matmul_register_tiled(sl.create_schedule(C.op), C, tile=64, threads=8, vthreads=2,
+                                            k_tile=8)
+    return s, [A, B, C], arrays, want
+
+
+def workloads(quick: bool):
+    """name -> (title, builder)"""
+    if quick:
+        return {"elementwise": ("elementwise 2**12, 16 x 256", lambda: elementwise(1 << 12, 256)),
+                "gemm-shared": ("GEMM 64^3 shared tiles 16x16", lambda: gemm_shared(64)),
+                "gemm-reg": ("GEMM 128^3 register-tiled 64/8x8", lambda: gemm_register_tiled(128))}
+    return {"elementwise": ("elementwise 2**18, 1024 x 256", lambda: elementwise(1 << 18, 256)),
+            "gemm-shared": ("GEMM 256^3 shared tiles 16x16", lambda: gemm_shared(256)),
+            "gemm-reg": ("GEMM 512^3 register-tiled 64/8x8", lambda: gemm_register_tiled(512))}
+
+
+def time_engine(mod, arrays, want, engine: str, repeat: int, profile: bool):
+    """(first call's wall seconds, best run's (wall, CPU) seconds); asserts the result."""
+    options = {"profile": True} if engine == "simt" and profile else {}
+    times = []
+    for _ in range(1 + repeat):
+        arrays[-1][...] = 0
+        start, cpu = time.perf_counter(), time.process_time()
+        mod.emulate(*arrays, engine=engine, **options)
+        times.append((time.perf_counter() - start, time.process_time() - cpu))
+        np.testing.assert_allclose(arrays[-1], want(), rtol=1e-4, atol=1e-3)
+    return times[0][0], min(times[1:]) if repeat else times[0]
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    p.add_argument("--engines", default="shim,simt", help="comma-separated: shim, simt")
+    p.add_argument("--only", action="append", help="a workload (elementwise, gemm-shared, gemm-reg); repeatable")
+    p.add_argument("--repeat", type=int, default=1, help="timed runs after the first call (best is shown)")
+    p.add_argument("--profile", action="store_true", help="SIMT with profile=True")
+    args = p.parse_args(argv)
+    engines = args.engines.split(",")
+    table = workloads(args.quick)
+    print(f"{'workload':36} {'engine':6} {'first s':>9} {'run s':>9} {'cpu s':>9}")
+    for name, (title, make) in table.items():
+        if args.only and name not in args.only:
+            continue
+        s, tensors, arrays, want = make()
+        mod = sl.build(s, tensors, target="cuda")
+        for engine in engines:
+            first, (wall, cpu) = time_engine(mod, arrays, want, engine, args.repeat, args.profile)
+            print(f"{title:36} {engine:6} {first:9.3f} {wall:9.3f} {cpu:9.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
