@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterator, List
 
-from ..expr.functor import walk
+from ..expr.functor import substitute, walk
 from ..expr.nodes import Buffer, Expr, Load
 from .nodes import Allocate, Barrier, CallPacked, Evaluate, For, IfThen, Let, Seq, StageNest, Stmt, Store, seq
 
@@ -100,7 +100,6 @@ class _Substitute(StmtMutator):
         self.mapping = mapping
 
     def visit_expr(self, e: Expr) -> Expr:
-        from ..expr.functor import substitute
         return substitute(e, self.mapping)
 
 

@@ -19,7 +19,7 @@ class Stmt:
     """Base of statements."""
 
     def __str__(self) -> str:
-        from .printer import stmt_lines
+        from .printer import stmt_lines    # the printer imports these nodes
         return "\n".join(stmt_lines(self))
 
 

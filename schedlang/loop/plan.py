@@ -2,6 +2,7 @@
 inlined stages substituted into their readers."""
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -225,7 +226,6 @@ def _check_args(plans: List[StagePlan], params: List[StagePlan], schedule, warn:
 
 
 def _default_name(schedule) -> str:
-    import re
     return re.sub(r"\W", "_", schedule[schedule.outputs[0]].name)
 
 

@@ -55,7 +55,8 @@ def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None
     with gc_paused():
         graph = capture(module, example_inputs, dynamic_shapes=dynamic_shapes)
         target = sl.Target.create(target)
-        program = lower_graph(graph, target)
+        # without tuning, CompiledModule lowers (or finds the model in the disk cache: model_cache.py)
+        program = lower_graph(graph, target) if tune else None
     tuning = None
     if tune:
         from .tune import tune_program

@@ -38,6 +38,7 @@ from ..expr.nodes import Binary, Const, Var
 from ..schedule import Schedule, create_schedule
 from ..target.registry import get_backend
 from ..target.target import Target
+from ..tensor import thread_axis as _thread_axis
 from ..tensor.axis import IterVar
 from ..tensor.op import TensorRead
 from ..tensor.reduce import Reduce
@@ -92,14 +93,8 @@ def default_schedule(outputs: List, target=None, log: Optional[str] = None) -> S
 
 def tuned_schedule(outputs: List, target: Target, log: str) -> Optional[Schedule]:
     """The best recorded schedule of this workload and target in log, or None without one."""
-    from ..autoschedule import apply_best, records
-    from ..autoschedule.task import default_args
-    from ..tensor.serialize import workload_key
-    key = workload_key(default_args(outputs))
-    if not records.ranked(records.load(log, key, str(target))):
-        return None
-    s, _ = apply_best(log, outputs, target)
-    return s
+    from ..autoschedule.api import tuned_schedule_or_none     # this CPU's records first (records.choose)
+    return tuned_schedule_or_none(log, outputs, target)
 
 
 def schedule_group(s: Schedule, group: Group, target: Target) -> None:
@@ -501,7 +496,6 @@ def _matmul_nt(s, anchor, matmuls, lanes_: int) -> None:
 # ---- CUDA ------------------------------------------------------------------------------
 
 def _bind(stage, ivar, name: str) -> None:
-    from ..tensor import thread_axis as _thread_axis
     stage.bind(ivar, _thread_axis(name))
 
 
