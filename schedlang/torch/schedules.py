@@ -332,15 +332,6 @@ def schedule_reduction_cpu(s: Schedule, red, target: Target) -> None:
     stage.parallel(row)
 
 
-def vector_registers(target: Target) -> int:
-    """Vector registers of the target's CPU: Target.native_registers() where the target knows
-    it, else 32 with 512-bit vectors (x86 zmm) and 16 below (ymm)."""
-    known = getattr(target, "native_registers", None)
-    if callable(known):
-        return known()
-    return 32 if target.native_lanes(32) >= 16 else 16
-
-
 def panel_width(target: Target, n: int) -> int:
     """Columns of a matmul register tile and of a packed B panel: NR (4 x 16 is the hand GEMM's
     tile: 8 ymm accumulators with AVX2), or NR_VECTORS native float32 vectors when those are
@@ -354,9 +345,10 @@ def register_rows(target: Target, nr: int) -> int:
     holds beside one B vector per column vector and the broadcast A value, rounded down to a
     power of two, from MR to MR_MAX. Measured (benchmarks/gemm_shapes.py, BERT and Llama
     shapes, one Zen 5 core): 4 x 16 with AVX-512 (4 zmm accumulators, latency bound) reaches
-    ~45 % of the FMA peak, 8 x 32 ~77 %; AVX2 stays 4 x 16 (8 of 16 ymm; 6 x 16 was no faster)."""
+    ~45 % of the FMA peak, 8 x 32 74-88 % (the two-zmm panel is what counts: 4, 8 or 12 rows
+    of it measure alike); AVX2 stays 4 x 16 (8 of 16 ymm; 6 x 16 and 8 x 16 were no faster)."""
     vectors = max(1, ceil_div(nr, target.native_lanes(32)))
-    fit = (vector_registers(target) - vectors - 1) // vectors
+    fit = (target.native_registers() - vectors - 1) // vectors
     rows = MR
     while rows * 2 <= min(fit, MR_MAX):
         rows *= 2

@@ -23,6 +23,7 @@ def test_tile_follows_the_register_file():
     assert (register_rows(avx512, panel_width(avx512, 768)), panel_width(avx512, 768)) == (8, 32)
     assert panel_width(avx512, 20) == 20 and register_rows(avx512, 20) == 8    # two zmm columns
     assert register_rows(avx512, 64) == 4          # 4 column vectors: 4 rows fill 16 + 5 registers
+    assert register_rows(avx512.with_options(vector_registers=16), 32) == 4    # the register file, not the ISA
 
 
 class Block(torch.nn.Module):
