@@ -14,7 +14,8 @@ Per kernel (a fuse.Group), on the CPU:
   tile loops, the whole k loop inside it. B contiguous along the output columns, or packed
   in [N / nr, K, nr] panels (a Linear's weight, packed once by the compiled module, see
   prepack.py): an mr x nr tile of vector accumulators (broadcast A, vector B), as
-  benchmarks/sl_kernels.py's gemm_register_tiled (MR = 4 rows, nr = panel_width columns);
+  benchmarks/sl_kernels.py's gemm_register_tiled (mr = register_rows, nr = panel_width columns:
+  4 x 16 with AVX2, 8 x 32 with AVX-512);
   both operands contiguous along k (q @ k^T, a Linear whose weight is not a constant): an
   mr x nr tile of k-vectors (rfactor over k lanes), summed across lanes at the end.
 - convolution (fuse.Group.convs) with its epilogue: conv_schedules.py (NCHWc register tiles,
@@ -45,8 +46,10 @@ from .attention_schedule import is_attention
 from .fuse import Group, fuse, is_matmul, matmul_operands
 
 MAX_VECTOR = 64          # lanes of one vectorized loop (schedule.legal.MAX_VECTOR_EXTENT)
-MR = 4                   # rows of a matmul register tile
+MR = 4                   # rows of a matmul register tile with 16 vector registers (AVX2)
+MR_MAX = 8               # the most rows of one: a power of two, so M = 128, 64, ... has no row tail
 NR = 16                  # columns of a matmul register tile, at least one native vector
+NR_VECTORS = 2           # native vectors across a register tile where NR is narrower
 NT_TILE = 4              # columns of a k-vector (dot product) matmul tile
 LONG_ROW = 4096          # a reduction this long is worth splitting over the cores
 CUDA_THREADS = 256       # threads per block for pointwise kernels
@@ -331,9 +334,25 @@ def schedule_reduction_cpu(s: Schedule, red, target: Target) -> None:
 
 def panel_width(target: Target, n: int) -> int:
     """Columns of a matmul register tile and of a packed B panel: NR (4 x 16 is the hand GEMM's
-    tile: 8 ymm accumulators with AVX2, 4 zmm with AVX-512), or one native float32 vector when
-    that is wider; n when the output has fewer columns."""
-    return max(1, min(n, max(NR, target.native_lanes(32))))
+    tile: 8 ymm accumulators with AVX2), or NR_VECTORS native float32 vectors when those are
+    wider (32 with AVX-512: an 8 x 32 tile, 16 zmm accumulators); n when the output has fewer
+    columns."""
+    return max(1, min(n, max(NR, NR_VECTORS * target.native_lanes(32))))
+
+
+def register_rows(target: Target, nr: int) -> int:
+    """Rows of an mr x nr matmul register tile: as many accumulator rows as the register file
+    holds beside one B vector per column vector and the broadcast A value, rounded down to a
+    power of two, from MR to MR_MAX. Measured (benchmarks/gemm_shapes.py, BERT and Llama
+    shapes, one Zen 5 core): 4 x 16 with AVX-512 (4 zmm accumulators, latency bound) reaches
+    ~45 % of the FMA peak, 8 x 32 74-88 % (the two-zmm panel is what counts: 4, 8 or 12 rows
+    of it measure alike); AVX2 stays 4 x 16 (8 of 16 ymm; 6 x 16 and 8 x 16 were no faster)."""
+    vectors = max(1, ceil_div(nr, target.native_lanes(32)))
+    fit = (target.native_registers() - vectors - 1) // vectors
+    rows = MR
+    while rows * 2 <= min(fit, MR_MAX):
+        rows *= 2
+    return rows
 
 
 def packed_width(s: Schedule, mm) -> Optional[int]:
@@ -400,7 +419,7 @@ def schedule_matmul_cpu(s: Schedule, anchor, matmuls: List, target: Target) -> N
         if anchor in matmuls:                      # no epilogue: accumulate in a write cache
             cache = s.cache_write(s[anchor].op.output(0), "global")
             matmuls = [s[cache]]
-        _matmul_nn(s, s[anchor], [s[m] for m in matmuls], nr)
+        _matmul_nn(s, s[anchor], [s[m] for m in matmuls], register_rows(target, nr), nr)
     else:
         _matmul_nt(s, s[anchor], [s[m] for m in matmuls], lanes_)
 
@@ -412,8 +431,8 @@ def _tile_anchor(anchor, mr: int, nr: int):
     return batch, yo, xo, xi, yi
 
 
-def _matmul_nn(s, anchor, matmuls, nr: int) -> None:
-    mr, nr = _tile_sizes(anchor, MR, nr)
+def _matmul_nn(s, anchor, matmuls, mr: int, nr: int) -> None:
+    mr, nr = _tile_sizes(anchor, mr, nr)
     batch, yo, xo, xi, yi = _tile_anchor(anchor, mr, nr)
     for mm in matmuls:
         mm.compute_at(anchor, xo)

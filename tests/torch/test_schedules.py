@@ -150,14 +150,18 @@ def test_matmul_nn_register_tile():
     s, args, _ = scheduled(P.matmul_nn, 37, 45, 29)
     assert_matches_reference(s, args)
     tile = tile_text(s, args)
-    assert re.search(r"alloc mm\.global: f32\[4, 16\]", tile), tile
-    assert "vectorized j.c.inner in 0..16:" in tile
+    rows, cols = (8, 32) if F32 >= 16 else (4, 16)      # register_rows x panel_width
+    assert re.search(rf"alloc mm\.global: f32\[{rows}, {cols}\]", tile), tile
+    assert f"vectorized j.c.inner in 0..{cols}:" in tile
 
 
 def test_matmul_tiles_follow_the_target():
     avx2 = sl.Target.create("llvm -mcpu=haswell")
     s, args, _ = scheduled(P.matmul_nn, 64, 64, 64, target=avx2)
     assert "alloc mm.global: f32[4, 16]" in tile_text(s, args)     # 4 x 2 ymm accumulators
+    avx512 = sl.Target.create("llvm -mcpu=skylake-avx512")
+    s, args, _ = scheduled(P.matmul_nn, 64, 64, 64, target=avx512)
+    assert "alloc mm.global: f32[8, 32]" in tile_text(s, args)     # 8 x 2 zmm accumulators
     s, args, _ = scheduled(P.linear, 64, 64, 64, target=avx2)
     assert "alloc mm.rf: f32[4, 4, 8]" in tile_text(s, args)       # 16 ymm accumulators
     s, args, _ = scheduled(P.linear, 1, 64, 64)                     # one row: a wider tile

@@ -1,0 +1,56 @@
+"""The matmul register tile sized to the register file (schedules.register_rows, panel_width):
+AVX2 and AVX-512 code (both run on an AVX-512 host), odd shapes and tails, packed weights
+with the fused epilogue, against torch and the reference evaluator."""
+import pytest
+import torch
+
+import schedlang as sl
+import schedlang.torch as slt
+from schedlang.torch.schedules import panel_width, register_rows
+from tests.helpers import assert_matches_reference
+from tests.torch import frontend_like as P
+from tests.torch.test_schedules import scheduled
+
+HOST = sl.Target.create("llvm")
+AVX512 = HOST if HOST.native_lanes(32) >= 16 else None
+TARGETS = {"avx2": sl.Target.create("llvm -mcpu=haswell"),
+           "avx512": AVX512 or pytest.skip("no AVX-512 host", allow_module_level=True)}
+
+
+def test_tile_follows_the_register_file():
+    avx2, avx512 = TARGETS["avx2"], sl.Target.create("llvm -mcpu=skylake-avx512")
+    assert (register_rows(avx2, panel_width(avx2, 768)), panel_width(avx2, 768)) == (4, 16)
+    assert (register_rows(avx512, panel_width(avx512, 768)), panel_width(avx512, 768)) == (8, 32)
+    assert panel_width(avx512, 20) == 20 and register_rows(avx512, 20) == 8    # two zmm columns
+    assert register_rows(avx512, 64) == 4          # 4 column vectors: 4 rows fill 16 + 5 registers
+    assert register_rows(avx512.with_options(vector_registers=16), 32) == 4    # the register file, not the ISA
+
+
+class Block(torch.nn.Module):
+    """A Linear (weight prepacked) with the GELU and residual epilogue of a transformer MLP."""
+
+    def __init__(self, k: int, n: int):
+        super().__init__()
+        self.fc = torch.nn.Linear(k, n)
+        self.res = torch.nn.Linear(k, n, bias=False)
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.fc(x)) + self.res(x)
+
+
+@pytest.mark.parametrize("isa", list(TARGETS))
+@pytest.mark.parametrize("m,k,n", [(1, 37, 45), (7, 19, 70), (129, 40, 33)])
+def test_packed_linear_epilogue_odd_shapes(isa, m, k, n):
+    torch.manual_seed(m)
+    mod = Block(k, n).eval()
+    x = torch.randn(m, k)
+    with torch.no_grad():
+        got = slt.compile(mod, (x,), target=TARGETS[isa])(x)
+        torch.testing.assert_close(got, mod(x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("isa", list(TARGETS))
+@pytest.mark.parametrize("shape", [(129, 45, 29), (7, 33, 17), (1, 70, 9)])
+def test_matmul_nn_odd_shapes(isa, shape):
+    s, args, _ = scheduled(P.matmul_nn, *shape, target=TARGETS[isa])
+    assert_matches_reference(s, args)
