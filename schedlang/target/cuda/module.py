@@ -85,7 +85,8 @@ class CUDAModule(BuiltModule):
         outputs are written in place, as a GPU call would.
 
         engine="shim": the exact CUDA C compiled by g++ against a small CUDA header, each
-        block's threads as real threads and __syncthreads() as a barrier.
+        block's threads as fibers of one worker thread (a worker per core takes blocks in
+        turn) and __syncthreads() as a barrier; under sanitize="thread" real OS threads.
         sanitize="thread": build with ThreadSanitizer and raise RuntimeError on a data race;
         sanitize="undefined": build with UndefinedBehaviorSanitizer and raise RuntimeError on
         any undefined behaviour of the C (overflow, division, shifts, float -> int conversion).
