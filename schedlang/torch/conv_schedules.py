@@ -33,6 +33,9 @@ MAX_UNROLL_TAPS = 7       # a kernel extent the row schedule unrolls
 
 def schedule_conv_cpu(s, group, target: Target) -> None:
     """Schedule the convolution kernel group (group.convs not empty) for a CPU target."""
+    if not all(_dense(s[c]) for c in group.convs):     # depthwise/grouped: rows over a padded local plane
+        from .depthwise_schedules import schedule_grouped_conv_cpu
+        return schedule_grouped_conv_cpu(s, group, target)
     widths = {block_width(s[c]) if _dense(s[c]) else None for c in group.convs}
     width = widths.pop() if len(widths) == 1 else None
     if width is not None and width > 1:

@@ -123,7 +123,8 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1) -> sl.T
     r = [sl.reduce_axis((0, k), name=nm) for k, nm in zip(kernel, ("rh", "rw") if nsp == 2 else ("rw",))]
     out_shape = call.out_shape
 
-    pad_copy = max(kernel) >= PAD_COPY_KERNEL and max(call.padding) > 0
+    # grouped: depthwise_schedules.py makes the padded copy per plane, in the kernel
+    pad_copy = (max(kernel) >= PAD_COPY_KERNEL or call.groups > 1) and max(call.padding) > 0
     if pad_copy:
         x = _padded(ctx, call)
 
