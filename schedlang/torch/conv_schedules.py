@@ -88,7 +88,7 @@ def _conv_blocked_cpu(s, group, width: int) -> None:
     out = s[group.anchor]
     n, oc, *spatial = out.op.axis
     channels, cols = static(oc.dom.extent), static(spatial[-1].dom.extent)
-    vecs = MAX_TILE_VECTORS if width <= 8 and channels >= MAX_TILE_VECTORS * width else 1
+    vecs = MAX_TILE_VECTORS if width <= 8 and channels % (MAX_TILE_VECTORS * width) == 0 else 1
     wt = max(1, min(TILE_WIDTH if vecs == 1 else TILE_WIDTH_2, cols))
     co, ci = out.split(oc, factor=vecs * width)
     wo, wi = out.split(spatial[-1], factor=wt)

@@ -87,3 +87,14 @@ def test_cuda_default_schedules_run_depthwise_convs_in_emulation():
         want = model(x)
         for engine in ("shim", "simt"):
             torch.testing.assert_close(cm.emulate(x, engine=engine), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_1x1_conv_with_24_channels_packs_blocks_dividing_them():
+    """MobileNetV2's 24-channel projections: blocks of 8 (a half vector on AVX-512), so the
+    sum has no guarded channel tail (a masked multiply-add per step: 6x slower)."""
+    torch.manual_seed(0)
+    model = ConvBN(nn.Conv2d(40, 24, 1, bias=False), act=None)
+    cm = compile_checked(model, torch.randn(1, 40, 5, 11))
+    (width,) = [spec.width for spec in cm.program.packs.values() if spec.kind == "conv"]
+    assert 24 % width == 0 and width == min(8, sl.Target.create("llvm").native_lanes(32))
+    assert "< 24" not in cm.ir("tile")

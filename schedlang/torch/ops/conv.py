@@ -106,7 +106,11 @@ def block_width(ctx, call: ConvCall) -> int:
     target, oc = ctx.target, call.weight.shape[0]
     if call.groups != 1 or not isinstance(target, sl.Target) or not sl.get_backend(target.kind).prepacks_weights:
         return 1
-    return max(1, min(oc, target.native_lanes(dtype(acc_dtype(call.x.dtype)).bits)))
+    lanes = target.native_lanes(dtype(acc_dtype(call.x.dtype)).bits)
+    width = max(1, min(oc, lanes))
+    while oc % width and width > lanes // 4:    # a block dividing OC (24: 8): no guarded channel tail in the sum
+        width //= 2
+    return width
 
 
 def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1) -> sl.Tensor:
