@@ -10,7 +10,8 @@ On the CPU, activations stay NCHW; two kernels:
   `vecs` vector loads of weights and wt * vecs FMAs into registers; the tile is then written
   back to NCHW through the epilogue, a row of wt columns per store. (batch, channel
   block, output rows) run in parallel.
-- rows (depthwise, grouped, or a weight that is not a constant): each output row split in
+- rows (a weight that is not a constant; depthwise and grouped ones are depthwise_schedules.py's,
+  rows over a padded plane): each output row split in
   vectors along the width, the whole reduction inside, on a vector accumulator (the input
   read along the width, the weight broadcast).
 On CUDA: one output per thread (its sums in registers, the epilogue after them), 256

@@ -98,3 +98,17 @@ def test_a_1x1_conv_with_24_channels_packs_blocks_dividing_them():
     (width,) = [spec.width for spec in cm.program.packs.values() if spec.kind == "conv"]
     assert 24 % width == 0 and width == min(8, sl.Target.create("llvm").native_lanes(32))
     assert "< 24" not in cm.ir("tile")
+
+
+def test_a_depthwise_conv_with_a_dynamic_batch_runs_row_tasks():
+    """Planes unknown at compile time: one task per output row, its padded rows made in it."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(8, 8, 3, 2, 1, groups=8), nn.ReLU6()).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        cm = st.compile(model, (torch.randn(2, 8, 9, 7),),
+                        dynamic_shapes={"input": {0: torch.export.Dim("batch", max=64)}})
+    with torch.no_grad():
+        for batch in (1, 3):
+            x = torch.randn(batch, 8, 9, 7)
+            torch.testing.assert_close(cm(x), model(x), rtol=1e-5, atol=1e-5)

@@ -6,8 +6,10 @@ as one sum reduction tagged CONV_TAG:
 
 The padding is a guard on the input read (zero outside the input: never a read out of
 bounds), not a padded copy; except for kernels of PAD_COPY_KERNEL taps or more (ResNet's
-7x7 stem), whose many guarded reads per output cost twice the convolution: they read a
-zero-padded copy `<name>_pad` (tagged CONV_PAD_TAG, a kernel of its own) without guards. The sum accumulates in float32 for float16/bfloat16; a bias
+7x7 stem), whose many guarded reads per output cost twice the convolution, and grouped ones
+(depthwise: a tap is one vector op, its guard as much again): they read a zero-padded copy
+`<name>_pad` (tagged CONV_PAD_TAG: a kernel of its own, or a plane per task made inside a
+grouped convolution's kernel, depthwise_schedules.py) without guards. The sum accumulates in float32 for float16/bfloat16; a bias
 and the cast back are an elementwise stage `<name>` after the sum `<name>_conv`, which
 fusion keeps in the convolution's kernel (its epilogue, with what follows: batch norm,
 ReLU, a residual add).
