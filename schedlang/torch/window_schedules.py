@@ -76,7 +76,7 @@ def _vectorize_row(stage, target) -> None:
         outer, inner = stage.split(last, factor=v)
     if stage.op.reduce_axis:
         stage.reorder(*([outer] if outer is not None else []), *stage.op.reduce_axis, inner)
-        if _product(_extent(r) for r in stage.op.reduce_axis) <= UNROLL_TAPS:
+        if (_product(_extent(r) for r in stage.op.reduce_axis) or UNROLL_TAPS + 1) <= UNROLL_TAPS:
             for r in stage.op.reduce_axis:      # straight-line taps: the row stays in registers between them
                 stage.unroll(r)
     stage.vectorize(inner)
