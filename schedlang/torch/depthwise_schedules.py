@@ -63,8 +63,8 @@ def schedule_grouped_conv_cpu(s, group, target: Target) -> None:
     else:
         task = row = _fuse(out, [n, oc] + spatial[:-1])   # a row: the padded rows it reads, made per row
     out.parallel(task)
-    for conv, acc in zip(group.convs, accs):
-        pad = padded_input(s, s[conv])
+    for acc in accs:                     # the stage computing the sum (a cache of a kernel-result conv)
+        pad = padded_input(s, acc)
         if pad is not None:
             pad.compute_at(out, task)
             _vectorize_row(pad, target)

@@ -112,3 +112,13 @@ def test_a_depthwise_conv_with_a_dynamic_batch_runs_row_tasks():
         for batch in (1, 3):
             x = torch.randn(batch, 8, 9, 7)
             torch.testing.assert_close(cm(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_depthwise_conv_alone_also_makes_its_padded_plane_in_the_kernel():
+    """No epilogue: the sum runs in a cache of the result, and it is the cache that reads the
+    padded input (one kernel, one parallel loop, the plane local)."""
+    torch.manual_seed(0)
+    model = ConvBN(nn.Conv2d(16, 16, 3, 1, 1, groups=16, bias=False), bn=False, act=None)
+    cm = compile_checked(model, torch.randn(1, 16, 9, 10), targets=(TWO_THREADS,))
+    tile = cm.ir("tile")
+    assert re.search(r"alloc \w+_pad: f32\[1, 1, 11, 12\] local", tile) and tile.count("parallel") == 1, tile
