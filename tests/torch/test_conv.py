@@ -181,8 +181,7 @@ def test_relu6_after_depthwise_is_fused_and_a_lone_batch_norm_is_an_affine():
     torch.manual_seed(0)
     dw = ConvBN(nn.Conv2d(8, 8, 3, 2, 1, groups=8, bias=False), act=F.relu6)
     cm = compile_checked(dw, torch.randn(1, 8, 9, 9))
-    (groups,) = kernels(cm)      # the padded input plane is made inside the conv's kernel (depthwise_schedules.py)
-    assert sorted(g.anchor.op.tag for g in groups) == ["", "conv_pad"]
+    assert [len(g) for g in kernels(cm)] == [1]
     bn = nn.BatchNorm2d(5).eval()
     bn.running_var.uniform_(0.5, 2.0)
     cm = compile_checked(bn, torch.randn(2, 5, 3, 4), tol=1e-5)

@@ -54,6 +54,9 @@ class ConvCall:
 
 
 PAD_COPY_KERNEL = 5
+# Output rows of a grouped convolution at least this long read a padded plane; shorter ones
+# (MobileNetV2's 7x7) guard their reads: there the copy costs more than the guards it saves.
+GROUPED_PAD_MIN_WIDTH = 8
 
 # The convolution each lowered result computes, for the batch norm that may follow it.
 _CALLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -130,7 +133,8 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1) -> sl.T
     out_shape = call.out_shape
 
     # grouped: depthwise_schedules.py makes the padded copy per plane, in the kernel
-    pad_copy = (max(kernel) >= PAD_COPY_KERNEL or call.groups > 1) and max(call.padding) > 0
+    grouped_pad = call.groups > 1 and out_shape[-1] >= GROUPED_PAD_MIN_WIDTH
+    pad_copy = (max(kernel) >= PAD_COPY_KERNEL or grouped_pad) and max(call.padding) > 0
     if pad_copy:
         x = _padded(ctx, call)
 
