@@ -5,6 +5,7 @@
     python benchmarks/compile.py --only gemm        # gemm, models
     python benchmarks/compile.py --models bert,gpt2 --threads 1,2
     python benchmarks/compile.py --baseline /work/main    # another checkout, side by side
+    python benchmarks/compile.py --only models --models resnet50 --repeat 3 --baseline /work/main
 
 GEMM: the final schedule of tutorials/01_gemm_cpu.py (the README's): B packed into 32-wide
 panels, a write cache per 32 x 32 tile, k split by 4 and unrolled, columns vectorized, rows
@@ -17,8 +18,11 @@ other one (its schedlang imported through PYTHONPATH) alternate, so both see the
 Models: each model of schedlang.torch.zoo in a fresh process (an empty SCHEDLANG_CACHE_DIR, an
 empty in-memory build cache): torch's capture (torch.export), lowering to Tensor IR, and the
 build of every kernel, each timed; the compiled model's output is checked against eager torch.
+The CPU time of each phase (default schedule, Loop/Tile/Kernel IR, LLVM text, LLVM's
+optimizer, the JIT, the disk cache's store) is measured by wrapping the function that does it.
 --threads builds the kernels with each number of threads (SCHEDLANG_BUILD_THREADS); with
---baseline, each model is compiled by both checkouts, one right after the other.
+--baseline, each model is compiled by both checkouts, one right after the other (--repeat
+times, alternating; medians), and the ratio of their build CPU times is printed.
 
 CPU time (this process's) counts what the builds themselves used; on a machine that others
 share, wall time also counts the time slices they take: compare rows of one run.
@@ -72,6 +76,46 @@ def _stage_timing_supported() -> bool:
     return "text" in inspect.signature(schedlang.trace.Trace).parameters
 
 
+# The phases of a model's build, timed by wrapping the function that does each one
+# (module, attribute, label); the CPU time of every thread that runs one is counted.
+PHASES = [("schedlang.torch.schedules", "default_schedule", "schedule"),
+          ("schedlang.driver", "lower_to_loop_ir", "loop IR"),
+          ("schedlang.driver", "lower_to_tile_ir", "tile IR"),
+          ("schedlang.driver", "lower_tile_to_kernel", "kernel IR"),
+          ("schedlang.target.llvm.backend", "render_llvm", "llvm text"),
+          ("schedlang.target.llvm.backend", "optimize", "llvm opt"),
+          ("schedlang.target.llvm.backend", "CompiledModule", "jit"),
+          ("schedlang.kernel_cache", "store", "disk store")]
+
+
+def _time_phases() -> dict:
+    """Wrap each phase's function (where this checkout has it); returns label -> CPU seconds,
+    filled in as the phases run."""
+    import functools
+    import importlib
+    import threading
+    spent: dict = {}
+    lock = threading.Lock()
+    for module, attr, label in PHASES:
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            continue
+        fn = getattr(mod, attr, None)
+        if fn is None:
+            continue
+
+        def timed(*a, _fn=fn, _label=label, **k):
+            start = time.thread_time()
+            try:
+                return _fn(*a, **k)
+            finally:
+                with lock:
+                    spent[_label] = spent.get(_label, 0.0) + time.thread_time() - start
+        setattr(mod, attr, functools.wraps(fn)(timed) if callable(fn) and not isinstance(fn, type) else timed)
+    return spent
+
+
 def model_child(name: str, size: str) -> dict:
     """Cold compile of one zoo model in this (fresh) process, step by step; checked against eager."""
     start = time.perf_counter()
@@ -81,6 +125,7 @@ def model_child(name: str, size: str) -> dict:
     from schedlang.torch.lower import lower_graph
     from schedlang.torch.runtime import CompiledModule
     target = sl.Target.create("llvm")       # LLVM's initialisation: counted with the imports
+    phases = _time_phases()
     imported = time.perf_counter()
     module, inputs = zoo.build(name, size)
     with torch.no_grad():
@@ -99,7 +144,9 @@ def model_child(name: str, size: str) -> dict:
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=2e-3, atol=2e-3)
     return {"import": imported - start, "capture": t1 - t0, "lower": t2 - t1, "build": t3 - t2,
-            "build_cpu": build_cpu, "kernels": len(program.parts),
+            "build_cpu": build_cpu, "phases": phases, "parts": len(program.parts),
+            "kernels": sum(len(mod.ir["kernel"].split("\nkernel ")) - 1 for mod in compiled.modules.values()
+                           if "kernel" in getattr(mod, "ir", {})),
             "fallbacks": sum(program.fallback_counts().values())}
 
 
@@ -146,23 +193,41 @@ def run_gemm(size: int, rounds: int, builds: int, baseline: str) -> None:
             print(f"  {stage[3:]:20s} {_ms(stages[stage])}")
 
 
-def run_models(models, size: str, threads, baseline: str) -> None:
+def run_models(models, size: str, threads, baseline: str, repeat: int = 1) -> None:
     trees = [("", ROOT)] + ([("baseline", baseline)] if baseline else [])
-    print(f"\nCold compile of each zoo model ({size}; a fresh process each, empty caches; seconds)")
+    print(f"\nCold compile of each zoo model ({size}; a fresh process each, empty caches; seconds, "
+          f"median of {repeat})")
     print(f"{'model':14s} {'tree':>8s} {'threads':>7s} {'import':>7s} {'capture':>8s} {'lower':>7s} {'build':>7s} "
           f"{'build cpu':>9s} {'kernels':>7s} {'fallback ops':>12s} {'schedlang':>9s}")
     for name in models:
         for n in threads:
-            for label, path in trees:      # one after the other, per model: the same machine for both
-                with tempfile.TemporaryDirectory() as cache:
-                    r = _run_child(["model", name, size], path,
-                                   {"SCHEDLANG_CACHE_DIR": cache, "SCHEDLANG_BUILD_THREADS": str(n)})
-                ours = r["lower"] + r["build"]
-                print(f"{name:14s} {label:>8s} {n:7d} {r['import']:7.2f} {r['capture']:8.2f} {r['lower']:7.2f} "
-                      f"{r['build']:7.2f} {r['build_cpu']:9.2f} {r['kernels']:7d} {r['fallbacks']:12d} {ours:9.2f}",
+            runs = {label: [] for label, _ in trees}
+            for _ in range(repeat):
+                for label, path in trees:      # alternating, per model: the same machine for both
+                    with tempfile.TemporaryDirectory() as cache:
+                        runs[label].append(_run_child(["model", name, size], path,
+                                                      {"SCHEDLANG_CACHE_DIR": cache, "SCHEDLANG_BUILD_THREADS": str(n)}))
+            for label, _ in trees:
+                rs = runs[label]
+
+                def med(field, rs=rs):
+                    return statistics.median(r[field] for r in rs)
+                ours = statistics.median(r["lower"] + r["build"] for r in rs)
+                kernels = rs[0].get("kernels", rs[0].get("parts", 0))
+                print(f"{name:14s} {label:>8s} {n:7d} {med('import'):7.2f} {med('capture'):8.2f} {med('lower'):7.2f} "
+                      f"{med('build'):7.2f} {med('build_cpu'):9.2f} {kernels:7d} {rs[0]['fallbacks']:12d} {ours:9.2f}",
                       flush=True)
+                phases = [(label_, statistics.median(r.get("phases", {}).get(label_, 0.0) for r in rs))
+                          for _, _, label_ in PHASES]
+                print(f"{'':14s} {'':>8s} cpu s: " + ", ".join(f"{p} {t:.2f}" for p, t in phases), flush=True)
+            if baseline:
+                mine, base = runs[""], runs["baseline"]
+                ratio = (statistics.median(r["build_cpu"] for r in mine)
+                         / max(1e-9, statistics.median(r["build_cpu"] for r in base)))
+                print(f"{name:14s} {'ratio':>8s} build cpu this/baseline = {ratio:.2f}", flush=True)
     print("(schedlang = lower + build: what follows torch's capture; fallback ops run in torch; a baseline "
-          "ignores SCHEDLANG_BUILD_THREADS unless it has build_pool.py)")
+          "ignores SCHEDLANG_BUILD_THREADS unless it has build_pool.py; cpu s: CPU seconds of each phase, "
+          "all threads; 'kernels': kernels of the model's parts)")
 
 
 def main(argv=None) -> None:
@@ -172,6 +237,7 @@ def main(argv=None) -> None:
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated zoo models")
     p.add_argument("--threads", default="", help="comma-separated build thread counts (default: the default)")
     p.add_argument("--baseline", default="", help="another checkout, measured side by side")
+    p.add_argument("--repeat", type=int, default=1, help="cold compiles of each model per tree (median)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -192,7 +258,7 @@ def main(argv=None) -> None:
         if unknown:
             p.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
         threads = [int(t) for t in args.threads.split(",") if t] or [_default_threads()]
-        run_models(models, "tiny" if args.quick else "full", threads, args.baseline)
+        run_models(models, "tiny" if args.quick else "full", threads, args.baseline, args.repeat)
 
 
 def _default_threads() -> int:

@@ -6,6 +6,7 @@ float32, the same thread count for every contender, in one run.
     python benchmarks/models.py --quick            # tiny models, a few rounds: proves it runs (CI)
     python benchmarks/models.py --only resnet18 --no-compile --no-onnx
     python benchmarks/models.py --tuned-log tune.jsonl   # fills the "schedlang tuned" column
+    python benchmarks/models.py --tune 2000 --tune-timeout 1800   # tunes each model first (a log per model)
 
 The models are schedlang.torch.zoo's ("full": the standard sizes; the Llama is a few
 decoder layers of realistic width), in eval mode with random weights, called under
@@ -19,7 +20,8 @@ First call: Inductor's and ONNX Runtime's are taken in this process (compile or 
 session creation, plus the first run). schedlang's are taken in fresh processes (imports
 done before the clock starts): "cold" with an empty SCHEDLANG_CACHE_DIR, then "warm disk
 cache": a second fresh process with the folder the first one filled (as slow as cold where
-schedlang writes no kernel cache to it). Tables go to stdout, progress to stderr.
+schedlang writes no kernel cache to it); in parentheses, the part beyond torch.export (the
+goal counts from there). Tables go to stdout, progress to stderr.
 """
 from __future__ import annotations
 
@@ -135,16 +137,26 @@ def onnxruntime_session(model, inputs, threads: int):
     return (lambda: sess.run(None, feed)[0]), "; ".join(notes)
 
 
-def schedlang_compiled(model, inputs, threads: int, log=None):
+def schedlang_compiled(model, inputs, threads: int, log=None, tune: int = 0, tune_timeout=None):
+    """schedlang's compiled model; with tune=N, its kernels tuned first with N trials into log
+    (schedlang.torch.compile(..., tune=N): the gradient task scheduler), the time noted."""
     import schedlang as sl
     import schedlang.torch as sl_torch
     target = sl.Target.create("llvm").with_options(num_threads=threads)
+    options = dict(tune=tune, timeout=tune_timeout, verbose=1) if tune else {}
+    start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        compiled = sl_torch.compile(model, inputs, target=target, log=log)
+        compiled = sl_torch.compile(model, inputs, target=target, log=log, **options)
     fallbacks = compiled.fallback_ops()
     note = f"{len(compiled.program.parts)} part(s); in torch: " + (
         ", ".join(f"{op} x{n}" for op, n in fallbacks.items()) if fallbacks else "none")
+    if tune and compiled.tuning is not None:
+        t = compiled.tuning
+        note += (f"; tuned {sum(t.trials)} trials over {len(t.tasks)} tasks in {time.perf_counter() - start:.0f} s "
+                 f"(log {log})")
+    elif log is not None:
+        note += f"; records from {log}"
     fn = lambda: compiled(*inputs)  # noqa: E731
     fn.fallbacks = sum(fallbacks.values())
     return fn, note
@@ -152,9 +164,10 @@ def schedlang_compiled(model, inputs, threads: int, log=None):
 
 # ---------------------------------------------------------------- first call in a fresh process
 
-def first_call_child(name: str, size: str, threads: int) -> float:
+def first_call_child(name: str, size: str, threads: int) -> str:
     """Seconds from schedlang.torch.compile's call to the end of the first call, in this fresh
-    process (imports done before the clock starts)."""
+    process (imports done before the clock starts), and of them the seconds in torch.export
+    (capture): "total export"."""
     import schedlang as sl
     import schedlang.target.llvm.backend  # noqa: F401  (the first CPU compile imports it)
     import schedlang.torch as sl_torch
@@ -162,10 +175,19 @@ def first_call_child(name: str, size: str, threads: int) -> float:
     warnings.simplefilter("ignore")
     model, inputs = zoo.build(name, size)
     target = sl.Target.create("llvm").with_options(num_threads=threads)
+    capture, spent = sl_torch.capture, []
+
+    def timed_capture(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return capture(*args, **kwargs)
+        finally:
+            spent.append(time.perf_counter() - start)
+    sl_torch.capture = timed_capture          # compile() calls it by this name
     with torch.no_grad():
         start = time.perf_counter()
         sl_torch.compile(model, inputs, target=target)(*inputs)
-        return time.perf_counter() - start
+        return f"{time.perf_counter() - start} {sum(spent)}"
 
 
 def first_call(name: str, size: str, threads: int, cache_dir: str, timeout_s: float) -> str:
@@ -178,7 +200,8 @@ def first_call(name: str, size: str, threads: int, cache_dir: str, timeout_s: fl
         return f"over {timeout_s:.0f} s"
     if proc.returncode != 0:
         return "failed: " + ((proc.stderr.strip().splitlines() or ["no message"])[-1][:80])
-    return f"{float(proc.stdout.split()[-1]):.2f} s"
+    total, export = map(float, proc.stdout.split()[-2:])
+    return f"{total:.2f} s ({total - export:.2f})"
 
 
 # ---------------------------------------------------------------- the run
@@ -231,14 +254,19 @@ def run_model(name: str, args, timing, first_rows: list) -> list:
     if not args.no_onnx and onnxruntime_version() is not None:
         makers["onnxruntime"] = lambda: onnxruntime_session(model, inputs, args.threads)
     makers["schedlang"] = lambda: schedlang_compiled(model, inputs, args.threads)
-    if args.tuned_log:
+    if args.tune:
+        log = args.tuned_log or os.path.join(args.tune_dir, f"tune-{name}-{size}.jsonl")
+        os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
+        makers["schedlang tuned"] = lambda: schedlang_compiled(model, inputs, args.threads, log, args.tune,
+                                                               args.tune_timeout)
+    elif args.tuned_log:
         makers["schedlang tuned"] = lambda: schedlang_compiled(model, inputs, args.threads, args.tuned_log)
     entries = []
     for col in COLUMNS:
         if col not in makers:
             why = {"torch.compile": "--no-compile",
                    "onnxruntime": "--no-onnx" if args.no_onnx else "not installed: pip install -e '.[bench]'",
-                   "schedlang tuned": "no --tuned-log (issue 18)"}[col]
+                   "schedlang tuned": "no --tune N or --tuned-log"}[col]
             entries.append(Entry(col, skipped=f"not run ({why})"))
             continue
         harness_log(f"  {col}: setting up and checking ...")
@@ -284,10 +312,11 @@ def format_results(results, first_rows, args) -> str:
             lines.append(f"    {e.name:16s} {setup}{e.skipped or e.note}")
     if first_rows:
         lines.append("")
-        lines.append("schedlang first call in a fresh process (compile + first run; imports before the clock):")
-        lines.append(f"  {'model':14s} {'cold cache':>12s} {'warm disk cache':>16s}")
+        lines.append("schedlang first call in a fresh process (compile + first run; imports before the clock; "
+                     "in parentheses: beyond torch.export):")
+        lines.append(f"  {'model':14s} {'cold cache':>18s} {'warm disk cache':>18s}")
         for name, cold, warm in first_rows:
-            lines.append(f"  {name:14s} {cold:>12s} {warm:>16s}")
+            lines.append(f"  {name:14s} {cold:>18s} {warm:>18s}")
     lines.append(f"\nbusy cores: how many cores other processes kept busy while the model was timed "
                  f"(of {harness.core_count()}).\nload avg: {harness.load_average()} at end")
     return "\n".join(lines)
@@ -303,7 +332,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--no-onnx", action="store_true", help="skip ONNX Runtime")
     p.add_argument("--no-first-call", action="store_true", help="skip schedlang's fresh-process first calls")
     p.add_argument("--first-call-timeout", type=float, default=900.0, help="seconds per fresh process")
-    p.add_argument("--tuned-log", help="a tuning-record file: the 'schedlang tuned' column compiles with it")
+    p.add_argument("--tuned-log", help="a tuning-record file: the 'schedlang tuned' column compiles with it "
+                                       "(with --tune: the one log every model's tuning appends to)")
+    p.add_argument("--tune", type=int, default=0, metavar="N",
+                   help="tune each model first with N trials (the gradient task scheduler), a log per model in "
+                        "--tune-dir; the 'schedlang tuned' column is built from it, its tuning time noted")
+    p.add_argument("--tune-timeout", type=float, default=None, metavar="S", help="seconds of tuning per model, at most")
+    p.add_argument("--tune-dir", default="tune-logs", metavar="DIR", help="where --tune writes its logs")
     p.add_argument("--repeat", type=int, default=0, help="timed calls per contender (default 10; 3 with --quick)")
     p.add_argument("--threads", type=int, default=0, help="threads for everyone (default: all cores)")
     p.add_argument("--first-call-child", nargs=2, metavar=("MODEL", "SIZE"), help=argparse.SUPPRESS)

@@ -4,6 +4,14 @@ schedule beside the best hand schedule, torch and numpy, in one process.
     python benchmarks/tune.py --minutes 5            # the real run (the issue's table; ~25 min)
     python benchmarks/tune.py --quick                # a smoke run: tiny sizes, a few trials
     python benchmarks/tune.py --only gemm1024 --minutes 2 --log-dir runs/
+    python benchmarks/tune.py --only gemm1024-64 --gemm-size 512 \
+        --target "llvm -mcpu=znver3" --target "llvm -mcpu=znver4"    # both ISAs, one run
+
+--target (repeatable) picks the ISA the code is tuned and built for ("llvm" is the host; a
+named -mcpu such as znver3 is AVX2 only, 16 ymm registers): each workload is tuned and
+timed for each target in turn, the hand schedules built for the same target. AVX2 code
+runs on an AVX-512 host, so two targets give both ISAs side by side on one machine (the
+FMA peak column is the host's, measured with its widest vectors).
 
 Workloads: GEMM 1024^3 (--minutes of tuning), the same GEMM after only 64 trials, conv2d
 64->64 channels 56x56 3x3 (pad 1), row softmax 4096^2, SiluAndMul 8192^2. Every tuning log
@@ -81,14 +89,19 @@ class Table:
         sys.stdout.flush()
 
 
+def target_tag(target: str) -> str:
+    """A file-name part for a target string ("" for the host's plain "llvm")."""
+    return "" if target == "llvm" else "-" + "".join(c if c.isalnum() else "_" for c in target.split(None, 1)[-1])
+
+
 def tune(name: str, tensors, args, trials: int, timeout):
-    log = os.path.join(args.log_dir, f"{name}.jsonl")
+    log = os.path.join(args.log_dir, f"{name}{target_tag(args.target)}.jsonl")
     start = time.perf_counter()
-    s, sargs = sl.auto_schedule(tensors[-1:], target="llvm", trials=trials, log=log, seed=args.seed,
+    s, sargs = sl.auto_schedule(tensors[-1:], target=args.target, trials=trials, log=log, seed=args.seed,
                                 verbose=1, timeout=timeout)
     took = time.perf_counter() - start
     recs = sl.autoschedule.records.load(log)
-    png = os.path.join(args.log_dir, f"{name}.png")
+    png = os.path.join(args.log_dir, f"{name}{target_tag(args.target)}.png")
     try:
         sl.plot_tuning(log, png)
     except ImportError:
@@ -96,11 +109,12 @@ def tune(name: str, tensors, args, trials: int, timeout):
     searched = [r for r in recs if "final" not in r]
     info = (f"{len(searched)} candidates measured in {took:.0f} s this run (the best {len(recs) - len(searched)} "
             f"timed again side by side at the end); log {log}, curve {png}")
-    return sl.build(s, sargs), info
+    return sl.build(s, sargs, target=args.target), info
 
 
 def gemm(args, peaks, trials: int, timeout, name: str) -> None:
-    n = 64 if args.quick else 1024
+    n = 64 if args.quick else args.gemm_size
+    name = name.replace("1024", str(n))            # the log's name says the size tuned
     A, B, C = sl_kernels.gemm_program(n)
     mod, info = tune(name, [A, B, C], args, trials, timeout)
     rng = np.random.default_rng(0)
@@ -108,9 +122,10 @@ def gemm(args, peaks, trials: int, timeout, name: str) -> None:
     c = np.zeros((n, n), "float32")
     mod(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-3, atol=1e-3 * n)
-    t = Table(f"GEMM float32 {n}^3, {name}: {info}", 2.0 * n ** 3, "GFLOP/s", peaks["fma"], "FMA peak")
+    t = Table(f"GEMM float32 {n}^3, {name}, target {args.target}: {info}", 2.0 * n ** 3, "GFLOP/s",
+              peaks["fma"], "FMA peak")
     t.add("schedlang auto_schedule", lambda: mod(a, b, c), args.repeat)
-    rt = sl_kernels.gemm_register_tiled("llvm", n, n, n)
+    rt = sl_kernels.gemm_register_tiled(args.target, n, n, n)
     t.add("schedlang hand (reg-tiled)", lambda: rt(a, b, c), args.repeat, "best hand schedule in benchmarks/")
     t.add("numpy matmul", lambda: np.matmul(a, b, out=c), args.repeat, "OpenBLAS")
     import torch
@@ -134,10 +149,10 @@ def conv2d(args, peaks) -> None:
     want = F.conv2d(tx, tw, padding=1).numpy()
     np.testing.assert_allclose(o, want, rtol=1e-3, atol=1e-3 * ch)
     flops = 2.0 * n * f * hw * hw * ch * 9
-    t = Table(f"conv2d float32 NCHW {n}x{ch}x{hw}x{hw}, {f} filters 3x3, pad 1: {info}", flops, "GFLOP/s",
-              peaks["fma"], "FMA peak")
+    t = Table(f"conv2d float32 NCHW {n}x{ch}x{hw}x{hw}, {f} filters 3x3, pad 1, target {args.target}: {info}",
+              flops, "GFLOP/s", peaks["fma"], "FMA peak")
     t.add("schedlang auto_schedule", lambda: mod(x, w, o), args.repeat)
-    hand = sl_kernels.conv2d_nchwc("llvm", n, ch, hw, hw, f)
+    hand = sl_kernels.conv2d_nchwc(args.target, n, ch, hw, hw, f)
     o2 = np.zeros_like(o)
     hand(x, w, o2)
     np.testing.assert_allclose(o2, want, rtol=1e-3, atol=1e-3 * ch)
@@ -159,9 +174,9 @@ def softmax(args, peaks) -> None:
     e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
     mod(x, o)
     np.testing.assert_allclose(o, e / e.sum(axis=1, keepdims=True), rtol=1e-4, atol=1e-7)
-    t = Table(f"Row softmax float32 {rows}x{cols}: {info}", 2.0 * x.nbytes, "GB/s", peaks["copy"], "copy BW")
+    t = Table(f"Row softmax float32 {rows}x{cols}, target {args.target}: {info}", 2.0 * x.nbytes, "GB/s", peaks["copy"], "copy BW")
     t.add("schedlang auto_schedule", lambda: mod(x, o), args.repeat)
-    hand = sl_kernels.softmax("llvm", rows, cols, 32, True, exp_at_row=True)
+    hand = sl_kernels.softmax(args.target, rows, cols, 32, True, exp_at_row=True)
     t.add("schedlang hand", lambda: hand(x, o), args.repeat, "rfactor'd vector max/sum, exp once per row, vec 32")
     import torch
     tx, to = torch.from_numpy(x), torch.from_numpy(o)
@@ -186,9 +201,9 @@ def silu(args, peaks) -> None:
     x64 = x[:, :half].astype(np.float64)
     mod(x, o)
     np.testing.assert_allclose(o, x64 / (1 + np.exp(-x64)) * x[:, half:], rtol=1e-5, atol=1e-6)
-    t = Table(f"SiluAndMul float32 x {rows}x{cols}: {info}", x.nbytes + o.nbytes, "GB/s", peaks["copy"], "copy BW")
+    t = Table(f"SiluAndMul float32 x {rows}x{cols}, target {args.target}: {info}", x.nbytes + o.nbytes, "GB/s", peaks["copy"], "copy BW")
     t.add("schedlang auto_schedule", lambda: mod(x, o), args.repeat)
-    hand = sl_kernels.silu_and_mul("llvm", rows, cols, 32)
+    hand = sl_kernels.silu_and_mul(args.target, rows, cols, 32)
     t.add("schedlang hand (vec 32)", lambda: hand(x, o), args.repeat)
     import torch
     tx, to, tmp = torch.from_numpy(x), torch.from_numpy(o), torch.empty(rows, half)
@@ -243,7 +258,14 @@ def main(argv=None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeat", type=int, default=5, help="timed rounds per contender")
     p.add_argument("--no-tvm", action="store_true", help="skip Apache TVM's rows even if it is installed")
+    p.add_argument("--target", action="append", dest="targets", metavar="TARGET",
+                   help='tune and build for this target (repeatable; default "llvm", the host), e.g. '
+                        '"llvm -mcpu=znver3" for AVX2 code')
+    p.add_argument("--gemm-size", type=int, default=1024, help="M = N = K of the GEMM workloads")
     args = p.parse_args(argv)
+    args.targets = args.targets or ["llvm"]
+    for spec in args.targets:
+        sl.Target.create(spec)            # a bad target string fails here, before any tuning
     args.timeout = None if args.quick else args.minutes * 60
     if args.quick:
         args.trials, args.repeat = 6, 2
@@ -257,7 +279,17 @@ def main(argv=None) -> None:
     print(f"peaks   : FMA {fma['all']:.1f} GFLOP/s (measured, all cores); copy {copy:.1f} GB/s (256 MiB, best of "
           f"numpy/torch); load average {harness.load_average()}")
     print(f"tuning  : {'quick' if args.quick else f'{args.minutes:g} min per workload'}, seed {args.seed}")
+    for spec in args.targets:
+        t = sl.Target.create(spec)
+        print(f"target  : {spec} -> {t}, {t.vector_bits}-bit vectors, {t.native_registers()} vector registers")
     only = args.only or WORKLOADS
+    for spec in args.targets:
+        args.target = spec
+        run_workloads(args, peaks, only)
+
+
+def run_workloads(args, peaks, only) -> None:
+    """Every workload of `only` for args.target."""
     if "gemm1024" in only:
         gemm(args, peaks, args.trials, args.timeout, "gemm1024")
     if "gemm1024-64" in only:

@@ -2,6 +2,7 @@
 
     schedlang compile --ir examples/silu_and_mul.py --shape 1,32,4096
     schedlang compile --ir model.py --module MLP --shape 8,64 --level tensor,kernel --target cuda
+    schedlang tune model.py --model MLP --shape 8,64 --trials 200 --log mlp.jsonl --timeout 600
 
 `compile` loads a Python file, picks the `nn.Module` to compile, makes random inputs of
 the given shapes, compiles the module with `schedlang.torch.compile`, prints the chosen IR
@@ -12,8 +13,9 @@ without a GPU: the CUDA C run on the CPU, through CompiledModule.emulate).
 User mistakes (a missing file, a module the file does not define, a bad shape, an unknown
 level, dtype or target) are reported in one line on stderr with exit status 2. A module
 that fails to compile (one line; `--traceback` shows all of it), or whose compiled result
-differs from PyTorch's, exits with 1. torch is imported only when a command needs it, so
-`schedlang --help` is fast.
+differs from PyTorch's, exits with 1. `tune` tunes the module's kernels
+(schedlang.torch.compile's tune=), appending to a log, and prints a table per task and the
+model's latency. torch is imported only when a command needs it, so `schedlang --help` is fast.
 """
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="schedlang", description="schedlang, a tensor compiler with a TVM-style schedule language.",
-        epilog="Run 'schedlang compile --help' for the compile command.")
+        epilog="Run 'schedlang compile --help' or 'schedlang tune --help' for a command.")
     parser.add_argument("--version", action="version", version=f"schedlang {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     c = commands.add_parser(
@@ -98,11 +100,45 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     c.add_argument("--no-run", action="store_true", help="compile and print only; do not run against PyTorch")
     c.add_argument("--traceback", action="store_true", help="show the full traceback when compiling fails")
+    _tune_parser(commands)
     k = commands.add_parser("cache", help="show or empty the on-disk cache of compiled kernels",
                             description="info: where the cache of compiled kernels is and what it holds; clear: "
                                         "remove every entry (see schedlang/kernel_cache.py).")
     k.add_argument("action", choices=("info", "clear"))
     return parser
+
+
+def _tune_parser(commands) -> None:
+    t = commands.add_parser(
+        "tune", help="tune a PyTorch module's kernels; write the log and print a per-task table",
+        description="Tune the kernels of the nn.Module in FILE (schedlang.torch.compile(..., tune=N)): each "
+                    "distinct kernel is a task weighted by how often it runs per forward; a task scheduler "
+                    "gives rounds of trials to the task where the estimated model latency drops most. "
+                    "Prints a line per round, then a table per task and the model's estimated and measured "
+                    "latency, tuned and untuned.",
+        epilog="Which module and inputs: as 'schedlang compile' (--module/--model, --shape or FILE's "
+               "example_inputs()). The log is appended to: tuning again resumes it, and "
+               "schedlang.torch.compile(model, inputs, log=LOG) builds the tuned model.")
+    t.add_argument("file", metavar="FILE", help="a Python file defining an nn.Module")
+    t.add_argument("--module", "--model", dest="module", metavar="NAME",
+                   help="the nn.Module class or instance in FILE to tune")
+    t.add_argument("--shape", metavar="DIMS", action="append", default=[],
+                   help="the shape of one input, comma-separated; repeat it for each argument of forward()")
+    t.add_argument("--dtype", default="float32", metavar="DTYPE",
+                   help="dtype of the inputs and of the module's floating-point parameters (default float32)")
+    t.add_argument("--target", default="llvm", metavar="TARGET", help="llvm (default) or a target string")
+    t.add_argument("--trials", type=int, required=True, metavar="N", help="measurements in all")
+    t.add_argument("--log", required=True, metavar="FILE", help="the tuning records (JSON lines), appended to")
+    t.add_argument("--timeout", type=float, metavar="S", help="start no new round after S seconds")
+    t.add_argument("--strategy", default="gradient", choices=("gradient", "round-robin"),
+                   help="how rounds are given to tasks (default gradient: Ansor's)")
+    t.add_argument("--per-round", type=int, default=8, metavar="K", help="measurements per round (default 8)")
+    t.add_argument("--early-stopping", type=int, metavar="N",
+                   help="a task whose best has not improved in its last N trials is not tuned further")
+    t.add_argument("--dask", metavar="ADDRESS", help="measure on the Dask cluster of this scheduler address")
+    t.add_argument("--seed", type=int, default=0, help="seed of the inputs and the search (default 0)")
+    t.add_argument("--quiet", action="store_true", help="no line per round")
+    t.add_argument("--traceback", action="store_true", help="show the full traceback when tuning fails")
 
 
 def parse_shape(text: str) -> Tuple[int, ...]:
@@ -349,6 +385,63 @@ def run_compile(args) -> int:
         return EXIT_MISMATCH
 
 
+def run_tune(args) -> int:
+    """`schedlang tune`: tune, print the per-task table, time the model tuned and untuned."""
+    shapes = [parse_shape(s) for s in args.shape]
+    dtype = check_dtype(args.dtype)
+    target = check_target(args.target)
+    if args.trials < 1 or args.per_round < 1 or (args.early_stopping is not None and args.early_stopping < 1):
+        raise UsageError("--trials, --per-round and --early-stopping must be positive")
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    module_file = load_file(args.file)
+    model, name = pick_module(module_file, args.file, args.module)
+    import torch
+    model = model.eval()
+    if getattr(torch, dtype).is_floating_point and dtype != "float32":
+        model = model.to(getattr(torch, dtype))
+    inputs = example_inputs(module_file, model, name, args.file, shapes, dtype, args.seed)
+    print(f"{name} from {args.file}; target: {target}; {args.trials} trials, strategy {args.strategy}; log: {args.log}")
+    import schedlang.torch as sl_torch
+    from schedlang.torch.tune import task_table, time_call
+    executor = None
+    try:
+        if args.dask:
+            from dask.distributed import Client
+            executor = Client(args.dask)
+        with torch.no_grad(), _quiet_torch(not args.traceback):
+            tuned = sl_torch.compile(model, inputs, target=args.target, tune=args.trials, log=args.log,
+                                     timeout=args.timeout, strategy=args.strategy, per_round=args.per_round,
+                                     seed=args.seed, executor=executor, verbose=0,
+                                     early_stopping=args.early_stopping,
+                                     callback=None if args.quiet else _print_round)
+            untuned = sl_torch.compile(model, inputs, target=args.target)
+    except Exception as e:  # noqa: BLE001 (reported in one line; --traceback shows it all)
+        if args.traceback:
+            traceback.print_exc()
+        print(f"schedlang tune: error: tuning {name} failed: {type(e).__name__}: {_one_line(e)}"
+              + ("" if args.traceback else " (--traceback shows where)"), file=sys.stderr)
+        return EXIT_MISMATCH
+    finally:
+        if executor is not None:
+            executor.close()
+    if tuned.tuning is None:
+        print("nothing to tune: the module has no kernel of static shape")
+        return 0
+    print(task_table(tuned.tuning))
+    with torch.no_grad():
+        t_tuned, t_untuned = time_call(lambda: tuned(*inputs), lambda: untuned(*inputs))
+    print(f"measured model latency (median, the two timed in alternation): {t_tuned * 1e3:.4g} ms tuned, "
+          f"{t_untuned * 1e3:.4g} ms untuned ({t_untuned / t_tuned:.2f}x)")
+    return run_against_torch(tuned, model, inputs, target, dtype)
+
+
+def _print_round(info) -> None:
+    """A tuning round's line, on stdout (stderr is quiet while torch exports and compiles)."""
+    from .autoschedule.task_scheduler import format_round
+    print(format_round(info), flush=True)
+
+
 def run_against_torch(compiled, model, inputs, target, dtype: str) -> int:
     """Run the compiled module and the eager module on the same inputs; print the largest
     difference of each output. EXIT_MISMATCH when one is beyond the dtype's tolerance."""
@@ -447,14 +540,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{e.prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     if args.command is None:
-        print("schedlang: error: no command given (usage: schedlang COMMAND ...; commands: compile, cache; "
+        print("schedlang: error: no command given (usage: schedlang COMMAND ...; commands: compile, tune, cache; "
               "see 'schedlang --help')", file=sys.stderr)
         return EXIT_USAGE
     if args.command == "cache":
         from .kernel_cache import run_command
         return run_command(args.action)
     try:
-        return run_compile(args)
+        return run_tune(args) if args.command == "tune" else run_compile(args)
     except UsageError as e:
         print(f"schedlang {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -11,6 +11,12 @@ session's, a CI cache) to start cold or to share a warm cache between runs.
 A file schedlang reads back ends with a checksum trailer (with_checksum / checksum); a
 cache entry (write_entry / read_entry) also stores the full text of its key, compared on
 reading, so an entry is used for exactly the key it was written for.
+
+The entries of every cache folder together are kept under a size cap,
+$SCHEDLANG_CACHE_MAX_BYTES (bytes, or with a K/M/G suffix; default 4G; 0: no cap): each
+write_entry removes the least recently used entries beyond it (evict). Reading an entry
+marks it used (its modification time is set to now), so the order is by last use across
+processes. A process that still reads an entry another one removes keeps its open copy.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import struct
 import zlib
 import stat
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import Dict, Optional, Tuple
@@ -31,6 +38,9 @@ TRAILER_LEN = len(TRAILER) + 64 + 1
 ENTRY_MAGIC = b"schedlang-cache-entry 1\n"
 ENTRY_SUFFIX = ".entry"
 CODE_CACHE_ENV = "SCHEDLANG_KERNEL_CACHE"      # "0": compiled code is neither stored nor loaded
+MAX_BYTES_ENV = "SCHEDLANG_CACHE_MAX_BYTES"
+DEFAULT_MAX_BYTES = 4 << 30
+STALE_TMP_S = 3600      # a temporary file older than this was left by a writer that died
 _fallback: Dict[str, Path] = {}       # unsafe folder -> the private folder used instead
 
 
@@ -157,20 +167,97 @@ def unpack_entry(data: bytes, key_text: str) -> Optional[Tuple[dict, bytes]]:
 
 
 def write_entry(folder: str, key_text: str, header: dict, payload: bytes) -> None:
-    """Store an entry whole (write_atomically: concurrent readers and writers are safe)."""
-    write_atomically(entry_path(folder, key_text), pack_entry(key_text, header, payload), mode=0o600)
+    """Store an entry whole (write_atomically: concurrent readers and writers are safe), then
+    keep the cache under its size cap (evict; never removing this entry)."""
+    path = entry_path(folder, key_text)
+    write_atomically(path, pack_entry(key_text, header, payload), mode=0o600)
+    try:
+        limit = max_bytes()
+    except ValueError as e:       # a bad setting must not fail the build that stored
+        warnings.warn(f"schedlang: {e}; the cache is not trimmed", RuntimeWarning, stacklevel=2)
+        return
+    evict(limit, keep=path)
 
 
 def read_entry(folder: str, key_text: str) -> Tuple[Optional[Tuple[dict, bytes]], bool]:
     """((header, payload) or None, whether a file was there but unusable: corrupt, truncated
     or another key's)."""
+    path = entry_path(folder, key_text)
     try:
-        with open(entry_path(folder, key_text), "rb") as f:
+        with open(path, "rb") as f:
             data = f.read()
     except OSError:
         return None, False
     entry = unpack_entry(data, key_text)
+    if entry is not None:
+        _touch(path)
     return entry, entry is None
+
+
+def _touch(path: Path) -> None:
+    """Mark an entry used now (evict removes the least recently used first)."""
+    try:
+        os.utime(path)
+    except OSError:               # removed meanwhile, or a read-only cache: the order is a hint only
+        pass
+
+
+# ---------------------------------------------------------------- the size cap
+def max_bytes() -> int:
+    """The cap on the bytes of all cache entries ($SCHEDLANG_CACHE_MAX_BYTES: an integer, or
+    with a K, M or G suffix, powers of 1024; 0 means no cap)."""
+    text = os.environ.get(MAX_BYTES_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_BYTES
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1].upper(), 1)
+    digits = text[:-1] if scale != 1 else text
+    if not digits.isdigit():
+        raise ValueError(f"{MAX_BYTES_ENV}={text!r} is not a size (bytes, or a number with K, M or G: 500M, 4G)")
+    return int(digits) * scale
+
+
+def all_entries():
+    """(path, size, last use) of every entry in every cache folder, least recently used first."""
+    found = []
+    root = cache_root()
+    for p in root.glob("*/*" + ENTRY_SUFFIX):
+        try:
+            st = p.stat()
+        except OSError:           # removed by another process meanwhile
+            continue
+        found.append((p, st.st_size, st.st_mtime))
+    return sorted(found, key=lambda e: e[2])
+
+
+def evict(limit: int, keep: Optional[Path] = None) -> int:
+    """Remove the least recently used entries of all cache folders until their bytes are at
+    most limit (0: no cap), never keep; also temporary files older than STALE_TMP_S. Returns
+    the number of entries removed."""
+    for p in cache_root().glob("*/*.tmp"):
+        try:
+            if p.stat().st_mtime < time.time() - STALE_TMP_S:
+                p.unlink()
+        except OSError:
+            pass
+    if limit <= 0:
+        return 0
+    entries = all_entries()
+    total = sum(size for _, size, _ in entries)
+    removed = 0
+    for path, size, _ in entries:
+        if total <= limit:
+            break
+        if keep is not None and path == keep:
+            continue
+        try:
+            path.unlink()
+            removed += 1
+        except FileNotFoundError:     # another process evicted it first
+            pass
+        except OSError:
+            continue
+        total -= size
+    return removed
 
 
 def folder_info(folder: str) -> Dict[str, object]:

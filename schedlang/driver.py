@@ -83,7 +83,7 @@ def lower_tile_to_kernel(tile: Func, s: Schedule, target: Target, trace: Optiona
     """Kernel IR for a target: its backend checks the schedule, then runs its Kernel IR passes."""
     backend = get_backend(target.kind)
     backend.check_schedule(s, target)
-    return lower_to_kernel_ir(tile, backend.kernel_passes(target), trace)
+    return lower_to_kernel_ir(tile, backend.kernel_passes(target), trace, backend.kernel_passes_per_nest)
 
 
 def pass_names(target) -> List[str]:

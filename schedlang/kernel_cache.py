@@ -4,10 +4,10 @@ lowering and no LLVM code generation.
 sl.build (through build_cache.cached_build) looks a build up here when the in-memory
 cache misses, and stores what it compiled. An entry is one file in
 $SCHEDLANG_CACHE_DIR/kernels (disk.py: per user, private, else ~/.cache/schedlang):
-a disk.py entry whose header holds the full key text and the text of every level the build
-kept (mod.ir), and whose payload is the shared library mod.export_library writes, with a
-checksum trailer over the whole
-
+a disk.py entry whose header holds the full key text and the library's size, and whose
+payload is the shared library mod.export_library writes followed by the text of every level
+the build kept (mod.ir; zlib-compressed JSON, decompressed only when mod.ir is read), with a
+checksum trailer over the whole,
 and is written whole (disk.write_atomically), so concurrent processes see an entry
 complete or not at all (of two writers of one key, the last one's stays). Its file name is a
 hash of the key text, and the full key text is stored and compared on load, so an entry
@@ -29,16 +29,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Dict, Optional
 
-from .disk import clear_folder, code_cache_enabled, entry_path, folder_info, read_entry, write_entry
+from .disk import (MAX_BYTES_ENV, clear_folder, code_cache_enabled, entry_path, folder_info, max_bytes, read_entry,
+                   write_entry)
 
 ENABLED = True         # and unless SCHEDLANG_KERNEL_CACHE=0 (disk.code_cache_enabled)
 FOLDER = "kernels"
-FORMAT = 1
+FORMAT = 2         # 2: the levels' texts after the library in the payload, read on demand
 
 
 @dataclass
@@ -111,21 +113,26 @@ def load(key, target):
     """The module stored for a build_cache key, or None."""
     if not cacheable(target):
         return None
-    return _load_text(key_text(key, target), target)
+    return load_text(key_text(key, target), target)
 
 
-def _load_text(text: str, target):
+def load_text(text: str, target):
+    """The module stored under a full key text (key_text's), or None. The module's
+    disk_key is that text (the model cache refers to it)."""
     entry = read(FOLDER, text)
     if entry is None:
         return None
-    header, library = entry
+    header, payload = entry
     from .target.llvm.cached import CachedModule
     try:
-        module = CachedModule(str(entry_path(FOLDER, text)), library, target, header.get("texts", {}))
+        size = header["library_size"]
+        library, texts = payload[:size], payload[size:]        # texts: decompressed when mod.ir is read
+        module = CachedModule(str(entry_path(FOLDER, text)), library, target, texts)
     except (ValueError, OSError, KeyError, TypeError):     # a library that does not check or load
         stats.rejected += 1
         return None
     stats.loads += 1
+    module.disk_key = text
     return module
 
 
@@ -136,17 +143,23 @@ def store(key, target, module) -> None:
         return
     import os
     import tempfile
+    text = key_text(key, target)
     try:
         with tempfile.TemporaryDirectory(prefix="schedlang-kernel-") as tmp:
             path = os.path.join(tmp, "module.so")
             module.export_library(path)
             with open(path, "rb") as f:
                 library = f.read()
-        write_entry(FOLDER, key_text(key, target), {"texts": dict(module.ir)}, library)
+        texts = zlib.compress(json.dumps(dict(module.ir)).encode(), 1)
+        write_entry(FOLDER, text, {"library_size": len(library)}, library + texts)
     except (OSError, ValueError, RuntimeError):    # no C compiler, a full disk, an extern call it cannot save
         stats.failed += 1
         return
     stats.stores += 1
+    try:
+        module.disk_key = text           # what the model cache refers to
+    except AttributeError:               # a registered backend's module without attributes
+        pass
 
 
 # ---------------------------------------------------------------- default-scheduled programs
@@ -159,7 +172,7 @@ def build_default(inputs, outputs, target, schedule: Callable[[], object], build
     if alias is not None:
         entry = read(FOLDER, alias)
         built = entry[0].get("build_key") if entry is not None else None
-        module = _load_text(built, target) if isinstance(built, str) else None
+        module = load_text(built, target) if isinstance(built, str) else None
         if module is not None:
             return module
     s = schedule()
@@ -188,7 +201,8 @@ def _alias_text(inputs, outputs, target) -> Optional[str]:
 
 
 # ---------------------------------------------------------------- the folders
-FOLDERS = (FOLDER, "nvrtc")        # every folder of compiled code this module answers for
+FOLDERS = (FOLDER, "models", "nvrtc")   # every folder of compiled code this module answers for (models:
+                                        # schedlang/torch/model_cache.py)
 
 
 def info() -> Dict[str, Dict[str, object]]:
@@ -203,11 +217,22 @@ def clear() -> int:
 
 
 def run_command(action: str) -> int:
-    """`schedlang cache info|clear`: print what the caches hold, or empty them; exit status."""
+    """`schedlang cache info|clear`: print what the caches hold (entries and sizes per folder,
+    the total against the size cap), or empty them; exit status."""
     if action == "clear":
         print(f"removed {clear()} entries")
         return 0
-    for name, facts in info().items():
-        print(f"{name}: {facts['entries']} entries, {facts['bytes'] / 1e6:.1f} MB in {facts['path']}")
+    facts = info()
+    for name, f in facts.items():
+        print(f"{name}: {f['entries']} entries, {f['bytes'] / 1e6:.1f} MB in {f['path']}")
+    total = sum(f["bytes"] for f in facts.values())
+    try:
+        limit = max_bytes()
+    except ValueError as e:
+        print(f"schedlang: error: {e}")
+        return 2
+    cap = f"{limit / 1e6:.1f} MB" if limit else "none"
+    print(f"total: {total / 1e6:.1f} MB; size cap (${MAX_BYTES_ENV}): {cap}, least recently used entries "
+          "removed beyond it")
     print(f"versions: {', '.join(f'{k} {v[:12]}' for k, v in versions().items())}")
     return 0

@@ -11,6 +11,8 @@ import functools
 import os
 from typing import Callable, Optional, Sequence
 
+from .loop.verify import verify_func
+
 ENABLED = os.environ.get("SCHEDLANG_VERIFY", "") not in ("", "0")
 
 
@@ -39,6 +41,5 @@ def run_passes(body, passes: Sequence, verify: Optional[Callable[[object, str], 
 def check_func(func, level: str):
     """Verify a Loop IR or Tile IR function when ENABLED; returns it."""
     if ENABLED:
-        from .loop.verify import verify_func
         verify_func(func, level, where=f"{level} IR of '{func.name}'")
     return func

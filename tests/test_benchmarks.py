@@ -50,3 +50,15 @@ def test_models_benchmark_quick_run():
     if importlib.util.find_spec("onnxruntime") is not None:     # the bench and dev extras install it
         assert "dynamo export" in out or "legacy export" in out
     assert "schedlang first call in a fresh process" in out and " s " in out.split("warm disk cache")[-1]
+
+
+@pytest.mark.slow      # the tiny ResNet-18 tuned with one trial per kernel task, then timed (a minute or two)
+def test_models_benchmark_tunes_and_fills_the_tuned_column(tmp_path):
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "models.py"), "--quick", "--only",
+                           "resnet18", "--no-onnx", "--no-first-call", "--tune", "12", "--tune-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = next(line.split() for line in proc.stdout.splitlines() if line.strip().startswith("resnet18 (tiny)"))
+    float(row[6])                           # model, (tiny), eager, compile, ort, schedlang, schedlang tuned
+    assert "tuned 12 trials over" in proc.stdout
+    assert (tmp_path / "tune-resnet18-tiny.jsonl").is_file()

@@ -181,6 +181,7 @@ def final_comparison(task: SearchTask, log: str, measurer: Measurer, count: int,
     times = [[] for _ in best]
     errors = [None for _ in best]
     loads = [None for _ in best]
+    extras = [{} for _ in best]       # where it was timed (cpu, register_file)
     for _ in range(rounds):
         for i, res in enumerate(measurer.measure(task.program_json, target, steps)):
             if res.error is not None:
@@ -188,6 +189,7 @@ def final_comparison(task: SearchTask, log: str, measurer: Measurer, count: int,
             else:
                 times[i] += list(res.times)
                 loads[i] = res.load
+                extras[i] = {k: v for k, v in res.extra.items() if k in ("cpu", "register_file")}
     stamp = time.time()
     if progress is not None:
         done = [(statistics.median(ts), r) for r, ts in zip(best, times) if ts]
@@ -197,8 +199,8 @@ def final_comparison(task: SearchTask, log: str, measurer: Measurer, count: int,
                          f"(first measured at {format_seconds(r['median_s'])})")
     records.append(log, [records.make_record(task.workload_key, target, rec["steps"], rec["kernel_hash"],
                                              [] if err else t, err, task.flops, load, final=stamp,
-                                             sketch=rec.get("sketch"), decisions=rec.get("decisions"))
-                         for rec, t, err, load in zip(best, times, errors, loads)])
+                                             sketch=rec.get("sketch"), decisions=rec.get("decisions"), **extra)
+                         for rec, t, err, load, extra in zip(best, times, errors, loads, extras)])
 
 
 def _replayable(task: SearchTask, recs):
@@ -213,7 +215,10 @@ def _replayable(task: SearchTask, recs):
 
 def _best_checked(task: SearchTask, log: str, warn_none: bool = True) -> Tuple[Schedule, List]:
     target = str(task.target)
-    for rec, s in _replayable(task, records.ranked(records.load(log, task.workload_key, target))):
+    # this target's records, this CPU's first (a shared log may hold another machine's too)
+    groups = records.choose(records.load(log, task.workload_key, target), task.target, records.this_cpu())
+    ordered = [rec for name, recs in groups if name != records.WIDER for rec in recs]
+    for rec, s in _replayable(task, ordered):
         problem = check_against_reference(task, s)
         if problem is None:
             return s, task.args
@@ -226,19 +231,99 @@ def _best_checked(task: SearchTask, log: str, warn_none: bool = True) -> Tuple[S
     return task.schedule(), task.args
 
 
+class OtherCPUWarning(UserWarning):
+    """apply_best (or the torch frontend) uses a record measured on another CPU, or skips one
+    built for an ISA this target lacks."""
+
+
 def _best_record(log: str, task: SearchTask, caller: str):
-    """(record, schedule, the task's records) of the fastest successful record of the task."""
+    """(record, schedule, the records of its group) of the fastest successful record of the
+    task, preferring this CPU's (records.choose): a record of another CPU is used with a
+    one-line OtherCPUWarning; one built for a wider ISA than the target's (an AVX-512 record
+    for an AVX2 target) only when its decisions replay within this target's register file
+    (fits_target), else it is skipped, with a warning saying so."""
     log = _existing_log(log, caller)
-    recs = records.load(log, task.workload_key, str(task.target))
-    for rec, s in _replayable(task, records.ranked(recs)):
-        return rec, s, recs
-    raise ValueError(f"{log}: no successful record of this workload (key {task.workload_key[:12]}...) "
-                     f"for target '{task.target}'")
+    recs = records.load(log, task.workload_key)
+    here = records.this_cpu()
+    skipped = []
+    for group, ranked in records.choose(recs, task.target, here):
+        for rec, s in _replayable(task, ranked):
+            if group == records.WIDER and not fits_target(task, rec):
+                skipped.append(rec)
+                continue
+            if skipped:
+                _warn_skipped(caller, task, skipped)
+            if group in (records.OTHER, records.WIDER):
+                warnings.warn(_elsewhere(caller, rec, here, task.target), OtherCPUWarning, stacklevel=3)
+            return rec, s, ranked
+    if skipped:
+        _warn_skipped(caller, task, skipped)
+    raise NoRecordError(f"{log}: no successful record of this workload (key {task.workload_key[:12]}...) "
+                        f"for target '{task.target}'")
+
+
+def _elsewhere(caller: str, rec, here, target) -> str:
+    """The one line saying that a record of another CPU (or another target) is used."""
+    if records.same_cpu(rec.get("cpu"), here):
+        return (f"{caller}: using a record tuned on this CPU for target '{rec['target']}', not for '{target}'; "
+                f"tune for '{target}' for its best schedule")
+    return (f"{caller}: using a record measured on {records.cpu_text(rec.get('cpu'))}, not on this machine "
+            f"({records.cpu_text(here)}); tune here for this CPU's best schedule")
+
+
+def tuned_schedule_or_none(log, outputs, target) -> Optional[Schedule]:
+    """apply_best's schedule, or None when the log (a missing file too) holds no record of this
+    program usable for target (the torch frontend falls back to its default schedules)."""
+    task = _task(outputs, target, "apply_best")
+    if not os.path.isfile(records.log_path(log, "apply_best")):
+        return None
+    try:
+        return _best_record(log, task, "apply_best")[1]
+    except NoRecordError:
+        return None
+
+
+class NoRecordError(ValueError):
+    """The log holds no successful record usable for the task."""
+
+
+def _warn_skipped(caller: str, task: SearchTask, skipped) -> None:
+    rf = skipped[0].get("register_file") or {}
+    warnings.warn(f"{caller}: skipped {len(skipped)} record(s) built for a wider ISA "
+                  f"({rf.get('vector_bits', '?')}-bit vectors, {rf.get('vector_registers', '?')} registers, measured on "
+                  f"{records.cpu_text(skipped[0].get('cpu'))}) whose register tiles do not fit target '{task.target}' "
+                  f"({task.target.vector_bits}-bit vectors, {task.target.native_registers()} registers)",
+                  OtherCPUWarning, stacklevel=4)
+
+
+def fits_target(task: SearchTask, rec) -> bool:
+    """Whether a record's schedule, made for another register file, is one this target's
+    search could draw: its sketch's decisions replayed on the task (whose register-block
+    checks redraw what does not fit) give the record's very steps. A record without its
+    sketch and decisions cannot be re-validated: False."""
+    import random
+    from .sample import sample
+    from .search import steps_key
+    from .sketch import generate_sketches
+    if not rec.get("sketch") or not rec.get("decisions"):
+        return False
+    sketch = next((sk for sk in generate_sketches(task) if sk.name == rec["sketch"]), None)
+    if sketch is None:
+        return False
+    try:
+        s, _ = sample(task, sketch, random.Random(0), rec["decisions"])
+    except (ValueError, TypeError, KeyError):     # ScheduleError is a ValueError
+        return False
+    return steps_key(s.to_json()) == steps_key(rec["steps"])
 
 
 def apply_best(log: str, outputs, target=None) -> Tuple[Schedule, List]:
     """(schedule, args) of the fastest successful record of this program in the log
-    (FileNotFoundError without the file; ValueError without such a record).
+    (FileNotFoundError without the file; ValueError without such a record). Records
+    measured on this CPU for this target come first; else another CPU's (or another target's
+    of the same kind, e.g. a log tuned for "llvm -mcpu=znver3" on a Zen 4) with a one-line
+    OtherCPUWarning; a record built for a wider ISA than the target's only when it fits the
+    target's register file (_best_record).
     TVM: SearchTask.apply_best(log) (tvm_names.py)."""
     task = _task(outputs, target, "apply_best")
     return _best_record(log, task, "apply_best")[1], task.args

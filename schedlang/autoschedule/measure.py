@@ -72,10 +72,14 @@ def time_on_cpu(task, s, arrays: List[np.ndarray], number: int, repeat: int) -> 
     else:
         n = max(1, min(number, int(ROUND_S / max(first, 1e-9))))
         times = [mod.time(*arrays, number=n, repeat=1) for _ in range(repeat)]
-    return {"times": times, "build_s": build_s, "load": list(load)}
+    from .records import register_file, this_cpu
+    return {"times": times, "build_s": build_s, "load": list(load), "cpu": this_cpu(),
+            "register_file": register_file(task.target)}
 
 
-EXTRA_FIELDS = ("estimated", "timing", "profile")     # what a cuda measurement adds to its record
+# what a measurement adds to its record: the CPU that timed it and the code's register file
+# (CPU targets, records.py), the estimate's figures (cuda without a GPU)
+EXTRA_FIELDS = ("estimated", "timing", "profile", "cpu", "register_file")
 
 
 @dataclass

@@ -11,6 +11,13 @@ without a GPU "estimated": true, "timing": "estimate:<reference GPU>" and the SI
 "profile" figures per kernel (autoschedule/gpu_estimate.py): the time is a model's
 estimate, never to be mistaken for a GPU timing.
 
+A CPU record also says where it was measured, "cpu": the machine's model name, LLVM's name
+for it, its ISA features (avx2, avx512f, fma, ...), widest vector and cores (this_cpu, taken
+in the process that timed it), and "register_file": the vector width and registers of the
+target the code was built for (an AVX2 target on an AVX-512 machine: 256 bits, 16 registers).
+apply_best prefers records of this CPU and says when it uses others (choose()). Older logs
+without these fields still load: their records count as measured on an unknown CPU.
+
 When a search ends, its best few candidates are timed again side by side, in alternating
 rounds, and logged once more with "final": <time stamp> (api.py): those records decide the
 winner (ranked()).
@@ -20,10 +27,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
 import statistics
 import time
 import warnings
-from typing import Dict, Iterable, List, Optional
+from functools import lru_cache
+from typing import Dict, Iterable, List, Optional, Tuple
 
 VERSION = 1
 FIELDS = ("version", "workload", "target", "steps", "kernel_hash", "times", "median_s", "gflops", "error")
@@ -124,7 +133,23 @@ _OPTIONAL = {
     "profile": ("an object of per-kernel figures", lambda v: v is None or _profile(v)),
     "estimated": ("a bool", lambda v: isinstance(v, bool)),
     "timing": ("a string", lambda v: isinstance(v, str)),
+    "cpu": ("an object with model, name, isa, vector_bits and cores", lambda v: _cpu(v)),
+    "register_file": ("an object with vector_bits and vector_registers", lambda v: _register_file(v)),
 }
+
+
+def _cpu(v) -> bool:
+    return (isinstance(v, dict) and isinstance(v.get("model"), str) and isinstance(v.get("name"), str)
+            and isinstance(v.get("isa"), list) and all(isinstance(f, str) for f in v["isa"])
+            and _count(v.get("vector_bits")) and _count(v.get("cores")))
+
+
+def _register_file(v) -> bool:
+    return isinstance(v, dict) and _count(v.get("vector_bits")) and _count(v.get("vector_registers"))
+
+
+def _count(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and 0 < x < MAX_INT
 
 
 def problem(rec) -> Optional[str]:
@@ -211,3 +236,93 @@ def ranked(records: List[Dict], final: bool = True) -> List[Dict]:
         return by_time
     head = [r for r in by_time if r.get("final") == max(stamps)]
     return head + [r for r in by_time if r.get("final") != max(stamps)]
+
+
+# ---- which machine a record comes from -------------------------------------------------------
+
+# Feature names that make up an ISA (x86 and AArch64 spellings); the rest of LLVM's list
+# (tuning flags, slow-this, fast-that) does not decide what code runs.
+ISA_PREFIXES = ("sse", "ssse", "avx", "fma", "f16c", "bmi", "amx", "gfni", "vaes", "vpclmul", "neon", "sve",
+                "fp-armv8", "dotprod", "i8mm", "bf16", "fullfp16")
+
+
+@lru_cache(maxsize=1)
+def _model_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model", "cpu model"):
+                    return " ".join(value.split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def this_cpu() -> Dict:
+    """The CPU this process runs on, as records carry it: {"model", "name" (LLVM's), "isa"
+    (its ISA features switched on, sorted), "vector_bits" (its widest vector), "cores" (the
+    cores this process may run on)}."""
+    from ..target.llvm.cpus import vector_bits_of      # LLVM's view of the host: the llvm backend's
+    from ..target.llvm.jit import host_cpu
+    name, features = host_cpu()
+    isa = sorted(f[1:] for f in features.split(",") if f.startswith("+") and f[1:].startswith(ISA_PREFIXES))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return {"model": _model_name(), "name": name, "isa": isa, "vector_bits": vector_bits_of(features),
+            "cores": cores}
+
+
+def register_file(target) -> Dict:
+    """The "register_file" of a record built for target: its vector width and registers."""
+    return {"vector_bits": int(target.vector_bits), "vector_registers": int(target.native_registers())}
+
+
+def cpu_text(cpu: Optional[Dict]) -> str:
+    """A CPU as a warning names it: 'AMD EPYC 7763 (znver3, 256-bit vectors, 2 cores)'."""
+    if not cpu:
+        return "an unknown CPU"
+    return f"{cpu['model']} ({cpu['name']}, {cpu['vector_bits']}-bit vectors, {cpu['cores']} cores)"
+
+
+def same_cpu(a: Optional[Dict], b: Optional[Dict]) -> bool:
+    """Whether two records' CPUs are the same machine for tuning: model, ISA and cores."""
+    return bool(a and b) and all(a[k] == b[k] for k in ("model", "name", "isa", "cores"))
+
+
+def _kind(target: str) -> str:
+    return target.split(None, 1)[0] if target.strip() else ""
+
+
+SAME, UNKNOWN, OTHER, WIDER = "same CPU", "unknown CPU", "another CPU", "a wider ISA"
+
+
+def choose(recs: List[Dict], target, here: Optional[Dict]) -> List[Tuple[str, List[Dict]]]:
+    """The records of one workload that may serve `target` (a resolved Target), in groups
+    by preference, each group ranked(): SAME (measured on `here`, this CPU, for this very
+    target), UNKNOWN (this target string, no CPU recorded: older logs), OTHER (measured on
+    another CPU, or for another target of the same kind, with a register file this target
+    has: usable, but its times are another machine's), WIDER (built for more vector bits or
+    registers than this target has: an AVX-512 record on an AVX2 target, which the caller
+    must re-validate or skip). Records of another target kind are left out."""
+    text, kind = str(target), target.kind
+    mine = register_file(target)
+    groups: Dict[str, List[Dict]] = {SAME: [], UNKNOWN: [], OTHER: [], WIDER: []}
+    for rec in recs:
+        if _kind(rec["target"]) != kind:
+            continue
+        cpu = rec.get("cpu")
+        if cpu is None:
+            if rec["target"] == text:
+                groups[UNKNOWN].append(rec)
+            continue
+        if rec["target"] == text and same_cpu(cpu, here):
+            groups[SAME].append(rec)
+            continue
+        theirs = rec.get("register_file") or {"vector_bits": cpu["vector_bits"], "vector_registers": 0}
+        wider = (theirs["vector_bits"] > mine["vector_bits"]
+                 or theirs["vector_registers"] > mine["vector_registers"])
+        groups[WIDER if wider else OTHER].append(rec)
+    return [(name, ranked(group)) for name, group in groups.items() if group]

@@ -65,16 +65,23 @@ def tile_sizes(rng: random.Random, extent: int, levels: int, inner_max: int = MA
     return sizes[::-1]
 
 
-def tile_levels(trace: Trace, key: str, extent: int, levels: int, inner_max: int = MAX_INNER_TILE) -> List[int]:
+def tile_levels(trace: Trace, key: str, extent: int, levels: int, inner_max: int = MAX_INNER_TILE,
+                inner_limit: Optional[int] = None) -> List[int]:
     """The decision `key`: the sizes of a loop of `extent` at each of `levels` tiling levels,
     outermost first; the outermost is what the inner ones leave (ceil), so a product above
-    the extent is a tiling with tails."""
+    the extent is a tiling with tails. inner_limit: a bound the innermost size must keep
+    (a register block's share of the register file), also in decisions given by a parent
+    (a mutation that breaks it is drawn again); draws take at most min(inner_max, inner_limit)."""
+    if inner_limit is not None:
+        inner_max = max(1, min(inner_max, inner_limit))
+
     def draw(rng):
         return [0] + tile_sizes(rng, extent, levels, inner_max)
 
     def check(v):
         return (isinstance(v, list) and len(v) == levels
-                and all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= extent for x in v[1:]))
+                and all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= extent for x in v[1:])
+                and (inner_limit is None or levels < 2 or v[-1] <= max(1, inner_limit)))
 
     sizes = list(trace.pick(key, draw, check))
     sizes[0] = max(1, ceil_div(extent, math.prod(sizes[1:])))

@@ -295,15 +295,18 @@ def _unique(cands: List[Candidate]) -> List[Candidate]:
 def run_search(task: SearchTask, trials: int, log: str, measurer: Measurer, seed: Optional[int],
                per_round: int = 8, on_record: Optional[Callable[[Dict], None]] = None,
                policy: SearchPolicy = SearchPolicy(), model: Optional[CostModel] = None,
-               timeout: Optional[float] = None, on_round: Optional[Callable[[], None]] = None) -> int:
+               timeout: Optional[float] = None, on_round: Optional[Callable[[], None]] = None,
+               evolver: Optional[Evolver] = None) -> int:
     """Measure up to `trials` new candidates, appending a record for each to `log` as soon
     as it is measured (then on_record(record)); on_round() after each round; with `timeout`,
-    start no new round after that many seconds. Returns how many were measured."""
+    start no new round after that many seconds. Returns how many were measured.
+    evolver: the search state of an earlier call on this task, to continue (a task scheduler's
+    rounds); it already knows the log, which is then not read again."""
     deadline = None if timeout is None else time.monotonic() + timeout
     target = str(task.target)
-    rng = random.Random(seed)
-    evolver = Evolver(task, rng, model if model is not None else CostModel(seed), policy)
-    evolver.resume(records.load(log, task.workload_key, target))
+    if evolver is None:
+        evolver = Evolver(task, random.Random(seed), model if model is not None else CostModel(seed), policy)
+        evolver.resume(records.load(log, task.workload_key, target))
     done, empty = 0, 0
     while done < trials and empty < MAX_EMPTY_ROUNDS:
         if deadline is not None and time.monotonic() >= deadline:

@@ -8,7 +8,9 @@ that completes a CPU sample.
   where all its readers are (locate);
 - tile: a reduction with data reuse (an operand not indexed by every spatial axis:
   matmul, batch matmul, conv2d) gets multi-level tiling, spatial loops in four levels
-  and reduction loops in two, ordered S S R S R S;
+  and reduction loops in two, ordered S S R S R S; the innermost spatial level is a register
+  block (the last axis vectorized, the others unrolled) drawn within the target's register
+  file (Target.native_registers, native_lanes: spatial_tiles), as is every tiling rule's;
 - tile_cache_write: the same with the result accumulated in a local cache_write stage
   computed at the tiles of the output stage;
 - tile_pack: tile_cache_write, and the inputs read a panel per tile (B of a matmul) copied
@@ -30,13 +32,13 @@ one and an unroll step.
 from __future__ import annotations
 
 import math
-from typing import List
+from typing import List, Tuple
 
 from ..expr.extent import ceil_div
 from ..schedule import Schedule, legal
 from ..target.registry import get_backend
 from ..tensor.axis import DATA_PAR, REDUCE
-from .sample import DIVISIBLE_P, Trace, split_levels, tile_levels
+from .sample import DIVISIBLE_P, MAX_INNER_TILE, Trace, split_levels, tile_levels
 from .sketch import Condition, Inline, SketchRule, SketchRules
 
 SPATIAL_LEVELS = 4      # S S R S R S on CPU, as Ansor
@@ -51,16 +53,51 @@ MAX_AT_POSITION = 2     # a producer is computed at one of its consumer's first 
 
 # ---- how each rule shapes a stage ---------------------------------------------------------
 
-def multi_level_tile(trace: Trace, st, spatial_levels: int = SPATIAL_LEVELS,
+def register_block(target, dtype_bits: int) -> Tuple[int, int]:
+    """(lanes, accumulators) of a register block on target: the lanes of one native vector of
+    the output's type, and how many vector accumulators fit the register file beside the
+    operands (legal.register_tile_budget: 28 of AVX-512's 32 zmm, 12 of AVX2's 16 ymm)."""
+    return target.native_lanes(dtype_bits), legal.register_tile_budget(target)
+
+
+def register_fits(rows: int, cols: int, lanes: int, budget: int) -> bool:
+    """Whether a rows x cols block of accumulators, cols vectorized by lanes, fits budget
+    vector registers: rows * ceil(cols / lanes) of them."""
+    return rows * ceil_div(cols, lanes) <= budget
+
+
+def spatial_tiles(trace: Trace, st, spatial, levels: int, target) -> List[List[int]]:
+    """The decisions "<st>|tile|<axis>": the tiling levels of each spatial axis (outermost
+    first), whose innermost level is the register block: the last axis vectorized (cols), the
+    others unrolled around it (rows). The block is kept within the target's register file
+    (register_fits): each row axis's innermost size is bounded by the accumulators the axes
+    before it leave, the vector axis's by the vectors the rows leave. On AVX-512 a GEMM block
+    of MAX_INNER_TILE x MAX_INNER_TILE fits (16 zmm); on AVX2 16 x 16 would be 32 ymm and
+    spill, so rows x 2 vectors stay within 6 rows there."""
+    ext = st.static_extents()
+    lanes, budget = register_block(target, st.op.output(0).dtype_obj.bits)
+    sizes, rows = [], 1
+    for j, a in enumerate(spatial):
+        vecs_left = max(1, budget // rows)
+        limit = vecs_left * lanes if j == len(spatial) - 1 else vecs_left
+        sz = tile_levels(trace, f"{st.name}|tile|{a.name}", ext[a], levels, inner_max=MAX_INNER_TILE,
+                         inner_limit=limit)
+        rows *= sz[-1]
+        sizes.append(sz)
+    return sizes
+
+
+def multi_level_tile(trace: Trace, st, target, spatial_levels: int = SPATIAL_LEVELS,
                      reduce_levels: int = REDUCE_LEVELS) -> List[list]:
-    """Tile every loop of st: spatial ones into spatial_levels, reduction ones into
-    reduce_levels, then order them S.. R S.. R .. S (reductions between the spatial levels).
+    """Tile every loop of st: spatial ones into spatial_levels (the innermost a register
+    block within target's registers, spatial_tiles), reduction ones into reduce_levels,
+    then order them S.. R S.. R .. S (reductions between the spatial levels).
     Returns the levels' loops, outermost first."""
     ext = st.static_extents()
     spatial = [a for a in st.leaf_iter_vars if a.kind == DATA_PAR]
     reduce = [a for a in st.leaf_iter_vars if a.kind == REDUCE]
-    s_loops = [split_levels(st, a, tile_levels(trace, f"{st.name}|tile|{a.name}", ext[a], spatial_levels)[1:])
-               for a in spatial]
+    s_loops = [split_levels(st, a, sz[1:]) for a, sz in zip(spatial, spatial_tiles(trace, st, spatial,
+                                                                                   spatial_levels, target))]
     r_loops = [split_levels(st, a, tile_levels(trace, f"{st.name}|tile|{a.name}", ext[a], reduce_levels,
                                                inner_max=ext[a])[1:]) for a in reduce]
     levels: List[list] = []
@@ -73,15 +110,15 @@ def multi_level_tile(trace: Trace, st, spatial_levels: int = SPATIAL_LEVELS,
     return levels
 
 
-def _tile_cache_write(trace: Trace, s: Schedule, st, pack: bool = False) -> None:
-    """Accumulate in a local stage computed at the outer tiles of the output stage; with
-    pack, also copy the panels of legal.packable_inputs at the outermost loop of the
-    innermost spatial axis, moved outermost so each panel is copied once."""
+def _tile_cache_write(trace: Trace, s: Schedule, st, target, pack: bool = False) -> None:
+    """Accumulate in a local stage computed at the outer tiles of the output stage (its
+    innermost tile a register block within target's registers); with pack, also copy the
+    panels of legal.packable_inputs at the outermost loop of the innermost spatial axis,
+    moved outermost so each panel is copied once."""
     packed = legal.packable_inputs(st) if pack else []
     cache = s[s.cache_write(st.op.output(0), "local")]
-    ext = st.static_extents()
     spatial = [a for a in st.leaf_iter_vars if a.kind == DATA_PAR]
-    sizes = [tile_levels(trace, f"{st.name}|tile|{a.name}", ext[a], 3) for a in spatial]
+    sizes = spatial_tiles(trace, st, spatial, 3, target)
     levels = [split_levels(st, a, sz[1:]) for a, sz in zip(spatial, sizes)]
     order = [loops[lv] for lv in range(3) for loops in levels]
     if packed:
@@ -308,7 +345,7 @@ class Tile(SketchRule):
         return Condition.APPLY if legal.has_data_reuse(st) else Condition.SKIP
 
     def apply(self, trace, s, st, target) -> None:
-        multi_level_tile(trace, st)
+        multi_level_tile(trace, st, target)
 
 
 class TileCacheWrite(SketchRule):
@@ -324,7 +361,7 @@ class TileCacheWrite(SketchRule):
         return Condition.APPLY if ok else Condition.SKIP
 
     def apply(self, trace, s, st, target) -> None:
-        _tile_cache_write(trace, s, st, pack=self.pack)
+        _tile_cache_write(trace, s, st, target, pack=self.pack)
 
 
 class TileRelayout(SketchRule):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Mapping, Union
 
+from ..dtypes import dtype as parse_dtype
+
 from .nodes import Binary, Cast, Const, Expr, Var, binary
 from .simplify import linear_form, simplify
 
@@ -83,7 +85,6 @@ def extent_to_json(e, var_ids: dict):
 
 def extent_from_json(data, variables):
     """The extent extent_to_json wrote; variables[i] is the variable numbered i."""
-    from ..dtypes import dtype as parse_dtype
     if isinstance(data, int):
         return data
     if "const" in data:

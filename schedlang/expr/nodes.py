@@ -20,6 +20,7 @@ ARITHMETIC_OPS = ["add", "sub", "mul", "div", "floordiv", "floormod", "min", "ma
                   "truncdiv", "truncmod"]     # C's / and % (integers only: tensor.intrin checks)
 BITWISE_OPS = ["bitand", "bitor", "bitxor", "shl", "shr"]     # integers and bools only
 BINARY_OPS = ARITHMETIC_OPS + BITWISE_OPS
+_BITWISE = frozenset(BITWISE_OPS)
 COMPARE_OPS = ["lt", "le", "gt", "ge", "eq", "ne"]
 LOGICAL_OPS = ["and", "or"]
 
@@ -34,13 +35,21 @@ def _check_operand(node: str, e) -> None:
         _invalid(node, f"operand {e!r} is a {type(e).__name__}, not an Expr")
 
 
+# Each node kind's ops as a set: every node built checks its op (the simplifier builds
+# hundreds of thousands of nodes for a model).
+_OP_SETS = {"Binary": frozenset(BINARY_OPS), "Compare": frozenset(COMPARE_OPS), "Logical": frozenset(LOGICAL_OPS)}
+
+
 def _check_pair(node: str, op: str, ops, a, b) -> None:
-    if op not in ops:
+    if op not in _OP_SETS.get(node, ops):
         _invalid(node, f"unknown op {op!r}; valid ops: {', '.join(ops)}")
-    _check_operand(node, a)
-    _check_operand(node, b)
-    if a.dtype != b.dtype:
-        _invalid(node, f"'{op}' of mismatched dtypes {a.dtype} and {b.dtype}")
+    if not isinstance(a, Expr):
+        _check_operand(node, a)
+    if not isinstance(b, Expr):
+        _check_operand(node, b)
+    da, db = a.dtype, b.dtype
+    if da is not db and da != db:
+        _invalid(node, f"'{op}' of mismatched dtypes {da} and {db}")
 
 
 def _check_bool(node: str, what: str, e) -> None:
@@ -121,7 +130,7 @@ class Expr(ExprOps):
     dtype: DType
 
     def __str__(self) -> str:
-        from .printer import expr_str
+        from .printer import expr_str    # the printer imports these nodes
         return expr_str(self)
 
     def __repr__(self) -> str:
@@ -186,7 +195,7 @@ class Binary(Expr):
 
     def __post_init__(self):
         _check_pair("Binary", self.op, BINARY_OPS, self.a, self.b)
-        if self.op in BITWISE_OPS and self.a.dtype.is_float:
+        if self.op in _BITWISE and self.a.dtype.is_float:
             _invalid("Binary", f"bitwise '{self.op}' on float dtype {self.a.dtype}")
 
     @cached_dtype

@@ -20,9 +20,33 @@ _CMP = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.
         "eq": operator.eq, "ne": operator.ne}
 
 
-def simplify(e: Expr, ranges: Optional[VarRanges] = None) -> Expr:
-    """Simplify e; ranges gives inclusive [lo, hi] bounds of loop variables."""
-    return _Simplifier(ranges or {}).visit(e)
+def simplify(e: Expr, ranges: Optional[VarRanges] = None, symbolic: Optional[bool] = None) -> Expr:
+    """Simplify e; ranges gives inclusive [lo, hi] bounds of loop variables. symbolic: whether
+    some range has a symbolic end, when the caller keeps track (else it is found when needed,
+    by a scan of ranges: bound inference passes every loop of the program)."""
+    return _Simplifier(ranges or {}, symbolic).visit(e)
+
+
+class Simplifier:
+    """simplify(e, ranges) for the many expressions of one statement: ranges is read live (the
+    caller adds a loop's range on entering it and removes it after), and each distinct node is
+    simplified once across all calls. That is sound because a node's result depends only on
+    the ranges of the variables in it, which are the same wherever the node can appear (inside
+    their loops), and on whether some range is symbolic (one memo for each answer)."""
+
+    def __init__(self, ranges: VarRanges):
+        self._simplifier = _Simplifier(ranges)
+        self._memos: Tuple[dict, dict] = ({}, {})
+
+    def __call__(self, e: Expr) -> Expr:
+        s = self._simplifier
+        s.symbolic = _any_symbolic(s.ranges)
+        s._memo = self._memos[s.symbolic]
+        return s.visit(e)
+
+
+def _any_symbolic(ranges: VarRanges) -> bool:
+    return any(isinstance(lo, Expr) or isinstance(hi, Expr) for lo, hi in ranges.values())
 
 
 def _wrap_int(value: int, dt) -> int:
@@ -168,11 +192,21 @@ def _merge_div_mod(terms: Terms) -> Terms:
 
 
 class _Simplifier(ExprMutator):
-    def __init__(self, ranges: VarRanges):
+    def __init__(self, ranges: VarRanges, symbolic: Optional[bool] = None):
         self.ranges = ranges
-        # loops over symbolic extents: bounds may also come from cancelling size variables
-        self.symbolic = any(isinstance(lo, Expr) or isinstance(hi, Expr) for lo, hi in ranges.values())
+        self._symbolic = symbolic
         self.exactness = _Exactness(ranges)     # and the bounds of each distinct node, once
+
+    @property
+    def symbolic(self) -> bool:
+        """Loops over symbolic extents: bounds may also come from cancelling size variables."""
+        if self._symbolic is None:
+            self._symbolic = _any_symbolic(self.ranges)
+        return self._symbolic
+
+    @symbolic.setter
+    def symbolic(self, value: bool) -> None:
+        self._symbolic = value
 
     def bounds(self, e: Expr):
         lo, hi = self.exactness.bounds(e)

@@ -11,6 +11,8 @@ def flat_index(buffer: Buffer, indices) -> Expr:
     strides = buffer.dense_strides()
     total = None
     for i, s in zip(indices, strides):
+        if isinstance(i, Const) and i.value == 0 and total is None:
+            continue        # a vector index after zeros (a tensorized access) stays a ramp
         if isinstance(s, Expr):     # a symbolic stride
             term = binary("mul", i, s)
         else:

@@ -11,7 +11,7 @@ from typing import Dict, List, Tuple
 
 from ..errors import InternalError, LoweringError
 from ..expr.nodes import Buffer
-from ..loop.functor import StmtMutator, buffers_used
+from ..loop.functor import StmtMutator, buffers_used, substitute_stmt
 from ..loop.nodes import BOUND, PARALLEL, Allocate, For, Seq, StageNest, Stmt
 from .nodes import Kernel, KernelModule, LaunchAxis, LaunchKind
 
@@ -33,7 +33,6 @@ class _LiftThreads(StmtMutator):
             self.axes[s.thread_tag] = LaunchAxis(s.thread_tag, s.var, s.extent, LaunchKind.of_thread_tag(s.thread_tag))
         body = self.visit(s.body)
         if seen is not None and seen.var is not s.var:
-            from ..loop.functor import substitute_stmt
             body = substitute_stmt(body, {s.var: seen.var})
         return body
 

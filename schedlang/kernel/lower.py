@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import partial
-from typing import Callable, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from .. import verify
 from ..errors import InternalError
-from ..loop.nodes import Func
+from ..loop.nodes import Allocate, Func, Seq, StageNest, Stmt, seq
 from ..loop.printer import print_func
 from ..loop.verify import size_vars, verify_stmt
+from .dedup import AlphaKey, alpha_key, rename, renaming
 from .kernels import split_kernels
-from .nodes import KernelModule
+from .nodes import KernelCopy, KernelModule
 from .sizes import add_size_params
 from .verify import verify_kernel_module
 
@@ -42,16 +43,86 @@ SPLIT_KERNELS = WholeFunction(_split)          # one kernel per root stage nest,
 ADD_SIZE_PARAMS = WholeFunction(_sizes)        # size variables become scalar parameters
 
 
-def lower_to_kernel_ir(func: Func, passes: Sequence[Tuple[str, Callable]], trace=None) -> KernelModule:
+def lower_to_kernel_ir(func: Func, passes: Sequence[Tuple[str, Callable]], trace=None,
+                       per_nest: bool = False) -> KernelModule:
     """Run the passes (from the target's backend) over the function body; the list ends
     with SPLIT_KERNELS and ADD_SIZE_PARAMS. With verification on (schedlang.verify), the IR
-    is checked after every pass; with a trace, its text is recorded after every pass."""
+    is checked after every pass; with a trace, its text is recorded after every pass.
+
+    per_nest (a backend whose body passes see one root stage nest at a time): the passes
+    before SPLIT_KERNELS run on each root stage nest alone, and a nest that is an earlier
+    one with its variables and buffers renamed (kernel/dedup.py: a model's repeated layer)
+    takes that one's result, renamed, instead of running them again. Verification then
+    checks the whole body after the last of them; a trace keeps the whole-body order."""
     bound = [(name, partial(p.run, func=func) if isinstance(p, WholeFunction) else p) for name, p in passes]
+    origins = None
+    if per_nest and trace is None:
+        cut = next((i for i, (_, p) in enumerate(passes) if isinstance(p, WholeFunction)), len(passes))
+        done = _per_nest(func.body, bound[:cut]) if cut else None
+        if done is not None:
+            body, origins = done
+            if verify.ENABLED:
+                _verify(func, body, bound[cut - 1][0])
+            func, bound = replace(func, body=body), bound[cut:]
     module = verify.run_passes(func.body, bound, partial(_verify, func), trace, partial(_show, func))
     if not isinstance(module, KernelModule):
         raise InternalError("a Kernel IR pass list ends with split_kernels and add_size_params "
                             f"(SPLIT_KERNELS, ADD_SIZE_PARAMS); this one ends with {bound[-1][0] if bound else 'nothing'}")
+    if origins is not None and isinstance(module, KernelModule) and any(o is not None for o in origins):
+        module = replace(module, copies=_copies(module, origins))
     return verify_kernel_module(module) if verify.ENABLED else module
+
+
+def _copies(module: KernelModule, origins) -> tuple:
+    """module.copies from the nest each kernel's nest was renamed from (one kernel per nest)."""
+    if len(origins) != len(module.kernels):
+        return ()
+    out = []
+    for kj, origin in zip(module.kernels, origins):
+        copy = None
+        if origin is not None:
+            i, var_map, buf_map = origin
+            ki = module.kernels[i]
+            params = tuple(buf_map.get(b) for b in ki.params)
+            sizes = tuple(var_map.get(v) for v in ki.sizes)
+            if (len(ki.launch) == len(kj.launch) and set(map(id, params)) == set(map(id, kj.params))
+                    and len(params) == len(kj.params) and set(map(id, sizes)) == set(map(id, kj.sizes))
+                    and len(sizes) == len(kj.sizes)):
+                copy = KernelCopy(i, params, sizes)
+        out.append(copy)
+    return tuple(out)
+
+
+def _per_nest(body: Stmt, passes):
+    """(the body with the passes run on each root stage nest, once per distinct nest up to
+    renaming; per nest, None or (index of the nest it repeats, variable map, buffer map)),
+    or None when the body is not root allocations around stage nests."""
+    allocs = []
+    while isinstance(body, Allocate):
+        allocs.append(body.buffer)
+        body = body.body
+    nests = list(body.stmts) if isinstance(body, Seq) else [body]
+    if not all(isinstance(n, StageNest) for n in nests):
+        return None
+    done: Dict[tuple, Tuple[int, Stmt, AlphaKey]] = {}
+    out, origins = [], []
+    for index, nest in enumerate(nests):
+        keyed = alpha_key(nest.body)
+        hit = done.get(keyed[0]) if keyed is not None else None
+        if hit is not None:
+            var_map, buf_map = renaming(hit[2], keyed[1])
+            new = StageNest(nest.stage, rename(hit[1].body, var_map, buf_map))
+            origins.append((hit[0], var_map, buf_map))
+        else:
+            new = verify.run_passes(nest, passes)
+            if keyed is not None and isinstance(new, StageNest):
+                done[keyed[0]] = (index, new, keyed[1])
+            origins.append(None)
+        out.append(new)
+    result = seq(*out)
+    for b in reversed(allocs):
+        result = Allocate(b, result)
+    return result, origins
 
 
 def _verify(func: Func, ir, after: str) -> None:

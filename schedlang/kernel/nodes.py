@@ -68,8 +68,19 @@ class Kernel:
         return None
 
     def __str__(self) -> str:
-        from .printer import print_kernel
+        from .printer import print_kernel    # the printer imports these nodes
         return print_kernel(self)
+
+
+@dataclass(frozen=True, eq=False)
+class KernelCopy:
+    """A kernel that is an earlier kernel of its module with the buffers and variables renamed
+    (kernel/dedup.py: a model's repeated layer): a backend may run that kernel's code with
+    these buffers and sizes, given in that kernel's parameter order."""
+
+    of: int
+    params: Tuple[Buffer, ...]
+    sizes: Tuple[Var, ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,7 +92,8 @@ class KernelModule:
     sizes: Tuple[Var, ...] = ()    # size variables, read from the argument arrays at call time
     size_args: Tuple[Tuple[int, Var], ...] = ()   # those passed as integer arguments, at their call positions
     size_checks: Tuple[Tuple[Expr, str], ...] = ()   # (size expression, what it is): must be >= 1 when called
+    copies: Tuple[Optional[KernelCopy], ...] = ()    # per kernel, when it repeats an earlier one (else empty)
 
     def __str__(self) -> str:
-        from .printer import print_module
+        from .printer import print_module    # (as Kernel.__str__)
         return print_module(self)

@@ -10,16 +10,21 @@ and is affine in the loop variable is checked once for the first and last lane: 
 both pass, the vector body runs unguarded; otherwise a scalar copy of the loop runs.
 Lane-dependent guards that cannot be hoisted become masked loads and stores. When a
 body cannot be vectorized safely, the loop stays scalar and says why in Kernel IR.
+
+What differs per target is a LanePolicy passed in: how many lanes a group runs, which vector
+bodies the target can render, whether aligned ramps fold (cpu_lanes here; CUDA's in
+target/cuda/vectorize.py).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ..expr.functor import children, substitute, uses_var, walk
 from ..expr.nodes import (Binary, Broadcast, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Ramp,
                           Select, Var, binary)
-from ..expr.simplify import linear_form, simplify
-from ..loop.functor import StmtMutator, substitute_stmt
+from ..expr.simplify import is_multiple, linear_form, simplify
+from ..loop.functor import StmtMutator, stmt_exprs, substitute_stmt, walk_stmts
 from ..loop.nodes import (PARALLEL, SERIAL, VECTORIZED, Allocate, For, IfThen, Let, Seq, Stmt, Store, seq)
 from ..expr.extent import ceil_div
 from ..target.target import Target
@@ -49,12 +54,12 @@ def _and(a: Optional[Expr], b: Optional[Expr]) -> Optional[Expr]:
 
 
 class LaneRewriter:
-    """Rewrites the body of one vectorized loop over `lanes` lanes. Public as the lane policy a
-    target refines by subclassing (target/cuda/vectorize.py) and names in its Vectorizer."""
+    """Rewrites the body of one vectorized loop over `lanes` lanes (aligned_blocks: LanePolicy's)."""
 
-    def __init__(self, var: Var, lanes: int, ranges: Dict[Var, Tuple[int, int]]):
+    def __init__(self, var: Var, lanes: int, ranges: Dict[Var, Tuple[int, int]], aligned_blocks: bool = False):
         self.var = var
         self.lanes = lanes
+        self.aligned_blocks = aligned_blocks
         self.ranges = dict(ranges)
         self.memo: Dict[Tuple[int, int], Tuple[Expr, Expr]] = {}   # (id(e), id(pred)) -> (e, result)
         self.varying: Dict[int, bool] = {}                         # id(e) -> e uses var
@@ -125,6 +130,10 @@ class LaneRewriter:
         raise Scalarize(f"'{type(e).__name__}' has no vector form")
 
     def binary(self, op: str, a: Expr, b: Expr) -> Expr:
+        if self.aligned_blocks:
+            a, b, folded = self.aligned_block(op, a, b)
+            if folded is not None:
+                return folded
         if a.dtype.lanes == 1 and b.dtype.lanes == 1:
             return Binary(op, a, b)
         ra, rb = isinstance(a, Ramp), isinstance(b, Ramp)
@@ -151,6 +160,22 @@ class LaneRewriter:
                     return self.ramp(binary("floormod", a.base, b), stride)
         lanes = max(a.dtype.lanes, b.dtype.lanes)
         return Binary(op, _bcast(a, lanes), _bcast(b, lanes))
+
+    def aligned_block(self, op: str, a: Expr, b: Expr):
+        """(a, b, folded): lane-invariant operands as scalars (so that ramps fold), and one fact about
+        aligned ramps: lanes starting at a multiple of m = lanes * stride, with m dividing b, lie in
+        one block of b, so ramp // b is one value and ramp % b a ramp (the index arithmetic of a
+        fused or split axis under a vectorized loop); folded is None where the fact does not apply."""
+        a = a.value if isinstance(a, Broadcast) else a
+        b = b.value if isinstance(b, Broadcast) else b
+        if op in ("floordiv", "floormod") and isinstance(a, Ramp) and isinstance(b, Const) and b.value > 0 \
+                and isinstance(a.stride, Const) and a.stride.value > 0:
+            m = a.stride.value * self.lanes
+            if b.value % m == 0 and is_multiple(a.base, m):
+                if op == "floordiv":
+                    return a, b, binary("floordiv", a.base, b)      # one value for every lane
+                return a, b, self.ramp(binary("floormod", a.base, b), a.stride)
+        return a, b, None
 
     def ramp(self, base: Expr, stride: Expr) -> Expr:
         return Ramp(simplify(base, self.ranges), simplify(stride, self.ranges), self.lanes)
@@ -221,15 +246,37 @@ def _hoist_guards(s: Stmt, var: Var, conds: List[Expr]) -> Stmt:
     return s
 
 
+@dataclass(frozen=True)
+class LanePolicy:
+    """What a target decides when vectorize_loops rewrites a vectorized loop.
+
+    lanes(loop): the lanes of one vector group: the loop's extent (one group), or a width that
+    splits it into a serial loop over groups (with a scalar-tail guard where the width does not
+    divide it); raises Scalarize where the loop has no vector form on the target.
+    check(vector): raises Scalarize where the target cannot render the rewritten body.
+    aligned_blocks: fold ramp // b and ramp % b by alignment (LaneRewriter.aligned_block)."""
+
+    lanes: Callable[[For], int]
+    check: Callable[[Stmt], None] = lambda vector: None
+    aligned_blocks: bool = False
+
+
+def cpu_lanes(target: Target) -> LanePolicy:
+    """The CPU's policy: a vector loop longer than MAX_LANES_PER_REGISTER_GROUP native registers,
+    or of symbolic extent, is strip-mined to groups of half that."""
+    def lanes(loop: For) -> int:
+        bits = max([n.dtype.bits for n in _loads_and_stores(loop)] or [32])
+        limit = target.native_lanes(bits) * MAX_LANES_PER_REGISTER_GROUP
+        return loop.extent if isinstance(loop.extent, int) and loop.extent <= limit else limit // 2
+    return LanePolicy(lanes)
+
+
 class Vectorizer(StmtMutator):
-    """The CPU pass: each vectorized loop strip-mined to register groups, its lane-invariant
-    guards hoisted, its body rewritten by lanes_rewriter. Public for the targets that reuse it
-    with their own widths and lane policy (target/cuda/vectorize.py)."""
+    """Each vectorized loop split into groups of the policy's lanes, its lane-invariant guards
+    hoisted, its body rewritten lane by lane (LaneRewriter) and checked by the policy."""
 
-    lanes_rewriter = LaneRewriter      # a target may refine the lane rewriting
-
-    def __init__(self, target: Target):
-        self.target = target
+    def __init__(self, policy: LanePolicy):
+        self.policy = policy
         self.ranges: Dict[Var, Tuple[int, int]] = {}
 
     def visit_For(self, s: For) -> Stmt:
@@ -239,20 +286,17 @@ class Vectorizer(StmtMutator):
         loop = s.with_body(body)
         return self.vectorize(loop) if s.kind == VECTORIZED else loop
 
-    def max_lanes(self, loop: For) -> int:
-        bits = max([n.dtype.bits for n in _loads_and_stores(loop)] or [32])
-        return self.target.native_lanes(bits) * MAX_LANES_PER_REGISTER_GROUP
-
     def vectorize(self, loop: For) -> Stmt:
-        limit = self.max_lanes(loop)
-        symbolic = not isinstance(loop.extent, int)
-        if symbolic or loop.extent > limit:
-            # strip-mine: a long vector loop becomes a loop over register groups; a symbolic
-            # trip count gets a scalar tail through the guard on the last group
-            width = limit // 2
+        try:
+            width = self.policy.lanes(loop)
+        except Scalarize as why:
+            return _scalar(loop, str(why))
+        if not (isinstance(loop.extent, int) and width == loop.extent):
+            # a serial loop over vector groups; a trip count that the width does not divide (or a
+            # symbolic one) gets a scalar tail through the guard on the last group
             outer, inner = Var(loop.var.name + ".o"), Var(loop.var.name + ".v")
             body = substitute_stmt(loop.body, {loop.var: binary("add", binary("mul", outer, Const(width)), inner)})
-            if symbolic or loop.extent % width:
+            if not isinstance(loop.extent, int) or loop.extent % width:
                 body = IfThen(binary("add", binary("mul", outer, Const(width)), inner) < loop.extent, body)
             groups = ceil_div(loop.extent, width)
             self.ranges[outer] = (0, groups - 1)
@@ -262,24 +306,28 @@ class Vectorizer(StmtMutator):
         try:
             conds: List[Expr] = []
             fast_body = _hoist_guards(loop.body, loop.var, conds)
-            vector = self.lanes_rewriter(loop.var, loop.extent, self.ranges).stmt(fast_body)
-            if not conds:
-                return vector
+            vector = LaneRewriter(loop.var, loop.extent, self.ranges, self.policy.aligned_blocks).stmt(fast_body)
             check = None
             for c in conds:
                 for lane in (0, loop.extent - 1):
                     edge = substitute(c, {loop.var: Const(lane, loop.var.dtype)})
                     check = edge if check is None else Logical("and", check, edge)
-            check = simplify(check, self.ranges)
-            if isinstance(check, Const):
-                return vector if check.value else For(loop.var, loop.extent, loop.body, SERIAL)
+            check = None if check is None else simplify(check, self.ranges)
+            if isinstance(check, Const) and not check.value:
+                return For(loop.var, loop.extent, loop.body, SERIAL)
+            self.policy.check(vector)
+            if check is None or isinstance(check, Const):
+                return vector
             return IfThen(check, vector, For(loop.var, loop.extent, loop.body, SERIAL))
         except Scalarize as why:
-            return For(loop.var, loop.extent, loop.body, SERIAL, pragmas=(("kept scalar", str(why)),))
+            return _scalar(loop, str(why))
+
+
+def _scalar(loop: For, why: str) -> For:
+    return For(loop.var, loop.extent, loop.body, SERIAL, pragmas=(("kept scalar", why),))
 
 
 def _loads_and_stores(s: Stmt):
-    from ..loop.functor import stmt_exprs, walk_stmts
     for x in walk_stmts(s):
         if isinstance(x, Store):
             yield x.value
@@ -287,5 +335,6 @@ def _loads_and_stores(s: Stmt):
             yield from (n for n in walk(e) if isinstance(n, Load))
 
 
-def vectorize_loops(body: Stmt, target: Target) -> Stmt:
-    return Vectorizer(target).visit(body)
+def vectorize_loops(body: Stmt, target: Target, policy: Optional[LanePolicy] = None) -> Stmt:
+    """Every vectorized loop of body rewritten to vectors, by the policy (by default the CPU's)."""
+    return Vectorizer(policy or cpu_lanes(target)).visit(body)

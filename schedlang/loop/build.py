@@ -25,6 +25,7 @@ from .nodes import (BOUND, PARALLEL as K_PARALLEL, SERIAL, UNROLLED, VECTORIZED,
                     IfThen, Let, StageNest, Stmt, Store, seq)
 from .plan import Program, StagePlan
 from . import cooperative, cross_thread
+from .tensorize import tensorized_nest
 from . import scan as scan_lowering
 from ..tensor.extern import ExternOp
 from ..tensor.op import output_name as tensor_output_name
@@ -133,15 +134,20 @@ class _FuncBuilder:
         store_idx = tuple(simplify(binary("sub", value[a], o), ranges) for a, o in zip(op.axis, offs))
 
         guards = self.guards(plan, roots, region, rel, value, ext, ranges)
+        if plan.tensorize is not None:          # the loops under an axis computed by an intrinsic
+            return tensorized_nest(self, plan, value, ranges, buffers, store_idx, vmap, guards)
         body = op.body
         if isinstance(body, Reduce):
             if cross_thread.thread_reduce_leaf(plan) is not None:     # a reduce axis bound to threadIdx.x
                 return cross_thread.cross_thread_nest(self, plan, body, buffers, store_idx, vmap, guards)
             update, init = self.reduction_update(plan, body, buffers, store_idx, vmap)
             return self.reduction_nest(plan, update, init, guards)
-        stores = [Store(b, store_idx, _fast_math_marked(plan, self.lower_reads(substitute(e, vmap))))
-                  for b, e in zip(buffers, op.bodies)]
-        return self.nest(plan, list(plan.leaves), seq(*stores), guards, attach=True)
+        return self.nest(plan, list(plan.leaves), self.plain_stores(plan, buffers, store_idx, vmap), guards, attach=True)
+
+    def plain_stores(self, plan: StagePlan, buffers: List[Buffer], store_idx, vmap) -> Stmt:
+        """The stores of one element of a stage that is not a reduction."""
+        return seq(*(Store(b, store_idx, _fast_math_marked(plan, self.lower_reads(substitute(e, vmap))))
+                     for b, e in zip(buffers, plan.op.bodies)))
 
     def reduction_update(self, plan: StagePlan, body: Reduce, buffers: List[Buffer], store_idx,
                          vmap) -> Tuple[Stmt, Stmt]:
@@ -206,8 +212,10 @@ class _FuncBuilder:
             unique.setdefault(key(g), g)
         return [g for g in unique.values() if not (isinstance(g, Const) and g.value)]
 
-    def reduction_nest(self, plan: StagePlan, update: Stmt, init: Stmt, guards: List[Expr]) -> Stmt:
-        leaves = list(plan.leaves)
+    def reduction_nest(self, plan: StagePlan, update: Stmt, init: Stmt, guards: List[Expr],
+                       loops: Sequence[IterVar] = None) -> Stmt:
+        """The loops (by default all the stage's) with the init just outside the first reduction loop."""
+        leaves = list(plan.leaves if loops is None else loops)
         first = next(i for i, a in enumerate(leaves) if a.kind == REDUCE)
         outer, inner = leaves[:first], leaves[first:]
         pos = {a.var: i for i, a in enumerate(leaves)}

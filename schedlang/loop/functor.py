@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Dict, Iterator, List
 
-from ..expr.functor import walk
+from ..expr.functor import substitute, walk
 from ..expr.nodes import Buffer, Expr, Load
-from .nodes import Allocate, Barrier, CallPacked, For, IfThen, Let, Seq, StageNest, Stmt, Store, seq
+from .nodes import Allocate, Barrier, CallPacked, Evaluate, For, IfThen, Let, Seq, StageNest, Stmt, Store, seq
 
 
 class StmtMutator:
@@ -59,6 +59,10 @@ class StmtMutator:
     def visit_ThreadAllReduce(self, s) -> Stmt:
         return s
 
+    def visit_Evaluate(self, s: Evaluate) -> Stmt:
+        value = self.visit_expr(s.value)
+        return s if value is s.value else Evaluate(value)
+
     def visit_StageNest(self, s: StageNest) -> Stmt:
         body = self.visit(s.body)
         return s if body is s.body else StageNest(s.stage, body)
@@ -87,7 +91,7 @@ def stmt_exprs(s: Stmt) -> Iterator[Expr]:
             yield s.predicate
     elif isinstance(s, IfThen):
         yield s.cond
-    elif isinstance(s, Let):
+    elif isinstance(s, (Let, Evaluate)):
         yield s.value
 
 
@@ -96,7 +100,6 @@ class _Substitute(StmtMutator):
         self.mapping = mapping
 
     def visit_expr(self, e: Expr) -> Expr:
-        from ..expr.functor import substitute
         return substitute(e, self.mapping)
 
 

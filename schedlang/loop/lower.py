@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Optional, Sequence
 
 from ..tensor.op import Tensor
+from ..tile.bound import infer_regions
 from ..verify import check_func
 from .build import build_func, full_region
 from .names import unique_loop_names
@@ -20,7 +21,6 @@ def lower_to_loop_ir(schedule, args: Sequence[Tensor], name: Optional[str] = Non
     program = plain_snapshot(schedule, args, name)
     regions = {p.name: full_region(p) for p in program.plans if not p.is_input}
     if has_scan(program):      # a scan's cell computes one step's region per iteration
-        from ..tile.bound import infer_regions
         regions = infer_regions(program)
     func = unique_loop_names(simplify_func(build_func(program, regions)))
     return check_func(replace(func, size_args=size_args), "Loop")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Dict
 
 from ..expr.nodes import Var
-from .functor import substitute_stmt, walk_stmts
+from .functor import StmtMutator, substitute_stmt, walk_stmts
 from .nodes import For, Func, ThreadAllReduce
 
 
@@ -27,7 +27,6 @@ def unique_loop_names(func: Func) -> Func:
 
 
 def _rename_loops(s, mapping):
-    from .functor import StmtMutator
 
     class _Loops(StmtMutator):
         def visit_For(self, f: For):

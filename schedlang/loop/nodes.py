@@ -19,7 +19,7 @@ class Stmt:
     """Base of statements."""
 
     def __str__(self) -> str:
-        from .printer import stmt_lines
+        from .printer import stmt_lines    # the printer imports these nodes
         return "\n".join(stmt_lines(self))
 
 
@@ -125,6 +125,14 @@ class CallPacked(Stmt):
     @property
     def buffers(self) -> Tuple[Buffer, ...]:
         return tuple(a for a in self.args if isinstance(a, Buffer))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Evaluate(Stmt):
+    """value computed for its effect (TVM's Evaluate): a call of an extern C function or an LLVM
+    intrinsic that a tensorized loop nest became (schedule/tensorize.py)."""
+
+    value: Expr
 
 
 @dataclass(frozen=True, eq=False, repr=False)

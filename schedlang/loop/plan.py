@@ -2,6 +2,7 @@
 inlined stages substituted into their readers."""
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -37,6 +38,7 @@ class StagePlan:
     scan_update: Optional[str] = None    # a scan update: the scan whose axis fixes its first axis
     store_predicate: Optional[Expr] = None   # who stores a cross-thread reduction's result (set_store_predicate)
     double_buffer: bool = False          # double_buffer(): marked on its attach loop for the target's pass
+    tensorize: Optional[Tuple[IterVar, object]] = None   # (axis, intrinsic): loop/tensorize.py lowers it
 
     @property
     def is_input(self) -> bool:
@@ -111,7 +113,7 @@ def scheduled_snapshot(schedule, args: Sequence[Tensor], name: Optional[str]) ->
             st.scope or ("local" if st.attach_type == "at" else "global"),
             tuple(sorted(st.storage_aligns.items())), is_arg,
             store_predicate=getattr(st, "store_predicate", None),
-            double_buffer=getattr(st, "double_buffered", False))
+            double_buffer=getattr(st, "double_buffered", False), tensorize=getattr(st, "tensorize_at", None))
     return _snapshot(schedule, args, name, scan_plans.ScanRoles(schedule), plan, warn=True)
 
 
@@ -224,7 +226,6 @@ def _check_args(plans: List[StagePlan], params: List[StagePlan], schedule, warn:
 
 
 def _default_name(schedule) -> str:
-    import re
     return re.sub(r"\W", "_", schedule[schedule.outputs[0]].name)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import List
 
 from ..expr.nodes import Buffer
-from .nodes import (SERIAL, Allocate, Barrier, CallPacked, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store,
+from .nodes import (SERIAL, Allocate, Barrier, CallPacked, Evaluate, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store,
                     ThreadAllReduce)
 
 INDENT = "  "
@@ -50,6 +50,8 @@ class StmtPrinter:
         if isinstance(s, CallPacked):
             args = ", ".join([repr(s.func)] + [a.name if isinstance(a, Buffer) else repr(a) for a in s.args])
             return [f"{pad}call_packed({args})"]
+        if isinstance(s, Evaluate):
+            return [f"{pad}{s.value}"]
         raise TypeError(f"cannot print statement {type(s).__name__}")
 
     def loop(self, s: For) -> str:

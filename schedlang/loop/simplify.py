@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Dict, Tuple
 
 from ..expr.nodes import Const, Expr, Var
-from ..expr.simplify import simplify
+from ..expr.simplify import Simplifier
 from .functor import StmtMutator
 from .nodes import For, Func, IfThen, Stmt, seq
 
@@ -14,9 +14,10 @@ from .nodes import For, Func, IfThen, Stmt, seq
 class _Simplify(StmtMutator):
     def __init__(self, ranges: Dict[Var, Tuple[int, int]]):
         self.ranges = dict(ranges)
+        self.simplify = Simplifier(self.ranges)     # reads self.ranges as loops come and go
 
     def visit_expr(self, e: Expr) -> Expr:
-        return simplify(e, self.ranges)
+        return self.simplify(e)
 
     def visit_For(self, s: For) -> Stmt:
         self.ranges[s.var] = (0, s.extent - 1)

@@ -21,7 +21,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set
 from ..errors import InternalError
 from ..expr.functor import walk
 from ..expr.nodes import Buffer, Expr, Load, Var
-from .nodes import SERIAL, Allocate, Barrier, CallPacked, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store
+from .nodes import SERIAL, Allocate, Barrier, CallPacked, Evaluate, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store
 
 LOOP_KINDS = {"Loop": (SERIAL,), "Tile": None}      # None: any kind
 
@@ -137,6 +137,9 @@ class _Verifier:
                 self.fail(f"buffer '{b.name}' of a cross-thread reduction is not allocated in scope", s)
         if id(s.var) not in self.bound:
             self.fail(f"cross-thread reduction over '{s.var.name}' outside the loop bound to {s.thread_tag}", s)
+
+    def stmt_Evaluate(self, s: Evaluate) -> None:
+        self.expr(s.value, s)
 
     def stmt_CallPacked(self, s: CallPacked) -> None:
         for b in s.buffers:      # whole buffers: each must be in scope (no indices to check)

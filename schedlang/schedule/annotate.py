@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ScheduleError
+from ..expr.nodes import as_expr
 from ..tensor.axis import DATA_PAR, REDUCE, THREAD, IterVar
 from . import steps
 
@@ -141,7 +142,6 @@ class AnnotationPrimitives:
         with the reduce axis's thread index 0). A thread_axis("threadIdx.x") variable in the
         predicate means the loop of this stage bound to it. It is not recorded as a step, so
         it is not in to_json()/to_python() or tuning records."""
-        from ..expr.nodes import as_expr
         self._require_schedulable("set_store_predicate")
         predicate = as_expr(predicate)
         if not predicate.dtype.is_bool:

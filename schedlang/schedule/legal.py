@@ -195,10 +195,10 @@ def relayout_axis(st):
 
 
 def register_tile_budget(target) -> int:
-    """Vector accumulators a register tile may hold on target: the vector registers (32 with
-    AVX-512, 16 below) less a few for the operands (the loaded vector, broadcasts)."""
-    bits = getattr(target, "vector_bits", None) or 256
-    return 28 if bits >= 512 else 12
+    """Vector accumulators a register tile may hold on target: its vector registers
+    (Target.native_registers: 32 with AVX-512, 16 with AVX2) less a few for the operands
+    (the loaded vectors, a broadcast)."""
+    return max(1, target.native_registers() - 4)
 
 
 def divisors(n: int, limit: Optional[int] = None) -> List[int]:

@@ -43,22 +43,23 @@ class PlacementPrimitives:
         parent's loops and not a vectorized one, and this stage must not be an output."""
         self._require_schedulable("compute_at")
         scan_rules.check_placement(self, "compute_at", parent, ivar)
-        consumers = [c.name for c in self.schedule._consumers(self)]
+        def consumers():      # for the error messages only: a scan of every stage
+            return [c.name for c in self.schedule._consumers(self)]
         axis_name = getattr(ivar, "name", None)
         from .stage import Stage   # the class this mixin is part of
         if not isinstance(parent, Stage) or parent.schedule is not self.schedule:
             raise ScheduleError("compute_at", self.name, f"the target must be a stage of this schedule (s[T]), got {parent!r}",
-                                axis=axis_name, choices=consumers)
+                                axis=axis_name, choices=consumers())
         if parent is self:
             raise ScheduleError("compute_at", self.name, "cannot compute a stage inside its own loop", axis=axis_name,
-                                choices=consumers, hint="compute_at takes the stage of a consumer: s[consumer]")
+                                choices=consumers(), hint="compute_at takes the stage of a consumer: s[consumer]")
         if self.is_output:
             raise ScheduleError("compute_at", self.name, "is an output of the schedule and must be computed whole, "
                                 "at the root", axis=axis_name, hint="cache_write it and compute_at the cache stage instead")
         if isinstance(parent.op, PlaceholderOp) or parent.attach_type == "inline":
             what = "an input placeholder" if isinstance(parent.op, PlaceholderOp) else "inlined"
             raise ScheduleError("compute_at", self.name, f"the target stage '{parent.name}' is {what} and has no loops",
-                                axis=axis_name, choices=consumers, hint="compute it at a loop of a stage that has loops")
+                                axis=axis_name, choices=consumers(), hint="compute it at a loop of a stage that has loops")
         problem = parent._leaf_problem(ivar, f"the target stage '{parent.name}'")
         if problem is not None:
             text, hint = problem
@@ -74,7 +75,7 @@ class PlacementPrimitives:
         if not self.schedule._reads_transitively(parent, self):
             raise ScheduleError("compute_at", self.name, f"stage '{parent.name}' does not read '{self.name}', so "
                                 f"its loop '{ivar.name}' does not enclose a consumer", axis=ivar.name,
-                                choices=consumers, hint="compute a stage at a loop of a stage that uses its result")
+                                choices=consumers(), hint="compute a stage at a loop of a stage that uses its result")
         ann = parent.annotations.get(ivar)
         if ann is not None and ann.kind == VECTORIZE:
             raise ScheduleError("compute_at", self.name, f"loop '{ivar.name}' of '{parent.name}' is vectorized: "

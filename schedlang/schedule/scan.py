@@ -73,7 +73,9 @@ def require_loops(stage, primitive: str, axis=None) -> None:
 
 def check_scan_leaf(stage, primitive: str, ivar) -> None:
     """The first axis of a scan update is the scan axis: it cannot be transformed."""
-    if update_index(stage) is not None and ivar is stage.op.axis[0]:
+    axes = getattr(stage.op, "axis", ())
+    # the cheap test first: update_index scans every stage of the schedule
+    if axes and ivar is axes[0] and update_index(stage) is not None:
         raise ScheduleError(primitive, stage.name, "the axis is the scan axis of the update, which runs one row "
                             "per step of the scan loop", axis=ivar.name,
                             choices=[a.name for a in stage.leaf_iter_vars if a is not ivar], hint=SCAN_AXIS_HINT)

@@ -7,6 +7,7 @@ from types import MappingProxyType
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from ..errors import ScheduleError
+from ..expr.functor import free_vars
 from ..expr.nodes import Expr, Var
 from ..tensor.axis import IterVar
 from ..tensor.graph import post_order
@@ -170,7 +171,6 @@ class Schedule:
 
     def _program_size_vars(self) -> Dict[str, Var]:
         """The size variables of the program's shapes and axis extents, by name."""
-        from ..expr.functor import free_vars
         found: Dict[str, Var] = {}
         for st in self.stages:
             extents = list(getattr(st.op, "shape", ())) + [a.dom.extent for a in st.op.root_axes]
@@ -199,7 +199,13 @@ class Schedule:
         def copy(v):
             if isinstance(v, list):
                 return list(v)
-            return {k: copy(x) for k, x in v.items()} if isinstance(v, dict) else v
+            if not isinstance(v, dict):
+                return v
+            out = dict(v)      # at C speed; then only the containers inside are copied in Python
+            for k, x in v.items():     # (the torch frontend snapshots once per kernel: _by_op
+                if isinstance(x, (list, dict)):      # holds every stage of the model)
+                    out[k] = copy(x)
+            return out
 
         def copy_state(obj):
             return {k: copy(v) for k, v in vars(obj).items()}

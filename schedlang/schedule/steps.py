@@ -11,6 +11,8 @@ import re
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Type, Union
 
+from ..tensor.axis import thread_axis
+
 _REGISTRY: Dict[str, Type["Step"]] = {}
 VERSION = 1   # of the JSON format written by steps_to_json
 
@@ -215,7 +217,6 @@ class Bind(Step):
     thread: str
 
     def apply(self, s):
-        from ..tensor.axis import thread_axis
         st = s[self.stage]
         st.bind(st.axis(self.axis), thread_axis(self.thread))
 

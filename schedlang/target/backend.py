@@ -52,6 +52,9 @@ class Backend:
     """Base of backends; a backend for a new kind overrides what it supports."""
 
     kind: str = ""
+    # Whether the body passes of kernel_passes may run on each root stage nest alone, so
+    # that a repeated nest is lowered once (kernel/lower.py: per_nest).
+    kernel_passes_per_nest: bool = False
 
     def resolve_target(self, target: Target) -> Target:
         """The target with everything the machine decides filled in and checked."""
@@ -121,7 +124,7 @@ class Backend:
     def search_features(self):
         """The features this target adds to a candidate's vector for the cost model
         (autoschedule.features.TargetFeatures; the default adds none)."""
-        from ..autoschedule.features import CPU_FEATURES
+        from ..autoschedule.features import CPU_FEATURES    # the auto-scheduler loads when it asks
         return CPU_FEATURES
 
     def check_launch(self, kernel, target: Target) -> None:
@@ -176,12 +179,12 @@ class HostCPUBackend(Backend):
         return CPU_SKETCH_RULES
 
     def measure_candidate(self, task, schedule, arrays: List, number: int, repeat: int) -> dict:
-        from ..autoschedule.measure import time_on_cpu
+        from ..autoschedule.measure import time_on_cpu    # (as sketch_rules)
         return time_on_cpu(task, schedule, arrays, number, repeat)
 
     def default_schedules(self) -> Dict[str, Callable]:
         from ..torch import schedules as ts          # the frontend (and torch) load only when it asks
-        from ..torch import attention_schedule as at, conv_schedules as cs, window_schedules as ws
+        from ..torch import attention_schedule as at, conv_schedules as cs, window_schedules as ws    # (as above)
         return {"matmul": ts.schedule_matmul_cpu, "rows": ws.schedule_rows_or_window_cpu,
                 "pointwise": ts.schedule_pointwise_cpu,
                 "conv": cs.schedule_conv_cpu, "attention": at.schedule_attention_cpu}

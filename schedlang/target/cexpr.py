@@ -18,10 +18,11 @@ import re
 from typing import Dict, List, Optional, Tuple
 
 from ..dtypes import DType, float32, float64, to_bfloat16
-from ..errors import InternalError
+from ..errors import InternalError, LoweringError
 from ..expr.bounds import fits_without_wrap
 from ..expr.nodes import FAST_MATH_MARKER, NEG, Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Ramp, Select, Var
-from ..loop.nodes import Allocate, For, IfThen, Let, Seq, Stmt, Store
+from ..loop.nodes import Allocate, Evaluate, For, IfThen, Let, Seq, Stmt, Store
+from ..tensor.intrin_calls import ADDRESS_OF, LLVM_PREFIX, REINTERPRET
 
 INDENT = "  "
 INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "bitand": "&", "bitor": "|", "bitxor": "^",
@@ -298,6 +299,11 @@ class CRenderer:
         if e.name in FLOAT_CLASS:
             x = self.operand(e.args[0], ATOM)
             return f"({FLOAT_CLASS[e.name].format(x=x)})"
+        if e.name == ADDRESS_OF:
+            return f"(&{self.names[e.args[0].buffer]}[{self.expr(e.args[0].indices[0])}])"
+        if e.name.startswith(LLVM_PREFIX) or e.name == REINTERPRET:
+            raise LoweringError(self.LANGUAGE, f"'{e.name}' in a tensor intrinsic's body is for the llvm target; "
+                                "tensorize with an intrinsic of plain expressions (or this target's own)")
         args = ", ".join(self.expr(a) for a in e.args)
         if e.name in BIT_COUNTS:
             return f"{self.bit_count_helper(e.name, e.dtype)}({args})"
@@ -370,6 +376,9 @@ class CRenderer:
         name = self.define(b, b.name)
         self.emit(depth, f"{self.allocation_qualifier(b)}{self.memory_type(b.dtype)} {name}[{b.size}];")
         self.stmt(s.body, depth)
+
+    def stmt_Evaluate(self, s: Evaluate, depth: int) -> None:
+        self.emit(depth, f"{self.expr(s.value)};")      # a call of a tensor intrinsic's body
 
     def stmt_Let(self, s: Let, depth: int) -> None:
         value = self.expr(s.value)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import numbers
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..dtypes import dtype as parse_dtype
 from ..expr.extent import evaluate_extent, extent_from_json, extent_to_json, first_overflow, linear_in_one
+from ..expr.functor import uses_var
 from ..expr.nodes import Buffer, Expr, Var
 
 MAX_ELEMENTS = 2 ** 31 - 1      # indices are 32-bit
@@ -152,7 +154,6 @@ class SizeBinder:
 
     @staticmethod
     def from_json(data: dict, params: Sequence[Buffer], variables: Sequence[Var]) -> "SizeBinder":
-        from ..dtypes import dtype as parse_dtype
         sized = [Buffer(b["name"], tuple(extent_from_json(n, variables) for n in b["shape"]), parse_dtype(b["dtype"]))
                  for b in data["sized"]]
         return SizeBinder(params, [variables[i] for i in data["sizes"]], sized,
@@ -167,6 +168,5 @@ class SizeBinder:
 
 
 def _mentions(e: Expr, v: Var) -> bool:
-    from ..expr.functor import uses_var
     return uses_var(e, v)
 

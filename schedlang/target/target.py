@@ -11,6 +11,7 @@ Targets are written as TVM writes them: "llvm -mcpu=skylake-avx512 -mattr=+avx2,
 """
 from __future__ import annotations
 
+import platform
 import re
 import typing
 from dataclasses import dataclass, fields, replace
@@ -32,6 +33,20 @@ def _check_host_options(opts) -> None:
                          f"got {opts.vector_bits!r}")
     if opts.cpu and not re.fullmatch(r"[A-Za-z0-9_.-]+", opts.cpu):
         raise ValueError(f"malformed CPU name {opts.cpu!r}")
+    regs = opts.vector_registers
+    if regs is not None and (isinstance(regs, bool) or not isinstance(regs, int) or not 1 <= regs <= 256):
+        raise ValueError(f"vector_registers must be a register count from 1 to 256, got {regs!r}")
+
+def vector_registers_for(vector_bits: int, machine: Optional[str] = None) -> int:
+    """Vector registers a CPU of this vector width has: on x86-64, 32 zmm with AVX-512 and 16
+    (ymm or xmm) below it; 32 on AArch64 (NEON/SVE) and on other architectures (RISC-V V,
+    POWER VSX's 64 counted as their 32 vector-only ones). machine: platform.machine() of the
+    code's host (the default: the llvm and c targets compile for the host only)."""
+    machine = (machine or platform.machine()).lower()
+    if machine in ("x86_64", "amd64", "i386", "i686", "x86"):
+        return 32 if vector_bits >= 512 else 16
+    return 32
+
 
 def _check_type(cls_name: str, name: str, value, kinds) -> None:
     # bool is an int in Python; a flag must not pass as a count, nor a count as a flag.
@@ -49,6 +64,9 @@ class LLVMOptions:
     features; with a cpu they change that CPU's defaults.
     vector_bits: the widest native vector register (512 with AVX-512, 256 with AVX2);
     None until the target is resolved, which derives it from the CPU's features.
+    vector_registers: how many vector registers the CPU has (32 zmm with AVX-512, 16 ymm/xmm
+    on x86-64 below it, 32 on AArch64); None: derived from vector_bits (native_registers()).
+    The auto-scheduler sizes register tiles by it.
     num_threads: worker threads for parallel loops (0: the OpenMP default, OMP_NUM_THREADS or all cores).
     threading: "openmp" runs parallel loops through libgomp (serially when it cannot be
     found); "serial" always runs them on the calling thread.
@@ -66,6 +84,7 @@ class LLVMOptions:
     cpu: str = ""
     features: str = ""
     vector_bits: Optional[int] = None
+    vector_registers: Optional[int] = None
     num_threads: int = 0
     threading: str = "openmp"
     bounds_check: bool = False
@@ -93,6 +112,8 @@ class LLVMOptions:
     def flags(self) -> str:
         """The options as target-string flags (for printing)."""
         out = [f"-mcpu={self.cpu}"] if self.cpu else []
+        if self.vector_registers is not None:       # set by the user: measurement workers need it too
+            out.append(f"-vector-registers={self.vector_registers}")
         return " ".join(out)
 
 
@@ -136,12 +157,14 @@ class COptions:
 
     cpu: the compiler's -march ("" means -march=native, this machine's CPU).
     vector_bits: the widest native vector register; None until resolved (from the host's CPU flags).
+    vector_registers: as LLVMOptions.vector_registers (None: derived from vector_bits).
     num_threads: threads of a parallel loop (0: the OpenMP default, OMP_NUM_THREADS or all cores).
     threading: "openmp" compiles parallel loops as `#pragma omp parallel for`; "serial" leaves them serial.
     """
 
     cpu: str = ""
     vector_bits: Optional[int] = None
+    vector_registers: Optional[int] = None
     num_threads: int = 0
     threading: str = "openmp"
 
@@ -155,7 +178,10 @@ class COptions:
         _check_host_options(self)
 
     def flags(self) -> str:
-        return f"-mcpu={self.cpu}" if self.cpu else ""
+        out = [f"-mcpu={self.cpu}"] if self.cpu else []
+        if self.vector_registers is not None:
+            out.append(f"-vector-registers={self.vector_registers}")
+        return " ".join(out)
 
 
 Options = Union[LLVMOptions, CUDAOptions, COptions]
@@ -211,6 +237,17 @@ class Target:
             raise ValueError(f"target {self} is not resolved (its vector width is unknown); "
                              "use Target.create(...) or pass it to lower()/build()")
         return max(1, self.options.vector_bits // max(bits, 8))
+
+    def native_registers(self) -> int:
+        """Vector registers of the target's register file: the vector_registers option when
+        set, else what the vector width implies (vector_registers_for)."""
+        regs = getattr(self.options, "vector_registers", None)
+        if regs is not None:
+            return regs
+        if self.options.vector_bits is None:
+            raise ValueError(f"target {self} is not resolved (its register file is unknown); "
+                             "use Target.create(...) or pass it to lower()/build()")
+        return vector_registers_for(self.options.vector_bits)
 
     def __str__(self) -> str:
         flags = self.options.flags()

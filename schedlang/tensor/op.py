@@ -8,6 +8,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 from ..dtypes import DType, dtype as parse_dtype, int32
 from ..expr.functor import walk
 from ..expr.nodes import Const, Expr, ExprOps, Var, as_expr
+from ..expr.simplify import simplify
 from ..limits import check_expr_depth
 from .axis import DATA_PAR, IterVar, Range
 from .reduce import Reduce
@@ -266,7 +267,6 @@ def symbolic_extent(n, what: str):
     for node in walk(e):
         if isinstance(node, TensorRead):
             raise TypeError(f"{what}: extent '{e}' reads a tensor; extents are expressions of size variables")
-    from ..expr.simplify import simplify
     e = simplify(e)
     if isinstance(e, Const):
         if e.value <= 0:
@@ -278,7 +278,6 @@ def symbolic_extent(n, what: str):
 def _integral_extent(n, shape, what: str):
     """An extent that is an integral float (N / bn in TVM's GEMM tutorial, 32.0) or an
     integer-like object (numpy ints, constant expressions) as an int, as TVM accepts them."""
-    from ..expr.nodes import Const
     if isinstance(n, Const) and n.dtype.is_int:
         return int(n.value)
     if isinstance(n, float) or (isinstance(n, Const) and n.dtype.is_float):

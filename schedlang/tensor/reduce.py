@@ -7,7 +7,7 @@ from typing import Callable, Optional, Sequence, Tuple, Union
 
 from ..dtypes import DType, dtype as parse_dtype
 from ..expr.equality import equal
-from ..expr.nodes import Const, Expr, Var, as_expr, binary, const
+from ..expr.nodes import Const, Expr, Var, as_expr, binary, cast, const
 from .axis import REDUCE, IterVar
 
 
@@ -176,7 +176,6 @@ def map_reduce(r: Reduce, fn: Callable[[Expr], Expr], axis: Optional[Tuple[IterV
 
 
 def _cast_to(e: Expr, dt: DType) -> Expr:
-    from ..expr.nodes import cast
     return e if e.dtype == dt else cast(dt, e)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from ..dtypes import DType, to_bfloat16
 from ..expr.extent import evaluate_extent, linear_in_one
 from ..expr.nodes import (Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var)
+from ..packed import get_global_func
 from .graph import post_order
 from .op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
 from .extern import ExternBuffer, ExternOp
@@ -103,7 +104,6 @@ def _evaluate_scan(op: ScanOp, values, sizes) -> List[np.ndarray]:
 
 def _evaluate_extern(op: ExternOp, values, sizes) -> List[np.ndarray]:
     """Call the registered function on copies of the inputs and fresh outputs."""
-    from ..packed import get_global_func
     outs = [np.zeros(_shape(op.output_shape(k), sizes), dtype=op.output_dtype(k).numpy)
             for k in range(op.num_outputs)]
     args = []

@@ -40,7 +40,12 @@ GPU schedules, `topi.cuda` (s, output, [sizes]) -> s:
     schedule_softmax(s, out)                 cross-thread max and sum, a row a block
     schedule_silu_and_mul(s, out)            float4 columns
 
+x86 tensor intrinsics, `topi.x86_intrin` (tensorize; see its docstring):
+
+    dot_int8_intrin(target)                  u8 x s8 -> i32 groups of 4: VNNI where the target has it
+    dense_int8(A, B, lanes), schedule_dense_int8(s, C, intrin, lanes)   the int8 dense tensorized
+
 A schedule given the wrong tensor (not its algorithm's output) raises ValueError naming the
 schedule; a size the target refuses raises ScheduleError or LoweringError from the build.
 """
-from . import cpu, cuda, nn  # noqa: F401
+from . import cpu, cuda, nn, x86_intrin  # noqa: F401

@@ -26,11 +26,15 @@ def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None
     """Capture module on example_inputs, lower it to Tensor IR, schedule and build every
     part for target; the result is called like the module.
 
-    tune=N first auto-schedules every kernel (each lowered part, see tune.py) with N trials
-    in all, split by the parts' estimated weight, appending records to `log` (required);
-    the parts are then built with the best recorded schedules (default_schedule(..., log)).
-    A log given without tune is only read. tune_options (seed, executor, verbose, ...) go
-    to sl.auto_schedule.
+    tune=N first auto-schedules the model's kernels with N trials in all (tune.py): each
+    distinct kernel is a task weighted by how often it runs per forward, and a task scheduler
+    (strategy="gradient", Ansor's, or "round-robin") gives rounds of trials to the task where
+    the estimated model latency drops most; timeout= (seconds) ends tuning early. Records go
+    to `log` (required); each kernel is then built with its best record
+    (default_schedule(..., log)) and `compiled.tuning` is the TaskScheduler (tasks, weights,
+    trials, best latencies). A log given without tune is only read. tune_options (seed,
+    executor, a Dask client too, verbose, per_round, number, repeat, policy, final,
+    early_stopping, callback, alpha, beta, backward_window_size) go to tune.tune_program.
 
     target="cuda" builds static shapes only: with dynamic_shapes, the module is built for
     the example inputs' shapes here and again for each new shape it is called with.
@@ -51,13 +55,16 @@ def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None
     with gc_paused():
         graph = capture(module, example_inputs, dynamic_shapes=dynamic_shapes)
         target = sl.Target.create(target)
-        program = lower_graph(graph, target)
+        # without tuning, CompiledModule lowers (or finds the model in the disk cache: model_cache.py)
+        program = lower_graph(graph, target) if tune else None
+    tuning = None
     if tune:
         from .tune import tune_program
-        tune_program(program, target, tune, log, **tune_options)
+        tuning = tune_program(program, target, tune, log, **tune_options)
     with gc_paused():
         compiled = CompiledModule(graph, target, program, log=log, module=module)
         compiled.specialize(*example_inputs)      # cuda with dynamic shapes: the example's build
+    compiled.tuning = tuning
     return compiled
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+import torch
+
 from .ops.attention import Operand
 from .ops.registry import op_name
 from .torch_ir import Ref, TorchGraph, TorchNode
@@ -38,7 +40,6 @@ class AttentionPattern:
         return "schedlang::attention"          # registry.op_name: the lowering "schedlang.attention"
 
     def __call__(self, q, k, v, extras, chain, safe):
-        import torch
         value = torch.matmul(q, k.transpose(-1, -2))
         for target, args, kwargs in chain:
             fill = lambda a: value if isinstance(a, Operand) and a.index is None else (  # noqa: E731

@@ -19,6 +19,7 @@ from typing import Dict, List
 
 from ..errors import ScheduleError
 from ..expr.extent import ceil_div
+from ..tensor import thread_axis
 
 TAG = "attention"                 # the output stage
 ROLE_TAG = "attention."           # + role: the other stages
@@ -80,7 +81,7 @@ def _cols(n, lanes: int) -> int:
 def _row_reduction(s, st, lanes: int, at, loop) -> None:
     """A reduction along the contiguous key axis at the block loop: on a vector of partial
     results when the keys split in whole vectors, else a plain loop."""
-    from .schedules import static
+    from .schedules import static    # schedules imports this module (is_attention)
     (j,) = st.op.reduce_axis
     n = static(j.dom.extent)
     if n is not None and n % lanes == 0 and n >= lanes:
@@ -96,7 +97,7 @@ def _row_reduction(s, st, lanes: int, at, loop) -> None:
 def _tiled_product(st, lanes: int, rows: int) -> None:
     """A block's matmul (scores or the value product): rows x two vectors of columns in
     registers, the whole reduction inside the tile."""
-    from .schedules import static
+    from .schedules import static    # (as above)
     *_, i, c = st.op.axis
     (r,) = st.op.reduce_axis
     io, ii = st.split(i, factor=rows)
@@ -107,7 +108,7 @@ def _tiled_product(st, lanes: int, rows: int) -> None:
 
 
 def schedule_attention_cpu(s, group, target) -> None:
-    from .schedules import static, threads
+    from .schedules import static, threads    # (as above)
     out = s[group.anchor]
     parts = _stages(s, group)
     lanes = target.native_lanes(parts["scores"].op.output_dtype(0).bits)
@@ -157,8 +158,7 @@ def schedule_attention_cpu(s, group, target) -> None:
 
 
 def schedule_attention_cuda(s, group, target) -> None:
-    from ..tensor import thread_axis
-    from .schedules import static
+    from .schedules import static    # (as above)
     out = s[group.anchor]
     parts = _stages(s, group)
     parts["kt"].compute_inline()          # a thread reads its keys straight from k

@@ -2,8 +2,14 @@
 elementwise epilogue fusion put after it: bias, batch norm, ReLU/ReLU6, a residual add,
 which may sum a second convolution: a ResNet block's downsampling shortcut).
 
-On the CPU, activations stay NCHW; two kernels:
-- blocked (dense convolutions whose weights are read in packed blocks [OC / L, ICg, *K, L],
+On the CPU, three kernels:
+- NCHWc (a kernel whose result is blocked [N, C / L, H, W, L]: an activation another dense
+  convolution reads, layout.py): `_conv_nchwc_cpu`, register tiles of vecs blocks of L
+  output channels by wt columns (nchwc_tile: as many accumulators as the register file
+  holds), the reduction outermost with the L input channels of a block innermost (the
+  input read as broadcasts of consecutive values), the tile written back as whole vectors;
+  (batch, channel tile, output rows) run in parallel.
+- blocked NCHW (dense convolutions whose weights are read in packed blocks [OC / L, ICg, *K, L],
   prepack.py): the NCHWc kernel of benchmarks/sl_kernels.py's conv2d_nchwc_schedule. Each
   sum accumulates in a local tile laid out [.., wt, L] (L output channels, a native vector
   of the target, innermost): per step of the reduction, wt broadcasts of input values,
@@ -19,7 +25,7 @@ threads a block.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
 from ..expr.functor import uses_var, walk
 from ..expr.nodes import Binary
@@ -34,6 +40,8 @@ MAX_UNROLL_TAPS = 7       # a kernel extent the row schedule unrolls
 
 def schedule_conv_cpu(s, group, target: Target) -> None:
     """Schedule the convolution kernel group (group.convs not empty) for a CPU target."""
+    if all(len(s[c].op.axis) == 5 for c in group.convs) and len(s[group.anchor].op.axis) == 5:
+        return _conv_nchwc_cpu(s, group)          # blocked activations (layout.py)
     if not all(_dense(s[c]) for c in group.convs):     # depthwise/grouped: rows over a padded local plane
         from .depthwise_schedules import schedule_grouped_conv_cpu
         return schedule_grouped_conv_cpu(s, group, target)
@@ -104,6 +112,55 @@ def _conv_blocked_cpu(s, group, width: int) -> None:
     out.parallel(_fuse(out, [n, co] + spatial[:-1]))
     out.unroll(ci)
     out.vectorize(wi)
+
+
+def nchwc_tile(blocks: int, cols: int, width: int) -> Tuple[int, int]:
+    """(channel blocks, output columns) of a register tile of the blocked kernel: vecs * wt
+    accumulators, vecs weight vectors and a broadcast within the register file (32 vector
+    registers with 16-lane vectors: AVX-512; 16 otherwise), vecs dividing the blocks and wt
+    the row's columns (a tail costs a second, guarded copy of the tile); the most FMAs per
+    vector loaded (vecs * wt / (vecs + wt)), then the larger tile."""
+    registers = 32 if width >= 16 else 16
+    best = (0.0, 0, 1, 1)
+    for vecs in (1, 2, 4):
+        if blocks % vecs:
+            continue
+        most = (registers - 1 - vecs) // vecs
+        for wt in range(1, min(most, cols) + 1):
+            if cols % wt == 0:
+                best = max(best, (vecs * wt / (vecs + wt), vecs * wt, vecs, wt))
+    return best[2], best[3]
+
+
+def _conv_nchwc_cpu(s, group) -> None:
+    """The NCHWc kernel over blocked activations: out[n, cb, h, w, l] (layout.py), each sum
+    in a local [vecs, wt, L] tile of registers computed at the loop over a row's columns
+    (reduction outermost, then the tile's columns and channel blocks, unrolled, and the L
+    channels of a vector innermost), written back as whole vectors of L channels."""
+    from .schedules import _fuse, static
+    root = group.anchor is group.convs[0]
+    caches = []
+    for conv in [s[c] for c in group.convs]:
+        caches.append(s[s.cache_write(conv.op.output(0), "local")])
+        if not root:
+            conv.compute_inline()                   # the epilogue reads the cache
+    out = s[group.anchor]
+    n, cb, *spatial, lane = out.op.axis
+    vecs, wt = nchwc_tile(static(cb.dom.extent), static(spatial[-1].dom.extent), static(lane.dom.extent))
+    co, ci = out.split(cb, factor=vecs)
+    wo, wi = out.split(spatial[-1], factor=wt)
+    out.reorder(n, co, *spatial[:-1], wo, ci, wi, lane)
+    for cache in caches:
+        cache.compute_at(out, wo)
+        cn, ccb, *csp, cl = cache.op.axis
+        cache.reorder(cn, *csp[:-1], *cache.op.reduce_axis, csp[-1], ccb, cl)
+        cache.unroll(csp[-1])
+        cache.unroll(ccb)
+        cache.vectorize(cl)
+    out.parallel(_fuse(out, [n, co] + spatial[:-1]))
+    out.unroll(ci)
+    out.unroll(wi)
+    out.vectorize(lane)
 
 
 def _row_vector(cols: Optional[int], lanes_: int) -> Optional[int]:

@@ -307,8 +307,14 @@ def _split_pieces(n: torch.fx.Node, arg):
         size = int(v.shape[dim])
         pieces.append((start, size))
         start += size
-    fn = n.meta.get("torch_fn") or ("", "")
-    base = "chunk" if fn[1].endswith(".chunk") or fn[1].endswith("chunk") else "split"
+    # the torch function the split came from: torch.export records it as torch_fn, Dynamo's
+    # graphs as the last source_fn_stack entry; both paths name the pieces alike (so they build
+    # equal programs and share cached kernels)
+    fn = (n.meta.get("torch_fn") or ("", ""))[1]
+    stack = n.meta.get("source_fn_stack") or []
+    if stack:
+        fn += " " + str(getattr(stack[-1][1], "__name__", stack[-1][1]))
+    base = "chunk" if any(f.endswith("chunk") for f in fn.split()) else "split"
     return arg(n.args[0]), dim, pieces, base
 
 

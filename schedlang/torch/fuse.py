@@ -21,7 +21,7 @@ from typing import Dict, List, Optional
 
 from ..expr.equality import equal
 from ..expr.functor import walk
-from ..expr.nodes import Binary, Cast
+from ..expr.nodes import Binary, Cast, Select
 from ..schedule import legal
 from ..tensor.classify import ELEMENTWISE, INDEX_MAP, classify
 from ..tensor.op import ComputeOp, TensorRead
@@ -114,10 +114,12 @@ def fuse(s) -> List[Group]:
         for inp in s.inputs_of(st):
             readers[inp].append(st)
     feeds_matmul: Dict[object, bool] = {}
+    feeds_conv: Dict[object, bool] = {}
     for st in reversed(stages):        # consumers first: whether a reader is inlined is known
         feeds_matmul[st] = any(feeds_matmul[c] if c.attach_type == "inline" else is_matmul(c) or is_conv(c)
                                for c in readers[st])
-        if _should_inline(st, feeds_matmul[st]):
+        feeds_conv[st] = any(feeds_conv[c] if c.attach_type == "inline" else is_conv(c) for c in readers[st])
+        if _should_inline(st, feeds_matmul[st]) and not (feeds_conv[st] and _value_dependent(st)):
             st.compute_inline()
     live = [st for st in stages if st.attach_type != "inline"]
     anchor_of: Dict[object, object] = {st: st for st in live}
@@ -147,6 +149,14 @@ def _should_inline(st, feeds_matmul: bool) -> bool:
     if kind == INDEX_MAP:
         return True
     return kind == ELEMENTWISE and not feeds_matmul
+
+
+def _value_dependent(st) -> bool:
+    """An index map that chooses by the values it reads (a ReLU: x < 0 ? 0 : x), not by
+    coordinates (padding): inlined into a convolution, it would run once per tap and output
+    channel block; kept, it is the producing convolution's epilogue."""
+    return any(isinstance(n, Select) and any(isinstance(r, TensorRead) for r in walk(n.cond))
+               for n in walk(st.op.body))
 
 
 def _leading(reader_op, read: TensorRead) -> int:

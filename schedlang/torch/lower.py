@@ -23,6 +23,7 @@ from schedlang.tensor.printer import print_tensor_ir
 
 from .dtypes import to_torch
 from .attention_match import match_attention
+from .layout import block_activations
 from .ops.registry import LowerContext, Unsupported, lookup
 from .prepack import PackSpec, shape_of
 from .torch_ir import Ref, TorchGraph, TorchNode, map_refs, node_call_str, type_str
@@ -298,6 +299,7 @@ class _Lowering:
             part.aliases = {n: by_op[id(self.values[n].op)] for n in part.aliases}
             part.checks = {n: m for n, m in self.checks.items() if self.where[n][1] == part.index}
             part.outputs.sort(key=lambda o: self.members[part.index].index(o[0]))
+            part.outputs = block_activations(part.outputs)     # NCHWc between convolutions (layout.py)
             for op in post_order([t.op for _, t in part.outputs]):
                 if isinstance(op, PlaceholderOp):
                     part.inputs.append((by_op[id(op)], op.output(0)))

@@ -17,6 +17,7 @@ from schedlang.expr.nodes import Const, Expr
 from schedlang.expr.simplify import simplify
 
 from .dtypes import to_torch
+from . import model_cache
 from .lower import LoweredProgram, Part, lower_graph, user_error
 from .prepack import PackCache
 from .state import ModuleState
@@ -44,21 +45,40 @@ class CompiledModule:
         self.graph = graph
         self.log = log            # tuning records: a part's best record replaces its default schedule
         self.target = _target(target)
-        self.program = program if program is not None else lower_graph(graph, self.target)
         self._modules: Dict[int, Any] = {}
+        # _plan is what a call runs: the lowered program, or the model cache's plan (model_cache.py),
+        # whose hit skips lowering, fusion and scheduling (the program is then lowered only if asked)
+        self._program, self._plan, disk_key = program, program, None
+        if program is None:
+            disk_key = model_cache.key_text(graph, self.target, log)
+            hit = model_cache.load(disk_key, self.target)
+            if hit is not None:
+                self._plan, disk_key = hit[0], None
+                self._modules.update(hit[1])
+            else:
+                self._program = self._plan = lower_graph(graph, self.target)
         self._backend = sl.get_backend(self.target.kind)
         self._device = self._backend.torch_device
         self._state = ModuleState(graph.state_inputs, module)
         self._warned_grad = False
-        self._packs = PackCache(self.program.packs)    # weights packed once (prepack.py)
+        self._packs = PackCache(self._plan.packs)    # weights packed once (prepack.py)
         # A target that builds static shapes only (cuda): a graph with size variables is lowered
         # and built again for each set of sizes it is called with (specialize()).
         self._per_shape = self._backend.builds_static_shapes and _uses_sizes(graph)
         self._variants: Dict[tuple, Tuple[LoweredProgram, Dict[int, Any]]] = {}
         self._last: Optional[Tuple[LoweredProgram, Dict[int, Any]]] = None
-        if not self._per_shape:      # the parts are independent: built by a few threads (build_pool.py)
+        if not self._per_shape and not self._modules:   # the parts are independent: built by a few threads
             built = build_each(lambda part: self._module(part, {}), self.program.parts)
             self._modules.update((part.index, mod) for part, mod in zip(self.program.parts, built))   # in order
+            model_cache.store(disk_key, self.program, self._modules)
+
+    @property
+    def program(self) -> LoweredProgram:
+        """The lowered program (Tensor IR parts and torch steps); lowered now if the model
+        cache answered the compile."""
+        if self._program is None:
+            self._program = lower_graph(self.graph, self.target, warn=False)
+        return self._program
 
     @property
     def modules(self) -> Mapping[int, Any]:
@@ -71,7 +91,7 @@ class CompiledModule:
     def fallback_ops(self) -> Dict[str, int]:
         """The ops that run in torch, not in schedlang kernels: op -> number of nodes
         (empty when the whole module is compiled)."""
-        return self.program.fallback_counts()
+        return self._plan.fallback_counts()
 
     # ------------------------------------------------------------ building
     def _module(self, part: Part, modules: Optional[Dict[int, Any]] = None):
@@ -330,7 +350,7 @@ class CompiledModule:
         torch nodes in torch; the outputs (written into bufs, the checked out= tensors, when
         given) packed as the module packs them."""
         device = device or self._device
-        program, modules = self._variant(sizes) if self._per_shape else (self.program, None)
+        program, modules = self._variant(sizes) if self._per_shape else (self._plan, None)
         given: Dict[str, Any] = {}
         for o, buf in zip(self.graph.outputs, bufs or []):
             given.setdefault(o.name, buf)          # a value returned twice: the second one is a copy

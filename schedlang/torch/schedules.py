@@ -37,6 +37,7 @@ from ..expr.nodes import Binary, Const, Var
 from ..schedule import Schedule, create_schedule
 from ..target.registry import get_backend
 from ..target.target import Target
+from ..tensor import thread_axis as _thread_axis
 from ..tensor.axis import IterVar
 from ..tensor.op import TensorRead
 from ..tensor.reduce import Reduce
@@ -57,7 +58,8 @@ CUDA_TILE = (8, 16)      # a matmul block's rows and columns (one output per thr
 def default_schedule(outputs: List, target=None, log: Optional[str] = None) -> Schedule:
     """The schedule of the program computing outputs: fused, each kernel scheduled for target
     ("llvm", "cuda", a Target; None: the host CPU). With log (a tuning-record file) holding a
-    successful record of this workload for target, the best record's schedule instead."""
+    successful record of this workload for target, the best record's schedule instead; else
+    each kernel with a record of its own program (torch/kernel_tasks.py) gets that record's."""
     outputs = list(outputs)
     if not outputs:
         raise ValueError("default_schedule: no output tensors given")
@@ -67,7 +69,13 @@ def default_schedule(outputs: List, target=None, log: Optional[str] = None) -> S
         if tuned is not None:
             return tuned
     s = create_schedule([t.op for t in outputs])
+    index = None
+    if log is not None:                    # per-kernel records (torch/kernel_tasks.py)
+        from .kernel_tasks import RecordIndex, apply_group_record
+        index = RecordIndex(log)
     for group in fuse(s):
+        if index is not None and apply_group_record(s, group, target, index):
+            continue
         saved = s.snapshot()
         try:
             schedule_group(s, group, target)
@@ -82,14 +90,8 @@ def default_schedule(outputs: List, target=None, log: Optional[str] = None) -> S
 
 def tuned_schedule(outputs: List, target: Target, log: str) -> Optional[Schedule]:
     """The best recorded schedule of this workload and target in log, or None without one."""
-    from ..autoschedule import apply_best, records
-    from ..autoschedule.task import default_args
-    from ..tensor.serialize import workload_key
-    key = workload_key(default_args(outputs))
-    if not records.ranked(records.load(log, key, str(target))):
-        return None
-    s, _ = apply_best(log, outputs, target)
-    return s
+    from ..autoschedule.api import tuned_schedule_or_none     # this CPU's records first (records.choose)
+    return tuned_schedule_or_none(log, outputs, target)
 
 
 def schedule_group(s: Schedule, group: Group, target: Target) -> None:
@@ -469,7 +471,6 @@ def _matmul_nt(s, anchor, matmuls, lanes_: int) -> None:
 # ---- CUDA ------------------------------------------------------------------------------
 
 def _bind(stage, ivar, name: str) -> None:
-    from ..tensor import thread_axis as _thread_axis
     stage.bind(ivar, _thread_axis(name))
 
 

@@ -20,7 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
+import torch
+
 import schedlang as sl
+from .dtypes import to_sl
 
 Shape = Tuple[Any, ...]
 
@@ -147,9 +150,7 @@ def type_str(shape, dtype) -> str:
 
 
 def _arg_str(value) -> str:
-    import torch
     if isinstance(value, torch.dtype):
-        from .dtypes import to_sl
         try:
             return dtype_short(to_sl(value))
         except TypeError:

@@ -1,21 +1,32 @@
-"""Tuning a PyTorch model's kernels: each lowered part (one Tensor IR program between the
-ops that run in torch, the program default_schedule schedules) becomes a SearchTask, the
-trial budget is split by each part's estimated weight, and the records go to one log that
-default_schedule(..., log=log) reads when the model is built.
+"""Tuning a PyTorch model's kernels as Ansor tunes a network: every kernel of every lowered
+part (a fuse.Group: a conv with its epilogue, a matmul, a row softmax ...) is a task of its
+own (kernel_tasks.py), equal kernels are one task whose weight is how often it runs per
+forward, and a task scheduler (autoschedule/task_scheduler.py: Ansor's gradient strategy, or
+round-robin) gives the trial budget, a round at a time, to the task where the model's
+estimated latency, sum of weight x best latency, drops most. Records go to one log;
+default_schedule(..., log=log) gives each kernel of a part its task's best record.
 
-Records are kept for each part's canonical copy (canonical_program): the same program with
-its tensors and axes named by position, so that a part recurs under the same workload key
+Records are kept for each kernel's canonical copy (canonical_program): the same program with
+its tensors and axes named by position, so that a kernel recurs under the same workload key
 in any model that contains it, whatever the module and graph call its parameters and ops
-(`fc1.weight` in one model, `block.mlp.fc1.weight` in another)."""
+(`fc1.weight` in one model, `block.mlp.fc1.weight` in another).
+
+Each task's default schedule is measured first and logged (sketch "default"): it is the
+latency tuning starts from, the baseline of the speedups reported, and a record, so the
+built kernel is never one the search found slower than the default."""
 from __future__ import annotations
 
-import math
+import json
+import random
+import sys
+import time
 import warnings
-from typing import List, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Tuple
 
 from ..autoschedule.task import SearchTask
 from ..tensor.op import PlaceholderOp
-from .lower import LoweredProgram, Part
+from .lower import LoweredProgram
 
 
 def canonical_program(inputs: List, outputs: List) -> Tuple[List, List]:
@@ -26,95 +37,276 @@ def canonical_program(inputs: List, outputs: List) -> Tuple[List, List]:
     workload key (a schedule's steps name stages and axes), so this is the key under which
     the same computation is found in every model."""
     from ..tensor.graph import post_order
-    from ..tensor.serialize import from_json, to_data
-    data = to_data(outputs)
-    position = {t.op.name: k for k, t in enumerate(inputs)}
-    computed = 0
-    for op in data["ops"]:
-        if op["kind"] == "placeholder" and op["name"] in position:
-            op["name"] = f"in{position[op['name']]}"
-        else:
-            op["name"], computed = f"t{computed}", computed + 1
-    for k, var in enumerate(data["vars"]):
-        var["name"] = f"v{k}"
+    from ..tensor.serialize import from_json
+    data, _ = _canonical_data(inputs, outputs)
     outs = from_json(data)
     found = {op.name: op.output(0) for op in post_order([t.op for t in outs]) if isinstance(op, PlaceholderOp)}
     return [found[f"in{k}"] for k in range(len(inputs))], outs
 
 
-def part_task(part: Part, target) -> Optional[SearchTask]:
-    """The SearchTask of a part's canonical copy (its workload key is the one the compiled
-    module looks up), or None when there is nothing to tune: no computed output, or a shape
-    with a size variable."""
-    outs = canonical_program([t for _, t in part.inputs], [t for _, t in part.outputs])[1]
-    if not any(not isinstance(t.op, PlaceholderOp) for t in outs):
-        return None
-    if not all(isinstance(e, int) for t in outs for e in t.shape):
-        warnings.warn(f"tune: part {part.index} has a symbolic shape and keeps its default schedule "
-                      "(the search tunes static shapes)", stacklevel=3)
-        return None
-    try:
-        task = SearchTask.from_outputs(outs, target)
-    except (TypeError, ValueError) as err:
-        warnings.warn(f"tune: part {part.index} is not tuned ({err})", stacklevel=3)
-        return None
-    if not all(isinstance(e, int) for t in task.args for e in t.shape):
-        return None
-    return task
+def canonical_names(inputs: List, outputs: List) -> Dict[str, str]:
+    """canonical name -> the program's own name, for every operation and variable that
+    canonical_program renames (a record of the copy replays on the program with it)."""
+    return _canonical_data(inputs, outputs)[1]
 
 
-def weight(task: SearchTask) -> float:
-    """A part's estimated cost: its arithmetic operations, or the bytes it moves when that is more."""
-    moved = sum(math.prod(t.shape) * t.dtype_obj.bits // 8 for t in task.args)
-    return float(max(task.flops, moved, 1))
+def _canonical_data(inputs: List, outputs: List):
+    from ..tensor.serialize import to_data
+    data = to_data(outputs)
+    position = {t.op.name: k for k, t in enumerate(inputs)}
+    names: Dict[str, str] = {}
+    computed = 0
+    for op in data["ops"]:
+        if op["kind"] == "placeholder" and op["name"] in position:
+            new = f"in{position[op['name']]}"
+        else:
+            new, computed = f"t{computed}", computed + 1
+        names[new], op["name"] = op["name"], new
+    for k, var in enumerate(data["vars"]):
+        names[f"v{k}"], var["name"] = var["name"], f"v{k}"
+    return data, names
 
 
-def split_trials(weights: List[float], trials: int) -> List[int]:
-    """trials spread over the weights in proportion (largest remainders), each part at least
-    one trial while there are enough for all."""
-    n = len(weights)
-    if n == 0:
-        return []
-    floor = 1 if trials >= n else 0
-    rest = trials - floor * n
-    total = sum(weights)
-    shares = [rest * w / total for w in weights]
-    out = [floor + int(x) for x in shares]
-    left = trials - sum(out)
-    for i in sorted(range(n), key=lambda i: -(shares[i] - int(shares[i])))[:left]:
-        out[i] += 1
-    return out
 
 
-def extract_tasks(program: LoweredProgram, target) -> List[Tuple[Part, SearchTask, float]]:
-    """(part, task, weight) of every tunable part, one per distinct workload (equal parts share records)."""
-    out, keys = [], set()
+@dataclass
+class KernelTask:
+    """One tuning task: a kernel's canonical program, how often it runs per forward, its
+    kind and the name of its anchor stage where it first occurs (for people)."""
+
+    task: SearchTask
+    weight: int
+    kind: str
+    name: str
+    tag: str
+    default_steps: str = field(repr=False, default="")   # its default schedule's steps (JSON)
+
+    @property
+    def workload_key(self) -> str:
+        return self.task.workload_key
+
+
+def extract_tasks(program: LoweredProgram, target) -> List[KernelTask]:
+    """The tasks of every kernel of every part, equal kernels counted as one task's weight.
+    Kept at their default schedule, untuned: attention kernels (one hand-made fused kernel,
+    outside the search's sketches) and kernels of symbolic shape (warned)."""
+    from ..schedule import create_schedule
+    from .fuse import fuse
+    from .kernel_tasks import group_program, kind_of, similarity_tag
+    from .schedules import default_schedule
+    tasks: Dict[str, KernelTask] = {}
     for part in program.parts:
-        task = part_task(part, target)
-        if task is None or task.workload_key in keys:
+        outs = [t for _, t in part.outputs]
+        if not all(isinstance(e, int) for t in outs for e in t.shape):
+            warnings.warn(f"tune: part {part.index} has a symbolic shape and keeps its default schedule "
+                          "(the search tunes static shapes)", stacklevel=3)
             continue
-        keys.add(task.workload_key)
-        out.append((part, task, weight(task)))
-    return out
+        s = create_schedule([t.op for t in outs])
+        for group in fuse(s):
+            kind = kind_of(group)
+            prog = None if kind == "attention" else group_program(s, group)
+            if prog is None or all(isinstance(t.op, PlaceholderOp) for t in prog.outputs):
+                continue
+            try:
+                task = SearchTask.from_outputs(prog.outputs, target)
+            except (TypeError, ValueError) as err:
+                warnings.warn(f"tune: kernel '{group.anchor.name}' is not tuned ({err})", stacklevel=3)
+                continue
+            known = tasks.get(task.workload_key)
+            if known is not None:
+                known.weight += 1
+                continue
+            with warnings.catch_warnings():       # a kernel the rules leave plain: warned at build
+                warnings.simplefilter("ignore")
+                steps = default_schedule(prog.outputs, task.target).to_json()
+            tasks[task.workload_key] = KernelTask(task, 1, kind, group.anchor.name,
+                                                  similarity_tag(kind, task.flops), steps)
+    return list(tasks.values())
 
 
-def tune_program(program: LoweredProgram, target, trials: int, log: str, executor=None, seed=None,
-                 **options) -> List[Tuple[SearchTask, int]]:
-    """Tune every part of program for target with `trials` in all, logging to `log`;
-    returns (task, trials given) per part. options go to sl.auto_schedule."""
-    from ..autoschedule import auto_schedule
-    from ..autoschedule.executor import LocalExecutor
-    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 0:
-        raise ValueError(f"tune must be a non-negative number of trials, got {trials!r}")
-    tasks = extract_tasks(program, target)
-    budget = split_trials([w for _, _, w in tasks], trials)
-    own = executor is None and any(budget)
-    ex = LocalExecutor(1) if own else executor        # one worker for every part
+def _best_s(recs) -> Optional[float]:
+    from ..autoschedule import records
+    ranked = records.ranked(recs, final=False)
+    return ranked[0]["median_s"] if ranked else None
+
+
+def _hash(kt: KernelTask) -> str:
+    """The kernel hash of the task's default schedule (so the search never measures it again)."""
+    from ..autoschedule.search import kernel_hash
+    from ..errors import LoweringError
     try:
-        for (_, task, _), n in zip(tasks, budget):
-            if n:
-                auto_schedule(task, trials=n, log=log, executor=ex, seed=seed, **options)
+        return kernel_hash(kt.task, kt.task.schedule().apply_json(kt.default_steps))
+    except (ValueError, TypeError, LoweringError):      # ScheduleError is a ValueError
+        return "default:" + kt.workload_key[:16]
+
+
+class KernelSearches:
+    """Runs the rounds the task scheduler picks: the evolutionary search of each task, its
+    state kept from round to round (search.run_search's evolver), measuring through one
+    Measurer and logging to `log`."""
+
+    def __init__(self, tasks: List[KernelTask], log: str, measurer, seed: Optional[int], policy,
+                 on_record: Optional[Callable[[dict], None]] = None):
+        self.tasks, self.log, self.measurer, self.seed, self.policy = tasks, log, measurer, seed, policy
+        self.on_record = on_record
+        self.evolvers: Dict[int, object] = {}
+        self.best: List[Optional[float]] = [None] * len(tasks)
+        self.default_s: List[Optional[float]] = [None] * len(tasks)
+        self.resumed: List[int] = [0] * len(tasks)        # searched candidates the log held already
+
+    def measure_defaults(self) -> None:
+        """Time (or find in the log) each task's default schedule; its record is a candidate."""
+        from ..autoschedule import records
+        for i, kt in enumerate(self.tasks):
+            target = str(kt.task.target)
+            recs = records.load(self.log, kt.workload_key, target)
+            default = [r for r in recs if r.get("sketch") == "default"]
+            if not default:
+                (res,) = list(self.measurer.measure(kt.task.program_json, target, [kt.default_steps]))
+                rec = records.make_record(kt.workload_key, target, json.loads(kt.default_steps), _hash(kt),
+                                          res.times, res.error, kt.task.flops, res.load, sketch="default")
+                records.append(self.log, [rec])
+                recs.append(rec)
+                default = [rec]
+            self.default_s[i] = _best_s(default)
+            self.best[i] = _best_s(recs)
+            self.resumed[i] = sum(r.get("sketch") != "default" and "final" not in r for r in recs)
+
+    def round(self, i: int, count: int) -> Tuple[int, Optional[float]]:
+        """One round of task i: up to count new candidates measured; (measured, its best)."""
+        from ..autoschedule import records
+        from ..autoschedule.cost_model import CostModel
+        from ..autoschedule.search import Evolver, run_search
+        kt = self.tasks[i]
+        seed = None if self.seed is None else self.seed * 1000003 + i
+        if i not in self.evolvers:
+            ev = Evolver(kt.task, random.Random(seed), CostModel(seed), self.policy)
+            ev.resume(records.load(self.log, kt.workload_key, str(kt.task.target)))
+            self.evolvers[i] = ev
+
+        def seen(rec):
+            t = rec.get("median_s")
+            if rec.get("error") is None and t and (self.best[i] is None or t < self.best[i]):
+                self.best[i] = t
+            if self.on_record is not None:
+                self.on_record(rec)
+        done = run_search(kt.task, count, self.log, self.measurer, seed, per_round=count, on_record=seen,
+                          policy=self.policy, evolver=self.evolvers[i])
+        return done, self.best[i]
+
+
+def tune_program(program: LoweredProgram, target, trials: int, log: str, executor=None, seed=None, *,
+                 strategy: str = "gradient", timeout: Optional[float] = None, per_round: int = 8,
+                 number: int = 5, repeat: int = 3, verbose: int = 1, policy=None, final: int = 2,
+                 early_stopping: Optional[int] = None, callback=None, **scheduler_options):
+    """Tune the kernels of program for target with `trials` measurements in all (plus one of
+    each task's default schedule), appending to `log`; returns the TaskScheduler (its tasks'
+    weights, trials, best latencies and round order) with `.tasks` (the KernelTasks) and
+    `.default_s` (each task's default schedule's latency). strategy: "gradient" or "round-robin"; timeout: seconds after which no new
+    round starts; per_round: measurements per round; number, repeat: timed runs per
+    measurement; policy: the search's SearchPolicy; final: the fastest few of each tuned task
+    timed again side by side at the end, in 3 alternating rounds (6 runs per task for the
+    default 2, where sl.auto_schedule's 4 would cost a model of 30 tasks 360; 0: not);
+    early_stopping: trials without a gain after which a task counts as converged;
+    callback(RoundInfo) after each round; verbose=1 prints a line per round.
+    scheduler_options (alpha, beta, backward_window_size) go to TaskScheduler. Returns None
+    when the program has no kernel to tune."""
+    from ..autoschedule.api import final_comparison
+    from ..autoschedule.measure import Measurer
+    from ..autoschedule.search import SearchPolicy
+    from ..autoschedule.task_scheduler import TaskScheduler
+    for name, value, least in (("trials", trials, 0), ("per_round", per_round, 1), ("number", number, 1),
+                               ("repeat", repeat, 1), ("final", final, 0), ("verbose", verbose, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"tune: {name} must be an integer >= {least}, got {value!r}")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not timeout > 0):
+        raise ValueError(f"tune: timeout must be a positive number of seconds, got {timeout!r}")
+    with open(log, "a", encoding="utf-8"):       # an unwritable log fails here, before any work
+        pass
+    tasks = extract_tasks(program, target)
+    if not tasks:
+        return None
+    measurer = Measurer(executor, number, repeat)
+    searches = KernelSearches(tasks, log, measurer, seed, policy or SearchPolicy())
+    try:
+        if verbose:
+            print(f"tune: {len(tasks)} tasks ({sum(t.weight for t in tasks)} kernels), {trials} trials, "
+                  f"strategy {strategy}; measuring each task's default schedule first", file=sys.stderr, flush=True)
+        searches.measure_defaults()
+        sched = TaskScheduler([t.weight for t in tasks], [t.task.flops for t in tasks], [t.tag for t in tasks],
+                              strategy=strategy, early_stopping=early_stopping, initial_s=searches.best,
+                              initial_trials=searches.resumed,
+                              seed=seed, callback=callback, verbose=verbose, **scheduler_options)
+        start = time.monotonic()
+        sched.tune(trials, searches.round, per_round=per_round, timeout=timeout)
+        for i, kt in enumerate(tasks):
+            if sched.trials[i] and final:
+                final_comparison(kt.task, log, measurer, final)
+        _check_best(tasks, log, measurer, sched)
+        if verbose:
+            est = sched.known_estimate()
+            print(f"tune: done, {sum(sched.trials)} trials in {time.monotonic() - start:.0f} s; model estimate "
+                  f"{'-' if est is None else f'{est * 1e3:.4g} ms'}", file=sys.stderr, flush=True)
     finally:
-        if own:
-            ex.shutdown()
-    return [(task, n) for (_, task, _), n in zip(tasks, budget)]
+        measurer.close()
+    sched.tasks, sched.default_s = tasks, searches.default_s
+    return sched
+
+
+def _check_best(tasks: List[KernelTask], log: str, measurer, sched) -> None:
+    """Each tuned task's best record checked against the reference evaluator (auto_schedule
+    with no trials: a wrong one is marked failed in the log and the next is checked)."""
+    from ..autoschedule import auto_schedule
+    from ..autoschedule import records
+    for i, kt in enumerate(tasks):
+        if sched.trials[i]:
+            auto_schedule(kt.task, trials=0, log=log, executor=measurer.executor, verbose=0, final=0)
+            sched.best[i] = _best_s(records.load(log, kt.workload_key, str(kt.task.target))) or sched.best[i]
+
+
+
+def task_table(sched) -> str:
+    """The per-task table of a tuning run (tune_program's result): id, kernel kind and name,
+    weight, trials, best latency, weight x best, and speedup over the default schedule; then
+    the model's estimated latency (sum of weight x best) tuned and with default schedules."""
+    rows = [("id", "kernel", "weight", "trials", "best ms", "weighted ms", "vs default")]
+    for i, kt in enumerate(sched.tasks):
+        best, default = sched.best[i], sched.default_s[i]
+        known = best is not None and best < 1e9
+        rows.append((str(i), f"{kt.kind} {kt.name}", str(kt.weight), str(sched.trials[i]),
+                     f"{best * 1e3:.4g}" if known else "-", f"{kt.weight * best * 1e3:.4g}" if known else "-",
+                     f"{default / best:.2f}x" if known and default else "-"))
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if k == 1 else c.rjust(w) for k, (c, w) in enumerate(zip(r, widths)))
+             for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    est = sched.known_estimate()
+    base = sum(kt.weight * d for kt, d in zip(sched.tasks, sched.default_s)) \
+        if all(d is not None for d in sched.default_s) else None
+    lines.append(f"estimated model latency (sum of weight x best): "
+                 f"{'-' if est is None else f'{est * 1e3:.4g} ms'} tuned, "
+                 f"{'-' if base is None else f'{base * 1e3:.4g} ms'} with default schedules; "
+                 f"{sum(sched.trials)} trials")
+    return "\n".join(lines)
+
+
+def time_call(*fns: Callable[[], object], rounds: int = 7, min_s: float = 0.05) -> List[float]:
+    """Median seconds per call of each fn, timed in alternation (round k times every fn once
+    in turn, each over enough calls to take min_s), so that a shared machine's drift falls on
+    all of them alike; one warm-up call each first."""
+    for fn in fns:
+        fn()
+    counts = []
+    for fn in fns:
+        start = time.perf_counter()
+        fn()
+        counts.append(max(1, int(min_s / max(time.perf_counter() - start, 1e-9))))
+    times: List[List[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for fn, n, out in zip(fns, counts, times):
+            start = time.perf_counter()
+            for _ in range(n):
+                fn()
+            out.append((time.perf_counter() - start) / n)
+    return [sorted(t)[len(t) // 2] for t in times]

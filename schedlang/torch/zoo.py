@@ -17,6 +17,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import capture
+from .lower import lower_graph
+
 # ---------------------------------------------------------------- ResNet
 
 
@@ -328,8 +331,6 @@ def build(name: str, size: str = "tiny", seed: int = 0) -> Tuple[nn.Module, tupl
 def coverage(module: nn.Module, example_inputs: Sequence) -> Dict[str, int]:
     """The ops of module's graph that would run in torch, not in schedlang kernels: op ->
     number of nodes (captured and lowered, not built: cheap). Empty when all are lowered."""
-    from . import capture
-    from .lower import lower_graph
     return lower_graph(capture(module, example_inputs), warn=False).fallback_counts()
 
 

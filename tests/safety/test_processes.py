@@ -1,7 +1,20 @@
 """Process-level safety, each check in a child process with a timeout: parallel modules
-after fork(), allocation failures, and memory growth over many builds."""
+after fork(), allocation failures (on every CPU target: llvm, and c where a C compiler is
+found), and memory growth over many builds."""
+import pytest
+
+from tests.cpu_targets import CPU_TARGETS
 
 from .child import MEMORY_PROBES, run_child
+
+# what each CPU target's source shows of a parallel loop, and of a 256 MiB heap allocation
+PARALLEL = {"llvm": "GOMP_parallel", "c": "#pragma omp parallel for"}
+HEAP = {"llvm": "@aligned_alloc", "c": "malloc(268435456ll)"}
+
+
+def parallel_module(target: str) -> str:
+    return f"TARGET = {target!r}\n" + PARALLEL_MODULE
+
 
 PARALLEL_MODULE = """
 import os, sys, warnings, numpy as np, schedlang as sl
@@ -9,8 +22,8 @@ A = sl.placeholder((64, 64), name="A")
 B = sl.compute((64, 64), lambda i, j: A[i, j] * 2.0, name="B")
 s = sl.create_schedule(B.op)
 s[B].parallel(B.op.axis[0])
-mod = sl.build(s, [A, B])
-assert "GOMP_parallel" in mod.get_source() and mod.parallel_runtime, "libgomp is needed for this test"
+mod = sl.build(s, [A, B], target=TARGET)
+assert getattr(mod, "parallel_runtime", True), "libgomp is needed for this test"
 a = np.random.default_rng(0).random((64, 64)).astype("float32")
 b = np.zeros_like(a)
 mod(a, b)                       # the parent runs a parallel loop: libgomp's thread pool exists
@@ -18,8 +31,11 @@ assert np.array_equal(b, a * 2)
 """
 
 
-def test_parallel_module_runs_in_a_forked_child():
-    out = run_child(PARALLEL_MODULE + """
+@pytest.mark.parametrize("target", CPU_TARGETS)
+def test_parallel_module_runs_in_a_forked_child(target):
+    """libgomp's pool is in the child without its threads: the child runs the loops serially
+    (the llvm target warns once; the c target's prelude switches to serial silently)."""
+    out = run_child(parallel_module(target) + f"assert {PARALLEL[target]!r} in mod.get_source()" + """
 pid = os.fork()
 if pid == 0:
     with warnings.catch_warnings(record=True) as caught:
@@ -27,7 +43,8 @@ if pid == 0:
         c = np.zeros_like(a)
         mod(a, c)
         mod(a, c)
-    ok = np.array_equal(c, a * 2) and len(caught) == 1 and "run serially" in str(caught[0].message)
+    warned = len(caught) == 1 and "run serially" in str(caught[0].message)
+    ok = np.array_equal(c, a * 2) and (warned if TARGET == "llvm" else not caught)
     os._exit(0 if ok else 3)
 _, status = os.waitpid(pid, 0)
 print("child", os.waitstatus_to_exitcode(status))
@@ -39,7 +56,7 @@ print("parent", np.array_equal(c, a * 2))
 
 
 def test_parallel_module_runs_in_multiprocessing_fork_workers():
-    out = run_child(PARALLEL_MODULE + """
+    out = run_child(parallel_module("llvm") + """
 import multiprocessing as mp
 
 def work(seed):
@@ -63,8 +80,12 @@ def limit_address_space(extra):
     with open("/proc/self/statm") as f:
         size = int(f.read().split()[0]) * resource.getpagesize()
     resource.setrlimit(resource.RLIMIT_AS, (size + extra, resource.RLIM_INFINITY))
-target = sl.Target.create("llvm").with_options(threading="serial")
+target = sl.Target.create(TARGET).with_options(threading="serial")
 """
+
+
+def alloc(target: str) -> str:
+    return f"TARGET = {target!r}\n" + ALLOC
 
 
 # A 256 MiB local buffer T, computed at B's row loop (on the heap: above HEAP_THRESHOLD).
@@ -89,9 +110,10 @@ except MemoryError as e:
 """
 
 
-def test_failed_temporary_allocation_raises_memory_error():
+@pytest.mark.parametrize("target", CPU_TARGETS)
+def test_failed_temporary_allocation_raises_memory_error(target):
     # T is a 256 MiB temporary of the entry function; the address space left is 64 MiB.
-    out = run_child(ALLOC + """
+    out = run_child(alloc(target) + """
 N, M = 1 << 16, 1 << 10
 A = sl.placeholder((N,), name="A")
 T = sl.compute((N, M), lambda i, j: A[i] * 2.0, name="T")
@@ -102,26 +124,29 @@ mod = sl.build(sl.create_schedule(B.op), [A, B], target=target)
     assert "MemoryError: B: could not allocate 268435456 bytes" in out
 
 
-def test_failed_local_heap_allocation_raises_memory_error():
+@pytest.mark.parametrize("target", CPU_TARGETS)
+def test_failed_local_heap_allocation_raises_memory_error(target):
     # T is computed at B's row loop: a 256 MiB local buffer, on the heap (above HEAP_THRESHOLD).
-    out = run_child(ALLOC + LOCAL_256MIB + """
+    out = run_child(alloc(target) + LOCAL_256MIB + f"""
 mod = sl.build(s, [A, B], target=target)
-assert "@aligned_alloc" in mod.get_source()
+assert {HEAP[target]!r} in mod.get_source()
 """ + CALL_UNDER_LIMIT)
     assert "MemoryError: B: could not allocate 268435456 bytes" in out
 
 
-def test_failed_heap_allocation_in_a_parallel_loop_raises_memory_error():
+@pytest.mark.parametrize("target", CPU_TARGETS)
+def test_failed_heap_allocation_in_a_parallel_loop_raises_memory_error(target):
     # The same 256 MiB local buffer, allocated by each OpenMP worker in its own row.
-    out = run_child(ALLOC + LOCAL_256MIB + """
+    out = run_child(alloc(target) + LOCAL_256MIB + f"""
 s[B].parallel(B.op.axis[0])
-mod = sl.build(s, [A, B])
-assert "@aligned_alloc" in mod.get_source() and "GOMP_parallel" in mod.get_source()
+mod = sl.build(s, [A, B], target=TARGET)
+assert {HEAP[target]!r} in mod.get_source() and {PARALLEL[target]!r} in mod.get_source()
+""" + """
 W = sl.placeholder((64,), name="W")     # start the OpenMP workers (and map their stacks) first
 V = sl.compute((64,), lambda i: W[i] + 1.0, name="V")
 sw = sl.create_schedule(V.op)
 sw[V].parallel(V.op.axis[0])
-sl.build(sw, [W, V])(np.ones(64, "float32"), np.zeros(64, "float32"))
+sl.build(sw, [W, V], target=TARGET)(np.ones(64, "float32"), np.zeros(64, "float32"))
 """ + CALL_UNDER_LIMIT)
     assert "MemoryError: B: could not allocate 268435456 bytes" in out
 

@@ -115,7 +115,20 @@ def misc():
     return [A, C], [C.op], schedule, "llvm"
 
 
-CASES = {f.__name__: f for f in (gemm, softmax, rfactor_rows, cache_read_align, fuse_bind, misc)}
+def tensorized():
+    """tensorize with a declared intrinsic (named in the step by its key)."""
+    from tests.tensorize.test_tensorize import axpy_intrin, axpy_program
+    A, B, C = axpy_program()
+    intrin = axpy_intrin(8)
+
+    def schedule(s):
+        jo, ji = s[C].split(C.op.axis[1], factor=8)
+        s[C].tensorize(ji, intrin)
+
+    return [A, B, C], [C.op], schedule, "llvm"
+
+
+CASES = {f.__name__: f for f in (gemm, softmax, rfactor_rows, cache_read_align, fuse_bind, misc, tensorized)}
 
 
 def scheduled(name):

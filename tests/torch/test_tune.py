@@ -1,5 +1,6 @@
 """Tuning a PyTorch model's kernels: schedlang.torch.compile(model, inputs, tune=N, log=...)."""
 import concurrent.futures as cf
+import json
 
 import pytest
 import torch
@@ -8,7 +9,8 @@ import schedlang.torch as st
 from schedlang.autoschedule import records
 from schedlang.autoschedule.search import SearchPolicy
 from schedlang.torch.schedules import default_schedule, tuned_schedule
-from schedlang.torch.tune import canonical_program, extract_tasks, split_trials
+from schedlang.torch.kernel_tasks import group_program, kind_of, rename_steps
+from schedlang.torch.tune import canonical_program, extract_tasks
 
 QUICK = dict(number=1, repeat=1, verbose=0, policy=SearchPolicy(population=8, generations=1), final=0)
 
@@ -26,44 +28,148 @@ class TwoKernelMLP(torch.nn.Module):
         return torch.softmax(self.b(h), -1)
 
 
-def test_split_trials_follows_the_weights():
-    assert split_trials([3.0, 1.0], 8) == [6, 2]
-    assert split_trials([1000.0, 1.0], 4) == [3, 1]      # each part at least one while there are enough
-    assert split_trials([1.0, 1.0, 1.0], 2) == [1, 1, 0]
-    assert split_trials([5.0, 3.0], 0) == [0, 0] and split_trials([], 5) == []
-    assert sum(split_trials([0.3, 2.0, 7.5], 17)) == 17
+class Repeated(torch.nn.Module):
+    """One Linear applied three times (the last two calls are the same kernel), then another
+    Linear with a softmax: five kernels, four distinct ones."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(32, 32), torch.nn.Linear(32, 8)
+
+    def forward(self, x):
+        for _ in range(3):
+            x = torch.relu(self.a(x))
+        return torch.softmax(self.b(x), -1)
 
 
-@pytest.mark.filterwarnings("ignore::schedlang.torch.lower.FallbackWarning")   # cumsum in torch: two parts
-def test_compile_tunes_each_kernel_and_builds_with_the_records(tmp_path):
+def _kernels(cm):
+    """(anchor name, kind) of every kernel of the compiled module's parts."""
+    from schedlang.schedule import create_schedule
+    from schedlang.torch.fuse import fuse
+    out = []
+    for part in cm.program.parts:
+        s = create_schedule([t.op for _, t in part.outputs])
+        out += [(g.anchor.name, kind_of(g)) for g in fuse(s)]
+    return out
+
+
+def test_tasks_are_kernels_weighted_by_how_often_they_run():
     torch.manual_seed(0)
-    model, x = TwoKernelMLP().eval(), torch.randn(4, 16)
-    log = str(tmp_path / "mlp.jsonl")
-    with cf.ThreadPoolExecutor(1) as ex:
-        cm = st.compile(model, (x,), tune=6, log=log, seed=0, executor=ex, per_round=4, **QUICK)
+    cm = st.compile(Repeated().eval(), (torch.randn(4, 32),))
     tasks = extract_tasks(cm.program, cm.target)
-    assert len(tasks) == 2 == len(cm.program.parts)
-    by_key = {}
-    for r in records.load(log):
-        by_key.setdefault(r["workload"], []).append(r)
-    assert set(by_key) == {t.workload_key for _, t, _ in tasks}
-    counts = [len(by_key[t.workload_key]) for _, t, _ in tasks]
-    assert counts == split_trials([w for _, _, w in tasks], 6) and sum(counts) == 6    # split by weight
-    heavy = max(range(2), key=lambda i: tasks[i][2])
-    assert counts[heavy] > counts[1 - heavy], (counts, [w for _, _, w in tasks])
-    for part in cm.program.parts:       # records are made on each part's canonical copy
-        outs = canonical_program([t for _, t in part.inputs], [t for _, t in part.outputs])[1]
-        tuned = tuned_schedule(outs, cm.target, log)
-        assert tuned is not None
-        assert default_schedule(outs, cm.target, log=log).to_json() == tuned.to_json()
+    kernels = _kernels(cm)
+    assert len(cm.program.parts) == 1 and len(kernels) == 5
+    assert sum(t.weight for t in tasks) == 5 and sorted(t.weight for t in tasks) == [1, 1, 1, 2]
+    assert sorted(t.kind for t in tasks) == ["matmul", "matmul", "matmul", "rows"]
+    assert len({t.workload_key for t in tasks}) == 4
+    for t in tasks:                     # canonical names: the same kernel in any model
+        assert all(x.name.startswith("in") for x in t.task.inputs)
+        assert (t.tag == "") == (t.kind == "rows") and t.default_steps
+    other = st.compile(Block(Repeated()).eval(), (torch.randn(4, 32),))     # other names, same kernels
+    assert {t.workload_key: t.weight for t in extract_tasks(other.program, other.target)} == \
+        {t.workload_key: t.weight for t in tasks}
+
+
+def test_rename_steps_maps_every_name_token():
+    steps = [{"primitive": "split", "stage": "t2", "axis": "v3.outer", "factor": 4, "nparts": None},
+             {"primitive": "fuse", "stage": "t2.local", "axes": ["v3.outer.inner", "v4"]},
+             {"primitive": "compute_at", "stage": "t1", "target": "t2", "axis": "v3.outer2"},
+             {"primitive": "cache_read", "tensor": "in0", "scope": "local", "readers": ["t2"]}]
+    names = {"t2": "linear", "t1": "mm", "v3": "i", "v4": "j", "in0": "x"}
+    got = rename_steps(steps, names)
+    assert got[0]["stage"] == "linear" and got[0]["axis"] == "i.outer" and got[0]["factor"] == 4
+    assert got[1] == {"primitive": "fuse", "stage": "linear.local", "axes": ["i.outer.inner", "j"]}
+    assert got[2]["target"] == "linear" and got[2]["axis"] == "i.outer2" and got[2]["stage"] == "mm"
+    assert got[3]["tensor"] == "x" and got[3]["readers"] == ["linear"]
+    assert steps[0]["stage"] == "t2"      # the input is left alone
+
+
+def _hand_record(task, log, target, seconds=1e-9):
+    """A record of the task's plain schedule with its first output's first axis split by 2."""
+    import json
+    s = task.schedule()
+    out = s[task.outputs[0].op]
+    out.split(out.op.axis[0], factor=2)
+    records.append(log, [records.make_record(task.workload_key, str(target), json.loads(s.to_json()),
+                                             "hand", [seconds], None, task.flops)])
+
+
+def test_each_kernel_is_built_with_its_own_record(tmp_path):
+    """A record of one kernel's canonical program replays on that kernel of the whole part,
+    under the kernel's real stage and axis names; the other kernels keep their defaults."""
+    torch.manual_seed(0)
+    model, x = Repeated().eval(), torch.randn(4, 32)
+    cm = st.compile(model, (x,))
+    tasks = extract_tasks(cm.program, cm.target)
+    twice = next(t for t in tasks if t.weight == 2)
+    log = str(tmp_path / "hand.jsonl")
+    _hand_record(twice.task, log, cm.target)
+    (part,) = cm.program.parts
+    outs = [t for _, t in part.outputs]
+    plain = json.loads(default_schedule(outs, cm.target).to_json())["steps"]
+    tuned = json.loads(default_schedule(outs, cm.target, log=log).to_json())["steps"]
+    assert tuned != plain
+    splits = [st_ for st_ in tuned if st_["primitive"] == "split" and st_["factor"] == 2]
+    assert len(splits) == 2                      # both calls of that kernel, by their own names
+    from schedlang.schedule import create_schedule
+    from schedlang.torch.fuse import fuse
+    s = create_schedule([t.op for t in outs])
+    groups = {g.anchor.name: g for g in fuse(s)}
+    assert {st_["stage"] for st_ in splits} <= set(groups)
+    members = {op.name for a in {st_["stage"] for st_ in splits} for op in group_program(s, groups[a]).members}
+    others = [st_ for st_ in plain if st_.get("stage", st_.get("tensor")).split(".")[0] not in members]
+    assert others and all(st_ in tuned for st_ in others)          # the other kernels: their default steps
+    built = st.compile(model, (x,), log=log)
+    with torch.no_grad():
+        torch.testing.assert_close(built(x), model(x), rtol=1e-4, atol=1e-5)
+
+
+def test_a_record_that_does_not_replay_leaves_the_default(tmp_path):
+    import json as json_
+    torch.manual_seed(0)
+    cm = st.compile(Repeated().eval(), (torch.randn(4, 32),))
+    task = extract_tasks(cm.program, cm.target)[0].task
+    log = str(tmp_path / "bad.jsonl")
+    bad = {"version": 1, "steps": [{"primitive": "split", "stage": "t0", "axis": "nonexistent", "factor": 2,
+                                    "nparts": None}]}
+    records.append(log, [records.make_record(task.workload_key, str(cm.target), bad, "bad", [1e-9], None, 1)])
+    outs = [t for _, t in cm.program.parts[0].outputs]
+    assert json_.loads(default_schedule(outs, cm.target, log=log).to_json()) == \
+        json_.loads(default_schedule(outs, cm.target).to_json())
+
+
+def test_compile_tunes_the_kernels_and_builds_with_the_records(tmp_path):
+    torch.manual_seed(0)
+    model, x = Repeated().eval(), torch.randn(4, 32)
+    log = str(tmp_path / "model.jsonl")
+    rounds = []
+    with cf.ThreadPoolExecutor(1) as ex:
+        cm = st.compile(model, (x,), tune=8, log=log, seed=0, executor=ex, per_round=2, strategy="round-robin",
+                        callback=rounds.append, **QUICK)
+    sched = cm.tuning
+    tasks = sched.tasks
+    assert sched.order[:4] == [0, 1, 2, 3] and [r.task for r in rounds] == sched.order
+    assert [t.weight for t in tasks] == sched.weights and sum(sched.trials) == 8
+    recs = records.load(log)
+    assert {r["workload"] for r in recs} == {t.workload_key for t in tasks}
+    for t in tasks:                   # its default schedule, then its searched candidates
+        mine = [r for r in recs if r["workload"] == t.workload_key]
+        assert mine[0]["sketch"] == "default" and len(mine) == 1 + sched.trials[tasks.index(t)]
+    assert all(d is not None for d in sched.default_s)
+    assert rounds[-1].estimate_s == pytest.approx(sum(w * b for w, b in zip(sched.weights, sched.best)), rel=0.5)
     with torch.no_grad():
         want = model(x)
-    torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-5)
-    y = torch.randn(4, 16)
-    torch.testing.assert_close(cm(y), model(y).detach(), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-5)
+        y = torch.randn(4, 32)
+        torch.testing.assert_close(cm(y), model(y), rtol=1e-4, atol=1e-5)
     again = st.compile(model, (x,), log=log)           # a log alone is read: no new trials
-    assert len(records.load(log)) == 6
-    torch.testing.assert_close(again(x), want, rtol=1e-4, atol=1e-5)
+    assert len(records.load(log)) == len(recs)
+    with torch.no_grad():
+        torch.testing.assert_close(again(x), want, rtol=1e-4, atol=1e-5)
+    with cf.ThreadPoolExecutor(1) as ex:                # tuning again resumes the log: no warm-up round
+        more = st.compile(model, (x,), tune=2, log=log, seed=1, executor=ex, per_round=2, **QUICK).tuning
+    assert more.resumed == sched.trials and sum(more.trials) == 2 and len(more.order) == 1
+    assert len([r for r in records.load(log) if r.get("sketch") == "default"]) == len(tasks)   # measured once
 
 
 def test_tune_needs_a_log():

@@ -1,8 +1,8 @@
 # Ported from apache/tvm v0.18 tests/python/te/test_te_schedule.py: `from tvm import te`
 # became `import schedlang as sl`. te.size_var shapes become static ones (the symbolic
 # originals are grouped at the end as expected failures until symbolic shapes land);
-# tvm.ir.save_json/pickle of a schedule become s.to_json()/apply_json; tensorize,
-# decl_tensor_intrin and vscale splits have no counterpart and are left out.
+# tvm.ir.save_json/pickle of a schedule become s.to_json()/apply_json; vscale splits have no
+# counterpart and are left out (tensorize: tests/tvm_ports/test_tensorize_tutorial.py).
 import pickle
 
 import numpy as np

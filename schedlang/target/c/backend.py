@@ -17,6 +17,7 @@ from ...kernel.unroll import unroll_loops
 from ...kernel.widen import widen_index_arith
 from ...loop.simplify import simplify_stmt
 from ..backend import BuildState, HostCPUBackend, run_stages
+from ..host import host_vector_bits
 from ..shapes import MAX_ELEMENTS
 from ..target import Target
 from .codegen import render_c
@@ -32,7 +33,8 @@ class CBackend(HostCPUBackend):
     source_title = "C"
 
     def resolve_target(self, target: Target) -> Target:
-        """vector_bits from the host CPU's flags (for the schedules that size vectors by it)."""
+        """vector_bits of the host CPU as LLVM reports it, as the llvm target's (for the schedules that
+        size vectors by it); 128 for a named cpu, whose vectors the C compiler chooses."""
         if target.vector_bits is not None:
             return target
         return target.with_options(vector_bits=host_vector_bits() if not target.cpu else 128)
@@ -81,16 +83,6 @@ def check_index_width(kernel: KernelModule) -> None:
         if not b.is_symbolic and b.size > MAX_ELEMENTS:     # symbolic sizes are checked at call time
             raise ValueError(f"tensor '{b.name}' has {b.size} elements; indices are 32-bit, so tensors are "
                              "limited to 2**31 - 1 elements for now")
-
-
-def host_vector_bits() -> int:
-    """The widest vector register of this machine's CPU, from /proc/cpuinfo (128 when unknown)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return 128
-    return 512 if "avx512f" in flags else 256 if "avx2" in flags else 128
 
 
 BACKEND = CBackend()

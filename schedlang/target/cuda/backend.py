@@ -30,6 +30,7 @@ from ...loop.functor import walk_stmts
 from ...loop.simplify import simplify_stmt
 from ...loop.nodes import Allocate, Store
 from ...schedule.annotate import BIND, PARALLEL
+from ...schedule.placement import enclosing_loops
 from ...tensor.op import PlaceholderOp
 from ..backend import Backend, BuildState, run_stages
 from ..target import Target
@@ -100,11 +101,11 @@ class CUDABackend(Backend):
 
     def measure_candidate(self, task, schedule, arrays, number: int, repeat: int) -> dict:
         """Timed on the GPU where there is one, else an estimate from the SIMT profile."""
-        from ...autoschedule.gpu_estimate import run_cuda_candidate
+        from ...autoschedule.gpu_estimate import run_cuda_candidate    # the auto-scheduler loads when it asks
         return run_cuda_candidate(task, schedule, arrays, number, repeat)
 
     def search_features(self):
-        from ...autoschedule.features_gpu import GPU_TARGET_FEATURES
+        from ...autoschedule.features_gpu import GPU_TARGET_FEATURES    # (as above)
         return GPU_TARGET_FEATURES
 
     def check_launch(self, kernel, target: Target) -> None:
@@ -124,7 +125,7 @@ class CUDABackend(Backend):
 
     def default_schedules(self):
         from ...torch import schedules as ts          # the frontend (and torch) load only when it asks
-        from ...torch import attention_schedule as at, conv_schedules as cs
+        from ...torch import attention_schedule as at, conv_schedules as cs    # (as above)
         return {"matmul": ts.schedule_matmul_cuda, "rows": ts.schedule_rows_cuda,
                 "pointwise": ts.schedule_pointwise_cuda, "conv": cs.schedule_conv_cuda,
                 "attention": at.schedule_attention_cuda}
@@ -138,18 +139,6 @@ def ptx_stage(st: BuildState) -> str:
     ptx = compile_ptx(st.texts["cuda"], st.target.arch, st.kernel.name)
     st.ptxas_info = ptxas_info(ptx, st.target.arch)
     return ptx
-
-
-def enclosing_loops(st):
-    """(stage, loop) of every loop around the point where st is computed, innermost first."""
-    out = []
-    while st.attach_type == "at":
-        parent = st.attach_stage
-        leaves = list(parent.leaf_iter_vars)
-        pos = next(i for i, a in enumerate(leaves) if a is st.attach_ivar)
-        out += [(parent, a) for a in reversed(leaves[:pos + 1])]
-        st = parent
-    return out
 
 
 def check_shared_stage(st) -> None:

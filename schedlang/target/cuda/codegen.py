@@ -17,8 +17,9 @@ from ...expr.nodes import Call, Load
 from ...kernel.launch import threads_per_block
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...loop.nodes import Barrier, Store
+from ...tensor.intrin import EXTERN_PREFIX
 from ..cexpr import CRenderer, render_literal, unsigned_type
-from . import arithmetic, codegen_vector, math_calls
+from . import arithmetic, codegen_vector, intrin, math_calls
 
 # Memory types; float16 is computed as float.
 _MEMORY = {"float16": "__half", "bfloat16": "__nv_bfloat16", "float32": "float", "float64": "double", "int8": "signed char",
@@ -96,6 +97,9 @@ class CUDARenderer(CRenderer):
         if e.name in _SHUFFLE:      # (mask, value, lane or offset, width)
             mask, *rest = e.args
             return f"{_SHUFFLE[e.name]}({mask.value:#010x}u, {', '.join(self.expr(a) for a in rest)})"
+        name = e.name[len(EXTERN_PREFIX):]
+        if e.name.startswith(EXTERN_PREFIX) and intrin.is_device_function(name):    # a tensor intrinsic's call
+            return f"{name}({', '.join(self.expr(a) for a in e.args)})"
         return super().expr_Call(e)
 
     def vector_load(self, e: Load) -> str:
@@ -158,7 +162,7 @@ def render_cuda(m: KernelModule) -> str:
     prelude = PRELUDE
     if any(arithmetic.uses_helpers(k) for k in kernels):
         prelude += arithmetic.ARITHMETIC_PRELUDE
-    prelude += math_calls.prelude(kernels)
+    prelude += math_calls.prelude(kernels) + intrin.prelude(kernels)   # the intrinsic library's functions used
     if any("float2" in k or "float4" in k for k in kernels):
         prelude += codegen_vector.VECTOR_PRELUDE
         if "#include <cuda_bf16.h>" in head:

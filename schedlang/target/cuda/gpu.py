@@ -17,7 +17,7 @@ from ...kernel.nodes import KernelModule
 
 
 def _ok(result, what: str):
-    from cuda.bindings import driver
+    from cuda.bindings import driver    # CUDA's bindings: optional, loaded when a GPU is asked for
     err = result[0]
     if err != driver.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"{what} failed: {err}")
@@ -28,7 +28,7 @@ def _ok(result, what: str):
 def gpu_problem() -> Optional[str]:
     """None when a CUDA driver and a GPU can be used; otherwise why not."""
     try:
-        from cuda.bindings import driver
+        from cuda.bindings import driver    # (as _ok)
     except ImportError:
         return "cuda-python is not installed (pip install 'schedlang[cuda]')"
     try:
@@ -47,7 +47,7 @@ class GPUProgram:
     """The module's PTX loaded on the current torch device, ready to launch."""
 
     def __init__(self, ptx: str, kernel_ir: KernelModule):
-        from cuda.bindings import driver
+        from cuda.bindings import driver    # (as _ok); torch: the GPU call's tensors and stream
         import torch
         device = _ok(driver.cuDeviceGet(torch.cuda.current_device()), "cuDeviceGet")
         self._context = _ok(driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
@@ -60,7 +60,7 @@ class GPUProgram:
     def launch(self, pointers: List[int], sizes=None) -> None:
         """One call: pointers of the arguments in order; sizes: size variable -> value (symbolic
         shapes), which size the temporaries and grids and are passed to the kernels using them."""
-        from cuda.bindings import driver
+        from cuda.bindings import driver    # (as __init__)
         import torch
         _ok(driver.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")    # the calling thread may be new
         stream = driver.CUstream(torch.cuda.current_stream().cuda_stream)

@@ -8,8 +8,8 @@ import numpy as np
 
 from ...kernel.launch import launch_dims
 from ...kernel.nodes import KernelModule
-from ..arrays import check_arguments
 from ..module import BuiltModule
+from ..simt import run_module
 from ..target import Target
 from . import shim
 from .codegen import check_grid
@@ -40,25 +40,10 @@ class CUDAModule(BuiltModule):
         self._alignments = {b: n for k in kernel_ir.kernels for b, n in vector_alignments(k.body).items()}
 
     def _arguments(self, arrays, device: str = "cpu"):
-        """(arrays, their data pointers, size variable -> value) of a call, after the checks; with
-        symbolic shapes the sizes come from the arrays' shapes (and size arguments, as ints),
-        and each kernel's grid is checked against CUDA's limits."""
-        sizes: Dict = {}
-        shapes = None
-        if self._sizes is not None:
-            arrays, given = self._sizes.split_call(arrays)
-            if len(arrays) == len(self.params):       # (else check_arguments names what is missing)
-                got = []
-                for b, x in zip(self.params, arrays):
-                    shape = tuple(int(n) for n in getattr(x, "shape", ()))
-                    if len(shape) != len(b.shape):
-                        raise ValueError(f"argument '{b.name}' must have {len(b.shape)} dimensions "
-                                         f"({', '.join(map(str, b.shape))}), got shape {shape}")
-                    got.append(shape)
-                values = self._sizes.bind(got, given)
-                sizes = dict(zip(self.kernel_ir.sizes, values))
-                shapes = [self._sizes.shape_of(b, values) for b in self.params]
-        pointers = check_arguments(self.name, self.params, self._is_output, arrays, device=device, shapes=shapes)
+        """(arrays, their data pointers, size variable -> value) of a call, after BuiltModule.bind_call's
+        checks; with symbolic shapes each kernel's grid is checked against CUDA's limits."""
+        arrays, pointers, values = self.bind_call(arrays, device)
+        sizes = dict(zip(self.kernel_ir.sizes, values))
         for k in self.kernel_ir.kernels:
             if sizes:
                 check_grid(k, launch_dims(k, sizes)[0], sizes)
@@ -125,7 +110,6 @@ class CUDAModule(BuiltModule):
         arrays, pointers, sizes = self._arguments(arrays)
         self._check_alignment(pointers)
         if engine == "simt":
-            from ..simt import run_module
             flat = [(x if isinstance(x, np.ndarray) else x.detach().numpy()).reshape(-1) for x in arrays]
             return run_module(self.kernel_ir, flat, self.target.arch, self.ptxas_info, profile, sizes)
         source = shim.checked_source(self.ir["cuda"]) if bounds_check else self.ir["cuda"]

@@ -8,6 +8,7 @@ version; off with SCHEDLANG_KERNEL_CACHE=0).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -47,7 +48,7 @@ def _include_dirs() -> Tuple[str, ...]:
     global _FOUND_INCLUDE_DIRS
     if _FOUND_INCLUDE_DIRS is None:
         try:
-            from cuda.pathfinder import find_nvidia_header_directory
+            from cuda.pathfinder import find_nvidia_header_directory  # optional (CUDA's wheels), loaded when compiling
             found = find_nvidia_header_directory("cudart")
         except Exception:      # noqa: BLE001 - any failure means: no headers (this time)
             found = None
@@ -59,7 +60,7 @@ def _include_dirs() -> Tuple[str, ...]:
 
 def _nvrtc():
     try:
-        from cuda.bindings import nvrtc
+        from cuda.bindings import nvrtc    # optional, loaded when compiling
     except ImportError as e:
         raise LoweringError("nvrtc", "compiling CUDA C needs cuda-python with NVRTC "
                             "(pip install 'schedlang[cuda]', i.e. cuda-python and nvidia-cuda-nvrtc)") from e
@@ -126,7 +127,6 @@ DISK_FOLDER = "nvrtc"
 
 def _disk_key(nvrtc, source: str, options) -> str:
     """The full key text of a PTX entry: NVRTC's version, the options, the source."""
-    import json
     version = _check(nvrtc.nvrtcVersion(), "nvrtcVersion")
     return json.dumps({"nvrtc": list(version), "options": [o.decode() for o in options], "source": source})
 

@@ -267,7 +267,7 @@ def run_sanitized(executable: Path, name: str, arrays: Sequence, is_output: Sequ
 def _as_numpy(x) -> np.ndarray:
     if isinstance(x, np.ndarray):
         return x
-    import torch
+    import torch    # torch is optional: only torch arguments need it
     if x.dtype == torch.bfloat16:      # numpy has no bfloat16: pass its bits
         x = x.view(torch.int16)
     return x.detach().numpy()
@@ -277,5 +277,5 @@ def _write_back(x, data: np.ndarray) -> None:
     if isinstance(x, np.ndarray):
         x[...] = data
     else:
-        import torch
+        import torch    # (as _as_numpy)
         x.copy_(torch.from_numpy(data).view(x.dtype))

@@ -9,16 +9,16 @@ scalar, saying why in Kernel IR. Inside a vectorized loop a contiguous access wh
 element is provably a multiple of the width is one vector access (global arguments are 256-byte
 aligned, and the renderer aligns the shared and local buffers it accesses so); every other
 access (strided, unaligned, a gather) is per-lane scalar code: never a gather or masked load.
-The guard hoisting and lane rewriting are the CPU's (kernel/vectorize.py).
+The guard hoisting and lane rewriting are the CPU's (kernel/vectorize.py), given CUDA_LANES.
 """
 from __future__ import annotations
 
 from ...expr.functor import children
-from ...expr.nodes import (Binary, Broadcast, Call, Cast, Const, Expr, Load, Ramp, Var, binary)
+from ...expr.nodes import Binary, Broadcast, Call, Cast, Const, Expr, Load, Ramp
 from ...expr.simplify import is_multiple
-from ...kernel.vectorize import LaneRewriter, Scalarize, Vectorizer
-from ...loop.functor import stmt_exprs, substitute_stmt, walk_stmts
-from ...loop.nodes import SERIAL, VECTORIZED, For, IfThen, Let, Stmt, Store
+from ...kernel.vectorize import LanePolicy, Scalarize, Vectorizer
+from ...loop.functor import stmt_exprs, walk_stmts
+from ...loop.nodes import For, Let, Stmt, Store
 
 # element type of the stored values -> vector widths, widest first
 WIDTHS = {"float32": (4, 2), "float16": (2,), "bfloat16": (2,)}
@@ -77,83 +77,25 @@ def check_vector_body(s: Stmt) -> None:
                 raise Scalarize("a condition that differs between lanes")
 
 
-class _CUDALanes(LaneRewriter):
-    """The CPU's lane rewriting, plus one fact about aligned ramps: lanes starting at a multiple of
-    m = lanes * stride, with m dividing b, lie in one block of b, so ramp // b is one value and
-    ramp % b a ramp (the index arithmetic of a fused or split axis under a vectorized loop)."""
-
-    def binary(self, op: str, a: Expr, b: Expr) -> Expr:
-        a = a.value if isinstance(a, Broadcast) else a     # lane-invariant: scalar, so ramps fold
-        b = b.value if isinstance(b, Broadcast) else b
-        if op in ("floordiv", "floormod") and isinstance(a, Ramp) and isinstance(b, Const) and b.value > 0 \
-                and isinstance(a.stride, Const) and a.stride.value > 0:
-            m = a.stride.value * self.lanes
-            if b.value % m == 0 and is_multiple(a.base, m):
-                if op == "floordiv":
-                    return binary("floordiv", a.base, b)      # one value for every lane
-                return self.ramp(binary("floormod", a.base, b), a.stride)
-        return super().binary(op, a, b)
+def lanes(loop: For) -> int:
+    """CUDA's vector width for a vectorized loop: 4 or 2 floats, 2 halves or bfloat16s; the loop
+    runs in groups of it (LanePolicy.lanes)."""
+    if not isinstance(loop.extent, int):
+        raise Scalarize("its extent is symbolic (a CUDA vector has 2 or 4 lanes)")
+    stored = {str(x.buffer.dtype) for x in walk_stmts(loop.body) if isinstance(x, Store)}
+    if len(stored) != 1 or next(iter(stored)) not in WIDTHS:
+        raise Scalarize(f"it stores {', '.join(sorted(stored)) or 'nothing'}; CUDA vector types here are "
+                        "float4/float2, __half2 and __nv_bfloat162")
+    widths = [w for w in WIDTHS[stored.pop()] if loop.extent % w == 0]
+    if not widths:
+        raise Scalarize(f"its extent {loop.extent} is not a multiple of a CUDA vector width")
+    return widths[0]
 
 
-class _CUDAVectorize(Vectorizer):
-    """The CPU pass's guard hoisting and lane rewriting, with CUDA's widths and checks."""
-
-    lanes_rewriter = _CUDALanes
-
-    def __init__(self):
-        super().__init__(target=None)      # the target only sizes the CPU's strip-mining (max_lanes)
-
-    def max_lanes(self, loop: For) -> int:
-        return loop.extent      # strip-mined to the vector width before (visit_For)
-
-    def visit_For(self, s: For) -> Stmt:
-        self.ranges[s.var] = (0, s.extent - 1)
-        body = self.visit(s.body)
-        del self.ranges[s.var]
-        loop = s.with_body(body)
-        return self.vectorize_cuda(loop) if s.kind == VECTORIZED else loop
-
-    def vectorize_cuda(self, loop: For) -> Stmt:
-        try:
-            width = self.width(loop)
-        except Scalarize as why:
-            return _scalar(loop, str(why))
-        if loop.extent == width:
-            return self.checked(loop)
-        # groups of `width` lanes: an outer serial loop over vector-wide inner loops
-        outer, inner = Var(loop.var.name + ".o"), Var(loop.var.name + ".v")
-        body = substitute_stmt(loop.body, {loop.var: binary("add", binary("mul", outer, Const(width)), inner)})
-        self.ranges[outer] = (0, loop.extent // width - 1)
-        group = self.checked(For(inner, width, body, VECTORIZED))
-        del self.ranges[outer]
-        return For(outer, loop.extent // width, group, SERIAL)
-
-    def width(self, loop: For) -> int:
-        if not isinstance(loop.extent, int):
-            raise Scalarize("its extent is symbolic (a CUDA vector has 2 or 4 lanes)")
-        stored = {str(x.buffer.dtype) for x in walk_stmts(loop.body) if isinstance(x, Store)}
-        if len(stored) != 1 or next(iter(stored)) not in WIDTHS:
-            raise Scalarize(f"it stores {', '.join(sorted(stored)) or 'nothing'}; CUDA vector types here are "
-                            "float4/float2, __half2 and __nv_bfloat162")
-        widths = [w for w in WIDTHS[stored.pop()] if loop.extent % w == 0]
-        if not widths:
-            raise Scalarize(f"its extent {loop.extent} is not a multiple of a CUDA vector width")
-        return widths[0]
-
-    def checked(self, loop: For) -> Stmt:
-        result = self.vectorize(loop)       # the CPU rewrite: vector body, guarded or scalar
-        try:
-            vector = result.then_body if isinstance(result, IfThen) else result
-            if not (isinstance(vector, For) and vector.var is loop.var):
-                check_vector_body(vector)
-        except Scalarize as why:
-            return _scalar(loop, str(why))
-        return result
-
-
-def _scalar(loop: For, why: str) -> For:
-    return For(loop.var, loop.extent, loop.body, SERIAL, pragmas=(("kept scalar", why),))
+# CUDA's lane policy: its widths, its vector forms, and aligned ramps folded (the index arithmetic
+# of a fused or split axis under a vectorized loop, see LaneRewriter.aligned_block)
+CUDA_LANES = LanePolicy(lanes, check_vector_body, aligned_blocks=True)
 
 
 def cuda_vectorize_loops(body: Stmt) -> Stmt:
-    return _CUDAVectorize().visit(body)
+    return Vectorizer(CUDA_LANES).visit(body)

@@ -24,8 +24,9 @@ from ..backend import BuildState, HostCPUBackend, run_stages
 from ..target import Target
 from . import forksafe
 from .codegen import is_parallel_body, render_llvm
-from .cpus import check_cpu, merge_features, vector_bits_of, why_not_runnable
-from .jit import CompiledModule, host_cpu, optimize, triple_and_layout
+from ..host import host_cpu, vector_bits_of
+from .cpus import check_cpu, merge_features, why_not_runnable
+from .jit import CompiledModule, optimize, triple_and_layout
 from .loaded import load_module
 from .module import LLVMModule
 from .runtime import openmp_library
@@ -36,6 +37,7 @@ MAX_ELEMENTS = 2 ** 31 - 1
 
 class LLVMBackend(HostCPUBackend):
     kind = "llvm"
+    kernel_passes_per_nest = True      # none of kernel_passes looks beyond one stage nest
 
     def resolve_target(self, target: Target) -> Target:
         """Fill in the host CPU (cpu=""), merge -mattr switches into its features, check a

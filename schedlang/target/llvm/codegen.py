@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, List, Optional, Set
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 from ...errors import InternalError, LoweringError
 from ...expr.extent import ceil_div
@@ -20,7 +20,7 @@ from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...kernel.sizes import buffer_exprs
 from ...limits import INT32_MAX
 from ...loop.functor import buffers_used, stmt_exprs, walk_stmts
-from ...loop.nodes import PARALLEL, SERIAL, Allocate, Barrier, CallPacked, For, IfThen, Let, Seq, Stmt, Store
+from ...loop.nodes import PARALLEL, SERIAL, Allocate, Barrier, CallPacked, Evaluate, For, IfThen, Let, Seq, Stmt, Store
 from ..target import Target
 from . import packed
 from .builder import FunctionText
@@ -126,6 +126,9 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
 
     def stmt_Barrier(self, s: Barrier) -> None:
         pass   # CPU workers share no block-level memory
+
+    def stmt_Evaluate(self, s: Evaluate) -> None:
+        self.expr(s.value)      # a call, emitted for its effect
 
     def stmt_CallPacked(self, s: CallPacked) -> None:
         call_id = packed.descriptor_id(s)
@@ -393,7 +396,24 @@ def _kernel_function(module: ModuleState, k: Kernel) -> str:
     return name
 
 
-def _entry_function(module: ModuleState, m: KernelModule, kernel_names: List[str]) -> str:
+def _kernel_functions(module: ModuleState, m: KernelModule) -> List[Tuple[str, Tuple[Buffer, ...], Tuple[Var, ...]]]:
+    """The function of each kernel and the buffers and sizes to call it with. A kernel that
+    repeats an earlier one on other buffers (m.copies: a model's repeated layer) calls that
+    one's function: LLVM optimizes and compiles it once. Not with bounds checks, whose reports
+    name the buffers, nor where streaming stores differ."""
+    calls: List[Tuple[str, Tuple[Buffer, ...], Tuple[Var, ...]]] = []
+    for j, k in enumerate(m.kernels):
+        copy = m.copies[j] if j < len(m.copies) and not module.bounds_check else None
+        if copy is not None:
+            name, params, _ = calls[copy.of]
+            if [b in module.streaming for b in copy.params] == [b in module.streaming for b in params]:
+                calls.append((name, copy.params, copy.sizes))
+                continue
+        calls.append((_kernel_function(module, k), k.params, k.sizes))
+    return calls
+
+
+def _entry_function(module: ModuleState, m: KernelModule, calls: List[Tuple[str, Tuple[Buffer, ...], Tuple[Var, ...]]]) -> str:
     """i32 @name(ptr args): args holds the parameters' pointers, the size variables' values,
     then the call's status record.
     Allocates the temporaries, runs the kernels, frees; returns 1 (and runs nothing) when a
@@ -426,8 +446,8 @@ def _entry_function(module: ModuleState, m: KernelModule, kernel_names: List[str
             fn.do(f"call void @free(ptr {ptrs[b]})")     # free(NULL) does nothing
         fn.do("ret i32 1")
         fn.start_block(run_l)
-    for k, kname in zip(m.kernels, kernel_names):
-        args = ([f"ptr {ptrs[b]}" for b in k.params] + [f"{compute_type(v.dtype)} {sizes[v]}" for v in k.sizes]
+    for kname, params, size_vars in calls:
+        args = ([f"ptr {ptrs[b]}" for b in params] + [f"{compute_type(v.dtype)} {sizes[v]}" for v in size_vars]
                 + [f"ptr {ptrs[STATUS]}"])
         fn.do(f"call void @{kname}({', '.join(args)})")
     for b in m.temps:
@@ -453,8 +473,7 @@ def render_llvm(m: KernelModule, target: Target, triple: str, datalayout: str, p
     module = ModuleState(target, parallel_runtime)
     if target.streaming_stores:
         module.streaming = streaming_buffers(m.params, m.kernels, triple, target.bounds_check)
-    names = [_kernel_function(module, k) for k in m.kernels]
-    entry = _entry_function(module, m, names)
+    entry = _entry_function(module, m, _kernel_functions(module, m))
     attrs = [f'"target-cpu"="{target.cpu}"', f'"target-features"="{target.features}"']
     if target.vector_bits >= 512:
         attrs.append('"prefer-vector-width"="512"')

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, FrozenSet, Optional, Tuple
 
+from ..host import switched_on, vector_bits_of
+
 _CATALOGUE_END = "<<schedlang: end of catalogue>>"
 
 # The child: print the catalogue on stderr, then compile the probe for (cpu, features).
@@ -104,17 +106,13 @@ def check_cpu(cpu: str, features: str, user_features: str) -> int:
     return int(message)
 
 
-def _switched_on(features: str) -> set:
-    return {f[1:] for f in features.split(",") if f.startswith("+")}
-
-
 def why_not_runnable(cpu: str, features: str, host_name: str, host_features: str) -> Optional[str]:
     """Why machine code for (cpu, features) may not run on the host (an illegal instruction
     would kill the process), or None. Known: features switched on explicitly, and a named
     CPU's vector width; a named CPU's other implied features are not visible from llvmlite."""
     if (cpu, features) == (host_name, host_features):
         return None
-    missing = sorted(_switched_on(features) - _switched_on(host_features))
+    missing = sorted(switched_on(features) - switched_on(host_features))
     if not missing and cpu != host_name:
         bits = check_cpu(cpu, features, "")
         if bits > vector_bits_of(host_features):
@@ -131,9 +129,3 @@ def merge_features(base: str, changes: str) -> str:
     changed = {c[1:] for c in changes.split(",")} if changes else set()
     kept = [f for f in base.split(",") if f and f[1:] not in changed] if base else []
     return ",".join(kept + ([changes] if changes else []))
-
-
-def vector_bits_of(features: str) -> int:
-    """The widest vector register a flat feature string enables (x86 names)."""
-    on = _switched_on(features)
-    return 512 if "avx512f" in on else 256 if on & {"avx", "avx2"} else 128

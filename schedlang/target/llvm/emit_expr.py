@@ -8,6 +8,7 @@ from ...errors import InternalError
 from ...expr.nodes import (Binary, Broadcast, Buffer, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
                            Ramp, Select, Var)
 from ...tensor.intrin import EXTERN_PREFIX
+from ...tensor.intrin_calls import ADDRESS_OF, LLVM_PREFIX, REINTERPRET
 from .bfloat import BFloatEmitter
 from .division import DivisionEmitter
 from .half import HalfEmitter
@@ -297,6 +298,10 @@ class ExprEmitter(DivisionEmitter, BFloatEmitter, HalfEmitter):
             self.fast_region = saved
 
     def expr_Call(self, e: Call) -> str:
+        if e.name == ADDRESS_OF:       # an element's address, not its value
+            load = e.args[0]
+            ptr, _ = self.pointer(load.buffer, load.indices[0])
+            return self.fn.emit(f"ptrtoint ptr {ptr} to i64", "addr")
         if e.name == FAST_MATH_MARKER:     # the stage's fast_math pragma: flags for what is inside
             saved, self.fast_region = self.fast_region, True
             try:
@@ -334,9 +339,16 @@ class ExprEmitter(DivisionEmitter, BFloatEmitter, HalfEmitter):
         return self.more_calls(e, args, ty)
 
     def more_calls(self, e: Call, args, ty: str) -> str:
-        """Bit counts, float predicates, libm functions and call_pure_extern."""
+        """Bit counts, float predicates, libm functions, call_pure_extern and the calls of
+        tensor intrinsics' bodies (tensor/intrin_calls.py)."""
         if e.name.startswith(EXTERN_PREFIX):
             return self.extern_call(e, args)
+        if e.name.startswith(LLVM_PREFIX):
+            arg_types = [compute_type(a.dtype) for a in e.args]
+            self.declare(f"declare {ty} @{e.name}({', '.join(arg_types)})")
+            return self.fn.emit(f"call {ty} @{e.name}({', '.join(f'{t} {a}' for t, a in zip(arg_types, args))})", "intrin")
+        if e.name == REINTERPRET:
+            return self.fn.emit(f"bitcast {compute_type(e.args[0].dtype)} {args[0]} to {ty}", "cast")
         if e.name in ("copysign", "nearbyint"):
             return self.intrinsic(e.name, ty, args, e.name)
         if e.name == "popcount":

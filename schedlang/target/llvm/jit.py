@@ -7,36 +7,17 @@ from typing import Callable, Optional, Tuple
 
 import llvmlite.binding as llvm
 
-_lock = threading.Lock()
-_initialized = False
+from ..host import host_cpu, init_llvm  # noqa: F401 (host_cpu: read here by the backend, loaded.py, tests)
+
 # llvmlite parses every module into LLVM's one global context, which is not thread-safe:
 # builds from several threads take turns in LLVM (the Python lowering runs concurrently).
 _llvm_lock = threading.RLock()
 
 
-def _init() -> None:
-    global _initialized
-    with _lock:
-        if not _initialized:
-            # llvmlite 0.50: llvm.initialize() raises; initialise the pieces one by one.
-            llvm.initialize_native_target()
-            llvm.initialize_native_asmprinter()
-            llvm.initialize_native_asmparser()
-            _initialized = True
-
-
-@lru_cache(maxsize=1)
-def host_cpu() -> Tuple[str, str]:
-    """(cpu name, feature string) of this machine; the features matter more than the
-    name, which LLVM sometimes reports as an older model."""
-    _init()
-    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-
-
 def target_machine(cpu: str, features: str):
     """A new target machine. Not cached: an MCJIT engine takes ownership of the one it is
     given and destroys it with itself."""
-    _init()
+    init_llvm()
     with _llvm_lock:
         target = llvm.Target.from_default_triple()
         return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="default",
@@ -142,7 +123,7 @@ class CompiledModule:
 def emit_shared_object_code(text: str, cpu: str, features: str) -> bytes:
     """Position-independent object code for LLVM IR text, to link into a shared library
     (the JIT's target machine makes code that only runs where it was loaded)."""
-    _init()
+    init_llvm()
     with _llvm_lock:
         tm = llvm.Target.from_default_triple().create_target_machine(cpu=cpu, features=features, opt=3,
                                                                      reloc="pic", codemodel="default")

@@ -103,6 +103,10 @@ class Machine:
         raise InternalError("a ThreadAllReduce reached the SIMT engine: the cuda backend's "
                             "lower_thread_allreduce pass lowers it first")
 
+    def stmt_Evaluate(self, s, mask) -> None:
+        raise LoweringError("simt", f"kernel {self.kernel.name} calls '{s.value}' (a tensor intrinsic's device "
+                            "function), which the SIMT engine does not execute yet; emulate with engine='shim'")
+
     def stmt_CallPacked(self, s: CallPacked, mask) -> None:
         raise LoweringError("simt", f"kernel {self.kernel.name} calls the packed function '{s.func}', "
                             "which a GPU kernel cannot run")

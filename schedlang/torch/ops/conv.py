@@ -4,12 +4,14 @@ as one sum reduction tagged CONV_TAG:
     conv[n, oc, *o] = sum over rc, *r of  x[n, g * ICg + rc, o * stride + r * dilation - pad]
                                           * w[oc, rc, *r]          (g = oc // OCg)
 
-The padding is a guard on the input read (zero outside the input: never a read out of
-bounds), not a padded copy; except for kernels of PAD_COPY_KERNEL taps or more (ResNet's
-7x7 stem), whose many guarded reads per output cost twice the convolution, and grouped ones
-(depthwise: a tap is one vector op, its guard as much again): they read a zero-padded copy
-`<name>_pad` (tagged CONV_PAD_TAG: a kernel of its own, or a plane per task made inside a
-grouped convolution's kernel, depthwise_schedules.py) without guards. The sum accumulates in float32 for float16/bfloat16; a bias
+A padded dense convolution with packed weights (the CPU's register-tiled kernels), and any
+with a kernel of PAD_COPY_KERNEL taps or more, reads a zero-padded copy `<name>_pad` of its input (tagged CONV_PAD_TAG, a kernel of
+its own) without guards: a guarded read per tap and output in the register-tiled inner
+loop cost more than the convolution (ResNet-18's 3x3 layers ran 2x slower, the 7x7 stem
+too). So do grouped ones (depthwise) with output rows of GROUPED_PAD_MIN_WIDTH or more: their
+copy is a plane per task made inside the convolution's kernel (depthwise_schedules.py).
+Others guard their input reads instead (zero outside the input: never a read out of
+bounds). The sum accumulates in float32 for float16/bfloat16; a bias
 and the cast back are an elementwise stage `<name>` after the sum `<name>_conv`, which
 fusion keeps in the convolution's kernel (its epilogue, with what follows: batch norm,
 ReLU, a residual add).
@@ -132,9 +134,8 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1) -> sl.T
     r = [sl.reduce_axis((0, k), name=nm) for k, nm in zip(kernel, ("rh", "rw") if nsp == 2 else ("rw",))]
     out_shape = call.out_shape
 
-    # grouped: depthwise_schedules.py makes the padded copy per plane, in the kernel
-    grouped_pad = call.groups > 1 and out_shape[-1] >= GROUPED_PAD_MIN_WIDTH
-    pad_copy = (max(kernel) >= PAD_COPY_KERNEL or grouped_pad) and max(call.padding) > 0
+    grouped_pad = call.groups > 1 and out_shape[-1] >= GROUPED_PAD_MIN_WIDTH   # depthwise_schedules.py
+    pad_copy = max(call.padding) > 0 and (width > 1 or max(kernel) >= PAD_COPY_KERNEL or grouped_pad)
     if pad_copy:
         x = _padded(ctx, call)
 

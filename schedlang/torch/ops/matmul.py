@@ -13,6 +13,7 @@ from typing import Callable, Optional, Sequence
 import schedlang as sl
 from schedlang.expr.nodes import Expr
 
+from ..schedules import panel_width
 from .accum import acc_and_result_names, acc_dtype, cast_stage, require_float
 from .common import axis_names, broadcast_shape, compute, is_one, read_broadcast, same_extent
 from .registry import Unsupported, register_lowering
@@ -132,7 +133,6 @@ def _packed_read(ctx, weight) -> Optional[Callable]:
     if not isinstance(target, sl.Target) or not sl.get_backend(target.kind).prepacks_weights \
             or not isinstance(weight.shape[0], int):
         return None
-    from ..schedules import panel_width
     nr = panel_width(target, weight.shape[0])
     packed = ctx.packed(weight, nr)
     if packed is None:

@@ -15,42 +15,18 @@ import pytest
 
 import schedlang as sl
 from tests.cpu_targets import needs_cc
-from tests.target.int_models import BUILD, SIGNED, UNSIGNED, int_operands, model_of
-from tests.target.test_float_to_int import INTS, edge_values, model
-from tests.target.test_numerics import same_bits
+from tests.target.int_models import assert_same_bits, float_div_program, float_to_int_program, integer_ops_program
 
 pytestmark = needs_cc
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def run_c(args, outs, inputs):
-    """The outputs of the c module of args (one root nest per output) on inputs, and its source."""
+    """{"c": the outputs of the c module of args (one root nest per output) on inputs}, and its source."""
     mod = sl.build(sl.create_schedule([o.op for o in outs]), args, target="c")
     got = [np.full(o.shape[0], 7, o.dtype_obj.numpy) for o in outs]
     mod(*inputs, *got)
-    return got, mod.get_source()
-
-
-def assert_equal_bits(outs, got, want, inputs):
-    for o, g, w in zip(outs, got, want):
-        bad = np.flatnonzero(~np.array([same_bits(x, y) for x, y in zip(g, w)]))
-        assert not len(bad), (f"{o.name} at {bad[:5]}: inputs {[x[bad[:5]] for x in inputs]} gave {g[bad[:5]]}, "
-                              f"want {w[bad[:5]]}")
-
-
-def integer_ops_program():
-    """(placeholders, outputs, input arrays, wanted outputs): every integer op on every integer dtype."""
-    inputs, args, outs, want = [], [], [], []
-    for dt in SIGNED + UNSIGNED:
-        a, b = int_operands(dt)
-        A = sl.placeholder(a.shape, dt, name=f"A_{dt}")
-        B = sl.placeholder(a.shape, dt, name=f"B_{dt}")
-        inputs += [a, b]
-        args += [A, B]
-        for op in BUILD:
-            outs.append(sl.compute(a.shape, lambda i, f=BUILD[op], A=A, B=B: f(A[i], B[i]), name=f"{op}_{dt}"))
-            want.append(model_of(op, dt, a, b))
-    return args, outs, inputs, want
+    return {"c": got}, mod.get_source()
 
 
 def test_integer_division_shifts_and_wrap_around_match_the_models():
@@ -58,29 +34,22 @@ def test_integer_division_shifts_and_wrap_around_match_the_models():
     got, src = run_c(args + outs, outs, inputs)
     for helper in ("sl_floordiv_i8(", "sl_truncmod_u64(", "sl_add_i64(", "sl_mul_u16(", "sl_shl_i32("):
         assert helper in src, helper
-    assert_equal_bits(outs, got, want, inputs)
+    assert_same_bits(got, want, outs, inputs)
 
 
 @pytest.mark.parametrize("src", ["float16", "float32", "float64"])
 def test_float_to_int_saturates_and_maps_nan_to_zero(src):
-    a = edge_values(src)
-    A = sl.placeholder((len(a),), src, name="A")
-    outs = [sl.compute(A.shape, lambda i, t=t: A[i].astype(t), name=f"to_{t}") for t in INTS]
-    got, text = run_c([A, *outs], outs, [a])
+    args, outs, inputs, want = float_to_int_program(src)
+    got, text = run_c(args, outs, inputs)
     assert f"sl_f2i_i8_{'f64' if src == 'float64' else 'f32'}(" in text
-    assert_equal_bits(outs, got, [np.array([model(float(x), t) for x in a], dtype=t) for t in INTS], [a])
+    assert_same_bits(got, want, outs, inputs)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_float_floordiv_and_mod_follow_numpy(dtype):
-    a = np.array([1, -1, np.inf, 1, 0, -0.0, 5, 1, -7.5, 7.5, np.nan, -np.inf, 6, -6, 0.3, -1e-30], dtype)
-    b = np.array([0.1, np.inf, 1, 0, 0, 3, -0.0, -np.inf, 2, -2, 1, 3, 3, 3, 0.1, 1e30], dtype)
-    A, B = (sl.placeholder(a.shape, dtype, name=n) for n in "AB")
-    outs = [sl.compute(a.shape, lambda i: A[i] // B[i], name="fdiv"), sl.compute(a.shape, lambda i: A[i] % B[i],
-                                                                                   name="fmod")]
-    got, _ = run_c([A, B, *outs], outs, [a, b])
-    with np.errstate(all="ignore"):
-        assert_equal_bits(outs, got, [np.floor_divide(a, b), np.mod(a, b)], [a, b])
+    args, outs, inputs, want = float_div_program(dtype)
+    got, _ = run_c(args, outs, inputs)
+    assert_same_bits(got, want, outs, inputs)
 
 
 def test_index_arithmetic_stays_plain_c():
@@ -94,13 +63,12 @@ def test_index_arithmetic_stays_plain_c():
     assert "sl_floordiv_i32(" not in src and "sl_floormod_i32(" not in src
 
 
-
 # Builds the integer cases' C with UndefinedBehaviorSanitizer (abort at the first report) after
 # replacing OLD by NEW in it, runs it in this child process and prints whether it matches.
 UBSAN_CHILD = """
 import ctypes, numpy as np, schedlang as sl
 from schedlang.target.c.compile import build_library
-from tests.target.c.test_defined_behaviour import integer_ops_program
+from tests.target.int_models import integer_ops_program
 args, outs, inputs, want = integer_ops_program()
 mod = sl.build(sl.create_schedule([o.op for o in outs]), args + outs, target="c")
 path, _ = build_library(mod.get_source().replace(OLD, NEW), mod.target,

@@ -6,7 +6,6 @@ through the shim (in-process and under UndefinedBehaviorSanitizer, which proves 
 defines it: NVRTC compiles the same text) and the SIMT engine, against an exact Python model."""
 from __future__ import annotations
 
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -15,9 +14,7 @@ import numpy as np
 import pytest
 
 import schedlang as sl
-from tests.target.int_models import BUILD, SIGNED, UNSIGNED, int_operands, model_of
-from tests.target.test_float_to_int import INTS, edge_values, model
-from tests.target.test_numerics import same_bits
+from tests.target.int_models import assert_same_bits, float_div_program, float_to_int_program, integer_ops_program
 
 pytest.importorskip("cuda.bindings")
 
@@ -46,48 +43,26 @@ def run_everywhere(gpu, cpu, inputs, outs):
     return results
 
 
-def assert_all_equal(results, want, outs, inputs):
-    for name, got in results.items():
-        for o, g, w in zip(outs, got, want):
-            bad = np.flatnonzero(~np.array([same_bits(x, y) for x, y in zip(g, w)]))
-            assert not len(bad), (f"{name}: {o.name} at {bad[:5]}: inputs {[x[bad[:5]] for x in inputs]} "
-                                  f"gave {g[bad[:5]]}, want {w[bad[:5]]}")
-
-
 @pytest.mark.parametrize("src", ["float16", "float32", "float64"])
 def test_float_to_int_saturates_like_the_cpu_target(src):
-    a = edge_values(src)
-    A = sl.placeholder((len(a),), src, name="A")
-    outs = [sl.compute(A.shape, lambda i, t=t: A[i].astype(t), name=f"to_{t}") for t in INTS]
-    gpu, cpu = gpu_and_cpu_modules([A, *outs], outs)
+    args, outs, inputs, want = float_to_int_program(src)
+    gpu, cpu = gpu_and_cpu_modules(args, outs)
     assert "sl_f2i<signed char, float>(" in gpu.get_source() or src == "float64"
-    want = [np.array([model(float(x), t) for x in a], dtype=t) for t in INTS]
-    assert_all_equal(run_everywhere(gpu, cpu, [a], outs), want, outs, [a])
+    assert_same_bits(run_everywhere(gpu, cpu, inputs, outs), want, outs, inputs)
 
 
 def check_integer_ops():
     """Every integer op on every integer dtype, in one module: the CPU target, the shim, the
     shim under UBSan and the SIMT engine against the Python models (and numpy's floor_divide
     and remainder). Run in a child process: before the guards, x // 0 killed it with SIGFPE."""
-    inputs, args, outs, want = [], [], [], []
-    for dt in SIGNED + UNSIGNED:
-        a, b = int_operands(dt)
-        A = sl.placeholder(a.shape, dt, name=f"A_{dt}")
-        B = sl.placeholder(a.shape, dt, name=f"B_{dt}")
-        inputs += [a, b]
-        args += [A, B]
-        for op in BUILD:
-            outs.append(sl.compute(a.shape, lambda i, f=BUILD[op], A=A, B=B: f(A[i], B[i]), name=f"{op}_{dt}"))
-            want.append(model_of(op, dt, a, b))
-        with np.errstate(all="ignore"):
-            assert np.array_equal(want[-10], np.floor_divide(a, b)) and np.array_equal(want[-9], np.mod(a, b))
+    args, outs, inputs, want = integer_ops_program()
     gpu, cpu = gpu_and_cpu_modules(args + outs, outs)
     src = gpu.get_source()
     for helper in ("sl_floordiv<signed char, unsigned>(", "sl_truncmod<unsigned long long, unsigned long long>(",
                    "sl_add<long long, unsigned long long>(", "sl_mul<unsigned short, unsigned>(",
                    "sl_shl<int, unsigned>("):
         assert helper in src, helper
-    assert_all_equal(run_everywhere(gpu, cpu, inputs, outs), want, outs, inputs)
+    assert_same_bits(run_everywhere(gpu, cpu, inputs, outs), want, outs, inputs)
 
 
 def test_integer_division_shifts_and_wrap_around_match_the_cpu_target():
@@ -100,15 +75,9 @@ def test_integer_division_shifts_and_wrap_around_match_the_cpu_target():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_float_floordiv_and_mod_follow_numpy(dtype):
-    a = np.array([1, -1, np.inf, 1, 0, -0.0, 5, 1, -7.5, 7.5, np.nan, -np.inf, 6, -6, 0.3, -1e-30], dtype)
-    b = np.array([0.1, np.inf, 1, 0, 0, 3, -0.0, -np.inf, 2, -2, 1, 3, 3, 3, 0.1, 1e30], dtype)
-    A, B = (sl.placeholder(a.shape, dtype, name=n) for n in "AB")
-    outs = [sl.compute(a.shape, lambda i: A[i] // B[i], name="fdiv"), sl.compute(a.shape, lambda i: A[i] % B[i],
-                                                                                   name="fmod")]
-    gpu, cpu = gpu_and_cpu_modules([A, B, *outs], outs)
-    with np.errstate(all="ignore"):
-        want = [np.floor_divide(a, b), np.mod(a, b)]
-    assert_all_equal(run_everywhere(gpu, cpu, [a, b], outs), want, outs, [a, b])
+    args, outs, inputs, want = float_div_program(dtype)
+    gpu, cpu = gpu_and_cpu_modules(args, outs)
+    assert_same_bits(run_everywhere(gpu, cpu, inputs, outs), want, outs, inputs)
 
 
 def test_index_arithmetic_stays_plain_c():

@@ -107,3 +107,22 @@ def test_symbolic_thread_extents_and_shared_buffers_are_refused():
     s[XS].compute_at(s[S], bo)
     with pytest.raises(sl.LoweringError, match=r"shared buffer 'X.shared' with the symbolic size"):
         sl.build(s, [X, S], target="cuda")
+
+
+def test_bad_arguments_are_refused_as_on_the_llvm_target():
+    """CUDAModule binds a call through BuiltModule.bind_call, as the llvm and c modules do: the
+    same error class and message for a wrong count or type (TypeError) and a wrong shape (ValueError)."""
+    n = sl.var("n")
+    A = sl.placeholder((n,), name="A")
+    B = sl.compute((n,), lambda i: A[i] + 1.0, name="B")
+    s = sl.create_schedule(B.op)
+    llvm = sl.build(s, [A, B])
+    bind(s, B, B.op.axis[0], 32)
+    cuda = sl.build(s, [A, B], target="cuda")
+    a = np.zeros(4, np.float32)
+    for args, error in [((a,), TypeError), ((a, [0.0] * 4), TypeError), ((a, np.zeros((4, 1), np.float32)), ValueError),
+                        ((a, np.zeros(5, np.float32)), ValueError), ((a, np.zeros(4, np.float64)), TypeError)]:
+        with pytest.raises(error) as want:
+            llvm(*args)
+        with pytest.raises(error, match=re.escape(str(want.value).replace(llvm.name, cuda.name))):
+            cuda.emulate(*args)

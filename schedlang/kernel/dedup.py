@@ -1,0 +1,138 @@
+"""The same computation on other buffers, found so that it is lowered and compiled once.
+
+A model repeats its layers: ResNet-50's 53 kernels are 29 distinct computations, the
+others differ only in the buffers they read and write and in the names of their loop
+variables. alpha_key gives two statements the same key when one is the other with its
+variables and buffers renamed one to one (names ignored; dtypes, shapes, scopes, strides,
+loop kinds, pragmas and every constant compared); the renaming is positional, by first
+appearance. rename applies such a renaming to a statement, so that the result of lowering
+one copy serves the others (kernel/lower.py), and a backend can emit one function for
+kernels with equal keys (target/llvm/codegen.py).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ..expr.functor import field_names
+from ..expr.nodes import Buffer, Const, Expr, Var
+from ..loop.nodes import Stmt
+
+
+class _Unkeyable(Exception):
+    """A field this module cannot compare by value (then nothing is shared)."""
+
+
+class AlphaKey:
+    """Keys of statements up to a renaming of variables and buffers, numbered in order of
+    first appearance (seed them with `bind` to fix the numbering, e.g. a kernel's parameters)."""
+
+    def __init__(self):
+        self.vars: List[Var] = []
+        self.buffers: List[Buffer] = []
+        self._var_ids: Dict[int, int] = {}
+        self._buf_ids: Dict[int, int] = {}
+        self._memo: Dict[int, tuple] = {}     # id -> (node, key): shared subexpressions keyed once
+
+    def bind(self, items: Sequence[object]) -> tuple:
+        """Number these variables/buffers first; returns their keys."""
+        return tuple(self.key(x) for x in items)
+
+    def key(self, x: Any) -> Any:
+        if isinstance(x, Var):
+            n = self._var_ids.get(id(x))
+            if n is None:
+                n = self._var_ids[id(x)] = len(self.vars)
+                self.vars.append(x)
+                return ("var", n, x.dtype, x.nonnegative)
+            return ("var", n)
+        if isinstance(x, Buffer):
+            n = self._buf_ids.get(id(x))
+            if n is None:
+                n = self._buf_ids[id(x)] = len(self.buffers)
+                self.buffers.append(x)
+                return ("buf", n, self.key(x.shape), x.dtype, x.scope, self.key(x.strides))
+            return ("buf", n)
+        if isinstance(x, Const):
+            return ("const", self.key(x.value), x.dtype)
+        if isinstance(x, (Expr, Stmt)):
+            hit = self._memo.get(id(x))
+            if hit is None:
+                k = (type(x).__name__,) + tuple(self.key(getattr(x, n)) for n in field_names(x)
+                                                if not (n == "stage" and isinstance(x, Stmt)))
+                hit = self._memo[id(x)] = (x, k)
+            return hit[1]
+        if isinstance(x, (tuple, list)):
+            return (type(x).__name__,) + tuple(self.key(v) for v in x)
+        if isinstance(x, float):       # -0.0 is not 0.0 here
+            return ("float", x.hex())
+        if x is None or isinstance(x, (str, int, bool)):
+            return (type(x).__name__, x)
+        params = getattr(x, "__dataclass_params__", None)
+        if (params is not None and not (params.frozen and params.eq)) or not _hashable(x):
+            raise _Unkeyable(type(x).__name__)
+        return x         # a DType, an enum member: compared by value
+
+
+def alpha_key(stmt: Stmt, bound: Sequence[object] = ()) -> Optional[Tuple[tuple, AlphaKey]]:
+    """(key, keyer) of stmt, its variables and buffers numbered after `bound`; keyer.vars and
+    keyer.buffers list them in numbering order. None when stmt holds something that cannot be
+    compared by value (an extern function object, a combiner): such statements are never shared."""
+    keyer = AlphaKey()
+    try:
+        k = (keyer.bind(bound), keyer.key(stmt))
+    except _Unkeyable:
+        return None
+    return k, keyer
+
+
+def renaming(source: AlphaKey, target: AlphaKey) -> Tuple[Dict[Var, Var], Dict[Buffer, Buffer]]:
+    """The variables and buffers of one keyed statement mapped to those of another with the same key."""
+    return dict(zip(source.vars, target.vars)), dict(zip(source.buffers, target.buffers))
+
+
+def rename(stmt: Stmt, var_map: Mapping[Var, Var], buf_map: Mapping[Buffer, Buffer]) -> Stmt:
+    """stmt with its variables and buffers replaced as mapped. Those not in the maps (made by
+    the passes that ran on stmt) are replaced by fresh copies, so that no two kernels share one."""
+    return _Renamer(dict(var_map), dict(buf_map)).go(stmt)
+
+
+class _Renamer:
+    def __init__(self, var_map: Dict[Var, Var], buf_map: Dict[Buffer, Buffer]):
+        self.var_map = var_map
+        self.buf_map = buf_map
+        self.memo: Dict[int, tuple] = {}
+
+    def go(self, x: Any) -> Any:
+        if isinstance(x, Var):
+            new = self.var_map.get(x)
+            if new is None:
+                new = self.var_map[x] = Var(x.name, x.dtype, x.nonnegative)
+            return new
+        if isinstance(x, Buffer):
+            new = self.buf_map.get(x)
+            if new is None:
+                new = self.buf_map[x] = replace(x, shape=self.go(x.shape), strides=self.go(x.strides))
+            return new
+        if isinstance(x, Const):
+            return x
+        if isinstance(x, (Expr, Stmt)):
+            hit = self.memo.get(id(x))
+            if hit is None:
+                old = [getattr(x, n) for n in field_names(x)]
+                values = [self.go(v) for v in old]
+                same = all(a is b for a, b in zip(values, old))
+                hit = self.memo[id(x)] = (x, x if same else type(x)(*values))
+            return hit[1]
+        if isinstance(x, tuple):
+            new = tuple(self.go(v) for v in x)
+            return x if all(a is b for a, b in zip(new, x)) else new
+        return x
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+        return True
+    except TypeError:
+        return False

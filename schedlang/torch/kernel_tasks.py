@@ -1,0 +1,211 @@
+"""Tuning tasks per kernel: each kernel (fuse.Group) of a lowered part becomes a program of
+its own, and the compiled part uses that program's tuning records in place of the
+kernel's default schedule.
+
+A kernel's program (`group_program`): the stages the kernel computes (its anchor, the
+reductions attached to it, the injective stages inlined into them) with every tensor it
+reads from another kernel turned into a placeholder; its outputs are the anchor's. Its
+canonical copy (tune.canonical_program: inputs in0, in1 ... in the order the program first
+reads them, ops t0, t1 ..., variables v0, v1 ...) is the tuning task, so the same kernel in
+two places of a model, or in two models, has one workload key and one set of records.
+
+Using a record (`apply_group_record`): the record's steps name the canonical copy's stages
+and axes; they are renamed back to the kernel's own (a name token in0/tK/vK becomes the
+real op or variable name; derived names such as `v3.outer` or `t2.local` keep their
+suffixes) and replayed on the whole part's schedule, where the kernel's stages are the same
+operations. Why replay rather than build a tuned kernel as a module of its own: the part
+stays one module with one set of buffers and one call, as untuned (the runtime, the
+on-disk cache and the fallback accounting see no difference); only the loops of that
+kernel change. A record that does not replay there (a step on an inlined stage another
+kernel also reads, a name clash) is skipped for the next one, and a kernel with none
+keeps its default schedule.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from ..autoschedule import records
+from ..autoschedule.task import default_args
+from ..schedule.dataflow import replace_reads_op
+from ..schedule.steps import Step
+from ..tensor.op import ComputeOp, PlaceholderOp, placeholder
+from ..tensor.reduce import Reduce
+from ..tensor.serialize import workload_key
+from .attention_schedule import is_attention
+from .fuse import is_matmul
+from .tune import canonical_names, canonical_program
+
+# Step fields (schedule/steps.py) that name stages, and those that name axes.
+STAGE_FIELDS = ("stage", "target", "tensor")
+AXIS_FIELDS = ("axis", "x", "y")
+AXES_FIELDS = ("axes",)
+
+
+@dataclass
+class GroupProgram:
+    """A kernel as a program of its own: the canonical copy's inputs and outputs, and the
+    map from each canonical name (in0, t3, v7) to the kernel's real name in the part."""
+
+    inputs: List
+    outputs: List
+    names: Dict[str, str]
+    members: frozenset          # the ops of the part this kernel computes
+    shared_inline: frozenset    # inlined members that another kernel reads too
+
+
+def kind_of(group) -> str:
+    """The kernel's kind, as schedule_group dispatches on it: attention, conv, matmul, rows, pointwise."""
+    if is_attention(group.anchor):
+        return "attention"
+    if group.convs:
+        return "conv"
+    if is_matmul(group.anchor) or group.matmuls:
+        return "matmul"
+    if group.attached or isinstance(group.anchor.op.body, Reduce):
+        return "rows"
+    return "pointwise"
+
+
+def _members(s, group) -> Tuple[set, set]:
+    """(ops the kernel computes, the inlined ones among them): the anchor, its attached
+    reductions, and the inlined stages they read through chains of inlined stages."""
+    live = [group.anchor] + list(group.attached)
+    members = {st.op for st in live}
+    inlined: set = set()
+    stack = list(live)
+    while stack:
+        st = stack.pop()
+        for inp in s.inputs_of(st):
+            if isinstance(inp.op, ComputeOp) and inp.attach_type == "inline" and inp.op not in members:
+                members.add(inp.op)
+                inlined.add(inp.op)
+                stack.append(inp)
+    return members, inlined
+
+
+def group_program(s, group) -> Optional[GroupProgram]:
+    """The kernel's program (module docstring), or None when it cannot be a task of its own:
+    a symbolic shape, an operation of several outputs read across the kernel's edge, or a
+    member that is not a compute stage (scan, extern). Built from the kernel's own stages
+    only (the rest of the model is never walked)."""
+    members, inlined = _members(s, group)
+    anchor = group.anchor.op
+    if not all(isinstance(e, int) for e in anchor.shape) or not all(isinstance(op, ComputeOp) for op in members):
+        return None
+    mapping: Dict[object, object] = {}
+
+    def rebuild(op):
+        """op (a member) reading placeholders for the kernel's inputs, producers rebuilt first."""
+        if op in mapping:
+            return mapping[op]
+        for t in op.input_tensors:
+            src = t.op
+            if src in members:
+                rebuild(src)
+            elif src not in mapping and not isinstance(src, PlaceholderOp):
+                out = src.output(0)
+                if src.num_outputs != 1 or not all(isinstance(e, int) for e in out.shape):
+                    raise _NotATask
+                mapping[src] = placeholder(out.shape, out.dtype, name=src.name)
+        mapping[op] = replace_reads_op(op, mapping)
+        return mapping[op]
+    try:
+        new_anchor = rebuild(anchor)
+    except _NotATask:
+        return None
+    outs = [new_anchor.output(k) for k in range(anchor.num_outputs)]
+    args = default_args(outs)
+    ins = args[:len(args) - len(outs)]
+    if not all(isinstance(e, int) for t in args for e in t.shape):
+        return None
+    c_ins, c_outs = canonical_program(ins, outs)
+    readers = _readers(s)
+    shared = frozenset(op for op in inlined if any(r not in members for r in readers.get(op, ())))
+    return GroupProgram(c_ins, c_outs, canonical_names(ins, outs), frozenset(members), shared)
+
+
+class _NotATask(Exception):
+    """A kernel that group_program cannot make a program of its own."""
+
+
+def _readers(s) -> Dict[object, List[object]]:
+    out: Dict[object, List[object]] = {}
+    for st in s.stages:
+        for inp in s.inputs_of(st):
+            out.setdefault(inp.op, []).append(st.op)
+    return out
+
+
+def rename_steps(steps: List[dict], names: Dict[str, str]) -> List[dict]:
+    """Step JSON (the canonical copy's names) with every name token renamed by `names`."""
+    def rename(text: str) -> str:
+        return ".".join(names.get(tok, tok) for tok in text.split("."))
+    out = []
+    for step in steps:
+        step = dict(step)
+        for f in STAGE_FIELDS + AXIS_FIELDS:
+            if isinstance(step.get(f), str):
+                step[f] = rename(step[f])
+        for f in AXES_FIELDS + ("readers",):
+            if isinstance(step.get(f), list):
+                step[f] = [rename(a) for a in step[f]]
+        out.append(step)
+    return out
+
+
+def _replay(s, prog: GroupProgram, steps: List[dict]) -> None:
+    """Replay renamed steps on the part's schedule s. The kernel's private inlined stages are
+    computed at the root first (the record says where each goes); an inlined stage another
+    kernel also reads stays inlined: a record that moves it raises ValueError."""
+    shared = {op.name for op in prog.shared_inline}
+    private = [op for op in prog.members if op.name not in shared and s[op].attach_type == "inline"]
+    for op in private:
+        s[op].compute_root()
+    for data in steps:
+        step = Step.from_json(data)
+        stage = data.get("stage", data.get("tensor"))
+        if stage in shared:
+            if data["primitive"] == "compute_inline":
+                continue            # inlined already, for every kernel that reads it
+            raise ValueError(f"the record moves '{stage}', an inlined stage another kernel reads too")
+        step.apply(s)
+
+
+def apply_group_record(s, group, target, index: "RecordIndex") -> bool:
+    """Schedule the kernel `group` of the part's schedule s with the best record of its
+    program that replays there; False (s unchanged) when there is none."""
+    prog = group_program(s, group)
+    if prog is None:
+        return False
+    recs = index.ranked(workload_key(default_args(prog.outputs)), str(target))
+    for rec in recs:
+        saved = s.snapshot()
+        try:
+            _replay(s, prog, rename_steps(rec["steps"]["steps"], prog.names))
+            return True
+        except (ValueError, TypeError, KeyError):        # ScheduleError is a ValueError
+            s.restore(saved)
+    return False
+
+
+class RecordIndex:
+    """A log's records by workload and target, loaded once per build (a part has many kernels)."""
+
+    def __init__(self, log: str):
+        self._by_key: Dict[Tuple[str, str], List[dict]] = {}
+        for rec in records.load(log):
+            self._by_key.setdefault((rec["workload"], rec["target"]), []).append(rec)
+
+    def ranked(self, key: str, target: str) -> List[dict]:
+        return records.ranked(self._by_key.get((key, target), []))
+
+
+def similarity_tag(kind: str, flops: float) -> str:
+    """Ansor's similarity tag: tasks of one kernel kind within a factor of 1.618 in FLOPs
+    share an optimistic estimate in the gradient scheduler ('' for kinds that share none:
+    TVM tags only its conv and dense ops, here conv and matmul)."""
+    if kind not in ("conv", "matmul"):
+        return ""
+    return f"{kind}_{int(math.log(flops + 1, 1.618))}"

@@ -1,0 +1,235 @@
+"""Blocked activations (NCHWc) between convolutions, a rewrite of a lowered program.
+
+A dense convolution on the CPU reads its weight in blocks of L output channels
+(prepack.py "conv": a native vector innermost) and is scheduled as NCHWc register tiles
+(conv_schedules.py). With NCHW activations, each such kernel transposes its [columns, L]
+tile to write NCHW rows, and the next convolution gathers one value per input-channel plane.
+`block_activations` keeps the tensors that flow from convolution to convolution as
+[N, C / L, H, W, L] instead:
+
+- seeds: the materialized input of a dense blocked convolution (the ReLU after the
+  previous one's batch norm, a residual add, a max pool) when it is a 4-d stage with C a
+  multiple of L and not a program output;
+- closure: what a blocked stage reads at its own channel coordinate (the inlined epilogue
+  before it: bias, ReLU, the residual add's other operand, the convolution's sum itself),
+  so that the whole kernel of a convolution runs in the blocked index space;
+- every blocked stage `Y[n, c, h, w] = f(c)` becomes `Y_b[n, cb, h, w, l] = f(cb * L + l)`;
+  a blocked reader of Y at its own channel reads `Y_b[.., cb, .., l]`, a reduction over
+  channels (a convolution's rc) is split in two reduce axes (rco, rci) read as
+  `Y_b[.., rco, .., rci]`, and any other reader (a program output, an average pool)
+  reads `Y_b[n, c // L, h, w, c % L]`: the layout transform happens only where a consumer
+  needs NCHW, inside that consumer.
+
+Program inputs and outputs keep their layout (placeholders and outputs are never blocked);
+the result computes the same values. Without a dense blocked convolution the program is
+returned as it is (CUDA, where weights are not packed).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from ..expr.functor import rewrite_post_order, substitute, walk
+from ..expr.nodes import Binary, Var
+from ..expr.simplify import simplify
+from ..tensor.axis import DATA_PAR, REDUCE, IterVar, Range
+from ..tensor.classify import ELEMENTWISE, INDEX_MAP, classify
+from ..tensor.graph import post_order
+from ..tensor.intrin import floordiv, floormod
+from ..tensor.op import ComputeOp, Operation, Tensor, TensorRead
+from ..tensor.reduce import Reduce
+from .fuse import CONV_TAG
+
+def block_activations(outputs: Sequence[Tuple[str, Tensor]]) -> List[Tuple[str, Tensor]]:
+    """outputs (value name, tensor) of a lowered program, with the activations between dense
+    blocked convolutions kept NCHWc (module docstring); the same list when nothing changes."""
+    ops = post_order([t.op for _, t in outputs])
+    outs = {t.op for _, t in outputs}
+    readers: Dict[Operation, List[Operation]] = {op: [] for op in ops}
+    for op in ops:
+        for t in op.input_tensors:
+            readers[t.op].append(op)
+    width = _conv_width(ops)
+    if width is None:
+        return list(outputs)
+    blocked = _blocked_stages(ops, outs, readers, width)
+    if not blocked:
+        return list(outputs)
+    new: Dict[Operation, Operation] = {}
+    for op in ops:
+        new[op] = _rebuild(op, new, blocked, width) if isinstance(op, ComputeOp) else op
+    return [(name, new[t.op].output(t.value_index)) for name, t in outputs]
+
+
+def packed_width(op) -> Optional[int]:
+    """L when op is a dense convolution reading its weight as packed blocks
+    w[oc // L, rc, *r, oc % L] (ops/conv.py), else None."""
+    if not (isinstance(op, ComputeOp) and op.tag == CONV_TAG and isinstance(op.body, Reduce)) or len(op.axis) != 4:
+        return None
+    oc = op.axis[1].var
+    for node in walk(op.body.source[0]):
+        if isinstance(node, TensorRead) and len(node.indices) == 5:
+            last = node.indices[-1]
+            if isinstance(last, Binary) and last.op == "floormod" and last.a is oc and _const(last.b) > 1 \
+                    and _channel_read(op) is not None:
+                return _const(last.b)
+    return None
+
+
+def _const(e) -> int:
+    return getattr(e, "value", 0) if not isinstance(e, int) else e
+
+
+def _channel_read(conv) -> Optional[TensorRead]:
+    """The dense convolution's input read: x[n, rc, ...] with rc its first reduce axis (groups == 1)."""
+    rc = conv.body.axis[0].var
+    for node in walk(conv.body.source[0]):
+        if isinstance(node, TensorRead) and len(node.indices) == 4 and node.indices[1] is rc:
+            return node
+    return None
+
+
+def _conv_width(ops) -> Optional[int]:
+    """The block of the program's packed convolutions: the widest (a native vector; a
+    convolution of fewer output channels packs fewer)."""
+    return max((w for w in (packed_width(op) for op in ops) if w is not None), default=None)
+
+
+def _blockable(op, outs, readers, width: int) -> bool:
+    return isinstance(op, ComputeOp) and op not in outs and op.num_outputs == 1 and len(op.axis) == 4 \
+        and isinstance(op.shape[1], int) and op.shape[1] % width == 0 \
+        and all(isinstance(e, int) for e in op.shape) \
+        and all(isinstance(r, ComputeOp) for r in readers[op]) \
+        and all(a.dom.min == 0 for a in op.axis)
+
+
+def _has_div_mod(e) -> bool:
+    return any(isinstance(n, Binary) and n.op in ("floordiv", "floormod") for n in walk(e))
+
+
+def _injective(op) -> bool:
+    return classify(op) in (ELEMENTWISE, INDEX_MAP)
+
+
+def _channelwise(op) -> bool:
+    """A reduction within each channel (a pooling): every read of a 4-d tensor is at the
+    reduction's own channel."""
+    if not (isinstance(op, ComputeOp) and isinstance(op.body, Reduce) and len(op.axis) == 4) \
+            or op.tag == CONV_TAG:
+        return False
+    c = op.axis[1].var
+    reads = [n for b in op.bodies for n in walk(b) if isinstance(n, TensorRead) and len(n.indices) == 4]
+    return bool(reads) and all(r.indices[1] is c for r in reads)
+
+
+def _blocked_stages(ops, outs, readers, width: int) -> Set[Operation]:
+    seeds = []
+    for op in ops:
+        if packed_width(op) == width:
+            x = _channel_read(op).tensor.op
+            if _blockable(x, outs, readers, width) and x.shape[1] == op.body.axis[0].dom.extent \
+                    and (_channelwise(x) or _injective(x)):
+                seeds.append(x)
+        elif _channelwise(op) and _blockable(op, outs, readers, width):
+            seeds.append(op)                        # a pooling: vectors of L channels
+    blocked: Set[Operation] = set()
+    for seed in seeds:
+        found = _closure(seed, outs, readers, width)
+        if found is not None:
+            blocked |= found
+    return blocked
+
+
+def _closure(seed, outs, readers, width: int) -> Optional[Set[Operation]]:
+    """seed and what it reads at its own channel, transitively (module docstring); None when
+    that reaches another kind of convolution (depthwise, grouped: its kernel runs NCHW
+    rows, and a blocked epilogue could not be fused with it)."""
+    found: Set[Operation] = set()
+    work = [seed]
+    while work:
+        x = work.pop()
+        if x in found:
+            continue
+        found.add(x)
+        c = x.axis[1].var
+        for body in x.bodies:
+            for node in walk(body):
+                if isinstance(node, TensorRead) and len(node.indices) > 1 and node.indices[1] is c:
+                    y = node.tensor.op
+                    if getattr(y, "tag", "") == CONV_TAG and packed_width(y) != width:
+                        return None
+                    if y not in found and _blockable(y, outs, readers, width) and y.shape[1] == x.shape[1] \
+                            and (_injective(y) or _channelwise(y) or packed_width(y) == width):
+                        work.append(y)
+    return found
+
+
+def _rebuild(op: ComputeOp, new: Dict[Operation, Operation], blocked: Set[Operation], width: int) -> ComputeOp:
+    """op over the rebuilt producers: blocked when op is in blocked, its reads of blocked
+    producers in the blocked layout."""
+    is_blocked = op in blocked
+    c = op.axis[1].var if is_blocked else None
+    axes = list(op.axis)
+    if is_blocked:
+        n, ch, h, w = op.axis
+        cb = IterVar(Var(ch.var.name + "b"), Range(0, ch.dom.extent // width), DATA_PAR)
+        lane = IterVar(Var(ch.var.name + "i"), Range(0, width), DATA_PAR)
+        axes = [n, cb, h, w, lane]
+    splits: Dict[Var, Tuple[IterVar, IterVar]] = {}
+    reduce_axes = op.body.axis if isinstance(op.body, Reduce) else ()
+    for body in op.bodies:
+        for node in walk(body):
+            if isinstance(node, TensorRead) and node.tensor.op in blocked and len(node.indices) > 1:
+                r = next((a for a in reduce_axes if a.var is node.indices[1]), None)
+                if r is not None and r.var not in splits and r.dom.min == 0 and isinstance(r.dom.extent, int) \
+                        and r.dom.extent % width == 0:
+                    splits[r.var] = (IterVar(Var(r.var.name + "o"), Range(0, r.dom.extent // width), REDUCE),
+                                     IterVar(Var(r.var.name + "i"), Range(0, width), REDUCE))
+
+    def post(node):
+        if not isinstance(node, TensorRead):
+            return node
+        src = node.tensor.op
+        if src not in blocked:
+            mapped = new.get(src, src)
+            return node if mapped is src else TensorRead(mapped.output(node.tensor.value_index), node.indices)
+        idx = list(node.indices)
+        ch_index = idx[1]
+        if is_blocked and ch_index is c:
+            outer, inner = axes[1].var, axes[4].var
+        elif isinstance(ch_index, Var) and ch_index in splits:
+            outer, inner = splits[ch_index][0].var, splits[ch_index][1].var
+        else:
+            outer, inner = floordiv(ch_index, width), floormod(ch_index, width)
+        return TensorRead(new[src].output(0), (idx[0], outer, idx[2], idx[3], inner))
+
+    mapping = {v: o.var * width + i.var for v, (o, i) in splits.items()}
+    if is_blocked:
+        mapping[c] = axes[1].var * width + axes[4].var
+    ranges = {a.var: (0, a.dom.extent - 1) for a in axes if isinstance(a.dom.extent, int)}
+    for o, i in splits.values():
+        ranges[o.var], ranges[i.var] = (0, o.dom.extent - 1), (0, width - 1)
+
+    def tidy(node):
+        # (cb * L + l) // L -> cb in a packed weight's index; other indices stay as written
+        # (fusion matches a reader's axis variables by identity)
+        if isinstance(node, TensorRead) and any(_has_div_mod(i) for i in node.indices):
+            return TensorRead(node.tensor, tuple(simplify(i, ranges) if _has_div_mod(i) else i
+                                                 for i in node.indices))
+        return node
+
+    bodies = []
+    for body in op.bodies:
+        b = substitute(rewrite_post_order(body, post), mapping) if mapping else rewrite_post_order(body, post)
+        if mapping:
+            b = rewrite_post_order(b, tidy)
+        if isinstance(b, Reduce) and splits:
+            red_axes = []
+            for a in b.axis:
+                red_axes += [splits[a.var][0]] if a.var in splits else [a]
+            red_axes += [splits[a.var][1] for a in b.axis if a.var in splits]
+            b = dataclasses.replace(b, axis=tuple(red_axes))
+        bodies.append(b)
+    if not is_blocked and all(a is b for a, b in zip(bodies, op.bodies)):
+        return op
+    return ComputeOp(op.name, tuple(axes), bodies[0], op.tag, op.attrs, tuple(bodies[1:]))

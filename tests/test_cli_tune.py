@@ -1,0 +1,52 @@
+"""`schedlang tune` end to end, in a subprocess as a user runs it: a small model tuned with a
+few trials writes its log and prints a line per round, the per-task table (weights from the
+repeated kernel) and the model's latency, and its tuned result matches eager PyTorch; bad
+options are one line on stderr with exit status 2."""
+import json
+
+from tests.test_cli import schedlang, write
+
+MODEL = """
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(16, 16), torch.nn.Linear(16, 4)
+
+        def forward(self, x):
+            for _ in range(3):
+                x = torch.relu(self.a(x))
+            return self.b(x)
+"""
+
+
+def test_tune_writes_the_log_and_prints_the_table(tmp_path):
+    path = write(tmp_path, "net.py", MODEL)
+    log = tmp_path / "net.jsonl"
+    rc, out, err = schedlang("tune", path, "--model", "Net", "--shape", "2,16", "--trials", "4",
+                             "--per-round", "1", "--log", str(log), timeout=600)
+    assert rc == 0, out + err
+    lines = out.splitlines()
+    assert sum(line.startswith("tune: round ") for line in lines) == 4
+    head = next(k for k, line in enumerate(lines) if line.split()[:3] == ["id", "kernel", "weight"])
+    rows = [line.split() for line in lines[head + 2:] if line.split() and line.split()[0].isdigit()]
+    weights = sorted(int(r[3]) for r in rows)       # id, kind, name, weight, trials, ...
+    assert weights == [1, 1, 2] and sum(int(r[4]) for r in rows) == 4
+    assert all(r[-1].endswith("x") for r in rows)
+    assert "estimated model latency" in out and "measured model latency" in out
+    assert "run: matches eager PyTorch" in out
+    recs = [json.loads(line) for line in log.read_text().splitlines()]
+    defaults = [r for r in recs if r.get("sketch") == "default" and "final" not in r]
+    assert len({r["workload"] for r in recs}) == 3 and len(defaults) == 3
+
+
+def test_tune_usage_errors(tmp_path):
+    path = write(tmp_path, "net.py", MODEL)
+    rc, _, err = schedlang("tune", path, "--shape", "2,16", "--log", str(tmp_path / "x.jsonl"))
+    assert rc == 2 and "--trials" in err and "Traceback" not in err
+    rc, _, err = schedlang("tune", path, "--shape", "2,16", "--trials", "4", "--log", str(tmp_path / "x.jsonl"),
+                           "--strategy", "greedy")
+    assert rc == 2 and "greedy" in err
+    rc, _, err = schedlang("tune", path, "--shape", "2,16", "--trials", "0", "--log", str(tmp_path / "x.jsonl"))
+    assert rc == 2 and "--trials" in err and len(err.strip().splitlines()) == 1

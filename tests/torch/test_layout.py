@@ -1,0 +1,144 @@
+"""NCHWc activations between dense convolutions (schedlang/torch/layout.py): numerics against
+eager torch on odd shapes (channels that are and are not a multiple of the block, odd
+spatial sizes, stride 2, padding, dilation, residual adds, pooling), bounds-checked builds,
+and where the blocked layout is and is not used."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import schedlang as sl
+import schedlang.torch as st
+from schedlang.torch import zoo
+
+from ..helpers import CHECKED
+
+HOST = sl.Target.create("llvm")
+L = HOST.native_lanes(32)
+
+
+def _bn(c: int) -> nn.BatchNorm2d:
+    bn = nn.BatchNorm2d(c)
+    bn.running_mean.uniform_(-0.5, 0.5)
+    bn.running_var.uniform_(0.5, 2.0)
+    nn.init.uniform_(bn.weight, 0.5, 1.5)
+    nn.init.uniform_(bn.bias, -0.5, 0.5)
+    return bn
+
+
+class Chain(nn.Module):
+    """conv-bn-relu, a strided dilated conv with a residual through a 1x1/2 shortcut, a max
+    pool, another conv, an average pool: every kind of consumer of a blocked activation."""
+
+    def __init__(self, cin: int, c1: int, c2: int):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(cin, c1, 3, 1, 1, bias=False), _bn(c1)
+        self.c2, self.b2 = nn.Conv2d(c1, c2, 3, 2, 2, dilation=2, bias=True), _bn(c2)
+        self.down, self.bd = nn.Conv2d(c1, c2, 1, 2, 0, bias=False), _bn(c2)
+        self.c3 = nn.Conv2d(c2, c2, 3, 1, 1, bias=True)
+        self.eval()
+
+    def forward(self, x):
+        y = F.relu(self.b1(self.c1(x)))
+        z = F.relu(self.b2(self.c2(y)) + self.bd(self.down(y)))
+        z = F.max_pool2d(z, 3, 2, 1, ceil_mode=True)
+        return F.adaptive_avg_pool2d(F.relu(self.c3(z)), 1) + z.mean((2, 3), keepdim=True)
+
+
+def _compile(model, x, target):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        warnings.simplefilter("error", UserWarning)      # a schedule falling back to plain loops
+        return st.compile(model, (x,), target=target)
+
+
+def _blocked(cm):
+    """Names of the 5-d (blocked) stages of the compiled program."""
+    from schedlang.tensor.graph import post_order
+    ops = post_order([t.op for p in cm.program.parts for _, t in p.outputs])
+    return [op.name for op in ops if len(getattr(op, "shape", ())) == 5 and not op.name.endswith("_packed")
+            and "weight" not in op.name]
+
+
+@pytest.mark.parametrize("cin,c1,c2,hw", [
+    (3, 2 * L, 2 * L, (13, 11)),     # blocked all the way
+    (5, L, 3 * L, (9, 16)),          # an odd number of channel blocks
+    (4, 12, 2 * L, (10, 7)),         # 12 channels: not a multiple of L, stays NCHW
+])
+def test_chain_matches_eager(cin, c1, c2, hw):
+    torch.manual_seed(0)
+    model = Chain(cin, c1, c2)
+    x = torch.randn(1, cin, *hw)
+    with torch.no_grad():
+        want = model(x)
+    for target in (CHECKED, HOST):
+        cm = _compile(model, x, target)
+        assert cm.fallback_ops() == {} and len(cm.program.parts) == 1
+        with torch.no_grad():
+            torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+    blocked = _blocked(cm)
+    assert bool(blocked) == (c1 % L == 0 or c2 % L == 0)
+
+
+def test_blocked_only_between_convolutions():
+    """A conv whose result is the program's output keeps NCHW; the activation a second conv
+    reads is blocked, and so is the first conv's sum it is computed from."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, L, 3, padding=1), nn.ReLU(), nn.Conv2d(L, L, 3, padding=1)).eval()
+    x = torch.randn(1, 3, 6, 5)
+    cm = _compile(model, x, HOST)
+    with torch.no_grad():
+        torch.testing.assert_close(cm(x), model(x), rtol=1e-4, atol=1e-4)
+    part = cm.program.parts[0]
+    (out,) = [t for _, t in part.outputs]
+    assert len(out.shape) == 4
+    assert len(_blocked(cm)) >= 2
+    alone = _compile(nn.Conv2d(3, L, 3, padding=1).eval(), x, HOST)
+    assert _blocked(alone) == []
+
+
+def test_resnet_blocks_match_eager_in_bounds_checked_builds():
+    torch.manual_seed(0)
+    model = zoo.resnet18(width=L, layers=(1, 1, 1, 1), num_classes=10).eval()
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_var.uniform_(0.5, 2.0)
+    x = torch.randn(1, 3, 37, 29)
+    with torch.no_grad():
+        want = model(x)
+    for target in (CHECKED, HOST):
+        cm = _compile(model, x, target)
+        assert cm.fallback_ops() == {} and len(cm.program.parts) == 1
+        with torch.no_grad():
+            torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+    assert _blocked(cm)
+
+
+def test_a_narrow_convolution_reads_a_blocked_activation():
+    """y is blocked for the conv of L output channels; the conv of 12 (its weight packed 12
+    wide, its result NCHW) reads the same y by blocks of input channels."""
+    torch.manual_seed(0)
+
+    class Branches(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c0, self.a, self.b = nn.Conv2d(3, L, 3, padding=1), nn.Conv2d(L, L, 3, padding=1), \
+                nn.Conv2d(L, 12, 3, stride=2, padding=1)
+
+        def forward(self, x):
+            y = F.relu(self.c0(x))
+            return F.relu(self.a(y)).sum((2, 3)), self.b(y)
+
+    model = Branches().eval()
+    x = torch.randn(1, 3, 11, 6)
+    with torch.no_grad():
+        want = model(x)
+    for target in (CHECKED, HOST):
+        cm = _compile(model, x, target)
+        with torch.no_grad():
+            torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+    assert _blocked(cm)

@@ -1,0 +1,220 @@
+"""The model-level disk cache (schedlang/torch/model_cache.py): a compile of a model found
+on disk runs no lowering, fusion, scheduling or code generation and gives the same results;
+the weights still come from the module at each call; any change of graph, target or tuning
+log misses; an entry whose kernels were evicted or that is damaged is not used; a second
+process compiling through torch.compile(backend="schedlang") loads from disk."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import schedlang as sl
+import schedlang.torch as st
+from schedlang import build_cache, disk, kernel_cache
+from schedlang.torch import model_cache, runtime, zoo
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A fresh cache folder, the disk caches on, fresh counters, the in-memory cache empty."""
+    monkeypatch.setenv(disk.ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(disk.CODE_CACHE_ENV, "1")
+    monkeypatch.setattr(kernel_cache, "stats", kernel_cache.DiskStats())
+    monkeypatch.setattr(model_cache, "stats", model_cache.ModelStats())
+    build_cache.clear()
+    yield tmp_path / "cache"
+    build_cache.clear()
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("lowered or built again")
+
+
+def _compile(model, inputs, **kw):
+    build_cache.clear()          # as a new process: only the disk remembers
+    with torch.no_grad():
+        return st.compile(model, inputs, **kw)
+
+
+def _model():
+    torch.manual_seed(0)
+    return zoo.build("resnet18", "tiny")
+
+
+def test_a_hit_skips_lowering_and_building(cache, monkeypatch):
+    model, inputs = _model()
+    first = _compile(model, inputs)
+    assert model_cache.stats.stores == 1 and isinstance(first._plan, st.LoweredProgram)
+    with torch.no_grad():
+        want = first(*inputs)
+    monkeypatch.setattr(runtime, "lower_graph", _refuse)
+    monkeypatch.setattr(sl, "build", _refuse)
+    again = _compile(model, inputs)
+    assert model_cache.stats.loads == 1 and isinstance(again._plan, model_cache.CachedPlan)
+    with torch.no_grad():
+        got = again(*inputs)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert again.fallback_ops() == {}
+    monkeypatch.undo()
+    assert again.ir("tensor") == first.ir("tensor")        # lowered when asked
+    assert again.ir("kernel") == first.ir("kernel")
+
+
+def test_weights_are_read_from_the_module_after_a_hit(cache):
+    model, inputs = _model()
+    _compile(model, inputs)
+    again = _compile(model, inputs)
+    assert model_cache.stats.loads == 1
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(0.5)                                      # seen: packed weights made again
+        for b in model.buffers():
+            if b.is_floating_point():
+                b.add_(0.25)
+        torch.testing.assert_close(again(*inputs), model(*inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_another_graph_target_or_log_misses(cache, tmp_path):
+    model, inputs = _model()
+    _compile(model, inputs)
+    graph = st.capture(model, inputs)
+    host = sl.Target.create("llvm")
+    text = model_cache.key_text(graph, host, None)
+    assert text is not None and model_cache.load(text, host) is not None
+    wider = st.capture(model, (torch.randn(1, 3, 40, 40),))
+    assert model_cache.key_text(wider, host, None) != text
+    assert model_cache.key_text(graph, host.with_options(num_threads=1), None) != text
+    assert model_cache.key_text(graph, sl.Target.create("llvm -mattr=-avx512f"), None) != text
+    log = tmp_path / "log.jsonl"
+    log.write_text("")
+    empty = model_cache.key_text(graph, host, str(log))
+    log.write_text('{"another": "record"}\n')
+    assert len({text, empty, model_cache.key_text(graph, host, str(log))}) == 3
+    assert all(v in text for v in kernel_cache.versions().values()) and torch.__version__ in text
+
+
+def test_an_entry_whose_kernels_were_evicted_is_not_used(cache):
+    model, inputs = _model()
+    _compile(model, inputs)
+    for p in (cache / kernel_cache.FOLDER).glob("*" + disk.ENTRY_SUFFIX):
+        p.unlink()
+    again = _compile(model, inputs)
+    assert model_cache.stats.loads == 0 and isinstance(again._plan, st.LoweredProgram)
+    with torch.no_grad():
+        torch.testing.assert_close(again(*inputs), model(*inputs), rtol=1e-4, atol=1e-4)
+    assert isinstance(_compile(model, inputs)._plan, model_cache.CachedPlan), "stored again"
+
+
+def test_a_damaged_entry_is_not_used(cache):
+    model, inputs = _model()
+    _compile(model, inputs)
+    (entry,) = (cache / model_cache.FOLDER).glob("*" + disk.ENTRY_SUFFIX)
+    data = bytearray(entry.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    entry.write_bytes(bytes(data))
+    again = _compile(model, inputs)
+    assert kernel_cache.stats.rejected == 1 and isinstance(again._plan, st.LoweredProgram)
+    with torch.no_grad():
+        torch.testing.assert_close(again(*inputs), model(*inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_graphs_with_torch_steps_or_dynamic_sizes_are_not_stored(cache):
+    class Odd(torch.nn.Module):
+        def forward(self, x):
+            return torch.cumsum(x.relu(), 1) + 1      # cumsum runs in torch
+
+    x = torch.randn(4, 8)
+    with pytest.warns(st.FallbackWarning, match="cumsum"):
+        odd = _compile(Odd(), (x,))
+    assert odd.fallback_ops() == {"cumsum": 1} and model_cache.stats.stores == 0
+    with pytest.warns(st.FallbackWarning, match="cumsum"):    # compiled again, warned again
+        _compile(Odd(), (x,))
+    lin = torch.nn.Linear(8, 3).eval()
+    batch = torch.export.Dim("batch", min=2)
+    dyn = _compile(lin, (x,), dynamic_shapes=({0: batch},))
+    assert model_cache.stats.stores == 0 and kernel_cache.stats.stores >= 1
+    with torch.no_grad():
+        torch.testing.assert_close(dyn(torch.randn(6, 8)).shape, torch.Size([6, 3]))
+
+
+def test_the_cache_folders_are_in_cache_info(cache, capsys):
+    from schedlang.cli import main as cli_main
+    model, inputs = _model()
+    _compile(model, inputs)
+    assert kernel_cache.info()[model_cache.FOLDER]["entries"] == 1
+    assert cli_main(["cache", "info"]) == 0
+    assert "models: 1 entries" in capsys.readouterr().out
+    assert kernel_cache.clear() == 3          # the kernel, its default-schedule alias, the model
+    assert isinstance(_compile(model, inputs)._plan, st.LoweredProgram)
+
+
+# A GPT-2 (fused qkv, chunk, causal attention) compiled by schedlang.torch.compile or
+# torch.compile(backend="schedlang"); prints the output's digest and the caches' counters.
+# With FORBID set, lowering and LLVM code generation raise.
+SCRIPT = r"""
+import json, os, sys
+import torch
+import schedlang.torch as st
+import schedlang.torch.dynamo  # noqa: F401
+from schedlang import kernel_cache
+from schedlang.torch import model_cache, runtime, zoo
+if os.environ.get("FORBID"):
+    from schedlang.target.llvm.backend import LLVMBackend
+    def refuse(*a, **k):
+        raise RuntimeError("lowered or built again")
+    LLVMBackend.build = refuse
+    runtime.lower_graph = refuse
+torch.manual_seed(0)
+model, inputs = zoo.build("gpt2", "tiny")
+with torch.no_grad():
+    if os.environ.get("DYNAMO"):
+        y = torch.compile(model, backend="schedlang", dynamic=False)(*inputs)
+    else:
+        y = st.compile(model, inputs)(*inputs)
+    err = (y - model(*inputs)).abs().max().item()
+print(json.dumps({"digest": y.numpy().tobytes().hex(), "err": err, "loads": kernel_cache.stats.loads,
+                  "stores": kernel_cache.stats.stores, "model_loads": model_cache.stats.loads}))
+"""
+
+
+def test_second_processes_load_models_from_disk_by_either_path(cache):
+    """Export path, then Dynamo path: each later process loads (no lowering in the second of
+    a path, no code generation after the first); both paths build the same kernels."""
+    env = {**os.environ, disk.ENV: str(cache), disk.CODE_CACHE_ENV: "1", "PYTHONPATH": str(ROOT)}
+
+    def run(**extra):
+        done = subprocess.run([sys.executable, "-c", SCRIPT], env={**env, **extra}, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    first = run()
+    assert first["stores"] >= 1 and first["err"] < 1e-4
+    second = run(FORBID="1")
+    assert (second["model_loads"], second["loads"], second["stores"]) == (1, first["stores"], 0)
+    dynamo = run(DYNAMO="1")          # its own graph (lowered once), the kernels of the export path
+    assert (dynamo["loads"], dynamo["stores"]) == (first["stores"], 0)
+    again = run(DYNAMO="1", FORBID="1")
+    assert (again["model_loads"], again["loads"], again["stores"]) == (1, first["stores"], 0)
+    assert first["digest"] == second["digest"] == dynamo["digest"] == again["digest"]
+
+
+def test_off_with_a_lowering_from_outside_or_the_build_cache_off(cache, monkeypatch):
+    """A lowering registered by user code changes what a graph lowers to, and no version in
+    the key says so: such a process neither loads nor stores models (kernels still cached)."""
+    from schedlang.torch.ops.registry import LOWERINGS
+    model, inputs = _model()
+    _compile(model, inputs)
+    graph, host = st.capture(model, inputs), sl.Target.create("llvm")
+    assert model_cache.key_text(graph, host, None) is not None
+    monkeypatch.setitem(LOWERINGS, "aten.my_op_for_this_test", lambda ctx, x: x)
+    assert model_cache.key_text(graph, host, None) is None
+    assert isinstance(_compile(model, inputs)._plan, st.LoweredProgram)
+    monkeypatch.delitem(LOWERINGS, "aten.my_op_for_this_test")
+    monkeypatch.setattr(build_cache, "ENABLED", False)
+    assert model_cache.key_text(graph, host, None) is None
