@@ -16,7 +16,8 @@ On the CPU, three kernels:
   `vecs` vector loads of weights and wt * vecs FMAs into registers; the tile is then written
   back to NCHW through the epilogue, a row of wt columns per store. (batch, channel
   block, output rows) run in parallel.
-- rows (depthwise, grouped, or a weight that is not a constant): each output row split in
+- rows (a weight that is not a constant; depthwise and grouped ones are depthwise_schedules.py's,
+  rows over a padded plane): each output row split in
   vectors along the width, the whole reduction inside, on a vector accumulator (the input
   read along the width, the weight broadcast).
 On CUDA: one output per thread (its sums in registers, the epilogue after them), 256
@@ -41,6 +42,9 @@ def schedule_conv_cpu(s, group, target: Target) -> None:
     """Schedule the convolution kernel group (group.convs not empty) for a CPU target."""
     if all(len(s[c].op.axis) == 5 for c in group.convs) and len(s[group.anchor].op.axis) == 5:
         return _conv_nchwc_cpu(s, group)          # blocked activations (layout.py)
+    if not all(_dense(s[c]) for c in group.convs):     # depthwise/grouped: rows over a padded local plane
+        from .depthwise_schedules import schedule_grouped_conv_cpu
+        return schedule_grouped_conv_cpu(s, group, target)
     widths = {block_width(s[c]) if _dense(s[c]) else None for c in group.convs}
     width = widths.pop() if len(widths) == 1 else None
     if width is not None and width > 1:
@@ -93,7 +97,7 @@ def _conv_blocked_cpu(s, group, width: int) -> None:
     out = s[group.anchor]
     n, oc, *spatial = out.op.axis
     channels, cols = static(oc.dom.extent), static(spatial[-1].dom.extent)
-    vecs = MAX_TILE_VECTORS if width <= 8 and channels >= MAX_TILE_VECTORS * width else 1
+    vecs = MAX_TILE_VECTORS if width <= 8 and channels % (MAX_TILE_VECTORS * width) == 0 else 1
     wt = max(1, min(TILE_WIDTH if vecs == 1 else TILE_WIDTH_2, cols))
     co, ci = out.split(oc, factor=vecs * width)
     wo, wi = out.split(spatial[-1], factor=wt)

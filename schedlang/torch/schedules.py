@@ -100,6 +100,8 @@ def tuned_schedule(outputs: List, target: Target, log: str) -> Optional[Schedule
 def schedule_group(s: Schedule, group: Group, target: Target) -> None:
     """Schedule one kernel of s by its kind, with the target's function for that kind
     (Backend.default_schedules: schedule_matmul_cpu for "matmul" on llvm, ...)."""
+    if group.anchor.attach_type == "at":    # placed inside another kernel by its rule (a padded input plane)
+        return
     rules = get_backend(target.kind).default_schedules()
     if is_attention(group.anchor):
         return rules["attention"](s, group, target)

@@ -27,6 +27,7 @@ from .fuse import Group, is_matmul
 from .schedules import _extent, _fuse, _product, lanes, schedule_rows_cpu, static, vector_factor
 
 WINDOW = 64          # at most this many taps per output (a 7x7 pool has 49; a global pool is a row reduction)
+UNROLL_TAPS = 9      # windows of at most this many taps (a 3x3 pool, a linear upsample's pair) are unrolled
 
 
 def is_window(st) -> bool:
@@ -75,6 +76,9 @@ def _vectorize_row(stage, target) -> None:
         outer, inner = stage.split(last, factor=v)
     if stage.op.reduce_axis:
         stage.reorder(*([outer] if outer is not None else []), *stage.op.reduce_axis, inner)
+        if (_product(_extent(r) for r in stage.op.reduce_axis) or UNROLL_TAPS + 1) <= UNROLL_TAPS:
+            for r in stage.op.reduce_axis:      # straight-line taps: the row stays in registers between them
+                stage.unroll(r)
     stage.vectorize(inner)
 
 

@@ -71,3 +71,21 @@ def test_interpolate_in_a_module_compiles_whole():
         compiled = st.compile(Resizes(), (x,))
     for got, want in zip(compiled(x), Resizes()(x)):
         torch.testing.assert_close(got, want)
+
+
+class Bilinear(nn.Module):
+    def forward(self, x):
+        return F.interpolate(x, scale_factor=2, mode="bilinear")
+
+
+def test_bilinear_interpolates_each_input_row_once_then_between_rows():
+    """A rows kernel [.., in_h, out_w] (two taps along the row, unrolled), then the output
+    reads two of its rows: half the data-dependent reads of four corners per output."""
+    x = torch.randn(1, 3, 7, 9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        compiled = st.compile(Bilinear(), (x,))
+    torch.testing.assert_close(compiled(x), Bilinear()(x))
+    tile = compiled.ir("tile")
+    assert "upsample_bilinear2d_rows: f32[1, 3, 7, 18]" in tile and "unrolled tap" in tile, tile
+    assert tile.count("parallel") == 2

@@ -15,6 +15,7 @@ from ...expr.nodes import Buffer, Const, Expr, Load, Ramp
 from ...loop.nodes import Store
 from .status import STATUS
 from .streaming import METADATA, streaming_alignment
+from .strided import load_stride, load_strided
 from .types import compute_type, memory_type, scalar_memory
 
 SCRATCH_BYTES = 4096
@@ -113,6 +114,9 @@ class MemoryEmitter:
 
     def load(self, e: Load) -> str:
         buf = e.buffer
+        stride = load_stride(e.indices[0])
+        if stride is not None and not self.module.bounds_check:     # checked: per lane, as a gather
+            return self.from_memory(load_strided(self, e, stride), e.dtype)
         kind, ptr, mask = self.access(buf, e.indices[0], e.predicate)
         mty, align, lanes = memory_type(e.dtype), buf.dtype.bytes, e.dtype.lanes
         if kind in ("scalar", "vector"):

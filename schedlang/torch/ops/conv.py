@@ -8,8 +8,10 @@ A padded dense convolution with packed weights (the CPU's register-tiled kernels
 with a kernel of PAD_COPY_KERNEL taps or more, reads a zero-padded copy `<name>_pad` of its input (tagged CONV_PAD_TAG, a kernel of
 its own) without guards: a guarded read per tap and output in the register-tiled inner
 loop cost more than the convolution (ResNet-18's 3x3 layers ran 2x slower, the 7x7 stem
-too). Other convolutions (depthwise, grouped) guard their input reads instead (zero outside
-the input: never a read out of bounds). The sum accumulates in float32 for float16/bfloat16; a bias
+too). So do grouped ones (depthwise) with output rows of GROUPED_PAD_MIN_WIDTH or more: their
+copy is a plane per task made inside the convolution's kernel (depthwise_schedules.py).
+Others guard their input reads instead (zero outside the input: never a read out of
+bounds). The sum accumulates in float32 for float16/bfloat16; a bias
 and the cast back are an elementwise stage `<name>` after the sum `<name>_conv`, which
 fusion keeps in the convolution's kernel (its epilogue, with what follows: batch norm,
 ReLU, a residual add).
@@ -54,6 +56,9 @@ class ConvCall:
 
 
 PAD_COPY_KERNEL = 5
+# Output rows of a grouped convolution at least this long read a padded plane; shorter ones
+# (MobileNetV2's 7x7) guard their reads: there the copy costs more than the guards it saves.
+GROUPED_PAD_MIN_WIDTH = 8
 
 # The convolution each lowered result computes, for the batch norm that may follow it.
 _CALLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -108,7 +113,11 @@ def block_width(ctx, call: ConvCall) -> int:
     target, oc = ctx.target, call.weight.shape[0]
     if call.groups != 1 or not isinstance(target, sl.Target) or not sl.get_backend(target.kind).prepacks_weights:
         return 1
-    return max(1, min(oc, target.native_lanes(dtype(acc_dtype(call.x.dtype)).bits)))
+    lanes = target.native_lanes(dtype(acc_dtype(call.x.dtype)).bits)
+    width = max(1, min(oc, lanes))
+    while oc % width and width > lanes // 4:    # a block dividing OC (24: 8): no guarded channel tail in the sum
+        width //= 2
+    return width
 
 
 def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1) -> sl.Tensor:
@@ -125,7 +134,8 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1) -> sl.T
     r = [sl.reduce_axis((0, k), name=nm) for k, nm in zip(kernel, ("rh", "rw") if nsp == 2 else ("rw",))]
     out_shape = call.out_shape
 
-    pad_copy = max(call.padding) > 0 and (width > 1 or max(kernel) >= PAD_COPY_KERNEL)
+    grouped_pad = call.groups > 1 and out_shape[-1] >= GROUPED_PAD_MIN_WIDTH   # depthwise_schedules.py
+    pad_copy = max(call.padding) > 0 and (width > 1 or max(kernel) >= PAD_COPY_KERNEL or grouped_pad)
     if pad_copy:
         x = _padded(ctx, call)
 

@@ -111,20 +111,37 @@ def _upsample_linear(ctx, x, n: int, output_size, align_corners, scales, op: str
         raise Unsupported(f"{op} of a {x.dtype} tensor is not lowered (torch has float kernels only)")
     sizes, outs, scales = _sizes(x, n, output_size, scales, op)
     lead, calc, acc = x.ndim - n, _calc(x), acc_dtype(x.dtype)
+    src, last = x, n            # what the outer dims interpolate, and how many dims it still has to
+    if n >= 2:
+        src, last = _along_last(ctx, x, sizes[-1], outs[-1], scales[-1], bool(align_corners), calc, acc), n - 1
 
     def body(i):
         taps = [linear_taps(i[lead + d], sizes[d], outs[d], scales[d], bool(align_corners), calc)
-                for d in range(n)]
+                for d in range(last)]
 
         def interp(d: int, index: Sequence) -> Expr:
             """Torch's order: the last dim's pair innermost, t0 * w0 + t1 * w1 outward."""
-            if d == n:
-                return sl.cast(acc, x[tuple(list(i[:lead]) + list(index))])
+            if d == last:
+                return sl.cast(acc, src[tuple(list(i[:lead]) + list(index) + list(i[lead + last:]))])
             i0, i1, w0, w1 = taps[d]
             t0, t1 = interp(d + 1, list(index) + [i0]), interp(d + 1, list(index) + [i1])
             return t0 * sl.cast(acc, w0) + t1 * sl.cast(acc, w1)
         return sl.cast(str(x.dtype), interp(0, []))
     return compute(list(x.shape[:lead]) + outs, body, ctx.name())
+
+
+def _along_last(ctx, x, size: int, out: int, factor, align_corners: bool, calc: str, acc: str) -> sl.Tensor:
+    """x interpolated along its last dim only, in acc: t[.., o] = x[.., i0] * w0 + x[.., i1] * w1,
+    a sum over two taps, so that it is a kernel of its own (a window reduction): every input
+    row is interpolated once and read by the output rows next to it (a 2x bilinear upsample
+    makes half the data-dependent reads of interpolating all four corners per output)."""
+    tap = sl.reduce_axis((0, 2), name="tap")
+
+    def body(i):
+        i0, i1, w0, w1 = linear_taps(i[-1], size, out, factor, align_corners, calc)
+        v = x[tuple(list(i[:-1]) + [i0 + tap * (i1 - i0)])]
+        return sl.sum(sl.cast(acc, v) * sl.cast(acc, sl.select(tap < 1, w0, w1)), axis=tap)
+    return compute(list(x.shape[:-1]) + [out], body, ctx.name("rows"))
 
 
 def _register_nearest(n: int, exact: bool):

@@ -1,0 +1,50 @@
+"""Vector loads of a small constant stride (x[2 * i + c]: the taps of a stride-2 convolution
+or pooling window along a row) as one contiguous masked load and a shuffle, not a gather.
+
+A gather loads one lane at a time (16 loads for a 16-lane float vector on AVX-512); a load
+of lanes * stride consecutive elements is `stride` vector loads, and keeping every
+stride-th lane is one permute per result vector. Only the wanted elements are enabled in
+the wide load's mask (lane j when j % stride == 0 and the access's own predicate holds at
+j // stride), so no element is read past the last wanted one: the access stays in bounds
+exactly when the gather would.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ...expr.nodes import Const, Expr, Load, Ramp
+from .types import scalar_memory
+
+MAX_STRIDE = 4        # beyond this, the wide load reads more than a gather's loads are worth
+
+
+def load_stride(index: Expr) -> Optional[int]:
+    """The stride of a vector index that load_strided handles (a ramp of constant stride
+    2..MAX_STRIDE), else None."""
+    if isinstance(index, Ramp) and isinstance(index.stride, Const) and isinstance(index.stride.value, int) \
+            and 2 <= index.stride.value <= MAX_STRIDE:
+        return int(index.stride.value)
+    return None
+
+
+def load_strided(em, e: Load, stride: int) -> str:
+    """The raw memory value (as a vector load gives it) of e, whose index is a ramp of
+    `stride`; em is the FunctionEmitter (its fn, ptrs, expr, index64, declare)."""
+    from .emit_expr import suffix
+    index, lanes, buf = e.indices[0], e.dtype.lanes, e.buffer
+    elem = scalar_memory(buf.dtype)
+    wide = lanes * stride
+    wty = f"<{wide} x {elem}>"
+    base = em.fn.emit(f"getelementptr inbounds {elem}, ptr {em.ptrs[buf]}, i64 {em.index64(index.base)}", "addr")
+    if e.predicate is None:
+        mask = "<" + ", ".join(f"i1 {'true' if j % stride == 0 else 'false'}" for j in range(wide)) + ">"
+    else:   # lane j of the wide mask: the predicate's lane j // stride where j % stride == 0, else off
+        spread = ", ".join(f"i32 {j // stride if j % stride == 0 else lanes}" for j in range(wide))
+        mask = em.fn.emit(f"shufflevector <{lanes} x i1> {em.expr(e.predicate)}, <{lanes} x i1> zeroinitializer, "
+                          f"<{wide} x i32> <{spread}>", "mask")
+    name = f"llvm.masked.load.{suffix(wty)}.p0"
+    em.declare(f"declare {wty} @{name}(ptr, i32, <{wide} x i1>, {wty})")
+    raw = em.fn.emit(f"call {wty} @{name}(ptr {base}, i32 {buf.dtype.bytes}, <{wide} x i1> {mask}, "
+                     f"{wty} zeroinitializer)", buf.name)
+    keep = ", ".join(f"i32 {i * stride}" for i in range(lanes))
+    return em.fn.emit(f"shufflevector {wty} {raw}, {wty} poison, <{lanes} x i32> <{keep}>", f"{buf.name}.strided")

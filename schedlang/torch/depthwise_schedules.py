@@ -1,0 +1,92 @@
+"""Default CPU schedule of depthwise and grouped convolutions (a fuse.Group whose
+convolutions read input channels that depend on the output channel), activations NCHW:
+
+    parallel n.oc (whole planes a task; rows of planes when there are few planes):
+      xpad[h', w'] = x[n, c, h' - pad, w' - pad] or 0          (the plane, zero-padded, local)
+      for oh:
+        for ow.outer:                                             (a row, or a divisor of it)
+          acc[0:V] = 0
+          for rc, rh, rw (taps unrolled):
+            acc[0:V] += xpad[oh * s + rh * d, (ow * s + rw * d)[0:V]] * w[oc, rc, rh, rw]
+          out[n, oc, oh, ow[0:V]] = epilogue(acc)                   (bias, batch norm, ReLU6, ...)
+
+A depthwise convolution does 9 multiply-adds per output and no reuse across channels, so
+its cost is in the reads: each tap is one vector load along the row (a contiguous one at
+stride 1; at stride 2 a wide load and a shuffle, target/llvm/strided.py) with the weight
+broadcast. The padding is paid once per input element in the local padded plane
+(ops/conv.py lowers grouped convolutions with padding as a read of a `<name>_pad` stage),
+not per tap in the inner loop: guarded reads there (a mask per tap and row) cost more
+than the multiply-adds.
+
+With NCHWc-blocked activations (a vector of channels innermost) a tap would be one aligned
+vector load of 16 channels at any stride, the padding a scalar test per column, and the
+nine weight vectors of a 3x3 kernel would stay in registers across a row of outputs; on
+NCHW input, vectorizing along the row is what needs no transposition.
+
+On CUDA the conv rule of conv_schedules.py applies (one output per thread) and the padded
+input is a kernel of its own.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..target.target import Target
+from .conv_schedules import MAX_UNROLL_TAPS, _accumulators, _row_vector
+from .fuse import CONV_PAD_TAG
+from .schedules import _extent, _fuse, _product, lanes, static, threads
+
+TASKS_PER_THREAD = 4      # planes per worker thread below which the tasks are rows of planes
+
+
+def padded_input(s, conv) -> Optional[object]:
+    """The stage of the zero-padded input copy that conv reads (ops/conv.py), or None."""
+    for st in s.inputs_of(conv):
+        if getattr(st.op, "tag", "") == CONV_PAD_TAG:
+            return st
+    return None
+
+
+def schedule_grouped_conv_cpu(s, group, target: Target) -> None:
+    """Schedule a kernel of depthwise/grouped convolutions (group.convs) for a CPU target."""
+    out, accs = _accumulators(s, group)
+    n, oc, *spatial = out.op.axis
+    last = spatial[-1]
+    v = _row_vector(static(last.dom.extent), lanes(target, accs[0]))
+    if v is not None and static(last.dom.extent) != v:
+        wo, wi = out.split(last, factor=v)
+    else:
+        wo, wi = None, last
+    planes = _product([n.dom.extent, oc.dom.extent])
+    if spatial[:-1] and planes is not None and planes >= TASKS_PER_THREAD * threads(target):
+        task = _fuse(out, [n, oc])          # a plane: its padded copy made once
+        row = spatial[-2]
+    else:
+        task = row = _fuse(out, [n, oc] + spatial[:-1])   # a row: the padded rows it reads, made per row
+    out.parallel(task)
+    for acc in accs:                     # the stage computing the sum (a cache of a kernel-result conv)
+        pad = padded_input(s, acc)
+        if pad is not None:
+            pad.compute_at(out, task)
+            _vectorize_row(pad, target)
+        acc.compute_at(out, wo if wo is not None else row)
+        *outer, col = acc.op.axis
+        rc, *taps = acc.op.reduce_axis
+        acc.reorder(*outer, rc, *taps, col)
+        for tap in taps:                 # each tap a fixed shift along the row
+            if (static(tap.dom.extent) or MAX_UNROLL_TAPS + 1) <= MAX_UNROLL_TAPS:
+                acc.unroll(tap)
+        if v is not None:
+            acc.vectorize(col)
+    if v is not None:
+        out.vectorize(wi)
+
+
+def _vectorize_row(stage, target) -> None:
+    """The stage's last axis vectorized by a row vector (the whole row when it fits)."""
+    last = stage.op.axis[-1]
+    v = _row_vector(static(_extent(last)), lanes(target, stage))
+    if v is None:
+        return
+    if static(_extent(last)) != v:
+        _, last = stage.split(last, factor=v)
+    stage.vectorize(last)

@@ -1,0 +1,125 @@
+"""Depthwise and grouped convolutions (torch/depthwise_schedules.py) against eager torch:
+channels not a multiple of the vector width, odd spatial sizes, stride 2, padding 1 and 2,
+dilation 2, channel multiplier > 1, groups of several channels, 1-d, batch 2, planes fewer
+than the tasks the threads want (row tasks) and more (plane tasks), other dtypes; built
+bounds-checked and for the host; the padded input plane made inside the conv's kernel
+(no guarded read left in the convolution); CUDA's default schedules in emulation."""
+import re
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import schedlang as sl
+import schedlang.torch as st
+from schedlang.torch.fuse import CONV_PAD_TAG, fuse
+from schedlang.torch.schedules import default_schedule
+
+from ..helpers import CHECKED
+from .test_conv import ConvBN, compile_checked
+
+TWO_THREADS = sl.Target.create("llvm -num-cores=2")
+
+CASES = {   # (in, out, kernel, stride, padding, dilation, groups), input shape
+    "dw_odd_channels": ((13, 13, 3, 1, 1, 1, 13), (1, 13, 9, 11)),
+    "dw_stride2_odd": ((21, 21, 3, 2, 1, 1, 21), (2, 21, 15, 13)),
+    "dw_dilation2": ((10, 10, 3, 1, 2, 2, 10), (1, 10, 11, 12)),
+    "dw_multiplier2": ((5, 10, 3, 1, 1, 1, 5), (1, 5, 8, 7)),
+    "dw_5x5_pad2_stride2": ((9, 9, 5, 2, 2, 1, 9), (1, 9, 13, 17)),
+    "dw_no_padding": ((6, 6, 3, 1, 0, 1, 6), (1, 6, 7, 9)),
+    "dw_few_planes_rows": ((3, 3, 3, 1, 1, 1, 3), (1, 3, 10, 19)),
+    "dw_wide_row": ((4, 4, 3, 2, 1, 1, 4), (1, 4, 5, 150)),
+    "grouped_4_per_group": ((8, 12, 3, 1, 1, 1, 2), (1, 8, 9, 10)),
+    "dw_one_column": ((8, 8, 3, 1, 1, 1, 8), (1, 8, 6, 1)),          # short rows: guarded reads, no plane
+    "dw_7x7_rows": ((40, 40, 3, 1, 1, 1, 40), (1, 40, 7, 7)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_grouped_convs_with_bn_relu6_match_eager(name):
+    (cin, cout, k, stride, pad, dil, groups), shape = CASES[name]
+    torch.manual_seed(0)
+    model = ConvBN(nn.Conv2d(cin, cout, k, stride, pad, dil, groups, bias=True), act=F.relu6)
+    compile_checked(model, torch.randn(*shape), targets=(CHECKED, sl.Target.create("llvm"), TWO_THREADS))
+
+
+def test_a_depthwise_residual_block_and_a_1d_depthwise_conv_match_eager():
+    torch.manual_seed(0)
+    compile_checked(ConvBN(nn.Conv2d(16, 16, 3, 1, 1, groups=16), residual=True), torch.randn(1, 16, 7, 7))
+    compile_checked(ConvBN(nn.Conv1d(6, 6, 3, 2, 1, groups=6), act=F.relu6), torch.randn(2, 6, 19))
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-9), (torch.float16, 1e-2), (torch.bfloat16, 5e-2)])
+def test_depthwise_in_other_dtypes_matches_eager(dtype, tol):
+    torch.manual_seed(0)
+    model = ConvBN(nn.Conv2d(7, 7, 3, 2, 1, groups=7), bn=False, act=F.relu6).to(dtype)
+    compile_checked(model, torch.randn(1, 7, 9, 10, dtype=dtype), tol=tol)
+
+
+def test_the_padded_plane_is_made_inside_the_kernel_and_the_conv_reads_it_unguarded():
+    torch.manual_seed(0)
+    model = ConvBN(nn.Conv2d(32, 32, 3, 2, 1, groups=32, bias=False), act=F.relu6)
+    cm = compile_checked(model, torch.randn(1, 32, 20, 20), targets=(TWO_THREADS,))
+    (part,) = cm.program.parts
+    outs = [t for _, t in part.outputs]
+    s = default_schedule(outs, TWO_THREADS)
+    pad = next(st_ for st_ in s.stages if getattr(st_.op, "tag", "") == CONV_PAD_TAG)
+    assert pad.attach_type == "at"
+    conv = next(g.convs[0] for g in fuse(sl.create_schedule([t.op for t in outs])) if g.convs)
+    assert "if_then_else" not in str(conv.op.body)
+    tile = cm.ir("tile")
+    assert re.search(r"alloc \w+_pad: f32\[1, 1, 21, 21\] local", tile), tile       # one padded plane per task
+    assert tile.count("parallel") == 1 and "masked.gather" not in cm.ir("target")
+
+
+def test_cuda_default_schedules_run_depthwise_convs_in_emulation():
+    """The padded input is a kernel of its own on CUDA, the convolution one output per thread."""
+    pytest.importorskip("cuda.bindings")
+    torch.manual_seed(0)
+    model = ConvBN(nn.Conv2d(6, 12, 3, 2, 1, groups=6), act=F.relu6)
+    x = torch.randn(1, 6, 9, 7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        warnings.simplefilter("error", UserWarning)
+        cm = st.compile(model, (x,), target="cuda")
+    with torch.no_grad():
+        want = model(x)
+        for engine in ("shim", "simt"):
+            torch.testing.assert_close(cm.emulate(x, engine=engine), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_1x1_conv_with_24_channels_packs_blocks_dividing_them():
+    """MobileNetV2's 24-channel projections: blocks of 8 (a half vector on AVX-512), so the
+    sum has no guarded channel tail (a masked multiply-add per step: 6x slower)."""
+    torch.manual_seed(0)
+    model = ConvBN(nn.Conv2d(40, 24, 1, bias=False), act=None)
+    cm = compile_checked(model, torch.randn(1, 40, 5, 11))
+    (width,) = [spec.width for spec in cm.program.packs.values() if spec.kind == "conv"]
+    assert 24 % width == 0 and width == min(8, sl.Target.create("llvm").native_lanes(32))
+    assert "< 24" not in cm.ir("tile")
+
+
+def test_a_depthwise_conv_with_a_dynamic_batch_runs_row_tasks():
+    """Planes unknown at compile time: one task per output row, its padded rows made in it."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(8, 8, 3, 2, 1, groups=8), nn.ReLU6()).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        cm = st.compile(model, (torch.randn(2, 8, 9, 7),),
+                        dynamic_shapes={"input": {0: torch.export.Dim("batch", max=64)}})
+    with torch.no_grad():
+        for batch in (1, 3):
+            x = torch.randn(batch, 8, 9, 7)
+            torch.testing.assert_close(cm(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_depthwise_conv_alone_also_makes_its_padded_plane_in_the_kernel():
+    """No epilogue: the sum runs in a cache of the result, and it is the cache that reads the
+    padded input (one kernel, one parallel loop, the plane local)."""
+    torch.manual_seed(0)
+    model = ConvBN(nn.Conv2d(16, 16, 3, 1, 1, groups=16, bias=False), bn=False, act=None)
+    cm = compile_checked(model, torch.randn(1, 16, 9, 10), targets=(TWO_THREADS,))
+    tile = cm.ir("tile")
+    assert re.search(r"alloc \w+_pad: f32\[1, 1, 11, 12\] local", tile) and tile.count("parallel") == 1, tile
