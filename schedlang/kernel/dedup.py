@@ -27,7 +27,12 @@ class AlphaKey:
     """Keys of statements up to a renaming of variables and buffers, numbered in order of
     first appearance (seed them with `bind` to fix the numbering, e.g. a kernel's parameters)."""
 
-    def __init__(self):
+    def __init__(self, table: Optional[Dict[tuple, int]] = None):
+        # A node's key is its entry in `table` (keys of equal nodes are equal numbers), not
+        # the nested tuple: hashing or comparing a nested tuple walks it as a tree, which is
+        # exponential in the depth of shared subexpressions. Statements compared with each
+        # other are keyed with one table.
+        self._table: Dict[tuple, int] = {} if table is None else table
         self.vars: List[Var] = []
         self.buffers: List[Buffer] = []
         self._var_ids: Dict[int, int] = {}
@@ -60,7 +65,7 @@ class AlphaKey:
             if hit is None:
                 k = (type(x).__name__,) + tuple(self.key(getattr(x, n)) for n in field_names(x)
                                                 if not (n == "stage" and isinstance(x, Stmt)))
-                hit = self._memo[id(x)] = (x, k)
+                hit = self._memo[id(x)] = (x, ("node", self._table.setdefault(k, len(self._table))))
             return hit[1]
         if isinstance(x, (tuple, list)):
             return (type(x).__name__,) + tuple(self.key(v) for v in x)
@@ -74,11 +79,14 @@ class AlphaKey:
         return x         # a DType, an enum member: compared by value
 
 
-def alpha_key(stmt: Stmt, bound: Sequence[object] = ()) -> Optional[Tuple[tuple, AlphaKey]]:
+def alpha_key(stmt: Stmt, bound: Sequence[object] = (), table: Optional[Dict[tuple, int]] = None
+              ) -> Optional[Tuple[tuple, AlphaKey]]:
     """(key, keyer) of stmt, its variables and buffers numbered after `bound`; keyer.vars and
     keyer.buffers list them in numbering order. None when stmt holds something that cannot be
-    compared by value (an extern function object, a combiner): such statements are never shared."""
-    keyer = AlphaKey()
+    compared by value (an extern function object, a combiner): such statements are never shared.
+    Keys are comparable only when made with the same `table` (give one to every alpha_key
+    whose keys are compared; by default each call has its own)."""
+    keyer = AlphaKey(table)
     try:
         k = (keyer.bind(bound), keyer.key(stmt))
     except _Unkeyable:

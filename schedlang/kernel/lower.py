@@ -105,9 +105,10 @@ def _per_nest(body: Stmt, passes):
     if not all(isinstance(n, StageNest) for n in nests):
         return None
     done: Dict[tuple, Tuple[int, Stmt, AlphaKey]] = {}
+    table: Dict[tuple, int] = {}          # the nests' keys are compared: one table for all
     out, origins = [], []
     for index, nest in enumerate(nests):
-        keyed = alpha_key(nest.body)
+        keyed = alpha_key(nest.body, table=table)
         hit = done.get(keyed[0]) if keyed is not None else None
         if hit is not None:
             var_map, buf_map = renaming(hit[2], keyed[1])
