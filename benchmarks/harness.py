@@ -61,12 +61,16 @@ class Timing:
 
     clock: "wall" (time.perf_counter, the default) or "cpu" (time.process_time: the CPU time of
     all this process's threads, which time slices given to other processes do not inflate;
-    meaningful with one thread, where no runtime spins while waiting)."""
+    meaningful with one thread, where no runtime spins while waiting).
+    pause_s: a sleep before each contender's turn in a round, so that the previous contender's
+    thread pool (ONNX Runtime's and OpenMP's spin while they wait for work) has gone to sleep
+    before the next one is timed."""
 
     repeat: int = 10
     min_round_s: float = 0.1
     warmup_s: float = 0.2
     clock: str = "wall"
+    pause_s: float = 0.05
 
     @staticmethod
     def quick(clock: str = "wall") -> "Timing":
@@ -95,8 +99,10 @@ def _warm_up(fn: Callable[[], object], seconds: float) -> float:
 def measure(fns: Sequence[Callable[[], object]], timing: Timing, rounds: Optional[int] = None) -> List[tuple]:
     """(best mean, median mean) seconds per call for each fn, timed in interleaved rounds.
 
-    Each round runs every fn once untimed (to absorb another runtime's spinning threads and
-    refill caches) and then `number` timed calls; the order rotates from round to round.
+    Each round gives every fn a turn: a pause (timing.pause_s), one untimed call (to refill
+    caches) and then `number` timed calls; the order rotates from round to round. Without the
+    pause, the previous contender's spinning threads took a core: ResNet-18 on 2 threads timed
+    23.7 ms for schedlang right after ONNX Runtime, 11.3 ms with it (Zen 5, December 2 2026).
     """
     rounds = rounds or timing.repeat
     numbers = []
@@ -107,6 +113,7 @@ def measure(fns: Sequence[Callable[[], object]], timing: Timing, rounds: Optiona
     for r in range(rounds):
         for idx in [(r + i) % len(fns) for i in range(len(fns))]:
             fn, n = fns[idx], numbers[idx]
+            time.sleep(timing.pause_s)
             fn()
             t0 = timing.now()
             for _ in range(n):
