@@ -24,7 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
 
+from ..build_pool import build_each
 from ..expr.extent import ceil_div
+from .pack_fast import pack_panels
 from .state import Version
 
 
@@ -51,6 +53,9 @@ def panels(n: int, width: int) -> int:
 def pack(w, width: int):
     """The [ceil(N / width), K, width] panels of the 2-d torch tensor w (a fresh contiguous tensor)."""
     import torch
+    fast = pack_panels(w, width)      # CPU tensors: huge pages, panel by panel (pack_fast.py)
+    if fast is not None:
+        return fast
     n, k = w.shape
     p = panels(n, width)
     out = torch.zeros((p, k, width), dtype=w.dtype, device=w.device)
@@ -123,12 +128,14 @@ class PackCache:
 
     def values(self, state: Dict[str, object]) -> Dict[str, object]:
         """name -> packed tensor for every spec, computed again for a source that changed."""
-        out = {}
+        stale = []
         for name, spec in self.specs.items():
             srcs = [None if s is None else state[s] for s in spec.sources]
             hit = self._made.get(name)
             if hit is None or any(t is not None and v.changed(t) for v, t in zip(hit[0], srcs)):
-                versions = [None if t is None else Version(t) for t in srcs]
-                hit = self._made[name] = (versions, make(spec, srcs))
-            out[name] = hit[1]
-        return out
+                stale.append((name, spec, srcs))
+        # independent constants, made by a few threads (torch's copies release the GIL)
+        made = build_each(lambda job: make(job[1], job[2]), stale)
+        for (name, _, srcs), value in zip(stale, made):
+            self._made[name] = ([None if t is None else Version(t) for t in srcs], value)
+        return {name: self._made[name][1] for name in self.specs}

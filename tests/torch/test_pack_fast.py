@@ -1,0 +1,50 @@
+"""prepack.py's fast panel path (torch/pack_fast.py): the same tensor as the general path
+for every tail (N below, at and past a multiple of the width) and dtype, no autograd
+record with grad mode on, and PackCache's constants made by several threads equal to
+those made one by one."""
+import pytest
+import torch
+
+from schedlang.torch import prepack
+from schedlang.torch.pack_fast import pack_panels
+from schedlang.torch.prepack import PackCache, PackSpec
+
+
+def general(w, width):
+    """The general path: a column-strided view of w takes it (pack_panels answers None)."""
+    n, k = w.shape
+    wt = torch.zeros(n, 2 * k, dtype=w.dtype)[:, ::2]
+    wt.copy_(w)
+    assert pack_panels(wt, width) is None
+    return prepack.pack(wt, width)
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 48, 61])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_same_as_general_path(n, dtype):
+    w = torch.randn(n, 7).to(dtype)
+    fast = pack_panels(w, 16)
+    assert fast is not None and fast.is_contiguous()
+    assert fast.dtype == dtype and torch.equal(fast, general(w, 16))
+
+
+def test_no_grad_record():
+    w = torch.randn(33, 9, requires_grad=True)
+    with torch.enable_grad():
+        p = pack_panels(w, 8)
+    assert not p.requires_grad and p.grad_fn is None
+    assert torch.equal(p, general(w.detach(), 8))
+
+
+def test_cache_packs_many_at_once():
+    state = {f"w{i}": torch.randn(20 + 13 * i, 11) for i in range(5)}
+    cache = PackCache({f"p{i}": PackSpec(f"w{i}", 8) for i in range(5)})
+    got = cache.values(state)
+    for i in range(5):
+        assert torch.equal(got[f"p{i}"], general(state[f"w{i}"], 8))
+    assert all(cache.values(state)[n] is got[n] for n in got), "made once"
+    with torch.no_grad():
+        state["w3"].mul_(2)                    # an in-place write: w3's panels made again, only those
+    again = cache.values(state)
+    assert torch.equal(again["p3"], general(state["w3"], 8))
+    assert all(again[n] is got[n] for n in got if n != "p3")
