@@ -27,9 +27,13 @@ schedlang.kernel_cache.ENABLED = False; empty it with clear() or `schedlang cach
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import threading
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -94,6 +98,7 @@ def key_text(key, target) -> str:
 def read(folder: str, text: str):
     """(header, payload) of the entry of a key text in a cache folder, or None (an unusable
     file is counted in stats.rejected)."""
+    flush()              # entries stored earlier in this process are found
     entry, rejected = read_entry(folder, text)
     stats.rejected += rejected
     return entry
@@ -138,12 +143,21 @@ def load_text(text: str, target):
 
 def store(key, target, module) -> None:
     """Store a module just built for key (a failure to write is counted, never raised: the
-    build itself succeeded)."""
+    build itself succeeded). Inside deferred(), the library is made and written by the
+    writer thread; module.disk_key is set at once either way."""
     if not cacheable(target):
         return
+    text = key_text(key, target)
+    try:
+        module.disk_key = text           # what the model cache refers to
+    except AttributeError:               # a registered backend's module without attributes
+        pass
+    later(lambda: _write_module(text, module))
+
+
+def _write_module(text: str, module) -> None:
     import os
     import tempfile
-    text = key_text(key, target)
     try:
         with tempfile.TemporaryDirectory(prefix="schedlang-kernel-") as tmp:
             path = os.path.join(tmp, "module.so")
@@ -156,10 +170,57 @@ def store(key, target, module) -> None:
         stats.failed += 1
         return
     stats.stores += 1
+
+
+# ---------------------------------------------------------------- writing off the critical path
+# A model's compile (torch/runtime.py) returns before its entries are on disk: writing one
+# makes the library again (LLVM's object code, the system linker) and compresses the texts,
+# ~0.4 s of CPU for ResNet-50, which the first call need not wait for. One writer thread,
+# in order (a model entry after its kernels' entries); flush() waits for it, and so do
+# os.fork() (a child must not inherit a writer inside LLVM's lock) and the interpreter's exit.
+_deferring = 0
+_writer = None
+_pending: list = []
+_writer_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def deferred():
+    """Entries stored while the body runs (from any thread) are written by the writer thread."""
+    global _deferring
+    with _writer_lock:
+        _deferring += 1
     try:
-        module.disk_key = text           # what the model cache refers to
-    except AttributeError:               # a registered backend's module without attributes
-        pass
+        yield
+    finally:
+        with _writer_lock:
+            _deferring -= 1
+
+
+def later(write: Callable[[], None]) -> None:
+    """write() now, or by the writer thread inside deferred()."""
+    global _writer
+    with _writer_lock:
+        if _deferring:
+            if _writer is None:
+                _writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sl-cache-write")
+            _pending.append(_writer.submit(write))
+            return
+    write()
+
+
+def flush() -> None:
+    """Wait until every entry stored so far is written (at once on the writer thread itself)."""
+    if threading.current_thread().name.startswith("sl-cache-write"):
+        return
+    with _writer_lock:
+        pending = list(_pending)
+        _pending.clear()
+    for future in pending:
+        future.result()
+
+
+os.register_at_fork(before=flush)
 
 
 # ---------------------------------------------------------------- default-scheduled programs

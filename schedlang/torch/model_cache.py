@@ -254,10 +254,12 @@ def store(text: Optional[str], program: LoweredProgram, modules: Dict[int, Any])
     data = plan_json(program, modules)
     if data is None:
         return
-    try:
-        write_entry(FOLDER, text, {"plan": data}, b"")
-    except OSError:
-        kernel_cache.stats.failed += 1
-        return
-    stats.stores += 1
+    def write():
+        try:
+            write_entry(FOLDER, text, {"plan": data}, b"")
+        except OSError:
+            kernel_cache.stats.failed += 1
+            return
+        stats.stores += 1
+    kernel_cache.later(write)            # after its kernels' entries (kernel_cache.deferred)
 

@@ -68,9 +68,10 @@ class CompiledModule:
         self._variants: Dict[tuple, Tuple[LoweredProgram, Dict[int, Any]]] = {}
         self._last: Optional[Tuple[LoweredProgram, Dict[int, Any]]] = None
         if not self._per_shape and not self._modules:   # the parts are independent: built by a few threads
-            built = build_each(lambda part: self._module(part, {}), self.program.parts)
-            self._modules.update((part.index, mod) for part, mod in zip(self.program.parts, built))   # in order
-            model_cache.store(disk_key, self.program, self._modules)
+            with kernel_cache.deferred():                # the disk entries written behind the first call
+                built = build_each(lambda part: self._module(part, {}), self.program.parts)
+                self._modules.update((part.index, mod) for part, mod in zip(self.program.parts, built))
+                model_cache.store(disk_key, self.program, self._modules)
 
     @property
     def program(self) -> LoweredProgram:
