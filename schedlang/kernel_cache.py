@@ -98,7 +98,8 @@ def key_text(key, target) -> str:
 def read(folder: str, text: str):
     """(header, payload) of the entry of a key text in a cache folder, or None (an unusable
     file is counted in stats.rejected)."""
-    flush()              # entries stored earlier in this process are found
+    if (folder, text) in _pending_keys:     # stored earlier in this process, not yet written
+        flush()
     entry, rejected = read_entry(folder, text)
     stats.rejected += rejected
     return entry
@@ -152,7 +153,7 @@ def store(key, target, module) -> None:
         module.disk_key = text           # what the model cache refers to
     except AttributeError:               # a registered backend's module without attributes
         pass
-    later(lambda: _write_module(text, module))
+    later(lambda: _write_module(text, module), FOLDER, text)
 
 
 def _write_module(text: str, module) -> None:
@@ -181,6 +182,7 @@ def _write_module(text: str, module) -> None:
 _deferring = 0
 _writer = None
 _pending: list = []
+_pending_keys: set = set()          # (folder, key text) of the entries not yet written
 _writer_lock = threading.Lock()
 
 
@@ -197,16 +199,26 @@ def deferred():
             _deferring -= 1
 
 
-def later(write: Callable[[], None]) -> None:
-    """write() now, or by the writer thread inside deferred()."""
+def later(write: Callable[[], None], folder: str, text: str) -> None:
+    """write() (the entry of text in folder) now, or by the writer thread inside deferred()."""
     global _writer
     with _writer_lock:
         if _deferring:
             if _writer is None:
                 _writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sl-cache-write")
-            _pending.append(_writer.submit(write))
+            _pending_keys.add((folder, text))
+            _pending[:] = [f for f in _pending if not f.done()]
+            _pending.append(_writer.submit(_written, write, folder, text))
             return
     write()
+
+
+def _written(write: Callable[[], None], folder: str, text: str) -> None:
+    try:
+        write()
+    finally:
+        with _writer_lock:
+            _pending_keys.discard((folder, text))
 
 
 def flush() -> None:

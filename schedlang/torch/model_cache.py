@@ -261,5 +261,5 @@ def store(text: Optional[str], program: LoweredProgram, modules: Dict[int, Any])
             kernel_cache.stats.failed += 1
             return
         stats.stores += 1
-    kernel_cache.later(write)            # after its kernels' entries (kernel_cache.deferred)
+    kernel_cache.later(write, FOLDER, text)      # after its kernels' entries (kernel_cache.deferred)
 
