@@ -44,6 +44,8 @@ def build_each(build: Callable[[T], R], items: Sequence[T], workers: Optional[in
     item order. When builds fail, the error of the first failing item is raised, after the
     others have finished."""
     items = list(items)
+    if len(items) < 2 and workers is None:      # nothing to share (a compiled module's call packs nothing)
+        return [build(item) for item in items]
     workers = default_workers() if workers is None else workers
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
