@@ -11,7 +11,7 @@ from ..tensor.op import PlaceholderOp
 from . import scan as scan_rules, steps
 from .annotate import VECTORIZE
 
-SCOPES = ("global", "shared", "local")
+SCOPES = ("global", "shared", "local", "warp")   # warp: tensor-core fragments (target/cuda/intrin/mma.py)
 
 
 def enclosing_loops(stage, parent_of=None, leaves_of=None) -> List[Tuple[object, IterVar]]:

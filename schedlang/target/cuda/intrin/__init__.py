@@ -18,7 +18,9 @@ per-lane fragment layouts); until then it refuses the call and names the shim en
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterable
+from typing import Dict, Iterable, List, Tuple
+
+from ....expr.nodes import Call
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,8 @@ class DeviceFunction:
 
     name: str
     source: str
+    requires: Tuple[str, ...] = ()      # library functions its definition calls (defined before it)
+    align: int = 0                      # the byte alignment its shared-memory pointer arguments need
 
 
 FUNCTIONS: Dict[str, DeviceFunction] = {}
@@ -41,7 +45,39 @@ def prelude(kernels: Iterable[str]) -> str:
     """The definitions of the library's functions that the rendered kernels call."""
     _load()
     kernels = list(kernels)
-    return "".join(fn.source for name, fn in FUNCTIONS.items() if any(f"{name}(" in k for k in kernels))
+    used: List[str] = []
+
+    def use(name: str) -> None:
+        if name not in used:
+            for dep in FUNCTIONS[name].requires:
+                use(dep)
+            used.append(name)
+    for name in FUNCTIONS:
+        if any(f"{name}(" in k or f"{name}<" in k for k in kernels):
+            use(name)
+    return "".join(FUNCTIONS[name].source for name in used)
+
+
+def alignments(body) -> Dict[object, int]:
+    """shared buffer -> the byte alignment the library calls that take its elements' addresses
+    need (ldmatrix's and cp.async's 16 bytes); the renderer aligns those allocations so."""
+    from ....expr.functor import walk
+    from ....loop.functor import stmt_exprs, walk_stmts
+    from ....tensor.intrin import EXTERN_PREFIX
+    from ....tensor.intrin_calls import ADDRESS_OF
+    _load()
+    out: Dict[object, int] = {}
+    for s in walk_stmts(body):
+        for e in stmt_exprs(s):
+            for n in walk(e):
+                fn = FUNCTIONS.get(n.name[len(EXTERN_PREFIX):]) if isinstance(n, Call) and \
+                    n.name.startswith(EXTERN_PREFIX) else None
+                if fn is None or not fn.align:
+                    continue
+                for a in n.args:
+                    if isinstance(a, Call) and a.name == ADDRESS_OF and a.args[0].buffer.scope == "shared":
+                        out[a.args[0].buffer] = max(out.get(a.args[0].buffer, 1), fn.align)
+    return out
 
 
 def is_device_function(name: str) -> bool:
@@ -50,4 +86,4 @@ def is_device_function(name: str) -> bool:
 
 
 def _load() -> None:
-    from . import dp4a  # noqa: F401  (registers its functions)
+    from . import dp4a, mma  # noqa: F401  (register their functions)

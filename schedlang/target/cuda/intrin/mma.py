@@ -1,0 +1,281 @@
+"""Tensor cores: ldmatrix (x1/x2/x4, .trans) and mma.sync.aligned.m16n8k16.row.col (f16 and bf16
+in, f32 accumulate; f16 accumulate), as device functions whose GPU body is inline PTX and whose
+shim body is the hardware's semantics with the real per-lane fragment layouts (PTX ISA,
+"Matrix Fragments for mma.m16n8k16"), and the tensor intrinsics that bind them.
+
+Fragments live in scope "warp": a warp-scope buffer of N elements is the warp's tile, of which
+each lane holds N/32 (the renderer allocates N/32; only these intrinsics touch it). A fragment
+buffer is a grid of tiles (A 16x16, B 16x8 as [k, n] or 8x16 as [n, k], C 16x8) and tile t
+starts at element t * (tile elements / 32) of each lane's part, so a tile's per-lane address is
+computed from the handle's elem_offset and leading stride (fragment_address).
+
+Lane 4g + t (g = lane / 4, t = lane % 4) holds, the first of each pair in a register's low half:
+    A (16x16): a0,a1 (g, 2t+i)  a2,a3 (g+8, 2t+i)  a4,a5 (g, 2t+8+i)  a6,a7 (g+8, 2t+8+i)
+    B (k x n 16x8): b0,b1 (2t+i, g)  b2,b3 (2t+8+i, g)
+    C, D (16x8): c0,c1 (g, 2t+i)  c2,c3 (g+8, 2t+i)
+ldmatrix .m8n8.b16: lane 8m + r gives the address of row r of matrix m; register m of lane 4g + t
+holds row g, columns 2t and 2t+1 of matrix m (.trans: rows 2t and 2t+1 of column g).
+
+    s[A_frag].tensorize(ii, load_a_intrin("float16"))          # A_frag = cache_read(A_shared, "warp")
+    s[C_frag].tensorize(ii, mma_intrin("float16", "float32"))  # C_frag = cache_write(C, "warp")
+    s[C].tensorize(ii, store_c_intrin("float32"))
+"""
+from __future__ import annotations
+
+from ....expr.nodes import Load, Var
+from ....tensor.intrin_calls import address_of
+from . import DeviceFunction, register
+
+# element dtype -> (suffix of the functions, CUDA C type, PTX type)
+ELEMENTS = {"float16": ("f16", "__half", "f16"), "bfloat16": ("bf16", "__nv_bfloat16", "bf16")}
+ACCUMULATORS = {"float32": ("f32", "float"), "float16": ("f16", "__half")}
+WARP = "warp"           # the fragments' memory scope
+
+COMMON = register(DeviceFunction("sl_lane_id", r"""
+// The thread's lane in its warp; the shim's semantics of the warp-collective tensor-core calls.
+__device__ __forceinline__ unsigned sl_lane_id() {
+#if defined(__CUDA_ARCH__)
+  unsigned l;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(l));
+  return l;
+#else
+  return sl_shim::lane;
+#endif
+}
+#if !defined(__CUDA_ARCH__)
+namespace sl_shim {
+inline float to_float(__half h) { return __half2float(h); }
+inline float to_float(__nv_bfloat16 h) { return __bfloat162float(h); }
+inline float to_float(float f) { return f; }
+inline void from_float(float f, float* out) { *out = f; }
+inline void from_float(float f, __half* out) { *out = __float2half(f); }
+// ldmatrix .m8n8 .b16 (see mma.py's docstring): n matrices, registers stored to r in order.
+inline void ldmatrix(void* r, const void* row, int n, bool trans) {
+  const void* rows[32];
+  gather(rows, &row, sizeof row);
+  const unsigned g = lane / 4, t = lane % 4;
+  for (int m = 0; m < n; ++m)
+    for (int i = 0; i < 2; ++i) {
+      const auto* p = static_cast<const unsigned char*>(rows[8 * m + (trans ? 2 * t + i : g)]);
+      std::memcpy(static_cast<unsigned char*>(r) + 4 * m + 2 * i, p + 2 * (trans ? g : 2 * t + i), 2);
+    }
+}
+// mma.m16n8k16.row.col: d = a (16x16) * b (16x8) + d over the warp's fragments (mma.py's layouts).
+template <class T, class Acc> inline void mma_m16n8k16(Acc* d, const T* a, const T* b) {
+  struct Lane { float a[8], b[4]; } mine, all[32];
+  for (int i = 0; i < 8; ++i) mine.a[i] = to_float(a[i]);
+  for (int i = 0; i < 4; ++i) mine.b[i] = to_float(b[i]);
+  gather(all, &mine, sizeof mine);
+  const unsigned g = lane / 4, t = lane % 4;
+  for (unsigned i = 0; i < 4; ++i) {
+    const unsigned row = g + 8 * (i / 2), col = 2 * t + i % 2;
+    float acc = to_float(d[i]);
+    for (unsigned k = 0; k < 16; ++k)
+      acc += all[4 * (row % 8) + (k % 8) / 2].a[k % 2 + 2 * (row / 8) + 4 * (k / 8)] *
+             all[4 * col + (k % 8) / 2].b[k % 2 + 2 * (k / 8)];
+    from_float(acc, &d[i]);
+  }
+}
+}  // namespace sl_shim
+#endif
+"""))
+
+
+def _ldmatrix(count: int, trans: bool) -> DeviceFunction:
+    name = f"sl_ldmatrix_x{count}" + ("_trans" if trans else "")
+    regs = ", ".join(f"%{i}" for i in range(count))
+    outs = ", ".join(f'"=r"(r[{i}])' for i in range(count))
+    return register(DeviceFunction(name, f"""
+// ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.shared.b16: this lane's row address in, its {count} register(s) out.
+__device__ __forceinline__ void {name}(void* out, const void* row) {{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+  unsigned* r = static_cast<unsigned*>(out);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.shared.b16 {{{regs}}}, [%{count}];"
+               : {outs} : "r"((unsigned)__cvta_generic_to_shared(row)) : "memory");
+#elif defined(__CUDA_ARCH__)
+#error "ldmatrix needs sm_75 or newer"
+#else
+  sl_shim::ldmatrix(out, row, {count}, {'true' if trans else 'false'});
+#endif
+}}
+""", requires=(COMMON.name,), align=16))
+
+
+LDMATRIX = {(n, trans): _ldmatrix(n, trans) for n in (1, 2, 4) for trans in (False, True)}
+
+
+def _mma(element: str, acc: str) -> DeviceFunction:
+    e, ctype, ptx = ELEMENTS[element]
+    a, actype = ACCUMULATORS[acc]
+    name = f"sl_mma_m16n8k16_{a}_{e}"
+    if acc == "float32":
+        dregs, dops = "{%0, %1, %2, %3}", ", ".join(f'"+f"(d[{i}])' for i in range(4))
+        first = 4
+    else:     # f16 accumulate: two registers of two halves
+        dregs, dops = "{%0, %1}", '"+r"(D[0]), "+r"(D[1])'
+        first = 2
+    aregs = ", ".join(f"%{first + i}" for i in range(4))
+    bregs = f"%{first + 4}, %{first + 5}"
+    return register(DeviceFunction(name, f"""
+// mma.sync.aligned.m16n8k16.row.col.{a}.{ptx}.{ptx}.{a}: d (16x8) += a (16x16) * b (16x8), this lane's fragments.
+__device__ __forceinline__ void {name}({actype}* d, const {ctype}* a, const {ctype}* b) {{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned* A = reinterpret_cast<const unsigned*>(a);
+  const unsigned* B = reinterpret_cast<const unsigned*>(b);
+  {'' if acc == 'float32' else 'unsigned* D = reinterpret_cast<unsigned*>(d);'}
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.{a}.{ptx}.{ptx}.{a} {dregs}, {{{aregs}}}, {{{bregs}}}, {dregs};"
+               : {dops} : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(B[0]), "r"(B[1]));
+#elif defined(__CUDA_ARCH__)
+#error "mma.sync m16n8k16 needs sm_80 or newer"
+#else
+  sl_shim::mma_m16n8k16(d, a, b);
+#endif
+}}
+""", requires=(COMMON.name,)))
+
+
+MMA = {(e, acc): _mma(e, acc) for e in ELEMENTS for acc in ACCUMULATORS}
+
+
+def _loads(element: str):
+    e, ctype, _ = ELEMENTS[element]
+    # (name, ldmatrix used, this lane's row address in the tile, what it loads)
+    specs = [(f"sl_mma_load_a_{e}", LDMATRIX[4, False], "tile + (l % 16) * ld + (l / 16) * 8",
+              "the A fragment of a 16x16 row-major tile"),
+             (f"sl_mma_load_b_kn_{e}", LDMATRIX[2, True], "tile + (l % 16) * ld",
+              "the B fragment of a 16x8 tile stored [k][n] (transposed on the way)"),
+             (f"sl_mma_load_b_nk_{e}", LDMATRIX[2, False], "tile + (l % 8) * ld + (l / 8 % 2) * 8",
+              "the B fragment of a tile stored [n][k] (8x16)")]
+    out = {}
+    for name, ld, address, what in specs:
+        out[name] = register(DeviceFunction(name, f"""
+// {what}, from shared memory with leading stride ld (a multiple of 8)
+__device__ __forceinline__ void {name}({ctype}* frag, const {ctype}* tile, int ld) {{
+  const unsigned l = sl_lane_id();
+  {ld.name}(frag, {address});
+}}
+""", requires=(ld.name,), align=16))
+    return out
+
+
+LOADS = {e: _loads(e) for e in ELEMENTS}
+
+
+def _accumulator_functions(acc: str):
+    a, ctype = ACCUMULATORS[acc]
+    store = register(DeviceFunction(f"sl_mma_store_c_{a}", f"""
+// this lane's four elements of a 16x8 accumulator tile into dst (leading stride ld)
+__device__ __forceinline__ void sl_mma_store_c_{a}({ctype}* dst, int ld, const {ctype}* frag) {{
+  const unsigned l = sl_lane_id(), g = l / 4, t = l % 4;
+  for (int i = 0; i < 4; ++i) dst[(g + 8 * (i / 2)) * ld + 2 * t + i % 2] = frag[i];
+}}
+""", requires=(COMMON.name,)))
+    fill = register(DeviceFunction(f"sl_mma_fill_c_{a}", f"""
+// this lane's four elements of a 16x8 accumulator tile set to v
+__device__ __forceinline__ void sl_mma_fill_c_{a}({ctype}* frag, {ctype} v) {{
+  for (int i = 0; i < 4; ++i) frag[i] = v;
+}}
+"""))
+    return store, fill
+
+
+ACC_FUNCTIONS = {acc: _accumulator_functions(acc) for acc in ACCUMULATORS}
+
+
+# ---- tensor intrinsics ----------------------------------------------------------------------
+
+def fragment_address(handle, rows: int, cols: int):
+    """The address of this lane's part of the rows x cols tile a warp-scope handle is bound to:
+    tile t of the fragment buffer (tiles numbered row-major over its [rows, cols] grid, the
+    buffer's leading stride a multiple of cols) starts at t * rows * cols / 32."""
+    ld, off = handle.strides[0], handle.elem_offset
+    tile = (off // ld) // rows * (ld // cols) + (off % ld) // cols
+    return address_of(Load(handle.data, (tile * (rows * cols // 32) - off,)))
+
+
+def _check(element: str, acc: str = None) -> None:
+    if element not in ELEMENTS:
+        raise ValueError(f"tensor-core fragments hold {' or '.join(ELEMENTS)}, not {element!r}")
+    if acc is not None and acc not in ACCUMULATORS:
+        raise ValueError(f"mma.m16n8k16 accumulates in {' or '.join(ACCUMULATORS)}, not {acc!r}")
+
+
+def _handle(shape, dtype, name, scope, offset_factor=1):
+    import schedlang as sl
+    return sl.decl_buffer(shape, dtype, name, scope=scope, strides=[Var(f"{name}.ld"), 1],
+                          offset_factor=offset_factor)
+
+
+def load_a_intrin(element: str = "float16"):
+    """A_frag[i, k] = A_shared[i, k] on a 16x16 tile: one ldmatrix.x4 (A_frag in scope "warp")."""
+    import schedlang as sl
+    _check(element)
+    src = sl.placeholder((16, 16), element, name="a_shared")
+    frag = sl.compute((16, 16), lambda i, k: src[i, k], name="a_frag")
+    binds = {src: _handle((16, 16), element, "a_shared", "shared", 8),
+             frag: _handle((16, 16), element, "a_frag", WARP)}
+    fn = LOADS[element][f"sl_mma_load_a_{ELEMENTS[element][0]}"]
+
+    def body(ins, outs):
+        return sl.call_extern("int32", fn.name, fragment_address(outs[0], 16, 16), ins[0].access_ptr("r"),
+                              ins[0].strides[0])
+    return sl.decl_tensor_intrin(frag.op, body, name=f"mma_load_a_{element}", binds=binds)
+
+
+def load_b_intrin(element: str = "float16", layout: str = "kn"):
+    """B_frag = B_shared on a B tile of the mma: stored [k][n] (16x8, ldmatrix.x2.trans) or
+    [n][k] (8x16, ldmatrix.x2); the fragment keeps the shared tile's layout."""
+    import schedlang as sl
+    _check(element)
+    if layout not in ("kn", "nk"):
+        raise ValueError(f"load_b_intrin: layout is 'kn' (B[k, n]) or 'nk' (B[n, k]), not {layout!r}")
+    shape = (16, 8) if layout == "kn" else (8, 16)
+    src = sl.placeholder(shape, element, name="b_shared")
+    frag = sl.compute(shape, lambda r, c: src[r, c], name="b_frag")
+    binds = {src: _handle(shape, element, "b_shared", "shared", 8), frag: _handle(shape, element, "b_frag", WARP)}
+    fn = LOADS[element][f"sl_mma_load_b_{layout}_{ELEMENTS[element][0]}"]
+
+    def body(ins, outs):
+        return sl.call_extern("int32", fn.name, fragment_address(outs[0], *shape), ins[0].access_ptr("r"),
+                              ins[0].strides[0])
+    return sl.decl_tensor_intrin(frag.op, body, name=f"mma_load_b_{layout}_{element}", binds=binds)
+
+
+def mma_intrin(element: str = "float16", acc: str = "float32", layout: str = "kn"):
+    """c[i, j] += sum_k a[i, k] * b[k, j] (b[j, k] with layout "nk") on one m16n8k16 tile, the
+    products in acc: all three in scope "warp"; reset fills c with zeros."""
+    import schedlang as sl
+    _check(element, acc)
+    a = sl.placeholder((16, 16), element, name="a")
+    b = sl.placeholder((16, 8) if layout == "kn" else (8, 16), element, name="b")
+    k = sl.reduce_axis((0, 16), name="k")
+    if layout == "kn":
+        c = sl.compute((16, 8), lambda i, j: sl.sum(a[i, k].astype(acc) * b[k, j].astype(acc), axis=k), name="c")
+    else:
+        c = sl.compute((16, 8), lambda i, j: sl.sum(a[i, k].astype(acc) * b[j, k].astype(acc), axis=k), name="c")
+    binds = {t: _handle(t.shape, t.dtype, t.op.name, WARP) for t in (a, b, c)}
+    mma = MMA[element, acc]
+    fill = ACC_FUNCTIONS[acc][1]
+
+    def body(ins, outs):
+        fa, fb = ins
+        update = sl.call_extern("int32", mma.name, fragment_address(outs[0], 16, 8),
+                                fragment_address(fa, 16, 16), fragment_address(fb, *b.shape))
+        reset = sl.call_extern("int32", fill.name, fragment_address(outs[0], 16, 8), sl.const(0, acc))
+        return [reset, update], reset, update
+    return sl.decl_tensor_intrin(c.op, body, name=f"mma_m16n8k16_{layout}_{element}_{acc}", binds=binds)
+
+
+def store_c_intrin(acc: str = "float32", scope: str = "global"):
+    """C[i, j] = C_frag[i, j] on a 16x8 accumulator tile, each lane its four elements."""
+    import schedlang as sl
+    _check("float16", acc)
+    frag = sl.placeholder((16, 8), acc, name="c_frag")
+    out = sl.compute((16, 8), lambda i, j: frag[i, j], name="c_out")
+    binds = {frag: _handle((16, 8), acc, "c_frag", WARP), out: _handle((16, 8), acc, "c_out", scope)}
+    store = ACC_FUNCTIONS[acc][0]
+
+    def body(ins, outs):
+        return sl.call_extern("int32", store.name, outs[0].access_ptr("w"), outs[0].strides[0],
+                              fragment_address(ins[0], 16, 8))
+    return sl.decl_tensor_intrin(out.op, body, name=f"mma_store_c_{acc}_{scope}", binds=binds)
