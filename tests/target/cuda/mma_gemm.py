@@ -16,9 +16,10 @@ def program(M, N, K, element="float16", acc="float32", layout="kn"):
     return A, B, C
 
 
-def schedule(A, B, C, layout="kn", BM=64, BN=64, BK=32, WM=32, WN=16, check=True, load_b=None):
+def schedule(A, B, C, layout="kn", BM=64, BN=64, BK=32, WM=32, WN=16, check=True, load_b=None, pad=0):
     """The schedule; ValueError (with check) for shapes that are not whole tiles: the fragments
-    take whole tiles only. load_b replaces the B fragment's intrinsic (tests of wrong layouts)."""
+    take whole tiles only. load_b replaces the B fragment's intrinsic (tests of wrong layouts);
+    pad (8: rows 16k + 8 elements apart) moves ldmatrix's rows to other banks."""
     (M, N), K = C.shape, A.shape[1]
     if check and (M % BM or N % BN or K % BK):
         raise ValueError(f"tensor-core GEMM {M}x{N}x{K}: M, N and K must be multiples of the block tile "
@@ -66,6 +67,9 @@ def schedule(A, B, C, layout="kn", BM=64, BN=64, BK=32, WM=32, WN=16, check=True
         s[F].tensorize(ri, intrin)
     for S in (AS, BS):
         s[S].compute_at(s[CF], ko)
+        if pad:
+            row = s[S].op.axis[0]
+            s[S].storage_align(row, 16, pad)      # rows 16k + pad elements apart
         f = s[S].fuse(*s[S].op.axis)
         f, tx = s[S].split(f, 32)
         f, ty = s[S].split(f, BN // WN)

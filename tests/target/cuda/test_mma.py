@@ -1,6 +1,7 @@
 """Tensor cores (target/cuda/intrin/mma.py): ldmatrix + mma.sync m16n8k16 GEMMs via tensorize,
-emulated on the shim with the hardware's per-lane fragment layouts against numpy, compiled by
-NVRTC and accepted by ptxas for sm_80 and sm_90 without spills; odd shapes refused clearly."""
+emulated on both engines (the shim's C++ and the SIMT engine's numpy, target/simt/intrin.py)
+with the hardware's per-lane fragment layouts against numpy and each other, compiled by NVRTC
+and accepted by ptxas for sm_80 and sm_90 without spills; odd shapes refused clearly."""
 import numpy as np
 import pytest
 
@@ -14,22 +15,16 @@ def operands(M, N, K, element="float16", layout="kn", seed=0):
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((M, K)).astype("float32")
     b = rng.standard_normal((K, N) if layout == "kn" else (N, K)).astype("float32")
-    if element == "bfloat16":
-        import torch
-        ta, tb = torch.from_numpy(a).bfloat16(), torch.from_numpy(b).bfloat16()
-        a, b = ta.float().numpy(), tb.float().numpy()
-        args = ta, tb
-    else:
-        a, b = a.astype("float16"), b.astype("float16")
-        args = a, b
+    args = a.astype(sl.dtype(element).numpy), b.astype(sl.dtype(element).numpy)     # (bfloat16: ml_dtypes')
+    a, b = (x.astype("float32") for x in args)
     ref = a.astype("float64") @ (b.astype("float64") if layout == "kn" else b.astype("float64").T)
     return args, ref
 
 
-def run(mod, M, N, K, element="float16", acc="float32", layout="kn", **emulate):
+def run(mod, M, N, K, element="float16", acc="float32", layout="kn", engine="shim", **emulate):
     (a, b), ref = operands(M, N, K, element, layout)
     c = np.zeros((M, N), acc)
-    mod.emulate(a, b, c, engine="shim", **emulate)
+    mod.emulate(a, b, c, engine=engine, **emulate)
     return c, ref
 
 
@@ -38,7 +33,7 @@ TOL = {"float32": dict(rtol=1e-4, atol=1e-3), "float16": dict(rtol=2e-2, atol=5e
 
 @pytest.mark.parametrize("element, acc, layout", [("float16", "float32", "kn"), ("bfloat16", "float32", "kn"),
                                                   ("float16", "float16", "kn"), ("float16", "float32", "nk")])
-def test_gemm_64_matches_numpy_on_the_shim(element, acc, layout):
+def test_gemm_64_matches_numpy_on_both_engines(element, acc, layout):
     s, args = mma_gemm.gemm(64, 64, 64, element, acc, layout)
     mod = sl.build(s, args, target="cuda -arch=sm_80")
     cuda = mod.get_source("cuda")
@@ -49,6 +44,8 @@ def test_gemm_64_matches_numpy_on_the_shim(element, acc, layout):
     assert ("ldmatrix.sync.aligned.m8n8.x2.trans" if layout == "kn" else "ldmatrix.sync.aligned.m8n8.x2.shared") in ptx
     c, ref = run(mod, 64, 64, 64, element, acc, layout)
     np.testing.assert_allclose(c, ref, **TOL[acc])
+    simt, _ = run(mod, 64, 64, 64, element, acc, layout, engine="simt")
+    np.testing.assert_array_equal(simt, c)           # the same layouts, the same summation order
 
 
 def test_several_blocks_and_k_steps_with_bounds_checks():
@@ -57,6 +54,7 @@ def test_several_blocks_and_k_steps_with_bounds_checks():
     mod = sl.build(s, args, target="cuda")
     c, ref = run(mod, M, N, K, bounds_check=True)
     np.testing.assert_allclose(c, ref, **TOL["float32"])
+    np.testing.assert_array_equal(run(mod, M, N, K, engine="simt")[0], c)
 
 
 def test_a_wrong_fragment_layout_gives_wrong_numbers():
@@ -71,8 +69,24 @@ def test_a_wrong_fragment_layout_gives_wrong_numbers():
         "int32", "sl_mma_load_b_nk_f16", mma.fragment_address(outs[0], 16, 8), ins[0].access_ptr("r"),
         ins[0].strides[0]), name="wrong_load_b", binds=binds)
     mod = sl.build(mma_gemm.schedule(A, B, C, load_b=wrong), [A, B, C], target="cuda")
-    c, ref = run(mod, 64, 64, 64)
-    assert np.abs(c - ref).max() > 1.0
+    for engine in ("shim", "simt"):
+        c, ref = run(mod, 64, 64, 64, engine=engine)
+        assert np.abs(c - ref).max() > 1.0
+
+
+def test_padding_the_shared_rows_removes_ldmatrix_bank_conflicts():
+    """Rows 32 halves apart put ldmatrix's eight rows of a matrix in the same banks two by two;
+    rows 40 apart (storage_align) spread them over all 32 banks: the SIMT profile shows it."""
+    conflicts = {}
+    for pad in (0, 8):
+        s, args = mma_gemm.gemm(64, 64, 64, pad=pad)
+        mod = sl.build(s, args, target="cuda")
+        (a, b), ref = operands(64, 64, 64)
+        c = np.zeros((64, 64), "float32")
+        prof = mod.emulate(a, b, c, engine="simt", profile=True)["C_kernel"]
+        np.testing.assert_allclose(c, ref, **TOL["float32"])
+        conflicts[pad] = sum(sum(c) for c in prof.conflicts_by_buffer.values())
+    assert conflicts[0] > 0 and conflicts[8] == 0
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
