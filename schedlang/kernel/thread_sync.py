@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Set, Tuple
 
 from ..expr.functor import walk
-from ..expr.nodes import Expr, Load
+from ..expr.nodes import Call, Expr, Load
 from ..loop.functor import stmt_exprs
-from ..loop.nodes import BOUND, Allocate, Barrier, For, IfThen, Let, Seq, StageNest, Stmt, Store, seq
+from ..loop.nodes import BOUND, Allocate, Barrier, Evaluate, For, IfThen, Let, Seq, StageNest, Stmt, Store, seq
+from ..tensor.intrin_calls import ADDRESS_OF
 
 
 @dataclass
@@ -59,6 +60,10 @@ def _own_access(s: Stmt) -> Access:
     for e in stmt_exprs(s):
         reads |= _shared_loads(e)
     writes = {id(s.buffer)} if isinstance(s, Store) and s.buffer.scope == "shared" else set()
+    first = s.value.args[0] if isinstance(s, Evaluate) and isinstance(s.value, Call) and s.value.args else None
+    if isinstance(first, Call) and first.name == ADDRESS_OF:
+        dst = first.args[0].buffer      # a library call writes through its first argument (cp.async)
+        writes |= {id(dst)} if dst.scope == "shared" else set()
     return Access(reads, writes)
 
 

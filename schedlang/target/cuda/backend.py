@@ -16,6 +16,7 @@ from typing import Dict, Sequence
 from ...errors import LoweringError, ScheduleError
 from ...expr.nodes import Expr
 from ...kernel.double_buffer import inject_double_buffer
+from .intrin.copy import complete_async_copies
 from ...kernel.flatten import flatten_buffers
 from ...kernel.launch import shared_bytes
 from ...kernel.lower import ADD_SIZE_PARAMS, SPLIT_KERNELS
@@ -70,6 +71,7 @@ class CUDABackend(Backend):
             ("lower_thread_allreduce", lower_thread_allreduce),   # warp shuffles and shared memory
             ("insert_barriers", insert_barriers),         # __syncthreads() between shared writes and reads
             ("inject_double_buffer", inject_double_buffer),   # double_buffer(): fetch ahead, one barrier a step
+            ("complete_async_copies", complete_async_copies),   # cp.async lands before the next barrier
             ("sink_thread_guards", sink_thread_guards),   # every thread reaches each barrier and cooperative fetch
             ("split_kernels", SPLIT_KERNELS),         # thread-bound loops become the launch geometry
             ("add_size_params", ADD_SIZE_PARAMS),

@@ -1,5 +1,6 @@
 """The SIMT engine's semantics of the cuda intrinsic library's tensor-core calls (target/cuda/
-intrin/mma.py), with the hardware's per-lane fragment layouts: the chunk's lanes in lockstep,
+intrin/mma.py) and asynchronous copies (copy.py: a copy reads its source when issued and
+writes shared memory at the wait_group that covers its group, as the shim does), with the hardware's per-lane fragment layouts: the chunk's lanes in lockstep,
 grouped in warps of 32, so each lane's fragment registers are gathered from the other lanes'
 as ldmatrix and mma.sync do. Memory goes through Memory.load/store: bounds, the shared-memory
 race check and the profile's counters see ldmatrix's row reads by the lanes that address them.
@@ -14,9 +15,10 @@ import numpy as np
 from ...errors import LoweringError
 from ...tensor.intrin import EXTERN_PREFIX
 from ...tensor.intrin_calls import ADDRESS_OF
-from .evaluate import Evaluator
+from .evaluate import Evaluator, compute_dtype
 
 WARP = 32
+_PER_THREAD = ("cp_async", "commit", "wait")     # the calls that are not warp-collective
 _G = np.arange(WARP) // 4           # groupID of each lane
 _T = np.arange(WARP) % 4            # thread in group
 
@@ -29,7 +31,7 @@ def execute(machine, s, mask) -> None:
     if rule is None:
         raise LoweringError("simt", f"kernel {machine.kernel.name} calls '{s.value}' (a tensor intrinsic's device "
                             "function), which the SIMT engine does not execute yet; emulate with engine='shim'")
-    _Call(machine, s, mask, name).run(rule)
+    _Call(machine, s, mask, name, collective=rule[0] not in _PER_THREAD).run(rule)
 
 
 def _rule(name: str):
@@ -44,17 +46,27 @@ def _rule(name: str):
         return ("store",)
     if name.startswith("sl_mma_fill_c_"):
         return ("fill",)
+    if name.startswith("sl_cp_async_16_"):
+        return ("cp_async",)
+    if name == "sl_cp_async_commit":
+        return ("commit",)
+    if name.startswith("sl_cp_async_wait_"):
+        return ("wait", int(parts[-1]))
     return None
 
 
 class _Call:
     """One warp-collective call over the chunk's lanes."""
 
-    def __init__(self, machine, s, mask, name):
+    def __init__(self, machine, s, mask, name, collective=True):
         self.machine, self.s, self.mask, self.name = machine, s, mask, name
         self.ev = Evaluator(machine, mask, s)
         self.memory = machine.memory
         chunk = machine.chunk
+        self.lanes = chunk.lanes
+        self.lane = chunk.lane_in_warp
+        if not collective:
+            return
         if chunk.geometry.threads % WARP:
             raise LoweringError("simt", f"kernel {machine.kernel.name}: {name} is a warp-collective call, but a "
                                 f"block has {chunk.geometry.threads} threads (not whole warps)")
@@ -65,8 +77,6 @@ class _Call:
             raise LoweringError("simt", f"kernel {machine.kernel.name}: {name} is a warp-collective call "
                                 f"(.sync.aligned) that only part of a warp reaches ({chunk.where(lane)} does not): "
                                 "undefined on a GPU")
-        self.lanes = chunk.lanes
-        self.lane = chunk.lane_in_warp
 
     def pointer(self, e):
         """(buffer, per-lane element index) of an address_of argument."""
@@ -151,6 +161,30 @@ class _Call:
         v = self.value(self.s.value.args[1]).astype(np.float32)
         self.store(frag, np.repeat(v[:, None], 4, axis=1))
 
+    # cp.async: the source read now, shared memory written at the wait_group covering its group
+    def rule_cp_async(self) -> None:
+        (dst, index), (src, src_index) = (self.pointer(a) for a in self.s.value.args)
+        n = 16 // dst.dtype.bytes
+        values = self.memory.load(src, src_index[:, None] + np.arange(n), self.mask, self.s,
+                                  compute_dtype(src.dtype))
+        state = _async(self.machine)
+        state.pending.append((state.committed.copy(), dst, index[:, None] + np.arange(n), values, self.mask.copy()))
+
+    def rule_commit(self) -> None:
+        _async(self.machine).committed += self.mask
+
+    def rule_wait(self, n: int) -> None:
+        state = _async(self.machine)
+        still = []
+        for group, dst, index, values, lanes in state.pending:
+            land = lanes & self.mask & (group + n < state.committed)
+            if land.any():
+                self.memory.store(dst, index, values, land, self.s)
+            lanes = lanes & ~land
+            if lanes.any():
+                still.append((group, dst, index, values, lanes))
+        state.pending = still
+
 
 def _layouts():
     """Index tables: which lane and register slot hold each element of A, B and C."""
@@ -166,3 +200,20 @@ def _layouts():
 
 
 _A_LANE, _A_SLOT, _B_LANE, _B_SLOT, _C_LANE, _C_SLOT, _D_ROW, _D_COL = _layouts()
+
+
+class _AsyncCopies:
+    """A chunk's cp.async copies in flight: (group, buffer, indices, values, lanes) each, and
+    each lane's count of committed groups."""
+
+    def __init__(self, lanes: int):
+        self.pending = []
+        self.committed = np.zeros(lanes, np.int64)
+
+
+def _async(machine) -> _AsyncCopies:
+    state = getattr(machine, "async_copies", None)
+    if state is None:
+        state = machine.async_copies = _AsyncCopies(machine.chunk.lanes)
+    return state
+

@@ -2,7 +2,7 @@
 layout "nk"), blocks of BM x BN, warps of WM x WN, K staged through shared memory BK at a
 time, fragments loaded with ldmatrix and multiplied with mma.sync m16n8k16 via tensorize."""
 import schedlang as sl
-from schedlang.target.cuda.intrin import mma
+from schedlang.target.cuda.intrin import copy, mma
 
 
 def program(M, N, K, element="float16", acc="float32", layout="kn"):
@@ -16,10 +16,12 @@ def program(M, N, K, element="float16", acc="float32", layout="kn"):
     return A, B, C
 
 
-def schedule(A, B, C, layout="kn", BM=64, BN=64, BK=32, WM=32, WN=16, check=True, load_b=None, pad=0):
+def schedule(A, B, C, layout="kn", BM=64, BN=64, BK=32, WM=32, WN=16, check=True, load_b=None, pad=0,
+             async_copy=False, stages=1):
     """The schedule; ValueError (with check) for shapes that are not whole tiles: the fragments
     take whole tiles only. load_b replaces the B fragment's intrinsic (tests of wrong layouts);
-    pad (8: rows 16k + 8 elements apart) moves ldmatrix's rows to other banks."""
+    pad (8: rows 16k + 8 elements apart) moves ldmatrix's rows to other banks; async_copy fetches
+    with cp.async, 16 bytes a thread; stages > 1 pipelines the shared stages over the k steps."""
     (M, N), K = C.shape, A.shape[1]
     if check and (M % BM or N % BN or K % BK):
         raise ValueError(f"tensor-core GEMM {M}x{N}x{K}: M, N and K must be multiples of the block tile "
@@ -70,7 +72,15 @@ def schedule(A, B, C, layout="kn", BM=64, BN=64, BK=32, WM=32, WN=16, check=True
         if pad:
             row = s[S].op.axis[0]
             s[S].storage_align(row, 16, pad)      # rows 16k + pad elements apart
-        f = s[S].fuse(*s[S].op.axis)
+        if async_copy:
+            r, c = s[S].op.axis
+            c, lanes = s[S].split(c, 8)
+            f = s[S].fuse(r, c)
+            s[S].tensorize(lanes, copy.cp_async_intrin(element))
+        else:
+            f = s[S].fuse(*s[S].op.axis)
+        if stages > 1:
+            s[S].pipeline(stages)
         f, tx = s[S].split(f, 32)
         f, ty = s[S].split(f, BN // WN)
         f, tz = s[S].split(f, BM // WM)

@@ -86,4 +86,4 @@ def is_device_function(name: str) -> bool:
 
 
 def _load() -> None:
-    from . import dp4a, mma  # noqa: F401  (register their functions)
+    from . import copy, dp4a, mma  # noqa: F401  (register their functions)
