@@ -15,6 +15,7 @@ ASYNC gives the N-stage pipeline its commit and wait statements.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import List
 
 from ....dtypes import dtype
@@ -163,6 +164,14 @@ def _unwaited(s: Stmt, pending: bool) -> bool:
         elif is_sync(x) and x.value.name[len(EXTERN_PREFIX):] != COMMIT.name:
             pending = False
     return pending
+
+
+def issues_copies(s: Stmt) -> bool:
+    return any(is_copy(x) for x in walk_stmts(s))
+
+
+# What kernel/double_buffer.py's pipelines take of these copies.
+ASYNC = SimpleNamespace(issues=issues_copies, commit=commit, wait=wait)
 
 
 class _Complete(StmtMutator):
