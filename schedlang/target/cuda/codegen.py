@@ -17,6 +17,7 @@ from ...expr.nodes import Call, Load
 from ...kernel.launch import threads_per_block
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...loop.nodes import Barrier, Store
+from ...schedule.placement import FRAGMENT_SCOPES
 from ...tensor.intrin import EXTERN_PREFIX
 from ..cexpr import CRenderer, render_literal, unsigned_type
 from . import arithmetic, codegen_vector, intrin, math_calls
@@ -94,7 +95,7 @@ class CUDARenderer(CRenderer):
         return qualifier
 
     def stmt_Allocate(self, s, depth: int) -> None:
-        if s.buffer.scope != "warp":
+        if s.buffer.scope not in FRAGMENT_SCOPES:
             return super().stmt_Allocate(s, depth)
         b = s.buffer       # a warp's fragments: each lane holds 1/32 (target/cuda/intrin/mma.py)
         self.emit(depth, f"__align__(16) {self.memory_type(b.dtype)} {self.define(b, b.name)}[{b.size // 32}];")
@@ -131,10 +132,10 @@ class CUDARenderer(CRenderer):
 
 
 def _fragment_access(b) -> None:
-    """A warp-scope buffer (tensor-core fragments) is spread over the lanes: only the intrinsic
+    """A fragment buffer (scope warp or wmma.*) is spread over the lanes: only the intrinsic
     library's calls address it, never an element access."""
-    if b.scope == "warp":
-        raise LoweringError("cuda codegen", f"warp-scope buffer '{b.name}' (tensor-core fragments, each lane holding "
+    if b.scope in FRAGMENT_SCOPES:
+        raise LoweringError("cuda codegen", f"{b.scope}-scope buffer '{b.name}' (tensor-core fragments, each lane holding "
                             "its part) is accessed element by element; only tensor intrinsics (target/cuda/intrin/"
                             "mma.py) may read or write it: tensorize every stage that uses it, on whole tiles "
                             "(pad the shapes to multiples of the tiles, or choose split factors that divide them)")

@@ -46,6 +46,14 @@ def _rule(name: str):
         return ("store",)
     if name.startswith("sl_mma_fill_c_"):
         return ("fill",)
+    if name.startswith("sl_wmma_load_"):
+        return ("wmma_load", parts[3])
+    if name.startswith("sl_wmma_mma_"):
+        return ("wmma_mma",)
+    if name.startswith("sl_wmma_store_"):
+        return ("wmma_store",)
+    if name.startswith("sl_wmma_fill_"):
+        return ("fill", 8)
     if name.startswith("sl_cp_async_16_"):
         return ("cp_async",)
     if name == "sl_cp_async_commit":
@@ -133,10 +141,12 @@ class _Call:
             self.ldmatrix(frag, (b, tile + (lane % 8) * ld + (lane // 8 % 2) * 8), 2, False)
 
     def rule_mma(self, acc: str) -> None:
+        self.mma(*(self.pointer(x) for x in self.s.value.args), acc)
+
+    def mma(self, d, a, b, acc: str) -> None:
         """d (16x8) += a (16x16) b (16x8): lane 4g + t holds a0,a1 (g, 2t+i), a2,a3 (g+8, 2t+i),
         a4,a5 (g, 2t+8+i), a6,a7 (g+8, 2t+8+i); b0,b1 (k 2t+i, n g), b2,b3 (k 2t+8+i, n g);
         c0,c1 (g, 2t+i), c2,c3 (g+8, 2t+i). Summed in float32 in k order, as the shim does."""
-        d, a, b = (self.pointer(x) for x in self.s.value.args)
         fa, fb, fd = (self.warps(self.load(p, n)) for p, n in ((a, 8), (b, 4), (d, 4)))
         A = fa[:, _A_LANE, _A_SLOT]           # (warps, 16, 16)
         B = fb[:, _B_LANE, _B_SLOT]           # (warps, 16, 8)
@@ -156,10 +166,33 @@ class _Call:
         offset = (self.lane[:, None] // 4 + 8 * (i // 2)) * ld[:, None] + 2 * (self.lane[:, None] % 4) + i % 2
         self.store(dst, values, dst[1][:, None] + offset)
 
-    def rule_fill(self) -> None:
+    def rule_fill(self, count: int = 4) -> None:
         frag = self.pointer(self.s.value.args[0])
         v = self.value(self.s.value.args[1]).astype(np.float32)
-        self.store(frag, np.repeat(v[:, None], 4, axis=1))
+        self.store(frag, np.repeat(v[:, None], count, axis=1))
+
+    # wmma 16x16x16 (mma.py): a lane's 8 elements of a tile at the m16n8k16 layouts' places
+    def wmma_offsets(self, kind: str, ldm: np.ndarray) -> np.ndarray:
+        row, col = _WMMA[kind]
+        lane = self.lane
+        return row[lane] * ldm[:, None] + col[lane]
+
+    def rule_wmma_load(self, kind: str) -> None:
+        frag, (b, base) = self.pointer(self.s.value.args[0]), self.pointer(self.s.value.args[1])
+        ldm = self.value(self.s.value.args[2]).astype(np.int64)
+        values = self.memory.load(b, base[:, None] + self.wmma_offsets(kind, ldm), self.mask, self.s,
+                                  compute_dtype(b.dtype))
+        self.store(frag, values)
+
+    def rule_wmma_store(self) -> None:
+        (b, base), frag = self.pointer(self.s.value.args[0]), self.pointer(self.s.value.args[2])
+        ldm = self.value(self.s.value.args[1]).astype(np.int64)
+        self.store((b, base), self.load(frag, 8), base[:, None] + self.wmma_offsets("c", ldm))
+
+    def rule_wmma_mma(self) -> None:
+        (db, d), a, (bb, b) = (self.pointer(x) for x in self.s.value.args)
+        self.mma((db, d), a, (bb, b), "f32")              # columns 0-7
+        self.mma((db, d + 4), a, (bb, b + 4), "f32")      # columns 8-15
 
     # cp.async: the source read now, shared memory written at the wait_group covering its group
     def rule_cp_async(self) -> None:
@@ -200,6 +233,10 @@ def _layouts():
 
 
 _A_LANE, _A_SLOT, _B_LANE, _B_SLOT, _C_LANE, _C_SLOT, _D_ROW, _D_COL = _layouts()
+_I = np.arange(8)
+_WMMA = {"a": (_G[:, None] + 8 * (_I // 2 % 2), 2 * _T[:, None] + _I % 2 + 8 * (_I // 4)),      # (32, 8) each
+         "b": (2 * _T[:, None] + _I % 2 + 8 * (_I // 2 % 2), _G[:, None] + 8 * (_I // 4))}
+_WMMA["c"] = _WMMA["a"]
 
 
 class _AsyncCopies:

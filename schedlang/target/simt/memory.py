@@ -9,6 +9,7 @@ from typing import Dict, Optional
 import numpy as np
 
 from ...expr.nodes import Buffer
+from ...schedule.placement import FRAGMENT_SCOPES
 from .races import RaceChecker
 
 
@@ -88,7 +89,7 @@ class Memory:
         """A shared or local buffer's elements (Buffer.size is recomputed on each access)."""
         size = self.sizes.get(b)
         if size is None:      # a warp-scope buffer (fragments): each lane holds 1/32 (simt/intrin.py)
-            size = self.sizes[b] = b.size // 32 if b.scope == "warp" else b.size
+            size = self.sizes[b] = b.size // 32 if b.scope in FRAGMENT_SCOPES else b.size
         return size
 
     def _global(self, b: Buffer) -> np.ndarray:

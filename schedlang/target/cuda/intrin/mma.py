@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ....expr.nodes import Load, Var
 from ....tensor.intrin_calls import address_of
-from . import DeviceFunction, register
+from . import FUNCTIONS, DeviceFunction, register
 
 # element dtype -> (suffix of the functions, CUDA C type, PTX type)
 ELEMENTS = {"float16": ("f16", "__half", "f16"), "bfloat16": ("bf16", "__nv_bfloat16", "bf16")}
@@ -279,3 +279,115 @@ def store_c_intrin(acc: str = "float32", scope: str = "global"):
         return sl.call_extern("int32", store.name, outs[0].access_ptr("w"), outs[0].strides[0],
                               fragment_address(ins[0], 16, 8))
     return sl.decl_tensor_intrin(out.op, body, name=f"mma_store_c_{acc}_{scope}", binds=binds)
+
+
+# ---- wmma 16x16x16 (TVM's classic tensor-core tutorials) -----------------------------------
+# Fragments in scopes "wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator" (each lane 1/32, 8
+# elements a 16x16 tile), the tiles of a fragment buffer contiguous (offset_factor 256: the
+# blocked layouts of TVM's opt_conv_tensorcore), tile t at t * 8 of each lane's part. A lane
+# holds the m16n8k16 layouts: A as mma's A; B (k x n) and C as two 16x8 tiles (n 0-7, 8-15),
+# so a wmma mma is two mma.sync. Loads and stores are per-lane accesses of any memory.
+WMMA_SCOPES = ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
+_WMMA_INDEX = {   # element i of a lane's 8: (row, column) in the 16x16 tile, g = lane / 4, t = lane % 4
+    "a": ("g + 8 * (i / 2 % 2)", "2 * t + i % 2 + 8 * (i / 4)"),
+    "b": ("2 * t + i % 2 + 8 * (i / 2 % 2)", "g + 8 * (i / 4)"),
+    "c": ("g + 8 * (i / 2 % 2)", "2 * t + i % 2 + 8 * (i / 4)"),
+}
+
+
+def _wmma_functions(element: str):
+    e, ctype, _ = ELEMENTS[element]
+    out = {}
+    for kind, (row, col) in _WMMA_INDEX.items():
+        ty = "float" if kind == "c" else ctype
+        name = f"sl_wmma_load_{kind}_{'f32' if kind == 'c' else e}"
+        if name not in FUNCTIONS:
+            out[name] = register(DeviceFunction(name, f"""
+// wmma load_matrix_sync of a 16x16 row-major {kind} tile (leading stride ldm): this lane's 8 elements
+__device__ __forceinline__ void {name}({ty}* frag, const {ty}* p, int ldm) {{
+  const unsigned l = sl_lane_id(), g = l / 4, t = l % 4;
+  for (unsigned i = 0; i < 8; ++i) frag[i] = p[({row}) * ldm + {col}];
+}}
+""", requires=(COMMON.name,)))
+    name = f"sl_wmma_mma_f32_{e}"
+    out[name] = register(DeviceFunction(name, f"""
+// wmma mma_sync 16x16x16: d += a * b, as two mma.sync m16n8k16 (the columns 0-7 and 8-15)
+__device__ __forceinline__ void {name}(float* d, const {ctype}* a, const {ctype}* b) {{
+  {MMA[element, "float32"].name}(d, a, b);
+  {MMA[element, "float32"].name}(d + 4, a, b + 4);
+}}
+""", requires=(MMA[element, "float32"].name,)))
+    return out
+
+
+WMMA = {e: _wmma_functions(e) for e in ELEMENTS}
+WMMA_STORE = register(DeviceFunction("sl_wmma_store_f32", f"""
+// wmma store_matrix_sync of a 16x16 float accumulator tile, row-major with leading stride ldm
+__device__ __forceinline__ void sl_wmma_store_f32(float* p, int ldm, const float* frag) {{
+  const unsigned l = sl_lane_id(), g = l / 4, t = l % 4;
+  for (unsigned i = 0; i < 8; ++i) p[({_WMMA_INDEX['c'][0]}) * ldm + {_WMMA_INDEX['c'][1]}] = frag[i];
+}}
+""", requires=(COMMON.name,)))
+WMMA_FILL = register(DeviceFunction("sl_wmma_fill_f32", """
+// wmma fill_fragment of a 16x16 float accumulator tile
+__device__ __forceinline__ void sl_wmma_fill_f32(float* frag, float v) {
+  for (int i = 0; i < 8; ++i) frag[i] = v;
+}
+"""))
+
+
+def wmma_tile_address(handle):
+    """This lane's part of the 16x16 tile a wmma fragment handle is bound to (tile elem_offset / 256)."""
+    return address_of(Load(handle.data, (handle.elem_offset // 256 * 8 - handle.elem_offset,)))
+
+
+def wmma_load_intrin(scope: str, element: str = "float16", src_scope: str = "shared"):
+    """C = A on a 16x16 tile into a wmma fragment (TVM's intrin_wmma_load_matrix(scope))."""
+    import schedlang as sl
+    _check(element)
+    if scope not in WMMA_SCOPES[:2]:
+        raise ValueError(f"wmma loads into {' or '.join(WMMA_SCOPES[:2])}, not {scope!r}")
+    src = sl.placeholder((16, 16), element, name="A")
+    frag = sl.compute((16, 16), lambda i, j: src[i, j], name="C")
+    binds = {src: _handle((16, 16), element, "A", src_scope),
+             frag: sl.decl_buffer((16, 16), element, "C", scope=scope, offset_factor=256)}
+    fn = WMMA[element][f"sl_wmma_load_{'a' if scope.endswith('_a') else 'b'}_{ELEMENTS[element][0]}"]
+
+    def body(ins, outs):
+        return sl.call_extern("int32", fn.name, wmma_tile_address(outs[0]), ins[0].access_ptr("r"), ins[0].strides[0])
+    return sl.decl_tensor_intrin(frag.op, body, name=f"wmma_load_{scope}_{element}_{src_scope}", binds=binds)
+
+
+def wmma_gemm_intrin(element: str = "float16"):
+    """C[i, j] += sum_k A[i, k] * B[k, j] in float32 on 16x16x16 wmma fragments (intrin_wmma_gemm)."""
+    import schedlang as sl
+    _check(element)
+    a = sl.placeholder((16, 16), element, name="A")
+    b = sl.placeholder((16, 16), element, name="B")
+    k = sl.reduce_axis((0, 16), name="k")
+    c = sl.compute((16, 16), lambda i, j: sl.sum(a[i, k].astype("float32") * b[k, j].astype("float32"), axis=k),
+                   name="C")
+    binds = {t: sl.decl_buffer((16, 16), t.dtype, t.op.name, scope=scope, offset_factor=256)
+             for t, scope in zip((a, b, c), WMMA_SCOPES)}
+    mma = WMMA[element][f"sl_wmma_mma_f32_{ELEMENTS[element][0]}"]
+
+    def body(ins, outs):
+        update = sl.call_extern("int32", mma.name, wmma_tile_address(outs[0]), wmma_tile_address(ins[0]),
+                                wmma_tile_address(ins[1]))
+        reset = sl.call_extern("int32", WMMA_FILL.name, wmma_tile_address(outs[0]), sl.const(0, "float32"))
+        return [reset, update], reset, update
+    return sl.decl_tensor_intrin(c.op, body, name=f"wmma_gemm_{element}", binds=binds)
+
+
+def wmma_store_intrin(scope: str = "global"):
+    """C = the float32 accumulator tile, stored row-major (intrin_wmma_store_matrix)."""
+    import schedlang as sl
+    frag = sl.placeholder((16, 16), "float32", name="A")
+    out = sl.compute((16, 16), lambda i, j: frag[i, j], name="C")
+    binds = {frag: sl.decl_buffer((16, 16), "float32", "A", scope="wmma.accumulator", offset_factor=256),
+             out: _handle((16, 16), "float32", "C", scope)}
+
+    def body(ins, outs):
+        return sl.call_extern("int32", WMMA_STORE.name, outs[0].access_ptr("w"), outs[0].strides[0],
+                              wmma_tile_address(ins[0]))
+    return sl.decl_tensor_intrin(out.op, body, name=f"wmma_store_{scope}", binds=binds)
