@@ -391,3 +391,50 @@ def wmma_store_intrin(scope: str = "global"):
         return sl.call_extern("int32", WMMA_STORE.name, outs[0].access_ptr("w"), outs[0].strides[0],
                               wmma_tile_address(ins[0]))
     return sl.decl_tensor_intrin(out.op, body, name=f"wmma_store_{scope}", binds=binds)
+
+
+def call_intrin(dtype, name: str, *args):
+    """TVM's tir.call_intrin for the wmma calls its tensor-core tutorials emit (tvm_load_matrix_sync,
+    tvm_fill_fragment, tvm_mma_sync, tvm_store_matrix_sync: 16x16x16, row_major, a fragment
+    named by its handle's data and the tile index elem_offset // 256), as calls of this library."""
+    import schedlang as sl
+    op = name[4:] if name.startswith("tir.") else name
+    if op in ("tvm_load_matrix_sync", "tvm_store_matrix_sync"):
+        data, m, n, k, index, ptr, ldm, layout = args
+        _wmma_call_checks(op, (m, n, k), layout)
+        if op == "tvm_store_matrix_sync":
+            return sl.call_extern("int32", WMMA_STORE.name, ptr, ldm, _tile(data, index))
+        kind = {"wmma.matrix_a": "a", "wmma.matrix_b": "b", "wmma.accumulator": "c"}.get(data.scope)
+        suffix = "f32" if kind == "c" else ELEMENTS.get(str(data.dtype), ("?",))[0]
+        fn = FUNCTIONS.get(f"sl_wmma_load_{kind}_{suffix}")
+        if fn is None:
+            raise ValueError(f"{name}: no wmma load into a {data.dtype} fragment in scope {data.scope!r}")
+        return sl.call_extern("int32", fn.name, _tile(data, index), ptr, ldm)
+    if op == "tvm_fill_fragment":
+        data, m, n, k, index, value = args
+        _wmma_call_checks(op, (m, n, k), "row_major")
+        return sl.call_extern("int32", WMMA_FILL.name, _tile(data, index), sl.const(value, "float32"))
+    if op == "tvm_mma_sync":
+        d, di, a, ai, b, bi, c, ci = args
+        if c is not d or str(ci) != str(di):
+            raise ValueError(f"{name}: this library's mma_sync accumulates in place (C and D the same fragment)")
+        fn = WMMA.get(str(a.dtype), {}).get(f"sl_wmma_mma_f32_{ELEMENTS.get(str(a.dtype), ('?',))[0]}")
+        if fn is None:
+            raise ValueError(f"{name}: wmma multiplies {' or '.join(ELEMENTS)} fragments, not {a.dtype}")
+        return sl.call_extern("int32", fn.name, _tile(d, di), _tile(a, ai), _tile(b, bi))
+    raise ValueError(f"call_intrin: {name!r} is not one of the wmma calls this library maps (tir.tvm_load_matrix_sync, "
+                     "tir.tvm_fill_fragment, tir.tvm_mma_sync, tir.tvm_store_matrix_sync)")
+
+
+def _wmma_call_checks(name: str, shape, layout: str) -> None:
+    if tuple(int(x) for x in shape) != (16, 16, 16) or layout != "row_major":
+        raise ValueError(f"{name}: this library's wmma is 16x16x16 row_major, not {tuple(shape)} {layout}")
+
+
+def _tile(data, index):
+    """This lane's part of tile `index` (elem_offset // 256) of the fragment handle whose data is data."""
+    from ....expr.functor import free_vars
+    offset = [v for v in free_vars(index) if v.name == f"{data.name}.elem_offset"]
+    if not offset:
+        raise ValueError(f"a wmma fragment's tile index is its handle's elem_offset // 256, got {index}")
+    return address_of(Load(data, (index * 8 - offset[0],)))
