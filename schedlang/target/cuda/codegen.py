@@ -135,9 +135,9 @@ def _fragment_access(b) -> None:
     """A fragment buffer (scope warp or wmma.*) is spread over the lanes: only the intrinsic
     library's calls address it, never an element access."""
     if b.scope in FRAGMENT_SCOPES:
-        raise LoweringError("cuda codegen", f"{b.scope}-scope buffer '{b.name}' (tensor-core fragments, each lane holding "
-                            "its part) is accessed element by element; only tensor intrinsics (target/cuda/intrin/"
-                            "mma.py) may read or write it: tensorize every stage that uses it, on whole tiles "
+        raise LoweringError("cuda codegen", f"{b.scope}-scope buffer '{b.name}' (tensor-core fragments, each lane "
+                            "holding its part) is accessed element by element; only tensor intrinsics "
+                            "(target/cuda/intrin/mma.py) may read or write it: tensorize every stage that uses it, on whole tiles "
                             "(pad the shapes to multiples of the tiles, or choose split factors that divide them)")
 
 

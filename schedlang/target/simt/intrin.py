@@ -1,11 +1,13 @@
-"""The SIMT engine's semantics of the cuda intrinsic library's tensor-core calls (target/cuda/
-intrin/mma.py) and asynchronous copies (copy.py: a copy reads its source when issued and
-writes shared memory at the wait_group that covers its group, as the shim does), with the hardware's per-lane fragment layouts: the chunk's lanes in lockstep,
-grouped in warps of 32, so each lane's fragment registers are gathered from the other lanes'
-as ldmatrix and mma.sync do. Memory goes through Memory.load/store: bounds, the shared-memory
-race check and the profile's counters see ldmatrix's row reads by the lanes that address them.
+"""The SIMT engine's semantics of the cuda intrinsic library's calls: tensor cores (target/
+cuda/intrin/mma.py: ldmatrix, mma.sync m16n8k16, wmma 16x16x16) with the hardware's per-lane
+fragment layouts, the chunk's lanes in lockstep, grouped in warps of 32, so each lane's
+fragment registers are gathered from the other lanes' as ldmatrix and mma.sync do; and
+asynchronous copies (copy.py: a copy reads its source when issued and writes shared memory
+at the wait_group that covers its group, as the shim does). Memory goes through
+Memory.load/store: bounds, the shared-memory race check and the profile's counters see
+ldmatrix's row reads by the lanes that address them.
 
-A warp-scope buffer (fragments) holds N/32 elements a lane (Memory allocates so); a call's
+A fragment buffer (scope warp or wmma.*) holds N/32 elements a lane (Memory allocates so); a call's
 fragment pointer is an element index into it.
 """
 from __future__ import annotations

@@ -86,7 +86,8 @@ def _ldmatrix(count: int, trans: bool) -> DeviceFunction:
     regs = ", ".join(f"%{i}" for i in range(count))
     outs = ", ".join(f'"=r"(r[{i}])' for i in range(count))
     return register(DeviceFunction(name, f"""
-// ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.shared.b16: this lane's row address in, its {count} register(s) out.
+// ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.shared.b16: this lane's row address in,
+// its {count} register(s) out
 __device__ __forceinline__ void {name}(void* out, const void* row) {{
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
   unsigned* r = static_cast<unsigned*>(out);
