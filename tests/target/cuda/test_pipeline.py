@@ -95,3 +95,13 @@ def test_pipeline_checks():
     s[BL].pipeline(3)              # computed at the root: refused when built, as double_buffer is
     with pytest.raises(sl.ScheduleError, match="is computed at the root; a stage gets two buffers"):
         sl.build(s, [A, B, C], target="cuda")
+
+
+@pytest.mark.parametrize("sanitize", ["thread", "undefined"])
+def test_the_pipelined_kernel_is_clean_under_the_sanitizers(sanitize):
+    """ThreadSanitizer (one std::thread a GPU thread: the warp gathers, the copies landing at
+    their waits, the barriers) finds no race, UndefinedBehaviorSanitizer nothing undefined."""
+    s, args = mma_gemm.gemm(64, 64, 64, async_copy=True, stages=2)
+    mod = sl.build(s, args, target="cuda")
+    c, ref = run(mod, 64, 64, 64, sanitize=sanitize)
+    np.testing.assert_allclose(c, ref, **TOL["float32"])
