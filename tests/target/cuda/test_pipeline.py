@@ -30,7 +30,7 @@ def test_a_missing_wait_is_observable(monkeypatch):
     at a wait, the SIMT engine's shared memory starts as NaN)."""
     monkeypatch.setattr(backend, "complete_async_copies", lambda body: body)
     s, args = mma_gemm.gemm(64, 64, 64, async_copy=True)
-    mod = sl.build(s, args, target="cuda")
+    mod = sl.build(s, args, target="cuda", cache=False)      # (compiled with the patched pass)
     assert "sl_cp_async_wait" not in mod.get_source("cuda")
     for engine in ("shim", "simt"):
         c, ref = run(mod, 64, 64, 64, engine=engine)
@@ -77,7 +77,7 @@ def test_waiting_for_one_group_too_few_is_observable(monkeypatch):
     landed; in emulation they land only at the wait that covers them, so the numbers are wrong."""
     monkeypatch.setattr(copy.ASYNC, "wait", lambda n: copy.wait(n + 1))
     s, args = mma_gemm.gemm(64, 64, 160, async_copy=True, stages=3)
-    mod = sl.build(s, args, target="cuda")
+    mod = sl.build(s, args, target="cuda", cache=False)      # (compiled with the patched pass)
     assert "sl_cp_async_wait_3();" in mod.get_source("cuda")
     for engine in ("shim", "simt"):
         c, ref = run(mod, 64, 64, 160, engine=engine)
@@ -105,3 +105,28 @@ def test_the_pipelined_kernel_is_clean_under_the_sanitizers(sanitize):
     mod = sl.build(s, args, target="cuda")
     c, ref = run(mod, 64, 64, 64, sanitize=sanitize)
     np.testing.assert_allclose(c, ref, **TOL["float32"])
+
+
+def test_a_missing_barrier_after_the_wait_is_a_race_on_both_engines(monkeypatch):
+    """Without the barrier between wait_group and the compute (a pipeline pass that dropped
+    it), a thread's copies land while other lanes' ldmatrix read them: the SIMT race check
+    names the wait as the writer, ThreadSanitizer sees the shim's threads race."""
+    from schedlang.kernel import double_buffer
+    real = double_buffer.Barrier
+
+    class _IsBarrier(type):
+        def __instancecheck__(cls, x):
+            return isinstance(x, real)
+
+    class NoBarrier(metaclass=_IsBarrier):      # the pass's new barriers vanish; old ones stay
+        def __new__(cls, *args):
+            return None
+    monkeypatch.setattr(double_buffer, "Barrier", NoBarrier)
+    s, args = mma_gemm.gemm(64, 64, 192, async_copy=True, stages=3)
+    mod = sl.build(s, args, target="cuda", cache=False)      # (compiled with the patched pass)
+    assert mod.get_source("cuda").count("__syncthreads();") == 1
+    with pytest.raises(Exception, match=r"race on 'A.shared'.* wrote it in `call_pure_extern\(\"int32\", "
+                                        r"\"sl_cp_async_wait_2\"\)`, with no barrier"):
+        run(mod, 64, 64, 192, engine="simt")
+    with pytest.raises(RuntimeError, match="ThreadSanitizer found a data race"):
+        run(mod, 64, 64, 192, sanitize="thread")
