@@ -31,5 +31,6 @@ from .schedule.tensorize import declared_intrin  # noqa: F401,E402
 from .driver import build, load_module, lower  # noqa: F401,E402
 from .lowered import LoweredFunc  # noqa: F401,E402
 from .target import Backend, CUDAOptions, LLVMOptions, Target, get_backend, register_backend  # noqa: F401,E402
+from .target.cuda.intrin.mma import call_intrin  # noqa: F401,E402 (TVM's wmma calls: tir.tvm_mma_sync, ...)
 from .autoschedule import SearchTask, apply_best, auto_schedule, plot_tuning, print_best  # noqa: F401,E402
 from . import auto_scheduler  # noqa: F401,E402 (TVM's names: `from schedlang import auto_scheduler`)

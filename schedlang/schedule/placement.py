@@ -11,7 +11,10 @@ from ..tensor.op import PlaceholderOp
 from . import scan as scan_rules, steps
 from .annotate import VECTORIZE
 
-SCOPES = ("global", "shared", "local")
+# A warp's tensor-core fragments, each lane holding 1/32 (target/cuda/intrin/mma.py): mma.sync's
+# "warp", and wmma's scopes of TVM's tensor-core tutorials.
+FRAGMENT_SCOPES = ("warp", "wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
+SCOPES = ("global", "shared", "local") + FRAGMENT_SCOPES
 
 
 def enclosing_loops(stage, parent_of=None, leaves_of=None) -> List[Tuple[object, IterVar]]:

@@ -82,6 +82,20 @@ def cache_read_align():
     return [A, C], [C.op], schedule, "llvm"
 
 
+def pipelined():
+    """A copy pipelined over three buffers (the llvm target ignores it, as double_buffer)."""
+    A = sl.placeholder((16, 16), name="A")
+    C = sl.compute((16, 16), lambda i, j: A[i, j] * 2, name="C")
+
+    def schedule(s):
+        AA = s.cache_read(A, "local", [C])
+        xo, xi = s[C].split(C.op.axis[0], 4)
+        s[AA].compute_at(s[C], xo)
+        s[AA].pipeline(3)
+
+    return [A, C], [C.op], schedule, "llvm"
+
+
 def fuse_bind():
     """Fuse both axes, split, bind to blocks and threads (lowered for cuda: llvm cannot bind)."""
     A = sl.placeholder((16, 16), name="A")
@@ -128,7 +142,8 @@ def tensorized():
     return [A, B, C], [C.op], schedule, "llvm"
 
 
-CASES = {f.__name__: f for f in (gemm, softmax, rfactor_rows, cache_read_align, fuse_bind, misc, tensorized)}
+CASES = {f.__name__: f for f in (gemm, softmax, rfactor_rows, cache_read_align, pipelined, fuse_bind, misc,
+                                  tensorized)}
 
 
 def scheduled(name):

@@ -11,6 +11,7 @@ schedule_*_cuda default schedules of torch/schedules.py.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Dict, Sequence
 
 from ...errors import LoweringError, ScheduleError
@@ -35,6 +36,7 @@ from ...tensor.op import PlaceholderOp
 from ..backend import Backend, BuildState, run_stages
 from ..target import Target
 from .codegen import MAX_GRID, render_cuda, threads_per_block
+from .intrin.copy import ASYNC, complete_async_copies
 from .module import ENGINES, CUDAModule
 from .nvrtc import compile_ptx, ptxas_info
 from .vectorize import cuda_vectorize_loops
@@ -69,7 +71,8 @@ class CUDABackend(Backend):
             ("simplify", simplify_stmt),
             ("lower_thread_allreduce", lower_thread_allreduce),   # warp shuffles and shared memory
             ("insert_barriers", insert_barriers),         # __syncthreads() between shared writes and reads
-            ("inject_double_buffer", inject_double_buffer),   # double_buffer(): fetch ahead, one barrier a step
+            ("inject_double_buffer", partial(inject_double_buffer, copies=ASYNC)),   # fetch ahead (cp.async too)
+            ("complete_async_copies", complete_async_copies),   # cp.async lands before the next barrier
             ("sink_thread_guards", sink_thread_guards),   # every thread reaches each barrier and cooperative fetch
             ("split_kernels", SPLIT_KERNELS),         # thread-bound loops become the launch geometry
             ("add_size_params", ADD_SIZE_PARAMS),

@@ -1,0 +1,117 @@
+"""Tensor cores (target/cuda/intrin/mma.py): ldmatrix + mma.sync m16n8k16 GEMMs via tensorize,
+emulated on both engines (the shim's C++ and the SIMT engine's numpy, target/simt/intrin.py)
+with the hardware's per-lane fragment layouts against numpy and each other, compiled by NVRTC
+and accepted by ptxas for sm_80 and sm_90 without spills; odd shapes refused clearly."""
+import numpy as np
+import pytest
+
+import schedlang as sl
+from schedlang.target.cuda.intrin import mma
+from tests.target.cuda import mma_gemm
+
+
+def operands(M, N, K, element="float16", layout="kn", seed=0):
+    """A, B (as the kernel takes them: numpy, or torch for bfloat16) and A @ B in float64."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((M, K)).astype("float32")
+    b = rng.standard_normal((K, N) if layout == "kn" else (N, K)).astype("float32")
+    args = a.astype(sl.dtype(element).numpy), b.astype(sl.dtype(element).numpy)     # (bfloat16: ml_dtypes')
+    a, b = (x.astype("float32") for x in args)
+    ref = a.astype("float64") @ (b.astype("float64") if layout == "kn" else b.astype("float64").T)
+    return args, ref
+
+
+def run(mod, M, N, K, element="float16", acc="float32", layout="kn", engine="shim", **emulate):
+    (a, b), ref = operands(M, N, K, element, layout)
+    c = np.zeros((M, N), acc)
+    mod.emulate(a, b, c, engine=engine, **emulate)
+    return c, ref
+
+
+TOL = {"float32": dict(rtol=1e-4, atol=1e-3), "float16": dict(rtol=2e-2, atol=5e-2)}
+
+
+@pytest.mark.parametrize("element, acc, layout", [("float16", "float32", "kn"), ("bfloat16", "float32", "kn"),
+                                                  ("float16", "float16", "kn"), ("float16", "float32", "nk")])
+def test_gemm_64_matches_numpy_on_both_engines(element, acc, layout):
+    s, args = mma_gemm.gemm(64, 64, 64, element, acc, layout)
+    mod = sl.build(s, args, target="cuda -arch=sm_80")
+    cuda = mod.get_source("cuda")
+    assert f"sl_mma_m16n8k16_{mma.ACCUMULATORS[acc][0]}_{mma.ELEMENTS[element][0]}(" in cuda
+    assert "__shared__ __align__(16)" in cuda          # ldmatrix's rows are 16-byte aligned
+    ptx = mod.get_source("ptx")
+    assert "mma.sync.aligned.m16n8k16.row.col" in ptx
+    assert ("ldmatrix.sync.aligned.m8n8.x2.trans" if layout == "kn" else "ldmatrix.sync.aligned.m8n8.x2.shared") in ptx
+    c, ref = run(mod, 64, 64, 64, element, acc, layout)
+    np.testing.assert_allclose(c, ref, **TOL[acc])
+    simt, _ = run(mod, 64, 64, 64, element, acc, layout, engine="simt")
+    np.testing.assert_array_equal(simt, c)           # the same layouts, the same summation order
+
+
+def test_several_blocks_and_k_steps_with_bounds_checks():
+    M, N, K = 128, 64, 96
+    s, args = mma_gemm.gemm(M, N, K)
+    mod = sl.build(s, args, target="cuda")
+    c, ref = run(mod, M, N, K, bounds_check=True)
+    np.testing.assert_allclose(c, ref, **TOL["float32"])
+    np.testing.assert_array_equal(run(mod, M, N, K, engine="simt")[0], c)
+
+
+def test_a_wrong_fragment_layout_gives_wrong_numbers():
+    """B stored [k][n] loaded as if [n][k] (ldmatrix without .trans): the emulation's lanes get
+    other elements, as a GPU's would, so the product is wrong."""
+    A, B, C = mma_gemm.program(64, 64, 64)
+    b = sl.placeholder((16, 8), "float16", name="b_shared")
+    frag = sl.compute((16, 8), lambda r, c: b[r, c], name="b_frag")
+    binds = {b: mma._handle((16, 8), "float16", "b_shared", "shared", 8),
+             frag: mma._handle((16, 8), "float16", "b_frag", mma.WARP)}
+    wrong = sl.decl_tensor_intrin(frag.op, lambda ins, outs: sl.call_extern(
+        "int32", "sl_mma_load_b_nk_f16", mma.fragment_address(outs[0], 16, 8), ins[0].access_ptr("r"),
+        ins[0].strides[0]), name="wrong_load_b", binds=binds)
+    mod = sl.build(mma_gemm.schedule(A, B, C, load_b=wrong), [A, B, C], target="cuda")
+    for engine in ("shim", "simt"):
+        c, ref = run(mod, 64, 64, 64, engine=engine)
+        assert np.abs(c - ref).max() > 1.0
+
+
+def test_padding_the_shared_rows_removes_ldmatrix_bank_conflicts():
+    """Rows 32 halves apart put ldmatrix's eight rows of a matrix in the same banks two by two;
+    rows 40 apart (storage_align) spread them over all 32 banks: the SIMT profile shows it."""
+    conflicts = {}
+    for pad in (0, 8):
+        s, args = mma_gemm.gemm(64, 64, 64, pad=pad)
+        mod = sl.build(s, args, target="cuda")
+        (a, b), ref = operands(64, 64, 64)
+        c = np.zeros((64, 64), "float32")
+        prof = mod.emulate(a, b, c, engine="simt", profile=True)["C_kernel"]
+        np.testing.assert_allclose(c, ref, **TOL["float32"])
+        conflicts[pad] = sum(sum(c) for c in prof.conflicts_by_buffer.values())
+    assert conflicts[0] > 0 and conflicts[8] == 0
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("tiles", [{}, dict(BM=128, BN=128, WM=64, WN=32)])
+def test_ptxas_accepts_it_without_spills(arch, tiles):
+    s, args = mma_gemm.gemm(128, 128, 64, **tiles)
+    mod = sl.build(s, args, target=f"cuda -arch={arch}")
+    assert f".target {arch}" in mod.get_source("ptx")
+    if mod.ptxas_info is None:
+        pytest.skip("no ptxas on PATH")
+    info = mod.ptxas_info["C_kernel"]
+    bm = tiles.get("BM", 64)
+    assert info.spill_bytes == 0 and info.shared_bytes == 2 * bm * 32 * 2
+
+
+def test_odd_shapes_are_refused_clearly():
+    with pytest.raises(ValueError, match="multiples of the block tile"):
+        mma_gemm.gemm(60, 64, 64)
+    s, args = mma_gemm.gemm(60, 64, 64, check=False)     # a tail: fragments accessed element by element
+    with pytest.raises(sl.LoweringError, match="warp-scope buffer .* only tensor intrinsics"):
+        sl.build(s, args, target="cuda")
+
+
+def test_fragment_intrinsics_refuse_other_types():
+    with pytest.raises(ValueError, match="float16 or bfloat16"):
+        mma.load_a_intrin("float32")
+    with pytest.raises(ValueError, match="accumulates in float32 or float16"):
+        mma.mma_intrin("float16", "int32")
