@@ -23,7 +23,7 @@ import numpy as np
 from ..expr.bounds import const_bounds
 from ..expr.functor import walk
 from ..expr.nodes import NEG, Binary, Call, Cast, Compare, Expr, Load, Logical, Not, Select, Var
-from ..expr.simplify import linear_form
+from ..expr.linear import linear_form
 from ..loop.nodes import (PARALLEL, UNROLLED, VECTORIZED, Allocate, For, Func, IfThen, Let, Seq, StageNest, Stmt,
                           Store)
 from ..target.registry import get_backend

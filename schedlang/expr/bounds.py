@@ -6,6 +6,7 @@ from typing import Dict, Mapping, Optional, Tuple
 
 from .nodes import Binary, Cast, Const, Expr, Select, Var, binary
 from .functor import free_vars
+from .linear import from_linear, linear_form
 
 Interval = Tuple[Optional[int], Optional[int]]   # None = unbounded on that side
 VarRanges = Mapping[Var, Tuple[object, object]]  # inclusive [lo, hi]: ints, or expressions of size variables
@@ -53,7 +54,6 @@ def _const_bounds(e: Expr, ranges: VarRanges, memo) -> Interval:
 def _mod_residues(e: Binary, lo: int, hi: int) -> Interval:
     """Narrow the bounds of x % c to the residues x can have: when every coefficient of x
     is a multiple of g (g dividing c), x % c is r, r + g, ..., with r = x's constant mod g."""
-    from .simplify import linear_form   # simplify imports this module
     c = int(e.b.value)
     terms, constant = linear_form(e.a)
     g = c
@@ -126,7 +126,6 @@ def _aligned_div_mod(e: Binary, relax: VarRanges) -> Optional[Tuple[Expr, Expr]]
     coefficient of F is a multiple of g, g divides c and (F's constant + mlo) mod g plus the
     width mhi - mlo stays below g, then x never crosses a multiple of g, hence of c: x // c is
     the single point base // c and x % c runs over base % c + [0, width], base = F + mlo."""
-    from .simplify import from_linear, linear_form   # simplify imports this module
     c = int(e.b.value)
     terms, constant = linear_form(e.a)
     fixed = [(t, k) for t, k in terms if not any(v in relax for v in free_vars(t))]
