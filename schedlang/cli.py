@@ -32,7 +32,11 @@ import traceback
 import warnings
 from typing import List, Optional, Sequence, Tuple
 
+from .autoschedule.task_scheduler import format_round
+from .kernel_cache import run_command
 from .target.registry import get_backend
+from .target.target import Target
+from .version import __version__
 
 # level name -> (title, what it says); the order is the pipeline's.
 LEVELS = {
@@ -175,7 +179,6 @@ def check_dtype(name: str) -> str:
 
 def check_target(spec: str):
     """The resolved Target of a target string; UsageError naming what is wrong."""
-    from .target import Target
     try:
         target = Target.create(spec)
     except (TypeError, ValueError, KeyError) as e:
@@ -438,7 +441,6 @@ def run_tune(args) -> int:
 
 def _print_round(info) -> None:
     """A tuning round's line, on stdout (stderr is quiet while torch exports and compiles)."""
-    from .autoschedule.task_scheduler import format_round
     print(format_round(info), flush=True)
 
 
@@ -527,7 +529,6 @@ def _line_in(path: str, e: BaseException) -> str:
 
 
 def _version() -> str:
-    from . import __version__
     return __version__
 
 
@@ -544,7 +545,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "see 'schedlang --help')", file=sys.stderr)
         return EXIT_USAGE
     if args.command == "cache":
-        from .kernel_cache import run_command
         return run_command(args.action)
     try:
         return run_tune(args) if args.command == "tune" else run_compile(args)

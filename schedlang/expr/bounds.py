@@ -207,26 +207,6 @@ def has_symbolic_range(e: Expr, ranges: VarRanges) -> bool:
         if r is not None and (isinstance(r[0], Expr) or isinstance(r[1], Expr)):
             return True
     return False
-def span_bound(hi: Expr, lo: Expr, ranges: VarRanges) -> Optional[int]:
-    """A constant upper bound of hi - lo, for the extent of a region [lo, hi].
-
-    Beyond constant bounds of the difference, it knows that two floor divisions by c of
-    values w apart differ by at most (w + c - 1) // c, which bounds a split or fused axis
-    whose segment may cross one row boundary."""
-    from .simplify import simplify   # simplify imports this module
-    if (isinstance(hi, Binary) and isinstance(lo, Binary) and hi.op == lo.op == "floordiv"
-            and isinstance(hi.b, Const) and isinstance(lo.b, Const) and hi.b.value > 0 and lo.b.value > 0):
-        # Bring both to one divisor c (x // d == (x * m) // (d * m)): the simplifier may
-        # have cancelled a common factor on one side only.
-        ch, cl = int(hi.b.value), int(lo.b.value)
-        c = ch * cl // math.gcd(ch, cl)
-        width = simplify(binary("sub", binary("mul", hi.a, Const(c // ch, hi.dtype)),
-                                binary("mul", lo.a, Const(c // cl, lo.dtype))), ranges)
-        if isinstance(width, Const) and width.value >= 0:
-            return (int(width.value) + c - 1) // c
-    return const_bounds(simplify(binary("sub", hi, lo), ranges), ranges)[1]
-
-
 def fits_without_wrap(e: Expr, ranges, memo: Optional[Tuple[Dict, Dict]] = None) -> bool:
     """Whether e, an integer expression, and every add/sub/mul under it provably stay within
     the range of their dtype, given inclusive ranges of the variables. memo (answers and

@@ -13,7 +13,7 @@ from .functor import ExprMutator, map_children
 from .equality import key
 from .linear import Terms, from_linear, linear_form, wrap_int
 from .ranges import LoopRanges
-from .nodes import NEG, Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var
+from .nodes import NEG, Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var, binary
 
 _FOLD = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
          "min": min, "max": max, "bitand": operator.and_, "bitor": operator.or_,
@@ -321,6 +321,25 @@ def symbolic_bounds(e: Expr, ranges: VarRanges, known) -> Tuple[Optional[int], O
         t2, c2 = linear_form(from_linear(t2, c2, e.dtype))
         out[side] = const_bounds(from_linear(t2, c2, e.dtype), ranges)[side]
     return out[0], out[1]
+
+
+def span_bound(hi: Expr, lo: Expr, ranges: VarRanges) -> Optional[int]:
+    """A constant upper bound of hi - lo, for the extent of a region [lo, hi].
+
+    Beyond constant bounds of the difference, it knows that two floor divisions by c of
+    values w apart differ by at most (w + c - 1) // c, which bounds a split or fused axis
+    whose segment may cross one row boundary."""
+    if (isinstance(hi, Binary) and isinstance(lo, Binary) and hi.op == lo.op == "floordiv"
+            and isinstance(hi.b, Const) and isinstance(lo.b, Const) and hi.b.value > 0 and lo.b.value > 0):
+        # Bring both to one divisor c (x // d == (x * m) // (d * m)): the simplifier may
+        # have cancelled a common factor on one side only.
+        ch, cl = int(hi.b.value), int(lo.b.value)
+        c = ch * cl // math.gcd(ch, cl)
+        width = simplify(binary("sub", binary("mul", hi.a, Const(c // ch, hi.dtype)),
+                                binary("mul", lo.a, Const(c // cl, lo.dtype))), ranges)
+        if isinstance(width, Const) and width.value >= 0:
+            return (int(width.value) + c - 1) // c
+    return const_bounds(simplify(binary("sub", hi, lo), ranges), ranges)[1]
 
 
 def _relax_floordiv(terms: Terms, constant: int, side: int) -> Tuple[Terms, int]:

@@ -7,6 +7,7 @@ from ..dtypes import dtype as parse_dtype
 from ..expr.nodes import (NEG, Call, Const, Expr, as_expr, binary, cast as _cast, const as _const,
                           logical, select as _select, Var)
 from . import reduce as _reduce
+from .axis import REDUCE, IterVar
 
 # name -> number of arguments; every one is computed in the argument's float dtype.
 MATH_INTRINSICS = {"exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1, "erf": 1,
@@ -277,7 +278,6 @@ def min(expr, axis=None, where=None, init=None):  # noqa: A001
 
 
 def _max_min(op: str, reducer, expr, axis, where, init):
-    from .axis import IterVar, REDUCE
     is_axis = isinstance(axis, IterVar) and axis.kind == REDUCE or (
         isinstance(axis, (list, tuple)) and axis and isinstance(axis[0], IterVar))
     if axis is None or not is_axis:

@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import Dict, List, Tuple
 
 from ..errors import ScheduleError
-from ..expr.bounds import const_bounds, relaxed_interval, span_bound
+from ..expr.bounds import const_bounds, relaxed_interval
 from ..expr.equality import equal
 from ..expr.functor import free_vars, substitute, walk
 from ..expr.nodes import Const, Expr, Var, binary
 from ..expr.ranges import LoopRanges
-from ..expr.simplify import simplify
+from ..expr.simplify import simplify, span_bound
 from ..loop.build import Region, full_region, loop_extents
 from ..loop.cooperative import THREAD_AXES, attach_path, need_relax
 from ..loop.plan import Program, StagePlan

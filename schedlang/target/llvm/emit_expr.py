@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Dict
 
-from ...dtypes import DType, float32
+from ...dtypes import DType, dtype as parse_dtype, float32
 from ...errors import InternalError
 from ...expr.nodes import (Binary, Broadcast, Buffer, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
                            Ramp, Select, Var)
@@ -18,7 +18,7 @@ from ...expr.bounds import fits_without_wrap
 from ...expr.equality import equal
 from ...expr.ranges import LoopRanges
 from ...expr.nodes import FAST_MATH_MARKER, NEG
-from .types import compute_type, constant, literal, memory_type, scalar_compute, signed
+from .types import compute_type, constant, literal, memory_type, scalar_compute, signed, suffix
 
 # Floating point is IEEE by default: no flags on the user's arithmetic. FAST_MATH is what
 # Target(fast_math=True) or a stage's "fast_math" pragma allow; ACCUMULATE is for the update of
@@ -46,17 +46,7 @@ LIBM_FUNCTIONS = frozenset({"exp10", "log10", "log1p", "tan", "atan", "atan2", "
 
 
 def _c_dtype(ty: str) -> DType:
-    from ...dtypes import dtype as parse_dtype
     return parse_dtype({"float": "float32", "double": "float64"}.get(ty, f"int{ty[1:]}"))
-
-
-def suffix(ty: str) -> str:
-    """The overload suffix of an intrinsic: float -> f32, <8 x float> -> v8f32."""
-    base = {"float": "f32", "double": "f64", "half": "f16"}
-    if ty.startswith("<"):
-        lanes, _, elem = ty[1:-1].partition(" x ")
-        return f"v{lanes}{base.get(elem, elem)}"
-    return base.get(ty, ty)
 
 
 class ExprEmitter(DivisionEmitter, BFloatEmitter, HalfEmitter):
