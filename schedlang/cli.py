@@ -339,19 +339,26 @@ def header(level: str, target) -> str:
     return f"{rule}\n{title}  (--level {level}): {says}\n{rule}"
 
 
+def load_model(args, shapes, dtype: str):
+    """(model, name, inputs): the module the command names, in eval mode and in dtype, and its
+    example inputs (compile and tune share this)."""
+    module_file = load_file(args.file)
+    model, name = pick_module(module_file, args.file, args.module)
+    import torch
+    model = model.eval()
+    if getattr(torch, dtype).is_floating_point and dtype != "float32":
+        model = model.to(getattr(torch, dtype))
+    return model, name, example_inputs(module_file, model, name, args.file, shapes, dtype, args.seed)
+
+
 def run_compile(args) -> int:
     shapes = [parse_shape(s) for s in args.shape]
     levels = parse_levels(args.level) if (args.ir or args.level) else []
     dtype = check_dtype(args.dtype)
     target = check_target(args.target)
-    module_file = load_file(args.file)
-    model, name = pick_module(module_file, args.file, args.module)
+    model, name, inputs = load_model(args, shapes, dtype)
 
     import torch
-    model = model.eval()
-    if getattr(torch, dtype).is_floating_point and dtype != "float32":
-        model = model.to(getattr(torch, dtype))
-    inputs = example_inputs(module_file, model, name, args.file, shapes, dtype, args.seed)
     described = ", ".join(f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}" if isinstance(t, torch.Tensor)
                           else repr(t) for t in inputs)
     print(f"{name} from {args.file}; inputs: {described}; target: {target}")
@@ -397,13 +404,8 @@ def run_tune(args) -> int:
         raise UsageError("--trials, --per-round and --early-stopping must be positive")
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError("--timeout must be a positive number of seconds")
-    module_file = load_file(args.file)
-    model, name = pick_module(module_file, args.file, args.module)
+    model, name, inputs = load_model(args, shapes, dtype)
     import torch
-    model = model.eval()
-    if getattr(torch, dtype).is_floating_point and dtype != "float32":
-        model = model.to(getattr(torch, dtype))
-    inputs = example_inputs(module_file, model, name, args.file, shapes, dtype, args.seed)
     print(f"{name} from {args.file}; target: {target}; {args.trials} trials, strategy {args.strategy}; log: {args.log}")
     import schedlang.torch as sl_torch
     from schedlang.torch.tune import task_table, time_call

@@ -210,32 +210,25 @@ def div(a, b) -> Expr:
     return truncdiv(a, b)
 
 
-def bitwise_and(a, b) -> Expr:
-    return binary("bitand", a, b)
+def _binary_fn(name: str, op: str, what: str):
+    """TVM's function form of a binary operator (tir.<name>)."""
+    def fn(a, b) -> Expr:
+        return binary(op, a, b)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"{what}, as TVM's tir.{name}."
+    return fn
 
 
-def bitwise_or(a, b) -> Expr:
-    return binary("bitor", a, b)
-
-
-def bitwise_xor(a, b) -> Expr:
-    return binary("bitxor", a, b)
+bitwise_and = _binary_fn("bitwise_and", "bitand", "a & b")
+bitwise_or = _binary_fn("bitwise_or", "bitor", "a | b")
+bitwise_xor = _binary_fn("bitwise_xor", "bitxor", "a ^ b")
+add = _binary_fn("add", "add", "a + b")
+subtract = _binary_fn("subtract", "sub", "a - b")
+multiply = _binary_fn("multiply", "mul", "a * b")
 
 
 def bitwise_not(a) -> Expr:
     return ~as_expr(a)
-
-
-def add(a, b) -> Expr:
-    return binary("add", a, b)
-
-
-def subtract(a, b) -> Expr:
-    return binary("sub", a, b)
-
-
-def multiply(a, b) -> Expr:
-    return binary("mul", a, b)
 
 
 def truncdiv(a, b) -> Expr:
