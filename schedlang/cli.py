@@ -339,6 +339,16 @@ def header(level: str, target) -> str:
     return f"{rule}\n{title}  (--level {level}): {says}\n{rule}"
 
 
+def report_failure(args, what: str, e: BaseException) -> int:
+    """Say on stderr, in one line, that `what` failed with e (the whole traceback with
+    --traceback); the exit status of a failed compile, run or tune."""
+    if args.traceback:
+        traceback.print_exc()
+    print(f"schedlang {args.command}: error: {what} failed: {type(e).__name__}: {_one_line(e)}"
+          + ("" if args.traceback else " (--traceback shows where)"), file=sys.stderr)
+    return EXIT_MISMATCH
+
+
 def load_model(args, shapes, dtype: str):
     """(model, name, inputs): the module the command names, in eval mode and in dtype, and its
     example inputs (compile and tune share this)."""
@@ -369,11 +379,7 @@ def run_compile(args) -> int:
             warnings.simplefilter("always")
             compiled = sl_torch.compile(model, inputs, target=args.target)
     except Exception as e:  # noqa: BLE001 (reported in one line; --traceback shows it all)
-        if args.traceback:
-            traceback.print_exc()
-        print(f"schedlang compile: error: compiling {name} failed: {type(e).__name__}: {_one_line(e)}"
-              + ("" if args.traceback else " (--traceback shows where)"), file=sys.stderr)
-        return EXIT_MISMATCH
+        return report_failure(args, f"compiling {name}", e)
     for w in caught:                       # one line each (an op run by torch, for instance)
         if not issubclass(w.category, (DeprecationWarning, FutureWarning)):
             print(f"warning: {w.message}", file=sys.stderr)
@@ -388,11 +394,7 @@ def run_compile(args) -> int:
     try:
         return run_against_torch(compiled, model, inputs, target, dtype)
     except Exception as e:  # noqa: BLE001 (reported in one line, as a failed compile is)
-        if args.traceback:
-            traceback.print_exc()
-        print(f"schedlang compile: error: running {name} failed: {type(e).__name__}: {_one_line(e)}"
-              + ("" if args.traceback else " (--traceback shows where)"), file=sys.stderr)
-        return EXIT_MISMATCH
+        return report_failure(args, f"running {name}", e)
 
 
 def run_tune(args) -> int:
@@ -422,11 +424,7 @@ def run_tune(args) -> int:
                                      callback=None if args.quiet else _print_round)
             untuned = sl_torch.compile(model, inputs, target=args.target)
     except Exception as e:  # noqa: BLE001 (reported in one line; --traceback shows it all)
-        if args.traceback:
-            traceback.print_exc()
-        print(f"schedlang tune: error: tuning {name} failed: {type(e).__name__}: {_one_line(e)}"
-              + ("" if args.traceback else " (--traceback shows where)"), file=sys.stderr)
-        return EXIT_MISMATCH
+        return report_failure(args, f"tuning {name}", e)
     finally:
         if executor is not None:
             executor.close()
