@@ -25,7 +25,7 @@ from .loop.tensor_intrin import decl_buffer, decl_tensor_intrin  # noqa: F401
 from . import ir_builder  # noqa: F401
 from .packed import get_global_func, register_func, remove_global_func  # noqa: F401
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401,E402
 from .schedule import Schedule, create_schedule  # noqa: F401,E402
 from .schedule.tensorize import declared_intrin  # noqa: F401,E402
 from .driver import build, load_module, lower  # noqa: F401,E402

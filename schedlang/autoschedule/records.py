@@ -34,6 +34,8 @@ import warnings
 from functools import lru_cache
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from ..schedule.steps import VERSION as STEPS_VERSION, Step
+
 VERSION = 1
 FIELDS = ("version", "workload", "target", "steps", "kernel_hash", "times", "median_s", "gflops", "error")
 
@@ -102,7 +104,6 @@ def _profile(p) -> bool:
 
 
 def _steps_problem(steps) -> Optional[str]:
-    from ..schedule.steps import VERSION as STEPS_VERSION, Step
     if not isinstance(steps, dict) or steps.get("version") != STEPS_VERSION or not isinstance(steps.get("steps"), list):
         return "steps is not a schedule's step JSON"
     for i, step in enumerate(steps["steps"]):

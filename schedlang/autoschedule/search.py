@@ -34,6 +34,7 @@ from ..target.registry import get_backend
 from . import records
 from .cost_model import CostModel
 from .features import candidate_features, tile_ir, with_profile
+from .gpu_estimate import profile_summary
 from .measure import Measurer
 from .mutate import crossover, mutate
 from .sample import sample
@@ -276,7 +277,6 @@ def _summary(profile) -> Optional[Dict[str, float]]:
     """The pooled figures of a record's per-kernel profile (None when it has none)."""
     if not isinstance(profile, dict) or not profile:
         return None
-    from .gpu_estimate import profile_summary
     try:
         return profile_summary(profile)
     except (KeyError, TypeError, ValueError):     # a hand-edited or older record

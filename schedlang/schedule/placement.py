@@ -49,8 +49,7 @@ class PlacementPrimitives:
         def consumers():      # for the error messages only: a scan of every stage
             return [c.name for c in self.schedule._consumers(self)]
         axis_name = getattr(ivar, "name", None)
-        from .stage import Stage   # the class this mixin is part of
-        if not isinstance(parent, Stage) or parent.schedule is not self.schedule:
+        if not isinstance(parent, PlacementPrimitives) or parent.schedule is not self.schedule:   # (a Stage)
             raise ScheduleError("compute_at", self.name, f"the target must be a stage of this schedule (s[T]), got {parent!r}",
                                 axis=axis_name, choices=consumers())
         if parent is self:

@@ -205,7 +205,7 @@ def test_simplify_cancels_the_aligned_extent():
 def test_span_bound_of_two_floor_divisions(k, a, w, c, m):
     """hi - lo <= span_bound for lo = (k*x + a) // c and hi = (k*x + a + w) // c, also when
     one side is written with the divisor scaled by m."""
-    from schedlang.expr.bounds import span_bound
+    from schedlang.expr.simplify import span_bound
     base = binary("add", binary("mul", X, Const(k)), Const(a))
     lo = binary("floordiv", base, Const(c))
     hi = binary("floordiv", binary("mul", binary("add", base, Const(w)), Const(m)), Const(c * m))

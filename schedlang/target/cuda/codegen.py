@@ -173,7 +173,7 @@ def render_kernel(k: Kernel) -> str:
                                 "which the cuda target cannot run")
         r.emit(1, f"const int {r.define(a.var, a.var.name)} = {a.tag};")
         r.counters.add(id(a.var))
-        r.enter_range(a.var, a.extent)
+        r.ranges.enter(a.var, a.extent)      # for the whole kernel
     r.stmt(k.body, 1)
     r.emit(0, "}")
     return "\n".join(r.lines)

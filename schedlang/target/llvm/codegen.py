@@ -16,6 +16,7 @@ from ...expr.extent import ceil_div
 from ...expr.functor import free_vars
 from ...dtypes import int64
 from ...expr.nodes import Buffer, Cast, Expr, Var
+from ...expr.ranges import LoopRanges
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...kernel.sizes import buffer_exprs
 from ...limits import INT32_MAX
@@ -84,7 +85,7 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         self.ptrs = dict(ptrs)
         self.outlined = 0
         self.stack_bytes = 0     # local buffers on this function's stack so far
-        self.index_ranges: Dict[Var, tuple] = {}
+        self.index_ranges = LoopRanges()
         self.streamed = False    # a non-temporal store was emitted: end with sfence
 
     def ret_void(self) -> None:
@@ -211,10 +212,8 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         self.fn.lines.append("")     # the phi, filled in once the latch block is known
         saved = self.env.get(var)
         self.env[var] = value
-        if extent is not None:
-            self.index_ranges[var] = (0, extent - 1)
-        self.stmt(body)
-        self.index_ranges.pop(var, None)
+        with self.index_ranges.loop(var, extent):      # no range where extent is None
+            self.stmt(body)
         nxt = self.fn.emit(f"add nsw {ty} {value}, 1", var.name + ".next")
         more = self.fn.emit(f"icmp slt {ty} {nxt}, {end}", "more")
         self.fn.do(f"br i1 {more}, label %{head}, label %{exit_l}")
