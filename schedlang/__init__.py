@@ -20,7 +20,7 @@ from .tensor.intrin import (acos, acosh, asin, asinh, atan, atan2, atanh, call_p
 from .tensor.reference import evaluate as reference  # noqa: F401
 from .tensor.scan import scan  # noqa: F401
 from .tensor.extern import call_packed, extern  # noqa: F401
-from .tensor.intrin_calls import broadcast, call_extern, call_llvm_intrin, call_llvm_pure_intrin, reinterpret  # noqa: F401,E501
+from .tensor.intrin_calls import broadcast, call_extern, call_intrin, call_llvm_intrin, call_llvm_pure_intrin, reinterpret  # noqa: F401,E501
 from .loop.tensor_intrin import decl_buffer, decl_tensor_intrin  # noqa: F401
 from . import ir_builder  # noqa: F401
 from .packed import get_global_func, register_func, remove_global_func  # noqa: F401
@@ -31,6 +31,5 @@ from .schedule.tensorize import declared_intrin  # noqa: F401,E402
 from .driver import build, load_module, lower  # noqa: F401,E402
 from .lowered import LoweredFunc  # noqa: F401,E402
 from .target import Backend, CUDAOptions, LLVMOptions, Target, get_backend, register_backend  # noqa: F401,E402
-from .target.cuda.intrin.mma import call_intrin  # noqa: F401,E402 (TVM's wmma calls: tir.tvm_mma_sync, ...)
 from .autoschedule import SearchTask, apply_best, auto_schedule, plot_tuning, print_best  # noqa: F401,E402
 from . import auto_scheduler  # noqa: F401,E402 (TVM's names: `from schedlang import auto_scheduler`)

@@ -21,7 +21,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent / "schedlang"
 LAZY = ("torch", "llvmlite", "lightgbm", "dask", "distributed", "numba", "cuda", "matplotlib", "tqdm",
         "schedlang.torch", "schedlang.target.llvm.jit", "schedlang.target.llvm.cpus",
         "schedlang.target.llvm.cached", "schedlang.target.cuda.gpu", "schedlang.target.simt",
-        "schedlang.autoschedule.dask_measure")
+        "schedlang.autoschedule.dask_measure",
+        "schedlang.target.cuda.intrin.mma")     # sl.call_intrin's wmma calls: the CUDA library, when asked
 # A backend's accessors (sketch rules, measurement, features) load the auto-scheduler when asked.
 LAZY_FROM_TARGETS = ("schedlang.autoschedule",)
 
@@ -36,8 +37,9 @@ KEPT_CYCLES = {
     ("autoschedule/task.py", "schedlang.autoschedule.search"),      # points that take a SearchTask
     ("autoschedule/task.py", "schedlang.autoschedule.tvm_names"),
     ("autoschedule/worker.py", "schedlang.autoschedule.executor"),  # a worker's entry: see its docstring
-    ("target/cuda/intrin/__init__.py", "schedlang.target.cuda.intrin.dp4a"),   # registered on first use
-    ("target/cuda/intrin/dp4a.py", "schedlang"),            # builds its intrinsic with the public API
+    ("target/cuda/intrin/__init__.py", "schedlang.target.cuda.intrin.copy"),   # each registers its functions
+    ("target/cuda/intrin/__init__.py", "schedlang.target.cuda.intrin.dp4a"),   # in the library on first use
+    ("target/cuda/intrin/__init__.py", "schedlang.target.cuda.intrin.mma"),
 }
 
 

@@ -66,3 +66,11 @@ def address_of(load: Load) -> Call:
 def broadcast(value, lanes: int):
     """value (a scalar) in every one of lanes lanes, as tvm.tir.Broadcast."""
     return Broadcast(as_expr(value), int(lanes))
+
+
+def call_intrin(dtype, name: str, *args) -> Call:
+    """TVM's tir.call_intrin for the wmma calls its tensor-core tutorials emit
+    (tir.tvm_load_matrix_sync, tvm_fill_fragment, tvm_mma_sync, tvm_store_matrix_sync): each
+    becomes a call of the cuda target's intrinsic library (target/cuda/intrin/mma.py)."""
+    from ..target.cuda.intrin.mma import call_intrin as cuda_call_intrin   # CUDA's library loads when asked
+    return cuda_call_intrin(dtype, name, *args)

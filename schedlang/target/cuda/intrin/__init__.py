@@ -23,7 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Tuple
 
+from ....expr.functor import walk
 from ....expr.nodes import Call
+from ....loop.functor import stmt_exprs, walk_stmts
+from ....tensor.intrin import EXTERN_PREFIX
+from ....tensor.intrin_calls import ADDRESS_OF
 
 
 @dataclass(frozen=True)
@@ -64,10 +68,6 @@ def prelude(kernels: Iterable[str]) -> str:
 def alignments(body) -> Dict[object, int]:
     """shared buffer -> the byte alignment the library calls that take its elements' addresses
     need (ldmatrix's and cp.async's 16 bytes); the renderer aligns those allocations so."""
-    from ....expr.functor import walk
-    from ....loop.functor import stmt_exprs, walk_stmts
-    from ....tensor.intrin import EXTERN_PREFIX
-    from ....tensor.intrin_calls import ADDRESS_OF
     _load()
     out: Dict[object, int] = {}
     for s in walk_stmts(body):

@@ -15,6 +15,8 @@ ASYNC gives the N-stage pipeline its commit and wait statements.
 """
 from __future__ import annotations
 
+import schedlang as sl
+
 from types import SimpleNamespace
 from typing import List
 
@@ -114,7 +116,6 @@ WAITS = [_wait(n) for n in range(MAX_WAIT)]
 def cp_async_intrin(dtype: str = "float16", kind: str = "cg"):
     """out[i] = in[i] over 16 bytes (8 halves, 4 floats): one cp.async from global to shared
     memory; both ends 16-byte aligned (offset_factor), the copy landing at a wait_group."""
-    import schedlang as sl
     if kind not in COPIES:
         raise ValueError(f"cp.async kind is 'ca' (through L1) or 'cg' (L2 only), not {kind!r}")
     lanes = 16 // sl.dtype(dtype).bytes

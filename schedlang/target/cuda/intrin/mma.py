@@ -22,6 +22,9 @@ holds row g, columns 2t and 2t+1 of matrix m (.trans: rows 2t and 2t+1 of column
 """
 from __future__ import annotations
 
+import schedlang as sl
+
+from ....expr.functor import free_vars
 from ....expr.nodes import Load, Var
 from ....tensor.intrin_calls import address_of
 from . import FUNCTIONS, DeviceFunction, register
@@ -202,14 +205,12 @@ def _check(element: str, acc: str = None) -> None:
 
 
 def _handle(shape, dtype, name, scope, offset_factor=1):
-    import schedlang as sl
     return sl.decl_buffer(shape, dtype, name, scope=scope, strides=[Var(f"{name}.ld"), 1],
                           offset_factor=offset_factor)
 
 
 def load_a_intrin(element: str = "float16"):
     """A_frag[i, k] = A_shared[i, k] on a 16x16 tile: one ldmatrix.x4 (A_frag in scope "warp")."""
-    import schedlang as sl
     _check(element)
     src = sl.placeholder((16, 16), element, name="a_shared")
     frag = sl.compute((16, 16), lambda i, k: src[i, k], name="a_frag")
@@ -226,7 +227,6 @@ def load_a_intrin(element: str = "float16"):
 def load_b_intrin(element: str = "float16", layout: str = "kn"):
     """B_frag = B_shared on a B tile of the mma: stored [k][n] (16x8, ldmatrix.x2.trans) or
     [n][k] (8x16, ldmatrix.x2); the fragment keeps the shared tile's layout."""
-    import schedlang as sl
     _check(element)
     if layout not in ("kn", "nk"):
         raise ValueError(f"load_b_intrin: layout is 'kn' (B[k, n]) or 'nk' (B[n, k]), not {layout!r}")
@@ -245,7 +245,6 @@ def load_b_intrin(element: str = "float16", layout: str = "kn"):
 def mma_intrin(element: str = "float16", acc: str = "float32", layout: str = "kn"):
     """c[i, j] += sum_k a[i, k] * b[k, j] (b[j, k] with layout "nk") on one m16n8k16 tile, the
     products in acc: all three in scope "warp"; reset fills c with zeros."""
-    import schedlang as sl
     _check(element, acc)
     a = sl.placeholder((16, 16), element, name="a")
     b = sl.placeholder((16, 8) if layout == "kn" else (8, 16), element, name="b")
@@ -269,7 +268,6 @@ def mma_intrin(element: str = "float16", acc: str = "float32", layout: str = "kn
 
 def store_c_intrin(acc: str = "float32", scope: str = "global"):
     """C[i, j] = C_frag[i, j] on a 16x8 accumulator tile, each lane its four elements."""
-    import schedlang as sl
     _check("float16", acc)
     frag = sl.placeholder((16, 8), acc, name="c_frag")
     out = sl.compute((16, 8), lambda i, j: frag[i, j], name="c_out")
@@ -344,7 +342,6 @@ def wmma_tile_address(handle):
 
 def wmma_load_intrin(scope: str, element: str = "float16", src_scope: str = "shared"):
     """C = A on a 16x16 tile into a wmma fragment (TVM's intrin_wmma_load_matrix(scope))."""
-    import schedlang as sl
     _check(element)
     if scope not in WMMA_SCOPES[:2]:
         raise ValueError(f"wmma loads into {' or '.join(WMMA_SCOPES[:2])}, not {scope!r}")
@@ -361,7 +358,6 @@ def wmma_load_intrin(scope: str, element: str = "float16", src_scope: str = "sha
 
 def wmma_gemm_intrin(element: str = "float16"):
     """C[i, j] += sum_k A[i, k] * B[k, j] in float32 on 16x16x16 wmma fragments (intrin_wmma_gemm)."""
-    import schedlang as sl
     _check(element)
     a = sl.placeholder((16, 16), element, name="A")
     b = sl.placeholder((16, 16), element, name="B")
@@ -382,7 +378,6 @@ def wmma_gemm_intrin(element: str = "float16"):
 
 def wmma_store_intrin(scope: str = "global"):
     """C = the float32 accumulator tile, stored row-major (intrin_wmma_store_matrix)."""
-    import schedlang as sl
     frag = sl.placeholder((16, 16), "float32", name="A")
     out = sl.compute((16, 16), lambda i, j: frag[i, j], name="C")
     binds = {frag: sl.decl_buffer((16, 16), "float32", "A", scope="wmma.accumulator", offset_factor=256),
@@ -398,7 +393,6 @@ def call_intrin(dtype, name: str, *args):
     """TVM's tir.call_intrin for the wmma calls its tensor-core tutorials emit (tvm_load_matrix_sync,
     tvm_fill_fragment, tvm_mma_sync, tvm_store_matrix_sync: 16x16x16, row_major, a fragment
     named by its handle's data and the tile index elem_offset // 256), as calls of this library."""
-    import schedlang as sl
     op = name[4:] if name.startswith("tir.") else name
     if op in ("tvm_load_matrix_sync", "tvm_store_matrix_sync"):
         data, m, n, k, index, ptr, ldm, layout = args
@@ -434,7 +428,6 @@ def _wmma_call_checks(name: str, shape, layout: str) -> None:
 
 def _tile(data, index):
     """This lane's part of tile `index` (elem_offset // 256) of the fragment handle whose data is data."""
-    from ....expr.functor import free_vars
     offset = [v for v in free_vars(index) if v.name == f"{data.name}.elem_offset"]
     if not offset:
         raise ValueError(f"a wmma fragment's tile index is its handle's elem_offset // 256, got {index}")
