@@ -7,6 +7,13 @@ import schedlang as sl
 from schedlang.topi import nn
 
 
+def vector_add(n, dtype="float32"):
+    """C = A + B over n elements (n may be an sl.var): TVM's first tensor-expression example."""
+    A = sl.placeholder((n,), dtype, name="A")
+    B = sl.placeholder((n,), dtype, name="B")
+    return A, B, sl.compute(A.shape, lambda i: A[i] + B[i], name="C")
+
+
 def gemm(M, N, K, dtype="float32"):
     A = sl.placeholder((M, K), dtype, name="A")
     B = sl.placeholder((K, N), dtype, name="B")
@@ -40,9 +47,10 @@ def softmax(N, M):
     return (X, *nn.softmax_stages(out), out)
 
 
-def row_sum(N, M):
+def row_sum(N, M, name="B"):
+    """B[i] = sum over k of A[i, k] (the reduce axis is named k)."""
     A = sl.placeholder((N, M), name="A")
-    return A, nn.row_reduce(A, "sum", name="B")
+    return A, nn.row_reduce(A, "sum", name=name)
 
 
 def silu_and_mul(rows, cols, dtype="float32", name="mul"):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from schedlang import topi
 from tests import programs
 from schedlang.loop.functor import walk_stmts
 from schedlang.loop.nodes import For
@@ -41,23 +42,14 @@ def check(s, args, make, reference, sizes=SIZES, dtype="float32", rtol=None):
 
 def test_tvm_get_started_vector_add():
     """TVM's "get started with tensor expressions": n = te.var("n"), split 64, parallel, vectorize."""
-    n = sl.var("n")
-    A = sl.placeholder((n,), name="A")
-    B = sl.placeholder((n,), name="B")
-    C = sl.compute(A.shape, lambda i: A[i] + B[i], name="C")
-    s = sl.create_schedule(C.op)
-    outer, inner = s[C].split(C.op.axis[0], factor=64)
-    s[C].parallel(outer)
-    s[C].vectorize(inner)
+    A, B, C = programs.vector_add(sl.var("n"))
+    s = topi.cpu.schedule_injective(sl.create_schedule(C.op), C, factor=64)    # split, parallel, vectorize
     check(s, [A, B, C], lambda n: ([(n,), (n,)], [(n,)]), np.add, sizes=SIZES + (0, 63, 65, 129))
 
 
 def test_tvm_reduction_tutorial_rfactor():
     """TVM's reduction tutorial: n, m = te.var, B[i] = sum(A[i, k]), k split by 16 and rfactor'd."""
-    n, m = sl.var("n"), sl.var("m")
-    A = sl.placeholder((n, m), name="A")
-    k = sl.reduce_axis((0, m), "k")
-    B = sl.compute((n,), lambda i: sl.sum(A[i, k], axis=k), name="B")
+    A, B = programs.row_sum(sl.var("n"), sl.var("m"))
     s = sl.create_schedule(B.op)
     ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
     BF = s.rfactor(B, ki)
@@ -378,10 +370,7 @@ def test_simplifier_facts_about_sizes():
 
 
 def test_rfactor_of_a_symbolic_outer_reduction_loop_has_a_runtime_sized_temp():
-    n, m = sl.size_var("n"), sl.size_var("m")
-    A = sl.placeholder((n, m), name="A")
-    k = sl.reduce_axis((0, m), "k")
-    B = sl.compute((n,), lambda i: sl.sum(A[i, k], axis=k), name="B")
+    A, B = programs.row_sum(sl.size_var("n"), sl.size_var("m"))
     s = sl.create_schedule(B.op)
     ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
     BF = s.rfactor(B, ko, 1)

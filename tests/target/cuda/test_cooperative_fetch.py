@@ -14,8 +14,7 @@ from schedlang.loop import cooperative
 from tests import programs
 from tests.target.cuda import schedules
 from tests.target.cuda.schedules import arrays_for
-from tests.helpers import emulate_and_check
-from tests.target.simt.test_simt import simt_and_check
+from tests.helpers import run_both_engines
 
 pytest.importorskip("cuda.bindings")
 
@@ -174,15 +173,13 @@ CORRECT = {
 @pytest.mark.parametrize("name", sorted(CORRECT))
 def test_each_placement_is_race_free_and_right_on_both_engines(name):
     s, args = CORRECT[name]()
-    emulate_and_check(s, args, sanitize="thread")
-    simt_and_check(s, args)        # raises SharedMemoryRace / GlobalMemoryRace
+    run_both_engines(s, args, sanitize="thread")        # the SIMT engine raises SharedMemoryRace / GlobalMemoryRace
 
 
 def test_the_placements_of_small_programs_are_race_free_and_right_on_both_engines():
     """Each output (B_<placement>) is checked against the reference by name."""
     s, args = together(TOGETHER)
-    emulate_and_check(s, args, sanitize="thread")
-    simt_and_check(s, args)
+    run_both_engines(s, args, sanitize="thread")
 
 
 def tile_text(s, args):
