@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from schedlang.topi import cpu
 from tests import programs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,17 +34,7 @@ def _elementwise():
 def _gemm():
     """The tutorial's parallel, vectorized GEMM with a write cache, on odd sizes."""
     A, B, C = programs.gemm(67, 91, 45)
-    s = sl.create_schedule(C.op)
-    CC = s.cache_write(C, "local")
-    io, jo, ii, ji = s[C].tile(C.op.axis[0], C.op.axis[1], 16, 32)
-    s[CC].compute_at(s[C], jo)
-    ko, ki = s[CC].split(s[CC].op.reduce_axis[0], factor=4)
-    s[CC].reorder(ko, s[CC].op.axis[0], ki, s[CC].op.axis[1])
-    s[CC].vectorize(s[CC].op.axis[1])
-    s[CC].unroll(ki)
-    s[C].vectorize(ji)
-    s[C].parallel(io)
-    return s, [A, B, C]
+    return cpu.schedule_matmul_cached(sl.create_schedule(C.op), C, (16, 32), k_factor=4, vectorize_tile=True), [A, B, C]
 
 
 # The child loads the libraries with lowering and LLVM code generation disabled, runs them

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 import schedlang as sl
+from schedlang.topi import cpu
 from tests import programs
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
@@ -30,17 +31,7 @@ def silu_and_mul():
 
 def tiled_gemm():
     A, B, C = programs.gemm(64, 64, 32)
-    s = sl.create_schedule(C.op)
-    CC = s.cache_write(C, "local")
-    io, jo, ii, ji = s[C].tile(C.op.axis[0], C.op.axis[1], 16, 16)
-    s[CC].compute_at(s[C], jo)
-    ic, jc = s[CC].op.axis
-    ko, ki = s[CC].split(s[CC].op.reduce_axis[0], factor=4)
-    s[CC].reorder(ko, ic, ki, jc)
-    s[CC].unroll(ki)
-    s[CC].vectorize(jc)
-    s[C].parallel(io)
-    return s, [A, B, C]
+    return cpu.schedule_matmul_cached(sl.create_schedule(C.op), C, (16, 16), k_factor=4), [A, B, C]
 
 
 def softmax():

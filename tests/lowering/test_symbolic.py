@@ -100,17 +100,7 @@ def test_vectorize_whole_symbolic_axis_gets_a_tail():
 
 def test_gemm_symbolic_mnk_tvm_tutorial_schedule():
     A, B, C = programs.gemm(sl.size_var("M"), sl.size_var("N"), sl.size_var("K"))
-    s = sl.create_schedule(C.op)
-    CC = s.cache_write(C, "local")
-    xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], 16, 16)
-    s[CC].compute_at(s[C], yo)
-    xc, yc = s[CC].op.axis
-    ko, ki = s[CC].split(s[CC].op.reduce_axis[0], factor=4)
-    s[CC].reorder(ko, xc, ki, yc)
-    s[CC].unroll(ki)
-    s[CC].vectorize(yc)
-    s[C].parallel(xo)
-    s[C].vectorize(yi)
+    s = topi.cpu.schedule_matmul_cached(sl.create_schedule(C.op), C, (16, 16), k_factor=4, vectorize_tile=True)
     kernel = sl.lower(s, [A, B, C], level="kernel")
     assert "local C.local: f32[256]" in kernel      # a constant region stays a fixed buffer
     check(s, [A, B, C], lambda n: ([(n, n // 2 + 1), (n // 2 + 1, (3 * n) % 50 + 1)], [(n, (3 * n) % 50 + 1)]),
@@ -315,16 +305,8 @@ def check_reference(s, args, shapes, sizes=SIZES):
 
 
 def test_softmax_symbolic_against_reference():
-    from tests.programs import softmax
-    n, m = sl.size_var("n"), sl.size_var("m")
-    X, mx, ex, total, out = softmax(n, m)
-    s = sl.create_schedule(out.op)
-    s[ex].compute_inline()
-    s[mx].compute_at(s[out], out.op.axis[0])
-    s[total].compute_at(s[out], out.op.axis[0])
-    jo, ji = s[out].split(out.op.axis[1], factor=8)
-    s[out].vectorize(ji)
-    s[out].parallel(out.op.axis[0])
+    X, mx, ex, total, out = programs.softmax(sl.size_var("n"), sl.size_var("m"))
+    s = topi.cpu.schedule_softmax(sl.create_schedule(out.op), out, factor=8)
     check_reference(s, [X, out], lambda n: [(n, n % 37 + 1)] * 2)
 
 
