@@ -56,3 +56,31 @@ def row_sum(N, M, name="B"):
 def silu_and_mul(rows, cols, dtype="float32", name="mul"):
     x = sl.placeholder((rows, cols), dtype, name="x")
     return x, nn.silu_and_mul(x, name=name)
+
+
+def arg_reducer(kind="argmax"):
+    """TVM's argmax comm_reducer over (index, value) pairs, as its test_reduce, test_tuple_inputs
+    and reduction tutorial write it (of equal values the first is kept); kind="argmin" keeps
+    the smallest value instead."""
+    wins = (lambda a, b: a >= b) if kind == "argmax" else (lambda a, b: a <= b)
+    worst = sl.min_value if kind == "argmax" else sl.max_value
+
+    def fcombine(x, y):
+        lhs = sl.select(wins(x[1], y[1]), x[0], y[0])
+        rhs = sl.select(wins(x[1], y[1]), x[1], y[1])
+        return lhs, rhs
+
+    def fidentity(t0, t1):
+        return sl.const(-1, t0), worst(t1)
+
+    return sl.comm_reducer(fcombine, fidentity, name=kind)
+
+
+def arg_reduce(m, n, val_dtype="float32", kind="argmax", names=("idx", "val", "T")):
+    """T0[i], T1[i] = the index (from idx, int32) and value of the best val[i, k] (reduce axis k)."""
+    idx = sl.placeholder((m, n), name=names[0], dtype="int32")
+    val = sl.placeholder((m, n), name=names[1], dtype=val_dtype)
+    k = sl.reduce_axis((0, n), "k")
+    reducer = arg_reducer(kind)
+    T0, T1 = sl.compute((m,), lambda i: reducer((idx[i, k], val[i, k]), axis=k), name=names[2])
+    return idx, val, T0, T1
