@@ -84,3 +84,14 @@ def arg_reduce(m, n, val_dtype="float32", kind="argmax", names=("idx", "val", "T
     reducer = arg_reducer(kind)
     T0, T1 = sl.compute((m,), lambda i: reducer((idx[i, k], val[i, k]), axis=k), name=names[2])
     return idx, val, T0, T1
+
+
+def casts(*casts, vectorize=(), factor=16):
+    """One 1-d stage per (input, dtype, name): input[i].astype(dtype); a schedule of them all with
+    the stages named in `vectorize` split by factor and vectorized. Returns (s, stages)."""
+    outs = [sl.compute(x.shape, lambda i, x=x, d=d: x[i].astype(d), name=name) for x, d, name in casts]
+    s = sl.create_schedule([t.op for t in outs])
+    for t in outs:
+        if t.name in vectorize:
+            s[t].vectorize(s[t].split(t.op.axis[0], factor=factor)[1])
+    return s, outs
