@@ -109,3 +109,23 @@ def assert_close(got, want, dtype: str, rtol=None, name: str = "output"):
                                    err_msg=f"{name} differs from the reference")
     else:
         np.testing.assert_array_equal(got, want, err_msg=f"{name} differs from the reference")
+
+
+GOLDEN = __import__("pathlib").Path(__file__).resolve().parent / "golden"
+
+
+def assert_golden(text: str, name: str, update: bool) -> None:
+    """text equals tests/golden/<name>; with update (pytest --update-golden) the file is written
+    instead. A missing golden file fails: a deleted or renamed one must not pass silently."""
+    path = GOLDEN / name
+    if update:
+        path.write_text(text)
+        return
+    check_golden_exists(path)
+    assert text == path.read_text(), f"{path.name} changed; rerun with --update-golden if intended"
+
+
+def check_golden_exists(path) -> None:
+    import pytest
+    if not path.exists():
+        pytest.fail(f"golden output missing: {path}; run with --update-golden")

@@ -1,14 +1,13 @@
 """Golden IR text for small programs at every level, so printer and lowering changes are
 seen in review. Refresh with `python -m pytest tests/lowering/test_golden.py --update-golden`."""
-from pathlib import Path
 
 import pytest
 
 import schedlang as sl
 from schedlang.topi import cpu
 from tests import programs
+from tests.helpers import assert_golden, check_golden_exists
 
-GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 LEVELS = ("tensor", "loop", "tile", "kernel")
 
 
@@ -76,18 +75,7 @@ PROGRAMS["scan_cell"] = scan_cell
 def test_golden_ir(name, level, update_golden):
     s, args = PROGRAMS[name]()
     text = sl.lower(s, args, level=level, target=sl.Target("llvm", vector_bits=256)) + "\n"
-    path = GOLDEN / f"{name}.{level}.txt"
-    if update_golden:
-        path.write_text(text)
-        return
-    check_golden_exists(path)
-    assert text == path.read_text(), f"{path.name} changed; rerun with --update-golden if intended"
-
-
-def check_golden_exists(path) -> None:
-    """A missing golden file fails (a deleted or renamed one must not pass silently)."""
-    if not path.exists():
-        pytest.fail(f"golden output missing: {path}; run with --update-golden")
+    assert_golden(text, f"{name}.{level}.txt", update_golden)
 
 
 def test_missing_golden_file_fails(tmp_path):

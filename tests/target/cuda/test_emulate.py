@@ -1,17 +1,14 @@
 """CUDA programs compiled by NVRTC to PTX and run on the CPU through the shim (the exact
 CUDA C, built by g++ against shim/cuda_shim.h), against the reference evaluator."""
-from pathlib import Path
 
 import pytest
 
 import schedlang as sl
-from tests.helpers import emulate_and_check, run_both_engines
+from tests.helpers import assert_golden, emulate_and_check, run_both_engines
 from tests.target.cuda import schedules
 from tests.target.cuda.schedules import arrays_for
 
 pytest.importorskip("cuda.bindings")
-
-GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 
 
 def test_elementwise_with_a_tail_block():
@@ -69,12 +66,7 @@ GOLDEN_PROGRAMS = {"cuda_elementwise": lambda: schedules.elementwise(1000, 64),
 @pytest.mark.parametrize("name", sorted(GOLDEN_PROGRAMS))
 def test_golden_cuda_source(name, update_golden):
     text = sl.build(*GOLDEN_PROGRAMS[name](), target="cuda").get_source("cuda")
-    path = GOLDEN / f"{name}.cuda.txt"
-    if update_golden or not path.exists():
-        path.write_text(text)
-        if not update_golden:
-            pytest.skip(f"wrote new golden file {path.name}")
-    assert text == path.read_text(), f"{path.name} changed; rerun with --update-golden if intended"
+    assert_golden(text, f"{name}.cuda.txt", update_golden)
 
 
 def test_thread_sanitizer_is_quiet_on_a_race_free_kernel():
