@@ -39,8 +39,8 @@ def heap_in_use():
     libc.mallinfo2.restype = MallInfo2
     return libc.mallinfo2().uordblks
 def print_growth(step, warmup, total):
-    """Calls step(n) for n = 1..total; prints the RSS and malloc heap kept per call (KB) between
-    call `warmup` (one-time allocations done by then) and the last."""
+    # step(n) for n = 1..total; prints the RSS and malloc heap kept per call (KB) between call
+    # `warmup` (one-time allocations done by then) and the last
     import gc
     marks = []
     for n in range(1, total + 1):
