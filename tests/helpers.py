@@ -52,10 +52,22 @@ def run_both_engines(s, args, **shim_options):
 def _emulate_and_compare(mod, s, args, engine, options):
     arrays, feed = arrays_for(s, args)
     result = mod.emulate(*arrays, engine=engine, **options)
+    _compare(args, arrays, feed, f" ({engine})")
+    return result
+
+
+def call_and_compare(mod, s, args, seed: int = 0):
+    """Call a built module (of s, or of a program of the same shapes) on random inputs and
+    compare every output with the reference evaluator."""
+    arrays, feed = arrays_for(s, args, seed)
+    mod(*arrays)
+    _compare(args, arrays, feed)
+
+
+def _compare(args, arrays, feed, label=""):
     outputs = [t for t in args if t not in feed]
     for t, want in zip(outputs, sl.reference(outputs, feed)):
-        assert_close(arrays[args.index(t)], want, str(t.dtype), name=f"{t.name} ({engine})")
-    return result
+        assert_close(arrays[args.index(t)], want, str(t.dtype), name=t.name + label)
 
 
 CHECKED = sl.Target.create("llvm").with_options(bounds_check=True)

@@ -28,14 +28,12 @@ command-line options).
 import argparse
 import json
 import os
-import shutil
-import tempfile
 
 import numpy as np
 
 import schedlang as sl
 from schedlang import topi
-from _common import format_seconds, header, parse_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
+from _common import format_seconds, fresh_log, header, parse_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
 from schedlang.autoschedule import SearchPolicy, records
 
 
@@ -80,16 +78,8 @@ def main():
     # A small search per round when quick: few candidates lowered and scored.
     policy = SearchPolicy(population=8, generations=1) if args.quick else SearchPolicy()
     timing = dict(number=1, repeat=2) if args.quick else {}
-    out_dir = args.out or tempfile.mkdtemp(prefix="schedlang_tune_")
-    os.makedirs(out_dir, exist_ok=True)
-    log = os.path.join(out_dir, "records.jsonl")
-    if os.path.exists(log):
-        os.remove(log)                   # each run of the tutorial starts a fresh log
-    try:
+    with fresh_log(args.out, "records.jsonl", keep=not args.quick) as (out_dir, log):   # the curve stays to look at
         tune_and_read(args, trials, policy, timing, out_dir, log)
-    finally:
-        if args.quick and args.out is None:
-            shutil.rmtree(out_dir, ignore_errors=True)
 
 
 def tune_and_read(args, trials, policy, timing, out_dir, log):

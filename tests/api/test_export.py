@@ -14,6 +14,7 @@ import pytest
 import schedlang as sl
 from schedlang.topi import cpu
 from tests import programs
+from tests.cpu_targets import foreign_cpu_target
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -150,14 +151,10 @@ def test_module_info_is_stored_in_the_library(tmp_path):
 
 
 def test_a_library_for_features_this_machine_lacks_is_refused(tmp_path):
-    from schedlang.target.llvm.jit import host_cpu
-    rare = ("avx512fp16", "amx-tile", "avx10.2", "avx512vp2intersect")
-    lacking = [f[1:] for f in host_cpu()[1].split(",") if f.startswith("-") and f[1:] in rare]
-    if not lacking:
-        pytest.skip("the host has every feature this test would ask for")
+    target, lacking = foreign_cpu_target()
     s, args = _elementwise()
-    mod = sl.build(s, args, target=f"llvm -mcpu=x86-64 -mattr=+{lacking[0]}")
+    mod = sl.build(s, args, target=target)
     mod.export_library(str(tmp_path / "foreign.so"))
     with pytest.raises(ValueError, match=f"foreign.so cannot run here: code for CPU 'x86-64' uses what this "
-                                         f"machine .* lacks: {lacking[0]}"):
+                                         f"machine .* lacks: {lacking}"):
         sl.load_module(str(tmp_path / "foreign.so"))

@@ -3,11 +3,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-class SiluAndMul(nn.Module):
-    def forward(self, x):
-        left, right = x.chunk(2, dim=-1)
-        return F.silu(left) * right
+from schedlang.torch.zoo import SiluAndMul, SwiGLUMLP  # noqa: F401 (the LLM blocks, defined once in the zoo)
 
 
 class Residual(nn.Module):
