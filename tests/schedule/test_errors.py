@@ -8,17 +8,10 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from tests.programs import chain   # A -> B = A*2 -> C = B+1, all 8x8
 
 
 # ---- tiny programs ---------------------------------------------------------------------
-def chain():
-    """A -> B = A*2 -> C = B+1, all 8x8."""
-    A = sl.placeholder((8, 8), name="A")
-    B = sl.compute((8, 8), lambda i, j: A[i, j] * 2, name="B")
-    C = sl.compute((8, 8), lambda i, j: B[i, j] + 1, name="C")
-    return A, B, C
-
-
 def rowsum():
     """C[i] = sum_k A[i, k]."""
     A = sl.placeholder((4, 16), name="A")
@@ -161,21 +154,17 @@ def test_fuse_of_non_adjacent_axes():
     raises(lambda: s[C].fuse(i, l), "fuse", "C", "i", choices=["i", "j", "l"], hint=True, says="not adjacent")
 
 
-def test_fuse_in_the_wrong_order():
+@pytest.mark.parametrize("first, second, says", [(1, 0, "wrong order"), (0, 0, "listed twice")])
+def test_fuse_in_the_wrong_order_or_with_a_repeated_axis(first, second, says):
     A, B, C, s = scheduled(chain)
-    i, j = s[C].op.axis
-    raises(lambda: s[C].fuse(j, i), "fuse", "C", "j", choices=["i", "j"], hint=True, says="wrong order")
+    axes = s[C].op.axis
+    raises(lambda: s[C].fuse(axes[first], axes[second]), "fuse", "C", "ij"[first], choices=["i", "j"], hint=True,
+           says=says)
 
 
 def test_fuse_of_a_reduce_axis_with_a_data_axis():
     A, k, C, s = scheduled(rowsum)
     raises(lambda: s[C].fuse(s[C].op.axis[0], k), "fuse", "C", "k", hint=True, says="reduction")
-
-
-def test_fuse_with_a_repeated_axis():
-    A, B, C, s = scheduled(chain)
-    i, j = s[C].op.axis
-    raises(lambda: s[C].fuse(i, i), "fuse", "C", "i", choices=["i", "j"], hint=True, says="listed twice")
 
 
 def test_fuse_of_an_annotated_axis():
