@@ -14,10 +14,10 @@ def vector_add(n, dtype="float32"):
     return A, B, sl.compute(A.shape, lambda i: A[i] + B[i], name="C")
 
 
-def chain(shape=(8, 8)):
-    """A -> B = A * 2 -> C = B + 1, elementwise over a 2-d shape."""
+def chain(shape=(8, 8), middle="B"):
+    """A -> B = A * 2 -> C = B + 1, elementwise over a 2-d shape (B named `middle`)."""
     A = sl.placeholder(shape, name="A")
-    B = sl.compute(shape, lambda i, j: A[i, j] * 2.0, name="B")
+    B = sl.compute(shape, lambda i, j: A[i, j] * 2.0, name=middle)
     C = sl.compute(shape, lambda i, j: B[i, j] + 1.0, name="C")
     return A, B, C
 

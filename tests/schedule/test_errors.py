@@ -556,10 +556,7 @@ def test_schedule_still_builds_after_a_failed_primitive():
 
 
 def test_cache_write_after_a_producer_was_computed_at_the_stage():
-    A = sl.placeholder((8, 8), name="A")
-    P = sl.compute((8, 8), lambda i, j: A[i, j] * 2.0, name="P")
-    C = sl.compute((8, 8), lambda i, j: P[i, j] + 1.0, name="C")
-    s = sl.create_schedule(C.op)
+    A, P, C, s = scheduled(lambda: chain(middle="P"))
     s[P].compute_at(s[C], C.op.axis[0])
     with pytest.raises(sl.ScheduleError, match=r"cache_write: stage 'C': stages P are computed at its loops"):
         s.cache_write(C, "local")
@@ -567,10 +564,7 @@ def test_cache_write_after_a_producer_was_computed_at_the_stage():
 
 
 def test_cache_read_of_a_stage_computed_at_a_loop():
-    A = sl.placeholder((8, 8), name="A")
-    P = sl.compute((8, 8), lambda i, j: A[i, j] * 2.0, name="P")
-    C = sl.compute((8, 8), lambda i, j: P[i, j] + 1.0, name="C")
-    s = sl.create_schedule(C.op)
+    A, P, C, s = scheduled(lambda: chain(middle="P"))
     s[P].compute_at(s[C], C.op.axis[0])
     with pytest.raises(sl.ScheduleError, match=r"cache_read: stage 'P': is computed at loop 'i' of 'C'"):
         s.cache_read(P, "local", [C])

@@ -15,6 +15,13 @@ def _chain(n=8):
     return programs.chain((n, n))
 
 
+def _check_and_replay(s, A, C, seed):
+    """The chain computes right, and the schedule replays from its JSON to the same loop nest."""
+    check_chain(s, A, C, seed)
+    again = sl.create_schedule(C.op).apply_json(s.to_json())
+    assert sl.lower(again, [A, C]) == sl.lower(s, [A, C])
+
+
 def _gemm(M=10, N=12, K=9):
     A, B, C = programs.gemm(M, N, K)
     rng = np.random.default_rng(0)
@@ -102,9 +109,7 @@ def test_fuse_of_no_axes_adds_an_outer_unit_loop():
     assert one.dom.extent == 1 and s[C].leaf_iter_vars[0] is one
     s[B].compute_at(s[C], one)
     assert "singleton = s['C'].fuse()" in str(s).replace("C_singleton", "singleton")
-    check_chain(s, A, C, seed=5)
-    again = sl.create_schedule(C.op).apply_json(s.to_json())
-    assert sl.lower(again, [A, C]) == sl.lower(s, [A, C])
+    _check_and_replay(s, A, C, seed=5)
 
 
 def test_fuse_of_one_axis_returns_it():
@@ -196,9 +201,7 @@ def test_cache_write_after_fuse():
     s[C].split(f, factor=5)
     CC = s.cache_write(C, "local")
     assert CC.shape == (8, 5)
-    check_chain(s, A, C, seed=7)
-    again = sl.create_schedule(C.op).apply_json(s.to_json())
-    assert sl.lower(again, [A, C]) == sl.lower(s, [A, C])
+    _check_and_replay(s, A, C, seed=7)
 
 
 # ---- set_scope, split(disable_predication=), lower(simple_mode=) ---------------------------
