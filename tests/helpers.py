@@ -141,3 +141,19 @@ def check_golden_exists(path) -> None:
     import pytest
     if not path.exists():
         pytest.fail(f"golden output missing: {path}; run with --update-golden")
+
+
+def forbid_builds(*also: str) -> str:
+    """The first lines of a child script: with FORBID_CODEGEN set in its environment, LLVM code
+    generation and each of `also` ("package.module.function" names) raise RuntimeError("code
+    generation ran"), so whatever the child computes must come from the caches."""
+    lines = ["import os",
+             'if os.environ.get("FORBID_CODEGEN"):',
+             "    from schedlang.target.llvm.backend import LLVMBackend",
+             "    def refuse(*a, **k):",
+             '        raise RuntimeError("code generation ran")',
+             "    LLVMBackend.build = refuse"]
+    for name in also:
+        module, attr = name.rsplit(".", 1)
+        lines += [f"    import {module}", f"    {module}.{attr} = refuse"]
+    return "\n".join(lines) + "\n"

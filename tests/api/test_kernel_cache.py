@@ -16,24 +16,18 @@ from schedlang import build_cache, disk, kernel_cache
 from schedlang.cli import main as cli_main
 from schedlang.target.llvm.cached import CachedModule
 from schedlang.target.llvm.module import LLVMModule
+from tests.helpers import forbid_builds
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # Builds a tail-heavy GEMM + ReLU (odd sizes: vector tails) and prints the result's digest
 # and the cache's counters. With FORBID_CODEGEN set, the llvm backend's build raises: the
 # module must come from disk (no lowering either: the driver's lowering raises too).
-SCRIPT = r"""
+SCRIPT = forbid_builds("schedlang.driver.lower_all") + r"""
 import json, os, sys
 import numpy as np
 import schedlang as sl
 from schedlang import kernel_cache
-if os.environ.get("FORBID_CODEGEN"):
-    import schedlang.driver as driver
-    from schedlang.target.llvm.backend import LLVMBackend
-    def refuse(*a, **k):
-        raise RuntimeError("code generation ran")
-    LLVMBackend.build = refuse
-    driver.lower_all = refuse
 sys.path.insert(0, os.environ["TESTS_ROOT"])
 from tests.api.test_kernel_cache import program, inputs
 s, args = program()
@@ -252,17 +246,12 @@ def test_nvrtc_ptx_is_cached_by_source(cache, monkeypatch):
     assert ".entry add_one" in ptx
 
 
-TORCH_SCRIPT = r"""
+TORCH_SCRIPT = forbid_builds() + r"""
 import json, os, sys
 import torch
 import schedlang.torch as st
 from schedlang import kernel_cache
 from schedlang.torch import zoo
-if os.environ.get("FORBID_CODEGEN"):
-    from schedlang.target.llvm.backend import LLVMBackend
-    def refuse(*a, **k):
-        raise RuntimeError("code generation ran")
-    LLVMBackend.build = refuse
 torch.manual_seed(0)
 model = zoo.BertLayer(dim=32, heads=2, hidden=48).eval()
 x = torch.randn(1, 8, 32)

@@ -16,6 +16,7 @@ import schedlang as sl
 import schedlang.torch as st
 from schedlang import build_cache, disk, kernel_cache
 from schedlang.torch import model_cache, runtime, zoo
+from tests.helpers import forbid_builds
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -156,20 +157,14 @@ def test_the_cache_folders_are_in_cache_info(cache, capsys):
 
 # A GPT-2 (fused qkv, chunk, causal attention) compiled by schedlang.torch.compile or
 # torch.compile(backend="schedlang"); prints the output's digest and the caches' counters.
-# With FORBID set, lowering and LLVM code generation raise.
-SCRIPT = r"""
+# With FORBID_CODEGEN set, lowering and LLVM code generation raise (helpers.forbid_builds).
+SCRIPT = forbid_builds("schedlang.torch.runtime.lower_graph") + r"""
 import json, os, sys
 import torch
 import schedlang.torch as st
 import schedlang.torch.dynamo  # noqa: F401
 from schedlang import kernel_cache
-from schedlang.torch import model_cache, runtime, zoo
-if os.environ.get("FORBID"):
-    from schedlang.target.llvm.backend import LLVMBackend
-    def refuse(*a, **k):
-        raise RuntimeError("lowered or built again")
-    LLVMBackend.build = refuse
-    runtime.lower_graph = refuse
+from schedlang.torch import model_cache, zoo
 torch.manual_seed(0)
 model, inputs = zoo.build("gpt2", "tiny")
 with torch.no_grad():
@@ -195,11 +190,11 @@ def test_second_processes_load_models_from_disk_by_either_path(cache):
         return json.loads(done.stdout.strip().splitlines()[-1])
     first = run()
     assert first["stores"] >= 1 and first["err"] < 1e-4
-    second = run(FORBID="1")
+    second = run(FORBID_CODEGEN="1")
     assert (second["model_loads"], second["loads"], second["stores"]) == (1, first["stores"], 0)
     dynamo = run(DYNAMO="1")          # its own graph (lowered once), the kernels of the export path
     assert (dynamo["loads"], dynamo["stores"]) == (first["stores"], 0)
-    again = run(DYNAMO="1", FORBID="1")
+    again = run(DYNAMO="1", FORBID_CODEGEN="1")
     assert (again["model_loads"], again["loads"], again["stores"]) == (1, first["stores"], 0)
     assert first["digest"] == second["digest"] == dynamo["digest"] == again["digest"]
 
