@@ -48,9 +48,8 @@ def softmax():
 
 def rfactor_rows():
     """A row sum whose reduction is split and factored; the partials are computed per row."""
-    A = sl.placeholder((4, 32), name="A")
-    k = sl.reduce_axis((0, 32), name="k")
-    C = sl.compute((4,), lambda i: sl.sum(A[i, k], axis=k), name="C")
+    A, C = programs.row_sum(4, 32, name="C")
+    (k,) = C.op.reduce_axis
 
     def schedule(s):
         ko, ki = s[C].split(k, factor=8)
