@@ -157,3 +157,39 @@ def forbid_builds(*also: str) -> str:
         module, attr = name.rsplit(".", 1)
         lines += [f"    import {module}", f"    {module}.{attr} = refuse"]
     return "\n".join(lines) + "\n"
+
+
+def compile_model_script(make_model: str, *forbid: str) -> str:
+    """A child script (see run_json_child): forbid_builds(*forbid); then `make_model` (Python
+    that sets `model` and `inputs`, torch seeded with 0) compiled by schedlang.torch.compile, or
+    by torch.compile(backend="schedlang") where DYNAMO is set, and run; it prints JSON: the
+    output's digest, its error against eager, the kernel cache's loads and stores and the model
+    cache's loads."""
+    return forbid_builds(*forbid) + f"""
+import json
+import torch
+import schedlang.torch as st
+import schedlang.torch.dynamo  # noqa: F401
+from schedlang import kernel_cache
+from schedlang.torch import model_cache, zoo
+torch.manual_seed(0)
+{make_model}
+with torch.no_grad():
+    if os.environ.get("DYNAMO"):
+        y = torch.compile(model, backend="schedlang", dynamic=False)(*inputs)
+    else:
+        y = st.compile(model, inputs)(*inputs)
+    err = (y - model(*inputs)).abs().max().item()
+print(json.dumps({{"digest": y.numpy().tobytes().hex(), "err": err, "loads": kernel_cache.stats.loads,
+                  "stores": kernel_cache.stats.stores, "model_loads": model_cache.stats.loads}}))
+"""
+
+
+def run_json_child(script: str, env: dict, timeout: int = 600) -> dict:
+    """Run `python -c script` with env; it must succeed; returns the JSON of its last line."""
+    import json
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

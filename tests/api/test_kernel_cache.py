@@ -16,7 +16,7 @@ from schedlang import build_cache, disk, kernel_cache
 from schedlang.cli import main as cli_main
 from schedlang.target.llvm.cached import CachedModule
 from schedlang.target.llvm.module import LLVMModule
-from tests.helpers import forbid_builds
+from tests.helpers import compile_model_script, forbid_builds, run_json_child
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -246,24 +246,8 @@ def test_nvrtc_ptx_is_cached_by_source(cache, monkeypatch):
     assert ".entry add_one" in ptx
 
 
-TORCH_SCRIPT = forbid_builds() + r"""
-import json, os, sys
-import torch
-import schedlang.torch as st
-from schedlang import kernel_cache
-from schedlang.torch import zoo
-torch.manual_seed(0)
-model = zoo.BertLayer(dim=32, heads=2, hidden=48).eval()
-x = torch.randn(1, 8, 32)
-with torch.no_grad():
-    if os.environ.get("DYNAMO"):
-        y = torch.compile(model, backend="schedlang", dynamic=False)(x)
-    else:
-        y = st.compile(model, (x,))(x)
-    err = (y - model(x)).abs().max().item()
-print(json.dumps({"digest": y.numpy().tobytes().hex(), "err": err,
-                  "loads": kernel_cache.stats.loads, "stores": kernel_cache.stats.stores}))
-"""
+TORCH_SCRIPT = compile_model_script("model = zoo.BertLayer(dim=32, heads=2, hidden=48).eval()\n"
+                                    "inputs = (torch.randn(1, 8, 32),)")
 
 
 def test_a_second_process_compiling_a_model_loads_its_kernels(cache):
@@ -272,10 +256,7 @@ def test_a_second_process_compiling_a_model_loads_its_kernels(cache):
     env = {**os.environ, disk.ENV: str(cache), disk.CODE_CACHE_ENV: "1", "PYTHONPATH": str(ROOT)}
 
     def run(**extra):
-        done = subprocess.run([sys.executable, "-c", TORCH_SCRIPT], env={**env, **extra}, capture_output=True,
-                              text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-3000:]
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        return run_json_child(TORCH_SCRIPT, {**env, **extra})
     first = run()
     assert first["stores"] >= 1 and first["loads"] == 0 and first["err"] < 1e-4
     second = run(FORBID_CODEGEN="1")
