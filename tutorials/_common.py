@@ -26,6 +26,14 @@ def parse_args(doc: str, parser: argparse.ArgumentParser = None) -> argparse.Nam
     return args
 
 
+def parse_tuning_args(doc: str, trials_help: str, out_help: str) -> argparse.Namespace:
+    """parse_args with the tuning tutorials' --trials (an int, default None) and --out (a folder)."""
+    parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    parser.add_argument("--trials", type=int, default=None, help=trials_help)
+    parser.add_argument("--out", default=None, help=out_help)
+    return parse_args(doc, parser)
+
+
 def header(title: str) -> None:
     print("\n" + "=" * 78 + "\n" + title + "\n" + "=" * 78)
 
