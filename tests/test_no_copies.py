@@ -13,7 +13,8 @@ BODIES = {
     "silu_and_mul": re.compile(r"sl\.sigmoid\(x\[i, j\]\) \* x\[i, j \+"),
 }
 # written once in tests/programs.py (not a compute line: a comm_reducer's combiner)
-PROGRAM_BODIES = {"arg_reducer": re.compile(r"sl\.select\(\(?\w\[1\] [<>]= \w\[1\]\)?, \w\[0\], \w\[0\]\)")}
+PROGRAM_BODIES = {"arg_reducer": re.compile(r"sl\.select\(\(?\w\[1\] [<>]= \w\[1\]\)?, \w\[0\], \w\[0\]\)"
+                                             r"|^\s*\w+ = \w\[1\] [<>]= \w\[1\]$")}
 ALLOWED = {
     "tests/tvm_ports/": "TVM's tests and tutorials, ported by changing the import",
     "tutorials/01_gemm_cpu.py": "the first lesson: writing a compute",
