@@ -20,6 +20,7 @@ CPU schedules, `topi.cpu` (s, output, [target=, sizes]) -> s; vector widths from
 
     native_lanes(target, dtype)              lanes of one native vector register
     schedule_matmul_packed(s, C)             TVM's CPU GEMM tutorial schedule
+    schedule_matmul_cached(s, C, tile)       the same on nn.matmul: a write-cached tile, no packing
     schedule_matmul_register_tiled(s, C)     the BLAS-style mr x bn register tile
     schedule_conv2d_nchw(s, out, target)     filter x column tiles (tutorial 04)
     schedule_conv2d_nchwc(s, out, target)    NCHWc register tiles: of conv2d_nchwc, or of conv2d_nchw

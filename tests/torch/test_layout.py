@@ -64,6 +64,19 @@ def _blocked(cm):
             and "weight" not in op.name]
 
 
+def _matches_eager_in_both_builds(model, x):
+    """Compiled whole (one part, no fallback) for the bounds-checked and the host target, both
+    agree with eager; returns the host build."""
+    with torch.no_grad():
+        want = model(x)
+    for target in (CHECKED, HOST):
+        cm = _compile(model, x, target)
+        assert cm.fallback_ops() == {} and len(cm.program.parts) == 1
+        with torch.no_grad():
+            torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+    return cm
+
+
 @pytest.mark.parametrize("cin,c1,c2,hw", [
     (3, 2 * L, 2 * L, (13, 11)),     # blocked all the way
     (5, L, 3 * L, (9, 16)),          # an odd number of channel blocks
@@ -73,13 +86,7 @@ def test_chain_matches_eager(cin, c1, c2, hw):
     torch.manual_seed(0)
     model = Chain(cin, c1, c2)
     x = torch.randn(1, cin, *hw)
-    with torch.no_grad():
-        want = model(x)
-    for target in (CHECKED, HOST):
-        cm = _compile(model, x, target)
-        assert cm.fallback_ops() == {} and len(cm.program.parts) == 1
-        with torch.no_grad():
-            torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+    cm = _matches_eager_in_both_builds(model, x)
     blocked = _blocked(cm)
     assert bool(blocked) == (c1 % L == 0 or c2 % L == 0)
 
@@ -108,13 +115,7 @@ def test_resnet_blocks_match_eager_in_bounds_checked_builds():
         if isinstance(m, nn.BatchNorm2d):
             m.running_var.uniform_(0.5, 2.0)
     x = torch.randn(1, 3, 37, 29)
-    with torch.no_grad():
-        want = model(x)
-    for target in (CHECKED, HOST):
-        cm = _compile(model, x, target)
-        assert cm.fallback_ops() == {} and len(cm.program.parts) == 1
-        with torch.no_grad():
-            torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+    cm = _matches_eager_in_both_builds(model, x)
     assert _blocked(cm)
 
 
