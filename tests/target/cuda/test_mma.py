@@ -7,7 +7,7 @@ import pytest
 
 import schedlang as sl
 from schedlang.target.cuda.intrin import mma
-from tests.target.cuda import mma_gemm
+from schedlang.topi import cuda_tensorcore as tc
 
 
 def operands(M, N, K, element="float16", layout="kn", seed=0):
@@ -34,7 +34,7 @@ TOL = {"float32": dict(rtol=1e-4, atol=1e-3), "float16": dict(rtol=2e-2, atol=5e
 @pytest.mark.parametrize("element, acc, layout", [("float16", "float32", "kn"), ("bfloat16", "float32", "kn"),
                                                   ("float16", "float16", "kn"), ("float16", "float32", "nk")])
 def test_gemm_64_matches_numpy_on_both_engines(element, acc, layout):
-    s, args = mma_gemm.gemm(64, 64, 64, element, acc, layout)
+    s, args = tc.gemm(64, 64, 64, element, acc, layout)
     mod = sl.build(s, args, target="cuda -arch=sm_80")
     cuda = mod.get_source("cuda")
     assert f"sl_mma_m16n8k16_{mma.ACCUMULATORS[acc][0]}_{mma.ELEMENTS[element][0]}(" in cuda
@@ -50,7 +50,7 @@ def test_gemm_64_matches_numpy_on_both_engines(element, acc, layout):
 
 def test_several_blocks_and_k_steps_with_bounds_checks():
     M, N, K = 128, 64, 96
-    s, args = mma_gemm.gemm(M, N, K)
+    s, args = tc.gemm(M, N, K)
     mod = sl.build(s, args, target="cuda")
     c, ref = run(mod, M, N, K, bounds_check=True)
     np.testing.assert_allclose(c, ref, **TOL["float32"])
@@ -60,7 +60,7 @@ def test_several_blocks_and_k_steps_with_bounds_checks():
 def test_a_wrong_fragment_layout_gives_wrong_numbers():
     """B stored [k][n] loaded as if [n][k] (ldmatrix without .trans): the emulation's lanes get
     other elements, as a GPU's would, so the product is wrong."""
-    A, B, C = mma_gemm.program(64, 64, 64)
+    A, B, C = tc.program(64, 64, 64)
     b = sl.placeholder((16, 8), "float16", name="b_shared")
     frag = sl.compute((16, 8), lambda r, c: b[r, c], name="b_frag")
     binds = {b: mma._handle((16, 8), "float16", "b_shared", "shared", 8),
@@ -68,7 +68,7 @@ def test_a_wrong_fragment_layout_gives_wrong_numbers():
     wrong = sl.decl_tensor_intrin(frag.op, lambda ins, outs: sl.call_extern(
         "int32", "sl_mma_load_b_nk_f16", mma.fragment_address(outs[0], 16, 8), ins[0].access_ptr("r"),
         ins[0].strides[0]), name="wrong_load_b", binds=binds)
-    mod = sl.build(mma_gemm.schedule(A, B, C, load_b=wrong), [A, B, C], target="cuda")
+    mod = sl.build(tc.schedule_matmul(sl.create_schedule(C.op), C, load_b=wrong), [A, B, C], target="cuda")
     for engine in ("shim", "simt"):
         c, ref = run(mod, 64, 64, 64, engine=engine)
         assert np.abs(c - ref).max() > 1.0
@@ -79,7 +79,7 @@ def test_padding_the_shared_rows_removes_ldmatrix_bank_conflicts():
     rows 40 apart (storage_align) spread them over all 32 banks: the SIMT profile shows it."""
     conflicts = {}
     for pad in (0, 8):
-        s, args = mma_gemm.gemm(64, 64, 64, pad=pad)
+        s, args = tc.gemm(64, 64, 64, pad=pad)
         mod = sl.build(s, args, target="cuda")
         (a, b), ref = operands(64, 64, 64)
         c = np.zeros((64, 64), "float32")
@@ -92,7 +92,7 @@ def test_padding_the_shared_rows_removes_ldmatrix_bank_conflicts():
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("tiles", [{}, dict(BM=128, BN=128, WM=64, WN=32)])
 def test_ptxas_accepts_it_without_spills(arch, tiles):
-    s, args = mma_gemm.gemm(128, 128, 64, **tiles)
+    s, args = tc.gemm(128, 128, 64, **tiles)
     mod = sl.build(s, args, target=f"cuda -arch={arch}")
     assert f".target {arch}" in mod.get_source("ptx")
     if mod.ptxas_info is None:
@@ -104,8 +104,8 @@ def test_ptxas_accepts_it_without_spills(arch, tiles):
 
 def test_odd_shapes_are_refused_clearly():
     with pytest.raises(ValueError, match="multiples of the block tile"):
-        mma_gemm.gemm(60, 64, 64)
-    s, args = mma_gemm.gemm(60, 64, 64, check=False)     # a tail: fragments accessed element by element
+        tc.gemm(60, 64, 64)
+    s, args = tc.gemm(60, 64, 64, check=False)     # a tail: fragments accessed element by element
     with pytest.raises(sl.LoweringError, match="warp-scope buffer .* only tensor intrinsics"):
         sl.build(s, args, target="cuda")
 
@@ -115,3 +115,4 @@ def test_fragment_intrinsics_refuse_other_types():
         mma.load_a_intrin("float32")
     with pytest.raises(ValueError, match="accumulates in float32 or float16"):
         mma.mma_intrin("float16", "int32")
+
