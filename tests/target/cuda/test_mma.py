@@ -116,3 +116,39 @@ def test_fragment_intrinsics_refuse_other_types():
     with pytest.raises(ValueError, match="accumulates in float32 or float16"):
         mma.mma_intrin("float16", "int32")
 
+
+@pytest.mark.parametrize("threads, refused", [(16, True), (48, True), (32, False)])
+def test_a_block_of_partial_warps_is_refused_at_build(threads, refused):
+    """ldmatrix and mma.sync gather across a warp: a block whose threads are not whole warps
+    has lanes missing from its last warp (undefined on a GPU; the shim gathered garbage), so the
+    build refuses it, naming the kernel, its block size and the function."""
+    A, B, C = tc.program(16, 8, 16)
+    s = sl.create_schedule(C.op)
+    AS, BS = s.cache_read(A, "shared", [C]), s.cache_read(B, "shared", [C])
+    CF = s.cache_write(C, "warp")
+    AF, BF = s.cache_read(AS, "warp", [CF]), s.cache_read(BS, "warp", [CF])
+    io, ii = s[C].split(C.op.axis[0], 16)
+    s[C].bind(io, sl.thread_axis("blockIdx.x"))
+    s[C].tensorize(ii, mma.store_c_intrin("float32"))
+    s[CF].compute_at(s[C], io)
+    ci, cj = s[CF].op.axis
+    ko, ki = s[CF].split(s[CF].op.reduce_axis[0], 16)
+    cio, cii = s[CF].split(ci, 16)
+    s[CF].reorder(ko, cio, cii, cj, ki)
+    s[CF].tensorize(cii, mma.mma_intrin("float16", "float32"))
+    for F, intrin in ((AF, mma.load_a_intrin("float16")), (BF, mma.load_b_intrin("float16"))):
+        s[F].compute_at(s[CF], ko)
+        ro, ri = s[F].split(s[F].op.axis[0], 16)
+        s[F].tensorize(ri, intrin)
+    for S in (AS, BS):
+        s[S].compute_at(s[CF], ko)
+        _, tx = s[S].split(s[S].fuse(*s[S].op.axis), threads)
+        s[S].bind(tx, sl.thread_axis("threadIdx.x"))
+    if refused:
+        with pytest.raises(sl.LoweringError, match=f"kernel C_kernel has {threads} threads a block "
+                                                   r"\(threadIdx.x=\d+\), not a multiple of 32, but calls "
+                                                   "sl_mma_load_a_f16, a warp-collective function"):
+            sl.build(s, [A, B, C], target="cuda")
+    else:
+        c, ref = run(sl.build(s, [A, B, C], target="cuda"), 16, 8, 16)
+        np.testing.assert_allclose(c, ref, **TOL["float32"])

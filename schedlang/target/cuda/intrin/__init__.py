@@ -34,6 +34,7 @@ class DeviceFunction:
     source: str
     requires: Tuple[str, ...] = ()      # library functions its definition calls (defined before it)
     align: int = 0                      # the byte alignment its shared-memory pointer arguments need
+    collective: bool = False            # the whole warp takes part (ldmatrix, mma.sync, wmma): whole warps only
 
 
 FUNCTIONS: Dict[str, DeviceFunction] = {}
@@ -80,6 +81,28 @@ def alignments(body) -> Dict[object, int]:
                 for a in n.args:
                     if isinstance(a, Call) and a.name == ADDRESS_OF and a.args[0].buffer.scope == "shared":
                         out[a.args[0].buffer] = max(out.get(a.args[0].buffer, 1), fn.align)
+    return out
+
+
+def collective_calls(body) -> List[str]:
+    """The names of the warp-collective library functions (a function is one when it, or one it
+    requires, gathers across the warp) that the Kernel IR body calls, in order of first call."""
+    from ....expr.functor import walk
+    from ....loop.functor import stmt_exprs, walk_stmts
+    from ....tensor.intrin import EXTERN_PREFIX
+    _load()
+
+    def collective(name: str) -> bool:
+        fn = FUNCTIONS[name]
+        return fn.collective or any(collective(dep) for dep in fn.requires)
+    out: List[str] = []
+    for s in walk_stmts(body):
+        for e in stmt_exprs(s):
+            for n in walk(e):
+                name = n.name[len(EXTERN_PREFIX):] if isinstance(n, Call) and n.name.startswith(EXTERN_PREFIX) \
+                    else None
+                if name in FUNCTIONS and name not in out and collective(name):
+                    out.append(name)
     return out
 
 
