@@ -152,3 +152,16 @@ def test_a_block_of_partial_warps_is_refused_at_build(threads, refused):
     else:
         c, ref = run(sl.build(s, [A, B, C], target="cuda"), 16, 8, 16)
         np.testing.assert_allclose(c, ref, **TOL["float32"])
+
+
+
+def test_the_build_and_the_simt_engine_agree_on_which_calls_are_warp_collective():
+    """Every library function the SIMT engine executes as a warp-collective call is refused by
+    the build in a block of partial warps, except the fills (each lane sets its own registers)."""
+    from schedlang.target.cuda import intrin
+    from schedlang.target.simt import intrin as simt
+    intrin.prelude([])            # (loads the library)
+    names = [n for n in intrin.FUNCTIONS if simt._rule(n) is not None and simt._rule(n)[0] not in simt._PER_THREAD]
+    assert any(n.startswith("sl_wmma_mma") for n in names) and any(n.startswith("sl_ldmatrix") for n in names)
+    assert [n for n in names if not intrin.is_collective(n)] == [n for n in names if "_fill_" in n]
+    assert not any(intrin.is_collective(n) for n in intrin.FUNCTIONS if n.startswith("sl_cp_async"))
