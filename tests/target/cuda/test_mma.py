@@ -165,3 +165,12 @@ def test_the_build_and_the_simt_engine_agree_on_which_calls_are_warp_collective(
     assert any(n.startswith("sl_wmma_mma") for n in names) and any(n.startswith("sl_ldmatrix") for n in names)
     assert [n for n in names if not intrin.is_collective(n)] == [n for n in names if "_fill_" in n]
     assert not any(intrin.is_collective(n) for n in intrin.FUNCTIONS if n.startswith("sl_cp_async"))
+
+
+def test_the_topi_tensorcore_functions_refuse_what_they_do_not_take():
+    A, B, _ = tc.program(64, 64, 64)
+    with pytest.raises(ValueError, match="layout is one of"):
+        tc.matmul(A, B, layout="mk")
+    X = sl.compute((64, 64), lambda i, j: A[i, j] * 2, name="X")
+    with pytest.raises(ValueError, match="not a matmul's output"):
+        tc.schedule_matmul(sl.create_schedule(X.op), X)
