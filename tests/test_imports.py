@@ -22,7 +22,7 @@ LAZY = ("torch", "llvmlite", "lightgbm", "dask", "distributed", "numba", "cuda",
         "schedlang.torch", "schedlang.target.llvm.jit", "schedlang.target.llvm.cpus",
         "schedlang.target.llvm.cached", "schedlang.target.cuda.gpu", "schedlang.target.simt",
         "schedlang.autoschedule.dask_measure",
-        "schedlang.target.cuda.intrin.mma")     # sl.call_intrin's wmma calls: the CUDA library, when asked
+        "schedlang.target.cuda.intrin")     # the CUDA intrinsic library (sl.call_intrin, topi's tensor cores)
 # A backend's accessors (sketch rules, measurement, features) load the auto-scheduler when asked.
 LAZY_FROM_TARGETS = ("schedlang.autoschedule",)
 

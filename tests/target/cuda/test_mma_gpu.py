@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import schedlang as sl
-from tests.target.cuda import mma_gemm
+from schedlang.topi import cuda_tensorcore as tc
 from tests.target.cuda.test_mma import TOL, operands
 
 pytest.importorskip("cuda.bindings")
@@ -28,7 +28,7 @@ def _sm80():
     ("float16", "float16", dict(BM=128, BN=128, WM=64, WN=32, async_copy=True, stages=2, pad=8))])
 def test_tensor_core_gemm_on_the_gpu_matches_the_emulation(element, acc, tiles):
     M, N, K = 256, 128, 192
-    s, args = mma_gemm.gemm(M, N, K, element, acc, **tiles)
+    s, args = tc.gemm(M, N, K, element, acc, **tiles)
     mod = sl.build(s, args, target="cuda")
     (a, b), ref = operands(M, N, K, element)
     emulated = np.zeros((M, N), acc)

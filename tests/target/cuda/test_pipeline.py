@@ -8,13 +8,13 @@ import pytest
 import schedlang as sl
 from schedlang.target.cuda import backend
 from schedlang.target.cuda.intrin import copy
-from tests.target.cuda import mma_gemm
+from schedlang.topi import cuda_tensorcore as tc
 from tests.target.cuda.test_mma import TOL, run
 
 
 def test_cp_async_fetch_matches_numpy_on_both_engines():
     M, N, K = 128, 64, 96
-    s, args = mma_gemm.gemm(M, N, K, async_copy=True)
+    s, args = tc.gemm(M, N, K, async_copy=True)
     mod = sl.build(s, args, target="cuda -arch=sm_80")
     cuda = mod.get_source("cuda")
     assert cuda.index("sl_cp_async_commit();") < cuda.index("sl_cp_async_wait_0();") < cuda.index("__syncthreads();")
@@ -29,7 +29,7 @@ def test_a_missing_wait_is_observable(monkeypatch):
     reads stale shared memory; both engines show wrong numbers (the shim's copies land only
     at a wait, the SIMT engine's shared memory starts as NaN)."""
     monkeypatch.setattr(backend, "complete_async_copies", lambda body: body)
-    s, args = mma_gemm.gemm(64, 64, 64, async_copy=True)
+    s, args = tc.gemm(64, 64, 64, async_copy=True)
     mod = sl.build(s, args, target="cuda", cache=False)      # (compiled with the patched pass)
     assert "sl_cp_async_wait" not in mod.get_source("cuda")
     for engine in ("shim", "simt"):
@@ -48,7 +48,7 @@ def test_cp_async_intrinsic_checks():
 def test_pipelined_gemm_matches_numpy_on_both_engines(async_copy, stages):
     """K = 160: five k steps, so the prologue, the steady state and the drained tail all run."""
     M, N, K = 64, 64, 160
-    s, args = mma_gemm.gemm(M, N, K, async_copy=async_copy, stages=stages)
+    s, args = tc.gemm(M, N, K, async_copy=async_copy, stages=stages)
     assert f".pipeline({stages})" in s.to_python()
     mod = sl.build(s, args, target="cuda -arch=sm_80")
     cuda = mod.get_source("cuda")
@@ -63,7 +63,7 @@ def test_pipelined_gemm_matches_numpy_on_both_engines(async_copy, stages):
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_ptxas_accepts_the_pipelined_kernel_without_spills(arch):
-    s, args = mma_gemm.gemm(256, 256, 256, BM=128, BN=128, WM=64, WN=32, async_copy=True, stages=3)
+    s, args = tc.gemm(256, 256, 256, BM=128, BN=128, WM=64, WN=32, async_copy=True, stages=3)
     mod = sl.build(s, args, target=f"cuda -arch={arch}")
     ptx = mod.get_source("ptx")
     assert "cp.async.wait_group 2" in ptx and "mma.sync.aligned.m16n8k16" in ptx
@@ -76,7 +76,7 @@ def test_waiting_for_one_group_too_few_is_observable(monkeypatch):
     """wait_group(stages) instead of (stages - 1): iteration i computes before its own copies
     landed; in emulation they land only at the wait that covers them, so the numbers are wrong."""
     monkeypatch.setattr(copy.ASYNC, "wait", lambda n: copy.wait(n + 1))
-    s, args = mma_gemm.gemm(64, 64, 160, async_copy=True, stages=3)
+    s, args = tc.gemm(64, 64, 160, async_copy=True, stages=3)
     mod = sl.build(s, args, target="cuda", cache=False)      # (compiled with the patched pass)
     assert "sl_cp_async_wait_3();" in mod.get_source("cuda")
     for engine in ("shim", "simt"):
@@ -85,7 +85,7 @@ def test_waiting_for_one_group_too_few_is_observable(monkeypatch):
 
 
 def test_pipeline_checks():
-    A, B, C = mma_gemm.program(64, 64, 64)
+    A, B, C = tc.program(64, 64, 64)
     s = sl.create_schedule(C.op)
     BL = s.cache_read(B, "local", [C])
     with pytest.raises(sl.ScheduleError, match="2 to 8 stages"):
@@ -101,7 +101,7 @@ def test_pipeline_checks():
 def test_the_pipelined_kernel_is_clean_under_the_sanitizers(sanitize):
     """ThreadSanitizer (one std::thread a GPU thread: the warp gathers, the copies landing at
     their waits, the barriers) finds no race, UndefinedBehaviorSanitizer nothing undefined."""
-    s, args = mma_gemm.gemm(64, 64, 64, async_copy=True, stages=2)
+    s, args = tc.gemm(64, 64, 64, async_copy=True, stages=2)
     mod = sl.build(s, args, target="cuda")
     c, ref = run(mod, 64, 64, 64, sanitize=sanitize)
     np.testing.assert_allclose(c, ref, **TOL["float32"])
@@ -122,7 +122,7 @@ def test_a_missing_barrier_after_the_wait_is_a_race_on_both_engines(monkeypatch)
         def __new__(cls, *args):
             return None
     monkeypatch.setattr(double_buffer, "Barrier", NoBarrier)
-    s, args = mma_gemm.gemm(64, 64, 192, async_copy=True, stages=3)
+    s, args = tc.gemm(64, 64, 192, async_copy=True, stages=3)
     mod = sl.build(s, args, target="cuda", cache=False)      # (compiled with the patched pass)
     assert mod.get_source("cuda").count("__syncthreads();") == 1
     with pytest.raises(Exception, match=r"race on 'A.shared'.* wrote it in `call_pure_extern\(\"int32\", "

@@ -15,6 +15,8 @@ By convention a function writes through its first argument (kernel/thread_sync.c
                 call_intrin for TVM's tir.tvm_*_matrix_sync / tvm_mma_sync (opt_conv_tensorcore)
     copy.py     cp.async (16 bytes, .ca/.cg), commit/wait groups, the pass that completes them
                 before a barrier, and what the N-stage pipeline (schedule/pipeline.py) uses
+A collective function (ldmatrix, mma.sync, wmma) needs its whole warp: the build refuses a call
+of one from a block of partial warps (collective_calls; target/cuda/backend.check_whole_warps).
 The SIMT engine executes these calls with the same semantics (target/simt/intrin.py); it
 refuses a call it has no rule for (dp4a) and names the shim engine.
 """
@@ -38,6 +40,7 @@ class DeviceFunction:
     source: str
     requires: Tuple[str, ...] = ()      # library functions its definition calls (defined before it)
     align: int = 0                      # the byte alignment its shared-memory pointer arguments need
+    collective: bool = False            # the whole warp takes part (ldmatrix, mma.sync, wmma): whole warps only
 
 
 FUNCTIONS: Dict[str, DeviceFunction] = {}
@@ -65,21 +68,44 @@ def prelude(kernels: Iterable[str]) -> str:
     return "".join(FUNCTIONS[name].source for name in used)
 
 
-def alignments(body) -> Dict[object, int]:
-    """shared buffer -> the byte alignment the library calls that take its elements' addresses
-    need (ldmatrix's and cp.async's 16 bytes); the renderer aligns those allocations so."""
+def _library_calls(body):
+    """(function, call) for each call of a library function in the Kernel IR body."""
     _load()
-    out: Dict[object, int] = {}
     for s in walk_stmts(body):
         for e in stmt_exprs(s):
             for n in walk(e):
-                fn = FUNCTIONS.get(n.name[len(EXTERN_PREFIX):]) if isinstance(n, Call) and \
-                    n.name.startswith(EXTERN_PREFIX) else None
-                if fn is None or not fn.align:
-                    continue
-                for a in n.args:
-                    if isinstance(a, Call) and a.name == ADDRESS_OF and a.args[0].buffer.scope == "shared":
-                        out[a.args[0].buffer] = max(out.get(a.args[0].buffer, 1), fn.align)
+                if isinstance(n, Call) and n.name.startswith(EXTERN_PREFIX) and \
+                        n.name[len(EXTERN_PREFIX):] in FUNCTIONS:
+                    yield FUNCTIONS[n.name[len(EXTERN_PREFIX):]], n
+
+
+def alignments(body) -> Dict[object, int]:
+    """shared buffer -> the byte alignment the library calls that take its elements' addresses
+    need (ldmatrix's and cp.async's 16 bytes); the renderer aligns those allocations so."""
+    out: Dict[object, int] = {}
+    for fn, n in _library_calls(body):
+        if not fn.align:
+            continue
+        for a in n.args:
+            if isinstance(a, Call) and a.name == ADDRESS_OF and a.args[0].buffer.scope == "shared":
+                out[a.args[0].buffer] = max(out.get(a.args[0].buffer, 1), fn.align)
+    return out
+
+
+def is_collective(name: str) -> bool:
+    """Whether the library function name gathers across the warp, itself or through one it requires."""
+    _load()
+    fn = FUNCTIONS[name]
+    return fn.collective or any(is_collective(dep) for dep in fn.requires)
+
+
+def collective_calls(body) -> List[str]:
+    """The names of the warp-collective library functions (is_collective) that the Kernel IR
+    body calls, in order of first call."""
+    out: List[str] = []
+    for fn, _ in _library_calls(body):
+        if fn.name not in out and is_collective(fn.name):
+            out.append(fn.name)
     return out
 
 

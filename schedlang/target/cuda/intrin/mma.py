@@ -102,7 +102,7 @@ __device__ __forceinline__ void {name}(void* out, const void* row) {{
   sl_shim::ldmatrix(out, row, {count}, {'true' if trans else 'false'});
 #endif
 }}
-""", requires=(COMMON.name,), align=16))
+""", requires=(COMMON.name,), align=16, collective=True))
 
 
 LDMATRIX = {(n, trans): _ldmatrix(n, trans) for n in (1, 2, 4) for trans in (False, True)}
@@ -135,7 +135,7 @@ __device__ __forceinline__ void {name}({actype}* d, const {ctype}* a, const {cty
   sl_shim::mma_m16n8k16(d, a, b);
 #endif
 }}
-""", requires=(COMMON.name,)))
+""", requires=(COMMON.name,), collective=True))
 
 
 MMA = {(e, acc): _mma(e, acc) for e in ELEMENTS for acc in ACCUMULATORS}
@@ -173,7 +173,7 @@ __device__ __forceinline__ void sl_mma_store_c_{a}({ctype}* dst, int ld, const {
   const unsigned l = sl_lane_id(), g = l / 4, t = l % 4;
   for (int i = 0; i < 4; ++i) dst[(g + 8 * (i / 2)) * ld + 2 * t + i % 2] = frag[i];
 }}
-""", requires=(COMMON.name,)))
+""", requires=(COMMON.name,), collective=True))
     fill = register(DeviceFunction(f"sl_mma_fill_c_{a}", f"""
 // this lane's four elements of a 16x8 accumulator tile set to v
 __device__ __forceinline__ void sl_mma_fill_c_{a}({ctype}* frag, {ctype} v) {{
@@ -307,7 +307,7 @@ __device__ __forceinline__ void {name}({ty}* frag, const {ty}* p, int ldm) {{
   const unsigned l = sl_lane_id(), g = l / 4, t = l % 4;
   for (unsigned i = 0; i < 8; ++i) frag[i] = p[({row}) * ldm + {col}];
 }}
-""", requires=(COMMON.name,)))
+""", requires=(COMMON.name,), collective=True))
     name = f"sl_wmma_mma_f32_{e}"
     out[name] = register(DeviceFunction(name, f"""
 // wmma mma_sync 16x16x16: d += a * b, as two mma.sync m16n8k16 (the columns 0-7 and 8-15)
@@ -326,7 +326,7 @@ __device__ __forceinline__ void sl_wmma_store_f32(float* p, int ldm, const float
   const unsigned l = sl_lane_id(), g = l / 4, t = l % 4;
   for (unsigned i = 0; i < 8; ++i) p[({_WMMA_INDEX['c'][0]}) * ldm + {_WMMA_INDEX['c'][1]}] = frag[i];
 }}
-""", requires=(COMMON.name,)))
+""", requires=(COMMON.name,), collective=True))
 WMMA_FILL = register(DeviceFunction("sl_wmma_fill_f32", """
 // wmma fill_fragment of a 16x16 float accumulator tile
 __device__ __forceinline__ void sl_wmma_fill_f32(float* frag, float v) {
