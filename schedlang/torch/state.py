@@ -43,12 +43,14 @@ class ModuleState:
         the Dynamo backend's parameters), checked against the compiled shape and dtype."""
         out = {}
         if self._expected is None:       # what each input was compiled for, converted once
-            self._expected = [(tuple(i.shape), to_torch(i.dtype)) for i in self.inputs]
-        for i, (shape, dtype) in zip(self.inputs, self._expected):
+            self._expected = [(tuple(i.shape), to_torch(i.dtype), tuple(i.target.split(".")) if i.target else ())
+                              for i in self.inputs]
+        found: Dict[tuple, object] = {}  # each submodule on the paths looked up once a call
+        for i, (shape, dtype, path) in zip(self.inputs, self._expected):
             if given is not None and i.name in given:
                 t = given[i.name]
             else:
-                t = _lookup(self.module, i.target) if self.module is not None and i.target else _MISSING
+                t = _resolve(self.module, path, found) if self.module is not None and path else _MISSING
             if t is _MISSING:
                 t = i.value
             elif not isinstance(t, torch.Tensor):
@@ -101,13 +103,14 @@ def _key(t: torch.Tensor) -> tuple:
     return (t.data_ptr(), version, tuple(t.shape), t.stride(), t.dtype, t.device)
 
 
-def _lookup(module: torch.nn.Module, target: str):
-    """The attribute at the dotted path target of module, or _MISSING."""
-    obj = module
-    for part in target.split("."):
-        obj = _attribute(obj, part)
-        if obj is _MISSING:
-            return _MISSING
+def _resolve(module: torch.nn.Module, path: tuple, found: Dict[tuple, object]):
+    """The attribute at path (names) of module, or _MISSING; found memoizes the prefixes."""
+    if not path:
+        return module
+    obj = found.get(path, None)
+    if obj is None:
+        parent = _resolve(module, path[:-1], found)
+        obj = found[path] = _MISSING if parent is _MISSING else _attribute(parent, path[-1])
     return obj
 
 
