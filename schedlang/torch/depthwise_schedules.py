@@ -18,10 +18,13 @@ broadcast. The padding is paid once per input element in the local padded plane
 not per tap in the inner loop: guarded reads there (a mask per tap and row) cost more
 than the multiply-adds.
 
-With NCHWc-blocked activations (a vector of channels innermost) a tap would be one aligned
-vector load of 16 channels at any stride, the padding a scalar test per column, and the
-nine weight vectors of a 3x3 kernel would stay in registers across a row of outputs; on
-NCHW input, vectorizing along the row is what needs no transposition.
+Between dense 1x1 convolutions (MobileNetV2's inverted residuals) the activations are
+NCHWc-blocked (layout.py: a vector of L channels innermost) and a depthwise convolution
+reads its weight in packed blocks [C / L, 1, *K, L] (ops/conv.py): `_depthwise_nchwc_cpu`
+makes a tap one aligned vector load of L channels at any stride and one weight vector for
+a register tile of columns, with no layout transform before or after it. On NCHW input
+(channels not blocked, other grouped convolutions), vectorizing along the row is what
+needs no transposition.
 
 On CUDA the conv rule of conv_schedules.py applies (one output per thread) and the padded
 input is a kernel of its own.

@@ -7,11 +7,12 @@ tile to write NCHW rows, and the next convolution gathers one value per input-ch
 `block_activations` keeps the tensors that flow from convolution to convolution as
 [N, C / L, H, W, L] instead:
 
-- seeds: the materialized input of a dense blocked convolution (the ReLU after the
+- seeds: the materialized input of a dense blocked convolution, of any block (the ReLU after the
   previous one's batch norm, a residual add, a max pool) when it is a 4-d stage with C a
   multiple of L and not a program output;
 - closure: what a blocked stage reads at its own channel coordinate (the inlined epilogue
-  before it: bias, ReLU, the residual add's other operand, the convolution's sum itself),
+  before it: bias, ReLU, the residual add's other operand, the convolution's sum itself,
+  a depthwise convolution of packed blocks and its padded input),
   so that the whole kernel of a convolution runs in the blocked index space;
 - every blocked stage `Y[n, c, h, w] = f(c)` becomes `Y_b[n, cb, h, w, l] = f(cb * L + l)`;
   a blocked reader of Y at its own channel reads `Y_b[.., cb, .., l]`, a reduction over

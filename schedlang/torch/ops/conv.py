@@ -139,7 +139,8 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1) -> sl.T
     out_shape = call.out_shape
 
     grouped_pad = call.groups > 1 and out_shape[-1] >= GROUPED_PAD_MIN_WIDTH   # depthwise_schedules.py
-    pad_copy = max(call.padding) > 0 and (width > 1 and call.groups == 1 or max(kernel) >= PAD_COPY_KERNEL or grouped_pad)
+    dense_packed = width > 1 and call.groups == 1
+    pad_copy = max(call.padding) > 0 and (dense_packed or max(kernel) >= PAD_COPY_KERNEL or grouped_pad)
     if pad_copy:
         x = _padded(ctx, call)
 
