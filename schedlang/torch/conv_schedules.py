@@ -40,11 +40,11 @@ MAX_UNROLL_TAPS = 7       # a kernel extent the row schedule unrolls
 
 def schedule_conv_cpu(s, group, target: Target) -> None:
     """Schedule the convolution kernel group (group.convs not empty) for a CPU target."""
-    if all(len(s[c].op.axis) == 5 for c in group.convs) and len(s[group.anchor].op.axis) == 5:
-        return _conv_nchwc_cpu(s, group)          # blocked activations (layout.py)
-    if not all(_dense(s[c]) for c in group.convs):     # depthwise/grouped: rows over a padded local plane
+    if not all(_dense(s[c]) for c in group.convs):     # depthwise/grouped: over a padded local plane
         from .depthwise_schedules import schedule_grouped_conv_cpu
         return schedule_grouped_conv_cpu(s, group, target)
+    if all(len(s[c].op.axis) == 5 for c in group.convs) and len(s[group.anchor].op.axis) == 5:
+        return _conv_nchwc_cpu(s, group)          # blocked activations (layout.py)
     widths = {block_width(s[c]) if _dense(s[c]) else None for c in group.convs}
     width = widths.pop() if len(widths) == 1 else None
     if width is not None and width > 1:
@@ -66,7 +66,7 @@ def block_width(conv) -> Optional[int]:
 
 def _dense(conv) -> bool:
     """No read of the input depends on the output channel (groups == 1)."""
-    oc, spatial = conv.op.axis[1].var, [a.var for a in conv.op.axis[2:]]
+    oc, spatial = conv.op.axis[1].var, [a.var for a in conv.op.axis[2:4]]     # not NCHWc's lane
     for node in walk(conv.op.body.source[0]):
         if isinstance(node, TensorRead) and any(uses_var(i, v) for i in node.indices for v in spatial) \
                 and any(uses_var(i, oc) for i in node.indices):
