@@ -170,7 +170,7 @@ class Evolver:
                 decisions = mutate(a.decisions, self.rng)
             child = self.make(a.sketch, decisions)
             if child is not None:
-                if not child.parents and all(child.key != q.key for q in parents):
+                if all(child.key != q.key for q in parents):
                     child.parents = parents
                 out.append(child)
         return out
@@ -221,6 +221,7 @@ class Evolver:
             self._take(ranked, count - len(chosen), chosen, hashes)
         for c in list(seen.values()) + explore:
             c.lowered = None             # keep only features and steps of the many candidates seen
+            c.parents = ()               # this round's scores only; no lineage chains kept alive
         return chosen
 
     def _take(self, pool: List[Candidate], n: int, chosen: List[Candidate], hashes: Set[str]) -> None:
