@@ -308,9 +308,7 @@ def run_search(task: SearchTask, trials: int, log: str, measurer: Measurer, seed
     if evolver is None:
         evolver = Evolver(task, random.Random(seed), model if model is not None else CostModel(seed), policy)
         if warm_start:
-            evolver.resume(transfer.Pool(records.load(log)).warm_start(evolver.model, task))
-            if not evolver.model.trained:     # no own records: trained on the prior alone, when it suffices
-                evolver.model.fit()
+            transfer.Pool(records.load(log)).warm_start(evolver)
         else:
             evolver.resume(records.load(log, task.workload_key, target))
     done, empty = 0, 0

@@ -47,6 +47,7 @@ SHAPE_DECAY = 0.7          # a similar task's weight per doubling of FLOPs away 
 MAX_FLOPS_LOG2 = 6         # similar tasks are within 64x of this task's FLOPs
 OTHER_CPU_WEIGHT = 0.3     # records measured on another CPU (a register file this target has)
 PRIOR_MAX = 2048           # rows of prior data at most (the most alike first)
+DONORS = 8                 # similar tasks' best candidates replayed as this task's first elites
 DIGITS = 4                 # decimals kept of a stored feature (log2 values: ample)
 
 
@@ -106,10 +107,18 @@ def _source(rec: Dict) -> str:
     return json.dumps([rec["workload"], rec["target"], rec.get("cpu")], sort_keys=True)
 
 
-def split(recs: Iterable[Dict], task: SearchTask,
-          here: Optional[Dict]) -> Tuple[List[Dict], Tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """(this task's records to resume, the prior (xs, targets, weights)) of a log's records
-    for a search of task measured on `here` (records.this_cpu(); None: cpu unknown)."""
+class Split:
+    """What a log teaches a search of one task: `own` (its records on this CPU, to resume),
+    `prior` (xs, targets, weights: the cost model's rows from elsewhere) and `donors` (records
+    of similar tasks and of other CPUs that ran and carry their decisions, the best first)."""
+
+    def __init__(self, own, prior, donors):
+        self.own, self.prior, self.donors = own, prior, donors
+
+
+def split(recs: Iterable[Dict], task: SearchTask, here: Optional[Dict]) -> Split:
+    """The Split of a log's records for a search of task measured on `here`
+    (records.this_cpu(); None: cpu unknown)."""
     own: List[Dict] = []
     fid, fam, target = features_id(task.target), family(task), str(task.target)
     by_source: Dict[str, List[Tuple[Dict, float]]] = {}
@@ -123,17 +132,19 @@ def split(recs: Iterable[Dict], task: SearchTask,
         feats = rec.get("features")
         if w > 0 and isinstance(feats, dict) and feats["id"] == fid and "final" not in rec:
             by_source.setdefault(_source(rec), []).append((rec, w))
-    rows: List[Tuple[float, int, np.ndarray, float]] = []
+    rows: List[Tuple[float, int, Dict, float]] = []
     for src in sorted(by_source):
         group = by_source[src]
         ys = targets([None if r["error"] else r["median_s"] for r, _ in group])
-        rows.extend((w, len(rows) + k, np.asarray(r["features"]["values"], dtype=np.float64), float(y))
-                    for k, ((r, w), y) in enumerate(zip(group, ys)))
+        rows.extend((w, len(rows) + k, r, float(y)) for k, ((r, w), y) in enumerate(zip(group, ys)))
     rows.sort(key=lambda row: (-row[0], row[1]))       # the most alike first, then log order
     rows = rows[:PRIOR_MAX]
     n = len(feature_names(task.target))
-    xs = np.stack([row[2] for row in rows]) if rows else np.zeros((0, n))
-    return own, (xs, np.array([row[3] for row in rows]), np.array([row[0] for row in rows]))
+    xs = np.stack([row[2]["features"]["values"] for row in rows]) if rows else np.zeros((0, n))
+    # the fastest of their own task first, a doubling of slowness worth log2(1/weight) of alikeness
+    ran = [row for row in rows if not row[2]["error"] and isinstance(row[2].get("decisions"), dict)]
+    donors = [row[2] for row in sorted(ran, key=lambda row: (-row[3] - math.log2(row[0]), row[1]))]
+    return Split(own, (xs, np.array([row[3] for row in rows]), np.array([row[0] for row in rows])), donors)
 
 
 def _shape_weight(rec: Dict, task: SearchTask, fam: str) -> float:
@@ -167,15 +178,38 @@ class Pool:
         if fam and rec.get("features"):
             self.by_family.setdefault(fam["key"], []).append(rec)
 
-    def split(self, task: SearchTask):
+    def split(self, task: SearchTask) -> Split:
         """split() of the records that concern task: its own, and its family's."""
         mine = self.by_workload.get(task.workload_key, [])
         others = [r for r in self.by_family.get(family(task), []) if r["workload"] != task.workload_key]
         return split(mine + others, task, here_cpu(task))
 
-    def warm_start(self, model, task: SearchTask) -> List[Dict]:
-        """Give model the prior of task (split()) and return task's own records, which the
-        search resumes (Evolver.resume trains on them)."""
-        own, prior = self.split(task)
-        model.set_prior(*prior)
-        return own
+    def warm_start(self, evolver) -> None:
+        """Start a search (search.Evolver) of a task from what the log knows: its cost model
+        gets the prior, the task's own records are resumed, and the best DONORS donors'
+        decisions (those that fit this task's sizes; sample() redraws the rest) join the
+        population as elites, until the task's own measurements outnumber them; the model
+        is then trained, before the first round, when the data suffices."""
+        task = evolver.task
+        found = self.split(task)
+        evolver.model.set_prior(*found.prior)
+        evolver.resume(found.own)
+        seed_elites(evolver, found.donors)
+        if not evolver.model.trained:
+            evolver.model.fit()
+
+
+def seed_elites(evolver, donors: List[Dict], count: int = DONORS) -> None:
+    """Candidates of evolver's task made from the donors' sketches and decisions, entered as
+    measured at an unknown (infinite) time: the search's elites are its fastest measured
+    candidates, so these are elites while it has measured fewer than its policy's elites,
+    and their children are what the model ranks first; they are measured only when picked."""
+    keys = set()
+    for rec in donors:
+        if len(keys) >= count:
+            return
+        sketch = evolver.by_name.get(rec.get("sketch"))
+        cand = evolver.make(sketch, dict(rec["decisions"])) if sketch is not None else None
+        if cand is not None and cand.key not in keys and cand.key not in evolver.seen_steps:
+            keys.add(cand.key)
+            evolver.measured.append((math.inf, cand))

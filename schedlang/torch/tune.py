@@ -184,12 +184,10 @@ class KernelSearches:
         self.pool = self.pool or Pool(records.load(self.log))
         if i not in self.evolvers:
             ev = Evolver(kt.task, random.Random(seed), CostModel(seed), self.policy)
-            ev.resume(self.pool.warm_start(ev.model, kt.task))    # similar tasks' records teach its model
-            if not ev.model.trained:
-                ev.model.fit()
+            self.pool.warm_start(ev)          # resumes its records; similar tasks' teach its model
             self.evolvers[i] = ev
         else:       # what similar tasks measured since: taught at the next fit
-            self.evolvers[i].model.set_prior(*self.pool.split(kt.task)[1])
+            self.evolvers[i].model.set_prior(*self.pool.split(kt.task).prior)
 
         def seen(rec):
             self.pool.add(rec)
