@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -107,13 +108,15 @@ def _source(rec: Dict) -> str:
     return json.dumps([rec["workload"], rec["target"], rec.get("cpu")], sort_keys=True)
 
 
+@dataclass(frozen=True)
 class Split:
     """What a log teaches a search of one task: `own` (its records on this CPU, to resume),
     `prior` (xs, targets, weights: the cost model's rows from elsewhere) and `donors` (records
     of similar tasks and of other CPUs that ran and carry their decisions, the best first)."""
 
-    def __init__(self, own, prior, donors):
-        self.own, self.prior, self.donors = own, prior, donors
+    own: List[Dict]
+    prior: Tuple[np.ndarray, np.ndarray, np.ndarray]
+    donors: List[Dict]
 
 
 def split(recs: Iterable[Dict], task: SearchTask, here: Optional[Dict]) -> Split:

@@ -156,7 +156,8 @@ def test_warm_starts_need_fewer_trials_on_three_seeds(tmp_path):
         _search(gemm(64, 64, 64), first, seed + 100, 32)
         for kind, n in _trials_to(first, seed, tmp_path).items():
             needed[kind].append(n)
-    assert np.mean(needed["warm"]) <= 0.5 * np.mean(needed["fresh"]), needed     # seen: warm [1, 1, 1], fresh [40, 32, 16]
+    # seen: warm [1, 1, 1], fresh [40, 25, 15]
+    assert np.mean(needed["warm"]) <= 0.5 * np.mean(needed["fresh"]), needed
 
 
 def test_without_warm_start_another_tasks_records_change_nothing(tmp_path, log_a):
