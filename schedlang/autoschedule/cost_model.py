@@ -111,9 +111,18 @@ class CostModel:
         ys = np.concatenate([targets(self.times), pys])
         ws = np.concatenate([np.ones(len(own)), pws]) if len(pys) else None    # none: as before priors
         data = lgb.Dataset(xs, ys, weight=ws, params={"verbosity": -1, "min_data_in_bin": 1})
+        # weighted rows with no floor on a leaf's hessian trip LightGBM's "left_count > 0" check
+        params = dict(PARAMS, seed=self.seed, **({} if ws is None else {"min_sum_hessian_in_leaf": 1e-3}))
+        failed = None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")     # "no further splits" and the like on tiny data
-            self.booster = lgb.train(dict(PARAMS, seed=self.seed), data, num_boost_round=ROUNDS)
+            try:
+                self.booster = lgb.train(params, data, num_boost_round=ROUNDS)
+            except lgb.basic.LightGBMError as err:      # keep the last model (or the random order)
+                failed = err
+        if failed is not None:
+            warnings.warn(f"auto_schedule: the cost model's training failed ({failed}); it ranks as before",
+                          stacklevel=3)
 
     def predict(self, xs: Sequence[np.ndarray]) -> np.ndarray:
         if not len(xs):

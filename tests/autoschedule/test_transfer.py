@@ -167,3 +167,18 @@ def test_without_warm_start_another_tasks_records_change_nothing(tmp_path, log_a
     assert _search(task, cold, 0, 8, warm_start=False) == _search(task, empty, 0, 8) == 8
     steps = [[r["steps"] for r in records.load(log, task.workload_key)] for log in (cold, empty)]
     assert steps[0] == steps[1]
+
+
+@pytest.mark.slow      # three tunings of a tiny MLP on the formula worker (a minute or two): the script's check
+def test_the_transfer_benchmark_quick_run(tmp_path):
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "transfer.py"), "--quick", "--seeds", "1",
+                           "--trials", "32", "--log-dir", str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [line.split() for line in proc.stdout.splitlines() if line.split()[:1] == ["0"]]
+    assert [r[1] for r in rows] == ["fresh", "warm"] and all(float(r[2]) > 0 for r in rows), proc.stdout
+    assert "mean trials to 95% of the better final" in proc.stdout
+    assert (tmp_path / "a0.jsonl").is_file() and (tmp_path / "b-warm0.jsonl").is_file()
