@@ -102,14 +102,12 @@ class CostModel:
         lgb = _lightgbm()
         if lgb is None:
             return
-        own = np.stack(self.xs) if self.xs else np.zeros((0, pxs.shape[1]))
-        if not len(pys):
-            pxs = np.zeros((0, own.shape[1]))
-        if len(pys) and own.shape[1] != pxs.shape[1]:
-            raise ValueError(f"CostModel: prior rows have {pxs.shape[1]} features, this task's {own.shape[1]}")
-        xs = np.concatenate([own, pxs]) if len(pys) else own
-        ys = np.concatenate([targets(self.times), pys])
-        ws = np.concatenate([np.ones(len(own)), pws]) if len(pys) else None    # none: as before priors
+        xs = np.stack(self.xs) if self.xs else pxs[:0]
+        ys, ws = targets(self.times), None           # unweighted without a prior, as before priors
+        if len(pys):
+            if xs.shape[1] != pxs.shape[1]:
+                raise ValueError(f"CostModel: prior rows have {pxs.shape[1]} features, this task's {xs.shape[1]}")
+            xs, ys, ws = np.concatenate([xs, pxs]), np.concatenate([ys, pys]), np.concatenate([np.ones(len(xs)), pws])
         data = lgb.Dataset(xs, ys, weight=ws, params={"verbosity": -1, "min_data_in_bin": 1})
         # weighted rows with no floor on a leaf's hessian trip LightGBM's "left_count > 0" check
         params = dict(PARAMS, seed=self.seed, **({} if ws is None else {"min_sum_hessian_in_leaf": 1e-3}))
