@@ -169,6 +169,26 @@ def test_without_warm_start_another_tasks_records_change_nothing(tmp_path, log_a
     assert steps[0] == steps[1]
 
 
+def test_a_model_tuning_teaches_each_task_what_its_similar_tasks_measured(tmp_path):
+    """The task scheduler's searches (torch/tune.py's KernelSearches): the second GEMM's first
+    round already has the first's records as prior and its best decisions as elites, and each
+    later round's prior holds what the other measured since."""
+    pytest.importorskip("lightgbm")
+    from schedlang.torch.tune import KernelSearches, KernelTask
+    tasks = [KernelTask(t, 1, "matmul", f"g{k}", "", t.schedule().to_json())
+             for k, t in enumerate((gemm(64, 64, 64), gemm(48, 64, 96)))]
+    with cf.ThreadPoolExecutor(1) as ex:
+        searches = KernelSearches(tasks, str(tmp_path / "model.jsonl"), Measurer(ex, worker_fn=workers.formula),
+                                  0, POLICY)
+        searches.measure_defaults()
+        assert searches.round(0, 8)[0] == 8 and searches.round(1, 8)[0] == 8
+        second = searches.evolvers[1]
+        assert len(second.model.prior[1]) == 8 and any(t == float("inf") for t, _ in second.measured)
+        searches.round(0, 8)
+        searches.round(1, 8)
+        assert len(searches.evolvers[1].model.prior[1]) == 16 and len(searches.evolvers[0].model.prior[1]) == 8
+
+
 @pytest.mark.slow      # three tunings of a tiny MLP on the formula worker (a minute or two): the script's check
 def test_the_transfer_benchmark_quick_run(tmp_path):
     import os
