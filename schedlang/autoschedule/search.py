@@ -31,7 +31,7 @@ from ..driver import lower_tile_to_kernel
 from ..errors import LoweringError, ScheduleError
 from ..limits import recursion_guard
 from ..target.registry import get_backend
-from . import records
+from . import records, transfer
 from .cost_model import CostModel
 from .features import candidate_features, tile_ir, with_profile
 from .gpu_estimate import profile_summary
@@ -315,17 +315,21 @@ def run_search(task: SearchTask, trials: int, log: str, measurer: Measurer, seed
                per_round: int = 8, on_record: Optional[Callable[[Dict], None]] = None,
                policy: SearchPolicy = SearchPolicy(), model: Optional[CostModel] = None,
                timeout: Optional[float] = None, on_round: Optional[Callable[[], None]] = None,
-               evolver: Optional[Evolver] = None) -> int:
+               evolver: Optional[Evolver] = None, warm_start: bool = True) -> int:
     """Measure up to `trials` new candidates, appending a record for each to `log` as soon
     as it is measured (then on_record(record)); on_round() after each round; with `timeout`,
     start no new round after that many seconds. Returns how many were measured.
     evolver: the search state of an earlier call on this task, to continue (a task scheduler's
-    rounds); it already knows the log, which is then not read again."""
+    rounds); it already knows the log, which is then not read again. warm_start: the cost
+    model also learns from the log's records of similar tasks and of other CPUs (transfer.py)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     target = str(task.target)
     if evolver is None:
         evolver = Evolver(task, random.Random(seed), model if model is not None else CostModel(seed), policy)
-        evolver.resume(records.load(log, task.workload_key, target))
+        if warm_start:
+            transfer.Pool(records.load(log)).warm_start(evolver)
+        else:
+            evolver.resume(records.load(log, task.workload_key, target))
     done, empty = 0, 0
     while done < trials and empty < MAX_EMPTY_ROUNDS:
         if deadline is not None and time.monotonic() >= deadline:
@@ -342,7 +346,8 @@ def run_search(task: SearchTask, trials: int, log: str, measurer: Measurer, seed
             rec = records.make_record(task.workload_key, target, json.loads(cand.steps_json), cand.kernel_hash,
                                       res.times, res.error, task.flops, res.load, sketch=cand.sketch.name,
                                       build_s=res.build_s, decisions=cand.decisions,
-                                      predicted=round(cand.score, 4), **res.extra)
+                                      predicted=round(cand.score, 4), **transfer.stored(task, cand.features),
+                                      **res.extra)
             records.append(log, [rec])
             measured.append(cand)
             times.append(res.median if res.error is None else None)
