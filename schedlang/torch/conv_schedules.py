@@ -27,13 +27,14 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional, Tuple
 
-from ..expr.extent import ceil_div
 from ..expr.functor import uses_var, walk
 from ..expr.nodes import Binary
 from ..target.target import Target
 from ..tensor.op import TensorRead
 
-MIN_ACCUMULATORS = 8      # independent FMAs in flight: two FMA pipes of 4 cycles' latency
+MAX_TILE_VECTORS = 2      # vectors of output channels in a register tile (narrow vectors: AVX2)
+TILE_WIDTH = 8            # output columns of a register tile with one vector of channels
+TILE_WIDTH_2 = 6          # ... with two (12 accumulators of the 16 AVX2 registers)
 MAX_UNROLL_TAPS = 7       # a kernel extent the row schedule unrolls
 
 
@@ -47,7 +48,7 @@ def schedule_conv_cpu(s, group, target: Target) -> None:
     widths = {block_width(s[c]) if _dense(s[c]) else None for c in group.convs}
     width = widths.pop() if len(widths) == 1 else None
     if width is not None and width > 1:
-        return _conv_blocked_cpu(s, group, width, target)
+        return _conv_blocked_cpu(s, group, width)
     return _conv_rows_cpu(s, group, target)
 
 
@@ -82,7 +83,7 @@ def _accumulators(s, group):
     return conv, [s[s.cache_write(conv.op.output(0), "local")]]
 
 
-def _conv_blocked_cpu(s, group, width: int, target: Target) -> None:
+def _conv_blocked_cpu(s, group, width: int) -> None:
     from .schedules import static
 
     def split_channels(conv):
@@ -92,8 +93,9 @@ def _conv_blocked_cpu(s, group, width: int, target: Target) -> None:
     caches = _local_sums(s, group, split_channels)
     out = s[group.anchor]
     n, oc, *spatial = out.op.axis
-    vecs, wt = nchwc_tile(target, ceil_div(static(oc.dom.extent), width), static(spatial[-1].dom.extent), width,
-                          tails=True)
+    channels, cols = static(oc.dom.extent), static(spatial[-1].dom.extent)
+    vecs = MAX_TILE_VECTORS if width <= 8 and channels % (MAX_TILE_VECTORS * width) == 0 else 1
+    wt = max(1, min(TILE_WIDTH if vecs == 1 else TILE_WIDTH_2, cols))
     co, ci = out.split(oc, factor=vecs * width)
     wo, wi = out.split(spatial[-1], factor=wt)
     out.reorder(n, co, *spatial[:-1], wo, ci, wi)   # written back a row of columns at a time
@@ -101,7 +103,7 @@ def _conv_blocked_cpu(s, group, width: int, target: Target) -> None:
     out.vectorize(wi)
 
 
-def nchwc_tile(target: Target, blocks: int, cols: int, width: int, tails: bool = False) -> Tuple[int, int]:
+def nchwc_tile(target: Target, blocks: int, cols: int, width: int) -> Tuple[int, int]:
     """(channel blocks, output columns) of a register tile of the blocked kernels: vecs * wt
     accumulators beside vecs weight vectors and, with 32 registers (AVX-512), one for the
     broadcast input value within the target's register file (Target.native_registers); vecs
@@ -110,17 +112,17 @@ def nchwc_tile(target: Target, blocks: int, cols: int, width: int, tails: bool =
     tile. With AVX2's 16 registers the broadcast gets none (it is loaded again where LLVM
     runs out): 2 x 7 tiles then beat 4 x 2 and 1 x 7 by 1.0-1.4x per ResNet layer, 1.12-1.18x
     over all of ResNet-18/50's convolutions (Zen 5, one thread, CPU time); AVX-512's 4 x 7
-    with no register to spare lost 0.66-0.93x to 4 x 4 and 2 x 7. With tails (the blocked NCHW
-    kernel, whose row tail is a shorter vector store), a row without a divisor that makes
-    MIN_ACCUMULATORS takes the best tile with a tail, its score scaled by the work wasted."""
+    with no register to spare lost 0.66-0.93x to 4 x 4 and 2 x 7."""
     registers = target.native_registers()
     broadcast = 1 if registers >= 32 else 0
-    tiles = [(vecs, wt) for vecs in (1, 2, 4) if blocks % vecs == 0
-             for wt in range(1, min((registers - broadcast - vecs) // vecs, cols) + 1)]
-    best = max((vecs * wt / (vecs + wt), vecs * wt, vecs, wt) for vecs, wt in tiles if cols % wt == 0)
-    if tails and best[1] < MIN_ACCUMULATORS:       # a prime row (17): a tail rather than a 1-column tile
-        best = max((vecs * wt / (vecs + wt) * cols / (wt * ceil_div(cols, wt)), vecs * wt, vecs, wt)
-                   for vecs, wt in tiles)
+    best = (0.0, 0, 1, 1)
+    for vecs in (1, 2, 4):
+        if blocks % vecs:
+            continue
+        most = (registers - broadcast - vecs) // vecs
+        for wt in range(1, min(most, cols) + 1):
+            if cols % wt == 0:
+                best = max(best, (vecs * wt / (vecs + wt), vecs * wt, vecs, wt))
     return best[2], best[3]
 
 
