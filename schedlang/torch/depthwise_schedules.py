@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..target.target import Target
-from .conv_schedules import MAX_UNROLL_TAPS, _accumulators, _row_vector, nchwc_tile
+from .conv_schedules import MAX_UNROLL_TAPS, _accumulators, _row_vector, nchwc_tile, row_split
 from .fuse import CONV_PAD_TAG
 from .schedules import _extent, _fuse, _product, lanes, static, threads
 
@@ -53,14 +53,7 @@ def schedule_grouped_conv_cpu(s, group, target: Target) -> None:
     """Schedule a kernel of depthwise/grouped convolutions (group.convs) for a CPU target."""
     if len(s[group.anchor].op.axis) == 5:           # blocked activations (layout.py)
         return _depthwise_nchwc_cpu(s, group, target)
-    out, accs = _accumulators(s, group)
-    n, oc, *spatial = out.op.axis
-    last = spatial[-1]
-    v = _row_vector(static(last.dom.extent), lanes(target, accs[0]))
-    if v is not None and static(last.dom.extent) != v:
-        wo, wi = out.split(last, factor=v)
-    else:
-        wo, wi = None, last
+    out, accs, (n, oc), spatial, wo, wi, v = row_split(s, group, target)
     planes = _product([n.dom.extent, oc.dom.extent])
     if spatial[:-1] and planes is not None and planes >= TASKS_PER_THREAD * threads(target):
         task = _fuse(out, [n, oc])          # a plane: its padded copy made once
@@ -95,7 +88,7 @@ def _depthwise_nchwc_cpu(s, group, target: Target) -> None:
     stride), written back as whole vectors of L channels."""
     out, accs = _accumulators(s, group)
     n, cb, *spatial, lane = out.op.axis
-    _, wt = nchwc_tile(1, static(spatial[-1].dom.extent), static(lane.dom.extent))
+    _, wt = nchwc_tile(target, 1, static(spatial[-1].dom.extent), static(lane.dom.extent))
     wo, wi = out.split(spatial[-1], factor=wt)
     out.reorder(n, cb, *spatial[:-1], wo, wi, lane)
     planes, workers = _product([n.dom.extent, cb.dom.extent]), threads(target)
