@@ -1,5 +1,6 @@
-"""Convolution layers of ResNet and MobileNetV2 (and a ResNeXt-like grouped one) compiled by schedlang.torch (default
-schedules, batch norm folded, ReLU fused) beside torch eager (oneDNN), in one run, same
+"""Convolution layers of ResNet and MobileNetV2 (and a ResNeXt-like grouped one), and
+MobileNetV2's inverted residual blocks, compiled by schedlang.torch (default schedules,
+batch norm folded, ReLU fused) beside torch eager (oneDNN), in one run, same
 thread count, interleaved. Prints milliseconds (the best of repeats: on a shared machine a
 median mostly measures the other processes) and the ratio eager / schedlang (above 1: schedlang is faster).
 
@@ -31,6 +32,31 @@ LAYERS = {
     "mobilenet 1x1 96->24 56x56": (96, 24, 1, 1, 1, 56),
     "grouped 3x3 4 per group 128 28x28": (128, 128, 3, 1, 32, 28),
 }
+
+# MobileNetV2's inverted residual blocks (1x1 expansion, depthwise 3x3, 1x1 projection, batch
+# norm, ReLU6): inside a block the depthwise conv runs on NCHWc activations (layout.py), as in
+# the whole model, which a single layer's NCHW input and output never show.
+# name -> (in, hidden, out, stride, spatial size)
+BLOCKS = {
+    "mobilenet block 16->96->24 /2 112x112": (16, 96, 24, 2, 112),
+    "mobilenet block 32->192->32 28x28": (32, 192, 32, 1, 28),
+    "mobilenet block 96->576->96 14x14": (96, 576, 96, 1, 14),
+    "mobilenet block 160->960->160 7x7": (160, 960, 160, 1, 7),
+}
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, cin, hidden, cout, stride):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(cin, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.ReLU6(),
+            nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False), nn.BatchNorm2d(hidden), nn.ReLU6(),
+            nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        y = self.body(x)
+        return x + y if self.residual else y
 
 
 def layer(cin, cout, k, stride, groups, bn_relu: bool) -> nn.Module:
@@ -76,6 +102,16 @@ def main() -> None:
                 label = name + (" +bn+relu" if bn_relu else "")
                 print(f"{label:44s} eager {eager:7.3f} ms  schedlang {ours:7.3f} ms  "
                       f"eager/schedlang {eager / ours:5.2f}")
+        for name, (cin, hidden, cout, stride, hw) in BLOCKS.items():
+            if args.only not in name:
+                continue
+            torch.manual_seed(0)
+            m = InvertedResidual(cin, hidden, cout, stride).eval()
+            x = torch.randn(1, cin, hw, hw)
+            cm = st.compile(m, (x,), target=target)
+            torch.testing.assert_close(cm(x), m(x), rtol=1e-3, atol=1e-3)
+            eager, ours = best_ms([m, cm], x, args.repeat)
+            print(f"{name:44s} eager {eager:7.3f} ms  schedlang {ours:7.3f} ms  eager/schedlang {eager / ours:5.2f}")
 
 
 if __name__ == "__main__":

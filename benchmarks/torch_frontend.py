@@ -33,33 +33,15 @@ for path in (HERE, ROOT):
         sys.path.insert(0, path)
 
 import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 import schedlang as sl  # noqa: E402
+from schedlang.torch.zoo import SiluAndMul, SwiGLUMLP  # noqa: E402
 import harness  # noqa: E402
 from harness import Contender, expect_close, skipped  # noqa: E402
 
 FULL = {"silu": (8192, 8192), "mlp": (2048, 1024, 2816)}
 QUICK = {"silu": (512, 1024), "mlp": (64, 128, 344)}
 TOL = dict(rtol=1e-4, atol=1e-4)
-
-
-class SiluAndMul(nn.Module):
-    def forward(self, x):
-        left, right = x.chunk(2, dim=-1)
-        return F.silu(left) * right
-
-
-class SwiGLUMLP(nn.Module):
-    def __init__(self, hidden: int, intermediate: int):
-        super().__init__()
-        self.gate = nn.Linear(hidden, intermediate, bias=False)
-        self.up = nn.Linear(hidden, intermediate, bias=False)
-        self.down = nn.Linear(intermediate, hidden, bias=False)
-
-    def forward(self, x):
-        return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
 def workload(kind: str, shape: tuple):

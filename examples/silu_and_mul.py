@@ -5,16 +5,10 @@ the last dimension of x is split in two halves, out = silu(left) * right.
     schedlang compile --ir examples/silu_and_mul.py                   # the same: example_inputs()
 """
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+from schedlang.torch.zoo import SiluAndMul    # defined once, in the model zoo
 
 __all__ = ["SiluAndMul"]
-
-
-class SiluAndMul(nn.Module):
-    def forward(self, x):
-        left, right = x.chunk(2, dim=-1)
-        return F.silu(left) * right
 
 
 def example_inputs():

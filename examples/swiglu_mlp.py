@@ -4,21 +4,10 @@ bias, out = down(silu(gate(x)) * up(x)).
     schedlang compile --ir examples/swiglu_mlp.py --shape 8,256 --level torch,tensor
 """
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+from schedlang.torch.zoo import SwiGLUMLP    # defined once, in the model zoo (hidden 256, intermediate 688)
 
 __all__ = ["SwiGLUMLP"]
-
-
-class SwiGLUMLP(nn.Module):
-    def __init__(self, hidden: int = 256, intermediate: int = 688):
-        super().__init__()
-        self.gate = nn.Linear(hidden, intermediate, bias=False)
-        self.up = nn.Linear(hidden, intermediate, bias=False)
-        self.down = nn.Linear(intermediate, hidden, bias=False)
-
-    def forward(self, x):
-        return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
 def example_inputs():

@@ -20,12 +20,12 @@ from .tensor.intrin import (acos, acosh, asin, asinh, atan, atan2, atanh, call_p
 from .tensor.reference import evaluate as reference  # noqa: F401
 from .tensor.scan import scan  # noqa: F401
 from .tensor.extern import call_packed, extern  # noqa: F401
-from .tensor.intrin_calls import broadcast, call_extern, call_llvm_intrin, call_llvm_pure_intrin, reinterpret  # noqa: F401,E501
+from .tensor.intrin_calls import broadcast, call_extern, call_intrin, call_llvm_intrin, call_llvm_pure_intrin, reinterpret  # noqa: F401,E501
 from .loop.tensor_intrin import decl_buffer, decl_tensor_intrin  # noqa: F401
 from . import ir_builder  # noqa: F401
 from .packed import get_global_func, register_func, remove_global_func  # noqa: F401
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401,E402
 from .schedule import Schedule, create_schedule  # noqa: F401,E402
 from .schedule.tensorize import declared_intrin  # noqa: F401,E402
 from .driver import build, load_module, lower  # noqa: F401,E402

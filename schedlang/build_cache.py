@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Callable, Hashable, Optional, Sequence
 
 from . import kernel_cache
-from .errors import ScheduleError
+from .build_key import build_key
 
 ENABLED = True
 MAX_MODULES = 8
@@ -59,33 +59,6 @@ def clear() -> None:
 def size() -> int:
     """Modules the cache keeps alive now (at most MAX_MODULES; live modules beyond are found too)."""
     return len(_modules)
-
-
-def _target_key(target) -> Hashable:
-    try:
-        hash(target)
-        return target
-    except TypeError:             # an unhashable target still has a complete repr
-        return repr(target)
-
-
-def build_key(s, args: Sequence, target, name: Optional[str]) -> Optional[Hashable]:
-    """The cache key of building s with args for target, or None when the build cannot be
-    keyed (an argument that is not a stage of s: the build itself will say why)."""
-    from .expr.nodes import Var
-    from .schedule import Schedule
-    from .tensor.serialize import to_json
-    # args are iterated once only here (build() needs them too); bad input is left to build().
-    if not isinstance(s, Schedule) or not isinstance(args, (list, tuple)):
-        return None
-    if any(st.store_predicate is not None for st in s.stages):   # an expression, not in the steps
-        return None
-    try:
-        arg_stages = tuple(("size", a.name) if isinstance(a, Var) else (s[a].name, a.value_index) for a in args)
-        program = to_json([op.output(0) for op in s.user_outputs])
-    except (ScheduleError, TypeError, ValueError):   # not a stage of s; a compute attr that is not JSON
-        return None
-    return (program, s.to_json(), arg_stages, _target_key(target), name)
 
 
 def cached_build(s, args: Sequence, target, name: Optional[str], enabled: Optional[bool],

@@ -32,7 +32,11 @@ import traceback
 import warnings
 from typing import List, Optional, Sequence, Tuple
 
+from .autoschedule.task_scheduler import format_round
+from .kernel_cache import run_command
 from .target.registry import get_backend
+from .target.target import Target
+from .version import __version__
 
 # level name -> (title, what it says); the order is the pipeline's.
 LEVELS = {
@@ -175,7 +179,6 @@ def check_dtype(name: str) -> str:
 
 def check_target(spec: str):
     """The resolved Target of a target string; UsageError naming what is wrong."""
-    from .target import Target
     try:
         target = Target.create(spec)
     except (TypeError, ValueError, KeyError) as e:
@@ -336,19 +339,36 @@ def header(level: str, target) -> str:
     return f"{rule}\n{title}  (--level {level}): {says}\n{rule}"
 
 
+def report_failure(args, what: str, e: BaseException) -> int:
+    """Say on stderr, in one line, that `what` failed with e (the whole traceback with
+    --traceback); the exit status of a failed compile, run or tune."""
+    if args.traceback:
+        traceback.print_exc()
+    print(f"schedlang {args.command}: error: {what} failed: {type(e).__name__}: {_one_line(e)}"
+          + ("" if args.traceback else " (--traceback shows where)"), file=sys.stderr)
+    return EXIT_MISMATCH
+
+
+def load_model(args, shapes, dtype: str):
+    """(model, name, inputs): the module the command names, in eval mode and in dtype, and its
+    example inputs (compile and tune share this)."""
+    module_file = load_file(args.file)
+    model, name = pick_module(module_file, args.file, args.module)
+    import torch
+    model = model.eval()
+    if getattr(torch, dtype).is_floating_point and dtype != "float32":
+        model = model.to(getattr(torch, dtype))
+    return model, name, example_inputs(module_file, model, name, args.file, shapes, dtype, args.seed)
+
+
 def run_compile(args) -> int:
     shapes = [parse_shape(s) for s in args.shape]
     levels = parse_levels(args.level) if (args.ir or args.level) else []
     dtype = check_dtype(args.dtype)
     target = check_target(args.target)
-    module_file = load_file(args.file)
-    model, name = pick_module(module_file, args.file, args.module)
+    model, name, inputs = load_model(args, shapes, dtype)
 
     import torch
-    model = model.eval()
-    if getattr(torch, dtype).is_floating_point and dtype != "float32":
-        model = model.to(getattr(torch, dtype))
-    inputs = example_inputs(module_file, model, name, args.file, shapes, dtype, args.seed)
     described = ", ".join(f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}" if isinstance(t, torch.Tensor)
                           else repr(t) for t in inputs)
     print(f"{name} from {args.file}; inputs: {described}; target: {target}")
@@ -359,11 +379,7 @@ def run_compile(args) -> int:
             warnings.simplefilter("always")
             compiled = sl_torch.compile(model, inputs, target=args.target)
     except Exception as e:  # noqa: BLE001 (reported in one line; --traceback shows it all)
-        if args.traceback:
-            traceback.print_exc()
-        print(f"schedlang compile: error: compiling {name} failed: {type(e).__name__}: {_one_line(e)}"
-              + ("" if args.traceback else " (--traceback shows where)"), file=sys.stderr)
-        return EXIT_MISMATCH
+        return report_failure(args, f"compiling {name}", e)
     for w in caught:                       # one line each (an op run by torch, for instance)
         if not issubclass(w.category, (DeprecationWarning, FutureWarning)):
             print(f"warning: {w.message}", file=sys.stderr)
@@ -378,11 +394,7 @@ def run_compile(args) -> int:
     try:
         return run_against_torch(compiled, model, inputs, target, dtype)
     except Exception as e:  # noqa: BLE001 (reported in one line, as a failed compile is)
-        if args.traceback:
-            traceback.print_exc()
-        print(f"schedlang compile: error: running {name} failed: {type(e).__name__}: {_one_line(e)}"
-              + ("" if args.traceback else " (--traceback shows where)"), file=sys.stderr)
-        return EXIT_MISMATCH
+        return report_failure(args, f"running {name}", e)
 
 
 def run_tune(args) -> int:
@@ -394,13 +406,8 @@ def run_tune(args) -> int:
         raise UsageError("--trials, --per-round and --early-stopping must be positive")
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError("--timeout must be a positive number of seconds")
-    module_file = load_file(args.file)
-    model, name = pick_module(module_file, args.file, args.module)
+    model, name, inputs = load_model(args, shapes, dtype)
     import torch
-    model = model.eval()
-    if getattr(torch, dtype).is_floating_point and dtype != "float32":
-        model = model.to(getattr(torch, dtype))
-    inputs = example_inputs(module_file, model, name, args.file, shapes, dtype, args.seed)
     print(f"{name} from {args.file}; target: {target}; {args.trials} trials, strategy {args.strategy}; log: {args.log}")
     import schedlang.torch as sl_torch
     from schedlang.torch.tune import task_table, time_call
@@ -417,11 +424,7 @@ def run_tune(args) -> int:
                                      callback=None if args.quiet else _print_round)
             untuned = sl_torch.compile(model, inputs, target=args.target)
     except Exception as e:  # noqa: BLE001 (reported in one line; --traceback shows it all)
-        if args.traceback:
-            traceback.print_exc()
-        print(f"schedlang tune: error: tuning {name} failed: {type(e).__name__}: {_one_line(e)}"
-              + ("" if args.traceback else " (--traceback shows where)"), file=sys.stderr)
-        return EXIT_MISMATCH
+        return report_failure(args, f"tuning {name}", e)
     finally:
         if executor is not None:
             executor.close()
@@ -438,7 +441,6 @@ def run_tune(args) -> int:
 
 def _print_round(info) -> None:
     """A tuning round's line, on stdout (stderr is quiet while torch exports and compiles)."""
-    from .autoschedule.task_scheduler import format_round
     print(format_round(info), flush=True)
 
 
@@ -527,7 +529,6 @@ def _line_in(path: str, e: BaseException) -> str:
 
 
 def _version() -> str:
-    from . import __version__
     return __version__
 
 
@@ -544,7 +545,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "see 'schedlang --help')", file=sys.stderr)
         return EXIT_USAGE
     if args.command == "cache":
-        from .kernel_cache import run_command
         return run_command(args.action)
     try:
         return run_tune(args) if args.command == "tune" else run_compile(args)

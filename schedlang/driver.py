@@ -11,7 +11,9 @@ from .limits import recursion_guard
 from .kernel import lower_to_kernel_ir
 from .loop import lower_to_loop_ir, print_func
 from .loop.nodes import Func
+from .loop.plan import reachable_stages
 from .lowered import LoweredFunc
+from .module_group import ModuleGroup
 from .schedule import Schedule
 from .schedule.annotate import PARALLEL as PARALLEL_ANNOTATION, check_unroll_products
 from .schedule.placement import enclosing_loops
@@ -98,7 +100,6 @@ def pass_names(target) -> List[str]:
 def _stage_ops(s: Schedule, args):
     """The operations of the scheduled program in stage order, including the stages the
     schedule added (cache_read/cache_write copies, rfactor partials)."""
-    from .loop.plan import reachable_stages
     in_schedule = [a for a in args if isinstance(a, Tensor) and a.op in s.stage_map]   # not unused placeholders
     reachable = reachable_stages(s, [s[o] for o in s.outputs] + [s[a] for a in in_schedule])
     return [st.op for st in s.stages if id(st) in reachable]
@@ -181,7 +182,6 @@ def build(inputs: Union[Schedule, LoweredFunc], args: Optional[Sequence[Tensor]]
 
 def _build_group(funcs: Sequence[LoweredFunc], args, target, name, trace=None):
     """build([f1, f2], target): each lowered function compiled, found by its name (TVM's m["f1"])."""
-    from .module_group import ModuleGroup
     if isinstance(args, (str, Target)) and target is None:
         args, target = None, args
     if args is not None or name is not None:

@@ -31,6 +31,7 @@ import contextlib
 import hashlib
 import json
 import os
+import tempfile
 import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +40,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Dict, Optional
 
+from .build_key import build_key
+from .tensor.serialize import to_json
+from .version import __version__
 from .disk import (MAX_BYTES_ENV, clear_folder, code_cache_enabled, entry_path, folder_info, max_bytes, read_entry,
                    write_entry)
 
@@ -78,9 +82,8 @@ def source_hash() -> str:
 @lru_cache(maxsize=1)
 def versions() -> Dict[str, str]:
     """The versions an entry was compiled with; an entry of other versions is never used."""
-    import llvmlite
+    import llvmlite                     # loads only when an entry is read or written
     import llvmlite.binding as llvm
-    from . import __version__
     return {"format": str(FORMAT), "schedlang": __version__, "source": source_hash(),
             "llvmlite": llvmlite.__version__, "llvm": ".".join(map(str, llvm.llvm_version_info))}
 
@@ -110,7 +113,7 @@ def cacheable(target) -> bool:
     """Whether builds for target are stored: llvm modules that run on this machine."""
     if not (ENABLED and code_cache_enabled()) or getattr(target, "kind", None) != "llvm":
         return False
-    from .target.llvm.cpus import why_not_runnable
+    from .target.llvm.cpus import why_not_runnable    # llvmlite loads only for an llvm build
     from .target.llvm.jit import host_cpu
     return why_not_runnable(target.cpu, target.features, *host_cpu()) is None
 
@@ -129,7 +132,7 @@ def load_text(text: str, target):
     if entry is None:
         return None
     header, payload = entry
-    from .target.llvm.cached import CachedModule
+    from .target.llvm.cached import CachedModule     # (llvmlite, as cacheable)
     try:
         size = header["library_size"]
         library, texts = payload[:size], payload[size:]        # texts: decompressed when mod.ir is read
@@ -157,8 +160,6 @@ def store(key, target, module) -> None:
 
 
 def _write_module(text: str, module) -> None:
-    import os
-    import tempfile
     try:
         with tempfile.TemporaryDirectory(prefix="schedlang-kernel-") as tmp:
             path = os.path.join(tmp, "module.so")
@@ -251,7 +252,6 @@ def build_default(inputs, outputs, target, schedule: Callable[[], object], build
     s = schedule()
     module = build(s)
     if alias is not None:
-        from .build_cache import build_key
         key = build_key(s, list(inputs) + list(outputs), target, None)
         if key is not None:
             try:
@@ -262,7 +262,6 @@ def build_default(inputs, outputs, target, schedule: Callable[[], object], build
 
 
 def _alias_text(inputs, outputs, target) -> Optional[str]:
-    from .tensor.serialize import to_json
     try:
         program = to_json(list(outputs))
     except (TypeError, ValueError):           # a compute attr that is not JSON: not keyed

@@ -52,10 +52,22 @@ def run_both_engines(s, args, **shim_options):
 def _emulate_and_compare(mod, s, args, engine, options):
     arrays, feed = arrays_for(s, args)
     result = mod.emulate(*arrays, engine=engine, **options)
+    _compare(args, arrays, feed, f" ({engine})")
+    return result
+
+
+def call_and_compare(mod, s, args, seed: int = 0):
+    """Call a built module (of s, or of a program of the same shapes) on random inputs and
+    compare every output with the reference evaluator."""
+    arrays, feed = arrays_for(s, args, seed)
+    mod(*arrays)
+    _compare(args, arrays, feed)
+
+
+def _compare(args, arrays, feed, label=""):
     outputs = [t for t in args if t not in feed]
     for t, want in zip(outputs, sl.reference(outputs, feed)):
-        assert_close(arrays[args.index(t)], want, str(t.dtype), name=f"{t.name} ({engine})")
-    return result
+        assert_close(arrays[args.index(t)], want, str(t.dtype), name=t.name + label)
 
 
 CHECKED = sl.Target.create("llvm").with_options(bounds_check=True)
@@ -109,3 +121,76 @@ def assert_close(got, want, dtype: str, rtol=None, name: str = "output"):
                                    err_msg=f"{name} differs from the reference")
     else:
         np.testing.assert_array_equal(got, want, err_msg=f"{name} differs from the reference")
+
+
+GOLDEN = __import__("pathlib").Path(__file__).resolve().parent / "golden"
+
+
+def assert_golden(text: str, name: str, update: bool) -> None:
+    """text equals tests/golden/<name>; with update (pytest --update-golden) the file is written
+    instead. A missing golden file fails: a deleted or renamed one must not pass silently."""
+    path = GOLDEN / name
+    if update:
+        path.write_text(text)
+        return
+    check_golden_exists(path)
+    assert text == path.read_text(), f"{path.name} changed; rerun with --update-golden if intended"
+
+
+def check_golden_exists(path) -> None:
+    import pytest
+    if not path.exists():
+        pytest.fail(f"golden output missing: {path}; run with --update-golden")
+
+
+def forbid_builds(*also: str) -> str:
+    """The first lines of a child script: with FORBID_CODEGEN set in its environment, LLVM code
+    generation and each of `also` ("package.module.function" names) raise RuntimeError("code
+    generation ran"), so whatever the child computes must come from the caches."""
+    lines = ["import os",
+             'if os.environ.get("FORBID_CODEGEN"):',
+             "    from schedlang.target.llvm.backend import LLVMBackend",
+             "    def refuse(*a, **k):",
+             '        raise RuntimeError("code generation ran")',
+             "    LLVMBackend.build = refuse"]
+    for name in also:
+        module, attr = name.rsplit(".", 1)
+        lines += [f"    import {module}", f"    {module}.{attr} = refuse"]
+    return "\n".join(lines) + "\n"
+
+
+def compile_model_script(make_model: str, *forbid: str) -> str:
+    """A child script (see run_json_child): forbid_builds(*forbid); then `make_model` (Python
+    that sets `model` and `inputs`, torch seeded with 0) compiled by schedlang.torch.compile, or
+    by torch.compile(backend="schedlang") where DYNAMO is set, and run; it prints JSON: the
+    output's digest, its error against eager, the kernel cache's loads and stores and the model
+    cache's loads."""
+    return forbid_builds(*forbid) + f"""
+import json
+import torch
+import schedlang.torch as st
+import schedlang.torch.dynamo  # noqa: F401
+from schedlang import kernel_cache
+from schedlang.torch import model_cache, zoo
+torch.manual_seed(0)
+{make_model}
+with torch.no_grad():
+    if os.environ.get("DYNAMO"):
+        y = torch.compile(model, backend="schedlang", dynamic=False)(*inputs)
+    else:
+        y = st.compile(model, inputs)(*inputs)
+    err = (y - model(*inputs)).abs().max().item()
+kernel_cache.flush()     # the entries are written behind the compile
+print(json.dumps({{"digest": y.numpy().tobytes().hex(), "err": err, "loads": kernel_cache.stats.loads,
+                  "stores": kernel_cache.stats.stores, "model_loads": model_cache.stats.loads}}))
+"""
+
+
+def run_json_child(script: str, env: dict, timeout: int = 600) -> dict:
+    """Run `python -c script` with env; it must succeed; returns the JSON of its last line."""
+    import json
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -91,7 +91,7 @@ ERRORS = [
     (["compile", SILU, "--dtype", "float8"], "unknown dtype 'float8'"),
     (["compile", SILU, "--target", "rocm"], "bad --target 'rocm'"),
     (["compile", SILU, "--module", "Missing"], "has no nn.Module named 'Missing'; it defines: SiluAndMul"),
-    (["compile", SILU, "--module", "F"], "'F' in examples/silu_and_mul.py is a module, not an nn.Module"),
+    (["compile", SILU, "--module", "torch"], "'torch' in examples/silu_and_mul.py is a module, not an nn.Module"),
     (["compile", SILU, "--shape", "4,8", "--shape", "8"], "SiluAndMul.forward(x) takes 1 input, but 2 were given"),
     (["compile", "FILE:missing", "--shape", "4"], "defines no nn.Module class or instance"),
     (["compile", "FILE:several", "--shape", "4"], "several nn.Modules defined (A, B): choose one with --module"),

@@ -116,13 +116,25 @@ evaluate("default", s, [A, B, C], STEP_SIZE, repeat=1)
 # `tile` splits two axes and puts both outer loops first; `split` cuts the
 # reduction into chunks of 4; `reorder` sets the loop order.
 
+#
+# Steps 5 and 6 start again from this blocking, so it is a function: it
+# returns the schedule and the loops a later step annotates.
+
+def blocking(C, permuted=False):
+    s = sl.create_schedule(C.op)
+    x, y = s[C].op.axis
+    (k,) = s[C].op.reduce_axis
+    xo, yo, xi, yi = s[C].tile(x, y, BN, BN)
+    ko, ki = s[C].split(k, factor=KFACTOR)
+    if permuted:                                  # step 5
+        s[C].reorder(xo, yo, ko, xi, ki, yi)
+    else:
+        s[C].reorder(xo, yo, ko, ki, xi, yi)
+    return s, yi
+
+
 header("3. Blocking: tile 32 x 32, split k by 4")
-s = sl.create_schedule(C.op)
-x, y = s[C].op.axis
-(k,) = s[C].op.reduce_axis
-xo, yo, xi, yi = s[C].tile(x, y, BN, BN)
-ko, ki = s[C].split(k, factor=KFACTOR)
-s[C].reorder(xo, yo, ko, ki, xi, yi)
+s, yi = blocking(C)
 print(sl.lower(s, [A, B, C]))
 evaluate("blocking", s, [A, B, C], STEP_SIZE)
 
@@ -149,12 +161,7 @@ evaluate("vectorize", s, [A, B, C], STEP_SIZE)
 # of B, and the accesses to A become cheap scalar broadcasts.
 
 header("5. Loop permutation: reorder to xo, yo, ko, xi, ki, yi")
-s = sl.create_schedule(C.op)
-x, y = s[C].op.axis
-(k,) = s[C].op.reduce_axis
-xo, yo, xi, yi = s[C].tile(x, y, BN, BN)
-ko, ki = s[C].split(k, factor=KFACTOR)
-s[C].reorder(xo, yo, ko, xi, ki, yi)
+s, yi = blocking(C, permuted=True)
 s[C].vectorize(yi)
 print(sl.lower(s, [A, B, C]))
 evaluate("loop permutation", s, [A, B, C], STEP_SIZE)
@@ -183,12 +190,7 @@ def packed_gemm(n):
 
 A, B, packedB, C = packed_gemm(STEP_SIZE)
 header("6. Array packing: B copied into 32-column panels")
-s = sl.create_schedule(C.op)
-x, y = s[C].op.axis
-(k,) = s[C].op.reduce_axis
-xo, yo, xi, yi = s[C].tile(x, y, BN, BN)
-ko, ki = s[C].split(k, factor=KFACTOR)
-s[C].reorder(xo, yo, ko, xi, ki, yi)
+s, yi = blocking(C, permuted=True)        # step 5's schedule, now reading packedB
 s[C].vectorize(yi)
 px, py, pz = s[packedB].op.axis
 s[packedB].vectorize(pz)

@@ -26,10 +26,9 @@ import os
 import warnings
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 import schedlang.torch
+from schedlang.torch.zoo import SiluAndMul, SwiGLUMLP
 from _common import best_time, format_seconds, header, parse_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
 
 args = parse_args(__doc__)
@@ -45,11 +44,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # silu(left) * right. In PyTorch eager this is three kernels (the chunk is a view,
 # silu writes a temporary, mul reads it back); we want one pass over x.
 
-class SiluAndMul(nn.Module):
-    def forward(self, x):
-        left, right = x.chunk(2, dim=-1)
-        return F.silu(left) * right
-
+# It is an ordinary nn.Module; schedlang.torch.zoo has it, so the examples, tests and
+# benchmarks all compile the same one:
+#
+#     class SiluAndMul(nn.Module):
+#         def forward(self, x):
+#             left, right = x.chunk(2, dim=-1)
+#             return F.silu(left) * right
 
 model = SiluAndMul()
 x = torch.randn(1, 32, 4096)
@@ -132,19 +133,20 @@ assert status == 0, "the compiled module should match eager PyTorch"
 # elementwise ops between them were grouped into kernels. An op that schedlang cannot
 # lower runs in torch instead, with one warning naming it: never a wrong result.
 
-class SwiGLUMLP(nn.Module):
-    def __init__(self, hidden=64, intermediate=172):
-        super().__init__()
-        self.gate = nn.Linear(hidden, intermediate, bias=False)
-        self.up = nn.Linear(hidden, intermediate, bias=False)
-        self.down = nn.Linear(intermediate, hidden, bias=False)
-
-    def forward(self, x):
-        return self.down(F.silu(self.gate(x)) * self.up(x))
-
+# The model zoo's SwiGLUMLP is
+#
+#     class SwiGLUMLP(nn.Module):
+#         def __init__(self, hidden=256, intermediate=688):
+#             super().__init__()
+#             self.gate = nn.Linear(hidden, intermediate, bias=False)
+#             self.up = nn.Linear(hidden, intermediate, bias=False)
+#             self.down = nn.Linear(intermediate, hidden, bias=False)
+#
+#         def forward(self, x):
+#             return self.down(F.silu(self.gate(x)) * self.up(x))
 
 torch.manual_seed(0)
-mlp = SwiGLUMLP().eval()
+mlp = SwiGLUMLP(64, 172).eval()
 tokens = torch.randn(16, 64)
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always", schedlang.torch.FallbackWarning)

@@ -25,17 +25,14 @@ so a tuning script needs no `if __name__ == "__main__":` guard (this one has one
 command-line options).
 """
 
-import argparse
 import json
 import os
-import shutil
-import tempfile
 
 import numpy as np
 
 import schedlang as sl
 from schedlang import topi
-from _common import format_seconds, header, parse_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
+from _common import format_seconds, fresh_log, header, parse_tuning_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
 from schedlang.autoschedule import SearchPolicy, records
 
 
@@ -72,24 +69,14 @@ def run(s, args, inputs):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("--trials", type=int, default=None, help="trials per workload (default 64; quick: 4)")
-    parser.add_argument("--out", default=None, help="directory for records.jsonl and curve.png (default: a temp dir)")
-    args = parse_args(__doc__, parser)
+    args = parse_tuning_args(__doc__, "trials per workload (default 64; quick: 4)",
+                             "directory for records.jsonl and curve.png (default: a temp dir)")
     trials = args.trials or (4 if args.quick else 64)
     # A small search per round when quick: few candidates lowered and scored.
     policy = SearchPolicy(population=8, generations=1) if args.quick else SearchPolicy()
     timing = dict(number=1, repeat=2) if args.quick else {}
-    out_dir = args.out or tempfile.mkdtemp(prefix="schedlang_tune_")
-    os.makedirs(out_dir, exist_ok=True)
-    log = os.path.join(out_dir, "records.jsonl")
-    if os.path.exists(log):
-        os.remove(log)                   # each run of the tutorial starts a fresh log
-    try:
+    with fresh_log(args.out, "records.jsonl", keep=not args.quick) as (out_dir, log):   # the curve stays to look at
         tune_and_read(args, trials, policy, timing, out_dir, log)
-    finally:
-        if args.quick and args.out is None:
-            shutil.rmtree(out_dir, ignore_errors=True)
 
 
 def tune_and_read(args, trials, policy, timing, out_dir, log):

@@ -23,15 +23,11 @@ Run it with  `python tutorials/09_tune_model.py`  (a few minutes: 200 trials; `-
 `--quick`: a tiny model and 2 trials per task, what CI runs).
 """
 
-import argparse
-import os
-import shutil
-import tempfile
 
 import torch
 
 import schedlang.torch as st
-from _common import format_seconds, header, parse_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
+from _common import format_seconds, fresh_log, header, parse_tuning_args, timing_note  # noqa: E402 (the tutorials' shared helpers)
 from schedlang.autoschedule import SearchPolicy, records
 from schedlang.torch.tune import extract_tasks, task_table, time_call
 
@@ -77,21 +73,11 @@ def make(c, blocks, seed=0):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    parser.add_argument("--trials", type=int, default=None, help="trials in all (default 200; quick: 2 per task)")
-    parser.add_argument("--out", default=None, help="directory for the log (default: a temp dir)")
-    args = parse_args(__doc__, parser)
+    args = parse_tuning_args(__doc__, "trials in all (default 200; quick: 2 per task)",
+                             "directory for the log (default: a temp dir)")
     channels, size = (8, 8) if args.quick else (64, 56)
-    out_dir = args.out or tempfile.mkdtemp(prefix="schedlang_tune_model_")
-    os.makedirs(out_dir, exist_ok=True)
-    log = os.path.join(out_dir, "model.jsonl")
-    if os.path.exists(log):
-        os.remove(log)                   # each run of the tutorial starts a fresh log
-    try:
+    with fresh_log(args.out, "model.jsonl", prefix="schedlang_tune_model_") as (_, log):
         run(args, channels, size, log)
-    finally:
-        if args.out is None:
-            shutil.rmtree(out_dir, ignore_errors=True)
 
 
 def run(args, channels, size, log):

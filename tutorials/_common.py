@@ -1,7 +1,10 @@
 """Small helpers the tutorials share: the command line (with quick mode), section headers,
-a wall-clock timer and the way times are printed."""
+a wall-clock timer, the way times are printed, and a fresh tuning log."""
 import argparse
+import contextlib
 import os
+import shutil
+import tempfile
 import time
 
 QUICK_ENV = "SCHEDLANG_TUTORIAL_QUICK"
@@ -21,6 +24,14 @@ def parse_args(doc: str, parser: argparse.ArgumentParser = None) -> argparse.Nam
         print("(quick mode: small shapes and few timing repeats; the results are still checked, "
               "but the times printed are no measure of speed)")
     return args
+
+
+def parse_tuning_args(doc: str, trials_help: str, out_help: str) -> argparse.Namespace:
+    """parse_args with the tuning tutorials' --trials (an int, default None) and --out (a folder)."""
+    parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    parser.add_argument("--trials", type=int, default=None, help=trials_help)
+    parser.add_argument("--out", default=None, help=out_help)
+    return parse_args(doc, parser)
 
 
 def header(title: str) -> None:
@@ -61,3 +72,20 @@ def timing_note(quick: bool) -> None:
     if quick:
         print("(quick mode: tiny shapes and one or two calls, so these times are no measure of speed; "
               "run without --quick for that)")
+
+
+@contextlib.contextmanager
+def fresh_log(out: str, name: str, prefix: str = "schedlang_tune_", keep: bool = False):
+    """Yields (folder, log path): the log `name` in the folder `out` (created if needed; a new
+    temporary folder when out is None, removed at the end unless keep), deleted first so that
+    each run of a tutorial starts a fresh log."""
+    folder = out or tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(folder, exist_ok=True)
+    log = os.path.join(folder, name)
+    if os.path.exists(log):
+        os.remove(log)
+    try:
+        yield folder, log
+    finally:
+        if out is None and not keep:
+            shutil.rmtree(folder, ignore_errors=True)

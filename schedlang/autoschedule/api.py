@@ -4,6 +4,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -12,33 +13,25 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
+from ..driver import build
 from ..schedule import Schedule
+from ..schedule.steps import Step
 from ..target.registry import get_backend
-from ..target.target import Target
 from ..tensor.reference import evaluate
 from . import records
 from .measure import BUILD_TIMEOUT_S, RUN_TIMEOUT_S, Measurer, random_inputs
 from .progress import Progress, format_seconds
-from .search import SearchPolicy, run_search
-from .task import SearchTask
+from .sample import sample
+from .search import SearchPolicy, run_search, steps_key
+from .sketch import generate_sketches
+from .task import SearchTask, as_task
 
 CHECK_RTOL = 1e-3         # float results of a reordered reduction differ in rounding only
 # ... by more for the narrow floats (a few units in their last place).
 NARROW_RTOL = {"float16": 1e-2, "bfloat16": 5e-2}
 
 
-def _task(outputs, target, caller: str) -> SearchTask:
-    """The SearchTask of outputs (tensors, or a SearchTask); target None means the task's own,
-    or "llvm"; a target= that contradicts a SearchTask's own is an error, not ignored."""
-    if not isinstance(outputs, SearchTask):
-        return SearchTask.from_outputs(outputs, "llvm" if target is None else target)
-    if target is not None and str(Target.create(target)) != str(outputs.target):
-        raise ValueError(f"{caller}: target={str(target)!r} contradicts the SearchTask's target "
-                         f"'{outputs.target}'; leave target= out (the task has one)")
-    return outputs
-
-
-def _count(name: str, value, caller: str, least: int = 0) -> int:
+def check_count(name: str, value, caller: str, least: int = 0) -> int:
     """value, when it is an int >= least (a bool is not a count); TypeError/ValueError else."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{caller}: {name} must be an integer, got {value!r}")
@@ -59,7 +52,8 @@ def _check_writable(log: str) -> None:
         raise PermissionError(f"auto_schedule: cannot write the log {log!r}: permission denied")
 
 
-def _existing_log(log, caller: str) -> str:
+def existing_log(log, caller: str) -> str:
+    """The path of the tuning log log, which must exist (FileNotFoundError names the caller)."""
     log = records.log_path(log, caller)
     if not os.path.isfile(log):
         raise FileNotFoundError(f"{caller}: no tuning log {log!r}")
@@ -67,7 +61,6 @@ def _existing_log(log, caller: str) -> str:
 
 
 def _schedule_of(task: SearchTask, rec) -> Schedule:
-    from ..schedule.steps import Step
     s = task.schedule()
     s.apply_steps([Step.from_json(d) for d in rec["steps"]["steps"]])
     return s
@@ -76,7 +69,6 @@ def _schedule_of(task: SearchTask, rec) -> Schedule:
 def check_against_reference(task: SearchTask, s: Schedule, seed: int = 0) -> Optional[str]:
     """Build s, run it on random inputs and compare with the reference evaluator; None when
     the results agree, else what differs."""
-    from ..driver import build
     inputs = random_inputs(task.inputs, seed)
     want = evaluate(task.outputs, dict(zip(task.inputs, inputs)))
     outs = [np.zeros(t.shape, np.dtype(t.dtype_obj.numpy)) for t in task.outputs]
@@ -119,10 +111,10 @@ def auto_schedule(outputs, target=None, trials: int = 64, log: str = "records.js
 
     TVM: auto_scheduler.SearchTask(...).tune(TuningOptions(...)) (tvm_names.py) calls this."""
     who = "auto_schedule"
-    _count("trials", trials, who)
+    check_count("trials", trials, who)
     for name, value, least in (("per_round", per_round, 1), ("number", number, 1), ("repeat", repeat, 1),
                                ("final", final, 0), ("verbose", verbose, 0)):
-        _count(name, value, who, least)
+        check_count(name, value, who, least)
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not timeout > 0):
         raise ValueError(f"auto_schedule: timeout must be a positive number of seconds, got {timeout!r}")
@@ -131,7 +123,7 @@ def auto_schedule(outputs, target=None, trials: int = 64, log: str = "records.js
                         f"got {executor!r}")
     if policy is not None and not isinstance(policy, SearchPolicy):
         raise TypeError(f"auto_schedule: policy must be a SearchPolicy, got {policy!r}")
-    task = _task(outputs, target, who)
+    task = as_task(outputs, target, who)
     _check_writable(log)
     log = os.fspath(log)
     measurer = Measurer(executor, number, repeat, build_timeout, run_timeout)
@@ -242,7 +234,7 @@ def _best_record(log: str, task: SearchTask, caller: str):
     one-line OtherCPUWarning; one built for a wider ISA than the target's (an AVX-512 record
     for an AVX2 target) only when its decisions replay within this target's register file
     (fits_target), else it is skipped, with a warning saying so."""
-    log = _existing_log(log, caller)
+    log = existing_log(log, caller)
     recs = records.load(log, task.workload_key)
     here = records.this_cpu()
     skipped = []
@@ -274,7 +266,7 @@ def _elsewhere(caller: str, rec, here, target) -> str:
 def tuned_schedule_or_none(log, outputs, target) -> Optional[Schedule]:
     """apply_best's schedule, or None when the log (a missing file too) holds no record of this
     program usable for target (the torch frontend falls back to its default schedules)."""
-    task = _task(outputs, target, "apply_best")
+    task = as_task(outputs, target, "apply_best")
     if not os.path.isfile(records.log_path(log, "apply_best")):
         return None
     try:
@@ -301,10 +293,6 @@ def fits_target(task: SearchTask, rec) -> bool:
     search could draw: its sketch's decisions replayed on the task (whose register-block
     checks redraw what does not fit) give the record's very steps. A record without its
     sketch and decisions cannot be re-validated: False."""
-    import random
-    from .sample import sample
-    from .search import steps_key
-    from .sketch import generate_sketches
     if not rec.get("sketch") or not rec.get("decisions"):
         return False
     sketch = next((sk for sk in generate_sketches(task) if sk.name == rec["sketch"]), None)
@@ -325,7 +313,7 @@ def apply_best(log: str, outputs, target=None) -> Tuple[Schedule, List]:
     OtherCPUWarning; a record built for a wider ISA than the target's only when it fits the
     target's register file (_best_record).
     TVM: SearchTask.apply_best(log) (tvm_names.py)."""
-    task = _task(outputs, target, "apply_best")
+    task = as_task(outputs, target, "apply_best")
     return _best_record(log, task, "apply_best")[1], task.args
 
 
@@ -340,7 +328,7 @@ def print_best(log: str, outputs, target=None, file=None) -> str:
 
 def best_python(log: str, outputs, target, caller: str) -> str:
     """The text print_best prints."""
-    task = _task(outputs, target, caller)
+    task = as_task(outputs, target, caller)
     rec, s, recs = _best_record(log, task, caller)
     gf = f", {rec['gflops']:.3g} GFLOP/s" if rec.get("gflops") else ""
     if rec.get("estimated"):

@@ -16,6 +16,12 @@ pathological candidates (100x slower) from dominating the squared loss.
 Before MIN_TRAIN successful measurements the model ranks at random (seeded), as does a
 model whose training fails or when LightGBM is not installed (warned once): a random
 order is the honest prior, and the search's exploration covers it.
+
+A model may hold prior data besides its own task's (set_prior: transfer.py draws it from a
+log's records of similar tasks and of this task on other CPUs, each row with its own target,
+normalised within its own task and CPU, and a weight < 1 for less alike sources): rows of
+the prior count towards MIN_TRAIN, so a search that starts with such a log is ranked by the
+trees from its first round; its own measurements weigh 1 and take over as they accumulate.
 """
 from __future__ import annotations
 
@@ -68,6 +74,14 @@ class CostModel:
         self.xs: List[np.ndarray] = []
         self.times: List[Optional[float]] = []
         self.booster = None
+        self.prior = (np.zeros((0, 0)), np.zeros(0), np.zeros(0))    # (xs, targets, weights)
+
+    def set_prior(self, xs: np.ndarray, ys: np.ndarray, weights: np.ndarray) -> None:
+        """Rows learned elsewhere (their targets already normalised per task, their weights
+        in (0, 1]) trained on beside this task's measurements from the next fit() on."""
+        xs = np.asarray(xs, dtype=np.float64)
+        self.prior = (xs.reshape(len(ys), -1) if len(ys) else np.zeros((0, 0)), np.asarray(ys, dtype=np.float64),
+                      np.asarray(weights, dtype=np.float64))
 
     @property
     def trained(self) -> bool:
@@ -80,15 +94,33 @@ class CostModel:
 
     def fit(self) -> None:
         ok = [t for t in self.times if t is not None and t > 0]
-        if len(ok) < self.min_train or len(set(ok)) < 2:
+        pxs, pys, pws = self.prior
+        if len(ok) + int(np.sum(pys > FAIL_SCORE)) < self.min_train:
+            return
+        if len(set(ok)) < 2 and len(set(pys.tolist())) < 2:
             return
         lgb = _lightgbm()
         if lgb is None:
             return
-        data = lgb.Dataset(np.stack(self.xs), targets(self.times), params={"verbosity": -1, "min_data_in_bin": 1})
+        xs = np.stack(self.xs) if self.xs else pxs[:0]
+        ys, ws = targets(self.times), None           # unweighted without a prior, as before priors
+        if len(pys):
+            if xs.shape[1] != pxs.shape[1]:
+                raise ValueError(f"CostModel: prior rows have {pxs.shape[1]} features, this task's {xs.shape[1]}")
+            xs, ys, ws = np.concatenate([xs, pxs]), np.concatenate([ys, pys]), np.concatenate([np.ones(len(xs)), pws])
+        data = lgb.Dataset(xs, ys, weight=ws, params={"verbosity": -1, "min_data_in_bin": 1})
+        # weighted rows with no floor on a leaf's hessian trip LightGBM's "left_count > 0" check
+        params = dict(PARAMS, seed=self.seed, **({} if ws is None else {"min_sum_hessian_in_leaf": 1e-3}))
+        failed = None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")     # "no further splits" and the like on tiny data
-            self.booster = lgb.train(dict(PARAMS, seed=self.seed), data, num_boost_round=ROUNDS)
+            try:
+                self.booster = lgb.train(params, data, num_boost_round=ROUNDS)
+            except lgb.basic.LightGBMError as err:      # keep the last model (or the random order)
+                failed = err
+        if failed is not None:
+            warnings.warn(f"auto_schedule: the cost model's training failed ({failed}); it ranks as before",
+                          stacklevel=3)
 
     def predict(self, xs: Sequence[np.ndarray]) -> np.ndarray:
         if not len(xs):

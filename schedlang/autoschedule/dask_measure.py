@@ -22,6 +22,8 @@ from __future__ import annotations
 import socket
 from typing import Any, Callable
 
+from . import executor as ex
+
 LOCK_PREFIX = "schedlang-timing-"
 
 
@@ -41,8 +43,6 @@ def as_executor(executor: Any):
 def call_with_timing_lock(fn: Callable, *args) -> Any:
     """Run fn(*args) in a Dask task; its phase("run") takes the host's timing lock, held until fn returns."""
     from distributed import Lock
-
-    from . import executor as ex
     lock = Lock(LOCK_PREFIX + socket.gethostname())
     held = []
 

@@ -23,10 +23,12 @@ import numpy as np
 from ..expr.bounds import const_bounds
 from ..expr.functor import walk
 from ..expr.nodes import NEG, Binary, Call, Cast, Compare, Expr, Load, Logical, Not, Select, Var
-from ..expr.simplify import linear_form
+from ..expr.linear import linear_form
 from ..loop.nodes import (PARALLEL, UNROLLED, VECTORIZED, Allocate, For, Func, IfThen, Let, Seq, StageNest, Stmt,
                           Store)
+from ..driver import check_before_lowering
 from ..target.registry import get_backend
+from ..tile import lower_to_tile_ir
 
 LEVELS = 5                 # bytes touched inside the 1st..5th innermost loops (then the whole nest)
 ACCESSES = 4               # the store's buffer and its three biggest loads
@@ -318,8 +320,6 @@ def features(task, schedule) -> np.ndarray:
 def tile_ir(schedule, args) -> Func:
     """Tile IR of the schedule after the checks lower() makes first (parallel nesting, unroll
     products), without the Loop IR and text that lower() also makes."""
-    from ..driver import check_before_lowering
-    from ..tile import lower_to_tile_ir
     check_before_lowering(schedule)
     return lower_to_tile_ir(schedule, args)
 

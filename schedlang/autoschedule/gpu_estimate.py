@@ -39,7 +39,9 @@ from typing import Dict, List
 
 import numpy as np
 
+from ..driver import build
 from ..expr.extent import ceil_div
+from ..kernel.launch import shared_bytes
 from .executor import phase
 
 PROFILE_LANES = 1 << 16     # threads interpreted per kernel, at most (whole blocks)
@@ -75,7 +77,7 @@ SPILL_FACTOR = 1.5            # a kernel that spills registers to local memory
 def sampled_profile(mod, arrays: List[np.ndarray], max_lanes: int = PROFILE_LANES) -> Dict[str, dict]:
     """Per kernel, the SIMT profile's figures over the whole grid, interpreting at most
     max_lanes threads' worth of blocks and scaling the counters (see the module docstring)."""
-    from ..kernel.launch import shared_bytes
+    # the CUDA emulator (target/simt) loads when a GPU candidate is estimated
     from ..target.simt.geometry import Chunk, Geometry
     from ..target.simt.interpret import Machine
     from ..target.simt.memory import Memory
@@ -160,10 +162,9 @@ def time_on_gpu(mod, arrays: List[np.ndarray], number: int, repeat: int) -> List
 def run_cuda_candidate(task, s, arrays: List[np.ndarray], number: int, repeat: int) -> dict:
     """What a measurement worker returns for a cuda candidate: GPU timings, or without a GPU
     the estimate (with "estimated": True and the profile figures)."""
-    import schedlang as sl
-    from ..target.cuda.gpu import gpu_problem
+    from ..target.cuda.gpu import gpu_problem      # CUDA's bindings (and torch) load only here
     start = time.perf_counter()
-    mod = sl.build(s, task.args, target=task.target, cache=False)
+    mod = build(s, task.args, target=task.target, cache=False)
     build_s = time.perf_counter() - start
     if gpu_problem() is None:
         load = os.getloadavg()

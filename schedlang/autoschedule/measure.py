@@ -15,7 +15,11 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
+from ..driver import build
+from ..target.registry import get_backend
 from .executor import BUILD_TIMEOUT_S, RUN_TIMEOUT_S, LocalExecutor, WorkerError, phase  # noqa: F401
+from .records import register_file, this_cpu
+from .task import SearchTask
 
 
 # ---- what a worker does for one candidate --------------------------------------------
@@ -47,8 +51,6 @@ def run_candidate(program_json: str, steps_json: str, target: str, number: int, 
     """Build the candidate and measure it as its target's backend does (Backend.measure_candidate:
     time_on_cpu for llvm; GPU timings or an estimate for cuda, gpu_estimate.py). Returns
     {"times": [...], "build_s", "load"} (seconds per call) and what the target adds."""
-    from ..target.registry import get_backend
-    from .task import SearchTask
     task = SearchTask.from_json(program_json, target)
     s = task.schedule()
     s.apply_json(steps_json)
@@ -60,9 +62,8 @@ def time_on_cpu(task, s, arrays: List[np.ndarray], number: int, repeat: int) -> 
     """Build schedule s of the task and time it on arrays: a warm-up call and one timed call,
     then `repeat` timings of up to `number` calls each (fewer when a call is long, see ROUND_S;
     none when it is slower than SLOW_CALL_S)."""
-    import schedlang as sl
     start = time.perf_counter()
-    mod = sl.build(s, task.args, target=task.target, cache=False)
+    mod = build(s, task.args, target=task.target, cache=False)
     build_s = time.perf_counter() - start
     phase("run")
     load = os.getloadavg()
@@ -72,7 +73,6 @@ def time_on_cpu(task, s, arrays: List[np.ndarray], number: int, repeat: int) -> 
     else:
         n = max(1, min(number, int(ROUND_S / max(first, 1e-9))))
         times = [mod.time(*arrays, number=n, repeat=1) for _ in range(repeat)]
-    from .records import register_file, this_cpu
     return {"times": times, "build_s": build_s, "load": list(load), "cpu": this_cpu(),
             "register_file": register_file(task.target)}
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from . import records
+from .api import existing_log
+from .task import as_task
 
 
 def _throughput(rec) -> Optional[float]:
@@ -17,11 +19,10 @@ def tuning_curves(log: str, outputs=None, target=None) -> Dict[Tuple[str, str], 
     the final comparison's records are not trials and are left out;
     calls per second for a program without arithmetic; None until one succeeds). With
     outputs, only that program's workload on target."""
-    from .api import _existing_log, _task
-    log = _existing_log(log, "tuning_curves")
+    log = existing_log(log, "tuning_curves")
     key = tgt = None
     if outputs is not None:
-        task = _task(outputs, target, "tuning_curves")
+        task = as_task(outputs, target, "tuning_curves")
         key, tgt = task.workload_key, str(task.target)
     curves: Dict[Tuple[str, str], List[Optional[float]]] = {}
     for rec in records.load(log, key, tgt):

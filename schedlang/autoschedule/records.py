@@ -18,6 +18,10 @@ target the code was built for (an AVX2 target on an AVX-512 machine: 256 bits, 1
 apply_best prefers records of this CPU and says when it uses others (choose()). Older logs
 without these fields still load: their records count as measured on an unknown CPU.
 
+A searched candidate's record also keeps what the next search learns from (transfer.py):
+"features": {"id": the feature set's name hash, "values": the cost model's features,
+rounded}, "family": {"key": the task's structure with sizes and names left out, "flops"}.
+
 When a search ends, its best few candidates are timed again side by side, in alternating
 rounds, and logged once more with "final": <time stamp> (api.py): those records decide the
 winner (ranked()).
@@ -33,6 +37,8 @@ import time
 import warnings
 from functools import lru_cache
 from typing import Dict, Iterable, List, Optional, Tuple
+
+from ..schedule.steps import VERSION as STEPS_VERSION, Step
 
 VERSION = 1
 FIELDS = ("version", "workload", "target", "steps", "kernel_hash", "times", "median_s", "gflops", "error")
@@ -102,7 +108,6 @@ def _profile(p) -> bool:
 
 
 def _steps_problem(steps) -> Optional[str]:
-    from ..schedule.steps import VERSION as STEPS_VERSION, Step
     if not isinstance(steps, dict) or steps.get("version") != STEPS_VERSION or not isinstance(steps.get("steps"), list):
         return "steps is not a schedule's step JSON"
     for i, step in enumerate(steps["steps"]):
@@ -135,6 +140,10 @@ _OPTIONAL = {
     "timing": ("a string", lambda v: isinstance(v, str)),
     "cpu": ("an object with model, name, isa, vector_bits and cores", lambda v: _cpu(v)),
     "register_file": ("an object with vector_bits and vector_registers", lambda v: _register_file(v)),
+    "features": ("an object with an id and a list of finite numbers", lambda v: isinstance(v, dict)
+                 and isinstance(v.get("id"), str) and _numbers(v.get("values"))),
+    "family": ("an object with a key and flops", lambda v: isinstance(v, dict) and isinstance(v.get("key"), str)
+               and _number(v.get("flops")) and v["flops"] >= 0),
 }
 
 
@@ -307,22 +316,25 @@ def choose(recs: List[Dict], target, here: Optional[Dict]) -> List[Tuple[str, Li
     has: usable, but its times are another machine's), WIDER (built for more vector bits or
     registers than this target has: an AVX-512 record on an AVX2 target, which the caller
     must re-validate or skip). Records of another target kind are left out."""
-    text, kind = str(target), target.kind
-    mine = register_file(target)
     groups: Dict[str, List[Dict]] = {SAME: [], UNKNOWN: [], OTHER: [], WIDER: []}
     for rec in recs:
-        if _kind(rec["target"]) != kind:
-            continue
-        cpu = rec.get("cpu")
-        if cpu is None:
-            if rec["target"] == text:
-                groups[UNKNOWN].append(rec)
-            continue
-        if rec["target"] == text and same_cpu(cpu, here):
-            groups[SAME].append(rec)
-            continue
-        theirs = rec.get("register_file") or {"vector_bits": cpu["vector_bits"], "vector_registers": 0}
-        wider = (theirs["vector_bits"] > mine["vector_bits"]
-                 or theirs["vector_registers"] > mine["vector_registers"])
-        groups[WIDER if wider else OTHER].append(rec)
+        group = cpu_group(rec, target, here)
+        if group is not None:
+            groups[group].append(rec)
     return [(name, ranked(group)) for name, group in groups.items() if group]
+
+
+def cpu_group(rec: Dict, target, here: Optional[Dict]) -> Optional[str]:
+    """Which of choose()'s groups rec falls in for `target` measured `here` (SAME, UNKNOWN,
+    OTHER or WIDER); None: another target kind, or no CPU recorded and another target."""
+    if _kind(rec["target"]) != target.kind:
+        return None
+    cpu = rec.get("cpu")
+    if cpu is None:
+        return UNKNOWN if rec["target"] == str(target) else None
+    if rec["target"] == str(target) and same_cpu(cpu, here):
+        return SAME
+    mine = register_file(target)
+    theirs = rec.get("register_file") or {"vector_bits": cpu["vector_bits"], "vector_registers": 0}
+    wider = theirs["vector_bits"] > mine["vector_bits"] or theirs["vector_registers"] > mine["vector_registers"]
+    return WIDER if wider else OTHER

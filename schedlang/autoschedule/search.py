@@ -31,9 +31,10 @@ from ..driver import lower_tile_to_kernel
 from ..errors import LoweringError, ScheduleError
 from ..limits import recursion_guard
 from ..target.registry import get_backend
-from . import records
+from . import records, transfer
 from .cost_model import CostModel
 from .features import candidate_features, tile_ir, with_profile
+from .gpu_estimate import profile_summary
 from .measure import Measurer
 from .mutate import crossover, mutate
 from .sample import sample
@@ -52,6 +53,8 @@ class SearchPolicy:
     crossover_p: float = 0.2      # share of children made by crossover (the rest by mutation)
     epsilon: float = 0.25         # share of each round's measurements picked at random
     elites: int = 8               # fastest measured candidates seeded into the population
+    local_breadth: int = 4        # children of the elites made per round, in populations (a lowering
+                                  # each: far cheaper than the measurement they compete for)
 
 
 @dataclass
@@ -63,6 +66,7 @@ class Candidate:
     score: float = 0.0            # the cost model's prediction: higher is faster
     kernel_hash: str = ""
     lowered: Optional[tuple] = field(default=None, repr=False)   # (schedule, Tile IR) until hashed
+    parents: tuple = field(default=(), repr=False)               # the candidates it was bred from
 
     @property
     def key(self) -> str:
@@ -151,20 +155,24 @@ class Evolver:
         for c, y in zip(cands, self.model.predict([c.features for c in cands])):
             c.score = float(y)
 
-    def _children(self, pop: List[Candidate]) -> List[Candidate]:
+    def _children(self, pop: List[Candidate], count: int) -> List[Candidate]:
         by_sketch: Dict[str, List[Candidate]] = {}
         for c in pop:
             by_sketch.setdefault(c.sketch.name, []).append(c)
         out = []
-        for _ in range(self.policy.population):
+        for _ in range(count):
             a = _pick_tournament(pop, self.rng)
             mates = [c for c in by_sketch[a.sketch.name] if c is not a]
+            parents = (a,)
             if mates and self.rng.random() < self.policy.crossover_p:
-                decisions = crossover(a.decisions, _pick_tournament(mates, self.rng).decisions, self.rng)
+                parents = (a, _pick_tournament(mates, self.rng))
+                decisions = crossover(a.decisions, parents[1].decisions, self.rng)
             else:
                 decisions = mutate(a.decisions, self.rng)
             child = self.make(a.sketch, decisions)
             if child is not None:
+                if all(child.key != q.key for q in parents):
+                    child.parents = parents
                 out.append(child)
         return out
 
@@ -174,9 +182,14 @@ class Evolver:
         return c.key not in self.seen_steps
 
     def propose(self, count: int) -> List[Candidate]:
-        """Up to count new candidates to measure (each with its kernel hash): half of the
-        model's picks from the mutations of the fastest measured candidates (a local search
-        the model filters), half from the whole evolved population, then random explorers."""
+        """Up to count new candidates to measure (each with its kernel hash): the model's picks
+        first from the children of the fastest measured candidates (a local search the model
+        filters), then from the whole evolved population, then random explorers.
+
+        A child the model scores exactly as its parent is not a local pick: the change did
+        not move any feature the trees split on (a tree model cannot rank a child above the
+        best it has seen, so such copies of the elites tie at the top and, picked in their
+        order, filled the local share with kernels that teach the model nothing)."""
         p = self.policy
         elites = [c for _, c in sorted(self.measured, key=lambda tc: tc[0])[:p.elites]]
         fresh = self._random(max(1, p.population - len(elites)))
@@ -185,11 +198,13 @@ class Evolver:
         self._score(pop)
         local: List[Candidate] = []
         if elites and p.generations:
-            local = [c for c in _unique(self._children(elites)) if c.key not in seen]
+            local = [c for c in _unique(self._children(elites, p.local_breadth * p.population))
+                     if c.key not in seen]
             self._score(local)
             seen.update((c.key, c) for c in local)
+            local = [c for c in local if not all(_same_score(c, q) for q in c.parents)]
         for _ in range(p.generations if pop else 0):
-            kids = [c for c in _unique(self._children(pop)) if c.key not in seen]
+            kids = [c for c in _unique(self._children(pop, p.population)) if c.key not in seen]
             self._score(kids)
             seen.update((c.key, c) for c in kids)
             pop = sorted(_unique(pop + kids), key=lambda c: -c.score)[:p.population]
@@ -198,7 +213,7 @@ class Evolver:
         n_random = int(round(p.epsilon * count)) if self.model.trained else 0
         chosen: List[Candidate] = []
         hashes: Set[str] = set()
-        self._take(best_first(local), (count - n_random) // 2, chosen, hashes)
+        self._take(best_first(local), count - n_random, chosen, hashes)
         self._take(ranked, count - n_random - len(chosen), chosen, hashes)
         explore = [c for c in fresh + self._random(2 * n_random) if self._new(c)]
         self.rng.shuffle(explore)
@@ -207,6 +222,7 @@ class Evolver:
             self._take(ranked, count - len(chosen), chosen, hashes)
         for c in list(seen.values()) + explore:
             c.lowered = None             # keep only features and steps of the many candidates seen
+            c.parents = ()               # this round's scores only; no lineage chains kept alive
         return chosen
 
     def _take(self, pool: List[Candidate], n: int, chosen: List[Candidate], hashes: Set[str]) -> None:
@@ -276,11 +292,14 @@ def _summary(profile) -> Optional[Dict[str, float]]:
     """The pooled figures of a record's per-kernel profile (None when it has none)."""
     if not isinstance(profile, dict) or not profile:
         return None
-    from .gpu_estimate import profile_summary
     try:
         return profile_summary(profile)
     except (KeyError, TypeError, ValueError):     # a hand-edited or older record
         return None
+
+
+def _same_score(a: Candidate, b: Candidate) -> bool:
+    return abs(a.score - b.score) <= 1e-9
 
 
 def _unique(cands: List[Candidate]) -> List[Candidate]:
@@ -296,17 +315,21 @@ def run_search(task: SearchTask, trials: int, log: str, measurer: Measurer, seed
                per_round: int = 8, on_record: Optional[Callable[[Dict], None]] = None,
                policy: SearchPolicy = SearchPolicy(), model: Optional[CostModel] = None,
                timeout: Optional[float] = None, on_round: Optional[Callable[[], None]] = None,
-               evolver: Optional[Evolver] = None) -> int:
+               evolver: Optional[Evolver] = None, warm_start: bool = True) -> int:
     """Measure up to `trials` new candidates, appending a record for each to `log` as soon
     as it is measured (then on_record(record)); on_round() after each round; with `timeout`,
     start no new round after that many seconds. Returns how many were measured.
     evolver: the search state of an earlier call on this task, to continue (a task scheduler's
-    rounds); it already knows the log, which is then not read again."""
+    rounds); it already knows the log, which is then not read again. warm_start: the cost
+    model also learns from the log's records of similar tasks and of other CPUs (transfer.py)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     target = str(task.target)
     if evolver is None:
         evolver = Evolver(task, random.Random(seed), model if model is not None else CostModel(seed), policy)
-        evolver.resume(records.load(log, task.workload_key, target))
+        if warm_start:
+            transfer.Pool(records.load(log)).warm_start(evolver)
+        else:
+            evolver.resume(records.load(log, task.workload_key, target))
     done, empty = 0, 0
     while done < trials and empty < MAX_EMPTY_ROUNDS:
         if deadline is not None and time.monotonic() >= deadline:
@@ -323,7 +346,8 @@ def run_search(task: SearchTask, trials: int, log: str, measurer: Measurer, seed
             rec = records.make_record(task.workload_key, target, json.loads(cand.steps_json), cand.kernel_hash,
                                       res.times, res.error, task.flops, res.load, sketch=cand.sketch.name,
                                       build_s=res.build_s, decisions=cand.decisions,
-                                      predicted=round(cand.score, 4), **res.extra)
+                                      predicted=round(cand.score, 4), **transfer.stored(task, cand.features),
+                                      **res.extra)
             records.append(log, [rec])
             measured.append(cand)
             times.append(res.median if res.error is None else None)

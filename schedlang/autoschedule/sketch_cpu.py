@@ -12,7 +12,8 @@ that completes a CPU sample.
   block (the last axis vectorized, the others unrolled) drawn within the target's register
   file (Target.native_registers, native_lanes: spatial_tiles), as is every tiling rule's;
 - tile_cache_write: the same with the result accumulated in a local cache_write stage
-  computed at the tiles of the output stage;
+  computed at the tiles of the output stage, whose rows are unrolled only where its
+  accumulators fit the register file (unrolled_tile_fits);
 - tile_pack: tile_cache_write, and the inputs read a panel per tile (B of a matmul) copied
   into a contiguous panel at the outermost loop of the innermost spatial axis, which
   becomes the outermost loop (the packed B of a BLAS GEMM, one panel at a time);
@@ -27,7 +28,7 @@ that completes a CPU sample.
 
 CPU_SKETCH_RULES lists them in that order. After them, annotate() places the producers left
 at the root (locate) and draws, per stage, the parallel outer loops, the vectorized inner
-one and an unroll step.
+one (a long row split by a few native vectors of the target: vector_splits) and an unroll step.
 """
 from __future__ import annotations
 
@@ -46,8 +47,8 @@ REDUCE_LEVELS = 2
 FEW_OUTPUTS = 256       # a reduction with fewer output points than this may want rfactor
 MAX_PAR_FUSE = 4        # outer loops fused into the parallel one, at most
 PAR_PER_THREAD = 4      # a parallel loop wants this many iterations per thread (load balance), if it can
-MAX_UNROLLED_ROWS = 16   # a cache tile's non-vector loops are unrolled up to this many rows
-VECTOR_SPLITS = (0, 8, 16, 32, 64)   # the vector width a long innermost loop is split by (0: not split)
+MAX_UNROLLED_ROWS = 16   # a cache tile's non-vector loops are unrolled up to this many rows (if they fit registers)
+VECTOR_SPLIT_VECTORS = (0.5, 1, 2, 4)   # a long innermost loop is split by these many native vectors (or not)
 MAX_AT_POSITION = 2     # a producer is computed at one of its consumer's first loops, at most this deep
 
 
@@ -64,6 +65,24 @@ def register_fits(rows: int, cols: int, lanes: int, budget: int) -> bool:
     """Whether a rows x cols block of accumulators, cols vectorized by lanes, fits budget
     vector registers: rows * ceil(cols / lanes) of them."""
     return rows * ceil_div(cols, lanes) <= budget
+
+
+def unrolled_tile_fits(rows: int, cols: int, target, dtype_bits: int) -> bool:
+    """Whether a cache tile of rows x cols (cols vectorized) may have its rows unrolled: at
+    most MAX_UNROLLED_ROWS rows, and its accumulators within the target's register file
+    (register_fits): unrolled beyond it, the accumulators spill (AVX2's 16 ymm hold half of
+    what AVX-512's 32 zmm do)."""
+    lanes, budget = register_block(target, dtype_bits)
+    return rows <= MAX_UNROLLED_ROWS and register_fits(rows, cols, lanes, budget)
+
+
+def vector_splits(target, dtype_bits: int) -> Tuple[int, ...]:
+    """The widths a long innermost loop may be split by to vectorize its inner part (0: not
+    split): half a native vector of the type to four of them (16 lanes on AVX-512 float32:
+    8, 16, 32, 64; on AVX2: 4, 8, 16, 32), at most legal.MAX_VECTOR_EXTENT."""
+    lanes = target.native_lanes(dtype_bits)
+    widths = sorted({max(1, min(legal.MAX_VECTOR_EXTENT, int(lanes * m))) for m in VECTOR_SPLIT_VECTORS})
+    return (0,) + tuple(widths)
 
 
 def spatial_tiles(trace: Trace, st, spatial, levels: int, target) -> List[List[int]]:
@@ -143,7 +162,8 @@ def _tile_cache_write(trace: Trace, s: Schedule, st, target, pack: bool = False)
     if inner and tile[-1] <= legal.MAX_VECTOR_EXTENT and trace.pick(
             f"{cache.name}|vec_tile", lambda rng: rng.random() < 0.8, lambda v: isinstance(v, bool)):
         cache.vectorize(inner[-1])
-    if len(inner) > 1 and math.prod(tile[:-1]) <= MAX_UNROLLED_ROWS and trace.pick(
+    if len(inner) > 1 and unrolled_tile_fits(math.prod(tile[:-1]), tile[-1], target,
+                                             st.op.output(0).dtype_obj.bits) and trace.pick(
             f"{cache.name}|unroll_tile", lambda rng: rng.random() < 0.8, lambda v: isinstance(v, bool)):
         for a in inner[:-1]:
             cache.unroll(a)
@@ -278,10 +298,10 @@ def _parallel_count(st, leaves, n_par: int, limit: int, threads: int) -> int:
     return n_par
 
 
-def _vector_split(trace: Trace, s: Schedule, st, par_pos: int) -> None:
+def _vector_split(trace: Trace, s: Schedule, st, par_pos: int, target) -> None:
     """An innermost data-parallel loop too long to vectorize whole (a plain elementwise stage's
-    row) may be split by a drawn vector width, so that its inner part is vectorized (below)
-    rather than left to LLVM's loop vectorizer."""
+    row) may be split by a drawn vector width (vector_splits: a few native vectors of target),
+    so that its inner part is vectorized (below) rather than left to LLVM's loop vectorizer."""
     leaves = list(st.leaf_iter_vars)
     last = leaves[-1]
     ext = st.static_extents().get(last)
@@ -289,13 +309,13 @@ def _vector_split(trace: Trace, s: Schedule, st, par_pos: int) -> None:
             or not isinstance(ext, int) or ext <= legal.MAX_VECTOR_EXTENT
             or legal.last_attach_position(s, st) == len(leaves) - 1):
         return
-    width = trace.pick(f"{st.name}|vsplit", lambda rng: rng.choice(VECTOR_SPLITS),
-                       lambda v: v in VECTOR_SPLITS)
+    widths = vector_splits(target, st.op.output(0).dtype_obj.bits)
+    width = trace.pick(f"{st.name}|vsplit", lambda rng: rng.choice(widths), lambda v: v in widths)
     if width:
         st.split(last, factor=width)
 
 
-def _annotate(trace: Trace, s: Schedule, st, threads: int) -> None:
+def _annotate(trace: Trace, s: Schedule, st, threads: int, target) -> None:
     """Fuse and parallelise the outer loops, vectorize the innermost, pick an unroll step."""
     leaves = list(st.leaf_iter_vars)
     par_pos = -1
@@ -311,7 +331,7 @@ def _annotate(trace: Trace, s: Schedule, st, threads: int) -> None:
             st.parallel(first)
             leaves = list(st.leaf_iter_vars)
             par_pos = leaves.index(first)
-    _vector_split(trace, s, st, par_pos)
+    _vector_split(trace, s, st, par_pos, target)
     leaves = list(st.leaf_iter_vars)
     cands = legal.vectorize_candidates(s, st, par_pos)
     if cands and cands[-1] == len(leaves) - 1 and leaves[-1] not in st.annotations:
@@ -331,7 +351,7 @@ def annotate(trace: Trace, s: Schedule, target) -> None:
             _locate(trace, s, st)
     threads = get_backend(target.kind).worker_threads(target)
     for st in sorted([st for st in s.stages if legal.is_live(st)], key=legal.attach_depth):
-        _annotate(trace, s, st, threads)
+        _annotate(trace, s, st, threads, target)
 
 
 # ---- the rules -----------------------------------------------------------------------------

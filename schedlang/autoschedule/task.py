@@ -105,6 +105,8 @@ class SearchTask:
         return create_schedule([t.op for t in self.outputs])
 
     # ---- TVM's methods (tvm_names.py maps TVM's auto_scheduler names) --------------------
+    # They call the entry points that take a SearchTask (api.py, search.py, tvm_names.py all
+    # import this module): the one cycle of the API itself, so they import them when called.
 
     def tune(self, tuning_options, search_policy=None):
         """TVM's task.tune(TuningOptions(...)): sl.auto_schedule on this task with those
@@ -133,3 +135,14 @@ class SearchTask:
     def __repr__(self) -> str:
         return (f"SearchTask({', '.join(t.name for t in self.args)}; target={self.target}, "
                 f"workload={self.workload_key[:12]})")
+
+
+def as_task(outputs, target, caller: str) -> "SearchTask":
+    """The SearchTask of outputs (tensors, or a SearchTask); target None means the task's own,
+    or "llvm"; a target= that contradicts a SearchTask's own is an error, not ignored."""
+    if not isinstance(outputs, SearchTask):
+        return SearchTask.from_outputs(outputs, "llvm" if target is None else target)
+    if target is not None and str(Target.create(target)) != str(outputs.target):
+        raise ValueError(f"{caller}: target={str(target)!r} contradicts the SearchTask's target "
+                         f"'{outputs.target}'; leave target= out (the task has one)")
+    return outputs

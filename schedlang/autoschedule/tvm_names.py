@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Union
 
 from . import records
+from .api import apply_best, check_count, existing_log
 from .executor import RUN_TIMEOUT_S
 
 
@@ -64,10 +65,9 @@ class TuningOptions:
     measure_callbacks: Optional[Sequence[RecordToFile]] = None
 
     def __post_init__(self):
-        from .api import _count
-        _count("num_measure_trials", self.num_measure_trials, "TuningOptions")
-        _count("num_measures_per_round", self.num_measures_per_round, "TuningOptions", 1)
-        _count("verbose", self.verbose, "TuningOptions")
+        check_count("num_measure_trials", self.num_measure_trials, "TuningOptions")
+        check_count("num_measures_per_round", self.num_measures_per_round, "TuningOptions", 1)
+        check_count("verbose", self.verbose, "TuningOptions")
         if self.early_stopping is not None:
             raise ValueError("TuningOptions: early_stopping is not supported; call sl.auto_schedule(task, ..., "
                              "timeout=SECONDS) to end a search early")
@@ -105,10 +105,9 @@ class ApplyHistoryBest:
     log=log) does that for a PyTorch model."""
 
     def __init__(self, records: str, n_lines: Optional[int] = None):
-        from .api import _existing_log
         if n_lines is not None:
             raise ValueError("ApplyHistoryBest: n_lines is not supported (the whole log is read)")
-        self.log = _existing_log(records, "ApplyHistoryBest")
+        self.log = existing_log(records, "ApplyHistoryBest")
 
     def __enter__(self) -> "ApplyHistoryBest":
         return self
@@ -118,7 +117,6 @@ class ApplyHistoryBest:
 
     def apply_best(self, task, target=None):
         """(schedule, args) of the task's (or outputs') best record in the log."""
-        from .api import apply_best
         return apply_best(self.log, task, target)
 
 
@@ -134,5 +132,4 @@ def register_workload(func_name=None, f=None, override: bool = False):
 
 def load_records(filename: str) -> List[dict]:
     """The valid records of a log, as dicts (records.py says their fields)."""
-    from .api import _existing_log
-    return records.load(_existing_log(filename, "load_records"))
+    return records.load(existing_log(filename, "load_records"))

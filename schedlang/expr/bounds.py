@@ -6,6 +6,7 @@ from typing import Dict, Mapping, Optional, Tuple
 
 from .nodes import Binary, Cast, Const, Expr, Select, Var, binary
 from .functor import free_vars
+from .linear import from_linear, linear_form
 
 Interval = Tuple[Optional[int], Optional[int]]   # None = unbounded on that side
 VarRanges = Mapping[Var, Tuple[object, object]]  # inclusive [lo, hi]: ints, or expressions of size variables
@@ -53,7 +54,6 @@ def _const_bounds(e: Expr, ranges: VarRanges, memo) -> Interval:
 def _mod_residues(e: Binary, lo: int, hi: int) -> Interval:
     """Narrow the bounds of x % c to the residues x can have: when every coefficient of x
     is a multiple of g (g dividing c), x % c is r, r + g, ..., with r = x's constant mod g."""
-    from .simplify import linear_form   # simplify imports this module
     c = int(e.b.value)
     terms, constant = linear_form(e.a)
     g = c
@@ -126,7 +126,6 @@ def _aligned_div_mod(e: Binary, relax: VarRanges) -> Optional[Tuple[Expr, Expr]]
     coefficient of F is a multiple of g, g divides c and (F's constant + mlo) mod g plus the
     width mhi - mlo stays below g, then x never crosses a multiple of g, hence of c: x // c is
     the single point base // c and x % c runs over base % c + [0, width], base = F + mlo."""
-    from .simplify import from_linear, linear_form   # simplify imports this module
     c = int(e.b.value)
     terms, constant = linear_form(e.a)
     fixed = [(t, k) for t, k in terms if not any(v in relax for v in free_vars(t))]
@@ -208,26 +207,6 @@ def has_symbolic_range(e: Expr, ranges: VarRanges) -> bool:
         if r is not None and (isinstance(r[0], Expr) or isinstance(r[1], Expr)):
             return True
     return False
-def span_bound(hi: Expr, lo: Expr, ranges: VarRanges) -> Optional[int]:
-    """A constant upper bound of hi - lo, for the extent of a region [lo, hi].
-
-    Beyond constant bounds of the difference, it knows that two floor divisions by c of
-    values w apart differ by at most (w + c - 1) // c, which bounds a split or fused axis
-    whose segment may cross one row boundary."""
-    from .simplify import simplify   # simplify imports this module
-    if (isinstance(hi, Binary) and isinstance(lo, Binary) and hi.op == lo.op == "floordiv"
-            and isinstance(hi.b, Const) and isinstance(lo.b, Const) and hi.b.value > 0 and lo.b.value > 0):
-        # Bring both to one divisor c (x // d == (x * m) // (d * m)): the simplifier may
-        # have cancelled a common factor on one side only.
-        ch, cl = int(hi.b.value), int(lo.b.value)
-        c = ch * cl // math.gcd(ch, cl)
-        width = simplify(binary("sub", binary("mul", hi.a, Const(c // ch, hi.dtype)),
-                                binary("mul", lo.a, Const(c // cl, lo.dtype))), ranges)
-        if isinstance(width, Const) and width.value >= 0:
-            return (int(width.value) + c - 1) // c
-    return const_bounds(simplify(binary("sub", hi, lo), ranges), ranges)[1]
-
-
 def fits_without_wrap(e: Expr, ranges, memo: Optional[Tuple[Dict, Dict]] = None) -> bool:
     """Whether e, an integer expression, and every add/sub/mul under it provably stay within
     the range of their dtype, given inclusive ranges of the variables. memo (answers and

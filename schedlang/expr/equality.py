@@ -74,12 +74,13 @@ def key(e: Any, _memo: Optional[Dict[int, Any]] = None) -> Any:
             hit = (_THIS_PROCESS, _Key((type(e).__name__,) + tuple(key(getattr(e, n)) for n in field_names(e))))
             object.__setattr__(e, "_key", hit)
         return hit[1]
-    if isinstance(e, (Var, Buffer)) or hasattr(e, "__dataclass_fields__") or not _hashable(e):
+    if isinstance(e, (Var, Buffer)) or hasattr(e, "__dataclass_fields__") or not hashable(e):
         return ("id", id(e))
     return e
 
 
-def _hashable(value: Any) -> bool:
+def hashable(value: Any) -> bool:
+    """Whether hash(value) works (a key may hold the value itself)."""
     try:
         hash(value)
         return True

@@ -7,7 +7,8 @@ from typing import Mapping, Union
 from ..dtypes import dtype as parse_dtype
 
 from .nodes import Binary, Cast, Const, Expr, Var, binary
-from .simplify import linear_form, simplify
+from .linear import linear_form
+from .simplify import simplify
 
 Extent = Union[int, Expr]     # an int, or an int32 expression of size variables
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from .bounds import VarRanges, bound_expr, const_bounds, has_symbolic_range
+from .bounds import VarRanges, const_bounds, has_symbolic_range
 from .functor import ExprMutator, map_children
 from .equality import key
-from .nodes import NEG, Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var
+from .linear import Terms, from_linear, linear_form, wrap_int
+from .ranges import LoopRanges
+from .nodes import NEG, Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var, binary
 
 _FOLD = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
          "min": min, "max": max, "bitand": operator.and_, "bitor": operator.or_,
@@ -46,15 +48,9 @@ class Simplifier:
 
 
 def _any_symbolic(ranges: VarRanges) -> bool:
+    if isinstance(ranges, LoopRanges):      # kept up to date as ranges come and go
+        return ranges.symbolic
     return any(isinstance(lo, Expr) or isinstance(hi, Expr) for lo, hi in ranges.values())
-
-
-def _wrap_int(value: int, dt) -> int:
-    bits = dt.bits
-    if dt.kind == "uint":
-        return value % (1 << bits)
-    value %= 1 << bits
-    return value - (1 << bits) if value >= 1 << (bits - 1) else value
 
 
 def _fold_float(op: str, a: float, b: float, dt) -> Optional[float]:
@@ -98,83 +94,7 @@ def fold_binary(op: str, a: Const, b: Const) -> Optional[Const]:
         return None
     if dt.is_bool:
         return Const(bool(value), dt)
-    return Const(_wrap_int(value, dt), dt)
-
-
-# ---- linear forms -------------------------------------------------------------------
-
-Terms = List[Tuple[Expr, int]]
-
-
-def linear_form(e: Expr) -> Tuple[Terms, int]:
-    """Write an integer expression as sum(coeff * atom) + constant (atoms in first-seen order)."""
-    order: Dict[object, int] = {}
-    terms: Terms = []
-    constant = 0
-
-    def add(node: Expr, scale: int):
-        nonlocal constant
-        if isinstance(node, Const):
-            constant += scale * int(node.value)
-        elif isinstance(node, Binary) and node.op in ("add", "sub"):
-            add(node.a, scale)
-            add(node.b, scale if node.op == "add" else -scale)
-        elif isinstance(node, Binary) and node.op == "mul" and isinstance(node.b, Const):
-            add(node.a, scale * int(node.b.value))
-        elif isinstance(node, Binary) and node.op == "mul" and isinstance(node.a, Const):
-            add(node.b, scale * int(node.a.value))
-        else:
-            k = key(node)
-            if k in order:
-                atom, coeff = terms[order[k]]
-                terms[order[k]] = (atom, coeff + scale)
-            else:
-                order[k] = len(terms)
-                terms.append((node, scale))
-
-    add(e, 1)
-    return [(a, c) for a, c in terms if c != 0], constant
-
-
-def is_multiple(index: Expr, m: int) -> bool:
-    """Whether an integer expression is provably a multiple of m: the constant of its linear
-    form is, and each term's coefficient or atom (x % c with c and x multiples of m, the inner
-    part of a split by a multiple of m)."""
-    terms, constant = linear_form(index)
-    return constant % m == 0 and all(coeff % m == 0 or _multiple_atom(atom, m) for atom, coeff in terms)
-
-
-def _multiple_atom(atom: Expr, m: int) -> bool:
-    return (isinstance(atom, Binary) and atom.op == "floormod" and isinstance(atom.b, Const)
-            and atom.b.value % m == 0 and is_multiple(atom.a, m))
-
-
-def from_linear(terms: Terms, constant: int, dt) -> Expr:
-    """Rebuild an expression from a linear form: `a*4 + b - c*2 + 7`. Coefficients that do not
-    fit the dtype are wrapped around, which keeps the value (the arithmetic wraps too)."""
-    result: Optional[Expr] = None
-    for atom, coeff in terms:
-        if dt.is_int and not -dt.max_int <= coeff <= dt.max_int:
-            coeff = _wrap_int(coeff, dt)
-        if coeff == 0:
-            continue
-        if abs(coeff) > dt.max_int:       # INT_MIN: no positive twin, so add atom * INT_MIN
-            piece, coeff = Binary("mul", atom, Const(coeff, dt)), 1
-        else:
-            piece = atom if abs(coeff) == 1 else Binary("mul", atom, Const(abs(coeff), dt))
-        if result is None:
-            result = piece if coeff > 0 else Binary("sub", Const(0, dt), piece)
-        else:
-            result = Binary("add" if coeff > 0 else "sub", result, piece)
-    if result is None:
-        return Const(constant, dt)
-    if constant > 0:
-        return Binary("add", result, Const(constant, dt))
-    if constant < 0 and -constant <= dt.max_int:
-        return Binary("sub", result, Const(-constant, dt))
-    if constant < 0:                  # INT_MIN has no positive twin
-        return Binary("add", result, Const(constant, dt))
-    return result
+    return Const(wrap_int(value, dt), dt)
 
 
 def _merge_div_mod(terms: Terms) -> Terms:
@@ -247,8 +167,8 @@ class _Simplifier(ExprMutator):
             terms, constant = linear_form(Binary(e.op, a, b))
             merged = _merge_div_mod(terms)
             if merged is not terms:
-                return self.visit(from_linear(merged, _wrap_int(constant, e.dtype), e.dtype))
-            return from_linear(terms, _wrap_int(constant, e.dtype), e.dtype)
+                return self.visit(from_linear(merged, wrap_int(constant, e.dtype), e.dtype))
+            return from_linear(terms, wrap_int(constant, e.dtype), e.dtype)
         if e.op in ("floordiv", "floormod") and isinstance(b, Const) and b.value > 0:
             if b.value == 1:
                 return a if e.op == "floordiv" else Const(0, e.dtype)
@@ -366,7 +286,7 @@ class _Simplifier(ExprMutator):
                 return Cast(e.dtype, value)
             if isinstance(v, float):      # float -> int saturates, as the generated code does
                 return Const(min(max(int(v), e.dtype.min_int), e.dtype.max_int), e.dtype)
-            return Const(_wrap_int(int(v), e.dtype), e.dtype)
+            return Const(wrap_int(int(v), e.dtype), e.dtype)
         return Cast(e.dtype, value)
 
     def visit_Call(self, e: Call) -> Expr:
@@ -401,6 +321,25 @@ def symbolic_bounds(e: Expr, ranges: VarRanges, known) -> Tuple[Optional[int], O
         t2, c2 = linear_form(from_linear(t2, c2, e.dtype))
         out[side] = const_bounds(from_linear(t2, c2, e.dtype), ranges)[side]
     return out[0], out[1]
+
+
+def span_bound(hi: Expr, lo: Expr, ranges: VarRanges) -> Optional[int]:
+    """A constant upper bound of hi - lo, for the extent of a region [lo, hi].
+
+    Beyond constant bounds of the difference, it knows that two floor divisions by c of
+    values w apart differ by at most (w + c - 1) // c, which bounds a split or fused axis
+    whose segment may cross one row boundary."""
+    if (isinstance(hi, Binary) and isinstance(lo, Binary) and hi.op == lo.op == "floordiv"
+            and isinstance(hi.b, Const) and isinstance(lo.b, Const) and hi.b.value > 0 and lo.b.value > 0):
+        # Bring both to one divisor c (x // d == (x * m) // (d * m)): the simplifier may
+        # have cancelled a common factor on one side only.
+        ch, cl = int(hi.b.value), int(lo.b.value)
+        c = ch * cl // math.gcd(ch, cl)
+        width = simplify(binary("sub", binary("mul", hi.a, Const(c // ch, hi.dtype)),
+                                binary("mul", lo.a, Const(c // cl, lo.dtype))), ranges)
+        if isinstance(width, Const) and width.value >= 0:
+            return (int(width.value) + c - 1) // c
+    return const_bounds(simplify(binary("sub", hi, lo), ranges), ranges)[1]
 
 
 def _relax_floordiv(terms: Terms, constant: int, side: int) -> Tuple[Terms, int]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ..expr.equality import hashable
 from ..expr.functor import field_names
 from ..expr.nodes import Buffer, Const, Expr, Var
 from ..loop.nodes import Stmt
@@ -74,7 +75,7 @@ class AlphaKey:
         if x is None or isinstance(x, (str, int, bool)):
             return (type(x).__name__, x)
         params = getattr(x, "__dataclass_params__", None)
-        if (params is not None and not (params.frozen and params.eq)) or not _hashable(x):
+        if (params is not None and not (params.frozen and params.eq)) or not hashable(x):
             raise _Unkeyable(type(x).__name__)
         return x         # a DType, an enum member: compared by value
 
@@ -136,11 +137,3 @@ class _Renamer:
             new = tuple(self.go(v) for v in x)
             return x if all(a is b for a, b in zip(new, x)) else new
         return x
-
-
-def _hashable(value: Any) -> bool:
-    try:
-        hash(value)
-        return True
-    except TypeError:
-        return False

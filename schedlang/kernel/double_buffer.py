@@ -19,6 +19,20 @@ the same barrier keeps iteration i + 1 from overwriting the half iteration i sti
 (fetch(i + 2) writes it, one iteration later). The allocations at the top of L's body move
 out of the loop.
 
+A stage pipelined over N buffers (schedule/pipeline.py; the pragma ("pipeline_stages", (buffer
+name, N))) fetches iterations 0 .. N-2 before the loop, and iteration i fetches i + N - 1 into
+buffer (i + N - 1) % N, which iteration i - 1 read before its closing barrier. A fetch of
+asynchronous copies (cp.async) lands later: each fetch commits its copies as a group, and
+iteration i waits until only the N - 1 newest groups are in flight (its own group has landed)
+and then for the block's other threads (a barrier) before it computes:
+
+    fetch(0) commit .. fetch(N-2) commit
+    for i in 0..n:
+      if i + N - 1 < n: fetch(i + N - 1) -> buffer (i + N - 1) % N
+      commit; wait_group(N - 1); barrier
+      compute(i) from buffer i % N
+      barrier
+
 Forms this pass does not handle raise LoweringError rather than change the result: a producer
 that is not at the start of the loop body, a buffer that the rest of the body writes or that
 the producer reads back, a producer that reads memory the loop body writes, shared memory
@@ -35,9 +49,11 @@ from ..expr.nodes import Broadcast, Buffer, Const, Expr, Load
 from ..loop.functor import StmtMutator, stmt_exprs, substitute_stmt, walk_stmts
 from ..loop.simplify import simplify_stmt
 from ..loop.nodes import SERIAL, Allocate, Barrier, For, IfThen, Seq, Stmt, Store, seq
+from .thread_sync import call_output
 
 STAGE = "double buffer"
 PRAGMA = "double_buffer_scope"
+STAGES_PRAGMA = "pipeline_stages"      # (buffer name, n) of a stage pipelined over n > 2 buffers
 ALIGN_BYTES = 16       # each half starts 16-byte aligned, so float4 accesses stay aligned
 
 
@@ -52,11 +68,19 @@ def _top_items(s: Stmt, allocs: List[Buffer]) -> List[Stmt]:
 
 
 def _stores(s: Stmt) -> Set[Buffer]:
-    return {x.buffer for x in walk_stmts(s) if isinstance(x, Store)}
+    """The buffers s writes: by stores, and through a library call's output address (cp.async)."""
+    return {x.buffer if isinstance(x, Store) else call_output(x) for x in walk_stmts(s)
+            if isinstance(x, Store) or call_output(x) is not None}
 
 
 def _loads(s: Stmt) -> Set[Buffer]:
-    return {n.buffer for x in walk_stmts(s) for e in stmt_exprs(x) for n in walk(e) if isinstance(n, Load)}
+    """The buffers s reads (a library call's output address is no read)."""
+    out: Set[Buffer] = set()
+    for x in walk_stmts(s):
+        for e in stmt_exprs(x):
+            roots = e.args[1:] if call_output(x) is not None and e is x.value else (e,)
+            out |= {n.buffer for r in roots for n in walk(r) if isinstance(n, Load)}
+    return out
 
 
 def _offset(index: Expr, half: Expr, stride: int) -> Expr:
@@ -104,8 +128,10 @@ def _refuse(loop: For, problem: str):
                         "(the schedule computes the same result with one buffer)")
 
 
-def double_buffer_loop(loop: For, names: List[str]) -> Stmt:
-    """The loop with the stages whose buffers are named double-buffered (module docstring)."""
+def double_buffer_loop(loop: For, names: List[str], stages: int = 2, copies=None) -> Stmt:
+    """The loop with the stages whose buffers are named double-buffered (module docstring), or
+    pipelined over `stages` buffers; copies (the target's asynchronous copies: issues(stmt),
+    commit(), wait(n)) turns a fetch of async copies into commit + wait_group + barrier."""
     if loop.kind != SERIAL:
         _refuse(loop, f"a {loop.kind} loop cannot fetch ahead; double_buffer needs a serial loop")
     allocs: List[Buffer] = []
@@ -144,26 +170,48 @@ def double_buffer_loop(loop: For, names: List[str]) -> Stmt:
     for b in db:
         align = max(1, ALIGN_BYTES // b.dtype.bytes)
         stride = ceil_div(b.size, align) * align
-        remap[b] = (Buffer(b.name, (2 * stride,), b.dtype, b.scope), stride)
+        remap[b] = (Buffer(b.name, (stages * stride,), b.dtype, b.scope), stride)
     i, n = loop.var, loop.extent
     fetch = seq(*producers)
-    prologue = simplify_stmt(_Halves(remap, Const(0, i.dtype)).visit(substitute_stmt(fetch, {i: Const(0, i.dtype)})))
-    ahead = _Halves(remap, (i + 1) % 2).visit(substitute_stmt(fetch, {i: i + 1}))
-    body = seq(IfThen(i + 1 < n, ahead), *(_Halves(remap, i % 2).visit(x) for x in rest))
-    out = seq(prologue, Barrier("shared") if shared else None, For(i, n, body, SERIAL, loop.thread_tag, loop.pragmas))
+    asynchronous = copies is not None and any(copies.issues(x) for x in producers)
+    prologue = []
+    for j in range(stages - 1):           # iterations 0 .. stages - 2 into buffers 0 .. stages - 2
+        if isinstance(n, int) and j >= n:
+            break
+        first = _Halves(remap, Const(j, i.dtype)).visit(substitute_stmt(fetch, {i: Const(j, i.dtype)}))
+        prologue.append(simplify_stmt(first if j == 0 or isinstance(n, int) else IfThen(Const(j, i.dtype) < n, first)))
+        prologue += [copies.commit()] if asynchronous else []
+    ahead = _Halves(remap, (i + (stages - 1)) % stages).visit(substitute_stmt(fetch, {i: i + (stages - 1)}))
+    head = [IfThen(i + (stages - 1) < n, ahead)]
+    if asynchronous:      # this iteration's group landed (all but the stages - 1 newest), for every thread
+        head += [copies.commit(), copies.wait(stages - 1), Barrier("shared") if shared else None]
+    body = seq(*head, *(_Halves(remap, i % stages).visit(x) for x in rest))
+    out = seq(*prologue, Barrier("shared") if shared and not asynchronous else None,
+              For(i, n, body, SERIAL, loop.thread_tag, loop.pragmas))
     for b in reversed(allocs):
         out = Allocate(remap[b][0] if b in remap else b, out)
     return out
 
 
 class _InjectDoubleBuffer(StmtMutator):
+    def __init__(self, copies=None):
+        self.copies = copies
+
     def visit_For(self, s: For) -> Stmt:
         body = self.visit(s.body)
         names = [v for k, v in s.pragmas if k == PRAGMA]
         s = s.with_body(body)
-        return double_buffer_loop(s, names) if names else s
+        if not names:
+            return s
+        stages = dict(v for k, v in s.pragmas if k == STAGES_PRAGMA)
+        counts = {stages.get(name, 2) for name in names}
+        if len(counts) > 1:
+            _refuse(s, f"the stages computed at it have different pipeline depths ({sorted(counts)}); one loop "
+                    "runs one pipeline")
+        return double_buffer_loop(s, names, counts.pop(), self.copies)
 
 
-def inject_double_buffer(body: Stmt) -> Stmt:
-    """Every loop marked with the double_buffer_scope pragma double-buffered (module docstring)."""
-    return _InjectDoubleBuffer().visit(body)
+def inject_double_buffer(body: Stmt, copies=None) -> Stmt:
+    """Every loop marked with the double_buffer_scope pragma double-buffered (module docstring),
+    or pipelined (pipeline_stages)."""
+    return _InjectDoubleBuffer(copies).visit(body)

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Set, Tuple
 
 from ..expr.functor import walk
-from ..expr.nodes import Expr, Load
+from ..expr.nodes import Call, Expr, Load
 from ..loop.functor import stmt_exprs
-from ..loop.nodes import BOUND, Allocate, Barrier, For, IfThen, Let, Seq, StageNest, Stmt, Store, seq
+from ..loop.nodes import BOUND, Allocate, Barrier, Evaluate, For, IfThen, Let, Seq, StageNest, Stmt, Store, seq
+from ..tensor.intrin_calls import ADDRESS_OF
 
 
 @dataclass
@@ -58,8 +59,16 @@ def _own_access(s: Stmt) -> Access:
     reads: Set[int] = set()
     for e in stmt_exprs(s):
         reads |= _shared_loads(e)
-    writes = {id(s.buffer)} if isinstance(s, Store) and s.buffer.scope == "shared" else set()
+    written = s.buffer if isinstance(s, Store) else call_output(s)
+    writes = {id(written)} if written is not None and written.scope == "shared" else set()
     return Access(reads, writes)
+
+
+def call_output(s: Stmt):
+    """The buffer a library call (an Evaluate of an extern call: cp.async, ldmatrix, mma) writes
+    through its first argument, the address of an element; None for any other statement."""
+    first = s.value.args[0] if isinstance(s, Evaluate) and isinstance(s.value, Call) and s.value.args else None
+    return first.args[0].buffer if isinstance(first, Call) and first.name == ADDRESS_OF else None
 
 
 def sync(s: Stmt) -> Tuple[Stmt, Summary]:

@@ -23,7 +23,9 @@ from typing import Callable, Dict, List, Optional, Tuple
 from ..expr.functor import children, substitute, uses_var, walk
 from ..expr.nodes import (Binary, Broadcast, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Ramp,
                           Select, Var, binary)
-from ..expr.simplify import is_multiple, linear_form, simplify
+from ..expr.linear import is_multiple, linear_form
+from ..expr.ranges import LoopRanges
+from ..expr.simplify import simplify
 from ..loop.functor import StmtMutator, stmt_exprs, substitute_stmt, walk_stmts
 from ..loop.nodes import (PARALLEL, SERIAL, VECTORIZED, Allocate, For, IfThen, Let, Seq, Stmt, Store, seq)
 from ..expr.extent import ceil_div
@@ -60,7 +62,7 @@ class LaneRewriter:
         self.var = var
         self.lanes = lanes
         self.aligned_blocks = aligned_blocks
-        self.ranges = dict(ranges)
+        self.ranges = LoopRanges(ranges)
         self.memo: Dict[Tuple[int, int], Tuple[Expr, Expr]] = {}   # (id(e), id(pred)) -> (e, result)
         self.varying: Dict[int, bool] = {}                         # id(e) -> e uses var
 
@@ -206,11 +208,10 @@ class LaneRewriter:
                 raise Scalarize(f"loop {s.var.name} runs under a condition that differs between lanes")
             if s.kind == PARALLEL:
                 raise Scalarize(f"parallel loop {s.var.name} is inside it")
-            self.ranges[s.var] = (0, s.extent - 1)
             self.memo.clear()       # results simplified with the loop's range hold only inside it
-            body = self.stmt(s.body)
+            with self.ranges.loop(s.var, s.extent):
+                body = self.stmt(s.body)
             self.memo.clear()
-            del self.ranges[s.var]
             return s.with_body(body)
         if isinstance(s, Let):   # a tuple reduction's new values: bound per lane as one vector
             value = self.expr(s.value, pred)
@@ -277,12 +278,11 @@ class Vectorizer(StmtMutator):
 
     def __init__(self, policy: LanePolicy):
         self.policy = policy
-        self.ranges: Dict[Var, Tuple[int, int]] = {}
+        self.ranges = LoopRanges()
 
     def visit_For(self, s: For) -> Stmt:
-        self.ranges[s.var] = (0, s.extent - 1)
-        body = self.visit(s.body)
-        del self.ranges[s.var]
+        with self.ranges.loop(s.var, s.extent):
+            body = self.visit(s.body)
         loop = s.with_body(body)
         return self.vectorize(loop) if s.kind == VECTORIZED else loop
 
@@ -299,9 +299,8 @@ class Vectorizer(StmtMutator):
             if not isinstance(loop.extent, int) or loop.extent % width:
                 body = IfThen(binary("add", binary("mul", outer, Const(width)), inner) < loop.extent, body)
             groups = ceil_div(loop.extent, width)
-            self.ranges[outer] = (0, groups - 1)
-            strip = self.vectorize(For(inner, width, body, VECTORIZED))
-            del self.ranges[outer]
+            with self.ranges.loop(outer, groups):
+                strip = self.vectorize(For(inner, width, body, VECTORIZED))
             return For(outer, groups, strip, SERIAL)
         try:
             conds: List[Expr] = []

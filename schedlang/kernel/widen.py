@@ -17,11 +17,12 @@ byte-identical; a symbolic extent (n + 2) // 3 is computed in int64 as n may be 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Dict, Set
+from typing import Set
 
 from ..dtypes import int64
 from ..expr.bounds import const_bounds
 from ..expr.functor import free_vars, rewrite_post_order, walk
+from ..expr.ranges import LoopRanges
 from ..expr.nodes import Binary, Cast, Compare, Expr, Load, Var, cast
 from ..loop.functor import StmtMutator
 from ..loop.nodes import For, Let, Stmt
@@ -38,15 +39,13 @@ def _is_narrow_int(e: Expr) -> bool:
 
 class _Widen(StmtMutator):
     def __init__(self):
-        self.ranges: Dict[Var, tuple] = {}
+        self.ranges = LoopRanges()
         self.opaque: Set[Var] = set()      # let variables of unknown bounds (loaded data)
 
     def visit_For(self, s: For) -> Stmt:
         extent = self.visit_expr(s.extent) if isinstance(s.extent, Expr) else s.extent
-        hi = extent - 1 if isinstance(extent, int) else Binary("sub", extent, cast(extent.dtype, 1))
-        self.ranges[s.var] = (0, hi)
-        body = self.visit(s.body)
-        del self.ranges[s.var]
+        with self.ranges.loop(s.var, extent):
+            body = self.visit(s.body)
         if extent is s.extent and body is s.body:
             return s
         return replace(s, extent=extent, body=body)
@@ -54,19 +53,22 @@ class _Widen(StmtMutator):
     def visit_Let(self, s: Let) -> Stmt:
         value = self.visit_expr(s.value)
         lo, hi = const_bounds(value, self.ranges) if value.dtype.is_int else (None, None)
-        if lo is None or hi is None or self._opaque(value, ({}, {})):
-            self.opaque.add(s.var)
+        known = not (lo is None or hi is None or self._opaque(value, ({}, {})))
+        if known:
+            self.ranges.bind(s.var, lo, hi)
         else:
-            self.ranges[s.var] = (lo, hi)
+            self.opaque.add(s.var)
         body = self.visit(s.body)
-        self.ranges.pop(s.var, None)
-        self.opaque.discard(s.var)
+        if known:
+            self.ranges.leave(s.var)
+        else:
+            self.opaque.discard(s.var)
         return s if value is s.value and body is s.body else Let(s.var, value, body)
 
     def visit_expr(self, e: Expr) -> Expr:
         for v in free_vars(e):       # size variables: any value of their dtype (the call checks it)
             if v not in self.ranges and v not in self.opaque and v.dtype.is_int:
-                self.ranges[v] = (0 if v.nonnegative else v.dtype.min_int, v.dtype.max_int)
+                self.ranges.add(v, 0 if v.nonnegative else v.dtype.min_int, v.dtype.max_int)
         memo = ({}, {})     # const_bounds' and _opaque's, each id -> (node, answer)
         return rewrite_post_order(e, lambda node: self._widen_operands(node, memo))
 

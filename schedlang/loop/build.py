@@ -263,8 +263,10 @@ class _FuncBuilder:
         (TVM's attribute of that name): the target's Kernel IR pass finds its buffer by it."""
         if not attach:
             return ()
-        return tuple(("double_buffer_scope", self.buffers[output_name(c, 0)].name)
-                     for c in self.children.get((plan.name, id(a)), []) if c.double_buffer)
+        staged = [c for c in self.children.get((plan.name, id(a)), []) if c.double_buffer]
+        return tuple(("double_buffer_scope", self.buffers[output_name(c, 0)].name) for c in staged) + \
+            tuple(("pipeline_stages", (self.buffers[output_name(c, 0)].name, c.pipeline_stages))
+                  for c in staged if c.pipeline_stages > 2)
 
     def allocate(self, plan: StagePlan, body: Stmt) -> Stmt:
         """body inside the allocations of the output buffers of plan that are not arguments

@@ -38,6 +38,7 @@ class StagePlan:
     scan_update: Optional[str] = None    # a scan update: the scan whose axis fixes its first axis
     store_predicate: Optional[Expr] = None   # who stores a cross-thread reduction's result (set_store_predicate)
     double_buffer: bool = False          # double_buffer(): marked on its attach loop for the target's pass
+    pipeline_stages: int = 2             # pipeline(n): that many buffers (schedule/pipeline.py)
     tensorize: Optional[Tuple[IterVar, object]] = None   # (axis, intrinsic): loop/tensorize.py lowers it
 
     @property
@@ -113,7 +114,8 @@ def scheduled_snapshot(schedule, args: Sequence[Tensor], name: Optional[str]) ->
             st.scope or ("local" if st.attach_type == "at" else "global"),
             tuple(sorted(st.storage_aligns.items())), is_arg,
             store_predicate=getattr(st, "store_predicate", None),
-            double_buffer=getattr(st, "double_buffered", False), tensorize=getattr(st, "tensorize_at", None))
+            double_buffer=getattr(st, "double_buffered", False), tensorize=getattr(st, "tensorize_at", None),
+            pipeline_stages=getattr(st, "pipeline_stages", 2))
     return _snapshot(schedule, args, name, scan_plans.ScanRoles(schedule), plan, warn=True)
 
 

@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Dict, Tuple
 
 from ..expr.nodes import Const, Expr, Var
+from ..expr.ranges import LoopRanges
 from ..expr.simplify import Simplifier
 from .functor import StmtMutator
 from .nodes import For, Func, IfThen, Stmt, seq
@@ -13,16 +14,15 @@ from .nodes import For, Func, IfThen, Stmt, seq
 
 class _Simplify(StmtMutator):
     def __init__(self, ranges: Dict[Var, Tuple[int, int]]):
-        self.ranges = dict(ranges)
+        self.ranges = LoopRanges(ranges)
         self.simplify = Simplifier(self.ranges)     # reads self.ranges as loops come and go
 
     def visit_expr(self, e: Expr) -> Expr:
         return self.simplify(e)
 
     def visit_For(self, s: For) -> Stmt:
-        self.ranges[s.var] = (0, s.extent - 1)
-        body = self.visit(s.body)
-        del self.ranges[s.var]
+        with self.ranges.loop(s.var, s.extent):
+            body = self.visit(s.body)
         return s.with_body(body)
 
     def visit_IfThen(self, s: IfThen) -> Stmt:

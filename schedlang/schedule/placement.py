@@ -11,7 +11,10 @@ from ..tensor.op import PlaceholderOp
 from . import scan as scan_rules, steps
 from .annotate import VECTORIZE
 
-SCOPES = ("global", "shared", "local")
+# A warp's tensor-core fragments, each lane holding 1/32 (target/cuda/intrin/mma.py): mma.sync's
+# "warp", and wmma's scopes of TVM's tensor-core tutorials.
+FRAGMENT_SCOPES = ("warp", "wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator")
+SCOPES = ("global", "shared", "local") + FRAGMENT_SCOPES
 
 
 def enclosing_loops(stage, parent_of=None, leaves_of=None) -> List[Tuple[object, IterVar]]:
@@ -46,8 +49,7 @@ class PlacementPrimitives:
         def consumers():      # for the error messages only: a scan of every stage
             return [c.name for c in self.schedule._consumers(self)]
         axis_name = getattr(ivar, "name", None)
-        from .stage import Stage   # the class this mixin is part of
-        if not isinstance(parent, Stage) or parent.schedule is not self.schedule:
+        if not isinstance(parent, PlacementPrimitives) or parent.schedule is not self.schedule:   # (a Stage)
             raise ScheduleError("compute_at", self.name, f"the target must be a stage of this schedule (s[T]), got {parent!r}",
                                 axis=axis_name, choices=consumers())
         if parent is self:

@@ -19,12 +19,13 @@ from .relations import FuseRel, SplitRel, pass_down_extents
 from .annotate import Annotation, AnnotationPrimitives
 from .loops import LoopPrimitives
 from .placement import PlacementPrimitives
+from .pipeline import PipelinePrimitive
 from .tensorize import TensorizePrimitive
 
 if TYPE_CHECKING:
     from .schedule import Schedule
 
-class Stage(LoopPrimitives, AnnotationPrimitives, PlacementPrimitives, TensorizePrimitive):
+class Stage(LoopPrimitives, AnnotationPrimitives, PlacementPrimitives, TensorizePrimitive, PipelinePrimitive):
     """The schedule of one operation: its loops (leaf axes), how they derive from the
     operation's axes, their annotations, and where the stage is computed."""
 

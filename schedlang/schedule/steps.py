@@ -182,16 +182,34 @@ class Reorder(Step):
 
 
 @dataclass(frozen=True)
+class _StageStep(Step):
+    """s[stage].<primitive>(): a step of one stage with no arguments."""
+    stage: str
+
+    def apply(self, s):
+        getattr(s[self.stage], self.primitive)()
+
+    def to_python(self, names):
+        return f"s[{self.stage!r}].{self.primitive}()"
+
+
+@dataclass(frozen=True)
 class _AxisStep(Step):
+    """s[stage].<primitive>(axis, *rest): a step on one axis of a stage, the fields after
+    stage and axis passed on as they are (plain ints)."""
     stage: str
     axis: str
 
+    def _rest(self) -> tuple:
+        return tuple(getattr(self, f.name) for f in fields(self)[2:])
+
     def apply(self, s):
         st = s[self.stage]
-        getattr(st, self.primitive)(st.axis(self.axis))
+        getattr(st, self.primitive)(st.axis(self.axis), *self._rest())
 
     def to_python(self, names):
-        return f"s[{self.stage!r}].{self.primitive}({names.get(self.stage, self.axis)})"
+        args = [names.get(self.stage, self.axis), *map(repr, self._rest())]
+        return f"s[{self.stage!r}].{self.primitive}({', '.join(args)})"
 
 
 @dataclass(frozen=True)
@@ -239,27 +257,13 @@ class ComputeAt(Step):
 
 
 @dataclass(frozen=True)
-class ComputeInline(Step):
+class ComputeInline(_StageStep):
     primitive: ClassVar[str] = "compute_inline"
-    stage: str
-
-    def apply(self, s):
-        s[self.stage].compute_inline()
-
-    def to_python(self, names):
-        return f"s[{self.stage!r}].compute_inline()"
 
 
 @dataclass(frozen=True)
-class ComputeRoot(Step):
+class ComputeRoot(_StageStep):
     primitive: ClassVar[str] = "compute_root"
-    stage: str
-
-    def apply(self, s):
-        s[self.stage].compute_root()
-
-    def to_python(self, names):
-        return f"s[{self.stage!r}].compute_root()"
 
 
 @dataclass(frozen=True)
@@ -306,31 +310,15 @@ class RFactor(Step):
 
 
 @dataclass(frozen=True)
-class StorageAlign(Step):
+class StorageAlign(_AxisStep):
     primitive: ClassVar[str] = "storage_align"
-    stage: str
-    axis: str
     factor: int
     offset: int
 
-    def apply(self, s):
-        st = s[self.stage]
-        st.storage_align(st.axis(self.axis), self.factor, self.offset)
-
-    def to_python(self, names):
-        return f"s[{self.stage!r}].storage_align({names.get(self.stage, self.axis)}, {self.factor}, {self.offset})"
-
 
 @dataclass(frozen=True)
-class DoubleBuffer(Step):
+class DoubleBuffer(_StageStep):
     primitive: ClassVar[str] = "double_buffer"
-    stage: str
-
-    def apply(self, s):
-        s[self.stage].double_buffer()
-
-    def to_python(self, names):
-        return f"s[{self.stage!r}].double_buffer()"
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Tuple
 from ..dtypes import DType, float32, float64, to_bfloat16
 from ..errors import InternalError, LoweringError
 from ..expr.bounds import fits_without_wrap
+from ..expr.ranges import LoopRanges
 from ..expr.nodes import FAST_MATH_MARKER, NEG, Binary, Call, Cast, Compare, Const, Expr, Load, Logical, Not, Ramp, Select, Var
 from ..loop.nodes import Allocate, Evaluate, For, IfThen, Let, Seq, Stmt, Store
 from ..tensor.intrin_calls import ADDRESS_OF, LLVM_PREFIX, REINTERPRET
@@ -126,8 +127,7 @@ class CRenderer:
         self.taken: set = set()
         self.lines: List[str] = []
         self.counters: set = set()      # ids of loop and launch variables: never negative
-        self.ranges: Dict[Var, tuple] = {}         # loop and launch variable -> (0, extent - 1)
-        self.no_wrap_memo: tuple = ({}, {})        # fits_without_wrap's, for the ranges in force
+        self.ranges = LoopRanges(constant_only=True)   # loop and launch variable -> (0, extent - 1)
         self.calls: Dict[int, Expr] = {}           # id -> operation rendered as a helper call (an atom)
 
     # -- types and names --
@@ -197,19 +197,10 @@ class CRenderer:
         return (isinstance(e, Binary) and e.op in ("floordiv", "floormod") and e.dtype.is_int and e.dtype.bits >= 32
                 and isinstance(e.b, Const) and e.b.value > 0 and self.nonnegative(e.a))
 
-    def enter_range(self, var: Var, extent) -> None:
-        """var runs over [0, extent) from here (until leave_range): index arithmetic on it may
-        stay plain C where the ranges prove it cannot wrap."""
-        if isinstance(extent, int):
-            self.ranges[var] = (0, extent - 1)
-            self.no_wrap_memo = ({}, {})
-
-    def leave_range(self, var: Var) -> None:
-        if self.ranges.pop(var, None) is not None:
-            self.no_wrap_memo = ({}, {})
-
     def fits(self, e: Expr) -> bool:
-        return fits_without_wrap(e, self.ranges, self.no_wrap_memo)
+        """Whether the ranges of the loops (and launch axes) around prove that e cannot wrap:
+        then its index arithmetic stays plain C."""
+        return fits_without_wrap(e, self.ranges, self.ranges.proof_memo())
 
     def expr_Binary(self, e: Binary) -> str:
         if self.plain_division(e):
@@ -344,9 +335,8 @@ class CRenderer:
         ty = self.compute_type(s.var.dtype)
         extent = self.expr(s.extent) if isinstance(s.extent, Expr) else self.literal(s.extent, s.var.dtype)
         self.emit(depth, f"for ({ty} {v} = 0; {v} < {extent}; ++{v}) {{")
-        self.enter_range(s.var, s.extent)
-        self.stmt(s.body, depth + 1)
-        self.leave_range(s.var)
+        with self.ranges.loop(s.var, s.extent):
+            self.stmt(s.body, depth + 1)
         self.emit(depth, "}")
 
     def stmt_Store(self, s: Store, depth: int) -> None:

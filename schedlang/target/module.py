@@ -31,6 +31,16 @@ class BuiltModule:
         self.ir = dict(texts)
         self._sizes = size_binder(kernel_ir)
 
+    def __repr__(self) -> str:
+        args = [f"{b.name}: {b.dtype}[{', '.join(map(str, b.shape))}]" for b in self.params]
+        for pos, v in (self._sizes.size_args if self._sizes is not None else ()):
+            args.insert(pos, f"{v.name}: {v.dtype}")       # a size variable passed as an int
+        return f"<schedlang module {self.name}({', '.join(args)}) target={self.target_text()}>"
+
+    def target_text(self) -> str:
+        """The target as __repr__ names it."""
+        return self.target.kind
+
     def bind_call(self, args: Sequence, device: str = "cpu") -> Tuple[list, List[int], List[int]]:
         """(the arrays of a call, their data pointers, the values of the size variables) after the
         checks of target/arrays.py; with symbolic shapes the sizes come from the arrays' shapes

@@ -170,3 +170,11 @@ class SizeBinder:
 def _mentions(e: Expr, v: Var) -> bool:
     return uses_var(e, v)
 
+
+def check_index_width(kernel) -> None:
+    """Refuse buffers of a KernelModule that 32-bit indices cannot address (the host CPU targets'
+    build check; symbolic sizes are checked at call time)."""
+    for b in kernel.params + kernel.temps:
+        if not b.is_symbolic and b.size > MAX_ELEMENTS:     # symbolic sizes are checked at call time
+            raise ValueError(f"tensor '{b.name}' has {b.size} elements; indices are 32-bit, so tensors are "
+                             "limited to 2**31 - 1 elements for now")

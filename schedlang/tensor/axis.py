@@ -76,7 +76,7 @@ def _range_of(dom) -> Range:
             raise ValueError(f"axis range ({lo}, {hi}) is empty: the end must not be below the start")
         return Range(lo, hi - lo)
     if isinstance(dom, (tuple, list)) and len(dom) == 2 and isinstance(dom[0], int) and not isinstance(dom[0], bool):
-        from .op import symbolic_extent     # a symbolic end: (0, n)
+        from .op import symbolic_extent     # a symbolic end: (0, n); op.py builds on these axes
         lo, hi = dom
         extent = symbolic_extent(hi - lo if lo else hi, f"axis range ({lo}, {hi})")
         if isinstance(extent, int):

@@ -7,6 +7,7 @@ from ..dtypes import dtype as parse_dtype
 from ..expr.nodes import (NEG, Call, Const, Expr, as_expr, binary, cast as _cast, const as _const,
                           logical, select as _select, Var)
 from . import reduce as _reduce
+from .axis import REDUCE, IterVar
 
 # name -> number of arguments; every one is computed in the argument's float dtype.
 MATH_INTRINSICS = {"exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1, "erf": 1,
@@ -209,32 +210,25 @@ def div(a, b) -> Expr:
     return truncdiv(a, b)
 
 
-def bitwise_and(a, b) -> Expr:
-    return binary("bitand", a, b)
+def _binary_fn(name: str, op: str, what: str):
+    """TVM's function form of a binary operator (tir.<name>)."""
+    def fn(a, b) -> Expr:
+        return binary(op, a, b)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"{what}, as TVM's tir.{name}."
+    return fn
 
 
-def bitwise_or(a, b) -> Expr:
-    return binary("bitor", a, b)
-
-
-def bitwise_xor(a, b) -> Expr:
-    return binary("bitxor", a, b)
+bitwise_and = _binary_fn("bitwise_and", "bitand", "a & b")
+bitwise_or = _binary_fn("bitwise_or", "bitor", "a | b")
+bitwise_xor = _binary_fn("bitwise_xor", "bitxor", "a ^ b")
+add = _binary_fn("add", "add", "a + b")
+subtract = _binary_fn("subtract", "sub", "a - b")
+multiply = _binary_fn("multiply", "mul", "a * b")
 
 
 def bitwise_not(a) -> Expr:
     return ~as_expr(a)
-
-
-def add(a, b) -> Expr:
-    return binary("add", a, b)
-
-
-def subtract(a, b) -> Expr:
-    return binary("sub", a, b)
-
-
-def multiply(a, b) -> Expr:
-    return binary("mul", a, b)
 
 
 def truncdiv(a, b) -> Expr:
@@ -277,7 +271,6 @@ def min(expr, axis=None, where=None, init=None):  # noqa: A001
 
 
 def _max_min(op: str, reducer, expr, axis, where, init):
-    from .axis import IterVar, REDUCE
     is_axis = isinstance(axis, IterVar) and axis.kind == REDUCE or (
         isinstance(axis, (list, tuple)) and axis and isinstance(axis[0], IterVar))
     if axis is None or not is_axis:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from ..dtypes import dtype as parse_dtype
-from ..expr.nodes import Call, Expr, Load, as_expr
+from ..expr.nodes import Broadcast, Call, Const, Expr, Load, as_expr
 from .intrin import EXTERN_PREFIX
 
 LLVM_PREFIX = "llvm."            # a Call of this name is the LLVM intrinsic itself: "llvm.x86.avx512.vpdpbusd.512"
@@ -31,7 +31,6 @@ call_llvm_intrin = call_llvm_pure_intrin   # no intrinsic a body calls has effec
 
 
 def _is_arg_count(e: Expr, n: int) -> bool:
-    from ..expr.nodes import Const
     return isinstance(e, Const) and e.dtype.is_int and e.value == n
 
 
@@ -66,5 +65,12 @@ def address_of(load: Load) -> Call:
 
 def broadcast(value, lanes: int):
     """value (a scalar) in every one of lanes lanes, as tvm.tir.Broadcast."""
-    from ..expr.nodes import Broadcast
     return Broadcast(as_expr(value), int(lanes))
+
+
+def call_intrin(dtype, name: str, *args) -> Call:
+    """TVM's tir.call_intrin for the wmma calls its tensor-core tutorials emit
+    (tir.tvm_load_matrix_sync, tvm_fill_fragment, tvm_mma_sync, tvm_store_matrix_sync): each
+    becomes a call of the cuda target's intrinsic library (target/cuda/intrin/mma.py)."""
+    from ..target.cuda.intrin.mma import call_intrin as cuda_call_intrin   # CUDA's library loads when asked
+    return cuda_call_intrin(dtype, name, *args)

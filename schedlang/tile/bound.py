@@ -12,11 +12,12 @@ from __future__ import annotations
 from typing import Dict, List, Tuple
 
 from ..errors import ScheduleError
-from ..expr.bounds import const_bounds, relaxed_interval, span_bound
+from ..expr.bounds import const_bounds, relaxed_interval
 from ..expr.equality import equal
 from ..expr.functor import free_vars, substitute, walk
 from ..expr.nodes import Const, Expr, Var, binary
-from ..expr.simplify import simplify
+from ..expr.ranges import LoopRanges
+from ..expr.simplify import simplify, span_bound
 from ..loop.build import Region, full_region, loop_extents
 from ..loop.cooperative import THREAD_AXES, attach_path, need_relax
 from ..loop.plan import Program, StagePlan
@@ -32,8 +33,7 @@ class _Bounds:
         self.program = program
         self.by_name = program.by_name
         self.regions: Dict[str, Region] = {}
-        self.ranges: Dict[Var, Tuple[int, int]] = {}      # every loop variable seen so far
-        self.symbolic = False        # whether one of them has a symbolic end (simplify's symbolic=)
+        self.ranges = LoopRanges()       # every loop variable seen so far
         self.thread_tags: Dict[Var, str] = {a.var: ann.thread_tag for p in program.plans
                                             for a, ann in p.annotations if ann.kind == BIND}
         self._readers = None      # id(producer stage) -> [(reader stage, read)], built on first use
@@ -80,7 +80,7 @@ class _Bounds:
         if plan.scan_update is not None:     # one row: the scan loop's current step
             scan = self.by_name[plan.scan_update]
             step = self.root_values(scan)[scan.op.scan_axis.var]
-            return [(simplify(step, self.ranges, self.symbolic), 1)] + full_region(plan)[1:]
+            return [(simplify(step, self.ranges), 1)] + full_region(plan)[1:]
         if (plan.attach_type == "inline" or (plan.is_arg and plan.attach_type != "at")
                 or plan.buffer_key is not None or not isinstance(plan.op, ComputeOp)):
             # a scan's init shares the scan's whole buffers; scan and extern stages are whole
@@ -132,7 +132,7 @@ class _Bounds:
             if lo_c is None or hi_c is None:
                 return None, None
             return Const(lo_c), Const(hi_c)
-        return simplify(lo, self.ranges, self.symbolic), simplify(hi, self.ranges, self.symbolic)
+        return simplify(lo, self.ranges), simplify(hi, self.ranges)
 
     def combine(self, los: List[Expr], his: List[Expr], ax) -> Tuple[Expr, int]:
         dom_lo, dom_ext = ax.dom.min, ax.dom.extent
@@ -140,10 +140,10 @@ class _Bounds:
             return Const(dom_lo), dom_ext
         lo, hi = los[0], his[0]
         for x in los[1:]:
-            lo = simplify(binary("min", lo, x), self.ranges, self.symbolic)
+            lo = simplify(binary("min", lo, x), self.ranges)
         for x in his[1:]:
-            hi = simplify(binary("max", hi, x), self.ranges, self.symbolic)
-        extent = simplify(binary("add", binary("sub", hi, lo), Const(1)), self.ranges, self.symbolic)
+            hi = simplify(binary("max", hi, x), self.ranges)
+        extent = simplify(binary("add", binary("sub", hi, lo), Const(1)), self.ranges)
         if not isinstance(extent, Const) and not any(v in self.ranges for v in free_vars(extent)):
             # an extent of size variables only: a buffer sized at run time
             if equal(extent, dom_ext) or isinstance(dom_ext, int):
@@ -169,9 +169,8 @@ class _Bounds:
                 continue
             self.regions[plan.name] = self.infer(plan)
             ext = self.leaf_extents(plan)
-            added = {a.var: (0, ext[a] - 1) for a in plan.leaves}
-            self.ranges.update(added)
-            self.symbolic = self.symbolic or any(isinstance(hi, Expr) for _, hi in added.values())
+            for a in plan.leaves:
+                self.ranges.add(a.var, 0, ext[a] - 1)
         return self.regions
 
 

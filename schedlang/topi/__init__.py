@@ -20,6 +20,7 @@ CPU schedules, `topi.cpu` (s, output, [target=, sizes]) -> s; vector widths from
 
     native_lanes(target, dtype)              lanes of one native vector register
     schedule_matmul_packed(s, C)             TVM's CPU GEMM tutorial schedule
+    schedule_matmul_cached(s, C, tile)       the same on nn.matmul: a write-cached tile, no packing
     schedule_matmul_register_tiled(s, C)     the BLAS-style mr x bn register tile
     schedule_conv2d_nchw(s, out, target)     filter x column tiles (tutorial 04)
     schedule_conv2d_nchwc(s, out, target)    NCHWc register tiles: of conv2d_nchwc, or of conv2d_nchw
@@ -40,6 +41,12 @@ GPU schedules, `topi.cuda` (s, output, [sizes]) -> s:
     schedule_softmax(s, out)                 cross-thread max and sum, a row a block
     schedule_silu_and_mul(s, out)            float4 columns
 
+Tensor cores, `topi.cuda_tensorcore` (float16/bfloat16 GEMM: mma.sync + ldmatrix, cp.async pipeline):
+
+    matmul(A, B, acc, layout), program(M, N, K, element, acc, layout)
+    schedule_matmul(s, C, layout, BM, BN, BK, WM, WN, pad=, async_copy=, stages=)
+    gemm(M, N, K, element, acc, layout, **tiles) -> (s, [A, B, C])
+
 x86 tensor intrinsics, `topi.x86_intrin` (tensorize; see its docstring):
 
     dot_int8_intrin(target)                  u8 x s8 -> i32 groups of 4: VNNI where the target has it
@@ -48,4 +55,4 @@ x86 tensor intrinsics, `topi.x86_intrin` (tensorize; see its docstring):
 A schedule given the wrong tensor (not its algorithm's output) raises ValueError naming the
 schedule; a size the target refuses raises ScheduleError or LoweringError from the build.
 """
-from . import cpu, cuda, nn, x86_intrin  # noqa: F401
+from . import cpu, cuda, cuda_tensorcore, nn, x86_intrin  # noqa: F401

@@ -26,8 +26,23 @@ def schedule_matmul_packed(s, C, parallel: bool = True, k_factor: int = 4):
     parallel, the tile rows and the packing's panels run on all cores."""
     packed = _packing(C, "schedule_matmul_packed")
     bn = packed.shape[2]
-    CC = s.cache_write(C, "global")
-    xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], bn, bn)
+    schedule_matmul_cached(s, C, (bn, bn), k_factor, "global", parallel=parallel)
+    x, _, z = s[packed].op.axis
+    s[packed].vectorize(z)
+    if parallel:
+        s[packed].parallel(x)
+    return s
+
+
+def schedule_matmul_cached(s, C, tile=(16, 16), k_factor: int = 4, scope: str = "local",
+                           vectorize_tile: bool = False, parallel: bool = True):
+    """`nn.matmul` (or any C[i, j] = sum over k) as the TVM CPU GEMM tutorial's final schedule
+    without the packing: a tile of C per (xo, yo) accumulated in a write cache (`scope`)
+    computed at yo, k split by k_factor with ko outside the tile and ki (unrolled) inside its
+    rows, the tile's columns vectorized; with vectorize_tile also the copy-out's columns; with
+    parallel, the tile rows on all cores. Odd sizes leave guarded tails."""
+    CC = s.cache_write(C, scope)
+    xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], *tile)
     s[CC].compute_at(s[C], yo)
     xc, yc = s[CC].op.axis
     (k,) = s[CC].op.reduce_axis
@@ -35,12 +50,10 @@ def schedule_matmul_packed(s, C, parallel: bool = True, k_factor: int = 4):
     s[CC].reorder(ko, xc, ki, yc)
     s[CC].unroll(ki)
     s[CC].vectorize(yc)
+    if vectorize_tile:
+        s[C].vectorize(yi)
     if parallel:
         s[C].parallel(xo)
-    x, _, z = s[packed].op.axis
-    s[packed].vectorize(z)
-    if parallel:
-        s[packed].parallel(x)
     return s
 
 

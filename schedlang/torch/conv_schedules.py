@@ -25,7 +25,7 @@ threads a block.
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 from ..expr.functor import uses_var, walk
 from ..expr.nodes import Binary
@@ -40,11 +40,11 @@ MAX_UNROLL_TAPS = 7       # a kernel extent the row schedule unrolls
 
 def schedule_conv_cpu(s, group, target: Target) -> None:
     """Schedule the convolution kernel group (group.convs not empty) for a CPU target."""
-    if all(len(s[c].op.axis) == 5 for c in group.convs) and len(s[group.anchor].op.axis) == 5:
-        return _conv_nchwc_cpu(s, group)          # blocked activations (layout.py)
-    if not all(_dense(s[c]) for c in group.convs):     # depthwise/grouped: rows over a padded local plane
+    if not all(_dense(s[c]) for c in group.convs):     # depthwise/grouped: over a padded local plane
         from .depthwise_schedules import schedule_grouped_conv_cpu
         return schedule_grouped_conv_cpu(s, group, target)
+    if all(len(s[c].op.axis) == 5 for c in group.convs) and len(s[group.anchor].op.axis) == 5:
+        return _conv_nchwc_cpu(s, group, target)          # blocked activations (layout.py)
     widths = {block_width(s[c]) if _dense(s[c]) else None for c in group.convs}
     width = widths.pop() if len(widths) == 1 else None
     if width is not None and width > 1:
@@ -66,7 +66,7 @@ def block_width(conv) -> Optional[int]:
 
 def _dense(conv) -> bool:
     """No read of the input depends on the output channel (groups == 1)."""
-    oc, spatial = conv.op.axis[1].var, [a.var for a in conv.op.axis[2:]]
+    oc, spatial = conv.op.axis[1].var, [a.var for a in conv.op.axis[2:4]]     # not NCHWc's lane
     for node in walk(conv.op.body.source[0]):
         if isinstance(node, TensorRead) and any(uses_var(i, v) for i in node.indices for v in spatial) \
                 and any(uses_var(i, oc) for i in node.indices):
@@ -84,16 +84,13 @@ def _accumulators(s, group):
 
 
 def _conv_blocked_cpu(s, group, width: int) -> None:
-    from .schedules import _fuse, static
-    root = group.anchor is group.convs[0]
-    caches = []
-    for conv in [s[c] for c in group.convs]:
+    from .schedules import static
+
+    def split_channels(conv):
         n, oc, *spatial = conv.op.axis
         fo, fi = conv.split(oc, factor=width)
         conv.reorder(n, fo, *spatial, fi)           # the cache follows these loops: [n, OC / L, *sp, L]
-        caches.append(s[s.cache_write(conv.op.output(0), "local")])
-        if not root:
-            conv.compute_inline()                   # the epilogue reads the cache
+    caches = _local_sums(s, group, split_channels)
     out = s[group.anchor]
     n, oc, *spatial = out.op.axis
     channels, cols = static(oc.dom.extent), static(spatial[-1].dom.extent)
@@ -102,65 +99,86 @@ def _conv_blocked_cpu(s, group, width: int) -> None:
     co, ci = out.split(oc, factor=vecs * width)
     wo, wi = out.split(spatial[-1], factor=wt)
     out.reorder(n, co, *spatial[:-1], wo, ci, wi)   # written back a row of columns at a time
-    for cache in caches:
-        cache.compute_at(out, wo)
-        cn, cfo, *csp, cfi = cache.op.axis
-        cache.reorder(cn, *csp[:-1], *cache.op.reduce_axis, csp[-1], cfo, cfi)
-        cache.unroll(csp[-1])
-        cache.unroll(cfo)
-        cache.vectorize(cfi)
-    out.parallel(_fuse(out, [n, co] + spatial[:-1]))
-    out.unroll(ci)
+    _register_tile(out, caches, [n, co] + spatial[:-1], wo, ci, vecs, wt)
     out.vectorize(wi)
 
 
-def nchwc_tile(blocks: int, cols: int, width: int) -> Tuple[int, int]:
-    """(channel blocks, output columns) of a register tile of the blocked kernel: vecs * wt
-    accumulators, vecs weight vectors and a broadcast within the register file (32 vector
-    registers with 16-lane vectors: AVX-512; 16 otherwise), vecs dividing the blocks and wt
-    the row's columns (a tail costs a second, guarded copy of the tile); the most FMAs per
-    vector loaded (vecs * wt / (vecs + wt)), then the larger tile."""
-    registers = 32 if width >= 16 else 16
+def nchwc_tile(target: Target, blocks: int, cols: int, width: int) -> Tuple[int, int]:
+    """(channel blocks, output columns) of a register tile of the blocked kernels: vecs * wt
+    accumulators beside vecs weight vectors and, with 32 registers (AVX-512), one for the
+    broadcast input value within the target's register file (Target.native_registers); vecs
+    dividing the blocks and wt the row's columns (a tail would cost a second, guarded copy
+    of the tile); the most FMAs per vector loaded (vecs * wt / (vecs + wt)), then the larger
+    tile. With AVX2's 16 registers the broadcast gets none (it is loaded again where LLVM
+    runs out): 2 x 7 tiles then beat 4 x 2 and 1 x 7 by 1.0-1.4x per ResNet layer, 1.12-1.18x
+    over all of ResNet-18/50's convolutions (Zen 5, one thread, CPU time); AVX-512's 4 x 7
+    with no register to spare lost 0.66-0.93x to 4 x 4 and 2 x 7."""
+    registers = target.native_registers()
+    broadcast = 1 if registers >= 32 else 0
     best = (0.0, 0, 1, 1)
     for vecs in (1, 2, 4):
         if blocks % vecs:
             continue
-        most = (registers - 1 - vecs) // vecs
+        most = (registers - broadcast - vecs) // vecs
         for wt in range(1, min(most, cols) + 1):
             if cols % wt == 0:
                 best = max(best, (vecs * wt / (vecs + wt), vecs * wt, vecs, wt))
     return best[2], best[3]
 
 
-def _conv_nchwc_cpu(s, group) -> None:
+def _conv_nchwc_cpu(s, group, target: Target) -> None:
     """The NCHWc kernel over blocked activations: out[n, cb, h, w, l] (layout.py), each sum
     in a local [vecs, wt, L] tile of registers computed at the loop over a row's columns
     (reduction outermost, then the tile's columns and channel blocks, unrolled, and the L
     channels of a vector innermost), written back as whole vectors of L channels."""
-    from .schedules import _fuse, static
-    root = group.anchor is group.convs[0]
-    caches = []
-    for conv in [s[c] for c in group.convs]:
-        caches.append(s[s.cache_write(conv.op.output(0), "local")])
-        if not root:
-            conv.compute_inline()                   # the epilogue reads the cache
+    from .schedules import static
+    caches = _local_sums(s, group)
     out = s[group.anchor]
     n, cb, *spatial, lane = out.op.axis
-    vecs, wt = nchwc_tile(static(cb.dom.extent), static(spatial[-1].dom.extent), static(lane.dom.extent))
+    vecs, wt = nchwc_tile(target, static(cb.dom.extent), static(spatial[-1].dom.extent), static(lane.dom.extent))
     co, ci = out.split(cb, factor=vecs)
     wo, wi = out.split(spatial[-1], factor=wt)
     out.reorder(n, co, *spatial[:-1], wo, ci, wi, lane)
-    for cache in caches:
-        cache.compute_at(out, wo)
-        cn, ccb, *csp, cl = cache.op.axis
-        cache.reorder(cn, *csp[:-1], *cache.op.reduce_axis, csp[-1], ccb, cl)
-        cache.unroll(csp[-1])
-        cache.unroll(ccb)
-        cache.vectorize(cl)
-    out.parallel(_fuse(out, [n, co] + spatial[:-1]))
-    out.unroll(ci)
+    _register_tile(out, caches, [n, co] + spatial[:-1], wo, ci, vecs, wt)
     out.unroll(wi)
     out.vectorize(lane)
+
+
+def _local_sums(s, group, prepare=None) -> list:
+    """A local cache of each of the kernel's sums (prepare(conv) first orders its loops as the
+    cache's [n, channel blocks, *spatial, L]); a convolution that is not the kernel's result
+    is inlined into the epilogue, which then reads the cache."""
+    root = group.anchor is group.convs[0]
+    caches = []
+    for conv in [s[c] for c in group.convs]:
+        if prepare is not None:
+            prepare(conv)
+        caches.append(s[s.cache_write(conv.op.output(0), "local")])
+        if not root:
+            conv.compute_inline()
+    return caches
+
+
+def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int) -> None:
+    """The register tile of the blocked kernels: each [n, blocks, *spatial, L] cache computed
+    at the loop over a row's column tiles (wo), its reduction outermost, then the tile's wt
+    columns and vecs channel blocks (unrolled) and a vector of L channels; the tasks axes of
+    out fused and run in parallel, its ci channel blocks unrolled. The cache's blocks and
+    columns are split to the tile before unrolling: unroll checks a loop's extent as declared
+    (the whole row by all blocks: 2048 channels of 8 by 7 columns, AVX2's ResNet-50, exceeds
+    MAX_UNROLL), not the tile that compute_at leaves of it."""
+    from .schedules import _fuse
+    for cache in caches:
+        cache.compute_at(out, wo)
+        cn, cblock, *csp, clane = cache.op.axis
+        bo, bi = cache.split(cblock, factor=vecs)
+        wco, wci = cache.split(csp[-1], factor=wt)
+        cache.reorder(cn, bo, *csp[:-1], wco, *cache.op.reduce_axis, wci, bi, clane)
+        cache.unroll(wci)
+        cache.unroll(bi)
+        cache.vectorize(clane)
+    out.parallel(_fuse(out, tasks))
+    out.unroll(ci)
 
 
 def _row_vector(cols: Optional[int], lanes_: int) -> Optional[int]:
@@ -177,8 +195,22 @@ def _row_vector(cols: Optional[int], lanes_: int) -> Optional[int]:
     return vector_factor(cols, lanes_)
 
 
-def _conv_rows_cpu(s, group, target: Target) -> None:
-    from .schedules import _fuse, _product, lanes, static, threads
+class RowSplit(NamedTuple):
+    """A row kernel's output stage split along its rows (row_split)."""
+
+    out: object              # the kernel's result stage
+    accs: list               # the stages computing the sums (a local cache of a kernel-result conv)
+    batch_channel: list      # out's [n, oc] axes
+    spatial: list            # out's spatial axes, the last one whole
+    wo: object               # the loop over a row's vector steps (None: the row is one step)
+    wi: object               # the columns of one step (the row's axis when it is one step)
+    vector: Optional[int]    # columns of a step, or None: the row is not vectorized
+
+
+def row_split(s, group, target: Target) -> RowSplit:
+    """The kernel's result split along its last axis by _row_vector (no split when the row
+    is one step): the common start of the row schedules (here and depthwise_schedules.py)."""
+    from .schedules import lanes, static
     out, accs = _accumulators(s, group)
     n, oc, *spatial = out.op.axis
     last = spatial[-1]
@@ -187,6 +219,12 @@ def _conv_rows_cpu(s, group, target: Target) -> None:
         wo, wi = out.split(last, factor=v)
     else:
         wo, wi = None, last
+    return RowSplit(out, accs, [n, oc], spatial, wo, wi, v)
+
+
+def _conv_rows_cpu(s, group, target: Target) -> None:
+    from .schedules import _fuse, _product, static, threads
+    out, accs, (n, oc), spatial, wo, wi, v = row_split(s, group, target)
     planes = _product([n.dom.extent, oc.dom.extent])
     if spatial[:-1] and planes is not None and planes >= 4 * threads(target):
         # whole (batch, channel) planes a task: a task per row would cost more to hand out than it computes

@@ -18,10 +18,13 @@ broadcast. The padding is paid once per input element in the local padded plane
 not per tap in the inner loop: guarded reads there (a mask per tap and row) cost more
 than the multiply-adds.
 
-With NCHWc-blocked activations (a vector of channels innermost) a tap would be one aligned
-vector load of 16 channels at any stride, the padding a scalar test per column, and the
-nine weight vectors of a 3x3 kernel would stay in registers across a row of outputs; on
-NCHW input, vectorizing along the row is what needs no transposition.
+Between dense 1x1 convolutions (MobileNetV2's inverted residuals) the activations are
+NCHWc-blocked (layout.py: a vector of L channels innermost) and a depthwise convolution
+reads its weight in packed blocks [C / L, 1, *K, L] (ops/conv.py): `_depthwise_nchwc_cpu`
+makes a tap one aligned vector load of L channels at any stride and one weight vector for
+a register tile of columns, with no layout transform before or after it. On NCHW input
+(channels not blocked, other grouped convolutions), vectorizing along the row is what
+needs no transposition.
 
 On CUDA the conv rule of conv_schedules.py applies (one output per thread) and the padded
 input is a kernel of its own.
@@ -31,7 +34,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..target.target import Target
-from .conv_schedules import MAX_UNROLL_TAPS, _accumulators, _row_vector
+from .conv_schedules import MAX_UNROLL_TAPS, _accumulators, _row_vector, nchwc_tile, row_split
 from .fuse import CONV_PAD_TAG
 from .schedules import _extent, _fuse, _product, lanes, static, threads
 
@@ -48,14 +51,9 @@ def padded_input(s, conv) -> Optional[object]:
 
 def schedule_grouped_conv_cpu(s, group, target: Target) -> None:
     """Schedule a kernel of depthwise/grouped convolutions (group.convs) for a CPU target."""
-    out, accs = _accumulators(s, group)
-    n, oc, *spatial = out.op.axis
-    last = spatial[-1]
-    v = _row_vector(static(last.dom.extent), lanes(target, accs[0]))
-    if v is not None and static(last.dom.extent) != v:
-        wo, wi = out.split(last, factor=v)
-    else:
-        wo, wi = None, last
+    if len(s[group.anchor].op.axis) == 5:           # blocked activations (layout.py)
+        return _depthwise_nchwc_cpu(s, group, target)
+    out, accs, (n, oc), spatial, wo, wi, v = row_split(s, group, target)
     planes = _product([n.dom.extent, oc.dom.extent])
     if spatial[:-1] and planes is not None and planes >= TASKS_PER_THREAD * threads(target):
         task = _fuse(out, [n, oc])          # a plane: its padded copy made once
@@ -79,6 +77,42 @@ def schedule_grouped_conv_cpu(s, group, target: Target) -> None:
             acc.vectorize(col)
     if v is not None:
         out.vectorize(wi)
+
+
+def _depthwise_nchwc_cpu(s, group, target: Target) -> None:
+    """The depthwise kernel over blocked activations out[n, cb, oh, ow, l]: (batch, channel
+    block) planes a task (their padded plane made once; rows of planes when the planes do not
+    share out evenly), each sum in a local [wt, L] tile of registers computed at the loop over
+    a row's columns, the taps outermost and unrolled, each one weight vector w[cb, 0, rh, rw, :]
+    and wt input vectors x[.., oh * s + rh, ow * s + rw, :] (one aligned load a column at any
+    stride), written back as whole vectors of L channels."""
+    out, accs = _accumulators(s, group)
+    n, cb, *spatial, lane = out.op.axis
+    _, wt = nchwc_tile(target, 1, static(spatial[-1].dom.extent), static(lane.dom.extent))
+    wo, wi = out.split(spatial[-1], factor=wt)
+    out.reorder(n, cb, *spatial[:-1], wo, wi, lane)
+    planes, workers = _product([n.dom.extent, cb.dom.extent]), threads(target)
+    if not spatial[:-1] or planes is not None and planes >= workers \
+            and (planes % workers == 0 or planes >= TASKS_PER_THREAD * workers):
+        task = _fuse(out, [n, cb])
+    else:
+        task = _fuse(out, [n, cb] + spatial[:-1])
+    out.parallel(task)
+    for acc in accs:
+        pad = padded_input(s, acc)
+        if pad is not None:
+            pad.compute_at(out, task)
+            _vectorize_row(pad, target)
+        acc.compute_at(out, wo)
+        *outer, col, vec = acc.op.axis
+        taps = [a for a in acc.op.reduce_axis if (static(a.dom.extent) or MAX_UNROLL_TAPS + 1) <= MAX_UNROLL_TAPS]
+        acc.reorder(*outer, *acc.op.reduce_axis, col, vec)
+        for tap in taps:
+            acc.unroll(tap)
+        acc.unroll(col)
+        acc.vectorize(vec)
+    out.unroll(wi)
+    out.vectorize(lane)
 
 
 def _vectorize_row(stage, target) -> None:

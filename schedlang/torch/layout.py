@@ -7,11 +7,12 @@ tile to write NCHW rows, and the next convolution gathers one value per input-ch
 `block_activations` keeps the tensors that flow from convolution to convolution as
 [N, C / L, H, W, L] instead:
 
-- seeds: the materialized input of a dense blocked convolution (the ReLU after the
+- seeds: the materialized input of a dense blocked convolution, of any block (the ReLU after the
   previous one's batch norm, a residual add, a max pool) when it is a 4-d stage with C a
   multiple of L and not a program output;
 - closure: what a blocked stage reads at its own channel coordinate (the inlined epilogue
-  before it: bias, ReLU, the residual add's other operand, the convolution's sum itself),
+  before it: bias, ReLU, the residual add's other operand, the convolution's sum itself,
+  a depthwise convolution of packed blocks and its padded input),
   so that the whole kernel of a convolution runs in the blocked index space;
 - every blocked stage `Y[n, c, h, w] = f(c)` becomes `Y_b[n, cb, h, w, l] = f(cb * L + l)`;
   a blocked reader of Y at its own channel reads `Y_b[.., cb, .., l]`, a reduction over
@@ -122,10 +123,22 @@ def _channelwise(op) -> bool:
     return bool(reads) and all(r.indices[1] is c for r in reads)
 
 
+def _depthwise(op, width: int) -> bool:
+    """A depthwise convolution over a packed weight of blocks of width channels: it reads its
+    input at its own channel and w[oc // L, 0, *r, oc % L] (blocked: a vector of L channels)."""
+    if not (isinstance(op, ComputeOp) and op.tag == CONV_TAG and isinstance(op.body, Reduce)) or len(op.axis) != 4:
+        return False
+    c = op.axis[1].var
+    reads = [n for n in walk(op.body.source[0]) if isinstance(n, TensorRead)]
+    return all(r.indices[1] is c for r in reads if len(r.indices) == 4) \
+        and any(len(r.indices) == 5 and isinstance(r.indices[-1], Binary) and r.indices[-1].op == "floormod"
+                and r.indices[-1].a is c and _const(r.indices[-1].b) == width for r in reads)
+
+
 def _blocked_stages(ops, outs, readers, width: int) -> Set[Operation]:
     seeds = []
     for op in ops:
-        if packed_width(op) == width:
+        if packed_width(op) is not None:            # (a narrower one reads the blocks as it reduces over them)
             x = _channel_read(op).tensor.op
             if _blockable(x, outs, readers, width) and x.shape[1] == op.body.axis[0].dom.extent \
                     and (_channelwise(x) or _injective(x)):
@@ -141,9 +154,10 @@ def _blocked_stages(ops, outs, readers, width: int) -> Set[Operation]:
 
 
 def _closure(seed, outs, readers, width: int) -> Optional[Set[Operation]]:
-    """seed and what it reads at its own channel, transitively (module docstring); None when
-    that reaches another kind of convolution (depthwise, grouped: its kernel runs NCHW
-    rows, and a blocked epilogue could not be fused with it)."""
+    """seed and what it reads at its own channel, transitively (module docstring), through a
+    depthwise convolution of packed blocks (a vector of channels, depthwise_schedules.py); None
+    when that reaches another kind of convolution (grouped: its kernel runs NCHW rows, and a
+    blocked epilogue could not be fused with it)."""
     found: Set[Operation] = set()
     work = [seed]
     while work:
@@ -156,10 +170,10 @@ def _closure(seed, outs, readers, width: int) -> Optional[Set[Operation]]:
             for node in walk(body):
                 if isinstance(node, TensorRead) and len(node.indices) > 1 and node.indices[1] is c:
                     y = node.tensor.op
-                    if getattr(y, "tag", "") == CONV_TAG and packed_width(y) != width:
+                    if getattr(y, "tag", "") == CONV_TAG and packed_width(y) != width and not _depthwise(y, width):
                         return None
                     if y not in found and _blockable(y, outs, readers, width) and y.shape[1] == x.shape[1] \
-                            and (_injective(y) or _channelwise(y) or packed_width(y) == width):
+                            and (_injective(y) or _channelwise(y) or packed_width(y) == width or _depthwise(y, width)):
                         work.append(y)
     return found
 

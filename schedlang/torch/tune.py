@@ -153,6 +153,7 @@ class KernelSearches:
         self.best: List[Optional[float]] = [None] * len(tasks)
         self.default_s: List[Optional[float]] = [None] * len(tasks)
         self.resumed: List[int] = [0] * len(tasks)        # searched candidates the log held already
+        self.pool = None           # the log's records for warm starts (transfer.Pool), read at the first round
 
     def measure_defaults(self) -> None:
         """Time (or find in the log) each task's default schedule; its record is a candidate."""
@@ -177,14 +178,19 @@ class KernelSearches:
         from ..autoschedule import records
         from ..autoschedule.cost_model import CostModel
         from ..autoschedule.search import Evolver, run_search
+        from ..autoschedule.transfer import Pool
         kt = self.tasks[i]
         seed = None if self.seed is None else self.seed * 1000003 + i
+        self.pool = self.pool or Pool(records.load(self.log))
         if i not in self.evolvers:
             ev = Evolver(kt.task, random.Random(seed), CostModel(seed), self.policy)
-            ev.resume(records.load(self.log, kt.workload_key, str(kt.task.target)))
+            self.pool.warm_start(ev)          # resumes its records; similar tasks' teach its model
             self.evolvers[i] = ev
+        else:       # what similar tasks measured since: taught at the next fit
+            self.evolvers[i].model.set_prior(*self.pool.split(kt.task).prior)
 
         def seen(rec):
+            self.pool.add(rec)
             t = rec.get("median_s")
             if rec.get("error") is None and t and (self.best[i] is None or t < self.best[i]):
                 self.best[i] = t
@@ -198,7 +204,8 @@ class KernelSearches:
 def tune_program(program: LoweredProgram, target, trials: int, log: str, executor=None, seed=None, *,
                  strategy: str = "gradient", timeout: Optional[float] = None, per_round: int = 8,
                  number: int = 5, repeat: int = 3, verbose: int = 1, policy=None, final: int = 2,
-                 early_stopping: Optional[int] = None, callback=None, **scheduler_options):
+                 early_stopping: Optional[int] = None, callback=None, worker_fn=None,
+                 **scheduler_options):
     """Tune the kernels of program for target with `trials` measurements in all (plus one of
     each task's default schedule), appending to `log`; returns the TaskScheduler (its tasks'
     weights, trials, best latencies and round order) with `.tasks` (the KernelTasks) and
@@ -208,7 +215,10 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
     timed again side by side at the end, in 3 alternating rounds (6 runs per task for the
     default 2, where sl.auto_schedule's 4 would cost a model of 30 tasks 360; 0: not);
     early_stopping: trials without a gain after which a task counts as converged;
-    callback(RoundInfo) after each round; verbose=1 prints a line per round.
+    callback(RoundInfo) after each round; verbose=1 prints a line per round; worker_fn: what
+    measures a candidate (measure.run_candidate by default; benchmarks/transfer.py's quick
+    mode passes a formula). A log that holds records of similar tasks warm-starts each task's
+    cost model (autoschedule/transfer.py).
     scheduler_options (alpha, beta, backward_window_size) go to TaskScheduler. Returns None
     when the program has no kernel to tune."""
     from ..autoschedule.api import final_comparison
@@ -227,7 +237,7 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
     tasks = extract_tasks(program, target)
     if not tasks:
         return None
-    measurer = Measurer(executor, number, repeat)
+    measurer = Measurer(executor, number, repeat, **({"worker_fn": worker_fn} if worker_fn else {}))
     searches = KernelSearches(tasks, log, measurer, seed, policy or SearchPolicy())
     try:
         if verbose:

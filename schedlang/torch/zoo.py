@@ -1,6 +1,8 @@
 """The standard model zoo, written here (torchvision does not import beside the CPU torch):
 ResNet-18/50, MobileNetV2, a BERT encoder, a GPT-2 stack and a Llama decoder, each with
-width and depth parameters so that tests can build them tiny and benchmarks full size.
+width and depth parameters so that tests can build them tiny and benchmarks full size; and
+the LLM feed-forward blocks SiluAndMul and SwiGLUMLP that the examples, tutorials, tests and
+benchmarks share.
 
     module, inputs = zoo.build("resnet18", size="tiny")    # eval mode, float32, seeded
     module(*inputs)
@@ -260,6 +262,32 @@ class Llama(nn.Module):
 
     def forward(self, tokens):
         return self.norm(self.layers(self.embed(tokens)))
+
+
+# ---------------------------------------------------------------- LLM feed-forward blocks
+
+
+class SiluAndMul(nn.Module):
+    """The gated activation of LLaMA-style MLPs: the last dimension of x split in halves,
+    out = silu(left) * right."""
+
+    def forward(self, x):
+        left, right = x.chunk(2, dim=-1)
+        return F.silu(left) * right
+
+
+class SwiGLUMLP(nn.Module):
+    """The feed-forward block of LLaMA-style transformers: three Linears without bias,
+    out = down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, hidden: int = 256, intermediate: int = 688):
+        super().__init__()
+        self.gate = nn.Linear(hidden, intermediate, bias=False)
+        self.up = nn.Linear(hidden, intermediate, bias=False)
+        self.down = nn.Linear(intermediate, hidden, bias=False)
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
 # ---------------------------------------------------------------- the catalogue

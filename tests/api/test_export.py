@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from schedlang.topi import cpu
 from tests import programs
+from tests.cpu_targets import foreign_cpu_target
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,17 +35,7 @@ def _elementwise():
 def _gemm():
     """The tutorial's parallel, vectorized GEMM with a write cache, on odd sizes."""
     A, B, C = programs.gemm(67, 91, 45)
-    s = sl.create_schedule(C.op)
-    CC = s.cache_write(C, "local")
-    io, jo, ii, ji = s[C].tile(C.op.axis[0], C.op.axis[1], 16, 32)
-    s[CC].compute_at(s[C], jo)
-    ko, ki = s[CC].split(s[CC].op.reduce_axis[0], factor=4)
-    s[CC].reorder(ko, s[CC].op.axis[0], ki, s[CC].op.axis[1])
-    s[CC].vectorize(s[CC].op.axis[1])
-    s[CC].unroll(ki)
-    s[C].vectorize(ji)
-    s[C].parallel(io)
-    return s, [A, B, C]
+    return cpu.schedule_matmul_cached(sl.create_schedule(C.op), C, (16, 32), k_factor=4, vectorize_tile=True), [A, B, C]
 
 
 # The child loads the libraries with lowering and LLVM code generation disabled, runs them
@@ -159,14 +151,10 @@ def test_module_info_is_stored_in_the_library(tmp_path):
 
 
 def test_a_library_for_features_this_machine_lacks_is_refused(tmp_path):
-    from schedlang.target.llvm.jit import host_cpu
-    rare = ("avx512fp16", "amx-tile", "avx10.2", "avx512vp2intersect")
-    lacking = [f[1:] for f in host_cpu()[1].split(",") if f.startswith("-") and f[1:] in rare]
-    if not lacking:
-        pytest.skip("the host has every feature this test would ask for")
+    target, lacking = foreign_cpu_target()
     s, args = _elementwise()
-    mod = sl.build(s, args, target=f"llvm -mcpu=x86-64 -mattr=+{lacking[0]}")
+    mod = sl.build(s, args, target=target)
     mod.export_library(str(tmp_path / "foreign.so"))
     with pytest.raises(ValueError, match=f"foreign.so cannot run here: code for CPU 'x86-64' uses what this "
-                                         f"machine .* lacks: {lacking[0]}"):
+                                         f"machine .* lacks: {lacking}"):
         sl.load_module(str(tmp_path / "foreign.so"))

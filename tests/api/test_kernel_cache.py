@@ -16,24 +16,18 @@ from schedlang import build_cache, disk, kernel_cache
 from schedlang.cli import main as cli_main
 from schedlang.target.llvm.cached import CachedModule
 from schedlang.target.llvm.module import LLVMModule
+from tests.helpers import compile_model_script, forbid_builds, run_json_child
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # Builds a tail-heavy GEMM + ReLU (odd sizes: vector tails) and prints the result's digest
 # and the cache's counters. With FORBID_CODEGEN set, the llvm backend's build raises: the
 # module must come from disk (no lowering either: the driver's lowering raises too).
-SCRIPT = r"""
+SCRIPT = forbid_builds("schedlang.driver.lower_all") + r"""
 import json, os, sys
 import numpy as np
 import schedlang as sl
 from schedlang import kernel_cache
-if os.environ.get("FORBID_CODEGEN"):
-    import schedlang.driver as driver
-    from schedlang.target.llvm.backend import LLVMBackend
-    def refuse(*a, **k):
-        raise RuntimeError("code generation ran")
-    LLVMBackend.build = refuse
-    driver.lower_all = refuse
 sys.path.insert(0, os.environ["TESTS_ROOT"])
 from tests.api.test_kernel_cache import program, inputs
 s, args = program()
@@ -252,30 +246,8 @@ def test_nvrtc_ptx_is_cached_by_source(cache, monkeypatch):
     assert ".entry add_one" in ptx
 
 
-TORCH_SCRIPT = r"""
-import json, os, sys
-import torch
-import schedlang.torch as st
-from schedlang import kernel_cache
-from schedlang.torch import zoo
-if os.environ.get("FORBID_CODEGEN"):
-    from schedlang.target.llvm.backend import LLVMBackend
-    def refuse(*a, **k):
-        raise RuntimeError("code generation ran")
-    LLVMBackend.build = refuse
-torch.manual_seed(0)
-model = zoo.BertLayer(dim=32, heads=2, hidden=48).eval()
-x = torch.randn(1, 8, 32)
-with torch.no_grad():
-    if os.environ.get("DYNAMO"):
-        y = torch.compile(model, backend="schedlang", dynamic=False)(x)
-    else:
-        y = st.compile(model, (x,))(x)
-    err = (y - model(x)).abs().max().item()
-kernel_cache.flush()     # the entries are written behind the compile
-print(json.dumps({"digest": y.numpy().tobytes().hex(), "err": err,
-                  "loads": kernel_cache.stats.loads, "stores": kernel_cache.stats.stores}))
-"""
+TORCH_SCRIPT = compile_model_script("model = zoo.BertLayer(dim=32, heads=2, hidden=48).eval()\n"
+                                    "inputs = (torch.randn(1, 8, 32),)")
 
 
 def test_a_second_process_compiling_a_model_loads_its_kernels(cache):
@@ -284,10 +256,7 @@ def test_a_second_process_compiling_a_model_loads_its_kernels(cache):
     env = {**os.environ, disk.ENV: str(cache), disk.CODE_CACHE_ENV: "1", "PYTHONPATH": str(ROOT)}
 
     def run(**extra):
-        done = subprocess.run([sys.executable, "-c", TORCH_SCRIPT], env={**env, **extra}, capture_output=True,
-                              text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-3000:]
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        return run_json_child(TORCH_SCRIPT, {**env, **extra})
     first = run()
     assert first["stores"] >= 1 and first["loads"] == 0 and first["err"] < 1e-4
     second = run(FORBID_CODEGEN="1")

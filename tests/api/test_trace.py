@@ -13,6 +13,7 @@ LLVM = TILE + ["flatten_buffers", "unroll_loops", "simplify", "widen_index_arith
                "split_kernels", "add_size_params", "llvm", "llvm.opt", "jit"]
 CUDA = TILE + ["flatten_buffers", "inject_virtual_threads", "unroll_loops", "simplify", "widen_index_arith",
                "vectorize_loops", "simplify", "lower_thread_allreduce", "insert_barriers", "inject_double_buffer",
+               "complete_async_copies",
                "sink_thread_guards", "split_kernels", "add_size_params", "cuda", "ptx"]
 C = TILE + ["flatten_buffers", "unroll_loops", "simplify", "widen_index_arith", "serialize_vector_loops",
             "split_kernels", "add_size_params", "c", "cc"]

@@ -235,21 +235,9 @@ def test_search_goes_on_past_crashing_and_hanging_candidates(tmp_path):
     assert sl.autoschedule.check_against_reference(task, s) is None
 
 
-class _InterruptAfter(cf.ThreadPoolExecutor):
-    def __init__(self, n):
-        super().__init__(1)
-        self.left = n
-
-    def submit(self, fn, *args, **kwargs):
-        if self.left == 0:
-            raise KeyboardInterrupt
-        self.left -= 1
-        return super().submit(fn, *args, **kwargs)
-
-
 def test_ctrl_c_keeps_what_was_measured(tmp_path):
     log = str(tmp_path / "int.jsonl")
-    with _InterruptAfter(2) as ex, pytest.raises(KeyboardInterrupt):
+    with workers.InterruptAfter(2) as ex, pytest.raises(KeyboardInterrupt):
         sl.auto_schedule(gemm(16)[-1:], trials=5, log=log, executor=ex, seed=0, per_round=5, **QUICK)
     assert len(records.load(log)) == 2
 

@@ -1,5 +1,4 @@
 """Tuning logs: the tuning curve, bad lines, a cut-short log, Ctrl-C during a search."""
-import concurrent.futures as cf
 import time
 
 import pytest
@@ -90,25 +89,9 @@ def test_each_bad_line_is_one_warning_and_a_cut_log_keeps_appending(two_workload
         assert records.ranked(records.load(log, a.workload_key))[0]["kernel_hash"] == "h7"
 
 
-class _InterruptingFutures(cf.ThreadPoolExecutor):
-    """Runs the first n calls; the next future raises KeyboardInterrupt from result() (Ctrl-C while waiting)."""
-
-    def __init__(self, n):
-        super().__init__(1)
-        self.left = n
-
-    def submit(self, fn, *args, **kwargs):
-        if self.left == 0:
-            f = cf.Future()
-            f.set_exception(KeyboardInterrupt())
-            return f
-        self.left -= 1
-        return super().submit(fn, *args, **kwargs)
-
-
 def test_ctrl_c_in_a_future_keeps_the_measured_records(tmp_path):
     log = str(tmp_path / "int.jsonl")
-    with _InterruptingFutures(3) as ex, pytest.raises(KeyboardInterrupt):
+    with workers.InterruptAfter(3, in_future=True) as ex, pytest.raises(KeyboardInterrupt):
         sl.auto_schedule([gemm(8)], trials=6, log=log, executor=ex, seed=1, per_round=6, verbose=0, **QUICK)
     recs = records.load(log)
     assert len(recs) == 3 and all(r["error"] is None for r in recs)

@@ -213,9 +213,6 @@ def _search(task, log, seed, trials, policy, model):
 
 
 @pytest.mark.slow      # twelve 32-trial searches (about a minute): the search's quality, not the install's
-@pytest.mark.xfail(strict=False, reason="since register blocks follow the register file (issue 18 item 2) "
-                   "evolution's best is 2 ms on 5 of 6 seeds (1.33 doublings) against random's 1.17: "
-                   "a regression of the search to find and fix next (stop 16's note)")
 def test_evolution_beats_random_search_on_a_cost_formula(tmp_path):
     pytest.importorskip("lightgbm")
     task = gemm(64, FORMULA_TARGET)

@@ -1,4 +1,6 @@
-"""Measure functions for the isolation tests (importable by spawned workers)."""
+"""Measure functions for the isolation tests (importable by spawned workers), and an executor
+that interrupts a search."""
+import concurrent.futures as cf
 import os
 import time
 import zlib
@@ -70,3 +72,22 @@ def formula(program_json, steps_json, target, number, repeat):
     s = task.schedule()
     s.apply_json(steps_json)
     return {"times": [formula_cost(task, s)], "build_s": 0.0, "load": [0.0, 0.0, 0.0]}
+
+
+class InterruptAfter(cf.ThreadPoolExecutor):
+    """Runs the first n calls; then Ctrl-C: submit raises KeyboardInterrupt, or with in_future
+    the next future raises it from result() (Ctrl-C while waiting)."""
+
+    def __init__(self, n, in_future=False):
+        super().__init__(1)
+        self.left, self.in_future = n, in_future
+
+    def submit(self, fn, *args, **kwargs):
+        if self.left == 0:
+            if not self.in_future:
+                raise KeyboardInterrupt
+            f = cf.Future()
+            f.set_exception(KeyboardInterrupt())
+            return f
+        self.left -= 1
+        return super().submit(fn, *args, **kwargs)

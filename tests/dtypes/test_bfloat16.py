@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import schedlang as sl
+from tests import programs
 from schedlang.dtypes import dtype, promote
 from schedlang.tensor.serialize import from_json, to_json
 from tests.cpu_targets import HAS_CC, needs_cc
@@ -78,12 +79,8 @@ def test_casts_from_float32_round_like_ml_dtypes_and_torch(target, vector):
 def test_every_bfloat16_widens_exactly_and_converts_to_other_types(target):
     n = 1 << 16
     H = sl.placeholder((n,), "bfloat16", name="H")
-    F = sl.compute((n,), lambda i: H[i].astype("float32"), name="F")
-    D = sl.compute((n,), lambda i: H[i].astype("float64"), name="D")
-    G = sl.compute((n,), lambda i: H[i].astype("float16"), name="G")
-    s = sl.create_schedule([F.op, D.op, G.op])
-    for T in (F, G):
-        s[T].vectorize(s[T].split(T.op.axis[0], factor=32)[1])
+    s, (F, D, G) = programs.casts((H, "float32", "F"), (H, "float64", "D"), (H, "float16", "G"), vectorize=("F", "G"),
+                                  factor=32)
     h = np.arange(n, dtype=np.uint32).astype(np.uint16).view(BF16)
     f, d, g = np.zeros(n, np.float32), np.zeros(n, np.float64), np.zeros(n, np.float16)
     sl.build(s, [H, F, D, G], target=target)(h, f, d, g)

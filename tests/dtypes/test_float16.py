@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import schedlang as sl
+from tests import programs
 from tests.cpu_targets import HAS_CC, needs_cc
 from tests.helpers import assert_matches_reference
 
@@ -35,12 +36,7 @@ def test_conversions_are_exact_and_round_to_nearest_even(target):
     A = sl.placeholder((m,), "float32", name="A")
     D = sl.placeholder((m,), "float64", name="D")
     H = sl.placeholder((n,), "float16", name="H")
-    B = sl.compute((m,), lambda i: A[i].astype("float16"), name="B")
-    E = sl.compute((m,), lambda i: D[i].astype("float16"), name="E")
-    C = sl.compute((n,), lambda i: H[i].astype("float32"), name="C")
-    s = sl.create_schedule([B.op, C.op, E.op])
-    for T in (B, C):
-        s[T].vectorize(s[T].split(T.op.axis[0], factor=16)[1])
+    s, (B, E, C) = programs.casts((A, "float16", "B"), (D, "float16", "E"), (H, "float32", "C"), vectorize=("B", "C"))
     h = np.arange(n, dtype=np.uint32).astype(np.uint16).view(np.float16)
     b, e, c = np.zeros(m, np.float16), np.zeros(m, np.float16), np.zeros(n, np.float32)
     mod = sl.build(s, [A, D, H, B, E, C], target=target)

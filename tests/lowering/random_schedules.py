@@ -229,11 +229,7 @@ def tuple_outputs(R, C) -> Program:
     idx = sl.placeholder((R, C), "int32", name="idx")
     times4, minus7 = sl.compute((R, C), lambda i, j: (X[i, j] * 4, X[i, j] - 7), name="parts")
 
-    def fcombine(x, y):
-        take_x = x[1] >= y[1]
-        return sl.select(take_x, x[0], y[0]), sl.select(take_x, x[1], y[1])
-
-    argmax = sl.comm_reducer(fcombine, lambda t0, t1: (sl.const(-1, t0), sl.min_value(t1)), name="argmax")
+    argmax = programs.arg_reducer()
     k = sl.reduce_axis((0, C), name="k")
     am0, am1 = sl.compute((R,), lambda i: argmax((idx[i, k], times4[i, k] - minus7[i, k]), axis=k), name="amax")
     draw = lambda rng: [rng.permuted(np.tile(np.arange(-C, C, 2, dtype="int32"), (R, 1)), axis=1),

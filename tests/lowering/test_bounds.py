@@ -13,7 +13,8 @@ import schedlang as sl
 from schedlang.expr.bounds import const_bounds, relaxed_interval
 from schedlang.expr.nodes import Binary, Const, Var, binary
 from schedlang.expr.simplify import simplify
-from tests.tvm_ports.check import assert_close, build_and_run
+from tests.programs import chain as _chain
+from tests.tvm_ports.check import assert_close, build_and_run, check_chain
 
 X, Y, Z = Var("x"), Var("y"), Var("z")
 
@@ -116,13 +117,6 @@ def test_const_bounds_of_a_modulo_keep_to_its_residues():
 
 
 # ---- bound inference on schedules --------------------------------------------------------
-def _chain(shape=(8, 8)):
-    A = sl.placeholder(shape, name="A")
-    B = sl.compute(shape, lambda i, j: A[i, j] * 2.0, name="B")
-    C = sl.compute(shape, lambda i, j: B[i, j] + 1.0, name="C")
-    return A, B, C
-
-
 def test_stage_at_the_outer_loop_of_a_fused_then_split_axis_needs_a_row_segment():
     A, B, C = _chain()
     s = sl.create_schedule(C.op)
@@ -131,9 +125,7 @@ def test_stage_at_the_outer_loop_of_a_fused_then_split_axis_needs_a_row_segment(
     text = sl.lower(s, [A, C])
     assert "alloc B: f32[1, 4] local" in text
     assert "if " not in text       # the segment provably stays in the row: no guard
-    a = np.random.default_rng(0).random((8, 8), "float32")
-    (c,) = build_and_run(s, [A, C], [a], [a])
-    assert_close(c, a * 2 + 1)
+    check_chain(s, A, C, seed=0)
 
 
 def test_stage_at_a_fused_split_that_crosses_rows_keeps_whole_rows():
@@ -142,9 +134,7 @@ def test_stage_at_a_fused_split_that_crosses_rows_keeps_whole_rows():
     fo, fi = s[C].split(s[C].fuse(*C.op.axis), factor=4)     # 4 does not divide 6: segments cross rows
     s[B].compute_at(s[C], fo)
     assert "alloc B: f32[2, 6] local" in sl.lower(s, [A, C])
-    a = np.random.default_rng(1).random((6, 6), "float32")
-    (c,) = build_and_run(s, [A, C], [a], [a])
-    assert_close(c, a * 2 + 1)
+    check_chain(s, A, C, seed=1)
 
 
 def test_stage_at_the_inner_loop_of_a_fused_split_needs_one_element():
@@ -205,7 +195,7 @@ def test_simplify_cancels_the_aligned_extent():
 def test_span_bound_of_two_floor_divisions(k, a, w, c, m):
     """hi - lo <= span_bound for lo = (k*x + a) // c and hi = (k*x + a + w) // c, also when
     one side is written with the divisor scaled by m."""
-    from schedlang.expr.bounds import span_bound
+    from schedlang.expr.simplify import span_bound
     base = binary("add", binary("mul", X, Const(k)), Const(a))
     lo = binary("floordiv", base, Const(c))
     hi = binary("floordiv", binary("mul", binary("add", base, Const(w)), Const(m)), Const(c * m))

@@ -1,13 +1,13 @@
 """Golden IR text for small programs at every level, so printer and lowering changes are
 seen in review. Refresh with `python -m pytest tests/lowering/test_golden.py --update-golden`."""
-from pathlib import Path
 
 import pytest
 
 import schedlang as sl
+from schedlang.topi import cpu
 from tests import programs
+from tests.helpers import assert_golden, check_golden_exists
 
-GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 LEVELS = ("tensor", "loop", "tile", "kernel")
 
 
@@ -30,17 +30,7 @@ def silu_and_mul():
 
 def tiled_gemm():
     A, B, C = programs.gemm(64, 64, 32)
-    s = sl.create_schedule(C.op)
-    CC = s.cache_write(C, "local")
-    io, jo, ii, ji = s[C].tile(C.op.axis[0], C.op.axis[1], 16, 16)
-    s[CC].compute_at(s[C], jo)
-    ic, jc = s[CC].op.axis
-    ko, ki = s[CC].split(s[CC].op.reduce_axis[0], factor=4)
-    s[CC].reorder(ko, ic, ki, jc)
-    s[CC].unroll(ki)
-    s[CC].vectorize(jc)
-    s[C].parallel(io)
-    return s, [A, B, C]
+    return cpu.schedule_matmul_cached(sl.create_schedule(C.op), C, (16, 16), k_factor=4), [A, B, C]
 
 
 def softmax():
@@ -85,18 +75,7 @@ PROGRAMS["scan_cell"] = scan_cell
 def test_golden_ir(name, level, update_golden):
     s, args = PROGRAMS[name]()
     text = sl.lower(s, args, level=level, target=sl.Target("llvm", vector_bits=256)) + "\n"
-    path = GOLDEN / f"{name}.{level}.txt"
-    if update_golden:
-        path.write_text(text)
-        return
-    check_golden_exists(path)
-    assert text == path.read_text(), f"{path.name} changed; rerun with --update-golden if intended"
-
-
-def check_golden_exists(path) -> None:
-    """A missing golden file fails (a deleted or renamed one must not pass silently)."""
-    if not path.exists():
-        pytest.fail(f"golden output missing: {path}; run with --update-golden")
+    assert_golden(text, f"{name}.{level}.txt", update_golden)
 
 
 def test_missing_golden_file_fails(tmp_path):

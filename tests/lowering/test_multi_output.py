@@ -4,27 +4,13 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from tests import programs
 from tests.helpers import assert_matches_reference, run
 
 
-def _argmax():
-    def fcombine(x, y):
-        lhs = sl.select(x[1] >= y[1], x[0], y[0])
-        rhs = sl.select(x[1] >= y[1], x[1], y[1])
-        return lhs, rhs
-
-    def fidentity(t0, t1):
-        return sl.const(-1, t0), sl.min_value(t1)
-
-    return sl.comm_reducer(fcombine, fidentity, name="argmax")
-
-
 def _argmax_program(m=10, n=37):
-    idx = sl.placeholder((m, n), name="idx", dtype="int32")
-    val = sl.placeholder((m, n), name="val", dtype="float32")
-    k = sl.reduce_axis((0, n), "k")
-    T0, T1 = sl.compute((m,), lambda i: _argmax()((idx[i, k], val[i, k]), axis=k), name="T")
-    return idx, val, k, T0, T1
+    idx, val, T0, T1 = programs.arg_reduce(m, n)
+    return idx, val, T0.op.reduce_axis[0], T0, T1
 
 
 def _check_argmax(s, idx, val, T0, T1, m, n):
@@ -105,16 +91,8 @@ def test_argmax_scheduled_split_reorder_unroll_vectorize_parallel():
     _check_argmax(s, idx, val, T0, T1, m, n)
 
 def test_argmin_cache_write_of_both_outputs():
-    def fcombine(x, y):
-        take_x = x[1] <= y[1]
-        return sl.select(take_x, x[0], y[0]), sl.select(take_x, x[1], y[1])
-
-    argmin = sl.comm_reducer(fcombine, lambda t0, t1: (sl.const(-1, t0), sl.max_value(t1)), name="argmin")
     m, n = 9, 13
-    idx = sl.placeholder((m, n), name="idx", dtype="int32")
-    val = sl.placeholder((m, n), name="val", dtype="float64")
-    k = sl.reduce_axis((0, n), "k")
-    T0, T1 = sl.compute((m,), lambda i: argmin((idx[i, k], val[i, k]), axis=k), name="T")
+    idx, val, T0, T1 = programs.arg_reduce(m, n, "float64", kind="argmin")
     s = sl.create_schedule(T0.op)
     L0, L1 = s.cache_write([T0, T1], "local")
     assert L0.op is L1.op and L0.name == "T.local.v0"
@@ -154,7 +132,7 @@ def test_bad_multi_output_computes_are_named():
     k = sl.reduce_axis((0, 5), "k")
     with pytest.raises(ValueError, match="some outputs are reductions"):
         sl.compute((4,), lambda i: (sl.sum(A[i, k], axis=k), A[i, 0]), name="bad")
-    argmax = _argmax()
+    argmax = programs.arg_reducer()
     with pytest.raises(ValueError, match="return its values in order"):
         sl.compute((4,), lambda i: tuple(reversed(argmax((k, A[i, k]), axis=k))), name="bad")
     with pytest.raises(ValueError, match="gives 2 values"):

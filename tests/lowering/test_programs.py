@@ -11,18 +11,7 @@ from tests import programs
 
 def test_gemm_all_primitives_together():
     A, B, C = programs.gemm(64, 96, 80)
-    s = sl.create_schedule(C.op)
-    CC = s.cache_write(C, "local")
-    io, jo, ii, ji = s[C].tile(C.op.axis[0], C.op.axis[1], 16, 32)
-    s[CC].compute_at(s[C], jo)
-    ic, jc = s[CC].op.axis
-    (kc,) = s[CC].op.reduce_axis
-    ko, ki = s[CC].split(kc, factor=8)
-    s[CC].reorder(ko, ic, ki, jc)
-    s[CC].unroll(ki)
-    s[CC].vectorize(jc)
-    s[C].vectorize(ji)
-    s[C].parallel(io)
+    s = cpu.schedule_matmul_cached(sl.create_schedule(C.op), C, (16, 32), k_factor=8, vectorize_tile=True)
     feed, outputs, _ = run(s, [A, B, C])
     np.testing.assert_allclose(outputs[0][1], feed[A] @ feed[B], rtol=1e-4, atol=1e-4)
 

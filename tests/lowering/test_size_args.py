@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from tests import programs
 from tests.helpers import CHECKED, assert_close
 
 RNG = np.random.default_rng(0)
@@ -143,9 +144,8 @@ def test_symbolic_factor_with_constant_inner_split_vectorized():
 
 def test_split_of_a_reduce_axis_by_a_symbolic_factor():
     n, m = sl.size_var("n"), sl.var("m")
-    A = sl.placeholder((n, 10), name="A")
-    k = sl.reduce_axis((0, 10), "k")
-    B = sl.compute((n,), lambda i: sl.sum(A[i, k], axis=k), name="B")
+    A, B = programs.row_sum(n, 10)
+    (k,) = B.op.reduce_axis
     s = sl.create_schedule(B.op)
     s[B].split(k, factor=m)
     _check(s, [A, B, m], [[*_arrays((r, 10), r), f] for r in (1, 5) for f in (1, 3, 10, 11)])

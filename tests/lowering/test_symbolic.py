@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from schedlang import topi
 from tests import programs
 from schedlang.loop.functor import walk_stmts
 from schedlang.loop.nodes import For
@@ -41,23 +42,14 @@ def check(s, args, make, reference, sizes=SIZES, dtype="float32", rtol=None):
 
 def test_tvm_get_started_vector_add():
     """TVM's "get started with tensor expressions": n = te.var("n"), split 64, parallel, vectorize."""
-    n = sl.var("n")
-    A = sl.placeholder((n,), name="A")
-    B = sl.placeholder((n,), name="B")
-    C = sl.compute(A.shape, lambda i: A[i] + B[i], name="C")
-    s = sl.create_schedule(C.op)
-    outer, inner = s[C].split(C.op.axis[0], factor=64)
-    s[C].parallel(outer)
-    s[C].vectorize(inner)
+    A, B, C = programs.vector_add(sl.var("n"))
+    s = topi.cpu.schedule_injective(sl.create_schedule(C.op), C, factor=64)    # split, parallel, vectorize
     check(s, [A, B, C], lambda n: ([(n,), (n,)], [(n,)]), np.add, sizes=SIZES + (0, 63, 65, 129))
 
 
 def test_tvm_reduction_tutorial_rfactor():
     """TVM's reduction tutorial: n, m = te.var, B[i] = sum(A[i, k]), k split by 16 and rfactor'd."""
-    n, m = sl.var("n"), sl.var("m")
-    A = sl.placeholder((n, m), name="A")
-    k = sl.reduce_axis((0, m), "k")
-    B = sl.compute((n,), lambda i: sl.sum(A[i, k], axis=k), name="B")
+    A, B = programs.row_sum(sl.var("n"), sl.var("m"))
     s = sl.create_schedule(B.op)
     ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
     BF = s.rfactor(B, ki)
@@ -108,17 +100,7 @@ def test_vectorize_whole_symbolic_axis_gets_a_tail():
 
 def test_gemm_symbolic_mnk_tvm_tutorial_schedule():
     A, B, C = programs.gemm(sl.size_var("M"), sl.size_var("N"), sl.size_var("K"))
-    s = sl.create_schedule(C.op)
-    CC = s.cache_write(C, "local")
-    xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], 16, 16)
-    s[CC].compute_at(s[C], yo)
-    xc, yc = s[CC].op.axis
-    ko, ki = s[CC].split(s[CC].op.reduce_axis[0], factor=4)
-    s[CC].reorder(ko, xc, ki, yc)
-    s[CC].unroll(ki)
-    s[CC].vectorize(yc)
-    s[C].parallel(xo)
-    s[C].vectorize(yi)
+    s = topi.cpu.schedule_matmul_cached(sl.create_schedule(C.op), C, (16, 16), k_factor=4, vectorize_tile=True)
     kernel = sl.lower(s, [A, B, C], level="kernel")
     assert "local C.local: f32[256]" in kernel      # a constant region stays a fixed buffer
     check(s, [A, B, C], lambda n: ([(n, n // 2 + 1), (n // 2 + 1, (3 * n) % 50 + 1)], [(n, (3 * n) % 50 + 1)]),
@@ -323,16 +305,8 @@ def check_reference(s, args, shapes, sizes=SIZES):
 
 
 def test_softmax_symbolic_against_reference():
-    from tests.programs import softmax
-    n, m = sl.size_var("n"), sl.size_var("m")
-    X, mx, ex, total, out = softmax(n, m)
-    s = sl.create_schedule(out.op)
-    s[ex].compute_inline()
-    s[mx].compute_at(s[out], out.op.axis[0])
-    s[total].compute_at(s[out], out.op.axis[0])
-    jo, ji = s[out].split(out.op.axis[1], factor=8)
-    s[out].vectorize(ji)
-    s[out].parallel(out.op.axis[0])
+    X, mx, ex, total, out = programs.softmax(sl.size_var("n"), sl.size_var("m"))
+    s = topi.cpu.schedule_softmax(sl.create_schedule(out.op), out, factor=8)
     check_reference(s, [X, out], lambda n: [(n, n % 37 + 1)] * 2)
 
 
@@ -378,10 +352,7 @@ def test_simplifier_facts_about_sizes():
 
 
 def test_rfactor_of_a_symbolic_outer_reduction_loop_has_a_runtime_sized_temp():
-    n, m = sl.size_var("n"), sl.size_var("m")
-    A = sl.placeholder((n, m), name="A")
-    k = sl.reduce_axis((0, m), "k")
-    B = sl.compute((n,), lambda i: sl.sum(A[i, k], axis=k), name="B")
+    A, B = programs.row_sum(sl.size_var("n"), sl.size_var("m"))
     s = sl.create_schedule(B.op)
     ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
     BF = s.rfactor(B, ko, 1)

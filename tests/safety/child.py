@@ -24,7 +24,8 @@ def run_child(code: str, timeout: float = 300) -> str:
 
 
 # Memory probes for a child's snippet (prepend it): rss() the resident set, heap_in_use() the
-# bytes glibc's malloc has handed out and not had back, both in bytes.
+# bytes glibc's malloc has handed out and not had back, both in bytes; print_growth(step, warmup,
+# total) the growth per call of a step run many times.
 MEMORY_PROBES = """
 import ctypes
 def rss():
@@ -37,4 +38,16 @@ def heap_in_use():
     libc = ctypes.CDLL(None)
     libc.mallinfo2.restype = MallInfo2
     return libc.mallinfo2().uordblks
+def print_growth(step, warmup, total):
+    # step(n) for n = 1..total; prints the RSS and malloc heap kept per call (KB) between call
+    # `warmup` (one-time allocations done by then) and the last
+    import gc
+    marks = []
+    for n in range(1, total + 1):
+        step(n)
+        if n in (warmup, total):
+            gc.collect()
+            marks.append((rss(), heap_in_use()))
+    calls = (total - warmup) * 1024
+    print("rss", (marks[1][0] - marks[0][0]) / calls, "heap", (marks[1][1] - marks[0][1]) / calls)
 """

@@ -152,7 +152,7 @@ sl.build(sw, [W, V], target=TARGET)(np.ones(64, "float32"), np.zeros(64, "float3
 
 
 GROWTH = MEMORY_PROBES + """
-import gc, numpy as np, schedlang as sl
+import numpy as np, schedlang as sl
 a, b = np.ones((64, 64), "float32"), np.zeros((64, 64), "float32")
 def build_call_drop():
     A = sl.placeholder((64, 64), name="A")
@@ -163,13 +163,7 @@ def build_call_drop():
     mod = sl.build(s, [A, B], cache=False)     # the cache would answer every build after the first
     mod(a, b)
     assert np.allclose(b, np.exp(a) + 1.0)
-marks = []
-for n in range(1, 201):
-    build_call_drop()
-    if n in (40, 200):      # after a warm-up: LLVM's and Python's one-time allocations are done
-        gc.collect()
-        marks.append((rss(), heap_in_use()))
-print("rss", (marks[1][0] - marks[0][0]) / 160 / 1024, "heap", (marks[1][1] - marks[0][1]) / 160 / 1024)
+print_growth(lambda n: build_call_drop(), 40, 200)     # LLVM's and Python's one-time allocations done by 40
 """
 
 
@@ -183,7 +177,7 @@ def test_memory_growth_per_build_is_bounded():
 
 
 TORCH_GROWTH = MEMORY_PROBES + """
-import gc, warnings, torch
+import warnings, torch
 import schedlang.torch as st
 from schedlang import build_cache
 assert build_cache.ENABLED and build_cache.MAX_MODULES <= 10   # keeps its few; the warm-up fills them
@@ -202,13 +196,7 @@ def compile_call_drop(k):       # a distinct module each time: its constant and 
     cm = st.compile(m, (x,))
     with torch.no_grad():
         torch.testing.assert_close(cm(x), m(x), rtol=1e-4, atol=1e-4)
-marks = []
-for n in range(1, 71):
-    compile_call_drop(n)
-    if n in (15, 70):           # after a warm-up: torch's and LLVM's one-time allocations are done
-        gc.collect()
-        marks.append((rss(), heap_in_use()))
-print("rss", (marks[1][0] - marks[0][0]) / 55 / 1024, "heap", (marks[1][1] - marks[0][1]) / 55 / 1024)
+print_growth(compile_call_drop, 15, 70)     # torch's and LLVM's one-time allocations done by 15
 """
 
 

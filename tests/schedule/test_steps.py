@@ -48,9 +48,8 @@ def softmax():
 
 def rfactor_rows():
     """A row sum whose reduction is split and factored; the partials are computed per row."""
-    A = sl.placeholder((4, 32), name="A")
-    k = sl.reduce_axis((0, 32), name="k")
-    C = sl.compute((4,), lambda i: sl.sum(A[i, k], axis=k), name="C")
+    A, C = programs.row_sum(4, 32, name="C")
+    (k,) = C.op.reduce_axis
 
     def schedule(s):
         ko, ki = s[C].split(k, factor=8)
@@ -78,6 +77,20 @@ def cache_read_align():
         s[C].pragma(xo, "auto_unroll_max_step", 16)
         s[C].pragma(yo, "unroll_explicit")
         s[C].pragma(yo, "my_free_form_key", "v")
+
+    return [A, C], [C.op], schedule, "llvm"
+
+
+def pipelined():
+    """A copy pipelined over three buffers (the llvm target ignores it, as double_buffer)."""
+    A = sl.placeholder((16, 16), name="A")
+    C = sl.compute((16, 16), lambda i, j: A[i, j] * 2, name="C")
+
+    def schedule(s):
+        AA = s.cache_read(A, "local", [C])
+        xo, xi = s[C].split(C.op.axis[0], 4)
+        s[AA].compute_at(s[C], xo)
+        s[AA].pipeline(3)
 
     return [A, C], [C.op], schedule, "llvm"
 
@@ -128,7 +141,8 @@ def tensorized():
     return [A, B, C], [C.op], schedule, "llvm"
 
 
-CASES = {f.__name__: f for f in (gemm, softmax, rfactor_rows, cache_read_align, fuse_bind, misc, tensorized)}
+CASES = {f.__name__: f for f in (gemm, softmax, rfactor_rows, cache_read_align, pipelined, fuse_bind, misc,
+                                  tensorized)}
 
 
 def scheduled(name):
@@ -142,34 +156,29 @@ def tile_text(s, args, target):
     return sl.lower(s, args, level="tile", target=target)
 
 
-# ---- (a) to_python replays --------------------------------------------------------------
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_to_python_replays_to_the_same_loop_nest(name):
-    s, args, outs, target = scheduled(name)
-    source = s.to_python()
-    ast.parse(source)
+# ---- (a) to_python, (b) JSON and the step list replay --------------------------------------
+def replay(kind, s, outs):
+    """A fresh schedule of outs given s's steps by to_python (exec'd), to_json or the step list;
+    the first two print again exactly as s does."""
     fresh = sl.create_schedule(outs)
-    exec(source, {"s": fresh, "sl": sl})
-    assert fresh.steps == s.steps
-    assert tile_text(fresh, args, target) == tile_text(s, args, target)
-    assert fresh.to_python() == source
+    if kind == "python":
+        source = s.to_python()
+        ast.parse(source)
+        exec(source, {"s": fresh, "sl": sl})
+        assert fresh.to_python() == source
+    elif kind == "json":
+        fresh.apply_json(s.to_json())
+        assert fresh.to_json() == s.to_json()
+    else:
+        fresh.apply_steps(s.steps)
+    return fresh
 
 
-# ---- (b) JSON replays -------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["python", "json", "steps"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_apply_json_replays_to_the_same_loop_nest(name):
+def test_replays_to_the_same_loop_nest(name, kind):
     s, args, outs, target = scheduled(name)
-    text = s.to_json()
-    fresh = sl.create_schedule(outs).apply_json(text)
-    assert fresh.steps == s.steps
-    assert tile_text(fresh, args, target) == tile_text(s, args, target)
-    assert fresh.to_json() == text
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_apply_steps_replays_to_the_same_loop_nest(name):
-    s, args, outs, target = scheduled(name)
-    fresh = sl.create_schedule(outs).apply_steps(s.steps)
+    fresh = replay(kind, s, outs)
     assert fresh.steps == s.steps
     assert tile_text(fresh, args, target) == tile_text(s, args, target)
 

@@ -8,14 +8,18 @@ import pytest
 
 import schedlang as sl
 from tests import programs
-from tests.tvm_ports.check import assert_close, build_and_run
+from tests.tvm_ports.check import assert_close, build_and_run, check_chain
 
 
 def _chain(n=8):
-    A = sl.placeholder((n, n), name="A")
-    B = sl.compute((n, n), lambda i, j: A[i, j] * 2.0, name="B")
-    C = sl.compute((n, n), lambda i, j: B[i, j] + 1.0, name="C")
-    return A, B, C
+    return programs.chain((n, n))
+
+
+def _check_and_replay(s, A, C, seed):
+    """The chain computes right, and the schedule replays from its JSON to the same loop nest."""
+    check_chain(s, A, C, seed)
+    again = sl.create_schedule(C.op).apply_json(s.to_json())
+    assert sl.lower(again, [A, C]) == sl.lower(s, [A, C])
 
 
 def _gemm(M=10, N=12, K=9):
@@ -92,9 +96,7 @@ def test_free_form_pragma_is_kept_printed_and_ignored_by_codegen():
     tile = sl.lower(s, [A, C])
     assert "pragma parallel_launch_point=None" in tile and "pragma my_vendor_hint=3" in tile
     assert "my_vendor_hint: 3" in sl.lower(s, [A, C], level="kernel")
-    a = np.random.default_rng(4).random((8, 8), "float32")
-    (c,) = build_and_run(s, [A, C], [a], [a])
-    assert_close(c, a * 2 + 1)
+    check_chain(s, A, C, seed=4)
     again = sl.create_schedule(C.op).apply_json(s.to_json())
     assert sl.lower(again, [A, C]) == tile
 
@@ -107,11 +109,7 @@ def test_fuse_of_no_axes_adds_an_outer_unit_loop():
     assert one.dom.extent == 1 and s[C].leaf_iter_vars[0] is one
     s[B].compute_at(s[C], one)
     assert "singleton = s['C'].fuse()" in str(s).replace("C_singleton", "singleton")
-    a = np.random.default_rng(5).random((8, 8), "float32")
-    (c,) = build_and_run(s, [A, C], [a], [a])
-    assert_close(c, a * 2 + 1)
-    again = sl.create_schedule(C.op).apply_json(s.to_json())
-    assert sl.lower(again, [A, C]) == sl.lower(s, [A, C])
+    _check_and_replay(s, A, C, seed=5)
 
 
 def test_fuse_of_one_axis_returns_it():
@@ -193,9 +191,7 @@ def test_cache_write_of_an_elementwise_stage_after_a_non_dividing_split():
     s[C].split(C.op.axis[1], factor=4)
     CC = s.cache_write(C, "global")
     assert CC.shape == (10, 3, 4)
-    a = np.random.default_rng(6).random((10, 10), "float32")
-    (c,) = build_and_run(s, [A, C], [a], [a])
-    assert_close(c, a * 2 + 1)
+    check_chain(s, A, C, seed=6)
 
 
 def test_cache_write_after_fuse():
@@ -205,11 +201,7 @@ def test_cache_write_after_fuse():
     s[C].split(f, factor=5)
     CC = s.cache_write(C, "local")
     assert CC.shape == (8, 5)
-    a = np.random.default_rng(7).random((6, 6), "float32")
-    (c,) = build_and_run(s, [A, C], [a], [a])
-    assert_close(c, a * 2 + 1)
-    again = sl.create_schedule(C.op).apply_json(s.to_json())
-    assert sl.lower(again, [A, C]) == sl.lower(s, [A, C])
+    _check_and_replay(s, A, C, seed=7)
 
 
 # ---- set_scope, split(disable_predication=), lower(simple_mode=) ---------------------------
@@ -222,9 +214,7 @@ def test_set_scope_of_an_attached_stage_replays_and_computes():
     assert "alloc B: f32[1, 8] shared" in text
     assert "s['B'].set_scope('shared')" in str(s)
     assert sl.lower(sl.create_schedule(C.op).apply_json(s.to_json()), [A, C]) == text
-    a = np.random.default_rng(8).random((8, 8), "float32")
-    (c,) = build_and_run(s, [A, C], [a], [a])
-    assert_close(c, a * 2 + 1)
+    check_chain(s, A, C, seed=8)
 
 
 def test_set_scope_errors():
@@ -241,9 +231,7 @@ def test_split_accepts_disable_predication_and_keeps_the_guard():
     s = sl.create_schedule(C.op)
     s[C].split(C.op.axis[1], factor=4, disable_predication=True)
     assert "if " in sl.lower(s, [A, C], simple_mode=True)
-    a = np.random.default_rng(9).random((10, 10), "float32")
-    (c,) = build_and_run(s, [A, C], [a], [a])
-    assert_close(c, a * 2 + 1)
+    check_chain(s, A, C, seed=9)
 
 
 # ---- property: cache_write after random data-parallel loop transformations ----------------

@@ -12,6 +12,7 @@ SCRIPT = textwrap.dedent('''
     import numpy as np
     import schedlang as sl
     from tests.target.guarded_memory import guarded_array
+    from schedlang.topi import cpu
     from tests import programs
 
     def check(s, args):
@@ -42,13 +43,8 @@ SCRIPT = textwrap.dedent('''
 
     # GEMM with tails everywhere and a write cache
     A, Bm, C = programs.gemm(33, 47, 29)
-    s = sl.create_schedule(C.op)
-    CC = s.cache_write(C, "local")
-    io, jo, ii, ji = s[C].tile(C.op.axis[0], C.op.axis[1], 8, 16)
-    s[CC].compute_at(s[C], jo)
-    ko, ki = s[CC].split(s[CC].op.reduce_axis[0], factor=7)
-    s[CC].vectorize(s[CC].op.axis[1])
-    s[C].vectorize(ji)
+    s = cpu.schedule_matmul_cached(sl.create_schedule(C.op), C, (8, 16), k_factor=7, vectorize_tile=True,
+                                   parallel=False)
     check(s, [A, Bm, C])
 
     # padding through if_then_else, inlined and vectorized (reads guarded per lane)
@@ -60,13 +56,7 @@ SCRIPT = textwrap.dedent('''
 
     # softmax with a stencil-like compute_at and fused rows
     X, mx, ex, total, sm = programs.softmax(5, 37)
-    s = sl.create_schedule(sm.op)
-    s[ex].compute_inline()
-    s[mx].compute_at(s[sm], sm.op.axis[0])
-    s[total].compute_at(s[sm], sm.op.axis[0])
-    jo, ji = s[sm].split(sm.op.axis[1], factor=8)
-    s[sm].vectorize(ji)
-    check(s, [X, sm])
+    check(cpu.schedule_softmax(sl.create_schedule(sm.op), sm, factor=8), [X, sm])
     print("all inside")
 ''')
 

@@ -8,20 +8,14 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from tests import programs
 from tests.helpers import assert_close
 
 ROWS, COLS = 5, 75
 
 
-def _argmax():
-    def combine(x, y):
-        keep = x[1] >= y[1]
-        return sl.select(keep, x[0], y[0]), sl.select(keep, x[1], y[1])
-    return sl.comm_reducer(combine, lambda t0, t1: (sl.const(-1, t0), sl.min_value(t1)), name="argmax")
-
-
 ABSMAX = sl.comm_reducer(lambda x, y: sl.max(sl.abs(x), sl.abs(y)), lambda t: sl.const(0, t), name="absmax")
-ARGMAX = _argmax()
+ARGMAX = programs.arg_reducer()
 
 # name: (reduce(X, I, i, k) -> a reduction, its init= value or None)
 KINDS = {

@@ -6,6 +6,7 @@ import math
 
 import schedlang as sl
 from schedlang.topi import nn
+from tests import programs
 
 
 def silu_and_mul(tokens=32, hidden=64, batch=1):
@@ -137,11 +138,7 @@ def swiglu(tokens=10, dim=32, hidden=48):
 
 
 def argmax(rows=7, cols=13):
-    def fcombine(a, b):
-        take = a[1] >= b[1]
-        return sl.select(take, a[0], b[0]), sl.select(take, a[1], b[1])
-
-    reducer = sl.comm_reducer(fcombine, lambda t0, t1: (sl.const(-1, t0), sl.min_value(t1)), name="argmax")
+    reducer = programs.arg_reducer()
     x = sl.placeholder((rows, cols), name="x")
     k = sl.reduce_axis((0, cols), name="k")
     idx, val = sl.compute((rows,), lambda i: reducer((k.var, x[i, k]), axis=k), name="argmax")

@@ -3,11 +3,18 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from schedlang.torch.zoo import SiluAndMul, SwiGLUMLP  # noqa: F401 (the LLM blocks, defined once in the zoo)
 
-class SiluAndMul(nn.Module):
+
+class ReluMLP(nn.Module):
+    """Linear, ReLU, Linear: two matmul kernels (the tuning tests' smallest model)."""
+
+    def __init__(self, d_in=16, d_hidden=24, d_out=8):
+        super().__init__()
+        self.a, self.b = nn.Linear(d_in, d_hidden), nn.Linear(d_hidden, d_out)
+
     def forward(self, x):
-        left, right = x.chunk(2, dim=-1)
-        return F.silu(left) * right
+        return self.b(torch.relu(self.a(x)))
 
 
 class Residual(nn.Module):

@@ -3,19 +3,12 @@ import torch
 import torch.nn as nn
 
 from schedlang.torch import capture, decomposition_table
+from tests.helpers import GOLDEN
 
 from .modules import SiluAndMul
 
-SEED = """inputs:
-  x: (1, 32, 4096) f32
-
-chunk_0 = slice(x, dim=2, start=0)     -> (1, 32, 2048) f32
-chunk_1 = slice(x, dim=2, start=2048)  -> (1, 32, 2048) f32
-silu    = silu(chunk_0)                -> (1, 32, 2048) f32
-mul     = mul(silu, chunk_1)           -> (1, 32, 2048) f32
-
-outputs:
-  mul: (1, 32, 2048) f32"""
+# The seed document's Torch IR of SiluAndMul: the golden file of test_golden.py's "torch" level.
+SEED = (GOLDEN / "torch_silu_and_mul.torch.txt").read_text().rstrip("\n")
 
 
 def test_silu_and_mul_prints_as_the_seed():

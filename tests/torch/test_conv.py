@@ -246,3 +246,25 @@ def test_cuda_conv_kernels_in_emulation():
         want = block(x)
         for engine in ("shim", "simt"):
             torch.testing.assert_close(cm.emulate(x, engine=engine), want, rtol=1e-5, atol=1e-5)
+
+
+ISAS = {"avx2": "llvm -mcpu=haswell", "avx512": "llvm -mcpu=skylake-avx512"}
+
+
+@pytest.mark.parametrize("isa", sorted(ISAS))
+@pytest.mark.parametrize("cin, cout, k, hw", [
+    (13, 40, 3, (5, 17)),    # rows of 17 and 29 (prime): a column tail
+    (24, 40, 3, (3, 29)),
+    (16, 20, 1, (4, 13)),    # 20 channels: blocks of 4
+    (32, 48, 1, (3, 56)),
+    (8, 64, 3, (4, 7)),
+])
+def test_register_tiles_of_each_isa_match_eager(isa, cin, cout, k, hw):
+    """The blocked NCHW kernel's register tile (a conv whose result is NCHW) for AVX2 and
+    AVX-512 code on odd rows (tails) and channels, bounds-checked."""
+    if isa == "avx512" and HOST.native_lanes(32) < 16:
+        pytest.skip("AVX-512 code needs an AVX-512 host")
+    torch.manual_seed(0)
+    target = sl.Target.create(ISAS[isa])
+    conv = nn.Conv2d(cin, cout, k, 1, k // 2, bias=False)
+    compile_checked(ConvBN(conv), torch.randn(1, cin, *hw), targets=(target.with_options(bounds_check=True), target))

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 import schedlang.torch as st
 
 from .helpers import requires_bfloat16
-from .modules import MaxAndIndex, Residual, SiluAndMul, WithCumsum
-from .test_ops_in_modules import ArgMax, AttentionScores, GeluMLP, Statistics, SwiGLU
+from .modules import MaxAndIndex, Residual, SiluAndMul, SwiGLUMLP, WithCumsum
+from .test_ops_in_modules import ArgMax, AttentionScores, GeluMLP, Statistics
 
 pytest.importorskip("cuda.bindings")      # NVRTC compiles the CUDA C the shim runs
 
@@ -62,7 +62,7 @@ class RMSNormLinear(nn.Module):
 
 MODULES = {
     "silu_and_mul": lambda: (SiluAndMul(), (torch.randn(5, 74),)),
-    "swiglu": lambda: (SwiGLU(16, 37), (torch.randn(5, 16),)),
+    "swiglu": lambda: (SwiGLUMLP(16, 37), (torch.randn(5, 16),)),
     "layer_norm": lambda: (nn.LayerNorm(37), (torch.randn(5, 37),)),
     "layer_norm_2d_shape": lambda: (nn.LayerNorm([5, 7], elementwise_affine=False), (torch.randn(3, 5, 7),)),
     "rms_norm": lambda: (nn.RMSNorm(37), (torch.randn(2, 5, 37),)),

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 import schedlang as sl
 import schedlang.torch as st
+from schedlang.tensor.graph import post_order
 from schedlang.torch.fuse import CONV_PAD_TAG, fuse
 from schedlang.torch.schedules import default_schedule
 
@@ -123,3 +124,45 @@ def test_a_depthwise_conv_alone_also_makes_its_padded_plane_in_the_kernel():
     cm = compile_checked(model, torch.randn(1, 16, 9, 10), targets=(TWO_THREADS,))
     tile = cm.ir("tile")
     assert re.search(r"alloc \w+_pad: f32\[1, 1, 11, 12\] local", tile) and tile.count("parallel") == 1, tile
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2's block: 1x1 expansion, depthwise 3x3, 1x1 projection, each with batch norm
+    (ReLU6 after the first two), the input added when the shapes allow."""
+
+    def __init__(self, cin, hidden, cout, stride):
+        super().__init__()
+        self.expand = ConvBN(nn.Conv2d(cin, hidden, 1, bias=False), act=F.relu6)
+        self.dw = ConvBN(nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False), act=F.relu6)
+        self.project = ConvBN(nn.Conv2d(hidden, cout, 1, bias=False), act=None)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        y = self.project(self.dw(self.expand(x)))
+        return x + y if self.residual else y
+
+
+BLOCKS = {   # (in, hidden, out, stride), input shape: hidden a multiple of 16 (AVX-512's vector)
+    "stride1_residual_odd": ((16, 48, 16, 1), (1, 16, 9, 11)),
+    "stride2_odd": ((16, 96, 24, 2), (1, 16, 13, 11)),
+    "stride2_even_one_column_tail": ((32, 64, 32, 2), (2, 32, 10, 17)),
+    "stride1_7x7_guarded": ((32, 64, 32, 1), (1, 32, 7, 7)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BLOCKS))
+@pytest.mark.parametrize("cpu", ["haswell", "skylake-avx512"])
+def test_depthwise_between_1x1_convs_runs_on_blocked_activations(name, cpu):
+    (cin, hidden, cout, stride), shape = BLOCKS[name]
+    torch.manual_seed(0)
+    model = InvertedResidual(cin, hidden, cout, stride).eval()
+    x = torch.randn(*shape)
+    target = sl.Target.create(f"llvm -mcpu={cpu}")
+    if target.native_lanes(32) > sl.Target.create("llvm").native_lanes(32):
+        pytest.skip(f"this CPU cannot run {cpu}'s instructions")
+    cm = compile_checked(model, x, targets=(target.with_options(bounds_check=True),
+                                            sl.Target.create(f"llvm -mcpu={cpu} -num-cores=2"), target))
+    lanes = min(target.native_lanes(32), 16)
+    dw = [op for p in cm.program.parts for op in post_order([t.op for _, t in p.outputs])
+          if getattr(op, "tag", "") == "conv" and any(tuple(t.shape[1:4]) == (1, 3, 3) for t in op.input_tensors)]
+    assert len(dw) == 1 and dw[0].shape == (shape[0], hidden // lanes, *dw[0].shape[2:4], lanes)  # NCHWc

@@ -11,14 +11,9 @@ import torch.nn.functional as F
 
 import schedlang.torch as sl_torch
 from schedlang.torch import dynamo
+from schedlang.torch.zoo import SiluAndMul
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class SiluAndMul(nn.Module):
-    def forward(self, x):
-        left, right = x.chunk(2, dim=-1)
-        return F.silu(left) * right
 
 
 class MLP(nn.Module):

@@ -10,7 +10,7 @@ import torch
 import schedlang.torch as sl_torch
 from schedlang import cli
 from schedlang.cli import LEVELS
-from tests.lowering.test_golden import check_golden_exists
+from tests.helpers import assert_golden
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
@@ -35,12 +35,7 @@ def silu_and_mul():
 def test_golden_level(silu_and_mul, level, update_golden):
     compiled, _ = silu_and_mul
     text = compiled.ir(level).rstrip("\n") + "\n"
-    path = golden_path(level)
-    if update_golden:
-        path.write_text(text)
-        return
-    check_golden_exists(path)
-    assert text == path.read_text(), f"{path.name} changed; rerun with --update-golden if intended"
+    assert_golden(text, golden_path(level).name, update_golden)
 
 
 def test_golden_module_computes_silu_and_mul(silu_and_mul):

@@ -3,10 +3,7 @@ on disk runs no lowering, fusion, scheduling or code generation and gives the sa
 the weights still come from the module at each call; any change of graph, target or tuning
 log misses; an entry whose kernels were evicted or that is damaged is not used; a second
 process compiling through torch.compile(backend="schedlang") loads from disk."""
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +13,7 @@ import schedlang as sl
 import schedlang.torch as st
 from schedlang import build_cache, disk, kernel_cache
 from schedlang.torch import model_cache, runtime, zoo
+from tests.helpers import compile_model_script, run_json_child
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -158,32 +156,8 @@ def test_the_cache_folders_are_in_cache_info(cache, capsys):
 
 # A GPT-2 (fused qkv, chunk, causal attention) compiled by schedlang.torch.compile or
 # torch.compile(backend="schedlang"); prints the output's digest and the caches' counters.
-# With FORBID set, lowering and LLVM code generation raise.
-SCRIPT = r"""
-import json, os, sys
-import torch
-import schedlang.torch as st
-import schedlang.torch.dynamo  # noqa: F401
-from schedlang import kernel_cache
-from schedlang.torch import model_cache, runtime, zoo
-if os.environ.get("FORBID"):
-    from schedlang.target.llvm.backend import LLVMBackend
-    def refuse(*a, **k):
-        raise RuntimeError("lowered or built again")
-    LLVMBackend.build = refuse
-    runtime.lower_graph = refuse
-torch.manual_seed(0)
-model, inputs = zoo.build("gpt2", "tiny")
-with torch.no_grad():
-    if os.environ.get("DYNAMO"):
-        y = torch.compile(model, backend="schedlang", dynamic=False)(*inputs)
-    else:
-        y = st.compile(model, inputs)(*inputs)
-    err = (y - model(*inputs)).abs().max().item()
-kernel_cache.flush()     # the entries are written behind the compile
-print(json.dumps({"digest": y.numpy().tobytes().hex(), "err": err, "loads": kernel_cache.stats.loads,
-                  "stores": kernel_cache.stats.stores, "model_loads": model_cache.stats.loads}))
-"""
+# With FORBID_CODEGEN set, lowering and LLVM code generation raise (helpers.forbid_builds).
+SCRIPT = compile_model_script('model, inputs = zoo.build("gpt2", "tiny")', "schedlang.torch.runtime.lower_graph")
 
 
 def test_second_processes_load_models_from_disk_by_either_path(cache):
@@ -192,17 +166,14 @@ def test_second_processes_load_models_from_disk_by_either_path(cache):
     env = {**os.environ, disk.ENV: str(cache), disk.CODE_CACHE_ENV: "1", "PYTHONPATH": str(ROOT)}
 
     def run(**extra):
-        done = subprocess.run([sys.executable, "-c", SCRIPT], env={**env, **extra}, capture_output=True,
-                              text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-3000:]
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        return run_json_child(SCRIPT, {**env, **extra})
     first = run()
     assert first["stores"] >= 1 and first["err"] < 1e-4
-    second = run(FORBID="1")
+    second = run(FORBID_CODEGEN="1")
     assert (second["model_loads"], second["loads"], second["stores"]) == (1, first["stores"], 0)
     dynamo = run(DYNAMO="1")          # its own graph (lowered once), the kernels of the export path
     assert (dynamo["loads"], dynamo["stores"]) == (first["stores"], 0)
-    again = run(DYNAMO="1", FORBID="1")
+    again = run(DYNAMO="1", FORBID_CODEGEN="1")
     assert (again["model_loads"], again["loads"], again["stores"]) == (1, first["stores"], 0)
     assert first["digest"] == second["digest"] == dynamo["digest"] == again["digest"]
 

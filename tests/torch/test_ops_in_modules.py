@@ -10,17 +10,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import schedlang.torch as st
+from schedlang.torch.zoo import SwiGLUMLP
 
 torch.manual_seed(0)
-
-
-class SwiGLU(nn.Module):
-    def __init__(self, d=16, h=40):
-        super().__init__()
-        self.gate, self.up, self.down = nn.Linear(d, h, bias=False), nn.Linear(d, h, bias=False), nn.Linear(h, d, bias=False)
-
-    def forward(self, x):
-        return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
 class GeluMLP(nn.Module):
@@ -69,7 +61,7 @@ def compile_and_compare(module, inputs, ops=(), rtol=1e-5, atol=1e-5):
     (nn.LayerNorm(16), (torch.randn(2, 3, 16),), ["layer_norm"]),
     (nn.LayerNorm([5, 7], elementwise_affine=False), (torch.randn(3, 5, 7),), ["layer_norm"]),
     (nn.RMSNorm(16), (torch.randn(2, 3, 16),), ["rms_norm"]),
-    (SwiGLU(), (torch.randn(2, 3, 16),), ["linear"]),
+    (SwiGLUMLP(16, 40), (torch.randn(2, 3, 16),), ["linear"]),
     (GeluMLP(), (torch.randn(2, 3, 16),), ["linear"]),
     (GeluMLP(approximate="tanh"), (torch.randn(7, 16),), ["linear"]),
     (AttentionScores(), (torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8)), ["matmul", "softmax"]),

@@ -14,21 +14,11 @@ import torch.nn.functional as F
 import schedlang as sl
 import schedlang.torch as slt
 from schedlang.torch.prepack import pack
+from schedlang.torch.zoo import SwiGLUMLP
 
 from ..helpers import CHECKED
 
 HOST = sl.Target.create("llvm")
-
-
-class SwiGLU(nn.Module):
-    def __init__(self, hidden, inter):
-        super().__init__()
-        self.gate = nn.Linear(hidden, inter, bias=False)
-        self.up = nn.Linear(hidden, inter, bias=False)
-        self.down = nn.Linear(inter, hidden, bias=False)
-
-    def forward(self, x):
-        return self.down(F.silu(self.gate(x)) * self.up(x))
 
 
 class Residual(nn.Module):
@@ -69,7 +59,7 @@ def test_linear_odd_shapes(m, k, n, bias):
 
 def test_swiglu_and_residual_epilogues_stay_fused():
     torch.manual_seed(0)
-    cm = check(SwiGLU(48, 129).eval(), torch.randn(37, 48))
+    cm = check(SwiGLUMLP(48, 129).eval(), torch.randn(37, 48))
     assert len(cm.program.packs) == 3
     loops = cm.ir("tile")
     assert loops.count("parallel") == 2, "gate, up and silu * mul are one kernel, down another"
@@ -147,6 +137,6 @@ def test_inner_loop_is_the_hand_register_tiled_gemm(cpu):
     x = torch.randn(64, 64)
     cm = slt.compile(nn.Linear(64, 64, bias=False).eval(), (x,), target=target)
     assert _k_loops(cm._module(cm.program.parts[0]).get_source("ll.opt"))[0] == hand[0]
-    cm = slt.compile(SwiGLU(64, 64).eval(), (x,), target=target)
+    cm = slt.compile(SwiGLUMLP(64, 64).eval(), (x,), target=target)
     loops = _k_loops(cm._module(cm.program.parts[0]).get_source("ll.opt"))
     assert sum(loop == hand[0] for loop in loops) >= 3, "gate, up and down each run the hand k loop"

@@ -49,8 +49,15 @@ def _updates():
     def load_state_dict(m):
         state = {k: torch.randn_like(v) for k, v in m.state_dict().items()}
         m.load_state_dict(state)
+
+    def reassign_submodule(m):
+        m.lin = nn.Linear(20, 33)
+
+    def buffer_becomes_plain_attribute(m):
+        del m.scale
+        m.scale = torch.full((33,), -1.5)       # now in the instance's __dict__, not _buffers
     return [reassign_buffer, buffer_in_place, reassign_attribute, reassign_parameter, assign_data,
-            copy_in_place, load_state_dict]
+            copy_in_place, load_state_dict, reassign_submodule, buffer_becomes_plain_attribute]
 
 
 @pytest.mark.parametrize("update", _updates(), ids=lambda f: f.__name__)

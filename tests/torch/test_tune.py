@@ -12,6 +12,8 @@ from schedlang.torch.schedules import default_schedule, tuned_schedule
 from schedlang.torch.kernel_tasks import group_program, kind_of, rename_steps
 from schedlang.torch.tune import canonical_program, extract_tasks
 
+from .modules import ReluMLP
+
 QUICK = dict(number=1, repeat=1, verbose=0, policy=SearchPolicy(population=8, generations=1), final=0)
 
 
@@ -207,15 +209,6 @@ class Block(torch.nn.Module):
         return self.block(x)
 
 
-class MLP(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a, self.b = torch.nn.Linear(16, 24), torch.nn.Linear(24, 8)
-
-    def forward(self, x):
-        return self.b(torch.relu(self.a(x)))
-
-
 def test_a_record_is_found_by_any_model_with_the_same_workload(tmp_path, monkeypatch):
     """A record made for one model's part is used by another model computing the same thing
     under other names (the records are keyed by the canonical copy's workload)."""
@@ -223,7 +216,7 @@ def test_a_record_is_found_by_any_model_with_the_same_workload(tmp_path, monkeyp
     from schedlang.autoschedule.task import SearchTask
     from schedlang.torch import schedules
     torch.manual_seed(0)
-    inner, x = MLP().eval(), torch.randn(4, 16)
+    inner, x = ReluMLP(16, 24, 8).eval(), torch.randn(4, 16)
     first = st.compile(inner, (x,))
     (part,) = first.program.parts
     ins, outs = canonical_program([t for _, t in part.inputs], [t for _, t in part.outputs])

@@ -8,17 +8,10 @@ import schedlang.torch as st
 from schedlang.autoschedule import records
 from schedlang.autoschedule.search import SearchPolicy
 
+from .modules import ReluMLP
+
 distributed = pytest.importorskip("distributed")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-class MLP(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a, self.b = torch.nn.Linear(16, 16), torch.nn.Linear(16, 4)
-
-    def forward(self, x):
-        return self.b(torch.relu(self.a(x)))
 
 
 def test_compile_tunes_through_a_dask_client(tmp_path):
@@ -28,7 +21,7 @@ def test_compile_tunes_through_a_dask_client(tmp_path):
         with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
                                       worker_dashboard_address=None) as cluster, distributed.Client(cluster) as c:
             torch.manual_seed(0)
-            model, x = MLP().eval(), torch.randn(2, 16)
+            model, x = ReluMLP(16, 16, 4).eval(), torch.randn(2, 16)
             log = str(tmp_path / "dask.jsonl")
             with torch.no_grad():
                 cm = st.compile(model, (x,), tune=4, log=log, executor=c, seed=0, per_round=2, number=1, repeat=1,

@@ -29,3 +29,10 @@ def assert_close(got, want, rtol=None):
     want = np.asarray(want)
     rtol = rtol if rtol is not None else RTOL.get(str(want.dtype), 0)
     np.testing.assert_allclose(got, want.astype(got.dtype), rtol=rtol, atol=rtol)
+
+
+def check_chain(s, A, C, seed=0):
+    """Run programs.chain's schedule s (arguments A, C) on random input: C = A * 2 + 1."""
+    a = np.random.default_rng(seed).random(tuple(int(x) for x in A.shape), "float32")
+    (c,) = build_and_run(s, [A, C], [a], [a])
+    assert_close(c, a * 2 + 1)

@@ -1,24 +1,14 @@
 """TVM's tests/python/integration/test_reduce.py, the parts for the CPU: reducers with
 where= and an inlined condition, rfactor, argmax (plain and rfactor'ed), init= (an
-immediate, a tensor, with rfactor). GPU thread binding becomes compute_at/parallel."""
+immediate, a tensor, with rfactor). GPU thread binding becomes compute_at/parallel. TVM's
+argmax reducer and program, which three of its files write out, are tests/programs.arg_reduce."""
 import numpy as np
 import pytest
 
 import schedlang as sl
+from tests import programs
 
 te = sl
-
-
-def _argmax():
-    def fcombine(x, y):
-        lhs = sl.select((x[1] >= y[1]), x[0], y[0])
-        rhs = sl.select((x[1] >= y[1]), x[1], y[1])
-        return lhs, rhs
-
-    def fidentity(t0, t1):
-        return sl.const(-1, t0), te.min_value(t1)
-
-    return te.comm_reducer(fcombine, fidentity, name="argmax")
 
 
 def _check_argmax(s, args, mm, nn):
@@ -55,23 +45,16 @@ def test_reduce_prims(reducer, np_reducer):
 
 
 def test_argmax():
-    argmax = _argmax()
     m, n = 12, 16
-    idx = te.placeholder((m, n), name="idx", dtype="int32")
-    val = te.placeholder((m, n), name="val", dtype="float32")
-    k = te.reduce_axis((0, n), "k")
-    T0, T1 = te.compute((m,), lambda i: argmax((idx[i, k], val[i, k]), axis=k), name="T")
+    idx, val, T0, T1 = programs.arg_reduce(m, n)
     s = te.create_schedule(T0.op)
     _check_argmax(s, [idx, val, T0, T1], m, n)
 
 
 def test_rfactor_argmax():
-    argmax = _argmax()
     nn, mm = 1027, 10
-    A0 = te.placeholder((mm, nn), name="A0", dtype="int32")
-    A1 = te.placeholder((mm, nn), name="A1", dtype="float32")
-    k = te.reduce_axis((0, nn))
-    B0, B1 = te.compute((mm,), lambda i: argmax((A0[i, k], A1[i, k]), axis=k), name="B")
+    A0, A1, B0, B1 = programs.arg_reduce(mm, nn, names=("A0", "A1", "B"))
+    (k,) = B0.op.reduce_axis
     s = te.create_schedule(B0.op)
     nthread = 16
     ko, kf = s[B0].split(k, factor=nthread)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from tests import programs
 from tests.tvm_ports.check import assert_close, build_and_run
 
 n, m = 37, 45
@@ -97,19 +98,8 @@ def test_general_commutative_reduction():
 
 
 def test_argmax_tuple_reducer():
-    def fcombine(x, y):
-        lhs = sl.select((x[1] >= y[1]), x[0], y[0])
-        rhs = sl.select((x[1] >= y[1]), x[1], y[1])
-        return lhs, rhs
-
-    def fidentity(t0, t1):
-        return sl.const(-1, t0), sl.min_value(t1)
-
-    argmax = sl.comm_reducer(fcombine, fidentity, name="argmax")
-    idx = sl.placeholder((n, m), name="idx", dtype="int32")
-    val = sl.placeholder((n, m), name="val", dtype="int32")
-    k = sl.reduce_axis((0, m), "k")
-    T0, T1 = sl.compute((n,), lambda i: argmax((idx[i, k], val[i, k]), axis=k), name="T")
+    # the tutorial's argmax comm_reducer and program: tests/programs.arg_reduce, written once
+    idx, val, T0, T1 = programs.arg_reduce(n, m, "int32")
     s = sl.create_schedule(T0.op)
     iv = np.tile(np.arange(m, dtype="int32"), (n, 1))
     vv = rng.integers(0, 100, size=(n, m)).astype("int32")

@@ -31,11 +31,10 @@ def run_both_engines(fcuda, a, want, out_shape):
         assert_close(b, want)
 
 
-@pytest.mark.parametrize("shape", [(37, 70), (64, 16)])
-def test_cross_thread_reduction(shape):
-    """The tutorial's schedule: rows over blockIdx.x / threadIdx.y, the factored reduction axis
-    over threadIdx.x, the rfactor stage computed at it, and thread 0 storing each row."""
-    A, B = row_sum()
+def tutorial_schedule(B):
+    """The tutorial's steps up to where its rfactor stage is placed (tests/target/cuda places it
+    elsewhere too): k split by 16 and the inner part factored out, rows over blockIdx.x and
+    threadIdx.y, the factored reduction axis over threadIdx.x. Returns (s, BF, xo, tx)."""
     s = te.create_schedule(B.op)
     ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
     BF = s.rfactor(B, ki)
@@ -44,6 +43,15 @@ def test_cross_thread_reduction(shape):
     s[B].bind(xi, te.thread_axis("threadIdx.y"))
     tx = te.thread_axis("threadIdx.x")
     s[B].bind(s[B].op.reduce_axis[0], tx)
+    return s, BF, xo, tx
+
+
+@pytest.mark.parametrize("shape", [(37, 70), (64, 16)])
+def test_cross_thread_reduction(shape):
+    """The tutorial's schedule: rows over blockIdx.x / threadIdx.y, the factored reduction axis
+    over threadIdx.x, the rfactor stage computed at it, and thread 0 storing each row."""
+    A, B = row_sum()
+    s, BF, xo, tx = tutorial_schedule(B)
     s[BF].compute_at(s[B], s[B].op.reduce_axis[0])
     s[B].set_store_predicate(tx.var.equal(0))
     fcuda = sl.build(s, [A, B], "cuda")

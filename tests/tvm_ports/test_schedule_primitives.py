@@ -2,6 +2,7 @@
 # ("Schedule Primitives in TVM"): `from tvm import te` became `import schedlang as sl`.
 # The tutorial's symbolic n, m become static shapes (the symbolic versions are at the end,
 # expected to fail until symbolic shapes land); bind is a GPU primitive and is skipped.
+# The tutorial's one-stage programs (B = A, B = A * 2) are written once, in `_one_stage`.
 import numpy as np
 import pytest
 
@@ -25,6 +26,24 @@ def _check_elementwise(s, A, B, C):
     assert_close(c, a * b)
 
 
+def _one_stage(shape, body=lambda a: a):
+    """The tutorial's one-stage programs: B = body(A) (a copy, or A * 2), and its schedule."""
+    A = sl.placeholder(shape, name="A")
+    index = (lambda i: body(A[i])) if len(shape) == 1 else (lambda i, j: body(A[i, j]))
+    B = sl.compute(shape, index, name="B")
+    return A, B, sl.create_schedule(B.op)
+
+
+def _check_one_stage(s, A, B, body=lambda a: a):
+    a = RNG.random(tuple(int(x) for x in A.shape), "float32")
+    (b,) = build_and_run(s, [A, B], [a], [a])
+    assert_close(b, body(a))
+
+
+def twice(a):
+    return a * 2
+
+
 def test_default_schedule_prints_the_plain_nest():
     A, B, C = _elementwise()
     s = sl.create_schedule(C.op)
@@ -34,61 +53,41 @@ def test_default_schedule_prints_the_plain_nest():
 
 
 def test_split_by_factor():
-    A = sl.placeholder((m,), name="A")
-    B = sl.compute((m,), lambda i: A[i] * 2, name="B")
-    s = sl.create_schedule(B.op)
+    A, B, s = _one_stage((m,), twice)
     xo, xi = s[B].split(B.op.axis[0], factor=32)
     assert "for i.inner in 0..32" in sl.lower(s, [A, B])
-    a = RNG.random(m, "float32")
-    (b,) = build_and_run(s, [A, B], [a], [a])
-    assert_close(b, a * 2)
+    _check_one_stage(s, A, B, twice)
 
 
 def test_split_by_nparts():
-    A = sl.placeholder((m,), name="A")
-    B = sl.compute((m,), lambda i: A[i], name="B")
-    s = sl.create_schedule(B.op)
+    A, B, s = _one_stage((m,))
     bx, tx = s[B].split(B.op.axis[0], nparts=32)
     assert "for i.outer in 0..32" in sl.lower(s, [A, B])
-    a = RNG.random(m, "float32")
-    (b,) = build_and_run(s, [A, B], [a], [a])
-    assert_close(b, a)
+    _check_one_stage(s, A, B)
 
 
 def test_tile():
-    A = sl.placeholder((m, n), name="A")
-    B = sl.compute((m, n), lambda i, j: A[i, j], name="B")
-    s = sl.create_schedule(B.op)
+    A, B, s = _one_stage((m, n))
     xo, yo, xi, yi = s[B].tile(B.op.axis[0], B.op.axis[1], x_factor=10, y_factor=5)
     assert s[B].leaf_iter_vars == [xo, yo, xi, yi]
-    a = RNG.random((m, n), "float32")
-    (b,) = build_and_run(s, [A, B], [a], [a])
-    assert_close(b, a)
+    _check_one_stage(s, A, B)
 
 
 def test_fuse():
-    A = sl.placeholder((m, n), name="A")
-    B = sl.compute((m, n), lambda i, j: A[i, j], name="B")
-    s = sl.create_schedule(B.op)
+    A, B, s = _one_stage((m, n))
     xo, yo, xi, yi = s[B].tile(B.op.axis[0], B.op.axis[1], x_factor=10, y_factor=5)
     fused = s[B].fuse(xi, yi)
     assert "for i.inner.j.inner.fused in 0..50" in sl.lower(s, [A, B])
-    a = RNG.random((m, n), "float32")
-    (b,) = build_and_run(s, [A, B], [a], [a])
-    assert_close(b, a)
+    _check_one_stage(s, A, B)
 
 
 def test_reorder():
-    A = sl.placeholder((m, n), name="A")
-    B = sl.compute((m, n), lambda i, j: A[i, j], name="B")
-    s = sl.create_schedule(B.op)
+    A, B, s = _one_stage((m, n))
     xo, xi = s[B].split(B.op.axis[0], factor=32)
     yo, yi = s[B].split(B.op.axis[1], factor=32)
     s[B].reorder(xi, yo, xo, yi)
     assert s[B].leaf_iter_vars == [xi, yo, xo, yi]
-    a = RNG.random((m, n), "float32")
-    (b,) = build_and_run(s, [A, B], [a], [a])
-    assert_close(b, a)
+    _check_one_stage(s, A, B)
 
 
 def _chain():
@@ -131,9 +130,7 @@ def test_compute_root():
 
 
 def test_bind_is_a_gpu_primitive():
-    A = sl.placeholder((m,), name="A")
-    B = sl.compute((m,), lambda i: A[i] * 2, name="B")
-    s = sl.create_schedule(B.op)
+    A, B, s = _one_stage((m,), twice)
     bx, tx = s[B].split(B.op.axis[0], factor=64)
     s[B].bind(bx, sl.thread_axis("blockIdx.x"))
     s[B].bind(tx, sl.thread_axis("threadIdx.x"))
@@ -144,10 +141,7 @@ def test_bind_is_a_gpu_primitive():
 
 # ---- the tutorial as written, with symbolic shapes: needs symbolic shapes (issue 5) --------
 def test_split_with_symbolic_shape():
-    nv = sl.var("n")
-    A = sl.placeholder((nv,), name="A")
-    B = sl.compute((nv,), lambda i: A[i] * 2, name="B")
-    s = sl.create_schedule(B.op)
+    A, B, s = _one_stage((sl.var("n"),), twice)
     s[B].split(B.op.axis[0], factor=32)
     a = RNG.random(50, "float32")
     b = np.zeros(50, "float32")
@@ -156,10 +150,7 @@ def test_split_with_symbolic_shape():
 
 
 def test_tile_and_fuse_with_symbolic_shape():
-    nv, mv = sl.var("n"), sl.var("m")
-    A = sl.placeholder((mv, nv), name="A")
-    B = sl.compute((mv, nv), lambda i, j: A[i, j], name="B")
-    s = sl.create_schedule(B.op)
+    A, B, s = _one_stage((sl.var("m"), sl.var("n")))
     xo, yo, xi, yi = s[B].tile(B.op.axis[0], B.op.axis[1], x_factor=10, y_factor=5)
     s[B].fuse(xi, yi)
     a = RNG.random((13, 17), "float32")

@@ -14,6 +14,13 @@ from tests.tvm_ports.check import assert_close, build_and_run
 M, N, L = 20, 30, 12
 
 
+def _copy(shape):
+    """The tests' copy program T = A (TVM writes it out in each test), and its schedule."""
+    A = sl.placeholder(shape, name="A")
+    T = sl.compute(shape, (lambda i: A[i]) if len(shape) == 1 else (lambda i, j: A[i, j]), name="T")
+    return A, T, sl.create_schedule(T.op)
+
+
 def test_schedule_create():
     A = sl.placeholder((M, L), name="A")
     B = sl.placeholder((N, L), name="B")
@@ -55,25 +62,19 @@ def test_reorder():
 
 
 def test_split():
-    A = sl.placeholder((M,), name="A")
-    T = sl.compute((M,), lambda i: A[i], name="T")
-    s = sl.create_schedule(T.op)
+    A, T, s = _copy((M,))
     xo, xi = s[T].split(T.op.axis[0], factor=10)
     assert tuple(s[T].leaf_iter_vars) == (xo, xi)
 
 
 def test_tile():
-    A = sl.placeholder((M, N), name="A")
-    T = sl.compute((M, N), lambda i, j: A[i, j], name="T")
-    s = sl.create_schedule(T.op)
+    A, T, s = _copy((M, N))
     xo, yo, xi, yi = s[T].tile(T.op.axis[0], T.op.axis[1], x_factor=10, y_factor=5)
     assert tuple(s[T].leaf_iter_vars) == (xo, yo, xi, yi)
 
 
 def test_fuse():
-    A = sl.placeholder((M, N), name="A")
-    T = sl.compute((M, N), lambda i, j: A[i, j], name="T")
-    s = sl.create_schedule(T.op)
+    A, T, s = _copy((M, N))
     xo, yo, xi, yi = s[T].tile(T.op.axis[0], T.op.axis[1], x_factor=10, y_factor=5)
     fused = s[T].fuse(xo, yo)
     assert any(type(r).__name__ == "FuseRel" for r in s[T].relations)
@@ -81,9 +82,7 @@ def test_fuse():
 
 
 def test_fuse_with_split():
-    A = sl.placeholder((M, N), name="A")
-    T = sl.compute((M, N), lambda i, j: A[i, j], name="T")
-    s = sl.create_schedule(T.op)
+    A, T, s = _copy((M, N))
     y = T.op.axis[1]
     xo, xi = s[T].split(T.op.axis[0], factor=10)
     fused = s[T].fuse(xi, y)
@@ -94,9 +93,7 @@ def test_fuse_with_split():
 
 
 def test_fuse_with_out_of_order_axis():
-    A = sl.placeholder((M, N), name="A")
-    T = sl.compute((M, N), lambda i, j: A[i, j], name="T")
-    s = sl.create_schedule(T.op)
+    A, T, s = _copy((M, N))
     y = T.op.axis[1]
     xo, xi = s[T].split(T.op.axis[0], factor=10)
     with pytest.raises(sl.ScheduleError):        # TVM: RuntimeError
@@ -104,9 +101,7 @@ def test_fuse_with_out_of_order_axis():
 
 
 def test_fuse_with_out_of_order_axis_with_reorder():
-    A = sl.placeholder((M, N), name="A")
-    T = sl.compute((M, N), lambda i, j: A[i, j], name="T")
-    s = sl.create_schedule(T.op)
+    A, T, s = _copy((M, N))
     y = T.op.axis[1]
     xo, xi = s[T].split(T.op.axis[0], factor=10)
     s[T].reorder(y, xo, xi)
@@ -134,9 +129,7 @@ def test_singleton():
 
 
 def test_vectorize():
-    A = sl.placeholder((M, N), name="A")
-    T = sl.compute((M, N), lambda i, j: A[i, j], name="T")
-    s = sl.create_schedule(T.op)
+    A, T, s = _copy((M, N))
     xo, yo, xi, yi = s[T].tile(T.op.axis[0], T.op.axis[1], x_factor=10, y_factor=5)
     s[T].vectorize(yi)
     s[T].unroll(xi)

@@ -56,34 +56,37 @@ def test_bound2():
     _check_copy_chain(s, A, A2, m, l)
 
 
-def test_bound_split_ext_less_than_factor():
-    m = 8
+def _doubled_twice(m):
+    """The split tests' program, E = (I * 2) * 2 through a stage EF, and its schedule."""
     I = sl.placeholder((m,), name="I")
     EF = sl.compute((m,), lambda i: I[i] * 2, name="EF")
     E = sl.compute((m,), lambda i: EF[i] * 2, name="E")
-    s = sl.create_schedule([E.op])
-    xo, xi = s[E].split(s[E].op.axis[0], factor=32)
-    s[EF].compute_at(s[E], xo)
-    assert alloc_shape(sl.lower(s, [I, E]), "EF") == (m,)     # TVM: bounds[xi].extent == m
-    a = RNG.random(m, "float32")
+    return I, EF, E, sl.create_schedule([E.op])
+
+
+def _check_doubled_twice(s, I, E):
+    a = RNG.random(int(I.shape[0]), "float32")
     (e,) = build_and_run(s, [I, E], [a], [a])
     assert_close(e, a * 4)
 
 
-def test_bound_split_ext_less_than_nparts():
+def test_bound_split_ext_less_than_factor():
     m = 8
-    I = sl.placeholder((m,), name="I")
-    EF = sl.compute((m,), lambda i: I[i] * 2, name="EF")
-    E = sl.compute((m,), lambda i: EF[i] * 2, name="E")
-    s = sl.create_schedule([E.op])
+    I, EF, E, s = _doubled_twice(m)
+    xo, xi = s[E].split(s[E].op.axis[0], factor=32)
+    s[EF].compute_at(s[E], xo)
+    assert alloc_shape(sl.lower(s, [I, E]), "EF") == (m,)     # TVM: bounds[xi].extent == m
+    _check_doubled_twice(s, I, E)
+
+
+def test_bound_split_ext_less_than_nparts():
+    I, EF, E, s = _doubled_twice(8)
     xo, xi = s[E].split(s[E].op.axis[0], nparts=32)
     s[EF].compute_at(s[E], xo)
     # TVM shrinks xo to m iterations; here xo keeps 32, the extra ones guarded, and EF
     # holds the one element an iteration needs.
     assert alloc_shape(sl.lower(s, [I, E]), "EF") == (1,)
-    a = RNG.random(m, "float32")
-    (e,) = build_and_run(s, [I, E], [a], [a])
-    assert_close(e, a * 4)
+    _check_doubled_twice(s, I, E)
 
 
 def test_bound_fusesplit2():

@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 
 import schedlang as sl
+from schedlang import topi
+from tests import programs
 from tests.tvm_ports.check import assert_close, build_and_run
 
 n = 1029            # not a multiple of the vector factor, so the tails are exercised
 rng = np.random.default_rng(0)
 
 
-def vector_add():
-    A = sl.placeholder((n,), name="A")
-    B = sl.placeholder((n,), name="B")
-    C = sl.compute(A.shape, lambda i: A[i] + B[i], name="C")
-    return A, B, C
+def vector_add(size=n):
+    """The tutorial's te.compute(A.shape, lambda i: A[i] + B[i]), kept once in tests/programs.py."""
+    return programs.vector_add(size)
 
 
 def evaluate_addition(s, A, B, C):
@@ -59,26 +59,11 @@ def test_matmul_all_optimisations():
     """The tutorial's last GEMM: packed B, write cache, blocking, vectorization, unrolling,
     parallel (1024^3 there, 256x128x64 here)."""
     M, K, N, bn, kfactor = 256, 64, 128, 32, 4
-    k = sl.reduce_axis((0, K), "k")
-    A = sl.placeholder((M, K), name="A")
-    B = sl.placeholder((K, N), name="B")
-    packedB = sl.compute((N // bn, K, bn), lambda x, y, z: B[y, x * bn + z], name="packedB")
-    C = sl.compute((M, N), lambda x, y: sl.sum(A[x, k] * packedB[y // bn, k, sl.floormod(y, bn)], axis=k),
-                   name="C")
-    s = sl.create_schedule(C.op)
-    CC = s.cache_write(C, "global")
-    xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], bn, bn)
-    s[CC].compute_at(s[C], yo)
-    xc, yc = s[CC].op.axis
-    (kaxis,) = s[CC].op.reduce_axis
-    ko, ki = s[CC].split(kaxis, factor=kfactor)
-    s[CC].reorder(ko, xc, ki, yc)
-    s[CC].unroll(ki)
-    s[CC].vectorize(yc)
-    s[C].parallel(xo)
-    x, y, z = s[packedB].op.axis
-    s[packedB].vectorize(z)
-    s[packedB].parallel(x)
+    # The tutorial's algorithm and schedule are TVM's CPU GEMM tutorial's, which
+    # tests/tvm_ports/test_opt_gemm.py ports step by step; the final ones are kept once, as
+    # tests/programs.packed_gemm and schedlang.topi.cpu.schedule_matmul_packed.
+    A, B, _, C = programs.packed_gemm(M, N, K, bn)
+    s = topi.cpu.schedule_matmul_packed(sl.create_schedule(C.op), C, k_factor=kfactor)
     a = rng.random((M, K)).astype("float32")
     b = rng.random((K, N)).astype("float32")
     (c,) = build_and_run(s, [A, B, C], [a, b], [np.zeros((M, N), "float32")], name="mmult")
@@ -87,14 +72,8 @@ def test_matmul_all_optimisations():
 
 # ---- as the tutorial writes it: need features of issue 5 -----------------------------------
 def test_vector_add_with_symbolic_n():
-    nv = sl.var("n")
-    A = sl.placeholder((nv,), name="A")
-    B = sl.placeholder((nv,), name="B")
-    C = sl.compute(A.shape, lambda i: A[i] + B[i], name="C")
-    s = sl.create_schedule(C.op)
-    outer, inner = s[C].split(C.op.axis[0], factor=4)
-    s[C].parallel(outer)
-    s[C].vectorize(inner)
+    A, B, C = vector_add(sl.var("n"))
+    s = topi.cpu.schedule_injective(sl.create_schedule(C.op), C, factor=4)   # test_vectorize's three steps
     fadd = sl.build(s, [A, B, C], name="myadd")
     a, b = rng.uniform(size=1024).astype("float32"), rng.uniform(size=1024).astype("float32")
     c = np.zeros(1024, "float32")

@@ -100,13 +100,18 @@ def run(s, A, B, C):
     np.testing.assert_allclose(c, np.dot(a, b.T), rtol=1e-3)
 
 
-def test_tensorize_gemv_extern_call():
+def split_rows(factor):
+    """Both tensorize steps of the tutorial start the same way: C's rows y split by factor."""
     A, B, C = algorithm()
     s = te.create_schedule(C.op)
-    factor = 16
     x, y = C.op.axis
     (z,) = C.op.reduce_axis
     yo, yi = s[C].split(y, factor=factor)
+    return A, B, C, s, x, yo, yi, z
+
+
+def test_tensorize_gemv_extern_call():
+    A, B, C, s, x, yo, yi, z = split_rows(factor := 16)
     s[C].reorder(x, yo, yi, z)
     gemv = intrin_gemv(factor, L)
     s[C].tensorize(yi, gemv)
@@ -119,12 +124,7 @@ def test_tensorize_gemv_extern_call():
 
 
 def test_tensorize_gemv_reduce_update():
-    A, B, C = algorithm()
-    s = te.create_schedule(C.op)
-    factor = 16
-    x, y = C.op.axis
-    (z,) = C.op.reduce_axis
-    yo, yi = s[C].split(y, factor=factor)
+    A, B, C, s, x, yo, yi, z = split_rows(factor := 16)
     zo, zi = s[C].split(z, factor=factor)
     s[C].reorder(x, yo, zo, yi, zi)
     gemv = intrin_gemv(factor, factor, reduce_update=True)

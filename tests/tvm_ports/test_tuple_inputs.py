@@ -4,6 +4,7 @@ its numbers against numpy."""
 import numpy as np
 
 import schedlang as sl
+from tests import programs
 
 te = sl   # the tutorial's `te.` calls, unchanged
 M, N = 11, 19
@@ -30,22 +31,10 @@ def test_batchwise_computation():
 
 
 def test_reduction_with_collaborative_inputs():
-    # x and y are the operands of reduction, both of them is a tuple of index and value.
-    def fcombine(x, y):
-        lhs = sl.select((x[1] >= y[1]), x[0], y[0])
-        rhs = sl.select((x[1] >= y[1]), x[1], y[1])
-        return lhs, rhs
-
-    # our identity element also need to be a tuple, so `fidentity` accepts two types as inputs.
-    def fidentity(t0, t1):
-        return sl.const(-1, t0), te.min_value(t1)
-
-    argmax = te.comm_reducer(fcombine, fidentity, name="argmax")
+    # The tutorial's argmax comm_reducer (x and y, the operands, are (index, value) tuples;
+    # the identity is a tuple too) and its program: tests/programs.arg_reduce, written once.
     m, n = M, N
-    idx = te.placeholder((m, n), name="idx", dtype="int32")
-    val = te.placeholder((m, n), name="val", dtype="int32")
-    k = te.reduce_axis((0, n), "k")
-    T0, T1 = te.compute((m,), lambda i: argmax((idx[i, k], val[i, k]), axis=k), name="T")
+    idx, val, T0, T1 = programs.arg_reduce(m, n, "int32")
     s = te.create_schedule(T0.op)
     f = sl.build(s, [idx, val, T0, T1])
     np_idx = np.repeat(np.arange(n, dtype="int32")[None, :], m, axis=0)

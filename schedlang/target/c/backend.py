@@ -18,7 +18,7 @@ from ...kernel.widen import widen_index_arith
 from ...loop.simplify import simplify_stmt
 from ..backend import BuildState, HostCPUBackend, run_stages
 from ..host import host_vector_bits
-from ..shapes import MAX_ELEMENTS
+from ..shapes import check_index_width
 from ..target import Target
 from .codegen import render_c
 from .compile import build_library
@@ -75,14 +75,6 @@ def render_stage(st: BuildState) -> str:
 
 def compile_stage(st: BuildState) -> None:
     st.library_path, st.library = build_library(st.texts["c"], st.target)
-
-
-def check_index_width(kernel: KernelModule) -> None:
-    """Refuse buffers that 32-bit indices cannot address (as the llvm target does)."""
-    for b in kernel.params + kernel.temps:
-        if not b.is_symbolic and b.size > MAX_ELEMENTS:     # symbolic sizes are checked at call time
-            raise ValueError(f"tensor '{b.name}' has {b.size} elements; indices are 32-bit, so tensors are "
-                             "limited to 2**31 - 1 elements for now")
 
 
 BACKEND = CBackend()

@@ -111,12 +111,6 @@ class CModule(BuiltModule):
             best = min(best, (time.perf_counter() - start) / number)
         return best
 
-    def __repr__(self) -> str:
-        args = [f"{b.name}: {b.dtype}[{', '.join(map(str, b.shape))}]" for b in self.params]
-        for pos, v in (self._sizes.size_args if self._sizes is not None else ()):
-            args.insert(pos, f"{v.name}: {v.dtype}")
-        return f"<schedlang module {self.name}({', '.join(args)}) target={self.target.kind}>"
-
 
 class LoadedCModule(CModule):
     """A module from sl.load_module(path) of a library the c target exported: the same call and

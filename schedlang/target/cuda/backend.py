@@ -11,6 +11,7 @@ schedule_*_cuda default schedules of torch/schedules.py.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Dict, Sequence
 
 from ...errors import LoweringError, ScheduleError
@@ -35,6 +36,8 @@ from ...tensor.op import PlaceholderOp
 from ..backend import Backend, BuildState, run_stages
 from ..target import Target
 from .codegen import MAX_GRID, render_cuda, threads_per_block
+from .intrin import collective_calls
+from .intrin.copy import ASYNC, complete_async_copies
 from .module import ENGINES, CUDAModule
 from .nvrtc import compile_ptx, ptxas_info
 from .vectorize import cuda_vectorize_loops
@@ -69,7 +72,8 @@ class CUDABackend(Backend):
             ("simplify", simplify_stmt),
             ("lower_thread_allreduce", lower_thread_allreduce),   # warp shuffles and shared memory
             ("insert_barriers", insert_barriers),         # __syncthreads() between shared writes and reads
-            ("inject_double_buffer", inject_double_buffer),   # double_buffer(): fetch ahead, one barrier a step
+            ("inject_double_buffer", partial(inject_double_buffer, copies=ASYNC)),   # fetch ahead (cp.async too)
+            ("complete_async_copies", complete_async_copies),   # cp.async lands before the next barrier
             ("sink_thread_guards", sink_thread_guards),   # every thread reaches each barrier and cooperative fetch
             ("split_kernels", SPLIT_KERNELS),         # thread-bound loops become the launch geometry
             ("add_size_params", ADD_SIZE_PARAMS),
@@ -198,6 +202,7 @@ def check_kernels(kernel: KernelModule, target: Target) -> None:
             raise LoweringError("kernel launch", f"kernel {k.name} has {n} threads a block ({shape}); "
                                 f"{target.arch} allows at most {target.max_threads_per_block}: split the "
                                 "thread-bound loops with a smaller factor, and bind the outer part to blockIdx")
+        check_whole_warps(k, n)
         for a in k.launch:
             if a.tag in MAX_GRID and isinstance(a.extent, int) and a.extent > MAX_GRID[a.tag]:
                 raise LoweringError("kernel launch", f"kernel {k.name} has {a.extent} blocks along {a.tag}; CUDA "
@@ -207,6 +212,18 @@ def check_kernels(kernel: KernelModule, target: Target) -> None:
             raise LoweringError("kernel launch", f"kernel {k.name} needs {smem} bytes of shared memory; "
                                 f"{target.arch} allows {target.max_shared_memory_per_block} a block "
                                 "(CUDAOptions.max_shared_memory_per_block): cache smaller tiles")
+
+
+def check_whole_warps(k, threads: int) -> None:
+    """A warp-collective call (ldmatrix, mma.sync, wmma) needs every lane of its warp: a block of
+    threads not a multiple of 32 has a partial last warp, undefined on a GPU (the shim would
+    gather garbage)."""
+    calls = collective_calls(k.body) if threads % 32 else []
+    if calls:
+        shape = " x ".join(f"{a.tag}={a.extent}" for a in k.launch if a.kind is LaunchKind.THREAD)
+        raise LoweringError("kernel launch", f"kernel {k.name} has {threads} threads a block ({shape}), not a "
+                            f"multiple of 32, but calls {calls[0]}, a warp-collective function that every lane "
+                            "of a warp must reach: bind loops whose extents multiply to whole warps")
 
 
 def check_no_global_allocation(k) -> None:

@@ -17,6 +17,7 @@ from ...expr.nodes import Call, Load
 from ...kernel.launch import threads_per_block
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...loop.nodes import Barrier, Store
+from ...schedule.placement import FRAGMENT_SCOPES
 from ...tensor.intrin import EXTERN_PREFIX
 from ..cexpr import CRenderer, render_literal, unsigned_type
 from . import arithmetic, codegen_vector, intrin, math_calls
@@ -93,6 +94,21 @@ class CUDARenderer(CRenderer):
             qualifier += f"__align__({self.alignments[b]}) "
         return qualifier
 
+    def stmt_Allocate(self, s, depth: int) -> None:
+        if s.buffer.scope not in FRAGMENT_SCOPES:
+            return super().stmt_Allocate(s, depth)
+        b = s.buffer       # a warp's fragments: each lane holds 1/32 (target/cuda/intrin/mma.py)
+        self.emit(depth, f"__align__(16) {self.memory_type(b.dtype)} {self.define(b, b.name)}[{b.size // 32}];")
+        self.stmt(s.body, depth)
+
+    def expr_Load(self, e: Load) -> str:
+        _fragment_access(e.buffer)
+        return super().expr_Load(e)
+
+    def stmt_Store(self, s: Store, depth: int) -> None:
+        _fragment_access(s.buffer)
+        super().stmt_Store(s, depth)
+
     def expr_Call(self, e: Call) -> str:
         if e.name in _SHUFFLE:      # (mask, value, lane or offset, width)
             mask, *rest = e.args
@@ -115,6 +131,16 @@ class CUDARenderer(CRenderer):
         self.emit(depth, "__syncthreads();")
 
 
+def _fragment_access(b) -> None:
+    """A fragment buffer (scope warp or wmma.*) is spread over the lanes: only the intrinsic
+    library's calls address it, never an element access."""
+    if b.scope in FRAGMENT_SCOPES:
+        raise LoweringError("cuda codegen", f"{b.scope}-scope buffer '{b.name}' (tensor-core fragments, each lane "
+                            "holding its part) is accessed element by element; only tensor intrinsics "
+                            "(target/cuda/intrin/mma.py) may read or write it: tensorize every stage that uses it, on whole tiles "
+                            "(pad the shapes to multiples of the tiles, or choose split factors that divide them)")
+
+
 # CUDA's grid limits: x up to 2**31 - 1 blocks, y and z up to 65535.
 MAX_GRID = {"blockIdx.x": 2 ** 31 - 1, "blockIdx.y": 65535, "blockIdx.z": 65535}
 
@@ -132,6 +158,8 @@ def check_grid(k, grid, sizes) -> None:
 def render_kernel(k: Kernel) -> str:
     r = CUDARenderer()
     r.alignments = codegen_vector.vector_alignments(k.body)
+    for b, n in intrin.alignments(k.body).items():    # ldmatrix / cp.async addresses
+        r.alignments[b] = max(r.alignments.get(b, 1), n)
     params = [f"{memory_type(b.dtype)}* __restrict__ {r.define(b, b.name)}" for b in k.params]
     params = ", ".join(params + [f"{compute_type(v.dtype)} {r.define(v, v.name)}" for v in k.sizes])
     r.emit(0, f'extern "C" __global__ void __launch_bounds__({threads_per_block(k)}) {k.name}({params}) {{')
@@ -145,7 +173,7 @@ def render_kernel(k: Kernel) -> str:
                                 "which the cuda target cannot run")
         r.emit(1, f"const int {r.define(a.var, a.var.name)} = {a.tag};")
         r.counters.add(id(a.var))
-        r.enter_range(a.var, a.extent)
+        r.ranges.enter(a.var, a.extent)      # for the whole kernel
     r.stmt(k.body, 1)
     r.emit(0, "}")
     return "\n".join(r.lines)

@@ -124,9 +124,5 @@ class CUDAModule(BuiltModule):
             shim.run_sanitized(built, self.name, list(arrays) + extra, self._is_output + [False] * len(extra),
                                sanitize)
 
-    def __repr__(self) -> str:
-        args = [f"{b.name}: {b.dtype}{list(b.shape)}" for b in self.params]
-        for pos, v in (self._sizes.size_args if self._sizes is not None else ()):
-            args.insert(pos, f"{v.name}: {v.dtype}")       # a size variable passed as an int
-        args = ", ".join(args)
-        return f"<schedlang module {self.name}({args}) target={self.target.kind} -arch={self.target.arch}>"
+    def target_text(self) -> str:
+        return f"{self.target.kind} -arch={self.target.arch}"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ...expr.functor import children
 from ...expr.nodes import Binary, Broadcast, Call, Cast, Const, Expr, Load, Ramp
-from ...expr.simplify import is_multiple
+from ...expr.linear import is_multiple
 from ...kernel.vectorize import LanePolicy, Scalarize, Vectorizer
 from ...loop.functor import stmt_exprs, walk_stmts
 from ...loop.nodes import For, Let, Stmt, Store

@@ -25,6 +25,7 @@ from ..target import Target
 from . import forksafe
 from .codegen import is_parallel_body, render_llvm
 from ..host import host_cpu, vector_bits_of
+from ..shapes import check_index_width
 from .cpus import check_cpu, merge_features, why_not_runnable
 from .jit import CompiledModule, optimize, triple_and_layout
 from .loaded import load_module
@@ -32,7 +33,6 @@ from .module import LLVMModule
 from .runtime import openmp_library
 
 # Indices and loop counters are 32-bit in the generated code.
-MAX_ELEMENTS = 2 ** 31 - 1
 
 
 class LLVMBackend(HostCPUBackend):
@@ -125,14 +125,6 @@ def check_triple(triple: str) -> None:
     if arch_os(triple) != arch_os(host):
         raise ValueError(f"target triple {triple!r} is not this machine's ({host}); the llvm target compiles "
                          "for the host only (no cross-compilation): drop -mtriple or use the host's")
-
-
-def check_index_width(kernel: KernelModule) -> None:
-    """Refuse buffers that 32-bit indices cannot address."""
-    for b in kernel.params + kernel.temps:
-        if not b.is_symbolic and b.size > MAX_ELEMENTS:     # symbolic sizes are checked at call time
-            raise ValueError(f"tensor '{b.name}' has {b.size} elements; indices are 32-bit, so tensors are "
-                             "limited to 2**31 - 1 elements for now")
 
 
 BACKEND = LLVMBackend()

@@ -14,8 +14,10 @@ from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 from ...errors import InternalError, LoweringError
 from ...expr.extent import ceil_div
 from ...expr.functor import free_vars
-from ...dtypes import int64
+from ...dtypes import DType, int64
 from ...expr.nodes import Buffer, Cast, Expr, Var
+from ...expr.ranges import LoopRanges
+from ...kernel.memory_plan import plan_arena
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...kernel.sizes import buffer_exprs
 from ...limits import INT32_MAX
@@ -84,7 +86,7 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         self.ptrs = dict(ptrs)
         self.outlined = 0
         self.stack_bytes = 0     # local buffers on this function's stack so far
-        self.index_ranges: Dict[Var, tuple] = {}
+        self.index_ranges = LoopRanges()
         self.streamed = False    # a non-temporal store was emitted: end with sfence
 
     def ret_void(self) -> None:
@@ -211,10 +213,8 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         self.fn.lines.append("")     # the phi, filled in once the latch block is known
         saved = self.env.get(var)
         self.env[var] = value
-        if extent is not None:
-            self.index_ranges[var] = (0, extent - 1)
-        self.stmt(body)
-        self.index_ranges.pop(var, None)
+        with self.index_ranges.loop(var, extent):      # no range where extent is None
+            self.stmt(body)
         nxt = self.fn.emit(f"add nsw {ty} {value}, 1", var.name + ".next")
         more = self.fn.emit(f"icmp slt {ty} {nxt}, {end}", "more")
         self.fn.do(f"br i1 {more}, label %{head}, label %{exit_l}")
@@ -427,22 +427,29 @@ def _entry_function(module: ModuleState, m: KernelModule, calls: List[Tuple[str,
         ptrs[b] = fn.emit(f"load ptr, ptr {slot}, align 8", symbol(b.name))
     failed = "0"     # bytes of the last temporary that could not be allocated
     sizes = _entry_sizes(fn, m)
-    for b in m.temps:
+    fixed = [b for b in m.temps if not b.is_symbolic]
+    arena, offsets = plan_arena(fixed, [params for _, params, _ in calls], _temp_bytes, ALIGN)
+    if arena >= sum(_temp_bytes(b) for b in fixed):
+        offsets = {}                 # nothing shared: each temporary its own allocation
+    heap = [b for b in m.temps if b not in offsets] + ([ARENA] if offsets else [])
+    for b in heap:
         if b.is_symbolic:
             size = FunctionEmitter(module, fn, sizes, {}).symbolic_bytes(b)
         else:
-            size = ceil_div(b.size * b.dtype.bytes, ALIGN) * ALIGN
+            size = arena if b is ARENA else _temp_bytes(b)
         ptrs[b] = fn.emit(f"call ptr @aligned_alloc(i64 {ALIGN}, i64 {size})", symbol(b.name))
         module.declarations.update({"declare ptr @aligned_alloc(i64, i64)", "declare void @free(ptr)"})
         null = fn.emit(f"icmp eq ptr {ptrs[b]}, null", "nomem")
         failed = fn.emit(f"select i1 {null}, i64 {size}, i64 {failed}", "failed")
-    if m.temps:
+    for b, offset in offsets.items():
+        ptrs[b] = fn.emit(f"getelementptr inbounds i8, ptr {ptrs[ARENA]}, i64 {offset}", symbol(b.name))
+    if heap:
         bad = fn.emit(f"icmp ne i64 {failed}, 0", "nomem")
         fail_l, run_l = fn.label("alloc.fail"), fn.label("run")
         fn.do(f"br i1 {bad}, label %{fail_l}, label %{run_l}")
         fn.start_block(fail_l)
         emit_alloc_failed(fn, ptrs[STATUS], failed)
-        for b in m.temps:
+        for b in heap:
             fn.do(f"call void @free(ptr {ptrs[b]})")     # free(NULL) does nothing
         fn.do("ret i32 1")
         fn.start_block(run_l)
@@ -450,10 +457,18 @@ def _entry_function(module: ModuleState, m: KernelModule, calls: List[Tuple[str,
         args = ([f"ptr {ptrs[b]}" for b in params] + [f"{compute_type(v.dtype)} {sizes[v]}" for v in size_vars]
                 + [f"ptr {ptrs[STATUS]}"])
         fn.do(f"call void @{kname}({', '.join(args)})")
-    for b in m.temps:
+    for b in heap:
         fn.do(f"call void @free(ptr {ptrs[b]})")
     fn.do("ret i32 0")
     return fn.render().replace("define internal", "define", 1)
+
+
+# The one allocation of the temporaries that share memory (kernel/memory_plan.py).
+ARENA = Buffer("temps.arena", (1,), DType("uint", 8))
+
+
+def _temp_bytes(b: Buffer) -> int:
+    return ceil_div(b.size * b.dtype.bytes, ALIGN) * ALIGN
 
 
 def _entry_sizes(fn: FunctionText, m: KernelModule) -> Dict[Var, str]:

@@ -1,9 +1,9 @@
 """Expressions of Kernel IR as LLVM IR instructions (scalar and vector)."""
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Dict
 
-from ...dtypes import DType, float32
+from ...dtypes import DType, dtype as parse_dtype, float32
 from ...errors import InternalError
 from ...expr.nodes import (Binary, Broadcast, Buffer, Call, Cast, Compare, Const, Expr, Load, Logical, Not,
                            Ramp, Select, Var)
@@ -16,8 +16,9 @@ from .externs import check_symbol
 from .mathlib import MATH_FUNCTIONS, math_declarations, math_function
 from ...expr.bounds import fits_without_wrap
 from ...expr.equality import equal
+from ...expr.ranges import LoopRanges
 from ...expr.nodes import FAST_MATH_MARKER, NEG
-from .types import compute_type, constant, literal, memory_type, scalar_compute, signed, vec
+from .types import compute_type, constant, literal, memory_type, scalar_compute, signed, suffix
 
 # Floating point is IEEE by default: no flags on the user's arithmetic. FAST_MATH is what
 # Target(fast_math=True) or a stage's "fast_math" pragma allow; ACCUMULATE is for the update of
@@ -45,17 +46,7 @@ LIBM_FUNCTIONS = frozenset({"exp10", "log10", "log1p", "tan", "atan", "atan2", "
 
 
 def _c_dtype(ty: str) -> DType:
-    from ...dtypes import dtype as parse_dtype
     return parse_dtype({"float": "float32", "double": "float64"}.get(ty, f"int{ty[1:]}"))
-
-
-def suffix(ty: str) -> str:
-    """The overload suffix of an intrinsic: float -> f32, <8 x float> -> v8f32."""
-    base = {"float": "f32", "double": "f64", "half": "f16"}
-    if ty.startswith("<"):
-        lanes, _, elem = ty[1:-1].partition(" x ")
-        return f"v{lanes}{base.get(elem, elem)}"
-    return base.get(ty, ty)
 
 
 class ExprEmitter(DivisionEmitter, BFloatEmitter, HalfEmitter):
@@ -65,7 +56,7 @@ class ExprEmitter(DivisionEmitter, BFloatEmitter, HalfEmitter):
     env: Dict[Var, str]
     ptrs: Dict[Buffer, str]
     fast_region = False                  # inside a fast_math(...) marker (the stage's pragma)
-    index_ranges: Dict[Var, tuple] = {}  # loop variable -> (0, extent - 1), for nsw proofs
+    index_ranges = LoopRanges()          # loop variable -> (0, extent - 1), for nsw proofs (none here)
     in_index = False                     # emitting a buffer index (index arithmetic, not user data)
 
     def float_flags(self) -> str:
@@ -167,18 +158,9 @@ class ExprEmitter(DivisionEmitter, BFloatEmitter, HalfEmitter):
         flags = f" {flags}" if flags else ""
         return self.fn.emit(f"{_FLOAT_OPS[op]}{flags} {ty} {a}, {b}", op)
 
-    def no_wrap_memo(self) -> Tuple[Dict, Dict]:
-        """The memo of fits_without_wrap for the loop ranges in force now (entering or leaving a
-        loop changes what is proven, so each set of ranges has its own)."""
-        ranges = tuple((id(v), r) for v, r in self.index_ranges.items())
-        cached = self.__dict__.get("_no_wrap")
-        if cached is None or cached[0] != ranges:
-            cached = self._no_wrap = (ranges, ({}, {}))
-        return cached[1]
-
     def proven_no_wrap(self, e: Binary) -> bool:
         """Whether loop ranges prove that e and every operation under it stay in range."""
-        return fits_without_wrap(e, self.index_ranges, self.no_wrap_memo())
+        return fits_without_wrap(e, self.index_ranges, self.index_ranges.proof_memo())
 
     def expr_Compare(self, e: Compare) -> str:
         a, b = self.expr(e.a), self.expr(e.b)

@@ -25,6 +25,7 @@ from ..elf import write_library
 from .codegen import symbol
 from .forksafe import SERIAL_FLAG
 from .jit import emit_shared_object_code
+from .packed import SYMBOL, descriptor
 
 INFO_SYMBOL = "schedlang_module_info"
 PACKED_HOOK = "schedlang_packed_hook"     # the loader's callback for extern calls
@@ -60,7 +61,6 @@ def _packed_calls_through_hook(mod, text: str):
     sets to a callback of its process; the call ids of this process are saved with the
     function name and argument layout each stands for, so that the loading process looks
     the function up by name (sl.register_func there) when the call happens."""
-    from .packed import SYMBOL, descriptor
     declaration = re.compile(rf"^declare void @{SYMBOL}\(i64, ptr\).*$", re.MULTILINE)
     if not declaration.search(text):
         return text, {}

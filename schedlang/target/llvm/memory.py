@@ -16,16 +16,11 @@ from ...loop.nodes import Store
 from .status import STATUS
 from .streaming import METADATA, streaming_alignment
 from .strided import load_stride, load_strided
-from .types import compute_type, memory_type, scalar_memory
+from .types import compute_type, memory_type, scalar_memory, suffix
 
 SCRATCH_BYTES = 4096
 # Where a bad access goes instead; the count and the first bad index go to the call's status record.
 OOB_GLOBALS = (f"@sl.oob.scratch = internal global [{SCRATCH_BYTES} x i8] zeroinitializer, align 64",)
-
-
-def _suffix(ty: str) -> str:
-    from .emit_expr import suffix
-    return suffix(ty)
 
 
 class MemoryEmitter:
@@ -122,13 +117,13 @@ class MemoryEmitter:
         if kind in ("scalar", "vector"):
             raw = self.fn.emit(f"load {mty}, ptr {ptr}, align {align}", buf.name)
         elif kind == "masked":
-            name = f"llvm.masked.load.{_suffix(mty)}.p0"
+            name = f"llvm.masked.load.{suffix(mty)}.p0"
             self.declare(f"declare {mty} @{name}(ptr, i32, <{lanes} x i1>, {mty})")
             raw = self.fn.emit(f"call {mty} @{name}(ptr {ptr}, i32 {align}, <{lanes} x i1> {mask}, {mty} zeroinitializer)",
                                buf.name)
         else:
             mask = mask or "splat (i1 true)"
-            name = f"llvm.masked.gather.{_suffix(mty)}.v{lanes}p0"
+            name = f"llvm.masked.gather.{suffix(mty)}.v{lanes}p0"
             self.declare(f"declare {mty} @{name}(<{lanes} x ptr>, i32, <{lanes} x i1>, {mty})")
             raw = self.fn.emit(f"call {mty} @{name}(<{lanes} x ptr> {ptr}, i32 {align}, <{lanes} x i1> {mask}, "
                                f"{mty} zeroinitializer)", buf.name)
@@ -145,12 +140,12 @@ class MemoryEmitter:
         elif kind in ("scalar", "vector"):
             self.fn.do(f"store {mty} {value}, ptr {ptr}, align {align}")
         elif kind == "masked":
-            name = f"llvm.masked.store.{_suffix(mty)}.p0"
+            name = f"llvm.masked.store.{suffix(mty)}.p0"
             self.declare(f"declare void @{name}({mty}, ptr, i32, <{lanes} x i1>)")
             self.fn.do(f"call void @{name}({mty} {value}, ptr {ptr}, i32 {align}, <{lanes} x i1> {mask})")
         else:
             mask = mask or "splat (i1 true)"
-            name = f"llvm.masked.scatter.{_suffix(mty)}.v{lanes}p0"
+            name = f"llvm.masked.scatter.{suffix(mty)}.v{lanes}p0"
             self.declare(f"declare void @{name}({mty}, <{lanes} x ptr>, i32, <{lanes} x i1>)")
             self.fn.do(f"call void @{name}({mty} {value}, <{lanes} x ptr> {ptr}, i32 {align}, <{lanes} x i1> {mask})")
 

@@ -91,10 +91,3 @@ class LLVMModule(BuiltModule):
             raise_pending()
             best = min(best, (time.perf_counter() - start) / number)
         return best
-
-    def __repr__(self) -> str:
-        args = [f"{b.name}: {b.dtype}[{', '.join(map(str, b.shape))}]" for b in self.params]
-        for pos, v in (self._sizes.size_args if self._sizes is not None else ()):
-            args.insert(pos, f"{v.name}: {v.dtype}")       # a size variable passed as an int
-        args = ", ".join(args)
-        return f"<schedlang module {self.name}({args}) target={self.target.kind}>"

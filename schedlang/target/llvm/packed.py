@@ -18,6 +18,7 @@ import numpy as np
 
 from ...expr.nodes import Buffer
 from ...loop.nodes import CallPacked
+from ...packed import get_global_func
 
 SYMBOL = "sl_call_packed"
 _descriptors: List[Tuple[str, Tuple]] = []
@@ -61,7 +62,6 @@ def record_error(e: BaseException) -> None:
 def call_descriptor(func: str, specs, argv: int) -> None:
     """Call the function registered as func (looked up now, by name) on numpy views of the
     buffers whose pointers argv holds; an exception is kept for raise_pending."""
-    from ...packed import get_global_func
     try:
         n = sum(1 for s in specs if s[0] == "buffer")
         pointers = (ctypes.c_void_p * max(n, 1)).from_address(argv)

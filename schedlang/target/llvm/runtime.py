@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import glob
+import importlib.util
 import os
 from functools import lru_cache
 from typing import Optional
@@ -18,7 +19,6 @@ def _candidates():
     if found:
         yield found
     try:   # PyTorch wheels bundle one
-        import importlib.util
         spec = importlib.util.find_spec("torch")
         if spec and spec.origin:
             yield from sorted(glob.glob(os.path.join(os.path.dirname(spec.origin), "lib", "libgomp*.so*")))

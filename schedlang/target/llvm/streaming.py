@@ -26,7 +26,7 @@ from typing import FrozenSet, Iterable
 
 from ...expr.functor import walk
 from ...expr.nodes import Buffer, Const, Load, Ramp
-from ...expr.simplify import is_multiple
+from ...expr.linear import is_multiple
 from ...loop.functor import stmt_exprs, walk_stmts
 from ...loop.nodes import CallPacked, Store
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ...expr.nodes import Const, Expr, Load, Ramp
-from .types import scalar_memory
+from .types import scalar_memory, suffix
 
 MAX_STRIDE = 4        # beyond this, the wide load reads more than a gather's loads are worth
 
@@ -30,7 +30,6 @@ def load_stride(index: Expr) -> Optional[int]:
 def load_strided(em, e: Load, stride: int) -> str:
     """The raw memory value (as a vector load gives it) of e, whose index is a ramp of
     `stride`; em is the FunctionEmitter (its fn, ptrs, expr, index64, declare)."""
-    from .emit_expr import suffix
     index, lanes, buf = e.indices[0], e.dtype.lanes, e.buffer
     elem = scalar_memory(buf.dtype)
     wide = lanes * stride

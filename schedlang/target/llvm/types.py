@@ -75,3 +75,12 @@ def int_constant(value: int, lanes: int) -> str:
 
 def signed(dt: DType) -> bool:
     return dt.kind == "int"
+
+
+def suffix(ty: str) -> str:
+    """The overload suffix of an intrinsic: float -> f32, <8 x float> -> v8f32."""
+    base = {"float": "f32", "double": "f64", "half": "f16"}
+    if ty.startswith("<"):
+        lanes, _, elem = ty[1:-1].partition(" x ")
+        return f"v{lanes}{base.get(elem, elem)}"
+    return base.get(ty, ty)

@@ -9,6 +9,7 @@ from ...errors import InternalError, LoweringError
 from ...loop.nodes import (Allocate, Barrier, CallPacked, For, IfThen, Let, Seq, StageNest, Stmt, Store,
                            ThreadAllReduce)
 from .evaluate import Evaluator
+from .intrin import execute
 
 
 class Machine:
@@ -105,8 +106,8 @@ class Machine:
                             "lower_thread_allreduce pass lowers it first")
 
     def stmt_Evaluate(self, s, mask) -> None:
-        raise LoweringError("simt", f"kernel {self.kernel.name} calls '{s.value}' (a tensor intrinsic's device "
-                            "function), which the SIMT engine does not execute yet; emulate with engine='shim'")
+        if mask.any():
+            execute(self, s, mask)      # the intrinsic library's calls (intrin.py)
 
     def stmt_CallPacked(self, s: CallPacked, mask) -> None:
         raise LoweringError("simt", f"kernel {self.kernel.name} calls the packed function '{s.func}', "

@@ -9,6 +9,7 @@ from typing import Dict, Optional
 import numpy as np
 
 from ...expr.nodes import Buffer
+from ...schedule.placement import FRAGMENT_SCOPES
 from .races import RaceChecker
 
 
@@ -42,13 +43,13 @@ class Memory:
             return
         rows = self.chunk.nblocks if b.scope == "shared" else self.chunk.lanes
         fill = np.nan if b.dtype.is_float else 0
-        data = np.full(rows * b.size, fill, dtype=_storage_dtype(b))
+        data = np.full(rows * self._size(b), fill, dtype=_storage_dtype(b))
         if b.scope == "shared":
             self.shared[b] = data
             self.races.add(b, data.size)
         else:
             self.local[b] = data
-            self.local_rows[b] = data.reshape(rows, b.size)
+            self.local_rows[b] = data.reshape(rows, self._size(b))
 
     def _address(self, b: Buffer, index: np.ndarray, mask: np.ndarray, stmt):
         """(storage, flat addresses, lanes, indices, active) of the active elements (idx.size ==
@@ -87,8 +88,8 @@ class Memory:
     def _size(self, b: Buffer) -> int:
         """A shared or local buffer's elements (Buffer.size is recomputed on each access)."""
         size = self.sizes.get(b)
-        if size is None:
-            size = self.sizes[b] = b.size
+        if size is None:      # a warp-scope buffer (fragments): each lane holds 1/32 (simt/intrin.py)
+            size = self.sizes[b] = b.size // 32 if b.scope in FRAGMENT_SCOPES else b.size
         return size
 
     def _global(self, b: Buffer) -> np.ndarray:

@@ -109,9 +109,13 @@ def check_call(x, weight, bias, stride, padding, dilation, groups) -> ConvCall:
 def block_width(ctx, call: ConvCall) -> int:
     """Output channels of a packed weight block: a native vector of the accumulator dtype
     (at most OC) for a dense convolution on the CPU, which conv_schedules vectorizes over
-    output channels; 1 otherwise (grouped and depthwise convolutions run along the width)."""
+    output channels; for a depthwise one (one input channel per output channel) the same
+    blocks, which it reads as a vector of channels over blocked activations (layout.py);
+    1 otherwise (other grouped convolutions run along the width)."""
     target, oc = ctx.target, call.weight.shape[0]
-    if call.groups != 1 or not isinstance(target, sl.Target) or not sl.get_backend(target.kind).prepacks_weights:
+    depthwise = call.groups == oc == call.x.shape[1]
+    if call.groups != 1 and not depthwise or not isinstance(target, sl.Target) \
+            or not sl.get_backend(target.kind).prepacks_weights:
         return 1
     lanes = target.native_lanes(dtype(acc_dtype(call.x.dtype)).bits)
     width = max(1, min(oc, lanes))
@@ -135,7 +139,8 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1) -> sl.T
     out_shape = call.out_shape
 
     grouped_pad = call.groups > 1 and out_shape[-1] >= GROUPED_PAD_MIN_WIDTH   # depthwise_schedules.py
-    pad_copy = max(call.padding) > 0 and (width > 1 or max(kernel) >= PAD_COPY_KERNEL or grouped_pad)
+    dense_packed = width > 1 and call.groups == 1
+    pad_copy = max(call.padding) > 0 and (dense_packed or max(kernel) >= PAD_COPY_KERNEL or grouped_pad)
     if pad_copy:
         x = _padded(ctx, call)
 

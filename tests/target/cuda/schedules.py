@@ -20,6 +20,34 @@ def elementwise(n=1000, factor=64):
     return s, [A, B]
 
 
+def mixed_dtypes(n=77):
+    """float16, int32, int8 and float64 elementwise stages, a thread an element: half computed in
+    float, floordiv/floormod of negative ints, int8 wrapping before it is divided, double math."""
+    H = sl.placeholder((n,), "float16", name="H")
+    I = sl.placeholder((n,), "int32", name="I")
+    J = sl.placeholder((n,), "int8", name="J")
+    D = sl.placeholder((n,), "float64", name="D")
+    h = sl.compute((n,), lambda i: H[i] * H[i] + sl.const(0.5, "float16"), name="h")
+    q = sl.compute((n,), lambda i: sl.floordiv(I[i], 7) * 100 + sl.floormod(I[i], 7) + sl.max(I[i], 3), name="q")
+    w = sl.compute((n,), lambda i: sl.floordiv(J[i] * sl.const(3, "int8"), sl.const(5, "int8")), name="w")
+    d = sl.compute((n,), lambda i: sl.tanh(D[i]) + sl.sqrt(sl.abs(D[i])), name="d")
+    s = sl.create_schedule([h.op, q.op, w.op, d.op])
+    for t in (h, q, w, d):
+        bind(s, t, *s[t].split(t.op.axis[0], factor=32))
+    return s, [H, I, J, D, h, q, w, d]
+
+
+def two_kernels():
+    """C = (3 A).T - A.T through a root intermediate B: two kernels, B a global temporary."""
+    A = sl.placeholder((45, 13), name="A")
+    B = sl.compute((45, 13), lambda i, j: A[i, j] * 3.0, name="B")
+    C = sl.compute((13, 45), lambda i, j: B[j, i] - A[j, i], name="C")
+    s = sl.create_schedule(C.op)
+    for t in (B, C):
+        bind(s, t, t.op.axis[0], t.op.axis[1])
+    return s, [A, C]
+
+
 def silu_and_mul(rows=3, d=50):
     x, out = programs.silu_and_mul(rows, 2 * d, name="out")
     s = sl.create_schedule(out.op)

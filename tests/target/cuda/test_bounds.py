@@ -6,8 +6,7 @@ import pytest
 
 import schedlang as sl
 from tests.target.cuda import schedules
-from tests.helpers import emulate_and_check
-from tests.target.simt.test_simt import simt_and_check
+from tests.helpers import emulate_and_check, run_both_engines
 
 pytest.importorskip("cuda.bindings")
 
@@ -62,12 +61,11 @@ def test_a_local_stage_outside_inner_thread_loops_holds_one_threads_elements(at)
     used to cover every threadIdx.x (32 floats at ty, 128 at bj); each thread needs its 2."""
     s, args = rows_per_thread(at, "local")
     assert allocations(s, args) == {"T": "2"}
-    emulate_and_check(s, args, sanitize="thread")
-    simt_and_check(s, args)
+    run_both_engines(s, args, sanitize="thread")
 
 
 @pytest.mark.parametrize("at", ["bj", "ty", "tx"])
 def test_a_shared_stage_inside_thread_loops_still_covers_the_block(at):
     s, args = rows_per_thread(at, "shared")
     assert allocations(s, args) == {"T": "128"}
-    simt_and_check(s, args)
+    emulate_and_check(s, args, engine="simt")

@@ -15,7 +15,7 @@ def render():
     a, b, c = Var("a"), Var("b"), Var("c")
     for v in (a, b, c):
         r.define(v, v.name)
-        r.enter_range(v, 100)      # in [0, 100): + - * cannot wrap, so they stay C's operators
+        r.ranges.enter(v, 100)      # in [0, 100): + - * cannot wrap, so they stay C's operators
     return r.expr, a, b, c
 
 
@@ -51,7 +51,7 @@ def test_floor_division_of_counters_by_a_positive_constant_is_plain_c(render):
     i = Var("i")
     r.define(i, "i")
     r.counters.add(id(i))
-    r.enter_range(i, 1000)
+    r.ranges.enter(i, 1000)
     assert r.expr(binary("floordiv", binary("add", i * 8, 3), sl.const(4))) == "(i * 8 + 3) / 4"
     assert r.expr(binary("mul", sl.const(30), binary("floormod", i, sl.const(8)))) == "30 * (i % 8)"
     assert r.expr(binary("floordiv", binary("sub", i, 3), sl.const(4))) == "sl_floordiv<int, unsigned>(i - 3, 4)"

@@ -13,9 +13,9 @@ import schedlang as sl
 from schedlang.loop import cooperative
 from tests import programs
 from tests.target.cuda import schedules
+from tests.tvm_ports.test_reduction_cuda import tutorial_schedule
 from tests.target.cuda.schedules import arrays_for
-from tests.helpers import emulate_and_check
-from tests.target.simt.test_simt import simt_and_check
+from tests.helpers import run_both_engines
 
 pytest.importorskip("cuda.bindings")
 
@@ -121,16 +121,8 @@ def vthread_gemm_unbound(at="ko"):
 def rfactor_at_block_loop(scope):
     """TVM's reduction tutorial (rows over blockIdx.x / threadIdx.y, the factored axis across
     threadIdx.x) with the rfactor stage computed at the block loop, in scope."""
-    A = sl.placeholder((37, 70), name="A")
-    k = sl.reduce_axis((0, 70), "k")
-    B = sl.compute((37,), lambda i: sl.sum(A[i, k], axis=k), name="B")
-    s = sl.create_schedule(B.op)
-    ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
-    BF = s.rfactor(B, ki)
-    xo, xi = s[B].split(s[B].op.axis[0], factor=32)
-    s[B].bind(xo, sl.thread_axis("blockIdx.x"))
-    s[B].bind(xi, sl.thread_axis("threadIdx.y"))
-    s[B].bind(s[B].op.reduce_axis[0], sl.thread_axis("threadIdx.x"))
+    A, B = programs.row_sum(37, 70)
+    s, BF, xo, _ = tutorial_schedule(B)
     s[BF].compute_at(s[B], xo)
     s[BF].set_scope(scope)
     return s, [A, B]
@@ -174,15 +166,13 @@ CORRECT = {
 @pytest.mark.parametrize("name", sorted(CORRECT))
 def test_each_placement_is_race_free_and_right_on_both_engines(name):
     s, args = CORRECT[name]()
-    emulate_and_check(s, args, sanitize="thread")
-    simt_and_check(s, args)        # raises SharedMemoryRace / GlobalMemoryRace
+    run_both_engines(s, args, sanitize="thread")        # the SIMT engine raises SharedMemoryRace / GlobalMemoryRace
 
 
 def test_the_placements_of_small_programs_are_race_free_and_right_on_both_engines():
     """Each output (B_<placement>) is checked against the reference by name."""
     s, args = together(TOGETHER)
-    emulate_and_check(s, args, sanitize="thread")
-    simt_and_check(s, args)
+    run_both_engines(s, args, sanitize="thread")
 
 
 def tile_text(s, args):

@@ -1,17 +1,14 @@
 """CUDA programs compiled by NVRTC to PTX and run on the CPU through the shim (the exact
 CUDA C, built by g++ against shim/cuda_shim.h), against the reference evaluator."""
-from pathlib import Path
 
 import pytest
 
 import schedlang as sl
-from tests.helpers import assert_close, emulate_and_check
+from tests.helpers import assert_golden, emulate_and_check, run_both_engines
 from tests.target.cuda import schedules
 from tests.target.cuda.schedules import arrays_for
 
 pytest.importorskip("cuda.bindings")
-
-GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 
 
 def test_elementwise_with_a_tail_block():
@@ -42,19 +39,7 @@ def test_row_sum_one_row_a_thread():
 def test_float16_int_and_double_arithmetic():
     """half is stored as __half and computed in float; floordiv/floormod on negative ints;
     int8 wraps before it is divided (C would compute in int); double math."""
-    n = 77
-    H = sl.placeholder((n,), "float16", name="H")
-    I = sl.placeholder((n,), "int32", name="I")
-    J = sl.placeholder((n,), "int8", name="J")
-    D = sl.placeholder((n,), "float64", name="D")
-    h = sl.compute((n,), lambda i: H[i] * H[i] + sl.const(0.5, "float16"), name="h")
-    q = sl.compute((n,), lambda i: sl.floordiv(I[i], 7) * 100 + sl.floormod(I[i], 7) + sl.max(I[i], 3), name="q")
-    w = sl.compute((n,), lambda i: sl.floordiv(J[i] * sl.const(3, "int8"), sl.const(5, "int8")), name="w")
-    d = sl.compute((n,), lambda i: sl.tanh(D[i]) + sl.sqrt(sl.abs(D[i])), name="d")
-    s = sl.create_schedule([h.op, q.op, w.op, d.op])
-    for t in (h, q, w, d):
-        schedules.bind(s, t, *s[t].split(t.op.axis[0], factor=32))
-    mod = emulate_and_check(s, [H, I, J, D, h, q, w, d])
+    mod = emulate_and_check(*schedules.mixed_dtypes())
     assert "#include <cuda_fp16.h>" in mod.get_source() and "__half* __restrict__ H" in mod.get_source()
     assert "sl_floordiv<signed char, unsigned>((signed char)(J[" in mod.get_source()
 
@@ -81,12 +66,7 @@ GOLDEN_PROGRAMS = {"cuda_elementwise": lambda: schedules.elementwise(1000, 64),
 @pytest.mark.parametrize("name", sorted(GOLDEN_PROGRAMS))
 def test_golden_cuda_source(name, update_golden):
     text = sl.build(*GOLDEN_PROGRAMS[name](), target="cuda").get_source("cuda")
-    path = GOLDEN / f"{name}.cuda.txt"
-    if update_golden or not path.exists():
-        path.write_text(text)
-        if not update_golden:
-            pytest.skip(f"wrote new golden file {path.name}")
-    assert text == path.read_text(), f"{path.name} changed; rerun with --update-golden if intended"
+    assert_golden(text, f"{name}.cuda.txt", update_golden)
 
 
 def test_thread_sanitizer_is_quiet_on_a_race_free_kernel():
@@ -95,14 +75,7 @@ def test_thread_sanitizer_is_quiet_on_a_race_free_kernel():
 
 def test_two_kernels_through_a_global_temporary():
     """A root intermediate stage is its own kernel; the module allocates its buffer."""
-    A = sl.placeholder((45, 13), name="A")
-    B = sl.compute((45, 13), lambda i, j: A[i, j] * 3.0, name="B")
-    C = sl.compute((13, 45), lambda i, j: B[j, i] - A[j, i], name="C")
-    s = sl.create_schedule(C.op)
-    for t in (B, C):
-        s[t].bind(t.op.axis[0], sl.thread_axis("blockIdx.x"))
-        s[t].bind(t.op.axis[1], sl.thread_axis("threadIdx.x"))
-    mod = emulate_and_check(s, [A, C])
+    mod = emulate_and_check(*schedules.two_kernels())
     assert mod.kernels == ["C_B", "C_kernel"]
 
 
@@ -151,10 +124,5 @@ def test_thread_axis_takes_a_domain_first_as_in_tvm():
 def test_batch_matmul_and_conv2d_with_shared_tiles_on_both_engines(make):
     """Odd shapes (tails in every tiled axis); the shim under ThreadSanitizer and the SIMT
     interpreter with its race check both agree with the reference."""
-    s, args = make()
-    mod = emulate_and_check(s, args, sanitize="thread")
-    arrays, feed = arrays_for(s, args)
-    profile = mod.emulate(*arrays, engine="simt", profile=True)
-    out = args[-1]
-    assert_close(arrays[-1], sl.reference([out], feed)[0], str(out.dtype), name=f"{out.name} (simt)")
+    mod, profile = run_both_engines(*make(), sanitize="thread")
     assert all(p.barriers > 0 for p in profile.values())     # the shared tiles are fenced

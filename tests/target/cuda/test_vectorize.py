@@ -2,17 +2,14 @@
 __nv_bfloat162 accesses where contiguous and provably aligned, per-lane scalar code otherwise, loops
 kept scalar where CUDA has no vector form; storage_align on shared memory; double_buffer at a block loop refused.
 Each program is compiled by NVRTC and run through the shim against the reference evaluator."""
-from pathlib import Path
 
 import pytest
 
 import schedlang as sl
 from tests.target.cuda import schedules
-from tests.helpers import emulate_and_check
+from tests.helpers import assert_golden, emulate_and_check
 
 pytest.importorskip("cuda.bindings")
-
-GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 
 
 def test_silu_and_mul_float4_loads_and_stores():
@@ -28,12 +25,7 @@ def test_silu_and_mul_float4_loads_and_stores():
 
 def test_golden_silu_and_mul_float4(update_golden):
     text = sl.build(*schedules.silu_and_mul_vec(rows=3, d=64), target="cuda").get_source("cuda")
-    path = GOLDEN / "cuda_silu_and_mul_float4.cuda.txt"
-    if update_golden or not path.exists():
-        path.write_text(text)
-        if not update_golden:
-            pytest.skip(f"wrote new golden file {path.name}")
-    assert text == path.read_text(), f"{path.name} changed; rerun with --update-golden if intended"
+    assert_golden(text, "cuda_silu_and_mul_float4.cuda.txt", update_golden)
 
 
 def test_unaligned_accesses_are_per_lane_scalars_and_the_tail_a_scalar_loop():

@@ -2,7 +2,6 @@
 the virtual thread runs once (the shared tile fetch and its barriers), register tiles get one slice
 per virtual thread, and the per-vthread copies of the innermost statements sit side by side. Every
 schedule gives the serial form's result (the reference) on both emulation engines."""
-from pathlib import Path
 
 import pytest
 
@@ -15,13 +14,12 @@ from schedlang.loop.functor import StmtMutator
 from schedlang.loop.nodes import BOUND, SERIAL, Allocate, For, IfThen, Seq, Store, seq
 from schedlang.target.cuda.backend import BACKEND
 from tests import programs
-from tests.helpers import run_both_engines
+from tests.helpers import assert_golden, run_both_engines
 from tests.target.cuda import schedules
 from tests.target.cuda.schedules import arrays_for
 
 pytest.importorskip("cuda.bindings")
 
-GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 tx, v, w = Var("tx"), Var("v"), Var("w")
 G = Buffer("G", (64,), float32)
 O = Buffer("O", (64,), float32)
@@ -153,12 +151,7 @@ def test_kernel_ir_has_the_fetch_outside_the_vthread_copies(update_golden):
     assert not any("i.inner.outer" in x or "j.inner.outer" in x for x in enclosing), enclosing
     assert "local C.local: f32[16]" in text and "local A.shared.local: f32[4]" in text
     assert text.count("barrier(shared)") == 2
-    path = GOLDEN / "cuda_vthread_gemm.kernel.txt"
-    if update_golden or not path.exists():
-        path.write_text(text)
-        if not update_golden:
-            pytest.skip(f"wrote new golden file {path.name}")
-    assert text == path.read_text(), f"{path.name} changed; rerun with --update-golden if intended"
+    assert_golden(text, "cuda_vthread_gemm.kernel.txt", update_golden)
 
 
 def test_a_shared_stage_computed_at_the_vthread_loop_is_fetched_once():

@@ -10,21 +10,11 @@ from schedlang.expr.nodes import Binary, Broadcast, Buffer, Call, Cast, Compare,
 from schedlang.kernel.nodes import Kernel, KernelModule, LaunchAxis, LaunchKind
 from schedlang.loop.nodes import Barrier, IfThen, Let, Seq, Store
 from schedlang.target.simt import GlobalMemoryRace, SharedMemoryRace, run_module
-from tests.helpers import assert_close
+from tests.helpers import emulate_and_check
 from tests.target.cuda import schedules
 from tests.target.cuda.schedules import arrays_for
 
 pytest.importorskip("cuda.bindings")
-
-
-def simt_and_check(s, args, **options):
-    mod = sl.build(s, args, target="cuda")
-    arrays, feed = arrays_for(s, args)
-    result = mod.emulate(*arrays, engine="simt", **options)
-    outputs = [t for t in args if t not in feed]
-    for t, want in zip(outputs, sl.reference(outputs, feed)):
-        assert_close(arrays[args.index(t)], want, str(t.dtype), name=t.name)
-    return mod, result
 
 
 PROGRAMS = {
@@ -48,35 +38,16 @@ PROGRAMS = {
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_gpu_programs_against_the_reference(name):
-    simt_and_check(*PROGRAMS[name]())
+    emulate_and_check(*PROGRAMS[name](), engine="simt")
 
 
 def test_float16_int_and_double_arithmetic():
     """half computed in float and rounded when stored; floordiv/floormod on negative ints; int8 wraps."""
-    n = 77
-    H = sl.placeholder((n,), "float16", name="H")
-    I = sl.placeholder((n,), "int32", name="I")
-    J = sl.placeholder((n,), "int8", name="J")
-    D = sl.placeholder((n,), "float64", name="D")
-    h = sl.compute((n,), lambda i: H[i] * H[i] + sl.const(0.5, "float16"), name="h")
-    q = sl.compute((n,), lambda i: sl.floordiv(I[i], 7) * 100 + sl.floormod(I[i], 7) + sl.max(I[i], 3), name="q")
-    w = sl.compute((n,), lambda i: sl.floordiv(J[i] * sl.const(3, "int8"), sl.const(5, "int8")), name="w")
-    d = sl.compute((n,), lambda i: sl.tanh(D[i]) + sl.sqrt(sl.abs(D[i])), name="d")
-    s = sl.create_schedule([h.op, q.op, w.op, d.op])
-    for t in (h, q, w, d):
-        schedules.bind(s, t, *s[t].split(t.op.axis[0], factor=32))
-    simt_and_check(s, [H, I, J, D, h, q, w, d])
+    emulate_and_check(*schedules.mixed_dtypes(), engine="simt")
 
 
 def test_two_kernels_through_a_global_temporary():
-    A = sl.placeholder((45, 13), name="A")
-    B = sl.compute((45, 13), lambda i, j: A[i, j] * 3.0, name="B")
-    C = sl.compute((13, 45), lambda i, j: B[j, i] - A[j, i], name="C")
-    s = sl.create_schedule(C.op)
-    for t in (B, C):
-        s[t].bind(t.op.axis[0], sl.thread_axis("blockIdx.x"))
-        s[t].bind(t.op.axis[1], sl.thread_axis("threadIdx.x"))
-    mod, _ = simt_and_check(s, [A, C])
+    mod = emulate_and_check(*schedules.two_kernels(), engine="simt")
     assert mod.kernels == ["C_B", "C_kernel"]
 
 

@@ -2,6 +2,8 @@
 intrinsic that calls it: c[0] (+)= sum_k a[k] * b[k] over k < 4, a and b 4-byte aligned."""
 from __future__ import annotations
 
+import schedlang as sl
+
 from . import DeviceFunction, register
 
 DOT4 = register(DeviceFunction("sl_dot4_s8s8", """\
@@ -19,7 +21,6 @@ __device__ __forceinline__ int sl_dot4_s8s8(int* c, const signed char* a, const 
 def dot4_s8s8_intrin():
     """A tensor intrinsic for c[1] = sum(a[4] * b[4]) in int32 (int8 inputs), its reduction
     split as reset (c = 0) and update (one sl_dot4_s8s8); a and b start at multiples of 4."""
-    import schedlang as sl
     a = sl.placeholder((4,), "int8", name="a")
     b = sl.placeholder((4,), "int8", name="b")
     k = sl.reduce_axis((0, 4), name="k")

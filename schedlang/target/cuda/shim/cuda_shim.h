@@ -74,6 +74,7 @@ struct Warp {
   explicit Warp(unsigned n) : bar(n) {}
   Barrier bar;
   std::uint64_t slots[32];
+  alignas(16) unsigned char scratch[32][64];   // gather()'s per-lane records (warp-collective intrinsics)
 };
 inline thread_local Barrier* block_barrier = nullptr;
 inline thread_local Warp* warp = nullptr;
@@ -308,6 +309,15 @@ template <typename T> inline T shuffle(T v, int src) {
   if (src >= 0 && src < 32) std::memcpy(&out, &warp->slots[src], sizeof(T));
   warp->bar.arrive_and_wait();
   return out;
+}
+
+// A warp-collective exchange (the intrinsic library's ldmatrix and mma): each lane's `bytes`
+// (at most 64) from mine, and every lane's record into all[lane * bytes]; the whole warp takes part.
+inline void gather(void* all, const void* mine, unsigned bytes) {
+  std::memcpy(warp->scratch[lane], mine, bytes);
+  warp->bar.arrive_and_wait();
+  for (unsigned l = 0; l < 32; ++l) std::memcpy(static_cast<char*>(all) + l * bytes, warp->scratch[l], bytes);
+  warp->bar.arrive_and_wait();
 }
 }  // namespace sl_shim
 
