@@ -42,6 +42,8 @@ import numpy as np
 from . import records
 from .cost_model import targets
 from .features import feature_names
+from ..target import HostCPUBackend
+from ..target.registry import get_backend
 from .task import SearchTask
 
 SHAPE_DECAY = 0.7          # a similar task's weight per doubling of FLOPs away from this one
@@ -161,7 +163,7 @@ def _shape_weight(rec: Dict, task: SearchTask, fam: str) -> float:
 
 def here_cpu(task: SearchTask) -> Optional[Dict]:
     """The CPU a search of task measures on, as records carry it (None for a GPU target)."""
-    return records.this_cpu() if task.target.kind == "llvm" else None
+    return records.this_cpu() if isinstance(get_backend(task.target.kind), HostCPUBackend) else None
 
 
 class Pool:
