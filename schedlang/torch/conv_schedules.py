@@ -223,7 +223,7 @@ def row_split(s, group, target: Target) -> RowSplit:
 
 
 def _conv_rows_cpu(s, group, target: Target) -> None:
-    from .schedules import _fuse, _product, static, threads
+    from .schedules import _fuse, _product, threads
     out, accs, (n, oc), spatial, wo, wi, v = row_split(s, group, target)
     planes = _product([n.dom.extent, oc.dom.extent])
     if spatial[:-1] and planes is not None and planes >= 4 * threads(target):
@@ -234,17 +234,24 @@ def _conv_rows_cpu(s, group, target: Target) -> None:
         row = _fuse(out, [n, oc] + spatial[:-1])
         out.parallel(row)
     for acc in accs:
-        acc.compute_at(out, wo if wo is not None else row)
-        *outer, col = acc.op.axis
-        rc, *taps = acc.op.reduce_axis
-        acc.reorder(*outer, rc, *taps, col)
-        for tap in taps:                 # the kernel's taps: each a fixed shift, its padding guard known
-            if (static(tap.dom.extent) or MAX_UNROLL_TAPS + 1) <= MAX_UNROLL_TAPS:
-                acc.unroll(tap)
-        if v is not None:
-            acc.vectorize(col)
+        place_row_sum(acc, out, wo if wo is not None else row, v)
     if v is not None:
         out.vectorize(wi)
+
+
+def place_row_sum(acc, out, at, v: Optional[int]) -> None:
+    """Compute a row kernel's sum stage acc at loop `at` of out: input channels, then the
+    taps (unrolled where few), the output row innermost, vectorized by v lanes unless None."""
+    from .schedules import static
+    acc.compute_at(out, at)
+    *outer, col = acc.op.axis
+    rc, *taps = acc.op.reduce_axis
+    acc.reorder(*outer, rc, *taps, col)
+    for tap in taps:                 # each tap a fixed shift along the row, its padding guard known
+        if (static(tap.dom.extent) or MAX_UNROLL_TAPS + 1) <= MAX_UNROLL_TAPS:
+            acc.unroll(tap)
+    if v is not None:
+        acc.vectorize(col)
 
 
 def schedule_conv_cuda(s, group, target: Target) -> None:

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..target.target import Target
-from .conv_schedules import MAX_UNROLL_TAPS, _accumulators, _row_vector, nchwc_tile, row_split
+from .conv_schedules import MAX_UNROLL_TAPS, _accumulators, _row_vector, nchwc_tile, place_row_sum, row_split
 from .fuse import CONV_PAD_TAG
 from .schedules import _extent, _fuse, _product, lanes, static, threads
 
@@ -66,15 +66,7 @@ def schedule_grouped_conv_cpu(s, group, target: Target) -> None:
         if pad is not None:
             pad.compute_at(out, task)
             _vectorize_row(pad, target)
-        acc.compute_at(out, wo if wo is not None else row)
-        *outer, col = acc.op.axis
-        rc, *taps = acc.op.reduce_axis
-        acc.reorder(*outer, rc, *taps, col)
-        for tap in taps:                 # each tap a fixed shift along the row
-            if (static(tap.dom.extent) or MAX_UNROLL_TAPS + 1) <= MAX_UNROLL_TAPS:
-                acc.unroll(tap)
-        if v is not None:
-            acc.vectorize(col)
+        place_row_sum(acc, out, wo if wo is not None else row, v)
     if v is not None:
         out.vectorize(wi)
 
