@@ -29,12 +29,7 @@ class PipelinePrimitive:
         if not isinstance(stages, int) or isinstance(stages, bool) or not 2 <= stages <= MAX_STAGES:
             raise ScheduleError("pipeline", self.name, f"takes 2 to {MAX_STAGES} stages, got {stages!r}",
                                 hint="pipeline(2) is double_buffer(); 3 or 4 stages hide a global-memory latency")
-        self._require_schedulable("pipeline")
-        if self.is_output:
-            raise ScheduleError("pipeline", self.name, "is an output of the schedule, stored whole in its argument "
-                                "array; only a stage computed at a loop can have several buffers",
-                                hint="cache_read the tensor into shared memory, compute_at the cache stage, and "
-                                "pipeline that")
+        self._require_loop_stage("pipeline", "several buffers", "pipeline")
         self.double_buffered = True
         self.pipeline_stages = stages
         self._record(Pipeline(self.name, stages))

@@ -153,14 +153,19 @@ class PlacementPrimitives:
         On the cuda target the stage must be computed at a serial loop (compute_at) in shared or
         local memory (checked when it is built); the llvm target ignores it, as TVM's CPU targets
         do (the same results, with one buffer)."""
-        self._require_schedulable("double_buffer")
-        if self.is_output:
-            raise ScheduleError("double_buffer", self.name, "is an output of the schedule, stored whole in its "
-                                "argument array; only a stage computed at a loop can have two buffers",
-                                hint="cache_read the tensor into shared memory, compute_at the cache stage, and "
-                                "double-buffer that")
+        self._require_loop_stage("double_buffer", "two buffers", "double-buffer")
         self.double_buffered = True
         self._record(steps.DoubleBuffer(self.name))
+
+    def _require_loop_stage(self, primitive: str, buffers: str, verb: str) -> None:
+        """The checks of a primitive that gives this stage several buffers (double_buffer, pipeline):
+        a schedulable stage that is not an output (an output is stored whole in its argument)."""
+        self._require_schedulable(primitive)
+        if self.is_output:
+            raise ScheduleError(primitive, self.name, "is an output of the schedule, stored whole in its argument "
+                                f"array; only a stage computed at a loop can have {buffers}",
+                                hint="cache_read the tensor into shared memory, compute_at the cache stage, and "
+                                f"{verb} that")
 
     def set_scope(self, scope: str) -> None:
         """Store this stage's buffer in a memory scope ("global", "shared" or "local"), as
