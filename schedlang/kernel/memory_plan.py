@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Dict, Sequence, Tuple
 
+from ..expr.extent import ceil_div
 from ..expr.nodes import Buffer
 
 
@@ -30,10 +31,11 @@ def plan_arena(temps: Sequence[Buffer], calls: Sequence[Sequence[Buffer]], nbyte
             else:
                 live[b] = (i, i)
     whole = (0, max(len(calls) - 1, 0))
-    size = {b: -(-nbytes(b) // align) * align for b in temps}
+    size = {b: ceil_div(nbytes(b), align) * align for b in temps}
+    order = {b: i for i, b in enumerate(temps)}
     placed: list = []            # (offset, end, first, last)
     offsets: Dict[Buffer, int] = {}
-    for b in sorted(temps, key=lambda t: (-size[t], temps.index(t))):
+    for b in sorted(temps, key=lambda t: (-size[t], order[t])):
         first, last = live.get(b, whole)
         busy = sorted((o, e) for o, e, f, l in placed if f <= last and first <= l)
         offset = 0
