@@ -3,6 +3,7 @@ named steps, keeping the text of every level."""
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from typing import Dict, List, Optional, Sequence, Union
 
 from . import build_cache, trace as tracing
@@ -23,6 +24,7 @@ from .tile import lower_to_tile_ir
 from .tile.lower import tile_passes
 from .tensor.op import PlaceholderOp, Tensor
 from .tensor.printer import print_tensor_ir
+from .texts import LevelTexts
 
 LEVELS = ("tensor", "loop", "tile", "kernel")
 
@@ -202,7 +204,7 @@ def _build(s: Schedule, args: Sequence[Tensor], target: Target, name: Optional[s
 
 
 def _build_levels(levels: Dict[str, object], target: Target, is_output, trace: Optional[tracing.Trace] = None):
-    texts = {k: _text(v) for k, v in levels.items()}
+    texts = LevelTexts({k: partial(_text, v) for k, v in levels.items()})      # printed when read (texts.py)
     backend = get_backend(target.kind)
     with recursion_guard("build"):
         if trace is None:        # backends written before tracing take no trace argument

@@ -17,6 +17,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ScheduleError
 from ..schedule.annotate import BIND
+from ..texts import LevelTexts
 from .target import Target
 
 # A Kernel IR pass, by name: a function from the body (a Stmt) of a lowered function to a new
@@ -34,7 +35,7 @@ class BuildState:
     def __init__(self, kernel, target: Target, texts: Dict[str, str]):
         self.kernel = kernel
         self.target = target
-        self.texts = dict(texts)
+        self.texts = LevelTexts(texts)       # the levels' texts printed only when read
 
 
 def run_stages(stages: Sequence[Stage], state: BuildState, trace=None) -> BuildState:

@@ -7,6 +7,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..kernel.nodes import KernelModule
 from ..kernel.sizes import symbolic_buffers, symbolic_extents
+from ..texts import LevelTexts
 from .arrays import check_arguments, describe_type, resolve_arguments
 from .shapes import SizeBinder
 from .target import Target
@@ -28,7 +29,7 @@ class BuiltModule:
         self.name = kernel_ir.name
         self.params = list(kernel_ir.params)
         self._is_output = list(is_output)
-        self.ir = dict(texts)
+        self.ir = LevelTexts(texts)          # each level printed on its first read (texts.py)
         self._sizes = size_binder(kernel_ir)
 
     def __repr__(self) -> str:
