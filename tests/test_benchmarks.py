@@ -62,3 +62,15 @@ def test_models_benchmark_tunes_and_fills_the_tuned_column(tmp_path):
     float(row[6])                           # model, (tiny), eager, compile, ort, schedlang, schedlang tuned
     assert "tuned 12 trials over" in proc.stdout
     assert (tmp_path / "tune-resnet18-tiny.jsonl").is_file()
+
+
+@pytest.mark.slow      # the tiny ResNet-18's tasks extracted (its lowering) and two strategies simulated (about 10 s)
+def test_task_scheduler_benchmark_quick_run():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "task_scheduler.py"), "--quick",
+                           "--seeds", "2"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split() for line in proc.stdout.splitlines() if line[:4].strip() in ("0", "1")]
+    assert [r[1] for r in rows] == ["gradient", "round-robin"] * 2
+    for r in rows:     # each run's final estimate is below the default schedules' (the simulated search gains)
+        assert float(r[3]) < float(r[2]), r
+    assert "mean trials to 95 %: gradient" in proc.stdout

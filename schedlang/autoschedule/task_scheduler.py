@@ -4,7 +4,9 @@ OSDI 2020; TVM's python/tvm/auto_scheduler/task_scheduler.py).
 
 The objective is the model's estimated latency, f = sum_i w_i * g_i, where g_i is the best
 latency of task i found so far and w_i how often it runs per forward. Tuning goes in rounds
-of `per_round` measurements of one task. First a warm-up round of every task; then
+of `per_round` measurements of one task. First a warm-up round of every task (with
+"gradient", of every task whose latency is not known at the start: one that starts from its
+default schedule's measured latency, or a resumed log's, has what the warm-up is for); then
 
 - "round-robin": the live tasks in turn;
 - "gradient": the task i with the most negative estimated gradient of f along its trials,
@@ -154,7 +156,11 @@ class TaskScheduler:
             if done:                  # a resumed task: its rounds so far, estimated as TVM does
                 self.rounds[i] = max(1, int(done / per_round + 0.5))
                 self.history[i] = [self.best[i]] * self.rounds[i]
-        warm = [i for i in range(n) if not self.resumed[i]]
+        # Ansor's warm-up gives every task a latency to compare; the gradient strategy skips
+        # it for tasks that start with one (their default schedule measured): tiny kernels
+        # (a model's pads and pools) then get no round until their weighted share calls for it.
+        warm = [i for i in range(n) if not self.resumed[i]
+                and (self.strategy == "round-robin" or self.best[i] >= NO_COST)]
         if warm:
             per_round = max(1, min(per_round, trials // len(warm)))
         start = time.monotonic()

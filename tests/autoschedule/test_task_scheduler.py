@@ -129,6 +129,20 @@ def test_gradient_reaches_95_percent_in_fewer_trials_than_round_robin():
     assert first["gradient"] <= 0.7 * first["round-robin"], first
 
 
+def test_gradient_skips_the_warm_up_of_tasks_that_start_with_a_latency():
+    """Every task starts from its default schedule's measured latency, so no warm-up round is
+    needed to compare them: the heavy task gets the rounds and the five tiny ones (a model's
+    pads) none in this budget. Round-robin still visits every task in order."""
+    curves = [falling(1.0, 0.9)] + [falling(0.001, 0.9)] * 5
+    runs = {}
+    for strategy in ("gradient", "round-robin"):
+        ts = TaskScheduler([1] * 6, [1e6] * 6, strategy=strategy, seed=0, initial_s=[c[0] for c in curves])
+        ts.tune(8 * 6, FakeRounds(curves), per_round=8)
+        runs[strategy] = ts.order
+    assert runs["gradient"] == [0] * 6
+    assert runs["round-robin"] == [0, 1, 2, 3, 4, 5]
+
+
 def test_a_resumed_task_skips_the_warm_up():
     """Task 1's trials are in the log already: the warm-up visits only task 0, and task 1
     counts as having had 32 / 8 = 4 rounds (a smaller optimistic share 1/4 of its best)."""
