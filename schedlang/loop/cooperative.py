@@ -34,7 +34,7 @@ from ..expr.nodes import Const, Expr, Var
 from ..expr.simplify import simplify
 from ..errors import ScheduleError
 from ..schedule.annotate import BIND
-from ..schedule.placement import enclosing_loops
+from ..schedule.placement import FRAGMENT_SCOPES, enclosing_loops
 from ..tensor.axis import REDUCE
 from ..tensor.op import ComputeOp
 from .functor import substitute_stmt
@@ -83,10 +83,20 @@ def idle_threads(plan: StagePlan, program: Program, by_root: Dict[str, Dict[str,
         check_private_binds(plan)
         return []
     used = {ann.thread_tag for _, ann in plan.annotations if ann.kind == BIND}
+    if _warp_collective(plan):      # its intrinsic's calls are the warp's: the lanes are threadIdx.x
+        used.add(THREAD_AXES[-1])
     # the enclosing thread loops whose iterations the region does not relax: each thread has its own part
     used |= {tag for tag in _path_tags(plan, by_name) if not need_relax(tag, plan.scope)}
     idle = [(tag, threads[tag]) for tag in THREAD_AXES if tag in threads and tag not in used]
     return idle if all(isinstance(e, int) for _, e in idle) else []     # symbolic: refused by the backend
+
+
+def _warp_collective(plan: StagePlan) -> bool:
+    """plan is tensorized with an intrinsic on a warp's fragments (scope warp, wmma.*): each call
+    is made by the 32 lanes of a warp together (a tensor-core store from fragments to shared
+    memory), so the stage is not spread over threadIdx.x nor run by one of its threads."""
+    intrin = plan.tensorize[1] if plan.tensorize is not None else None
+    return intrin is not None and any(getattr(b, "scope", "") in FRAGMENT_SCOPES for b in intrin.buffers)
 
 
 def check_private_binds(plan: StagePlan) -> None:

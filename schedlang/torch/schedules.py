@@ -21,7 +21,9 @@ Per kernel (a fuse.Group), on the CPU:
 - convolution (fuse.Group.convs) with its epilogue: conv_schedules.py (NCHWc register tiles,
   rows along the width for depthwise ones).
 On CUDA: blockIdx/threadIdx bound loops (one thread per element with a short vectorized
-inner loop, per row for reductions, per output for a tiled matmul).
+inner loop, per row for reductions, per output for a tiled matmul); a float16/bfloat16
+matmul in whole fragments on sm_80+ on tensor cores, its epilogue fused
+(tensorcore_schedules.py).
 
 A kernel whose rules raise ScheduleError (a program shape they did not foresee) keeps its
 plain loops, with a warning. With `log=`, a tuning record of the workload wins over all this.
@@ -44,6 +46,7 @@ from ..tensor.op import TensorRead
 from ..tensor.reduce import Reduce
 from .attention_schedule import is_attention
 from .fuse import Group, fuse, is_matmul, matmul_operands
+from .tensorcore_schedules import schedule_matmul_tensorcore, tensorcore_plan
 
 MAX_VECTOR = 64          # lanes of one vectorized loop (schedule.legal.MAX_VECTOR_EXTENT)
 MR = 4                   # rows of a matmul register tile with 16 vector registers (AVX2)
@@ -562,8 +565,12 @@ def schedule_rows_cuda(s: Schedule, group: Group, target: Target) -> None:
 
 
 def schedule_matmul_cuda(s: Schedule, anchor, matmuls: List, target: Target) -> None:
-    """A tiled matmul: a block per CUDA_TILE tile of the output, a thread per output
+    """float16/bfloat16 on sm_80+ in whole fragments: tensor cores (tensorcore_schedules.py).
+    Otherwise a tiled matmul: a block per CUDA_TILE tile of the output, a thread per output
     element with its accumulator in a register; the epilogue applied by the same thread."""
+    plan = tensorcore_plan(s, anchor, matmuls, target)
+    if plan is not None:
+        return schedule_matmul_tensorcore(s, anchor, matmuls[0], plan)
     stage = s[anchor]
     if anchor in matmuls:
         cache = s.cache_write(stage.op.output(0), "local")

@@ -13,7 +13,7 @@ from typing import Dict
 
 from ...dtypes import DType
 from ...errors import LoweringError
-from ...expr.nodes import Call, Load
+from ...expr.nodes import Call, Cast, Load
 from ...kernel.launch import threads_per_block
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...loop.nodes import Barrier, Store
@@ -107,7 +107,26 @@ class CUDARenderer(CRenderer):
 
     def stmt_Store(self, s: Store, depth: int) -> None:
         _fragment_access(s.buffer)
-        super().stmt_Store(s, depth)
+        value = self.stored_16bit(s)
+        if value is None:
+            return super().stmt_Store(s, depth)
+        text = f"{self.names[s.buffer]}[{self.expr(s.indices[0])}] = {value};"
+        self.emit(depth, text if s.predicate is None else f"if ({self.expr(s.predicate)}) {text}")
+
+    def stored_16bit(self, s: Store):
+        """The stored text of a scalar 16-bit float store made without a round trip through float,
+        or None: a value loaded unguarded from a buffer of the same dtype is stored as loaded
+        (a cache_read into shared memory; not __float2half(__half2float(x))), a float32 cast to
+        the dtype is converted once (not to half, back to float and to half again)."""
+        v, dt = s.value, s.buffer.dtype
+        if v.dtype.lanes != 1 or not (dt.is_float and dt.bits == 16):
+            return None
+        if isinstance(v, Load) and v.predicate is None and v.buffer.dtype == dt:
+            _fragment_access(v.buffer)
+            return f"{self.names[v.buffer]}[{self.expr(v.indices[0])}]"
+        if isinstance(v, Cast) and v.dtype == dt and str(v.value.dtype) == "float32":
+            return f"{(self.BFLOAT if dt.is_bfloat else self.HALF)[1]}({self.expr(v.value)})"
+        return None
 
     def expr_Call(self, e: Call) -> str:
         if e.name in _SHUFFLE:      # (mask, value, lane or offset, width)

@@ -186,6 +186,13 @@ __device__ __forceinline__ void sl_mma_fill_c_{a}({ctype}* frag, {ctype} v) {{
 ACC_FUNCTIONS = {acc: _accumulator_functions(acc) for acc in ACCUMULATORS}
 
 
+def supported(target) -> bool:
+    """Whether the target's GPU runs mma.sync m16n8k16 with bfloat16 and cp.async: sm_80 or newer."""
+    arch = getattr(target, "arch", "")
+    digits = arch[3:].rstrip("af")
+    return arch.startswith("sm_") and digits.isdigit() and int(digits) >= 80
+
+
 # ---- tensor intrinsics ----------------------------------------------------------------------
 
 def fragment_address(handle, rows: int, cols: int):
