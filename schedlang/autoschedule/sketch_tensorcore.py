@@ -53,7 +53,8 @@ def _factorizations(n: int, levels: int, limits: List[int]) -> List[List[int]]:
 
 def _tile_pick(trace: Trace, key: str, options: List[List[int]]) -> List[int]:
     if not options:
-        raise ScheduleError("tensor-core sketch", key.split("|")[0], f"no tiling fits the limits ({key})")
+        raise ScheduleError("tensor-core sketch", key.split("|")[0], f"no tiling of {key} fits the block's limits "
+                            "(threads, accumulator registers, shared memory)")
     return list(trace.pick(key, lambda rng: rng.choice(options), lambda v: isinstance(v, list) and v in options))
 
 
@@ -76,22 +77,24 @@ def tensor_core_tile(trace: Trace, s, st, target) -> None:
     if g is None or not g.whole_fragments or arch_number(target) < MIN_ARCH:
         raise ScheduleError("tensor-core sketch", st.name, "the stage is not a GEMM the m16n8k16 fragments cover "
                             f"on {target.arch}")
-    max_warps = target.max_threads_per_block // 32
-    ti = _tile_pick(trace, f"{st.name}|tile|i", _factorizations(g.M // 16, 3, [MAX_WARPS_AXIS, MAX_FRAGMENTS_AXIS]))
+    max_warps, limit = target.max_threads_per_block // 32, target.max_shared_memory_per_block
+    pad = trace.pick(f"{st.name}|tc|pad", lambda rng: rng.choice(PADS), lambda v: v in PADS)
+    # each level's draw keeps the smallest completion within the shared memory (BN 8, BK 16, 1 stage)
+    ti = _tile_pick(trace, f"{st.name}|tile|i", [
+        v for v in _factorizations(g.M // 16, 3, [MAX_WARPS_AXIS, MAX_FRAGMENTS_AXIS])
+        if v[1] <= max_warps and shared_bytes(g, 16 * v[1] * v[2], 8, 16, pad, 1) <= limit])
     warps_i, frags_i = ti[1], ti[2]
+    BM = 16 * frags_i * warps_i
     tj = _tile_pick(trace, f"{st.name}|tile|j", [
         v for v in _factorizations(g.N // 8, 3, [MAX_WARPS_AXIS, MAX_FRAGMENTS_AXIS])
-        if v[1] * warps_i <= max_warps and v[2] * frags_i <= MAX_FRAGMENTS])
-    tk = _tile_pick(trace, f"{st.name}|tile|k", _factorizations(g.K // 16, 2, [MAX_K_FRAGMENTS]))
+        if v[1] * warps_i <= max_warps and v[2] * frags_i <= MAX_FRAGMENTS
+        and shared_bytes(g, BM, 8 * v[1] * v[2], 16, pad, 1) <= limit])
+    BN = 8 * tj[1] * tj[2]
+    tk = _tile_pick(trace, f"{st.name}|tile|k", [v for v in _factorizations(g.K // 16, 2, [MAX_K_FRAGMENTS])
+                                                 if shared_bytes(g, BM, BN, 16 * v[1], pad, 1) <= limit])
     WM, WN, BK = 16 * frags_i, 8 * tj[2], 16 * tk[1]
-    BM, BN = WM * warps_i, WN * tj[1]
     copy_async = trace.pick(f"{st.name}|tc|async", lambda rng: rng.random() < 0.75, lambda v: isinstance(v, bool))
-    pad = trace.pick(f"{st.name}|tc|pad", lambda rng: rng.choice(PADS), lambda v: v in PADS)
-    fits = [n for n in STAGES if n <= tk[0] and shared_bytes(g, BM, BN, BK, pad, n) <= target.max_shared_memory_per_block]
-    if not fits:
-        raise ScheduleError("tensor-core sketch", st.name, f"the {BM}x{BN}x{BK} tiles need "
-                            f"{shared_bytes(g, BM, BN, BK, pad, 1)} bytes of shared memory, over the target's "
-                            f"{target.max_shared_memory_per_block}")
+    fits = [n for n in STAGES if n <= tk[0] and shared_bytes(g, BM, BN, BK, pad, n) <= limit]
     stages = trace.pick(f"{st.name}|tc|stages", lambda rng: rng.choice(fits), lambda v: v in fits)
     tc.schedule_matmul(s, C, g.layout, BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, pad=pad, async_copy=copy_async,
                        stages=stages)

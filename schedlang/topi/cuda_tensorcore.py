@@ -212,8 +212,9 @@ def schedule_matmul(s, C, layout: str = "kn", BM: int = 64, BN: int = 64, BK: in
     return s
 
 
-def gemm(M: int, N: int, K: int, element: str = "float16", acc: str = "float32", layout: str = "kn", **tiles):
+def gemm(M: int, N: int, K: int, element: str = "float16", acc: str = "float32", layout: str = "kn",
+         batch: int = 0, **tiles):
     """The placeholders, the algorithm and its schedule: (s, [A, B, C]); tiles are
-    schedule_matmul's keywords."""
-    A, B, C = program(M, N, K, element, acc, layout)
+    schedule_matmul's keywords; batch > 0: a batch matmul (program)."""
+    A, B, C = program(M, N, K, element, acc, layout, batch)
     return schedule_matmul(sl.create_schedule(C.op), C, layout, **tiles), [A, B, C]
