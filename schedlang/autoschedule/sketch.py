@@ -89,6 +89,9 @@ class SketchRules:
 
     rules: Tuple[SketchRule, ...]
     annotate: Callable = lambda trace, s, target: None
+    # declares the tensor intrinsics the rules tensorize with: a candidate's steps name them by
+    # key, so replaying them (a measurement worker, a resumed log) needs them declared first
+    declare_intrinsics: Callable = lambda: None
 
     def stage_rules(self, s, st, target=None) -> List[SketchRule]:
         """The rules that may shape stage st of s, the first preferred (with target: those

@@ -37,7 +37,7 @@ from ..expr.extent import ceil_div
 from ..expr.functor import walk
 from .sample import Trace, split_levels, tile_levels
 from .sketch import Condition, Inline, SketchRule, SketchRules
-from .sketch_tensorcore import GPUTensorCore
+from .sketch_tensorcore import GPUTensorCore, declare_intrinsics
 
 GPU_LEVELS = 4            # spatial tiles: block, vthread, thread, inner (a thread's register tile)
 MAX_INNER = 4             # a thread's register tile per axis, at most (drawn; mutation may grow it)
@@ -269,4 +269,5 @@ class GPUSimple(SketchRule):
 
 
 GPU_SKETCH_RULES = SketchRules(rules=(Inline(keep_costly=False), GPUTensorCore(), GPUTile(), GPUThreadRow(many_rows=True),
-                                      GPUCrossThread(), GPUThreadRow(many_rows=False), GPUSimple()))
+                                      GPUCrossThread(), GPUThreadRow(many_rows=False), GPUSimple()),
+                               declare_intrinsics=declare_intrinsics)

@@ -19,10 +19,12 @@ tiles, a target with mma.sync m16n8k16): any other GEMM is left to gpu_tile, nev
 """
 from __future__ import annotations
 
+import functools
 from typing import List
 
 from ..errors import ScheduleError
 from ..schedule import legal
+from ..schedule.tensorize import declare_intrin
 from ..topi import cuda_tensorcore as tc
 from .sample import Trace
 from .sketch import Condition, SketchRule
@@ -98,6 +100,14 @@ def tensor_core_tile(trace: Trace, s, st, target) -> None:
     stages = trace.pick(f"{st.name}|tc|stages", lambda rng: rng.choice(fits), lambda v: v in fits)
     tc.schedule_matmul(s, C, g.layout, BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, pad=pad, async_copy=copy_async,
                        stages=stages)
+
+
+@functools.lru_cache(maxsize=None)
+def declare_intrinsics() -> None:
+    """Declare every intrinsic the rule's schedules tensorize with (once a process), so that
+    their steps replay where no sample was drawn: a measurement worker, a resumed log."""
+    for intrin in tc.intrinsics():
+        declare_intrin(intrin)
 
 
 class GPUTensorCore(SketchRule):

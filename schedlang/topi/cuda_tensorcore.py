@@ -12,6 +12,7 @@ schedule/pipeline.py).
     gemm(M, N, K, element, acc, layout, **tiles)   placeholders, algorithm and schedule: (s, [A, B, C])
     match_gemm(C)                                  what the schedule needs to know of C (GemmShape),
                                                    or None when C is not a GEMM it takes
+    intrinsics()                                   every tensor intrinsic the schedule may use
 
 A block is (BM / WM) x (BN / WN) warps of 32 threads; each warp computes a WM x WN tile of C
 in 16 x 8 accumulator fragments. The fragments take whole tiles only: a shape that is not a
@@ -19,7 +20,7 @@ multiple of the block tile and the k step is refused (ValueError) unless check=F
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import schedlang as sl
 
@@ -114,6 +115,19 @@ def match_gemm(C) -> Optional[GemmShape]:
     if tuple(A.shape) != (*batch, M, K) or tuple(B.shape) != ((*batch, K, N) if layout == "kn" else (*batch, N, K)):
         return None
     return GemmShape(element, acc, layout, tuple(batch), M, N, K)
+
+
+def intrinsics() -> List:
+    """Every tensor intrinsic schedule_matmul may tensorize with (its defaults: no load_b),
+    for each element, accumulator and layout it takes."""
+    from ..target.cuda.intrin import copy, mma     # (the cuda target's library, loaded when used)
+    out = []
+    for element in ELEMENTS:
+        out += [mma.load_a_intrin(element), copy.cp_async_intrin(element)]
+        for layout in LAYOUTS:
+            out.append(mma.load_b_intrin(element, layout))
+            out += [mma.mma_intrin(element, acc, layout) for acc in ACCUMULATORS[element]]
+    return out + [mma.store_c_intrin(acc) for acc in ACCUMULATORS["float16"]]
 
 
 def _read_in(e, acc: str):

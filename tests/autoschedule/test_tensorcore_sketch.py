@@ -5,7 +5,10 @@ with NVRTC for sm_80 without spills and match numpy on the SIMT engine; the esti
 mma.sync at the tensor cores' rate, so a short search without a GPU picks a tensor-core
 schedule for a float16 GEMM."""
 import concurrent.futures as cf
+import json
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -177,7 +180,8 @@ def test_the_estimate_ranks_tensor_cores_ahead_of_cuda_cores():
 
 def test_a_short_search_finds_a_tensor_core_schedule(tmp_path):
     """Three trials without a GPU (estimates from the SIMT profile): the best is a tensor-core
-    candidate, its emulated result the numpy product's."""
+    candidate, its emulated result the numpy product's; a fresh process replays it from the log
+    (the task declares the rule's intrinsics, which the steps name by key)."""
     A, B, C = tc.program(32, 32, 32)
     log = str(tmp_path / "tc.jsonl")
     with cf.ThreadPoolExecutor(1) as ex:
@@ -192,6 +196,12 @@ def test_a_short_search_finds_a_tensor_core_schedule(tmp_path):
     c = np.zeros((32, 32), np.float32)
     mod.emulate(a, b, c, engine="simt")
     np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-3)
+    code = ("import warnings, schedlang as sl; from schedlang.topi import cuda_tensorcore as tc; "
+            "warnings.simplefilter('error'); A, B, C = tc.program(32, 32, 32); "
+            f"print(sl.apply_best({log!r}, [C], target={SM80!r})[0].to_json())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == json.loads(s.to_json())
 
 
 def test_a_draw_that_does_not_fit_is_a_schedule_error():
