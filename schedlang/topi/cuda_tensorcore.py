@@ -47,9 +47,12 @@ def matmul(A, B, acc: str = "float32", layout: str = "kn", name: str = "C"):
     *batch, M, K = A.shape
     N = B.shape[-1] if layout == "kn" else B.shape[-2]
     k = sl.reduce_axis((0, K), name="k")
-    b_at = (lambda lead, j: B[(*lead, k, j)]) if layout == "kn" else (lambda lead, j: B[(*lead, j, k)])
-    return sl.compute((*batch, M, N), lambda *ax: sl.sum(A[(*ax[:-2], ax[-2], k)].astype(acc)
-                                                          * b_at(ax[:-2], ax[-1]).astype(acc), axis=k), name=name)
+    at = lambda e: e.astype(acc)      # noqa: E731
+    if not batch:
+        return sl.compute((M, N), lambda i, j: sl.sum(at(A[i, k]) * at(B[j, k]), axis=k), name=name)
+    if layout == "kn":
+        return sl.compute((*batch, M, N), lambda b, i, j: sl.sum(at(A[b, i, k]) * at(B[b, k, j]), axis=k), name=name)
+    return sl.compute((*batch, M, N), lambda b, i, j: sl.sum(at(A[b, i, k]) * at(B[b, j, k]), axis=k), name=name)
 
 
 def program(M: int, N: int, K: int, element: str = "float16", acc: str = "float32", layout: str = "kn",
@@ -105,7 +108,7 @@ def match_gemm(C) -> Optional[GemmShape]:
     element = str(A.dtype)
     if element not in ELEMENTS or str(B.dtype) != element or acc not in ACCUMULATORS[element] or A is B:
         return None
-    if not (_same_vars(ia, (*lead, i, k))):
+    if not _same_vars(ia, (*lead, i, k)):
         return None
     layout = "kn" if _same_vars(ib, (*lead, k, j)) else "nk" if _same_vars(ib, (*lead, j, k)) else None
     if layout is None:
