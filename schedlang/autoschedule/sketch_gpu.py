@@ -268,6 +268,7 @@ class GPUSimple(SketchRule):
         gpu_simple(trace, s, st, target)
 
 
-GPU_SKETCH_RULES = SketchRules(rules=(Inline(keep_costly=False), GPUTensorCore(), GPUTile(), GPUThreadRow(many_rows=True),
-                                      GPUCrossThread(), GPUThreadRow(many_rows=False), GPUSimple()),
+GPU_SKETCH_RULES = SketchRules(rules=(Inline(keep_costly=False), GPUTensorCore(), GPUTile(),
+                                      GPUThreadRow(many_rows=True), GPUCrossThread(), GPUThreadRow(many_rows=False),
+                                      GPUSimple()),
                                declare_intrinsics=declare_intrinsics)

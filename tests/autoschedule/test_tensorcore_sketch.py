@@ -120,7 +120,8 @@ def test_sampled_and_mutated_decisions_stay_within_the_limits():
     kernel_hash(task, s2)        # within the launch limits
 
 
-@pytest.mark.parametrize("shape, kw, seed", [((64, 64, 64), {}, 0), ((32, 48, 96), dict(element="bfloat16", layout="nk"), 1),
+@pytest.mark.parametrize("shape, kw, seed", [((64, 64, 64), {}, 0),
+                                             ((32, 48, 96), dict(element="bfloat16", layout="nk"), 1),
                                              ((32, 16, 32), dict(batch=3), 2)],
                          ids=["f16", "bf16-nk", "batch"])
 def test_sampled_candidates_build_without_spills_and_match_numpy(shape, kw, seed):
