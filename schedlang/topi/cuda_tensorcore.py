@@ -189,19 +189,21 @@ def schedule_matmul(s, C, layout: str = "kn", BM: int = 64, BN: int = 64, BK: in
     *_, ci, cj = s[CF].op.axis       # (a batch axis: one iteration a block)
     ko, kk = s[CF].split(s[CF].op.reduce_axis[0], BK)
     km, ki = s[CF].split(kk, 16)
-    cio, cii = s[CF].split(ci, 16)
-    cjo, cji = s[CF].split(cj, 8)
+    # through the warp's tile first: unroll checks the extents before bounds are inferred, and
+    # these are the warp's fragments (WM / 16, WN / 8) whatever M and N are
+    cio, cii = s[CF].split(s[CF].split(ci, WM)[1], 16)
+    cjo, cji = s[CF].split(s[CF].split(cj, WN)[1], 8)
     s[CF].reorder(ko, km, cio, cjo, cii, cji, ki)
     for ax in (cio, cjo):
         s[CF].unroll(ax)          # constant fragment indices: the fragments stay in registers
     s[CF].tensorize(cii, mma.mma_intrin(element, acc, layout))
-    b_tile = (16, 8) if layout == "kn" else (8, 16)
-    for F, intrin, tile in ((AF, mma.load_a_intrin(element), (16, 16)),
-                            (BF, load_b or mma.load_b_intrin(element, layout), b_tile)):
+    b_tile, b_region = ((16, 8), (16, WN)) if layout == "kn" else ((8, 16), (WN, 16))
+    for F, intrin, tile, region in ((AF, mma.load_a_intrin(element), (16, 16), (WM, 16)),
+                                    (BF, load_b or mma.load_b_intrin(element, layout), b_tile, b_region)):
         s[F].compute_at(s[CF], km)
         *_, r, c = s[F].op.axis
-        ro, ri = s[F].split(r, tile[0])
-        co, ci_ = s[F].split(c, tile[1])
+        ro, ri = s[F].split(s[F].split(r, region[0])[1], tile[0])     # (the region at km first, as above)
+        co, ci_ = s[F].split(s[F].split(c, region[1])[1], tile[1])
         s[F].reorder(ro, co, ri, ci_)
         s[F].unroll(ro)
         s[F].unroll(co)
