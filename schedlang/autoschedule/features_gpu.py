@@ -1,7 +1,8 @@
 """The cuda target's part of a candidate's features (the cuda backend's search_features()).
 
 After features.tile_features come the launch figures of the Tile IR's bound loops
-(GPU_FEATURES: blocks, threads a block, virtual threads, shared and local bytes) and the SIMT
+(GPU_FEATURES: blocks, threads a block, virtual threads, shared and local bytes, and the
+warp-wide tensor-core instructions: mma.sync m16n8k16, a wmma mma_sync counting two) and the SIMT
 interpreter's profile figures (gpu_estimate.PROFILE_FEATURES: global requests and sectors,
 bank-conflict degree, barriers, registers, occupancy) when the candidate has been measured
 without a GPU; before that they are NaN, which LightGBM reads as missing.
@@ -13,12 +14,13 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..loop.nodes import BOUND, Allocate, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store
+from ..loop.nodes import BOUND, Allocate, Evaluate, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store
 from .features import TargetFeatures
 from .gpu_estimate import PROFILE_FEATURES
 
 GPU_FEATURES = ("gpu_nests", "blocks", "max_threads_per_block", "min_threads_per_block", "vthreads",
-                "shared_bytes", "local_bytes")
+                "shared_bytes", "local_bytes", "mma")
+MMA_CALLS = {"mma_m16n8k16": 1, "wmma_mma": 2}     # a library function's name part -> its mma.sync count
 
 
 def _launches(s: Stmt, tags: Dict[str, int], out: List[Dict[str, int]], allocs: Dict[str, int]) -> None:
@@ -44,8 +46,27 @@ def _launches(s: Stmt, tags: Dict[str, int], out: List[Dict[str, int]], allocs: 
         _launches(s.body, tags, out, allocs)
     elif isinstance(s, (Let, StageNest)):
         _launches(s.body, tags, out, allocs)
-    elif isinstance(s, Store) and tags:
+    elif isinstance(s, (Store, Evaluate)) and tags:     # (a tensorized store is a call)
         out.append(tags)
+
+
+def _mma(s: Stmt) -> float:
+    """Warp-wide mma.sync executed by s: each tensor-core call (MMA_CALLS) times the trip counts
+    of the loops around it, bound loops included but for threadIdx.x (a warp-scope stage has no
+    loop over its lanes: the lowering adds them; a lane loop around a call is the same warp's)."""
+    if isinstance(s, For):
+        trips = s.extent if isinstance(s.extent, int) and s.thread_tag != "threadIdx.x" else 1
+        return trips * _mma(s.body)
+    if isinstance(s, Seq):
+        return sum(_mma(x) for x in s.stmts)
+    if isinstance(s, IfThen):
+        return _mma(s.then_body) + (_mma(s.else_body) if s.else_body is not None else 0.0)
+    if isinstance(s, (Allocate, Let, StageNest)):
+        return _mma(s.body)
+    if isinstance(s, Evaluate):
+        name = getattr(s.value, "name", "")
+        return float(sum(n for part, n in MMA_CALLS.items() if part in name))
+    return 0.0
 
 
 def gpu_features(func: Func) -> List[float]:
@@ -65,7 +86,7 @@ def gpu_features(func: Func) -> List[float]:
     vthreads = max((math.prod(v for k, v in t.items() if k.startswith("vthread")) for t in kernels.values()),
                    default=1)
     return [float(len(kernels)), float(blocks), float(max(threads)), float(min(threads)), float(vthreads),
-            float(allocs["shared"]), float(allocs["local"])]
+            float(allocs["shared"]), float(allocs["local"]), _mma(func.body)]
 
 
 def _log_profile(profile: Optional[Dict[str, float]]) -> List[float]:

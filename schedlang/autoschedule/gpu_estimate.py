@@ -23,9 +23,13 @@ The time model, per kernel, with the figures of the reference GPU (REFERENCE):
   cost, which is what shared-memory staging removes);
 - t_lsu: warp-wide global requests plus shared-memory passes (bank conflicts add passes),
   one per clock per active SM (the SM's 32 load/store units serve one warp a clock);
-- t_flops: the kernel's share of the program's arithmetic at FP32 peak of the active SMs
-  (the share: its global and shared requests over all kernels' requests);
-- the slowest of the four, divided by a latency-hiding factor min(1, resident warps /
+- t_tensor: the kernel's mma.sync m16n8k16 (the profile counts them: 4096 flops each) at the
+  tensor cores' dense float16 / bfloat16 peak of the active SMs, times MMA_SYNC_SHARE (the
+  share of that peak mma.sync reaches on Hopper, whose full rate needs wgmma);
+- t_flops: the kernel's share of the program's other arithmetic (its flops less the tensor
+  cores') at FP32 peak of the active SMs (the share: its global and shared requests over all
+  kernels' requests);
+- the slowest of the five, divided by a latency-hiding factor min(1, resident warps /
   HIDING_WARPS) and by the wave efficiency (blocks / (waves * resident block slots));
 - plus barriers (per block, times the waves) at BARRIER_CYCLES each, LAUNCH_S per kernel,
   and SPILL_FACTOR when ptxas reports register spills.
@@ -55,6 +59,7 @@ class ReferenceGPU:
     sms: int
     clock_hz: float
     fp32_flops: float            # FP32 (non-tensor-core) peak, whole GPU
+    tensor_flops: float          # dense float16 / bfloat16 tensor-core peak (float32 accumulate), whole GPU
     dram_bw: float               # bytes/s
     l2_bw: float                 # bytes/s, whole GPU
     l2_bytes_per_clk: int        # per SM
@@ -65,9 +70,18 @@ class ReferenceGPU:
 # 67 TFLOPS (132 SMs x 128 FP32 lanes x 2 x 1.98 GHz), HBM3 3.35 TB/s. L2 bandwidth is not
 # published: 2.5x DRAM (about 8.4 TB/s, in line with microbenchmarks of Hopper) and 64 B a
 # clock per SM are assumptions of this model.
-H100_SXM5 = ReferenceGPU("NVIDIA H100 SXM5", sms=132, clock_hz=1.98e9, fp32_flops=67e12, dram_bw=3.35e12,
-                         l2_bw=2.5 * 3.35e12, l2_bytes_per_clk=64)
-REFERENCE = H100_SXM5
+# Dense FP16/BF16 tensor-core peak: 989.4 TFLOPS (the datasheet's 1979 is with sparsity).
+H100_SXM5 = ReferenceGPU("NVIDIA H100 SXM5", sms=132, clock_hz=1.98e9, fp32_flops=67e12, tensor_flops=989.4e12,
+                         dram_bw=3.35e12, l2_bw=2.5 * 3.35e12, l2_bytes_per_clk=64)
+# NVIDIA H200 SXM (the GPU lent to this project): the H100's GH100 chip, SMs, clocks and peaks
+# (NVIDIA's H200 datasheet: FP32 67 TFLOPS, FP16 tensor 989 TFLOPS dense) with HBM3e at 4.8 TB/s;
+# the L2 is the H100's (the same assumption as above).
+H200_SXM = ReferenceGPU("NVIDIA H200 SXM", sms=132, clock_hz=1.98e9, fp32_flops=67e12, tensor_flops=989.4e12,
+                        dram_bw=4.8e12, l2_bw=2.5 * 3.35e12, l2_bytes_per_clk=64)
+REFERENCE = H200_SXM
+MMA_FLOPS = 2 * 16 * 8 * 16   # one mma.sync m16n8k16
+MMA_SYNC_SHARE = 0.6          # of the tensor peak that mma.sync reaches on Hopper (public measurements
+                              # put it at about 60-70% of wgmma's; an assumption of this model)
 LAUNCH_S = 2e-6               # kernel launch overhead (a typical measured figure; an assumption)
 BARRIER_CYCLES = 20           # one __syncthreads() of a block (an assumption)
 HIDING_WARPS = 16             # resident warps per SM that hide memory latency (25% occupancy on sm_90)
@@ -105,7 +119,7 @@ def sampled_profile(mod, arrays: List[np.ndarray], max_lanes: int = PROFILE_LANE
             occ = occupancy(mod.target.arch, g.threads, smem, regs)
             figures = {n: int(round(getattr(counters, n) * scale)) for n in (
                 "load_requests", "load_sectors", "store_requests", "store_sectors", "shared_requests",
-                "shared_wavefronts", "barriers")}
+                "shared_wavefronts", "barriers", "mma")}
             figures.update(blocks=g.blocks, threads=g.threads, shared_bytes=smem, registers=regs,
                            spill_bytes=info.spill_bytes if info is not None else 0,
                            blocks_per_sm=occ.blocks_per_sm, occupancy=occ.occupancy,
@@ -120,6 +134,7 @@ def estimate_seconds(profile: Dict[str, dict], flops: int, gpu: ReferenceGPU = R
     docstring states the model)."""
     work = {k: p["load_requests"] + p["store_requests"] + p["shared_requests"] for k, p in profile.items()}
     total_work = sum(work.values()) or 1
+    other_flops = max(0, flops - MMA_FLOPS * sum(p.get("mma", 0) for p in profile.values()))
     total = 0.0
     for name, p in profile.items():
         blocks, warps = p["blocks"], ceil_div(p["threads"], 32)
@@ -132,8 +147,9 @@ def estimate_seconds(profile: Dict[str, dict], flops: int, gpu: ReferenceGPU = R
         t_dram = p["arg_bytes"] / gpu.dram_bw
         t_l2 = sectors * 32 / min(gpu.l2_bw, active * gpu.l2_bytes_per_clk * gpu.clock_hz)
         t_lsu = (p["load_requests"] + p["store_requests"] + p["shared_wavefronts"]) / (active * gpu.clock_hz)
-        t_flops = flops * work[name] / total_work / (gpu.fp32_flops * active / gpu.sms)
-        body = max(t_dram, t_l2, t_lsu, t_flops) / (hiding * wave_eff)
+        t_tensor = p.get("mma", 0) * MMA_FLOPS / (gpu.tensor_flops * MMA_SYNC_SHARE * active / gpu.sms)
+        t_flops = other_flops * work[name] / total_work / (gpu.fp32_flops * active / gpu.sms)
+        body = max(t_dram, t_l2, t_lsu, t_tensor, t_flops) / (hiding * wave_eff)
         t_bar = p["barriers"] / max(1, blocks) * waves * BARRIER_CYCLES / gpu.clock_hz
         t = LAUNCH_S + body + t_bar
         total += t * (SPILL_FACTOR if p.get("spill_bytes") else 1.0)

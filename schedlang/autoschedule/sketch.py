@@ -42,6 +42,11 @@ class SketchRule:
 
     name: str = ""
 
+    def supports(self, target) -> bool:
+        """Whether the rule applies on this target at all (e.g. an architecture with the
+        instructions it uses); True unless a rule says otherwise."""
+        return True
+
     def condition(self, s, st) -> Condition:
         """Whether the rule may shape stage st of the fresh (unscheduled) schedule s."""
         raise NotImplementedError(f"sketch rule {self.name!r} defines no condition")
@@ -84,11 +89,17 @@ class SketchRules:
 
     rules: Tuple[SketchRule, ...]
     annotate: Callable = lambda trace, s, target: None
+    # declares the tensor intrinsics the rules tensorize with: a candidate's steps name them by
+    # key, so replaying them (a measurement worker, a resumed log) needs them declared first
+    declare_intrinsics: Callable = lambda: None
 
-    def stage_rules(self, s, st) -> List[SketchRule]:
-        """The rules that may shape stage st of s, the first preferred."""
+    def stage_rules(self, s, st, target=None) -> List[SketchRule]:
+        """The rules that may shape stage st of s, the first preferred (with target: those
+        that support it)."""
         out = []
         for rule in self.rules:
+            if target is not None and not rule.supports(target):
+                continue
             cond = rule.condition(s, st)
             if cond is not Condition.SKIP:
                 out.append(rule)
@@ -125,5 +136,5 @@ def generate_sketches(task: SearchTask) -> List[Sketch]:
     rules = sketch_rules(task)
     s = task.schedule()
     stages = [st for st in reversed(s.stages) if legal.is_compute(st)]
-    choices: Sequence = [[(st.name, rule) for rule in rules.stage_rules(s, st)] for st in stages]
+    choices: Sequence = [[(st.name, rule) for rule in rules.stage_rules(s, st, task.target)] for st in stages]
     return [Sketch(tuple(combo)) for combo in itertools.islice(itertools.product(*choices), MAX_SKETCHES)]

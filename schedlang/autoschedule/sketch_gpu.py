@@ -4,6 +4,8 @@ primitives, with each random choice a named decision of the Trace (sample.py), s
 and crossover work as on CPUs.
 
 - inline: an intermediate elementwise stage is computed inside its consumers (always);
+- gpu_tensor_core: a float16 / bfloat16 (batch) matmul on tensor cores (sketch_tensorcore.py),
+  one sketch besides gpu_tile's for the same stage;
 - gpu_tile: a reduction with data reuse gets multi-level tiling bound to blockIdx / vthread /
   threadIdx, a local cache_write accumulating each thread's register tile, and its operands
   staged in shared memory at the outer reduction loop, fetched cooperatively by the block;
@@ -35,6 +37,7 @@ from ..expr.extent import ceil_div
 from ..expr.functor import walk
 from .sample import Trace, split_levels, tile_levels
 from .sketch import Condition, Inline, SketchRule, SketchRules
+from .sketch_tensorcore import GPUTensorCore, declare_intrinsics
 
 GPU_LEVELS = 4            # spatial tiles: block, vthread, thread, inner (a thread's register tile)
 MAX_INNER = 4             # a thread's register tile per axis, at most (drawn; mutation may grow it)
@@ -265,5 +268,7 @@ class GPUSimple(SketchRule):
         gpu_simple(trace, s, st, target)
 
 
-GPU_SKETCH_RULES = SketchRules(rules=(Inline(keep_costly=False), GPUTile(), GPUThreadRow(many_rows=True), GPUCrossThread(),
-                                      GPUThreadRow(many_rows=False), GPUSimple()))
+GPU_SKETCH_RULES = SketchRules(rules=(Inline(keep_costly=False), GPUTensorCore(), GPUTile(),
+                                      GPUThreadRow(many_rows=True), GPUCrossThread(), GPUThreadRow(many_rows=False),
+                                      GPUSimple()),
+                               declare_intrinsics=declare_intrinsics)

@@ -101,7 +101,9 @@ class SearchTask:
         return SearchTask(tensors=from_json(program_json), target=target)
 
     def schedule(self) -> Schedule:
-        """A fresh (unscheduled) schedule of the program."""
+        """A fresh (unscheduled) schedule of the program, the tensor intrinsics of the target's
+        sketch rules declared (so that candidates' steps replay in any process)."""
+        get_backend(self.target.kind).sketch_rules().declare_intrinsics()
         return create_schedule([t.op for t in self.outputs])
 
     # ---- TVM's methods (tvm_names.py maps TVM's auto_scheduler names) --------------------

@@ -22,6 +22,12 @@ from .steps import Step
 _DECLARED: Dict[str, object] = {}     # key -> intrinsic, for replaying steps
 
 
+def declare_intrin(intrin) -> None:
+    """Make intrin findable by its key in this process (tensorize does so on first use; a
+    library declares its intrinsics ahead so that step lists naming them replay)."""
+    _DECLARED.setdefault(intrin.key, intrin)      # equal keys: equal intrinsics
+
+
 def declared_intrin(key: str):
     """The intrinsic a step names (its key); ValueError when this process has not declared it
     (a tensorize step printed by to_python finds its intrinsic with sl.declared_intrin)."""
@@ -50,7 +56,7 @@ class TensorizePrimitive:
         if done is not None:
             raise ScheduleError("tensorize", self.name, f"is already tensorized at '{done[0].name}' with "
                                 f"{done[1].name}", axis=ivar.name, hint="a stage takes one tensorize")
-        _DECLARED.setdefault(intrin.key, intrin)      # equal keys: equal intrinsics
+        declare_intrin(intrin)
         self.tensorize_at = (ivar, intrin)
         self._record(Tensorize(self.name, ivar.name, intrin.key))
 

@@ -3,41 +3,147 @@ float32 or float16, with mma.sync m16n8k16 fed by ldmatrix (target/cuda/intrin/m
 optionally fetched with cp.async and pipelined over N shared-memory stages (intrin/copy.py,
 schedule/pipeline.py).
 
-    matmul(A, B, acc="float32", layout="kn")       the algorithm: B as [k, n], or [n, k] ("nk")
+    matmul(A, B, acc="float32", layout="kn")       the algorithm: B as [k, n], or [n, k] ("nk");
+                                                   3-D A and B: a batch matmul (batch first)
     schedule_matmul(s, C, layout="kn", ...)        blocks of BM x BN, warps of WM x WN, K staged
                                                    through shared memory BK at a time; pad,
-                                                   async_copy and stages as tutorial 10 shows
+                                                   async_copy and stages as tutorial 10 shows;
+                                                   a batch bound to blockIdx.z
     gemm(M, N, K, element, acc, layout, **tiles)   placeholders, algorithm and schedule: (s, [A, B, C])
+    match_gemm(C)                                  what the schedule needs to know of C (GemmShape),
+                                                   or None when C is not a GEMM it takes
+    intrinsics()                                   every tensor intrinsic the schedule may use
 
 A block is (BM / WM) x (BN / WN) warps of 32 threads; each warp computes a WM x WN tile of C
 in 16 x 8 accumulator fragments. The fragments take whole tiles only: a shape that is not a
 multiple of the block tile and the k step is refused (ValueError) unless check=False."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
 import schedlang as sl
 
+from ..expr.nodes import Binary, Cast
+from ..tensor.op import ComputeOp, TensorRead
+from ..tensor.reduce import Reduce
 from .find import operands, require
 from .nn import matmul as _matmul_kn
 
 LAYOUTS = ("kn", "nk")
+ELEMENTS = ("float16", "bfloat16")
+ACCUMULATORS = {"float16": ("float32", "float16"), "bfloat16": ("float32",)}   # what mma.sync takes
+FRAGMENT_M, FRAGMENT_N, FRAGMENT_K = 16, 8, 16                                 # m16n8k16
 
 
 def matmul(A, B, acc: str = "float32", layout: str = "kn", name: str = "C"):
     """C[i, j] = sum over k of A[i, k] * B[k, j] (layout "kn") or A[i, k] * B[j, k] ("nk"),
     the operands cast to the accumulator type acc."""
     require(layout in LAYOUTS, "cuda_tensorcore.matmul", f"layout is one of {LAYOUTS}, not {layout!r}")
-    if layout == "kn":
+    require(A.ndim == B.ndim and A.ndim in (2, 3), "cuda_tensorcore.matmul",
+            f"A and B are both 2-D (a matmul) or both 3-D (a batch matmul), not {A.ndim}-D and {B.ndim}-D")
+    if layout == "kn" and A.ndim == 2:
         return _matmul_kn(A, B, name=name, out_dtype=acc)
-    (M, K), (N, _) = A.shape, B.shape
+    *batch, M, K = A.shape
+    N = B.shape[-1] if layout == "kn" else B.shape[-2]
     k = sl.reduce_axis((0, K), name="k")
-    return sl.compute((M, N), lambda i, j: sl.sum(A[i, k].astype(acc) * B[j, k].astype(acc), axis=k), name=name)
+    at = lambda e: e.astype(acc)      # noqa: E731
+    if not batch:
+        return sl.compute((M, N), lambda i, j: sl.sum(at(A[i, k]) * at(B[j, k]), axis=k), name=name)
+    if layout == "kn":
+        return sl.compute((*batch, M, N), lambda b, i, j: sl.sum(at(A[b, i, k]) * at(B[b, k, j]), axis=k), name=name)
+    return sl.compute((*batch, M, N), lambda b, i, j: sl.sum(at(A[b, i, k]) * at(B[b, j, k]), axis=k), name=name)
 
 
-def program(M: int, N: int, K: int, element: str = "float16", acc: str = "float32", layout: str = "kn"):
-    """Placeholders A [M, K] and B ([K, N], or [N, K] with layout "nk") of dtype element, and C."""
-    A = sl.placeholder((M, K), element, name="A")
-    B = sl.placeholder((K, N) if layout == "kn" else (N, K), element, name="B")
+def program(M: int, N: int, K: int, element: str = "float16", acc: str = "float32", layout: str = "kn",
+            batch: int = 0):
+    """Placeholders A [M, K] and B ([K, N], or [N, K] with layout "nk") of dtype element, and C;
+    with batch > 0, A [batch, M, K], B [batch, ...] and C [batch, M, N] (a batch matmul)."""
+    lead = (batch,) if batch else ()
+    A = sl.placeholder((*lead, M, K), element, name="A")
+    B = sl.placeholder((*lead, K, N) if layout == "kn" else (*lead, N, K), element, name="B")
     return A, B, matmul(A, B, acc, layout)
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """A GEMM as the tensor-core schedule sees it: C[*batch, M, N] = sum over k of
+    acc(A[*batch, M, K]) * acc(B[*batch, K, N] ("kn") or B[*batch, N, K] ("nk"))."""
+
+    element: str
+    acc: str
+    layout: str
+    batch: Tuple[int, ...]
+    M: int
+    N: int
+    K: int
+
+    @property
+    def whole_fragments(self) -> bool:
+        """M, N and K are whole m16n8k16 tiles (what the fragments take without tails)."""
+        return not (self.M % FRAGMENT_M or self.N % FRAGMENT_N or self.K % FRAGMENT_K)
+
+
+def match_gemm(C) -> Optional[GemmShape]:
+    """C's GemmShape when C is a (batch) matmul this schedule takes: one sum over k of the
+    product A[..., i, k] * B[..., k, j] (or B[..., j, k]) in C's order of axes, A read first,
+    both of an element type of ELEMENTS, cast to an accumulator ACCUMULATORS allows for it,
+    static extents, A and B exactly the shapes C reads. None for anything else."""
+    op = C.op
+    if not isinstance(op, ComputeOp) or op.num_outputs != 1 or not isinstance(op.body, Reduce):
+        return None
+    red = op.body
+    if red.combiner.name != "sum" or len(red.source) != 1 or red.condition is not None or red.init \
+            or len(red.axis) != 1 or len(op.axis) not in (2, 3):
+        return None
+    prod, acc = red.source[0], str(C.dtype)
+    if not (isinstance(prod, Binary) and prod.op == "mul"):
+        return None
+    reads = [_read_in(x, acc) for x in (prod.a, prod.b)]
+    if None in reads or not all(isinstance(x, int) for x in (*C.shape, red.axis[0].dom.extent)):
+        return None
+    (A, ia), (B, ib) = reads
+    *lead, i, j = (a.var for a in op.axis)
+    k = red.axis[0].var
+    element = str(A.dtype)
+    if element not in ELEMENTS or str(B.dtype) != element or acc not in ACCUMULATORS[element] or A is B:
+        return None
+    if not _same_vars(ia, (*lead, i, k)):
+        return None
+    layout = "kn" if _same_vars(ib, (*lead, k, j)) else "nk" if _same_vars(ib, (*lead, j, k)) else None
+    if layout is None:
+        return None
+    *batch, M, N = C.shape
+    K = int(red.axis[0].dom.extent)
+    if tuple(A.shape) != (*batch, M, K) or tuple(B.shape) != ((*batch, K, N) if layout == "kn" else (*batch, N, K)):
+        return None
+    return GemmShape(element, acc, layout, tuple(batch), M, N, K)
+
+
+def intrinsics() -> List:
+    """Every tensor intrinsic schedule_matmul may tensorize with (its defaults: no load_b),
+    for each element, accumulator and layout it takes."""
+    from ..target.cuda.intrin import copy, mma     # (the cuda target's library, loaded when used)
+    out = []
+    for element in ELEMENTS:
+        out += [mma.load_a_intrin(element), copy.cp_async_intrin(element)]
+        for layout in LAYOUTS:
+            out.append(mma.load_b_intrin(element, layout))
+            out += [mma.mma_intrin(element, acc, layout) for acc in ACCUMULATORS[element]]
+    return out + [mma.store_c_intrin(acc) for acc in ACCUMULATORS["float16"]]
+
+
+def _read_in(e, acc: str):
+    """(tensor, indices) of a read of a tensor, cast to acc unless already of it; else None."""
+    if isinstance(e, Cast) and str(e.dtype) == acc:
+        e = e.value
+    elif str(e.dtype) != acc:
+        return None
+    return (e.tensor, e.indices) if isinstance(e, TensorRead) else None
+
+
+def _same_vars(indices, want) -> bool:
+    return len(indices) == len(want) and all(x is v for x, v in zip(indices, want))
 
 
 def schedule_matmul(s, C, layout: str = "kn", BM: int = 64, BN: int = 64, BK: int = 32, WM: int = 32,
@@ -47,10 +153,11 @@ def schedule_matmul(s, C, layout: str = "kn", BM: int = 64, BN: int = 64, BK: in
     check) for shapes that are not whole tiles. load_b replaces the B fragment's intrinsic
     (tests of wrong layouts); pad (8: rows 16k + 8 elements apart, storage_align) moves
     ldmatrix's rows to other banks; async_copy fetches with cp.async, 16 bytes a thread;
-    stages > 1 pipelines the shared stages over the k steps."""
+    stages > 1 pipelines the shared stages over the k steps. A batch matmul (3-D C) runs a
+    batch element per blockIdx.z, the tiles as above."""
     from ..target.cuda.intrin import copy, mma     # (the cuda target's library, loaded when used)
     A, B = operands(C, "schedule_matmul (tensor cores)")
-    (M, N), K = C.shape, A.shape[1]
+    (*batch, M, N), K = C.shape, A.shape[-1]
     if check and (M % BM or N % BN or K % BK):
         raise ValueError(f"tensor-core GEMM {M}x{N}x{K}: M, N and K must be multiples of the block tile "
                          f"{BM}x{BN} and the k step {BK} (pad the operands)")
@@ -58,14 +165,19 @@ def schedule_matmul(s, C, layout: str = "kn", BM: int = 64, BN: int = 64, BK: in
     AS, BS = s.cache_read(A, "shared", [C]), s.cache_read(B, "shared", [C])
     CF = s.cache_write(C, "warp")
     AF, BF = s.cache_read(AS, "warp", [CF]), s.cache_read(BS, "warp", [CF])
-    i, j = C.op.axis
+    *lead, i, j = C.op.axis
     bi, i = s[C].split(i, BM)
     bj, j = s[C].split(j, BN)
     wi, i = s[C].split(i, WM)
     wj, j = s[C].split(j, WN)
     ti, ii = s[C].split(i, 16)
     tj, jj = s[C].split(j, 8)
-    s[C].reorder(bi, bj, wi, wj, ti, tj, ii, jj)
+    if lead:
+        bz = s[C].fuse(*lead) if len(lead) > 1 else lead[0]      # (ndim 3: one batch axis)
+        s[C].reorder(bz, bi, bj, wi, wj, ti, tj, ii, jj)
+        s[C].bind(bz, sl.thread_axis("blockIdx.z"))
+    else:
+        s[C].reorder(bi, bj, wi, wj, ti, tj, ii, jj)
     s[C].bind(bi, sl.thread_axis("blockIdx.y"))
     s[C].bind(bj, sl.thread_axis("blockIdx.x"))
     s[C].bind(wi, sl.thread_axis("threadIdx.z"))
@@ -74,7 +186,7 @@ def schedule_matmul(s, C, layout: str = "kn", BM: int = 64, BN: int = 64, BK: in
     s[C].unroll(tj)
     s[C].tensorize(ii, mma.store_c_intrin(acc))
     s[CF].compute_at(s[C], wj)
-    ci, cj = s[CF].op.axis
+    *_, ci, cj = s[CF].op.axis       # (a batch axis: one iteration a block)
     ko, kk = s[CF].split(s[CF].op.reduce_axis[0], BK)
     km, ki = s[CF].split(kk, 16)
     # through the warp's tile first: unroll checks the extents before bounds are inferred, and
@@ -89,7 +201,7 @@ def schedule_matmul(s, C, layout: str = "kn", BM: int = 64, BN: int = 64, BK: in
     for F, intrin, tile, region in ((AF, mma.load_a_intrin(element), (16, 16), (WM, 16)),
                                     (BF, load_b or mma.load_b_intrin(element, layout), b_tile, b_region)):
         s[F].compute_at(s[CF], km)
-        r, c = s[F].op.axis
+        *_, r, c = s[F].op.axis
         ro, ri = s[F].split(s[F].split(r, region[0])[1], tile[0])     # (the region at km first, as above)
         co, ci_ = s[F].split(s[F].split(c, region[1])[1], tile[1])
         s[F].reorder(ro, co, ri, ci_)
@@ -99,12 +211,12 @@ def schedule_matmul(s, C, layout: str = "kn", BM: int = 64, BN: int = 64, BK: in
     for S in (AS, BS):
         s[S].compute_at(s[CF], ko)
         if pad:
-            row = s[S].op.axis[0]
+            row = s[S].op.axis[-2]
             s[S].storage_align(row, 16, pad)      # rows 16k + pad elements apart
         if async_copy:
-            r, c = s[S].op.axis
+            *lead_s, r, c = s[S].op.axis
             c, lanes = s[S].split(c, 8)
-            f = s[S].fuse(r, c)
+            f = s[S].fuse(*lead_s, r, c)
             s[S].tensorize(lanes, copy.cp_async_intrin(element))
         else:
             f = s[S].fuse(*s[S].op.axis)
@@ -119,8 +231,9 @@ def schedule_matmul(s, C, layout: str = "kn", BM: int = 64, BN: int = 64, BK: in
     return s
 
 
-def gemm(M: int, N: int, K: int, element: str = "float16", acc: str = "float32", layout: str = "kn", **tiles):
+def gemm(M: int, N: int, K: int, element: str = "float16", acc: str = "float32", layout: str = "kn",
+         batch: int = 0, **tiles):
     """The placeholders, the algorithm and its schedule: (s, [A, B, C]); tiles are
-    schedule_matmul's keywords."""
-    A, B, C = program(M, N, K, element, acc, layout)
+    schedule_matmul's keywords; batch > 0: a batch matmul (program)."""
+    A, B, C = program(M, N, K, element, acc, layout, batch)
     return schedule_matmul(sl.create_schedule(C.op), C, layout, **tiles), [A, B, C]

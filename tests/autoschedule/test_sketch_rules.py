@@ -88,8 +88,8 @@ def test_each_backend_owns_an_ordered_registry_of_rule_objects():
     gpu = sl.get_backend("cuda").sketch_rules()
     assert [r.name for r in cpu.rules] == ["inline", "tile", "tile_cache_write", "tile_pack", "tile_relayout",
                                            "plain", "rfactor"]
-    assert [r.name for r in gpu.rules] == ["inline", "gpu_tile", "gpu_thread_row", "gpu_cross_thread",
-                                           "gpu_thread_row", "gpu_simple"]
+    assert [r.name for r in gpu.rules] == ["inline", "gpu_tensor_core", "gpu_tile", "gpu_thread_row",
+                                           "gpu_cross_thread", "gpu_thread_row", "gpu_simple"]
     assert all(isinstance(r, SketchRule) for r in cpu.rules + gpu.rules)
     sketch = generate_sketches(SearchTask(tensors=_programs()["gemm"]))[0]
     assert isinstance(sketch, Sketch) and sketch.rule_names == (("C", "tile"),)

@@ -149,6 +149,9 @@ class _Call:
         """d (16x8) += a (16x16) b (16x8): lane 4g + t holds a0,a1 (g, 2t+i), a2,a3 (g+8, 2t+i),
         a4,a5 (g, 2t+8+i), a6,a7 (g+8, 2t+8+i); b0,b1 (k 2t+i, n g), b2,b3 (k 2t+8+i, n g);
         c0,c1 (g, 2t+i), c2,c3 (g+8, 2t+i). Summed in float32 in k order, as the shim does."""
+        counters = self.memory.counters
+        if counters is not None:
+            counters.mma += int(self.warps(self.mask).any(axis=1).sum())
         fa, fb, fd = (self.warps(self.load(p, n)) for p, n in ((a, 8), (b, 4), (d, 4)))
         A = fa[:, _A_LANE, _A_SLOT]           # (warps, 16, 16)
         B = fb[:, _B_LANE, _B_SLOT]           # (warps, 16, 8)

@@ -26,6 +26,7 @@ class Counters:
         self.shared_ideal_wavefronts = 0
         self.conflicts: Dict[str, list] = {}     # shared buffer name -> [conflicts on loads, on stores]
         self.barriers = 0
+        self.mma = 0          # warp-wide mma.sync m16n8k16 executed (a wmma mma_sync is two)
 
     def access(self, b: Buffer, warp: np.ndarray, index: np.ndarray, store: bool) -> None:
         """One warp-wide access of b: warp and element index of each active lane (element)."""
