@@ -10,7 +10,8 @@ that completes a CPU sample.
   matmul, batch matmul, conv2d) gets multi-level tiling, spatial loops in four levels
   and reduction loops in two, ordered S S R S R S; the innermost spatial level is a register
   block (the last axis vectorized, the others unrolled) drawn within the target's register
-  file (Target.native_registers, native_lanes: spatial_tiles), as is every tiling rule's;
+  file (Target.native_registers, native_lanes: spatial_tiles), as is every tiling rule's; where
+  that file is tight (AVX2), mostly as a shape with few loads per FMA (register_tile.py);
 - tile_cache_write: the same with the result accumulated in a local cache_write stage
   computed at the tiles of the output stage, whose rows are unrolled only where its
   accumulators fit the register file (unrolled_tile_fits);

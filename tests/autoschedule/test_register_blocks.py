@@ -95,3 +95,28 @@ def test_64_trials_reach_the_hand_register_tile_on_the_formula(seed, tmp_path):
     """On the register-tile formula the hand schedule's 4 x 16 block is 1 ms and 8 x 8 is 1.125 ms
     (0.89x): 64 trials find a block within 0.9x of the hand one for every seed."""
     assert 1e-3 / _search(str(tmp_path / "log.jsonl"), seed) >= 0.9
+
+
+def test_avx2_conv2d_relayout_blocks_fit_and_compute_right():
+    """tile_relayout samples (NCHWc) on AVX2 with odd sizes: blocks of rows x vectors within 12
+    accumulators and 16 registers, and each sample computes what the reference evaluator does."""
+    X, Wt, _, conv = programs.conv2d(1, 5, 9, 7, 24, 3)
+    task = SearchTask(tensors=[X, Wt, conv], target=AVX2)
+    sketch = next(sk for sk in generate_sketches(task) if sk.name.startswith("tile_relayout"))
+    checked, shapes = 0, set()
+    for seed in range(12):
+        try:
+            s, made = sample(task, sketch, random.Random(seed))
+        except (ScheduleError, LoweringError):
+            continue
+        vecs = made["conv|vecs"]
+        rows = 1
+        for k, v in made.items():
+            if k.startswith("conv|reg|"):
+                rows *= v
+        assert rows * vecs <= 12, made
+        shapes.add((rows, vecs))
+        if checked < 4:
+            assert sl.autoschedule.check_against_reference(task, s) is None, s.to_python()
+            checked += 1
+    assert checked == 4 and len(shapes) > 1
