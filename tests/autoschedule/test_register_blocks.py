@@ -91,10 +91,11 @@ def _search(log, seed, trials=64, n=256):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
-def test_64_trials_reach_the_hand_register_tile_on_the_formula(seed, tmp_path):
+def test_24_trials_reach_the_hand_register_tile_on_the_formula(seed, tmp_path):
     """On the register-tile formula the hand schedule's 4 x 16 block is 1 ms and 8 x 8 is 1.125 ms
-    (0.89x): 64 trials find a block within 0.9x of the hand one for every seed."""
-    assert 1e-3 / _search(str(tmp_path / "log.jsonl"), seed) >= 0.9
+    (0.89x): 24 trials find a block within 0.9x of the hand one for every seed (GEMM 512 before
+    the block shapes: the first such block at trial 54, 38 and 2 of seeds 0-2; after: 6, 2, 10)."""
+    assert 1e-3 / _search(str(tmp_path / "log.jsonl"), seed, trials=24) >= 0.9
 
 
 def test_avx2_conv2d_relayout_blocks_fit_and_compute_right():
