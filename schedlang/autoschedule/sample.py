@@ -48,15 +48,18 @@ def decision_stage(key: str) -> str:
     return key.split("|", 1)[0]
 
 
-def tile_sizes(rng: random.Random, extent: int, levels: int, inner_max: int = MAX_INNER_TILE) -> List[int]:
+def tile_sizes(rng: random.Random, extent: int, levels: int, inner_max: int = MAX_INNER_TILE,
+               inner: Optional[int] = None) -> List[int]:
     """Sizes of the levels-1 inner tiles of a loop of `extent` (outermost first; the outermost
     level takes what is left). Mostly a factorization of extent, else sizes that do not
-    divide it (the loops then have tails)."""
+    divide it (the loops then have tails). inner: the innermost size, drawn by the caller."""
     sizes: List[int] = []
     rest = extent
     for level in range(levels - 1):
         limit = inner_max if level == 0 else rest
-        if rng.random() < DIVISIBLE_P:
+        if level == 0 and inner is not None:
+            f = inner
+        elif rng.random() < DIVISIBLE_P:
             f = rng.choice(legal.divisors(rest, max(1, limit)))
         else:
             f = rng.randint(1, max(1, min(rest, limit)))
@@ -66,17 +69,23 @@ def tile_sizes(rng: random.Random, extent: int, levels: int, inner_max: int = MA
 
 
 def tile_levels(trace: Trace, key: str, extent: int, levels: int, inner_max: int = MAX_INNER_TILE,
-                inner_limit: Optional[int] = None) -> List[int]:
+                inner_limit: Optional[int] = None,
+                inner: Optional[Callable[[random.Random], Optional[int]]] = None) -> List[int]:
     """The decision `key`: the sizes of a loop of `extent` at each of `levels` tiling levels,
     outermost first; the outermost is what the inner ones leave (ceil), so a product above
     the extent is a tiling with tails. inner_limit: a bound the innermost size must keep
     (a register block's share of the register file), also in decisions given by a parent
-    (a mutation that breaks it is drawn again); draws take at most min(inner_max, inner_limit)."""
+    (a mutation that breaks it is drawn again); draws take at most min(inner_max, inner_limit).
+    inner: where the draw's innermost size comes from (a register block drawn for all axes at
+    once: register_tile.draw_block), None from it or a size beyond inner_limit: drawn here."""
     if inner_limit is not None:
         inner_max = max(1, min(inner_max, inner_limit))
 
     def draw(rng):
-        return [0] + tile_sizes(rng, extent, levels, inner_max)
+        first = inner(rng) if inner is not None and levels >= 2 else None
+        if first is not None and not 1 <= first <= min(extent, inner_limit or extent):
+            first = None
+        return [0] + tile_sizes(rng, extent, levels, inner_max, first)
 
     def check(v):
         return (isinstance(v, list) and len(v) == levels

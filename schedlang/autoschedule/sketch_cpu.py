@@ -10,7 +10,8 @@ that completes a CPU sample.
   matmul, batch matmul, conv2d) gets multi-level tiling, spatial loops in four levels
   and reduction loops in two, ordered S S R S R S; the innermost spatial level is a register
   block (the last axis vectorized, the others unrolled) drawn within the target's register
-  file (Target.native_registers, native_lanes: spatial_tiles), as is every tiling rule's;
+  file (Target.native_registers, native_lanes: spatial_tiles), as is every tiling rule's; where
+  that file is tight (AVX2), mostly as a shape with few loads per FMA (register_tile.py);
 - tile_cache_write: the same with the result accumulated in a local cache_write stage
   computed at the tiles of the output stage, whose rows are unrolled only where its
   accumulators fit the register file (unrolled_tile_fits);
@@ -39,6 +40,7 @@ from ..expr.extent import ceil_div
 from ..schedule import Schedule, legal
 from ..target.registry import get_backend
 from ..tensor.axis import DATA_PAR, REDUCE
+from .register_tile import draw_block
 from .sample import DIVISIBLE_P, MAX_INNER_TILE, Trace, split_levels, tile_levels
 from .sketch import Condition, Inline, SketchRule, SketchRules
 
@@ -92,15 +94,26 @@ def spatial_tiles(trace: Trace, st, spatial, levels: int, target) -> List[List[i
     (register_fits): each row axis's innermost size is bounded by the accumulators the axes
     before it leave, the vector axis's by the vectors the rows leave. On AVX-512 a GEMM block
     of MAX_INNER_TILE x MAX_INNER_TILE fits (16 zmm); on AVX2 16 x 16 would be 32 ymm and
-    spill, so rows x 2 vectors stay within 6 rows there."""
+    spill, so rows x 2 vectors stay within 6 rows there. Most draws (register_tile.SHAPE_P) take
+    the innermost sizes of all axes at once from register_tile.draw_block: a shape that fills
+    the register file with FMAs per load (AVX2: 4 x 3 or 6 x 2 vectors rather than 8 x 1)."""
     ext = st.static_extents()
-    lanes, budget = register_block(target, st.op.output(0).dtype_obj.bits)
+    bits = st.op.output(0).dtype_obj.bits
+    lanes, budget = register_block(target, bits)
+    block: list = []        # the block drawn for all axes at once (register_tile.draw_block), when one is
+
+    def inner(rng, j):
+        if not block:
+            drawn = draw_block(rng, target, bits, [ext[a] for a in spatial[:-1]], ext[spatial[-1]])
+            block.append(None if drawn is None else drawn[0] + [drawn[1] * lanes])
+        return None if block[0] is None else block[0][j]
+
     sizes, rows = [], 1
     for j, a in enumerate(spatial):
         vecs_left = max(1, budget // rows)
         limit = vecs_left * lanes if j == len(spatial) - 1 else vecs_left
         sz = tile_levels(trace, f"{st.name}|tile|{a.name}", ext[a], levels, inner_max=MAX_INNER_TILE,
-                         inner_limit=limit)
+                         inner_limit=limit, inner=lambda rng, j=j: inner(rng, j))
         rows *= sz[-1]
         sizes.append(sz)
     return sizes
@@ -182,12 +195,16 @@ def _relayout_inputs(s: Schedule, st, packs, lanes: int) -> None:
         copy.compute_inline()
 
 
-def _register_size(trace: Trace, key: str, extent: int, budget: int) -> int:
+def _register_size(trace: Trace, key: str, extent: int, budget: int, prefer=None) -> int:
     """The decision `key`: a register-tile size of a loop of `extent`, at most budget, a
-    divisor mostly, larger sizes likelier (a small tile reloads its operands more often)."""
+    divisor mostly, larger sizes likelier (a small tile reloads its operands more often).
+    prefer(rng): the size of a block drawn for all the tile's loops at once (None: drawn here)."""
     limit = max(1, min(extent, budget))
 
     def draw(rng):
+        first = prefer(rng) if prefer is not None else None
+        if first is not None and 1 <= first <= limit:
+            return first
         cands = list(range(1, limit + 1))
         if rng.random() < DIVISIBLE_P:
             cands = [d for d in cands if extent % d == 0]
@@ -217,11 +234,20 @@ def _tile_relayout(trace: Trace, s: Schedule, st, target) -> None:
     v = spatial[pos]
     # Register tile: k vectors of v by sizes of the other spatial axes (innermost first).
     budget = legal.register_tile_budget(target)
-    k = _register_size(trace, f"{st.name}|vecs", ceil_div(ext[v], vf), min(4, budget))
+    others = [a for a in spatial if a is not v]
+    block: list = []        # (rows of each other axis, vectors) drawn at once (register_tile.draw_block)
+
+    def prefer(rng, j):
+        if not block:
+            drawn = draw_block(rng, target, st.op.output(0).dtype_obj.bits, [ext[a] for a in others], ext[v])
+            block.append(None if drawn is None else dict(zip(others + [v], drawn[0] + [drawn[1]])))
+        return None if block[0] is None else block[0][j]
+
+    k = _register_size(trace, f"{st.name}|vecs", ceil_div(ext[v], vf), min(4, budget), lambda rng: prefer(rng, v))
     sizes = {}
     left = budget // k
-    for a in reversed([a for a in spatial if a is not v]):
-        sizes[a] = _register_size(trace, f"{st.name}|reg|{a.name}", ext[a], left)
+    for a in reversed(others):
+        sizes[a] = _register_size(trace, f"{st.name}|reg|{a.name}", ext[a], left, lambda rng, a=a: prefer(rng, a))
         left = max(1, left // sizes[a])
     outer, inner = [], []
     for a in spatial:

@@ -1,0 +1,123 @@
+"""Register blocks that keep the FMA units busy (issue 18, item 2): on AVX2 (16 ymm) the CPU
+sketch draws most GEMM register blocks as shapes with few loads per FMA (4 rows x 2 vectors,
+2 x 4, as the hand schedule's 4 x 16), not 8 x 1 (nine loads for eight FMAs: ~0.89 of the peak
+at best), and a search of 64 trials finds a block as good as the hand schedule's on the
+synthetic register-tile worker (workers.register_tile_cost: deterministic, nothing built)."""
+import concurrent.futures as cf
+import random
+
+import pytest
+
+import schedlang as sl
+from schedlang.autoschedule import records
+from schedlang.autoschedule.measure import Measurer
+from schedlang.autoschedule.register_tile import block_shapes, draw_block, tight
+from schedlang.autoschedule.sample import sample
+from schedlang.autoschedule.search import run_search
+from schedlang.autoschedule.sketch import generate_sketches
+from schedlang.autoschedule.task import SearchTask
+from schedlang.errors import LoweringError, ScheduleError
+from tests import programs
+
+from . import workers
+
+AVX2, AVX512 = "llvm -mcpu=znver3", "llvm -mcpu=znver4"
+
+
+def _weight(shapes, rows, vecs):
+    return next(w for r, v, w in shapes if (r, v) == (rows, vecs))
+
+
+def test_block_shapes_fit_the_register_file_and_prefer_few_loads():
+    shapes = block_shapes(16, 12)
+    assert all(r * v <= 12 and 2 * r * v >= 12 and r * v + v + 1 <= 16 for r, v, _ in shapes)
+    assert {(4, 2), (6, 2), (4, 3), (8, 1), (2, 4)} <= {(r, v) for r, v, _ in shapes}
+    assert (4, 4) not in {(r, v) for r, v, _ in shapes}          # 16 accumulators: spills on AVX2
+    assert _weight(shapes, 4, 3) > _weight(shapes, 6, 2) > _weight(shapes, 4, 2) > 1.5 * _weight(shapes, 8, 1)
+    assert (4, 4) in {(r, v) for r, v, _ in block_shapes(32, 28)}  # AVX-512's 32 zmm hold it
+
+
+def test_drawn_blocks_divide_their_loops_or_are_not_drawn():
+    avx2 = sl.Target.create(AVX2)
+    drawn = [draw_block(random.Random(seed), avx2, 32, [512], 512) for seed in range(200)]
+    blocks = [(tuple(b[0]), b[1]) for b in drawn if b is not None]
+    assert 0.6 < len(blocks) / len(drawn) < 0.9            # the rest: sizes drawn one by one
+    assert all(rows * vecs <= 12 and rows * vecs + vecs + 1 <= 16 for (rows,), vecs in blocks)
+    assert {((4,), 2), ((2,), 4), ((8,), 1)} <= set(blocks)
+    # no shape fits a loop of 3 rows by 4 columns exactly: drawn one by one, or a block with tails
+    assert all(b is None or b[0][0] <= 3 for b in (draw_block(random.Random(s), avx2, 32, [3], 4)
+                                                    for s in range(50)))
+
+
+def test_only_a_tight_register_file_draws_shapes():
+    """AVX-512 keeps its per-axis draws (and samples: test_sketch_rules pins them): 16 x 16 float32
+    fits its 28 accumulators, not AVX2's 12; float64 on AVX-512 (8 lanes) is tight too."""
+    avx2, avx512 = sl.Target.create(AVX2), sl.Target.create(AVX512)
+    assert tight(avx2, 32) and not tight(avx512, 32) and tight(avx512, 64)
+    rng = random.Random(0)
+    state = rng.getstate()
+    assert draw_block(rng, avx512, 32, [512], 512) is None and rng.getstate() == state
+
+
+def _gemm_blocks(target, seeds):
+    task = SearchTask(tensors=list(programs.gemm(512, 512, 512)), target=target)
+    sketch = next(sk for sk in generate_sketches(task) if sk.name == "tile_pack:C")
+    out = []
+    for seed in seeds:
+        try:
+            _, made = sample(task, sketch, random.Random(seed))
+        except (ScheduleError, LoweringError):
+            continue
+        out.append((made["C|tile|i"][-1], made["C|tile|j"][-1]))
+    return out
+
+
+def test_avx2_gemm_blocks_are_mostly_load_efficient():
+    """Most tile_pack register blocks on AVX2 take at most 3 loads per 4 FMAs (4 x 16, 2 x 32,
+    4 x 24 ...); the per-axis draw alone made such a block about one time in ten."""
+    blocks = _gemm_blocks(AVX2, range(100))
+    efficient = [(r, c) for r, c in blocks if r * (c // 8) >= 8 and 4 * (r + c // 8) <= 3 * r * (c // 8)]
+    assert len(efficient) >= 0.45 * len(blocks), blocks
+    assert all(r * -(-c // 8) <= 12 for r, c in blocks)
+
+
+def _search(log, seed, trials=64, n=256):
+    task = SearchTask.from_outputs([programs.gemm(n, n, n)[-1]], target=AVX2 + " -num-cores=2")
+    with cf.ThreadPoolExecutor(1) as ex:
+        assert run_search(task, trials, log, Measurer(ex, worker_fn=workers.register_tile), seed,
+                          warm_start=False) == trials
+    return min(r["median_s"] for r in records.load(log) if r["median_s"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4))
+def test_24_trials_reach_the_hand_register_tile_on_the_formula(seed, tmp_path):
+    """On the register-tile formula the hand schedule's 4 x 16 block is 1 ms and 8 x 8 is 1.125 ms
+    (0.89x): 24 trials find a block within 0.9x of the hand one for every seed (GEMM 512 before
+    the block shapes: the first such block at trial 54, 38 and 2 of seeds 0-2; after: 6, 2, 10)."""
+    assert 1e-3 / _search(str(tmp_path / "log.jsonl"), seed, trials=24) >= 0.9
+
+
+def test_avx2_conv2d_relayout_blocks_fit_and_compute_right():
+    """tile_relayout samples (NCHWc) on AVX2 with odd sizes: blocks of rows x vectors within 12
+    accumulators and 16 registers, and each sample computes what the reference evaluator does."""
+    X, Wt, _, conv = programs.conv2d(1, 5, 9, 7, 24, 3)
+    task = SearchTask(tensors=[X, Wt, conv], target=AVX2)
+    sketch = next(sk for sk in generate_sketches(task) if sk.name.startswith("tile_relayout"))
+    checked, shapes = 0, set()
+    for seed in range(12):
+        try:
+            s, made = sample(task, sketch, random.Random(seed))
+        except (ScheduleError, LoweringError):
+            continue
+        vecs = made["conv|vecs"]
+        rows = 1
+        for k, v in made.items():
+            if k.startswith("conv|reg|"):
+                rows *= v
+        assert rows * vecs <= 12, made
+        shapes.add((rows, vecs))
+        if checked < 4:
+            assert sl.autoschedule.check_against_reference(task, s) is None, s.to_python()
+            checked += 1
+    assert checked == 4 and len(shapes) > 1
