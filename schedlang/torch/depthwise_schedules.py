@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..target.target import Target
-from .conv_schedules import MAX_UNROLL_TAPS, _accumulators, _row_vector, nchwc_tile, place_row_sum, row_split
+from .conv_schedules import MAX_UNROLL_TAPS, _accumulators, _row_vector, place_row_sum, row_split
 from .fuse import CONV_PAD_TAG
 from .schedules import _extent, _fuse, _product, lanes, static, threads
 
@@ -80,7 +80,7 @@ def _depthwise_nchwc_cpu(s, group, target: Target) -> None:
     stride), written back as whole vectors of L channels."""
     out, accs = _accumulators(s, group)
     n, cb, *spatial, lane = out.op.axis
-    _, wt = nchwc_tile(target, 1, static(spatial[-1].dom.extent), static(lane.dom.extent))
+    wt = row_tile(target, static(spatial[-1].dom.extent))
     wo, wi = out.split(spatial[-1], factor=wt)
     out.reorder(n, cb, *spatial[:-1], wo, wi, lane)
     planes, workers = _product([n.dom.extent, cb.dom.extent]), threads(target)
@@ -105,6 +105,17 @@ def _depthwise_nchwc_cpu(s, group, target: Target) -> None:
         acc.vectorize(vec)
     out.unroll(wi)
     out.vectorize(lane)
+
+
+def row_tile(target: Target, cols: Optional[int]) -> int:
+    """Columns of the depthwise register tile: the largest divisor of the row that leaves one
+    register for the weight vector (and one more with 32 registers); an input vector is an
+    FMA's memory operand, so it needs none."""
+    registers = target.native_registers()
+    most = registers - 1 - (1 if registers >= 32 else 0)
+    if cols is None:
+        return 1
+    return max(wt for wt in range(1, min(most, cols) + 1) if cols % wt == 0)
 
 
 def _vectorize_row(stage, target) -> None:

@@ -27,7 +27,7 @@ from typing import Dict, Optional, Sequence, Tuple
 from ..build_pool import build_each
 from ..expr.extent import ceil_div
 from .pack_fast import pack_panels
-from .state import Version
+from .state import Version, key_of
 
 
 @dataclass(frozen=True)
@@ -129,11 +129,12 @@ class PackCache:
     def values(self, state: Dict[str, object]) -> Dict[str, object]:
         """name -> packed tensor for every spec, computed again for a source that changed."""
         stale = []
+        keys: Dict[str, tuple] = {}      # a source several constants read (a batch norm's): its key taken once
         for name, spec in self.specs.items():
-            srcs = [None if s is None else state[s] for s in spec.sources]
             hit = self._made.get(name)
-            if hit is None or any(t is not None and v.changed(t) for v, t in zip(hit[0], srcs)):
-                stale.append((name, spec, srcs))
+            if hit is None or any(s is not None and v.key != (keys[s] if s in keys else keys.setdefault(s, key_of(state[s])))
+                                  for v, s in zip(hit[0], spec.sources)):
+                stale.append((name, spec, [None if s is None else state[s] for s in spec.sources]))
         # independent constants, made by a few threads (torch's copies release the GIL)
         made = build_each(lambda job: make(job[1], job[2]), stale)
         for (name, _, srcs), value in zip(stale, made):

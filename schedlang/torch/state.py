@@ -36,6 +36,7 @@ class ModuleState:
         self.module = module
         self._copies: Dict[Tuple[str, str], Tuple[Version, torch.Tensor]] = {}
         self._expected: Optional[List[tuple]] = None
+        self._plan: Optional[_PathPlan] = None
 
     def current(self, given: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, torch.Tensor]:
         """name -> the module's tensor for each state input now (the captured one where the
@@ -45,12 +46,13 @@ class ModuleState:
         if self._expected is None:       # what each input was compiled for, converted once
             self._expected = [(tuple(i.shape), to_torch(i.dtype), tuple(i.target.split(".")) if i.target else ())
                               for i in self.inputs]
-        found: Dict[tuple, object] = {}  # each submodule on the paths looked up once a call
-        for i, (shape, dtype, path) in zip(self.inputs, self._expected):
+            self._plan = _PathPlan([path for _, _, path in self._expected]) if self.module is not None else None
+        found = self._plan.resolve(self.module) if self._plan is not None else None
+        for k, (i, (shape, dtype, path)) in enumerate(zip(self.inputs, self._expected)):
             if given is not None and i.name in given:
                 t = given[i.name]
             else:
-                t = _resolve(self.module, path, found) if self.module is not None and path else _MISSING
+                t = found[k] if found is not None and path else _MISSING
             if t is _MISSING:
                 t = i.value
             elif not isinstance(t, torch.Tensor):
@@ -88,30 +90,48 @@ class Version:
     """What a copy of the tensor t was made from: its storage, layout and `_version`."""
 
     def __init__(self, t: torch.Tensor):
-        self.key = _key(t)
+        self.key = key_of(t)
         # Holding the storage keeps its address from being reused by a replacement tensor
         # (`w.data = torch.randn(...)` would otherwise often get the freed block back).
         self._pin = t.detach()
 
     def changed(self, t: torch.Tensor) -> bool:
-        return _key(t) != self.key
+        return key_of(t) != self.key
 
 
-def _key(t: torch.Tensor) -> tuple:
-    # inference tensors keep no version counter (reading it raises)
-    version = t._version if not t.is_inference() else None
-    return (t.data_ptr(), version, tuple(t.shape), t.stride(), t.dtype, t.device)
+def key_of(t: torch.Tensor) -> tuple:
+    """What a copy made from t depends on: its storage address, version, shape, strides,
+    dtype and device (Version.changed compares it)."""
+    try:                      # (cheaper than asking is_inference() first; t.shape is a tuple already)
+        version = t._version
+    except RuntimeError:      # inference tensors keep no version counter
+        version = None
+    return (t.data_ptr(), version, t.shape, t.stride(), t.dtype, t.device)
 
 
-def _resolve(module: torch.nn.Module, path: tuple, found: Dict[tuple, object]):
-    """The attribute at path (names) of module, or _MISSING; found memoizes the prefixes."""
-    if not path:
-        return module
-    obj = found.get(path, None)
-    if obj is None:
-        parent = _resolve(module, path[:-1], found)
-        obj = found[path] = _MISSING if parent is _MISSING else _attribute(parent, path[-1])
-    return obj
+class _PathPlan:
+    """The attribute paths of a module's state inputs as one tree of their distinct prefixes,
+    parents first, so that a call looks each submodule up once by index (no tuple slicing or
+    memo per step: MobileNetV2's 314 paths, 0.5 ms a call before)."""
+
+    def __init__(self, paths: List[tuple]):
+        index: Dict[tuple, int] = {(): 0}
+        self.steps: List[Tuple[int, str]] = []      # (the parent's slot, the attribute name)
+        self.slots: List[int] = []                  # each path's slot (0: the module itself)
+        for path in paths:
+            for d in range(1, len(path) + 1):
+                if path[:d] not in index:
+                    index[path[:d]] = len(index)
+                    self.steps.append((index[path[:d - 1]], path[d - 1]))
+            self.slots.append(index[path])
+
+    def resolve(self, module) -> List[object]:
+        """The object at each path (_MISSING where a step of it is missing), in paths' order."""
+        objs = [module]
+        for parent, name in self.steps:
+            obj = objs[parent]
+            objs.append(_MISSING if obj is _MISSING else _attribute(obj, name))
+        return [objs[k] for k in self.slots]
 
 
 _CLASS_NAMES: Dict[type, frozenset] = {}

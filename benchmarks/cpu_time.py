@@ -1,0 +1,194 @@
+"""A whole model's CPU time per call at one thread: schedlang beside ONNX Runtime and Inductor
+in one process, timed in interleaved rounds with the process's CPU clock, and optionally
+schedlang's kernels one by one (--kernels) and ONNX Runtime's per-node profile (--ort-nodes).
+
+    OMP_NUM_THREADS=1 taskset -c 1 python benchmarks/cpu_time.py --model mobilenet_v2 --kernels
+
+On a machine shared with other processes, wall-clock latency measures the neighbours; the CPU
+time a single-threaded call consumes (time.process_time) does not (up to cache and frequency
+effects), so this is the number to compare there. Every contender runs on one thread: torch,
+ORT (intra_op_num_threads=1), schedlang (num_threads=1).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import warnings
+from collections import defaultdict
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+if ROOT not in sys.path and "PYTHONPATH" not in os.environ:    # PYTHONPATH: another tree's schedlang (a baseline)
+    sys.path.insert(0, ROOT)
+if HERE not in sys.path:
+    sys.path.append(HERE)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+
+def cpu_time_call(*fns, rounds: int = 7, min_s: float = 0.1):
+    """Median CPU seconds per call of each fn (time.process_time), in interleaved rounds, each
+    round timing every fn over enough calls to take min_s of CPU time; one warm-up call each."""
+    clock = time.process_time
+    for fn in fns:
+        fn()
+    counts = []
+    for fn in fns:
+        start = clock()
+        fn()
+        fn()
+        counts.append(max(1, int(2 * min_s / max(clock() - start, 1e-6))))
+    times = [[] for _ in fns]
+    for _ in range(rounds):
+        for fn, n, out in zip(fns, counts, times):
+            start = clock()
+            for _ in range(n):
+                fn()
+            out.append((clock() - start) / n)
+    return [sorted(t)[len(t) // 2] for t in times]
+
+
+def ort_session(model, inputs, profile_prefix=None):
+    """ORT CPU session at one intra-op thread, all graph optimizations (models.py's setup)."""
+    import io
+    import onnxruntime as ort
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, inputs, buf, dynamo=True, verbose=False, optimize=True)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if profile_prefix:
+        opts.enable_profiling = True
+        opts.profile_file_prefix = profile_prefix
+    sess = ort.InferenceSession(buf.getvalue(), opts, providers=["CPUExecutionProvider"])
+    feed = {i.name: x.numpy() for i, x in zip(sess.get_inputs(), inputs)}
+    return sess, (lambda: sess.run(None, feed)[0])
+
+
+def ort_nodes(model, inputs, calls: int = 50):
+    """[(total us per call, op type, node name, input shapes)] from ORT's profiler, summed over calls."""
+    prefix = os.path.join(tempfile.mkdtemp(), "ort")
+    sess, fn = ort_session(model, inputs, prefix)
+    for _ in range(5):
+        fn()
+    for _ in range(calls):
+        fn()
+    path = sess.end_profiling()
+    events = json.load(open(path))
+    per = defaultdict(list)
+    info = {}
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            name = e["name"][:-len("_kernel_time")]
+            per[name].append(e["dur"])
+            a = e.get("args", {})
+            info[name] = (a.get("op_name", "?"), a.get("input_type_shape", ""))
+    rows = []
+    for name, durs in per.items():
+        durs = sorted(durs)[5:] or durs                       # the warm-up calls out
+        rows.append((float(np.median(durs)), info[name][0], name, info[name][1]))
+    return rows
+
+
+def describe(group, s):
+    """A short label of a kernel: its anchor's output shape and, for a convolution, its weight."""
+    op = group.anchor.op
+    shape = "x".join(str(d) for d in op.shape)
+    extra = ""
+    if group.convs:
+        reads = [t for t in op.input_tensors]
+        extra = " in " + ",".join("x".join(str(d) for d in t.shape) for t in reads)
+    return f"{shape}{extra}"
+
+
+def schedlang_kernels(compiled, target):
+    """[(kind, label, fn)] per kernel call of the compiled model (model_profile.kernels)."""
+    from model_profile import kernels
+    from schedlang.schedule import create_schedule
+    from schedlang.torch.fuse import fuse
+    labels = []
+    for part in compiled.program.parts:
+        s = create_schedule([t.op for _, t in part.outputs])
+        for group in fuse(s):
+            labels.append((group.anchor.name, describe(group, s)))
+    lab = dict(labels)
+    out = []
+    for kind, name, mod, arrays in kernels(compiled.program, target):
+        out.append((kind, name, lab.get(name, ""), (lambda m, a: lambda: m(*a))(mod, arrays)))
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="mobilenet_v2")
+    ap.add_argument("--size", default="full")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--kernels", action="store_true", help="schedlang's kernels one by one")
+    ap.add_argument("--ort-nodes", action="store_true", help="ONNX Runtime's per-node profile")
+    ap.add_argument("--no-inductor", action="store_true")
+    ap.add_argument("--no-ort", action="store_true")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    import schedlang.torch as slt
+    from schedlang.target.target import Target
+    from schedlang.torch import zoo
+    target = Target.create(Target("llvm", num_threads=1))
+    model, inputs = zoo.build(args.model, args.size)
+    model.eval()
+    names, fns = [], []
+    with torch.no_grad():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compiled = slt.compile(model, inputs, target=target)
+        names.append("schedlang"); fns.append(lambda: compiled(*inputs))
+        if not args.no_ort:
+            _, f = ort_session(model, inputs)
+            names.append("onnxruntime"); fns.append(f)
+        if not args.no_inductor:
+            import torch._inductor.config as cfg
+            cfg.freezing = True
+            ind = torch.compile(model, dynamic=False)
+            ind(*inputs)
+            names.append("inductor"); fns.append(lambda: ind(*inputs))
+        names.append("eager"); fns.append(lambda: model(*inputs))
+        times = cpu_time_call(*fns, rounds=args.rounds)
+        print(f"# {args.model} ({args.size}), 1 thread, CPU ms per call (time.process_time, median of "
+              f"{args.rounds} interleaved rounds); load avg {os.getloadavg()[0]:.1f}")
+        for n, t in zip(names, times):
+            print(f"  {n:12s} {t * 1e3:8.2f}")
+        if args.kernels:
+            ks = schedlang_kernels(compiled, target)
+            uniq = {}
+            for kind, name, label, fn in ks:
+                uniq.setdefault(label + kind, [kind, label, fn, 0])[3] += 1
+            kt = cpu_time_call(*[u[2] for u in uniq.values()], rounds=3, min_s=0.02)
+            rows = sorted(((t * u[3], u[0], u[1], u[3], t) for u, t in zip(uniq.values(), kt)), reverse=True)
+            by = defaultdict(float)
+            for r in rows:
+                by[r[1]] += r[0]
+            print(f"  schedlang kernels timed alone: sum {sum(by.values()) * 1e3:.2f} ms; "
+                  + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in sorted(by.items(), key=lambda kv: -kv[1])))
+            for tot, kind, label, calls, t in rows:
+                print(f"    {tot * 1e3:7.3f} {kind:9s} x{calls:<2d} {t * 1e3:6.3f}  {label}")
+    if args.ort_nodes:
+        rows = ort_nodes(model, inputs)
+        by = defaultdict(float)
+        for us, op, _, _ in rows:
+            by[op] += us
+        print(f"  onnxruntime nodes (profiler, median us per call): sum {sum(by.values()) / 1e3:.2f} ms; "
+              + ", ".join(f"{k} {v / 1e3:.2f}" for k, v in sorted(by.items(), key=lambda kv: -kv[1])))
+        for us, op, name, shapes in sorted(rows, reverse=True):
+            print(f"    {us / 1e3:7.3f} {op:22s} {name[:40]:40s} {json.dumps(shapes)[:150]}")
+
+
+if __name__ == "__main__":
+    main()
