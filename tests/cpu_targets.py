@@ -22,3 +22,10 @@ def foreign_cpu_target():
 
 # for @pytest.mark.parametrize("target", CPU_TARGETS)
 CPU_TARGETS = ("llvm", pytest.param("c", marks=needs_cc))
+
+
+def runs_here(target) -> bool:
+    """Whether code built for target can run on this CPU (no wider vectors than the host's):
+    tests that sample or build for a foreign ISA check its numbers only where it runs."""
+    import schedlang as sl
+    return sl.Target.create(target).native_lanes(32) <= sl.Target.create("llvm").native_lanes(32)

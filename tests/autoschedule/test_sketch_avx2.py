@@ -14,6 +14,7 @@ from schedlang.autoschedule.sketch_cpu import register_block, register_fits, unr
 from schedlang.autoschedule.task import SearchTask
 from schedlang.errors import LoweringError, ScheduleError
 from tests import programs
+from tests.cpu_targets import runs_here
 
 AVX2, AVX512 = "llvm -mcpu=haswell", "llvm -mcpu=znver4"
 
@@ -80,10 +81,10 @@ def test_unrolled_gemm_cache_tiles_keep_the_targets_register_budget(target):
             continue
         assert register_fits(*block, lanes, budget), (sketch.name, block, made)
         unrolled.append(block)
-        if checked < 3:
+        if checked < 3 and runs_here(target):      # numbers checked where the ISA runs
             assert sl.autoschedule.check_against_reference(task, s) is None, s.to_python()
             checked += 1
-    assert unrolled and checked == 3
+    assert unrolled and checked == (3 if runs_here(target) else 0)
     if target == AVX2:
         # a cache tile of 16 rows of one vector (or 8 of two) is unrolled on AVX-512 only
         assert all(register_fits(*b, 8, 12) for b in unrolled)
@@ -100,4 +101,5 @@ def test_a_cache_tile_beyond_the_registers_is_not_unrolled(target, unrolled):
     s, made = sample(task, sketch, random.Random(0), given)
     assert made["C|cache_at"] == 0 and made["C|tile|i"] == [6, 4, 4] and made["C|tile|j"] == [5, 2, 8]
     assert ("C.local|unroll_tile" in made) == unrolled
-    assert sl.autoschedule.check_against_reference(task, s) is None, s.to_python()
+    if runs_here(target):
+        assert sl.autoschedule.check_against_reference(task, s) is None, s.to_python()
