@@ -129,6 +129,8 @@ def main(argv=None) -> None:
                 print(f"  {label:44s} x{calls:<2d} ours {ours * 1e3:7.3f} ms {g:6.1f} GF/s {100 * g / args.peak:4.0f} %"
                       f"   oneDNN {theirs * 1e3:7.3f} ms {tg:6.1f} GF/s")
             print(f"  all convs: ours {total_ours * 1e3:.1f} ms, oneDNN {total_torch * 1e3:.1f} ms")
+            whole = cpu_seconds(lambda: compiled(*inputs), args.rounds, budget=0.5)
+            print(f"  whole model compiled: {whole * 1e3:.1f} ms CPU time per call")
 
 
 if __name__ == "__main__":
