@@ -8,7 +8,8 @@ On the CPU, three kernels:
   output channels by wt columns (nchwc_tile: as many accumulators as the register file
   holds), the reduction outermost with the L input channels of a block innermost (the
   input read as broadcasts of consecutive values), the tile written back as whole vectors;
-  (batch, channel tile, output rows) run in parallel.
+  (batch, channel tile, output rows) run in parallel, rows before channel tiles where the
+  input outweighs the weights (on 16-register targets: _input_outweighs_weights).
 - blocked NCHW (dense convolutions whose weights are read in packed blocks [OC / L, ICg, *K, L],
   prepack.py): the NCHWc kernel of benchmarks/sl_kernels.py's conv2d_nchwc_schedule. Each
   sum accumulates in a local tile laid out [.., wt, L] (L output channels, a native vector
