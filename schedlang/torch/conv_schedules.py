@@ -8,7 +8,8 @@ On the CPU, three kernels:
   output channels by wt columns (nchwc_tile: as many accumulators as the register file
   holds), the reduction outermost with the L input channels of a block innermost (the
   input read as broadcasts of consecutive values), the tile written back as whole vectors;
-  (batch, channel tile, output rows) run in parallel.
+  (batch, channel tile, output rows) run in parallel, rows before channel tiles where the
+  input outweighs the weights (on 16-register targets: _input_outweighs_weights).
 - blocked NCHW (dense convolutions whose weights are read in packed blocks [OC / L, ICg, *K, L],
   prepack.py): the NCHWc kernel of benchmarks/sl_kernels.py's conv2d_nchwc_schedule. Each
   sum accumulates in a local tile laid out [.., wt, L] (L output channels, a native vector
@@ -105,45 +106,45 @@ def _conv_blocked_cpu(s, group, width: int) -> None:
 
 def nchwc_tile(target: Target, blocks: int, cols: int, width: int) -> Tuple[int, int]:
     """(channel blocks, output columns) of a register tile of the blocked kernels: vecs * wt
-    accumulators beside vecs weight vectors and, with 32 registers (AVX-512), one for the
-    broadcast input value within the target's register file (Target.native_registers); vecs
-    dividing the blocks and wt the row's columns (a tail would cost a second, guarded copy
-    of the tile); the most FMAs per vector loaded (vecs * wt / (vecs + wt)), then the larger
-    tile. With AVX2's 16 registers the broadcast gets none (it is loaded again where LLVM
-    runs out): 2 x 7 tiles then beat 4 x 2 and 1 x 7 by 1.0-1.4x per ResNet layer, 1.12-1.18x
-    over all of ResNet-18/50's convolutions (Zen 5, one thread, CPU time); AVX-512's 4 x 7
-    with no register to spare lost 0.66-0.93x to 4 x 4 and 2 x 7."""
+    accumulators beside vecs weight vectors and one register for the broadcast input value
+    within the target's register file (Target.native_registers); vecs dividing the blocks
+    and wt the row's columns (a tail would cost a second, guarded copy of the tile).
+
+    32 registers (AVX-512): the most FMAs per vector loaded (vecs * wt / (vecs + wt)), then
+    the larger tile: 4 x 7 with no register to spare lost 0.66-0.93x to 4 x 4 and 2 x 7
+    (Zen 5, one thread, CPU time). 16 registers (AVX2, no broadcast operand of an FMA, so
+    the broadcast needs a register of its own): the most accumulators, then the fewest
+    weight vectors (_narrow_tile)."""
     registers = target.native_registers()
     if registers < 32:
-        return _nchwc_tile_16(registers, blocks, cols)
-    broadcast = 1
+        return _narrow_tile(registers, blocks, cols)
     best = (0.0, 0, 1, 1)
     for vecs in (1, 2, 4):
         if blocks % vecs:
             continue
-        most = (registers - broadcast - vecs) // vecs
+        most = (registers - 1 - vecs) // vecs
         for wt in range(1, min(most, cols) + 1):
             if cols % wt == 0:
                 best = max(best, (vecs * wt / (vecs + wt), vecs * wt, vecs, wt))
     return best[2], best[3]
 
 
-MIN_TILE_COLUMNS = 4    # AVX2: fewest columns per weight vector loaded, where the row allows
-
-
-def _nchwc_tile_16(registers: int, blocks: int, cols: int) -> Tuple[int, int]:
-    """nchwc_tile on a 16-register file (AVX2): vecs * wt accumulators, vecs weight vectors
-    and the broadcast input value in registers (none spilled); at least MIN_TILE_COLUMNS
-    columns where the row has such a divisor (a weight vector reloaded every 1-2 columns
-    streams the weights from L2: 4 x 2 ran 1.3x slower than 1 x 14 on ResNet's 256-channel
-    14x14 layer); the most FMAs per vector loaded, ties to fewer channel blocks (2 x 4 ran
-    1.3x faster than 4 x 2). On Zen 3, one thread, CPU time, the 2 x 7 tile of the rule for
-    32 registers (17 live vectors: it spills) ran 1.4-2.4x slower than this choice on
-    ResNet-18's 3x3 layers and MobileNetV2's 1x1 ones (2 x 4, 1 x 14, 1 x 7, 3 x 4)."""
-    fits = [(vecs, wt) for vecs in (1, 2, 3, 4) if blocks % vecs == 0
-            for wt in range(1, min((registers - 1 - vecs) // vecs, cols) + 1) if cols % wt == 0]
-    wide = [t for t in fits if t[1] >= MIN_TILE_COLUMNS] or fits or [(1, 1)]
-    return max(wide, key=lambda t: (t[0] * t[1] / (t[0] + t[1]), t[0] * t[1], -t[0]))[:2]
+def _narrow_tile(registers: int, blocks: int, cols: int) -> Tuple[int, int]:
+    """nchwc_tile for a small register file: the tile of the most accumulators with vecs
+    weight vectors and the broadcast beside them in registers, then the fewest vecs (1 x 14
+    and 1 x 7 on ResNet's rows of 56, 28, 14 and 7). The former 2 x 7 (17 registers live)
+    spilled an accumulator and shuffled the others each step: 41-43 GFLOP/s on every 3x3
+    layer of ResNet-18 against 67-77 (51 at 7x7) with 1 x 14 (Zen 3, one thread, CPU time);
+    2 x 4 was within 0.9-1.1x of 1 x 14 and lost 0.75x on 1x1 256->64 56x56."""
+    best = (0, 0, 1, 1)
+    for vecs in (1, 2, 4):
+        if blocks % vecs:
+            continue
+        most = (registers - 1 - vecs) // vecs
+        for wt in range(1, min(most, cols) + 1):
+            if cols % wt == 0:
+                best = max(best, (vecs * wt, -vecs, vecs, wt))
+    return best[2], best[3]
 
 
 def _conv_nchwc_cpu(s, group, target: Target) -> None:
@@ -158,10 +159,37 @@ def _conv_nchwc_cpu(s, group, target: Target) -> None:
     vecs, wt = nchwc_tile(target, static(cb.dom.extent), static(spatial[-1].dom.extent), static(lane.dom.extent))
     co, ci = out.split(cb, factor=vecs)
     wo, wi = out.split(spatial[-1], factor=wt)
-    out.reorder(n, co, *spatial[:-1], wo, ci, wi, lane)
-    _register_tile(out, caches, [n, co] + spatial[:-1], wo, ci, vecs, wt)
+    if target.native_registers() < 32 and _input_outweighs_weights(s, group):
+        tasks = [n, *spatial[:-1], co]          # a row of the input read once for all the channel tiles
+    else:
+        tasks = [n, co, *spatial[:-1]]
+    out.reorder(*tasks, wo, ci, wi, lane)
+    _register_tile(out, caches, tasks, wo, ci, vecs, wt)
     out.unroll(wi)
     out.vectorize(lane)
+
+
+def _input_outweighs_weights(s, group) -> bool:
+    """The kernel's convolutions read more input elements than weights. Then the rows of
+    output go outermost and the channel tiles inside them: a tile of channels reads the
+    input rows its row needs, the next tile finds them in cache (ResNet-50's 1x1 256->64 at
+    56x56 read its 3.2 MB input once per channel tile from L3 at 12-14 GFLOP/s, Zen 3, one
+    thread); where the weights are the larger (ResNet's 7x7 layers: 9.4 MB of a 3x3 512->512),
+    the channel tiles stay outermost and each one's weights are reused over all the rows."""
+    from .schedules import _product
+    inputs = weights = 0
+    for conv in group.convs:
+        batch = conv.op.axis[0].var
+        for t in conv.op.input_tensors:
+            reads = [r for r in walk(conv.op.body.source[0]) if isinstance(r, TensorRead) and r.tensor == t]
+            size = _product(t.shape)
+            if size is None:
+                return False
+            if any(r.indices[0] is batch for r in reads):
+                inputs += size
+            else:
+                weights += size
+    return inputs > weights
 
 
 def _local_sums(s, group, prepare=None) -> list:

@@ -1,0 +1,80 @@
+"""The NCHWc convolution kernel's register tile and loop order per vector ISA
+(conv_schedules.nchwc_tile, _input_outweighs_weights): the AVX2 tile pinned (it fits 16
+registers with its broadcast), AVX-512's unchanged, and numerics against eager torch for
+odd shapes with each choice (rows outer or channel tiles outer), bounds-checked, on the
+AVX2 target and, where the host runs it, the AVX-512 one."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import schedlang as sl
+import schedlang.torch as st
+from schedlang.torch.conv_schedules import nchwc_tile
+
+HOST = sl.Target.create("llvm")
+AVX2 = sl.Target.create("llvm -mcpu=haswell")
+AVX512 = sl.Target.create("llvm -mcpu=skylake-avx512")
+
+
+@pytest.mark.parametrize("blocks, cols, tile", [
+    (8, 56, (1, 14)), (16, 28, (1, 14)), (32, 14, (1, 14)), (64, 7, (1, 7)), (8, 112, (1, 14)),
+    (4, 15, (2, 5)),      # no divisor of 15 up to 14 but 5: two vectors of 5 columns
+    (3, 13, (1, 13)),     # a prime row, blocks not a multiple of 2
+])
+def test_avx2_tile_is_pinned(blocks, cols, tile):
+    assert nchwc_tile(AVX2, blocks, cols, 8) == tile
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 3, 4, 8, 64])
+@pytest.mark.parametrize("cols", [1, 5, 7, 13, 14, 15, 28, 56, 112])
+def test_avx2_tile_fits_the_register_file_with_its_broadcast(blocks, cols):
+    vecs, wt = nchwc_tile(AVX2, blocks, cols, 8)
+    assert vecs * wt + vecs + 1 <= AVX2.native_registers() == 16
+    assert blocks % vecs == 0 and cols % wt == 0
+
+
+@pytest.mark.parametrize("blocks, cols, tile", [(4, 56, (4, 4)), (8, 7, (2, 7)), (32, 14, (2, 14)), (4, 28, (4, 4))])
+def test_avx512_tile_is_unchanged(blocks, cols, tile):
+    assert nchwc_tile(AVX512, blocks, cols, 16) == tile
+
+
+class TwoConvs(nn.Module):
+    """conv-bn-relu, then a second conv reading the blocked activation, with a residual."""
+
+    def __init__(self, cin: int, c: int, k: int, stride: int):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(cin, c, 1, bias=False), nn.BatchNorm2d(c)
+        self.c2 = nn.Conv2d(c, c, k, stride, k // 2, bias=True)
+        self.c3 = nn.Conv2d(c, c, 1, bias=False)
+        self.eval()
+
+    def forward(self, x):
+        y = F.relu(self.b1(self.c1(x)))
+        z = F.relu(self.c2(y))
+        return self.c3(z) + z
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("cin, c, k, stride, hw", [
+    (5, 16, 3, 1, (9, 15)),      # rows of 15: a 2 x 5 tile on AVX2; the input outweighs the weights
+    (3, 32, 1, 2, (7, 13)),      # stride 2, rows of 7 (prime)
+    (4, 48, 3, 1, (3, 5)),       # the weights outweigh the input: channel tiles outermost
+])
+def test_nchwc_kernels_match_eager(target, cin, c, k, stride, hw):
+    if target is AVX512 and HOST.native_lanes(32) < 16:
+        pytest.skip("AVX-512 code needs an AVX-512 host")
+    torch.manual_seed(0)
+    model, x = TwoConvs(cin, c, k, stride), torch.randn(1, cin, *hw)
+    with torch.no_grad():
+        want = model(x)
+    for t in (target.with_options(bounds_check=True), target):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", st.FallbackWarning)
+            cm = st.compile(model, (x,), target=t)
+        with torch.no_grad():
+            torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
