@@ -15,7 +15,7 @@ Per kernel (a fuse.Group), on the CPU:
   in [N / nr, K, nr] panels (a Linear's weight, packed once by the compiled module, see
   prepack.py): an mr x nr tile of vector accumulators (broadcast A, vector B), as
   benchmarks/sl_kernels.py's gemm_register_tiled (mr = register_rows, nr = panel_width columns:
-  4 x 16 with AVX2, 8 x 32 with AVX-512);
+  6 x 16 with AVX2, 8 x 32 with AVX-512; a Linear pads its product to whole tiles, ops/matmul.py);
   both operands contiguous along k (q @ k^T, a Linear whose weight is not a constant): an
   mr x nr tile of k-vectors (rfactor over k lanes), summed across lanes at the end.
 - convolution (fuse.Group.convs) with its epilogue: conv_schedules.py (NCHWc register tiles,
@@ -49,8 +49,8 @@ from .fuse import Group, fuse, is_matmul, matmul_operands
 from .tensorcore_schedules import schedule_matmul_tensorcore, tensorcore_plan
 
 MAX_VECTOR = 64          # lanes of one vectorized loop (schedule.legal.MAX_VECTOR_EXTENT)
-MR = 4                   # rows of a matmul register tile with 16 vector registers (AVX2)
-MR_MAX = 8               # the most rows of one: a power of two, so M = 128, 64, ... has no row tail
+MR = 4                   # the fewest rows of a matmul register tile
+MR_MAX = 8               # the most rows of one
 NR = 16                  # columns of a matmul register tile, at least one native vector
 NR_VECTORS = 2           # native vectors across a register tile where NR is narrower
 NT_TILE = 4              # columns of a k-vector (dot product) matmul tile
@@ -338,8 +338,8 @@ def schedule_reduction_cpu(s: Schedule, red, target: Target) -> None:
 
 
 def panel_width(target: Target, n: int) -> int:
-    """Columns of a matmul register tile and of a packed B panel: NR (4 x 16 is the hand GEMM's
-    tile: 8 ymm accumulators with AVX2), or NR_VECTORS native float32 vectors when those are
+    """Columns of a matmul register tile and of a packed B panel: NR (two ymm with AVX2: a
+    6 x 16 tile, 12 ymm accumulators), or NR_VECTORS native float32 vectors when those are
     wider (32 with AVX-512: an 8 x 32 tile, 16 zmm accumulators); n when the output has fewer
     columns."""
     return max(1, min(n, max(NR, NR_VECTORS * target.native_lanes(32))))
@@ -347,17 +347,27 @@ def panel_width(target: Target, n: int) -> int:
 
 def register_rows(target: Target, nr: int) -> int:
     """Rows of an mr x nr matmul register tile: as many accumulator rows as the register file
-    holds beside one B vector per column vector and the broadcast A value, rounded down to a
-    power of two, from MR to MR_MAX. Measured (benchmarks/gemm_shapes.py, BERT and Llama
-    shapes, one Zen 5 core): 4 x 16 with AVX-512 (4 zmm accumulators, latency bound) reaches
-    ~45 % of the FMA peak, 8 x 32 74-88 % (the two-zmm panel is what counts: 4, 8 or 12 rows
-    of it measure alike); AVX2 stays 4 x 16 (8 of 16 ymm; 6 x 16 and 8 x 16 were no faster)."""
+    holds beside one B vector per column vector and the broadcast A value, from MR to MR_MAX:
+    6 x 16 with AVX2 (12 of 16 ymm accumulators, BLIS's Haswell/Zen kernel), 8 x 32 with
+    AVX-512. Measured (benchmarks/gemm_one_thread.py, one Zen 3 core, CPU time): AVX2 4 x 16
+    (8 accumulators, right at the FMA latency x pipes) 79-85 % of the FMA peak, 6 x 16
+    85-90 %; on Zen 5 with AVX-512, 4, 8 or 12 rows of the two-zmm panel measure alike
+    (74-88 %). A Linear pads its product's rows to a multiple of these (ops/matmul.py), so a
+    row count that does not divide M costs no guard in the k loop; other matmuls take
+    tail_free_rows."""
     vectors = max(1, ceil_div(nr, target.native_lanes(32)))
     fit = (target.native_registers() - vectors - 1) // vectors
-    rows = MR
-    while rows * 2 <= min(fit, MR_MAX):
-        rows *= 2
-    return rows
+    return max(MR, min(fit, MR_MAX))
+
+
+def tail_free_rows(rows: int, m) -> int:
+    """rows, or where rows leaves a tail of the static row count m (a guard inside the k
+    loop, which costs more than the two accumulators gained), the largest power of two below
+    it (8 and 4 divide the transformer shapes' M = 128, ...)."""
+    m = static(m)
+    if m is None or m <= rows or m % rows == 0:
+        return rows
+    return 1 << (rows.bit_length() - 1)
 
 
 def packed_width(s: Schedule, mm) -> Optional[int]:
@@ -424,7 +434,8 @@ def schedule_matmul_cpu(s: Schedule, anchor, matmuls: List, target: Target) -> N
         if anchor in matmuls:                      # no epilogue: accumulate in a write cache
             cache = s.cache_write(s[anchor].op.output(0), "global")
             matmuls = [s[cache]]
-        _matmul_nn(s, s[anchor], [s[m] for m in matmuls], register_rows(target, nr), nr)
+        rows = tail_free_rows(register_rows(target, nr), _extent(s[matmuls[0]].op.axis[-2]))
+        _matmul_nn(s, s[anchor], [s[m] for m in matmuls], rows, nr)
     else:
         _matmul_nt(s, s[anchor], [s[m] for m in matmuls], lanes_)
 

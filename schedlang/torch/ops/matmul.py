@@ -8,12 +8,13 @@ parameter, as [N / nr, K, nr] panels the compiled module packs once (prepack.py)
 kernel reads B contiguously along its output columns."""
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Tuple
 
 import schedlang as sl
 from schedlang.expr.nodes import Expr
 
-from ..schedules import panel_width
+from ...expr.extent import ceil_div
+from ..schedules import panel_width, register_rows
 from .accum import acc_and_result_names, acc_dtype, cast_stage, require_float
 from .common import axis_names, broadcast_shape, compute, is_one, read_broadcast, same_extent
 from .registry import Unsupported, register_lowering
@@ -120,15 +121,23 @@ def linear(ctx, x, weight, bias=None):
     if bias is not None and broadcast_shape(bias.shape, shape) != shape:
         raise ValueError(f"linear: the bias of shape {list(bias.shape)} does not broadcast to {list(shape)}")
     acc = acc_dtype(out)
-    read_w = _packed_read(ctx, weight) or (lambda idx, k: weight[idx[-1], k])
+    epilogue = None if bias is None else _bias_epilogue(bias, shape, acc)
+    packed = _packed_read(ctx, weight)
+    if packed is not None:
+        read_w, nr = packed
+        padded = _padded_shape(ctx.target, shape, nr)
+        if padded != shape:
+            return _padded_linear(ctx, x, read_w, shape, padded, acc, out, epilogue)
+    else:
+        read_w = lambda idx, k: weight[idx[-1], k]      # noqa: E731
     p = contract(shape, x.shape[-1], lambda idx, k: x[tuple(idx[:-1]) + (k,)], read_w,
                  acc, _product_name(ctx, acc, out, bias is not None))
-    return finish(ctx, p, out, None if bias is None else _bias_epilogue(bias, shape, acc))
+    return finish(ctx, p, out, epilogue)
 
 
-def _packed_read(ctx, weight) -> Optional[Callable]:
-    """weight[j, k] read from its packed panels (a parameter, on a target whose backend
-    prepacks_weights: the CPU), or None."""
+def _packed_read(ctx, weight) -> Optional[Tuple[Callable, int]]:
+    """(weight[j, k] read from its packed panels, the panel width nr) for a parameter on a
+    target whose backend prepacks_weights (the CPU), or None."""
     target = ctx.target
     if not isinstance(target, sl.Target) or not sl.get_backend(target.kind).prepacks_weights \
             or not isinstance(weight.shape[0], int):
@@ -137,7 +146,37 @@ def _packed_read(ctx, weight) -> Optional[Callable]:
     packed = ctx.packed(weight, nr)
     if packed is None:
         return None
-    return lambda idx, k: packed[idx[-1] // nr, k, idx[-1] % nr]
+    return (lambda idx, k: packed[idx[-1] // nr, k, idx[-1] % nr]), nr
+
+
+def _padded_shape(target, shape: tuple, nr: int) -> tuple:
+    """shape with its columns rounded up to whole panels of nr and, for a static row count,
+    its rows to whole register tiles (schedules.register_rows): the product a Linear
+    computes, so that no tile of the matmul kernel needs a guard in its k loop."""
+    if len(shape) < 2:
+        return shape
+    *lead, m, n = shape
+    n_pad = ceil_div(n, nr) * nr
+    if isinstance(m, int):
+        mr = register_rows(target, nr)
+        if m > mr:
+            m = ceil_div(m, mr) * mr
+    return tuple(lead) + (m, n_pad)
+
+
+def _padded_linear(ctx, x, read_w: Callable, shape: tuple, padded: tuple, acc: str, out: str, epilogue):
+    """A Linear whose product covers padded (whole panels, whole register tiles), its rows
+    past x's read as x's last row (computed, never stored), then the result: the product's
+    shape part, with the epilogue (the bias) or without."""
+    last = x.shape[-2] - 1
+    clamp = padded[-2] != shape[-2]
+
+    def read_x(idx, k):
+        row = sl.min(idx[-2], last) if clamp else idx[-2]
+        return x[tuple(idx[:-2]) + (row, k)]
+    p = contract(padded, x.shape[-1], read_x, read_w, acc, ctx.name("mm"))
+    epilogue = epilogue or (lambda idx, value: value)
+    return compute(shape, lambda idx: sl.cast(out, epilogue(idx, p[tuple(idx)])), ctx.name())
 
 
 @register_lowering("aten.matmul.default")
