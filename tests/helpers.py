@@ -143,12 +143,12 @@ def check_golden_exists(path) -> None:
         pytest.fail(f"golden output missing: {path}; run with --update-golden")
 
 
-def forbid_builds(*also: str) -> str:
-    """The first lines of a child script: with FORBID_CODEGEN set in its environment, LLVM code
-    generation and each of `also` ("package.module.function" names) raise RuntimeError("code
+def forbid_builds(*also: str, env: str = "FORBID_CODEGEN") -> str:
+    """The first lines of a child script: with `env` (FORBID_CODEGEN) set in its environment, LLVM
+    code generation and each of `also` ("package.module.function" names) raise RuntimeError("code
     generation ran"), so whatever the child computes must come from the caches."""
     lines = ["import os",
-             'if os.environ.get("FORBID_CODEGEN"):',
+             f"if os.environ.get({env!r}):",
              "    from schedlang.target.llvm.backend import LLVMBackend",
              "    def refuse(*a, **k):",
              '        raise RuntimeError("code generation ran")',

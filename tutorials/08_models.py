@@ -22,8 +22,10 @@ Run it with  `python tutorials/08_models.py`  (`--quick`: the zoo's "tiny" model
 compile in seconds, and a fresh temporary cache folder, so it starts cold; what CI runs).
 """
 
+import atexit
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,7 +40,14 @@ REPEAT = 2 if args.quick else 10
 TOL = 1e-4                     # float32: sums reordered by blocking and vectors, not a wrong result
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if args.quick:                 # a cold cache, so CI shows (and tests) a first compile
-    os.environ["SCHEDLANG_CACHE_DIR"] = tempfile.mkdtemp(prefix="schedlang-tutorial08-")
+    # a new folder inside the caller's cache folder where one is set (a test session's), so
+    # that nothing is left in a shared temp folder; removed when the tutorial ends
+    parent = os.path.expanduser(os.environ.get("SCHEDLANG_CACHE_DIR", ""))
+    if parent:
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+    cold = tempfile.mkdtemp(prefix="schedlang-tutorial08-", dir=parent or None)
+    atexit.register(shutil.rmtree, cold, ignore_errors=True)
+    os.environ["SCHEDLANG_CACHE_DIR"] = cold
 os.environ["SCHEDLANG_KERNEL_CACHE"] = "1"     # the cache on even where a test runner turned it off
 
 import torch  # noqa: E402

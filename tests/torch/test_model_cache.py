@@ -13,7 +13,7 @@ import schedlang as sl
 import schedlang.torch as st
 from schedlang import build_cache, disk, kernel_cache
 from schedlang.torch import model_cache, runtime, zoo
-from tests.helpers import compile_model_script, run_json_child
+from tests.helpers import compile_model_script, forbid_builds, run_json_child
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -156,24 +156,28 @@ def test_the_cache_folders_are_in_cache_info(cache, capsys):
 
 # A GPT-2 (fused qkv, chunk, causal attention) compiled by schedlang.torch.compile or
 # torch.compile(backend="schedlang"); prints the output's digest and the caches' counters.
-# With FORBID_CODEGEN set, lowering and LLVM code generation raise (helpers.forbid_builds).
-SCRIPT = compile_model_script('model, inputs = zoo.build("gpt2", "tiny")', "schedlang.torch.runtime.lower_graph")
+# With FORBID_CODEGEN set, LLVM code generation raises; with FORBID_LOWERING set, the graph's
+# lowering raises too (helpers.forbid_builds).
+SCRIPT = forbid_builds("schedlang.torch.runtime.lower_graph", env="FORBID_LOWERING") + \
+    compile_model_script('model, inputs = zoo.build("gpt2", "tiny")')
 
 
 def test_second_processes_load_models_from_disk_by_either_path(cache):
-    """Export path, then Dynamo path: each later process loads (no lowering in the second of
-    a path, no code generation after the first); both paths build the same kernels."""
+    """Export path, then Dynamo path: the Dynamo path builds the same kernels, so a process
+    compiling by it after the export path loads every kernel (no code generation); each later
+    process of a path loads its model (no lowering either). (This is also the kernel cache's
+    second-process check for models, which tests/api/test_kernel_cache.py made on a BERT layer.)"""
     env = {**os.environ, disk.ENV: str(cache), disk.CODE_CACHE_ENV: "1", "PYTHONPATH": str(ROOT)}
 
     def run(**extra):
         return run_json_child(SCRIPT, {**env, **extra})
     first = run()
-    assert first["stores"] >= 1 and first["err"] < 1e-4
-    second = run(FORBID_CODEGEN="1")
-    assert (second["model_loads"], second["loads"], second["stores"]) == (1, first["stores"], 0)
-    dynamo = run(DYNAMO="1")          # its own graph (lowered once), the kernels of the export path
+    assert first["stores"] >= 1 and first["loads"] == 0 and first["err"] < 1e-4
+    dynamo = run(DYNAMO="1", FORBID_CODEGEN="1")    # its own graph (lowered once), the kernels of the export path
     assert (dynamo["loads"], dynamo["stores"]) == (first["stores"], 0)
-    again = run(DYNAMO="1", FORBID_CODEGEN="1")
+    second = run(FORBID_LOWERING="1")
+    assert (second["model_loads"], second["loads"], second["stores"]) == (1, first["stores"], 0)
+    again = run(DYNAMO="1", FORBID_LOWERING="1")
     assert (again["model_loads"], again["loads"], again["stores"]) == (1, first["stores"], 0)
     assert first["digest"] == second["digest"] == dynamo["digest"] == again["digest"]
 
