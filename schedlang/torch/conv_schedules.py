@@ -114,28 +114,27 @@ def nchwc_tile(target: Target, blocks: int, cols: int, width: int) -> Tuple[int,
     the larger tile: 4 x 7 with no register to spare lost 0.66-0.93x to 4 x 4 and 2 x 7
     (Zen 5, one thread, CPU time). 16 registers (AVX2, no broadcast operand of an FMA, so
     the broadcast needs a register of its own): the most accumulators, then the fewest
-    weight vectors (_narrow_tile)."""
+    weight vectors (_narrow_score)."""
     registers = target.native_registers()
     if registers < 32:
-        return _narrow_tile(registers, blocks, cols)
-    best = (0.0, 0, 1, 1)
-    for vecs in (1, 2, 4):
-        if blocks % vecs:
-            continue
-        most = (registers - 1 - vecs) // vecs
-        for wt in range(1, min(most, cols) + 1):
-            if cols % wt == 0:
-                best = max(best, (vecs * wt / (vecs + wt), vecs * wt, vecs, wt))
-    return best[2], best[3]
+        return _best_tile(registers, blocks, cols, _narrow_score)
+    return _best_tile(registers, blocks, cols, lambda vecs, wt: (vecs * wt / (vecs + wt), vecs * wt))
 
 
-def _narrow_tile(registers: int, blocks: int, cols: int) -> Tuple[int, int]:
-    """nchwc_tile for a small register file: the tile of the most accumulators with vecs
-    weight vectors and the broadcast beside them in registers, then the fewest vecs (1 x 14
-    and 1 x 7 on ResNet's rows of 56, 28, 14 and 7). The former 2 x 7 (17 registers live)
-    spilled an accumulator and shuffled the others each step: 41-43 GFLOP/s on every 3x3
-    layer of ResNet-18 against 67-77 (51 at 7x7) with 1 x 14 (Zen 3, one thread, CPU time);
-    2 x 4 was within 0.9-1.1x of 1 x 14 and lost 0.75x on 1x1 256->64 56x56."""
+def _narrow_score(vecs: int, wt: int) -> Tuple[int, int]:
+    """nchwc_tile's order for a small register file: the tile of the most accumulators, then
+    the fewest weight vectors (1 x 14 and 1 x 7 on ResNet's rows of 56, 28, 14 and 7). The
+    former 2 x 7 (17 registers live) spilled an accumulator and shuffled the others each
+    step: 41-43 GFLOP/s on every 3x3 layer of ResNet-18 against 67-77 (51 at 7x7) with
+    1 x 14 (Zen 3, one thread, CPU time); 2 x 4 was within 0.9-1.1x of 1 x 14 and lost
+    0.75x on 1x1 256->64 56x56."""
+    return vecs * wt, -vecs
+
+
+def _best_tile(registers: int, blocks: int, cols: int, score) -> Tuple[int, int]:
+    """(vecs, wt) of the tiles that fit registers (vecs * wt accumulators, vecs weight
+    vectors and the broadcast), vecs in 1, 2, 4 dividing blocks and wt dividing cols, with
+    the highest score(vecs, wt), ties to the larger (vecs, wt); (1, 1) where none fits."""
     best = (0, 0, 1, 1)
     for vecs in (1, 2, 4):
         if blocks % vecs:
@@ -143,7 +142,7 @@ def _narrow_tile(registers: int, blocks: int, cols: int) -> Tuple[int, int]:
         most = (registers - 1 - vecs) // vecs
         for wt in range(1, min(most, cols) + 1):
             if cols % wt == 0:
-                best = max(best, (vecs * wt, -vecs, vecs, wt))
+                best = max(best, (*score(vecs, wt), vecs, wt))
     return best[2], best[3]
 
 
