@@ -221,7 +221,9 @@ def _tile_relayout(trace: Trace, s: Schedule, st, target) -> None:
     axis re-laid out with its vector part innermost, the local cache laid out the same way
     (split and reordered before cache_write), a register tile of at most
     legal.register_tile_budget vectors with the reduction loops outside it, unrolled but for
-    the vector loop; the output tile is written back after the reduction."""
+    the vector loop; the output tile is written back after the reduction. The tiles of v run
+    outermost, innermost (vec_outer_last) or, on a tight register file, inside the rows and
+    outside a row's column tiles (rows_outer)."""
     pos, packs = legal.relayout_axis(st)
     ext = st.static_extents()
     spatial = [a for a in st.leaf_iter_vars if a.kind == DATA_PAR]
@@ -244,7 +246,7 @@ def _tile_relayout(trace: Trace, s: Schedule, st, target) -> None:
     def prefer(rng, j):
         if not block:
             drawn = draw_block(rng, target, bits, [ext[a] for a in others], ext[v],
-                               budget=target.native_registers() - 2 if full else None)
+                               budget=fit_rows(target, 1) if full else None)
             block.append(None if drawn is None else dict(zip(others + [v], drawn[0] + [drawn[1]])))
         return None if block[0] is None else block[0][j]
 
