@@ -8,7 +8,10 @@ The shapes drawn keep at least half the accumulator budget (legal.register_tile_
 independent FMA chains to hide the FMA latency) and fit the register file, each weighted by the
 square of its FMAs per load, rows * vecs / (rows + vecs): on AVX2 (12 accumulators) 4 x 3, 3 x 4 and 6 x 2 are
 drawn most and 8 x 1 (nine loads for eight FMAs, ~0.89 of the FMA peak) least; a uniform draw of
-sizes per axis, as before, is what the rest of the draws (1 - SHAPE_P) make.
+sizes per axis, as before, is what the rest of the draws (1 - SHAPE_P) make. The conv2d NCHWc
+tile (sketch_cpu's tile_relayout: columns of output x vectors of output channels) may fill the
+file (budget registers - 2, rows within fit_rows): on AVX2 the hand kernel's 1 x 14 (16 ymm live,
+torch/conv_schedules.nchwc_tile) is drawn beside 2 x 4, 4 x 2, 1 x 8 and 1 x 7.
 
 Only a register file too small for the per-axis draw gets the shapes (tight): where a block of
 MAX_INNER_TILE rows by MAX_INNER_TILE lanes fits (AVX-512: 16 zmm of 28), the per-axis draws
@@ -53,6 +56,14 @@ def tight(target, dtype_bits: int) -> bool:
     return MAX_INNER_TILE * ceil_div(MAX_INNER_TILE, lanes) > legal.register_tile_budget(target)
 
 
+def fit_rows(target, vecs: int) -> int:
+    """The most rows of a block of `vecs` vectors whose accumulators fit target's register file
+    beside the vecs loaded vectors and one broadcast: (registers - vecs - 1) // vecs (AVX2's 16
+    ymm: 14 rows of one vector, the hand conv2d tile 1 x 14 of torch/conv_schedules.nchwc_tile;
+    6 of two)."""
+    return max(1, (target.native_registers() - vecs - 1) // vecs)
+
+
 def _spread(rows: int, extents: Sequence[int], exact: bool) -> Optional[List[int]]:
     """Sizes of the row axes (extents, innermost last) whose product is rows: the innermost axis
     takes the largest share it can (a divisor of its extent when exact), the next the rest...;
@@ -71,7 +82,7 @@ def _spread(rows: int, extents: Sequence[int], exact: bool) -> Optional[List[int
 
 
 def draw_block(rng: random.Random, target, dtype_bits: int, row_extents: Sequence[int],
-               vec_extent: int) -> Optional[Tuple[List[int], int]]:
+               vec_extent: int, budget: Optional[int] = None) -> Optional[Tuple[List[int], int]]:
     """A register block for row axes of row_extents (innermost last) by a vector axis of
     vec_extent elements: (the rows of each row axis, the vectors of the vector axis), or None
     (1 - SHAPE_P of the draws, or no shape fits: the caller draws sizes one by one). Only shapes
@@ -80,18 +91,21 @@ def draw_block(rng: random.Random, target, dtype_bits: int, row_extents: Sequenc
     the time-per-flop of 4 x 16), else shapes with tails. Each weight is divided by the cache
     lines a reduction step's vectors span (AVX2: 2 x 32 reads two lines a step and ran at 0.85x
     where 4 x 16, one line, ran at 0.93x the hand schedule). A target
-    whose register file is not tight draws nothing here (and no random number)."""
+    whose register file is not tight draws nothing here (and no random number). budget: the
+    accumulators a block may hold (default legal.register_tile_budget; the conv2d NCHWc tile
+    fills the register file: registers - 2)."""
     if not tight(target, dtype_bits) or rng.random() >= SHAPE_P:
         return None
+    budget = budget or legal.register_tile_budget(target)
     lanes = target.native_lanes(dtype_bits)
     line_elems = max(1, CACHE_LINE * 8 // dtype_bits)
     for exact in (True, False):
         cands = []
-        for rows, vecs, weight in block_shapes(target.native_registers(), legal.register_tile_budget(target)):
+        for rows, vecs, weight in block_shapes(target.native_registers(), budget):
             if vecs > ceil_div(vec_extent, lanes) or (exact and vec_extent % (vecs * lanes)):
                 continue
             sizes = _spread(rows, row_extents, exact)
-            if sizes is not None and math.prod(sizes) * vecs * 2 >= legal.register_tile_budget(target):
+            if sizes is not None and math.prod(sizes) * vecs * 2 >= budget:
                 cands.append(((sizes, vecs), weight / ceil_div(vecs * lanes, line_elems)))
         if cands:
             return rng.choices([c for c, _ in cands], weights=[w for _, w in cands])[0]

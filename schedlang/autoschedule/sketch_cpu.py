@@ -22,7 +22,9 @@ that completes a CPU sample.
   where no operand reads the innermost one as its plain last index and the other axis is
   read only by inputs that can be re-laid out with it innermost (conv2d NCHW: vectorized
   over the output channels, the weights packed [F/16, C, R, S, 16], as oneDNN's NCHWc
-  kernels; Ansor's layout rewrite), with a register tile of vector accumulators;
+  kernels; Ansor's layout rewrite), with a register tile of vector accumulators (on a tight
+  register file, AVX2, one that may fill it: register_tile.fit_rows, the hand kernel's 1 x 14)
+  and, there, the channel tiles outermost, inside the rows or innermost;
 - plain: the stage keeps its loops (annotation still fuses, parallelises, vectorizes);
 - rfactor: a reduction without enough parallelism (few outputs, a long reduction) has
   its reduction split and factored into a parallel partial stage.
@@ -40,7 +42,7 @@ from ..expr.extent import ceil_div
 from ..schedule import Schedule, legal
 from ..target.registry import get_backend
 from ..tensor.axis import DATA_PAR, REDUCE
-from .register_tile import draw_block
+from .register_tile import draw_block, fit_rows, tight
 from .sample import DIVISIBLE_P, MAX_INNER_TILE, Trace, split_levels, tile_levels
 from .sketch import Condition, Inline, SketchRule, SketchRules
 
@@ -219,7 +221,9 @@ def _tile_relayout(trace: Trace, s: Schedule, st, target) -> None:
     axis re-laid out with its vector part innermost, the local cache laid out the same way
     (split and reordered before cache_write), a register tile of at most
     legal.register_tile_budget vectors with the reduction loops outside it, unrolled but for
-    the vector loop; the output tile is written back after the reduction."""
+    the vector loop; the output tile is written back after the reduction. The tiles of v run
+    outermost, innermost (vec_outer_last) or, on a tight register file, inside the rows and
+    outside a row's column tiles (rows_outer)."""
     pos, packs = legal.relayout_axis(st)
     ext = st.static_extents()
     spatial = [a for a in st.leaf_iter_vars if a.kind == DATA_PAR]
@@ -233,19 +237,22 @@ def _tile_relayout(trace: Trace, s: Schedule, st, target) -> None:
     spatial = [a for a in st.leaf_iter_vars if a.kind == DATA_PAR]     # st is now a copy of the cache
     v = spatial[pos]
     # Register tile: k vectors of v by sizes of the other spatial axes (innermost first).
+    bits = st.op.output(0).dtype_obj.bits
     budget = legal.register_tile_budget(target)
+    full = tight(target, bits)      # AVX2: the tile may fill the register file (fit_rows), as the hand's 1 x 14
     others = [a for a in spatial if a is not v]
     block: list = []        # (rows of each other axis, vectors) drawn at once (register_tile.draw_block)
 
     def prefer(rng, j):
         if not block:
-            drawn = draw_block(rng, target, st.op.output(0).dtype_obj.bits, [ext[a] for a in others], ext[v])
+            drawn = draw_block(rng, target, bits, [ext[a] for a in others], ext[v],
+                               budget=fit_rows(target, 1) if full else None)
             block.append(None if drawn is None else dict(zip(others + [v], drawn[0] + [drawn[1]])))
         return None if block[0] is None else block[0][j]
 
     k = _register_size(trace, f"{st.name}|vecs", ceil_div(ext[v], vf), min(4, budget), lambda rng: prefer(rng, v))
     sizes = {}
-    left = budget // k
+    left = fit_rows(target, k) if full else budget // k
     for a in reversed(others):
         sizes[a] = _register_size(trace, f"{st.name}|reg|{a.name}", ext[a], left, lambda rng, a=a: prefer(rng, a))
         left = max(1, left // sizes[a])
@@ -256,6 +263,12 @@ def _tile_relayout(trace: Trace, s: Schedule, st, target) -> None:
         inner.append(i)
     if trace.pick(f"{st.name}|vec_outer_last", lambda rng: rng.random() < 0.5, lambda x: isinstance(x, bool)):
         outer.append(outer.pop(pos))      # the tiles of v innermost: the input window stays in cache
+    elif full and pos < len(outer) - 2 and trace.pick(f"{st.name}|rows_outer", lambda rng: rng.random() < 0.5,
+                                                      lambda x: isinstance(x, bool)):
+        # the tiles of v inside the rows, outside a row's column tiles (the hand kernel's order on 16
+        # registers, conv_schedules._input_outweighs_weights): a row's input is read once for all
+        # the channel tiles, a channel tile's weights once for all of a row's column tiles
+        outer.insert(len(outer) - 1, outer.pop(pos))
     wb_v = trace.pick(f"{st.name}|writeback_v", lambda rng: rng.random() < 0.5, lambda x: isinstance(x, bool))
     back = [a for a in inner if a is not inner[pos]] + [inner[pos]] if wb_v else inner
     st.reorder(*outer, *back)

@@ -7,6 +7,7 @@ import pytest
 
 import schedlang as sl
 from schedlang.autoschedule.mutate import mutate
+from schedlang.autoschedule.register_tile import fit_rows, tight
 from schedlang.autoschedule.sample import sample
 from schedlang.autoschedule.sketch import generate_sketches
 from schedlang.autoschedule.sketch_cpu import register_block, register_fits
@@ -41,8 +42,10 @@ def _tasks(target):
 def _blocks(task, decisions):
     """The register blocks (rows, cols) a sample's decisions make: the innermost tile level of
     each tiled stage (rows: the product over the non-vector axes, cols: the last axis), and a
-    relayout tile (its vectors times the other axes' sizes, cols = vecs * lanes)."""
-    lanes, _ = register_block(task.target, 32)
+    relayout tile (its vectors times the other axes' sizes, cols = vecs * lanes; on a tight
+    register file it may fill it: rows within register_tile.fit_rows, counted here as within
+    the budget)."""
+    lanes, budget = register_block(task.target, 32)
     out = []
     for stage in {k.split("|")[0] for k in decisions}:
         axes = [a.name for a in task.outputs[0].op.axis]
@@ -57,7 +60,11 @@ def _blocks(task, decisions):
             for k, v in decisions.items():
                 if k.startswith(f"{stage}|reg|"):
                     rows *= v
-            out.append((rows, decisions[f"{stage}|vecs"] * lanes))
+            vecs = decisions[f"{stage}|vecs"]
+            if tight(task.target, 32):      # accumulators + vecs weight vectors + a broadcast within the file
+                assert rows <= fit_rows(task.target, vecs), (rows, vecs)
+                rows = min(rows, budget // vecs)
+            out.append((rows, vecs * lanes))
     return out
 
 

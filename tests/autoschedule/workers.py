@@ -94,30 +94,39 @@ class InterruptAfter(cf.ThreadPoolExecutor):
 
 
 def register_tile_cost(task, s) -> float:
-    """A synthetic GEMM-like time (seconds) that only the register tile and the parallel loop decide,
+    """A synthetic time (seconds) that only the register tile and the parallel loop decide,
     modelled on a 2-core AVX2 CPU (16 ymm, 8 float32 lanes, 2 FMA and 2 load ports, FMA latency 4):
     the store with the most iterations runs its innermost unrolled/vectorized loops as a register
-    block of rows x vecs accumulators; per reduction step it issues rows * vecs FMAs (two a cycle),
-    rows broadcasts and vecs vector loads (two a cycle), and no accumulator can take a step in
-    less than the FMA latency; a block that needs more than 16 registers (accumulators, the loaded
-    vectors and a broadcast) spills and runs at half speed. 1 ms at full speed on both cores
-    (the hand schedule's 4 x 2 vectors: 4 rows of 16 columns), longer as the block wastes cycles."""
+    block of accumulators (the product of the unrolled extents times the vectors of the vectorized
+    one); per reduction step it issues one FMA per accumulator (two a cycle) and, for each operand
+    read, one load per value of the block loops its index uses (two a cycle): a GEMM block of
+    rows x vecs loads rows broadcasts of A and vecs vectors of B, a conv2d NCHWc block of columns x
+    vecs loads columns broadcasts of the input and vecs vectors of weights; no accumulator takes a
+    step in less than the FMA latency; a block that needs more than 16 registers (accumulators, the
+    operand reused across the block, a broadcast) spills and runs at half speed. 1 ms at full speed
+    on both cores (GEMM: the hand schedule's 4 x 2 vectors; conv2d: 2 vectors x 4 columns), longer
+    as the block wastes cycles (the hand conv tile 1 x 14: 15 loads for 14 FMAs, 1.07 ms)."""
     import math
     from schedlang.autoschedule.features import tile_ir
+    from schedlang.expr.functor import uses_var, walk
+    from schedlang.expr.nodes import Load
     from schedlang.loop.nodes import PARALLEL, UNROLLED, VECTORIZED
-    loops, _ = max(_stores(tile_ir(s, task.args).body, [], []), key=lambda ls: math.prod(f.extent for f in ls[0]))
+    loops, store = max(_stores(tile_ir(s, task.args).body, [], []), key=lambda ls: math.prod(f.extent for f in ls[0]))
     block = []
     for f in reversed(loops):
         if f.kind not in (UNROLLED, VECTORIZED) and f.extent != 1:
             break
         block.append(f)
     lanes = math.prod(f.extent for f in block if f.kind == VECTORIZED)
-    rows = math.prod(f.extent for f in block if f.kind == UNROLLED)
     vecs = math.ceil(lanes / 8)
-    acc = rows * vecs
-    cycles = max(acc / 2, 4.0, (rows + vecs) / 2)
+    acc = math.prod(f.extent for f in block if f.kind == UNROLLED) * vecs
+    loads = []
+    for load in {n for n in walk(store.value) if isinstance(n, Load) and n.buffer is not store.buffer}:
+        used = [f for f in block if any(uses_var(i, f.var) for i in load.indices)]
+        loads.append(math.prod(f.extent if f.kind == UNROLLED else vecs for f in used))
+    cycles = max(acc / 2, 4.0, sum(loads) / 2)
     eff = (acc / 2) / cycles * min(lanes, 8) / 8
-    if acc + vecs + 1 > 16:
+    if acc + sum(loads) - max(loads, default=0) + 1 > 16:
         eff /= 2
     par = math.prod(f.extent for f in loops if f.kind == PARALLEL)
     eff *= par / (math.ceil(par / 2) * 2)
