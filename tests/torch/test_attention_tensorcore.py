@@ -75,14 +75,15 @@ def test_the_decomposed_pattern_takes_tensor_cores_too():
     assert _on_tensor_cores(compiled.ir("target"))
 
 
-@pytest.mark.parametrize("L,S,target", [(15, 32, "cuda"), (16, 20, "cuda"), (16, 32, "cuda -arch=sm_75")],
+@pytest.mark.parametrize("L,S,target", [pytest.param(15, 32, "cuda", marks=pytest.mark.slow), (16, 20, "cuda"),
+                                         (16, 32, "cuda -arch=sm_75")],
                          ids=["odd-queries", "odd-keys", "sm_75"])
 def test_what_the_fragments_do_not_fit_keeps_the_cuda_core_schedule(L, S, target):
     compiled = compile_and_check(Sdpa(True), _inputs(L, S, 16, 16, torch.float16, batch=(1,)), target=target)
     assert "sl_mma_m16n8k16" not in compiled.ir("target")
 
 
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("arch", ["sm_80", pytest.param("sm_90", marks=pytest.mark.slow)])
 def test_ptxas_takes_it_without_spills(arch):
     """A head dim of 64 (key chunks of 64: 45 KB of shared memory)."""
     compiled = st.compile(Sdpa(True), _inputs(64, 128, 64, 64, torch.float16), target=f"cuda -arch={arch}")

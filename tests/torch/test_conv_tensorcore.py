@@ -57,7 +57,7 @@ def compile_and_check(name, dt=torch.float16, target="cuda"):
     return compiled.ir("target")
 
 
-@pytest.mark.parametrize("name", ["odd_7x9", "stride2_batch2_bn_relu", "1x1"])
+@pytest.mark.parametrize("name", ["odd_7x9", "stride2_batch2_bn_relu", pytest.param("1x1", marks=pytest.mark.slow)])
 def test_conv_on_tensor_cores_matches_eager(name):
     cuda = compile_and_check(name)
     assert "mma.sync.aligned.m16n8k16" in cuda and "sl_mma_m16n8k16_f32_f16" in cuda
@@ -73,7 +73,7 @@ def test_what_the_fragments_do_not_fit_keeps_the_cuda_core_convolution(name, tar
     assert "sl_mma_m16n8k16" not in compile_and_check(name, target=target)
 
 
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("arch", ["sm_80", pytest.param("sm_90", marks=pytest.mark.slow)])
 def test_ptxas_takes_a_resnet_layer_without_spills(arch):
     module = nn.Conv2d(64, 64, 3, padding=1, bias=False).half().requires_grad_(False)
     compiled = st.compile(module, (torch.zeros(1, 64, 56, 56, dtype=torch.float16),), target=f"cuda -arch={arch}")
