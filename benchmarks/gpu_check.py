@@ -14,7 +14,10 @@
      GEMM float32 on CUDA cores                vs cuBLAS with TF32 off
      SiluAndMul float32 (float4)               vs a device-to-device copy of the same bytes
      softmax float32 (cross-thread reductions) vs a copy
-     fused attention float16 (torch frontend)  vs torch SDPA
+     fused attention float16 on tensor cores (torch frontend: mma.sync Q.K^T and P.V, float32
+       softmax statistics; full and causal)   vs torch SDPA
+     conv2d float16 on tensor cores (torch frontend: implicit GEMM, im2col in the shared fetch)
+                                               vs F.conv2d (cuDNN)
 3. The emulation check: the kernels at small shapes run on the GPU and on the CPU (the SIMT
    engine: the same Kernel IR, the fragments' real lane layouts) and the results are compared.
 4. A 64-trial auto-schedule of a float32 GEMM with a CUDA target, candidates timed on the GPU
@@ -64,6 +67,9 @@ class DSLKernel:
     def notes(self) -> dict:
         return self.mod.ptxas_info or {}
 
+    def source(self) -> str:
+        return self.mod.get_source()
+
     def run(self, torch, inputs):
         out = getattr(self, "_out", None)
         if out is None or out.device != inputs[0].device:
@@ -94,6 +100,9 @@ class FrontendKernel:
         for mod in self.compiled.modules.values():
             info.update(getattr(mod, "ptxas_info", None) or {})
         return info
+
+    def source(self) -> str:
+        return self.compiled.ir("target")
 
     def run(self, torch, inputs):
         return self.compiled(*inputs)
@@ -134,8 +143,12 @@ def _torch_modules():
     import torch.nn.functional as F
 
     class Attention(torch.nn.Module):
+        def __init__(self, causal=False):
+            super().__init__()
+            self.causal = causal
+
         def forward(self, q, k, v):
-            return F.scaled_dot_product_attention(q, k, v)
+            return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
     return torch, Attention
 
 
@@ -229,12 +242,23 @@ def rows(small: bool) -> List[Row]:
     b, hd, L, D = (1, 2, 64, 32) if small else (4, 16, 1024, 64)
     qkv = [_randn((b, hd, L, D), "float16", seed) for seed in range(3)]
 
-    def attention(dev):
-        return FrontendKernel(Attention(), [torch.zeros(b, hd, L, D, dtype=torch.float16, device=dev) for _ in qkv])
-    out.append(Row("attention float16 (frontend)", f"{b}x{hd}x{L}x{D}", attention,
-                   _inputs(*qkv),
-                   lambda q, k, v: F.scaled_dot_product_attention(q, k, v), "torch SDPA", 4.0 * b * hd * L * L * D,
-                   "TFLOP/s", rtol=1e-2, atol=1e-2))
+    for causal in (False, True):
+        def attention(dev, causal=causal):
+            return FrontendKernel(Attention(causal), [torch.zeros(b, hd, L, D, dtype=torch.float16, device=dev)
+                                                      for _ in qkv])
+        out.append(Row(f"attention float16 tensor cores{' causal' if causal else ''} (frontend)",
+                       f"{b}x{hd}x{L}x{D}", attention, _inputs(*qkv),
+                       lambda q, k, v, causal=causal: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                       "torch SDPA", 4.0 * b * hd * L * L * D / (2 if causal else 1), "TFLOP/s", rtol=1e-2, atol=1e-2))
+    n, c, hw, oc = (1, 16, (7, 9), 32) if small else (8, 64, (56, 56), 64)
+
+    def conv(dev):
+        torch.manual_seed(0)
+        module = torch.nn.Conv2d(c, oc, 3, padding=1).half().to(dev).requires_grad_(False)
+        return FrontendKernel(module, [torch.zeros(n, c, *hw, dtype=torch.float16, device=dev)])
+    out.append(Row("conv2d 3x3 float16 tensor cores (frontend)", f"{n}x{c}x{hw[0]}x{hw[1]} -> {oc}", conv,
+                   _inputs(_randn((n, c, *hw), "float16")), None, "cuDNN (F.conv2d)",
+                   2.0 * n * oc * hw[0] * hw[1] * c * 9, "TFLOP/s", rtol=1e-2, atol=5e-2))
     return out
 
 
@@ -242,7 +266,8 @@ def rows(small: bool) -> List[Row]:
 
 def build_all(rs: List[Row], device: str) -> int:
     """Each row's kernel (or the exception that stopped it), with ptxas figures; returns the
-    number of failures (a build error or a kernel that spills registers)."""
+    number of failures (a build error, a kernel that spills registers, a tensor-core row
+    whose CUDA C has no mma.sync)."""
     failed = 0
     for r in rs:
         t0 = time.perf_counter()
@@ -255,6 +280,9 @@ def build_all(rs: List[Row], device: str) -> int:
             print(f"built {r.name} {r.shape} in {time.perf_counter() - t0:.1f} s ({figures})", flush=True)
             if spills:
                 print(f"  SPILLS in {', '.join(spills)}", flush=True)
+                failed += 1
+            if "tensor cores" in r.name and "mma.sync.aligned" not in r.kernel.source():
+                print("  NOT ON TENSOR CORES (no mma.sync in its CUDA C)", flush=True)
                 failed += 1
         except Exception as e:          # noqa: BLE001 - one row's failure is reported, the run goes on
             print(f"BUILD FAILED {r.name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}", flush=True)

@@ -156,10 +156,20 @@ def estimate_seconds(profile: Dict[str, dict], flops: int, gpu: ReferenceGPU = R
     return total
 
 
+def host_tensor(a: np.ndarray):
+    """The CPU torch tensor of a numpy array, sharing its memory: an ml_dtypes bfloat16 array
+    (which torch.from_numpy refuses) through its bits, a uint16 view read as torch.bfloat16."""
+    import torch
+    a = np.ascontiguousarray(a)
+    if a.dtype.name == "bfloat16":
+        return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
 def time_on_gpu(mod, arrays: List[np.ndarray], number: int, repeat: int) -> List[float]:
     """Seconds per call on the GPU (CUDA events around `number` calls, `repeat` times), after a warm-up."""
     import torch
-    tensors = [torch.from_numpy(np.ascontiguousarray(a)).cuda() for a in arrays]
+    tensors = [host_tensor(a).cuda() for a in arrays]
     mod(*tensors)
     torch.cuda.synchronize()
     phase("run")

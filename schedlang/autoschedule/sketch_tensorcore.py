@@ -16,6 +16,9 @@ one is drawn again), and the whole-block limits are kept in the draws: threads a
 accumulator registers a warp (MAX_FRAGMENTS), shared memory of all stages. The rule applies
 only to what the fragments cover exactly (cuda_tensorcore.match_gemm and whole m16n8k16
 tiles, a target with mma.sync m16n8k16): any other GEMM is left to gpu_tile, never padded.
+A convolution written as an implicit GEMM (cuda_tensorcore.conv2d_implicit_gemm: the weight
+[OC, K] shared by the batch, im2col columns inlined into the shared fetch) is such a GEMM;
+its inlined operands are fetched with plain copies (C|tc|async is False).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from typing import List
 from ..errors import ScheduleError
 from ..schedule import legal
 from ..schedule.tensorize import declare_intrin
+from ..tensor.op import PlaceholderOp
 from ..topi import cuda_tensorcore as tc
 from .sample import Trace
 from .sketch import Condition, SketchRule
@@ -95,7 +99,13 @@ def tensor_core_tile(trace: Trace, s, st, target) -> None:
     tk = _tile_pick(trace, f"{st.name}|tile|k", [v for v in _factorizations(g.K // 16, 2, [MAX_K_FRAGMENTS])
                                                  if shared_bytes(g, BM, BN, 16 * v[1], pad, 1) <= limit])
     WM, WN, BK = 16 * frags_i, 8 * tj[2], 16 * tk[1]
-    copy_async = trace.pick(f"{st.name}|tc|async", lambda rng: rng.random() < 0.75, lambda v: isinstance(v, bool))
+    # cp.async copies 16 bytes as they are in memory: operands read directly (not an inlined
+    # view such as a convolution's im2col columns, conv2d_implicit_gemm) or no async copies
+    # (the inline rule inlines them on the GPU, after this stage's rule: can_inline says which)
+    direct = all(isinstance(t.op, PlaceholderOp) or not (s[t.op].attach_type == "inline" or legal.can_inline(s[t.op]))
+                 for t in tc.operands(C, st.name))
+    copy_async = trace.pick(f"{st.name}|tc|async", lambda rng: direct and rng.random() < 0.75,
+                            lambda v: isinstance(v, bool) and (direct or not v))
     fits = [n for n in STAGES if n <= tk[0] and shared_bytes(g, BM, BN, BK, pad, n) <= limit]
     stages = trace.pick(f"{st.name}|tc|stages", lambda rng: rng.choice(fits), lambda v: v in fits)
     tc.schedule_matmul(s, C, g.layout, BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, pad=pad, async_copy=copy_async,

@@ -12,6 +12,10 @@ schedule/pipeline.py).
     gemm(M, N, K, element, acc, layout, **tiles)   placeholders, algorithm and schedule: (s, [A, B, C])
     match_gemm(C)                                  what the schedule needs to know of C (GemmShape),
                                                    or None when C is not a GEMM it takes
+    conv2d_implicit_gemm(x, w, ...)                a 2-d convolution (NCHW) as a batch GEMM
+                                                   [N, OC, pixels] of the weight [OC, K] and the
+                                                   im2col columns [N, K, pixels] (both index maps:
+                                                   inlined, the im2col is the shared fetch's indexing)
     intrinsics()                                   every tensor intrinsic the schedule may use
 
 A block is (BM / WM) x (BN / WN) warps of 32 threads; each warp computes a WM x WN tile of C
@@ -65,10 +69,48 @@ def program(M: int, N: int, K: int, element: str = "float16", acc: str = "float3
     return A, B, matmul(A, B, acc, layout)
 
 
+PIXELS = 16    # conv2d_implicit_gemm pads the pixels (the GEMM's columns) to a multiple of this
+
+
+def conv2d_implicit_gemm(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), acc: str = "float32",
+                         weight_at=None, name: str = "conv"):
+    """The convolution of x [N, IC, H, W] with w [OC, IC, KH, KW] (weight_at(oc, ic, kh, kw)
+    reads it instead when given: a packed copy) as an implicit GEMM; returns (wmat, cols,
+    gemm):
+
+        wmat[oc, k]    = w[oc, k // KHW, k // KW % KH, k % KW]               [OC, K]
+        cols[n, k, p]  = x[n, ic, oh * s + kh * d - pad, ...] or 0 (padding)  [N, K, P']
+        gemm[n, oc, p] = sum over k of acc(wmat[oc, k]) * acc(cols[n, k, p])  [N, OC, P']
+
+    with K = IC * KH * KW, p = oh * OW + ow and the pixels padded to P', a multiple of PIXELS
+    (their columns read zeros). wmat and cols are index maps: inlined, the GEMM's shared
+    fetch does the im2col. match_gemm takes gemm where OC and K are multiples of 16."""
+    N, IC, H, W = x.shape
+    OC, _, KH, KW = w.shape
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    OH, OW = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1, (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
+    P, K, KHW = OH * OW, IC * KH * KW, KH * KW
+    Pp = -(-P // PIXELS) * PIXELS
+    read_w = weight_at or (lambda o, c, i, j: w[o, c, i, j])
+    wmat = sl.compute((OC, K), lambda o, k: read_w(o, k // KHW, k // KW % KH, k % KW), name=f"{name}_wmat")
+
+    def col(n, k, p):
+        h, v = p // OW * sh + (k // KW % KH) * dh - ph, p % OW * sw + (k % KW) * dw - pw
+        conds = ([p < P] if Pp > P else []) + [h >= 0, h < H, v >= 0, v < W]
+        return sl.if_then_else(sl.all(*conds), x[n, k // KHW, h, v], sl.const(0, str(x.dtype)))
+    cols = sl.compute((N, K, Pp), col, name=f"{name}_cols")
+    r = sl.reduce_axis((0, K), name="k")
+    gemm = sl.compute((N, OC, Pp), lambda n, o, p: sl.sum(wmat[o, r].astype(acc) * cols[n, r, p].astype(acc),
+                                                          axis=r), name=f"{name}_gemm")
+    return wmat, cols, gemm
+
+
 @dataclass(frozen=True)
 class GemmShape:
     """A GEMM as the tensor-core schedule sees it: C[*batch, M, N] = sum over k of
-    acc(A[*batch, M, K]) * acc(B[*batch, K, N] ("kn") or B[*batch, N, K] ("nk"))."""
+    acc(A[*batch, M, K]) * acc(B[*batch, K, N] ("kn") or B[*batch, N, K] ("nk")); A [M, K]
+    without the batch dims where shared_a (the same A for each batch entry: a convolution's
+    weight, conv2d_implicit_gemm)."""
 
     element: str
     acc: str
@@ -77,6 +119,7 @@ class GemmShape:
     M: int
     N: int
     K: int
+    shared_a: bool = False
 
     @property
     def whole_fragments(self) -> bool:
@@ -88,7 +131,8 @@ def match_gemm(C) -> Optional[GemmShape]:
     """C's GemmShape when C is a (batch) matmul this schedule takes: one sum over k of the
     product A[..., i, k] * B[..., k, j] (or B[..., j, k]) in C's order of axes, A read first,
     both of an element type of ELEMENTS, cast to an accumulator ACCUMULATORS allows for it,
-    static extents, A and B exactly the shapes C reads. None for anything else."""
+    static extents, A and B exactly the shapes C reads (A without the batch dims: shared_a).
+    None for anything else."""
     op = C.op
     if not isinstance(op, ComputeOp) or op.num_outputs != 1 or not isinstance(op.body, Reduce):
         return None
@@ -108,16 +152,18 @@ def match_gemm(C) -> Optional[GemmShape]:
     element = str(A.dtype)
     if element not in ELEMENTS or str(B.dtype) != element or acc not in ACCUMULATORS[element] or A is B:
         return None
-    if not _same_vars(ia, (*lead, i, k)):
+    shared_a = bool(lead) and _same_vars(ia, (i, k))
+    if not shared_a and not _same_vars(ia, (*lead, i, k)):
         return None
     layout = "kn" if _same_vars(ib, (*lead, k, j)) else "nk" if _same_vars(ib, (*lead, j, k)) else None
     if layout is None:
         return None
     *batch, M, N = C.shape
     K = int(red.axis[0].dom.extent)
-    if tuple(A.shape) != (*batch, M, K) or tuple(B.shape) != ((*batch, K, N) if layout == "kn" else (*batch, N, K)):
+    if tuple(A.shape) != ((M, K) if shared_a else (*batch, M, K)) \
+            or tuple(B.shape) != ((*batch, K, N) if layout == "kn" else (*batch, N, K)):
         return None
-    return GemmShape(element, acc, layout, tuple(batch), M, N, K)
+    return GemmShape(element, acc, layout, tuple(batch), M, N, K, shared_a)
 
 
 def intrinsics() -> List:

@@ -11,7 +11,8 @@ each block of QUERY_BLOCK query rows: the block's scores (a register-tiled matmu
 along the keys), row max, exp, row sum, and the value product (register-tiled, vectors
 along the head dim), then out = pv / sum. The [L, S] stages hold one block: memory is
 QUERY_BLOCK x S per thread. CUDA: a block per (batch dims, block of query rows), a thread
-per query row doing that row's whole softmax and value product.
+per query row doing that row's whole softmax and value product; the tensor-core stages
+(attention_tensorcore.py: float16/bfloat16 on sm_80+) take that module's schedule.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Dict, List
 from ..errors import ScheduleError
 from ..expr.extent import ceil_div
 from ..tensor import thread_axis
+from . import attention_tensorcore
 
 TAG = "attention"                 # the output stage
 ROLE_TAG = "attention."           # + role: the other stages
@@ -64,9 +66,9 @@ def claim_attention(s, live: List, anchor_of: Dict, prefix: Dict) -> None:
             prefix.pop(st, None)
 
 
-def _stages(s, group) -> Dict[str, object]:
+def _stages(s, group, roles=ROLES) -> Dict[str, object]:
     found = {role(s[st]): s[st] for st in group.attached if is_attention(s[st])}
-    missing = [r for r in ROLES if r not in found]
+    missing = [r for r in roles if r not in found]
     if missing:
         raise ScheduleError("default_schedule", group.anchor.name,
                             f"the attention kernel lacks its {', '.join(missing)} stage(s)")
@@ -160,6 +162,8 @@ def schedule_attention_cpu(s, group, target) -> None:
 def schedule_attention_cuda(s, group, target) -> None:
     from .schedules import static    # (as above)
     out = s[group.anchor]
+    if any(role(s[st]) == attention_tensorcore.ROLES[0] for st in group.attached if is_attention(s[st])):
+        return attention_tensorcore.schedule(s, _stages(s, group, attention_tensorcore.ROLES), out, target)
     parts = _stages(s, group)
     parts["kt"].compute_inline()          # a thread reads its keys straight from k
     *batch, i, d = out.op.axis

@@ -24,6 +24,7 @@ from typing import Callable, Optional, Sequence
 
 import schedlang as sl
 
+from .. import attention_tensorcore
 from ..attention_schedule import ROLE_TAG, TAG
 from .accum import acc_dtype, dtype_arg, is_float
 from .common import broadcast_shape, compute, norm_dim, read_broadcast, same_extent, static
@@ -62,7 +63,8 @@ def _reader(t: sl.Tensor, batch: Sequence, heads_ratio: int):
     return read
 
 
-def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, heads_ratio: int = 1) -> sl.Tensor:
+def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, heads_ratio: int = 1,
+                    tensor_cores: bool = True) -> sl.Tensor:
     """The attention stages of q [..., L, E], k [..., S, E], v [..., S, Ev] (batch dims
     broadcast; k and v with heads_ratio times fewer heads (dim -3) for grouped-query
     attention). score(scores) gives the final scores x (an elementwise function of the raw
@@ -75,6 +77,11 @@ def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, hea
     if not same_extent(q.shape[-1], k.shape[-1]) or not same_extent(k.shape[-2], v.shape[-2]):
         raise ValueError(f"attention: query {tuple(q.shape)}, key {tuple(k.shape)} and value {tuple(v.shape)} "
                          "do not fit (query and key share the last dim, key and value the sequence dim)")
+    if tensor_cores and attention_tensorcore.applies(q, k, v, ctx.target, heads_ratio):
+        return attention_tensorcore.stages(lambda shape, body, role: compute(shape, body, ctx.name(role),
+                                                                             tag=ROLE_TAG + role),
+                                           lambda shape, body: compute(shape, body, ctx.name(), tag=TAG),
+                                           q, k, v, score, safe)
     kv_batch = [tuple(t.shape[:-2]) for t in (k, v)]
     if heads_ratio > 1:
         kv_batch = [b[:-1] + (q.shape[-3],) for b in kv_batch]
@@ -144,8 +151,9 @@ def _sdpa_score(ctx: LowerContext, mask, scale: float, causal: bool, acc: str):
 
 
 def sdpa(ctx: LowerContext, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-         enable_gqa=False) -> sl.Tensor:
-    """F.scaled_dot_product_attention (eval: dropout_p must be 0) as one fused kernel."""
+         enable_gqa=False, tensor_cores=True) -> sl.Tensor:
+    """F.scaled_dot_product_attention (eval: dropout_p must be 0) as one fused kernel (the
+    tensor-core stages where they apply and tensor_cores)."""
     if dropout_p:
         raise Unsupported(f"scaled_dot_product_attention with dropout_p={dropout_p}: random dropout is not "
                           "lowered (it runs in torch; pass dropout_p=0.0 in inference)")
@@ -166,7 +174,7 @@ def sdpa(ctx: LowerContext, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=Fa
         scale = 1.0 / math.sqrt(static(q.shape[-1], "the head dim"))
     acc = acc_dtype(q.dtype)
     return fused_attention(ctx, q, k, v, _sdpa_score(ctx, attn_mask, float(scale), bool(is_causal), acc),
-                           safe=True, heads_ratio=ratio)
+                           safe=True, heads_ratio=ratio, tensor_cores=tensor_cores)
 
 
 register_lowering("aten.scaled_dot_product_attention.default")(sdpa)
@@ -176,7 +184,7 @@ register_lowering("aten.scaled_dot_product_attention.default")(sdpa)
 def sdpa_flash_cpu(ctx: LowerContext, q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
     """What CPU autograd tracing turns SDPA into: (output, logsumexp [B, H, L] float32);
     the logsumexp is computed only when read."""
-    out = sdpa(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale)
+    out = sdpa(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, tensor_cores=False)   # (reads max and sum)
     top, total = (s for s in _stages_of(out, ("max", "sum")))
     acc = str(total.dtype)
     ninf = sl.const(float("-inf"), acc)

@@ -30,6 +30,7 @@ import schedlang as sl
 from schedlang.dtypes import dtype
 
 from ..fuse import CONV_PAD_TAG, CONV_TAG
+from . import conv_tensorcore
 from .accum import acc_dtype, require_float
 from .common import compute, static
 from .registry import Unsupported, register_lowering
@@ -130,6 +131,11 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1) -> sl.T
     x, w = call.x, call.weight
     out, acc = str(x.dtype), acc_dtype(x.dtype)
     bias = call.bias if bias is None else bias
+    if width == 1:      # tensor cores where they apply (cuda, float16/bfloat16: conv_tensorcore.py)
+        gemm = conv_tensorcore.maybe(ctx, call, lambda *i: w[i] if packed is None else packed[(*i, 0)], bias)
+        if gemm is not None:
+            _CALLS[gemm.op] = call
+            return gemm
     nsp = x.ndim - 2
     oc, icg, *kernel = w.shape
     ocg = oc // call.groups
