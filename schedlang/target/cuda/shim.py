@@ -2,7 +2,7 @@
 shim/cuda_shim.h, with a generated host driver that allocates the module's temporaries and
 launches each kernel over its grid: a block's threads run concurrently as fibers of one worker
 OS thread (their stacks reused for every block), the blocks shared out among one worker a core
-($SL_SHIM_THREADS sets how many); a ThreadSanitizer build runs one std::thread a GPU thread.
+($SL_SHIM_THREADS sets how many); a ThreadSanitizer build runs one OS thread a GPU thread.
 
 The normal build is a shared library called through ctypes on the caller's arrays; with
 sanitize="thread" it is a ThreadSanitizer executable run in a child process on copies of

@@ -4,13 +4,14 @@
 //    a barrier is a count, and a thread waiting at one yields to the next fiber; the blocks
 //    are shared out among a few worker OS threads (one a core), each with its own fibers;
 //  - in a ThreadSanitizer build (which must see the threads to see their races) as real
-//    std::threads, one a GPU thread, __syncthreads() a std::barrier, blocks one after another.
+//    OS threads (pthreads), one a GPU thread, __syncthreads() a mutex barrier, blocks one after another.
 // __shared__ is function-scope static storage of the worker OS thread (thread_local), so a
 // worker's block has its own shared memory; a block's fibers all run on that one thread.
+// Only light headers (C's, <bit>, <vector>): most of a build's time was parsing <thread>,
+// <barrier>, <functional>, <atomic>...; threads are pthreads, atomics GCC's builtins, and the
+// ThreadSanitizer build's barrier a mutex and a condition variable (which TSan sees, as it
+// saw std::barrier's atomics).
 #pragma once
-#include <algorithm>
-#include <atomic>
-#include <barrier>
 #include <bit>
 #include <cmath>
 #include <math.h>   // expf, logf, ... in the global namespace, as CUDA has them
@@ -18,10 +19,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <functional>
-#include <thread>
 #include <vector>
+#include <pthread.h>
 #if !defined(__SANITIZE_THREAD__)
 #define SL_SHIM_FIBERS 1
 #include <sys/mman.h>
@@ -49,6 +48,17 @@ inline thread_local uint3 threadIdx, blockIdx;
 inline dim3 blockDim, gridDim;
 
 namespace sl_shim {
+inline unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned umax(unsigned a, unsigned b) { return a < b ? b : a; }
+
+// The kernel launch() runs: a reference to the caller's lambda (what std::function would
+// hold, without its header).
+struct KernelRef {
+  void* object;
+  void (*call)(void*);
+  void operator()() const { call(object); }
+};
+
 #ifdef SL_SHIM_FIBERS
 // A barrier of cooperating fibers: the last of `expected` to arrive opens it (a new
 // generation); the others yield until it is open. A finished thread drops out.
@@ -64,7 +74,35 @@ struct Barrier {
   void open() { arrived = 0; ++generation; }
 };
 #else
-using Barrier = std::barrier<>;
+// A barrier of OS threads (std::barrier's arrive_and_wait and arrive_and_drop): the last of
+// `expected` to arrive opens it (a new generation) and wakes the others.
+struct Barrier {
+  explicit Barrier(unsigned n = 0) : expected(n) {}
+  ~Barrier() { pthread_cond_destroy(&cond); pthread_mutex_destroy(&mutex); }
+  Barrier(const Barrier&) = delete;
+  Barrier& operator=(const Barrier&) = delete;
+  unsigned expected, arrived = 0;
+  unsigned long generation = 0;
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+  void arrive_and_wait() {
+    pthread_mutex_lock(&mutex);
+    if (++arrived == expected) {
+      open();
+    } else {
+      const unsigned long g = generation;
+      while (generation == g) pthread_cond_wait(&cond, &mutex);
+    }
+    pthread_mutex_unlock(&mutex);
+  }
+  void arrive_and_drop() {
+    pthread_mutex_lock(&mutex);
+    --expected;
+    if (arrived > 0 && arrived == expected) open();
+    pthread_mutex_unlock(&mutex);
+  }
+  void open() { arrived = 0; ++generation; pthread_cond_broadcast(&cond); }
+};
 #endif
 
 // A warp of emulated threads: a shuffle is a write of each lane's value, a barrier of the
@@ -81,11 +119,17 @@ inline thread_local Warp* warp = nullptr;
 inline thread_local unsigned lane = 0;
 
 // The block's threads as warps of 32 (the last one partial).
-inline std::vector<std::unique_ptr<Warp>> make_warps(unsigned n) {
-  std::vector<std::unique_ptr<Warp>> warps;
-  for (unsigned w = 0; w * 32 < n; ++w) warps.push_back(std::make_unique<Warp>(std::min(32u, n - w * 32)));
-  return warps;
-}
+struct Warps {
+  explicit Warps(unsigned n) {
+    for (unsigned w = 0; w * 32 < n; ++w) all.push_back(new Warp(umin(32u, n - w * 32)));
+  }
+  ~Warps() { for (Warp* w : all) delete w; }
+  Warps(const Warps&) = delete;
+  Warps& operator=(const Warps&) = delete;
+  Warp* operator[](unsigned w) const { return all[w]; }
+  unsigned size() const { return all.size(); }
+  std::vector<Warp*> all;
+};
 
 inline uint3 thread_index(unsigned t, dim3 block) {
   return {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
@@ -160,8 +204,8 @@ inline void switch_context(Context& from, Context& to) { swapcontext(&from.uc, &
 // until it waits at a barrier (it yields) or its kernel returns.
 struct Fibers {
   struct Fiber { Context context; uint3 index; unsigned lane; Warp* warp; bool done; };
-  Fibers(unsigned n, dim3 block, const std::function<void()>& kernel)
-      : fibers(n), warps(make_warps(n)), bar(n), kernel(kernel) {
+  Fibers(unsigned n, dim3 block, KernelRef kernel)
+      : fibers(n), warps(n), bar(n), kernel(kernel) {
     page = (std::size_t)sysconf(_SC_PAGESIZE);
     void* p = mmap(nullptr, n * (STACK_BYTES + page), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -171,7 +215,7 @@ struct Fibers {
       mprotect(stack(t) - page, page, PROT_NONE);   // a guard page below each stack
       fibers[t].index = thread_index(t, block);
       fibers[t].lane = t % 32;
-      fibers[t].warp = warps[t / 32].get();
+      fibers[t].warp = warps[t / 32];
     }
   }
   ~Fibers() { munmap(stacks, fibers.size() * (STACK_BYTES + page)); }
@@ -180,7 +224,7 @@ struct Fibers {
   void run_block() {
     const unsigned n = fibers.size();
     bar = Barrier(n);
-    for (unsigned w = 0; w < warps.size(); ++w) warps[w]->bar = Barrier(std::min(32u, n - w * 32));
+    for (unsigned w = 0; w < warps.size(); ++w) warps[w]->bar = Barrier(umin(32u, n - w * 32));
     for (unsigned t = 0; t < n; ++t) {
       fibers[t].context.make(stack(t), STACK_BYTES, &Fibers::entry);
       fibers[t].done = false;
@@ -222,9 +266,9 @@ struct Fibers {
   }
 
   std::vector<Fiber> fibers;
-  std::vector<std::unique_ptr<Warp>> warps;
+  Warps warps;
   Barrier bar;
-  const std::function<void()>& kernel;
+  KernelRef kernel;
   char* stacks;
   std::size_t page;
   Context scheduler;
@@ -243,62 +287,96 @@ inline void Barrier::arrive_and_wait() {
 // Worker OS threads for a grid: at most one a core ($SL_SHIM_THREADS overrides), and one
 // when the grid has a single block.
 inline unsigned workers(unsigned blocks) {
-  unsigned w = std::max(1u, std::thread::hardware_concurrency());
-  if (const char* env = std::getenv("SL_SHIM_THREADS")) w = std::max(1, std::atoi(env));
-  return std::min(w, std::max(1u, blocks));
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  unsigned w = cores > 0 ? (unsigned)cores : 1u;
+  if (const char* env = std::getenv("SL_SHIM_THREADS")) {
+    const int e = std::atoi(env);
+    w = e > 1 ? (unsigned)e : 1u;
+  }
+  return umin(w, umax(1u, blocks));
 }
 
 // Run kernel() once per thread of the grid: each worker takes the next block, and runs its
 // threads as fibers.
-inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
-  gridDim = grid;
-  blockDim = block;
-  const unsigned n = block.x * block.y * block.z;
-  const unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
-  std::atomic<unsigned long long> next{0};
-  auto work = [&] {
+struct Grid {
+  dim3 grid, block;
+  unsigned n;
+  unsigned long long blocks, next;
+  KernelRef kernel;
+  void work() {
     Fibers fibers(n, block, kernel);
     Fibers::self = &fibers;
-    for (unsigned long long b; (b = next.fetch_add(1)) < blocks;) {
+    for (unsigned long long b; (b = __atomic_fetch_add(&next, 1ull, __ATOMIC_RELAXED)) < blocks;) {
       blockIdx = {unsigned(b % grid.x), unsigned((b / grid.x) % grid.y), unsigned(b / ((unsigned long long)grid.x * grid.y))};
       fibers.run_block();
     }
     Fibers::self = nullptr;
-  };
-  const unsigned w = workers(blocks);
-  std::vector<std::thread> threads;
-  for (unsigned i = 1; i < w; ++i) threads.emplace_back(work);
-  work();
-  for (auto& t : threads) t.join();
+  }
+  static void* worker(void* self) { static_cast<Grid*>(self)->work(); return nullptr; }
+};
+
+inline void launch_ref(dim3 grid, dim3 block, KernelRef kernel) {
+  gridDim = grid;
+  blockDim = block;
+  Grid g{grid, block, block.x * block.y * block.z, (unsigned long long)grid.x * grid.y * grid.z, 0, kernel};
+  const unsigned w = workers(g.blocks > 0xffffffffull ? 0xffffffffu : (unsigned)g.blocks);
+  std::vector<pthread_t> threads;
+  for (unsigned i = 1; i < w; ++i) {
+    pthread_t t;
+    if (pthread_create(&t, nullptr, &Grid::worker, &g) != 0) break;   // fewer workers: still every block
+    threads.push_back(t);
+  }
+  g.work();
+  for (pthread_t t : threads) pthread_join(t, nullptr);
 }
 #else
 // Run kernel() once per thread of the grid: blocks in order, a block's threads at once.
-inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
+inline void launch_ref(dim3 grid, dim3 block, KernelRef kernel) {
   gridDim = grid;
   blockDim = block;
   const unsigned n = block.x * block.y * block.z;
   for (unsigned bz = 0; bz < grid.z; ++bz)
     for (unsigned by = 0; by < grid.y; ++by)
       for (unsigned bx = 0; bx < grid.x; ++bx) {
-        std::barrier<> bar(n);
-        auto warps = make_warps(n);
-        std::vector<std::thread> threads;
-        threads.reserve(n);
-        for (unsigned t = 0; t < n; ++t)
-          threads.emplace_back([&, t] {
-            blockIdx = {bx, by, bz};
-            threadIdx = thread_index(t, block);
-            block_barrier = &bar;
-            warp = warps[t / 32].get();
-            lane = t % 32;
-            kernel();
-            bar.arrive_and_drop();   // a finished thread no longer holds the others back
+        Barrier bar(n);
+        Warps warps(n);
+        struct Thread {
+          pthread_t id;
+          unsigned t;
+          uint3 block_index;
+          dim3 block;
+          Barrier* bar;
+          Warps* warps;
+          KernelRef kernel;
+          static void* run(void* self) {
+            const Thread& me = *static_cast<Thread*>(self);
+            blockIdx = me.block_index;
+            threadIdx = thread_index(me.t, me.block);
+            block_barrier = me.bar;
+            warp = (*me.warps)[me.t / 32];
+            lane = me.t % 32;
+            me.kernel();
+            me.bar->arrive_and_drop();   // a finished thread no longer holds the others back
             warp->bar.arrive_and_drop();
-          });
-        for (auto& th : threads) th.join();
+            return nullptr;
+          }
+        };
+        std::vector<Thread> threads(n);
+        for (unsigned t = 0; t < n; ++t) {
+          threads[t] = Thread{{}, t, {bx, by, bz}, block, &bar, &warps, kernel};
+          if (pthread_create(&threads[t].id, nullptr, &Thread::run, &threads[t]) != 0) {
+            std::perror("cuda_shim: a thread of the block");
+            std::abort();
+          }
+        }
+        for (Thread& th : threads) pthread_join(th.id, nullptr);
       }
 }
 #endif
+
+template <typename F> inline void launch(dim3 grid, dim3 block, const F& kernel) {
+  launch_ref(grid, block, KernelRef{(void*)&kernel, [](void* k) { (*static_cast<const F*>(k))(); }});
+}
 
 // Lane src's value of v (its own where src is outside the warp's threads).
 template <typename T> inline T shuffle(T v, int src) {
@@ -373,16 +451,17 @@ inline __nv_bfloat162 __float22bfloat162_rn(float2 f) { return {__float2bfloat16
 // every shared or local array of a kernel is used through a sl_shim::checked<T>, which knows
 // its buffer's name, scope and element count. An
 // access outside it touches a zeroed scratch element instead of memory, and the first one is
-// recorded for the host to raise (a throw would end the process from a std::thread).
+// recorded for the host to raise (a throw would end the process from a thread).
 namespace sl_shim {
 inline const char* kernel_name = "";
-inline std::atomic<bool> bounds_failed{false};
+inline bool bounds_failed = false;      // set once, atomically (GCC's builtins: no <atomic>)
 inline char bounds_message[512];
 
 inline void out_of_bounds(const char* scope, const char* buffer, long long index, long long lanes,
                           long long size) {
   bool expected = false;
-  if (!bounds_failed.compare_exchange_strong(expected, true)) return;
+  if (!__atomic_compare_exchange_n(&bounds_failed, &expected, true, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+    return;
   char vector[64] = "";
   if (lanes > 1) std::snprintf(vector, sizeof vector, " (a %lld-element vector access)", lanes);
   std::snprintf(bounds_message, sizeof bounds_message,
