@@ -4,23 +4,33 @@ A Llama of a few layers packs ~800 MB of weights at its first call. Done as
 `torch.zeros(...)` then one strided `copy_` of the whole weight, that cost ~0.75 s of CPU
 (2-core Zen 5): the fresh tensor's pages zeroed twice (by the kernel at the first touch,
 then by torch), and a transposing copy that torch's intra-op threads split badly. Here the
-packed tensor is not zeroed where every element is written, and the copy goes one panel at
-a time ([width, K] rows -> [K, width]): a panel's rows stay in cache while they are read,
-and each copy is one small torch op that releases the GIL, so several weights are packed
-at once by a few threads (the caller: prepack.PackCache with build_pool.build_each).
-The result is the same tensor, element for element.
+packed tensor is not zeroed where every element is written, and the full panels are one
+numpy copy of the transposed view (`np.copyto`, which releases the GIL, so several
+weights are packed at once by a few threads: the caller, prepack.PackCache with
+build_pool.build_each). For dtypes numpy lacks (bfloat16) the copy goes one panel at a
+time in torch ([width, K] rows -> [K, width]). The result is the same tensor, element for
+element.
 
-(Transparent huge pages for the packed tensor were tried: on the development VM a fresh
-2 MiB page costs more to fault in than 512 small ones, 0.40 vs 0.09 s of CPU for 138 MB.)
+Where the time goes (Llama "full", 1 thread, 2-core Zen 3, CPU time in a fresh process,
+benchmarks/compile.py's machine): about half is the first touch of the fresh tensor's
+pages (~4 us per 4 KiB page on this VM; a plain clone of 400 MB costs ~0.3 s), which no
+copy avoids; of the rest, numpy's strided copy took ~0.45 s for 411 MB where torch's
+panel-by-panel transposes took ~0.70 s. MAP_POPULATE and madvise(MADV_HUGEPAGE) on the
+fresh tensor were no faster in a fresh process (the huge pages slower: 0.40 vs 0.09 s of
+CPU for 138 MB on the Zen 5 VM, 0.9-1.1 vs 0.6-0.9 s for 411 MB on the Zen 3 one).
 """
 from __future__ import annotations
 
 from typing import Optional
 
+# dtypes whose tensors numpy views without a copy (Tensor.numpy()); others pack in torch
+_NUMPY_DTYPES = ("float32", "float64", "float16", "int8", "uint8", "int16", "int32", "int64")
+
 
 def pack_panels(w, width: int) -> Optional[object]:
     """prepack.pack(w, width) for a 2-d contiguous CPU tensor w: [ceil(N / width), K, width]
     panels, zero past N; None for any other tensor (the caller's general path)."""
+    import numpy as np
     import torch
     if w.device.type != "cpu" or w.dim() != 2 or not w.is_contiguous():
         return None
@@ -29,8 +39,11 @@ def pack_panels(w, width: int) -> Optional[object]:
     out = torch.empty((full + (tail > 0), k, width), dtype=w.dtype)
     with torch.no_grad():             # a constant: no autograd record of the copies
         rows = w[:full * width].reshape(full, width, k)
-        for p in range(full):
-            out[p].copy_(rows[p].t())
+        if full and str(w.dtype).removeprefix("torch.") in _NUMPY_DTYPES and not w.is_neg():
+            np.copyto(out[:full].numpy(), rows.detach().numpy().transpose(0, 2, 1))
+        else:
+            for p in range(full):
+                out[p].copy_(rows[p].t())
         if tail:                      # the last panel's columns past N are zero
             out[full].zero_()
             out[full, :, :tail].copy_(w[full * width:].t())

@@ -20,12 +20,20 @@ def general(w, width):
 
 
 @pytest.mark.parametrize("n", [1, 15, 16, 17, 48, 61])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_same_as_general_path(n, dtype):
     w = torch.randn(n, 7).to(dtype)
     fast = pack_panels(w, 16)
     assert fast is not None and fast.is_contiguous()
     assert fast.dtype == dtype and torch.equal(fast, general(w, 16))
+
+
+def test_lazily_negated_source():
+    """A tensor with torch's negative bit (no numpy view): packed in torch, values negated."""
+    w = torch.randn(40, 5)
+    neg = torch._neg_view(w)
+    assert neg.is_neg() and neg.is_contiguous()
+    assert torch.equal(pack_panels(neg, 16), general(-w, 16))
 
 
 def test_no_grad_record():
