@@ -80,3 +80,38 @@ def check_lowering(op, args, kwargs=None, tol=None, schedule=None):
         else:
             np.testing.assert_array_equal(g.numpy(), w.numpy(), err_msg=f"{op} result {k}")
     return got
+
+
+def distinct_builds(targets):
+    """targets less each one that builds what an earlier one builds on this host: the same
+    options once the CPU is read as its vector width and register file and the threads as
+    the worker threads (a default schedule reads nothing else of the CPU). On a 2-core AVX2
+    host "llvm -mcpu=haswell" and "llvm -num-cores=2" build the host's schedules; on an
+    AVX-512 host or one of more cores they stay."""
+    import dataclasses
+    kept, seen = [], set()
+    for target in targets:
+        target = sl.Target.create(target)
+        options, backend = target.options, sl.get_backend(target.kind)
+        if hasattr(options, "cpu") and hasattr(backend, "worker_threads"):
+            options = dataclasses.replace(options, cpu="", features="", num_threads=backend.worker_threads(target))
+        key = (target.kind, repr(options), target.native_lanes(32), target.native_registers())
+        if key not in seen:
+            seen.add(key)
+            kept.append(target)
+    return kept
+
+
+def compile_each(model, inputs, targets):
+    """(target, compiled module) for each of targets: model captured once (torch.export takes
+    a third of a small model's compile and does not depend on the target), the first by
+    schedlang.torch.compile, the others from its graph as schedlang.torch.compile makes them."""
+    import schedlang.torch as st
+    first = None
+    for target in targets:
+        if first is None:
+            first = cm = st.compile(model, inputs, target=target)
+        else:
+            cm = st.CompiledModule(first.graph, target, module=model)
+            cm.specialize(*inputs)
+        yield target, cm

@@ -18,7 +18,7 @@ from schedlang.torch.fuse import fuse
 from schedlang.torch.prepack import pack_conv
 
 from ..helpers import CHECKED
-from .helpers import check_lowering, requires_bfloat16
+from .helpers import check_lowering, compile_each, distinct_builds, requires_bfloat16
 
 HOST = sl.Target.create("llvm")
 aten = torch.ops.aten
@@ -47,17 +47,18 @@ class ConvBN(nn.Module):
 
 
 def compile_checked(model, x, tol=1e-4, targets=(CHECKED, HOST)):
-    """Compiled bounds-checked and for the host, with no op in torch: eager's result."""
+    """Compiled bounds-checked and for the host, with no op in torch: eager's result. A target
+    that builds on this host what an earlier one builds is left out, and the model is captured
+    once (helpers.distinct_builds, compile_each)."""
     with torch.no_grad():
         want = model(x)
-    for target in targets:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", st.FallbackWarning)
-            warnings.simplefilter("error", UserWarning)       # a schedule falling back to plain loops
-            cm = st.compile(model, (x,), target=target)
-        with torch.no_grad():
-            got = cm(x)
-        torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        warnings.simplefilter("error", UserWarning)       # a schedule falling back to plain loops
+        for _, cm in compile_each(model, (x,), distinct_builds(targets)):
+            with torch.no_grad():
+                got = cm(x)
+            torch.testing.assert_close(got, want, rtol=tol, atol=tol)
     return cm
 
 

@@ -16,6 +16,7 @@ import schedlang.torch as st
 from schedlang.torch import zoo
 
 from ..helpers import CHECKED
+from .helpers import compile_each, distinct_builds
 
 HOST = sl.Target.create("llvm")
 L = HOST.native_lanes(32)
@@ -58,6 +59,15 @@ def _compile(model, x, target):
         return st.compile(model, (x,), target=target)
 
 
+def _compile_each(model, x, targets):
+    """(target, compiled) for each target, model captured once (helpers.compile_each), with
+    the warnings _compile makes errors."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        warnings.simplefilter("error", UserWarning)
+        yield from compile_each(model, (x,), targets)
+
+
 def _blocked(cm):
     """Names of the 5-d (blocked) stages of the compiled program."""
     from schedlang.tensor.graph import post_order
@@ -68,12 +78,11 @@ def _blocked(cm):
 
 def _matches_eager_in_both_builds(model, x):
     """Compiled whole (one part, no fallback) for the bounds-checked and the host target (and
-    bounds-checked AVX2 code: its register tiles and blocks of 8), all agree with eager;
-    returns the host build."""
+    bounds-checked AVX2 code: its register tiles and blocks of 8; on an AVX2 host the first
+    build is that code, helpers.distinct_builds), all agree with eager; returns the host build."""
     with torch.no_grad():
         want = model(x)
-    for target in (CHECKED, AVX2_CHECKED, HOST):
-        cm = _compile(model, x, target)
+    for _, cm in _compile_each(model, x, distinct_builds((CHECKED, AVX2_CHECKED, HOST))):
         assert cm.fallback_ops() == {} and len(cm.program.parts) == 1
         with torch.no_grad():
             torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
@@ -141,8 +150,7 @@ def test_a_narrow_convolution_reads_a_blocked_activation():
     x = torch.randn(1, 3, 11, 6)
     with torch.no_grad():
         want = model(x)
-    for target in (CHECKED, HOST):
-        cm = _compile(model, x, target)
+    for _, cm in _compile_each(model, x, (CHECKED, HOST)):
         with torch.no_grad():
             torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
     assert _blocked(cm)
@@ -172,8 +180,7 @@ def test_wide_convolutions_keep_their_register_tiles(isa):
     model, x = WideExpand(), torch.randn(1, 3, 5, 7)
     with torch.no_grad():
         want = model(x)
-    for target in (ISAS[isa].with_options(bounds_check=True), ISAS[isa]):
-        cm = _compile(model, x, target)         # a plain-loop fallback warns: an error here
-        with torch.no_grad():
+    for _, cm in _compile_each(model, x, (ISAS[isa].with_options(bounds_check=True), ISAS[isa])):
+        with torch.no_grad():             # (a plain-loop fallback warns: an error here)
             torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
     assert _blocked(cm)

@@ -3,7 +3,11 @@ on disk runs no lowering, fusion, scheduling or code generation and gives the sa
 the weights still come from the module at each call; any change of graph, target or tuning
 log misses; an entry whose kernels were evicted or that is damaged is not used; a second
 process compiling through torch.compile(backend="schedlang") loads from disk."""
+import contextlib
+import io
+import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,9 +22,28 @@ from tests.helpers import compile_model_script, forbid_builds, run_json_child
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(scope="module")
+def kernels_on_disk(tmp_path_factory):
+    """A cache folder holding the kernels of _model() and no model: built once for the module
+    (its code generation took most of each test's first compile; the model cache's entry and
+    its checks are the subject here, the kernels' building is tests/api/test_kernel_cache.py's,
+    and the eviction test below still builds them again)."""
+    folder = tmp_path_factory.mktemp("seed") / "cache"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(disk.ENV, str(folder))
+        mp.setenv(disk.CODE_CACHE_ENV, "1")
+        model, inputs = _model()
+        _compile(model, inputs)
+        build_cache.clear()
+    shutil.rmtree(folder / model_cache.FOLDER)
+    return folder
+
+
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """A fresh cache folder, the disk caches on, fresh counters, the in-memory cache empty."""
+def cache(tmp_path, monkeypatch, kernels_on_disk):
+    """A cache folder holding _model()'s kernels (no model: a first compile lowers and stores
+    it), the disk caches on, fresh counters, the in-memory cache empty."""
+    shutil.copytree(kernels_on_disk, tmp_path / "cache")
     monkeypatch.setenv(disk.ENV, str(tmp_path / "cache"))
     monkeypatch.setenv(disk.CODE_CACHE_ENV, "1")
     monkeypatch.setattr(kernel_cache, "stats", kernel_cache.DiskStats())
@@ -171,7 +194,7 @@ def test_second_processes_load_models_from_disk_by_either_path(cache):
 
     def run(**extra):
         return run_json_child(SCRIPT, {**env, **extra})
-    first = run()
+    first = _run_here(SCRIPT)    # the first compile needs no process of its own: the caches are fresh
     assert first["stores"] >= 1 and first["loads"] == 0 and first["err"] < 1e-4
     dynamo = run(DYNAMO="1", FORBID_CODEGEN="1")    # its own graph (lowered once), the kernels of the export path
     assert (dynamo["loads"], dynamo["stores"]) == (first["stores"], 0)
@@ -180,6 +203,14 @@ def test_second_processes_load_models_from_disk_by_either_path(cache):
     again = run(DYNAMO="1", FORBID_LOWERING="1")
     assert (again["model_loads"], again["loads"], again["stores"]) == (1, first["stores"], 0)
     assert first["digest"] == second["digest"] == dynamo["digest"] == again["digest"]
+
+
+def _run_here(script: str) -> dict:
+    """Run a child script (run_json_child's) in this process: the JSON of its last line."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(script, "<child script>", "exec"), {"__name__": "__main__"})
+    return json.loads(out.getvalue().strip().splitlines()[-1])
 
 
 def test_off_with_a_lowering_from_outside_or_the_build_cache_off(cache, monkeypatch):

@@ -17,6 +17,7 @@ from schedlang.torch.prepack import pack
 from schedlang.torch.zoo import SwiGLUMLP
 
 from ..helpers import CHECKED
+from .helpers import compile_each
 
 HOST = sl.Target.create("llvm")
 
@@ -34,8 +35,7 @@ def check(model, *inputs, rtol=1e-4, atol=1e-4):
     """Compiled for the host and bounds-checked: eager's result; returns the host module."""
     with torch.no_grad():
         want = model(*inputs)
-    for target in (CHECKED, HOST):
-        cm = slt.compile(model, inputs, target=target)
+    for _, cm in compile_each(model, inputs, (CHECKED, HOST)):     # captured once
         torch.testing.assert_close(cm(*inputs), want, rtol=rtol, atol=atol)
     return cm
 
