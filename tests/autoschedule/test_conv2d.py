@@ -107,7 +107,8 @@ def test_relayout_candidates_match_torch_on_odd_shapes():
         task = conv_task(*shape)
         evolver = Evolver(task, random.Random(3), policy=SearchPolicy(population=8, generations=0))
         sketches = [sk for sk in evolver.sketches if "relayout" in sk.name]
-        cands = [c for c in (evolver.make(sk) for sk in sketches * 3) if c is not None]
+        # two draws per sketch (pad inlined or not): the first 4 of the 6 this drew before, same seed
+        cands = [c for c in (evolver.make(sk) for sk in sketches * 2) if c is not None]
         assert len(cands) >= 4
         for seed, c in enumerate(cands):
             s = task.schedule().apply_json(c.steps_json)

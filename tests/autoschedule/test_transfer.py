@@ -141,10 +141,11 @@ def _trials_to(first_log, seed, tmp_path, quality=2e-3, trials=32):
 
 def test_a_warm_started_search_reaches_the_quality_in_fewer_trials(tmp_path, log_a):
     """After a first task's (64^3) 32 trials, the second reaches 2 ms in fewer trials warm-started
-    from that log than fresh, on the same seed."""
+    from that log than fresh, on the same seed. (16 trials each: the fresh search does not reach
+    it within 32, the warm one in 1; the slow test below runs 32 on three seeds.)"""
     pytest.importorskip("lightgbm")
-    needed = _trials_to(log_a, 0, tmp_path)
-    assert needed["warm"] <= 8 < needed["fresh"], needed          # seen: warm 1, fresh 40 (not within 32)
+    needed = _trials_to(log_a, 0, tmp_path, trials=16)
+    assert needed["warm"] <= 8 < needed["fresh"], needed          # seen: warm 1, fresh 24 (not within 16)
 
 
 @pytest.mark.slow      # six more 32-trial searches (a minute of CPU): the same on three seeds

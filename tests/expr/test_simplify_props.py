@@ -15,7 +15,9 @@ from schedlang.dtypes import dtype as parse_dtype
 
 from .exprgen import Vars, evaluate, same_value, trees
 
-PROPS = settings(max_examples=100, derandomize=True, deadline=None,
+# 50 trees per case, 8 cases (each tree checked at 4 points): the bugs these properties found are
+# kept below as regression tests, so the count is not what guards them
+PROPS = settings(max_examples=50, derandomize=True, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 RANGES = {"small": (0, 15), "wide": (-2**20, 2**20), "edge": (2**31 - 16, 2**31 - 1)}
 

@@ -28,6 +28,7 @@ TWINS = {
     "conv2d_3x7x7_co4_k33_p1": (rs.conv2d, (3, 7, 7, 4, 3, 3, 1), (0, 1, 2, 3)),
 }
 CASES = 3
+DEFAULT_CASES = 2       # the last case of each program runs in the slow set (-m slow); the default run keeps two
 OTHER_SIZES = ((1, 1, 1, 1), (5, 2, 9, 3), (17, 31, 4, 6))    # per size variable, in order
 
 
@@ -44,7 +45,8 @@ def _symbolic_twin(name):
 def _cases():
     for name in TWINS:
         for index in range(CASES):
-            yield pytest.param(name, index, id=f"{name}-{index}")
+            yield pytest.param(name, index, id=f"{name}-{index}",
+                               marks=[pytest.mark.slow] if index >= DEFAULT_CASES else [])
 
 
 @pytest.mark.parametrize("name,index", list(_cases()))
