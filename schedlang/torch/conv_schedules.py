@@ -41,6 +41,9 @@ MAX_UNROLL_TAPS = 7       # a kernel extent the row schedule unrolls
 
 def schedule_conv_cpu(s, group, target: Target) -> None:
     """Schedule the convolution kernel group (group.convs not empty) for a CPU target."""
+    if group.pad is not None:                          # it writes the next convolution's padded input
+        from .pad_schedules import schedule_padded_conv_cpu
+        return schedule_padded_conv_cpu(s, group, target)
     if not all(_dense(s[c]) for c in group.convs):     # depthwise/grouped: over a padded local plane
         from .depthwise_schedules import schedule_grouped_conv_cpu
         return schedule_grouped_conv_cpu(s, group, target)

@@ -36,15 +36,17 @@ from typing import Optional
 from ..target.target import Target
 from .conv_schedules import MAX_UNROLL_TAPS, _accumulators, _row_vector, place_row_sum, row_split
 from .fuse import CONV_PAD_TAG
+from .pad_fusion import producer_writes
 from .schedules import _extent, _fuse, _product, lanes, static, threads
 
 TASKS_PER_THREAD = 4      # planes per worker thread below which the tasks are rows of planes
 
 
 def padded_input(s, conv) -> Optional[object]:
-    """The stage of the zero-padded input copy that conv reads (ops/conv.py), or None."""
+    """The stage of the zero-padded input copy that conv reads (ops/conv.py) and its kernel
+    makes, or None (also when the kernel producing the input writes it: pad_fusion.py)."""
     for st in s.inputs_of(conv):
-        if getattr(st.op, "tag", "") == CONV_PAD_TAG:
+        if getattr(st.op, "tag", "") == CONV_PAD_TAG and not producer_writes(s, st):
             return st
     return None
 

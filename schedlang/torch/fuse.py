@@ -27,20 +27,20 @@ from ..tensor.classify import ELEMENTWISE, INDEX_MAP, classify
 from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.reduce import Reduce
 from .attention_schedule import claim_attention, is_attention
-
-CONV_TAG = "conv"        # the tag of a convolution's sum (ops/conv.py), a kernel kind of its own
-CONV_PAD_TAG = "conv_pad"   # a zero-padded input copy a convolution reads (ops/conv.py): a kernel of its own
+from .pad_fusion import CONV_PAD_TAG, CONV_TAG, pad_source, reads_conv
 
 
 @dataclass
 class Group:
     """One kernel: the anchor stage whose loops it runs, and the reductions computed inside
     those loops (producers first), each with its prefix: how many leading axes of the anchor
-    index one of its results (the loop it is computed at covers those axes)."""
+    index one of its results (the loop it is computed at covers those axes); pad: the padded
+    copy of the anchor that the kernel writes instead of the anchor (pad_fusion.py), or None."""
 
     anchor: object
     attached: List[object] = field(default_factory=list)
     prefix: Dict[object, int] = field(default_factory=dict)
+    pad: Optional[object] = None
 
     @property
     def convs(self) -> List[object]:
@@ -61,7 +61,8 @@ class Group:
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{st.name}@{self.prefix[st]}" for st in self.attached)
-        return f"Group({self.anchor.name}{'; ' + inner if inner else ''})"
+        pad = f" -> {self.pad.name}" if self.pad is not None else ""
+        return f"Group({self.anchor.name}{'; ' + inner if inner else ''}{pad})"
 
 
 def is_matmul(st) -> bool:
@@ -119,7 +120,8 @@ def fuse(s) -> List[Group]:
         feeds_matmul[st] = any(feeds_matmul[c] if c.attach_type == "inline" else is_matmul(c) or is_conv(c)
                                for c in readers[st])
         feeds_conv[st] = any(feeds_conv[c] if c.attach_type == "inline" else is_conv(c) for c in readers[st])
-        if _should_inline(st, feeds_matmul[st]) and not (feeds_conv[st] and _value_dependent(st)):
+        if _should_inline(st, feeds_matmul[st]) and not (feeds_conv[st] and _value_dependent(st)) \
+                and not _padded_epilogue(st, readers):
             st.compute_inline()
     live = [st for st in stages if st.attach_type != "inline"]
     anchor_of: Dict[object, object] = {st: st for st in live}
@@ -138,7 +140,33 @@ def fuse(s) -> List[Group]:
         if root is not st:
             group.attached.append(st)
             group.prefix[st] = prefix[st]
+    _merge_pads(groups, readers)
     return [groups[st] for st in reversed(live) if st in groups]
+
+
+def _padded_epilogue(st, readers) -> bool:
+    """st is the epilogue of a convolution whose only reader is a blocked pad of it: it stays
+    the anchor of the convolution's kernel, which then writes the pad (_merge_pads)."""
+    return len(readers[st]) == 1 and _pad_of(readers[st][0], st) and reads_conv(st.op)
+
+
+def _pad_of(pad, st) -> bool:
+    found = pad_source(pad.op)
+    return found is not None and found[0] is st.op and not st.is_output
+
+
+def _merge_pads(groups: Dict[object, Group], readers) -> None:
+    """A blocked pad whose source is the anchor of a kernel of dense convolutions, read by that
+    pad alone, becomes that kernel's result (Group.pad): the pad's own kernel goes."""
+    from .conv_schedules import _dense
+    for anchor, group in list(groups.items()):
+        if not (group.convs and len(anchor.op.axis) == 5 and len(readers[anchor]) == 1
+                and all(_dense(c) for c in group.convs)):
+            continue
+        pad = readers[anchor][0]
+        if pad in groups and not groups[pad].attached and _pad_of(pad, anchor):
+            group.pad = pad
+            del groups[pad]
 
 
 def _should_inline(st, feeds_matmul: bool) -> bool:

@@ -4,9 +4,10 @@ kernel's default schedule.
 
 A kernel's program (`group_program`): the stages the kernel computes (its anchor, the
 reductions attached to it, the injective stages inlined into them) with every tensor it
-reads from another kernel turned into a placeholder; its outputs are the anchor's. Its
-canonical copy (tune.canonical_program: inputs in0, in1 ... in the order the program first
-reads them, ops t0, t1 ..., variables v0, v1 ...) is the tuning task, so the same kernel in
+reads from another kernel turned into a placeholder; its outputs are the anchor's (or the
+padded copy of it the kernel writes, fuse.Group.pad). Its canonical copy
+(tune.canonical_program: inputs in0, in1 ... in the order the program first reads them,
+ops t0, t1 ..., variables v0, v1 ...) is the tuning task, so the same kernel in
 two places of a model, or in two models, has one workload key and one set of records.
 
 Using a record (`apply_group_record`): the record's steps name the canonical copy's stages
@@ -71,7 +72,7 @@ def kind_of(group) -> str:
 def _members(s, group) -> Tuple[set, set]:
     """(ops the kernel computes, the inlined ones among them): the anchor, its attached
     reductions, and the inlined stages they read through chains of inlined stages."""
-    live = [group.anchor] + list(group.attached)
+    live = [group.anchor] + list(group.attached) + ([group.pad] if group.pad is not None else [])
     members = {st.op for st in live}
     inlined: set = set()
     stack = list(live)
@@ -91,7 +92,7 @@ def group_program(s, group) -> Optional[GroupProgram]:
     member that is not a compute stage (scan, extern). Built from the kernel's own stages
     only (the rest of the model is never walked)."""
     members, inlined = _members(s, group)
-    anchor = group.anchor.op
+    anchor = (group.pad if group.pad is not None else group.anchor).op     # the kernel's result
     if not all(isinstance(e, int) for e in anchor.shape) or not all(isinstance(op, ComputeOp) for op in members):
         return None
     mapping: Dict[object, object] = {}

@@ -24,6 +24,7 @@ from schedlang.tensor.printer import print_tensor_ir
 from .dtypes import to_torch
 from .attention_match import match_attention
 from .layout import block_activations
+from .pad_fusion import share_padded
 from .ops.registry import LowerContext, Unsupported, lookup
 from .prepack import PackSpec, shape_of
 from .torch_ir import Ref, TorchGraph, TorchNode, map_refs, node_call_str, type_str
@@ -300,6 +301,7 @@ class _Lowering:
             part.checks = {n: m for n, m in self.checks.items() if self.where[n][1] == part.index}
             part.outputs.sort(key=lambda o: self.members[part.index].index(o[0]))
             part.outputs = block_activations(part.outputs)     # NCHWc between convolutions (layout.py)
+            part.outputs = share_padded(part.outputs)          # padded inputs written by their producers
             for op in post_order([t.op for _, t in part.outputs]):
                 if isinstance(op, PlaceholderOp):
                     part.inputs.append((by_op[id(op)], op.output(0)))

@@ -5,8 +5,9 @@ as one sum reduction tagged CONV_TAG:
                                           * w[oc, rc, *r]          (g = oc // OCg)
 
 A padded dense convolution with packed weights (the CPU's register-tiled kernels), and any
-with a kernel of PAD_COPY_KERNEL taps or more, reads a zero-padded copy `<name>_pad` of its input (tagged CONV_PAD_TAG, a kernel of
-its own) without guards: a guarded read per tap and output in the register-tiled inner
+with a kernel of PAD_COPY_KERNEL taps or more, reads a zero-padded copy `<name>_pad` of its input (tagged CONV_PAD_TAG:
+written by the kernel producing that input where it is a blocked dense convolution,
+pad_fusion.py, else a kernel of its own) without guards: a guarded read per tap and output in the register-tiled inner
 loop cost more than the convolution (ResNet-18's 3x3 layers ran 2x slower, the 7x7 stem
 too). So do grouped ones (depthwise) with output rows of GROUPED_PAD_MIN_WIDTH or more: their
 copy is a plane per task made inside the convolution's kernel (depthwise_schedules.py).
