@@ -1,7 +1,8 @@
 """The NCHWc convolution kernel's register tile and loop order per vector ISA
-(conv_schedules.nchwc_tile, _input_outweighs_weights): the AVX2 tile pinned (it fits 16
-registers with its broadcast), AVX-512's unchanged, and numerics against eager torch for
-odd shapes with each choice (rows outer or channel tiles outer), bounds-checked, on the
+(conv_schedules.nchwc_tile, row_tile, _pointwise_blocks, _input_outweighs_weights): the
+AVX2 tile pinned (it fits 16 registers with its broadcast), AVX-512's unchanged, and
+numerics against eager torch for odd shapes with each choice (rows outer or channel tiles
+outer, two-row tiles with a row tail, 1x1 reductions in chunks), bounds-checked, on the
 AVX2 target and, where the host runs it, the AVX-512 one."""
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 
 import schedlang as sl
 import schedlang.torch as st
-from schedlang.torch.conv_schedules import nchwc_tile
+from schedlang.torch.conv_schedules import _divisor, nchwc_tile, row_tile
 
 HOST = sl.Target.create("llvm")
 AVX2 = sl.Target.create("llvm -mcpu=haswell")
@@ -73,6 +74,79 @@ def test_nchwc_kernels_match_eager(target, cin, c, k, stride, hw):
     with torch.no_grad():
         want = model(x)
     for t in (target.with_options(bounds_check=True), target):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", st.FallbackWarning)
+            cm = st.compile(model, (x,), target=t)
+        with torch.no_grad():
+            torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("rows, vecs, wt, want", [
+    (7, 1, 7, 2),         # ResNet's 7x7 maps: 2 x 7 accumulators instead of 7
+    (56, 1, 14, 1), (14, 1, 14, 1), (1, 1, 7, 1), (9, 2, 3, 2), (9, 2, 5, 1), (3, 2, 1, 3),
+])
+def test_avx2_row_tile_fills_the_register_file(rows, vecs, wt, want):
+    rt = row_tile(AVX2, rows, vecs, wt)
+    assert rt == want
+    assert rt * vecs * wt + vecs + 1 <= AVX2.native_registers()
+
+
+def test_avx512_row_tile_is_one_row():
+    assert row_tile(AVX512, 7, 2, 7) == row_tile(AVX512, 56, 4, 4) == 1
+
+
+@pytest.mark.parametrize("n, most, want", [(18, 16, 9), (17, 16, 1), (64, 16, 16), (5, 16, 5), (3, 8, 3)])
+def test_divisor(n, most, want):
+    assert _divisor(n, most) == want
+
+
+class PointwiseBlock(nn.Module):
+    """A bottleneck's end on blocked activations: relu(1x1(y) + 1x1 shortcut(y0)), the main
+    1x1's reduction long enough for chunks (144 channels: 18 blocks of 8), the shortcut's
+    one chunk, then a 1x1 that keeps the sum blocked (its own kernel reads it)."""
+
+    def __init__(self, cin: int, mid: int, wide: int, c: int, stride: int):
+        super().__init__()
+        self.c0, self.c1 = nn.Conv2d(cin, mid, 1), nn.Conv2d(mid, wide, 1)
+        self.ca, self.ba = nn.Conv2d(wide, c, 1, stride, bias=False), nn.BatchNorm2d(c)
+        self.cb = nn.Conv2d(mid, c, 1, stride, bias=False)
+        self.out = nn.Conv2d(c, 8, 1)
+        self.eval()
+
+    def forward(self, x):
+        y0 = F.relu(self.c0(x))
+        y = F.relu(self.c1(y0))
+        return self.out(F.relu(self.ba(self.ca(y)) + self.cb(y0)))
+
+
+@pytest.mark.parametrize("cin, mid, wide, c, stride, hw", [
+    (3, 40, 144, 24, 1, (5, 9)),      # chunks of 9 blocks (main) and 5 (shortcut, whole); 3 channel tiles
+    (3, 16, 136, 16, 2, (9, 11)),     # stride 2, 17 blocks: chunks of 1 block
+    (3, 16, 160, 16, 1, (7, 7)),      # rows of 7: two-row tiles with a row tail, no chunks
+])
+def test_pointwise_and_row_tiles_match_eager(cin, mid, wide, c, stride, hw):
+    torch.manual_seed(0)
+    model, x = PointwiseBlock(cin, mid, wide, c, stride), torch.randn(1, cin, *hw)
+    with torch.no_grad():
+        model.ba.running_mean.uniform_(-0.5, 0.5)
+        model.ba.running_var.uniform_(0.5, 2.0)
+        want = model(x)
+    for t in (AVX2.with_options(bounds_check=True), AVX2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", st.FallbackWarning)
+            cm = st.compile(model, (x,), target=t)
+        with torch.no_grad():
+            torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("c, hw", [(32, (7, 7)), (24, (5, 7))])
+def test_two_row_tiles_of_3x3_match_eager(c, hw):
+    """3x3 convolutions over rows of 7 (two-row tiles; 5 rows: a tail), on the AVX2 target."""
+    torch.manual_seed(0)
+    model, x = TwoConvs(4, c, 3, 1), torch.randn(1, 4, *hw)
+    with torch.no_grad():
+        want = model(x)
+    for t in (AVX2.with_options(bounds_check=True), AVX2):
         with warnings.catch_warnings():
             warnings.simplefilter("error", st.FallbackWarning)
             cm = st.compile(model, (x,), target=t)
