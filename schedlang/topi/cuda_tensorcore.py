@@ -246,14 +246,7 @@ def schedule_matmul(s, C, layout: str = "kn", BM: int = 64, BN: int = 64, BK: in
     b_tile, b_region = ((16, 8), (16, WN)) if layout == "kn" else ((8, 16), (WN, 16))
     for F, intrin, tile, region in ((AF, mma.load_a_intrin(element), (16, 16), (WM, 16)),
                                     (BF, load_b or mma.load_b_intrin(element, layout), b_tile, b_region)):
-        s[F].compute_at(s[CF], km)
-        *_, r, c = s[F].op.axis
-        ro, ri = s[F].split(s[F].split(r, region[0])[1], tile[0])     # (the region at km first, as above)
-        co, ci_ = s[F].split(s[F].split(c, region[1])[1], tile[1])
-        s[F].reorder(ro, co, ri, ci_)
-        s[F].unroll(ro)
-        s[F].unroll(co)
-        s[F].tensorize(ri, intrin)
+        fragment_load(s[F], s[CF], km, intrin, tile, region)
     for S in (AS, BS):
         s[S].compute_at(s[CF], ko)
         if pad:
@@ -275,6 +268,21 @@ def schedule_matmul(s, C, layout: str = "kn", BM: int = 64, BN: int = 64, BK: in
         s[S].bind(ty, sl.thread_axis("threadIdx.y"))
         s[S].bind(tz, sl.thread_axis("threadIdx.z"))
     return s
+
+
+def fragment_load(st, at, loop, intrin, tile, region) -> None:
+    """A warp fragment stage st (a cache_read of a shared one) loaded at loop of at, tile by tile:
+    its region there (rows, columns) split into intrinsic tiles (the region first, so that the
+    unrolled loops' extents are known when unroll checks them), the tile loops unrolled and the
+    innermost tile tensorized with intrin (an ldmatrix or fragment load)."""
+    st.compute_at(at, loop)
+    *_, r, c = st.op.axis
+    ro, ri = st.split(st.split(r, region[0])[1], tile[0])
+    co, ci = st.split(st.split(c, region[1])[1], tile[1])
+    st.reorder(ro, co, ri, ci)
+    st.unroll(ro)
+    st.unroll(co)
+    st.tensorize(ri, intrin)
 
 
 def gemm(M: int, N: int, K: int, element: str = "float16", acc: str = "float32", layout: str = "kn",

@@ -31,6 +31,7 @@ from typing import Callable, Dict
 import schedlang as sl
 
 from ..tensor import thread_axis
+from ..topi.cuda_tensorcore import fragment_load
 
 ELEMENTS = ("float16", "bfloat16")     # (tensorcore_schedules.ELEMENTS: fuse imports this module's importer)
 
@@ -148,18 +149,6 @@ def _gemm_tile(s, tile, frag_of, cols: int, reduce_step: int, intrin):
     return ko, km
 
 
-def _fragment_load(st, at, loop, intrin, tile, region) -> None:
-    """A warp fragment stage (cache_read of a shared one) loaded at loop of at, tile by tile."""
-    st.compute_at(at, loop)
-    *_, r, c = st.op.axis
-    ro, ri = st.split(st.split(r, region[0])[1], tile[0])
-    co, ci = st.split(st.split(c, region[1])[1], tile[1])
-    st.reorder(ro, co, ri, ci)
-    st.unroll(ro)
-    st.unroll(co)
-    st.tensorize(ri, intrin)
-
-
 def _shared_fetch(s, st, at, loop, element: str) -> None:
     """A shared copy of an operand at loop of at, its rows padded for ldmatrix, spread over the
     lanes: 16-byte cp.async copies where the operand is read directly."""
@@ -222,8 +211,8 @@ def schedule(s, parts: Dict[str, object], out, target) -> None:
     ms.compute_at(mx, jo)
     km1 = _gemm_tile(s, ms, ms_frag, bkv, E, mma.mma_intrin(el, "float32", "nk"))[1]
     _shared_fetch(s, ks2, mx, jo, el)
-    _fragment_load(qf2, ms_frag, km1, mma.load_a_intrin(el), (16, 16), (16, 16))
-    _fragment_load(kf2, ms_frag, km1, mma.load_b_intrin(el, "nk"), (8, 16), (bkv, 16))
+    fragment_load(qf2, ms_frag, km1, mma.load_a_intrin(el), (16, 16), (16, 16))
+    fragment_load(kf2, ms_frag, km1, mma.load_b_intrin(el, "nk"), (8, 16), (bkv, 16))
 
     # pass 2: P.[V | 1] over key chunks; each chunk's scores by mma, P rounded into shared
     pv.compute_at(out, block)
@@ -232,13 +221,13 @@ def schedule(s, parts: Dict[str, object], out, target) -> None:
     sc.compute_at(pv_frag, ko)
     km2 = _gemm_tile(s, sc, sc_frag, bkv, E, mma.mma_intrin(el, "float32", "nk"))[1]
     _shared_fetch(s, ks, pv_frag, ko, el)
-    _fragment_load(qf, sc_frag, km2, mma.load_a_intrin(el), (16, 16), (16, 16))
-    _fragment_load(kf, sc_frag, km2, mma.load_b_intrin(el, "nk"), (8, 16), (bkv, 16))
+    fragment_load(qf, sc_frag, km2, mma.load_a_intrin(el), (16, 16), (16, 16))
+    fragment_load(kf, sc_frag, km2, mma.load_b_intrin(el, "nk"), (8, 16), (bkv, 16))
     p.set_scope("shared")
     p.compute_at(pv_frag, ko)
     *pb, pi, pj = p.op.axis
     p.storage_align(pi, 16, PAD)
     _lanes(p, *pb, pi, pj)
     _shared_fetch(s, vs, pv_frag, ko, el)
-    _fragment_load(pf, pv_frag, km, mma.load_a_intrin(el), (16, 16), (16, 16))
-    _fragment_load(vf, pv_frag, km, mma.load_b_intrin(el, "kn"), (16, 8), (16, n))
+    fragment_load(pf, pv_frag, km, mma.load_a_intrin(el), (16, 16), (16, 16))
+    fragment_load(vf, pv_frag, km, mma.load_b_intrin(el, "kn"), (16, 8), (16, n))

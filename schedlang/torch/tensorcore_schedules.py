@@ -24,6 +24,7 @@ from typing import List, Optional
 from ..expr.functor import walk
 from ..tensor import thread_axis
 from ..tensor.op import ComputeOp, PlaceholderOp, TensorRead
+from ..topi.cuda_tensorcore import fragment_load
 from .fuse import matmul_operands
 
 ELEMENTS = ("float16", "bfloat16")
@@ -187,15 +188,7 @@ def schedule_matmul_tensorcore(s, anchor, mm, plan: Plan) -> None:
     b_tile, b_region = ((16, 8), (16, plan.WN)) if plan.layout == "kn" else ((8, 16), (plan.WN, 16))
     for F, intrin, shape, region in ((AF, mma.load_a_intrin(plan.element), (16, 16), (plan.WM, 16)),
                                      (BF, mma.load_b_intrin(plan.element, plan.layout), b_tile, b_region)):
-        st = s[F]
-        st.compute_at(frag, km)
-        *_, r, c = st.op.axis
-        ro, ri = st.split(st.split(r, region[0])[1], shape[0])
-        co, ci_ = st.split(st.split(c, region[1])[1], shape[1])
-        st.reorder(ro, co, ri, ci_)
-        st.unroll(ro)
-        st.unroll(co)
-        st.tensorize(ri, intrin)
+        fragment_load(s[F], frag, km, intrin, shape, region)
     for S in (AS, BS):
         st = s[S]
         st.compute_at(frag, ko)

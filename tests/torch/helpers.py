@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import torch.nn as nn
 
 import schedlang as sl
 from schedlang.torch.dtypes import to_sl, to_torch
@@ -115,3 +116,14 @@ def compile_each(model, inputs, targets):
             cm = st.CompiledModule(first.graph, target, module=model)
             cm.specialize(*inputs)
         yield target, cm
+
+
+def random_batch_norm(c: int) -> nn.BatchNorm2d:
+    """An eval-mode batch norm of c channels with random running statistics and affine terms
+    (a freshly made one is the identity, which would hide a wrong fold)."""
+    bn = nn.BatchNorm2d(c)
+    bn.running_mean.uniform_(-0.5, 0.5)
+    bn.running_var.uniform_(0.5, 2.0)
+    nn.init.uniform_(bn.weight, 0.5, 1.5)
+    nn.init.uniform_(bn.bias, -0.5, 0.5)
+    return bn

@@ -22,6 +22,16 @@ AVX2 = sl.Target.create("llvm -mcpu=haswell")
 AVX512 = sl.Target.create("llvm -mcpu=skylake-avx512")
 
 
+def _match_eager(model, x, want, target) -> None:
+    """model compiled for target, bounds-checked and not, with no op left in torch, gives want."""
+    for t in (target.with_options(bounds_check=True), target):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", st.FallbackWarning)
+            cm = st.compile(model, (x,), target=t)
+        with torch.no_grad():
+            torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("blocks, cols, tile", [
     (8, 56, (1, 14)), (16, 28, (1, 14)), (32, 14, (1, 14)), (64, 7, (1, 7)), (8, 112, (1, 14)),
     (4, 15, (2, 5)),      # no divisor of 15 up to 14 but 5: two vectors of 5 columns
@@ -73,12 +83,7 @@ def test_nchwc_kernels_match_eager(target, cin, c, k, stride, hw):
     model, x = TwoConvs(cin, c, k, stride), torch.randn(1, cin, *hw)
     with torch.no_grad():
         want = model(x)
-    for t in (target.with_options(bounds_check=True), target):
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", st.FallbackWarning)
-            cm = st.compile(model, (x,), target=t)
-        with torch.no_grad():
-            torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+    _match_eager(model, x, want, target)
 
 
 @pytest.mark.parametrize("rows, vecs, wt, want", [
@@ -131,12 +136,7 @@ def test_pointwise_and_row_tiles_match_eager(cin, mid, wide, c, stride, hw):
         model.ba.running_mean.uniform_(-0.5, 0.5)
         model.ba.running_var.uniform_(0.5, 2.0)
         want = model(x)
-    for t in (AVX2.with_options(bounds_check=True), AVX2):
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", st.FallbackWarning)
-            cm = st.compile(model, (x,), target=t)
-        with torch.no_grad():
-            torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+    _match_eager(model, x, want, AVX2)
 
 
 @pytest.mark.parametrize("c, hw", [(32, (7, 7)), (24, (5, 7))])
@@ -146,9 +146,4 @@ def test_two_row_tiles_of_3x3_match_eager(c, hw):
     model, x = TwoConvs(4, c, 3, 1), torch.randn(1, 4, *hw)
     with torch.no_grad():
         want = model(x)
-    for t in (AVX2.with_options(bounds_check=True), AVX2):
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", st.FallbackWarning)
-            cm = st.compile(model, (x,), target=t)
-        with torch.no_grad():
-            torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+    _match_eager(model, x, want, AVX2)

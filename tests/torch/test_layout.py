@@ -16,21 +16,12 @@ import schedlang.torch as st
 from schedlang.torch import zoo
 
 from ..helpers import CHECKED
-from .helpers import compile_each, distinct_builds
+from .helpers import compile_each, distinct_builds, random_batch_norm
 
 HOST = sl.Target.create("llvm")
 L = HOST.native_lanes(32)
 ISAS = {"avx2": sl.Target.create("llvm -mcpu=haswell"), "avx512": sl.Target.create("llvm -mcpu=skylake-avx512")}
 AVX2_CHECKED = ISAS["avx2"].with_options(bounds_check=True)   # AVX2 register tiles and blocks of 8
-
-
-def _bn(c: int) -> nn.BatchNorm2d:
-    bn = nn.BatchNorm2d(c)
-    bn.running_mean.uniform_(-0.5, 0.5)
-    bn.running_var.uniform_(0.5, 2.0)
-    nn.init.uniform_(bn.weight, 0.5, 1.5)
-    nn.init.uniform_(bn.bias, -0.5, 0.5)
-    return bn
 
 
 class Chain(nn.Module):
@@ -39,9 +30,9 @@ class Chain(nn.Module):
 
     def __init__(self, cin: int, c1: int, c2: int):
         super().__init__()
-        self.c1, self.b1 = nn.Conv2d(cin, c1, 3, 1, 1, bias=False), _bn(c1)
-        self.c2, self.b2 = nn.Conv2d(c1, c2, 3, 2, 2, dilation=2, bias=True), _bn(c2)
-        self.down, self.bd = nn.Conv2d(c1, c2, 1, 2, 0, bias=False), _bn(c2)
+        self.c1, self.b1 = nn.Conv2d(cin, c1, 3, 1, 1, bias=False), random_batch_norm(c1)
+        self.c2, self.b2 = nn.Conv2d(c1, c2, 3, 2, 2, dilation=2, bias=True), random_batch_norm(c2)
+        self.down, self.bd = nn.Conv2d(c1, c2, 1, 2, 0, bias=False), random_batch_norm(c2)
         self.c3 = nn.Conv2d(c2, c2, 3, 1, 1, bias=True)
         self.eval()
 
@@ -163,7 +154,7 @@ class WideExpand(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.stem, self.expand, self.bn = nn.Conv2d(3, 32, 3, padding=1), nn.Conv2d(32, 2048, 1, bias=False), _bn(2048)
+        self.stem, self.expand, self.bn = nn.Conv2d(3, 32, 3, padding=1), nn.Conv2d(32, 2048, 1, bias=False), random_batch_norm(2048)
         self.short, self.head = nn.Conv2d(32, 2048, 1), nn.Conv2d(2048, 8, 3, padding=1)
         self.eval()
 

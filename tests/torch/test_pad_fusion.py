@@ -17,17 +17,10 @@ from schedlang.torch.fuse import fuse
 from schedlang.torch.pad_fusion import CONV_PAD_TAG
 from schedlang.torch.schedules import default_schedule
 
+from .helpers import random_batch_norm
+
 AVX2 = sl.Target.create("llvm -mcpu=haswell")              # blocks of 8 channels
 AVX2_CHECKED = AVX2.with_options(bounds_check=True)
-
-
-def _bn(c: int) -> nn.BatchNorm2d:
-    bn = nn.BatchNorm2d(c)
-    bn.running_mean.uniform_(-0.5, 0.5)
-    bn.running_var.uniform_(0.5, 2.0)
-    nn.init.uniform_(bn.weight, 0.5, 1.5)
-    nn.init.uniform_(bn.bias, -0.5, 0.5)
-    return bn
 
 
 class Dense(nn.Module):
@@ -37,9 +30,9 @@ class Dense(nn.Module):
 
     def __init__(self, cin: int, c: int, stride: int):
         super().__init__()
-        self.c0, self.b0 = nn.Conv2d(cin, c, 1, bias=False), _bn(c)
-        self.c1, self.b1 = nn.Conv2d(c, c, 3, stride, 1, bias=False), _bn(c)
-        self.c2, self.b2 = nn.Conv2d(c, 2 * c, 3, 2, 1, bias=False), _bn(2 * c)
+        self.c0, self.b0 = nn.Conv2d(cin, c, 1, bias=False), random_batch_norm(c)
+        self.c1, self.b1 = nn.Conv2d(c, c, 3, stride, 1, bias=False), random_batch_norm(c)
+        self.c2, self.b2 = nn.Conv2d(c, 2 * c, 3, 2, 1, bias=False), random_batch_norm(2 * c)
         self.down = nn.Conv2d(c, 2 * c, 1, 2, bias=True)
         self.c3 = nn.Conv2d(2 * c, 2 * c, 3, 1, 1, bias=True)
         self.c4 = nn.Conv2d(2 * c, 8, 3, 1, 1, bias=True)
@@ -61,7 +54,7 @@ class Inverted(nn.Module):
         super().__init__()
         e = 2 * c
         self.e1, self.d1, self.p1 = nn.Conv2d(c, e, 1), nn.Conv2d(e, e, 3, stride, 1, groups=e), nn.Conv2d(e, c, 1)
-        self.be, self.bd = _bn(e), _bn(e)
+        self.be, self.bd = random_batch_norm(e), random_batch_norm(e)
         self.e2, self.d2, self.p2 = nn.Conv2d(c, e, 1), nn.Conv2d(e, e, 3, 1, 1, groups=e), nn.Conv2d(e, c, 1)
         self.eval()
 
