@@ -284,8 +284,16 @@ def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, 
     as declared (the whole row by all blocks: 2048 channels of 8 by 7 columns, AVX2's
     ResNet-50, exceeds MAX_UNROLL), not the tile that compute_at leaves of it."""
     from .schedules import _fuse
+    tile_sums(caches, out, wo, vecs, wt, rt, chunks)
+    out.parallel(_fuse(out, tasks))
+    out.unroll(ci)
+
+
+def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[list] = None) -> None:
+    """Each local sum of caches (_local_sums) computed at loop wo of stage at as a register tile
+    of rt rows, wt columns and vecs channel blocks (_register_tile says how)."""
     for i, cache in enumerate(caches):
-        cache.compute_at(out, wo)
+        cache.compute_at(at, wo)
         cn, cblock, *csp, clane = cache.op.axis
         bo, bi = cache.split(cblock, factor=vecs)
         wco, wci = cache.split(csp[-1], factor=wt)
@@ -304,8 +312,6 @@ def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, 
         cache.unroll(wci)
         cache.unroll(bi)
         cache.vectorize(clane)
-    out.parallel(_fuse(out, tasks))
-    out.unroll(ci)
 
 
 def _row_vector(cols: Optional[int], lanes_: int) -> Optional[int]:

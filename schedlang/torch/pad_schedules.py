@@ -16,7 +16,7 @@ column tiles.
 from __future__ import annotations
 
 from ..target.target import Target
-from .conv_schedules import _input_outweighs_weights, _local_sums, nchwc_tile
+from .conv_schedules import _input_outweighs_weights, _local_sums, nchwc_tile, tile_sums
 from .schedules import _fuse, static
 
 
@@ -40,15 +40,7 @@ def schedule_padded_conv_cpu(s, group, target: Target) -> None:
     bo, bi = y.split(ycb, factor=vecs)       # (declared extents: unroll checks them, not the row's region)
     wo, wi = y.split(yw, factor=wt)
     y.reorder(yn, bo, yh, wo, bi, wi, ylane)
-    for cache in caches:
-        cache.compute_at(y, wo)
-        cn, cblock, *csp, clane = cache.op.axis
-        cbo, cbi = cache.split(cblock, factor=vecs)
-        wco, wci = cache.split(csp[-1], factor=wt)
-        cache.reorder(cn, cbo, *csp[:-1], wco, *cache.op.reduce_axis, wci, cbi, clane)
-        cache.unroll(wci)
-        cache.unroll(cbi)
-        cache.vectorize(clane)
+    tile_sums(caches, y, wo, vecs, wt)
     y.unroll(bi)
     y.unroll(wi)
     y.vectorize(ylane)
