@@ -93,7 +93,7 @@ def share_padded(outputs: Sequence[Tuple[str, Tensor]]) -> List[Tuple[str, Tenso
     for op in ops:
         found = pad_source(op)
         if found is not None and found[0] not in outs and found[0] not in {p for p, _ in pads.values()}:
-            pads[found[0]] = (op, found[1])     # one pad per Y: a second keeps reading Y
+            pads[found[0]] = (op, found[1])     # one pad per Y: a later one replaces it, an earlier reads its interior
     if not pads:
         return list(outputs)
     new: Dict[Operation, Operation] = {}
