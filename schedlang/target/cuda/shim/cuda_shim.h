@@ -333,8 +333,8 @@ inline void launch_ref(dim3 grid, dim3 block, KernelRef kernel) {
 #else
 // Run kernel() once per thread of the grid: blocks in order, a block's threads at once, on
 // one OS thread a thread of the block, the same threads for every block of the launch
-// (ThreadSanitizer's cost grows with the threads it has seen: a new thread for each thread of
-// each block made a 5-block, 64-thread launch cost ~5x). Each worker is handed its blocks
+// (creating a thread costs much more under ThreadSanitizer: new threads for every block were
+// most of the system time of tests/target/test_reducers.py). Each worker is handed its blocks
 // through its own `start` and reports them finished through its own `finish`: a lock that
 // one thread of a block releases after its work and another acquires before its own would
 // order the two for TSan and hide their races (so the launching thread, which waits on every
