@@ -22,10 +22,11 @@ def chain(shape=(8, 8), middle="B"):
     return A, B, C
 
 
-def gemm(M, N, K, dtype="float32"):
-    A = sl.placeholder((M, K), dtype, name="A")
-    B = sl.placeholder((K, N), dtype, name="B")
-    return A, B, nn.matmul(A, B)
+def gemm(M, N, K, dtype="float32", suffix=""):
+    """C = A @ B, each name ending in suffix."""
+    A = sl.placeholder((M, K), dtype, name=f"A{suffix}")
+    B = sl.placeholder((K, N), dtype, name=f"B{suffix}")
+    return A, B, nn.matmul(A, B, name=f"C{suffix}")
 
 
 def packed_gemm(M, N, K, bn=32):
@@ -55,10 +56,10 @@ def softmax(N, M):
     return (X, *nn.softmax_stages(out), out)
 
 
-def row_sum(N, M, name="B"):
-    """B[i] = sum over k of A[i, k] (the reduce axis is named k)."""
-    A = sl.placeholder((N, M), name="A")
-    return A, nn.row_reduce(A, "sum", name=name)
+def row_sum(N, M, name="B", suffix=""):
+    """B[i] = sum over k of A[i, k] (the reduce axis is named k), A's and B's names ending in suffix."""
+    A = sl.placeholder((N, M), name=f"A{suffix}")
+    return A, nn.row_reduce(A, "sum", name=name + suffix)
 
 
 def silu_and_mul(rows, cols, dtype="float32", name="mul"):

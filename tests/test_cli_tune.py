@@ -1,7 +1,8 @@
-"""`schedlang tune` end to end, in a subprocess as a user runs it: a small model tuned with a
-few trials writes its log and prints a line per round, the per-task table (weights from the
-repeated kernel) and the model's latency, and its tuned result matches eager PyTorch; bad
-options are one line on stderr with exit status 2."""
+"""`schedlang tune` end to end: a small model tuned with a few trials writes its log and prints
+a line per round, the per-task table (weights from the repeated kernel) and the model's
+latency, and its tuned result matches eager PyTorch; bad options are one line on stderr with
+exit status 2. The tuning runs through cli.main in this process (a process would import torch
+again; test_cli's compile run and the usage error below run `python -m schedlang` as a user does)."""
 import json
 
 from tests.test_cli import run_main, schedlang, write
@@ -21,11 +22,11 @@ MODEL = """
 """
 
 
-def test_tune_writes_the_log_and_prints_the_table(tmp_path):
+def test_tune_writes_the_log_and_prints_the_table(tmp_path, capsys, monkeypatch):
     path = write(tmp_path, "net.py", MODEL)
     log = tmp_path / "net.jsonl"
-    rc, out, err = schedlang("tune", path, "--model", "Net", "--shape", "2,16", "--trials", "4",
-                             "--per-round", "1", "--log", str(log), timeout=600)
+    rc, out, err = run_main(capsys, monkeypatch, "tune", path, "--model", "Net", "--shape", "2,16", "--trials", "4",
+                            "--per-round", "1", "--log", str(log))
     assert rc == 0, out + err
     lines = out.splitlines()
     assert sum(line.startswith("tune: round ") for line in lines) == 4

@@ -29,24 +29,36 @@ KINDS = {
 }
 
 
-def program():
+def program(suffix=""):
     """Every kind, plain and with init= (a value read from the input, as TVM allows), as outputs
-    of one schedule; returns (X, I, outputs as (stage tensor, its output tensors))."""
-    X = sl.placeholder((ROWS, COLS), name="X")
-    I = sl.placeholder((ROWS, COLS), "int32", name="I")
+    of one schedule, every name ending in suffix; returns (X, I, outputs as (stage tensor, its
+    output tensors))."""
+    X = sl.placeholder((ROWS, COLS), name=f"X{suffix}")
+    I = sl.placeholder((ROWS, COLS), "int32", name=f"I{suffix}")
     stages = []
     for name, make in KINDS.items():
         for with_init in (False, True):
-            k = sl.reduce_axis((0, COLS), name=f"k_{name}_{int(with_init)}")
+            k = sl.reduce_axis((0, COLS), name=f"k_{name}_{int(with_init)}{suffix}")
             out = sl.compute((ROWS,), lambda i, make=make, k=k, w=with_init: make(X, I, i, k, X[i, 0] if w else None),
-                             name=f"{name}{'_init' if with_init else ''}")
+                             name=f"{name}{'_init' if with_init else ''}{suffix}")
             stages.append(out if isinstance(out, (list, tuple)) else (out,))
     return X, I, stages
 
 
-def schedule(how):
-    X, I, stages = program()
-    s = sl.create_schedule([outs[0].op for outs in stages])
+def schedule(*hows):
+    """The program once per way of reducing in hows (its names suffixed by the way when there
+    are several), all in one schedule: the kernels of one module (one build, one ThreadSanitizer
+    run). Returns (s, args): each program's X, I and outputs."""
+    made = [(how, program(f"_{how}" if len(hows) > 1 else "")) for how in hows]
+    s = sl.create_schedule([outs[0].op for _, (_, _, stages) in made for outs in stages])
+    args = []
+    for how, (X, I, stages) in made:
+        schedule_stages(s, how, stages)
+        args += [X, I] + [t for outs in stages for t in outs]
+    return s, args
+
+
+def schedule_stages(s, how, stages):
     for outs in stages:
         T = outs[0]
         st = s[T]
@@ -69,8 +81,6 @@ def schedule(how):
         else:
             st.bind(ki, sl.thread_axis("threadIdx.x"))
         s[T].bind(s[T].op.axis[0], sl.thread_axis("blockIdx.x"))
-    outputs = [t for outs in stages for t in outs]
-    return s, [X, I] + outputs
 
 
 def inputs():
@@ -79,8 +89,16 @@ def inputs():
     return x, np.tile(np.arange(COLS, dtype="int32"), (ROWS, 1))
 
 
+def arrays_and_feed(args):
+    """The arguments' arrays (each X and I from inputs(), each output filled with 7) and the
+    reference evaluator's feed."""
+    x, idx = inputs()
+    feed = {t: (x if str(t.dtype) == "float32" else idx) for t in args if isinstance(t.op, sl.tensor.PlaceholderOp)}
+    return [feed[t] if t in feed else np.full(t.shape, 7, t.dtype_obj.numpy) for t in args], feed
+
+
 def check(args, arrays, feed):
-    outputs = args[2:]
+    outputs = [t for t in args if t not in feed]
     for t, want in zip(outputs, sl.reference(outputs, feed)):
         assert_close(arrays[args.index(t)], want, str(t.dtype), name=t.name)
 
@@ -93,19 +111,18 @@ def test_every_reducer_kind_is_enumerated():
 @pytest.mark.parametrize("how", ["serial_llvm", "rfactor_llvm"])
 def test_every_reducer_kind_on_llvm(how):
     s, args = schedule(how)
-    x, idx = inputs()
-    arrays = [x, idx] + [np.full(t.shape, 7, t.dtype_obj.numpy) for t in args[2:]]
+    arrays, feed = arrays_and_feed(args)
     sl.build(s, args, target="llvm")(*arrays)
-    check(args, arrays, {args[0]: x, args[1]: idx})
+    check(args, arrays, feed)
 
 
-@pytest.mark.parametrize("how", ["serial_cuda", "one_warp_cuda", "two_warps_cuda", "rfactor_cuda"])
-def test_every_reducer_kind_on_cuda_both_engines(how):
+def test_every_reducer_kind_on_cuda_both_engines():
+    """Every way of reducing on cuda as the kernels of one module; each output is checked by
+    name (its kind, then the way: sum_init_two_warps_cuda)."""
     pytest.importorskip("cuda.bindings")
-    s, args = schedule(how)
+    s, args = schedule("serial_cuda", "one_warp_cuda", "two_warps_cuda", "rfactor_cuda")
     mod = sl.build(s, args, target="cuda")
-    x, idx = inputs()
     for engine, options in (("shim", {"sanitize": "thread"}), ("simt", {})):
-        arrays = [x, idx] + [np.full(t.shape, 7, t.dtype_obj.numpy) for t in args[2:]]
+        arrays, feed = arrays_and_feed(args)
         mod.emulate(*arrays, engine=engine, **options)
-        check(args, arrays, {args[0]: x, args[1]: idx})
+        check(args, arrays, feed)

@@ -31,11 +31,12 @@ def run_both_engines(fcuda, a, want, out_shape):
         assert_close(b, want)
 
 
-def tutorial_schedule(B):
+def tutorial_schedule(B, s=None):
     """The tutorial's steps up to where its rfactor stage is placed (tests/target/cuda places it
     elsewhere too): k split by 16 and the inner part factored out, rows over blockIdx.x and
-    threadIdx.y, the factored reduction axis over threadIdx.x. Returns (s, BF, xo, tx)."""
-    s = te.create_schedule(B.op)
+    threadIdx.y, the factored reduction axis over threadIdx.x; in s (a schedule of B's own when
+    None). Returns (s, BF, xo, tx)."""
+    s = te.create_schedule(B.op) if s is None else s
     ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
     BF = s.rfactor(B, ki)
     xo, xi = s[B].split(s[B].op.axis[0], factor=32)

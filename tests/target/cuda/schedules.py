@@ -64,6 +64,12 @@ def tiled_gemm(M=70, N=50, K=30, cache_shared=False):
     with cache_shared, A is read through shared memory at the reduction's outer loop."""
     A, B, C = programs.gemm(M, N, K)
     s = sl.create_schedule(C.op)
+    schedule_tiled_gemm(s, A, C, cache_shared)
+    return s, [A, B, C]
+
+
+def schedule_tiled_gemm(s, A, C, cache_shared=False):
+    """tiled_gemm's schedule of C = A @ B, in s."""
     CC = s.cache_write(C, "local")
     _, _, _, tj = bind_tile(s, C, C.op.axis[0], C.op.axis[1], (8, 16))
     s[CC].compute_at(s[C], tj)
@@ -71,7 +77,6 @@ def tiled_gemm(M=70, N=50, K=30, cache_shared=False):
         AS = s.cache_read(A, "shared", [CC])
         ko, _ = s[CC].split(CC.op.reduce_axis[0], factor=8)
         s[AS].compute_at(s[CC], ko)
-    return s, [A, B, C]
 
 
 def row_sum(rows=37, cols=20):

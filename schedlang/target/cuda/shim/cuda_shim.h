@@ -4,7 +4,8 @@
 //    a barrier is a count, and a thread waiting at one yields to the next fiber; the blocks
 //    are shared out among a few worker OS threads (one a core), each with its own fibers;
 //  - in a ThreadSanitizer build (which must see the threads to see their races) as real
-//    OS threads (pthreads), one a GPU thread, __syncthreads() a mutex barrier, blocks one after another.
+//    OS threads (pthreads), one a GPU thread (the same ones for every block of a launch),
+//    __syncthreads() a mutex barrier, blocks one after another.
 // __shared__ is function-scope static storage of the worker OS thread (thread_local), so a
 // worker's block has its own shared memory; a block's fibers all run on that one thread.
 // Only light headers (C's, <bit>, <vector>): most of a build's time was parsing <thread>,
@@ -330,47 +331,101 @@ inline void launch_ref(dim3 grid, dim3 block, KernelRef kernel) {
   for (pthread_t t : threads) pthread_join(t, nullptr);
 }
 #else
-// Run kernel() once per thread of the grid: blocks in order, a block's threads at once.
+// Run kernel() once per thread of the grid: blocks in order, a block's threads at once, on
+// one OS thread a thread of the block, the same threads for every block of the launch
+// (creating a thread costs much more under ThreadSanitizer: new threads for every block were
+// most of the system time of tests/target/test_reducers.py). Each worker is handed its blocks
+// through its own `start` and reports them finished through its own `finish`: a lock that
+// one thread of a block releases after its work and another acquires before its own would
+// order the two for TSan and hide their races (so the launching thread, which waits on every
+// `finish`, never touches a `start` again until the whole block is done). Between blocks the
+// launching thread orders them, as creating and joining the threads did.
+struct Signal {
+  pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+  unsigned long count = 0;
+  bool quit = false;
+  Signal() = default;
+  Signal(const Signal&) = delete;
+  Signal& operator=(const Signal&) = delete;
+  ~Signal() { pthread_cond_destroy(&cond); pthread_mutex_destroy(&mutex); }
+  void post(bool last = false) {
+    pthread_mutex_lock(&mutex);
+    ++count;
+    quit = last;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&mutex);
+  }
+  bool wait(unsigned long n) {   // until count reaches n; false when told to quit instead
+    pthread_mutex_lock(&mutex);
+    while (count < n) pthread_cond_wait(&cond, &mutex);
+    const bool go = !quit;
+    pthread_mutex_unlock(&mutex);
+    return go;
+  }
+};
+
+struct Worker {
+  pthread_t id;
+  unsigned t;
+  Signal start, finish;   // blocks handed to it, blocks it finished
+  struct Launch* launch;
+  static void* run(void* self);
+};
+
+// What a worker reads of its block (written by the launching thread before it hands the block over).
+struct Launch {
+  dim3 block;
+  uint3 block_index;
+  Barrier* bar;
+  Warps* warps;
+  KernelRef kernel;
+};
+
+inline void* Worker::run(void* self) {
+  Worker& me = *static_cast<Worker*>(self);
+  for (unsigned long next = 1; me.start.wait(next); ++next) {
+    const Launch& job = *me.launch;
+    blockIdx = job.block_index;
+    threadIdx = thread_index(me.t, job.block);
+    block_barrier = job.bar;
+    warp = (*job.warps)[me.t / 32];
+    lane = me.t % 32;
+    job.kernel();
+    job.bar->arrive_and_drop();   // a finished thread no longer holds the others back
+    warp->bar.arrive_and_drop();
+    me.finish.post();
+  }
+  return nullptr;
+}
+
 inline void launch_ref(dim3 grid, dim3 block, KernelRef kernel) {
   gridDim = grid;
   blockDim = block;
   const unsigned n = block.x * block.y * block.z;
+  Launch launch{block, {}, nullptr, nullptr, kernel};
+  std::vector<Worker> workers(n);
+  for (unsigned t = 0; t < n; ++t) {
+    workers[t].t = t;
+    workers[t].launch = &launch;
+    if (pthread_create(&workers[t].id, nullptr, &Worker::run, &workers[t]) != 0) {
+      std::perror("cuda_shim: a thread of the block");
+      std::abort();
+    }
+  }
   for (unsigned bz = 0; bz < grid.z; ++bz)
     for (unsigned by = 0; by < grid.y; ++by)
       for (unsigned bx = 0; bx < grid.x; ++bx) {
         Barrier bar(n);
         Warps warps(n);
-        struct Thread {
-          pthread_t id;
-          unsigned t;
-          uint3 block_index;
-          dim3 block;
-          Barrier* bar;
-          Warps* warps;
-          KernelRef kernel;
-          static void* run(void* self) {
-            const Thread& me = *static_cast<Thread*>(self);
-            blockIdx = me.block_index;
-            threadIdx = thread_index(me.t, me.block);
-            block_barrier = me.bar;
-            warp = (*me.warps)[me.t / 32];
-            lane = me.t % 32;
-            me.kernel();
-            me.bar->arrive_and_drop();   // a finished thread no longer holds the others back
-            warp->bar.arrive_and_drop();
-            return nullptr;
-          }
-        };
-        std::vector<Thread> threads(n);
-        for (unsigned t = 0; t < n; ++t) {
-          threads[t] = Thread{{}, t, {bx, by, bz}, block, &bar, &warps, kernel};
-          if (pthread_create(&threads[t].id, nullptr, &Thread::run, &threads[t]) != 0) {
-            std::perror("cuda_shim: a thread of the block");
-            std::abort();
-          }
-        }
-        for (Thread& th : threads) pthread_join(th.id, nullptr);
+        launch.block_index = {bx, by, bz};
+        launch.bar = &bar;
+        launch.warps = &warps;
+        for (Worker& w : workers) w.start.post();
+        for (Worker& w : workers) w.finish.wait(w.start.count);
       }
+  for (Worker& w : workers) w.start.post(true);
+  for (Worker& w : workers) pthread_join(w.id, nullptr);
 }
 #endif
 
