@@ -127,3 +127,66 @@ def random_batch_norm(c: int) -> nn.BatchNorm2d:
     nn.init.uniform_(bn.weight, 0.5, 1.5)
     nn.init.uniform_(bn.bias, -0.5, 0.5)
     return bn
+
+
+class ZooModel:
+    """A zoo model at its tiny size, its inputs, its capture, and eager's result (under
+    torch.no_grad). zoo.build is seeded, so one per model name serves every test."""
+
+    def __init__(self, name: str):
+        from schedlang.torch import zoo
+        import schedlang.torch as st
+        self.name = name
+        self.module, self.inputs = zoo.build(name, "tiny")
+        with torch.no_grad():
+            self.want = self.module(*self.inputs)
+        self.graph = st.capture(self.module, self.inputs)
+
+
+_ZOO_MODELS: dict = {}
+_ZOO_COMPILED: dict = {}
+_ZOO_COVERAGE: dict = {}
+
+
+def zoo_model(name: str) -> ZooModel:
+    """ZooModel(name), made once per process (torch.export of a zoo model takes seconds, and
+    test_zoo, test_conv, test_attention and test_pool each want the same tiny models: with
+    `--dist loadfile` a worker runs several of those files)."""
+    if name not in _ZOO_MODELS:
+        _ZOO_MODELS[name] = ZooModel(name)
+    return _ZOO_MODELS[name]
+
+
+def zoo_compiled(name: str, target="llvm"):
+    """(ZooModel, its CompiledModule for target, the warnings its compile raised): compiled
+    once per process from the shared capture as schedlang.torch.compile makes it (the tests
+    only call it and read its IR). Every warning is recorded, so that each caller asserts the
+    ones it forbids (the first caller's filters would otherwise decide for the rest)."""
+    import warnings
+    import schedlang.torch as st
+    target = sl.Target.create(target)
+    key = (name, str(target))
+    if key not in _ZOO_COMPILED:
+        model = zoo_model(name)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            compiled = st.CompiledModule(model.graph, target, module=model.module)
+            compiled.specialize(*model.inputs)
+        _ZOO_COMPILED[key] = (model, compiled, list(caught))
+    return _ZOO_COMPILED[key]
+
+
+def zoo_coverage(name: str) -> dict:
+    """zoo.coverage of the tiny model, run on the shared capture (its capture call answered by
+    it: the lowering and counting are zoo.coverage's own), once per process."""
+    from unittest import mock
+    from schedlang.torch import zoo
+    if name not in _ZOO_COVERAGE:
+        model = zoo_model(name)
+
+        def captured(module, inputs):
+            assert module is model.module and inputs is model.inputs
+            return model.graph
+        with mock.patch.object(zoo, "capture", captured):
+            _ZOO_COVERAGE[name] = zoo.coverage(model.module, model.inputs)
+    return dict(_ZOO_COVERAGE[name])

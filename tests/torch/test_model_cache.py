@@ -53,6 +53,28 @@ def cache(tmp_path, monkeypatch, kernels_on_disk):
     build_cache.clear()
 
 
+_GRAPHS: dict = {}
+
+
+@pytest.fixture
+def captured_once(monkeypatch):
+    """schedlang.torch.capture of _model()'s ResNet answered once per input shape for the file
+    (each compile here captured the same seeded model again, torch.export about a second each;
+    the model cache's keys and entries are the subject, not the capture). Other modules are
+    captured as ever; test_a_hit_skips_lowering_and_building and the second processes keep
+    fresh captures, so that two captures of one model must still give one key."""
+    real = st.capture
+
+    def capture(module, example_inputs, dynamic_shapes=None):
+        if type(module) is not zoo.ResNet or dynamic_shapes is not None:
+            return real(module, example_inputs, dynamic_shapes=dynamic_shapes)
+        key = tuple(tuple(x.shape) for x in example_inputs)
+        if key not in _GRAPHS:
+            _GRAPHS[key] = real(module, example_inputs)
+        return _GRAPHS[key]
+    monkeypatch.setattr(st, "capture", capture)
+
+
 def _refuse(*args, **kwargs):
     raise AssertionError("lowered or built again")
 
@@ -89,7 +111,7 @@ def test_a_hit_skips_lowering_and_building(cache, monkeypatch):
     assert again.ir("kernel") == first.ir("kernel")
 
 
-def test_weights_are_read_from_the_module_after_a_hit(cache):
+def test_weights_are_read_from_the_module_after_a_hit(cache, captured_once):
     model, inputs = _model()
     _compile(model, inputs)
     again = _compile(model, inputs)
@@ -103,7 +125,7 @@ def test_weights_are_read_from_the_module_after_a_hit(cache):
         torch.testing.assert_close(again(*inputs), model(*inputs), rtol=1e-4, atol=1e-4)
 
 
-def test_another_graph_target_or_log_misses(cache, tmp_path):
+def test_another_graph_target_or_log_misses(cache, captured_once, tmp_path):
     model, inputs = _model()
     _compile(model, inputs)
     graph = st.capture(model, inputs)
@@ -122,7 +144,7 @@ def test_another_graph_target_or_log_misses(cache, tmp_path):
     assert all(v in text for v in kernel_cache.versions().values()) and torch.__version__ in text
 
 
-def test_an_entry_whose_kernels_were_evicted_is_not_used(cache):
+def test_an_entry_whose_kernels_were_evicted_is_not_used(cache, captured_once):
     model, inputs = _model()
     _compile(model, inputs)
     for p in (cache / kernel_cache.FOLDER).glob("*" + disk.ENTRY_SUFFIX):
@@ -134,7 +156,7 @@ def test_an_entry_whose_kernels_were_evicted_is_not_used(cache):
     assert isinstance(_compile(model, inputs)._plan, model_cache.CachedPlan), "stored again"
 
 
-def test_a_damaged_entry_is_not_used(cache):
+def test_a_damaged_entry_is_not_used(cache, captured_once):
     model, inputs = _model()
     _compile(model, inputs)
     (entry,) = (cache / model_cache.FOLDER).glob("*" + disk.ENTRY_SUFFIX)
@@ -166,7 +188,7 @@ def test_graphs_with_torch_steps_or_dynamic_sizes_are_not_stored(cache):
         torch.testing.assert_close(dyn(torch.randn(6, 8)).shape, torch.Size([6, 3]))
 
 
-def test_the_cache_folders_are_in_cache_info(cache, capsys):
+def test_the_cache_folders_are_in_cache_info(cache, captured_once, capsys):
     from schedlang.cli import main as cli_main
     model, inputs = _model()
     _compile(model, inputs)
@@ -213,7 +235,7 @@ def _run_here(script: str) -> dict:
     return json.loads(out.getvalue().strip().splitlines()[-1])
 
 
-def test_off_with_a_lowering_from_outside_or_the_build_cache_off(cache, monkeypatch):
+def test_off_with_a_lowering_from_outside_or_the_build_cache_off(cache, captured_once, monkeypatch):
     """A lowering registered by user code changes what a graph lowers to, and no version in
     the key says so: such a process neither loads nor stores models (kernels still cached)."""
     from schedlang.torch.ops.registry import LOWERINGS

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 import schedlang.torch as st
 from schedlang.torch.lower import lower_graph
 
-from .helpers import check_lowering, has_dtype, lower
+from .helpers import check_lowering, has_dtype, lower, zoo_coverage
 
 aten = torch.ops.aten
 FLOATS = [torch.float32, torch.float64, torch.float16] + ([torch.bfloat16] if has_dtype(torch.bfloat16) else [])
@@ -178,8 +178,7 @@ def test_pools_and_resizes_on_cuda_in_emulation():
 
 @pytest.mark.parametrize("name", ["resnet18", "resnet50", "mobilenet_v2"])
 def test_zoo_cnns_run_no_pooling_in_torch(name):
-    from schedlang.torch import zoo
-    counts = zoo.coverage(*zoo.build(name, "tiny"))
+    counts = zoo_coverage(name)     # once per process (helpers.zoo_coverage, as test_zoo's)
     assert not [op for op in counts if "pool" in op or "upsample" in op], counts
 
 
