@@ -5,7 +5,7 @@ from typing import List, Optional, Tuple, Union
 
 from ..errors import ScheduleError
 from ..expr.nodes import Var
-from ..tensor.axis import DATA_PAR, REDUCE, IterVar
+from ..tensor.axis import DATA_PAR, REDUCE, IterVar, axis_index
 from . import steps
 from .relations import FuseRel, SingletonRel, SplitRel, mul_extents, split_extents
 
@@ -67,7 +67,7 @@ class LoopPrimitives:
         outer = self._new_axis(parent.name + ".outer", outer_ext, parent.kind)
         inner = self._new_axis(parent.name + ".inner", inner_ext, parent.kind)
         self.relations.append(SplitRel(parent, outer, inner, factor, nparts))
-        pos = self.leaf_iter_vars.index(parent)
+        pos = axis_index(self.leaf_iter_vars, parent)
         self.leaf_iter_vars[pos:pos + 1] = [outer, inner]
         self._retarget_attached([parent], inner)
         return outer, inner
@@ -119,7 +119,7 @@ class LoopPrimitives:
             raise ScheduleError("fuse", self.name, "cannot fuse data-parallel axes with reduction axes: "
                                 f"{', '.join(f'{a.name} ({a.kind})' for a in args)}", axis=red.name,
                                 hint="reorder so that the axes to fuse are of one kind")
-        pos = [self.leaf_iter_vars.index(a) for a in args]
+        pos = [axis_index(self.leaf_iter_vars, a) for a in args]
         if pos != list(range(pos[0], pos[0] + len(args))):
             order = "in the wrong order" if sorted(pos) == list(range(min(pos), min(pos) + len(pos))) else "not adjacent"
             raise ScheduleError("fuse", self.name, f"the axes {', '.join(a.name for a in args)} are {order} "
@@ -156,6 +156,6 @@ class LoopPrimitives:
         self._record(steps.Reorder(self.name, tuple(names)))
 
     def _reorder(self, order: List[IterVar]) -> None:
-        positions = sorted(self.leaf_iter_vars.index(a) for a in order)
+        positions = sorted(axis_index(self.leaf_iter_vars, a) for a in order)
         for p, a in zip(positions, order):
             self.leaf_iter_vars[p] = a

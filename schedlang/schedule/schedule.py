@@ -9,7 +9,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 from ..errors import ScheduleError
 from ..expr.functor import free_vars
 from ..expr.nodes import Expr, Var
-from ..tensor.axis import IterVar
+from ..tensor.axis import IterVar, has_axis
 from ..tensor.graph import post_order
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor
 from . import dataflow, scan as scan_rules, steps as steps_mod
@@ -111,7 +111,7 @@ class Schedule:
 
     def _owner_of(self, ivar: IterVar) -> Optional[Stage]:
         for st in self.stages:
-            if ivar in st.all_iter_vars:
+            if has_axis(st.all_iter_vars, ivar):
                 return st
         return None
 

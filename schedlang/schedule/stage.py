@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 from ..errors import ScheduleError
 from ..expr.nodes import Var
 from ..limits import INT32_MAX
-from ..tensor.axis import IterVar, Range
+from ..tensor.axis import IterVar, Range, has_axis
 from ..tensor.op import Operation, PlaceholderOp
 from . import scan as scan_rules, steps
 from .relations import FuseRel, SplitRel, pass_down_extents
@@ -91,12 +91,12 @@ class Stage(LoopPrimitives, AnnotationPrimitives, PlacementPrimitives, Tensorize
         whose = whose or f"stage '{self.name}'"
         if not isinstance(ivar, IterVar):
             return f"expected an axis (IterVar), got {ivar!r}", f"take the axes from s[{self.name!r}].op.axis"
-        if ivar not in self.all_iter_vars:
+        if not has_axis(self.all_iter_vars, ivar):
             owner = self.schedule._owner_of(ivar)
             where = f"belongs to stage '{owner.name}', not to {whose}" if owner else "is not an axis of this schedule"
             return (f"the axis {where}",
                     f"take the axes from s[{self.name!r}].op.axis or from this stage's own split/fuse results")
-        if ivar not in self.leaf_iter_vars:
+        if not has_axis(self.leaf_iter_vars, ivar):
             replaced = [r for r in self.relations if (isinstance(r, SplitRel) and r.parent is ivar)
                         or (isinstance(r, FuseRel) and ivar in r.axes)]
             into = ""

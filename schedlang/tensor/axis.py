@@ -54,6 +54,22 @@ class IterVar(ExprOps):
         return f"IterVar({self.var.name}, {self.dom}, {self.kind})"
 
 
+def axis_index(axes, ivar) -> int:
+    """The position of ivar in the list of IterVars axes, as axes.index(ivar) finds it (two axes
+    are equal when their variables are the same object), else -1. Without building an equality
+    expression per axis, which made `in` and index() the most costly part of replaying a schedule."""
+    var = getattr(ivar, "var", ivar)
+    for i, a in enumerate(axes):
+        if a is ivar or a.var is var:
+            return i
+    return -1
+
+
+def has_axis(axes, ivar) -> bool:
+    """Whether ivar is in the list of IterVars axes, as `ivar in axes` answers it (axis_index)."""
+    return axis_index(axes, ivar) >= 0
+
+
 def _integral(x):
     """An integral float bound (N / bn = 32.0) as an int, as TVM accepts it."""
     if isinstance(x, float):

@@ -11,6 +11,7 @@ prints the schedule as Python, every IR level and the mismatch.
 from __future__ import annotations
 
 import collections
+import functools
 import json
 
 import numpy as np
@@ -166,11 +167,16 @@ def test_every_program_is_run():
 
 # ---- the generator itself -----------------------------------------------------------------
 
+@functools.lru_cache(maxsize=None)
 def _all_generated():
+    """(program, seed, schedule) of every case of the sweep, generated once for the tests below
+    (which read the schedules and never change them)."""
+    out = []
     for name, n in CASES.items():
         for index in range(n):
             seed = case_seed(name, index)
-            yield name, seed, Generator(PROGRAMS[name], seed).run()
+            out.append((name, seed, Generator(PROGRAMS[name], seed).run()))
+    return tuple(out)
 
 
 def test_generator_is_deterministic():
