@@ -4,11 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-import ml_dtypes
 import numpy as np
 
 # "bfloat" is bfloat16 (TVM's kDLBfloat): float32's exponent with an 8-bit significand. numpy
-# has no such type; ml_dtypes provides it (and registers the name "bfloat16" with numpy).
+# has no such type; ml_dtypes provides it (and registers the name "bfloat16" with numpy) when
+# first needed (numpy_bfloat16).
 _KINDS = {"float": (16, 32, 64), "bfloat": (16,), "int": (8, 16, 32, 64), "uint": (8, 16, 32, 64), "bool": (1,)}
 
 
@@ -90,8 +90,17 @@ class DType:
     @property
     def numpy(self) -> np.dtype:
         if self.is_bfloat:
-            return np.dtype(ml_dtypes.bfloat16)
+            return numpy_bfloat16()
         return np.dtype(np.bool_ if self.is_bool else f"{self.kind}{self.bits}")
+
+
+def numpy_bfloat16() -> np.dtype:
+    """numpy's bfloat16 (ml_dtypes'). Imported here, on first use, not with schedlang: the
+    import registers its types and ufuncs with numpy, 1.6 s of CPU on a Zen 3 (numpy itself
+    0.25 s), which every process would pay (auto-scheduler workers, the CLI) for a type most
+    never use. After the first call numpy also knows the name: np.dtype("bfloat16")."""
+    import ml_dtypes
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 SUPPORTED = ("float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64",
@@ -135,10 +144,11 @@ def to_bfloat16(values) -> np.ndarray:
     ml_dtypes' own int and float64 casts round once from 0.7 on and through float32 before,
     so every conversion to bfloat16 in schedlang goes through here, not through astype."""
     values = np.asarray(values)
-    if values.dtype == np.dtype(ml_dtypes.bfloat16):
+    bf16 = numpy_bfloat16()
+    if values.dtype == bf16:
         return values
     with np.errstate(over="ignore"):
-        return values.astype(np.float32).astype(ml_dtypes.bfloat16)
+        return values.astype(np.float32).astype(bf16)
 
 float16 = DType("float", 16)
 float32 = DType("float", 32)

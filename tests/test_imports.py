@@ -11,14 +11,14 @@ import pathlib
 import subprocess
 import sys
 
-HEAVY = ("torch", "llvmlite", "lightgbm", "dask", "numba", "cuda", "sklearn", "matplotlib", "onnxruntime",
+HEAVY = ("torch", "llvmlite", "ml_dtypes", "lightgbm", "dask", "numba", "cuda", "sklearn", "matplotlib", "onnxruntime",
          "schedlang.torch", "schedlang.target.llvm", "schedlang.target.cuda", "schedlang.target.c")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "schedlang"
 
 # Modules a function may import when it runs: heavy optional packages, the modules that load
 # llvmlite or CUDA, the CUDA emulator, and the frontend (whose modules may import torch).
-LAZY = ("torch", "llvmlite", "lightgbm", "dask", "distributed", "numba", "cuda", "matplotlib", "tqdm",
+LAZY = ("torch", "llvmlite", "ml_dtypes", "lightgbm", "dask", "distributed", "numba", "cuda", "matplotlib", "tqdm",
         "schedlang.torch", "schedlang.target.llvm.jit", "schedlang.target.llvm.cpus",
         "schedlang.target.llvm.cached", "schedlang.target.cuda.gpu", "schedlang.target.simt",
         "schedlang.autoschedule.dask_measure",
@@ -48,6 +48,28 @@ def test_import_schedlang_and_its_cli_loads_no_heavy_dependency():
             f"print(json.dumps([m for m in {list(HEAVY)!r} if m in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_bfloat16_in_a_process_that_never_imported_ml_dtypes():
+    """bfloat16 works where nothing imported ml_dtypes first (schedlang loads it when a
+    bfloat16 value is first needed: dtypes.numpy_bfloat16): a kernel rounding to bfloat16,
+    its output allocated from sl.dtype("bfloat16").numpy, and numpy then knows the name."""
+    code = """if True:
+        import sys
+        import numpy as np
+        import schedlang as sl
+        assert "ml_dtypes" not in sys.modules
+        A = sl.placeholder((5,), name="A")
+        B = sl.compute((5,), lambda i: A[i].astype("bfloat16"), name="B")
+        f = sl.build(sl.create_schedule(B.op), [A, B], target="llvm")
+        a = np.array([0.5, 1.0, 1 + 2**-9, 3.0, -2.0], dtype=np.float32)
+        b = np.zeros(5, dtype=sl.dtype("bfloat16").numpy)
+        f(a, b)
+        print(b.astype(np.float32).tolist(), np.dtype("bfloat16").itemsize)
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[0.5,", "1.0,", "1.0,", "3.0,", "-2.0]", "2"]
 
 
 def _local_imports(path: pathlib.Path):

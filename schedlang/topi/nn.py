@@ -6,6 +6,8 @@ The names of stages, reduce axes and loop variables are fixed (a schedule names 
 generated code shows them); every function takes the output's name."""
 from __future__ import annotations
 
+import numpy as np
+
 import schedlang as sl
 
 REDUCERS = ("sum", "max", "min", "prod")
@@ -91,7 +93,6 @@ def pack_conv_weights(w, width: int):
     """Weights w[F, C, R, S] (numpy) as the blocks conv2d_nchw_prepacked reads:
     [ceil(F / width), C, R, S, width], output channel f at [f // width, ..., f % width], the
     last block's columns past F zero."""
-    import numpy as np
     f = w.shape[0]
     blocks = -(-f // width)
     out = np.zeros((blocks * width,) + w.shape[1:], dtype=w.dtype)
