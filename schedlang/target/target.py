@@ -15,6 +15,7 @@ import platform
 import re
 import typing
 from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 from typing import ClassVar, Dict, Optional, Union
 
 _FEATURE = re.compile(r"[+-][A-Za-z0-9_.-]+$")
@@ -284,13 +285,20 @@ def _replace(kind: str, options: Options, changes: Dict[str, object]) -> Options
     return replace(options, **changes)
 
 
+@lru_cache(maxsize=None)
+def _type_hints(cls) -> Dict[str, object]:
+    """The option class's field types. Cached: typing.get_type_hints evaluates every
+    annotation each time (~0.5 ms, and every Target(...) and with_options parses its kind)."""
+    return typing.get_type_hints(cls)
+
+
 def _parse(spec: str):
     """(kind, {field: value}) of a TVM-style target string "kind -flag=value -flag ..."."""
     words = spec.split()
     if not words or words[0] not in OPTIONS:
         raise ValueError(f"unknown target {spec!r}; use 'llvm' (the CPU), 'cuda' or 'c' (C99 for the CPU)")
     cls = OPTIONS[words[0]]
-    hints = typing.get_type_hints(cls)
+    hints = _type_hints(cls)
     values: Dict[str, object] = {}
     for word in words[1:]:
         m = re.fullmatch(r"--?([A-Za-z][A-Za-z0-9_-]*)(?:=(.*))?", word)

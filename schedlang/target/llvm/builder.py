@@ -1,7 +1,14 @@
 """A tiny writer of textual LLVM IR for one function: SSA names, blocks, entry allocas."""
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List
+
+# Instructions without side effects (their value depends only on their operands): one emitted
+# twice in a block gives the same value, so the second emit reuses the first's name.
+PURE = frozenset({"add", "sub", "mul", "shl", "lshr", "ashr", "and", "or", "xor", "sext", "zext", "trunc",
+                  "getelementptr", "insertelement", "extractelement", "shufflevector", "icmp", "fcmp",
+                  "select", "fadd", "fsub", "fmul", "fneg", "sitofp", "uitofp", "fptosi", "fptoui",
+                  "fpext", "fptrunc", "bitcast", "ptrtoint", "inttoptr"})
 
 
 class FunctionText:
@@ -15,6 +22,7 @@ class FunctionText:
         self.lines: List[str] = []
         self.counter = 0
         self.block = "entry"
+        self._pure: Dict[str, str] = {}     # text -> name of a pure instruction of this block
 
     def fresh(self, hint: str = "t") -> str:
         self.counter += 1
@@ -27,8 +35,16 @@ class FunctionText:
         return self.fresh(hint)[1:]
 
     def emit(self, text: str, hint: str = "t") -> str:
-        """Emit `name = text` and return the name."""
+        """Emit `name = text` and return the name; a pure instruction already emitted in this
+        block is not emitted again: its name is returned."""
+        pure = text.split(" ", 1)[0] in PURE
+        if pure:
+            hit = self._pure.get(text)
+            if hit is not None:
+                return hit
         name = self.fresh(hint)
+        if pure:
+            self._pure[text] = name
         self.lines.append(f"  {name} = {text}")
         return name
 
@@ -38,6 +54,7 @@ class FunctionText:
     def start_block(self, label: str) -> None:
         self.lines.append(f"{label}:")
         self.block = label
+        self._pure = {}
 
     def alloca(self, text: str, hint: str) -> str:
         name = self.fresh(hint)
