@@ -16,31 +16,50 @@ column tiles.
 from __future__ import annotations
 
 from ..target.target import Target
-from .conv_schedules import _input_outweighs_weights, _local_sums, nchwc_tile, tile_sums
+from .conv_schedules import _local_sums, nchwc_choice, tile_sums
 from .schedules import _fuse, static
 
 
 def schedule_padded_conv_cpu(s, group, target: Target) -> None:
-    """Schedule the kernel group (group.pad set, dense NCHWc convolutions) for a CPU target."""
+    """Schedule the kernel group (group.pad set, dense NCHWc convolutions) for a CPU target:
+    the register tile, row tile and 1x1 reduction chunks of _conv_nchwc_cpu (nchwc_choice),
+    a task being rt padded rows (a row tile) of one channel tile or of a group of them."""
     pad, y = s[group.pad], s[group.anchor]
     n, cb, hp, wp, lane = pad.op.axis
     yn, ycb, yh, yw, ylane = y.op.axis
-    vecs, wt = nchwc_tile(target, static(ycb.dom.extent), static(yw.dom.extent), static(ylane.dom.extent))
+    choice = nchwc_choice(target, s, group, static(ycb.dom.extent), static(yw.dom.extent),
+                          [static(yh.dom.extent)], static(ylane.dom.extent))
+    vecs, wt, rt, pointwise = choice.vecs, choice.wt, choice.rt, choice.pointwise
+    caches = _local_sums(s, group)
     co, ci = pad.split(cb, factor=vecs)
-    if target.native_registers() < 32 and _input_outweighs_weights(s, group):
-        tasks = [n, hp, co]          # an input row read once for all the channel tiles
+    rows = hp
+    if rt > 1:
+        rows, hi = pad.split(hp, factor=rt)
+    if pointwise is not None:
+        co, cti = pad.split(co, factor=pointwise[0])
+        tasks, inner = [n, co, rows], [cti]
+    elif choice.rows_outer:
+        tasks, inner = [n, rows, co], []          # an input row read once for all the channel tiles
     else:
-        tasks = [n, co, hp]
-    pad.reorder(*tasks, ci, wp, lane)
+        tasks, inner = [n, co, rows], []
+    pad.reorder(*tasks, *inner, *([hi] if rt > 1 else []), ci, wp, lane)
     task = _fuse(pad, tasks)
     pad.parallel(task)
     pad.vectorize(lane)
-    caches = _local_sums(s, group)
     y.compute_at(pad, task)
     bo, bi = y.split(ycb, factor=vecs)       # (declared extents: unroll checks them, not the row's region)
     wo, wi = y.split(yw, factor=wt)
-    y.reorder(yn, bo, yh, wo, bi, wi, ylane)
-    tile_sums(caches, y, wo, vecs, wt)
+    rows, h = [yh], []
+    if rt > 1:
+        yho, yhi = y.split(yh, factor=rt)
+        rows, h = [yho], [yhi]
+    if pointwise is not None:
+        y.reorder(yn, *rows, wo, bo, *h, bi, wi, ylane)      # the channel tiles of a group inside wo
+    else:
+        y.reorder(yn, bo, *rows, wo, *h, bi, wi, ylane)
+    tile_sums(caches, y, wo, vecs, wt, rt, None if pointwise is None else pointwise[1])
+    for a in h:
+        y.unroll(a)
     y.unroll(bi)
     y.unroll(wi)
     y.vectorize(ylane)
