@@ -194,13 +194,15 @@ class NchwcChoice(NamedTuple):
     rows_outer: bool          # output rows outside the channel tiles (_input_outweighs_weights)
 
 
-def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, width: int) -> NchwcChoice:
+def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, width: int,
+                 row_tiles: bool = True) -> NchwcChoice:
     """The tile of the kernel group's NCHWc result of blocks channel blocks of width lanes,
     rows (the extents of the spatial axes before the last) by cols: the choices of
-    _conv_nchwc_cpu and of the kernels writing a padded result (pad_schedules.py). Called
-    before _local_sums: it reads group.convs, which caching inlines."""
+    _conv_nchwc_cpu and of the kernels writing a padded result (pad_schedules.py; with
+    row_tiles False, one row a tile). Called before _local_sums: it reads group.convs,
+    which caching inlines."""
     vecs, wt = nchwc_tile(target, blocks, cols, width)
-    rt = row_tile(target, rows[-1] if rows else 1, vecs, wt)
+    rt = row_tile(target, rows[-1] if rows else 1, vecs, wt) if row_tiles else 1
     pointwise = _pointwise_blocks(target, s, group, blocks // vecs) if rt == 1 else None
     outweighs = target.native_registers() < 32 and _input_outweighs_weights(s, group)
     return NchwcChoice(vecs, wt, rt, pointwise, outweighs)
