@@ -159,13 +159,9 @@ def _conv_nchwc_cpu(s, group, target: Target) -> None:
     from .schedules import static
     out = s[group.anchor]
     n, cb, *spatial, lane = out.op.axis
-    blocks, cols = static(cb.dom.extent), static(spatial[-1].dom.extent)
-    vecs, wt = nchwc_tile(target, blocks, cols, static(lane.dom.extent))
-    rows = [static(a.dom.extent) for a in spatial[:-1]]
-    rt = row_tile(target, rows[-1] if rows else 1, vecs, wt)
-    # (group.convs read before _local_sums caches and inlines them: then the property is empty)
-    pointwise = _pointwise_blocks(target, s, group, blocks // vecs) if rt == 1 else None
-    outweighs = target.native_registers() < 32 and _input_outweighs_weights(s, group)
+    vecs, wt, rt, pointwise, outweighs = nchwc_choice(
+        target, s, group, static(cb.dom.extent), static(spatial[-1].dom.extent),
+        [static(a.dom.extent) for a in spatial[:-1]], static(lane.dom.extent))
     caches = _local_sums(s, group)
     co, ci = out.split(cb, factor=vecs)
     wo, wi = out.split(spatial[-1], factor=wt)
@@ -186,6 +182,30 @@ def _conv_nchwc_cpu(s, group, target: Target) -> None:
     for h in hi:
         out.unroll(h)
     out.vectorize(lane)
+
+
+class NchwcChoice(NamedTuple):
+    """The tile choices of a kernel of NCHWc convolutions (nchwc_choice)."""
+
+    vecs: int                 # channel blocks of the register tile (nchwc_tile)
+    wt: int                   # its columns
+    rt: int                   # its rows (row_tile)
+    pointwise: Optional[Tuple[int, list]]   # 1x1 reduction chunks (_pointwise_blocks), or None
+    rows_outer: bool          # output rows outside the channel tiles (_input_outweighs_weights)
+
+
+def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, width: int,
+                 row_tiles: bool = True) -> NchwcChoice:
+    """The tile of the kernel group's NCHWc result of blocks channel blocks of width lanes,
+    rows (the extents of the spatial axes before the last) by cols: the choices of
+    _conv_nchwc_cpu and of the kernels writing a padded result (pad_schedules.py; with
+    row_tiles False, one row a tile). Called before _local_sums: it reads group.convs,
+    which caching inlines."""
+    vecs, wt = nchwc_tile(target, blocks, cols, width)
+    rt = row_tile(target, rows[-1] if rows else 1, vecs, wt) if row_tiles else 1
+    pointwise = _pointwise_blocks(target, s, group, blocks // vecs) if rt == 1 else None
+    outweighs = target.native_registers() < 32 and _input_outweighs_weights(s, group)
+    return NchwcChoice(vecs, wt, rt, pointwise, outweighs)
 
 
 def row_tile(target: Target, rows: int, vecs: int, wt: int) -> int:

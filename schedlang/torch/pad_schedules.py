@@ -9,38 +9,51 @@ copy of its result the next convolution reads (fuse.Group.pad, pad_fusion.py):
 
 The row of the kernel's result stays in a local buffer (vecs * W * L values: 3.5 KiB for
 ResNet's 56 columns of two blocks of 8), from which the padded row is written: the result
-is never written to memory and read back by a kernel of its own. The register tiles are
-those of conv_schedules._conv_nchwc_cpu (nchwc_tile), computed at the loop over a row's
-column tiles.
+is never written to memory and read back by a kernel of its own. The register tiles and
+1x1 reduction chunks are those of conv_schedules._conv_nchwc_cpu (nchwc_choice), one row a
+tile, computed at the loop over a row's column tiles.
 """
 from __future__ import annotations
 
 from ..target.target import Target
-from .conv_schedules import _input_outweighs_weights, _local_sums, nchwc_tile, tile_sums
+from .conv_schedules import _local_sums, nchwc_choice, tile_sums
 from .schedules import _fuse, static
 
 
 def schedule_padded_conv_cpu(s, group, target: Target) -> None:
-    """Schedule the kernel group (group.pad set, dense NCHWc convolutions) for a CPU target."""
+    """Schedule the kernel group (group.pad set, dense NCHWc convolutions) for a CPU target:
+    the register tile and 1x1 reduction chunks of _conv_nchwc_cpu (nchwc_choice), a task
+    being a padded row of one channel tile or of a group of them. One row a tile: a tile of
+    two padded rows straddles the border (rows -1 and 0 of the result), and the guard of
+    each row's sums sits inside the reduction; ResNet-18's 3x3 layers at 7x7 lost 0.89-0.99x
+    with two-row tiles here (Zen 3, one thread, CPU time, loaded; A/B in one process)."""
     pad, y = s[group.pad], s[group.anchor]
     n, cb, hp, wp, lane = pad.op.axis
     yn, ycb, yh, yw, ylane = y.op.axis
-    vecs, wt = nchwc_tile(target, static(ycb.dom.extent), static(yw.dom.extent), static(ylane.dom.extent))
+    choice = nchwc_choice(target, s, group, static(ycb.dom.extent), static(yw.dom.extent),
+                          [static(yh.dom.extent)], static(ylane.dom.extent), row_tiles=False)
+    vecs, wt, pointwise = choice.vecs, choice.wt, choice.pointwise
+    caches = _local_sums(s, group)
     co, ci = pad.split(cb, factor=vecs)
-    if target.native_registers() < 32 and _input_outweighs_weights(s, group):
-        tasks = [n, hp, co]          # an input row read once for all the channel tiles
+    if pointwise is not None:
+        co, cti = pad.split(co, factor=pointwise[0])
+        tasks, inner = [n, co, hp], [cti]
+    elif choice.rows_outer:
+        tasks, inner = [n, hp, co], []          # an input row read once for all the channel tiles
     else:
-        tasks = [n, co, hp]
-    pad.reorder(*tasks, ci, wp, lane)
+        tasks, inner = [n, co, hp], []
+    pad.reorder(*tasks, *inner, ci, wp, lane)
     task = _fuse(pad, tasks)
     pad.parallel(task)
     pad.vectorize(lane)
-    caches = _local_sums(s, group)
     y.compute_at(pad, task)
     bo, bi = y.split(ycb, factor=vecs)       # (declared extents: unroll checks them, not the row's region)
     wo, wi = y.split(yw, factor=wt)
-    y.reorder(yn, bo, yh, wo, bi, wi, ylane)
-    tile_sums(caches, y, wo, vecs, wt)
+    if pointwise is not None:
+        y.reorder(yn, yh, wo, bo, bi, wi, ylane)      # the channel tiles of a group inside wo
+    else:
+        y.reorder(yn, bo, yh, wo, bi, wi, ylane)
+    tile_sums(caches, y, wo, vecs, wt, 1, None if pointwise is None else pointwise[1])
     y.unroll(bi)
     y.unroll(wi)
     y.vectorize(ylane)

@@ -1,7 +1,9 @@
 """A convolution's zero-padded input written by the kernel producing it (schedlang/torch/
 pad_fusion.py, fuse.Group.pad, pad_schedules.py): no pad kernel of its own between blocked
 convolutions, dense and depthwise readers, stride 1 and 2, a residual add reading the padded
-tensor's interior, odd sizes; numerics against eager torch in bounds-checked AVX2 builds."""
+tensor's interior, odd sizes; the register tile and 1x1 reduction chunks of the unpadded
+kernels (conv_schedules.nchwc_choice); numerics against
+eager torch in bounds-checked AVX2 builds."""
 from __future__ import annotations
 
 import warnings
@@ -13,6 +15,7 @@ import torch.nn.functional as F
 
 import schedlang as sl
 import schedlang.torch as st
+from schedlang.torch.conv_schedules import nchwc_choice
 from schedlang.torch.fuse import fuse
 from schedlang.torch.pad_fusion import CONV_PAD_TAG
 from schedlang.torch.schedules import default_schedule
@@ -141,3 +144,46 @@ def test_an_output_that_is_also_padded_keeps_its_own_buffer():
 def test_host_build_matches_eager():
     torch.manual_seed(5)
     _check(Dense(3, 16, 1), torch.randn(1, 3, 14, 14), target=sl.Target.create("llvm"))
+
+
+class PaddedTiles(nn.Module):
+    """A 1x1 of a long reduction (144 channels: 18 blocks, chunks of 9) and a 3x3 each writing the
+    next 3x3's padded input, the last 3x3 with a residual add reading the padded interior."""
+
+    def __init__(self, cin: int, wide: int, c: int):
+        super().__init__()
+        self.c0 = nn.Conv2d(cin, wide, 1)
+        self.c1, self.b1 = nn.Conv2d(wide, c, 1, bias=False), random_batch_norm(c)
+        self.c2, self.b2 = nn.Conv2d(c, c, 3, 1, 1, bias=False), random_batch_norm(c)
+        self.c3 = nn.Conv2d(c, c, 3, 1, 1)
+        self.eval()
+
+    def forward(self, x):
+        y = F.relu(self.b1(self.c1(F.relu(self.c0(x)))))
+        z = F.relu(self.b2(self.c2(y)))
+        return self.c3(z) + z
+
+
+def _padded_choices(cm, target):
+    """nchwc_choice of each kernel of cm that writes a padded result (fuse.Group.pad)."""
+    out = []
+    for part in cm.program.parts:
+        s = sl.create_schedule([t.op for _, t in part.outputs])
+        for g in fuse(s):
+            if g.pad is not None and g.convs:
+                yn, ycb, yh, yw, ylane = s[g.anchor].op.axis
+                out.append(nchwc_choice(target, s, g, ycb.dom.extent, yw.dom.extent, [yh.dom.extent],
+                                        ylane.dom.extent, row_tiles=False))
+    return out
+
+
+@pytest.mark.parametrize("hw", [(7, 7), (5, 9), (5, 3)])
+def test_padded_kernels_take_the_unpadded_tiles(hw):
+    """One row a tile (a tile of two would straddle the border: guards inside the reduction),
+    the 1x1 in reduction chunks; odd heights and widths."""
+    torch.manual_seed(sum(hw))
+    cm = _check(PaddedTiles(3, 144, 16), torch.randn(1, 3, *hw))
+    choices = _padded_choices(cm, AVX2_CHECKED)
+    assert len(choices) == 2
+    assert sum(c.pointwise is not None for c in choices) == 1      # the 1x1's kernel, not the 3x3's
+    _check(PaddedTiles(3, 144, 16), torch.randn(1, 3, *hw), target=AVX2)
