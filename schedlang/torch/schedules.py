@@ -499,6 +499,8 @@ def _matmul_nt(s, anchor, matmuls, lanes_: int, target: Target) -> None:
         ko, ki = mm.split(k, factor=_k_vector(k, lanes_))
         partials.append(s[s.rfactor(mm.op.output(0), ki, factor_axis=len(mm.op.axis))])
     rows, cols, block = nt_tile(target)
+    if block:                           # fused matmuls (gate and up) share the 16 registers
+        cols = max(1, cols // len(matmuls))
     mr, nr = _tile_sizes(anchor, rows, cols)
     if mr <= MR // 2 and mr < rows:     # one or two rows (a decode step): more columns instead
         mr, nr = _tile_sizes(anchor, mr, min(2 * NT_TILE, rows * cols // mr))

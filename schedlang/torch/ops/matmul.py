@@ -4,7 +4,7 @@ The reduction accumulates in float32 for float16/bfloat16 (as torch's CPU kernel
 a bias, alpha/beta and the cast back are an elementwise stage after it (`<name>_mm`
 then `<name>`), which fusion puts in the matmul's kernel. linear reads its weight
 [N, K] as it is stored (no transposed copy), or, on the CPU when the weight is a
-parameter and reads_weight_in_place says so, as [N / nr, K, nr] panels the compiled
+parameter and reads_weight_in_place says no, as [N / nr, K, nr] panels the compiled
 module packs once (prepack.py), so the kernel reads B contiguously along its output
 columns."""
 from __future__ import annotations
@@ -21,7 +21,6 @@ from .common import axis_names, broadcast_shape, compute, is_one, read_broadcast
 from .registry import Unsupported, register_lowering
 
 IN_PLACE_ROWS = 8        # a Linear of at most this many rows reads its weight in place (AVX2)
-IN_PLACE_K = 2048        # as does one whose weight rows are at least this long (AVX2)
 
 
 def _operands(op: str, *tensors: sl.Tensor) -> str:
@@ -172,12 +171,14 @@ def reads_weight_in_place(target, m, k) -> bool:
     the first call (time and first-touched pages) nor to keep (memory). Measured
     (benchmarks/linear_inplace.py, one Zen 3 core, AVX2, CPU time; in place / packed time):
     M = 1 and 8 at K = 2048 and 5632: 0.60-0.83 (in place faster); M = 128 at K = 2048 and
-    5632 (Llama): 1.01-1.07; M = 128 at K = 768 (BERT-base): 1.06-1.10, and at K = 3072
-    1.02. So on AVX2: in place for at most IN_PLACE_ROWS rows or K >= IN_PLACE_K. AVX-512
-    (32 registers, a 4 x 4 tile) is not measured: it keeps packing."""
+    5632 (Llama's shapes): 1.01-1.07, at K = 768 (BERT-base) 1.06-1.10. But the whole Llama
+    "full" (M = 128) read in place took 2.5-2.7 s of CPU per forward against 1.6-1.8 packed
+    (not yet explained: its fused or lm-head kernels), so on AVX2 only a Linear of at most
+    IN_PLACE_ROWS rows reads in place. AVX-512 (32 registers, a 4 x 4 tile) is not measured:
+    it keeps packing."""
     if target.native_registers() >= 32:
         return False
-    return (m is not None and m <= IN_PLACE_ROWS) or k >= IN_PLACE_K
+    return m is not None and m <= IN_PLACE_ROWS
 
 
 def _padded_shape(target, shape: tuple, nr: int) -> tuple:
