@@ -54,6 +54,7 @@ MR_MAX = 8               # the most rows of one
 NR = 16                  # columns of a matmul register tile, at least one native vector
 NR_VECTORS = 2           # native vectors across a register tile where NR is narrower
 NT_TILE = 4              # columns of a k-vector (dot product) matmul tile
+NT_BLOCK = 16            # column tiles of such a tile's L2 block (16 vector registers)
 LONG_ROW = 4096          # a reduction this long is worth splitting over the cores
 CUDA_THREADS = 256       # threads per block for pointwise kernels
 CUDA_ROW_THREADS = 64    # threads (rows) per block for reductions
@@ -437,7 +438,7 @@ def schedule_matmul_cpu(s: Schedule, anchor, matmuls: List, target: Target) -> N
         rows = tail_free_rows(register_rows(target, nr), _extent(s[matmuls[0]].op.axis[-2]))
         _matmul_nn(s, s[anchor], [s[m] for m in matmuls], rows, nr)
     else:
-        _matmul_nt(s, s[anchor], [s[m] for m in matmuls], lanes_)
+        _matmul_nt(s, s[anchor], [s[m] for m in matmuls], lanes_, target)
 
 
 def _tile_anchor(anchor, mr: int, nr: int):
@@ -475,16 +476,41 @@ def _k_vector(k, lanes_: int) -> int:
     return min(lanes_, n)
 
 
-def _matmul_nt(s, anchor, matmuls, lanes_: int) -> None:
+def nt_tile(target: Target) -> tuple:
+    """(rows, columns, column block) of a k-vector matmul register tile. With 32 vector
+    registers (AVX-512): MR x NT_TILE, 16 accumulators beside a vector of each row and column.
+    With 16 (AVX2): MR x NT_TILE / 2, 8 accumulators, so the vectors of a row of A and of a
+    column of W fit beside them, and the column tiles in blocks of NT_BLOCK (the block's
+    rows of W stay in L2 while every row tile of A passes, A's tile in L1). Measured
+    (benchmarks/linear_inplace.py, one Zen 3 core, CPU time, M = 128): 4 x 4 spilled and ran
+    at 55-60 % of the packed kernel's speed; 4 x 2 in blocks of 16: 91-99 %; 4 x 3, 3 x 3,
+    2 x 4 and blocks of 8 or 32 no better."""
+    if target.native_registers() >= 32:
+        return MR, NT_TILE, 0
+    return MR, NT_TILE // 2, NT_BLOCK
+
+
+def _matmul_nt(s, anchor, matmuls, lanes_: int, target: Target) -> None:
+    """Both operands contiguous along k (A[i, k] * W[j, k]): an mr x nr tile of k-vector
+    accumulators (rfactor over k lanes), summed across lanes once per output (nt_tile)."""
     partials = []
     for mm in matmuls:                  # rfactor first: it resets the loops of the stage it factors
         (k,) = mm.op.reduce_axis
         ko, ki = mm.split(k, factor=_k_vector(k, lanes_))
         partials.append(s[s.rfactor(mm.op.output(0), ki, factor_axis=len(mm.op.axis))])
-    mr, nr = _tile_sizes(anchor, MR, NT_TILE)
-    if mr <= MR // 2:                   # one or two rows (a decode step): more columns instead
-        mr, nr = _tile_sizes(anchor, mr, 2 * NT_TILE)
+    rows, cols, block = nt_tile(target)
+    if block:                           # fused matmuls (gate and up) share the 16 registers
+        cols = max(1, cols // len(matmuls))
+    mr, nr = _tile_sizes(anchor, rows, cols)
+    if mr <= MR // 2 and mr < rows:     # one or two rows (a decode step): more columns instead
+        mr, nr = _tile_sizes(anchor, mr, min(2 * NT_TILE, rows * cols // mr))
     batch, yo, xo, xi, yi = _tile_anchor(anchor, mr, nr)
+    tile_at, parallel = xo, batch + [yo, xo]
+    if block and static(_extent(anchor.op.axis[-1])) is not None \
+            and static(_extent(anchor.op.axis[-1])) > block * nr:
+        yb, yo = anchor.split(yo, factor=block)
+        anchor.reorder(*batch, yb, xo, yo, xi, yi)
+        tile_at, parallel = yo, batch + [yb, xo]
     for mm, rf in zip(matmuls, partials):
         *rb, ri, rj, lane = rf.op.axis
         rio, rii = rf.split(ri, factor=mr)
@@ -493,12 +519,12 @@ def _matmul_nt(s, anchor, matmuls, lanes_: int) -> None:
         rf.unroll(rii)
         rf.unroll(rji)
         rf.vectorize(lane)
-        rf.compute_at(anchor, xo)
+        rf.compute_at(anchor, tile_at)
         if mm is not anchor:
-            mm.compute_at(anchor, xo)
+            mm.compute_at(anchor, tile_at)
     if not isinstance(anchor.op.body, Reduce):
         anchor.vectorize(yi)
-    anchor.parallel(_fuse(anchor, batch + [yo, xo]))
+    anchor.parallel(_fuse(anchor, parallel))
 
 
 # ---- CUDA ------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ class MLP(nn.Module):
 
 
 MODELS = {
-    "mlp": (MLP, (5, 48)),
+    "mlp": (MLP, (12, 48)),                        # rows enough to pack (ops/matmul.reads_weight_in_place)
     "gated_mlp": (GatedMLP, (2, 7, 64)),           # a 3-d input: views around each linear
     "bert": (lambda: zoo.BertLayer(dim=64, heads=4, hidden=96), (1, 16, 64)),
     "llama": (lambda: zoo.LlamaLayer(dim=64, heads=4, hidden=96), (1, 16, 64)),
@@ -83,7 +83,7 @@ def test_both_paths_build_the_same_kernels(frozen_graphs, name):
 def test_inference_mode_freezes_too(frozen_graphs):
     torch.manual_seed(0)
     model = GatedMLP().eval()
-    x = torch.randn(4, 64)
+    x = torch.randn(12, 64)         # rows enough that the weights are packed (ops/matmul.reads_weight_in_place)
     with torch.inference_mode():
         got = torch.compile(model, backend="schedlang", dynamic=False)(x)
         want = model(x)

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 import schedlang as sl
 import schedlang.torch as slt
+from schedlang.torch.ops import matmul
 from schedlang.torch.prepack import pack
 from schedlang.torch.zoo import SwiGLUMLP
 
@@ -49,12 +50,28 @@ def test_pack_layout():
     assert not p[2, :, 5:].any(), "rows past N are zero"
 
 
-@pytest.mark.parametrize("m,k,n", [(37, 129, 37), (5, 16, 129), (1, 7, 3), (64, 33, 17)])
+@pytest.mark.parametrize("m,k,n", [(37, 129, 37), (5, 16, 129), (1, 7, 3), (64, 33, 17), (2, 2053, 70),
+                                   (9, 131, 77)])
 @pytest.mark.parametrize("bias", [False, True])
-def test_linear_odd_shapes(m, k, n, bias):
+@pytest.mark.parametrize("in_place", [False, True])
+def test_linear_odd_shapes(m, k, n, bias, in_place, monkeypatch):
+    """Packed and read in place (ops/matmul.reads_weight_in_place forced each way): tails of
+    M, N and K of both register tiles, N past a block of the in-place kernel's column tiles."""
+    monkeypatch.setattr(matmul, "reads_weight_in_place", lambda *a: in_place)
     torch.manual_seed(0)
     cm = check(nn.Linear(k, n, bias=bias).eval(), torch.randn(m, k))
-    assert [s.source for s in cm.program.packs.values()] == ["weight"]
+    assert [s.source for s in cm.program.packs.values()] == ([] if in_place else ["weight"])
+
+
+def test_in_place_where_measured_faster():
+    """On AVX2 a few rows read the weight in place; AVX-512 packs."""
+    avx2 = sl.Target.create("llvm -mcpu=haswell")
+    assert matmul.reads_weight_in_place(avx2, 1, 768) and matmul.reads_weight_in_place(avx2, 8, 5632)
+    assert not matmul.reads_weight_in_place(avx2, 128, 2048) and not matmul.reads_weight_in_place(avx2, None, 768)
+    assert not matmul.reads_weight_in_place(sl.Target.create("llvm -mcpu=skylake-avx512"), 1, 2048)
+    torch.manual_seed(0)
+    cm = check(nn.Linear(2048, 5).eval(), torch.randn(3, 2048))
+    assert not cm.program.packs or HOST.native_registers() >= 32
 
 
 def test_swiglu_and_residual_epilogues_stay_fused():
@@ -85,10 +102,11 @@ def test_weight_that_is_an_input_is_not_packed():
 def test_packed_once_and_again_when_the_parameter_changes():
     torch.manual_seed(0)
     lin = nn.Linear(20, 33).eval()
-    x = torch.randn(4, 20)
+    x = torch.randn(16, 20)         # rows enough that the weight is packed (ops/matmul.reads_weight_in_place)
     cm = slt.compile(lin, (x,))
     cm(x)
     made = dict(cm._packs._made)
+    assert made
     cm(x)
     assert all(cm._packs._made[n][1] is made[n][1] for n in made), "a second call packs again"
     with torch.no_grad():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import schedlang as sl
-from schedlang.torch.schedules import default_schedule
+from schedlang.torch.schedules import default_schedule, nt_tile
 from tests.helpers import CHECKED, assert_close, assert_matches_reference, random_input
 from tests.torch import frontend_like as P
 
@@ -142,7 +142,8 @@ def test_linear_epilogue_fused_into_the_register_tile(act):
     assert_matches_reference(s, args)
     tile = tile_text(s, args)
     assert tile.count("parallel") == 1, "the epilogue is a kernel of its own"
-    assert re.search(rf"alloc mm\.rf: f32\[4, 4, {F32}\] local", tile), tile
+    mr, nr, _ = nt_tile(HOST)             # 4 x 4 with 32 vector registers, 4 x 2 with 16
+    assert re.search(rf"alloc mm\.rf: f32\[{mr}, {nr}, {F32}\] local", tile), tile
     assert f"vectorized k.inner in 0..{F32}:" in tile and "unrolled" in tile
 
 
@@ -163,7 +164,9 @@ def test_matmul_tiles_follow_the_target():
     s, args, _ = scheduled(P.matmul_nn, 64, 64, 64, target=avx512)
     assert "alloc mm.global: f32[8, 32]" in tile_text(s, args)     # 8 x 2 zmm accumulators
     s, args, _ = scheduled(P.linear, 64, 64, 64, target=avx2)
-    assert "alloc mm.rf: f32[4, 4, 8]" in tile_text(s, args)       # 16 ymm accumulators
+    assert "alloc mm.rf: f32[4, 2, 8]" in tile_text(s, args)       # 8 of the 16 ymm accumulate
+    s, args, _ = scheduled(P.linear, 64, 64, 64, target=avx512)
+    assert "alloc mm.rf: f32[4, 4, 16]" in tile_text(s, args)      # 16 of the 32 zmm accumulate
     s, args, _ = scheduled(P.linear, 1, 64, 64)                     # one row: a wider tile
     assert f"alloc mm.rf: f32[1, 8, {F32}]" in tile_text(s, args)
     assert_matches_reference(s, args)

@@ -64,7 +64,7 @@ def _updates():
 def test_state_changed_after_compile_is_seen(update):
     torch.manual_seed(0)
     m = Scaled().eval()
-    x = torch.randn(4, 20)
+    x = torch.randn(16, 20)         # rows enough that the weight is packed (ops/matmul.reads_weight_in_place)
     cm = slt.compile(m, (x,))
     assert cm.program.packs, "the weight is packed: a copy that must be made again"
     with torch.no_grad():

@@ -4,8 +4,9 @@ The reduction accumulates in float32 for float16/bfloat16 (as torch's CPU kernel
 a bias, alpha/beta and the cast back are an elementwise stage after it (`<name>_mm`
 then `<name>`), which fusion puts in the matmul's kernel. linear reads its weight
 [N, K] as it is stored (no transposed copy), or, on the CPU when the weight is a
-parameter, as [N / nr, K, nr] panels the compiled module packs once (prepack.py), so the
-kernel reads B contiguously along its output columns."""
+parameter and reads_weight_in_place says no, as [N / nr, K, nr] panels the compiled
+module packs once (prepack.py), so the kernel reads B contiguously along its output
+columns."""
 from __future__ import annotations
 
 from typing import Callable, Optional, Sequence, Tuple
@@ -18,6 +19,8 @@ from ..schedules import panel_width, register_rows
 from .accum import acc_and_result_names, acc_dtype, cast_stage, require_float
 from .common import axis_names, broadcast_shape, compute, is_one, read_broadcast, same_extent
 from .registry import Unsupported, register_lowering
+
+IN_PLACE_ROWS = 8        # a Linear of at most this many rows reads its weight in place (AVX2)
 
 
 def _operands(op: str, *tensors: sl.Tensor) -> str:
@@ -122,7 +125,7 @@ def linear(ctx, x, weight, bias=None):
         raise ValueError(f"linear: the bias of shape {list(bias.shape)} does not broadcast to {list(shape)}")
     acc = acc_dtype(out)
     epilogue = None if bias is None else _bias_epilogue(bias, shape, acc)
-    packed = _packed_read(ctx, weight)
+    packed = _packed_read(ctx, weight, static_rows(shape[:-1]))
     if packed is not None:
         read_w, nr = packed
         padded = _padded_shape(ctx.target, shape, nr)
@@ -135,18 +138,47 @@ def linear(ctx, x, weight, bias=None):
     return finish(ctx, p, out, epilogue)
 
 
-def _packed_read(ctx, weight) -> Optional[Tuple[Callable, int]]:
+def static_rows(lead) -> Optional[int]:
+    """The number of rows of the leading dims lead, or None when one is symbolic."""
+    rows = 1
+    for e in lead:
+        if not isinstance(e, int):
+            return None
+        rows *= e
+    return rows
+
+
+def _packed_read(ctx, weight, rows: Optional[int]) -> Optional[Tuple[Callable, int]]:
     """(weight[j, k] read from its packed panels, the panel width nr) for a parameter on a
-    target whose backend prepacks_weights (the CPU), or None."""
+    target whose backend prepacks_weights (the CPU) unless it reads it in place
+    (reads_weight_in_place), or None."""
     target = ctx.target
     if not isinstance(target, sl.Target) or not sl.get_backend(target.kind).prepacks_weights \
             or not isinstance(weight.shape[0], int):
+        return None
+    if isinstance(weight.shape[1], int) and reads_weight_in_place(target, rows, weight.shape[1]):
         return None
     nr = panel_width(target, weight.shape[0])
     packed = ctx.packed(weight, nr)
     if packed is None:
         return None
     return (lambda idx, k: packed[idx[-1] // nr, k, idx[-1] % nr]), nr
+
+
+def reads_weight_in_place(target, m, k) -> bool:
+    """Whether a Linear of m rows (None: symbolic) with a constant [N, k] weight reads it as
+    stored (schedules._matmul_nt) rather than packed in panels: no packed copy to make at
+    the first call (time and first-touched pages) nor to keep (memory). Measured
+    (benchmarks/linear_inplace.py, one Zen 3 core, AVX2, CPU time; in place / packed time):
+    M = 1 and 8 at K = 2048 and 5632: 0.60-0.83 (in place faster); M = 128 at K = 2048 and
+    5632 (Llama's shapes): 1.01-1.07, at K = 768 (BERT-base) 1.06-1.10. But the whole Llama
+    "full" (M = 128) read in place took 2.5-2.7 s of CPU per forward against 1.6-1.8 packed
+    (not yet explained: its fused or lm-head kernels), so on AVX2 only a Linear of at most
+    IN_PLACE_ROWS rows reads in place. AVX-512 (32 registers, a 4 x 4 tile) is not measured:
+    it keeps packing."""
+    if target.native_registers() >= 32:
+        return False
+    return m is not None and m <= IN_PLACE_ROWS
 
 
 def _padded_shape(target, shape: tuple, nr: int) -> tuple:
