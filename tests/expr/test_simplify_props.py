@@ -3,6 +3,8 @@ value (numpy's, bit for bit: wrap-around integers, IEEE floats with signed zeros
 never raises, and is idempotent."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,9 +24,18 @@ PROPS = settings(max_examples=50, derandomize=True, deadline=None,
 RANGES = {"small": (0, 15), "wide": (-2**20, 2**20), "edge": (2**31 - 16, 2**31 - 1)}
 
 
-def check(dt: str, data: st.DataObject, range_name: str = "small"):
+@functools.lru_cache(maxsize=None)
+def atoms_and_trees(dt: str):
+    """One Vars and one tree strategy per dtype, reused by every example: hypothesis validates a
+    strategy (a recursive one: most of a case's CPU time) once per strategy object, so a new one
+    per example paid it 50 times. The draws are the same (the strategies are equal)."""
     atoms = Vars(dt)
-    e = data.draw(trees(atoms), label="expr")
+    return atoms, trees(atoms)
+
+
+def check(dt: str, data: st.DataObject, range_name: str = "small"):
+    atoms, tree = atoms_and_trees(dt)
+    e = data.draw(tree, label="expr")
     lo, hi = RANGES[range_name]
     if atoms.dt.is_int:
         lo, hi = max(lo, atoms.dt.min_int), min(hi, atoms.dt.max_int)
