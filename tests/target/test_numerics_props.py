@@ -8,6 +8,7 @@ The integer cases divide by zero and INT_MIN by -1, which kill a process through
 a build without the guards: they run in a child process."""
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -112,10 +113,19 @@ def test_float_compute_matches_numpy_bit_for_bit(dt, data):
     check_compute(dt, data)
 
 
-def check_compute(dt, data):
+@functools.lru_cache(maxsize=None)
+def atoms_and_trees(dt: str):
+    """One Vars and one tree strategy per dtype for every example: hypothesis validates a
+    (recursive) strategy once per strategy object, which a new one per example paid each
+    time (tests/expr/test_simplify_props.py does the same). The draws are the same."""
     atoms = Vars(dt)
     atoms.loops = []                   # data only: the compute's own index is not part of the tree
-    e = data.draw(trees(atoms, max_leaves=6).filter(no_float_min_max), label="expr")
+    return atoms, trees(atoms, max_leaves=6).filter(no_float_min_max)
+
+
+def check_compute(dt, data):
+    atoms, tree = atoms_and_trees(dt)
+    e = data.draw(tree, label="expr")
     if not list(_loads(e)):
         return                         # a constant: nothing to compute per element
     a, b = inputs(atoms, data)
