@@ -43,31 +43,49 @@ def run_engines(fns: Sequence[Callable], inputs: Sequence[np.ndarray], engines=E
                 cuda_threads: int = 8) -> Dict[str, List[np.ndarray]]:
     """Each fn(*reads) as one compute over the 1-d inputs (of one length), all of them built as
     one module on each engine (one compile): engine -> the outputs, in the order of fns."""
-    n = len(inputs[0])
-    phs = [sl.placeholder((n,), dtype=_sl_dtype(x), name=f"x{i}") for i, x in enumerate(inputs)]
-    outs = [sl.compute((n,), lambda i, fn=fn: fn(*(p[i] for p in phs)), name=f"out{k}") for k, fn in enumerate(fns)]
+    return run_engines_batch([(fns, inputs)], engines, cuda_threads)[0]
+
+
+def run_engines_batch(cases: Sequence[tuple], engines=ENGINES,
+                      cuda_threads: int = 8) -> List[Dict[str, List[np.ndarray]]]:
+    """run_engines for each (fns, inputs) of cases, every case's computes built into one module
+    per engine (the shim's g++ run, 2 s of CPU, once for all of them): for each case, engine ->
+    its outputs in the order of its fns."""
+    phs, outs, feeds = [], [], []
+    for c, (fns, inputs) in enumerate(cases):
+        n = len(inputs[0])
+        p = [sl.placeholder((n,), dtype=_sl_dtype(x), name=f"x{c}_{i}") for i, x in enumerate(inputs)]
+        outs.append([sl.compute((n,), lambda i, fn=fn, p=p: fn(*(q[i] for q in p)), name=f"out{c}_{k}")
+                     for k, fn in enumerate(fns)])
+        phs += p
+        feeds += list(inputs)
+    flat = [t for case in outs for t in case]
     results = {}
     for engine in engines:
         if engine == "reference":
-            got = sl.reference(outs, dict(zip(phs, inputs)))
-            results[engine] = [np.asarray(g, t.dtype_obj.numpy) for g, t in zip(got, outs)]
+            got = sl.reference(flat, dict(zip(phs, feeds)))
+            results[engine] = [np.asarray(g, t.dtype_obj.numpy) for g, t in zip(got, flat)]
             continue
-        s = sl.create_schedule([t.op for t in outs])
+        s = sl.create_schedule([t.op for t in flat])
         if engine not in CPU_ENGINES:
-            for t in outs:
+            for t in flat:
                 bx, tx = s[t].split(t.op.axis[0], factor=cuda_threads)
                 s[t].bind(bx, sl.thread_axis("blockIdx.x"))
                 s[t].bind(tx, sl.thread_axis("threadIdx.x"))
-        mod = sl.build(s, phs + outs, target=engine if engine in CPU_ENGINES else "cuda")
-        got = [np.zeros(n, t.dtype_obj.numpy) for t in outs]
+        mod = sl.build(s, phs + flat, target=engine if engine in CPU_ENGINES else "cuda")
+        got = [np.zeros(int(t.shape[0]), t.dtype_obj.numpy) for t in flat]
         if engine in CPU_ENGINES:
-            mod(*inputs, *got)
+            mod(*feeds, *got)
         elif engine == "gpu":
-            got = _on_gpu(mod, list(inputs), got)
+            got = _on_gpu(mod, feeds, got)
         else:
-            mod.emulate(*inputs, *got, engine=engine)
+            mod.emulate(*feeds, *got, engine=engine)
         results[engine] = got
-    return results
+    split, start = [], 0
+    for case in outs:
+        split.append({engine: got[start:start + len(case)] for engine, got in results.items()})
+        start += len(case)
+    return split
 
 
 def _on_gpu(mod, inputs, outputs):

@@ -9,12 +9,14 @@ IEEE 754 defines the sign of a NaN only for the sign-bit operations (negate, abs
 an arithmetic operation returns some NaN, and LLVM treats `-0.0 - x` and `-x` alike. So NaN
 results compare bit for bit where the expression is made of sign-bit operations (SIGN_BIT),
 and as NaN otherwise; every other result compares bit for bit."""
+import functools
+
 import numpy as np
 import pytest
 
 import schedlang as sl
 from schedlang.expr.simplify import simplify
-from tests.target.engines import FLOAT_DTYPES, bits, np_dtype, run_engines, special_values
+from tests.target.engines import FLOAT_DTYPES, bits, np_dtype, run_engines, run_engines_batch, special_values
 
 pytest.importorskip("cuda.bindings")
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")   # numpy on inf and nan
@@ -72,11 +74,23 @@ def _mismatches(got, want, what, nan_bits=True):
         if at.size else []
 
 
+@functools.cache
+def _engine_results():
+    """(dtype, "unary" or "binary") -> run_engines' results for that test: every dtype's unary
+    and binary expressions built as one module per engine (one g++ run for the shim, not eight)."""
+    keys, cases = [], []
+    for dtype in FLOAT_DTYPES:
+        keys += [(dtype, "unary"), (dtype, "binary")]
+        cases += [([UNARY[n][0] for n in UNARY], [special_values(dtype)]),
+                  ([BINARY[n][0] for n in BINARY] + [sl.min, sl.max], list(_pairs(dtype)))]
+    return dict(zip(keys, run_engines_batch(cases)))
+
+
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_unary_sign_rewrites_match_numpy_bit_for_bit(dtype):
     x = special_values(dtype)
     names = list(UNARY)
-    results = run_engines([UNARY[n][0] for n in names], [x])
+    results = _engine_results()[dtype, "unary"]
     bad = []
     for k, name in enumerate(names):
         want = np.asarray(UNARY[name][1](x), np_dtype(dtype))
@@ -91,7 +105,7 @@ def test_binary_sign_rewrites_and_min_max_match_numpy(dtype):
     leaves open (its float16 and float32 loops differ), so ties of zeros compare as values."""
     x, y = _pairs(dtype)
     names = list(BINARY)
-    results = run_engines([BINARY[n][0] for n in names] + [sl.min, sl.max], [x, y])
+    results = _engine_results()[dtype, "binary"]
     ties = (x == 0) & (y == 0)
     bad = []
     for engine, got in results.items():

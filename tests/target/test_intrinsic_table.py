@@ -3,6 +3,7 @@ without a rule on some target fails here) built for llvm and for cuda (NVRTC com
 and run on llvm, the reference evaluator, and CUDA C through the shim and the SIMT interpreter,
 against numpy on ordinary and special values, for each dtype the intrinsic takes: exact
 functions bit for bit, the others within a tolerance but with numpy's sign of a zero result."""
+import functools
 import math
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 
 import schedlang as sl
 from schedlang.tensor.intrin import INTRINSICS
-from tests.target.engines import FLOAT_DTYPES, bits, np_dtype, run_engines, special_values
+from tests.target.engines import FLOAT_DTYPES, bits, np_dtype, run_engines_batch, special_values
 
 pytest.importorskip("cuda.bindings")
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")   # numpy on inf and nan
@@ -78,12 +79,37 @@ def _operands(dtype):
     return x, y, e
 
 
+def _float_names(dtype):
+    return [n for n in FLOAT if not (n in NOT_16_BIT and dtype in ("float16", "bfloat16"))]
+
+
+@functools.cache
+def _float_results():
+    """dtype -> run_engines' results of its intrinsics: every float dtype's built as one module
+    per engine (one g++ run for the shim, one NVRTC and LLVM compile, not four)."""
+    cases = [([FLOAT[n][0] for n in _float_names(dtype)] +
+              [(lambda x, y, e, p=p: getattr(sl, p)(x)) for p in PREDICATES], list(_operands(dtype)))
+             for dtype in FLOAT_DTYPES]
+    return dict(zip(FLOAT_DTYPES, run_engines_batch(cases)))
+
+
+def _int_operands(dtype):
+    info = np.iinfo(dtype)
+    return np.array([0, 1, 2, 3, 5, 127, info.max, info.min, info.max // 3, info.min + 1], dtype=dtype)
+
+
+@functools.cache
+def _bit_count_results():
+    """dtype -> run_engines' results of popcount and clz, every integer dtype in one module per engine."""
+    cases = [([sl.popcount, sl.clz], [_int_operands(dtype)]) for dtype in _INT_DTYPES]
+    return dict(zip(_INT_DTYPES, run_engines_batch(cases)))
+
+
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_float_intrinsics_on_every_engine_match_numpy(dtype):
-    names = [n for n in FLOAT if not (n in NOT_16_BIT and dtype in ("float16", "bfloat16"))]
+    names = _float_names(dtype)
     x, y, e = _operands(dtype)
-    fns = [FLOAT[n][0] for n in names] + [(lambda x, y, e, p=p: getattr(sl, p)(x)) for p in PREDICATES]
-    results = run_engines(fns, [x, y, e])
+    results = _float_results()[dtype]
     bad = []
     for k, name in enumerate(names):
         want = np.asarray(_f(FLOAT[name][1])(x, y, e), np_dtype(dtype))
@@ -108,9 +134,8 @@ def test_float_intrinsics_on_every_engine_match_numpy(dtype):
 
 @pytest.mark.parametrize("dtype", _INT_DTYPES)
 def test_bit_counts_on_every_engine_match_python(dtype):
-    info = np.iinfo(dtype)
-    x = np.array([0, 1, 2, 3, 5, 127, info.max, info.min, info.max // 3, info.min + 1], dtype=dtype)
-    results = run_engines([sl.popcount, sl.clz], [x])
+    x = _int_operands(dtype)
+    results = _bit_count_results()[dtype]
     width = np.dtype(dtype).itemsize * 8
     unsigned = [int(v) % (1 << width) for v in x]
     want = [np.array([BIT_COUNTS["popcount"](v) for v in unsigned], dtype),

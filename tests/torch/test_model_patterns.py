@@ -137,14 +137,33 @@ def test_llama_with_a_dynamic_sequence_length():
             torch.testing.assert_close(compiled(x), module(x), rtol=1e-4, atol=1e-4)
 
 
+class _Together(nn.Module):
+    """Several CASES side by side: their inputs in order, their outputs as one flat tuple (one
+    capture and one CUDA build for all of them, the graphs independent so each keeps its kernels)."""
+
+    def __init__(self, cases):
+        super().__init__()
+        self.parts = nn.ModuleList(make() for make, _ in cases)
+        self.arity = [len(inputs) for _, inputs in cases]
+
+    def forward(self, *inputs):
+        outs, start = [], 0
+        for part, n in zip(self.parts, self.arity):
+            out = part(*inputs[start:start + n])
+            outs += list(out) if isinstance(out, tuple) else [out]
+            start += n
+        return tuple(outs)
+
+
 def test_cuda_target_emulated():
     """The cuda default schedules of the new ops; the simt engine checks every access, so an
     out-of-range index is clamped in the kernel and raised by the guard."""
     pytest.importorskip("cuda.bindings")
     from .test_cuda_emulate import check_emulated, compile_cuda
-    for make, inputs in (CASES["activations"], CASES["pad_and_reduce"], CASES["bool_mask"]):
-        module = make().eval()
-        check_emulated(compile_cuda(module, inputs), module, inputs, engines=("shim",))
+    module = _Together([CASES[name] for name in ("activations", "pad_and_reduce", "bool_mask")]).eval()
+    inputs = tuple(x for _, case_inputs in (CASES["activations"], CASES["pad_and_reduce"], CASES["bool_mask"])
+                   for x in case_inputs)
+    check_emulated(compile_cuda(module, inputs), module, inputs, engines=("shim",))
     module, ids = Embed().eval(), torch.randint(0, 13, (2, 5))
     compiled = compile_cuda(module, (ids,))
     check_emulated(compiled, module, (ids,))

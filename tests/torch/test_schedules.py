@@ -1,6 +1,7 @@
 """Default schedules (schedlang/torch/schedules.py) on programs shaped like the frontend's:
 each checked against the reference evaluator (bounds-checked and normal builds), with the
 structure that makes it fast asserted on its IR."""
+import functools
 import json
 import re
 import warnings
@@ -292,18 +293,30 @@ CUDA_PROGRAMS = {
 }
 
 
+@functools.cache
+def _cuda_programs_emulated():
+    """name -> (args, outs, their arrays after the run, the reference's outputs): every program
+    of CUDA_PROGRAMS scheduled and built as one module (the programs share nothing, so each
+    keeps its kernels) and run once through the shim: one g++ run, not one per program."""
+    from tests.target.cuda.schedules import arrays_for
+    programs = {name: CUDA_PROGRAMS[name]() for name in sorted(CUDA_PROGRAMS)}
+    all_args = [a for args, _ in programs.values() for a in args]
+    all_outs = [t for _, outs in programs.values() for t in outs]
+    s = default_schedule(all_outs, "cuda")
+    arrays, feed = arrays_for(s, all_args)
+    sl.build(s, all_args, target="cuda").emulate(*arrays)
+    return {name: (args, outs, [arrays[all_args.index(a)] for a in args], sl.reference(outs, feed))
+            for name, (args, outs) in programs.items()}
+
+
 @pytest.mark.parametrize("name", sorted(CUDA_PROGRAMS))
 def test_cuda_default_schedules_emulated(name):
     pytest.importorskip("cuda.bindings")
-    from tests.target.cuda.schedules import arrays_for
     args, outs = CUDA_PROGRAMS[name]()
-    s = default_schedule(outs, "cuda")
-    mod = sl.build(s, args, target="cuda")
-    src = mod.get_source("cuda")
+    src = sl.build(default_schedule(outs, "cuda"), args, target="cuda").get_source("cuda")
     assert "blockIdx.x" in src and "threadIdx.x" in src
-    arrays, feed = arrays_for(s, args)
-    mod.emulate(*arrays)
-    for t, want in zip(outs, sl.reference(outs, feed)):
+    args, outs, arrays, wants = _cuda_programs_emulated()[name]
+    for t, want in zip(outs, wants):
         assert_close(arrays[args.index(t)], want, str(t.dtype), name=t.name)
     if name == "linear_gelu":
         assert src.count("__global__") == 1, "the matmul epilogue is a kernel of its own"
