@@ -111,7 +111,8 @@ def test_each_kernel_is_built_with_its_own_record(tmp_path):
     plain = json.loads(default_schedule(outs, cm.target).to_json())["steps"]
     tuned = json.loads(default_schedule(outs, cm.target, log=log).to_json())["steps"]
     assert tuned != plain
-    splits = [st_ for st_ in tuned if st_["primitive"] == "split" and st_["factor"] == 2]
+    # (the record's splits; a default schedule may split by 2 too: the in-place Linear's tile)
+    splits = [st_ for st_ in tuned if st_["primitive"] == "split" and st_["factor"] == 2 and st_ not in plain]
     assert len(splits) == 2                      # both calls of that kernel, by their own names
     from schedlang.schedule import create_schedule
     from schedlang.torch.fuse import fuse
