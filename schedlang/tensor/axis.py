@@ -56,18 +56,20 @@ class IterVar(ExprOps):
 
 def axis_index(axes, ivar) -> int:
     """The position of ivar in the list of IterVars axes, as axes.index(ivar) finds it (two axes
-    are equal when their variables are the same object), else -1. Without building an equality
-    expression per axis, which made `in` and index() the most costly part of replaying a schedule."""
+    are equal when their variables are the same object; ValueError when it is not there).
+    Without building an equality expression per axis, which made `in` and index() the most
+    costly part of replaying a schedule."""
     var = getattr(ivar, "var", ivar)
     for i, a in enumerate(axes):
         if a is ivar or a.var is var:
             return i
-    return -1
+    raise ValueError(f"{ivar} is not among the axes")
 
 
 def has_axis(axes, ivar) -> bool:
     """Whether ivar is in the list of IterVars axes, as `ivar in axes` answers it (axis_index)."""
-    return axis_index(axes, ivar) >= 0
+    var = getattr(ivar, "var", ivar)
+    return any(a is ivar or a.var is var for a in axes)
 
 
 def _integral(x):

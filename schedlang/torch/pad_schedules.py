@@ -25,8 +25,8 @@ def schedule_padded_conv_cpu(s, group, target: Target) -> None:
     the register tile and 1x1 reduction chunks of _conv_nchwc_cpu (nchwc_choice), a task
     being a padded row of one channel tile or of a group of them. One row a tile: a tile of
     two padded rows straddles the border (rows -1 and 0 of the result), and the guard of
-    each row's sums sits inside the reduction; ResNet-18's 3x3 layers at 7x7 lost 0.89-0.99x
-    with two-row tiles here (Zen 3, one thread, CPU time, loaded; A/B in one process)."""
+    each row's sums sits inside the reduction; ResNet-18's 3x3 layers at 7x7 ran 1.01-1.12x
+    slower with two-row tiles here (Zen 3, one thread, CPU time, loaded; A/B in one process)."""
     pad, y = s[group.pad], s[group.anchor]
     n, cb, hp, wp, lane = pad.op.axis
     yn, ycb, yh, yw, ylane = y.op.axis
