@@ -25,10 +25,7 @@ from . import workers
 from .test_records_cpu import CPU_A, CPU_B
 from .test_search import FORMULA_TARGET, _concordance
 
-# local_breadth 1, not 4: a round lowers 16 children of the elites for their features instead of
-# 64 (half of these searches' CPU time); what is checked here (records' features, the prior and
-# its weights, donors seeded as elites, warm <= 8 < fresh) is not about the elites' local search
-POLICY = SearchPolicy(population=16, generations=2, elites=4, local_breadth=1)
+POLICY = SearchPolicy(population=16, generations=2, elites=4)
 
 
 def gemm(m, n, k, target=FORMULA_TARGET, dtype="float32"):
