@@ -11,6 +11,7 @@ import torch
 
 import schedlang as sl
 from schedlang import kernel_cache
+from schedlang.dtypes import numpy_bfloat16
 from schedlang.build_pool import build_each
 from schedlang.expr.functor import substitute
 from schedlang.expr.nodes import Const, Expr
@@ -426,8 +427,7 @@ def _named_node(graph: TorchGraph, message: str):
 def _numpy_view(t):
     """A numpy array sharing the CPU tensor's storage (bfloat16 as ml_dtypes.bfloat16)."""
     if t.dtype == torch.bfloat16:
-        import ml_dtypes
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        return t.view(torch.int16).numpy().view(numpy_bfloat16())
     return t.numpy()
 
 
