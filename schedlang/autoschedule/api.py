@@ -149,21 +149,29 @@ FINAL_ROUNDS = 3         # alternating rounds of the final comparison
 
 
 def final_comparison(task: SearchTask, log: str, measurer: Measurer, count: int,
-                     progress: Optional[Progress] = None, rounds: int = FINAL_ROUNDS) -> None:
+                     progress: Optional[Progress] = None, rounds: int = FINAL_ROUNDS,
+                     with_default: bool = False) -> None:
     """Time the log's `count` fastest distinct candidates again, side by side in `rounds`
     alternating rounds, and log each once more with all its new times and "final": a time
     stamp (records.ranked puts the latest such comparison first). On a shared machine the
     search's times, taken minutes apart, drift more than the best candidates differ; times
-    taken together compare them fairly. Estimated (cuda, no GPU) records are left alone."""
+    taken together compare them fairly. Estimated (cuda, no GPU) records are left alone.
+    with_default: the task's default schedule (its record of sketch "default") is timed with
+    them whatever its first time was, so a tuned choice is never one that lost to the default
+    side by side (the default's first time may have been taken under another load)."""
     target = str(task.target)
     best, seen = [], set()
-    for rec in records.ranked(records.load(log, task.workload_key, target), final=False):
+    ranked = records.ranked(records.load(log, task.workload_key, target), final=False)
+    for rec in ranked:
         if rec.get("estimated") or rec["kernel_hash"] in seen:
             continue
         seen.add(rec["kernel_hash"])
         best.append(rec)
         if len(best) == count:
             break
+    default = next((r for r in ranked if r.get("sketch") == "default" and not r.get("estimated")), None)
+    if with_default and default is not None and default["kernel_hash"] not in seen:
+        best.append(default)
     if len(best) < 2:
         return
     if progress is not None:

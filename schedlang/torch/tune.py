@@ -212,8 +212,9 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
     `.default_s` (each task's default schedule's latency). strategy: "gradient" or "round-robin"; timeout: seconds after which no new
     round starts; per_round: measurements per round; number, repeat: timed runs per
     measurement; policy: the search's SearchPolicy; final: the fastest few of each tuned task
-    timed again side by side at the end, in 3 alternating rounds (6 runs per task for the
-    default 2, where sl.auto_schedule's 4 would cost a model of 30 tasks 360; 0: not);
+    timed again side by side at the end with the task's default schedule, in 3 alternating
+    rounds (9 runs per task for the default 2, where sl.auto_schedule's 4 would cost a model
+    of 30 tasks 360; 0: not);
     early_stopping: trials without a gain after which a task counts as converged;
     callback(RoundInfo) after each round; verbose=1 prints a line per round; worker_fn: what
     measures a candidate (measure.run_candidate by default; benchmarks/transfer.py's quick
@@ -252,7 +253,7 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
         sched.tune(trials, searches.round, per_round=per_round, timeout=timeout)
         for i, kt in enumerate(tasks):
             if sched.trials[i] and final:
-                final_comparison(kt.task, log, measurer, final)
+                final_comparison(kt.task, log, measurer, final, with_default=True)
         _check_best(tasks, log, measurer, sched)
         if verbose:
             est = sched.known_estimate()

@@ -156,3 +156,43 @@ def test_a_log_that_is_not_a_path_is_a_type_error_naming_the_caller(tmp_path):
         sl.auto_scheduler.load_records(3)
     with pytest.raises(FileNotFoundError, match="missing.jsonl"):      # a PathLike is a path
         sl.apply_best(tmp_path / "missing.jsonl", task)
+
+
+class _SideBySide:
+    """A measurer that times each candidate by its steps (the JSON text): `speeds` maps a
+    candidate's first step's stage name to its time taken side by side."""
+
+    def __init__(self, speeds):
+        self.speeds, self.timed = speeds, []
+
+    def measure(self, program_json, target, steps_jsons):
+        from schedlang.autoschedule.measure import MeasureResult
+        for steps in steps_jsons:
+            name = json.loads(steps)["steps"][0]["stage"]
+            self.timed.append(name)
+            yield MeasureResult(times=[self.speeds[name]], load=[0.0, 0.0, 0.0])
+
+
+def test_a_model_tasks_final_comparison_times_its_default_whatever_its_first_time(tmp_path):
+    """The default's first time was taken under another load (10 us): the two fastest search
+    records are timed again beside it, and side by side the default wins (1 us), so it ranks
+    first; without with_default, the default is not timed again."""
+    task = SearchTask.from_outputs([gemm()])
+    log = str(tmp_path / "r.jsonl")
+
+    def rec(stage, hash_, median, **extra):
+        steps = {"version": 1, "steps": [{"primitive": "parallel", "stage": stage, "axis": "i"}]}
+        return records.make_record(task.workload_key, str(task.target), steps, hash_, [median], None,
+                                   task.flops, **extra)
+    records.append(log, [rec("dflt", "d", 10e-6, sketch="default"), rec("a", "a", 2e-6),
+                         rec("b", "b", 3e-6), rec("c", "c", 4e-6)])
+    from schedlang.autoschedule.api import final_comparison
+    speeds = {"dflt": 1e-6, "a": 2e-6, "b": 3e-6, "c": 4e-6}
+    plain = _SideBySide(speeds)
+    final_comparison(task, log, plain, 2, rounds=1)
+    assert sorted(plain.timed) == ["a", "b"]
+    with_default = _SideBySide(speeds)
+    final_comparison(task, log, with_default, 2, rounds=1, with_default=True)
+    assert sorted(with_default.timed) == ["a", "b", "dflt"]
+    best = records.ranked(records.load(log, task.workload_key, str(task.target)))[0]
+    assert best["sketch"] == "default" and best["kernel_hash"] == "d"
