@@ -268,7 +268,8 @@ def _tile_relayout(trace: Trace, s: Schedule, st, target) -> None:
         # the tiles of v inside the rows, outside a row's column tiles (the hand kernel's order on 16
         # registers, conv_schedules._input_outweighs_weights): a row's input is read once for all
         # the channel tiles, a channel tile's weights once for all of a row's column tiles
-        outer.insert(len(outer) - 1, outer.pop(pos))
+        tiles = outer.pop(pos)          # (popped first: insert's index is taken before its argument)
+        outer.insert(len(outer) - 1, tiles)
     wb_v = trace.pick(f"{st.name}|writeback_v", lambda rng: rng.random() < 0.5, lambda x: isinstance(x, bool))
     back = [a for a in inner if a is not inner[pos]] + [inner[pos]] if wb_v else inner
     st.reorder(*outer, *back)

@@ -144,6 +144,24 @@ def _relayout_draws(target, seeds):
     return out
 
 
+@pytest.mark.parametrize("given, order", [
+    ({"conv|vec_outer_last": True}, "hwf"),
+    ({"conv|vec_outer_last": False, "conv|rows_outer": True}, "hfw"),
+    ({"conv|vec_outer_last": False, "conv|rows_outer": False}, "fhw"),
+])
+def test_each_relayout_order_decision_gives_its_loop_order(given, order):
+    """The tile loops of a tile_relayout:conv sample (no parallel fuse, so their names stay
+    apart) run in the order its decisions name: rows_outer puts the channel tiles between the
+    rows and a row's column tiles (h, f, w; it gave h, w, f: list.insert took its index before
+    the pop of its argument), vec_outer_last innermost (h, w, f), neither outermost (f, h, w)."""
+    task = _conv_task(AVX2, c=16, hw=14, f=32)
+    sketch = next(sk for sk in generate_sketches(task) if sk.name == "tile_relayout:conv")
+    s, made = sample(task, sketch, random.Random(0), {**given, "conv|par": 0, "conv|vecs": 1, "conv|reg|w": 7})
+    assert made["conv|par"] == 0 and all(made[k] == v for k, v in given.items())
+    tiles = [a.name[0] for a in s["conv"].leaf_iter_vars if a.name in ("f.outer", "h.outer", "w.outer")]
+    assert "".join(tiles) == order
+
+
 def test_avx2_conv2d_blocks_fill_16_ymm_as_the_hand_tile():
     """The conv2d 64->64 56x56 NCHWc register blocks on AVX2: every one fits 16 ymm (columns x vecs
     accumulators, the vecs weight vectors, the broadcast input), most divide their loops with at
