@@ -73,7 +73,7 @@ def _pointer(b, x, is_out: bool, shape, device: str = "cpu"):
                              + ("the llvm target needs CPU tensors" if device == "cpu" else f"it must be on {device}"))
         if x.requires_grad and is_out:
             raise ValueError(f"output '{b.name}' requires grad; pass a tensor detached from autograd")
-        got, xshape = str(x.dtype).replace("torch.", ""), tuple(x.shape)
+        got, xshape = _torch_dtype_name(x.dtype), x.shape      # a torch.Size: a tuple
         contiguous = x.is_contiguous()
         writable = True
         ptr = x.data_ptr()
@@ -83,12 +83,23 @@ def _pointer(b, x, is_out: bool, shape, device: str = "cpu"):
     if got != want:
         raise TypeError(f"argument '{b.name}' must have dtype {want}, got {got}")
     if xshape != shape:
-        raise ValueError(f"argument '{b.name}' must have shape {shape}, got {xshape}")
+        raise ValueError(f"argument '{b.name}' must have shape {shape}, got {tuple(xshape)}")
     if not contiguous:
         raise ValueError(f"argument '{b.name}' is not C-contiguous; pass np.ascontiguousarray(x) / x.contiguous()")
     if is_out and not writable:
         raise ValueError(f"output '{b.name}' is read-only")
     return ptr, nbytes
+
+
+_TORCH_DTYPE_NAMES: dict = {}
+
+
+def _torch_dtype_name(dtype) -> str:
+    """torch.float32 -> "float32" (str() of a torch dtype, once per dtype)."""
+    name = _TORCH_DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _TORCH_DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name
 
 
 def _is_torch(x) -> bool:
