@@ -36,12 +36,24 @@ def check_arguments(name: str, params: Sequence, is_output: Sequence[bool], arra
         ptr, nbytes = _pointer(b, x, is_out, shape, device)
         ptrs.append(ptr)
         spans.append((ptr, ptr + nbytes, b.name, is_out))
-    for i, (lo, hi, first, out) in enumerate(spans):
-        for lo2, hi2, second, out2 in spans[i + 1:]:
-            if (out or out2) and lo < hi2 and lo2 < hi:
+    # only pairs with an output can conflict: each output against every other argument, not all
+    # pairs (a model's module takes dozens of weights and writes one result)
+    for i, (lo, hi, _, out) in enumerate(spans):
+        if not out:
+            continue
+        for j, (lo2, hi2, _, _) in enumerate(spans):
+            if j != i and lo < hi2 and lo2 < hi:
+                first, second = spans[min(i, j)][2], spans[max(i, j)][2]
                 raise ValueError(f"arrays for '{first}' and '{second}' overlap in memory; "
                                  "an output must not share memory with another argument")
     return ptrs
+
+
+def is_on(x, device: str) -> bool:
+    """Whether the torch tensor x is on a device of type device ("cpu", "cuda"): x.is_cpu
+    for the CPU, a property read; x.device builds a torch.device object, about 10x as long
+    (a model's call checks a hundred tensors)."""
+    return x.is_cpu if device == "cpu" else x.device.type == device
 
 
 def _pointer(b, x, is_out: bool, shape, device: str = "cpu"):
@@ -56,12 +68,12 @@ def _pointer(b, x, is_out: bool, shape, device: str = "cpu"):
         ptr = x.ctypes.data
         nbytes = x.nbytes
     elif describe_type(x).startswith("torch."):
-        if x.device.type != device:
+        if not is_on(x, device):
             raise ValueError(f"argument '{b.name}' is a torch tensor on {x.device}; "
                              + ("the llvm target needs CPU tensors" if device == "cpu" else f"it must be on {device}"))
         if x.requires_grad and is_out:
             raise ValueError(f"output '{b.name}' requires grad; pass a tensor detached from autograd")
-        got, xshape = str(x.dtype).replace("torch.", ""), tuple(x.shape)
+        got, xshape = _torch_dtype_name(x.dtype), x.shape      # a torch.Size: a tuple
         contiguous = x.is_contiguous()
         writable = True
         ptr = x.data_ptr()
@@ -71,12 +83,23 @@ def _pointer(b, x, is_out: bool, shape, device: str = "cpu"):
     if got != want:
         raise TypeError(f"argument '{b.name}' must have dtype {want}, got {got}")
     if xshape != shape:
-        raise ValueError(f"argument '{b.name}' must have shape {shape}, got {xshape}")
+        raise ValueError(f"argument '{b.name}' must have shape {shape}, got {tuple(xshape)}")
     if not contiguous:
         raise ValueError(f"argument '{b.name}' is not C-contiguous; pass np.ascontiguousarray(x) / x.contiguous()")
     if is_out and not writable:
         raise ValueError(f"output '{b.name}' is read-only")
     return ptr, nbytes
+
+
+_TORCH_DTYPE_NAMES: dict = {}
+
+
+def _torch_dtype_name(dtype) -> str:
+    """torch.float32 -> "float32" (str() of a torch dtype, once per dtype)."""
+    name = _TORCH_DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _TORCH_DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name
 
 
 def _is_torch(x) -> bool:
@@ -90,7 +113,7 @@ def resolve_arguments(params, arrays: Sequence, is_output: Sequence[bool]) -> Li
     for i, (b, x, is_out) in enumerate(zip(params, arrays, is_output)):
         if not _is_torch(x) or not hasattr(x, "is_neg"):
             continue
-        if str(x.layout) != "torch.strided" or x.device.type == "meta":
+        if x.is_meta or str(x.layout) != "torch.strided":
             raise TypeError(f"argument '{b.name}' is a {x.layout} tensor on {x.device}, which has no strided "
                             "memory to pass; pass a dense CPU tensor (x.to_dense(), x.to('cpu'))")
         lazy = [bit for bit, on in (("negation", x.is_neg()), ("conjugation", x.is_conj())) if on]

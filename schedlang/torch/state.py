@@ -22,6 +22,7 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
+from ..target.arrays import is_on
 from .dtypes import to_torch
 from .torch_ir import TorchInput
 
@@ -69,7 +70,7 @@ class ModuleState:
         copy kept until its source changes)."""
         out = {}
         for name, t in current.items():
-            if t.device.type == device:
+            if is_on(t, device):
                 out[name] = t.detach() if t.requires_grad else t
                 continue
             hit = self._copies.get((name, device))

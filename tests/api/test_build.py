@@ -96,6 +96,26 @@ def test_output_overlapping_input():
         mod(buf[:16], buf[4:])
 
 
+def test_overlap_checked_for_outputs_only():
+    """Inputs may share memory; an output overlapping any input, before or after it in the
+    argument order, is refused, the two named in argument order."""
+    A = sl.placeholder((16,), name="A")
+    B = sl.placeholder((16,), name="B")
+    C = sl.compute((16,), lambda i: A[i] + B[i], name="C")
+    D = sl.compute((16,), lambda i: A[i] * B[i], name="D")
+    mod = sl.build(sl.create_schedule([C.op, D.op]), [A, B, C, D])
+    x = np.arange(16, dtype="float32")
+    c, d = np.zeros(16, "float32"), np.zeros(16, "float32")
+    mod(x, x, c, d)                                  # one array as both inputs
+    np.testing.assert_allclose(c, 2 * x)
+    np.testing.assert_allclose(d, x * x)
+    buf = np.zeros(24, "float32")
+    with pytest.raises(ValueError, match="'B' and 'C' overlap"):
+        mod(x, buf[:16], buf[8:], d)
+    with pytest.raises(ValueError, match="'C' and 'D' overlap"):
+        mod(x, x, buf[:16], buf[8:])
+
+
 def test_lower_levels():
     A, B, C = programs.gemm(4, 4, 4)
     s = sl.create_schedule(C.op)
