@@ -126,7 +126,11 @@ def substitute(e: Expr, mapping: Mapping[Var, Expr]) -> Expr:
     memo: Dict[int, tuple] = {}
 
     def go(node: Expr) -> Expr:
-        if var_set(node).isdisjoint(mapping):     # nothing to replace below: the node itself
+        # nothing to replace below: the node itself (looked up from the smaller side: a mapping
+        # may rename every loop of a program, a node may hold many variables)
+        found = var_set(node)
+        if (found.isdisjoint(mapping) if len(mapping) <= len(found)
+                else not any(v in mapping for v in found)):
             return node
         if isinstance(node, Var):
             return mapping.get(node, node)
