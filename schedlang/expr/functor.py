@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Callable, Dict, Iterator, Mapping, Tuple
+from typing import Callable, Dict, Iterator, Mapping, Optional, Set, Tuple
 
 from .nodes import Expr, Var
 
@@ -142,9 +142,14 @@ def substitute(e: Expr, mapping: Mapping[Var, Expr]) -> Expr:
     return go(e)
 
 
-def walk(e: Expr) -> Iterator[Expr]:
-    """Every distinct node of e (a node shared by several parents once), parents before children."""
-    stack, seen = [e], set()
+def walk(e: Expr, seen: Optional[Set[int]] = None) -> Iterator[Expr]:
+    """Every distinct node of e (a node shared by several parents once), parents before children.
+
+    seen: the ids of nodes walked already, shared by several walks run to their end (a node
+    walked before is skipped with everything below it): collecting from the expressions of
+    many statements, which share subexpressions (an unrolled body's copies), visits each once."""
+    stack = [e]
+    seen = set() if seen is None else seen
     while stack:
         node = stack.pop()
         if id(node) in seen:
