@@ -62,16 +62,15 @@ def var_set(e: Expr) -> frozenset:
     on the node after the first call, as children are: substitute asks it of every subtree
     to skip those that mention no variable it replaces (unrolling substitutes into the same
     body once per copy)."""
+    if isinstance(e, Var):          # (not kept on a variable: a set holding itself)
+        return frozenset((e,))
     found = e.__dict__.get("_vars")
     if found is None:
-        if isinstance(e, Var):
-            found = frozenset((e,))
-        else:
-            found = _NO_VARS
-            for kid in children(e):
-                kid_vars = var_set(kid)
-                if not kid_vars <= found:
-                    found = kid_vars if not found else found | kid_vars
+        found = _NO_VARS
+        for kid in children(e):
+            kid_vars = var_set(kid)
+            if not kid_vars <= found:
+                found = kid_vars if not found else found | kid_vars
         object.__setattr__(e, "_vars", found)
     return found
 
