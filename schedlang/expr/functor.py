@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Callable, Dict, Iterator, Mapping, Tuple
+from typing import Callable, Dict, Iterator, Mapping, Optional, Set, Tuple
 
 from .nodes import Expr, Var
 
@@ -54,6 +54,27 @@ def children(e: Expr) -> Tuple[Expr, ...]:
     return kids
 
 
+_NO_VARS: frozenset = frozenset()
+
+
+def var_set(e: Expr) -> frozenset:
+    """The variables e mentions, as a set (no order: free_vars keeps first-seen order). Kept
+    on the node after the first call, as children are: substitute asks it of every subtree
+    to skip those that mention no variable it replaces (unrolling substitutes into the same
+    body once per copy)."""
+    if isinstance(e, Var):          # (not kept on a variable: a set holding itself)
+        return frozenset((e,))
+    found = e.__dict__.get("_vars")
+    if found is None:
+        found = _NO_VARS
+        for kid in children(e):
+            kid_vars = var_set(kid)
+            if not kid_vars <= found:
+                found = kid_vars if not found else found | kid_vars
+        object.__setattr__(e, "_vars", found)
+    return found
+
+
 def rewrite_post_order(e: Expr, post: Callable[[Expr], Expr]) -> Expr:
     """post applied to every node after its children were rewritten, once per distinct node:
     an expression that shares subexpressions (`e = e + e`, or a producer inlined twice) is
@@ -101,16 +122,33 @@ def substitute(e: Expr, mapping: Mapping[Var, Expr]) -> Expr:
     """Replace variables by expressions (keys compared by identity)."""
     if not mapping:
         return e
+    memo: Dict[int, tuple] = {}
 
-    def post(node: Expr) -> Expr:
-        return mapping.get(node, node) if isinstance(node, Var) else node
+    def go(node: Expr) -> Expr:
+        # nothing to replace below: the node itself (looked up from the smaller side: a mapping
+        # may rename every loop of a program, a node may hold many variables)
+        found = var_set(node)
+        if (found.isdisjoint(mapping) if len(mapping) <= len(found)
+                else not any(v in mapping for v in found)):
+            return node
+        if isinstance(node, Var):
+            return mapping.get(node, node)
+        hit = memo.get(id(node))
+        if hit is None:
+            hit = memo[id(node)] = (node, map_children(node, go))    # once per shared node, as rewrite_post_order
+        return hit[1]
 
-    return rewrite_post_order(e, post)
+    return go(e)
 
 
-def walk(e: Expr) -> Iterator[Expr]:
-    """Every distinct node of e (a node shared by several parents once), parents before children."""
-    stack, seen = [e], set()
+def walk(e: Expr, seen: Optional[Set[int]] = None) -> Iterator[Expr]:
+    """Every distinct node of e (a node shared by several parents once), parents before children.
+
+    seen: the ids of nodes walked already, shared by several walks run to their end (a node
+    walked before is skipped with everything below it): collecting from the expressions of
+    many statements, which share subexpressions (an unrolled body's copies), visits each once."""
+    stack = [e]
+    seen = set() if seen is None else seen
     while stack:
         node = stack.pop()
         if id(node) in seen:
@@ -126,4 +164,4 @@ def free_vars(e: Expr) -> Dict[Var, None]:
 
 
 def uses_var(e: Expr, var: Var) -> bool:
-    return any(n is var for n in walk(e))
+    return var in var_set(e)

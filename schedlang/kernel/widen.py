@@ -21,7 +21,7 @@ from typing import Set
 
 from ..dtypes import int64
 from ..expr.bounds import const_bounds
-from ..expr.functor import free_vars, rewrite_post_order, walk
+from ..expr.functor import children, rewrite_post_order, var_set
 from ..expr.ranges import LoopRanges
 from ..expr.nodes import Binary, Cast, Compare, Expr, Load, Var, cast
 from ..loop.functor import StmtMutator
@@ -66,7 +66,7 @@ class _Widen(StmtMutator):
         return s if value is s.value and body is s.body else Let(s.var, value, body)
 
     def visit_expr(self, e: Expr) -> Expr:
-        for v in free_vars(e):       # size variables: any value of their dtype (the call checks it)
+        for v in var_set(e):         # size variables: any value of their dtype (the call checks it)
             if v not in self.ranges and v not in self.opaque and v.dtype.is_int:
                 self.ranges.add(v, 0 if v.nonnegative else v.dtype.min_int, v.dtype.max_int)
         memo = ({}, {})     # const_bounds' and _opaque's, each id -> (node, answer)
@@ -76,8 +76,9 @@ class _Widen(StmtMutator):
         """Whether e depends on loaded data (a load, or a let variable bound to one); memo is
         visit_expr's pair, whose second dict holds these answers."""
         hit = memo[1].get(id(e))
-        if hit is None:
-            answer = any(isinstance(x, Load) or (isinstance(x, Var) and x in self.opaque) for x in walk(e))
+        if hit is None:      # from the children's answers: a walk from every node is quadratic
+            answer = (isinstance(e, Load) or (isinstance(e, Var) and e in self.opaque)
+                      or any(self._opaque(x, memo) for x in children(e)))
             hit = memo[1][id(e)] = (e, answer)
         return hit[1]
 

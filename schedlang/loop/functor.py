@@ -111,6 +111,7 @@ def substitute_stmt(s: Stmt, mapping) -> Stmt:
 def buffers_used(s: Stmt) -> List[Buffer]:
     """The buffers a statement loads from or stores to, in first-use order."""
     seen: Dict[Buffer, None] = {}
+    walked: set = set()          # nodes shared between statements are walked once
     for x in walk_stmts(s):
         if isinstance(x, Store):
             seen.setdefault(x.buffer, None)
@@ -118,7 +119,7 @@ def buffers_used(s: Stmt) -> List[Buffer]:
             for b in x.buffers:
                 seen.setdefault(b, None)
         for e in stmt_exprs(x):
-            for n in walk(e):
+            for n in walk(e, walked):
                 if isinstance(n, Load):
                     seen.setdefault(n.buffer, None)
     return list(seen)

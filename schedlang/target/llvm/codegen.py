@@ -13,7 +13,7 @@ from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 from ...errors import InternalError, LoweringError
 from ...expr.extent import ceil_div
-from ...expr.functor import free_vars
+from ...expr.functor import free_vars, walk
 from ...dtypes import DType, int64
 from ...expr.nodes import Buffer, Cast, Expr, Var
 from ...expr.ranges import LoopRanges
@@ -362,6 +362,7 @@ def check_buffer_size(b: Buffer) -> None:
 
 def _vars_in(s: Stmt) -> List[Var]:
     seen: Dict[Var, None] = {}
+    walked: set = set()          # nodes shared between statements are walked once
     for x in walk_stmts(s):
         exprs = list(stmt_exprs(x))
         if isinstance(x, For) and isinstance(x.extent, Expr):    # symbolic extents and sizes
@@ -369,8 +370,9 @@ def _vars_in(s: Stmt) -> List[Var]:
         elif isinstance(x, Allocate):
             exprs += list(buffer_exprs(x.buffer))
         for e in exprs:
-            for v in free_vars(e):
-                seen.setdefault(v, None)
+            for v in walk(e, walked):
+                if isinstance(v, Var):
+                    seen.setdefault(v, None)
     return list(seen)
 
 

@@ -68,12 +68,13 @@ def streaming_buffers(params: Iterable[Buffer], kernels, triple: str, bounds_che
     if not big:
         return frozenset()
     read = set()
+    walked: set = set()          # nodes shared between statements are walked once
     for k in kernels:
         for s in walk_stmts(k.body):
             if isinstance(s, CallPacked):
                 read.update(id(b) for b in s.buffers)
             for e in stmt_exprs(s):
-                read.update(id(n.buffer) for n in walk(e) if isinstance(n, Load))
+                read.update(id(n.buffer) for n in walk(e, walked) if isinstance(n, Load))
     return frozenset(b for b in big if id(b) not in read)
 
 

@@ -1,0 +1,54 @@
+"""The traversals that skip work: var_set (a node's variables, kept on the node), substitute
+(returns a subtree that mentions none of the mapping's variables as it is) and walk with a
+shared set of walked nodes."""
+import copy
+import pickle
+
+import schedlang as sl
+from schedlang.expr.functor import free_vars, substitute, var_set, walk
+from schedlang.expr.nodes import Const
+
+
+def test_var_set_is_the_free_variables():
+    x, y, n = sl.Var("x"), sl.Var("y"), sl.Var("n")
+    e = (x * 4 + y) // 3 + (x - n) * 2
+    assert var_set(e) == frozenset(free_vars(e)) == {x, y, n}
+    assert var_set(Const(3)) == frozenset()
+    assert var_set(e) is var_set(e)           # kept on the node
+
+
+def test_copies_have_their_own_variables():
+    x = sl.Var("x")
+    e = (x + 1) * 3
+    var_set(e)
+    for again in (pickle.loads(pickle.dumps(e)), copy.deepcopy(e)):
+        (other,) = free_vars(again)
+        assert other is not x
+        assert var_set(again) == {other}
+        assert substitute(again, {other: Const(2)}).a.a.value == 2
+
+
+def test_substitute_keeps_untouched_subtrees_and_replaces_the_rest():
+    i, j = sl.Var("i"), sl.Var("j")
+    untouched = (j * 7 + 1) // 2
+    e = untouched + i * 3
+    got = substitute(e, {i: Const(5)})
+    assert got.a is untouched
+    assert str(got) == str(untouched + Const(5) * 3)
+    # a mapping far larger than the node's variables, and the other way round
+    many = {sl.Var(f"v{k}"): Const(k) for k in range(200)}
+    assert substitute(e, many) is e
+    many[j] = Const(1)
+    assert str(substitute(e, many)) == str((Const(1) * 7 + 1) // 2 + i * 3)
+
+
+def test_walks_sharing_their_seen_set_visit_each_node_once():
+    x, y = sl.Var("x"), sl.Var("y")
+    shared = x * 3 + 1
+    first, second = shared + y, shared - 2
+    seen = set()
+    one = list(walk(first, seen))
+    two = list(walk(second, seen))
+    assert {id(n) for n in one} == {id(n) for n in walk(first)}
+    assert not {id(n) for n in two} & {id(n) for n in one}      # shared and below: walked once
+    assert {id(n) for n in one + two} == {id(n) for n in walk(first)} | {id(n) for n in walk(second)}
