@@ -1,4 +1,5 @@
-"""The fast path of prepack.py's weight panels: what a model's first call spends packing.
+"""The fast path of prepack.py's weight panels and convolution blocks: what a model's first
+call spends packing.
 
 A Llama of a few layers packs ~800 MB of weights at its first call. Done as
 `torch.zeros(...)` then one strided `copy_` of the whole weight, that cost ~0.75 s of CPU
@@ -18,6 +19,17 @@ copy avoids; of the rest, numpy's strided copy took ~0.45 s for 411 MB where tor
 panel-by-panel transposes took ~0.70 s. MAP_POPULATE and madvise(MADV_HUGEPAGE) on the
 fresh tensor were no faster in a fresh process (the huge pages slower: 0.40 vs 0.09 s of
 CPU for 138 MB on the Zen 5 VM, 0.9-1.1 vs 0.6-0.9 s for 411 MB on the Zen 3 one).
+A [5632, 2048] float32 weight (44 MB, 1 thread, 2-core Zen 3): first touch 21 ms, the
+transposed copy into touched memory 22 ms (numpy in any loop order, or torch per panel
+32 ms) where a plain copy takes 9 ms: the rest would take a vectorized transpose in
+native code.
+
+A convolution's blocks [OC, *rest] -> [ceil(OC / width), *rest, width] are the same
+transposed copy with rest flattened, and a folded batch norm's per-channel scale is applied
+in the same pass (np.multiply computes in float64 and rounds once on the store, as
+pack_conv's `(w.double() * scale).to(dtype)`): one pass and one fresh buffer instead of
+five passes and four buffers. ResNet-50's first-call packing: 0.34 -> 0.15 s of CPU
+(2-core Zen 3, loaded, both threads' CPU time).
 """
 from __future__ import annotations
 
