@@ -79,8 +79,11 @@ def pack_conv(w, width: int, gamma=None, mean=None, var=None, eps: float = 0.0):
     channel scaled by the batch norm's gamma / sqrt(var + eps) when var is given."""
     import torch
     oc = w.shape[0]
+    scale = None if var is None else bn_scale(gamma, var, eps)
+    fast = pack_panels(w, width, scale)   # CPU tensors: the copy and the fold in one pass (pack_fast.py)
+    if fast is not None:
+        return fast
     if var is not None:
-        scale = bn_scale(gamma, var, eps)
         w = (w.double() * scale.reshape((oc,) + (1,) * (w.dim() - 1))).to(w.dtype)
     blocks = panels(oc, width)
     padded = torch.zeros((blocks * width,) + tuple(w.shape[1:]), dtype=w.dtype, device=w.device)

@@ -116,12 +116,17 @@ def test_weights_are_read_from_the_module_after_a_hit(cache, captured_once):
     _compile(model, inputs)
     again = _compile(model, inputs)
     assert model_cache.stats.loads == 1
+    assert {s.kind for s in again._plan.packs.values()} >= {"conv"}, "packed weights are what may go stale"
     with torch.no_grad():
+        torch.testing.assert_close(again(*inputs), model(*inputs), rtol=1e-4, atol=1e-4)   # packed now
         for p in model.parameters():
             p.mul_(0.5)                                      # seen: packed weights made again
         for b in model.buffers():
             if b.is_floating_point():
                 b.add_(0.25)
+        torch.testing.assert_close(again(*inputs), model(*inputs), rtol=1e-4, atol=1e-4)
+        conv = next(m for m in model.modules() if isinstance(m, torch.nn.Conv2d))
+        conv.weight = torch.nn.Parameter(torch.randn_like(conv.weight))     # a new tensor: seen too
         torch.testing.assert_close(again(*inputs), model(*inputs), rtol=1e-4, atol=1e-4)
 
 

@@ -1,7 +1,8 @@
 """prepack.py's fast panel path (torch/pack_fast.py): the same tensor as the general path
-for every tail (N below, at and past a multiple of the width) and dtype, no autograd
-record with grad mode on, and PackCache's constants made by several threads equal to
-those made one by one."""
+for every tail (N below, at and past a multiple of the width) and dtype, convolution
+blocks with and without a folded batch norm bit for bit as torch computes them, no
+autograd record with grad mode on, and PackCache's constants made by several threads equal
+to those made one by one."""
 import pytest
 import torch
 
@@ -56,3 +57,28 @@ def test_cache_packs_many_at_once():
     again = cache.values(state)
     assert torch.equal(again["p3"], general(state["w3"], 8))
     assert all(again[n] is got[n] for n in got if n != "p3")
+
+
+def general_conv(w, width, gamma=None, mean=None, var=None, eps=0.0):
+    """pack_conv's general path, in torch: the fold in float64, a zero-padded copy, a permute."""
+    oc = w.shape[0]
+    if var is not None:
+        scale = prepack.bn_scale(gamma, var, eps)
+        w = (w.double() * scale.reshape((oc,) + (1,) * (w.dim() - 1))).to(w.dtype)
+    padded = torch.zeros((prepack.panels(oc, width) * width,) + tuple(w.shape[1:]), dtype=w.dtype)
+    padded[:oc].copy_(w)
+    blocks = padded.reshape((-1, width) + tuple(w.shape[1:]))
+    return blocks.permute(0, *range(2, w.dim() + 1), 1).contiguous()
+
+
+@pytest.mark.parametrize("oc", [1, 7, 8, 9, 24, 29])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("folded", [False, True])
+def test_conv_blocks_same_as_general_path(oc, dtype, folded):
+    torch.manual_seed(oc)
+    w = torch.randn(oc, 3, 3, 2).to(dtype)
+    bn = (torch.rand(oc) + 0.5, torch.randn(oc), torch.rand(oc) * 1e-3, 1e-5) if folded else ()
+    got = prepack.pack_conv(w, 8, *bn)
+    assert got.shape == (prepack.panels(oc, 8), 3, 3, 2, 8) and got.is_contiguous() and got.dtype == dtype
+    assert torch.equal(got, general_conv(w, 8, *bn)), "bit for bit (the fold rounded once)"
+    assert (pack_panels(w, 8) is not None) == (dtype != torch.bfloat16), "numpy's dtypes take the fast path"
