@@ -13,6 +13,7 @@ Builds are cached by a hash of everything that goes into them, in the checked pe
 folder (schedlang/disk.py: $SCHEDLANG_CACHE_DIR/cuda-shim, by default
 ~/.cache/schedlang/cuda-shim). An entry is written whole (a temporary file renamed into
 place) with a checksum, and one that fails its checks or fails to load is built again.
+The header is precompiled once per cache folder and kind of build (shim_pch.py).
 """
 from __future__ import annotations
 
@@ -34,10 +35,12 @@ from ...kernel.nodes import KernelModule
 from ...expr.extent import evaluate_extent
 from ..elf import check_library, checksum, write_library
 from ..sharedlib import load_bytes
+from . import shim_pch
 from .codegen import compute_type, memory_type
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
-FLAGS = ["-std=c++20", "-O1", "-pthread", "-w", "-x", "c++", "-include", "cuda_shim.h"]
+CXXFLAGS = ["-std=c++20", "-O1", "-pthread", "-w"]
+FLAGS = CXXFLAGS + ["-x", "c++", "-include", "cuda_shim.h"]
 SANITIZERS = ("thread", "undefined")
 BOUNDS_MARK, BOUNDS_STATUS = "sl-out-of-bounds", 67     # a sanitizer build's report of a bounds check
 # sanitizer -> (g++'s flags, its options variable, its report's mark)
@@ -178,8 +181,17 @@ def build(cuda_source: str, driver: str, sanitize: Optional[str]) -> Path:
         f.write(text)
 
     def compile_to(tmp: str) -> None:
-        run = subprocess.run([_compiler(), *FLAGS, f"-I{SHIM_DIR}", *extra, src, "-o", tmp],
-                             capture_output=True, text=True)
+        cxx = _compiler()
+        pch = shim_pch.include_flags(cxx, CXXFLAGS + extra, SHIM_DIR, folder)
+
+        def gxx(include: List[str]) -> subprocess.CompletedProcess:
+            return subprocess.run([cxx, *FLAGS, *include, f"-I{SHIM_DIR}", *extra, src, "-o", tmp],
+                                  capture_output=True, text=True)
+        run = gxx(pch)
+        if run.returncode != 0 and pch:      # the precompiled header's fault when the plain build passes
+            run = gxx([])
+            if run.returncode == 0:
+                shim_pch.discard(pch)
         if run.returncode != 0:
             raise RuntimeError(f"g++ could not compile the CUDA C with the CPU shim ({src}):\n{run.stderr[-4000:]}")
     write_library(out, compile_to)

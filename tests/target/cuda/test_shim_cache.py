@@ -14,7 +14,7 @@ import pytest
 
 import schedlang as sl
 from schedlang import disk
-from schedlang.target.cuda import shim
+from schedlang.target.cuda import shim, shim_pch
 from schedlang.target.elf import checksum, with_checksum
 from tests.target.cuda import schedules
 
@@ -141,7 +141,55 @@ def test_concurrent_builders_never_see_part_of_an_entry(module, cache, monkeypat
     for t in threads:
         t.join()
     assert not errors and len(set(results)) == 1 and targets
-    assert sorted(p.name for p in cache.iterdir()) == [results[0]], "no temporary file is left"
+    left = sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file())
+    assert [p for p in left if not p.startswith("pch-")] == [results[0]], "no temporary file is left"
+    assert all(p.endswith("/cuda_shim.h.gch") for p in left if p.startswith("pch-")), "(nor a header's)"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert checksum((cache / results[0]).read_bytes()) is True
+
+
+def _build(n: int, sanitize=None, runs=None):
+    """Build elementwise(n) for the shim (each n a new entry); with runs, g++ runs with -H
+    (it lists the headers read, a precompiled one marked "!") and its answers go into runs."""
+    s, args = schedules.elementwise(n, 32)
+    mod = sl.build(s, args, target="cuda")
+    real_run = subprocess.run
+
+    def listing_headers(cmd, **kwargs):
+        runs.append(real_run([*cmd, "-H"], **kwargs))
+        return runs[-1]
+    with pytest.MonkeyPatch.context() as m:
+        if runs is not None:
+            m.setattr(shim.subprocess, "run", listing_headers)
+        return shim.build(mod.ir["cuda"], shim.driver_source(mod.kernel_ir), sanitize)
+
+
+@pytest.mark.parametrize("sanitize", [None, "thread"])
+def test_the_header_is_precompiled_at_the_second_build_and_g_plus_plus_uses_it(cache, sanitize):
+    _build(200, sanitize)
+    assert not list(cache.glob("pch-*")), "a folder's first build makes no header (it may be its only one)"
+    _build(201, sanitize)
+    (gch,) = cache.glob("pch-*/cuda_shim.h.gch")
+    runs = []
+    _build(202, sanitize, runs)
+    (run,) = runs
+    assert run.returncode == 0 and f"-I{gch.parent}" in run.args
+    assert f"! {gch}" in run.stderr, run.stderr[:2000]
+
+@pytest.mark.parametrize("damage", ["garbage", "another header"])
+def test_a_precompiled_header_that_fails_is_passed_over(cache, module, tmp_path, damage):
+    mod, run_and_check = module
+    cache.mkdir(parents=True, mode=0o700)
+    where = shim_pch.pch_folder(shim._compiler(), shim.CXXFLAGS + ["-shared", "-fPIC"], shim.SHIM_DIR, cache)
+    where.mkdir(mode=0o700)
+    gch = where / "cuda_shim.h.gch"
+    if damage == "garbage":
+        gch.write_bytes(b"gpch" + bytes(range(256)) * 64)
+    else:                 # a header g++ takes, whose __global__ breaks every kernel
+        (tmp_path / "cuda_shim.h").write_text('#include "' + str(shim.SHIM_DIR / "cuda_shim.h") + '"\n'
+                                              "#undef __global__\n#define __global__ not_cuda\n")
+        subprocess.run([shim._compiler(), *shim.CXXFLAGS, "-shared", "-fPIC", "-x", "c++-header",
+                        str(tmp_path / "cuda_shim.h"), "-o", str(gch)], check=True)
+    run_and_check()
+    assert gch.exists() == (damage == "garbage"), "one that broke the build is removed"
