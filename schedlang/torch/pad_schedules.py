@@ -53,7 +53,10 @@ def schedule_padded_conv_cpu(s, group, target: Target) -> None:
         y.reorder(yn, yh, wo, bo, bi, wi, ylane)      # the channel tiles of a group inside wo
     else:
         y.reorder(yn, bo, yh, wo, bi, wi, ylane)
-    tile_sums(caches, y, wo, vecs, wt, 1, None if pointwise is None else pointwise[1])
+    if choice.channels_outside:               # the row's tiles at once, input channel blocks outside them
+        tile_sums(caches, y, yh, vecs, wt, 1, channels_outside=True)
+    else:
+        tile_sums(caches, y, wo, vecs, wt, 1, None if pointwise is None else pointwise[1])
     y.unroll(bi)
     y.unroll(wi)
     y.vectorize(ylane)
