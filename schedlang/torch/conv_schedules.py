@@ -119,8 +119,9 @@ def nchwc_tile(target: Target, blocks: int, cols: int, width: int, taps: bool = 
     its own): for a kernel of convolutions with taps (taps: 3x3, its input channels outside
     a row of tiles, _input_channels_outside) the most FMAs per load too, 4 x 2 on ResNet's
     rows of 56, 28 and 14 (1 x 7 on rows of 7): 8 FMAs per 4 weight vectors and 2
-    broadcasts where 1 x 14 loaded 15 values for 14; ResNet's 3x3 layers gained 1.12-1.25x
-    (Zen 3, one thread, CPU time, loaded; benchmarks/results-conv-zen3-avx2.txt). Other
+    broadcasts where 1 x 14 loaded 15 values for 14; with the input channels outside, ResNet's
+    3x3 layers at 56x56 to 14x14 gained 1.18-1.31x, at 7x7 0.99-1.02x (Zen 3, one thread,
+    CPU time, loaded; benchmarks/results-conv-zen3-avx2.txt). Other
     kernels (1x1): the most accumulators, then the fewest weight vectors (_narrow_score)."""
     registers = target.native_registers()
     if registers < 32 and not taps:
@@ -271,8 +272,9 @@ def _input_channels_outside(target: Target, s, group) -> bool:
     direct convolution): the block's weights (3x3: 9 * L vectors per channel tile) and
     input rows stay in L1 while every tile of the row reads them, the sums kept in a local
     row between blocks (LLVM keeps a tile's sums in registers through a block). With
-    nchwc_tile's 4 x 2 tiles, 1.02-1.11x over the tiles alone on ResNet's 3x3 layers at
-    56x56 to 14x14, neutral at 7x7 (Zen 3, one thread, CPU time, loaded)."""
+    nchwc_tile's 4 x 2 tiles, 1.01-1.12x over the tiles alone on ResNet's 3x3 layers at
+    56x56 to 14x14, neutral at 7x7; with 1 x 14 tiles it gained nothing (Zen 3, one thread,
+    CPU time, loaded)."""
     from .schedules import static
     if target.native_registers() >= 32:
         return False

@@ -11,7 +11,8 @@ The row of the kernel's result stays in a local buffer (vecs * W * L values: 3.5
 ResNet's 56 columns of two blocks of 8), from which the padded row is written: the result
 is never written to memory and read back by a kernel of its own. The register tiles and
 1x1 reduction chunks are those of conv_schedules._conv_nchwc_cpu (nchwc_choice), one row a
-tile, computed at the loop over a row's column tiles.
+tile, computed at the loop over a row's column tiles; a 3x3's tiles are computed for the whole
+row at once, each block of input channels outside its column tiles (channels_outside).
 """
 from __future__ import annotations
 
