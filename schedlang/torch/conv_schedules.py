@@ -107,21 +107,32 @@ def _conv_blocked_cpu(s, group, width: int) -> None:
     out.vectorize(wi)
 
 
-def nchwc_tile(target: Target, blocks: int, cols: int, width: int) -> Tuple[int, int]:
+def nchwc_tile(target: Target, blocks: int, cols: int, width: int, taps: bool = False) -> Tuple[int, int]:
     """(channel blocks, output columns) of a register tile of the blocked kernels: vecs * wt
     accumulators beside vecs weight vectors and one register for the broadcast input value
     within the target's register file (Target.native_registers); vecs dividing the blocks
     and wt the row's columns (a tail would cost a second, guarded copy of the tile).
 
-    32 registers (AVX-512): the most FMAs per vector loaded (vecs * wt / (vecs + wt)), then
-    the larger tile: 4 x 7 with no register to spare lost 0.66-0.93x to 4 x 4 and 2 x 7
-    (Zen 5, one thread, CPU time). 16 registers (AVX2, no broadcast operand of an FMA, so
-    the broadcast needs a register of its own): the most accumulators, then the fewest
-    weight vectors (_narrow_score)."""
+    32 registers (AVX-512): the most FMAs per vector loaded (_loads_score): 4 x 7 with no
+    register to spare lost 0.66-0.93x to 4 x 4 and 2 x 7 (Zen 5, one thread, CPU time).
+    16 registers (AVX2, no broadcast operand of an FMA, so the broadcast needs a register of
+    its own): for a kernel of convolutions with taps (taps: 3x3, its input channels outside
+    a row of tiles, _input_channels_outside) the most FMAs per load too, 4 x 2 on ResNet's
+    rows of 56, 28 and 14 (1 x 7 on rows of 7): 8 FMAs per 4 weight vectors and 2
+    broadcasts where 1 x 14 loaded 15 values for 14; with the input channels outside, ResNet's
+    3x3 layers at 56x56 to 14x14 gained 1.18-1.31x, at 7x7 0.99-1.02x (Zen 3, one thread,
+    CPU time, loaded; benchmarks/results-conv-zen3-avx2.txt). Other
+    kernels (1x1): the most accumulators, then the fewest weight vectors (_narrow_score)."""
     registers = target.native_registers()
-    if registers < 32:
+    if registers < 32 and not taps:
         return _best_tile(registers, blocks, cols, _narrow_score)
-    return _best_tile(registers, blocks, cols, lambda vecs, wt: (vecs * wt / (vecs + wt), vecs * wt))
+    return _best_tile(registers, blocks, cols, _loads_score)
+
+
+def _loads_score(vecs: int, wt: int) -> Tuple[float, int]:
+    """nchwc_tile's order by FMAs per value loaded (vecs weight vectors and wt broadcasts for
+    vecs * wt FMAs), then the larger tile; ties to the more channel blocks (_best_tile)."""
+    return vecs * wt / (vecs + wt), vecs * wt
 
 
 def _narrow_score(vecs: int, wt: int) -> Tuple[int, int]:
@@ -155,11 +166,13 @@ def _conv_nchwc_cpu(s, group, target: Target) -> None:
     (reduction outermost, then the tile's rows, columns and channel blocks, unrolled, and the
     L channels of a vector innermost), written back as whole vectors of L channels. On
     16-register targets a 1x1 convolution's tile is computed for a group of channel tiles
-    at once, its reduction split in chunks outside them (_pointwise_blocks)."""
+    at once, its reduction split in chunks outside them (_pointwise_blocks); a kernel of
+    convolutions with taps (3x3) computes its tiles for a row of them at once, its input
+    channel blocks outside the row's column tiles (_input_channels_outside)."""
     from .schedules import static
     out = s[group.anchor]
     n, cb, *spatial, lane = out.op.axis
-    vecs, wt, rt, pointwise, outweighs = nchwc_choice(
+    vecs, wt, rt, pointwise, outweighs, channels_outside = nchwc_choice(
         target, s, group, static(cb.dom.extent), static(spatial[-1].dom.extent),
         [static(a.dom.extent) for a in spatial[:-1]], static(lane.dom.extent))
     caches = _local_sums(s, group)
@@ -177,7 +190,8 @@ def _conv_nchwc_cpu(s, group, target: Target) -> None:
     else:
         tasks, tile = [n, co, *outer_rows], []
     out.reorder(*tasks, wo, *tile, *hi, ci, wi, lane)
-    _register_tile(out, caches, tasks, wo, ci, vecs, wt, rt, None if pointwise is None else pointwise[1])
+    _register_tile(out, caches, tasks, wo, ci, vecs, wt, rt, None if pointwise is None else pointwise[1],
+                   channels_outside)
     out.unroll(wi)
     for h in hi:
         out.unroll(h)
@@ -192,6 +206,7 @@ class NchwcChoice(NamedTuple):
     rt: int                   # its rows (row_tile)
     pointwise: Optional[Tuple[int, list]]   # 1x1 reduction chunks (_pointwise_blocks), or None
     rows_outer: bool          # output rows outside the channel tiles (_input_outweighs_weights)
+    channels_outside: bool    # input channel blocks outside a row of tiles (_input_channels_outside)
 
 
 def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, width: int,
@@ -201,11 +216,12 @@ def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, w
     _conv_nchwc_cpu and of the kernels writing a padded result (pad_schedules.py; with
     row_tiles False, one row a tile). Called before _local_sums: it reads group.convs,
     which caching inlines."""
-    vecs, wt = nchwc_tile(target, blocks, cols, width)
+    outside = _input_channels_outside(target, s, group)
+    vecs, wt = nchwc_tile(target, blocks, cols, width, taps=outside)
     rt = row_tile(target, rows[-1] if rows else 1, vecs, wt) if row_tiles else 1
     pointwise = _pointwise_blocks(target, s, group, blocks // vecs) if rt == 1 else None
     outweighs = target.native_registers() < 32 and _input_outweighs_weights(s, group)
-    return NchwcChoice(vecs, wt, rt, pointwise, outweighs)
+    return NchwcChoice(vecs, wt, rt, pointwise, outweighs, outside)
 
 
 def row_tile(target: Target, rows: int, vecs: int, wt: int) -> int:
@@ -247,6 +263,28 @@ def _pointwise_blocks(target: Target, s, group, tiles: int) -> Optional[Tuple[in
     if all(c == e for c, e in zip(chunks, extents)):
         return None            # one chunk: no input strip to keep between channel tiles
     return _divisor(tiles, POINTWISE_GROUP), chunks
+
+
+def _input_channels_outside(target: Target, s, group) -> bool:
+    """On a 16-register target, a kernel of convolutions over blocked inputs (reductions rco,
+    rh, rw, rci) of which one has taps (3x3): its register tiles computed for a row of them
+    at once, each block of L input channels outside the row's column tiles (as oneDNN's AVX2
+    direct convolution): the block's weights (3x3: 9 * L vectors per channel tile) and
+    input rows stay in L1 while every tile of the row reads them, the sums kept in a local
+    row between blocks (LLVM keeps a tile's sums in registers through a block). With
+    nchwc_tile's 4 x 2 tiles, 1.01-1.12x over the tiles alone on ResNet's 3x3 layers at
+    56x56 to 14x14, neutral at 7x7; with 1 x 14 tiles it gained nothing (Zen 3, one thread,
+    CPU time, loaded)."""
+    from .schedules import static
+    if target.native_registers() >= 32:
+        return False
+    taps = False
+    for conv in group.convs:
+        red = s[conv].op.reduce_axis
+        if len(red) != 4 or any(static(r.dom.extent) is None for r in red):
+            return False       # not a blocked input (rco, rh, rw, rci)
+        taps = taps or any(static(r.dom.extent) > 1 for r in red[1:3])
+    return taps
 
 
 def _divisor(n: int, most: int) -> int:
@@ -292,7 +330,8 @@ def _local_sums(s, group, prepare=None) -> list:
     return caches
 
 
-def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, chunks: Optional[list] = None) -> None:
+def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, chunks: Optional[list] = None,
+                   channels_outside: bool = False) -> None:
     """The register tile of the blocked kernels: each [n, blocks, *spatial, L] cache computed
     at the loop over a row's column tiles (wo), its reduction outermost, then the tile's rt
     rows, wt columns and vecs channel blocks (unrolled) and a vector of L channels; the tasks
@@ -302,16 +341,26 @@ def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, 
     (_pointwise_blocks; LLVM keeps a tile's sums in registers through a chunk). The cache's
     blocks and columns are split to the tile before unrolling: unroll checks a loop's extent
     as declared (the whole row by all blocks: 2048 channels of 8 by 7 columns, AVX2's
-    ResNet-50, exceeds MAX_UNROLL), not the tile that compute_at leaves of it."""
+    ResNet-50, exceeds MAX_UNROLL), not the tile that compute_at leaves of it. With
+    channels_outside, each cache is computed at the task (a row of tiles), its input channel
+    blocks outside the column tiles (_input_channels_outside)."""
     from .schedules import _fuse
-    tile_sums(caches, out, wo, vecs, wt, rt, chunks)
-    out.parallel(_fuse(out, tasks))
+    if channels_outside:
+        task = _fuse(out, tasks)
+        tile_sums(caches, out, task, vecs, wt, rt, chunks, channels_outside=True)
+    else:
+        tile_sums(caches, out, wo, vecs, wt, rt, chunks)
+        task = _fuse(out, tasks)
+    out.parallel(task)
     out.unroll(ci)
 
 
-def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[list] = None) -> None:
-    """Each local sum of caches (_local_sums) computed at loop wo of stage at as a register tile
-    of rt rows, wt columns and vecs channel blocks (_register_tile says how)."""
+def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[list] = None,
+              channels_outside: bool = False) -> None:
+    """Each local sum of caches (_local_sums) computed at loop wo of stage at as register tiles
+    of rt rows, wt columns and vecs channel blocks (_register_tile says how); with
+    channels_outside, wo is a loop over rows (a row of tiles a step) and the reduction's input
+    channel blocks go outside the loop over the row's tiles (_input_channels_outside)."""
     for i, cache in enumerate(caches):
         cache.compute_at(at, wo)
         cn, cblock, *csp, clane = cache.op.axis
@@ -322,7 +371,9 @@ def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[
             hco, h = cache.split(csp[-2], factor=rt)
             rows, hci = csp[:-2] + [hco], [h]
         reduce_axes = list(cache.op.reduce_axis)
-        if chunks is None:
+        if channels_outside:
+            cache.reorder(cn, bo, *rows, reduce_axes[0], wco, *reduce_axes[1:], *hci, wci, bi, clane)
+        elif chunks is None:
             cache.reorder(cn, bo, *rows, wco, *reduce_axes, *hci, wci, bi, clane)
         else:
             rko, rki = cache.split(reduce_axes[0], factor=chunks[i])

@@ -11,7 +11,8 @@ The row of the kernel's result stays in a local buffer (vecs * W * L values: 3.5
 ResNet's 56 columns of two blocks of 8), from which the padded row is written: the result
 is never written to memory and read back by a kernel of its own. The register tiles and
 1x1 reduction chunks are those of conv_schedules._conv_nchwc_cpu (nchwc_choice), one row a
-tile, computed at the loop over a row's column tiles.
+tile, computed at the loop over a row's column tiles; a 3x3's tiles are computed for the whole
+row at once, each block of input channels outside its column tiles (channels_outside).
 """
 from __future__ import annotations
 
@@ -53,7 +54,10 @@ def schedule_padded_conv_cpu(s, group, target: Target) -> None:
         y.reorder(yn, yh, wo, bo, bi, wi, ylane)      # the channel tiles of a group inside wo
     else:
         y.reorder(yn, bo, yh, wo, bi, wi, ylane)
-    tile_sums(caches, y, wo, vecs, wt, 1, None if pointwise is None else pointwise[1])
+    if choice.channels_outside:               # the row's tiles at once, input channel blocks outside them
+        tile_sums(caches, y, yh, vecs, wt, 1, channels_outside=True)
+    else:
+        tile_sums(caches, y, wo, vecs, wt, 1, None if pointwise is None else pointwise[1])
     y.unroll(bi)
     y.unroll(wi)
     y.vectorize(ylane)

@@ -150,3 +150,64 @@ def test_two_row_tiles_of_3x3_match_eager(c, hw):
     with torch.no_grad():
         want = model(x)
     _match_eager(model, x, want, AVX2)
+
+
+@pytest.mark.parametrize("blocks, cols, tile", [
+    (8, 56, (4, 2)), (16, 28, (4, 2)), (32, 14, (4, 2)),    # ResNet's 3x3 rows: 8 FMAs per 6 loads
+    (64, 7, (1, 7)),      # rows of 7: no 4 x 7 or 2 x 7 fits; row_tile makes it 2 x 7 accumulators
+    (4, 15, (2, 5)), (2, 12, (2, 6)),                       # 2 x 5, 2 x 6: 10 of 7, 12 of 8 loads
+    (3, 13, (1, 13)),     # a prime row, blocks not a multiple of 2
+])
+def test_avx2_tile_of_convolutions_with_taps_is_pinned(blocks, cols, tile):
+    """nchwc_tile(taps=True): the most FMAs per value loaded within 16 registers."""
+    vecs, wt = nchwc_tile(AVX2, blocks, cols, 8, taps=True)
+    assert (vecs, wt) == tile
+    assert vecs * wt + vecs + 1 <= AVX2.native_registers()
+
+
+@pytest.mark.parametrize("blocks, cols", [(4, 56), (8, 7), (32, 14), (4, 28), (3, 13)])
+def test_avx512_tile_does_not_depend_on_taps(blocks, cols):
+    assert nchwc_tile(AVX512, blocks, cols, 16, taps=True) == nchwc_tile(AVX512, blocks, cols, 16)
+
+
+def _nchwc_choices(cm, target) -> list:
+    """(kernel extents of the convolutions, nchwc_choice) of each NCHWc convolution kernel of cm."""
+    from schedlang.torch.conv_schedules import nchwc_choice
+    from schedlang.torch.fuse import fuse
+    from schedlang.torch.schedules import static
+    out = []
+    for part in cm.program.parts:
+        s = sl.create_schedule([t.op for _, t in part.outputs])
+        for g in fuse(s):
+            y = s[g.anchor].op.axis
+            if not g.convs or len(y) != 5:
+                continue
+            taps = sorted({static(r.dom.extent) for c in g.convs for r in s[c].op.reduce_axis[1:3]})
+            choice = nchwc_choice(target, s, g, static(y[1].dom.extent), static(y[3].dom.extent),
+                                  [static(y[2].dom.extent)], static(y[4].dom.extent), row_tiles=g.pad is None)
+            out.append((taps[-1], g.pad is not None, choice))
+    return out
+
+
+@pytest.mark.parametrize("cin, c, k, stride, hw", [
+    (5, 16, 3, 1, (9, 15)),      # rows of 15: 2 x 5 tiles
+    (3, 12, 3, 2, (11, 9)),      # channels not a multiple of 8, stride 2, odd rows
+    (4, 16, 7, 1, (9, 7)),       # 7x7 kernels, rows of 7: two-row tiles with a row tail
+    (3, 32, 3, 1, (6, 8)),       # 4 x 2 tiles
+])
+def test_input_channels_outside_a_row_of_tiles_match_eager(cin, c, k, stride, hw):
+    """Kernels of convolutions with taps on AVX2 compute a row of tiles at once, each block
+    of input channels outside the row's column tiles (_input_channels_outside; padded and
+    unpadded kernels); 1x1 kernels and AVX-512 do not. Numerics against eager torch,
+    bounds-checked."""
+    torch.manual_seed(0)
+    model, x = TwoConvs(cin, c, k, stride), torch.randn(1, cin, *hw)
+    with torch.no_grad():
+        want = model(x)
+    _match_eager(model, x, want, AVX2)
+    cm = st.compile(model, (x,), target=AVX2)
+    choices = _nchwc_choices(cm, AVX2)
+    assert any(k > 1 for k, _, _ in choices) and any(k == 1 for k, _, _ in choices)
+    for taps, padded, choice in choices:
+        assert choice.channels_outside == (taps > 1), (taps, padded, choice)
+    assert not any(choice.channels_outside for _, _, choice in _nchwc_choices(cm, AVX512))

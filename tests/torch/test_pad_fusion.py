@@ -180,7 +180,7 @@ def _padded_choices(cm, target):
 @pytest.mark.parametrize("hw", [(7, 7), (5, 9), (5, 3)])
 def test_padded_kernels_take_the_unpadded_tiles(hw):
     """One row a tile (a tile of two would straddle the border: guards inside the reduction),
-    the 1x1 in reduction chunks; odd heights and widths."""
+    the 1x1 in reduction chunks, the 3x3 a row of tiles at once; odd heights and widths."""
     torch.manual_seed(sum(hw))
     model, x = PaddedTiles(3, 144, 16), torch.randn(1, 3, *hw)
     with torch.no_grad():
@@ -195,3 +195,5 @@ def test_padded_kernels_take_the_unpadded_tiles(hw):
     choices = _padded_choices(builds[AVX2_CHECKED], AVX2_CHECKED)
     assert len(choices) == 2
     assert sum(c.pointwise is not None for c in choices) == 1      # the 1x1's kernel, not the 3x3's
+    # the 3x3's input channel blocks outside a row of tiles (conv_schedules._input_channels_outside)
+    assert [c.channels_outside for c in choices] == [c.pointwise is None for c in choices]
