@@ -169,8 +169,10 @@ def final_comparison(task: SearchTask, log: str, measurer: Measurer, count: int,
         best.append(rec)
         if len(best) == count:
             break
-    default = next((r for r in ranked if r.get("sketch") == "default" and not r.get("estimated")), None)
-    if with_default and default is not None and default["kernel_hash"] not in seen:
+    default = None
+    if with_default:
+        default = next((r for r in ranked if r.get("sketch") == "default" and not r.get("estimated")), None)
+    if default is not None and default["kernel_hash"] not in seen:
         best.append(default)
     if len(best) < 2:
         return

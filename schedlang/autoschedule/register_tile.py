@@ -10,8 +10,8 @@ square of its FMAs per load, rows * vecs / (rows + vecs): on AVX2 (12 accumulato
 drawn most and 8 x 1 (nine loads for eight FMAs, ~0.89 of the FMA peak) least; a uniform draw of
 sizes per axis, as before, is what the rest of the draws (1 - SHAPE_P) make. The conv2d NCHWc
 tile (sketch_cpu's tile_relayout: columns of output x vectors of output channels) may fill the
-file (budget registers - 2, rows within fit_rows): on AVX2 the hand kernel's 1 x 14 (16 ymm live,
-torch/conv_schedules.nchwc_tile) is drawn beside 2 x 4, 4 x 2, 1 x 8 and 1 x 7.
+file (budget registers - 2, rows within fit_rows): on AVX2 the hand 1x1 kernels' 1 x 14 (16 ymm live,
+torch/conv_schedules.nchwc_tile) is drawn beside the hand 3x3 kernels' 4 x 2, 2 x 4, 1 x 8 and 1 x 7.
 
 Only a register file too small for the per-axis draw gets the shapes (tight): where a block of
 MAX_INNER_TILE rows by MAX_INNER_TILE lanes fits (AVX-512: 16 zmm of 28), the per-axis draws
@@ -59,7 +59,7 @@ def tight(target, dtype_bits: int) -> bool:
 def fit_rows(target, vecs: int) -> int:
     """The most rows of a block of `vecs` vectors whose accumulators fit target's register file
     beside the vecs loaded vectors and one broadcast: (registers - vecs - 1) // vecs (AVX2's 16
-    ymm: 14 rows of one vector, the hand conv2d tile 1 x 14 of torch/conv_schedules.nchwc_tile;
+    ymm: 14 rows of one vector, the hand 1x1 conv tile 1 x 14 of torch/conv_schedules.nchwc_tile;
     6 of two)."""
     return max(1, (target.native_registers() - vecs - 1) // vecs)
 
