@@ -344,6 +344,25 @@ def _locate(trace: Trace, s: Schedule, st) -> None:
         st.compute_at(stage, ivar)
 
 
+def _fuse_limit(s: Schedule, st, leaves, n_outer: int, threads: int) -> int:
+    """How many of st's n_outer outer loops the parallel fuse may take: those outside the loops
+    other stages are computed at; and the innermost such loop too where the loops outside it
+    have fewer than PAR_PER_THREAD iterations a thread and every attached stage is computed at
+    it (tile_relayout's rsplit computes the conv cache at the row loop, only the batch of one
+    outside it: without the row loop the 2-core samples ran on one core). Fused with the loops
+    outside it, the loop a stage is computed at still computes it once an iteration."""
+    attach = legal.last_attach_position(s, st)
+    if attach < 0:
+        return n_outer
+    ext = st.static_extents()
+    outside = [ext.get(a) for a in leaves[:attach]]
+    starved = all(isinstance(e, int) for e in outside) and math.prod(outside) < PAR_PER_THREAD * threads
+    alone = all(c.attach_ivar is leaves[attach] for c in s.stages if c.attach_stage is st and c.attach_type == "at")
+    if starved and alone and attach < n_outer:
+        return attach + 1
+    return max(1, min(n_outer, attach))
+
+
 def _parallel_count(st, leaves, n_par: int, limit: int, threads: int) -> int:
     """How many outer loops to fuse into the parallel one: the drawn n_par (at most limit),
     raised until the fused loop has PAR_PER_THREAD iterations per thread where more loops
@@ -387,9 +406,7 @@ def _annotate(trace: Trace, s: Schedule, st, threads: int, target) -> None:
     if st.attach_type == "root" and not legal.inside_parallel(st) and n_outer:
         n_par = trace.pick(f"{st.name}|par", lambda rng: 0 if rng.random() >= 0.85 else rng.randint(1, MAX_PAR_FUSE),
                            lambda v: isinstance(v, int) and 0 <= v <= MAX_PAR_FUSE)
-        attach = legal.last_attach_position(s, st)
-        limit = n_outer if attach < 0 else max(1, min(n_outer, attach))    # fuse only loops outside attach points
-        n_par = _parallel_count(st, leaves, n_par, limit, threads)
+        n_par = _parallel_count(st, leaves, n_par, _fuse_limit(s, st, leaves, n_outer, threads), threads)
         if n_par:
             first = st.fuse(*leaves[:n_par]) if n_par > 1 else leaves[0]
             st.parallel(first)

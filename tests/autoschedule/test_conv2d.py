@@ -195,17 +195,19 @@ def test_prepacked_conv_samples_match_torch(shape, stride):
 def test_reduction_split_and_row_orders_match_torch(order):
     """rows_outer puts the channel tiles between the rows and a row's column tiles (h, f, w) and
     vec_outer_last innermost (h, w, f); with either, a reduction split (rsplit) accumulates a
-    row of tiles a chunk of input channels at a time (20 = 2 x 8 + 4: a tail chunk)."""
+    row of tiles a chunk of input channels at a time (20 = 2 x 8 + 4: a tail chunk). The row
+    loop the cache is computed at is fused into the parallel loop (outside it only the batch of
+    one: sketch_cpu._fuse_limit)."""
     from schedlang.autoschedule.sample import sample
     task = prepacked_task(1, 20, 7, 9, 13, 1)
     sk = next(sk for sk in generate_sketches(task) if sk.name == "tile_relayout:conv")
     for seed, rsplit in enumerate((8, 16)):
-        s, made = sample(task, sk, random.Random(seed), {**order, "conv|rsplit": rsplit, "conv|vecs": 1})
+        s, made = sample(task, sk, random.Random(seed), {**order, "conv|rsplit": rsplit, "conv|vecs": 1, "conv|par": 1})
         assert made["conv|rsplit"] == rsplit
-        loops = [a.name for a in s["conv"].leaf_iter_vars][:4]
-        assert loops == (["n.outer", "h.outer", "f.outer", "w.outer"] if order.get("conv|rows_outer")
-                         else ["n.outer", "h.outer", "w.outer", "f.outer"])
-        assert s["conv.local"].attach_ivar is s["conv"].leaf_iter_vars[1]      # a row of tiles
+        row, *loops = [a.name for a in s["conv"].leaf_iter_vars][:3]
+        assert row == "n.outer.h.outer.fused" and s["conv"].annotations[s["conv"].leaf_iter_vars[0]].kind == "parallel"
+        assert loops == (["f.outer", "w.outer"] if order.get("conv|rows_outer") else ["w.outer", "f.outer"])
+        assert s["conv.local"].attach_ivar is s["conv"].leaf_iter_vars[0]      # a row of tiles
         feed, outputs, _ = run(s, task.args, seed)
         X, Wp = task.args[:2]
         (_, got), = outputs

@@ -8,7 +8,10 @@ deliberate change to the rules or to sampling refreshes them (print _generated(.
 Refreshed once since: conv2d/llvm, when register blocks were kept within the target's
 register file (issue 18; a conv tile's rows product above 28 accumulators is no longer drawn);
 conv2d, softmax, silu_and_mul/llvm when an input's copy stayed at the root, a stage's innermost
-loop out of its fused parallel loop and tile_relayout drew a reduction split (issue 18)."""
+loop out of its fused parallel loop and tile_relayout drew a reduction split (issue 18);
+conv2d/llvm when the loop a stage is computed at joined the parallel fuse where the loops
+outside it were too few for the threads (sketch_cpu._fuse_limit: seed 2 of both tile_relayout
+sketches, a parallel loop of 1 iteration before, 7 now)."""
 import hashlib
 import json
 import random
@@ -40,7 +43,7 @@ PINNED = {
     "gemm/cuda": (["gpu_tile:C"], "88b4f5a500f42f11"),
     "conv2d/llvm": (["tile:conv,inline:pad", "tile:conv", "tile_cache_write:conv,inline:pad", "tile_cache_write:conv",
                      "tile_relayout:conv,inline:pad", "tile_relayout:conv"],
-                    "02ab59721348b353"),     # issue 18: register blocks within the register file (was 27f94468e354fcd7)
+                    "81822e5d4bc67de4"),     # issue 18: the attach loop in a starved parallel fuse (was 02ab59721348b353)
     "conv2d/cuda": (["gpu_tile:conv,inline:pad"], "7d4bb7162c2f00ed"),
     "softmax/llvm": (["inline:expval", "inline:expval,rfactor:maxval", "plain", "rfactor:maxval",
                       "rfactor:total,inline:expval", "rfactor:total,inline:expval,rfactor:maxval", "rfactor:total",
