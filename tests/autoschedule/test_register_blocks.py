@@ -230,5 +230,6 @@ def _conv_search(log, seed, trials):
 def test_8_trials_find_a_good_conv2d_block_on_the_formula(seed, tmp_path):
     """The conv2d 64->64 56x56 search on the register-tile formula (2 x 4 at 1 ms, 1 x 14 at 1.07 ms):
     its first round of 8 candidates holds a block within 0.9x of the best for seeds 0-3 (first such
-    candidate at trial 0, 1, 0, 1; before the blocks could fill the register file: 8, 1, 2, 1)."""
+    candidate at trial 0, 3, 3, 3). The round takes one sample of each sketch first (search.py:
+    the model is untrained); seeds 1 and 2 had drawn tile:conv samples only (best 8 ms)."""
     assert _conv_search(str(tmp_path / "log.jsonl"), seed, trials=8) is not None
