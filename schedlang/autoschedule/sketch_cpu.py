@@ -53,6 +53,7 @@ MAX_PAR_FUSE = 4        # outer loops fused into the parallel one, at most
 PAR_PER_THREAD = 4      # a parallel loop wants this many iterations per thread (load balance), if it can
 MAX_UNROLLED_ROWS = 16   # a cache tile's non-vector loops are unrolled up to this many rows (if they fit registers)
 VECTOR_SPLIT_VECTORS = (0.5, 1, 2, 4)   # a long innermost loop is split by these many native vectors (or not)
+REDUCTION_SPLITS = (8, 16, 32)   # tile_relayout: input channels per chunk of a row's accumulation (or none)
 MAX_AT_POSITION = 2     # a producer is computed at one of its consumer's first loops, at most this deep
 
 
@@ -229,7 +230,7 @@ def _tile_relayout(trace: Trace, s: Schedule, st, target) -> None:
     spatial = [a for a in st.leaf_iter_vars if a.kind == DATA_PAR]
     v = spatial[pos]
     lanes = target.native_lanes(st.op.output(0).dtype_obj.bits)
-    vf = min(lanes, 1 << (ext[v] - 1).bit_length())
+    vf = legal.relayout_width(st, pos) or min(lanes, 1 << (ext[v] - 1).bit_length())
     _relayout_inputs(s, st, packs, vf)
     vo, vi = st.split(v, factor=vf)
     st.reorder(*spatial[:pos], vo, *spatial[pos + 1:], vi)
@@ -261,6 +262,7 @@ def _tile_relayout(trace: Trace, s: Schedule, st, target) -> None:
         o, i = st.split(a, factor=k * vf if a is v else sizes[a])
         outer.append(o)
         inner.append(i)
+    by_axis = list(outer)       # each spatial axis's tile loop, in spatial order
     if trace.pick(f"{st.name}|vec_outer_last", lambda rng: rng.random() < 0.5, lambda x: isinstance(x, bool)):
         outer.append(outer.pop(pos))      # the tiles of v innermost: the input window stays in cache
     elif full and pos < len(outer) - 2 and trace.pick(f"{st.name}|rows_outer", lambda rng: rng.random() < 0.5,
@@ -273,22 +275,38 @@ def _tile_relayout(trace: Trace, s: Schedule, st, target) -> None:
     wb_v = trace.pick(f"{st.name}|writeback_v", lambda rng: rng.random() < 0.5, lambda x: isinstance(x, bool))
     back = [a for a in inner if a is not inner[pos]] + [inner[pos]] if wb_v else inner
     st.reorder(*outer, *back)
-    cache.compute_at(st, outer[-1])
-    # The cache's loops span the tile, but unroll() counts their full extents: split each by
-    # its tile size (the outer part runs once) and unroll the inner parts.
     cspatial = [a for a in cache.leaf_iter_vars if a.kind == DATA_PAR]
     creduce = [a for a in cache.leaf_iter_vars if a.kind == REDUCE]
+    rsplit = 0
+    # the axes of the two innermost tile loops, in their order (by identity: IterVar == builds an expression)
+    spans = [next(j for j, b in enumerate(by_axis) if b is o) for o in outer[-2:]]
+    if len(outer) >= 3 and pos in spans and creduce:
+        # the cache spans a row of tiles (the two innermost tile loops, v's among them) and the
+        # first reduction is split, its outer part outside them: a chunk of input channels' weights
+        # and input rows stays in L1 while the row's tiles are accumulated (oneDNN's AVX2 kernels
+        # loop over blocks of 8 input channels outside an output row)
+        rext = cache.static_extents()[creduce[0]]
+        splits = (0,) + tuple(c for c in REDUCTION_SPLITS if c < rext)
+        rsplit = trace.pick(f"{st.name}|rsplit", lambda rng: rng.choice(splits), lambda x: x in splits)
+    cache.compute_at(st, outer[-3] if rsplit else outer[-1])
+    # The cache's loops span the tile, but unroll() counts their full extents: split each by
+    # its tile size (the outer part runs once) and unroll the inner parts.
     cvi = cspatial.pop()
-    once, tile = [], []
+    once, tile = {}, []
     for j in [j for j in range(len(cspatial)) if j != pos] + [pos]:     # the vectors of v innermost
         a, size = cspatial[j], (k if j == pos else sizes[spatial[j]])
         if size == 1:
-            once.append(a)
+            once[j] = a
             continue
         o, i = cache.split(a, factor=size)
-        once.append(o)
+        once[j] = o
         tile.append(i)
-    cache.reorder(*once, *creduce, *tile, cvi)
+    if rsplit:
+        ro, ri = cache.split(creduce[0], factor=rsplit)
+        cache.reorder(*[a for j, a in once.items() if j not in spans], ro, *[once[j] for j in spans],
+                      ri, *creduce[1:], *tile, cvi)
+    else:
+        cache.reorder(*once.values(), *creduce, *tile, cvi)
     for a in tile:
         cache.unroll(a)
     cache.vectorize(cvi)
@@ -311,9 +329,12 @@ def _rfactor(trace: Trace, s: Schedule, st) -> None:
 def _locate(trace: Trace, s: Schedule, st) -> None:
     """Where a producer left at the root is computed: at the root (-1) or at one of the loops
     all its consumers run inside (legal.attach_points: the first loops of its consumer, or
-    where its consumers are computed), so what it writes is read while still in cache."""
+    where its consumers are computed), so what it writes is read while still in cache. An
+    input's copy (legal.is_input_copy) stays at the root."""
     points = legal.attach_points(s, st, MAX_AT_POSITION)
-    if not points:
+    if not points or legal.is_input_copy(st):
+        # an input's copy (padding, weights re-laid out) at a tile loop is made again per tile:
+        # the conv2d samples that drew it ran up to 6x slower (results-tune-zen3-avx2.txt)
         return
     n = len(points)
     pos = trace.pick(f"{st.name}|at", lambda rng: rng.choice([-1] + list(range(n))),
@@ -321,6 +342,25 @@ def _locate(trace: Trace, s: Schedule, st) -> None:
     if pos >= 0:
         stage, ivar = points[pos]
         st.compute_at(stage, ivar)
+
+
+def _fuse_limit(s: Schedule, st, leaves, n_outer: int, threads: int) -> int:
+    """How many of st's n_outer outer loops the parallel fuse may take: those outside the loops
+    other stages are computed at; and the innermost such loop too where the loops outside it
+    have fewer than PAR_PER_THREAD iterations a thread and every attached stage is computed at
+    it (tile_relayout's rsplit computes the conv cache at the row loop, only the batch of one
+    outside it: without the row loop the 2-core samples ran on one core). Fused with the loops
+    outside it, the loop a stage is computed at still computes it once an iteration."""
+    attach = legal.last_attach_position(s, st)
+    if attach < 0:
+        return n_outer
+    ext = st.static_extents()
+    outside = [ext.get(a) for a in leaves[:attach]]
+    starved = all(isinstance(e, int) for e in outside) and math.prod(outside) < PAR_PER_THREAD * threads
+    alone = all(c.attach_ivar is leaves[attach] for c in s.stages if c.attach_stage is st and c.attach_type == "at")
+    if starved and alone and attach < n_outer:
+        return attach + 1
+    return max(1, min(n_outer, attach))
 
 
 def _parallel_count(st, leaves, n_par: int, limit: int, threads: int) -> int:
@@ -359,13 +399,14 @@ def _annotate(trace: Trace, s: Schedule, st, threads: int, target) -> None:
     """Fuse and parallelise the outer loops, vectorize the innermost, pick an unroll step."""
     leaves = list(st.leaf_iter_vars)
     par_pos = -1
-    n_outer = legal.outer_fusable_spatial(st, limit=MAX_PAR_FUSE)
+    # the innermost loop (of several) stays out of the fused parallel loop: fused in, it is
+    # neither vectorized nor kept from the fused index's divisions (a conv2d's padding, all four
+    # loops fused, cost the kernel ~10% at one thread; results-tune-zen3-avx2.txt)
+    n_outer = legal.outer_fusable_spatial(st, limit=min(MAX_PAR_FUSE, max(1, len(leaves) - 1)))
     if st.attach_type == "root" and not legal.inside_parallel(st) and n_outer:
         n_par = trace.pick(f"{st.name}|par", lambda rng: 0 if rng.random() >= 0.85 else rng.randint(1, MAX_PAR_FUSE),
                            lambda v: isinstance(v, int) and 0 <= v <= MAX_PAR_FUSE)
-        attach = legal.last_attach_position(s, st)
-        limit = n_outer if attach < 0 else max(1, min(n_outer, attach))    # fuse only loops outside attach points
-        n_par = _parallel_count(st, leaves, n_par, limit, threads)
+        n_par = _parallel_count(st, leaves, n_par, _fuse_limit(s, st, leaves, n_outer, threads), threads)
         if n_par:
             first = st.fuse(*leaves[:n_par]) if n_par > 1 else leaves[0]
             st.parallel(first)

@@ -12,7 +12,7 @@ import random
 from typing import Dict, List, Optional, Tuple
 
 from ..expr.functor import walk
-from ..expr.nodes import NEG, Call, Select
+from ..expr.nodes import NEG, Binary, Call, Const, Select
 from ..tensor.axis import DATA_PAR
 from ..tensor.op import ComputeOp, PlaceholderOp, TensorRead
 from ..tensor.reduce import Reduce
@@ -145,6 +145,17 @@ def is_guarded_copy(st) -> bool:
     return any(isinstance(n, Select) and n.guarded for body in st.op.bodies for n in walk(body))
 
 
+def is_input_copy(st) -> bool:
+    """A compute stage that copies an input (a placeholder) to another layout or pads it: its
+    one value a read of a placeholder, or guarded (is_guarded_copy). A consumer's tile loops
+    do not all index it (a conv's output-channel tiles do not index its padded input or the
+    channels of its weights), so computed at one of them it is copied again at each."""
+    if not is_compute(st) or st.op.reduce_axis:
+        return False
+    return is_guarded_copy(st) or all(isinstance(b, TensorRead) and isinstance(b.tensor.op, PlaceholderOp)
+                                      for b in st.op.bodies)
+
+
 def relayout_axis(st):
     """The axis a data-reuse reduction should vectorize instead of its innermost one, and
     the inputs to re-lay out for it: None, or (position of the axis in st.op.axis,
@@ -158,7 +169,9 @@ def relayout_axis(st):
     over v, each other operand's value broadcast across the vector, and each such input
     re-laid out with v split by the vector width and its inner part innermost
     ([F/16, C, R, S, 16]: oneDNN's and TVM's NCHWc weight layout), so the vector loads
-    are contiguous."""
+    are contiguous. An input read already so laid out (prepacked_width: W[ff // L, rc, rh,
+    rw, ff % L], packed ahead of time) needs no copy: it is not in the list, which may then
+    be empty, and the vector takes its width (relayout_width)."""
     if not has_data_reuse(st):
         return None
     extents = st.static_extents()
@@ -174,9 +187,13 @@ def relayout_axis(st):
         v = spatial[pos]
         if extents[st.op.axis[pos]] < 2:
             continue
-        packs, ok = [], True
+        packs, ok, widths = [], True, set()
         for r, used in zip(reads, uses):
             if id(v) not in used:
+                continue
+            width = prepacked_width(r, v)
+            if width and id(inner) not in used:
+                widths.add(width)
                 continue
             dims = [d for d, i in enumerate(r.indices) if i is v]
             if (not isinstance(r.tensor.op, PlaceholderOp) or len(dims) != 1 or id(inner) in used
@@ -189,9 +206,41 @@ def relayout_axis(st):
             elif prev != dims[0]:
                 ok = False
                 break
-        if ok and packs:
+        if ok and (packs or widths) and len(widths) <= 1:
             return pos, packs
     return None
+
+
+def _split_by(index, v, op: str) -> Optional[int]:
+    """L where index is `v <op> L` (op floordiv or floormod, L a constant above 1), else None."""
+    if (isinstance(index, Binary) and index.op == op and index.a is v and isinstance(index.b, Const)
+            and int(index.b.value) > 1):
+        return int(index.b.value)
+    return None
+
+
+def prepacked_width(read, v) -> Optional[int]:
+    """The width L of a placeholder read already laid out with v split by L, its inner part
+    innermost (W[v // L, ..., v % L]: conv2d weights packed ahead of time, [F/L, C, R, S, L],
+    as the torch frontend's prepack.py and TVM's alter_op_layout make them): None when read is
+    not one (another tensor, v read elsewhere or otherwise)."""
+    if not isinstance(read.tensor.op, PlaceholderOp) or len(read.indices) < 2:
+        return None
+    width = _split_by(read.indices[-1], v, "floormod")
+    outer = [d for d, i in enumerate(read.indices[:-1]) if _split_by(i, v, "floordiv") == width]
+    rest = [i for d, i in enumerate(read.indices[:-1]) if d not in outer]
+    if width is None or len(outer) != 1 or any(id(v) in {id(x) for x in walk(i)} for i in rest):
+        return None
+    return width
+
+
+def relayout_width(st, pos: int) -> Optional[int]:
+    """The width of the prepacked reads (prepacked_width) of st's axis pos, which its vector
+    must take (None: none; relayout_axis returns only an axis whose prepacked reads share one)."""
+    v = st.op.axis[pos].var
+    reads = [n for src in st.op.body.source for n in walk(src) if isinstance(n, TensorRead)]
+    widths = {w for w in (prepacked_width(r, v) for r in reads) if w}
+    return min(widths) if widths else None
 
 
 def register_tile_budget(target) -> int:

@@ -6,6 +6,8 @@ The names of stages, reduce axes and loop variables are fixed (a schedule names 
 generated code shows them); every function takes the output's name."""
 from __future__ import annotations
 
+import numpy as np
+
 import schedlang as sl
 
 REDUCERS = ("sum", "max", "min", "prod")
@@ -63,6 +65,39 @@ def conv2d_nchw(X, W, pad: int = 1, name: str = "conv"):
     rc, rh, rw = sl.reduce_axis((0, c), name="rc"), sl.reduce_axis((0, r), name="rh"), sl.reduce_axis((0, q), name="rw")
     return sl.compute((n, f, h + 2 * pad - r + 1, w + 2 * pad - q + 1), lambda n, f, h, w: sl.sum(
         padded[n, rc, h + rh, w + rw] * W[f, rc, rh, rw], axis=[rc, rh, rw]), name=name)
+
+
+def conv2d_nchw_prepacked(X, Wp, channels: int, pad: int = 1, stride: int = 1, name: str = "conv"):
+    """conv2d_nchw (with a stride) whose weights W[F, C, R, S] come packed ahead of time as
+    Wp[ceil(F / L), C, R, S, L] (pack_conv_weights; the torch frontend's prepack.py "conv"
+    blocks, TVM's alter_op_layout): out[N, F, OH, OW] reads Wp[f // L, rc, rh, rw, f % L], so a
+    vector of L output channels loads contiguous weights and no packing is part of the kernel.
+    channels: F (the blocks' zero columns past it are never read)."""
+    n, c, h, w = _shape(X, 4, "conv2d_nchw_prepacked: X")
+    blocks, c2, r, q, width = _shape(Wp, 5, "conv2d_nchw_prepacked: Wp")
+    _same_extent(c, c2, "conv2d_nchw_prepacked: the input channels of X and Wp")
+    if not 0 < channels <= blocks * width or channels <= (blocks - 1) * width:
+        raise ValueError(f"conv2d_nchw_prepacked: {channels} output channels do not fill {blocks} blocks of {width}")
+    if not isinstance(stride, int) or stride < 1:
+        raise ValueError(f"conv2d_nchw_prepacked: stride must be a positive int, got {stride!r}")
+    _check_pad(pad, "conv2d_nchw_prepacked")
+    padded = pad_nchw(X, pad)
+    oh, ow = (h + 2 * pad - r) // stride + 1, (w + 2 * pad - q) // stride + 1
+    rc, rh, rw = sl.reduce_axis((0, c), name="rc"), sl.reduce_axis((0, r), name="rh"), sl.reduce_axis((0, q), name="rw")
+    return sl.compute((n, channels, oh, ow), lambda n, f, h, w: sl.sum(
+        padded[n, rc, h * stride + rh, w * stride + rw] * Wp[f // width, rc, rh, rw, f % width],
+        axis=[rc, rh, rw]), name=name)
+
+
+def pack_conv_weights(w, width: int):
+    """Weights w[F, C, R, S] (numpy) as the blocks conv2d_nchw_prepacked reads:
+    [ceil(F / width), C, R, S, width], output channel f at [f // width, ..., f % width], the
+    last block's columns past F zero."""
+    f = w.shape[0]
+    blocks = -(-f // width)
+    out = np.zeros((blocks * width,) + w.shape[1:], dtype=w.dtype)
+    out[:f] = w
+    return np.ascontiguousarray(out.reshape((blocks, width) + w.shape[1:]).transpose(0, 2, 3, 4, 1))
 
 
 def conv2d_nchwc(X, W, pad: int = 1, name: str = "conv"):

@@ -13,6 +13,7 @@ from schedlang.autoschedule.search import Evolver, SearchPolicy
 from schedlang.autoschedule.sketch import generate_sketches
 from schedlang.autoschedule.task import SearchTask
 from schedlang.schedule import legal
+from schedlang.topi import nn
 
 from .. import programs
 from ..helpers import run
@@ -135,3 +136,81 @@ def test_a_small_conv2d_search_finishes_and_is_correct(tmp_path):
     s, args = sl.auto_schedule([out], trials=6, log=str(tmp_path / "conv.jsonl"), seed=0, per_round=6,
                                number=1, repeat=2, verbose=0, policy=SearchPolicy(population=8, generations=1))
     check_conv(s, args)
+
+
+def prepacked_task(n, c, h, w, f, stride, width=8, target="llvm -mcpu=znver3"):
+    """A conv2d task whose weights come packed ahead of time (nn.conv2d_nchw_prepacked)."""
+    X = sl.placeholder((n, c, h, w), name="X")
+    Wp = sl.placeholder((-(-f // width), c, 3, 3, width), name="Wp")
+    return SearchTask(tensors=[X, Wp, nn.conv2d_nchw_prepacked(X, Wp, f, 1, stride)], target=target)
+
+
+def unpack(wp, f):
+    """The [F, C, R, S] weights of pack_conv_weights's blocks."""
+    blocks, c, r, q, width = wp.shape
+    return wp.transpose(0, 4, 1, 2, 3).reshape(blocks * width, c, r, q)[:f]
+
+
+def test_pack_conv_weights_round_trips():
+    w = np.random.default_rng(0).standard_normal((13, 3, 3, 3), dtype=np.float32)
+    wp = nn.pack_conv_weights(w, 8)
+    assert wp.shape == (2, 3, 3, 3, 8) and not wp[1, ..., 5:].any()
+    assert wp[1, 2, 0, 1, 4] == w[12, 2, 0, 1]
+    np.testing.assert_array_equal(unpack(wp, 13), w)
+    X, Wp = sl.placeholder((1, 3, 5, 5), name="X"), sl.placeholder((2, 3, 3, 3, 8), name="Wp")
+    with pytest.raises(ValueError, match="do not fill"):
+        nn.conv2d_nchw_prepacked(X, Wp, 17)
+
+
+@pytest.mark.parametrize("shape, stride", [
+    ((1, 5, 9, 11, 13), 1),        # channels not multiples of 8, odd rows and columns
+    ((2, 3, 7, 9, 20), 2),         # stride 2, 20 = 2 blocks of 8 and a tail of 4
+])
+def test_prepacked_conv_samples_match_torch(shape, stride):
+    """The tile_relayout sketch reads prepacked weights as they are (no copy of them in the
+    kernel, its vector the blocks' width) and computes what torch does, bounds-checked."""
+    n, c, h, w, f = shape
+    task = prepacked_task(n, c, h, w, f, stride)
+    st = task.schedule()["conv"]
+    pos, packs = legal.relayout_axis(st)
+    assert st.op.axis[pos].var.name == "f" and packs == [] and legal.relayout_width(st, pos) == 8
+    evolver = Evolver(task, random.Random(1), policy=SearchPolicy(population=8, generations=0))
+    sketches = [sk for sk in evolver.sketches if "relayout" in sk.name]
+    assert len(sketches) == 2                                      # the padding inlined or not
+    cands = [c for c in (evolver.make(sk) for sk in sketches * 3) if c is not None]
+    assert len(cands) >= 4
+    for seed, cand in enumerate(cands):
+        s = task.schedule().apply_json(cand.steps_json)
+        assert not any(stg.name.startswith("Wp.") for stg in s.stages)          # no packing in the kernel
+        assert all(stg.attach_type in ("root", "inline") for stg in s.stages if stg.name == "pad")
+        feed, outputs, _ = run(s, task.args, seed)
+        X, Wp = task.args[:2]
+        (_, got), = outputs
+        want = torch.nn.functional.conv2d(torch.from_numpy(feed[X]), torch.from_numpy(unpack(feed[Wp], f)),
+                                          padding=1, stride=stride).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))
+
+
+@pytest.mark.parametrize("order", [{"conv|vec_outer_last": True}, {"conv|vec_outer_last": False, "conv|rows_outer": True}])
+def test_reduction_split_and_row_orders_match_torch(order):
+    """rows_outer puts the channel tiles between the rows and a row's column tiles (h, f, w) and
+    vec_outer_last innermost (h, w, f); with either, a reduction split (rsplit) accumulates a
+    row of tiles a chunk of input channels at a time (20 = 2 x 8 + 4: a tail chunk). The row
+    loop the cache is computed at is fused into the parallel loop (outside it only the batch of
+    one: sketch_cpu._fuse_limit)."""
+    from schedlang.autoschedule.sample import sample
+    task = prepacked_task(1, 20, 7, 9, 13, 1)
+    sk = next(sk for sk in generate_sketches(task) if sk.name == "tile_relayout:conv")
+    for seed, rsplit in enumerate((8, 16)):
+        s, made = sample(task, sk, random.Random(seed), {**order, "conv|rsplit": rsplit, "conv|vecs": 1, "conv|par": 1})
+        assert made["conv|rsplit"] == rsplit
+        row, *loops = [a.name for a in s["conv"].leaf_iter_vars][:3]
+        assert row == "n.outer.h.outer.fused" and s["conv"].annotations[s["conv"].leaf_iter_vars[0]].kind == "parallel"
+        assert loops == (["f.outer", "w.outer"] if order.get("conv|rows_outer") else ["w.outer", "f.outer"])
+        assert s["conv.local"].attach_ivar is s["conv"].leaf_iter_vars[0]      # a row of tiles
+        feed, outputs, _ = run(s, task.args, seed)
+        X, Wp = task.args[:2]
+        (_, got), = outputs
+        want = torch.nn.functional.conv2d(torch.from_numpy(feed[X]), torch.from_numpy(unpack(feed[Wp], 13)),
+                                          padding=1).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max())))

@@ -250,6 +250,37 @@ def test_resume_never_measures_a_candidate_twice(tmp_path):
         assert c.kernel_hash not in {r["kernel_hash"] for r in recs}
 
 
+def _ranking_one_sketch_first(ev, name):
+    """ev, its model's scores replaced by a ranking that puts every candidate of sketch `name`
+    above all others (as an untrained model's random order may, by chance, for a round)."""
+    def score(cands):
+        for c in cands:
+            c.score = float(c.sketch.name == name)
+    ev._score = score
+    return ev
+
+
+def test_an_untrained_model_measures_every_sketch_before_ranking():
+    """Until the model is trained, a round first takes one candidate of each sketch not measured
+    yet, whatever the ranking (the conv2d search's first round held tile:conv samples only, its
+    NCHWc ones never measured); after that, and with a trained model, the ranking decides."""
+    task = gemm(64)
+    policy = SearchPolicy(population=8, generations=1, elites=2, epsilon=0)
+    ev = _ranking_one_sketch_first(Evolver(task, random.Random(0), policy=policy), "tile:C")
+    assert len(ev.sketches) == 3 and not ev.model.trained
+    first = ev.propose(4)
+    assert {c.sketch.name for c in first} == {sk.name for sk in ev.sketches}
+    ev.record(first, [1e-3] * len(first))
+    assert not ev.model.trained and {c.sketch.name for c in ev.propose(4)} == {"tile:C"}
+    trained = _ranking_one_sketch_first(Evolver(task, random.Random(0), CostModel(0), policy), "tile:C")
+    trained.model.booster = object()              # trained: its (replaced) ranking alone picks
+    assert {c.sketch.name for c in trained.propose(4)} == {"tile:C"}
+    resumed = _ranking_one_sketch_first(Evolver(task, random.Random(0), policy=policy), "tile:C")
+    resumed.resume([{"kernel_hash": "x", "steps": [], "error": "crash", "median_s": None,
+                     "sketch": name} for name in ("tile_cache_write:C", "tile_pack:C")])
+    assert {c.sketch.name for c in resumed.propose(4)} == {"tile:C"}     # the log tried the others
+
+
 def test_progress_bar_only_on_a_terminal_plain_lines_elsewhere():
     assert Progress(10, 0).bar is None and not Progress(10, 0).plain
     p = Progress(10, 1)                           # pytest captures stderr: not a TTY
