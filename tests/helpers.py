@@ -164,33 +164,40 @@ def compile_model_script(make_model: str, *forbid: str) -> str:
     that sets `model` and `inputs`, torch seeded with 0) compiled by schedlang.torch.compile, or
     by torch.compile(backend="schedlang") where DYNAMO is set, and run; it prints JSON: the
     output's digest, its error against eager, the kernel cache's loads and stores and the model
-    cache's loads."""
+    cache's loads. With THEN_DYNAMO set it then compiles the model again by torch.compile, the
+    in-memory build cache and the counters cleared first (only the disk remembers, as in a new
+    process), and prints a second line of JSON for that compile."""
     return forbid_builds(*forbid) + f"""
 import json
 import torch
 import schedlang.torch as st
 import schedlang.torch.dynamo  # noqa: F401
-from schedlang import kernel_cache
+from schedlang import build_cache, kernel_cache
 from schedlang.torch import model_cache, zoo
 torch.manual_seed(0)
 {make_model}
-with torch.no_grad():
-    if os.environ.get("DYNAMO"):
-        y = torch.compile(model, backend="schedlang", dynamic=False)(*inputs)
-    else:
-        y = st.compile(model, inputs)(*inputs)
-    err = (y - model(*inputs)).abs().max().item()
-kernel_cache.flush()     # the entries are written behind the compile
-print(json.dumps({{"digest": y.numpy().tobytes().hex(), "err": err, "loads": kernel_cache.stats.loads,
-                  "stores": kernel_cache.stats.stores, "model_loads": model_cache.stats.loads}}))
+for dynamo in [bool(os.environ.get("DYNAMO"))] + ([True] if os.environ.get("THEN_DYNAMO") else []):
+    build_cache.clear()
+    kernel_cache.stats, model_cache.stats = kernel_cache.DiskStats(), model_cache.ModelStats()
+    with torch.no_grad():
+        if dynamo:
+            y = torch.compile(model, backend="schedlang", dynamic=False)(*inputs)
+        else:
+            y = st.compile(model, inputs)(*inputs)
+        err = (y - model(*inputs)).abs().max().item()
+    kernel_cache.flush()     # the entries are written behind the compile
+    print(json.dumps({{"digest": y.numpy().tobytes().hex(), "err": err, "loads": kernel_cache.stats.loads,
+                      "stores": kernel_cache.stats.stores, "model_loads": model_cache.stats.loads}}))
 """
 
 
-def run_json_child(script: str, env: dict, timeout: int = 600) -> dict:
-    """Run `python -c script` with env; it must succeed; returns the JSON of its last line."""
+def run_json_child(script: str, env: dict, timeout: int = 600, lines: int = 1):
+    """Run `python -c script` with env; it must succeed; returns the JSON of its last line (with
+    lines > 1: the list of the JSON of its last `lines` lines)."""
     import json
     import subprocess
     import sys
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    found = [json.loads(line) for line in done.stdout.strip().splitlines()[-lines:]]
+    return found if lines > 1 else found[0]

@@ -18,8 +18,6 @@ from schedlang.torch.attention_match import AttentionPattern, match_attention
 from schedlang.torch.attention_schedule import QUERY_BLOCK
 from tests.helpers import CHECKED
 
-from .helpers import zoo_compiled
-
 torch.manual_seed(0)
 
 
@@ -217,25 +215,6 @@ def test_matched_node_runs_in_torch_as_the_hand_written_ops():
     assert isinstance(node.target, AttentionPattern)
     got = node.target(q, k, v, [mask], **node.kwargs)
     torch.testing.assert_close(got, HandWritten()(q, k, v, mask), rtol=1e-6, atol=1e-6)
-
-
-@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
-def test_zoo_transformers_use_one_fused_attention_kernel(name):
-    """Compiled once per process (helpers.zoo_compiled, as test_zoo's), whole: no FallbackWarning."""
-    model, compiled, caught = zoo_compiled(name, "llvm")
-    assert not [w for w in caught if issubclass(w.category, st.FallbackWarning)], [str(w.message) for w in caught]
-    assert compiled.fallback_ops() == {} and len(compiled.program.parts) == 1
-    module, inputs = model.module, model.inputs
-    tensor_ir = compiled.ir("tensor")
-    layers = sum(1 for m in module.modules() if type(m).__name__ in ("BertLayer", "GPT2Block", "LlamaLayer"))
-    assert len(re.findall(r"^\w+_pv\[", tensor_ir, re.M)) == layers
-    kernels = compiled.ir("kernel")
-    # every attention stage lives in one kernel per layer: the kernel that computes the exp also
-    # computes the scores and the value product
-    for body in kernels.split("\nkernel ")[1:]:
-        assert ("_exp" in body) == ("_scores" in body) == ("_pv" in body)
-    assert sum("_exp" in body for body in kernels.split("\nkernel ")[1:]) == layers
-    torch.testing.assert_close(compiled(*inputs), model.want, rtol=1e-4, atol=1e-4)
 
 
 def test_cuda_schedule_emulated():

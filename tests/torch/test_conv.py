@@ -18,11 +18,10 @@ from schedlang.torch.fuse import fuse
 from schedlang.torch.prepack import pack_conv
 
 from ..helpers import CHECKED
-from .helpers import check_lowering, compile_each, distinct_builds, requires_bfloat16, zoo_compiled
+from .helpers import check_lowering, compile_each, distinct_builds, requires_bfloat16
 
 HOST = sl.Target.create("llvm")
 aten = torch.ops.aten
-CNN_OPS = {"convolution", "_native_batch_norm_legit_no_training"}
 
 
 class ConvBN(nn.Module):
@@ -214,20 +213,6 @@ def test_pack_conv_layout_and_fold():
     folded = pack_conv(w, 4, gamma, mean, var, 1e-5)
     want = w * (gamma / torch.sqrt(var + 1e-5)).reshape(11, 1, 1, 1)
     torch.testing.assert_close(folded[oc // 4, :, :, :, oc % 4], want)
-
-
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
-def test_zoo_cnns_run_no_convolution_or_batch_norm_in_torch(name):
-    """Compiled once per process (helpers.zoo_compiled, as test_zoo's)."""
-    model, cm, caught = zoo_compiled(name)
-    # no kernel keeps plain loops (a UserWarning); a FallbackWarning (pooling) is another matter
-    plain = [str(w.message) for w in caught if issubclass(w.category, UserWarning)
-             and not issubclass(w.category, st.FallbackWarning)]
-    assert not plain, plain
-    assert not set(cm.fallback_ops()) & CNN_OPS, cm.fallback_ops()
-    assert not any(spec.kind == "bn_scale" for spec in cm.program.packs.values()), "every batch norm is folded"
-    with torch.no_grad():
-        torch.testing.assert_close(cm(*model.inputs), model.want, rtol=1e-4, atol=1e-4)
 
 
 def test_cuda_conv_kernels_in_emulation():

@@ -1,5 +1,9 @@
 """The model zoo (schedlang.torch.zoo) at tiny sizes, compiled whole and compared with eager
-torch; the ops each model still runs in torch are recorded here."""
+torch; the ops each model still runs in torch are recorded here. The CNNs run no convolution,
+batch norm or pooling in torch, the transformers one fused attention kernel per layer: those
+checks live here too, so that each model is captured and compiled once (helpers.zoo_compiled
+and zoo_coverage keep them per process, and --dist loadfile may run two files on two workers)."""
+import re
 import warnings
 
 import pytest
@@ -19,6 +23,7 @@ def _inference():
 
 
 CNN: set = set()      # convolution and eval batch norm are lowered (ops/conv.py, ops/norm.py)
+CNN_OPS = {"convolution", "_native_batch_norm_legit_no_training"}
 # What each model may still run in torch (not lowered yet); the transformers run nothing.
 STILL_IN_TORCH = {
     "resnet18": CNN,
@@ -50,6 +55,45 @@ def test_zoo_model_matches_eager(name):
     got = compiled(*model.inputs)
     assert got.dtype == model.want.dtype and got.shape == model.want.shape
     torch.testing.assert_close(got, model.want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+def test_zoo_cnns_run_no_convolution_or_batch_norm_in_torch(name):
+    """The compile test_zoo_model_matches_eager checks (helpers.zoo_compiled, once per process)."""
+    model, cm, caught = zoo_compiled(name)
+    # no kernel keeps plain loops (a UserWarning); a FallbackWarning (pooling) is another matter
+    plain = [str(w.message) for w in caught if issubclass(w.category, UserWarning)
+             and not issubclass(w.category, st.FallbackWarning)]
+    assert not plain, plain
+    assert not set(cm.fallback_ops()) & CNN_OPS, cm.fallback_ops()
+    assert not any(spec.kind == "bn_scale" for spec in cm.program.packs.values()), "every batch norm is folded"
+    with torch.no_grad():
+        torch.testing.assert_close(cm(*model.inputs), model.want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "resnet50", "mobilenet_v2"])
+def test_zoo_cnns_run_no_pooling_in_torch(name):
+    counts = zoo_coverage(name)     # once per process (helpers.zoo_coverage, as above)
+    assert not [op for op in counts if "pool" in op or "upsample" in op], counts
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
+def test_zoo_transformers_use_one_fused_attention_kernel(name):
+    """The compile test_zoo_model_matches_eager checks (helpers.zoo_compiled), whole: no FallbackWarning."""
+    model, compiled, caught = zoo_compiled(name, "llvm")
+    assert not [w for w in caught if issubclass(w.category, st.FallbackWarning)], [str(w.message) for w in caught]
+    assert compiled.fallback_ops() == {} and len(compiled.program.parts) == 1
+    module, inputs = model.module, model.inputs
+    tensor_ir = compiled.ir("tensor")
+    layers = sum(1 for m in module.modules() if type(m).__name__ in ("BertLayer", "GPT2Block", "LlamaLayer"))
+    assert len(re.findall(r"^\w+_pv\[", tensor_ir, re.M)) == layers
+    kernels = compiled.ir("kernel")
+    # every attention stage lives in one kernel per layer: the kernel that computes the exp also
+    # computes the scores and the value product
+    for body in kernels.split("\nkernel ")[1:]:
+        assert ("_exp" in body) == ("_scores" in body) == ("_pv" in body)
+    assert sum("_exp" in body for body in kernels.split("\nkernel ")[1:]) == layers
+    torch.testing.assert_close(compiled(*inputs), model.want, rtol=1e-4, atol=1e-4)
 
 
 def test_zoo_build_is_seeded_and_checks_its_arguments():
