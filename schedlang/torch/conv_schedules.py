@@ -135,21 +135,28 @@ POINTWISE_TILE = (4, 2)   # AVX2 1x1 register tile: 4 channel blocks x 2 columns
 def _pointwise_tile(registers: int, blocks: int, cols: int) -> Tuple[int, int]:
     """nchwc_tile of a kernel of 1x1 convolutions on a 16-register target: POINTWISE_TILE
     (8 FMAs per 4 weight vectors and 2 broadcasts) where the blocks are a multiple of 4 and
-    the row has 2 columns, an odd row (7) ending in a one-column tile; else the divisor tile
-    of the most FMAs per load (_loads_score). The former 1 x 14 (1 x 7 on two rows at 7x7)
+    the row has 2 columns, an odd row (7) ending in a one-column tile; else (not measured
+    since) the former tile, _narrow_score's. That former 1 x 14 (1 x 7 on two rows at 7x7)
     ran 1.19-1.35x prepacked oneDNN on every 1x1 layer of ResNet-50, 4 x 2 0.98-1.2x; 2 x 6
     (15 registers) and 2 x 4 were no faster than 4 x 2, and 4 x 2 on rows of 7 beat 1 x 7 on
     two rows by 1.2x (Zen 1, one thread, CPU time, loaded; benchmarks/conv_layer_ab.py)."""
     vecs, wt = POINTWISE_TILE
     if blocks % vecs == 0 and cols >= wt:
         return vecs, wt
-    return _best_tile(registers, blocks, cols, _loads_score)
+    return _best_tile(registers, blocks, cols, _narrow_score)
 
 
 def _loads_score(vecs: int, wt: int) -> Tuple[float, int]:
     """nchwc_tile's order by FMAs per value loaded (vecs weight vectors and wt broadcasts for
     vecs * wt FMAs), then the larger tile; ties to the more channel blocks (_best_tile)."""
     return vecs * wt / (vecs + wt), vecs * wt
+
+
+def _narrow_score(vecs: int, wt: int) -> Tuple[int, int]:
+    """_pointwise_tile's order where 4 x 2 does not apply: the tile of the most accumulators,
+    then the fewest weight vectors. The former 2 x 7 (17 registers live) spilled an
+    accumulator and shuffled the others each step (Zen 3, one thread, CPU time)."""
+    return vecs * wt, -vecs
 
 
 def _best_tile(registers: int, blocks: int, cols: int, score) -> Tuple[int, int]:

@@ -39,7 +39,7 @@ def _match_eager(model, x, want, target) -> None:
     (8, 56, (4, 2)), (16, 28, (4, 2)), (32, 14, (4, 2)), (8, 112, (4, 2)),   # ResNet's 1x1 rows
     (64, 7, (4, 2)), (4, 15, (4, 2)),   # odd rows: 4 x 2 tiles and a one-column tail
     (4, 1, (4, 1)),       # one column: no 4 x 2
-    (2, 12, (2, 6)),      # blocks not a multiple of 4: the divisor tile of the most FMAs per load
+    (2, 12, (1, 12)),     # blocks not a multiple of 4: the divisor tile of the most accumulators
     (3, 13, (1, 13)),     # a prime row, blocks not a multiple of 2
 ])
 def test_avx2_tile_is_pinned(blocks, cols, tile):
