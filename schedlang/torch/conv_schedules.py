@@ -133,13 +133,15 @@ POINTWISE_TILE = (4, 2)   # AVX2 1x1 register tile: 4 channel blocks x 2 columns
 
 
 def _pointwise_tile(registers: int, blocks: int, cols: int) -> Tuple[int, int]:
-    """nchwc_tile of a kernel of 1x1 convolutions on a 16-register target: POINTWISE_TILE
+    """nchwc_tile of a kernel without taps outside (1x1 convolutions over blocked inputs; a
+    stem over the NCHW input too: _input_channels_outside) on a 16-register target: POINTWISE_TILE
     (8 FMAs per 4 weight vectors and 2 broadcasts) where the blocks are a multiple of 4 and
     the row has 2 columns, an odd row (7) ending in a one-column tile; else (not measured
     since) the former tile, _narrow_score's. That former 1 x 14 (1 x 7 on two rows at 7x7)
     ran 1.19-1.35x prepacked oneDNN on every 1x1 layer of ResNet-50, 4 x 2 0.98-1.2x; 2 x 6
     (15 registers) and 2 x 4 were no faster than 4 x 2, and 4 x 2 on rows of 7 beat 1 x 7 on
-    two rows by 1.2x (Zen 1, one thread, CPU time, loaded; benchmarks/conv_layer_ab.py)."""
+    two rows by 1.2x; ResNet-50's 7x7 stem 0.82x (Zen 1, one thread, CPU time, loaded;
+    benchmarks/conv_layer_ab.py, benchmarks/results-conv-zen1-avx2.txt)."""
     vecs, wt = POINTWISE_TILE
     if blocks % vecs == 0 and cols >= wt:
         return vecs, wt

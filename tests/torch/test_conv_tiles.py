@@ -222,17 +222,21 @@ def test_input_channels_outside_a_row_of_tiles_match_eager(cin, c, k, stride, hw
     (("two", 5, 32, 1, 2), (9, 13)),        # stride 2, rows of 7 after it
     (("block", 3, 32, 160, 32, 1), (7, 7)),  # 20 blocks: chunks beside a second 1x1 (several convs)
     (("block", 3, 32, 288, 32, 2), (11, 9)),  # 36 blocks in chunks of 12, strided shortcut, odd rows
+    (("stem", 3), (15, 13)),                # a 7x7 stride-2 stem over the NCHW input, rows of 7
 ])
 def test_avx2_pointwise_tile_with_a_column_tail_matches_eager(model_args, hw):
-    """AVX2 1x1 kernels of channels in multiples of 4 blocks take POINTWISE_TILE, a row of an
-    odd width ending in a one-column tile; padded, strided and chunked kernels, bounds-checked,
-    against eager torch."""
+    """AVX2 1x1 kernels (and a stem over the NCHW input) of channels in multiples of 4 blocks
+    take POINTWISE_TILE, a row of an odd width ending in a one-column tile; padded, strided and
+    chunked kernels, bounds-checked, against eager torch."""
     torch.manual_seed(0)
     kind, *args = model_args
-    model = TwoConvs(*args) if kind == "two" else PointwiseBlock(*args)
+    if kind == "stem":              # (no taps outside on an unblocked input: the 1x1 tile)
+        model = nn.Sequential(nn.Conv2d(args[0], 32, 7, 2, 3), nn.ReLU(), nn.Conv2d(32, 32, 1)).eval()
+    else:
+        model = TwoConvs(*args) if kind == "two" else PointwiseBlock(*args)
     x = torch.randn(1, args[0], *hw)
     with torch.no_grad():
         want = model(x)
     _match_eager(model, x, want, AVX2)
-    choices = [c for k, _, c in _nchwc_choices(st.compile(model, (x,), target=AVX2), AVX2) if k == 1]
+    choices = [c for k, _, c in _nchwc_choices(st.compile(model, (x,), target=AVX2), AVX2) if k in (1, 7)]
     assert any((c.vecs, c.wt) == POINTWISE_TILE for c in choices), choices
