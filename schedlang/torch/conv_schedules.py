@@ -121,12 +121,31 @@ def nchwc_tile(target: Target, blocks: int, cols: int, width: int, taps: bool = 
     rows of 56, 28 and 14 (1 x 7 on rows of 7): 8 FMAs per 4 weight vectors and 2
     broadcasts where 1 x 14 loaded 15 values for 14; with the input channels outside, ResNet's
     3x3 layers at 56x56 to 14x14 gained 1.18-1.31x, at 7x7 0.99-1.02x (Zen 3, one thread,
-    CPU time, loaded; benchmarks/results-conv-zen3-avx2.txt). Other
-    kernels (1x1): the most accumulators, then the fewest weight vectors (_narrow_score)."""
+    CPU time, loaded; benchmarks/results-conv-zen3-avx2.txt). Other kernels (1x1) on 16
+    registers: _pointwise_tile."""
     registers = target.native_registers()
     if registers < 32 and not taps:
-        return _best_tile(registers, blocks, cols, _narrow_score)
+        return _pointwise_tile(registers, blocks, cols)
     return _best_tile(registers, blocks, cols, _loads_score)
+
+
+POINTWISE_TILE = (4, 2)   # AVX2 1x1 register tile: 4 channel blocks x 2 columns (_pointwise_tile)
+
+
+def _pointwise_tile(registers: int, blocks: int, cols: int) -> Tuple[int, int]:
+    """nchwc_tile of a kernel without taps outside (1x1 convolutions over blocked inputs; a
+    stem over the NCHW input too: _input_channels_outside) on a 16-register target: POINTWISE_TILE
+    (8 FMAs per 4 weight vectors and 2 broadcasts) where the blocks are a multiple of 4 and
+    the row has 2 columns, an odd row (7) ending in a one-column tile; else (not measured
+    since) the former tile, _narrow_score's. That former 1 x 14 (1 x 7 on two rows at 7x7)
+    ran 1.19-1.35x prepacked oneDNN on every 1x1 layer of ResNet-50, 4 x 2 0.98-1.2x; 2 x 6
+    (15 registers) and 2 x 4 were no faster than 4 x 2, and 4 x 2 on rows of 7 beat 1 x 7 on
+    two rows by 1.2x; ResNet-50's 7x7 stem 0.82x (Zen 1, one thread, CPU time, loaded;
+    benchmarks/conv_layer_ab.py, benchmarks/results-conv-zen1-avx2.txt)."""
+    vecs, wt = POINTWISE_TILE
+    if blocks % vecs == 0 and cols >= wt:
+        return vecs, wt
+    return _best_tile(registers, blocks, cols, _narrow_score)
 
 
 def _loads_score(vecs: int, wt: int) -> Tuple[float, int]:
@@ -136,12 +155,9 @@ def _loads_score(vecs: int, wt: int) -> Tuple[float, int]:
 
 
 def _narrow_score(vecs: int, wt: int) -> Tuple[int, int]:
-    """nchwc_tile's order for a small register file: the tile of the most accumulators, then
-    the fewest weight vectors (1 x 14 and 1 x 7 on ResNet's rows of 56, 28, 14 and 7). The
-    former 2 x 7 (17 registers live) spilled an accumulator and shuffled the others each
-    step: 41-43 GFLOP/s on every 3x3 layer of ResNet-18 against 67-77 (51 at 7x7) with
-    1 x 14 (Zen 3, one thread, CPU time); 2 x 4 was within 0.9-1.1x of 1 x 14 and lost
-    0.75x on 1x1 256->64 56x56."""
+    """_pointwise_tile's order where 4 x 2 does not apply: the tile of the most accumulators,
+    then the fewest weight vectors. The former 2 x 7 (17 registers live) spilled an
+    accumulator and shuffled the others each step (Zen 3, one thread, CPU time)."""
     return vecs * wt, -vecs
 
 
@@ -248,9 +264,15 @@ def _pointwise_blocks(target: Target, s, group, tiles: int) -> Optional[Tuple[in
     L1 before the next tile read it. In chunks of POINTWISE_CHUNK blocks of input channels,
     each chunk's strip stays in L1 while the register tiles of POINTWISE_GROUP channel tiles
     read it (their sums kept in a small local tile between chunks); 1.1-1.3x on ResNet-50's
-    1x1 layers (Zen 3, one thread, CPU time)."""
+    1x1 layers with 1 x 14 tiles (Zen 3, one thread, CPU time). With the 4 x 2 tiles of
+    _pointwise_tile, chunks only where the input outweighs the weights (56x56 and 28x28:
+    1.07-1.15x) or the kernel sums two convolutions (a strided shortcut at 7x7: 1.1-1.2x);
+    a single 1x1 whose weights are the larger (14x14, 7x7) ran 1.05-1.13x slower in chunks
+    (Zen 1, one thread, CPU time, loaded)."""
     from .schedules import static
     if target.native_registers() >= 32:
+        return None
+    if len(group.convs) == 1 and not _input_outweighs_weights(s, group):
         return None
     chunks, extents = [], []
     for conv in group.convs:

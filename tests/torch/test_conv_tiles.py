@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import schedlang as sl
 import schedlang.torch as st
-from schedlang.torch.conv_schedules import _divisor, nchwc_tile, row_tile
+from schedlang.torch.conv_schedules import POINTWISE_TILE, _divisor, nchwc_tile, row_tile
 
 from .helpers import compile_each
 
@@ -36,8 +36,10 @@ def _match_eager(model, x, want, target) -> None:
 
 
 @pytest.mark.parametrize("blocks, cols, tile", [
-    (8, 56, (1, 14)), (16, 28, (1, 14)), (32, 14, (1, 14)), (64, 7, (1, 7)), (8, 112, (1, 14)),
-    (4, 15, (2, 5)),      # no divisor of 15 up to 14 but 5: two vectors of 5 columns
+    (8, 56, (4, 2)), (16, 28, (4, 2)), (32, 14, (4, 2)), (8, 112, (4, 2)),   # ResNet's 1x1 rows
+    (64, 7, (4, 2)), (4, 15, (4, 2)),   # odd rows: 4 x 2 tiles and a one-column tail
+    (4, 1, (4, 1)),       # one column: no 4 x 2
+    (2, 12, (1, 12)),     # blocks not a multiple of 4: the divisor tile of the most accumulators
     (3, 13, (1, 13)),     # a prime row, blocks not a multiple of 2
 ])
 def test_avx2_tile_is_pinned(blocks, cols, tile):
@@ -47,9 +49,11 @@ def test_avx2_tile_is_pinned(blocks, cols, tile):
 @pytest.mark.parametrize("blocks", [1, 2, 3, 4, 8, 64])
 @pytest.mark.parametrize("cols", [1, 5, 7, 13, 14, 15, 28, 56, 112])
 def test_avx2_tile_fits_the_register_file_with_its_broadcast(blocks, cols):
+    """Only the 1x1 tile POINTWISE_TILE may leave a column tail; the others divide the row."""
     vecs, wt = nchwc_tile(AVX2, blocks, cols, 8)
     assert vecs * wt + vecs + 1 <= AVX2.native_registers() == 16
-    assert blocks % vecs == 0 and cols % wt == 0
+    assert blocks % vecs == 0 and wt <= cols
+    assert cols % wt == 0 or (vecs, wt) == POINTWISE_TILE
 
 
 @pytest.mark.parametrize("blocks, cols, tile", [(4, 56, (4, 4)), (8, 7, (2, 7)), (32, 14, (2, 14)), (4, 28, (4, 4))])
@@ -211,3 +215,28 @@ def test_input_channels_outside_a_row_of_tiles_match_eager(cin, c, k, stride, hw
     for taps, padded, choice in choices:
         assert choice.channels_outside == (taps > 1), (taps, padded, choice)
     assert not any(choice.channels_outside for _, _, choice in _nchwc_choices(cm, AVX512))
+
+
+@pytest.mark.parametrize("model_args, hw", [
+    (("two", 3, 32, 3, 1), (7, 9)),         # a padded 1x1 (P) and a 1x1 + residual, rows of 9: a tail
+    (("two", 5, 32, 1, 2), (9, 13)),        # stride 2, rows of 7 after it
+    (("block", 3, 32, 160, 32, 1), (7, 7)),  # 20 blocks: chunks beside a second 1x1 (several convs)
+    (("block", 3, 32, 288, 32, 2), (11, 9)),  # 36 blocks in chunks of 12, strided shortcut, odd rows
+    (("stem", 3), (15, 13)),                # a 7x7 stride-2 stem over the NCHW input, rows of 7
+])
+def test_avx2_pointwise_tile_with_a_column_tail_matches_eager(model_args, hw):
+    """AVX2 1x1 kernels (and a stem over the NCHW input) of channels in multiples of 4 blocks
+    take POINTWISE_TILE, a row of an odd width ending in a one-column tile; padded, strided and
+    chunked kernels, bounds-checked, against eager torch."""
+    torch.manual_seed(0)
+    kind, *args = model_args
+    if kind == "stem":              # (no taps outside on an unblocked input: the 1x1 tile)
+        model = nn.Sequential(nn.Conv2d(args[0], 32, 7, 2, 3), nn.ReLU(), nn.Conv2d(32, 32, 1)).eval()
+    else:
+        model = TwoConvs(*args) if kind == "two" else PointwiseBlock(*args)
+    x = torch.randn(1, args[0], *hw)
+    with torch.no_grad():
+        want = model(x)
+    _match_eager(model, x, want, AVX2)
+    choices = [c for k, _, c in _nchwc_choices(st.compile(model, (x,), target=AVX2), AVX2) if k in (1, 7)]
+    assert any((c.vecs, c.wt) == POINTWISE_TILE for c in choices), choices

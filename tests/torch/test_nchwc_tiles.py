@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import schedlang as sl
-from schedlang.torch.conv_schedules import nchwc_tile
+from schedlang.torch.conv_schedules import POINTWISE_TILE, nchwc_tile
 from schedlang.torch.depthwise_schedules import row_tile
 
 from ..cpu_targets import runs_here
@@ -22,16 +22,19 @@ AVX512 = sl.Target.create("llvm -mcpu=skylake-avx512")
 @pytest.mark.parametrize("blocks", [1, 2, 3, 4, 6, 9, 12, 18, 32, 72, 120])
 @pytest.mark.parametrize("cols", [1, 2, 3, 7, 13, 14, 28, 56, 112])
 def test_avx2_tiles_fit_the_register_file_and_divide_the_row(blocks, cols):
+    """Every tile divides the row but the 1x1 tile POINTWISE_TILE (4 x 2), which may end a row
+    in a one-column tile."""
     vecs, wt = nchwc_tile(HASWELL, blocks, cols, 8)
-    assert blocks % vecs == 0 and cols % wt == 0
+    assert blocks % vecs == 0 and wt <= cols
+    assert cols % wt == 0 or (vecs, wt) == POINTWISE_TILE
     assert vecs * wt + vecs + 1 <= HASWELL.native_registers()      # accumulators, weights, broadcast
     if any(cols % w == 0 for w in range(4, 15)):
-        assert wt >= 4                                              # weights reused over >= 4 columns
+        assert wt >= 4 or (vecs, wt) == POINTWISE_TILE              # weights reused over >= 4 columns
 
 
 @pytest.mark.parametrize("blocks, cols, want", [
-    (8, 56, (1, 14)), (16, 28, (1, 14)), (32, 14, (1, 14)), (64, 7, (1, 7)),     # ResNet-18's layers
-    (12, 112, (1, 14)), (18, 56, (1, 14)), (72, 14, (1, 14)), (120, 7, (1, 7)),  # MobileNetV2's
+    (8, 56, (4, 2)), (16, 28, (4, 2)), (32, 14, (4, 2)), (64, 7, (4, 2)),        # ResNet-18's layers
+    (12, 112, (4, 2)), (18, 56, (1, 14)), (72, 14, (4, 2)), (120, 7, (4, 2)),    # MobileNetV2's
 ])
 def test_avx2_tiles_of_resnet_and_mobilenet_layers(blocks, cols, want):
     assert nchwc_tile(HASWELL, blocks, cols, 8) == want
