@@ -44,12 +44,27 @@ def onednn_layer(info: dict):
     return plain, packed
 
 
+def inductor_layer(info: dict):
+    """The layer as a one-conv module compiled by Inductor with freezing (its weights
+    prepacked for oneDNN once, as a frozen model's are), called under no_grad."""
+    import torch._inductor.config as config
+    config.freezing = True
+    stride = max(1, round(info["in"] / info["oh"]))
+    conv = torch.nn.Conv2d(info["ic"], info["oc"], info["k"], stride, (info["k"] - 1) // 2).eval()
+    x = torch.randn(1, info["ic"], info["oh"] * stride, info["oh"] * stride)
+    fn = torch.compile(conv)
+    with torch.no_grad():
+        fn(x)
+    return lambda: fn(x)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--top", type=int, default=6, help="kernels with the most (weight x default) time")
-    ap.add_argument("--limit", type=int, default=12, help="choices per kernel, the default's first")
+    ap.add_argument("--limit", type=int, default=16, help="choices per kernel, the default's first")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--inductor", action="store_true", help="also time each layer under Inductor with freezing")
     args = ap.parse_args(argv)
     import schedlang as sl
     import schedlang.torch as slt
@@ -106,13 +121,16 @@ def main(argv=None) -> None:
             torch_fns = []
             for i in infos:
                 torch_fns += list(onednn_layer(i))
-            times = cpu_time_call(*fns, *torch_fns, rounds=args.rounds, min_s=0.05)
-            ours, theirs = times[:len(fns)], times[len(fns):]
+            ind_fns = [inductor_layer(i) for i in infos] if args.inductor else []
+            times = cpu_time_call(*fns, *torch_fns, *ind_fns, rounds=args.rounds, min_s=0.05)
+            ours, theirs = times[:len(fns)], times[len(fns):len(fns) + len(torch_fns)]
             plain, packed = sum(theirs[0::2]), sum(theirs[1::2])
+            inductor = sum(times[len(fns) + len(torch_fns):])
             flops = kt.task.flops
             print(f"\n{label}  x{kt.weight}  ({flops / 1e9:.3f} GFLOP)")
             print(f"  oneDNN F.conv2d {plain * 1e3:7.3f} ms   prepacked {packed * 1e3:7.3f} ms "
-                  f"({plain / packed:.2f}x faster than F.conv2d)")
+                  f"({plain / packed:.2f}x faster than F.conv2d)"
+                  + (f"   Inductor (freezing) {inductor * 1e3:7.3f} ms" if ind_fns else ""))
             best = min(range(len(ours)), key=lambda k: ours[k])
             for k, (c, t) in enumerate(zip(kept, ours)):
                 mark = "default" if k == 0 else ("best" if k == best else "")

@@ -248,7 +248,7 @@ class KernelSearches:
 def tune_program(program: LoweredProgram, target, trials: int, log: str, executor=None, seed=None, *,
                  strategy: str = "gradient", timeout: Optional[float] = None, per_round: int = 8,
                  number: int = 5, repeat: int = 3, verbose: int = 1, policy=None, final: int = 2,
-                 early_stopping: Optional[int] = None, callback=None, worker_fn=None, variants: int = 12,
+                 early_stopping: Optional[int] = None, callback=None, worker_fn=None, variants: int = 15,
                  **scheduler_options):
     """Tune the kernels of program for target with `trials` measurements in all (plus one of
     each task's default schedule), appending to `log`; returns the TaskScheduler (its tasks'

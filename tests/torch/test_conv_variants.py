@@ -9,6 +9,7 @@ import concurrent.futures as cf
 import json
 
 import numpy as np
+import pytest
 import torch
 
 import schedlang as sl
@@ -19,7 +20,7 @@ from schedlang.torch.conv_variants import program_variants, variant_schedule
 from schedlang.torch.schedules import default_schedule
 from schedlang.torch.tune import VARIANT, _variant_steps, extract_tasks, tune_program
 
-from .test_conv_tiles import AVX2, TwoConvs
+from .test_conv_tiles import AVX2, PointwiseBlock, TwoConvs
 
 QUICK = dict(number=1, repeat=1, verbose=0, policy=SearchPolicy(population=8, generations=1), final=0)
 
@@ -37,7 +38,7 @@ def test_variants_start_with_the_default_and_fit_the_register_file():
     _, tasks = _conv_tasks(TwoConvs(5, 32, 3, 1), torch.randn(1, 5, 9, 14), AVX2)
     assert len(tasks) >= 2
     for kt in tasks:
-        choices = program_variants(kt.task.outputs, AVX2, limit=12)
+        choices = program_variants(kt.task.outputs, AVX2, limit=16)
         assert len(choices) > 1 and all(c not in choices[:k] for k, c in enumerate(choices))
         steps = variant_schedule(kt.task.outputs, AVX2, choices[0]).to_json()
         assert steps == default_schedule(kt.task.outputs, AVX2).to_json()      # the default's choice first
@@ -45,18 +46,22 @@ def test_variants_start_with_the_default_and_fit_the_register_file():
             assert c.vecs * c.wt * c.rt + c.vecs + 1 <= AVX2.native_registers(), c
 
 
-def test_every_variant_computes_what_the_default_does():
+@pytest.mark.parametrize("model, shape", [
+    (lambda: TwoConvs(3, 24, 3, 2), (1, 3, 11, 9)),                # stride 2, odd rows, padded kernels
+    (lambda: PointwiseBlock(3, 40, 144, 24, 1), (1, 3, 5, 9)),      # 1x1 reductions in chunks
+], ids=["3x3", "1x1-chunks"])
+def test_every_variant_computes_what_the_default_does(model, shape):
     """Each variant's kernel, bounds-checked, on random inputs: equal to the default's."""
     torch.manual_seed(0)
     checked = AVX2.with_options(bounds_check=True)
-    _, tasks = _conv_tasks(TwoConvs(3, 24, 3, 2), torch.randn(1, 3, 11, 9), AVX2)
+    _, tasks = _conv_tasks(model(), torch.randn(*shape), AVX2)
     assert tasks
     rng = np.random.default_rng(0)
     for kt in tasks:
         args, outs = kt.task.args, kt.task.outputs
         arrays = [rng.standard_normal(t.shape).astype(np.float32) for t in args]
         results = []
-        for choice in program_variants(outs, AVX2, limit=12):
+        for choice in program_variants(outs, AVX2, limit=16):
             a = [x.copy() for x in arrays]
             sl.build(variant_schedule(outs, AVX2, choice), args, target=checked)(*a)
             results.append(a[-len(outs):])
