@@ -251,7 +251,7 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
                  early_stopping: Optional[int] = None, callback=None, worker_fn=None, variants: int = 15,
                  **scheduler_options):
     """Tune the kernels of program for target with `trials` measurements in all (plus one of
-    each task's default schedule), appending to `log`; returns the TaskScheduler (its tasks'
+    each task's default schedule and of its variants), appending to `log`; returns the TaskScheduler (its tasks'
     weights, trials, best latencies and round order) with `.tasks` (the KernelTasks) and
     `.default_s` (each task's default schedule's latency). strategy: "gradient" or "round-robin"; timeout: seconds after which no new
     round starts; per_round: measurements per round; number, repeat: timed runs per
@@ -263,8 +263,8 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
     callback(RoundInfo) after each round; verbose=1 prints a line per round; worker_fn: what
     measures a candidate (measure.run_candidate by default; benchmarks/transfer.py's quick
     mode passes a formula); variants: the most variants of a conv kernel's default schedule
-    measured with it (conv_variants.py; 0: none). A log that holds records of similar tasks warm-starts each task's
-    cost model (autoschedule/transfer.py).
+    measured with it (conv_variants.py; 0: none). A log that holds records of similar tasks
+    warm-starts each task's cost model (autoschedule/transfer.py).
     scheduler_options (alpha, beta, backward_window_size) go to TaskScheduler. Returns None
     when the program has no kernel to tune."""
     from ..autoschedule.api import final_comparison
