@@ -8,6 +8,11 @@ every contender of a layer timed in interleaved rounds in one process; each vari
 result checked against the default's.
 
     SCHEDLANG_KERNEL_CACHE=0 OMP_NUM_THREADS=1 python benchmarks/conv_variants.py --top 6
+
+With --model-log LOG: the whole model instead, tuned with no search trials (each task's
+default schedule and its variants, then the final side-by-side comparison; tune.tune_program,
+one thread) into LOG (resumed when it holds them), then built without and with LOG and timed
+at one thread, CPU time, in interleaved rounds beside eager torch.
 """
 from __future__ import annotations
 
@@ -65,7 +70,10 @@ def main(argv=None) -> None:
     ap.add_argument("--limit", type=int, default=16, help="choices per kernel, the default's first")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--inductor", action="store_true", help="also time each layer under Inductor with freezing")
+    ap.add_argument("--model-log", help="tune the whole model's variants into this log and time it (see above)")
     args = ap.parse_args(argv)
+    if args.model_log:
+        return model_check(args)
     import schedlang as sl
     import schedlang.torch as slt
     from schedlang.target.target import Target
@@ -136,6 +144,29 @@ def main(argv=None) -> None:
                 mark = "default" if k == 0 else ("best" if k == best else "")
                 print(f"  {t * 1e3:7.3f} ms {flops / t / 1e9:5.1f} GF/s {ours[0] / t:5.2f}x  {_short(c)} {mark}")
             print(f"  best/default {ours[0] / ours[best]:.2f}x; best vs prepacked oneDNN {packed / ours[best]:.2f}x")
+
+
+def model_check(args) -> None:
+    """--model-log: the model tuned with variants only, then timed without and with the log."""
+    import schedlang as sl
+    import schedlang.torch as st
+    from schedlang.torch import zoo
+    from schedlang.torch.tune import task_table, tune_program
+    from cpu_time import cpu_time_call
+    torch.set_num_threads(1)
+    target = sl.Target.create(sl.Target("llvm", num_threads=1))
+    model, inputs = zoo.build(args.model, "full")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = st.lower_graph(st.capture(model, inputs), target)
+        print(task_table(tune_program(program, target, 0, args.model_log, verbose=1, number=3, repeat=3)))
+        plain = st.compile(model, inputs, target=target)
+        tuned = st.compile(model, inputs, target=target, log=args.model_log)
+        torch.testing.assert_close(tuned(*inputs), model(*inputs), rtol=1e-3, atol=1e-3)
+        a, b, e = cpu_time_call(lambda: plain(*inputs), lambda: tuned(*inputs), lambda: model(*inputs),
+                                rounds=7, min_s=0.3)
+    print(f"{args.model} 1 thread CPU time: default {a * 1e3:.1f} ms, variants-tuned {b * 1e3:.1f} ms "
+          f"({a / b:.3f}x), eager {e * 1e3:.1f} ms")
 
 
 def _conv_ops(outputs):
