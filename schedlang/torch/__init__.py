@@ -34,7 +34,7 @@ def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None
     (default_schedule(..., log)) and `compiled.tuning` is the TaskScheduler (tasks, weights,
     trials, best latencies). A log given without tune is only read. tune_options (seed,
     executor, a Dask client too, verbose, per_round, number, repeat, policy, final,
-    early_stopping, callback, alpha, beta, backward_window_size) go to tune.tune_program.
+    early_stopping, callback, variants, alpha, beta, backward_window_size) go to tune.tune_program.
 
     target="cuda" builds static shapes only: with dynamic_shapes, the module is built for
     the example inputs' shapes here and again for each new shape it is called with.

@@ -39,16 +39,18 @@ TILE_WIDTH_2 = 6          # ... with two (12 accumulators of the 16 AVX2 registe
 MAX_UNROLL_TAPS = 7       # a kernel extent the row schedule unrolls
 
 
-def schedule_conv_cpu(s, group, target: Target) -> None:
-    """Schedule the convolution kernel group (group.convs not empty) for a CPU target."""
+def schedule_conv_cpu(s, group, target: Target, choice: Optional["NchwcChoice"] = None) -> None:
+    """Schedule the convolution kernel group (group.convs not empty) for a CPU target; choice:
+    the tile choices of an NCHWc kernel in place of nchwc_choice's (conv_variants.py), else
+    ignored."""
     if group.pad is not None:                          # it writes the next convolution's padded input
         from .pad_schedules import schedule_padded_conv_cpu
-        return schedule_padded_conv_cpu(s, group, target)
+        return schedule_padded_conv_cpu(s, group, target, choice)
     if not all(_dense(s[c]) for c in group.convs):     # depthwise/grouped: over a padded local plane
         from .depthwise_schedules import schedule_grouped_conv_cpu
         return schedule_grouped_conv_cpu(s, group, target)
     if all(len(s[c].op.axis) == 5 for c in group.convs) and len(s[group.anchor].op.axis) == 5:
-        return _conv_nchwc_cpu(s, group, target)          # blocked activations (layout.py)
+        return _conv_nchwc_cpu(s, group, target, choice)  # blocked activations (layout.py)
     widths = {block_width(s[c]) if _dense(s[c]) else None for c in group.convs}
     width = widths.pop() if len(widths) == 1 else None
     if width is not None and width > 1:
@@ -176,7 +178,7 @@ def _best_tile(registers: int, blocks: int, cols: int, score) -> Tuple[int, int]
     return best[2], best[3]
 
 
-def _conv_nchwc_cpu(s, group, target: Target) -> None:
+def _conv_nchwc_cpu(s, group, target: Target, choice: Optional["NchwcChoice"] = None) -> None:
     """The NCHWc kernel over blocked activations: out[n, cb, h, w, l] (layout.py), each sum
     in a local [vecs, rt, wt, L] tile of registers computed at the loop over a row's columns
     (reduction outermost, then the tile's rows, columns and channel blocks, unrolled, and the
@@ -188,7 +190,7 @@ def _conv_nchwc_cpu(s, group, target: Target) -> None:
     from .schedules import static
     out = s[group.anchor]
     n, cb, *spatial, lane = out.op.axis
-    vecs, wt, rt, pointwise, outweighs, channels_outside = nchwc_choice(
+    vecs, wt, rt, pointwise, outweighs, channels_outside = choice or nchwc_choice(
         target, s, group, static(cb.dom.extent), static(spatial[-1].dom.extent),
         [static(a.dom.extent) for a in spatial[:-1]], static(lane.dom.extent))
     caches = _local_sums(s, group)

@@ -16,22 +16,25 @@ row at once, each block of input channels outside its column tiles (channels_out
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from ..target.target import Target
-from .conv_schedules import _local_sums, nchwc_choice, tile_sums
+from .conv_schedules import NchwcChoice, _local_sums, nchwc_choice, tile_sums
 from .schedules import _fuse, static
 
 
-def schedule_padded_conv_cpu(s, group, target: Target) -> None:
+def schedule_padded_conv_cpu(s, group, target: Target, choice: Optional[NchwcChoice] = None) -> None:
     """Schedule the kernel group (group.pad set, dense NCHWc convolutions) for a CPU target:
     the register tile and 1x1 reduction chunks of _conv_nchwc_cpu (nchwc_choice), a task
     being a padded row of one channel tile or of a group of them. One row a tile: a tile of
     two padded rows straddles the border (rows -1 and 0 of the result), and the guard of
     each row's sums sits inside the reduction; ResNet-18's 3x3 layers at 7x7 ran 1.01-1.12x
-    slower with two-row tiles here (Zen 3, one thread, CPU time, loaded; A/B in one process)."""
+    slower with two-row tiles here (Zen 3, one thread, CPU time, loaded; A/B in one process).
+    choice: the tile choices in place of nchwc_choice's (conv_variants.py; its rt is ignored)."""
     pad, y = s[group.pad], s[group.anchor]
     n, cb, hp, wp, lane = pad.op.axis
     yn, ycb, yh, yw, ylane = y.op.axis
-    choice = nchwc_choice(target, s, group, static(ycb.dom.extent), static(yw.dom.extent),
+    choice = choice or nchwc_choice(target, s, group, static(ycb.dom.extent), static(yw.dom.extent),
                           [static(yh.dom.extent)], static(ylane.dom.extent), row_tiles=False)
     vecs, wt, pointwise = choice.vecs, choice.wt, choice.pointwise
     caches = _local_sums(s, group)

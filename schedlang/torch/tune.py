@@ -13,7 +13,11 @@ in any model that contains it, whatever the module and graph call its parameters
 
 Each task's default schedule is measured first and logged (sketch "default"): it is the
 latency tuning starts from, the baseline of the speedups reported, and a record, so the
-built kernel is never one the search found slower than the default."""
+built kernel is never one the search found slower than the default. A kernel of NCHWc
+convolutions also gets a few variants of its default schedule measured and logged then
+(sketch "default-variant", the tile choices in the record's "choice"; conv_variants.py):
+the default's rules pick one register tile and loop order for every layer, the best one
+differs by layer and CPU, and the sketches' search rarely comes near the default there."""
 from __future__ import annotations
 
 import json
@@ -130,14 +134,37 @@ def _best_s(recs) -> Optional[float]:
     return ranked[0]["median_s"] if ranked else None
 
 
-def _hash(kt: KernelTask) -> str:
-    """The kernel hash of the task's default schedule (so the search never measures it again)."""
+def _hash(kt: KernelTask, steps: Optional[str] = None) -> str:
+    """The kernel hash of the task's schedule of steps (JSON; its default schedule's by
+    default), so the search never measures that kernel again."""
     from ..autoschedule.search import kernel_hash
     from ..errors import LoweringError
     try:
-        return kernel_hash(kt.task, kt.task.schedule().apply_json(kt.default_steps))
+        return kernel_hash(kt.task, kt.task.schedule().apply_json(steps or kt.default_steps))
     except (ValueError, TypeError, LoweringError):      # ScheduleError is a ValueError
         return "default:" + kt.workload_key[:16]
+
+
+VARIANT = "default-variant"      # the sketch name of a default schedule's variant's records
+
+
+def _variant_steps(kt: KernelTask, count: int) -> List[Tuple[dict, str]]:
+    """(tile choices, schedule steps as JSON) of up to count variants of the task's default
+    schedule (conv_variants.py: NCHWc convolution kernels on a CPU; none for other kernels);
+    a variant the schedule rules reject is left out."""
+    from ..errors import LoweringError
+    from .conv_variants import program_variants, variant_schedule
+    if kt.kind != "conv" or count < 1:
+        return []
+    out = []
+    for choice in program_variants(kt.task.outputs, kt.task.target, count + 1)[1:]:    # [0]: the default
+        try:
+            steps = variant_schedule(kt.task.outputs, kt.task.target, choice).to_json()
+        except (ValueError, LoweringError):          # ScheduleError is a ValueError
+            continue
+        if steps != kt.default_steps:
+            out.append((choice._asdict(), steps))
+    return out
 
 
 class KernelSearches:
@@ -146,32 +173,49 @@ class KernelSearches:
     Measurer and logging to `log`."""
 
     def __init__(self, tasks: List[KernelTask], log: str, measurer, seed: Optional[int], policy,
-                 on_record: Optional[Callable[[dict], None]] = None):
+                 on_record: Optional[Callable[[dict], None]] = None, variants: int = 0):
         self.tasks, self.log, self.measurer, self.seed, self.policy = tasks, log, measurer, seed, policy
         self.on_record = on_record
+        self.variants = variants   # default-schedule variants measured per conv task (_variant_steps)
         self.evolvers: Dict[int, object] = {}
         self.best: List[Optional[float]] = [None] * len(tasks)
         self.default_s: List[Optional[float]] = [None] * len(tasks)
         self.resumed: List[int] = [0] * len(tasks)        # searched candidates the log held already
+        self.varied: List[bool] = [False] * len(tasks)    # the log holds variants of its default
         self.pool = None           # the log's records for warm starts (transfer.Pool), read at the first round
 
     def measure_defaults(self) -> None:
-        """Time (or find in the log) each task's default schedule; its record is a candidate."""
+        """Time (or find in the log) each task's default schedule and its variants
+        (_variant_steps); their records are candidates."""
         from ..autoschedule import records
         for i, kt in enumerate(self.tasks):
             target = str(kt.task.target)
             recs = records.load(self.log, kt.workload_key, target)
             default = [r for r in recs if r.get("sketch") == "default"]
             if not default:
-                (res,) = list(self.measurer.measure(kt.task.program_json, target, [kt.default_steps]))
-                rec = records.make_record(kt.workload_key, target, json.loads(kt.default_steps), _hash(kt),
-                                          res.times, res.error, kt.task.flops, res.load, sketch="default")
-                records.append(self.log, [rec])
-                recs.append(rec)
-                default = [rec]
+                default = self._measure(kt, [({}, kt.default_steps)], "default")
+                recs += default
+            if self.variants and not any(r.get("sketch") == VARIANT for r in recs):
+                recs += self._measure(kt, _variant_steps(kt, self.variants), VARIANT)
+            self.varied[i] = any(r.get("sketch") == VARIANT for r in recs)
             self.default_s[i] = _best_s(default)
             self.best[i] = _best_s(recs)
-            self.resumed[i] = sum(r.get("sketch") != "default" and "final" not in r for r in recs)
+            self.resumed[i] = sum(r.get("sketch") not in ("default", VARIANT) and "final" not in r for r in recs)
+
+    def _measure(self, kt: KernelTask, candidates: List[Tuple[dict, str]], sketch: str) -> List[dict]:
+        """Time the task's candidates ((tile choices, steps JSON)) and log them as records of
+        sketch (the choices, where given, in the record's "choice")."""
+        from ..autoschedule import records
+        if not candidates:
+            return []
+        target = str(kt.task.target)
+        results = self.measurer.measure(kt.task.program_json, target, [steps for _, steps in candidates])
+        recs = [records.make_record(kt.workload_key, target, json.loads(steps), _hash(kt, steps), res.times,
+                                    res.error, kt.task.flops, res.load, sketch=sketch,
+                                    **({"choice": choice} if choice else {}))
+                for (choice, steps), res in zip(candidates, results)]
+        records.append(self.log, recs)
+        return recs
 
     def round(self, i: int, count: int) -> Tuple[int, Optional[float]]:
         """One round of task i: up to count new candidates measured; (measured, its best)."""
@@ -204,10 +248,10 @@ class KernelSearches:
 def tune_program(program: LoweredProgram, target, trials: int, log: str, executor=None, seed=None, *,
                  strategy: str = "gradient", timeout: Optional[float] = None, per_round: int = 8,
                  number: int = 5, repeat: int = 3, verbose: int = 1, policy=None, final: int = 2,
-                 early_stopping: Optional[int] = None, callback=None, worker_fn=None,
+                 early_stopping: Optional[int] = None, callback=None, worker_fn=None, variants: int = 15,
                  **scheduler_options):
     """Tune the kernels of program for target with `trials` measurements in all (plus one of
-    each task's default schedule), appending to `log`; returns the TaskScheduler (its tasks'
+    each task's default schedule and of its variants), appending to `log`; returns the TaskScheduler (its tasks'
     weights, trials, best latencies and round order) with `.tasks` (the KernelTasks) and
     `.default_s` (each task's default schedule's latency). strategy: "gradient" or "round-robin"; timeout: seconds after which no new
     round starts; per_round: measurements per round; number, repeat: timed runs per
@@ -218,8 +262,9 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
     early_stopping: trials without a gain after which a task counts as converged;
     callback(RoundInfo) after each round; verbose=1 prints a line per round; worker_fn: what
     measures a candidate (measure.run_candidate by default; benchmarks/transfer.py's quick
-    mode passes a formula). A log that holds records of similar tasks warm-starts each task's
-    cost model (autoschedule/transfer.py).
+    mode passes a formula); variants: the most variants of a conv kernel's default schedule
+    measured with it (conv_variants.py; 0: none). A log that holds records of similar tasks
+    warm-starts each task's cost model (autoschedule/transfer.py).
     scheduler_options (alpha, beta, backward_window_size) go to TaskScheduler. Returns None
     when the program has no kernel to tune."""
     from ..autoschedule.api import final_comparison
@@ -227,7 +272,8 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
     from ..autoschedule.search import SearchPolicy
     from ..autoschedule.task_scheduler import TaskScheduler
     for name, value, least in (("trials", trials, 0), ("per_round", per_round, 1), ("number", number, 1),
-                               ("repeat", repeat, 1), ("final", final, 0), ("verbose", verbose, 0)):
+                               ("repeat", repeat, 1), ("final", final, 0), ("verbose", verbose, 0),
+                               ("variants", variants, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ValueError(f"tune: {name} must be an integer >= {least}, got {value!r}")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
@@ -239,7 +285,7 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
     if not tasks:
         return None
     measurer = Measurer(executor, number, repeat, **({"worker_fn": worker_fn} if worker_fn else {}))
-    searches = KernelSearches(tasks, log, measurer, seed, policy or SearchPolicy())
+    searches = KernelSearches(tasks, log, measurer, seed, policy or SearchPolicy(), variants=variants)
     try:
         if verbose:
             print(f"tune: {len(tasks)} tasks ({sum(t.weight for t in tasks)} kernels), {trials} trials, "
@@ -251,10 +297,11 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
                               seed=seed, callback=callback, verbose=verbose, **scheduler_options)
         start = time.monotonic()
         sched.tune(trials, searches.round, per_round=per_round, timeout=timeout)
+        tuned = [bool(n) or varied for n, varied in zip(sched.trials, searches.varied)]
         for i, kt in enumerate(tasks):
-            if sched.trials[i] and final:
+            if tuned[i] and final:
                 final_comparison(kt.task, log, measurer, final, with_default=True)
-        _check_best(tasks, log, measurer, sched)
+        _check_best(tasks, log, measurer, sched, tuned)
         if verbose:
             est = sched.known_estimate()
             print(f"tune: done, {sum(sched.trials)} trials in {time.monotonic() - start:.0f} s; model estimate "
@@ -265,13 +312,13 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
     return sched
 
 
-def _check_best(tasks: List[KernelTask], log: str, measurer, sched) -> None:
+def _check_best(tasks: List[KernelTask], log: str, measurer, sched, tuned: List[bool]) -> None:
     """Each tuned task's best record checked against the reference evaluator (auto_schedule
     with no trials: a wrong one is marked failed in the log and the next is checked)."""
     from ..autoschedule import auto_schedule
     from ..autoschedule import records
     for i, kt in enumerate(tasks):
-        if sched.trials[i]:
+        if tuned[i]:
             auto_schedule(kt.task, trials=0, log=log, executor=measurer.executor, verbose=0, final=0)
             sched.best[i] = _best_s(records.load(log, kt.workload_key, str(kt.task.target))) or sched.best[i]
 

@@ -1,0 +1,114 @@
+"""Variants of the default schedule of an NCHWc convolution kernel (conv_schedules.py,
+pad_schedules.py): the same kernel with other tile choices (NchwcChoice: register tile
+channel blocks x rows x columns, output rows or channel tiles outermost, input channel
+blocks outside a row of tiles, 1x1 reduction chunks). The default's rules pick one choice
+for every layer; the best one differs by layer shape and CPU, so tuning measures a few of
+these beside the searched candidates (AutoTVM's template knobs inside Ansor's scheduler:
+torch/tune.py). A variant is a schedule like any other: its steps are the tuning record,
+and replaying them rebuilds the kernel.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+from ..schedule import create_schedule
+from ..target.target import Target
+from .conv_schedules import (NchwcChoice, _dense, _pointwise_blocks,
+                             nchwc_choice, schedule_conv_cpu)
+from .fuse import fuse
+from .schedules import schedule_group, static
+
+TOP_TILES = 4       # register tiles by FMAs per value loaded tried beside the default's
+
+
+def nchwc_group(s, group) -> bool:
+    """The kernel is one the NCHWc schedules (conv_schedules._conv_nchwc_cpu or
+    pad_schedules) build: dense convolutions over blocked activations."""
+    if not group.convs or not all(_dense(s[c]) for c in group.convs):
+        return False
+    return group.pad is not None or (all(len(s[c].op.axis) == 5 for c in group.convs)
+                                     and len(s[group.anchor].op.axis) == 5)
+
+
+def choice_variants(target: Target, s, group, limit: int = 16) -> List[NchwcChoice]:
+    """At most limit choices for the NCHWc kernel group (nchwc_group), the default's
+    (nchwc_choice) first: the default with one loop-order choice changed (channels outside,
+    rows outer, 1x1 chunks), then the TOP_TILES register tiles that fit the register file
+    with the most FMAs per value loaded, each with the default's order, without 1x1 chunks
+    (where the default has them) and with the input channels outside a row of tiles flipped.
+    On ResNet-50's six costliest kernels the best of these beat the default by 1.00-1.30x
+    (larger tiles on 1x1 layers without chunks, 4 x 2 x 1 or 2 x 2 x 2 on 3x3 at 14x14 and
+    28x28; Zen 1, one thread, CPU time, loaded: benchmarks/results-conv-variants-zen1-avx2.txt)."""
+    anchor = s[group.anchor]
+    _, cb, *spatial, lane = anchor.op.axis
+    blocks, cols = static(cb.dom.extent), static(spatial[-1].dom.extent)
+    rows = [static(a.dom.extent) for a in spatial[:-1]]
+    padded = group.pad is not None
+    default = nchwc_choice(target, s, group, blocks, cols, rows, static(lane.dom.extent), row_tiles=not padded)
+    outside_ok = default.channels_outside or _blocked_reductions(s, group)
+    out = [default]
+
+    def add(vecs, wt, rt, rows_outer, outside, pointwise="auto"):
+        if outside and not outside_ok:
+            return
+        if pointwise == "auto":
+            pointwise = None if outside else _pointwise_blocks(target, s, group, blocks // vecs)
+        choice = NchwcChoice(vecs, wt, rt, pointwise, rows_outer, outside)
+        if choice not in out:
+            out.append(choice)
+
+    d = default
+    add(d.vecs, d.wt, d.rt, d.rows_outer, not d.channels_outside)
+    add(d.vecs, d.wt, d.rt, not d.rows_outer, d.channels_outside, d.pointwise)
+    if d.pointwise is not None:
+        add(d.vecs, d.wt, d.rt, d.rows_outer, d.channels_outside, None)
+    for vecs, wt, rt in _tiles(target.native_registers(), blocks, cols, 1 if padded or not rows else rows[-1]):
+        add(vecs, wt, rt, d.rows_outer, d.channels_outside)
+        if d.pointwise is not None:           # chunks suit 1 x 14 tiles; larger tiles gained without them
+            add(vecs, wt, rt, d.rows_outer, False, None)
+        add(vecs, wt, rt, d.rows_outer, not d.channels_outside)
+    return out[:limit]
+
+
+def _tiles(registers: int, blocks: int, cols: int, rows: int) -> list:
+    """The TOP_TILES (vecs, wt, rt) register tiles by FMAs per value loaded (vecs weight vectors,
+    wt * rt broadcasts), then the larger: vecs in 1, 2, 4 dividing blocks, wt dividing cols,
+    rt dividing rows, vecs * wt * rt accumulators beside the vecs weights and a broadcast."""
+    found = []
+    for vecs in (1, 2, 4):
+        for wt in range(1, cols + 1):
+            for rt in range(1, rows + 1):
+                acc = vecs * wt * rt
+                if blocks % vecs or cols % wt or rows % rt or acc + vecs + 1 > registers:
+                    continue
+                found.append((acc / (vecs + wt * rt), acc, vecs, wt, rt))
+    found.sort(reverse=True)
+    return [f[2:] for f in found[:TOP_TILES]]
+
+
+def _blocked_reductions(s, group) -> bool:
+    """Every convolution reduces over (rco, rh, rw, rci) of static extents (a blocked input)."""
+    return all(len(s[c].op.reduce_axis) == 4 and all(static(r.dom.extent) is not None
+                                                     for r in s[c].op.reduce_axis) for c in group.convs)
+
+
+def variant_schedule(outputs: List, target: Target, choice: Optional[NchwcChoice]):
+    """The default schedule of the program computing outputs (default_schedule's, one kernel
+    of NCHWc convolutions) with choice in place of the default's for that kernel."""
+    s = create_schedule([t.op for t in outputs])
+    for group in fuse(s):
+        if choice is not None and nchwc_group(s, group):
+            schedule_conv_cpu(s, group, target, choice)
+        else:
+            schedule_group(s, group, target)
+    return s
+
+
+def program_variants(outputs: List, target: Target, limit: int = 16) -> List[NchwcChoice]:
+    """choice_variants of the one NCHWc convolution kernel of the program computing outputs
+    (a conv task's), or [] where the program has none."""
+    s = create_schedule([t.op for t in outputs])
+    groups = [g for g in fuse(s) if nchwc_group(s, g)]
+    if len(groups) != 1 or target.kind != "llvm":
+        return []
+    return choice_variants(target, s, groups[0], limit)

@@ -1,0 +1,106 @@
+"""Variants of the default NCHWc convolution schedule (torch/conv_variants.py) and their
+tuning (torch/tune.py measures them beside the default): the default's choice first, every
+variant fits the register file, each one's kernel (bounds-checked) computes what the
+default's does, and a tuned record of a variant replays from the log into a model that
+matches eager torch."""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import schedlang as sl
+import schedlang.torch as st
+from schedlang.autoschedule import records
+from schedlang.autoschedule.search import SearchPolicy
+from schedlang.torch.conv_variants import program_variants, variant_schedule
+from schedlang.torch.schedules import default_schedule
+from schedlang.torch.tune import VARIANT, _variant_steps, extract_tasks, tune_program
+
+from .test_conv_tiles import AVX2, PointwiseBlock, TwoConvs
+
+QUICK = dict(number=1, repeat=1, verbose=0, policy=SearchPolicy(population=8, generations=1), final=0)
+
+
+def _conv_tasks(model, x, target):
+    """(the lowered program, its tasks of NCHWc convolution kernels: those with variants)."""
+    program = st.lower_graph(st.capture(model, (x,)), target)
+    tasks = [kt for kt in extract_tasks(program, target)
+             if kt.kind == "conv" and program_variants(kt.task.outputs, target)]
+    return program, tasks
+
+
+def test_variants_start_with_the_default_and_fit_the_register_file():
+    torch.manual_seed(0)
+    _, tasks = _conv_tasks(TwoConvs(5, 32, 3, 1), torch.randn(1, 5, 9, 14), AVX2)
+    assert len(tasks) >= 2
+    for kt in tasks:
+        choices = program_variants(kt.task.outputs, AVX2, limit=16)
+        assert len(choices) > 1 and all(c not in choices[:k] for k, c in enumerate(choices))
+        steps = variant_schedule(kt.task.outputs, AVX2, choices[0]).to_json()
+        assert steps == default_schedule(kt.task.outputs, AVX2).to_json()      # the default's choice first
+        for c in choices:
+            assert c.vecs * c.wt * c.rt + c.vecs + 1 <= AVX2.native_registers(), c
+
+
+@pytest.mark.parametrize("model, shape", [
+    (lambda: TwoConvs(3, 24, 3, 2), (1, 3, 11, 9)),                # stride 2, odd rows, padded kernels
+    (lambda: PointwiseBlock(3, 40, 144, 24, 1), (1, 3, 5, 9)),      # 1x1 reductions in chunks
+], ids=["3x3", "1x1-chunks"])
+def test_every_variant_computes_what_the_default_does(model, shape):
+    """Each variant's kernel, bounds-checked, on random inputs: equal to the default's."""
+    torch.manual_seed(0)
+    checked = AVX2.with_options(bounds_check=True)
+    _, tasks = _conv_tasks(model(), torch.randn(*shape), AVX2)
+    assert tasks
+    rng = np.random.default_rng(0)
+    for kt in tasks:
+        args, outs = kt.task.args, kt.task.outputs
+        arrays = [rng.standard_normal(t.shape).astype(np.float32) for t in args]
+        results = []
+        for choice in program_variants(outs, AVX2, limit=16):
+            a = [x.copy() for x in arrays]
+            sl.build(variant_schedule(outs, AVX2, choice), args, target=checked)(*a)
+            results.append(a[-len(outs):])
+        for got in results[1:]:
+            for g, w in zip(got, results[0]):
+                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+_WINNERS: set = set()     # steps (JSON) _fake_times gives the best time
+
+
+def _fake_times(program_json, steps_json, target, number, repeat):
+    """1 ms for a candidate in _WINNERS, 2 ms for any other (no build)."""
+    return {"times": [1e-3 if steps_json in _WINNERS else 2e-3], "build_s": 0.0, "load": None}
+
+
+def test_a_tuned_variant_replays_from_the_log_and_matches_eager(tmp_path):
+    """Tuning measures and logs each conv kernel's variants (their tile choices in the
+    record); where a variant wins, compiling with the log builds it, and the model still
+    matches eager torch."""
+    torch.manual_seed(0)
+    model, x = TwoConvs(5, 16, 3, 1), torch.randn(1, 5, 9, 15)
+    program, tasks = _conv_tasks(model, x, AVX2)
+    _WINNERS.clear()
+    for kt in tasks:
+        _WINNERS.add(_variant_steps(kt, 4)[-1][1])       # the last of 4 variants wins, as timed
+    log = str(tmp_path / "variants.jsonl")
+    with cf.ThreadPoolExecutor(1) as ex:
+        tune_program(program, AVX2, 0, log, executor=ex, worker_fn=_fake_times, variants=4, **QUICK)
+    for kt in tasks:
+        recs = records.load(log, kt.workload_key, str(AVX2))
+        variants = [r for r in recs if r.get("sketch") == VARIANT]
+        assert 1 <= len(variants) <= 4 and all(set(r["choice"]) >= {"vecs", "wt", "rt"} for r in variants)
+        best = records.ranked(recs, final=False)[0]
+        assert best["sketch"] == VARIANT and json.dumps(best["steps"], sort_keys=True) in \
+            {json.dumps(json.loads(w), sort_keys=True) for w in _WINNERS}
+    (part,) = program.parts
+    outs = [t for _, t in part.outputs]
+    assert default_schedule(outs, AVX2, log=log).to_json() != default_schedule(outs, AVX2).to_json()
+    built = st.compile(model, (x,), target=AVX2, log=log)
+    with torch.no_grad():
+        torch.testing.assert_close(built(x), model(x), rtol=1e-4, atol=1e-4)
