@@ -64,8 +64,11 @@ class Clock:
         setattr(owner, name, timed)
 
 
-def child(name: str, threads: int) -> str:
-    """One line: total, then each part, then one forward, each as cpu/wall."""
+def child(name: str, threads: int, in_place: bool = False, fill: bool = False) -> str:
+    """One line: total, then each part, then one forward, each as cpu/wall. in_place: every
+    Linear reads its weight in place (ops/matmul.reads_weight_in_place forced; the model
+    cache's key does not hold that choice: give such runs a cache folder of their own);
+    fill: the run that fills the cache (not checked to be answered by it)."""
     import torch
     import schedlang as sl
     import schedlang.target.llvm.backend  # noqa: F401  (the first CPU compile imports it)
@@ -73,7 +76,10 @@ def child(name: str, threads: int) -> str:
     from schedlang import kernel_cache
     from schedlang.target.llvm import cached
     from schedlang.torch import model_cache, prepack, runtime, zoo
+    from schedlang.torch.ops import matmul
     warnings.simplefilter("ignore")
+    if in_place:
+        matmul.reads_weight_in_place = lambda *a, **k: True
     torch.set_num_threads(threads)
     model, inputs = zoo.build(name, "full")
     target = sl.Target.create("llvm").with_options(num_threads=threads)
@@ -108,7 +114,7 @@ def child(name: str, threads: int) -> str:
         calling.append(True)              # a pass in the call is the first forward's
         got = compiled(*inputs)
         c2, w2 = time.process_time(), time.perf_counter()
-        if model_cache.stats.loads != 1:
+        if model_cache.stats.loads != 1 and not fill:
             raise SystemExit(f"{name}: not answered by the model cache ({model_cache.stats})")
         want = model(*inputs)
         err = float((got - want).abs().max() / want.abs().max().clamp(min=1))
@@ -130,26 +136,15 @@ def child(name: str, threads: int) -> str:
     return " ".join(f"{c:.3f}/{w:.3f}" for c, w in cells)
 
 
-def run_child(name: str, threads: int, cache_dir: str) -> str:
+def run_child(name: str, threads: int, cache_dir: str, in_place: bool, fill: bool = False) -> str:
     env = dict(os.environ, SCHEDLANG_CACHE_DIR=cache_dir, OMP_NUM_THREADS=str(threads))
     env["PYTHONPATH"] = os.pathsep.join([ROOT] + [p for p in [env.get("PYTHONPATH")] if p])
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, "--threads", str(threads)],
-                          env=env, capture_output=True, text=True)
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", name, "--threads", str(threads)]
+    proc = subprocess.run(cmd + ["--in-place"] * in_place + ["--fill"] * fill, env=env, capture_output=True,
+                          text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{name}: " + (proc.stderr.strip().splitlines() or ["failed"])[-1])
     return proc.stdout.split("\n")[-2]
-
-
-def fill(name: str, threads: int, cache_dir: str) -> None:
-    """A first process compiles the model into cache_dir (its time is not reported)."""
-    env = dict(os.environ, SCHEDLANG_CACHE_DIR=cache_dir, OMP_NUM_THREADS=str(threads))
-    env["PYTHONPATH"] = os.pathsep.join([ROOT] + [p for p in [env.get("PYTHONPATH")] if p])
-    code = ("import sys, torch, warnings; warnings.simplefilter('ignore'); sys.path.insert(0, %r)\n"
-            "import schedlang as sl, schedlang.torch as slt; from schedlang.torch import zoo\n"
-            "m, x = zoo.build(%r, 'full')\n"
-            "with torch.no_grad(): slt.compile(m, x, target=sl.Target.create('llvm').with_options(num_threads=%d))(*x)"
-            % (ROOT, name, threads))
-    subprocess.run([sys.executable, "-c", code], env=env, check=True)
 
 
 def main(argv=None) -> None:
@@ -158,10 +153,13 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, action="append")
     ap.add_argument("--cache-dir", help="a cache folder to fill and reuse (default: a fresh temporary one per run)")
     ap.add_argument("--runs", type=int, default=2, help="warm processes per model (the best total shown)")
+    ap.add_argument("--in-place", action="store_true",
+                    help="every Linear reads its weight in place (no packed panels): what the first call would cost")
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--fill", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print(child(args.child, (args.threads or [1])[0]))
+        print(child(args.child, (args.threads or [1])[0], args.in_place, args.fill))
         return
     import harness
     print(f"# {harness.cpu_model()}; load {harness.load_average()}; cpu/wall seconds (CPU: time.process_time, "
@@ -172,8 +170,8 @@ def main(argv=None) -> None:
         cache = args.cache_dir or tmp
         for name in args.only or MODELS:
             for threads in args.threads or (1, 2):
-                fill(name, threads, cache)
-                lines = [run_child(name, threads, cache) for _ in range(args.runs)]
+                run_child(name, threads, cache, args.in_place, fill=True)     # a first process fills the cache
+                lines = [run_child(name, threads, cache, args.in_place) for _ in range(args.runs)]
                 best = min(lines, key=lambda line: float(line.split()[0].split("/")[0]))
                 cells = best.split()
                 cpu = [float(c.split("/")[0]) for c in cells]
