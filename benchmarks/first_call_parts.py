@@ -75,7 +75,7 @@ def child(name: str, threads: int, in_place: bool = False, fill: bool = False) -
     import schedlang.torch as sl_torch
     from schedlang import kernel_cache
     from schedlang.target.llvm import cached
-    from schedlang.torch import model_cache, prepack, runtime, zoo
+    from schedlang.torch import model_cache, prepack, zoo
     from schedlang.torch.ops import matmul
     warnings.simplefilter("ignore")
     if in_place:
@@ -90,7 +90,7 @@ def child(name: str, threads: int, in_place: bool = False, fill: bool = False) -
     clock.wrap(prepack.PackCache, "values", "pack")
     init = cached.CachedModule.__init__
 
-    def load(self, *args, **kwargs):      # the library's load, its disk read counted apart
+    def load(self, *args, **kwargs):      # the library's checks and load (its bytes were read before)
         c, w = time.process_time(), time.perf_counter()
         init(self, *args, **kwargs)
         clock.cpu["load"] += time.process_time() - c
