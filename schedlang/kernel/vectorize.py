@@ -154,6 +154,14 @@ class LaneRewriter:
         if op in ("floordiv", "floormod") and ra and isinstance(b, Const) and b.value > 0:
             stride = simplify(a.stride, self.ranges)
             if isinstance(stride, Const) and stride.value >= 0:
+                m = stride.value * self.lanes
+                if m > 0 and b.value % m == 0 and is_multiple(a.base, m):
+                    # lanes from a multiple of m, m dividing b, lie in one block of b (a k-vector of
+                    # a split axis read through a reshape: attention's output [B, H, S, D] as
+                    # [B, S, H * D]); the quotient a scalar, so that the index folds to one ramp
+                    if op == "floordiv":
+                        return binary("floordiv", a.base, b)
+                    return self.ramp(binary("floormod", a.base, b), stride)
                 last = binary("add", a.base, Const(stride.value * (self.lanes - 1), a.base.dtype))
                 same = simplify(binary("sub", binary("floordiv", last, b), binary("floordiv", a.base, b)), self.ranges)
                 if isinstance(same, Const) and same.value == 0:   # every lane in one block of b

@@ -171,11 +171,15 @@ def reads_weight_in_place(target, m, k) -> bool:
     the first call (time and first-touched pages) nor to keep (memory). Measured
     (benchmarks/linear_inplace.py, one Zen 3 core, AVX2, CPU time; in place / packed time):
     M = 1 and 8 at K = 2048 and 5632: 0.60-0.83 (in place faster); M = 128 at K = 2048 and
-    5632 (Llama's shapes): 1.01-1.07, at K = 768 (BERT-base) 1.06-1.10. But the whole Llama
-    "full" (M = 128) read in place took 2.5-2.7 s of CPU per forward against 1.6-1.8 packed
-    (not yet explained: its fused or lm-head kernels), so on AVX2 only a Linear of at most
-    IN_PLACE_ROWS rows reads in place. AVX-512 (32 registers, a 4 x 4 tile) is not measured:
-    it keeps packing."""
+    5632 (Llama's shapes): 1.01-1.07, at K = 768 (BERT-base) 1.06-1.10. The whole Llama
+    "full" (M = 128) read in place took 2.5-2.7 s of CPU per forward against 1.6-1.8 packed:
+    its output projection reads attention's output through the head split (k = h * D + d),
+    which the in-place schedule did not take for contiguous, so it fell to the scalar rows
+    kernel (5.6x packed's time; schedules.runs_along now takes it). One Llama layer (dim 2048,
+    M = 128, one Zen 1 core, CPU time) now reads in place in 1.07x packed's time (was 1.5x),
+    the rest its fused gate/up kernel (1.2x: two matmuls share the tile's registers). So on
+    AVX2 only a Linear of at most IN_PLACE_ROWS rows reads in place. AVX-512 (32 registers,
+    a 4 x 4 tile) is not measured: it keeps packing."""
     if target.native_registers() >= 32:
         return False
     return m is not None and m <= IN_PLACE_ROWS
