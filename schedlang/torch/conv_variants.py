@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from ..schedule import create_schedule
+from ..target.registry import get_backend
 from ..target.target import Target
 from .conv_schedules import (NchwcChoice, _dense, _pointwise_blocks,
                              nchwc_choice, schedule_conv_cpu)
@@ -109,6 +110,6 @@ def program_variants(outputs: List, target: Target, limit: int = 16) -> List[Nch
     (a conv task's), or [] where the program has none."""
     s = create_schedule([t.op for t in outputs])
     groups = [g for g in fuse(s) if nchwc_group(s, g)]
-    if len(groups) != 1 or target.kind != "llvm":
-        return []
+    if len(groups) != 1 or get_backend(target.kind).torch_device != "cpu":
+        return []       # (the variants are of the CPU's NCHWc schedules)
     return choice_variants(target, s, groups[0], limit)
