@@ -15,14 +15,18 @@ _llvm_lock = threading.RLock()
 
 
 def target_machine(cpu: str, features: str):
-    """A new target machine for position-independent code (small code model): the object
-    the JIT makes is then the one a shared library links (library.py), so exporting a module
-    (or storing it in the kernel cache) generates no code again. Not cached: an MCJIT engine
-    takes ownership of the one it is given and destroys it with itself."""
+    """A new target machine for position-independent code: the object the JIT makes is then
+    the one a shared library links (library.py), so exporting a module (or storing it in the
+    kernel cache) generates no code again. The large code model, as the JIT's default: its
+    references are 64-bit, so they reach wherever LLVM's memory manager maps the sections of
+    a JIT-compiled object (the small model's 32-bit rip-relative ones need them within 2 GiB,
+    which that memory manager does not promise, and a reference out of range is not
+    reported). Not cached: an MCJIT engine takes ownership of the one it is given and
+    destroys it with itself."""
     init_llvm()
     with _llvm_lock:
         target = llvm.Target.from_default_triple()
-        return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic", codemodel="default")
+        return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic", codemodel="large")
 
 
 @lru_cache(maxsize=4)
