@@ -150,6 +150,27 @@ def test_module_info_is_stored_in_the_library(tmp_path):
     assert info["params"][2] == {"name": "C", "shape": [67, 91], "dtype": "float32", "output": True}
 
 
+def test_the_library_links_the_object_the_jit_compiled(tmp_path, monkeypatch):
+    """export_library links the object the JIT made (position-independent) and generates no
+    code for the module again: it compiles only the small module of the library's own globals."""
+    from schedlang.target.llvm import jit, library
+    s, args = _gemm()
+    mod = sl.build(s, args, cache=False)
+    assert mod._compiled.object.startswith(b"\x7fELF")
+    compiled = []
+
+    def emit(text, cpu, features):
+        compiled.append(text)
+        return jit.emit_shared_object_code(text, cpu, features)
+    monkeypatch.setattr(library, "emit_shared_object_code", emit)
+    mod.export_library(str(tmp_path / "g.so"))
+    assert len(compiled) == 1 and "define " not in compiled[0] and library.INFO_SYMBOL in compiled[0]
+    loaded = sl.load_module(str(tmp_path / "g.so"))
+    a, b, c = _inputs(args, s, np.random.default_rng(2))
+    loaded(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_a_library_for_features_this_machine_lacks_is_refused(tmp_path):
     target, lacking = foreign_cpu_target()
     s, args = _elementwise()

@@ -4,7 +4,8 @@ Stages after Kernel IR, in order, each one's text kept in mod.ir:
   "llvm"      Kernel IR rendered as LLVM IR text (codegen.py)
   "llvm.opt"  the O3 pipeline of the target machine, parallel loop bodies kept out of line
               (jit.optimize)
-  "jit"       machine code in memory (jit.CompiledModule); mod.get_source("asm") prints it
+  "jit"       machine code in memory (jit.CompiledModule: position-independent, its object
+              kept for export_library); mod.get_source("asm") prints it
 The auto-scheduler's CPU sketch rules and timing and the torch frontend's CPU default schedules
 come with HostCPUBackend (target/backend.py).
 """

@@ -15,13 +15,18 @@ _llvm_lock = threading.RLock()
 
 
 def target_machine(cpu: str, features: str):
-    """A new target machine. Not cached: an MCJIT engine takes ownership of the one it is
-    given and destroys it with itself."""
+    """A new target machine for position-independent code: the object the JIT makes is then
+    the one a shared library links (library.py), so exporting a module (or storing it in the
+    kernel cache) generates no code again. The large code model, as the JIT's default: its
+    references are 64-bit, so they reach wherever LLVM's memory manager maps the sections of
+    a JIT-compiled object (the small model's 32-bit rip-relative ones need them within 2 GiB,
+    which that memory manager does not promise, and a reference out of range is not
+    reported). Not cached: an MCJIT engine takes ownership of the one it is given and
+    destroys it with itself."""
     init_llvm()
     with _llvm_lock:
         target = llvm.Target.from_default_triple()
-        return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="default",
-                                            codemodel="jitdefault")
+        return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic", codemodel="large")
 
 
 @lru_cache(maxsize=4)
@@ -93,7 +98,8 @@ def free_pass_manager(passes) -> None:
 
 class CompiledModule:
     """Stage "jit": machine code for an optimised module, in memory; keeps the engine alive
-    as long as it is referenced."""
+    as long as it is referenced. object: the relocatable object code the engine loaded
+    (position-independent; None if llvmlite did not hand it over)."""
 
     def __init__(self, mod, cpu: str, features: str):
         with _llvm_lock:
@@ -102,7 +108,10 @@ class CompiledModule:
     def _compile(self, mod, cpu: str, features: str) -> None:
         tm = target_machine(cpu, features)
         self.engine = llvm.create_mcjit_compiler(mod, tm)
+        objects = []
+        self.engine.set_object_cache(lambda _module, data: objects.append(data))
         self.engine.finalize_object()
+        self.object = objects[0] if len(objects) == 1 else None
         self._tm = tm
         self._mod = mod
 
@@ -122,11 +131,9 @@ class CompiledModule:
 
 def emit_shared_object_code(text: str, cpu: str, features: str) -> bytes:
     """Position-independent object code for LLVM IR text, to link into a shared library
-    (the JIT's target machine makes code that only runs where it was loaded)."""
-    init_llvm()
+    (the target machine the JIT uses)."""
     with _llvm_lock:
-        tm = llvm.Target.from_default_triple().create_target_machine(cpu=cpu, features=features, opt=3,
-                                                                     reloc="pic", codemodel="default")
+        tm = target_machine(cpu, features)
         mod = llvm.parse_assembly(text)
         mod.verify()
         return tm.emit_object(mod)

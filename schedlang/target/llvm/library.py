@@ -1,11 +1,13 @@
 """export_library: a built CPU module as a shared library, with what a loader needs to
 check arguments stored inside it.
 
-The optimised LLVM IR (stage "llvm.opt") is compiled again as position-independent
-object code, plus one constant, `schedlang_module_info`: a NUL-terminated JSON record
-of the entry symbol, the parameters (name, shape, dtype, output or not), the target
-options, the buffer names that bounds-check reports refer to, the size variables and
-checks of symbolic shapes, and the extern calls (by registered name) the code makes. The object is linked
+The library links two objects: the module's code, which is the object the JIT compiled
+(position-independent: jit.target_machine), so exporting generates no code again; and a
+small object of what only the library has: one constant, `schedlang_module_info`, a
+NUL-terminated JSON record of the entry symbol, the parameters (name, shape, dtype, output
+or not), the target options, the buffer names that bounds-check reports refer to, the size
+variables and checks of symbolic shapes, and the extern calls (by registered name) the code
+makes; the library's own fork flag; the hook of extern calls. The objects are linked
 into a shared library with the system C compiler; a module with parallel loops links
 the same libgomp the JIT uses. The file ends with a checksum that load_module verifies
 before loading, and it is replaced atomically (a reader sees the old file or the new one).
@@ -55,15 +57,15 @@ def module_info(mod) -> dict:
     }
 
 
-def _packed_calls_through_hook(mod, text: str):
+def _packed_calls(mod, text: str):
     """Extern calls (sl.extern / call_packed) reach a Python function registered by name.
     In the library, sl_call_packed calls through the pointer PACKED_HOOK, which the loader
     sets to a callback of its process; the call ids of this process are saved with the
     function name and argument layout each stands for, so that the loading process looks
-    the function up by name (sl.register_func there) when the call happens."""
-    declaration = re.compile(rf"^declare void @{SYMBOL}\(i64, ptr\).*$", re.MULTILINE)
-    if not declaration.search(text):
-        return text, {}
+    the function up by name (sl.register_func there) when the call happens. None when the
+    code (text: its optimised LLVM IR) calls no extern function."""
+    if not re.search(rf"^declare void @{SYMBOL}\(i64, ptr\)", text, re.MULTILINE):
+        return None
     calls = {}
     for call_id in sorted({int(m) for m in re.findall(rf"@{SYMBOL}\(i64 (\d+),", mod.ir["llvm"])}):
         func, specs = descriptor(call_id)
@@ -71,12 +73,24 @@ def _packed_calls_through_hook(mod, text: str):
             raise ValueError(f"{mod.name} passes a buffer of symbolic shape to the registered function '{func}'; "
                              "export_library saves extern calls on static shapes only")
         calls[str(call_id)] = [func, [list(spec) for spec in specs]]
-    hook = (f"@{PACKED_HOOK} = global ptr null\n"
-            f"define void @{SYMBOL}(i64 %id, ptr %argv) {{\n"
-            f"  %f = load ptr, ptr @{PACKED_HOOK}\n"
-            f"  call void %f(i64 %id, ptr %argv)\n"
-            f"  ret void\n}}")
-    return declaration.sub(lambda _: hook, text, count=1), calls
+    return calls
+
+
+def _library_globals(text: str, info: dict, packed_calls) -> str:
+    """LLVM IR of what the library defines beside the module's code (text: its optimised
+    LLVM IR, whose triple and data layout it takes): the module record, the fork flag
+    (forksafe.py: the process's is not there at load time) and the extern-call hook."""
+    head = [line for line in text.splitlines()[:8] if line.startswith(("target triple", "target datalayout"))]
+    out = head + [_llvm_string_constant(INFO_SYMBOL, json.dumps(info))]
+    if re.search(rf"^@{re.escape(SERIAL_FLAG)} = external ", text, re.MULTILINE):
+        out.append(f"@{SERIAL_FLAG} = global i32 0")
+    if packed_calls is not None:
+        out += [f"@{PACKED_HOOK} = global ptr null",
+                f"define void @{SYMBOL}(i64 %id, ptr %argv) {{",
+                f"  %f = load ptr, ptr @{PACKED_HOOK}",
+                "  call void %f(i64 %id, ptr %argv)",
+                "  ret void\n}"]
+    return "\n".join(out) + "\n"
 
 
 def _llvm_string_constant(name: str, text: str) -> str:
@@ -104,23 +118,27 @@ def _link_openmp(runtime) -> list:
 
 def export_library(mod, path: str) -> None:
     """Write `mod` (an LLVMModule) as the shared library `path` (e.g. "f.so")."""
-    # The library defines its own fork flag (forksafe.py): the process's is not there at load time.
-    text = re.sub(rf"@{re.escape(SERIAL_FLAG)} = external (local_unnamed_addr )?global i32",
-                  f"@{SERIAL_FLAG} = global i32 0", mod.ir["llvm.opt"])
+    text = mod.ir["llvm.opt"]
     info = module_info(mod)
-    text, packed_calls = _packed_calls_through_hook(mod, text)
+    packed_calls = _packed_calls(mod, text)
     if packed_calls:
         info["packed"] = packed_calls
-    text += _llvm_string_constant(INFO_SYMBOL, json.dumps(info))
-    obj = emit_shared_object_code(text, mod.target.cpu, mod.target.features)
+    cpu, features = mod.target.cpu, mod.target.features
+    code = mod._compiled.object
+    if code is None:            # llvmlite kept the JIT's object to itself: compile the text again
+        code = emit_shared_object_code(text, cpu, features)
+    objects = {"module.o": code,
+               "globals.o": emit_shared_object_code(_library_globals(text, info, packed_calls), cpu, features)}
     with tempfile.TemporaryDirectory(prefix="schedlang-export-") as tmp:
-        obj_path = os.path.join(tmp, "module.o")
-        with open(obj_path, "wb") as f:
-            f.write(obj)
+        paths = []
+        for name, data in objects.items():
+            paths.append(os.path.join(tmp, name))
+            with open(paths[-1], "wb") as f:
+                f.write(data)
 
         def link(linked: str) -> None:
             # -Bsymbolic: the module's own calls (bounds-check reports) bind inside the library.
-            cmd = [_compiler(), "-shared", "-o", linked, obj_path, "-Wl,-Bsymbolic"]
+            cmd = [_compiler(), "-shared", "-o", linked, *paths, "-Wl,-Bsymbolic"]
             cmd += _link_openmp(mod.parallel_runtime)
             cmd += ["-lm"]
             done = subprocess.run(cmd, capture_output=True, text=True)
