@@ -84,7 +84,9 @@ PHASES = [("schedlang.torch.schedules", "default_schedule", "schedule"),
           ("schedlang.driver", "lower_to_tile_ir", "tile IR"),
           ("schedlang.driver", "lower_tile_to_kernel", "kernel IR"),
           ("schedlang.target.llvm.backend", "render_llvm", "llvm text"),
+          ("schedlang.target.llvm.backend", "render_llvm_split", "llvm text"),   # a many-kernel module (split.py)
           ("schedlang.target.llvm.backend", "optimize", "llvm opt"),
+          ("schedlang.target.llvm.backend", "link_modules", "llvm link"),     # a many-kernel module's parts
           ("schedlang.target.llvm.backend", "CompiledModule", "jit"),
           ("schedlang.kernel_cache", "store", "disk store"),
           ("schedlang.kernel_cache", "_write_module", "disk write (behind the compile)")]

@@ -6,11 +6,15 @@ Stages after Kernel IR, in order, each one's text kept in mod.ir:
               (jit.optimize)
   "jit"       machine code in memory (jit.CompiledModule: position-independent, its object
               kept for export_library); mod.get_source("asm") prints it
+A module of many kernels (a model part) is rendered as several LLVM modules (split.py),
+each optimised in a worker thread while the next is rendered; the stage texts then hold
+them all, one after another.
 The auto-scheduler's CPU sketch rules and timing and the torch frontend's CPU default schedules
 come with HostCPUBackend (target/backend.py).
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Dict, Sequence
 
@@ -28,10 +32,11 @@ from .codegen import is_parallel_body, render_llvm
 from ..host import host_cpu, vector_bits_of
 from ..shapes import check_index_width
 from .cpus import check_cpu, merge_features, why_not_runnable
-from .jit import CompiledModule, optimize, triple_and_layout
+from .jit import CompiledModule, link_modules, optimize, triple_and_layout
 from .loaded import load_module
 from .module import LLVMModule
 from .runtime import openmp_library
+from .split import MODULE_BREAK, render_llvm_split, splits
 
 # Indices and loop counters are 32-bit in the generated code.
 
@@ -79,7 +84,11 @@ class LLVMBackend(HostCPUBackend):
     def build(self, kernel: KernelModule, target: Target, is_output: Sequence[bool],
               texts: Dict[str, str], trace=None) -> LLVMModule:
         check_index_width(kernel)
-        st = run_stages(self.stages(target), BuildState(kernel, target, texts), trace)
+        st = BuildState(kernel, target, texts)
+        if trace is None and splits(kernel, target):
+            compile_split(st)
+        else:
+            run_stages(self.stages(target), st, trace)
         not_runnable = why_not_runnable(target.cpu, target.features, *host_cpu())
         return LLVMModule(kernel, is_output, target, st.texts, st.compiled, st.buffer_names, st.runtime,
                           not_runnable)
@@ -110,6 +119,27 @@ def jit_stage(st: BuildState) -> None:
     if st.runtime is not None:
         forksafe.bind_flag()     # parallel launches read the process's fork flag by name
     st.compiled = CompiledModule(st.optimized, st.target.cpu, st.target.features)
+
+
+def compile_split(st: BuildState) -> None:
+    """The three stages for a module of many kernels (split.py): each LLVM module goes
+    through the O3 pipeline in a worker thread as soon as it is rendered (LLVM releases the
+    GIL, so the rendering of the next runs meanwhile); the optimised modules are linked into
+    one, which the JIT compiles (one object, as a module of few kernels)."""
+    target = st.target
+    st.runtime = openmp_library() if target.threading == "openmp" else None
+    triple, layout = triple_and_layout(target.cpu, target.features)
+    texts, optimized = [], []
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sl-llvm") as worker:
+        def emit(text: str) -> None:
+            texts.append(text)
+            optimized.append(worker.submit(optimize, text, target.cpu, target.features, is_parallel_body))
+        st.buffer_names = render_llvm_split(st.kernel, target, triple, layout, st.runtime is not None, emit)
+        mods = [f.result() for f in optimized]
+    st.source = st.texts["llvm"] = MODULE_BREAK.join(texts)
+    st.optimized = link_modules(mods)
+    st.texts["llvm.opt"] = str(st.optimized)
+    jit_stage(st)
 
 
 def check_triple(triple: str) -> None:

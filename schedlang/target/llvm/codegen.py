@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from ...errors import InternalError, LoweringError
 from ...expr.extent import ceil_div
@@ -398,11 +398,13 @@ def _kernel_function(module: ModuleState, k: Kernel) -> str:
     return name
 
 
-def _kernel_functions(module: ModuleState, m: KernelModule) -> List[Tuple[str, Tuple[Buffer, ...], Tuple[Var, ...]]]:
+def _kernel_functions(module: ModuleState, m: KernelModule,
+                      rendered: Optional[Callable[[], None]] = None) -> List[Tuple[str, Tuple[Buffer, ...], Tuple[Var, ...]]]:
     """The function of each kernel and the buffers and sizes to call it with. A kernel that
     repeats an earlier one on other buffers (m.copies: a model's repeated layer) calls that
     one's function: LLVM optimizes and compiles it once. Not with bounds checks, whose reports
-    name the buffers, nor where streaming stores differ."""
+    name the buffers, nor where streaming stores differ. rendered() is called after each
+    kernel function is added to module.functions (it is the last one there)."""
     calls: List[Tuple[str, Tuple[Buffer, ...], Tuple[Var, ...]]] = []
     for j, k in enumerate(m.kernels):
         copy = m.copies[j] if j < len(m.copies) and not module.bounds_check else None
@@ -412,6 +414,8 @@ def _kernel_functions(module: ModuleState, m: KernelModule) -> List[Tuple[str, T
                 calls.append((name, copy.params, copy.sizes))
                 continue
         calls.append((_kernel_function(module, k), k.params, k.sizes))
+        if rendered is not None:
+            rendered()
     return calls
 
 
@@ -487,18 +491,30 @@ def _entry_sizes(fn: FunctionText, m: KernelModule) -> Dict[Var, str]:
 def render_llvm(m: KernelModule, target: Target, triple: str, datalayout: str, parallel_runtime: bool):
     """The LLVM IR module for a Kernel IR module (its entry is `i32 @<name>(ptr args)`), and
     the buffer names that bounds-check reports refer to by id."""
+    module = module_state(m, target, triple, parallel_runtime)
+    entry = _entry_function(module, m, _kernel_functions(module, m))
+    return module_text(module, m.name, triple, datalayout, module.functions + [entry]), list(module.buffer_names)
+
+
+def module_state(m: KernelModule, target: Target, triple: str, parallel_runtime: bool) -> ModuleState:
+    """The state of rendering m: what its functions declare and define as they are rendered."""
     module = ModuleState(target, parallel_runtime)
     if target.streaming_stores:
         module.streaming = streaming_buffers(m.params, m.kernels, triple, target.bounds_check)
-    entry = _entry_function(module, m, _kernel_functions(module, m))
+    return module
+
+
+def module_text(module: ModuleState, name: str, triple: str, datalayout: str, functions: List[str]) -> str:
+    """One LLVM module: the header, the declarations and definitions rendered so far, functions."""
+    target = module.target
     attrs = [f'"target-cpu"="{target.cpu}"', f'"target-features"="{target.features}"']
     if target.vector_bits >= 512:
         attrs.append('"prefer-vector-width"="512"')
-    parts = [f'; schedlang module {m.name}', f'target triple = "{triple}"', f'target datalayout = "{datalayout}"', ""]
+    parts = [f'; schedlang module {name}', f'target triple = "{triple}"', f'target datalayout = "{datalayout}"', ""]
     parts += sorted(module.declarations) + [""]
     if target.bounds_check:
         parts += list(OOB_GLOBALS) + ["", OOB_REPORT]
     parts += list(module.definitions.values())
-    parts += module.functions + [entry]
+    parts += functions
     parts.append(f"attributes #0 = {{ nounwind {' '.join(attrs)} }}")
-    return "\n".join(parts) + "\n", list(module.buffer_names)
+    return "\n".join(parts) + "\n"

@@ -62,6 +62,20 @@ def optimize(text: str, cpu: str, features: str, out_of_line: Optional[Callable[
         return mod
 
 
+def link_modules(mods):
+    """One module of several optimised ones (each consumed), for one JIT object.
+
+    Not one engine of several modules: RuntimeDyld resolves a large-code-model GOT-relative
+    reference (R_X86_64_GOTOFF64: a constant or internal function) against the GOT of the
+    first object it loaded, not its own, so the code of every later object read the wrong
+    constants (a split ResNet-50 crashed)."""
+    with _llvm_lock:
+        linked = mods[0]
+        for mod in mods[1:]:
+            linked.link_in(mod)
+        return linked
+
+
 def keep_out_of_line(mod, wanted: Callable[[str], bool]) -> None:
     """Mark the defined functions whose name `wanted` accepts `noinline`.
 
