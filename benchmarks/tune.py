@@ -21,7 +21,8 @@ tuning curve as a PNG beside it. Throughput is GFLOP/s with the fraction of the 
 peak (benchmarks/peak.py) for GEMM and conv2d, GB/s (bytes read + written) with the fraction
 of the measured copy bandwidth for softmax and SiluAndMul; Apache TVM's fast-exp schedules
 (benchmarks/tvm_peers.py) join those two tables where `import tvm` works. Times are the best mean of
-`--repeat` rounds after a warm-up, one contender after another.
+`--repeat` rounds after a warm-up, one contender after another (wall time; with --cpu-time, one
+thread's CPU time: run it as `OMP_NUM_THREADS=1 taskset -c 1 ... --cpu-time --target "llvm -num-cores=1"`).
 """
 from __future__ import annotations
 
@@ -52,16 +53,22 @@ def conv2d_program(n: int, c: int, h: int, w: int, f: int, width: int, r: int = 
     return [X, Wp, nn.conv2d_nchw_prepacked(X, Wp, f, pad)]
 
 
+# --cpu-time sets this to time.process_time: one thread's CPU time, which the other processes of a
+# loaded machine do not inflate as they do wall time
+CLOCK = {"now": time.perf_counter}
+
+
 def best_time(fn, repeat: int, min_round_s: float = 0.05) -> float:
     """Best mean seconds per call over `repeat` rounds of at least min_round_s, after a warm-up."""
+    clock = CLOCK["now"]
     fn()
     best = float("inf")
     for _ in range(repeat):
-        n, start = 0, time.perf_counter()
+        n, start = 0, clock()
         while True:
             fn()
             n += 1
-            elapsed = time.perf_counter() - start
+            elapsed = clock() - start
             if elapsed >= min_round_s:
                 break
         best = min(best, elapsed / n)
@@ -132,6 +139,12 @@ def gemm(args, peaks, trials: int, timeout, name: str) -> None:
     t.add("schedlang auto_schedule", lambda: mod(a, b, c), args.repeat)
     rt = sl_kernels.gemm_register_tiled(args.target, n, n, n)
     t.add("schedlang hand (reg-tiled)", lambda: rt(a, b, c), args.repeat, "best hand schedule in benchmarks/")
+    tut = sl_kernels.gemm(args.target, n, n, n)
+    c2 = np.zeros_like(c)
+    tut(a, b, c2)
+    np.testing.assert_allclose(c2, a @ b, rtol=1e-3, atol=1e-3 * n)
+    t.add("schedlang hand (tutorial)", lambda: tut(a, b, c2), args.repeat,
+          "tutorials/01_gemm_cpu.py, B packed per call")
     t.add("numpy matmul", lambda: np.matmul(a, b, out=c), args.repeat, "OpenBLAS")
     import torch
     ta, tb, tc = (torch.from_numpy(v) for v in (a, b, c))
@@ -169,6 +182,14 @@ def conv2d(args, peaks) -> None:
         t.add("torch F.conv2d (oneDNN)", lambda: F.conv2d(tx, tw, padding=1), args.repeat, "allocates its output")
         t.add("torch convolution(out=)", lambda: torch.ops.aten.convolution.out(
             tx, tw, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, out=to), args.repeat)
+        # what Inductor with freezing runs: the weight reordered once, a channels-last input
+        conv_args = ([1, 1], [1, 1], [1, 1], 1)
+        twp = torch.ops.mkldnn._reorder_convolution_weight(tw, *conv_args, list(tx.shape))
+        txc = tx.contiguous(memory_format=torch.channels_last)
+        got = torch.ops.mkldnn._convolution_pointwise(txc, twp, None, *conv_args, "none", [], "")
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-3, atol=1e-3 * ch)
+        t.add("oneDNN prepacked", lambda: torch.ops.mkldnn._convolution_pointwise(
+            txc, twp, None, *conv_args, "none", [], ""), args.repeat, "weight reordered once, channels-last input")
     t.print()
 
 
@@ -268,12 +289,19 @@ def main(argv=None) -> None:
     p.add_argument("--target", action="append", dest="targets", metavar="TARGET",
                    help='tune and build for this target (repeatable; default "llvm", the host), e.g. '
                         '"llvm -mcpu=znver3" for AVX2 code')
+    p.add_argument("--cpu-time", action="store_true",
+                   help="time the contenders by CPU time (time.process_time) at one thread, torch and numpy "
+                        "included: for a loaded machine (give a one-thread target, e.g. \"llvm -num-cores=1\")")
     p.add_argument("--gemm-size", type=int, default=1024, help="M = N = K of the GEMM workloads")
     args = p.parse_args(argv)
     args.targets = args.targets or ["llvm"]
     for spec in args.targets:
         sl.Target.create(spec)            # a bad target string fails here, before any tuning
     args.timeout = None if args.quick else args.minutes * 60
+    if args.cpu_time:
+        import torch
+        torch.set_num_threads(1)
+        CLOCK["now"] = time.process_time
     if args.quick:
         args.trials, args.repeat = 6, 2
     os.makedirs(args.log_dir, exist_ok=True)
@@ -286,6 +314,9 @@ def main(argv=None) -> None:
     print(f"peaks   : FMA {fma['all']:.1f} GFLOP/s (measured, all cores); copy {copy:.1f} GB/s (256 MiB, best of "
           f"numpy/torch); load average {harness.load_average()}")
     print(f"tuning  : {'quick' if args.quick else f'{args.minutes:g} min per workload'}, seed {args.seed}")
+    if args.cpu_time:
+        print("timing  : CPU time at one thread (time.process_time), torch.set_num_threads(1); "
+              "the FMA peak above is wall time on all cores: ignore its % column")
     for spec in args.targets:
         t = sl.Target.create(spec)
         print(f"target  : {spec} -> {t}, {t.vector_bits}-bit vectors, {t.native_registers()} vector registers")

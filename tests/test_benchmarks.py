@@ -20,7 +20,19 @@ def test_tune_benchmark_quick_run(tmp_path):
     for title in ("GEMM float32 64^3, gemm64, target llvm:", "gemm64-64", "conv2d float32", "Row softmax", "SiluAndMul"):
         assert title in out, title
     assert out.count("schedlang auto_schedule") == 5
+    assert "schedlang hand (tutorial)" in out and "oneDNN prepacked" in out     # the peers the issue names
     assert (tmp_path / "conv2d.jsonl").stat().st_size > 0
+
+
+@pytest.mark.slow      # one workload tuned for a one-thread target, timed by CPU time (about 10 s)
+def test_tune_benchmark_times_by_cpu_time_at_one_thread(tmp_path):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "tune.py"), "--quick", "--cpu-time",
+                           "--only", "gemm1024-64", "--target", "llvm -num-cores=1", "--log-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "gemm64-64, target llvm -num-cores=1:" in proc.stdout
+    assert "CPU time at one thread" in proc.stdout
 
 
 @pytest.mark.slow      # every zoo model compiled tiny in a fresh process, checked against eager (about a minute)

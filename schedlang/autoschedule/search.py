@@ -17,6 +17,9 @@ A round, as Ansor's evolutionary search:
    trained, each sketch without a measurement first gets one pick (its best scored):
    as Ansor's initial population samples every sketch, a random ranking must not leave a
    sketch (a different data layout, a cache stage) out of the data the model learns from.
+   Once it is trained, one pick a round is the best scored child of the fastest candidate
+   of a sketch behind the leading one (those sketches in turn): the elites' children all
+   come from the leading sketch, which a lucky first draw of a slower sketch can lead.
 Measurements go into the log and train the model for the next round.
 """
 from __future__ import annotations
@@ -118,6 +121,7 @@ class Evolver:
         self.cache: Dict[str, Optional[Candidate]] = {}     # step key -> candidate (None: pruned)
         self.pruned = 0                          # children rejected by a ScheduleError / LoweringError
         self._draws = 0
+        self._turn = 0                           # which sketch behind the leader's has its pick next
 
     # ---- making candidates ---------------------------------------------------------------
 
@@ -208,6 +212,10 @@ class Evolver:
             self._score(local)
             seen.update((c.key, c) for c in local)
             local = [c for c in local if not all(_same_score(c, q) for q in c.parents)]
+        n_random = int(round(p.epsilon * count)) if self.model.trained else 0
+        behind = []
+        if p.generations and self.model.trained:
+            behind = self._behind_sketch_children(count - n_random, seen)
         for _ in range(p.generations if pop else 0):
             kids = [c for c in _unique(self._children(pop, p.population)) if c.key not in seen]
             self._score(kids)
@@ -215,11 +223,11 @@ class Evolver:
             pop = sorted(_unique(pop + kids), key=lambda c: -c.score)[:p.population]
         best_first = lambda cands: sorted((c for c in cands if self._new(c)), key=lambda c: -c.score)
         ranked = best_first(seen.values())
-        n_random = int(round(p.epsilon * count)) if self.model.trained else 0
         chosen: List[Candidate] = []
         hashes: Set[str] = set()
         if not self.model.trained:
             self._cover_sketches(ranked, count, chosen, hashes)
+        self._take(best_first(behind), min(1, count - n_random - len(chosen)), chosen, hashes)
         self._take(best_first(local), count - n_random - len(chosen), chosen, hashes)
         self._take(ranked, count - n_random - len(chosen), chosen, hashes)
         explore = [c for c in fresh + self._random(2 * n_random) if self._new(c)]
@@ -231,6 +239,31 @@ class Evolver:
             c.lowered = None             # keep only features and steps of the many candidates seen
             c.parents = ()               # this round's scores only; no lineage chains kept alive
         return chosen
+
+    def _behind_sketch_children(self, room: int, seen: Dict[str, Candidate]) -> List[Candidate]:
+        """Scored children of the fastest measured candidate of one sketch other than the
+        leader's (the sketches in turn, round after round), for one pick of a round with room
+        for two or more model picks (once the model is trained: before, the sketches are
+        covered); [] when fewer than two sketches have a measurement.
+        Why: the elites' children all come from the leading sketch once it leads, so a sketch
+        whose first measurements were unlucky draws was never refined. GEMM 512 on AVX2 (Zen 1,
+        64 trials): tile_pack's first draw packed B in 128-column panels (15.9 ms) against
+        tile_cache_write's 13.5 ms, and no later round measured a tile_pack child; its 16-column
+        panels (the hand schedule's) run 7.7 ms (results-tune-zen1-avx2.txt)."""
+        best: Dict[str, tuple] = {}
+        for t, c in self.measured:
+            if c.sketch.name not in best or t < best[c.sketch.name][0]:
+                best[c.sketch.name] = (t, c)
+        behind = [c for _, c in sorted(best.values(), key=lambda tc: tc[0])[1:]]
+        if room < 2 or not behind:
+            return []
+        parent = behind[self._turn % len(behind)]
+        self._turn += 1
+        kids = [c for c in _unique(self._children([parent], self.policy.population))
+                if c.key not in seen and c.key != parent.key]
+        self._score(kids)
+        seen.update((c.key, c) for c in kids)
+        return kids
 
     def _cover_sketches(self, ranked: List[Candidate], count: int, chosen: List[Candidate],
                         hashes: Set[str]) -> None:

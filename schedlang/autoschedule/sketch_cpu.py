@@ -14,7 +14,8 @@ that completes a CPU sample.
   that file is tight (AVX2), mostly as a shape with few loads per FMA (register_tile.py);
 - tile_cache_write: the same with the result accumulated in a local cache_write stage
   computed at the tiles of the output stage, whose rows are unrolled only where its
-  accumulators fit the register file (unrolled_tile_fits);
+  accumulators fit the register file (unrolled_tile_fits; on a tight register file, AVX2,
+  always there, and its innermost loop always vectorized);
 - tile_pack: tile_cache_write, and the inputs read a panel per tile (B of a matmul) copied
   into a contiguous panel at the outermost loop of the innermost spatial axis, which
   becomes the outermost loop (the packed B of a BLAS GEMM, one panel at a time);
@@ -174,13 +175,18 @@ def _tile_cache_write(trace: Trace, s: Schedule, st, target, pack: bool = False)
     # domain) does not know: vectorize its innermost loop here, where the tile size is known.
     # Its other spatial loops, unrolled, make the tile a register block (the micro-kernel of
     # a BLAS GEMM: an auto_unroll pragma at the reduction loop outside does not reach them).
+    # On a tight register file (AVX2) the block is only a register block when vectorized and
+    # unrolled, so both are given there (a parent's False is kept): the 1 in 5 draws of each
+    # that left it rolled or scalar ran 1.5-100x slower (GEMM 512, Zen 1), and as the cover
+    # pick of tile_pack they taught the model that packing is slow (results-tune-zen1-avx2.txt).
+    bits = st.op.output(0).dtype_obj.bits
+    keep = (lambda rng: True) if tight(target, bits) else (lambda rng: rng.random() < 0.8)
     tile = [math.prod(sz[at + 1:]) for sz in sizes]
     if inner and tile[-1] <= legal.MAX_VECTOR_EXTENT and trace.pick(
-            f"{cache.name}|vec_tile", lambda rng: rng.random() < 0.8, lambda v: isinstance(v, bool)):
+            f"{cache.name}|vec_tile", keep, lambda v: isinstance(v, bool)):
         cache.vectorize(inner[-1])
-    if len(inner) > 1 and unrolled_tile_fits(math.prod(tile[:-1]), tile[-1], target,
-                                             st.op.output(0).dtype_obj.bits) and trace.pick(
-            f"{cache.name}|unroll_tile", lambda rng: rng.random() < 0.8, lambda v: isinstance(v, bool)):
+    if len(inner) > 1 and unrolled_tile_fits(math.prod(tile[:-1]), tile[-1], target, bits) and trace.pick(
+            f"{cache.name}|unroll_tile", keep, lambda v: isinstance(v, bool)):
         for a in inner[:-1]:
             cache.unroll(a)
 

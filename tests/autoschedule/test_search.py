@@ -281,6 +281,35 @@ def test_an_untrained_model_measures_every_sketch_before_ranking():
     assert {c.sketch.name for c in resumed.propose(4)} == {"tile:C"}     # the log tried the others
 
 
+def test_each_round_measures_a_child_of_a_sketch_behind_the_leader():
+    """Once one sketch leads (its children fill the elites' share and the ranking), each round
+    still measures one child of another sketch's fastest candidate, the sketches behind in turn
+    (GEMM 512 on AVX2: tile_pack's first draw, 128-column panels, lost to tile_cache_write and
+    was never refined; its 16-column panels are the hand schedule's)."""
+    task = gemm(64, target="llvm -mcpu=haswell")
+    policy = SearchPolicy(population=8, generations=1, elites=2, epsilon=0)
+    ev = _ranking_one_sketch_first(Evolver(task, random.Random(0), policy=policy), "tile_cache_write:C")
+    speed = {"tile_cache_write:C": 1e-3, "tile:C": 2e-3, "tile_pack:C": 5e-3}
+    made = {name: [] for name in speed}
+    while any(len(v) < (6 if name == "tile_cache_write:C" else 1) for name, v in made.items()):
+        c = ev.random_candidate()
+        if c is not None and c.key not in {x.key for v in made.values() for x in v}:
+            made[c.sketch.name].append(c)
+    measured = [c for v in made.values() for c in v]
+    for c in measured:
+        c.kernel_hash = c.key
+    ev.record(measured, [speed[c.sketch.name] for c in measured])
+    assert ev.model.trained
+    near = []                   # per round: the sketches of the picks that are children of a sketch's best
+    for _ in range(2):
+        chosen = ev.propose(4)
+        ev.record(chosen, [speed[c.sketch.name] * 2 for c in chosen])       # none overtakes its best
+        near.append({c.sketch.name for c in chosen if c.sketch.name != "tile_cache_write:C" and
+                     sum(c.decisions.get(k) == v for k, v in made[c.sketch.name][0].decisions.items())
+                     >= len(made[c.sketch.name][0].decisions) - 2})
+    assert near == [{"tile:C"}, {"tile_pack:C"}]        # in the order of their fastest, one a round
+
+
 def test_progress_bar_only_on_a_terminal_plain_lines_elsewhere():
     assert Progress(10, 0).bar is None and not Progress(10, 0).plain
     p = Progress(10, 1)                           # pytest captures stderr: not a TTY

@@ -76,22 +76,32 @@ def test_searched_records_keep_their_features_family_and_flops(log_a):
         np.testing.assert_allclose(r["features"]["values"], features(task, s), atol=1e-4)
 
 
-def test_a_similar_task_is_ranked_before_its_first_measurement(log_a):
+def test_a_similar_task_is_ranked_before_its_first_measurement(log_a, tmp_path):
+    """Mean over the logs of three search seeds: one log's model ranks at 0.49-0.81 concordance
+    (seeds 100-102: 0.72, 0.59, 0.49 before the search's pick of a sketch behind the leader,
+    0.50, 0.81, 0.63 after), so one seed's threshold tested the seed more than the transfer."""
     pytest.importorskip("lightgbm")
     task = gemm(48, 64, 96)
-    ev = Evolver(task, random.Random(4), CostModel(0), POLICY)
-    transfer.Pool(records.load(log_a)).warm_start(ev)
-    assert ev.model.trained and not ev.model.xs              # trained on the first model's records alone
-    assert len(ev.model.prior[1]) == 32 and np.all(ev.model.prior[2] == pytest.approx(
-        transfer.SHAPE_DECAY ** abs(np.log2(task.flops / gemm(64, 64, 64).flops))))
-    assert len(ev.measured) == transfer.DONORS and all(t == float("inf") for t, _ in ev.measured)
-    cands = []
-    while len(cands) < 40:
-        c = ev.random_candidate()
-        if c is not None and all(c.key != x.key for x in cands):
-            cands.append(c)
-    truth = [-workers.formula_cost(task, task.schedule().apply_json(c.steps_json)) for c in cands]
-    assert _concordance(ev.model.predict([c.features for c in cands]), truth) > 0.55
+    logs = [log_a]
+    for seed in (101, 102):
+        logs.append(str(tmp_path / f"a{seed}.jsonl"))
+        assert _search(gemm(64, 64, 64), logs[-1], seed, 32) == 32
+    scores = []
+    for log in logs:
+        ev = Evolver(task, random.Random(4), CostModel(0), POLICY)
+        transfer.Pool(records.load(log)).warm_start(ev)
+        assert ev.model.trained and not ev.model.xs              # trained on the first model's records alone
+        assert len(ev.model.prior[1]) == 32 and np.all(ev.model.prior[2] == pytest.approx(
+            transfer.SHAPE_DECAY ** abs(np.log2(task.flops / gemm(64, 64, 64).flops))))
+        assert len(ev.measured) == transfer.DONORS and all(t == float("inf") for t, _ in ev.measured)
+        cands = []
+        while len(cands) < 40:
+            c = ev.random_candidate()
+            if c is not None and all(c.key != x.key for x in cands):
+                cands.append(c)
+        truth = [-workers.formula_cost(task, task.schedule().apply_json(c.steps_json)) for c in cands]
+        scores.append(_concordance(ev.model.predict([c.features for c in cands]), truth))
+    assert np.mean(scores) > 0.55, scores
 
 
 def _fake(task, steps, median, cpu, bits=None, family=None):
