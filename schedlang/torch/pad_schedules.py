@@ -58,7 +58,7 @@ def schedule_padded_conv_cpu(s, group, target: Target, choice: Optional[NchwcCho
     else:
         y.reorder(yn, bo, yh, wo, bi, wi, ylane)
     if choice.channels_outside:               # the row's tiles at once, input channel blocks outside them
-        tile_sums(caches, y, yh, vecs, wt, 1, channels_outside=True)
+        tile_sums(caches, y, yh, vecs, wt, 1, channels_outside=True, blocks_outer=choice.blocks_outer)
     else:
         tile_sums(caches, y, wo, vecs, wt, 1, None if pointwise is None else pointwise[1])
     y.unroll(bi)
