@@ -249,7 +249,7 @@ def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, w
         vecs, wt = SHORT_ROW_TILE
         from .schedules import _product
         pixels = _product(rows)
-        plane = row_tiles and pixels is not None and pixels * cols <= MAX_PLANE_PIXELS
+        plane = pixels is not None and pixels * cols <= MAX_PLANE_PIXELS
         return NchwcChoice(vecs, wt, 1, None, outweighs, outside, plane=plane, blocks_outer=True)
     vecs, wt = nchwc_tile(target, blocks, cols, width, taps=outside)
     rt = row_tile(target, rows[-1] if rows else 1, vecs, wt) if row_tiles else 1
@@ -270,11 +270,12 @@ def _short_odd_rows(blocks: int, cols: int) -> bool:
     columns, blocks_outer: as oneDNN's AVX2 direct convolution; with the blocks inside, LLVM
     kept 4 weight vectors live and spilled), the row ending in a one-column tail; where the
     plane is small (MAX_PLANE_PIXELS) a task is a channel tile's whole plane, each block of
-    input channels outside its rows (plane: each weight read once per call, not once per
-    row: ResNet's 3x3 512->512 at 7x7 reads 9.4 MB of weights). ResNet-50's 3x3 512->512 at
-    7x7 (and /2) ran 0.80-0.87x the former 1 x 7 x 2-row tile's time, ResNet-18's padded
-    ones (one row a task, pad_schedules.py) 0.84-0.88x; 4 x 3 on rows of 14 lost 1.3x to
-    4 x 2 (Zen 1, one thread, CPU time, loaded; benchmarks/results-conv-zen1-avx2.txt)."""
+    input channels outside its rows (plane, padded kernels too: each weight read once per
+    call, not once per row: ResNet's 3x3 512->512 at 7x7 reads 9.4 MB of weights, more than
+    Zen 1's L3 slice). ResNet-50's 3x3 512->512 at 7x7 (and /2) ran 0.84-0.88x main's 1 x 7
+    x 2-row tile's time, ResNet-18's padded ones 0.81-0.87x (the plane 0.95x of one row a
+    task); 4 x 3 on rows of 14 lost 1.3x to 4 x 2 (Zen 1, one thread, CPU time, loaded;
+    benchmarks/results-conv-zen1-avx2.txt)."""
     return blocks % SHORT_ROW_TILE[0] == 0 and cols % 2 == 1 and 3 <= cols <= MAX_SHORT_ROW
 
 
