@@ -190,9 +190,10 @@ def _conv_nchwc_cpu(s, group, target: Target, choice: Optional["NchwcChoice"] = 
     from .schedules import static
     out = s[group.anchor]
     n, cb, *spatial, lane = out.op.axis
-    vecs, wt, rt, pointwise, outweighs, channels_outside = choice or nchwc_choice(
+    choice = choice or nchwc_choice(
         target, s, group, static(cb.dom.extent), static(spatial[-1].dom.extent),
         [static(a.dom.extent) for a in spatial[:-1]], static(lane.dom.extent))
+    vecs, wt, rt, pointwise, outweighs, channels_outside = choice[:6]
     caches = _local_sums(s, group)
     co, ci = out.split(cb, factor=vecs)
     wo, wi = out.split(spatial[-1], factor=wt)
@@ -203,13 +204,18 @@ def _conv_nchwc_cpu(s, group, target: Target, choice: Optional["NchwcChoice"] = 
     if pointwise is not None:
         cg, co = out.split(co, factor=pointwise[0])
         tasks, tile = [n, cg, *outer_rows], [co]
+    elif choice.plane:
+        tasks, tile = [n, co], list(outer_rows)     # the rows inside a task: its weights read once
     elif outweighs:
         tasks, tile = [n, *outer_rows, co], []      # a row of the input read once for all the channel tiles
     else:
         tasks, tile = [n, co, *outer_rows], []
-    out.reorder(*tasks, wo, *tile, *hi, ci, wi, lane)
+    if choice.plane:
+        out.reorder(*tasks, *tile, wo, *hi, ci, wi, lane)
+    else:
+        out.reorder(*tasks, wo, *tile, *hi, ci, wi, lane)
     _register_tile(out, caches, tasks, wo, ci, vecs, wt, rt, None if pointwise is None else pointwise[1],
-                   channels_outside)
+                   channels_outside, choice.plane, choice.blocks_outer)
     out.unroll(wi)
     for h in hi:
         out.unroll(h)
@@ -225,6 +231,9 @@ class NchwcChoice(NamedTuple):
     pointwise: Optional[Tuple[int, list]]   # 1x1 reduction chunks (_pointwise_blocks), or None
     rows_outer: bool          # output rows outside the channel tiles (_input_outweighs_weights)
     channels_outside: bool    # input channel blocks outside a row of tiles (_input_channels_outside)
+    plane: bool = False       # with channels_outside: a task a channel tile's whole plane, the input
+                              # channel blocks outside its rows too (_short_odd_rows)
+    blocks_outer: bool = False  # the tile's channel blocks outside its rows and columns (_short_odd_rows)
 
 
 def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, width: int,
@@ -235,11 +244,39 @@ def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, w
     row_tiles False, one row a tile). Called before _local_sums: it reads group.convs,
     which caching inlines."""
     outside = _input_channels_outside(target, s, group)
+    outweighs = target.native_registers() < 32 and _input_outweighs_weights(s, group)
+    if outside and _short_odd_rows(blocks, cols):
+        vecs, wt = SHORT_ROW_TILE
+        from .schedules import _product
+        pixels = _product(rows)
+        plane = pixels is not None and pixels * cols <= MAX_PLANE_PIXELS
+        return NchwcChoice(vecs, wt, 1, None, outweighs, outside, plane=plane, blocks_outer=True)
     vecs, wt = nchwc_tile(target, blocks, cols, width, taps=outside)
     rt = row_tile(target, rows[-1] if rows else 1, vecs, wt) if row_tiles else 1
     pointwise = _pointwise_blocks(target, s, group, blocks // vecs) if rt == 1 else None
-    outweighs = target.native_registers() < 32 and _input_outweighs_weights(s, group)
     return NchwcChoice(vecs, wt, rt, pointwise, outweighs, outside)
+
+
+SHORT_ROW_TILE = (4, 3)   # AVX2 tile of a 3x3 over short odd rows: 4 channel blocks x 3 columns (_short_odd_rows)
+MAX_SHORT_ROW = 7         # the longest such row
+MAX_PLANE_PIXELS = 64     # a whole-plane task's pixels (its sums: 4 blocks x 64 x 8 floats, 8 KiB of L1)
+
+
+def _short_odd_rows(blocks: int, cols: int) -> bool:
+    """A kernel of convolutions with taps whose input channels go outside a row of tiles
+    (_input_channels_outside: 16-register targets only) over rows of an odd 3..MAX_SHORT_ROW
+    columns, its channel blocks a multiple of 4: SHORT_ROW_TILE, 12 accumulators beside 3
+    broadcasts and one weight vector at a time (the tile's channel blocks outside its
+    columns, blocks_outer: as oneDNN's AVX2 direct convolution; with the blocks inside, LLVM
+    kept 4 weight vectors live and spilled), the row ending in a one-column tail; where the
+    plane is small (MAX_PLANE_PIXELS) a task is a channel tile's whole plane, each block of
+    input channels outside its rows (plane, padded kernels too: each weight read once per
+    call, not once per row: ResNet's 3x3 512->512 at 7x7 reads 9.4 MB of weights, more than
+    Zen 1's L3 slice). ResNet-50's 3x3 512->512 at 7x7 (and /2) ran 0.84-0.88x main's 1 x 7
+    x 2-row tile's time, ResNet-18's padded ones 0.81-0.87x (the plane 0.95x of one row a
+    task); 4 x 3 on rows of 14 lost 1.3x to 4 x 2 (Zen 1, one thread, CPU time, loaded;
+    benchmarks/results-conv-zen1-avx2.txt)."""
+    return blocks % SHORT_ROW_TILE[0] == 0 and cols % 2 == 1 and 3 <= cols <= MAX_SHORT_ROW
 
 
 def row_tile(target: Target, rows: int, vecs: int, wt: int) -> int:
@@ -355,7 +392,7 @@ def _local_sums(s, group, prepare=None) -> list:
 
 
 def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, chunks: Optional[list] = None,
-                   channels_outside: bool = False) -> None:
+                   channels_outside: bool = False, plane: bool = False, blocks_outer: bool = False) -> None:
     """The register tile of the blocked kernels: each [n, blocks, *spatial, L] cache computed
     at the loop over a row's column tiles (wo), its reduction outermost, then the tile's rt
     rows, wt columns and vecs channel blocks (unrolled) and a vector of L channels; the tasks
@@ -367,11 +404,14 @@ def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, 
     as declared (the whole row by all blocks: 2048 channels of 8 by 7 columns, AVX2's
     ResNet-50, exceeds MAX_UNROLL), not the tile that compute_at leaves of it. With
     channels_outside, each cache is computed at the task (a row of tiles), its input channel
-    blocks outside the column tiles (_input_channels_outside)."""
+    blocks outside the column tiles (_input_channels_outside); with plane too, the task is a
+    channel tile's whole plane and the input channel blocks go outside its rows; blocks_outer:
+    the tile's channel blocks outside its rows and columns (_short_odd_rows)."""
     from .schedules import _fuse
     if channels_outside:
         task = _fuse(out, tasks)
-        tile_sums(caches, out, task, vecs, wt, rt, chunks, channels_outside=True)
+        tile_sums(caches, out, task, vecs, wt, rt, chunks, channels_outside=True, plane=plane,
+                  blocks_outer=blocks_outer)
     else:
         tile_sums(caches, out, wo, vecs, wt, rt, chunks)
         task = _fuse(out, tasks)
@@ -380,11 +420,14 @@ def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, 
 
 
 def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[list] = None,
-              channels_outside: bool = False) -> None:
+              channels_outside: bool = False, plane: bool = False, blocks_outer: bool = False) -> None:
     """Each local sum of caches (_local_sums) computed at loop wo of stage at as register tiles
     of rt rows, wt columns and vecs channel blocks (_register_tile says how); with
     channels_outside, wo is a loop over rows (a row of tiles a step) and the reduction's input
-    channel blocks go outside the loop over the row's tiles (_input_channels_outside)."""
+    channel blocks go outside the loop over the row's tiles (_input_channels_outside); with
+    plane too, wo is the task of a whole plane and they go outside its rows; blocks_outer
+    puts the tile's channel blocks outside its rows and columns (one weight vector live,
+    the tile's broadcasts reused across the blocks: _short_odd_rows)."""
     for i, cache in enumerate(caches):
         cache.compute_at(at, wo)
         cn, cblock, *csp, clane = cache.op.axis
@@ -395,8 +438,11 @@ def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[
             hco, h = cache.split(csp[-2], factor=rt)
             rows, hci = csp[:-2] + [hco], [h]
         reduce_axes = list(cache.op.reduce_axis)
-        if channels_outside:
-            cache.reorder(cn, bo, *rows, reduce_axes[0], wco, *reduce_axes[1:], *hci, wci, bi, clane)
+        tile = [bi, *hci, wci] if blocks_outer else [*hci, wci, bi]
+        if channels_outside and plane:
+            cache.reorder(cn, bo, reduce_axes[0], *rows, wco, *reduce_axes[1:], *tile, clane)
+        elif channels_outside:
+            cache.reorder(cn, bo, *rows, reduce_axes[0], wco, *reduce_axes[1:], *tile, clane)
         elif chunks is None:
             cache.reorder(cn, bo, *rows, wco, *reduce_axes, *hci, wci, bi, clane)
         else:

@@ -12,7 +12,9 @@ ResNet's 56 columns of two blocks of 8), from which the padded row is written: t
 is never written to memory and read back by a kernel of its own. The register tiles and
 1x1 reduction chunks are those of conv_schedules._conv_nchwc_cpu (nchwc_choice), one row a
 tile, computed at the loop over a row's column tiles; a 3x3's tiles are computed for the whole
-row at once, each block of input channels outside its column tiles (channels_outside).
+row at once, each block of input channels outside its column tiles (channels_outside); on
+a small plane of short odd rows (ResNet's 7x7: conv_schedules._short_odd_rows) a task is a
+channel tile's whole padded plane, its result computed for all the rows at once (plane).
 """
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ def schedule_padded_conv_cpu(s, group, target: Target, choice: Optional[NchwcCho
     if pointwise is not None:
         co, cti = pad.split(co, factor=pointwise[0])
         tasks, inner = [n, co, hp], [cti]
+    elif choice.plane and choice.channels_outside:
+        tasks, inner = [n, co], [hp]            # a channel tile's whole plane a task: its weights read once
     elif choice.rows_outer:
         tasks, inner = [n, hp, co], []          # an input row read once for all the channel tiles
     else:
@@ -58,7 +62,9 @@ def schedule_padded_conv_cpu(s, group, target: Target, choice: Optional[NchwcCho
     else:
         y.reorder(yn, bo, yh, wo, bi, wi, ylane)
     if choice.channels_outside:               # the row's tiles at once, input channel blocks outside them
-        tile_sums(caches, y, yh, vecs, wt, 1, channels_outside=True)
+        plane = choice.plane and inner == [hp]    # (or the plane's rows: conv_schedules._short_odd_rows)
+        tile_sums(caches, y, bo if plane else yh, vecs, wt, 1, channels_outside=True, plane=plane,
+                  blocks_outer=choice.blocks_outer)
     else:
         tile_sums(caches, y, wo, vecs, wt, 1, None if pointwise is None else pointwise[1])
     y.unroll(bi)

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 
 import schedlang as sl
 import schedlang.torch as st
-from schedlang.torch.conv_schedules import POINTWISE_TILE, _divisor, nchwc_tile, row_tile
+from schedlang.torch.conv_schedules import (MAX_PLANE_PIXELS, POINTWISE_TILE, SHORT_ROW_TILE, _divisor,
+                                           _short_odd_rows, nchwc_tile, row_tile)
 
 from .helpers import compile_each
 
@@ -240,3 +241,40 @@ def test_avx2_pointwise_tile_with_a_column_tail_matches_eager(model_args, hw):
     _match_eager(model, x, want, AVX2)
     choices = [c for k, _, c in _nchwc_choices(st.compile(model, (x,), target=AVX2), AVX2) if k in (1, 7)]
     assert any((c.vecs, c.wt) == POINTWISE_TILE for c in choices), choices
+
+
+@pytest.mark.parametrize("blocks, cols, want", [
+    (64, 7, True), (4, 5, True), (8, 3, True),     # ResNet's 7x7 maps; shorter odd rows
+    (64, 14, False), (64, 9, False), (64, 1, False), (6, 7, False),   # even, long, one column, 6 blocks
+])
+def test_short_odd_rows(blocks, cols, want):
+    assert _short_odd_rows(blocks, cols) == want
+
+
+@pytest.mark.parametrize("cin, c, stride, hw", [
+    (4, 32, 1, (7, 7)),       # rows of 7: 4 x 3 tiles and a one-column tail, a whole-plane task
+    (3, 64, 2, (13, 9)),      # stride 2 to 7 x 5, two channel tiles
+    (5, 32, 1, (11, 3)),      # rows of 3 (no tail), 11 rows
+    (3, 32, 1, (20, 7)),      # 140 pixels: more than MAX_PLANE_PIXELS, a row of tiles a task
+])
+def test_short_odd_rows_of_3x3_match_eager(cin, c, stride, hw):
+    """AVX2 kernels of 3x3 convolutions over short odd rows (_short_odd_rows) take
+    SHORT_ROW_TILE with the tile's blocks outside its columns, a task a plane where it is
+    small; padded (the first 3x3 writes the second's padded input) and unpadded. Bounds-checked,
+    against eager torch."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(cin, c, 1), nn.ReLU(), nn.Conv2d(c, c, 3, stride, 1), nn.ReLU(),
+                          nn.Conv2d(c, c, 3, 1, 1), nn.ReLU(), nn.Conv2d(c, 8, 1)).eval()
+    x = torch.randn(1, cin, *hw)
+    with torch.no_grad():
+        want = model(x)
+    _match_eager(model, x, want, AVX2)
+    short = [(padded, ch) for k, padded, ch in _nchwc_choices(st.compile(model, (x,), target=AVX2), AVX2)
+             if k == 3 and (ch.vecs, ch.wt) == SHORT_ROW_TILE]
+    assert {padded for padded, _ in short} == {True, False}, short
+    pixels = ((hw[0] - 1) // stride + 1) * ((hw[1] - 1) // stride + 1)
+    for padded, ch in short:
+        assert ch.blocks_outer and ch.channels_outside and ch.rt == 1
+        assert ch.plane == (pixels <= MAX_PLANE_PIXELS)
+    assert not any(ch.plane or ch.blocks_outer for _, _, ch in _nchwc_choices(st.compile(model, (x,), target=AVX512),
+                                                                              AVX512))
