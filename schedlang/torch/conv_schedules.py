@@ -247,9 +247,11 @@ def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, w
     outweighs = target.native_registers() < 32 and _input_outweighs_weights(s, group)
     if outside and _short_odd_rows(blocks, cols):
         vecs, wt = SHORT_ROW_TILE
-        from .schedules import _product
+        from .schedules import _product, threads
         pixels = _product(rows)
-        plane = pixels is not None and pixels * cols <= MAX_PLANE_PIXELS
+        # a whole-plane task is a channel tile's: keep two tasks a worker thread at least
+        plane = (pixels is not None and pixels * cols <= MAX_PLANE_PIXELS
+                 and blocks // vecs >= 2 * threads(target))
         return NchwcChoice(vecs, wt, 1, None, outweighs, outside, plane=plane, blocks_outer=True)
     vecs, wt = nchwc_tile(target, blocks, cols, width, taps=outside)
     rt = row_tile(target, rows[-1] if rows else 1, vecs, wt) if row_tiles else 1
