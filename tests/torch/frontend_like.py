@@ -112,6 +112,16 @@ def matmul_nn(M=37, N=45, K=29):
     return [A, B, C], [C]
 
 
+def merged_heads_matmul(H=3, M=7, D=8, N=17):
+    """C = merge(A) @ B with A [H, M, D] read as [M, H * D] through an IndexMap (attention's
+    output merged into the output projection's input: k walks memory in runs of D)."""
+    A = sl.placeholder((H, M, D), name="A")
+    B = sl.placeholder((H * D, N), name="B")
+    merged = sl.compute((M, H * D), lambda i, c: A[c // D, i, c % D], name="merge")
+    C = nn.matmul(merged, B, name="mm")
+    return [A, B, C], [C]
+
+
 def bmm(B=3, M=9, N=20, K=17):
     a = sl.placeholder((B, M, K), name="a")
     b = sl.placeholder((B, K, N), name="b")
