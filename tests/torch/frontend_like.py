@@ -122,6 +122,20 @@ def merged_heads_matmul(H=3, M=7, D=8, N=17):
     return [A, B, C], [C]
 
 
+def rotary(H=3, S=7, D=8):
+    """x * cos(angles) + x * sin(angles) with angles [S, D] read broadcast by x [H, S, D] (a
+    rotary embedding's tables, rotate_half left out), and the same with [H, S, D] angles."""
+    x = sl.placeholder((H, S, D), name="x")
+    a = sl.placeholder((S, D), name="angles")
+    full = sl.placeholder((H, S, D), name="full_angles")
+    cos = sl.compute((S, D), lambda i, d: sl.cos(a[i, d]), name="cos")
+    sin = sl.compute((S, D), lambda i, d: sl.sin(a[i, d]), name="sin")
+    out = sl.compute((H, S, D), lambda h, i, d: x[h, i, d] * cos[i, d] + x[h, i, d] * sin[i, d], name="rot")
+    fcos = sl.compute((H, S, D), lambda h, i, d: sl.cos(full[h, i, d]), name="full_cos")
+    same = sl.compute((H, S, D), lambda h, i, d: x[h, i, d] * fcos[h, i, d], name="same")
+    return [x, a, full, out, same], [out, same]
+
+
 def bmm(B=3, M=9, N=20, K=17):
     a = sl.placeholder((B, M, K), name="a")
     b = sl.placeholder((B, K, N), name="b")
