@@ -102,30 +102,52 @@ def ort_nodes(model, inputs, calls: int = 50):
 
 
 def describe(group, s):
-    """A short label of a kernel: its anchor's output shape and, for a convolution, its weight."""
+    """A short label of a kernel: its anchor's output shape; for a matmul M x N x K and the
+    epilogue's inlined ops (the tags of the stages it reads through); for a convolution, its
+    inputs' shapes."""
+    from schedlang.tensor.reduce import Reduce
+    from schedlang.torch.fuse import is_matmul
     op = group.anchor.op
     shape = "x".join(str(d) for d in op.shape)
-    extra = ""
     if group.convs:
         reads = [t for t in op.input_tensors]
-        extra = " in " + ",".join("x".join(str(d) for d in t.shape) for t in reads)
-    return f"{shape}{extra}"
+        return shape + " in " + ",".join("x".join(str(d) for d in t.shape) for t in reads)
+    mms = [group.anchor] if is_matmul(group.anchor) else group.matmuls
+    if mms and isinstance(mms[0].op.body, Reduce):
+        mm = mms[0].op
+        *batch, m, n = (str(d) for d in mm.shape)
+        k = mm.reduce_axis[0].dom.extent
+        epi = sorted({o.name.rstrip("0123456789_") for o in _reachable(s, s[group.anchor])})
+        lead = "x".join(batch) + "x" if batch and any(b != "1" for b in batch) else ""
+        return f"{lead}{m}x{n}x{k}" + (f" +{len(mms)}" if len(mms) > 1 else "") \
+            + (" (" + ",".join(epi) + ")" if epi else "")
+    return shape
+
+
+def _reachable(s, st, seen=None):
+    """The ops st reads through chains of inlined stages."""
+    seen = set() if seen is None else seen
+    for inp in s.inputs_of(st):
+        if inp.attach_type == "inline" and inp.op not in seen:
+            seen.add(inp.op)
+            _reachable(s, inp, seen)
+    return seen
 
 
 def schedlang_kernels(compiled, target):
-    """[(kind, label, fn)] per kernel call of the compiled model (model_profile.kernels)."""
+    """[(kind, label, mod, fn)] per kernel call of the compiled model (model_profile.kernels;
+    equal kernels share one built module)."""
     from model_profile import kernels
     from schedlang.schedule import create_schedule
     from schedlang.torch.fuse import fuse
-    labels = []
+    labels = {}
     for part in compiled.program.parts:
         s = create_schedule([t.op for _, t in part.outputs])
         for group in fuse(s):
-            labels.append((group.anchor.name, describe(group, s)))
-    lab = dict(labels)
+            labels[group.anchor.name] = describe(group, s)
     out = []
     for kind, name, mod, arrays in kernels(compiled.program, target):
-        out.append((kind, name, lab.get(name, ""), (lambda m, a: lambda: m(*a))(mod, arrays)))
+        out.append((kind, labels.get(name, ""), mod, (lambda m, a: lambda: m(*a))(mod, arrays)))
     return out
 
 
@@ -170,8 +192,8 @@ def main(argv=None) -> None:
         if args.kernels:
             ks = schedlang_kernels(compiled, target)
             uniq = {}
-            for kind, name, label, fn in ks:
-                uniq.setdefault(label + kind, [kind, label, fn, 0])[3] += 1
+            for kind, label, mod, fn in ks:
+                uniq.setdefault(id(mod), [kind, label, fn, 0])[3] += 1
             kt = cpu_time_call(*[u[2] for u in uniq.values()], rounds=3, min_s=0.02)
             rows = sorted(((t * u[3], u[0], u[1], u[3], t) for u, t in zip(uniq.values(), kt)), reverse=True)
             by = defaultdict(float)
@@ -183,14 +205,23 @@ def main(argv=None) -> None:
                 print(f"    {tot * 1e3:7.3f} {kind:9s} x{calls:<2d} {t * 1e3:6.3f}  {label}")
     if args.ort_nodes:
         rows = ort_nodes(model, inputs)
-        by = defaultdict(float)
-        for us, op, _, _ in rows:
-            by[op] += us
-        print(f"  onnxruntime nodes (profiler, median us per call): sum {sum(by.values()) / 1e3:.2f} ms; "
+        total = sum(r[0] for r in rows)
+        # The profiler's durations are wall-clock: on a loaded machine they are inflated by the
+        # time slices other processes took; scaled by the session's CPU time per call measured
+        # above (when ORT ran), they read as CPU time (the load spread evenly assumed).
+        scale = times[names.index("onnxruntime")] * 1e6 / total if "onnxruntime" in names else 1.0
+        by, same = defaultdict(float), defaultdict(lambda: [0.0, 0])
+        for us, op, _, shapes in rows:
+            by[op] += us * scale
+            key = (op, json.dumps(shapes))
+            same[key][0] += us * scale
+            same[key][1] += 1
+        print(f"  onnxruntime nodes (profiler, median us per call, x{scale:.3f} to the CPU time above): "
+              f"sum {sum(by.values()) / 1e3:.2f} ms; "
               + ", ".join(f"{k} {v / 1e3:.2f}" for k, v in sorted(by.items(), key=lambda kv: -kv[1])))
-        for us, op, name, shapes in sorted(rows, reverse=True):
-            print(f"    {us / 1e3:7.3f} {op:22s} {name[:40]:40s} {json.dumps(shapes)[:150]}")
-
+        for (op, shapes), (us, n) in sorted(same.items(), key=lambda kv: -kv[1][0]):
+            if us >= 0.001 * total * scale:
+                print(f"    {us / 1e3:7.3f} {op:22s} x{n:<2d} {us / n / 1e3:6.3f}  {shapes[:120]}")
 
 if __name__ == "__main__":
     main()

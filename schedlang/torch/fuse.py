@@ -21,7 +21,7 @@ from typing import Dict, List, Optional
 
 from ..expr.equality import equal
 from ..expr.functor import walk
-from ..expr.nodes import Binary, Cast, Select
+from ..expr.nodes import Binary, Call, Cast, Select
 from ..schedule import legal
 from ..tensor.classify import ELEMENTWISE, INDEX_MAP, classify
 from ..tensor.op import ComputeOp, TensorRead
@@ -121,7 +121,7 @@ def fuse(s) -> List[Group]:
                                for c in readers[st])
         feeds_conv[st] = any(feeds_conv[c] if c.attach_type == "inline" else is_conv(c) for c in readers[st])
         if _should_inline(st, feeds_matmul[st]) and not (feeds_conv[st] and _value_dependent(st)) \
-                and not _padded_epilogue(st, readers):
+                and not _padded_epilogue(st, readers) and not _costly_broadcast(st, readers):
             st.compute_inline()
     live = [st for st in stages if st.attach_type != "inline"]
     anchor_of: Dict[object, object] = {st: st for st in live}
@@ -177,6 +177,34 @@ def _should_inline(st, feeds_matmul: bool) -> bool:
     if kind == INDEX_MAP:
         return True
     return kind == ELEMENTWISE and not feeds_matmul
+
+
+# Math calls the CPU target computes with one libm call per lane (no vector code of its own,
+# target/llvm/mathlib.py has none for them).
+SCALAR_CALLS = frozenset({"sin", "cos", "tan", "pow", "exp10", "log10", "log1p", "atan", "atan2", "cosh", "sinh",
+                          "acos", "asin", "acosh", "asinh", "atanh", "fmod", "hypot"})
+
+
+def _size(st) -> Optional[int]:
+    n = 1
+    for a in st.op.axis:
+        e = a.dom.extent
+        if not isinstance(e, int):
+            return None
+        n *= e
+    return n
+
+
+def _costly_broadcast(st, readers) -> bool:
+    """st calls a SCALAR_CALLS function and a reader has more elements than st (reads it
+    broadcast): inlined, each call would run once per reader element. Llama's rotary
+    embedding: cos and sin of [S, D] angles read by the [B, H, S, D] query and key products,
+    16 heads x 2 scalar libm calls per element, 3.97 ms of one layer's 10 ms rotary + attention
+    kernels (one Zen 1 core); kept, they are [S, D] tables computed once per call."""
+    if not any(isinstance(n, Call) and n.name in SCALAR_CALLS for body in st.op.bodies for n in walk(body)):
+        return False
+    size = _size(st)
+    return size is not None and any((_size(r) or 0) > size for r in readers[st])
 
 
 def _value_dependent(st) -> bool:

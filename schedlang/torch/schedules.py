@@ -459,6 +459,24 @@ def _tile_anchor(anchor, mr: int, nr: int):
     return batch, yo, xo, xi, yi
 
 
+def k_run(s, mm) -> Optional[int]:
+    """c when the matmul's A operand walks memory with k in runs of c shorter than k, its last
+    index (a unit stride in k) % c (attention's output read through its head merge, [B, H, S,
+    D] as [B, S, H * D]: runs of D), and c divides k's extent; else None."""
+    op = s[mm].op
+    j, (k,) = op.axis[-1].var, op.reduce_axis
+    n = static(_extent(k))
+    for r in matmul_operands(op.body.source[0]):
+        idx = resolve_read(s, r).indices
+        if any(uses_var(i, j) for i in idx):
+            continue                                    # B
+        last = idx[-1]
+        c = static(last.b) if isinstance(last, Binary) and last.op == "floormod" else None
+        if c is not None and n is not None and 1 < c < n and n % c == 0 and unit_stride(last.a, k.var):
+            return c
+    return None
+
+
 def _matmul_nn(s, anchor, matmuls, mr: int, nr: int) -> None:
     mr, nr = _tile_sizes(anchor, mr, nr)
     batch, yo, xo, xi, yi = _tile_anchor(anchor, mr, nr)
@@ -468,7 +486,16 @@ def _matmul_nn(s, anchor, matmuls, mr: int, nr: int) -> None:
         (k,) = mm.op.reduce_axis
         io, ii = mm.split(i, factor=mr)
         jo, ji = mm.split(j, factor=nr)
-        mm.reorder(io, jo, k, ii, ji)
+        run = k_run(s, mm)
+        if run is not None:
+            # k split at A's runs: within one, A's index is affine in the inner k (no floordiv
+            # and floormod per step). Measured (one Zen 1 core, CPU time, loaded, same process):
+            # BERT's output projection 128 x 768 x 768 from the attention's [1, 12, 128, 64],
+            # 5.16 -> 4.69 ms (a plain [128, 768] input: 4.51).
+            ko, ki = mm.split(k, factor=run)
+            mm.reorder(io, jo, ko, ki, ii, ji)
+        else:
+            mm.reorder(io, jo, k, ii, ji)
         mm.unroll(ii)
         mm.vectorize(ji)
     anchor.vectorize(yi)

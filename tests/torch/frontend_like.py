@@ -112,6 +112,30 @@ def matmul_nn(M=37, N=45, K=29):
     return [A, B, C], [C]
 
 
+def merged_heads_matmul(H=3, M=7, D=8, N=17):
+    """C = merge(A) @ B with A [H, M, D] read as [M, H * D] through an IndexMap (attention's
+    output merged into the output projection's input: k walks memory in runs of D)."""
+    A = sl.placeholder((H, M, D), name="A")
+    B = sl.placeholder((H * D, N), name="B")
+    merged = sl.compute((M, H * D), lambda i, c: A[c // D, i, c % D], name="merge")
+    C = nn.matmul(merged, B, name="mm")
+    return [A, B, C], [C]
+
+
+def rotary(H=3, S=7, D=8):
+    """x * cos(angles) + x * sin(angles) with angles [S, D] read broadcast by x [H, S, D] (a
+    rotary embedding's tables, rotate_half left out), and the same with [H, S, D] angles."""
+    x = sl.placeholder((H, S, D), name="x")
+    a = sl.placeholder((S, D), name="angles")
+    full = sl.placeholder((H, S, D), name="full_angles")
+    cos = sl.compute((S, D), lambda i, d: sl.cos(a[i, d]), name="cos")
+    sin = sl.compute((S, D), lambda i, d: sl.sin(a[i, d]), name="sin")
+    out = sl.compute((H, S, D), lambda h, i, d: x[h, i, d] * cos[i, d] + x[h, i, d] * sin[i, d], name="rot")
+    fcos = sl.compute((H, S, D), lambda h, i, d: sl.cos(full[h, i, d]), name="full_cos")
+    same = sl.compute((H, S, D), lambda h, i, d: x[h, i, d] * fcos[h, i, d], name="same")
+    return [x, a, full, out, same], [out, same]
+
+
 def bmm(B=3, M=9, N=20, K=17):
     a = sl.placeholder((B, M, K), name="a")
     b = sl.placeholder((B, K, N), name="b")

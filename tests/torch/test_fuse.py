@@ -24,6 +24,21 @@ def test_silu_and_mul_is_one_kernel_with_everything_inlined():
     assert inlined(s) == {"chunk_0", "chunk_1", "silu_neg", "silu_exp", "silu_add", "silu_reciprocal", "silu"}
 
 
+def test_scalar_math_read_broadcast_is_computed_once():
+    """cos/sin (a libm call per lane) of [S, D] read by [H, S, D]: kernels of their own, not
+    recomputed per head; read element for element, cos is inlined as any elementwise op."""
+    s, groups, _ = groups_of(P.rotary)
+    assert {"cos", "sin"} <= set(groups) and "cos" not in inlined(s) and "sin" not in inlined(s)
+    assert "full_cos" in inlined(s)
+
+
+def test_rotary_tables_match_the_reference():
+    from schedlang.torch.schedules import default_schedule
+    from tests.helpers import assert_matches_reference
+    args, outs = P.rotary(H=2, S=5, D=6)
+    assert_matches_reference(default_schedule(outs), args)
+
+
 def test_softmax_reductions_at_the_row_of_the_output():
     s, groups, _ = groups_of(P.softmax, (2, 5, 64))
     assert groups == {"softmax": {"softmax_amax": 2, "softmax_sum": 2}}

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import schedlang as sl
-from schedlang.torch.schedules import default_schedule, nt_tile
+from schedlang.torch.fuse import fuse
+from schedlang.torch.schedules import default_schedule, k_run, nt_tile
 from tests.helpers import CHECKED, assert_close, assert_matches_reference, random_input
 from tests.torch import frontend_like as P
 
@@ -22,6 +23,13 @@ def scheduled(program, *a, target=HOST, **kw):
     args, outs = program(*a, **kw)
     s = default_schedule(outs, target)
     return s, args, outs
+
+
+def fused(outs):
+    """A schedule of outs with fuse's inlining applied (no kernel scheduled yet)."""
+    s = sl.create_schedule([t.op for t in outs])
+    fuse(s)
+    return s
 
 
 def tile_text(s, args):
@@ -155,6 +163,20 @@ def test_matmul_nn_register_tile():
     rows, cols = (8, 32) if F32 >= 16 else (4, 16)      # register_rows x panel_width
     assert re.search(rf"alloc mm\.global: f32\[{rows}, {cols}\]", tile), tile
     assert f"vectorized j.c.inner in 0..{cols}:" in tile
+
+
+@pytest.mark.parametrize("shape", [(3, 7, 8, 17), (2, 13, 5, 40), (4, 1, 16, 3)])
+def test_matmul_reading_merged_heads_splits_k_at_the_runs(shape):
+    """A read through a head merge ([H, M, D] as [M, H * D]): k split at D, so that A's index
+    is affine in the inner k loop; bounds-checked and plain builds match the reference."""
+    h, m, d, n = shape
+    s, args, outs = scheduled(P.merged_heads_matmul, *shape)
+    assert k_run(fused(outs), outs[0]) == d
+    assert f"k.inner in 0..{d}:" in tile_text(s, args), tile_text(s, args)
+    assert_matches_reference(s, args)          # a bounds-checked build, then a plain one
+    s, args, outs = scheduled(P.matmul_nn, 37, 45, 29)
+    assert k_run(fused(outs), outs[0]) is None
+    assert "k.inner" not in tile_text(s, args), "a contiguous A keeps its whole k loop"
 
 
 def test_matmul_tiles_follow_the_target():
