@@ -253,8 +253,9 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
     """Tune the kernels of program for target with `trials` measurements in all (plus one of
     each task's default schedule and of its variants), appending to `log`; returns the TaskScheduler (its tasks'
     weights, trials, best latencies and round order) with `.tasks` (the KernelTasks) and
-    `.default_s` (each task's default schedule's latency). strategy: "gradient" or "round-robin"; timeout: seconds after which no new
-    round starts; per_round: measurements per round; number, repeat: timed runs per
+    `.default_s` (each task's default schedule's latency). strategy: "gradient" or "round-robin";
+    timeout: seconds from the call (the defaults and variants measured included) after which no
+    new search round starts; per_round: measurements per round; number, repeat: timed runs per
     measurement; policy: the search's SearchPolicy; final: the fastest few of each tuned task
     timed again side by side at the end with the task's default schedule, in 3 alternating
     rounds (9 runs per task for the default 2, where sl.auto_schedule's 4 would cost a model
@@ -281,6 +282,7 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
         raise ValueError(f"tune: timeout must be a positive number of seconds, got {timeout!r}")
     with open(log, "a", encoding="utf-8"):       # an unwritable log fails here, before any work
         pass
+    begin = time.monotonic()      # the timeout covers the defaults and variants too, not only the search
     tasks = extract_tasks(program, target)
     if not tasks:
         return None
@@ -296,7 +298,8 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
                               initial_trials=searches.resumed,
                               seed=seed, callback=callback, verbose=verbose, **scheduler_options)
         start = time.monotonic()
-        sched.tune(trials, searches.round, per_round=per_round, timeout=timeout)
+        left = None if timeout is None else timeout - (start - begin)
+        sched.tune(trials, searches.round, per_round=per_round, timeout=left)
         tuned = [bool(n) or varied for n, varied in zip(sched.trials, searches.varied)]
         for i, kt in enumerate(tasks):
             if tuned[i] and final:

@@ -175,6 +175,25 @@ def test_compile_tunes_the_kernels_and_builds_with_the_records(tmp_path):
     assert len([r for r in records.load(log) if r.get("sketch") == "default"]) == len(tasks)   # measured once
 
 
+def test_the_timeout_counts_the_defaults_measured(tmp_path, monkeypatch):
+    """timeout= bounds the whole tuning: when measuring the defaults (and variants) has used it
+    up, no search round starts, and the defaults are still logged."""
+    import time
+    from schedlang.torch import tune
+    measure = tune.KernelSearches.measure_defaults
+
+    def slow(self):
+        measure(self)
+        time.sleep(0.5)
+    monkeypatch.setattr(tune.KernelSearches, "measure_defaults", slow)
+    model, x = TwoKernelMLP().eval(), torch.randn(4, 16)
+    log = str(tmp_path / "timeout.jsonl")
+    with cf.ThreadPoolExecutor(1) as ex:
+        sched = st.compile(model, (x,), tune=8, log=log, seed=0, executor=ex, timeout=0.4, **QUICK).tuning
+    assert sum(sched.trials) == 0 and sched.order == []
+    assert [r["sketch"] for r in records.load(log)] == ["default"] * len(sched.tasks)
+
+
 def test_tune_needs_a_log():
     model, x = TwoKernelMLP(), torch.randn(4, 16)
     with pytest.raises(ValueError, match="tune= needs log="):
