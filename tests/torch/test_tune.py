@@ -194,6 +194,38 @@ def test_the_timeout_counts_the_defaults_measured(tmp_path, monkeypatch):
     assert [r["sketch"] for r in records.load(log)] == ["default"] * len(sched.tasks)
 
 
+def test_a_search_far_behind_the_default_is_retired(tmp_path, monkeypatch):
+    """give_up=(trials, ratio): a task whose searched candidates all time ratio x slower than
+    its default schedule gets no more rounds after that many trials; give_up=None: it does."""
+    import os
+    from schedlang.torch import tune
+    searching = []
+    measure = tune.KernelSearches.measure_defaults
+
+    def defaults_then_search(self):
+        measure(self)
+        searching.append(True)
+    monkeypatch.setattr(tune.KernelSearches, "measure_defaults", defaults_then_search)
+
+    def worker(program_json, steps_json, target, number, repeat):    # defaults 1 ms, candidates 5 ms
+        t = 5e-3 if searching else 1e-3
+        return {"times": [t] * 3, "build_s": 0.0, "load": list(os.getloadavg())}
+    model, x = TwoKernelMLP().eval(), torch.randn(4, 16)
+    for give_up in ((8, 1.3), None):
+        searching.clear()
+        with cf.ThreadPoolExecutor(1) as ex:
+            sched = st.compile(model, (x,), tune=60, log=str(tmp_path / f"{give_up}.jsonl"), seed=0, executor=ex,
+                               per_round=4, give_up=give_up, worker_fn=worker, strategy="round-robin",
+                               **QUICK).tuning
+        n = len(sched.tasks)
+        if give_up:                       # each task retired after its second round
+            assert sched.trials == [8] * n and sched.dead == set(range(n))
+        else:
+            assert sum(sched.trials) == 60 and min(sched.trials) > 8 and not sched.dead
+    with pytest.raises(ValueError, match="give_up"):
+        st.compile(model, (x,), tune=4, log=str(tmp_path / "bad.jsonl"), give_up=(8, 0.5), **QUICK)
+
+
 def test_tune_needs_a_log():
     model, x = TwoKernelMLP(), torch.randn(4, 16)
     with pytest.raises(ValueError, match="tune= needs log="):
