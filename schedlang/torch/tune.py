@@ -146,7 +146,7 @@ def _hash(kt: KernelTask, steps: Optional[str] = None) -> str:
 
 
 VARIANT = "default-variant"      # the sketch name of a default schedule's variant's records
-GIVE_UP = (32, 1.3)    # a task's search retired after 32 trials still 1.3x slower than its default or variants
+GIVE_UP = (32, 1.3)    # a conv task's search retired after 32 trials still 1.3x slower than its default or variants
 
 
 def _variant_steps(kt: KernelTask, count: int) -> List[Tuple[dict, str]]:
@@ -208,14 +208,15 @@ class KernelSearches:
         self.start_best = list(self.best)
 
     def hopeless(self, i: int, give_up: Tuple[int, float]) -> bool:
-        """Whether task i's search, after give_up[0] trials of this run, is still more than
-        give_up[1] times slower than the task's default schedule or its variants: on NCHWc
-        convolutions the sketches' best stays 1.2-2.4x behind the default after 50-260 trials
-        (ResNet-50, benchmarks/results-models-zen3-avx2.txt), so further rounds there are spent
-        for nothing."""
+        """Whether task i, a kernel with variants of its default schedule (NCHWc convolutions),
+        has a search that after give_up[0] trials of this run is still more than give_up[1]
+        times slower than the default or its variants: there the sketches' best stays 1.2-2.4x
+        behind the default after 50-260 trials (ResNet-50, benchmarks/results-models-zen3-avx2.txt),
+        so further rounds are spent for nothing. Other kernels are never judged so: BERT's
+        matmul searches start 1.5-2x behind and overtake the default after 50-100 trials."""
         trials, ratio = give_up
         start, found = self.start_best[i], self.search_best[i]
-        if start is None or self.search_trials[i] < trials:
+        if not self.varied[i] or start is None or self.search_trials[i] < trials:
             return False
         return found is None or found > ratio * start
 
@@ -226,7 +227,7 @@ class KernelSearches:
         if not candidates:
             return []
         target = str(kt.task.target)
-        results = self.measurer.measure(kt.task.program_json, target, [steps for _, steps in candidates])
+        results = self.measurer.measure(kt.task.program_json, kt.task.target, [steps for _, steps in candidates])
         recs = [records.make_record(kt.workload_key, target, json.loads(steps), _hash(kt, steps), res.times,
                                     res.error, kt.task.flops, res.load, sketch=sketch,
                                     **({"choice": choice} if choice else {}))
@@ -281,9 +282,9 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
     rounds (9 runs per task for the default 2, where sl.auto_schedule's 4 would cost a model
     of 30 tasks 360; 0: not);
     early_stopping: trials without a gain after which a task counts as converged; give_up
-    (trials, ratio): a task whose search has measured that many candidates in this run and is
-    still more than ratio times slower than its default schedule or variants gets no more
-    rounds (KernelSearches.hopeless; None: never);
+    (trials, ratio): a task with variants whose search has measured that many candidates in
+    this run and is still more than ratio times slower than its default schedule or variants
+    gets no more rounds (KernelSearches.hopeless; None: never);
     callback(RoundInfo) after each round; verbose=1 prints a line per round; worker_fn: what
     measures a candidate (measure.run_candidate by default; benchmarks/transfer.py's quick
     mode passes a formula); variants: the most variants of a conv kernel's default schedule

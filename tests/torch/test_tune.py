@@ -195,15 +195,17 @@ def test_the_timeout_counts_the_defaults_measured(tmp_path, monkeypatch):
 
 
 def test_a_search_far_behind_the_default_is_retired(tmp_path, monkeypatch):
-    """give_up=(trials, ratio): a task whose searched candidates all time ratio x slower than
-    its default schedule gets no more rounds after that many trials; give_up=None: it does."""
+    """give_up=(trials, ratio): a task with variants (here: said to have them) whose searched
+    candidates all time ratio x slower than its default schedule gets no more rounds after
+    that many trials; give_up=None, or a task without variants: it does."""
     import os
     from schedlang.torch import tune
-    searching = []
+    searching, varied = [], []
     measure = tune.KernelSearches.measure_defaults
 
     def defaults_then_search(self):
         measure(self)
+        self.varied = [bool(varied)] * len(self.tasks)
         searching.append(True)
     monkeypatch.setattr(tune.KernelSearches, "measure_defaults", defaults_then_search)
 
@@ -211,14 +213,15 @@ def test_a_search_far_behind_the_default_is_retired(tmp_path, monkeypatch):
         t = 5e-3 if searching else 1e-3
         return {"times": [t] * 3, "build_s": 0.0, "load": list(os.getloadavg())}
     model, x = TwoKernelMLP().eval(), torch.randn(4, 16)
-    for give_up in ((8, 1.3), None):
+    for give_up, with_variants in (((8, 1.3), True), (None, True), ((8, 1.3), False)):
         searching.clear()
+        varied[:] = [True] if with_variants else []
         with cf.ThreadPoolExecutor(1) as ex:
-            sched = st.compile(model, (x,), tune=60, log=str(tmp_path / f"{give_up}.jsonl"), seed=0, executor=ex,
-                               per_round=4, give_up=give_up, worker_fn=worker, strategy="round-robin",
+            sched = st.compile(model, (x,), tune=60, log=str(tmp_path / f"{give_up}{with_variants}.jsonl"), seed=0,
+                               executor=ex, per_round=4, give_up=give_up, worker_fn=worker, strategy="round-robin",
                                **QUICK).tuning
         n = len(sched.tasks)
-        if give_up:                       # each task retired after its second round
+        if give_up and with_variants:     # each task retired after its second round
             assert sched.trials == [8] * n and sched.dead == set(range(n))
         else:
             assert sum(sched.trials) == 60 and min(sched.trials) > 8 and not sched.dead
