@@ -14,7 +14,8 @@ The kernels are model_profile.kernels' (built alone, NCHWc activations, their ep
 batch norm folded, ReLU, residual add, a fused 1x1 shortcut, a padded result "P").
 With --whole, the whole model instead: compiled with each tree's schedules (build caches off),
 timed beside eager torch and torch.compile with freezing (Inductor: prepacked oneDNN weights,
-fused post-ops) in the same interleaved rounds.
+fused post-ops) in the same interleaved rounds; with --log LOG also this tree's compiled from a
+tuning log ("tuned", e.g. benchmarks/tune_whole.py's).
 """
 from __future__ import annotations
 
@@ -143,8 +144,9 @@ def build(prog, target):
         return sl.build(default_schedule(prog.outputs, target), list(prog.inputs) + list(prog.outputs), target=target)
 
 
-def whole_model(model_name: str, target, base, mine, rounds: int) -> None:
-    """The compiled model with each tree's schedules beside eager and Inductor (freezing)."""
+def whole_model(model_name: str, target, base, mine, rounds: int, log=None) -> None:
+    """The compiled model with each tree's schedules (and this tree's compiled from the tuning
+    records of log, when given) beside eager and Inductor (freezing)."""
     import schedlang.torch as slt
     import torch._inductor.config as cfg
     from schedlang.torch import zoo
@@ -152,13 +154,13 @@ def whole_model(model_name: str, target, base, mine, rounds: int) -> None:
     model.eval()
     names, fns = [], []
     with torch.no_grad():
-        for name, side in (("base", base), ("this", mine)):
-            if side is None:
+        for name, side, records in (("base", base, None), ("this", mine, None), ("tuned", mine, log)):
+            if side is None or (name == "tuned" and log is None):
                 continue
             use(side)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                compiled = slt.compile(model, inputs, target=target)
+                compiled = slt.compile(model, inputs, target=target, log=records)
             names.append(name)
             fns.append(lambda c=compiled: c(*inputs))
         use(mine)
@@ -175,9 +177,11 @@ def whole_model(model_name: str, target, base, mine, rounds: int) -> None:
     print(f"{model_name}: 1 thread, CPU ms per call, best of {rounds} interleaved rounds; load avg "
           f"{os.getloadavg()[0]:.1f}")
     print("  " + "  ".join(f"{n} {x * 1e3:.1f}" for n, x in t.items()))
-    for n in ("base", "this"):
+    for n in ("base", "this", "tuned"):
         if n in t:
             print(f"  {n}: / eager {t[n] / t['eager']:.3f}   / inductor {t[n] / t['inductor']:.3f}")
+    if "tuned" in t:
+        print(f"  tuned speedup over this (untuned): {t['this'] / t['tuned']:.3f}x")
 
 
 def main(argv=None) -> None:
@@ -187,6 +191,7 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--only", default=None, help="only layers whose label contains this")
     ap.add_argument("--whole", action="store_true", help="the whole model, not its conv kernels")
+    ap.add_argument("--log", default=None, help="with --whole: also the model compiled from this tuning log")
     args = ap.parse_args(argv)
     import schedlang.build_cache
     schedlang.build_cache.ENABLED = False      # each tree's schedules built, never another's module
@@ -197,7 +202,7 @@ def main(argv=None) -> None:
     mine = {name: sys.modules[f"schedlang.torch.{name}"] for name in SCHEDULE_MODULES}
     base = load_base(args.base) if args.base else None
     if args.whole:
-        return whole_model(args.model, target, base, mine, args.rounds)
+        return whole_model(args.model, target, base, mine, args.rounds, args.log)
     rng = np.random.default_rng(0)
     rows = []
     print(f"{args.model}: 1 thread, CPU time, best of {args.rounds} interleaved rounds, ms per call")

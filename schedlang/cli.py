@@ -133,7 +133,8 @@ def _tune_parser(commands) -> None:
     t.add_argument("--target", default="llvm", metavar="TARGET", help="llvm (default) or a target string")
     t.add_argument("--trials", type=int, required=True, metavar="N", help="measurements in all")
     t.add_argument("--log", required=True, metavar="FILE", help="the tuning records (JSON lines), appended to")
-    t.add_argument("--timeout", type=float, metavar="S", help="start no new round after S seconds")
+    t.add_argument("--timeout", type=float, metavar="S",
+                   help="start no new round S seconds after the start (the defaults measured included)")
     t.add_argument("--strategy", default="gradient", choices=("gradient", "round-robin"),
                    help="how rounds are given to tasks (default gradient: Ansor's)")
     t.add_argument("--per-round", type=int, default=8, metavar="K", help="measurements per round (default 8)")

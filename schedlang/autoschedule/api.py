@@ -185,7 +185,7 @@ def final_comparison(task: SearchTask, log: str, measurer: Measurer, count: int,
     loads = [None for _ in best]
     extras = [{} for _ in best]       # where it was timed (cpu, register_file)
     for _ in range(rounds):
-        for i, res in enumerate(measurer.measure(task.program_json, target, steps)):
+        for i, res in enumerate(measurer.measure(task.program_json, task.target, steps)):
             if res.error is not None:
                 errors[i] = errors[i] or res.error
             else:

@@ -121,9 +121,11 @@ class Measurer:
         self.worker_fn = worker_fn
         self.measured = 0      # candidates sent for measurement
 
-    def measure(self, program_json: str, target: str, steps_jsons: Sequence[str]) -> Iterator[MeasureResult]:
-        """The results in order, each as soon as it is in (so an interrupted search keeps it)."""
-        args = lambda sj: (program_json, sj, target, self.number, self.repeat)     # noqa: E731
+    def measure(self, program_json: str, target, steps_jsons: Sequence[str]) -> Iterator[MeasureResult]:
+        """The results in order, each as soon as it is in (so an interrupted search keeps it).
+        target: a Target (sent as its worker_string: its thread count kept) or a target string."""
+        spec = target if isinstance(target, str) else target.worker_string()
+        args = lambda sj: (program_json, sj, spec, self.number, self.repeat)     # noqa: E731
         if self.dask:
             from .dask_measure import call_with_timing_lock
             call = lambda sj: self.executor.submit(call_with_timing_lock, self.worker_fn, *args(sj),  # noqa: E731

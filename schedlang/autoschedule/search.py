@@ -397,7 +397,7 @@ def run_search(task: SearchTask, trials: int, log: str, measurer: Measurer, seed
             continue
         empty = 0
         measured, times, profiles = [], [], []
-        results = measurer.measure(task.program_json, target, [c.steps_json for c in chosen])
+        results = measurer.measure(task.program_json, task.target, [c.steps_json for c in chosen])
         for cand, res in zip(chosen, results):
             rec = records.make_record(task.workload_key, target, json.loads(cand.steps_json), cand.kernel_hash,
                                       res.times, res.error, task.flops, res.load, sketch=cand.sketch.name,

@@ -22,8 +22,8 @@ default schedule's measured latency, or a resumed log's, has what the warm-up is
   gradients are equal (nothing to tell them apart) the pick is random (seeded).
 
 A task is dead (never picked again) when a round measured nothing new (its search space is
-exhausted) or, with `early_stopping`, when its best has not improved in that many of its own
-trials (converged); tuning ends when the budget, the time limit or the live tasks run out. A
+exhausted), with `early_stopping`, when its best has not improved in that many of its own
+trials (converged), or when the caller retires it (`retire`: torch/tune.py's give_up); tuning ends when the budget, the time limit or the live tasks run out. A
 task that has stayed `beta` times slower per FLOP than its group's best after 5 rounds more
 than any other member leaves its similarity group (as TVM's _adjust_similarity_group).
 
@@ -178,6 +178,10 @@ class TaskScheduler:
             self._record(i, measured, best)
             last = i
             self._report(i, measured, sum(self.trials), time.monotonic() - start)
+
+    def retire(self, i: int) -> None:
+        """Give task i no more rounds (its caller judged its search hopeless: tune.py's give_up)."""
+        self.dead.add(i)
 
     def _record(self, i: int, measured: int, best: Optional[float]) -> None:
         self.order.append(i)

@@ -254,6 +254,14 @@ class Target:
         flags = self.options.flags()
         return f"{self.kind} {flags}" if flags else self.kind
 
+    def worker_string(self) -> str:
+        """The target string a measurement worker rebuilds this target from: str(self) (the
+        records' key, which leaves the thread count out) with -num-cores when num_threads is
+        set, so that a one-thread target's candidates are built for one thread and timed in
+        CPU time there, not built for every core and timed by the wall clock."""
+        threads = getattr(self.options, "num_threads", 0)
+        return f"{self} -num-cores={threads}" if threads else str(self)
+
     @staticmethod
     def parse(spec: Union[str, "Target"]) -> "Target":
         """The Target a string names, without consulting the machine or a backend."""

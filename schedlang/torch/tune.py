@@ -146,6 +146,7 @@ def _hash(kt: KernelTask, steps: Optional[str] = None) -> str:
 
 
 VARIANT = "default-variant"      # the sketch name of a default schedule's variant's records
+GIVE_UP = (32, 1.3)    # a conv task's search retired after 32 trials still 1.3x slower than its default or variants
 
 
 def _variant_steps(kt: KernelTask, count: int) -> List[Tuple[dict, str]]:
@@ -183,6 +184,9 @@ class KernelSearches:
         self.resumed: List[int] = [0] * len(tasks)        # searched candidates the log held already
         self.varied: List[bool] = [False] * len(tasks)    # the log holds variants of its default
         self.pool = None           # the log's records for warm starts (transfer.Pool), read at the first round
+        self.start_best: List[Optional[float]] = [None] * len(tasks)   # the default's and variants' best
+        self.search_best: List[Optional[float]] = [None] * len(tasks)  # this run's searched candidates' best
+        self.search_trials: List[int] = [0] * len(tasks)               # and how many it measured
 
     def measure_defaults(self) -> None:
         """Time (or find in the log) each task's default schedule and its variants
@@ -201,6 +205,20 @@ class KernelSearches:
             self.default_s[i] = _best_s(default)
             self.best[i] = _best_s(recs)
             self.resumed[i] = sum(r.get("sketch") not in ("default", VARIANT) and "final" not in r for r in recs)
+        self.start_best = list(self.best)
+
+    def hopeless(self, i: int, give_up: Tuple[int, float]) -> bool:
+        """Whether task i, a kernel with variants of its default schedule (NCHWc convolutions),
+        has a search that after give_up[0] trials of this run is still more than give_up[1]
+        times slower than the default or its variants: there the sketches' best stays 1.2-2.4x
+        behind the default after 50-260 trials (ResNet-50, benchmarks/results-models-zen3-avx2.txt),
+        so further rounds are spent for nothing. Other kernels are never judged so: BERT's
+        matmul searches start 1.5-2x behind and overtake the default after 50-100 trials."""
+        trials, ratio = give_up
+        start, found = self.start_best[i], self.search_best[i]
+        if not self.varied[i] or start is None or self.search_trials[i] < trials:
+            return False
+        return found is None or found > ratio * start
 
     def _measure(self, kt: KernelTask, candidates: List[Tuple[dict, str]], sketch: str) -> List[dict]:
         """Time the task's candidates ((tile choices, steps JSON)) and log them as records of
@@ -209,7 +227,7 @@ class KernelSearches:
         if not candidates:
             return []
         target = str(kt.task.target)
-        results = self.measurer.measure(kt.task.program_json, target, [steps for _, steps in candidates])
+        results = self.measurer.measure(kt.task.program_json, kt.task.target, [steps for _, steps in candidates])
         recs = [records.make_record(kt.workload_key, target, json.loads(steps), _hash(kt, steps), res.times,
                                     res.error, kt.task.flops, res.load, sketch=sketch,
                                     **({"choice": choice} if choice else {}))
@@ -238,10 +256,13 @@ class KernelSearches:
             t = rec.get("median_s")
             if rec.get("error") is None and t and (self.best[i] is None or t < self.best[i]):
                 self.best[i] = t
+            if rec.get("error") is None and t and (self.search_best[i] is None or t < self.search_best[i]):
+                self.search_best[i] = t
             if self.on_record is not None:
                 self.on_record(rec)
         done = run_search(kt.task, count, self.log, self.measurer, seed, per_round=count, on_record=seen,
                           policy=self.policy, evolver=self.evolvers[i])
+        self.search_trials[i] += done
         return done, self.best[i]
 
 
@@ -249,17 +270,21 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
                  strategy: str = "gradient", timeout: Optional[float] = None, per_round: int = 8,
                  number: int = 5, repeat: int = 3, verbose: int = 1, policy=None, final: int = 2,
                  early_stopping: Optional[int] = None, callback=None, worker_fn=None, variants: int = 15,
-                 **scheduler_options):
+                 give_up: Optional[Tuple[int, float]] = GIVE_UP, **scheduler_options):
     """Tune the kernels of program for target with `trials` measurements in all (plus one of
     each task's default schedule and of its variants), appending to `log`; returns the TaskScheduler (its tasks'
     weights, trials, best latencies and round order) with `.tasks` (the KernelTasks) and
-    `.default_s` (each task's default schedule's latency). strategy: "gradient" or "round-robin"; timeout: seconds after which no new
-    round starts; per_round: measurements per round; number, repeat: timed runs per
+    `.default_s` (each task's default schedule's latency). strategy: "gradient" or "round-robin";
+    timeout: seconds from the call (the defaults and variants measured included) after which no
+    new search round starts; per_round: measurements per round; number, repeat: timed runs per
     measurement; policy: the search's SearchPolicy; final: the fastest few of each tuned task
     timed again side by side at the end with the task's default schedule, in 3 alternating
     rounds (9 runs per task for the default 2, where sl.auto_schedule's 4 would cost a model
     of 30 tasks 360; 0: not);
-    early_stopping: trials without a gain after which a task counts as converged;
+    early_stopping: trials without a gain after which a task counts as converged; give_up
+    (trials, ratio): a task with variants whose search has measured that many candidates in
+    this run and is still more than ratio times slower than its default schedule or variants
+    gets no more rounds (KernelSearches.hopeless; None: never);
     callback(RoundInfo) after each round; verbose=1 prints a line per round; worker_fn: what
     measures a candidate (measure.run_candidate by default; benchmarks/transfer.py's quick
     mode passes a formula); variants: the most variants of a conv kernel's default schedule
@@ -276,11 +301,15 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
                                ("variants", variants, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ValueError(f"tune: {name} must be an integer >= {least}, got {value!r}")
+    if give_up is not None and (not isinstance(give_up, tuple) or len(give_up) != 2 or give_up[0] < 1
+                                or not give_up[1] >= 1):
+        raise ValueError(f"tune: give_up must be (trials >= 1, ratio >= 1) or None, got {give_up!r}")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not timeout > 0):
         raise ValueError(f"tune: timeout must be a positive number of seconds, got {timeout!r}")
     with open(log, "a", encoding="utf-8"):       # an unwritable log fails here, before any work
         pass
+    begin = time.monotonic()      # the timeout covers the defaults and variants too, not only the search
     tasks = extract_tasks(program, target)
     if not tasks:
         return None
@@ -296,7 +325,18 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
                               initial_trials=searches.resumed,
                               seed=seed, callback=callback, verbose=verbose, **scheduler_options)
         start = time.monotonic()
-        sched.tune(trials, searches.round, per_round=per_round, timeout=timeout)
+        left = None if timeout is None else timeout - (start - begin)
+
+        def tune_round(i: int, count: int) -> Tuple[int, Optional[float]]:
+            done, best = searches.round(i, count)
+            if give_up is not None and searches.hopeless(i, give_up):
+                sched.retire(i)
+                if verbose:
+                    print(f"tune: task {i}'s search retired: {searches.search_trials[i]} trials, its best "
+                          f"{_ms(searches.search_best[i])} against {_ms(searches.start_best[i])} (default or variant)",
+                          file=sys.stderr, flush=True)
+            return done, best
+        sched.tune(trials, tune_round, per_round=per_round, timeout=left)
         tuned = [bool(n) or varied for n, varied in zip(sched.trials, searches.varied)]
         for i, kt in enumerate(tasks):
             if tuned[i] and final:
@@ -310,6 +350,10 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
         measurer.close()
     sched.tasks, sched.default_s = tasks, searches.default_s
     return sched
+
+
+def _ms(t: Optional[float]) -> str:
+    return "-" if t is None else f"{t * 1e3:.4g} ms"
 
 
 def _check_best(tasks: List[KernelTask], log: str, measurer, sched, tuned: List[bool]) -> None:

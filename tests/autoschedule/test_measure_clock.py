@@ -36,3 +36,25 @@ def test_one_thread_candidates_are_timed_in_cpu_time(monkeypatch):
     two = SearchTask(tensors=[A, B, C], target="llvm -num-cores=2")
     times = time_on_cpu(two, two.schedule(), arrays, number=1, repeat=3)["times"]
     assert all(t < 0.5 for t in times)       # wall time of a 4x4 GEMM
+
+
+def test_the_worker_gets_the_one_thread_target(monkeypatch):
+    """A one-thread target's thread count reaches the measurement worker (str(target), the
+    records' key, leaves it out: the worker once built every candidate for all cores and timed
+    it by the wall clock), so the candidate is timed there in CPU time."""
+    import concurrent.futures as cf
+    from schedlang.autoschedule.measure import Measurer, run_candidate
+    from schedlang.target.registry import get_backend
+    A, B, C = programs.gemm(4, 4, 4)
+    task = SearchTask(tensors=[A, B, C], target=sl.Target("llvm", num_threads=1))
+    assert "num-cores" not in str(task.target)
+    seen = []
+
+    def worker(program_json, steps_json, target, number, repeat):
+        seen.append((target.endswith("-num-cores=1"), get_backend("llvm").worker_threads(sl.Target.create(target))))
+        return run_candidate(program_json, steps_json, target, number, repeat)
+    ticking(monkeypatch)
+    with cf.ThreadPoolExecutor(1) as ex:
+        m = Measurer(ex, number=1, repeat=3, worker_fn=worker)
+        (res,) = m.measure(task.program_json, task.target, [task.schedule().to_json()])
+    assert seen == [(True, 1)] and res.error is None and res.times == [1.0]     # the ticking CPU clock

@@ -111,6 +111,17 @@ def test_early_stopping_ends_a_converged_task_and_then_tuning():
     assert ts.trials[0] - ts.improved_at[0] >= 16 and ts.trials[1] - ts.improved_at[1] >= 16
 
 
+def test_a_retired_task_gets_no_more_rounds():
+    ts = TaskScheduler([1, 1], [1e6] * 2, strategy="round-robin", seed=0)
+
+    def rounds(i, count):
+        if i == 0:
+            ts.retire(0)                # what tune.py does with a hopeless search
+        return count, 1.0
+    ts.tune(40, rounds, per_round=4)
+    assert ts.order.count(0) == 1 and ts.order[1:] == [1] * 9 and ts.dead == {0}
+
+
 def test_gradient_reaches_95_percent_in_fewer_trials_than_round_robin():
     """A model of one heavy kernel (run 12 times) and six light ones."""
     curves = [falling(1.0, 0.85)] + [falling(0.05, 0.85)] * 6

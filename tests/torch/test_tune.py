@@ -175,6 +175,60 @@ def test_compile_tunes_the_kernels_and_builds_with_the_records(tmp_path):
     assert len([r for r in records.load(log) if r.get("sketch") == "default"]) == len(tasks)   # measured once
 
 
+def test_the_timeout_counts_the_defaults_measured(tmp_path, monkeypatch):
+    """timeout= bounds the whole tuning: when measuring the defaults (and variants) has used it
+    up, no search round starts, and the defaults are still logged."""
+    import time
+    from schedlang.torch import tune
+    measure = tune.KernelSearches.measure_defaults
+
+    def slow(self):
+        measure(self)
+        time.sleep(0.5)
+    monkeypatch.setattr(tune.KernelSearches, "measure_defaults", slow)
+    model, x = TwoKernelMLP().eval(), torch.randn(4, 16)
+    log = str(tmp_path / "timeout.jsonl")
+    with cf.ThreadPoolExecutor(1) as ex:
+        sched = st.compile(model, (x,), tune=8, log=log, seed=0, executor=ex, timeout=0.4, **QUICK).tuning
+    assert sum(sched.trials) == 0 and sched.order == []
+    assert [r["sketch"] for r in records.load(log)] == ["default"] * len(sched.tasks)
+
+
+def test_a_search_far_behind_the_default_is_retired(tmp_path, monkeypatch):
+    """give_up=(trials, ratio): a task with variants (here: said to have them) whose searched
+    candidates all time ratio x slower than its default schedule gets no more rounds after
+    that many trials; give_up=None, or a task without variants: it does."""
+    import os
+    from schedlang.torch import tune
+    searching, varied = [], []
+    measure = tune.KernelSearches.measure_defaults
+
+    def defaults_then_search(self):
+        measure(self)
+        self.varied = [bool(varied)] * len(self.tasks)
+        searching.append(True)
+    monkeypatch.setattr(tune.KernelSearches, "measure_defaults", defaults_then_search)
+
+    def worker(program_json, steps_json, target, number, repeat):    # defaults 1 ms, candidates 5 ms
+        t = 5e-3 if searching else 1e-3
+        return {"times": [t] * 3, "build_s": 0.0, "load": list(os.getloadavg())}
+    model, x = TwoKernelMLP().eval(), torch.randn(4, 16)
+    for give_up, with_variants in (((8, 1.3), True), (None, True), ((8, 1.3), False)):
+        searching.clear()
+        varied[:] = [True] if with_variants else []
+        with cf.ThreadPoolExecutor(1) as ex:
+            sched = st.compile(model, (x,), tune=60, log=str(tmp_path / f"{give_up}{with_variants}.jsonl"), seed=0,
+                               executor=ex, per_round=4, give_up=give_up, worker_fn=worker, strategy="round-robin",
+                               **QUICK).tuning
+        n = len(sched.tasks)
+        if give_up and with_variants:     # each task retired after its second round
+            assert sched.trials == [8] * n and sched.dead == set(range(n))
+        else:
+            assert sum(sched.trials) == 60 and min(sched.trials) > 8 and not sched.dead
+    with pytest.raises(ValueError, match="give_up"):
+        st.compile(model, (x,), tune=4, log=str(tmp_path / "bad.jsonl"), give_up=(8, 0.5), **QUICK)
+
+
 def test_tune_needs_a_log():
     model, x = TwoKernelMLP(), torch.randn(4, 16)
     with pytest.raises(ValueError, match="tune= needs log="):
