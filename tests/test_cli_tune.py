@@ -5,7 +5,14 @@ exit status 2. The tuning runs through cli.main in this process (a process would
 again; test_cli's compile run and the usage error below run `python -m schedlang` as a user does)."""
 import json
 
+from schedlang.autoschedule.search import SearchPolicy
+from schedlang.torch import tune
 from tests.test_cli import run_main, schedlang, write
+
+# The search's effort per round is not what is tested here (tests/autoschedule's): a round of the
+# default policy lowers ~160 candidates (two generations of 32, 4 x 32 children of the elites) to
+# pick one; this one lowers a few dozen.
+SMALL_SEARCH = SearchPolicy(population=8, generations=1, local_breadth=1)
 
 MODEL = """
     import torch
@@ -23,6 +30,8 @@ MODEL = """
 
 
 def test_tune_writes_the_log_and_prints_the_table(tmp_path, capsys, monkeypatch):
+    real = tune.tune_program
+    monkeypatch.setattr(tune, "tune_program", lambda *args, **kw: real(*args, **{"policy": SMALL_SEARCH, **kw}))
     path = write(tmp_path, "net.py", MODEL)
     log = tmp_path / "net.jsonl"
     rc, out, err = run_main(capsys, monkeypatch, "tune", path, "--model", "Net", "--shape", "2,16", "--trials", "4",

@@ -98,8 +98,10 @@ def run(args, channels, size, log):
     # -----------------------------------------------------------------------
     trials = args.trials or (2 * len(tasks) if args.quick else 200)
     header(f"2. Tuning with the gradient task scheduler ({trials} trials)")
-    quick = dict(number=1, repeat=2, per_round=2, policy=SearchPolicy(population=8, generations=1), final=0) \
-        if args.quick else {}
+    # quick: 2 variants of each conv's default (not 15: each is lowered, hashed and timed) and 1
+    # population of the elites' children a round (not 4: each child is lowered for its features)
+    quick = dict(number=1, repeat=2, per_round=2, policy=SearchPolicy(population=8, generations=1, local_breadth=1),
+                 final=0, variants=2) if args.quick else {}
     with torch.no_grad():
         tuned = st.compile(model, (x,), tune=trials, log=log, strategy="gradient", seed=0, **quick)
     print(task_table(tuned.tuning))
