@@ -185,26 +185,18 @@ SCALAR_CALLS = frozenset({"sin", "cos", "tan", "pow", "exp10", "log10", "log1p",
                           "acos", "asin", "acosh", "asinh", "atanh", "fmod", "hypot"})
 
 
-def _size(st) -> Optional[int]:
-    n = 1
-    for a in st.op.axis:
-        e = a.dom.extent
-        if not isinstance(e, int):
-            return None
-        n *= e
-    return n
-
-
 def _costly_broadcast(st, readers) -> bool:
     """st calls a SCALAR_CALLS function and a reader has more elements than st (reads it
     broadcast): inlined, each call would run once per reader element. Llama's rotary
     embedding: cos and sin of [S, D] angles read by the [B, H, S, D] query and key products,
     16 heads x 2 scalar libm calls per element, 3.97 ms of one layer's 10 ms rotary + attention
     kernels (one Zen 1 core); kept, they are [S, D] tables computed once per call."""
+    from .schedules import _product      # schedules imports this module
     if not any(isinstance(n, Call) and n.name in SCALAR_CALLS for body in st.op.bodies for n in walk(body)):
         return False
-    size = _size(st)
-    return size is not None and any((_size(r) or 0) > size for r in readers[st])
+    size = lambda stage: _product(a.dom.extent for a in stage.op.axis)     # noqa: E731
+    own = size(st)
+    return own is not None and any((size(r) or 0) > own for r in readers[st])
 
 
 def _value_dependent(st) -> bool:
