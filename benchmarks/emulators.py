@@ -5,12 +5,19 @@
     python benchmarks/emulators.py --engines shim --only elementwise
     python benchmarks/emulators.py --repeat 3      # the best of 3 runs of each
 
-Workloads (float32), each checked against numpy after its run:
+Workloads (float32 unless said), each checked against numpy after its run:
   elementwise  B = exp(A) * 2 over 2**18 elements, 1024 blocks x 256 threads (no barrier)
   gemm-shared  C = A @ B, 256^3: topi.cuda.schedule_matmul_shared, 16x16 threads a block,
                the A and B tiles through shared memory (two __syncthreads a k step)
   gemm-reg     C = A @ B, 512^3: topi.cuda.schedule_matmul_register_tiled (TVM's GEMM tutorial:
                a 64x64 tile a block of 8x8 threads, 2x2 vthreads, an 8x8 register tile a thread)
+  gemm-tc      C = A @ B, 256^3, float16 in, float32 out: topi.cuda_tensorcore (mma.sync m16n8k16 +
+               ldmatrix, a 64x64 block of 4 warps, K by 32 through two cp.async stages: gpu_check's
+               small tile), checked against numpy's float32 product of the float16 inputs
+
+Issue 19's goals (CPU seconds, the SIMT engine with its race check and profile): GEMM 512^3
+shared + register-tiled <= 10 s, the tensor-core GEMM 256^3 <= 10 s; the shim's 1024 x 256
+elementwise <= 2 s.
 
 Each engine's first call builds (g++ for the shim) and is timed apart ("first"), then the
 best of --repeat runs: wall time ("run") and this process's CPU time ("cpu", all its threads).
@@ -25,6 +32,11 @@ CPU seconds of one run, before (main at 3c24458) -> after the emulator work:
   shim GEMM 256^3 shared 16x16:          -> 0.15;  shim GEMM 512^3 register-tiled: -> 0.23
   SIMT GEMM 256^3 register-tiled:         2.1-2.4 -> 0.66-0.75 (profile=False)
   SIMT GEMM 512^3 register-tiled:         8.5 -> 3.9 (profile=True); 2.1 with profile=False
+Measured 2026-12-03 on the 2-core AMD EPYC (Zen 1) machine, loaded (load 5-7), CPU seconds,
+--profile, before -> after the profile's counters took one sort an access (not np.unique x 3):
+  SIMT GEMM 256^3 shared tiles 16x16:     9.8 -> 4.7 (2.6 with profile=False)
+  SIMT GEMM 512^3 register-tiled:         20.6 -> 13.4 (10.1 with profile=False)
+  SIMT tensor-core GEMM 256^3:            0.64 (shim: 0.22)
 """
 from __future__ import annotations
 
@@ -39,7 +51,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import schedlang as sl                      # noqa: E402
 from schedlang import topi                  # noqa: E402
-from schedlang.topi import cuda             # noqa: E402
+from schedlang.topi import cuda, cuda_tensorcore  # noqa: E402
 
 
 def elementwise(n: int, threads: int):
@@ -75,15 +87,26 @@ def gemm_register_tiled(n: int):
     return s, [A, B, C], arrays, want
 
 
+def gemm_tensor_cores(n: int):
+    s, (A, B, C) = cuda_tensorcore.gemm(n, n, n, "float16", "float32", BM=64, BN=64, BK=32, WM=32, WN=32,
+                                        pad=8, async_copy=True, stages=2)
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n)).astype(np.float16) for _ in range(2))
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    return s, [A, B, C], [a, b, np.zeros((n, n), np.float32)], lambda: want
+
+
 def workloads(quick: bool):
     """name -> (title, builder)"""
     if quick:
         return {"elementwise": ("elementwise 2**12, 16 x 256", lambda: elementwise(1 << 12, 256)),
                 "gemm-shared": ("GEMM 64^3 shared tiles 16x16", lambda: gemm_shared(64)),
-                "gemm-reg": ("GEMM 128^3 register-tiled 64/8x8", lambda: gemm_register_tiled(128))}
+                "gemm-reg": ("GEMM 128^3 register-tiled 64/8x8", lambda: gemm_register_tiled(128)),
+                "gemm-tc": ("GEMM 64^3 tensor cores f16 -> f32", lambda: gemm_tensor_cores(64))}
     return {"elementwise": ("elementwise 2**18, 1024 x 256", lambda: elementwise(1 << 18, 256)),
             "gemm-shared": ("GEMM 256^3 shared tiles 16x16", lambda: gemm_shared(256)),
-            "gemm-reg": ("GEMM 512^3 register-tiled 64/8x8", lambda: gemm_register_tiled(512))}
+            "gemm-reg": ("GEMM 512^3 register-tiled 64/8x8", lambda: gemm_register_tiled(512)),
+            "gemm-tc": ("GEMM 256^3 tensor cores f16 -> f32", lambda: gemm_tensor_cores(256))}
 
 
 def time_engine(mod, arrays, want, engine: str, repeat: int, profile: bool):
@@ -103,7 +126,8 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     p.add_argument("--engines", default="shim,simt", help="comma-separated: shim, simt")
-    p.add_argument("--only", action="append", help="a workload (elementwise, gemm-shared, gemm-reg); repeatable")
+    p.add_argument("--only", action="append",
+                   help="a workload (elementwise, gemm-shared, gemm-reg, gemm-tc); repeatable")
     p.add_argument("--repeat", type=int, default=1, help="timed runs after the first call (best is shown)")
     p.add_argument("--profile", action="store_true", help="SIMT with profile=True")
     args = p.parse_args(argv)
