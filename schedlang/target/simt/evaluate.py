@@ -39,8 +39,22 @@ class Evaluator:
         self.mask = mask
         self.stmt = stmt
         self.memo = {}
+        self._full = None
+
+    @property
+    def full(self) -> bool:
+        """Whether every lane of the mask is active (asked once a statement, not once a load)."""
+        if self._full is None:
+            self._full = bool(self.mask.all())
+        return self._full
 
     def eval(self, e: Expr):
+        kind = type(e)
+        if kind is Var:           # leaves: a lookup costs less than the memo's
+            value = self.env.get(e)
+            return self.eval_Var(e) if value is None else value
+        if kind is Const:
+            return self.eval_Const(e)
         hit = self.memo.get(id(e))
         if hit is not None:
             return hit[1]
@@ -62,9 +76,17 @@ class Evaluator:
         return self.env[e]
 
     def eval_Const(self, e: Const):
+        consts = self.machine.consts          # (the same constants in every iteration of a loop)
+        hit = consts.get(id(e))
+        if hit is not None:
+            return hit[1]
         if e.dtype.is_bfloat:                   # rounded to bfloat16, as the CUDA C literal is
-            return to_bfloat16(e.value).astype(np.float32)
-        return np.asarray(e.value, dtype=compute_dtype(e.dtype))
+            value = to_bfloat16(e.value).astype(np.float32)
+        else:
+            value = np.asarray(e.value, dtype=compute_dtype(e.dtype))
+        value.setflags(write=False)           # shared by every evaluation: nobody writes into it
+        consts[id(e)] = (e, value)
+        return value
 
     def eval_Binary(self, e: Binary):
         dt = compute_dtype(e.dtype)
@@ -127,7 +149,7 @@ class Evaluator:
             dt = self.machine.load_dtypes[e] = compute_dtype(e.dtype)
         mask = self.mask
         if e.predicate is None:
-            return self.machine.memory.load(e.buffer, self.eval(e.indices[0]), mask, self.stmt, dt)
+            return self.machine.memory.load(e.buffer, self.eval(e.indices[0]), mask, self.stmt, dt, self.full)
         p = np.asarray(self.eval(e.predicate))
         if p.ndim <= 1:      # one predicate a thread: C's `p ? load : 0`
             mask = mask & np.broadcast_to(p, mask.shape)

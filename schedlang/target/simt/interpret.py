@@ -22,6 +22,7 @@ class Machine:
         self.races = races
         self.counters = counters
         self.load_dtypes = {}      # Load node -> its compute dtype
+        self.consts = {}           # id of a Const node -> (the node, its read-only value)
         self.env = dict(chunk.launch_values())
         self.env.update((v, np.asarray(sizes[v], dtype=v.dtype.numpy)) for v in kernel.sizes)
 
@@ -85,7 +86,7 @@ class Machine:
                 self.memory.store(s.buffer, index, value, mask[:, None] & np.broadcast_to(p, np.shape(index)), s)
                 return
         value = ev.eval(s.value)
-        self.memory.store(s.buffer, ev.eval(s.indices[0]), value, mask, s)
+        self.memory.store(s.buffer, ev.eval(s.indices[0]), value, mask, s, ev.full)
 
     def stmt_Barrier(self, s: Barrier, mask) -> None:
         g = self.chunk.geometry

@@ -106,11 +106,13 @@ class Memory:
         i, rows = int(index), self.local_rows[b]
         return rows[:, i] if 0 <= i < rows.shape[1] else None
 
-    def load(self, b: Buffer, index, mask: np.ndarray, stmt, dtype: np.dtype) -> np.ndarray:
-        """b[index] in the active lanes (0 elsewhere), converted to dtype."""
+    def load(self, b: Buffer, index, mask: np.ndarray, stmt, dtype: np.dtype, full: Optional[bool] = None
+             ) -> np.ndarray:
+        """b[index] in the active lanes (0 elsewhere), converted to dtype; full: whether every lane
+        of mask is active, when the caller knows."""
         column = self._local_column(b, index)
         if column is not None:
-            if mask.all():
+            if mask.all() if full is None else full:
                 return column.astype(dtype)
             out = np.zeros(mask.shape, dtype=dtype)
             out[mask] = column[mask]
@@ -125,11 +127,12 @@ class Memory:
         out[active] = data[addr]
         return out
 
-    def store(self, b: Buffer, index, value, mask: np.ndarray, stmt) -> None:
+    def store(self, b: Buffer, index, value, mask: np.ndarray, stmt, full: Optional[bool] = None) -> None:
+        """b[index] = value in the active lanes; full as load's."""
         column = self._local_column(b, index)
         if column is not None and np.ndim(value) <= 1:
             value = np.broadcast_to(np.asarray(value), mask.shape)
-            if mask.all():
+            if mask.all() if full is None else full:
                 column[...] = value.astype(column.dtype, copy=False)
             else:
                 column[mask] = value[mask].astype(column.dtype, copy=False)
