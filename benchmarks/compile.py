@@ -243,7 +243,7 @@ def run_models(models, size: str, threads, baseline: str, repeat: int = 1) -> No
                       f"{med('build'):7.2f} {med('build_cpu'):9.2f} {kernels:7d} {rs[0]['fallbacks']:12d} {ours:9.2f}",
                       flush=True)
                 phases = [(label_, statistics.median(r.get("phases", {}).get(label_, 0.0) for r in rs))
-                          for label_ in dict.fromkeys(label for _, _, label in PHASES)]
+                          for label_ in dict.fromkeys(label for _, _, label in PHASES + CHILD_PHASES)]
                 print(f"{'':14s} {'':>8s} cpu s: " + ", ".join(f"{p} {t:.2f}" for p, t in phases), flush=True)
             if baseline:
                 mine, base = runs[""], runs["baseline"]

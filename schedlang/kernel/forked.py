@@ -11,9 +11,9 @@ temporaries, loop variables) come back as the objects this process has: the chil
 them by their id(), which names the same object in its copy of this process's memory.
 What the passes made is new in either case.
 
-Forked only where that is safe: on a POSIX system with two cores to use (build_pool's
-workers: SCHEDLANG_BUILD_THREADS=1 turns it off), and not while another of schedlang's
-build threads runs (OWN_THREADS). The child runs Python lowering only: it takes no lock,
+Forked only where that is safe: on Linux (macOS's system libraries may not survive a
+fork), with two cores to use (build_pool's workers: SCHEDLANG_BUILD_THREADS=1 turns it
+off), and not while another of schedlang's build threads runs (OWN_THREADS). The child runs Python lowering only: it takes no lock,
 enters neither LLVM nor torch nor OpenMP (whose threads it does not have), prints nothing
 and leaves by os._exit; the fork happens with the GIL held, so no Python object is
 half-changed by another thread. When the child fails, raises, warns or is late, this process
@@ -28,6 +28,7 @@ import os
 import pickle
 import select
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -54,7 +55,7 @@ GRACE_S = 5.0
 def can_fork(count: int) -> bool:
     """Whether `count` nests are lowered by this process and a forked child (see the module docstring)."""
     this = threading.current_thread()
-    return (count >= MIN_NESTS and hasattr(os, "fork") and default_workers() >= 2
+    return (count >= MIN_NESTS and sys.platform.startswith("linux") and default_workers() >= 2
             and not any(t.name.startswith(OWN_THREADS) for t in threading.enumerate() if t is not this))
 
 
@@ -67,7 +68,11 @@ def map_forked(run: Callable[[T], R], items: Sequence[T], known: Dict[int, objec
         return [run(item) for item in items]
     theirs, ours = items[0::2], items[1::2]
     read_fd, write_fd = os.pipe()
-    pid = os.fork()
+    with warnings.catch_warnings():
+        # Python 3.12 warns at a fork in a process with threads (torch's, OpenMP's): the
+        # child here enters none of their code and takes no lock (the module docstring).
+        warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork")
+        pid = os.fork()
     if pid == 0:                                   # the child: never returns
         os.close(read_fd)
         _child(run, theirs, known, write_fd)
