@@ -9,7 +9,9 @@ idle cores from those CPU times: the main thread's CPU less the LLVM half and th
 process's share, plus the two shares overlapped (the longer, then the loading), plus the
 LLVM half overlapped.
 
-    taskset -c 0,1 python benchmarks/compile_split.py [rounds] [modes, default one,split,forked]
+    taskset -c 0,1 python benchmarks/compile_split.py [rounds] [modes, default one,split,forked] [model]
+
+(another zoo model's first part with a third argument, e.g. mobilenet_v2)
 """
 import os, sys, time, statistics, threading, resource
 os.environ["SCHEDLANG_KERNEL_CACHE"] = "0"
@@ -23,7 +25,7 @@ from schedlang.target.llvm import backend, split
 from schedlang.kernel import forked, lower as kernel_lower
 
 target = sl.Target.create("llvm")
-module, inputs = zoo.build("resnet50", "full")
+module, inputs = zoo.build(sys.argv[3] if len(sys.argv) > 3 else "resnet50", "full")
 with torch.no_grad():
     graph = capture(module, inputs)
 program = lower_graph(graph, target, warn=False)

@@ -1,9 +1,10 @@
 """Running the per-nest Kernel IR passes of many stage nests in two processes (kernel/lower.py).
 
 A model part's Kernel IR passes are pure Python (ResNet-50: 30 distinct nests, ~2.5 s of
-CPU), so threads cannot share them out (the GIL). A forked child runs the passes on every
-other nest and sends its results back pickled (ResNet-50's whole Kernel IR pickles in
-~0.13 s and loads in ~0.09 s), while this process runs them on the rest.
+CPU), so threads cannot share them out (the GIL). A forked child runs the passes on the
+nests from the first on, this process from the last on, until they meet; the child sends
+its results back pickled (ResNet-50's whole Kernel IR pickles in ~0.13 s and loads in
+~0.09 s).
 
 The same IR as in one process: each nest's passes read that nest alone. Variables and
 buffers compare by identity, so those the nests held before the fork (parameters, sizes,
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import gc
 import io
+import mmap
 import os
 import pickle
 import select
@@ -60,13 +62,14 @@ def can_fork(count: int) -> bool:
 
 
 def map_forked(run: Callable[[T], R], items: Sequence[T], known: Dict[int, object]) -> List[R]:
-    """[run(item) for item in items], the even items run by a forked child when
-    can_fork(len(items)). known: id -> object of every variable and buffer that the items
-    hold and the results may hold (sent back as references to this process's objects)."""
+    """[run(item) for item in items], shared with a forked child when can_fork(len(items)):
+    the child takes items from the front, this process from the back, until they meet
+    (_Claims). known: id -> object of every variable and buffer that the items hold and the
+    results may hold (sent back as references to this process's objects)."""
     items = list(items)
     if not can_fork(len(items)):
         return [run(item) for item in items]
-    theirs, ours = items[0::2], items[1::2]
+    claims = _Claims(len(items))
     read_fd, write_fd = os.pipe()
     with warnings.catch_warnings():
         # Python 3.12 warns at a fork in a process with threads (torch's, OpenMP's): the
@@ -75,26 +78,48 @@ def map_forked(run: Callable[[T], R], items: Sequence[T], known: Dict[int, objec
         pid = os.fork()
     if pid == 0:                                   # the child: never returns
         os.close(read_fd)
-        _child(run, theirs, known, write_fd)
+        _child(run, items, claims, known, write_fd)
     os.close(write_fd)
+    out: Dict[int, R] = {}
     try:
         start = time.monotonic()
-        mine = [run(item) for item in ours]
+        for i in reversed(range(len(items))):
+            if not claims.take(i, child=False):
+                break
+            out[i] = run(items[i])
         data = _read(read_fd, time.monotonic() + PATIENCE * (time.monotonic() - start) + GRACE_S)
     except BaseException:
         data = None
         raise
     finally:
         os.close(read_fd)
+        claims.close()
         if data is None:                           # raised here, or the child is late: stopped
             os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
-    got = _Receiver(io.BytesIO(data), known).load() if status == 0 and data else None
-    if got is None or len(got) != len(theirs):    # failed, raised, warned or late: lowered here
-        got = [run(item) for item in theirs]
-    out: List[R] = [None] * len(items)             # type: ignore[list-item]
-    out[0::2], out[1::2] = got, mine
-    return out
+    if status == 0 and data:                       # else failed, raised, warned or late
+        for i, result in _Receiver(io.BytesIO(data), known).load():
+            out.setdefault(i, result)
+    return [out[i] if i in out else run(items[i]) for i in range(len(items))]
+
+
+class _Claims:
+    """Which items each process has started, in memory both share: the child claims from the
+    front, this process from the back, each stopping at an item the other has claimed. Two
+    that claim one item at once may both run it, or neither (this process then runs it
+    after): work done twice or late, never a different result."""
+
+    def __init__(self, count: int):
+        self.count = count
+        self.flags = mmap.mmap(-1, 2 * count)     # anonymous, shared with a forked child
+
+    def take(self, i: int, child: bool) -> bool:
+        mine, theirs = (i, self.count + i) if child else (self.count + i, i)
+        self.flags[mine] = 1
+        return not self.flags[theirs]
+
+    def close(self) -> None:
+        self.flags.close()
 
 
 def _read(fd: int, deadline: float) -> Optional[bytes]:
@@ -129,13 +154,17 @@ class _Receiver(pickle.Unpickler):
         return self.known[pid]
 
 
-def _child(run: Callable, items: Sequence, known: Dict[int, object], fd: int) -> None:
+def _child(run: Callable, items: Sequence, claims: _Claims, known: Dict[int, object], fd: int) -> None:
     status = 1
     try:
         gc.disable()          # a collection would touch (and copy) every page shared with the parent
+        results = []
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            results = [run(item) for item in items]
+            for i in range(len(items)):
+                if not claims.take(i, child=True):
+                    break
+                results.append((i, run(items[i])))
         if not caught:
             buffer = io.BytesIO()
             _Sender(buffer, known).dump(results)

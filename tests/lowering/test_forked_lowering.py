@@ -126,3 +126,12 @@ def test_no_fork_while_a_build_thread_runs(monkeypatch):
     assert not forked.can_fork(forked.MIN_NESTS - 1)
     monkeypatch.setenv("SCHEDLANG_BUILD_THREADS", "1")
     assert not forked.can_fork(100)
+
+
+def test_claims_meet_in_the_middle():
+    claims = forked._Claims(4)
+    assert claims.take(0, child=True) and claims.take(1, child=True)
+    assert claims.take(3, child=False) and claims.take(2, child=False)
+    assert not claims.take(1, child=False)        # the child has it: this process stops
+    assert not claims.take(2, child=True)         # and the child stops at this process's
+    claims.close()
