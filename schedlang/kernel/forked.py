@@ -81,6 +81,7 @@ def map_forked(run: Callable[[T], R], items: Sequence[T], known: Dict[int, objec
         _child(run, items, claims, known, write_fd)
     os.close(write_fd)
     out: Dict[int, R] = {}
+    data, failed = None, False
     try:
         start = time.monotonic()
         for i in reversed(range(len(items))):
@@ -88,15 +89,16 @@ def map_forked(run: Callable[[T], R], items: Sequence[T], known: Dict[int, objec
                 break
             out[i] = run(items[i])
         data = _read(read_fd, time.monotonic() + PATIENCE * (time.monotonic() - start) + GRACE_S)
-    except BaseException:
-        data = None
-        raise
+    except Exception:
+        failed = True
     finally:
         os.close(read_fd)
         claims.close()
         if data is None:                           # raised here, or the child is late: stopped
             os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
+    if failed:        # run again in order: the error of the first failing item, as in one process
+        return [run(item) for item in items]
     if status == 0 and data:                       # else failed, raised, warned or late
         for i, result in _Receiver(io.BytesIO(data), known).load():
             out.setdefault(i, result)

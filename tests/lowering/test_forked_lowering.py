@@ -107,6 +107,16 @@ def test_a_child_that_warns_leaves_its_items_to_this_process(monkeypatch, forks)
     assert forks == [1] and caught == []          # the work redone here does not warn
 
 
+def test_the_first_failing_item_names_the_error(forks):
+    def run(item):
+        if item in (2, 6):              # the child meets 2, this process 6 first
+            raise ValueError(f"item {item}")
+        return item
+    with pytest.raises(ValueError, match="item 2"):
+        forked.map_forked(run, list(range(8)), {})
+    assert forks == [1]
+
+
 def test_a_late_child_is_stopped(monkeypatch, forks):
     monkeypatch.setattr(forked, "GRACE_S", 0.2)
     assert _run_failing_in_child(monkeypatch, lambda: threading.Event().wait(60)) == [2 * i for i in range(8)]
