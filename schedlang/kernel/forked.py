@@ -14,12 +14,13 @@ What the passes made is new in either case.
 
 Forked only where that is safe: on Linux (macOS's system libraries may not survive a
 fork), with two cores to use (build_pool's workers: SCHEDLANG_BUILD_THREADS=1 turns it
-off), and not while another of schedlang's build threads runs (OWN_THREADS). The child runs Python lowering only: it takes no lock,
-enters neither LLVM nor torch nor OpenMP (whose threads it does not have), prints nothing
-and leaves by os._exit; the fork happens with the GIL held, so no Python object is
+off), and not while another of schedlang's build threads runs (OWN_THREADS). The child
+runs Python lowering only: it takes no lock, enters neither LLVM nor torch nor OpenMP
+(whose threads it does not have), prints nothing and leaves by os._exit; the fork happens with the GIL held, so no Python object is
 half-changed by another thread. When the child fails, raises, warns or is late, this process
-lowers its nests itself: errors and warnings are those of a build in one process, and the
-IR is the same either way.
+lowers its nests itself, and when this process's share raises, every nest is lowered again
+in order: errors and warnings are those of a build in one process, and the IR is the same
+either way.
 """
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ from ..build_pool import default_workers
 T = TypeVar("T")
 R = TypeVar("R")
 
-# Fewer nests to lower are lowered here: a fork and the transfer cost ~0.05 s.
+# Fewer nests to lower are lowered here: the fork of a process holding torch and a model
+# took 50-110 ms (its page tables), and both processes then take copy-on-write faults.
 MIN_NESTS = 8
 # schedlang's threads that may hold a lock or be inside LLVM (build_pool's builds, the LLVM
 # worker of a split build): while one of them is alive besides this one, nothing is forked.
