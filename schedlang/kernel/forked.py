@@ -16,11 +16,11 @@ Forked only where that is safe: on Linux (macOS's system libraries may not survi
 fork), with two cores to use (build_pool's workers: SCHEDLANG_BUILD_THREADS=1 turns it
 off), and not while another of schedlang's build threads runs (OWN_THREADS). The child
 runs Python lowering only: it takes no lock, enters neither LLVM nor torch nor OpenMP
-(whose threads it does not have), prints nothing and leaves by os._exit; the fork happens with the GIL held, so no Python object is
-half-changed by another thread. When the child fails, raises, warns or is late, this process
-lowers its nests itself, and when this process's share raises, every nest is lowered again
-in order: errors and warnings are those of a build in one process, and the IR is the same
-either way.
+(whose threads it does not have), prints nothing and leaves by os._exit; the fork happens
+with the GIL held, so no Python object is half-changed by another thread. When the child
+fails, raises, warns or is late, this process lowers its nests itself, and when this
+process's share raises, every nest is lowered again in order: errors and warnings are
+those of a build in one process, and the IR is the same either way.
 """
 from __future__ import annotations
 
