@@ -26,7 +26,8 @@ ENV = "SCHEDLANG_BUILD_THREADS"
 
 def default_workers() -> int:
     """SCHEDLANG_BUILD_THREADS when set (1: build one after another), else up to MAX_WORKERS,
-    never more than the cores this process may use."""
+    never more than the cores this process may use. Fewer than 2 also keeps a many-nest
+    function's Kernel IR lowering in this process (kernel/forked.py)."""
     value = os.environ.get(ENV, "")
     if value:
         try:

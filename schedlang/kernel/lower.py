@@ -16,7 +16,8 @@ from ..errors import InternalError
 from ..loop.nodes import Allocate, Func, Seq, StageNest, Stmt, seq
 from ..loop.printer import print_func
 from ..loop.verify import size_vars, verify_stmt
-from .dedup import AlphaKey, alpha_key, rename, renaming
+from .dedup import alpha_key, rename, renaming
+from .forked import map_forked
 from .kernels import split_kernels
 from .nodes import KernelCopy, KernelModule
 from .sizes import add_size_params
@@ -52,8 +53,10 @@ def lower_to_kernel_ir(func: Func, passes: Sequence[Tuple[str, Callable]], trace
     per_nest (a backend whose body passes see one root stage nest at a time): the passes
     before SPLIT_KERNELS run on each root stage nest alone, and a nest that is an earlier
     one with its variables and buffers renamed (kernel/dedup.py: a model's repeated layer)
-    takes that one's result, renamed, instead of running them again. Verification then
-    checks the whole body after the last of them; a trace keeps the whole-body order."""
+    takes that one's result, renamed, instead of running them again; the distinct nests of
+    a function with many of them are shared out between this process and a forked child
+    (kernel/forked.py; the same IR). Verification then checks the whole body after the last
+    of them; a trace keeps the whole-body order."""
     bound = [(name, partial(p.run, func=func) if isinstance(p, WholeFunction) else p) for name, p in passes]
     origins = None
     if per_nest and trace is None:
@@ -104,21 +107,29 @@ def _per_nest(body: Stmt, passes):
     nests = list(body.stmts) if isinstance(body, Seq) else [body]
     if not all(isinstance(n, StageNest) for n in nests):
         return None
-    done: Dict[tuple, Tuple[int, Stmt, AlphaKey]] = {}
     table: Dict[tuple, int] = {}          # the nests' keys are compared: one table for all
+    keys = [alpha_key(nest.body, table=table) for nest in nests]
+    first: Dict[tuple, int] = {}          # key -> index of the first nest with it
+    distinct = [i for i, keyed in enumerate(keys) if keyed is None or first.setdefault(keyed[0], i) == i]
+    # The keyed ones may go to a forked child: their variables and buffers (all the keyer
+    # met) come back as these objects. An unkeyable nest (an extern call) is lowered here.
+    keyed = [i for i in distinct if keys[i] is not None]
+    known = {id(x): x for i in keyed for x in keys[i][1].vars + keys[i][1].buffers}
+    run = partial(verify.run_passes, passes=passes)
+    lowered = dict(zip(keyed, map_forked(run, [nests[i] for i in keyed], known)))
+    lowered.update((i, run(nests[i])) for i in distinct if keys[i] is None)
     out, origins = [], []
-    for index, nest in enumerate(nests):
-        keyed = alpha_key(nest.body, table=table)
-        hit = done.get(keyed[0]) if keyed is not None else None
-        if hit is not None:
-            var_map, buf_map = renaming(hit[2], keyed[1])
-            new = StageNest(nest.stage, rename(hit[1].body, var_map, buf_map))
-            origins.append((hit[0], var_map, buf_map))
-        else:
-            new = verify.run_passes(nest, passes)
-            if keyed is not None and isinstance(new, StageNest):
-                done[keyed[0]] = (index, new, keyed[1])
+    for index, (nest, key) in enumerate(zip(nests, keys)):
+        i = index if key is None else first[key[0]]
+        new = lowered[i]
+        if i == index or not isinstance(new, StageNest):
             origins.append(None)
+            if i != index:                # lowered to something else: lowered again, not shared
+                new = run(nest)
+        else:
+            var_map, buf_map = renaming(keys[i][1], key[1])
+            new = StageNest(nest.stage, rename(new.body, var_map, buf_map))
+            origins.append((i, var_map, buf_map))
         out.append(new)
     result = seq(*out)
     for b in reversed(allocs):
