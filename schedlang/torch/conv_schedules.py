@@ -281,6 +281,9 @@ def _short_odd_rows(blocks: int, cols: int) -> bool:
     return blocks % SHORT_ROW_TILE[0] == 0 and cols % 2 == 1 and 3 <= cols <= MAX_SHORT_ROW
 
 
+WEIGHT_TILE_BLOCKS = 4    # the tile blocks weight_blocks packs side by side (the ones measured)
+
+
 def weight_blocks(target: Target, weight_shape: tuple, cols: int, width: int) -> int:
     """Channel blocks of width the lowering packs side by side in a dense convolution's
     weight [OC, IC, *K] for an output row of cols columns (prepack.py "conv_tiles": [OC /
@@ -299,9 +302,6 @@ def weight_blocks(target: Target, weight_shape: tuple, cols: int, width: int) ->
     blocks = oc // width
     vecs = SHORT_ROW_TILE[0] if _short_odd_rows(blocks, cols) else nchwc_tile(target, blocks, cols, width, taps=True)[0]
     return vecs if vecs == WEIGHT_TILE_BLOCKS else 1
-
-
-WEIGHT_TILE_BLOCKS = 4    # the tile blocks weight_blocks packs side by side (the ones measured)
 
 
 def row_tile(target: Target, rows: int, vecs: int, wt: int) -> int:

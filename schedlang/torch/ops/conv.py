@@ -21,8 +21,9 @@ A constant weight (a parameter) is read as blocks [OC / width, ICg, *K, width] m
 the compiled module (prepack.py "conv": a vector of output channels innermost, as the
 NCHWc kernels of conv_schedules.py read it), or where the kernel's register tile spans
 several blocks, as [OC / (B * width), ICg / width, *K, width, B, width] ("conv_tiles": the
-tile's weight vectors side by side, each input channel's after the last, conv_schedules.weight_blocks); `fold_batch_norm` builds the convolution
-again with a following eval-mode batch norm folded into those blocks and its bias."""
+tile's weight vectors side by side, each input channel's after the last:
+conv_schedules.weight_blocks); `fold_batch_norm` builds the convolution again with a
+following eval-mode batch norm folded into those blocks and its bias."""
 from __future__ import annotations
 
 import weakref
