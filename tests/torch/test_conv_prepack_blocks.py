@@ -129,3 +129,18 @@ def test_avx512_packs_single_blocks():
     model, x = TwoConvs(3, 64, 1), torch.randn(1, 3, 7, 7)
     cm = st.compile(model, (x,), target=AVX512)
     assert "conv_tiles" not in _packs(cm).values()
+
+
+def test_tiles_of_blocks_over_an_nchw_input_match_eager():
+    """A 3x3 over the program's input (never blocked: the NCHW kernel reads rc // 8, rc % 8)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(8, 32, 3, 1, 1), nn.ReLU(), nn.Conv2d(32, 32, 3, 1, 1)).eval()
+    x = torch.randn(1, 8, 7, 7)
+    with torch.no_grad():
+        want = model(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        for _, cm in compile_each(model, (x,), (AVX2.with_options(bounds_check=True), AVX2)):
+            with torch.no_grad():
+                torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+            assert list(_packs(cm).values()) == ["conv_tiles", "conv_tiles"]
