@@ -12,6 +12,9 @@ of --rounds rounds; run it on one core of a loaded machine:
 
 The kernels are model_profile.kernels' (built alone, NCHWc activations, their epilogues:
 batch norm folded, ReLU, residual add, a fused 1x1 shortcut, a padded result "P").
+With --blocks-ab, the A side is this tree lowered with every weight packed in single blocks
+(conv_schedules.weight_blocks returning 1: prepack.py "conv" where "conv_tiles" would be), the
+B side this tree as it is.
 With --whole, the whole model instead: compiled with each tree's schedules (build caches off),
 timed beside eager torch and torch.compile with freezing (Inductor: prepacked oneDNN weights,
 fused post-ops) in the same interleaved rounds; with --log LOG also this tree's compiled from a
@@ -68,6 +71,22 @@ def use(modules: dict) -> None:
         setattr(slt, name, mod)
 
 
+def single_blocks():
+    """A context in which the lowering packs every convolution weight in single blocks."""
+    import contextlib
+    from schedlang.torch import conv_schedules
+
+    @contextlib.contextmanager
+    def ctx():
+        saved = conv_schedules.weight_blocks
+        conv_schedules.weight_blocks = lambda *a: 1
+        try:
+            yield
+        finally:
+            conv_schedules.weight_blocks = saved
+    return ctx()
+
+
 def model_kernels(model_name: str, target):
     """[(label, calls, [conv infos], program)] of the model's distinct conv kernels."""
     import schedlang.torch as slt
@@ -97,6 +116,22 @@ def model_kernels(model_name: str, target):
                                f"{'/2' if stride_of(i) == 2 else ''}" for i in infos)
             seen[key] = [label + (" P" if group.pad is not None else ""), 1, infos, prog]
     return list(seen.values())
+
+
+def same_values(single, arrays, prog) -> list:
+    """prog's input arrays holding the values of single's (the same kernel lowered with its
+    weights in single blocks): a weight [OC/8, IC, .., 8] re-laid as prog's [OC/(B*8), IC/8, .., 8, B, 8]."""
+    out = []
+    for t, a in zip(prog.inputs, arrays):
+        if tuple(t.shape) == a.shape:
+            out.append(a)
+            continue
+        blocks, width = t.shape[-2:]
+        ob, ic, *kernel, _ = a.shape
+        b = a.reshape(ob // blocks, blocks, ic // width, width, *kernel, width)   # [OC/32, 4, IC/8, 8, .., 8]
+        b = np.moveaxis(b, 3, -2)                                                 # [OC/32, 4, IC/8, .., 8i, 8]
+        out.append(np.ascontiguousarray(np.moveaxis(b, 1, -2)))                   # [OC/32, IC/8, .., 8i, 4, 8]
+    return out
 
 
 def onednn_layer(info: dict, stride: int):
@@ -144,9 +179,11 @@ def build(prog, target):
         return sl.build(default_schedule(prog.outputs, target), list(prog.inputs) + list(prog.outputs), target=target)
 
 
-def whole_model(model_name: str, target, base, mine, rounds: int, log=None) -> None:
+def whole_model(model_name: str, target, base, mine, rounds: int, log=None, blocks_ab: bool = False) -> None:
     """The compiled model with each tree's schedules (and this tree's compiled from the tuning
-    records of log, when given) beside eager and Inductor (freezing)."""
+    records of log, when given; with blocks_ab, this tree's with single weight blocks as the
+    base) beside eager and Inductor (freezing)."""
+    import contextlib
     import schedlang.torch as slt
     import torch._inductor.config as cfg
     from schedlang.torch import zoo
@@ -154,11 +191,13 @@ def whole_model(model_name: str, target, base, mine, rounds: int, log=None) -> N
     model.eval()
     names, fns = [], []
     with torch.no_grad():
+        base = mine if blocks_ab else base
         for name, side, records in (("base", base, None), ("this", mine, None), ("tuned", mine, log)):
             if side is None or (name == "tuned" and log is None):
                 continue
             use(side)
-            with warnings.catch_warnings():
+            singles = single_blocks() if blocks_ab and name == "base" else contextlib.nullcontext()
+            with warnings.catch_warnings(), singles:
                 warnings.simplefilter("ignore")
                 compiled = slt.compile(model, inputs, target=target, log=records)
             names.append(name)
@@ -191,8 +230,11 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--only", default=None, help="only layers whose label contains this")
     ap.add_argument("--whole", action="store_true", help="the whole model, not its conv kernels")
+    ap.add_argument("--blocks-ab", action="store_true", help="A: weights in single blocks; B: this tree")
     ap.add_argument("--log", default=None, help="with --whole: also the model compiled from this tuning log")
     args = ap.parse_args(argv)
+    if args.blocks_ab and args.base:
+        ap.error("--blocks-ab compares this tree's two weight layouts: no --base with it")
     import schedlang.build_cache
     schedlang.build_cache.ENABLED = False      # each tree's schedules built, never another's module
     from schedlang.torch import conv_schedules, pad_schedules  # noqa: F401  (this tree's)
@@ -202,37 +244,48 @@ def main(argv=None) -> None:
     mine = {name: sys.modules[f"schedlang.torch.{name}"] for name in SCHEDULE_MODULES}
     base = load_base(args.base) if args.base else None
     if args.whole:
-        return whole_model(args.model, target, base, mine, args.rounds, args.log)
+        return whole_model(args.model, target, base, mine, args.rounds, args.log, args.blocks_ab)
     rng = np.random.default_rng(0)
     rows = []
     print(f"{args.model}: 1 thread, CPU time, best of {args.rounds} interleaved rounds, ms per call")
     print(f"  {'layer':52s} calls  {'base':>7s} {'this':>7s} {'packed':>7s} {'conv2d':>7s}"
           f"  this/base this/packed  GF/s this packed")
-    for label, calls, infos, prog in model_kernels(args.model, target):
+    kernels = model_kernels(args.model, target)
+    if args.blocks_ab:
+        with single_blocks():
+            singles = model_kernels(args.model, target)
+        assert [k[0] for k in singles] == [k[0] for k in kernels], "the two lowerings' kernels differ"
+    for k, (label, calls, infos, prog) in enumerate(kernels):
         if args.only and args.only not in label:
             continue
         arrays = [(rng.standard_normal(t.shape) * 0.1).astype(t.dtype_obj.numpy) for t in prog.inputs]
         outs = [np.zeros(t.shape, t.dtype_obj.numpy) for t in prog.outputs]
         mods = []
+        if args.blocks_ab:
+            single = singles[k][3]
+            mods.append(build(single, target))
+            arrays_a = [(rng.standard_normal(t.shape) * 0.1).astype(t.dtype_obj.numpy) for t in single.inputs]
+            arrays = same_values(single, arrays_a, prog)
         for side in ([base] if base else []) + [mine]:
             use(side)
             mods.append(build(prog, target))
         use(mine)
+        args_of = [arrays_a, arrays] if args.blocks_ab else [arrays] * len(mods)
         results = []
-        for mod in mods:
+        for mod, a in zip(mods, args_of):
             res = [np.zeros_like(o) for o in outs]
-            mod(*arrays, *res)
+            mod(*a, *res)
             results.append(res)
         for res in results[1:]:
             for a, b in zip(results[0], res):
                 np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4, err_msg=label)
-        fns = [lambda m=m: m(*arrays, *outs) for m in mods]
+        fns = [lambda m=m, a=a: m(*a, *outs) for m, a in zip(mods, args_of)]
         refs = [onednn_layer(i, stride_of(i)) for i in infos]
         fns += [lambda: [r[0]() for r in refs], lambda: [r[1]() for r in refs]]
         times = best_cpu_times(fns, args.rounds)
         *ours, packed, conv2d = times
         flops = sum(2 * i["oc"] * i["ic"] * i["k"] ** 2 * i["oh"] * i["ow"] for i in infos)
-        a = ours[0] if base else float("nan")
+        a = ours[0] if base or args.blocks_ab else float("nan")
         b = ours[-1]
         rows.append((calls, a, b, packed, conv2d))
         print(f"  {label:52s} x{calls:<3d} {a * 1e3:7.3f} {b * 1e3:7.3f} {packed * 1e3:7.3f} {conv2d * 1e3:7.3f}"

@@ -281,6 +281,29 @@ def _short_odd_rows(blocks: int, cols: int) -> bool:
     return blocks % SHORT_ROW_TILE[0] == 0 and cols % 2 == 1 and 3 <= cols <= MAX_SHORT_ROW
 
 
+WEIGHT_TILE_BLOCKS = 4    # the tile blocks weight_blocks packs side by side (the ones measured)
+
+
+def weight_blocks(target: Target, weight_shape: tuple, cols: int, width: int) -> int:
+    """Channel blocks of width the lowering packs side by side in a dense convolution's
+    weight [OC, IC, *K] for an output row of cols columns (prepack.py "conv_tiles": [OC /
+    (B * width), IC / width, *K, width, B, width]): on a 16-register target, the 4 blocks of
+    the register tile nchwc_choice will take for a kernel with taps (4 x 2, SHORT_ROW_TILE),
+    so that the tile's weight vectors for one input channel are 128 contiguous bytes and a
+    reduction step's next ones follow them, one stream instead of 4 streams a block's IC *
+    taps vectors apart; else 1 ("conv": the blocks alone). It assumes what the schedule
+    will find: an input blocked by width (IC a multiple of it, layout.py) and taps
+    (_input_channels_outside). ResNet-50's 3x3 layers ran 0.90-0.95x (7x7), 0.98x (14x14),
+    0.95-0.98x (56x56) the single blocks' time, 28x28 0.91-1.1x (Zen 1, one thread, CPU time,
+    loaded; benchmarks/conv_layer_ab.py --blocks-ab)."""
+    oc, ic, *kernel = weight_shape
+    if target.native_registers() >= 32 or ic % width or oc % width or max(kernel, default=1) == 1:
+        return 1
+    blocks = oc // width
+    vecs = SHORT_ROW_TILE[0] if _short_odd_rows(blocks, cols) else nchwc_tile(target, blocks, cols, width, taps=True)[0]
+    return vecs if vecs == WEIGHT_TILE_BLOCKS else 1
+
+
 def row_tile(target: Target, rows: int, vecs: int, wt: int) -> int:
     """Output rows of the NCHWc register tile: on a 16-register target (AVX2), as many rows
     of the vecs x wt tile as the register file holds beside the weight vectors and the

@@ -64,12 +64,13 @@ def block_activations(outputs: Sequence[Tuple[str, Tensor]]) -> List[Tuple[str, 
 
 def packed_width(op) -> Optional[int]:
     """L when op is a dense convolution reading its weight as packed blocks
-    w[oc // L, rc, *r, oc % L] (ops/conv.py), else None."""
+    w[oc // L, rc, *r, oc % L] (ops/conv.py; or w[.., rc // L, *r, rc % L, .., oc % L]: B blocks side
+    by side, prepack.py "conv_tiles"), else None."""
     if not (isinstance(op, ComputeOp) and op.tag == CONV_TAG and isinstance(op.body, Reduce)) or len(op.axis) != 4:
         return None
     oc = op.axis[1].var
     for node in walk(op.body.source[0]):
-        if isinstance(node, TensorRead) and len(node.indices) == 5:
+        if isinstance(node, TensorRead) and len(node.indices) in (5, 7):
             last = node.indices[-1]
             if isinstance(last, Binary) and last.op == "floormod" and last.a is oc and _const(last.b) > 1 \
                     and _channel_read(op) is not None:

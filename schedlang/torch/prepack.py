@@ -8,6 +8,11 @@ read fast:
   (the NCHWc kernels' packed weights: a vector of output channels innermost), optionally
   with a following eval-mode batch norm folded in (each output channel scaled by
   gamma / sqrt(var + eps), as Inductor's and TVM's FoldScaleAxis do);
+- "conv_tiles": the same with `blocks` consecutive blocks side by side and the input
+  channels in blocks of width too, [OC / (blocks * width), ICg / width, *K, width, blocks,
+  width] (params: (blocks,) then the batch norm's eps): what a register tile spanning that
+  many channel blocks reads, with the input channels of a block innermost in its reduction,
+  one contiguous stream (conv_schedules.weight_blocks);
 - "bn_scale", "bn_shift": a batch norm's per-channel constants [C] from (var, mean, gamma,
   beta, conv_bias), the last three optional: scale = gamma / sqrt(var + eps) and shift =
   (conv_bias - mean) * scale + beta (a folded convolution's bias; conv_bias 0 when absent).
@@ -92,6 +97,18 @@ def pack_conv(w, width: int, gamma=None, mean=None, var=None, eps: float = 0.0):
     return padded.reshape((blocks, width) + tuple(w.shape[1:])).permute(0, *spatial, 1).contiguous()
 
 
+def pack_conv_tiles(w, width: int, blocks: int, *bn):
+    """w [OC, ICg, *K] (ICg a multiple of width) as [OC / (blocks * width), ICg / width, *K,
+    width, blocks, width] (zero past OC): pack_conv's blocks of blocks * width channels, each
+    split in blocks vectors of width, of the weight with its input channels blocked by width."""
+    oc, icg, *kernel = w.shape
+    if icg % width:
+        raise ValueError(f"pack_conv_tiles: {icg} input channels are not blocks of {width}")
+    blocked = w.reshape(oc, icg // width, width, *kernel).movedim(2, -1).contiguous()
+    wide = pack_conv(blocked, width * blocks, *bn)
+    return wide.reshape(tuple(wide.shape[:-1]) + (blocks, width))
+
+
 def _bn_vector(kind: str, sources: Sequence, eps: float):
     var, mean, gamma, beta, conv_bias = sources
     scale = bn_scale(gamma, var, eps)
@@ -101,14 +118,17 @@ def _bn_vector(kind: str, sources: Sequence, eps: float):
     return (centered * scale + (beta.double() if beta is not None else 0)).to(var.dtype)
 
 
-def shape_of(kind: str, shapes: Sequence, width: int) -> tuple:
-    """The shape of the constant of kind made from sources of these shapes."""
+def shape_of(kind: str, shapes: Sequence, width: int, params: tuple = ()) -> tuple:
+    """The shape of the constant of kind (with params) made from sources of these shapes."""
     if kind == "panels":
         n, k = shapes[0]
         return (panels(n, width), k, width)
     if kind == "conv":
         oc, *rest = shapes[0]
         return (panels(oc, width), *rest, width)
+    if kind == "conv_tiles":
+        oc, icg, *kernel = shapes[0]
+        return (panels(oc, width * params[0]), icg // width, *kernel, width, params[0], width)
     return tuple(next(s for s in shapes if s is not None))
 
 
@@ -119,6 +139,10 @@ def make(spec: PackSpec, tensors: Sequence):
     if spec.kind == "conv":
         w, *bn = tensors
         return pack_conv(w, spec.width, *bn, *spec.params) if bn else pack_conv(w, spec.width)
+    if spec.kind == "conv_tiles":
+        w, *bn = tensors
+        blocks, *eps = spec.params
+        return pack_conv_tiles(w, spec.width, blocks, *bn, *eps) if bn else pack_conv_tiles(w, spec.width, blocks)
     return _bn_vector(spec.kind, tensors, *spec.params)
 
 

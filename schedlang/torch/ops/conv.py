@@ -19,8 +19,11 @@ ReLU, a residual add).
 
 A constant weight (a parameter) is read as blocks [OC / width, ICg, *K, width] made once by
 the compiled module (prepack.py "conv": a vector of output channels innermost, as the
-NCHWc kernels of conv_schedules.py read it); `fold_batch_norm` builds the convolution
-again with a following eval-mode batch norm folded into those blocks and its bias."""
+NCHWc kernels of conv_schedules.py read it), or where the kernel's register tile spans
+several blocks, as [OC / (B * width), ICg / width, *K, width, B, width] ("conv_tiles": the
+tile's weight vectors side by side, each input channel's after the last:
+conv_schedules.weight_blocks); `fold_batch_norm` builds the convolution again with a
+following eval-mode batch norm folded into those blocks and its bias."""
 from __future__ import annotations
 
 import weakref
@@ -126,9 +129,25 @@ def block_width(ctx, call: ConvCall) -> int:
     return width
 
 
-def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1) -> sl.Tensor:
+def packed_weight(ctx, call: ConvCall, width: int, bn: tuple = (), params: tuple = ()):
+    """(the placeholder of call's weight packed in blocks of width output channels, with the
+    batch norm tensors bn folded in: prepack.py "conv", or "conv_tiles" of
+    conv_schedules.weight_blocks blocks side by side; those blocks), (None, 1) when the
+    weight is not a constant of the module."""
+    from ..conv_schedules import weight_blocks
+    blocks = weight_blocks(ctx.target, tuple(call.weight.shape), call.out_shape[-1], width) \
+        if call.groups == 1 and width > 1 else 1
+    if blocks > 1:
+        packed = ctx.prepacked("conv_tiles", (call.weight,) + bn, width, (blocks,) + params)
+    else:
+        packed = ctx.prepacked("conv", (call.weight,) + bn, width, params)
+    return (packed, blocks) if packed is not None else (None, 1)
+
+
+def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1, blocks: int = 1) -> sl.Tensor:
     """The convolution of call: the weight read from packed blocks of width output channels
-    when given, plus bias (call's bias when None), cast to x's dtype."""
+    when given (blocks of them side by side: packed_weight), plus bias (call's bias when
+    None), cast to x's dtype."""
     x, w = call.x, call.weight
     out, acc = str(x.dtype), acc_dtype(x.dtype)
     bias = call.bias if bias is None else bias
@@ -170,6 +189,9 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1) -> sl.T
     def read_w(o):
         if packed is None:
             return w[(o, rc, *r)]
+        if blocks > 1:
+            block = o // width
+            return packed[(block // blocks, rc // width, *r, rc % width, block % blocks, o % width)]
         return packed[(o // width, rc, *r, o % width)] if width > 1 else packed[(o, rc, *r, 0)]
 
     def body(idx):
@@ -220,8 +242,8 @@ def convolution(ctx, x, weight, bias, stride, padding, dilation, transposed, out
         raise Unsupported("transposed convolution is not lowered")
     call = check_call(x, weight, bias, stride, padding, dilation, groups)
     width = block_width(ctx, call)
-    packed = ctx.prepacked("conv", (weight,), width) if width > 1 else None
-    return conv_of(ctx, call, packed, width=width)
+    packed, blocks = packed_weight(ctx, call, width) if width > 1 else (None, 1)
+    return conv_of(ctx, call, packed, width=width, blocks=blocks)
 
 
 def fold_batch_norm(ctx, call: ConvCall, gamma, beta, mean, var, eps: float) -> Optional[sl.Tensor]:
@@ -229,8 +251,8 @@ def fold_batch_norm(ctx, call: ConvCall, gamma, beta, mean, var, eps: float) -> 
     output channel and a new bias, both constants made by the compiled module (prepack.py);
     None when the weight or a batch norm tensor is not a constant of the module."""
     width = block_width(ctx, call)
-    packed = ctx.prepacked("conv", (call.weight, gamma, mean, var), width, (float(eps),))
+    packed, blocks = packed_weight(ctx, call, width, (gamma, mean, var), (float(eps),))
     shift = ctx.prepacked("bn_shift", (var, mean, gamma, beta, call.bias), 1, (float(eps),))
     if packed is None or shift is None:
         return None
-    return conv_of(ctx, call, packed, shift, width)
+    return conv_of(ctx, call, packed, shift, width, blocks)
