@@ -118,6 +118,36 @@ def compile_each(model, inputs, targets):
         yield target, cm
 
 
+class EachInput(nn.Module):
+    """models[i] applied to the i-th input, for each i: the models of a file's cases compiled
+    as one module (one capture and one build per target, not one per case). A program's
+    kernels are scheduled one by one from their own shapes and the target, so each model's
+    kernels are the ones it compiles to alone (each file using this checked that once: the
+    kernel IR of every case alone and here equal up to names)."""
+
+    def __init__(self, models):
+        super().__init__()
+        self.each = nn.ModuleList(models)
+        self.eval()
+
+    def forward(self, *xs):
+        return tuple(model(x) for model, x in zip(self.each, xs))
+
+
+def compile_cases(models, inputs, targets):
+    """(eager's results, [(target, compiled module, its results)] for each of targets) of
+    EachInput(models) on inputs (one per model), captured once (compile_each); result i is
+    models[i]'s, its kernels' names and packed weights' sources start with f"each_{i}_"."""
+    model = EachInput(models)
+    with torch.no_grad():
+        want = model(*inputs)
+    builds = []
+    for target, cm in compile_each(model, tuple(inputs), targets):
+        with torch.no_grad():
+            builds.append((target, cm, cm(*inputs)))
+    return want, builds
+
+
 def random_batch_norm(c: int) -> nn.BatchNorm2d:
     """An eval-mode batch norm of c channels with random running statistics and affine terms
     (a freshly made one is the identity, which would hide a wrong fold)."""

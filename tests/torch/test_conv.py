@@ -18,7 +18,7 @@ from schedlang.torch.fuse import fuse
 from schedlang.torch.prepack import pack_conv
 
 from ..helpers import CHECKED
-from .helpers import check_lowering, compile_each, distinct_builds, requires_bfloat16
+from .helpers import check_lowering, compile_cases, compile_each, distinct_builds, requires_bfloat16
 
 HOST = sl.Target.create("llvm")
 aten = torch.ops.aten
@@ -78,12 +78,36 @@ CONV2D = {   # (in, out, kernel, stride, padding, dilation, groups, bias), input
 }
 
 
+def compile_cases_checked(models, inputs, targets=(CHECKED, HOST)):
+    """[eager's result, then each distinct build's results] of the models compiled as one
+    module (helpers.compile_cases) with compile_checked's targets and warnings: the cases of
+    a test built once, each case's result i checked by its own test."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        warnings.simplefilter("error", UserWarning)       # a schedule falling back to plain loops
+        want, builds = compile_cases(models, inputs, distinct_builds(targets))
+    return [want] + [got for _, _, got in builds]
+
+
+_CONV2D_BUILT: list = []
+
+
+def _conv2d_cases():
+    """compile_cases_checked of every CONV2D case's conv (sorted by name), made once."""
+    if not _CONV2D_BUILT:
+        torch.manual_seed(0)
+        models = [ConvBN(nn.Conv2d(*CONV2D[name][0]), bn=False, act=None) for name in sorted(CONV2D)]
+        _CONV2D_BUILT.append(compile_cases_checked(models, [torch.randn(*CONV2D[name][1]) for name in sorted(CONV2D)]))
+    return _CONV2D_BUILT[0]
+
+
 @pytest.mark.parametrize("name", sorted(CONV2D))
 def test_conv2d_modules_match_eager(name):
-    (cin, cout, k, stride, pad, dil, groups, bias), shape = CONV2D[name]
-    torch.manual_seed(0)
-    conv = nn.Conv2d(cin, cout, k, stride, pad, dil, groups, bias)
-    compile_checked(ConvBN(conv, bn=False, act=None), torch.randn(*shape))
+    """Each case's conv in the module of all the cases (_conv2d_cases)."""
+    i = sorted(CONV2D).index(name)
+    want, *builds = _conv2d_cases()
+    for got in builds:
+        torch.testing.assert_close(got[i], want[i], rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("args, shape", [

@@ -25,15 +25,17 @@ AVX2 = sl.Target.create("llvm -mcpu=haswell")
 AVX512 = sl.Target.create("llvm -mcpu=skylake-avx512")
 
 
-def _match_eager(model, x, want, target) -> None:
+def _match_eager(model, x, want, target) -> st.CompiledModule:
     """model compiled for target, bounds-checked and not, with no op left in torch, gives want;
     captured once for both builds (helpers.compile_each: torch.export is a third of a small
-    model's compile)."""
+    model's compile). Returns the build for target (not bounds-checked), whose program the
+    tests read for the kernels' choices."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", st.FallbackWarning)
         for _, cm in compile_each(model, (x,), (target.with_options(bounds_check=True), target)):
             with torch.no_grad():
                 torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+    return cm
 
 
 @pytest.mark.parametrize("blocks, cols, tile", [
@@ -87,6 +89,9 @@ class TwoConvs(nn.Module):
 def test_nchwc_kernels_match_eager(target, cin, c, k, stride, hw):
     if target is AVX512 and HOST.native_lanes(32) < 16:
         pytest.skip("AVX-512 code needs an AVX-512 host")
+    if target is AVX2 and (cin, c, k, stride, hw) == (5, 16, 3, 1, (9, 15)):
+        pytest.skip("the same model, input and AVX2 builds as the first case of "
+                    "test_input_channels_outside_a_row_of_tiles_match_eager, which checks them")
     torch.manual_seed(0)
     model, x = TwoConvs(cin, c, k, stride), torch.randn(1, cin, *hw)
     with torch.no_grad():
@@ -176,12 +181,15 @@ def test_avx512_tile_does_not_depend_on_taps(blocks, cols):
 
 
 def _nchwc_choices(cm, target) -> list:
-    """(kernel extents of the convolutions, nchwc_choice) of each NCHWc convolution kernel of cm."""
+    """(kernel extents of the convolutions, nchwc_choice) of each NCHWc convolution kernel of
+    cm's graph lowered for target: cm's own program where it was compiled for target, else the
+    graph lowered for target (what st.compile for target would hold, without building it)."""
     from schedlang.torch.conv_schedules import nchwc_choice
     from schedlang.torch.fuse import fuse
     from schedlang.torch.schedules import static
+    program = cm.program if cm.target == target else st.lower_graph(cm.graph, target, warn=False)
     out = []
-    for part in cm.program.parts:
+    for part in program.parts:
         s = sl.create_schedule([t.op for _, t in part.outputs])
         for g in fuse(s):
             y = s[g.anchor].op.axis
@@ -209,8 +217,7 @@ def test_input_channels_outside_a_row_of_tiles_match_eager(cin, c, k, stride, hw
     model, x = TwoConvs(cin, c, k, stride), torch.randn(1, cin, *hw)
     with torch.no_grad():
         want = model(x)
-    _match_eager(model, x, want, AVX2)
-    cm = st.compile(model, (x,), target=AVX2)
+    cm = _match_eager(model, x, want, AVX2)
     choices = _nchwc_choices(cm, AVX2)
     assert any(k > 1 for k, _, _ in choices) and any(k == 1 for k, _, _ in choices)
     for taps, padded, choice in choices:
@@ -238,8 +245,8 @@ def test_avx2_pointwise_tile_with_a_column_tail_matches_eager(model_args, hw):
     x = torch.randn(1, args[0], *hw)
     with torch.no_grad():
         want = model(x)
-    _match_eager(model, x, want, AVX2)
-    choices = [c for k, _, c in _nchwc_choices(st.compile(model, (x,), target=AVX2), AVX2) if k in (1, 7)]
+    cm = _match_eager(model, x, want, AVX2)
+    choices = [c for k, _, c in _nchwc_choices(cm, AVX2) if k in (1, 7)]
     assert any((c.vecs, c.wt) == POINTWISE_TILE for c in choices), choices
 
 
@@ -270,13 +277,12 @@ def test_short_odd_rows_of_3x3_match_eager(cin, c, stride, hw):
     x = torch.randn(1, cin, *hw)
     with torch.no_grad():
         want = model(x)
-    _match_eager(model, x, want, AVX2)
-    short = [(padded, ch) for k, padded, ch in _nchwc_choices(st.compile(model, (x,), target=AVX2), AVX2)
+    cm = _match_eager(model, x, want, AVX2)
+    short = [(padded, ch) for k, padded, ch in _nchwc_choices(cm, AVX2)
              if k == 3 and (ch.vecs, ch.wt) == SHORT_ROW_TILE]
     assert {padded for padded, _ in short} == {True, False}, short
     pixels = ((hw[0] - 1) // stride + 1) * ((hw[1] - 1) // stride + 1)
     for padded, ch in short:
         assert ch.blocks_outer and ch.channels_outside and ch.rt == 1
         assert ch.plane == (pixels <= MAX_PLANE_PIXELS and c // 8 // SHORT_ROW_TILE[0] >= 2)
-    assert not any(ch.plane or ch.blocks_outer for _, _, ch in _nchwc_choices(st.compile(model, (x,), target=AVX512),
-                                                                              AVX512))
+    assert not any(ch.plane or ch.blocks_outer for _, _, ch in _nchwc_choices(cm, AVX512))

@@ -20,7 +20,7 @@ from schedlang.torch.schedules import default_schedule
 
 from ..helpers import CHECKED
 from ..cpu_targets import runs_here
-from .test_conv import ConvBN, compile_checked
+from .test_conv import ConvBN, compile_cases_checked, compile_checked
 
 TWO_THREADS = sl.Target.create("llvm -num-cores=2")
 
@@ -39,12 +39,27 @@ CASES = {   # (in, out, kernel, stride, padding, dilation, groups), input shape
 }
 
 
+_EACH_CASE: list = []
+
+
+def _each_case():
+    """test_conv.compile_cases_checked of every case's conv + bn + relu6 (sorted by name),
+    bounds-checked, for the host and for two threads: made once for the tests of each case."""
+    if not _EACH_CASE:
+        torch.manual_seed(0)
+        models = [ConvBN(nn.Conv2d(*CASES[name][0], bias=True), act=F.relu6) for name in sorted(CASES)]
+        _EACH_CASE.append(compile_cases_checked(models, [torch.randn(*CASES[name][1]) for name in sorted(CASES)],
+                                                targets=(CHECKED, sl.Target.create("llvm"), TWO_THREADS)))
+    return _EACH_CASE[0]
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_grouped_convs_with_bn_relu6_match_eager(name):
-    (cin, cout, k, stride, pad, dil, groups), shape = CASES[name]
-    torch.manual_seed(0)
-    model = ConvBN(nn.Conv2d(cin, cout, k, stride, pad, dil, groups, bias=True), act=F.relu6)
-    compile_checked(model, torch.randn(*shape), targets=(CHECKED, sl.Target.create("llvm"), TWO_THREADS))
+    """Each case's conv in the module of all the cases (_each_case)."""
+    i = sorted(CASES).index(name)
+    want, *builds = _each_case()
+    for got in builds:
+        torch.testing.assert_close(got[i], want[i], rtol=1e-4, atol=1e-4)
 
 
 def test_a_depthwise_residual_block_and_a_1d_depthwise_conv_match_eager():

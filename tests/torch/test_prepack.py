@@ -18,7 +18,7 @@ from schedlang.torch.prepack import pack
 from schedlang.torch.zoo import SwiGLUMLP
 
 from ..helpers import CHECKED
-from .helpers import compile_each
+from .helpers import compile_cases, compile_each
 
 HOST = sl.Target.create("llvm")
 
@@ -50,17 +50,40 @@ def test_pack_layout():
     assert not p[2, :, 5:].any(), "rows past N are zero"
 
 
-@pytest.mark.parametrize("m,k,n", [(37, 129, 37), (5, 16, 129), (1, 7, 3), (64, 33, 17), (2, 2053, 70),
-                                   (9, 131, 77)])
+ODD_SHAPES = [(37, 129, 37), (5, 16, 129), (1, 7, 3), (64, 33, 17), (2, 2053, 70), (9, 131, 77)]   # m, k, n
+
+
+_ODD_LINEARS: dict = {}
+
+
+def _odd_linears(bias: bool, in_place: bool):
+    """(eager's results, each build's results and its packed weights' sources) of a Linear per
+    shape of ODD_SHAPES compiled as one module (helpers.compile_cases), bounds-checked and for
+    the host, with reads_weight_in_place forced to in_place: made once for the tests of each
+    shape."""
+    if (bias, in_place) not in _ODD_LINEARS:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(matmul, "reads_weight_in_place", lambda *a: in_place)
+            torch.manual_seed(0)
+            linears = [nn.Linear(k, n, bias=bias) for _, k, n in ODD_SHAPES]
+            want, builds = compile_cases(linears, [torch.randn(m, k) for m, k, _ in ODD_SHAPES], (CHECKED, HOST))
+        _ODD_LINEARS[bias, in_place] = want, [(got, [spec.source for spec in cm.program.packs.values()])
+                                              for _, cm, got in builds]
+    return _ODD_LINEARS[bias, in_place]
+
+
+@pytest.mark.parametrize("m,k,n", ODD_SHAPES)
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("in_place", [False, True])
-def test_linear_odd_shapes(m, k, n, bias, in_place, monkeypatch):
+def test_linear_odd_shapes(m, k, n, bias, in_place):
     """Packed and read in place (ops/matmul.reads_weight_in_place forced each way): tails of
-    M, N and K of both register tiles, N past a block of the in-place kernel's column tiles."""
-    monkeypatch.setattr(matmul, "reads_weight_in_place", lambda *a: in_place)
-    torch.manual_seed(0)
-    cm = check(nn.Linear(k, n, bias=bias).eval(), torch.randn(m, k))
-    assert [s.source for s in cm.program.packs.values()] == ([] if in_place else ["weight"])
+    M, N and K of both register tiles, N past a block of the in-place kernel's column tiles.
+    Each shape's Linear is checked in a module of all the shapes (_odd_linears)."""
+    i = ODD_SHAPES.index((m, k, n))
+    want, builds = _odd_linears(bias, in_place)
+    for got, sources in builds:
+        torch.testing.assert_close(got[i], want[i], rtol=1e-4, atol=1e-4)
+        assert [s for s in sources if s.startswith(f"each_{i}_")] == ([] if in_place else [f"each_{i}_weight"])
 
 
 def test_in_place_where_measured_faster():
