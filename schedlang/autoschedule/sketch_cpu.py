@@ -351,20 +351,23 @@ def _locate(trace: Trace, s: Schedule, st) -> None:
 
 
 def _fuse_limit(s: Schedule, st, leaves, n_outer: int, threads: int) -> int:
-    """How many of st's n_outer outer loops the parallel fuse may take: those outside the loops
-    other stages are computed at; and the innermost such loop too where the loops outside it
-    have fewer than PAR_PER_THREAD iterations a thread and every attached stage is computed at
-    it (tile_relayout's rsplit computes the conv cache at the row loop, only the batch of one
-    outside it: without the row loop the 2-core samples ran on one core). Fused with the loops
-    outside it, the loop a stage is computed at still computes it once an iteration."""
-    attach = legal.last_attach_position(s, st)
-    if attach < 0:
+    """How many of st's n_outer outer loops the parallel fuse may take: those outside the
+    outermost loop another stage is computed at; and that loop too where the loops outside it
+    have fewer than PAR_PER_THREAD iterations a thread (tile_relayout's rsplit computes the conv
+    cache at the row loop, only the batch of one outside it: without the row loop the 2-core
+    samples ran on one core). Fused with the loops outside it, the loop a stage is computed at
+    still computes it once an iteration; fused with a loop inside it, once an iteration of
+    both: tile_pack's B panel, copied at the panel loop, was copied again for every row block
+    when the row loops joined the fuse (at -num-cores=1, 64% of the GEMM 512 draws; 2x slower:
+    results-tune-zen1-avx2.txt)."""
+    positions = legal.attach_positions(s, st)
+    if not positions:
         return n_outer
+    attach = positions[0]
     ext = st.static_extents()
     outside = [ext.get(a) for a in leaves[:attach]]
     starved = all(isinstance(e, int) for e in outside) and math.prod(outside) < PAR_PER_THREAD * threads
-    alone = all(c.attach_ivar is leaves[attach] for c in s.stages if c.attach_stage is st and c.attach_type == "at")
-    if starved and alone and attach < n_outer:
+    if starved and attach < n_outer:
         return attach + 1
     return max(1, min(n_outer, attach))
 

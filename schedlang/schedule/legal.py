@@ -305,11 +305,15 @@ def inside_parallel(st) -> bool:
     return any(is_parallel(parent, a) for parent, a in enclosing_loops(st))
 
 
+def attach_positions(s, st) -> List[int]:
+    """The positions in st's leaf loops of the loops other stages are computed at, outermost first."""
+    leaves = list(st.leaf_iter_vars)
+    return sorted(leaves.index(c.attach_ivar) for c in s.stages if c.attach_stage is st and c.attach_type == "at")
+
+
 def last_attach_position(s, st) -> int:
     """The position in st's leaf loops of the innermost loop a stage is computed at (-1: none)."""
-    leaves = list(st.leaf_iter_vars)
-    attached = [c.attach_ivar for c in s.stages if c.attach_stage is st and c.attach_type == "at"]
-    return max((leaves.index(a) for a in attached), default=-1)
+    return max(attach_positions(s, st), default=-1)
 
 
 def parallel_candidates(st) -> List[int]:

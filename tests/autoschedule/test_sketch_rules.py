@@ -11,7 +11,9 @@ conv2d, softmax, silu_and_mul/llvm when an input's copy stayed at the root, a st
 loop out of its fused parallel loop and tile_relayout drew a reduction split (issue 18);
 conv2d/llvm when the loop a stage is computed at joined the parallel fuse where the loops
 outside it were too few for the threads (sketch_cpu._fuse_limit: seed 2 of both tile_relayout
-sketches, a parallel loop of 1 iteration before, 7 now)."""
+sketches, a parallel loop of 1 iteration before, 7 now); gemm/llvm when the parallel fuse stopped
+at the outermost loop a stage is computed at (tile_pack's three samples: their decisions the same,
+the row loops no longer fused into the panel loop that copies B)."""
 import hashlib
 import json
 import random
@@ -27,6 +29,7 @@ from schedlang.errors import LoweringError, ScheduleError
 from schedlang.target.llvm.backend import LLVMBackend
 from schedlang.target.registry import _BACKENDS
 from tests import programs
+from tests.cpu_targets import runs_here
 
 
 def _programs():
@@ -39,7 +42,8 @@ def _programs():
 
 
 PINNED = {
-    "gemm/llvm": (["tile:C", "tile_cache_write:C", "tile_pack:C"], "3c09a5831196f8cb"),
+    "gemm/llvm": (["tile:C", "tile_cache_write:C", "tile_pack:C"],
+                  "6cf0df935ae5a144"),     # issue 18: no row loop fused into tile_pack's panel loop (was 3c09a5831196f8cb)
     "gemm/cuda": (["gpu_tile:C"], "88b4f5a500f42f11"),
     "conv2d/llvm": (["tile:conv,inline:pad", "tile:conv", "tile_cache_write:conv,inline:pad", "tile_cache_write:conv",
                      "tile_relayout:conv,inline:pad", "tile_relayout:conv"],
@@ -153,3 +157,23 @@ def test_a_rule_registered_by_the_backend_makes_sketches(llvm_with_a_rule):
         except ScheduleError:
             pass
     assert made and all("unroll(" in s.to_python() for s in made)
+
+
+@pytest.mark.parametrize("target", ["llvm -mcpu=haswell -num-cores=1", "llvm -mcpu=znver4 -num-cores=2"])
+def test_tile_pack_copies_each_panel_once_whatever_the_parallel_draw(target):
+    """tile_pack copies B a panel at a time at the panel loop (outermost), the cache tile at a
+    loop inside it. A parallel fuse that took the row loops into the panel loop computed the
+    copy once per (panel, row tile): the copy ran 32 x 128 times instead of 32 at GEMM 512 and
+    the kernel 2x slower (sketch_cpu._fuse_limit). Whatever C|par draws, the loop the copy is
+    computed at iterates once per panel, and the result is right (where the ISA runs)."""
+    task = SearchTask(tensors=list(programs.gemm(64, 96, 32)), target=target)
+    sketch = next(sk for sk in generate_sketches(task) if sk.name == "tile_pack:C")
+    given = {"C|tile|i": [4, 4, 4], "C|tile|j": [6, 1, 16], "C|cache_at": 1}
+    for par in (1, 2, 3, 4):
+        s, made = sample(task, sketch, random.Random(par), {**given, "C|par": par})
+        assert made["C|par"] == par and made["C|tile|j"] == [6, 1, 16]
+        copy = next(st for st in s.stages if st.name == "B.global")
+        assert s["C"].static_extents()[copy.attach_ivar] == 6, (par, s.to_python())    # 96 / 16 panels
+        assert s["C"].annotations[copy.attach_ivar].kind == "parallel"
+    if runs_here(target):
+        assert sl.autoschedule.check_against_reference(task, s) is None

@@ -11,6 +11,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 import schedlang as sl
 import schedlang.torch as st
@@ -21,6 +22,8 @@ from schedlang.torch.schedules import default_schedule
 from schedlang.torch.tune import VARIANT, _variant_steps, extract_tasks, tune_program
 
 from .test_conv_tiles import AVX2, PointwiseBlock, TwoConvs
+
+ONE_THREAD = sl.Target.create("llvm -mcpu=haswell -num-cores=1")     # (a whole-plane task wants 2 a thread)
 
 QUICK = dict(number=1, repeat=1, verbose=0, policy=SearchPolicy(population=8, generations=1), final=0)
 
@@ -46,28 +49,73 @@ def test_variants_start_with_the_default_and_fit_the_register_file():
             assert c.vecs * c.wt * c.rt + c.vecs + 1 <= AVX2.native_registers(), c
 
 
-@pytest.mark.parametrize("model, shape", [
-    (lambda: TwoConvs(3, 24, 3, 2), (1, 3, 11, 9)),                # stride 2, odd rows, padded kernels
-    (lambda: PointwiseBlock(3, 40, 144, 24, 1), (1, 3, 5, 9)),      # 1x1 reductions in chunks
-], ids=["3x3", "1x1-chunks"])
-def test_every_variant_computes_what_the_default_does(model, shape):
+def _short_rows(c: int = 64):
+    """3x3 convolutions over rows of 7 (conv_schedules._short_odd_rows: a whole-plane task,
+    the tile's channel blocks outer), padded and unpadded, between 1x1 ones."""
+    return nn.Sequential(nn.Conv2d(4, c, 1), nn.ReLU(), nn.Conv2d(c, c, 3, 1, 1), nn.ReLU(),
+                         nn.Conv2d(c, c, 3, 1, 1), nn.ReLU(), nn.Conv2d(c, 8, 1)).eval()
+
+
+VARIANT_MODELS = {
+    "3x3": (lambda: TwoConvs(3, 24, 3, 2), (1, 3, 11, 9)),                # stride 2, odd rows, padded kernels
+    "1x1-chunks": (lambda: PointwiseBlock(3, 40, 144, 24, 1), (1, 3, 5, 9)),      # 1x1 reductions in chunks
+    "short-rows": (_short_rows, (1, 4, 7, 7)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANT_MODELS))
+def test_every_variant_computes_what_the_default_does(name):
     """Each variant's kernel, bounds-checked, on random inputs: equal to the default's."""
     torch.manual_seed(0)
-    checked = AVX2.with_options(bounds_check=True)
-    _, tasks = _conv_tasks(model(), torch.randn(*shape), AVX2)
+    model, shape = VARIANT_MODELS[name]
+    checked = ONE_THREAD.with_options(bounds_check=True)
+    _, tasks = _conv_tasks(model(), torch.randn(*shape), ONE_THREAD)
     assert tasks
     rng = np.random.default_rng(0)
     for kt in tasks:
         args, outs = kt.task.args, kt.task.outputs
         arrays = [rng.standard_normal(t.shape).astype(np.float32) for t in args]
         results = []
-        for choice in program_variants(outs, AVX2, limit=16):
+        for choice in program_variants(outs, ONE_THREAD, limit=16):
             a = [x.copy() for x in arrays]
-            sl.build(variant_schedule(outs, AVX2, choice), args, target=checked)(*a)
+            sl.build(variant_schedule(outs, ONE_THREAD, choice), args, target=checked)(*a)
             results.append(a[-len(outs):])
         for got in results[1:]:
             for g, w in zip(got, results[0]):
                 np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(VARIANT_MODELS))
+def test_no_two_variants_build_one_kernel(name):
+    """A variant that changes a field its kernel does not read (rows outer under a whole-plane
+    task or 1x1 chunks, a plane without the input channels outside) would measure the kernel of
+    another: every variant's schedule differs."""
+    torch.manual_seed(0)
+    model, shape = VARIANT_MODELS[name]
+    _, tasks = _conv_tasks(model(), torch.randn(*shape), ONE_THREAD)
+    assert tasks
+    for kt in tasks:
+        steps = [variant_schedule(kt.task.outputs, ONE_THREAD, c).to_json()
+                 for c in program_variants(kt.task.outputs, ONE_THREAD, limit=16)]
+        assert len(set(steps)) == len(steps) > 1
+
+
+def test_short_row_variants_keep_the_plane_and_the_blocks_outer():
+    """A short-row kernel's default (conv_schedules._short_odd_rows: 4 x 3 tiles, a whole plane a
+    task, the tile's channel blocks outer) keeps both in its variants with the input channels
+    outside (other tiles, rows outer), one variant flipping each."""
+    torch.manual_seed(0)
+    _, tasks = _conv_tasks(_short_rows(), torch.randn(1, 4, 7, 7), ONE_THREAD)
+    short = [program_variants(kt.task.outputs, ONE_THREAD, limit=16) for kt in tasks]
+    short = [v for v in short if v[0].blocks_outer]
+    assert len(short) == 2          # the padded 3x3 and the unpadded one
+    for default, *variants in short:
+        assert default.plane and default.channels_outside and (default.vecs, default.wt) == (4, 3)
+        outside = [c for c in variants if c.channels_outside]
+        assert len({(c.vecs, c.wt, c.rt) for c in outside}) > 2, outside       # other tiles too
+        assert [c.plane for c in outside].count(False) == 1, outside
+        assert [c.blocks_outer for c in outside].count(False) == 1, outside
+        assert not any(c.plane or c.blocks_outer for c in variants if not c.channels_outside)
 
 
 _WINNERS: set = set()     # steps (JSON) _fake_times gives the best time
