@@ -22,6 +22,7 @@ ALLOWED = {
     # false hits: torch's own private names, which a schedlang package also happens to define
     ("torch/state.py", "_version"): "torch.Tensor._version (cli.py defines a _version)",
     ("torch/ops/registry.py", "_name"): "getattr(OpOverload, '_name')",
+    ("torch/conv_variants.py", "_replace"): "NamedTuple._replace (target/target.py defines a _replace)",
 }
 
 

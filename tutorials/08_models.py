@@ -103,7 +103,8 @@ for name in ("resnet18", "gpt2"):
 # compiled.ir("kernel") prints every kernel with its arguments; compiled.modules holds the
 # built module of each part (a part is what runs between two torch fallbacks). A batch
 # norm that follows a convolution is folded into its weights when the module is compiled:
-# the kernel reads a prepacked weight named ..._conv<lanes>_bn (NCHWc-blocked, scaled by the
+# the kernel reads a prepacked weight named ..._conv<lanes>_bn or, where its register tile spans
+# several channel blocks (AVX2 3x3s), ..._conv_tiles<lanes>_bn (NCHWc-blocked, scaled by the
 # batch norm) and a per-channel shift ..._bn_shift<n>, and the ReLU (and a residual add)
 # is applied to the accumulator before the one store.
 def kernel_heads(compiled):
@@ -121,7 +122,7 @@ print(f"{convs} convolutions and {bns} batch norms in the model; {len(heads)} ke
       f"{len(compiled.modules)} built part(s):")
 conv_bn = folded_convs = 0
 for kname, kargs, _body in heads:
-    folded = sum(bool(re.search(r"_conv\d+_bn$", a.split(":")[0])) for a in kargs.split(", "))
+    folded = sum(bool(re.search(r"_conv(_tiles)?\d+_bn$", a.split(":")[0])) for a in kargs.split(", "))
     conv_bn += folded > 0
     folded_convs += folded
     print(f"  {kname:55s} {folded} conv+bn" if folded else f"  {kname}")
