@@ -28,7 +28,11 @@ that completes a CPU sample.
   and, there, the channel tiles outermost, inside the rows or innermost;
 - plain: the stage keeps its loops (annotation still fuses, parallelises, vectorizes);
 - rfactor: a reduction without enough parallelism (few outputs, a long reduction) has
-  its reduction split and factored into a parallel partial stage.
+  its reduction split and factored into a parallel partial stage (Ansor's rfactor); one with
+  enough outputs and a reduction of at least VECTOR_RFACTOR_MIN (a row softmax's max and sum)
+  is split by a few native vectors (vector_splits) and factored into vector accumulators, the
+  partial stage's lane loop innermost and vectorized (topi.cpu.schedule_softmax's
+  vector_reductions, TVM's rfactor tutorial).
 
 CPU_SKETCH_RULES lists them in that order. After them, annotate() places the producers left
 at the root (locate) and draws, per stage, the parallel outer loops, the vectorized inner
@@ -50,6 +54,7 @@ from .sketch import Condition, Inline, SketchRule, SketchRules
 SPATIAL_LEVELS = 4      # S S R S R S on CPU, as Ansor
 REDUCE_LEVELS = 2
 FEW_OUTPUTS = 256       # a reduction with fewer output points than this may want rfactor
+VECTOR_RFACTOR_MIN = 64  # a reduction at least this long may run on vector accumulators (4 AVX-512 float vectors)
 MAX_PAR_FUSE = 4        # outer loops fused into the parallel one, at most
 PAR_PER_THREAD = 4      # a parallel loop wants this many iterations per thread (load balance), if it can
 MAX_UNROLLED_ROWS = 16   # a cache tile's non-vector loops are unrolled up to this many rows (if they fit registers)
@@ -321,15 +326,36 @@ def _tile_relayout(trace: Trace, s: Schedule, st, target) -> None:
     st.vectorize(back[-1])
 
 
-def _rfactor(trace: Trace, s: Schedule, st) -> None:
+def _few_outputs(st) -> bool:
+    """Whether reduction stage st has too few outputs to parallelise (Ansor's rfactor)."""
+    spatial = math.prod(int(a.dom.extent) for a in st.op.axis)
+    reduce = math.prod(int(a.dom.extent) for a in st.op.reduce_axis)
+    return spatial < FEW_OUTPUTS or reduce > spatial
+
+
+def _rfactor(trace: Trace, s: Schedule, st, target) -> None:
+    """Few outputs: the reduction split in two drawn levels, the inner one factored into a
+    partial stage that annotate parallelises. Otherwise the vector form: split by a drawn width
+    of vector_splits (at most half the reduction), the inner part factored as the partial
+    stage's last axis, moved innermost and vectorized (a row's max or sum on vector
+    accumulators, folded by a short reduction after)."""
     red = [a for a in st.leaf_iter_vars if a.kind == REDUCE]
     if len(red) > 1:
         st.fuse(*red)
         red = [a for a in st.leaf_iter_vars if a.kind == REDUCE]
     extent = st.static_extents()[red[0]]
-    sizes = tile_levels(trace, f"{st.name}|rfactor", extent, 2, inner_max=extent)
-    _, inner = st.split(red[0], factor=sizes[1])
-    s.rfactor(st.op.output(0), inner, 0)
+    if _few_outputs(st):
+        sizes = tile_levels(trace, f"{st.name}|rfactor", extent, 2, inner_max=extent)
+        _, inner = st.split(red[0], factor=sizes[1])
+        s.rfactor(st.op.output(0), inner, 0)
+        return
+    widths = [w for w in vector_splits(target, st.op.output(0).dtype_obj.bits) if w and 2 * w <= extent]
+    width = trace.pick(f"{st.name}|rfactor_lanes", lambda rng: rng.choice(widths), lambda v: v in widths)
+    _, inner = st.split(red[0], factor=width)
+    rf = s.rfactor(st.op.output(0), inner, len(st.op.axis))
+    *rest, lane = rf.op.axis
+    s[rf].reorder(*rest, *rf.op.reduce_axis, lane)
+    s[rf].vectorize(lane)
 
 
 def _locate(trace: Trace, s: Schedule, st) -> None:
@@ -501,19 +527,19 @@ class Plain(SketchRule):
 
 class RFactor(SketchRule):
     """A reduction with few outputs or a long reduction: split and factored into a parallel
-    partial stage."""
+    partial stage; one with many outputs and a reduction of at least VECTOR_RFACTOR_MIN, into
+    vector accumulators (_rfactor)."""
 
     name = "rfactor"
 
     def condition(self, s, st) -> Condition:
         if not legal.is_reduction(st) or legal.has_data_reuse(st):
             return Condition.SKIP
-        spatial = math.prod(int(a.dom.extent) for a in st.op.axis)
         reduce = math.prod(int(a.dom.extent) for a in st.op.reduce_axis)
-        return Condition.APPLY if spatial < FEW_OUTPUTS or reduce > spatial else Condition.SKIP
+        return Condition.APPLY if _few_outputs(st) or reduce >= VECTOR_RFACTOR_MIN else Condition.SKIP
 
     def apply(self, trace, s, st, target) -> None:
-        _rfactor(trace, s, st)
+        _rfactor(trace, s, st, target)
 
 
 CPU_SKETCH_RULES = SketchRules(

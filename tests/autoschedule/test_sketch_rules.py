@@ -177,3 +177,21 @@ def test_tile_pack_copies_each_panel_once_whatever_the_parallel_draw(target):
         assert s["C"].annotations[copy.attach_ivar].kind == "parallel"
     if runs_here(target):
         assert sl.autoschedule.check_against_reference(task, s) is None
+
+
+def test_a_square_softmax_gets_vector_rfactor_sketches():
+    """Many rows and a reduction of a few vectors (issue 18: a 4096 x 4096 softmax got no
+    rfactor sketch): the max and the sum may be factored into vector accumulators, the
+    partial stage's innermost loop vectorized; 72 columns leave a tail to every width drawn."""
+    X, *_, out = programs.softmax(256, 72)
+    task = SearchTask(tensors=[X, out], target="llvm -mcpu=znver1")
+    names = [sk.name for sk in generate_sketches(task)]
+    assert "rfactor:total,inline:expval,rfactor:maxval" in names and len(names) == 8
+    for sk in [sk for sk in generate_sketches(task) if "rfactor" in sk.name]:
+        s, made = sample(task, sk, random.Random(0))
+        for name in [n for n, rule in sk.rule_names if rule == "rfactor"]:
+            assert made[f"{name}|rfactor_lanes"] in (4, 8, 16, 32)       # AVX2 float32: half to four vectors
+            rf = s[f"{name}.rf"]
+            assert rf.annotations[rf.leaf_iter_vars[-1]].kind == "vectorize"
+        if runs_here(task.target):
+            assert sl.autoschedule.check_against_reference(task, s) is None, s.to_python()
