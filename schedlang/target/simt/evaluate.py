@@ -27,6 +27,22 @@ def compute_dtype(dt: DType) -> np.dtype:
 
 
 _RULES = {}     # expression node type -> its Evaluator.eval_ rule
+UNIFORM_CACHE = 1 << 16     # loop-index values a Machine keeps (Machine.uniform) before it starts over
+
+
+def _index_vars(e: Expr):
+    """The variables of an integer expression of Binary, Var and Const nodes only (a loop
+    index's arithmetic), else None."""
+    if not e.dtype.is_int:
+        return None
+    if type(e) is Var:
+        return (e,)
+    if type(e) is Const:
+        return ()
+    if type(e) is not Binary:
+        return None
+    a, b = _index_vars(e.a), _index_vars(e.b)
+    return None if a is None or b is None else tuple(dict.fromkeys(a + b))
 
 
 class Evaluator:
@@ -58,14 +74,44 @@ class Evaluator:
         hit = self.memo.get(id(e))
         if hit is not None:
             return hit[1]
+        if kind is Binary:
+            key = self._uniform_key(e)
+            if key is not None:         # loop-index arithmetic: the same in every lane, kept per loop values
+                uniform = self.machine.uniform
+                hit = uniform.get(key)
+                if hit is None:
+                    if len(uniform) > UNIFORM_CACHE:
+                        uniform.clear()
+                    hit = uniform[key] = self._apply(e)
+                    hit.setflags(write=False)
+                return hit
+        value = self._apply(e)
+        self.memo[id(e)] = (e, value)
+        return value
+
+    def _uniform_key(self, e: Binary):
+        """(id(e), the values of its loop variables) when e is integer arithmetic of loop
+        variables and constants, all of them bound by loops now; else None."""
+        known = self.machine.index_vars
+        hit = known.get(id(e))
+        if hit is None:
+            hit = known[id(e)] = (e, _index_vars(e))
+        names = hit[1]
+        if names is None:
+            return None
+        loops = self.machine.loop_ints
+        try:
+            return (id(e),) + tuple([loops[v] for v in names])
+        except KeyError:        # (a variable bound by a Let, or a launch axis: not per loop)
+            return None
+
+    def _apply(self, e: Expr):
         rule = _RULES.get(type(e))
         if rule is None:
             rule = _RULES[type(e)] = getattr(Evaluator, "eval_" + type(e).__name__, None)
             if rule is None:
                 raise InternalError(f"the SIMT engine has no rule for {type(e).__name__} '{e}'")
-        value = rule(self, e)
-        self.memo[id(e)] = (e, value)
-        return value
+        return rule(self, e)
 
     def under(self, mask: np.ndarray) -> "Evaluator":
         return Evaluator(self.machine, mask, self.stmt)

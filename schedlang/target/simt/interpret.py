@@ -23,6 +23,9 @@ class Machine:
         self.counters = counters
         self.load_dtypes = {}      # Load node -> its compute dtype
         self.consts = {}           # id of a Const node -> (the node, its read-only value)
+        self.loop_ints = {}        # loop variable -> its value now (a Python int)
+        self.index_vars = {}       # id of a Binary node -> (the node, its loop variables or None: evaluate.py)
+        self.uniform = {}          # (id of a Binary node, its loop variables' values) -> its read-only value
         self.env = dict(chunk.launch_values())
         self.env.update((v, np.asarray(sizes[v], dtype=v.dtype.numpy)) for v in kernel.sizes)
 
@@ -52,8 +55,10 @@ class Machine:
         dt = s.var.dtype.numpy
         for i in range(extent):
             self.env[s.var] = np.asarray(i, dtype=dt)
+            self.loop_ints[s.var] = i
             self.stmt(s.body, mask)
         self.env.pop(s.var, None)
+        self.loop_ints.pop(s.var, None)
 
     def stmt_IfThen(self, s: IfThen, mask) -> None:
         cond = np.broadcast_to(np.asarray(Evaluator(self, mask, s).eval(s.cond)), mask.shape)
@@ -71,8 +76,11 @@ class Machine:
 
     def stmt_Let(self, s: Let, mask) -> None:
         self.env[s.var] = Evaluator(self, mask, s).eval(s.value)
+        shadowed = self.loop_ints.pop(s.var, None)      # (a Let that rebinds a loop's variable)
         self.stmt(s.body, mask)
         self.env.pop(s.var, None)
+        if shadowed is not None:
+            self.loop_ints[s.var] = shadowed
 
     def stmt_Store(self, s: Store, mask) -> None:
         ev = Evaluator(self, mask, s)

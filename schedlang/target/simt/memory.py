@@ -48,8 +48,10 @@ class Memory:
             self.shared[b] = data
             self.races.add(b, data.size)
         else:
+            # element-major (address index * lanes + lane): a register's column over the lanes is
+            # contiguous, not one cache line a lane (a register-tiled GEMM reads one per statement)
             self.local[b] = data
-            self.local_rows[b] = data.reshape(rows, self._size(b))
+            self.local_rows[b] = data.reshape(self._size(b), rows).T
 
     def _address(self, b: Buffer, index: np.ndarray, mask: np.ndarray, stmt):
         """(storage, flat addresses, lanes, indices, active) of the active elements (idx.size ==
@@ -82,7 +84,7 @@ class Memory:
         elif b.scope == "shared":
             data, addr = self.shared[b], self.chunk.local_block[lane] * size + idx
         else:
-            data, addr = self.local[b], lane * size + idx
+            data, addr = self.local[b], idx * self.chunk.lanes + lane
         return data, addr, lane, idx, active
 
     def _size(self, b: Buffer) -> int:

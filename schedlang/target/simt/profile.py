@@ -9,6 +9,7 @@ import numpy as np
 
 from ...expr.extent import ceil_div
 from ...expr.nodes import Buffer
+from . import jit
 from .occupancy import Occupancy
 
 SECTOR = 32        # bytes of a global memory sector
@@ -31,6 +32,10 @@ class Counters:
     def access(self, b: Buffer, warp: np.ndarray, index: np.ndarray, store: bool) -> None:
         """One warp-wide access of b: warp and element index of each active lane (element)."""
         byte = index * b.dtype.bytes
+        fast = jit.kernels(warp.size)
+        if fast is not None:
+            self._access_jit(fast, b, warp, byte, store)
+            return
         if b.scope == "global":
             w, _ = distinct_pairs(warp, byte // SECTOR)
             warps = _runs(w)
@@ -49,6 +54,23 @@ class Counters:
         # four passes however its words fall, so only the passes beyond that are conflicts
         ideal = int(ceil_div(per_bank.sum(axis=1), BANKS).sum())
         self.shared_requests += _runs(w)
+        self.shared_wavefronts += passes
+        self.shared_ideal_wavefronts += ideal
+        self.conflicts.setdefault(b.name, [0, 0])[int(store)] += passes - ideal
+
+    def _access_jit(self, fast, b: Buffer, warp: np.ndarray, byte: np.ndarray, store: bool) -> None:
+        """access()'s counts by the numba kernels (jit.py)."""
+        if b.scope == "global":
+            requests, sectors = fast.global_counts(warp, byte // SECTOR, _LOW)
+            if store:
+                self.store_requests += requests
+                self.store_sectors += sectors
+            else:
+                self.load_requests += requests
+                self.load_sectors += sectors
+            return
+        requests, passes, ideal = fast.shared_counts(warp, byte // BANK_BYTES, _LOW, BANKS)
+        self.shared_requests += requests
         self.shared_wavefronts += passes
         self.shared_ideal_wavefronts += ideal
         self.conflicts.setdefault(b.name, [0, 0])[int(store)] += passes - ideal

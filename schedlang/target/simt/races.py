@@ -13,6 +13,7 @@ import numpy as np
 
 from ...errors import LoweringError
 from ...expr.nodes import Buffer
+from . import jit
 
 NONE, MANY = -1, -2
 
@@ -63,6 +64,9 @@ class RaceChecker:
 
     def read(self, buffer: Buffer, addr: np.ndarray, tid: np.ndarray, stmt) -> None:
         sh = self.shadows[buffer]
+        fast = jit.kernels(addr.size)
+        if fast is not None and fast.shared_read(sh.writer, sh.reader, sh.rstmt, addr, tid, self._stmt_id(stmt)) < 0:
+            return          # (a race: nothing was recorded, and the numpy code below reports it)
         w = sh.writer[addr]
         self._check(buffer, addr, tid, (w != NONE) & (w != tid), "reads", "wrote", sh.wstmt, w, stmt)
         prior = sh.reader[addr]
@@ -73,6 +77,14 @@ class RaceChecker:
 
     def write(self, buffer: Buffer, addr: np.ndarray, tid: np.ndarray, stmt) -> None:
         sh = self.shadows[buffer]
+        fast = jit.kernels(addr.size)
+        if fast is not None:
+            found, _ = fast.shared_write(sh.writer, sh.wstmt, sh.reader, addr, tid, self._stmt_id(stmt))
+            if found == 0:
+                return
+            if found == 3:      # two threads of this write: the writes were done, as numpy's below
+                back = sh.writer[addr]
+                self._check(buffer, addr, tid, back != tid, "writes", "writes", sh.wstmt, back, stmt)
         w = sh.writer[addr]
         self._check(buffer, addr, tid, (w != NONE) & (w != tid), "writes", "wrote", sh.wstmt, w, stmt)
         r = sh.reader[addr]
@@ -131,6 +143,12 @@ class GlobalWrites:
         sid = self._ids.setdefault(id(stmt), len(self.statements))
         if sid == len(self.statements):
             self.statements.append(stmt)
+        fast = jit.kernels(addr.size)
+        if fast is not None:
+            if fast.global_write(writer, wstmt, addr, thread, sid) < 0:
+                return
+            if (writer[addr] != thread).any():       # two threads of this write (done, as numpy's below)
+                self._check(buffer, addr, thread, writer[addr] != thread, writer[addr], wstmt, stmt)
         w = writer[addr]
         self._check(buffer, addr, thread, (w != NONE) & (w != thread), w, wstmt, stmt)
         writer[addr] = thread
