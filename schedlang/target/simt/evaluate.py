@@ -61,7 +61,10 @@ class Evaluator:
     def full(self) -> bool:
         """Whether every lane of the mask is active (asked once a statement, not once a load)."""
         if self._full is None:
-            self._full = bool(self.mask.all())
+            last = self.machine.last_mask      # (the statements of a loop body share their mask)
+            if last[0] is not self.mask:
+                last = self.machine.last_mask = (self.mask, bool(self.mask.all()))
+            self._full = last[1]
         return self._full
 
     def eval(self, e: Expr):

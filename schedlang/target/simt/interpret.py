@@ -26,6 +26,7 @@ class Machine:
         self.loop_ints = {}        # loop variable -> its value now (a Python int)
         self.index_vars = {}       # id of a Binary node -> (the node, its loop variables or None: evaluate.py)
         self.uniform = {}          # (id of a Binary node, its loop variables' values) -> its read-only value
+        self.last_mask = (None, False)      # the mask an Evaluator last asked about, whether it is all True
         self.env = dict(chunk.launch_values())
         self.env.update((v, np.asarray(sizes[v], dtype=v.dtype.numpy)) for v in kernel.sizes)
 

@@ -51,7 +51,8 @@ class Memory:
             # element-major (address index * lanes + lane): a register's column over the lanes is
             # contiguous, not one cache line a lane (a register-tiled GEMM reads one per statement)
             self.local[b] = data
-            self.local_rows[b] = data.reshape(self._size(b), rows).T
+            if b.scope == "local":      # (not a fragment: a warp's lanes hold its elements between them)
+                self.local_rows[b] = data.reshape(self._size(b), rows).T
 
     def _address(self, b: Buffer, index: np.ndarray, mask: np.ndarray, stmt):
         """(storage, flat addresses, lanes, indices, active) of the active elements (idx.size ==
@@ -103,9 +104,10 @@ class Memory:
 
     def _local_column(self, b: Buffer, index) -> Optional[np.ndarray]:
         """The (lanes,) column of local buffer b at a uniform index inside it, or None (the general path)."""
-        if not self.fast_local or b.scope != "local" or np.ndim(index) != 0:
+        rows = self.local_rows.get(b) if self.fast_local else None
+        if rows is None or (index.ndim if type(index) is np.ndarray else np.ndim(index)):
             return None
-        i, rows = int(index), self.local_rows[b]
+        i = int(index)
         return rows[:, i] if 0 <= i < rows.shape[1] else None
 
     def load(self, b: Buffer, index, mask: np.ndarray, stmt, dtype: np.dtype, full: Optional[bool] = None
@@ -133,11 +135,11 @@ class Memory:
         """b[index] = value in the active lanes; full as load's."""
         column = self._local_column(b, index)
         if column is not None and np.ndim(value) <= 1:
-            value = np.broadcast_to(np.asarray(value), mask.shape)
             if mask.all() if full is None else full:
-                column[...] = value.astype(column.dtype, copy=False)
+                column[...] = value         # (numpy's assignment broadcasts and converts, as astype)
             else:
-                column[mask] = value[mask].astype(column.dtype, copy=False)
+                value = np.asarray(value)
+                column[mask] = np.broadcast_to(value, mask.shape)[mask] if value.ndim else value
             return
         data, addr, lane, idx, active = self._address(b, index, mask, stmt)
         if b.scope == "shared":
