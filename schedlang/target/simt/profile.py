@@ -28,11 +28,12 @@ class Counters:
         self.conflicts: Dict[str, list] = {}     # shared buffer name -> [conflicts on loads, on stores]
         self.barriers = 0
         self.mma = 0          # warp-wide mma.sync m16n8k16 executed (a wmma mma_sync is two)
+        self.jit = jit.Warmup()
 
     def access(self, b: Buffer, warp: np.ndarray, index: np.ndarray, store: bool) -> None:
         """One warp-wide access of b: warp and element index of each active lane (element)."""
         byte = index * b.dtype.bytes
-        fast = jit.kernels(warp.size)
+        fast = self.jit.kernels(warp.size)
         if fast is not None:
             self._access_jit(fast, b, warp, byte, store)
             return

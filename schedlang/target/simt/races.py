@@ -47,6 +47,7 @@ class RaceChecker:
         self.shadows: Dict[Buffer, _Shadow] = {}
         self.statements: List[object] = []
         self._ids: Dict[int, int] = {}
+        self.jit = jit.Warmup()
 
     def add(self, buffer: Buffer, n: int) -> None:
         self.shadows[buffer] = _Shadow(n)
@@ -64,7 +65,7 @@ class RaceChecker:
 
     def read(self, buffer: Buffer, addr: np.ndarray, tid: np.ndarray, stmt) -> None:
         sh = self.shadows[buffer]
-        fast = jit.kernels(addr.size)
+        fast = self.jit.kernels(addr.size)
         if fast is not None and fast.shared_read(sh.writer, sh.reader, sh.rstmt, addr, tid, self._stmt_id(stmt)) < 0:
             return          # (a race: nothing was recorded, and the numpy code below reports it)
         w = sh.writer[addr]
@@ -77,7 +78,7 @@ class RaceChecker:
 
     def write(self, buffer: Buffer, addr: np.ndarray, tid: np.ndarray, stmt) -> None:
         sh = self.shadows[buffer]
-        fast = jit.kernels(addr.size)
+        fast = self.jit.kernels(addr.size)
         if fast is not None:
             found, _ = fast.shared_write(sh.writer, sh.wstmt, sh.reader, addr, tid, self._stmt_id(stmt))
             if found == 0:
@@ -133,6 +134,7 @@ class GlobalWrites:
         self.wstmt: Dict[Buffer, np.ndarray] = {}
         self.statements: List[object] = []
         self._ids: Dict[int, int] = {}
+        self.jit = jit.Warmup()
 
     def write(self, buffer: Buffer, addr: np.ndarray, thread: np.ndarray, stmt, size: int) -> None:
         """size: the buffer's elements (its array's, with symbolic shapes)."""
@@ -143,7 +145,7 @@ class GlobalWrites:
         sid = self._ids.setdefault(id(stmt), len(self.statements))
         if sid == len(self.statements):
             self.statements.append(stmt)
-        fast = jit.kernels(addr.size)
+        fast = self.jit.kernels(addr.size)
         if fast is not None:
             if fast.global_write(writer, wstmt, addr, thread, sid) < 0:
                 return

@@ -27,13 +27,13 @@ def use(monkeypatch, engine: str) -> list:
         return used
     monkeypatch.setenv(jit.ENV, "1")
     monkeypatch.setattr(jit, "WARMUP_ELEMENTS", 0)
-    kernels = jit.kernels
+    kernels = jit.Warmup.kernels
 
-    def counted(elements):
-        out = kernels(elements)
+    def counted(self, elements):
+        out = kernels(self, elements)
         used.append(out is not None)
         return out
-    monkeypatch.setattr(jit, "kernels", counted)
+    monkeypatch.setattr(jit.Warmup, "kernels", counted)
     return used
 
 
