@@ -37,6 +37,17 @@ Measured 2026-12-03 on the 2-core AMD EPYC (Zen 1) machine, loaded (load 5-7), C
   SIMT GEMM 256^3 shared tiles 16x16:     9.8 -> 4.7 (2.6 with profile=False)
   SIMT GEMM 512^3 register-tiled:         20.6 -> 13.4 (10.1 with profile=False)
   SIMT tensor-core GEMM 256^3:            0.64 (shim: 0.22)
+Measured 2026-12-03 on the Zen 1, loaded (load 7-10, more than the line above), CPU seconds, --profile,
+taskset -c 1, main at 341f64a -> the numba kernels for the race check and profile (simt/jit.py;
+SCHEDLANG_SIMT_JIT=0 turns them off), local buffers element-major and loop-index arithmetic kept
+per loop values:
+  SIMT elementwise 2**18:                 0.08 -> 0.06-0.07
+  SIMT GEMM 256^3 shared tiles 16x16:     4.5 -> 1.8-3.0
+  SIMT GEMM 512^3 register-tiled:         15.9 -> 8.0-8.3 (issue 19's goal: <= 10)
+  SIMT tensor-core GEMM 256^3:            1.03 -> 0.89-0.96
+  the numba kernels alone (one process, SCHEDLANG_SIMT_JIT=0 vs 1): GEMM 256^3 shared 5.2 -> 2.9,
+  GEMM 512^3 register-tiled 11.9 -> 7.5. Once a process: numba's import and first cached load
+  ~1.8 CPU s (in "first"); a fresh install's compile ~12 s.
 """
 from __future__ import annotations
 

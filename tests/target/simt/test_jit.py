@@ -66,7 +66,8 @@ def assert_same(monkeypatch, mod, s, args):
 def without_barriers(monkeypatch):
     from schedlang.target.cuda.backend import BACKEND
     passes = BACKEND.kernel_passes
-    monkeypatch.setattr(BACKEND, "kernel_passes", lambda target: [p for p in passes(target) if p[0] != "insert_barriers"])
+    monkeypatch.setattr(BACKEND, "kernel_passes",
+                        lambda target: [p for p in passes(target) if p[0] != "insert_barriers"])
 
 
 def test_shared_gemm_with_tails_conflicts_and_a_race(monkeypatch):
