@@ -2,6 +2,8 @@
 the reference: identical outputs, identical profiles (every counter, conflicts by buffer) and
 identical race reports. The first test of a fresh checkout compiles the kernels (numba's
 cache, seconds); later processes load them."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -130,3 +132,22 @@ def test_a_race_in_a_vthread_gemm(monkeypatch):
     racy = sl.build(s, args, target="cuda", cache=False)
     monkeypatch.undo()
     assert "race on" in assert_same(monkeypatch, racy, s, args)
+
+
+def test_without_numba_or_switched_off_numpy_checks(monkeypatch):
+    """Where numba cannot be imported, or with SCHEDLANG_SIMT_JIT=0, a checker past its warm-up
+    still gets no kernels (numpy checks every access); with it, the kernels."""
+    monkeypatch.setattr(jit, "WARMUP_ELEMENTS", 0)
+    monkeypatch.setenv(jit.ENV, "1")
+    assert jit.Warmup().kernels(10) is not None
+    monkeypatch.setenv(jit.ENV, "0")
+    assert jit.Warmup().kernels(10) is None
+    monkeypatch.setenv(jit.ENV, "1")
+    monkeypatch.setitem(sys.modules, "numba", None)         # `import numba` raises ImportError
+    monkeypatch.delitem(sys.modules, "schedlang.target.simt.jit_kernels")
+    monkeypatch.delattr(sys.modules["schedlang.target.simt"], "jit_kernels")
+    jit._load.cache_clear()
+    try:
+        assert jit.Warmup().kernels(10) is None
+    finally:
+        jit._load.cache_clear()
