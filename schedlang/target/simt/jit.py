@@ -40,6 +40,6 @@ class Warmup:
 def _load():
     try:
         from . import jit_kernels       # lazy: numba is an optional, heavy import
-    except ImportError:
+    except (ImportError, RuntimeError):     # (RuntimeError: numba finds no folder to cache compiled code in)
         return None
     return jit_kernels
