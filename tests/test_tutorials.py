@@ -1,5 +1,6 @@
 """Every tutorial script runs in quick mode (small shapes, few timing repeats) and checks its
-own numbers: a wrong result, or a tutorial that no longer matches the API, fails here.
+own numbers: a wrong result, or a tutorial that no longer matches the API, fails here (08 and
+09, the heaviest, with `-m slow`).
 
 They run in this process, as `python tutorials/X.py --quick` would run them (runpy, with the
 tutorials folder on sys.path and that command line in sys.argv): a process of its own for each
@@ -29,10 +30,15 @@ TUTORIALS = sorted((ROOT / "tutorials").glob("[0-9]*.py"))
 # tests built would answer its builds, and nothing would be stored.
 COLD_BUILD_CACHE = {"08_models"}
 
+# The two heaviest quick runs (a zoo of models compiled cold twice; a whole model tuned) run with
+# `-m slow` (.ci/run's second pass): tests/torch/test_zoo.py, test_model_cache.py and test_tune.py
+# keep their code paths in the default suite, and 06_autoschedule keeps a tuning tutorial there.
+SLOW = {"08_models", "09_tune_model"}
+
 
 def test_tutorials_found():
     assert TUTORIALS, "no tutorials/[0-9]*.py scripts found"
-    assert COLD_BUILD_CACHE <= {p.stem for p in TUTORIALS}
+    assert COLD_BUILD_CACHE | SLOW <= {p.stem for p in TUTORIALS}
 
 
 def _run_here(script, monkeypatch):
@@ -62,7 +68,8 @@ def _run_here(script, monkeypatch):
     return status, out.getvalue()
 
 
-@pytest.mark.parametrize("script", TUTORIALS, ids=[p.stem for p in TUTORIALS])
+@pytest.mark.parametrize("script", [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in SLOW else [])
+                                    for p in TUTORIALS])
 def test_tutorial_runs_in_quick_mode(script, monkeypatch):
     status, output = _run_here(script, monkeypatch)
     tail = "\n".join(output.splitlines()[-40:])

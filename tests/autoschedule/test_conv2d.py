@@ -101,20 +101,21 @@ def test_relayout_sketch_rule_applies_to_conv2d_only():
     assert not legal.is_guarded_copy(sl.create_schedule(E.op)[E])
 
 
-def test_relayout_candidates_match_torch_on_odd_shapes():
+# The first shape in the default suite; the second (a batch of 2, fewer channels than a vector) is slow.
+@pytest.mark.parametrize("shape", [(1, 3, 7, 9, 20), pytest.param((2, 5, 5, 6, 7), marks=pytest.mark.slow)])
+def test_relayout_candidates_match_torch_on_odd_shapes(shape):
     """Sampled tile_relayout candidates (random register tiles, tails in every loop) build
     bounds-checked and compute the convolution."""
-    for shape in ((1, 3, 7, 9, 20), (2, 5, 5, 6, 7)):
-        task = conv_task(*shape)
-        evolver = Evolver(task, random.Random(3), policy=SearchPolicy(population=8, generations=0))
-        sketches = [sk for sk in evolver.sketches if "relayout" in sk.name]
-        # two draws per sketch (pad inlined or not): the first 4 of the 6 this drew before, same seed
-        cands = [c for c in (evolver.make(sk) for sk in sketches * 2) if c is not None]
-        assert len(cands) >= 4
-        for seed, c in enumerate(cands):
-            s = task.schedule().apply_json(c.steps_json)
-            assert any(st.name.endswith(".local") for st in s.stages)
-            check_conv(s, task.args, seed)
+    task = conv_task(*shape)
+    evolver = Evolver(task, random.Random(3), policy=SearchPolicy(population=8, generations=0))
+    sketches = [sk for sk in evolver.sketches if "relayout" in sk.name]
+    # two draws per sketch (pad inlined or not): the first 4 of the 6 this drew before, same seed
+    cands = [c for c in (evolver.make(sk) for sk in sketches * 2) if c is not None]
+    assert len(cands) >= 4
+    for seed, c in enumerate(cands):
+        s = task.schedule().apply_json(c.steps_json)
+        assert any(st.name.endswith(".local") for st in s.stages)
+        check_conv(s, task.args, seed)
 
 
 def test_relayout_samples_at_the_benchmark_size_are_legal():
@@ -162,8 +163,10 @@ def test_pack_conv_weights_round_trips():
         nn.conv2d_nchw_prepacked(X, Wp, 17)
 
 
+# Stride 2 in the default suite; stride 1 (test_reduction_split_and_row_orders_match_torch samples
+# prepacked stride-1 kernels there) is slow.
 @pytest.mark.parametrize("shape, stride", [
-    ((1, 5, 9, 11, 13), 1),        # channels not multiples of 8, odd rows and columns
+    pytest.param((1, 5, 9, 11, 13), 1, marks=pytest.mark.slow),    # channels not multiples of 8, odd rows and columns
     ((2, 3, 7, 9, 20), 2),         # stride 2, 20 = 2 blocks of 8 and a tail of 4
 ])
 def test_prepacked_conv_samples_match_torch(shape, stride):

@@ -96,14 +96,16 @@ def _packs(cm) -> dict:
     return {name: spec.kind for name, spec in cm.program.packs.items()}
 
 
+# The first case in the default suite (test_weight_blocks pins the other layouts' choice without a
+# build); the further shapes are slow.
 @pytest.mark.parametrize("cin, c, stride, hw", [
     (3, 32, 1, (7, 7)),       # rows of 7: 4 x 3 tiles and a one-column tail, one channel tile
-    (5, 64, 1, (5, 5)),       # two channel tiles: whole-plane tasks
-    (3, 64, 2, (13, 9)),      # stride 2 to 7 x 5
-    (4, 32, 1, (11, 3)),      # rows of 3, 11 rows
-    (3, 40, 1, (7, 7)),       # 5 blocks: single blocks (no 4-block tile)
-    (3, 32, 1, (9, 8)),       # rows of 8: 4 x 2 tiles
-    (5, 32, 2, (11, 13)),     # stride 2 to 6 x 7
+    pytest.param(5, 64, 1, (5, 5), marks=pytest.mark.slow),      # two channel tiles: whole-plane tasks
+    pytest.param(3, 64, 2, (13, 9), marks=pytest.mark.slow),     # stride 2 to 7 x 5
+    pytest.param(4, 32, 1, (11, 3), marks=pytest.mark.slow),     # rows of 3, 11 rows
+    pytest.param(3, 40, 1, (7, 7), marks=pytest.mark.slow),      # 5 blocks: single blocks (no 4-block tile)
+    pytest.param(3, 32, 1, (9, 8), marks=pytest.mark.slow),      # rows of 8: 4 x 2 tiles
+    pytest.param(5, 32, 2, (11, 13), marks=pytest.mark.slow),    # stride 2 to 6 x 7
 ])
 def test_tiles_of_blocks_match_eager(cin, c, stride, hw):
     torch.manual_seed(0)

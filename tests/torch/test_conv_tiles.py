@@ -3,7 +3,8 @@
 AVX2 tile pinned (it fits 16 registers with its broadcast), AVX-512's unchanged, and
 numerics against eager torch for odd shapes with each choice (rows outer or channel tiles
 outer, two-row tiles with a row tail, 1x1 reductions in chunks), bounds-checked, on the
-AVX2 target and, where the host runs it, the AVX-512 one."""
+AVX2 target and, where the host runs it, the AVX-512 one. Each numerics test builds one
+shape in the default suite; its further shapes are marked slow (-m slow, .ci/run runs them)."""
 from __future__ import annotations
 
 import warnings
@@ -80,10 +81,12 @@ class TwoConvs(nn.Module):
         return self.c3(z) + z
 
 
+# The default suite builds the AVX2 channel-tiles-outermost case and the first AVX-512 one; the
+# other shapes (stride 2: test_input_channels_outside_a_row_of_tiles_match_eager's fast case) are slow.
 @pytest.mark.parametrize("target", [AVX2, AVX512], ids=["avx2", "avx512"])
 @pytest.mark.parametrize("cin, c, k, stride, hw", [
     (5, 16, 3, 1, (9, 15)),      # rows of 15: a 2 x 5 tile on AVX2; the input outweighs the weights
-    (3, 32, 1, 2, (7, 13)),      # stride 2, rows of 7 (prime)
+    pytest.param(3, 32, 1, 2, (7, 13), marks=pytest.mark.slow),      # stride 2, rows of 7 (prime)
     (4, 48, 3, 1, (3, 5)),       # the weights outweigh the input: channel tiles outermost
 ])
 def test_nchwc_kernels_match_eager(target, cin, c, k, stride, hw):
@@ -137,10 +140,12 @@ class PointwiseBlock(nn.Module):
         return self.out(F.relu(self.ba(self.ca(y)) + self.cb(y0)))
 
 
+# The first case (chunks, 3 channel tiles) in the default suite; the others are slow (two-row
+# tiles: test_two_row_tiles_of_3x3_match_eager's fast case).
 @pytest.mark.parametrize("cin, mid, wide, c, stride, hw", [
     (3, 40, 144, 24, 1, (5, 9)),      # chunks of 9 blocks (main) and 5 (shortcut, whole); 3 channel tiles
-    (3, 16, 136, 16, 2, (9, 11)),     # stride 2, 17 blocks: chunks of 1 block
-    (3, 16, 160, 16, 1, (7, 7)),      # rows of 7: two-row tiles with a row tail, no chunks
+    pytest.param(3, 16, 136, 16, 2, (9, 11), marks=pytest.mark.slow),   # stride 2, 17 blocks: chunks of 1 block
+    pytest.param(3, 16, 160, 16, 1, (7, 7), marks=pytest.mark.slow),    # rows of 7: two-row tiles, a row tail, no chunks
 ])
 def test_pointwise_and_row_tiles_match_eager(cin, mid, wide, c, stride, hw):
     torch.manual_seed(0)
@@ -152,7 +157,8 @@ def test_pointwise_and_row_tiles_match_eager(cin, mid, wide, c, stride, hw):
     _match_eager(model, x, want, AVX2)
 
 
-@pytest.mark.parametrize("c, hw", [(32, (7, 7)), (24, (5, 7))])
+# (5, 7), two-row tiles and a row tail, in the default suite; (7, 7) is slow.
+@pytest.mark.parametrize("c, hw", [pytest.param(32, (7, 7), marks=pytest.mark.slow), (24, (5, 7))])
 def test_two_row_tiles_of_3x3_match_eager(c, hw):
     """3x3 convolutions over rows of 7 (two-row tiles; 5 rows: a tail), on the AVX2 target."""
     torch.manual_seed(0)
@@ -202,11 +208,12 @@ def _nchwc_choices(cm, target) -> list:
     return out
 
 
+# Channels not a multiple of 8, stride 2 and odd rows in the default suite; the other shapes are slow.
 @pytest.mark.parametrize("cin, c, k, stride, hw", [
-    (5, 16, 3, 1, (9, 15)),      # rows of 15: 2 x 5 tiles
+    pytest.param(5, 16, 3, 1, (9, 15), marks=pytest.mark.slow),      # rows of 15: 2 x 5 tiles
     (3, 12, 3, 2, (11, 9)),      # channels not a multiple of 8, stride 2, odd rows
-    (4, 16, 7, 1, (9, 7)),       # 7x7 kernels, rows of 7: two-row tiles with a row tail
-    (3, 32, 3, 1, (6, 8)),       # 4 x 2 tiles
+    pytest.param(4, 16, 7, 1, (9, 7), marks=pytest.mark.slow),       # 7x7 kernels, rows of 7: two-row tiles, a row tail
+    pytest.param(3, 32, 3, 1, (6, 8), marks=pytest.mark.slow),       # 4 x 2 tiles
 ])
 def test_input_channels_outside_a_row_of_tiles_match_eager(cin, c, k, stride, hw):
     """Kernels of convolutions with taps on AVX2 compute a row of tiles at once, each block
@@ -225,12 +232,13 @@ def test_input_channels_outside_a_row_of_tiles_match_eager(cin, c, k, stride, hw
     assert not any(choice.channels_outside for _, _, choice in _nchwc_choices(cm, AVX512))
 
 
+# The first case (padded, a column tail) in the default suite; strided, chunked and stem kernels are slow.
 @pytest.mark.parametrize("model_args, hw", [
     (("two", 3, 32, 3, 1), (7, 9)),         # a padded 1x1 (P) and a 1x1 + residual, rows of 9: a tail
-    (("two", 5, 32, 1, 2), (9, 13)),        # stride 2, rows of 7 after it
-    (("block", 3, 32, 160, 32, 1), (7, 7)),  # 20 blocks: chunks beside a second 1x1 (several convs)
-    (("block", 3, 32, 288, 32, 2), (11, 9)),  # 36 blocks in chunks of 12, strided shortcut, odd rows
-    (("stem", 3), (15, 13)),                # a 7x7 stride-2 stem over the NCHW input, rows of 7
+    pytest.param(("two", 5, 32, 1, 2), (9, 13), marks=pytest.mark.slow),       # stride 2, rows of 7 after it
+    pytest.param(("block", 3, 32, 160, 32, 1), (7, 7), marks=pytest.mark.slow),   # 20 blocks: chunks beside a second 1x1
+    pytest.param(("block", 3, 32, 288, 32, 2), (11, 9), marks=pytest.mark.slow),  # 36 blocks in chunks of 12, strided
+    pytest.param(("stem", 3), (15, 13), marks=pytest.mark.slow),               # a 7x7 stride-2 stem, rows of 7
 ])
 def test_avx2_pointwise_tile_with_a_column_tail_matches_eager(model_args, hw):
     """AVX2 1x1 kernels (and a stem over the NCHW input) of channels in multiples of 4 blocks
@@ -258,12 +266,14 @@ def test_short_odd_rows(blocks, cols, want):
     assert _short_odd_rows(blocks, cols) == want
 
 
+# The whole-plane case in the default suite; the other shapes (a task a row: test_conv_prepack_blocks's
+# fast case) are slow.
 @pytest.mark.parametrize("cin, c, stride, hw", [
     (4, 64, 1, (7, 7)),       # rows of 7: 4 x 3 tiles and a one-column tail, a whole-plane task
-    (4, 32, 1, (7, 7)),       # the same with one channel tile: a task a row, for the thread's sake
-    (3, 64, 2, (13, 9)),      # stride 2 to 7 x 5, two channel tiles
-    (5, 32, 1, (11, 3)),      # rows of 3 (no tail), 11 rows
-    (3, 32, 1, (20, 7)),      # 140 pixels: more than MAX_PLANE_PIXELS, a row of tiles a task
+    pytest.param(4, 32, 1, (7, 7), marks=pytest.mark.slow),    # one channel tile: a task a row, for the thread's sake
+    pytest.param(3, 64, 2, (13, 9), marks=pytest.mark.slow),   # stride 2 to 7 x 5, two channel tiles
+    pytest.param(5, 32, 1, (11, 3), marks=pytest.mark.slow),   # rows of 3 (no tail), 11 rows
+    pytest.param(3, 32, 1, (20, 7), marks=pytest.mark.slow),   # 140 pixels: more than MAX_PLANE_PIXELS, a task a row
 ])
 def test_short_odd_rows_of_3x3_match_eager(cin, c, stride, hw):
     """AVX2 kernels of 3x3 convolutions over short odd rows (_short_odd_rows) take
