@@ -132,18 +132,24 @@ def tile_rows(tiles: int, mr: int) -> int:
     return max(1, min(mr, tiles))
 
 
-def conv2d_winograd_nchwc(X, U, channels: int, m: int, pad: int = 1, mr: int = 6, bias=None,
-                          relu: bool = False, name: str = "wino"):
-    """The 3x3 stride-1 convolution of X [N, ICB, H, W, icb] by the transformed weight U
-    [alpha^2, OC / nr, IC, nr] (transform_weight) as F(m x m, 3 x 3): out [N, channels /
-    icb, OH, OW, icb], plus bias [channels] and a ReLU when given. mr: the bgemm's register
-    tile rows (the tile count is padded to a multiple)."""
-    n, icb, h, w, cb = (int(e) for e in X.shape)
+# The stages' tags: the frontend's fusion keeps them (fuse.py) and its default schedule places
+# them (schedules.py) by these.
+TAG_D, TAG_T, TAG_V, TAG_M, TAG_Y = (f"winograd_{k}" for k in "DTVMY")
+TAGS = (TAG_D, TAG_T, TAG_V, TAG_M, TAG_Y)
+
+
+def winograd_inverse(read, shape, U, channels: int, m: int, pad: int = 1, mr: int = 6, name: str = "wino"):
+    """The stages of F(m x m, 3 x 3) up to the inverse transform's row pass, over an input of
+    shape (N, IC, H, W) read as read(n, c, y, x) (called only in range), by the transformed
+    weight U [alpha^2, OC / nr, IC, nr] (transform_weight) with channels output channels:
+    (value(n, o, y, x), an expression of the output reading Y; (OH, OW)). mr: the bgemm's
+    register tile rows (the tile count is padded to a multiple)."""
+    n, ic, h, w = (int(e) for e in shape)
     alpha = m + TAPS - 1
-    pos_n, panels, ic, nr = (int(e) for e in U.shape)
-    if pos_n != alpha * alpha or ic != icb * cb or panels * nr < channels or channels % cb:
-        raise ValueError(f"winograd: U {list(U.shape)} does not fit F({m}, 3) of X {list(X.shape)} "
-                         f"with {channels} output channels in blocks of {cb}")
+    pos_n, panels, uic, nr = (int(e) for e in U.shape)
+    if pos_n != alpha * alpha or uic != ic or panels * nr < channels:
+        raise ValueError(f"winograd: U {list(U.shape)} does not fit F({m}, 3) of an input {[n, ic, h, w]} "
+                         f"with {channels} output channels")
     if pad not in (0, 1):
         raise ValueError(f"winograd: padding {pad} (0 or 1)")
     oh, ow = h + 2 * pad - 2, w + 2 * pad - 2
@@ -166,67 +172,85 @@ def conv2d_winograd_nchwc(X, U, channels: int, m: int, pad: int = 1, mr: int = 6
             conds.append(x < w)
         if tiles_pad > tiles:
             conds.append(p < tiles)
-        v = X[tn, c // cb, y, x, c % cb]
+        v = read(tn, c, y, x)
         return sl.if_then_else(sl.all(*conds) if len(conds) > 1 else conds[0], v, zero) if conds else v
 
-    D = sl.compute((tiles_pad, alpha, alpha, ic), input_at, name=f"{name}_D")
+    D = sl.compute((tiles_pad, alpha, alpha, ic), input_at, name=f"{name}_D", tag=TAG_D)
     # B^T d B as two passes of alpha terms or fewer (rows, then columns)
     T = sl.compute((alpha, alpha, tiles_pad, ic), lambda e, b, p, c: _select(e, [
         _combination({a: bt[k, a] for a in range(alpha) if bt[k, a] != 0}, lambda a: D[p, a, b, c])
-        for k in range(alpha)]), name=f"{name}_T")
+        for k in range(alpha)]), name=f"{name}_T", tag=TAG_T)
     V = sl.compute((alpha * alpha, tiles_pad, ic), lambda pos, p, c: _select(pos % alpha, [
         _combination({b: bt[k, b] for b in range(alpha) if bt[k, b] != 0}, lambda b: T[pos // alpha, b, p, c])
-        for k in range(alpha)]), name=f"{name}_V")
+        for k in range(alpha)]), name=f"{name}_V", tag=TAG_V)
     rc = sl.reduce_axis((0, ic), name="rc")
     M = sl.compute((alpha * alpha, tiles_pad, panels * nr),
                    lambda pos, p, o: sl.sum(V[pos, p, rc] * U[pos, o // nr, rc, o % nr], axis=rc),
-                   name=f"{name}_M")
+                   name=f"{name}_M", tag=TAG_M)
     # A^T M A as two passes: Y[i, b] = sum_a A^T[i, a] M[a, b], then out = sum_b A^T[j, b] Y[i, b]
     Y = sl.compute((m, alpha, tiles_pad, panels * nr), lambda i, b, p, o: _select(i, [
         _combination({a: at[k, a] for a in range(alpha) if at[k, a] != 0}, lambda a: M[a * alpha + b, p, o])
-        for k in range(m)]), name=f"{name}_Y")
+        for k in range(m)]), name=f"{name}_Y", tag=TAG_Y)
+
+    def value(bn, o, y, x):
+        p = bn * (th * tw) + (y // m) * tw + x // m
+        return _select(x % m, [_combination({b: at[k, b] for b in range(alpha) if at[k, b] != 0},
+                                            lambda b: Y[y % m, b, p, o]) for k in range(m)])
+    return value, (oh, ow)
+
+
+def conv2d_winograd_nchwc(X, U, channels: int, m: int, pad: int = 1, mr: int = 6, bias=None,
+                          relu: bool = False, name: str = "wino"):
+    """The 3x3 stride-1 convolution of X [N, ICB, H, W, icb] by the transformed weight U
+    [alpha^2, OC / nr, IC, nr] (transform_weight) as F(m x m, 3 x 3): out [N, channels /
+    icb, OH, OW, icb], plus bias [channels] and a ReLU when given (winograd_inverse)."""
+    n, icb, h, w, cb = (int(e) for e in X.shape)
+    if channels % cb:
+        raise ValueError(f"winograd: {channels} output channels are not blocks of {cb}")
+    value, (oh, ow) = winograd_inverse(lambda b, c, y, x: X[b, c // cb, y, x, c % cb], (n, icb * cb, h, w), U,
+                                       channels, m, pad, mr, name)
+    zero = sl.const(0.0, "float32")
 
     def out_body(bn, ob, y, x, c):
-        p = bn * (th * tw) + (y // m) * tw + x // m
-        o = ob * cb + c
-        v = _select(x % m, [_combination({b: at[k, b] for b in range(alpha) if at[k, b] != 0},
-                                         lambda b: Y[y % m, b, p, o]) for k in range(m)])
+        v = value(bn, ob * cb + c, y, x)
         if bias is not None:
-            v = v + bias[o]
+            v = v + bias[ob * cb + c]
         return sl.max(v, zero) if relu else v
 
     return sl.compute((n, channels // cb, oh, ow, cb), out_body, name=name)
 
 
 def stages(out):
-    """(D, T, V, M, Y) of a conv2d_winograd_nchwc output: the input tiles, the row pass and the
-    whole input transform, the bgemm, the inverse transform's row pass."""
-    (Y,) = _named(out, "_Y")
-    (M,) = _named(Y, "_M")
-    (V,) = _named(M, "_V")
-    (T,) = _named(V, "_T")
-    (D,) = _named(T, "_D")
+    """(D, T, V, M, Y) of a Winograd output (or of any stage reading its Y): the input tiles,
+    the row pass and the whole input transform, the bgemm, the inverse transform's row pass."""
+    (Y,) = _tagged(out, TAG_Y)
+    (M,) = _tagged(Y, TAG_M)
+    (V,) = _tagged(M, TAG_V)
+    (T,) = _tagged(V, TAG_T)
+    (D,) = _tagged(T, TAG_D)
     return D, T, V, M, Y
 
 
-def _named(t, suffix: str) -> list:
-    return [i for i in t.op.input_tensors if i.op.name.endswith(suffix)]
+def _tagged(t, tag: str) -> list:
+    return list({i.op: i for i in t.op.input_tensors if getattr(i.op, "tag", "") == tag}.values())
 
 
 def schedule_conv2d_winograd(s, out, target="llvm", mr: int = 6, lanes: int = 0):
-    """The CPU schedule: V per (tile, input channel vector) with the alpha^2 positions
-    unrolled; the bgemm as mr x nr register tiles (nr: U's panel width; the tile's rows
-    unrolled, its columns vectorized, the reduction outside them, as `schedule_matmul_register_tiled`),
-    one position's panel after another so the panel stays in cache; the output by m x m
-    pixels with the inverse transform unrolled, its channels vectorized. Tile rows in parallel."""
+    """The CPU schedule of a conv2d_winograd_nchwc output: schedule_input_transform,
+    schedule_bgemm, schedule_inverse."""
     from .cpu import native_lanes
-    D, T, V, M, Y = stages(out)
-    lanes = lanes or native_lanes(target, "float32")
-    m = _tile_of(M)
-    (U,) = [t for t in M.op.input_tensors if t.ndim == 4]
-    nr = int(U.shape[-1])
-    rows = tile_rows(int(M.shape[1]), mr)
+    _, _, V, M, Y = stages(out)
+    schedule_input_transform(s, V, lanes or native_lanes(target, "float32"))
+    schedule_bgemm(s, M, mr)
+    schedule_inverse(s, out, Y)
+    return s
 
+
+def schedule_input_transform(s, V, lanes: int) -> None:
+    """V per (tile, lanes input channels) with the alpha^2 positions unrolled, its input
+    tile D and row pass T computed there (local); tiles in parallel."""
+    (T,) = _tagged(V, TAG_T)
+    (D,) = _tagged(T, TAG_D)
     pos, p, c = s[V].op.axis
     co, ci = s[V].split(c, factor=lanes)
     s[V].reorder(p, co, pos, ci)
@@ -239,39 +263,50 @@ def schedule_conv2d_winograd(s, out, target="llvm", mr: int = 6, lanes: int = 0)
             s[st].unroll(s[st].op.axis[ax])
         s[st].vectorize(s[st].op.axis[-1])
 
+
+def schedule_bgemm(s, M, mr: int) -> None:
+    """The alpha^2 GEMMs as mr x nr register tiles (nr: U's panel width) accumulated in a
+    local cache, the reduction outside the unrolled tile rows and vectorized columns (as
+    `schedule_matmul_register_tiled`); one position's panel after another, so the panel
+    stays in cache; positions x panels in parallel."""
+    (U,) = [t for t in M.op.input_tensors if t.ndim == 4]
+    nr = int(U.shape[-1])
+    rows = tile_rows(int(M.shape[1]), mr)
     MC = s.cache_write(M, "local")
     mpos, mp, mo = s[M].op.axis
     po, pi = s[M].split(mp, factor=rows)
     oo, oi = s[M].split(mo, factor=nr)
     s[M].reorder(mpos, oo, po, pi, oi)
     s[MC].compute_at(s[M], po)
-    _, cp, co2 = s[MC].op.axis
+    _, cp, co = s[MC].op.axis
     (k,) = s[MC].op.reduce_axis
-    s[MC].reorder(k, cp, co2)
+    s[MC].reorder(k, cp, co)
     s[MC].unroll(cp)
-    s[MC].vectorize(co2)
+    s[MC].vectorize(co)
     s[M].vectorize(oi)
     s[M].parallel(s[M].fuse(mpos, oo))
 
-    b, ob, y, x, c5 = s[out].op.axis
+
+def schedule_inverse(s, out, Y) -> None:
+    """out (a stage reading Y at its own pixels: the inverse transform with an epilogue, NCHW
+    or NCHWc) by m x m pixel tiles unrolled, Y's rows for the tile computed there; the
+    channels of a block vectorized (NCHWc); batch x channels (blocks) in parallel."""
+    m = int(Y.shape[0])
+    b, ob, y, x, *lane = s[out].op.axis
     yo, yi = s[out].split(y, factor=m)
     xo, xi = s[out].split(x, factor=m)
-    s[out].reorder(b, ob, yo, xo, yi, xi, c5)
+    s[out].reorder(b, ob, yo, xo, yi, xi, *lane)
     s[out].unroll(yi)
     s[out].unroll(xi)
-    s[out].vectorize(c5)
+    if lane:
+        s[out].vectorize(lane[0])
     s[out].parallel(s[out].fuse(b, ob))
     s[Y].compute_at(s[out], xo)
-    i, yb, _, yo_ = s[Y].op.axis
+    i, yb, _, yc = s[Y].op.axis
     s[Y].unroll(i)
     s[Y].unroll(yb)
-    s[Y].vectorize(yo_)
-    return s
-
-
-def _tile_of(M) -> int:
-    alpha = int(round(int(M.shape[0]) ** 0.5))
-    return alpha - TAPS + 1
+    if lane:
+        s[Y].vectorize(yc)
 
 
 def reference(x: np.ndarray, w: np.ndarray, pad: int, bias: Optional[np.ndarray] = None, relu: bool = False):
