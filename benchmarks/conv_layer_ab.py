@@ -15,6 +15,8 @@ batch norm folded, ReLU, residual add, a fused 1x1 shortcut, a padded result "P"
 With --blocks-ab, the A side is this tree lowered with every weight packed in single blocks
 (conv_schedules.weight_blocks returning 1: prepack.py "conv" where "conv_tiles" would be), the
 B side this tree as it is.
+With --whole --winograd-ab, the A side is this tree with every convolution direct
+(ops/conv_winograd.ENABLED off), the B side this tree (Winograd F(4x4) for the 3x3 stride-1 layers).
 With --whole, the whole model instead: compiled with each tree's schedules (build caches off),
 timed beside eager torch and torch.compile with freezing (Inductor: prepacked oneDNN weights,
 fused post-ops) in the same interleaved rounds; with --log LOG also this tree's compiled from a
@@ -84,6 +86,23 @@ def single_blocks():
             yield
         finally:
             conv_schedules.weight_blocks = saved
+    return ctx()
+
+
+def direct_only():
+    """A context in which the lowering runs every convolution as a direct kernel (no Winograd:
+    ops/conv_winograd.ENABLED off)."""
+    import contextlib
+    from schedlang.torch.ops import conv_winograd
+
+    @contextlib.contextmanager
+    def ctx():
+        saved = conv_winograd.ENABLED
+        conv_winograd.ENABLED = False
+        try:
+            yield
+        finally:
+            conv_winograd.ENABLED = saved
     return ctx()
 
 
@@ -179,10 +198,12 @@ def build(prog, target):
         return sl.build(default_schedule(prog.outputs, target), list(prog.inputs) + list(prog.outputs), target=target)
 
 
-def whole_model(model_name: str, target, base, mine, rounds: int, log=None, blocks_ab: bool = False) -> None:
+def whole_model(model_name: str, target, base, mine, rounds: int, log=None, blocks_ab: bool = False,
+                winograd_ab: bool = False) -> None:
     """The compiled model with each tree's schedules (and this tree's compiled from the tuning
     records of log, when given; with blocks_ab, this tree's with single weight blocks as the
-    base) beside eager and Inductor (freezing)."""
+    base; with winograd_ab, this tree's with direct convolutions only) beside eager and
+    Inductor (freezing)."""
     import contextlib
     import schedlang.torch as slt
     import torch._inductor.config as cfg
@@ -191,12 +212,14 @@ def whole_model(model_name: str, target, base, mine, rounds: int, log=None, bloc
     model.eval()
     names, fns = [], []
     with torch.no_grad():
-        base = mine if blocks_ab else base
+        base = mine if blocks_ab or winograd_ab else base
         for name, side, records in (("base", base, None), ("this", mine, None), ("tuned", mine, log)):
             if side is None or (name == "tuned" and log is None):
                 continue
             use(side)
-            singles = single_blocks() if blocks_ab and name == "base" else contextlib.nullcontext()
+            singles = contextlib.nullcontext()
+            if name == "base" and (blocks_ab or winograd_ab):
+                singles = single_blocks() if blocks_ab else direct_only()
             with warnings.catch_warnings(), singles:
                 warnings.simplefilter("ignore")
                 compiled = slt.compile(model, inputs, target=target, log=records)
@@ -231,6 +254,7 @@ def main(argv=None) -> None:
     ap.add_argument("--only", default=None, help="only layers whose label contains this")
     ap.add_argument("--whole", action="store_true", help="the whole model, not its conv kernels")
     ap.add_argument("--blocks-ab", action="store_true", help="A: weights in single blocks; B: this tree")
+    ap.add_argument("--winograd-ab", action="store_true", help="with --whole: A: direct convolutions only; B: this tree")
     ap.add_argument("--log", default=None, help="with --whole: also the model compiled from this tuning log")
     args = ap.parse_args(argv)
     if args.blocks_ab and args.base:
@@ -244,7 +268,7 @@ def main(argv=None) -> None:
     mine = {name: sys.modules[f"schedlang.torch.{name}"] for name in SCHEDULE_MODULES}
     base = load_base(args.base) if args.base else None
     if args.whole:
-        return whole_model(args.model, target, base, mine, args.rounds, args.log, args.blocks_ab)
+        return whole_model(args.model, target, base, mine, args.rounds, args.log, args.blocks_ab, args.winograd_ab)
     rng = np.random.default_rng(0)
     rows = []
     print(f"{args.model}: 1 thread, CPU time, best of {args.rounds} interleaved rounds, ms per call")

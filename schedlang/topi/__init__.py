@@ -47,6 +47,12 @@ Tensor cores, `topi.cuda_tensorcore` (float16/bfloat16 GEMM: mma.sync + ldmatrix
     schedule_matmul(s, C, layout, BM, BN, BK, WM, WN, pad=, async_copy=, stages=)
     gemm(M, N, K, element, acc, layout, **tiles) -> (s, [A, B, C])
 
+Winograd convolution, `topi.winograd` (3x3 stride 1, F(m x m, 3 x 3), NCHWc; see its docstring):
+
+    transform_matrices(m), transform_weight(w, m, nr)       A^T, G, B^T and U = G w G^T in bgemm panels
+    conv2d_winograd_nchwc(X, U, channels, m, pad)           the stages D, T, V, M (bgemm), Y, out
+    schedule_conv2d_winograd(s, out, target)                transforms unrolled, 6 x 16 bgemm register tiles
+
 x86 tensor intrinsics, `topi.x86_intrin` (tensorize; see its docstring):
 
     dot_int8_intrin(target)                  u8 x s8 -> i32 groups of 4: VNNI where the target has it
@@ -55,4 +61,4 @@ x86 tensor intrinsics, `topi.x86_intrin` (tensorize; see its docstring):
 A schedule given the wrong tensor (not its algorithm's output) raises ValueError naming the
 schedule; a size the target refuses raises ScheduleError or LoweringError from the build.
 """
-from . import cpu, cuda, cuda_tensorcore, nn, x86_intrin  # noqa: F401
+from . import cpu, cuda, cuda_tensorcore, nn, winograd, x86_intrin  # noqa: F401

@@ -26,6 +26,7 @@ from ..schedule import legal
 from ..tensor.classify import ELEMENTWISE, INDEX_MAP, classify
 from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.reduce import Reduce
+from ..topi.winograd import TAGS as WINOGRAD_TAGS
 from .attention_schedule import claim_attention, is_attention
 from .pad_fusion import CONV_PAD_TAG, CONV_TAG, pad_source, reads_conv
 
@@ -127,8 +128,8 @@ def fuse(s) -> List[Group]:
     anchor_of: Dict[object, object] = {st: st for st in live}
     prefix: Dict[object, int] = {}
     for st in reversed(live):          # consumers first, so their own attachment is known
-        if st.is_output or not isinstance(st.op.body, Reduce):
-            continue
+        if st.is_output or not isinstance(st.op.body, Reduce) or getattr(st.op, "tag", "") in WINOGRAD_TAGS:
+            continue                   # (a Winograd bgemm: a kernel of its own, winograd_schedules.py)
         found = _anchor_for(readers, st, anchor_of, prefix)
         if found is not None:
             anchor_of[st], prefix[st] = found
@@ -171,7 +172,7 @@ def _merge_pads(groups: Dict[object, Group], readers) -> None:
 
 def _should_inline(st, feeds_matmul: bool) -> bool:
     if is_attention(st) or not legal.can_inline(st) or st.op.num_outputs != 1 \
-            or getattr(st.op, "tag", "") == CONV_PAD_TAG:
+            or getattr(st.op, "tag", "") in (CONV_PAD_TAG,) + WINOGRAD_TAGS:
         return False
     kind = classify(st.op)
     if kind == INDEX_MAP:

@@ -8,8 +8,9 @@ tile to write NCHW rows, and the next convolution gathers one value per input-ch
 [N, C / L, H, W, L] instead:
 
 - seeds: the materialized input of a dense blocked convolution, of any block (the ReLU after the
-  previous one's batch norm, a residual add, a max pool) when it is a 4-d stage with C a
-  multiple of L and not a program output;
+  previous one's batch norm, a residual add, a max pool), or of a Winograd convolution's input
+  tiles (ops/conv_winograd.py: V vectorized over L input channels), when it is a 4-d stage
+  with C a multiple of L and not a program output;
 - closure: what a blocked stage reads at its own channel coordinate (the inlined epilogue
   before it: bias, ReLU, the residual add's other operand, the convolution's sum itself,
   a depthwise convolution of packed blocks and its padded input),
@@ -39,6 +40,7 @@ from ..tensor.graph import post_order
 from ..tensor.intrin import floordiv, floormod
 from ..tensor.op import ComputeOp, Operation, Tensor, TensorRead
 from ..tensor.reduce import Reduce
+from ..topi.winograd import TAG_D as WINOGRAD_INPUT_TAG
 from .fuse import CONV_TAG
 
 def block_activations(outputs: Sequence[Tuple[str, Tensor]]) -> List[Tuple[str, Tensor]]:
@@ -146,12 +148,22 @@ def _blocked_stages(ops, outs, readers, width: int) -> Set[Operation]:
                 seeds.append(x)
         elif _channelwise(op) and _blockable(op, outs, readers, width):
             seeds.append(op)                        # a pooling: vectors of L channels
+        elif getattr(op, "tag", "") == WINOGRAD_INPUT_TAG:
+            x = _winograd_input(op)                 # the input tiles of a Winograd convolution read
+            if x is not None and _blockable(x, outs, readers, width) and (_channelwise(x) or _injective(x)):
+                seeds.append(x)                     # vectors of L input channels
     blocked: Set[Operation] = set()
     for seed in seeds:
         found = _closure(seed, outs, readers, width)
         if found is not None:
             blocked |= found
     return blocked
+
+
+def _winograd_input(op) -> Optional[Operation]:
+    """The 4-d tensor a Winograd convolution's input tiles read (topi/winograd.py), or None."""
+    found = {n.tensor.op for n in walk(op.body) if isinstance(n, TensorRead) and len(n.indices) == 4}
+    return found.pop() if len(found) == 1 else None
 
 
 def _closure(seed, outs, readers, width: int) -> Optional[Set[Operation]]:

@@ -13,6 +13,9 @@ read fast:
   width] (params: (blocks,) then the batch norm's eps): what a register tile spanning that
   many channel blocks reads, with the input channels of a block innermost in its reduction,
   one contiguous stream (conv_schedules.weight_blocks);
+- "winograd": a 3x3 convolution's weight [OC, IC, 3, 3] transformed for Winograd F(m x m,
+  3 x 3), U = G w G^T in float64 (topi/winograd.py), as [(m + 2)^2, ceil(OC / width), IC,
+  width] panels of the bgemm (params: (m,) then the batch norm's eps, folded as in "conv");
 - "bn_scale", "bn_shift": a batch norm's per-channel constants [C] from (var, mean, gamma,
   beta, conv_bias), the last three optional: scale = gamma / sqrt(var + eps) and shift =
   (conv_bias - mean) * scale + beta (a folded convolution's bias; conv_bias 0 when absent).
@@ -109,6 +112,25 @@ def pack_conv_tiles(w, width: int, blocks: int, *bn):
     return wide.reshape(tuple(wide.shape[:-1]) + (blocks, width))
 
 
+def pack_winograd(w, width: int, m: int, gamma=None, mean=None, var=None, eps: float = 0.0):
+    """w [OC, IC, 3, 3] as U = G w G^T of F(m x m, 3 x 3) in panels [(m + 2)^2, ceil(OC /
+    width), IC, width] (zero past OC), each output channel scaled by the batch norm's gamma /
+    sqrt(var + eps) when var is given; computed in float64, rounded once."""
+    import torch
+    from ..topi.winograd import transform_matrices
+    oc, ic = w.shape[:2]
+    w64 = w.double()
+    if var is not None:
+        w64 = w64 * bn_scale(gamma, var, eps).reshape(oc, 1, 1, 1).to(w64.device)
+    g = torch.from_numpy(transform_matrices(m)[1]).to(w64.device)
+    alpha = m + 2
+    u = torch.einsum("ak,oikl,bl->abio", g, w64, g).reshape(alpha * alpha, ic, oc)
+    p = panels(oc, width)
+    out = torch.zeros((alpha * alpha, ic, p * width), dtype=torch.float64, device=w.device)
+    out[:, :, :oc] = u
+    return out.reshape(alpha * alpha, ic, p, width).permute(0, 2, 1, 3).contiguous().to(w.dtype)
+
+
 def _bn_vector(kind: str, sources: Sequence, eps: float):
     var, mean, gamma, beta, conv_bias = sources
     scale = bn_scale(gamma, var, eps)
@@ -129,6 +151,9 @@ def shape_of(kind: str, shapes: Sequence, width: int, params: tuple = ()) -> tup
     if kind == "conv_tiles":
         oc, icg, *kernel = shapes[0]
         return (panels(oc, width * params[0]), icg // width, *kernel, width, params[0], width)
+    if kind == "winograd":
+        oc, ic = shapes[0][:2]
+        return ((params[0] + 2) ** 2, panels(oc, width), ic, width)
     return tuple(next(s for s in shapes if s is not None))
 
 
@@ -143,6 +168,10 @@ def make(spec: PackSpec, tensors: Sequence):
         w, *bn = tensors
         blocks, *eps = spec.params
         return pack_conv_tiles(w, spec.width, blocks, *bn, *eps) if bn else pack_conv_tiles(w, spec.width, blocks)
+    if spec.kind == "winograd":
+        w, *bn = tensors
+        m, *eps = spec.params
+        return pack_winograd(w, spec.width, m, *bn, *eps) if bn else pack_winograd(w, spec.width, m)
     return _bn_vector(spec.kind, tensors, *spec.params)
 
 

@@ -47,6 +47,7 @@ from ..tensor.reduce import Reduce
 from .attention_schedule import is_attention
 from .fuse import Group, fuse, is_matmul, matmul_operands
 from .tensorcore_schedules import schedule_matmul_tensorcore, tensorcore_plan
+from .winograd_schedules import is_winograd_kernel, schedule_winograd_group
 
 MAX_VECTOR = 64          # lanes of one vectorized loop (schedule.legal.MAX_VECTOR_EXTENT)
 MR = 4                   # the fewest rows of a matmul register tile
@@ -107,6 +108,8 @@ def schedule_group(s: Schedule, group: Group, target: Target) -> None:
     if group.anchor.attach_type == "at":    # placed inside another kernel by its rule (a padded input plane)
         return
     rules = get_backend(target.kind).default_schedules()
+    if is_winograd_kernel(s, group):
+        return schedule_winograd_group(s, group, target, schedule_group)
     if is_attention(group.anchor):
         return rules["attention"](s, group, target)
     if group.convs:

@@ -275,11 +275,14 @@ def test_short_odd_rows(blocks, cols, want):
     pytest.param(5, 32, 1, (11, 3), marks=pytest.mark.slow),   # rows of 3 (no tail), 11 rows
     pytest.param(3, 32, 1, (20, 7), marks=pytest.mark.slow),   # 140 pixels: more than MAX_PLANE_PIXELS, a task a row
 ])
-def test_short_odd_rows_of_3x3_match_eager(cin, c, stride, hw):
+def test_short_odd_rows_of_3x3_match_eager(cin, c, stride, hw, monkeypatch):
     """AVX2 kernels of 3x3 convolutions over short odd rows (_short_odd_rows) take
     SHORT_ROW_TILE with the tile's blocks outside its columns, a task a plane where it is
     small and there are two channel tiles a thread; padded (the first 3x3 writes the second's
-    padded input) and unpadded. Bounds-checked, against eager torch."""
+    padded input) and unpadded. Bounds-checked, against eager torch. (Direct kernels: the 3x3
+    stride-1 ones of 64 channels would otherwise run as Winograd, ops/conv_winograd.py.)"""
+    from schedlang.torch.ops import conv_winograd
+    monkeypatch.setattr(conv_winograd, "ENABLED", False)
     AVX2 = sl.Target.create("llvm -mcpu=haswell -num-cores=1")
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(cin, c, 1), nn.ReLU(), nn.Conv2d(c, c, 3, stride, 1), nn.ReLU(),

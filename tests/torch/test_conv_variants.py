@@ -28,6 +28,14 @@ ONE_THREAD = sl.Target.create("llvm -mcpu=haswell -num-cores=1")     # (a whole-
 QUICK = dict(number=1, repeat=1, verbose=0, policy=SearchPolicy(population=8, generations=1), final=0)
 
 
+@pytest.fixture(autouse=True)
+def direct_convs(monkeypatch):
+    """The variants are of the direct NCHWc kernels: the 3x3 stride-1 layers of 64 channels
+    here would run as Winograd on AVX2 (ops/conv_winograd.py)."""
+    from schedlang.torch.ops import conv_winograd
+    monkeypatch.setattr(conv_winograd, "ENABLED", False)
+
+
 def _conv_tasks(model, x, target):
     """(the lowered program, its tasks of NCHWc convolution kernels: those with variants)."""
     program = st.lower_graph(st.capture(model, (x,)), target)

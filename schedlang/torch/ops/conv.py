@@ -35,6 +35,7 @@ from schedlang.dtypes import dtype
 
 from ..fuse import CONV_PAD_TAG, CONV_TAG
 from . import conv_tensorcore
+from .conv_winograd import winograd_conv, winograd_tile
 from .accum import acc_dtype, require_float
 from .common import compute, static
 from .registry import Unsupported, register_lowering
@@ -241,6 +242,11 @@ def convolution(ctx, x, weight, bias, stride, padding, dilation, transposed, out
     if transposed:
         raise Unsupported("transposed convolution is not lowered")
     call = check_call(x, weight, bias, stride, padding, dilation, groups)
+    m = winograd_tile(ctx, call)
+    result = winograd_conv(ctx, call, m) if m is not None else None
+    if result is not None:
+        _CALLS[result.op] = call
+        return result
     width = block_width(ctx, call)
     packed, blocks = packed_weight(ctx, call, width) if width > 1 else (None, 1)
     return conv_of(ctx, call, packed, width=width, blocks=blocks)
@@ -250,6 +256,13 @@ def fold_batch_norm(ctx, call: ConvCall, gamma, beta, mean, var, eps: float) -> 
     """The convolution call followed by an eval-mode batch norm, folded: weights scaled per
     output channel and a new bias, both constants made by the compiled module (prepack.py);
     None when the weight or a batch norm tensor is not a constant of the module."""
+    m = winograd_tile(ctx, call)
+    if m is not None:
+        shift = ctx.prepacked("bn_shift", (var, mean, gamma, beta, call.bias), 1, (float(eps),))
+        result = winograd_conv(ctx, call, m, (gamma, mean, var), (float(eps),), shift) if shift is not None else None
+        if result is not None:
+            _CALLS[result.op] = call
+        return result
     width = block_width(ctx, call)
     packed, blocks = packed_weight(ctx, call, width, (gamma, mean, var), (float(eps),))
     shift = ctx.prepacked("bn_shift", (var, mean, gamma, beta, call.bias), 1, (float(eps),))

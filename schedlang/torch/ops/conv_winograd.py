@@ -1,0 +1,72 @@
+"""A 3x3 stride-1 convolution as Winograd F(4 x 4, 3 x 3) (topi/winograd.py) on the CPU,
+where `winograd_tile` says so: its weight transformed once by the compiled module (prepack.py
+"winograd": U = G w G^T with a following batch norm folded in, [36, OC / nr, IC, nr] in
+the bgemm's panels of nr output channels), the stages tagged so that fusion keeps them and the
+default schedule places them (winograd_schedules.py), and the result `<name>` the inverse
+transform plus the bias, which fusion inlines into the epilogue (batch norm, ReLU, residual add).
+
+Measured (benchmarks/results-winograd-zen1-avx2.txt, one Zen 1 thread, CPU time, loaded):
+F(4x4) takes 0.46-0.63x prepacked oneDNN's time on ResNet's 3x3 stride-1 layers (64 channels
+at 56x56 to 512 at 7x7), where the direct NCHWc kernels take 1.04-1.18x; F(2x2) lost at 56x56.
+Not measured on AVX-512 (32 registers) nor below 64 channels: those keep the direct kernels.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import schedlang as sl
+
+from ...topi.winograd import winograd_inverse
+
+ENABLED = True           # benchmarks switch it off for an A/B of the whole model in one process
+TILE = 4                 # m of F(m x m, 3 x 3): 6 x 6 input tiles
+MIN_CHANNELS = 64        # the narrowest layer measured (ResNet's 64 at 56x56)
+MIN_SIZE = 7             # the smallest output measured (7 x 7: 4 tiles of 4 x 4, 1.31x the pixels)
+REGISTERS = 16           # the register file measured (AVX2); AVX-512's 32 are not measured
+
+
+def winograd_tile(ctx, call) -> Optional[int]:
+    """m when call (a ConvCall) runs as F(m x m, 3 x 3): ENABLED, a CPU target with packed
+    weights and REGISTERS vector registers, float32, groups 1, a 3x3 kernel of stride and
+    dilation 1, padding 0 or 1 (both dims alike), input and output channels at least
+    MIN_CHANNELS in native vectors, an output at least MIN_SIZE square; else None."""
+    target = ctx.target
+    if not ENABLED or not isinstance(target, sl.Target) or not sl.get_backend(target.kind).prepacks_weights:
+        return None
+    if target.native_registers() != REGISTERS or str(call.x.dtype) != "float32" or call.x.ndim != 4:
+        return None
+    oc, ic, kh, kw = call.weight.shape
+    lanes = target.native_lanes(32)
+    if call.groups != 1 or (kh, kw) != (3, 3) or call.stride != (1, 1) or call.dilation != (1, 1) \
+            or call.padding not in ((0, 0), (1, 1)):
+        return None
+    if min(ic, oc) < MIN_CHANNELS or ic % lanes or oc % lanes or min(call.out_shape[2:]) < MIN_SIZE:
+        return None
+    return TILE
+
+
+def bgemm_tile(target) -> tuple:
+    """(rows, columns) of the bgemm's register tile: the matmul kernels' (schedules.py)."""
+    from ..schedules import panel_width, register_rows
+    nr = panel_width(target, 1 << 20)
+    return register_rows(target, nr), nr
+
+
+def winograd_conv(ctx, call, m: int, bn: tuple = (), params: tuple = (), bias=None) -> Optional[sl.Tensor]:
+    """call as F(m x m, 3 x 3) with the batch norm tensors bn (params: its eps) folded into the
+    transformed weight and bias in place of call's (when given); None when the weight or a
+    batch norm tensor is not a constant of the module."""
+    mr, nr = bgemm_tile(ctx.target)
+    u = ctx.prepacked("winograd", (call.weight,) + bn, nr, (m,) + params)
+    if u is None:
+        return None
+    x = call.x
+    oc = call.weight.shape[0]
+    value, _ = winograd_inverse(lambda n, c, y, w: x[n, c, y, w], x.shape, u, oc, m, call.padding[0], mr,
+                                name=ctx.name("wino"))
+    bias = call.bias if bias is None else bias
+
+    def body(n, o, y, w):
+        v = value(n, o, y, w)
+        return v + bias[o] if bias is not None else v
+    return sl.compute(call.out_shape, body, name=ctx.name())

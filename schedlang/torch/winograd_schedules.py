@@ -1,0 +1,46 @@
+"""The default CPU schedule of a Winograd convolution's kernels (ops/conv_winograd.py): the
+input transform (V, with its input tiles and row pass inside), the bgemm (M) and the kernel
+reading the inverse transform's row pass Y (the result with its fused epilogue, NCHW or
+NCHWc), each by topi/winograd.py's schedule of that stage. fuse.py keeps the tagged stages
+(never inlined); D, T and Y are placed inside the kernel that reads them."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..topi import winograd as wg
+from ..tensor.reduce import Reduce
+
+
+def winograd_rows(s, st) -> Optional[object]:
+    """The Y stage (inverse transform's row pass) that stage st reads, or None."""
+    found = [i for i in s.inputs_of(st) if getattr(i.op, "tag", "") == wg.TAG_Y]
+    return found[0] if len(found) == 1 else None
+
+
+def is_winograd_kernel(s, group) -> bool:
+    """The kernel is a Winograd stage's or reads a Winograd result (its epilogue)."""
+    return getattr(group.anchor.op, "tag", "") in wg.TAGS or winograd_rows(s, group.anchor) is not None
+
+
+def schedule_winograd_group(s, group, target, schedule_group) -> None:
+    """Schedule the kernel (is_winograd_kernel); schedule_group (schedules.py) schedules what
+    is not Winograd's: reductions fusion attached to the epilogue (a 1x1 shortcut of a residual
+    add) become kernels of their own, and an epilogue the inverse's tiling does not fit (a
+    reduction reading the result) is scheduled as usual beside Y computed on its own."""
+    from .ops.conv_winograd import bgemm_tile
+    from .schedules import lanes
+    anchor = group.anchor
+    tag = getattr(anchor.op, "tag", "")
+    if tag == wg.TAG_V:
+        return wg.schedule_input_transform(s, anchor.op.output(0), lanes(target, anchor))
+    if tag == wg.TAG_M:
+        return wg.schedule_bgemm(s, anchor.op.output(0), bgemm_tile(target)[0])
+    if tag in wg.TAGS:
+        return None                      # D, T, Y: placed by their reader's schedule
+    y = winograd_rows(s, anchor)
+    for st in group.attached:
+        schedule_group(s, type(group)(st), target)
+    if isinstance(anchor.op.body, Reduce) or len(anchor.op.axis) not in (4, 5):
+        schedule_group(s, type(group)(y), target)
+        return schedule_group(s, type(group)(anchor), target)
+    wg.schedule_inverse(s, anchor.op.output(0), y.op.output(0))

@@ -1,0 +1,89 @@
+"""Winograd F(4x4, 3x3) in the frontend (ops/conv_winograd.py): which convolutions take it
+(the rule, no build), and a ResNet-like block (two 3x3 64 -> 64 with batch norms folded, ReLU,
+a residual add over a 1x1 convolution) on a 9 x 10 input (partial tiles) compiled
+bounds-checked and for the host against eager torch, its kernels the Winograd stages over
+NCHWc activations."""
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+import schedlang as sl
+import schedlang.torch as st
+from schedlang.topi import winograd as wg
+from schedlang.torch.ops.conv import check_call
+from schedlang.torch.ops.conv_winograd import winograd_tile
+
+from ..helpers import CHECKED
+from .helpers import compile_each, distinct_builds
+
+HOST = sl.Target.create("llvm")
+AVX2 = sl.Target.create("llvm -mcpu=znver1")
+
+
+class Block(nn.Module):
+    def __init__(self, c: int):
+        super().__init__()
+        self.down = nn.Conv2d(c, c, 1)
+        self.c1, self.b1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.c2, self.b2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        for bn in (self.b1, self.b2):
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+            nn.init.uniform_(bn.weight, 0.5, 1.5)
+            nn.init.uniform_(bn.bias, -0.5, 0.5)
+        self.eval()
+
+    def forward(self, x):
+        x = self.down(x)
+        y = torch.relu(self.b1(self.c1(x)))
+        return torch.relu(self.b2(self.c2(y)) + x)
+
+
+class _Ctx:
+    def __init__(self, target):
+        self.target = target
+
+
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({}, 4),
+    ({"stride": 2}, None),
+    ({"k": 1, "pad": 0}, None),
+    ({"ic": 32}, None),             # below MIN_CHANNELS: not measured
+    ({"oc": 72, "ic": 68}, None),   # 68 input channels: not vectors of 8
+    ({"size": 6}, None),            # below MIN_SIZE
+    ({"pad": 0}, 4),
+])
+def test_which_convolutions(change, expected):
+    spec = dict(oc=64, ic=64, k=3, stride=1, pad=1, size=14)
+    spec.update(change)
+    x = sl.placeholder((1, spec["ic"], spec["size"], spec["size"]), name="x")
+    w = sl.placeholder((spec["oc"], spec["ic"], spec["k"], spec["k"]), name="w")
+    call = check_call(x, w, None, spec["stride"], spec["pad"], 1, 1)
+    assert winograd_tile(_Ctx(AVX2), call) == expected
+    assert winograd_tile(_Ctx(sl.Target.create("llvm -mcpu=skylake-avx512")), call) is None   # 32 registers
+
+
+def test_block_matches_eager():
+    torch.manual_seed(0)
+    model, x = Block(64), torch.randn(1, 64, 9, 10)
+    with torch.no_grad():
+        want = model(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        warnings.simplefilter("error", UserWarning)       # a schedule falling back to plain loops
+        for target, cm in compile_each(model, (x,), distinct_builds((CHECKED, HOST))):
+            with torch.no_grad():
+                got = cm(x)
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    ops = [t.op for p in cm.program.parts for _, t in p.outputs]
+    tags = {op.tag for op in sl.tensor.graph.post_order(ops) if hasattr(op, "tag")}
+    if winograd_tile(_Ctx(HOST), check_call(sl.placeholder((1, 64, 9, 10)), sl.placeholder((64, 64, 3, 3)),
+                                            None, 1, 1, 1, 1)) is not None:
+        assert set(wg.TAGS) <= tags, "the host's 3x3 layers did not run as Winograd"
+        stages = {op.name: op for op in sl.tensor.graph.post_order(ops)}
+        d = next(op for op in stages.values() if getattr(op, "tag", "") == wg.TAG_D)
+        assert any(len(t.shape) == 5 for t in d.input_tensors), "the input tiles do not read NCHWc activations"
