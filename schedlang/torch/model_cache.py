@@ -130,8 +130,14 @@ def key_text(graph: TorchGraph, target, log: Optional[str]) -> Optional[str]:
                 log_hash = hashlib.sha256(f.read()).hexdigest()
         except OSError:
             return None                   # the build will say what is wrong with it
+    from .ops import conv_winograd
+    # A switch that changes what the lowerings make of the graph is in the key: a process that
+    # turns Winograd off (conv_layer_ab.py's A/B, tests of the direct kernels) must not be
+    # served a plan built with it.
+    switches = {"winograd": bool(conv_winograd.ENABLED)}
     return json.dumps({"versions": kernel_cache.versions(), "torch": torch.__version__, "graph": content,
-                       "target": {"kind": target.kind, "options": asdict(target.options)}, "log": log_hash},
+                       "target": {"kind": target.kind, "options": asdict(target.options)}, "log": log_hash,
+                       "switches": switches},
                       sort_keys=True, default=str)
 
 

@@ -147,6 +147,10 @@ def test_another_graph_target_or_log_misses(cache, captured_once, tmp_path):
     log.write_text('{"another": "record"}\n')
     assert len({text, empty, model_cache.key_text(graph, host, str(log))}) == 3
     assert all(v in text for v in kernel_cache.versions().values()) and torch.__version__ in text
+    from schedlang.torch.ops import conv_winograd     # a lowering switch: Winograd off is another plan
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(conv_winograd, "ENABLED", not conv_winograd.ENABLED)
+        assert model_cache.key_text(graph, host, None) != text
 
 
 def test_an_entry_whose_kernels_were_evicted_is_not_used(cache, captured_once):
