@@ -25,7 +25,8 @@ transposed copy into touched memory 22 ms (numpy in any loop order, or torch per
 native code. A large float32 weight's full panels are copied by a schedlang kernel instead
 (pack_kernel.py: unrolled 8 x 8 blocks, kept in the kernel cache): on Zen 1 (loaded, one
 thread, CPU) [5632, 2048] 10.5 vs numpy's 22.3 ms, [2048, 5632] 10.9 vs 13.0 (numpy's rows
-8 KiB apart alias in the cache: K = 2048 is its worst case), [3072, 768] 2.8 vs 2.9.
+8 KiB apart alias in the cache: K = 2048 is its worst case), [3072, 768] 2.8 vs 2.9 (under
+pack_kernel.MIN_ELEMENTS: numpy's copy).
 
 A convolution's blocks [OC, *rest] -> [ceil(OC / width), *rest, width] are the same
 transposed copy with rest flattened, and a folded batch norm's per-channel scale is applied

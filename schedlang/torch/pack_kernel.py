@@ -5,7 +5,9 @@ numpy's copy of the transposed view calls its strided-copy loop once per `width`
 (16 with AVX2): ~2.5x a plain copy of the same bytes. This kernel copies one 8 x 8 block per
 step, unrolled (64 loads and stores, no loop or call between them): a [5632, 2048] float32
 weight in 11-15 ms where numpy takes 23 and a plain copy 9 (one thread, CPU time, loaded
-Zen 1). Llama's ~800 MB of panels are most of its warm first call beside the forward.
+Zen 1). Llama's ~800 MB of panels are most of its warm first call beside the forward; in
+BERT's first call (weights under MIN_ELEMENTS, rows 3 KiB or 12 KiB apart) the kernel
+measured no faster than numpy (pack 0.40-0.62 vs 0.36-0.49 s of CPU, loaded), so it is not used.
 
 It is built once per (width, dtype) for any sizes (size variables P and K8, the weight
 [P * width, K8 * 8]) and kept in the kernel cache (kernel_cache.build_default), so a process
@@ -19,7 +21,7 @@ import threading
 from typing import Dict, Optional, Tuple
 
 BLOCK = 8                  # the block's rows (panel lanes) and columns (K)
-MIN_ELEMENTS = 1 << 20     # smaller weights: numpy's copy is as fast (768 x 768: 0.7 vs 0.8 ms)
+MIN_ELEMENTS = 1 << 22     # smaller weights: numpy's copy (BERT's [3072, 768]: as fast, 2.9 vs 2.8 ms)
 DTYPES = ("float32",)
 
 _lock = threading.Lock()   # PackCache packs from several threads: one build
