@@ -22,7 +22,11 @@ CPU for 138 MB on the Zen 5 VM, 0.9-1.1 vs 0.6-0.9 s for 411 MB on the Zen 3 one
 A [5632, 2048] float32 weight (44 MB, 1 thread, 2-core Zen 3): first touch 21 ms, the
 transposed copy into touched memory 22 ms (numpy in any loop order, or torch per panel
 32 ms) where a plain copy takes 9 ms: the rest would take a vectorized transpose in
-native code.
+native code. A large float32 weight's full panels are copied by a schedlang kernel instead
+(pack_kernel.py: unrolled 8 x 8 blocks, kept in the kernel cache): on Zen 1 (loaded, one
+thread, CPU) [5632, 2048] 10.5 vs numpy's 22.3 ms, [2048, 5632] 10.9 vs 13.0 (numpy's rows
+8 KiB apart alias in the cache: K = 2048 is its worst case), [3072, 768] 2.8 vs 2.9 (under
+pack_kernel.MIN_ELEMENTS: numpy's copy).
 
 A convolution's blocks [OC, *rest] -> [ceil(OC / width), *rest, width] are the same
 transposed copy with rest flattened, and a folded batch norm's per-channel scale is applied
@@ -34,6 +38,8 @@ five passes and four buffers. ResNet-50's first-call packing: 0.34 -> 0.15 s of 
 from __future__ import annotations
 
 from typing import Optional
+
+from . import pack_kernel
 
 # dtypes whose tensors numpy views without a copy (Tensor.numpy()); others pack in torch
 _NUMPY_DTYPES = ("float32", "float64", "float16", "int8", "uint8", "int16", "int32", "int64")
@@ -65,7 +71,14 @@ def pack_panels(w, width: int, scale=None) -> Optional[object]:
             src = rows.detach().numpy()
             dst = blocks.numpy()
             col = None if scale is None else scale.detach().cpu().double().numpy()
-            for lo, hi, at in ((0, full * width, slice(0, full)), (full * width, n, slice(full, full + 1))):
+            done = 0                  # rows packed by the kernel (pack_kernel.py: a large weight's full panels)
+            if scale is None and w.dim() == 2 and pack_kernel.usable(w, width):
+                kernel = pack_kernel.transposer(width, str(w.dtype).removeprefix("torch."))
+                if kernel is not None:
+                    kernel(rows[:full * width], blocks[:full])
+                    done = full * width
+            pieces = ((done, full * width, slice(done // width, full)), (full * width, n, slice(full, full + 1)))
+            for lo, hi, at in pieces:
                 if hi == lo:
                     continue
                 view = dst[at, :, :hi - lo]

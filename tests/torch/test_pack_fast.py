@@ -82,3 +82,36 @@ def test_conv_blocks_same_as_general_path(oc, dtype, folded):
     assert got.shape == (prepack.panels(oc, 8), 3, 3, 2, 8) and got.is_contiguous() and got.dtype == dtype
     assert torch.equal(got, general_conv(w, 8, *bn)), "bit for bit (the fold rounded once)"
     assert (pack_panels(w, 8) is not None) == (dtype != torch.bfloat16), "numpy's dtypes take the fast path"
+
+
+def test_large_weights_full_panels_by_the_kernel(tmp_path, monkeypatch):
+    """pack_kernel.py's transposer packs a large weight's full panels (the kernel cache on):
+    the same tensor as the general path, the tail panel by numpy; weights it does not take
+    (K not a multiple of 8, a width not one of 8, float64, the kernel cache off) are packed
+    as before."""
+    from schedlang import disk
+    from schedlang.torch import pack_kernel
+    monkeypatch.setenv(disk.ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(disk.CODE_CACHE_ENV, "1")
+    monkeypatch.setattr(pack_kernel, "MIN_ELEMENTS", 0)
+    calls = []
+    real = pack_kernel.transposer
+
+    def transposer(width, dtype):
+        module = real(width, dtype)
+        calls.append((width, dtype, module is not None))
+        return module
+    monkeypatch.setattr(pack_kernel, "transposer", transposer)
+    torch.manual_seed(0)
+    w = torch.randn(40, 24)                  # two full panels of 16 and a tail of 8
+    assert torch.equal(pack_panels(w, 16), general(w, 16))
+    assert calls == [(16, "float32", True)]
+    state = {f"w{i}": torch.randn(16 * (i + 1) + i, 8 * (i + 2)) for i in range(4)}
+    got = PackCache({f"p{i}": PackSpec(f"w{i}", 16) for i in range(4)}).values(state)    # by a few threads
+    assert all(torch.equal(got[f"p{i}"], general(state[f"w{i}"], 16)) for i in range(4))
+    del calls[1:]
+    for w, width in ((torch.randn(40, 20), 16), (torch.randn(36, 24), 12), (torch.randn(40, 24).double(), 16)):
+        assert torch.equal(pack_panels(w, width), general(w, width))
+    assert len(calls) == 1, "not taken: numpy's copy"
+    monkeypatch.setenv(disk.CODE_CACHE_ENV, "0")
+    assert pack_kernel.transposer(16, "float32") is None, "no kernel built without the kernel cache"
