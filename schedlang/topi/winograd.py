@@ -28,6 +28,7 @@ import numpy as np
 
 import schedlang as sl
 from ..expr.extent import ceil_div
+from .cpu import native_lanes
 
 POINTS = (Fraction(0), Fraction(1), Fraction(-1), Fraction(2), Fraction(-2), Fraction(1, 2), Fraction(-1, 2))
 TAPS = 3
@@ -238,7 +239,6 @@ def _tagged(t, tag: str) -> list:
 def schedule_conv2d_winograd(s, out, target="llvm", mr: int = 6, lanes: int = 0):
     """The CPU schedule of a conv2d_winograd_nchwc output: schedule_input_transform,
     schedule_bgemm, schedule_inverse."""
-    from .cpu import native_lanes
     _, _, V, M, Y = stages(out)
     schedule_input_transform(s, V, lanes or native_lanes(target, "float32"))
     schedule_bgemm(s, M, mr)

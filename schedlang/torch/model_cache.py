@@ -36,6 +36,7 @@ from schedlang import build_cache, errors, kernel_cache
 from schedlang.disk import write_entry
 
 from .lower import LoweredProgram, Part, TorchStep
+from .ops import conv_winograd
 from .prepack import PackSpec
 from .torch_ir import Ref, TorchGraph
 
@@ -130,7 +131,6 @@ def key_text(graph: TorchGraph, target, log: Optional[str]) -> Optional[str]:
                 log_hash = hashlib.sha256(f.read()).hexdigest()
         except OSError:
             return None                   # the build will say what is wrong with it
-    from .ops import conv_winograd
     # A switch that changes what the lowerings make of the graph is in the key: a process that
     # turns Winograd off (conv_layer_ab.py's A/B, tests of the direct kernels) must not be
     # served a plan built with it.
