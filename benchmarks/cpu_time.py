@@ -1,8 +1,11 @@
 """A whole model's CPU time per call at one thread: schedlang beside ONNX Runtime and Inductor
 in one process, timed in interleaved rounds with the process's CPU clock, and optionally
-schedlang's kernels one by one (--kernels) and ONNX Runtime's per-node profile (--ort-nodes).
+schedlang's kernels one by one (--kernels) and ONNX Runtime's per-node profile (--ort-nodes);
+with --log LOG also schedlang compiled from a tuning log (benchmarks/tune_whole.py's), its
+output checked against eager torch first.
 
     OMP_NUM_THREADS=1 taskset -c 1 python benchmarks/cpu_time.py --model mobilenet_v2 --kernels
+    OMP_NUM_THREADS=1 python benchmarks/cpu_time.py --model bert --log /work/bench/tunelogs/tune-bert.jsonl
 
 On a machine shared with other processes, wall-clock latency measures the neighbours; the CPU
 time a single-threaded call consumes (time.process_time) does not (up to cache and frequency
@@ -31,11 +34,11 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 
-def cpu_time_call(*fns, rounds: int = 7, min_s: float = 0.1, best: bool = False):
+def cpu_time_call(*fns, rounds: int = 7, min_s: float = 0.1, best: bool = False, samples: bool = False):
     """Median (best: least) CPU seconds per call of each fn (time.process_time), in interleaved
     rounds, each round timing every fn over enough calls to take min_s of CPU time; one warm-up
     call each. The least is the round the neighbours disturbed least (their cache traffic
-    slows a call's CPU time too)."""
+    slows a call's CPU time too). samples: each fn's list of per-round times instead."""
     clock = time.process_time
     for fn in fns:
         fn()
@@ -52,7 +55,19 @@ def cpu_time_call(*fns, rounds: int = 7, min_s: float = 0.1, best: bool = False)
             for _ in range(n):
                 fn()
             out.append((clock() - start) / n)
+    if samples:
+        return times
     return [min(t) if best else sorted(t)[len(t) // 2] for t in times]
+
+
+def ratios(t) -> None:
+    """schedlang's (and tuned's) time over each other contender's, and tuned over untuned."""
+    for mine in ("schedlang", "tuned"):
+        if mine in t:
+            print(f"  {mine}: " + "   ".join(f"/ {n} {t[mine] / t[n]:.3f}" for n in ("onnxruntime", "inductor", "eager")
+                                            if n in t))
+    if "tuned" in t:
+        print(f"  tuned / untuned {t['tuned'] / t['schedlang']:.3f}")
 
 
 def ort_session(model, inputs, profile_prefix=None):
@@ -160,6 +175,7 @@ def main(argv=None) -> None:
     ap.add_argument("--ort-nodes", action="store_true", help="ONNX Runtime's per-node profile")
     ap.add_argument("--no-inductor", action="store_true")
     ap.add_argument("--no-ort", action="store_true")
+    ap.add_argument("--log", help="also schedlang compiled from this tuning log ('tuned')")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     import schedlang.torch as slt
@@ -174,6 +190,16 @@ def main(argv=None) -> None:
             warnings.simplefilter("ignore")
             compiled = slt.compile(model, inputs, target=target)
         names.append("schedlang"); fns.append(lambda: compiled(*inputs))
+        if args.log:
+            if not os.path.isfile(args.log):
+                raise SystemExit(f"cpu_time: no tuning log {args.log}")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tuned = slt.compile(model, inputs, target=target, log=args.log)
+            want = model(*inputs)
+            for name, c in (("schedlang", compiled), ("tuned", tuned)):     # a wrong record fails here
+                torch.testing.assert_close(c(*inputs), want, rtol=1e-3, atol=1e-3, msg=lambda m, n=name: f"{n}: {m}")
+            names.append("tuned"); fns.append(lambda: tuned(*inputs))
         if not args.no_ort:
             _, f = ort_session(model, inputs)
             names.append("onnxruntime"); fns.append(f)
@@ -184,11 +210,13 @@ def main(argv=None) -> None:
             ind(*inputs)
             names.append("inductor"); fns.append(lambda: ind(*inputs))
         names.append("eager"); fns.append(lambda: model(*inputs))
-        times = cpu_time_call(*fns, rounds=args.rounds)
-        print(f"# {args.model} ({args.size}), 1 thread, CPU ms per call (time.process_time, median of "
+        rounds = cpu_time_call(*fns, rounds=args.rounds, samples=True)
+        times = [sorted(t)[len(t) // 2] for t in rounds]
+        print(f"# {args.model} ({args.size}), 1 thread, CPU ms per call (time.process_time, median and least of "
               f"{args.rounds} interleaved rounds); load avg {os.getloadavg()[0]:.1f}")
-        for n, t in zip(names, times):
-            print(f"  {n:12s} {t * 1e3:8.2f}")
+        for n, t, r in zip(names, times, rounds):
+            print(f"  {n:12s} {t * 1e3:8.2f}  (least {min(r) * 1e3:.2f})")
+        ratios(dict(zip(names, times)))
         if args.kernels:
             ks = schedlang_kernels(compiled, target)
             uniq = {}

@@ -273,8 +273,9 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
                  give_up: Optional[Tuple[int, float]] = GIVE_UP, **scheduler_options):
     """Tune the kernels of program for target with `trials` measurements in all (plus one of
     each task's default schedule and of its variants), appending to `log`; returns the TaskScheduler (its tasks'
-    weights, trials, best latencies and round order) with `.tasks` (the KernelTasks) and
-    `.default_s` (each task's default schedule's latency). strategy: "gradient" or "round-robin";
+    weights, trials, best latencies -- a tuned task's: its chosen record's -- and round order)
+    with `.tasks` (the KernelTasks) and `.default_s` (each task's default schedule's latency; a
+    tuned task's as its final comparison timed it). strategy: "gradient" or "round-robin";
     timeout: seconds from the call (the defaults and variants measured included) after which no
     new search round starts; per_round: measurements per round; number, repeat: timed runs per
     measurement; policy: the search's SearchPolicy; final: the fastest few of each tuned task
@@ -341,7 +342,7 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
         for i, kt in enumerate(tasks):
             if tuned[i] and final:
                 final_comparison(kt.task, log, measurer, final, with_default=True)
-        _check_best(tasks, log, measurer, sched, tuned)
+        _check_best(tasks, log, measurer, sched, tuned, searches.default_s)
         if verbose:
             est = sched.known_estimate()
             print(f"tune: done, {sum(sched.trials)} trials in {time.monotonic() - start:.0f} s; model estimate "
@@ -356,22 +357,35 @@ def _ms(t: Optional[float]) -> str:
     return "-" if t is None else f"{t * 1e3:.4g} ms"
 
 
-def _check_best(tasks: List[KernelTask], log: str, measurer, sched, tuned: List[bool]) -> None:
+def _check_best(tasks: List[KernelTask], log: str, measurer, sched, tuned: List[bool],
+                default_s: List[Optional[float]]) -> None:
     """Each tuned task's best record checked against the reference evaluator (auto_schedule
-    with no trials: a wrong one is marked failed in the log and the next is checked)."""
+    with no trials: a wrong one is marked failed in the log and the next is checked); then its
+    best latency is the time of the record a compile takes (records.ranked: the final side-by-
+    side comparison's winner), not the least time any record read, and its default's latency
+    the default's time in that same comparison, so the estimate and the speedups are those of
+    what is built, timed together (a first time read in a quiet spell is no gain)."""
     from ..autoschedule import auto_schedule
     from ..autoschedule import records
     for i, kt in enumerate(tasks):
         if tuned[i]:
             auto_schedule(kt.task, trials=0, log=log, executor=measurer.executor, verbose=0, final=0)
-            sched.best[i] = _best_s(records.load(log, kt.workload_key, str(kt.task.target))) or sched.best[i]
-
+            ranked = records.ranked(records.load(log, kt.workload_key, str(kt.task.target)))
+            if ranked:
+                sched.best[i] = ranked[0]["median_s"]
+                final = ranked[0].get("final")
+                default = [r for r in ranked if r.get("sketch") == "default" and final is not None
+                           and r.get("final") == final]
+                if default:
+                    default_s[i] = default[0]["median_s"]
 
 
 def task_table(sched) -> str:
     """The per-task table of a tuning run (tune_program's result): id, kernel kind and name,
-    weight, trials, best latency, weight x best, and speedup over the default schedule; then
-    the model's estimated latency (sum of weight x best) tuned and with default schedules."""
+    weight, trials, best latency (a tuned task's: the record a compile takes, as the final
+    comparison timed it), weight x best, and speedup over the default schedule (timed in that
+    same comparison); then the model's estimated latency (sum of weight x best) tuned and with
+    default schedules."""
     rows = [("id", "kernel", "weight", "trials", "best ms", "weighted ms", "vs default")]
     for i, kt in enumerate(sched.tasks):
         best, default = sched.best[i], sched.default_s[i]

@@ -10,7 +10,7 @@ from schedlang.autoschedule import records
 from schedlang.autoschedule.search import SearchPolicy
 from schedlang.torch.schedules import default_schedule, tuned_schedule
 from schedlang.torch.kernel_tasks import group_program, kind_of, rename_steps
-from schedlang.torch.tune import canonical_program, extract_tasks
+from schedlang.torch.tune import canonical_program, extract_tasks, task_table
 
 from .modules import ReluMLP
 
@@ -227,6 +227,50 @@ def test_a_search_far_behind_the_default_is_retired(tmp_path, monkeypatch):
             assert sum(sched.trials) == 60 and min(sched.trials) > 8 and not sched.dead
     with pytest.raises(ValueError, match="give_up"):
         st.compile(model, (x,), tune=4, log=str(tmp_path / "bad.jsonl"), give_up=(8, 0.5), **QUICK)
+
+
+def test_the_estimate_is_what_the_final_comparison_chose(tmp_path, monkeypatch):
+    """A searched candidate first timed faster than the default (0.5 vs 1 ms: a quiet spell)
+    that loses the final side-by-side comparison (2 vs 1 ms) is not built: the task's best
+    latency, the model estimate and the speedup over the default are the chosen default's
+    (1 ms, 1.00x), not the least time any record read."""
+    import os
+    from schedlang.autoschedule import api
+    phase, defaults = ["defaults"], []
+    compare = api.final_comparison
+
+    def final_comparison(*args, **kwargs):
+        phase[0] = "final"
+        return compare(*args, **kwargs)
+    monkeypatch.setattr(api, "final_comparison", final_comparison)
+
+    def worker(program_json, steps_json, target, number, repeat):
+        steps = json.loads(steps_json)
+        if phase[0] == "defaults":
+            defaults.append(steps)
+        if phase[0] == "final":
+            t = 1e-3 if steps in defaults else 2e-3
+        else:
+            t = 1e-3 if steps in defaults else 0.5e-3
+        return {"times": [t] * 3, "build_s": 0.0, "load": list(os.getloadavg())}
+    from schedlang.torch import tune
+    measure = tune.KernelSearches.measure_defaults
+
+    def defaults_then_search(self):
+        measure(self)
+        phase[0] = "search"
+    monkeypatch.setattr(tune.KernelSearches, "measure_defaults", defaults_then_search)
+    model, x = TwoKernelMLP().eval(), torch.randn(4, 16)
+    log = str(tmp_path / "final.jsonl")
+    with cf.ThreadPoolExecutor(1) as ex:
+        sched = st.compile(model, (x,), tune=8, log=log, seed=0, executor=ex, per_round=4, worker_fn=worker,
+                           strategy="round-robin", **dict(QUICK, final=2)).tuning
+    assert all(n > 0 for n in sched.trials)
+    assert any(r["median_s"] == 0.5e-3 for r in records.load(log))       # the search's first times
+    assert sched.best == [1e-3] * len(sched.tasks) and sched.default_s == [1e-3] * len(sched.tasks)
+    assert sched.known_estimate() == pytest.approx(1e-3 * sum(sched.weights))
+    table = task_table(sched)
+    assert "1.00x" in table and "2.00x" not in table
 
 
 def test_tune_needs_a_log():
