@@ -20,11 +20,12 @@ A round, as Ansor's evolutionary search:
    Once it is trained, one pick a round is the best scored child of the fastest candidate
    of a sketch behind the leading one (those sketches in turn): the elites' children all
    come from the leading sketch, which a lucky first draw of a slower sketch can lead.
-Measurements go into the log and train the model for the next round.
 4. the round's candidates measured within RETIME_WITHIN of the best so far are measured once
    more (a run; the worker keeps the module it built, measure.py) and count at the faster of
-   their two times, in the elites and the model's data (the log keeps the first): on a loaded machine one call's time reads up to
-   1.6x a later call's, and a fast candidate read slow is ranked low with all it resembles.
+   their two times, in the elites and the model's data (the log keeps the first): on a loaded
+   machine one call's time reads up to 1.6x a later call's, and a fast candidate read slow is
+   ranked low with all it resembles.
+Measurements go into the log and train the model for the next round.
 """
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ class Evolver:
         self.seen_hashes: Set[str] = set()       # kernel hashes measured (or in the log)
         self.seen_steps: Set[str] = set()        # step keys measured (or in the log)
         self.measured: List[tuple] = []          # (median seconds, Candidate) of successes with decisions
-        self.retimed: Set[str] = set()           # step keys of the candidates timed a second time
+        self.retimed: Set[str] = set()           # step keys of the candidates timed again (or estimated: never)
         self._rows: Dict[str, int] = {}          # step key -> its row in the model's data
         self.tried_sketches: Set[str] = set()    # names of the sketches measured (or in the log), failures too
         self.cache: Dict[str, Optional[Candidate]] = {}     # step key -> candidate (None: pruned)
@@ -442,6 +443,8 @@ def run_search(task: SearchTask, trials: int, log: str, measurer: Measurer, seed
             measured.append(cand)
             times.append(res.median if res.error is None else None)
             profiles.append(res.extra.get("profile"))
+            if res.extra.get("estimated"):      # a model's figure (cuda without a GPU): no noise to time away
+                evolver.retimed.add(cand.key)
             done += 1
             if on_record is not None:
                 on_record(rec)

@@ -71,17 +71,19 @@ def test_one_mutation_turns_an_8x1_gemm_block_into_the_hand_4x2():
 
 class Noisy:
     """A measure function (called in this process) over workers.register_tile_cost: the first
-    call of a candidate whose steps hash odd reads `slow` times its cost, later calls read the
-    cost; counts the calls per candidate."""
+    call of some candidates reads `slow` times its cost, later calls read the cost; counts the
+    calls per candidate. Which: those whose steps hash odd, or with fastest=True those of the
+    fastest class (cost 1 ms, the hand 4 x 16 block), as seed 3's 4 x 16 readings."""
 
-    def __init__(self, slow=1.45):
-        self.slow, self.calls, self.lock = slow, {}, threading.Lock()
+    def __init__(self, slow=1.45, fastest=False):
+        self.slow, self.fastest, self.calls, self.lock = slow, fastest, {}, threading.Lock()
 
     def __call__(self, program_json, steps_json, target, number, repeat):
         out = workers.register_tile(program_json, steps_json, target, number, repeat)
         with self.lock:
             n = self.calls[steps_json] = self.calls.get(steps_json, 0) + 1
-        if n == 1 and zlib.crc32(steps_json.encode()) % 2:
+        hit = out["times"][0] <= 1e-3 * (1 + 1e-9) if self.fastest else zlib.crc32(steps_json.encode()) % 2
+        if n == 1 and hit:
             out["times"] = [t * self.slow for t in out["times"]]
         return out
 
@@ -116,12 +118,26 @@ def test_candidates_near_the_best_are_timed_again_at_their_faster_time(tmp_path)
             assert t > RETIME_WITHIN * best * (1 - 1e-9) or t == pytest.approx(true)
 
 
-@pytest.mark.slow       # eight 24-trial searches on the formula (about a minute)
-@pytest.mark.parametrize("seed", range(8))
-def test_a_noisy_first_reading_does_not_hide_the_best_block(seed, tmp_path):
-    """On the register-tile formula (hand 4 x 16 block: 1 ms, 8 x 8: 1.125 ms) with half the
-    candidates read 1.45x slow at their first call, the search's fastest candidate (after the
-    second timings) truly runs within 0.9x of the hand block in 24 trials, for seeds 0-7."""
-    task, ev = _noisy_search(str(tmp_path / "log.jsonl"), seed, 24, Noisy())
+@pytest.mark.slow       # four 24-trial searches on the formula
+@pytest.mark.parametrize("seed", range(4))
+def test_a_slow_first_reading_of_the_best_blocks_does_not_hide_them(seed, tmp_path):
+    """On the register-tile formula (hand 4 x 16 block: 1 ms, 8 x 8: 1.125 ms, 0.89x) with every
+    1 ms candidate read 1.45x slow at its first call, the search's fastest candidate (after the
+    second timings) truly runs within 0.9x of the hand block in 24 trials, seeds 0-3 (as without
+    noise, test_register_blocks). Timed once, seed 2 picks an 8 x 8 block (0.89x); seeds 0, 1 and
+    3 pick a 1 ms block read at 1.45 ms, the best reading of their 24."""
+    task, ev = _noisy_search(str(tmp_path / "log.jsonl"), seed, 24, Noisy(fastest=True))
     _, best = min(ev.measured, key=lambda tc: tc[0])
     assert 1e-3 / workers.register_tile_cost(task, task.schedule().apply_json(best.steps_json)) >= 0.9
+
+
+def test_a_worker_times_a_module_it_built_last_without_building_it_again():
+    """The second timing of a candidate costs runs, not a build (the worker's RECENT_MODULES)."""
+    from schedlang.autoschedule import measure
+    task = SearchTask.from_outputs([programs.gemm(16, 16, 16)[-1]], target="llvm")   # built and run here
+    steps = task.schedule().to_json()
+    first = measure.run_candidate(task.program_json, steps, str(task.target), 1, 1)
+    built = dict(measure._recent)
+    again = measure.run_candidate(task.program_json, steps, str(task.target), 1, 1)
+    assert first["times"] and again["times"] and measure._recent.keys() == built.keys()
+    assert all(measure._recent[k] is built[k] for k in built)
