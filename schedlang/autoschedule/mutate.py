@@ -23,7 +23,7 @@ from .sample import decision_stage
 
 TILE_P = 0.6            # how often a mutation changes tile sizes (when there are any)
 NON_DIVISIBLE_P = 0.2   # how often a tile mutation draws a size that need not divide
-BLOCK_P = 0.25          # how often a tile mutation reshapes a register block (where a stage has two tiled loops)
+BLOCK_P = 0.25          # how often a tile mutation reshapes a register block, on a tight register file (search.py)
 
 
 def is_tile_key(key: str) -> bool:
@@ -92,16 +92,16 @@ def mutate_block(a: List[int], b: List[int], rng: random.Random) -> Tuple[List[i
     return a, b
 
 
-def mutate(decisions: Dict[str, Any], rng: random.Random) -> Dict[str, Any]:
-    """A child of one parent: one decision changed (tile sizes, or two loops' register block
-    tiles) or dropped (redrawn on replay)."""
+def mutate(decisions: Dict[str, Any], rng: random.Random, block_p: float = 0.0) -> Dict[str, Any]:
+    """A child of one parent: one decision changed (tile sizes, or with probability block_p of a
+    tile mutation two loops' register block tiles) or dropped (redrawn on replay)."""
     child = dict(decisions)
     keys = sorted(child)
     tiles = [k for k in keys if is_tile_key(k)]
     others = [k for k in keys if not is_tile_key(k)]
     if tiles and (not others or rng.random() < TILE_P):
         pairs = block_pairs(child)
-        if pairs and rng.random() < BLOCK_P:
+        if block_p and pairs and rng.random() < block_p:
             a, b = rng.choice(pairs)
             child[a], child[b] = mutate_block(child[a], child[b], rng)
             return child

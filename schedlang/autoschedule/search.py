@@ -47,7 +47,8 @@ from .cost_model import CostModel
 from .features import candidate_features, tile_ir, with_profile
 from .gpu_estimate import profile_summary
 from .measure import Measurer
-from .mutate import crossover, mutate
+from .mutate import BLOCK_P, crossover, mutate
+from .register_tile import tight
 from .sample import sample
 from .sketch import Sketch, generate_sketches
 from .task import SearchTask
@@ -134,6 +135,7 @@ class Evolver:
         self.pruned = 0                          # children rejected by a ScheduleError / LoweringError
         self._draws = 0
         self._turn = 0                           # which sketch behind the leader's has its pick next
+        self.block_p = _block_p(task)
 
     # ---- making candidates ---------------------------------------------------------------
 
@@ -188,7 +190,7 @@ class Evolver:
                 parents = (a, _pick_tournament(mates, self.rng))
                 decisions = crossover(a.decisions, parents[1].decisions, self.rng)
             else:
-                decisions = mutate(a.decisions, self.rng)
+                decisions = mutate(a.decisions, self.rng, self.block_p)
             child = self.make(a.sketch, decisions)
             if child is not None:
                 if all(child.key != q.key for q in parents):
@@ -391,6 +393,16 @@ def _summary(profile) -> Optional[Dict[str, float]]:
         return profile_summary(profile)
     except (KeyError, TypeError, ValueError):     # a hand-edited or older record
         return None
+
+
+def _block_p(task: SearchTask) -> float:
+    """mutate.BLOCK_P where the target's register file is tight for the task's float type
+    (register_tile.tight: AVX2, whose blocks must move two sizes together), else 0: AVX-512's
+    per-axis register blocks keep the search they had (and its random draws)."""
+    if task.target.kind != "llvm":
+        return 0.0
+    bits = max(t.dtype_obj.bits for t in task.outputs)
+    return BLOCK_P if tight(task.target, bits) else 0.0
 
 
 def _same_score(a: Candidate, b: Candidate) -> bool:

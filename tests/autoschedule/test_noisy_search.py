@@ -13,7 +13,7 @@ import pytest
 
 from schedlang.autoschedule import records
 from schedlang.autoschedule.measure import Measurer
-from schedlang.autoschedule.mutate import block_pairs, mutate, mutate_block
+from schedlang.autoschedule.mutate import BLOCK_P, block_pairs, mutate, mutate_block
 from schedlang.autoschedule.sample import sample
 from schedlang.autoschedule.search import RETIME_WITHIN, Evolver, SearchPolicy, run_search
 from schedlang.autoschedule.sketch import generate_sketches
@@ -60,11 +60,14 @@ def test_one_mutation_turns_an_8x1_gemm_block_into_the_hand_4x2():
     rng = random.Random(1)
     blocks = set()
     for _ in range(64):
-        child = mutate(parent, rng)
+        child = mutate(parent, rng, BLOCK_P)
         if child.get("C|tile|i") != parent["C|tile|i"] and child.get("C|tile|j") != parent["C|tile|j"]:
             _, made = sample(task, sketch, rng, child)
             blocks.add((made["C|tile|i"][-1], made["C|tile|j"][-1]))
     assert (4, 16) in blocks, blocks
+    assert Evolver(task, random.Random(0)).block_p == BLOCK_P          # AVX2: on
+    assert Evolver(SearchTask.from_outputs([programs.gemm(16, 16, 16)[-1]], target="llvm -mcpu=znver4"),
+                   random.Random(0)).block_p == 0                      # AVX-512: its search as before
 
 
 # ---- timing the leaders again ------------------------------------------------------------
