@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import random
 import warnings
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -90,6 +90,15 @@ class CostModel:
     def update(self, xs: Sequence[np.ndarray], times: Sequence[Optional[float]]) -> None:
         self.xs.extend(np.asarray(x, dtype=np.float64) for x in xs)
         self.times.extend(times)
+        self.fit()
+
+    def revise(self, rows: Dict[int, float]) -> None:
+        """Replace the times of rows (their index in the order update() added them) and refit
+        (a candidate timed again counts at its faster time)."""
+        if not rows:
+            return
+        for i, t in rows.items():
+            self.times[i] = t
         self.fit()
 
     def fit(self) -> None:

@@ -10,6 +10,7 @@ import concurrent.futures as cf
 import os
 import statistics
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
@@ -58,13 +59,32 @@ def run_candidate(program_json: str, steps_json: str, target: str, number: int, 
     return get_backend(task.target.kind).measure_candidate(task, s, arrays, number, repeat)
 
 
+# The modules this worker built last, so that the search's second measurement of a candidate
+# (search.RETIME_WITHIN, the round just measured) costs runs, not a build; its inputs are fresh
+# arrays all the same.
+RECENT_MODULES = 8
+_recent: "OrderedDict[tuple, Any]" = OrderedDict()
+
+
+def _build_recent(task, s):
+    """The module of schedule s of the task: one of the RECENT_MODULES built last, else built."""
+    key = (task.program_json, s.to_json(), task.target)
+    mod = _recent.pop(key, None)
+    if mod is None:
+        mod = build(s, task.args, target=task.target, cache=False)
+    _recent[key] = mod
+    while len(_recent) > RECENT_MODULES:
+        _recent.popitem(last=False)
+    return mod
+
+
 def time_on_cpu(task, s, arrays: List[np.ndarray], number: int, repeat: int) -> dict:
     """Build schedule s of the task and time it on arrays (CPU time where the target runs one
     thread, else wall time): a warm-up call and one timed call,
     then `repeat` timings of up to `number` calls each (fewer when a call is long, see ROUND_S;
     none when it is slower than SLOW_CALL_S)."""
     start = time.perf_counter()
-    mod = build(s, task.args, target=task.target, cache=False)
+    mod = _build_recent(task, s)
     build_s = time.perf_counter() - start
     phase("run")
     load = os.getloadavg()
