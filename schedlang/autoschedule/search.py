@@ -399,7 +399,7 @@ def _block_p(task: SearchTask) -> float:
     """mutate.BLOCK_P where the target's register file is tight for the task's float type
     (register_tile.tight: AVX2, whose blocks must move two sizes together), else 0: AVX-512's
     per-axis register blocks keep the search they had (and its random draws)."""
-    if task.target.kind != "llvm":
+    if not get_backend(task.target.kind).moves_register_blocks:
         return 0.0
     bits = max(t.dtype_obj.bits for t in task.outputs)
     return BLOCK_P if tight(task.target, bits) else 0.0

@@ -101,6 +101,10 @@ class Backend:
     """The torch frontend lays a Linear's constant weight out in panels (torch/prepack.py) that
     this target's default matmul schedule reads."""
 
+    moves_register_blocks: bool = False
+    """The auto-scheduler's search may move a factor between two loops' register block tiles
+    (autoschedule/mutate.py) where the target's register file is tight for the float type."""
+
     emulation_engines: Tuple[str, ...] = ()
     """The engines module.emulate(..., engine=) offers to run the kernels on the CPU instead of
     the device (empty: the module runs on the CPU anyway, and has no emulate)."""

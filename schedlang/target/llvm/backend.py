@@ -99,6 +99,7 @@ class LLVMBackend(HostCPUBackend):
     # ---- for the torch frontend and the CLI (the auto-scheduler's: HostCPUBackend's) ----------
 
     prepacks_weights = True
+    moves_register_blocks = True
     source_title = "LLVM IR"
 
 
