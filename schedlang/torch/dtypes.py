@@ -1,6 +1,8 @@
 """Torch dtypes <-> schedlang dtype strings."""
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 
 _TO_SL = {
@@ -19,6 +21,11 @@ def to_sl(dtype: torch.dtype) -> str:
     except KeyError:
         raise TypeError(f"torch dtype {dtype} is not supported by schedlang "
                         f"(supported: {', '.join(str(d) for d in _TO_SL)})") from None
+
+
+def name_of(dtype: torch.dtype) -> Optional[str]:
+    """The schedlang dtype string of a torch dtype, or None for one we do not support."""
+    return _TO_SL.get(dtype)
 
 
 def to_torch(dtype) -> torch.dtype:

@@ -30,6 +30,15 @@ from ..topi.winograd import TAGS as WINOGRAD_TAGS
 from .attention_schedule import claim_attention, is_attention
 from .pad_fusion import CONV_PAD_TAG, CONV_TAG, pad_source, reads_conv
 
+# Stages that are kernels of their own: never inlined into a reader, never computed inside
+# another kernel (a padded input copy, pad_fusion.py; Winograd's stages, winograd_schedules.py).
+OWN_KERNEL_TAGS = frozenset((CONV_PAD_TAG,) + WINOGRAD_TAGS)
+
+
+def own_kernel(st) -> bool:
+    """Whether stage st is a kernel of its own (its op's tag is one of OWN_KERNEL_TAGS)."""
+    return getattr(st.op, "tag", "") in OWN_KERNEL_TAGS
+
 
 @dataclass
 class Group:
@@ -128,8 +137,8 @@ def fuse(s) -> List[Group]:
     anchor_of: Dict[object, object] = {st: st for st in live}
     prefix: Dict[object, int] = {}
     for st in reversed(live):          # consumers first, so their own attachment is known
-        if st.is_output or not isinstance(st.op.body, Reduce) or getattr(st.op, "tag", "") in WINOGRAD_TAGS:
-            continue                   # (a Winograd bgemm: a kernel of its own, winograd_schedules.py)
+        if st.is_output or not isinstance(st.op.body, Reduce) or own_kernel(st):
+            continue
         found = _anchor_for(readers, st, anchor_of, prefix)
         if found is not None:
             anchor_of[st], prefix[st] = found
@@ -171,8 +180,7 @@ def _merge_pads(groups: Dict[object, Group], readers) -> None:
 
 
 def _should_inline(st, feeds_matmul: bool) -> bool:
-    if is_attention(st) or not legal.can_inline(st) or st.op.num_outputs != 1 \
-            or getattr(st.op, "tag", "") in (CONV_PAD_TAG,) + WINOGRAD_TAGS:
+    if is_attention(st) or not legal.can_inline(st) or st.op.num_outputs != 1 or own_kernel(st):
         return False
     kind = classify(st.op)
     if kind == INDEX_MAP:

@@ -40,6 +40,7 @@ from __future__ import annotations
 from typing import Optional
 
 from . import pack_kernel
+from .dtypes import name_of
 
 # dtypes whose tensors numpy views without a copy (Tensor.numpy()); others pack in torch
 _NUMPY_DTYPES = ("float32", "float64", "float16", "int8", "uint8", "int16", "int32", "int64")
@@ -55,7 +56,7 @@ def pack_panels(w, width: int, scale=None) -> Optional[object]:
     import torch
     if w.device.type != "cpu" or w.dim() < 2 or not w.is_contiguous():
         return None
-    numpy_ok = str(w.dtype).removeprefix("torch.") in _NUMPY_DTYPES and not w.is_neg()
+    numpy_ok = name_of(w.dtype) in _NUMPY_DTYPES and not w.is_neg()
     if (w.dim() > 2 or scale is not None) and not numpy_ok:
         return None                   # torch's general path (a dtype numpy lacks)
     n, rest = w.shape[0], tuple(w.shape[1:])
@@ -73,7 +74,7 @@ def pack_panels(w, width: int, scale=None) -> Optional[object]:
             col = None if scale is None else scale.detach().cpu().double().numpy()
             done = 0                  # rows packed by the kernel (pack_kernel.py: a large weight's full panels)
             if scale is None and w.dim() == 2 and pack_kernel.usable(w, width):
-                kernel = pack_kernel.transposer(width, str(w.dtype).removeprefix("torch."))
+                kernel = pack_kernel.transposer(width, name_of(w.dtype))
                 if kernel is not None:
                     kernel(rows[:full * width], blocks[:full])
                     done = full * width
