@@ -38,8 +38,9 @@ def triple_and_layout(cpu: str, features: str) -> Tuple[str, str]:
 @lru_cache(maxsize=4)
 def pipeline_machine(cpu: str, features: str):
     """The target machine the O3 pipeline reads (its cost model and data layout), one per
-    CPU: a pass builder only borrows it, unlike an MCJIT engine. Making one took ~0.27 ms of
-    every build (loaded Zen 1), a model part's split modules each paying it."""
+    CPU: a pass builder only borrows it, unlike an MCJIT engine. A new one per module also
+    rebuilt its subtarget (the instruction-lowering tables): the tutorial GEMM's O3 stage took
+    ~1.8 ms more (loaded Zen 1), and a model part's split modules each paid it."""
     return target_machine(cpu, features)
 
 
