@@ -10,6 +10,8 @@ import re
 import pytest
 
 import schedlang as sl
+from schedlang.target.llvm import jit
+from schedlang.target.llvm.codegen import is_parallel_body
 from schedlang.topi import cpu, nn
 from tests import programs
 
@@ -47,3 +49,27 @@ def test_a_loop_the_schedule_left_scalar_is_vectorized_by_llvm():
     mod = sl.build(s, [A, B, C], cache=False)
     assert "x float>" not in mod.get_source("ll")       # our code is scalar
     assert _vector_fmas(mod) >= 1, "LLVM's loop vectorizer no longer vectorizes a plain column loop"
+
+
+def test_one_pipeline_machine_per_cpu_gives_the_optimised_ir_of_a_fresh_one():
+    """optimize() borrows one target machine per (cpu, features) (jit.pipeline_machine): the
+    same object for the same CPU, another for other features, and the optimised IR is the
+    one a new target machine gives."""
+    target = sl.Target.create("llvm")
+    name, features = target.cpu, target.features
+    assert jit.pipeline_machine(name, features) is jit.pipeline_machine(name, features)
+    other = ",".join(f for f in features.split(",") if f != "+fma") + ",-fma"
+    assert jit.pipeline_machine(name, other) is not jit.pipeline_machine(name, features)
+    A = sl.placeholder((64, 64), name="A")
+    B = sl.placeholder((64, 64), name="B")
+    C = nn.matmul_packed(A, B, 32)
+    s = cpu.schedule_matmul_packed(sl.create_schedule(C.op), C)
+    text = sl.build(s, [A, B, C], cache=False).get_source("ll")
+    kept = str(jit.optimize(text, name, features, is_parallel_body))
+    kept_machine = jit.pipeline_machine
+    try:
+        jit.pipeline_machine = jit.target_machine          # a new one for this call
+        fresh = str(jit.optimize(text, name, features, is_parallel_body))
+    finally:
+        jit.pipeline_machine = kept_machine
+    assert kept == fresh

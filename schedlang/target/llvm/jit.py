@@ -35,12 +35,21 @@ def triple_and_layout(cpu: str, features: str) -> Tuple[str, str]:
     return llvm.get_process_triple(), str(tm.target_data)
 
 
+@lru_cache(maxsize=4)
+def pipeline_machine(cpu: str, features: str):
+    """The target machine the O3 pipeline reads (its cost model and data layout), one per
+    CPU: a pass builder only borrows it, unlike an MCJIT engine. A new one per module also
+    rebuilt its subtarget (the instruction-lowering tables): the tutorial GEMM's O3 stage took
+    ~1.8 ms more (loaded Zen 1), and a model part's split modules each paid it."""
+    return target_machine(cpu, features)
+
+
 def optimize(text: str, cpu: str, features: str, out_of_line: Optional[Callable[[str], bool]] = None):
     """Stage "llvm.opt": parse and verify LLVM IR text, then run the O3 pipeline on it.
     Functions for which out_of_line(name) holds get `noinline` first (see keep_out_of_line).
     Returns the optimised llvmlite module (str() of it is the stage's text)."""
     with _llvm_lock:
-        tm = target_machine(cpu, features)
+        tm = pipeline_machine(cpu, features)
         mod = llvm.parse_assembly(text)
         mod.verify()
         if out_of_line is not None:
