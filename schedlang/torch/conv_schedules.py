@@ -26,6 +26,7 @@ threads a block.
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple, Optional, Tuple
 
 from ..expr.functor import uses_var, walk
@@ -215,7 +216,7 @@ def _conv_nchwc_cpu(s, group, target: Target, choice: Optional["NchwcChoice"] = 
     else:
         out.reorder(*tasks, wo, *tile, *hi, ci, wi, lane)
     _register_tile(out, caches, tasks, wo, ci, vecs, wt, rt, None if pointwise is None else pointwise[1],
-                   channels_outside, choice.plane, choice.blocks_outer)
+                   channels_outside, choice.plane, choice.blocks_outer, choice.row_chunk)
     out.unroll(wi)
     for h in hi:
         out.unroll(h)
@@ -234,6 +235,8 @@ class NchwcChoice(NamedTuple):
     plane: bool = False       # with channels_outside: a task a channel tile's whole plane, the input
                               # channel blocks outside its rows too (_short_odd_rows)
     blocks_outer: bool = False  # the tile's channel blocks outside its rows and columns (_short_odd_rows)
+    row_chunk: int = 1        # with channels_outside: input channel blocks a step outside the row's tiles
+                              # (_row_chunk: 1x1 convolutions whose weights outweigh their input)
 
 
 def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, width: int,
@@ -256,7 +259,38 @@ def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, w
     vecs, wt = nchwc_tile(target, blocks, cols, width, taps=outside)
     rt = row_tile(target, rows[-1] if rows else 1, vecs, wt) if row_tiles else 1
     pointwise = _pointwise_blocks(target, s, group, blocks // vecs) if rt == 1 else None
+    chunk = _row_chunk(target, s, group) if not outside else 1
+    if chunk > 1:
+        return NchwcChoice(vecs, wt, rt, None, outweighs, True, row_chunk=chunk)
     return NchwcChoice(vecs, wt, rt, pointwise, outweighs, outside)
+
+
+ROW_CHUNK = 16            # input channel blocks of a 1x1 reduction step outside a row's tiles (_row_chunk)
+ROW_CHUNK_MIN = 6 * ROW_CHUNK   # the fewest input channel blocks (all the kernel's reductions) chunked so
+
+
+def _row_chunk(target: Target, s, group) -> int:
+    """Input channel blocks of a reduction step outside a row's column tiles (channels_outside
+    with this chunk) for a kernel of 1x1 convolutions over blocked inputs, on a 16-register
+    target, whose weights outweigh their inputs and whose reductions span ROW_CHUNK_MIN blocks
+    or more together; 1 for other kernels. Without it each column tile runs the whole
+    reduction: its channel tile's weights (1024 input channels x 4 blocks of 8: 128 KB)
+    stream from L2 once per tile of 2 columns, 128 bytes per 8 FMAs. With ROW_CHUNK blocks
+    (128 channels: 16 KB of weights) a step, the chunk's weights stay in L1 while every tile
+    of the row reads them, the row's sums kept in a local row between chunks."""
+    from .schedules import static
+    if target.native_registers() >= 32 or _input_outweighs_weights(s, group):
+        return 1
+    extents = []
+    for conv in group.convs:
+        red = s[conv].op.reduce_axis
+        extent = static(red[0].dom.extent) if len(red) == 4 else None
+        if extent is None or any(static(t.dom.extent) != 1 for t in red[1:3]):
+            return 1           # not 1x1, or its input not blocked (rco, rh, rw, rci)
+        extents.append(extent)
+    if sum(extents) < ROW_CHUNK_MIN:
+        return 1
+    return _divisor(math.gcd(*extents), ROW_CHUNK)
 
 
 SHORT_ROW_TILE = (4, 3)   # AVX2 tile of a 3x3 over short odd rows: 4 channel blocks x 3 columns (_short_odd_rows)
@@ -417,7 +451,8 @@ def _local_sums(s, group, prepare=None) -> list:
 
 
 def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, chunks: Optional[list] = None,
-                   channels_outside: bool = False, plane: bool = False, blocks_outer: bool = False) -> None:
+                   channels_outside: bool = False, plane: bool = False, blocks_outer: bool = False,
+                   row_chunk: int = 1) -> None:
     """The register tile of the blocked kernels: each [n, blocks, *spatial, L] cache computed
     at the loop over a row's column tiles (wo), its reduction outermost, then the tile's rt
     rows, wt columns and vecs channel blocks (unrolled) and a vector of L channels; the tasks
@@ -436,7 +471,7 @@ def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, 
     if channels_outside:
         task = _fuse(out, tasks)
         tile_sums(caches, out, task, vecs, wt, rt, chunks, channels_outside=True, plane=plane,
-                  blocks_outer=blocks_outer)
+                  blocks_outer=blocks_outer, row_chunk=row_chunk)
     else:
         tile_sums(caches, out, wo, vecs, wt, rt, chunks)
         task = _fuse(out, tasks)
@@ -445,7 +480,8 @@ def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, 
 
 
 def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[list] = None,
-              channels_outside: bool = False, plane: bool = False, blocks_outer: bool = False) -> None:
+              channels_outside: bool = False, plane: bool = False, blocks_outer: bool = False,
+              row_chunk: int = 1) -> None:
     """Each local sum of caches (_local_sums) computed at loop wo of stage at as register tiles
     of rt rows, wt columns and vecs channel blocks (_register_tile says how); with
     channels_outside, wo is a loop over rows (a row of tiles a step) and the reduction's input
@@ -466,6 +502,9 @@ def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[
         tile = [bi, *hci, wci] if blocks_outer else [*hci, wci, bi]
         if channels_outside and plane:
             cache.reorder(cn, bo, reduce_axes[0], *rows, wco, *reduce_axes[1:], *tile, clane)
+        elif channels_outside and row_chunk > 1:
+            rko, rki = cache.split(reduce_axes[0], factor=row_chunk)
+            cache.reorder(cn, bo, *rows, rko, wco, rki, *reduce_axes[1:], *tile, clane)
         elif channels_outside:
             cache.reorder(cn, bo, *rows, reduce_axes[0], wco, *reduce_axes[1:], *tile, clane)
         elif chunks is None:
