@@ -187,7 +187,8 @@ def _conv_nchwc_cpu(s, group, target: Target, choice: Optional["NchwcChoice"] = 
     16-register targets a 1x1 convolution's tile is computed for a group of channel tiles
     at once, its reduction split in chunks outside them (_pointwise_blocks); a kernel of
     convolutions with taps (3x3) computes its tiles for a row of them at once, its input
-    channel blocks outside the row's column tiles (_input_channels_outside)."""
+    channel blocks outside the row's column tiles (_input_channels_outside), and so does a
+    1x1 whose weights outweigh its input, with chunks of input channel blocks (_row_chunk)."""
     from .schedules import static
     out = s[group.anchor]
     n, cb, *spatial, lane = out.op.axis
@@ -277,7 +278,11 @@ def _row_chunk(target: Target, s, group) -> int:
     reduction: its channel tile's weights (1024 input channels x 4 blocks of 8: 128 KB)
     stream from L2 once per tile of 2 columns, 128 bytes per 8 FMAs. With ROW_CHUNK blocks
     (128 channels: 16 KB of weights) a step, the chunk's weights stay in L1 while every tile
-    of the row reads them, the row's sums kept in a local row between chunks."""
+    of the row reads them, the row's sums kept in a local row between chunks. ResNet-50's 1x1
+    1024->256 at 14x14 ran 0.76-0.81x main's time, 1024->512 14x14 with a padded result
+    0.92-0.95x, the strided shortcut kernels 0.86x (14x14) and 0.90x (7x7), the whole model
+    0.96x; single 1x1s of 32 and 64 blocks (256->1024, 512->2048) 1.04x slower, hence
+    ROW_CHUNK_MIN (Zen 1, one thread, CPU time, loaded; benchmarks/results-conv1x1-zen1-avx2.txt)."""
     from .schedules import static
     if target.native_registers() >= 32 or _input_outweighs_weights(s, group):
         return 1
