@@ -267,24 +267,28 @@ def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, w
 
 
 ROW_CHUNK = 16            # input channel blocks of a 1x1 reduction step outside a row's tiles (_row_chunk)
-ROW_CHUNK_MIN = 6 * ROW_CHUNK   # the fewest input channel blocks (all the kernel's reductions) chunked so
+ROW_CHUNK_MIN = 2 * ROW_CHUNK   # the fewest input channel blocks (all the kernel's reductions) chunked so
+ROW_CHUNK_MIN_WEIGHTS = 6 * ROW_CHUNK   # ... where the kernel's weights outweigh its inputs
 
 
 def _row_chunk(target: Target, s, group) -> int:
     """Input channel blocks of a reduction step outside a row's column tiles (channels_outside
-    with this chunk) for a kernel of 1x1 convolutions over blocked inputs, on a 16-register
-    target, whose weights outweigh their inputs and whose reductions span ROW_CHUNK_MIN blocks
-    or more together; 1 for other kernels. Without it each column tile runs the whole
-    reduction: its channel tile's weights (1024 input channels x 4 blocks of 8: 128 KB)
-    stream from L2 once per tile of 2 columns, 128 bytes per 8 FMAs. With ROW_CHUNK blocks
-    (128 channels: 16 KB of weights) a step, the chunk's weights stay in L1 while every tile
-    of the row reads them, the row's sums kept in a local row between chunks. ResNet-50's 1x1
-    1024->256 at 14x14 ran 0.76-0.81x main's time, 1024->512 14x14 with a padded result
-    0.92-0.95x, the strided shortcut kernels 0.86x (14x14) and 0.90x (7x7), the whole model
-    0.96x; single 1x1s of 32 and 64 blocks (256->1024, 512->2048) 1.04x slower, hence
-    ROW_CHUNK_MIN (Zen 1, one thread, CPU time, loaded; benchmarks/results-conv1x1-zen1-avx2.txt)."""
+    with this chunk) for a kernel of 1x1 convolutions over blocked inputs on a 16-register
+    target whose reductions span ROW_CHUNK_MIN blocks or more together (ROW_CHUNK_MIN_WEIGHTS
+    where the weights outweigh the inputs); 1 for other kernels. Without it each column tile
+    runs the whole reduction: its channel tile's weights (1024 input channels x 4 blocks of
+    8: 128 KB) stream from L2 once per tile of 2 columns, 128 bytes per 8 FMAs (with
+    _pointwise_blocks' chunks, a group of channel tiles' weights per chunk). With ROW_CHUNK
+    blocks (128 channels: 16 KB of weights) a step, the chunk's weights stay in L1 while every
+    tile of the row reads them, the row's sums kept in a local row between chunks. ResNet-50's
+    1x1 1024->256 at 14x14 ran 0.76-0.81x main's time, 1024->512 14x14 with a padded result
+    0.92-0.95x, 512->128 at 28x28 0.80x, 512->256 28x28 padded 0.86x, 256->128 56x56 padded
+    0.88x, the strided shortcut kernels 0.86x (14x14), 0.90x (7x7), 0.96x (28x28); single 1x1s
+    of 32 and 64 blocks whose weights are the larger (256->1024 at 14x14, 512->2048 at 7x7: a
+    tile's whole reduction of weights, 32-64 KB, nearly fits L1) 1.04x slower, hence
+    ROW_CHUNK_MIN_WEIGHTS (Zen 1, one thread, CPU time, loaded; results-conv1x1-zen1-avx2.txt)."""
     from .schedules import static
-    if target.native_registers() >= 32 or _input_outweighs_weights(s, group):
+    if target.native_registers() >= 32:
         return 1
     extents = []
     for conv in group.convs:
@@ -293,7 +297,7 @@ def _row_chunk(target: Target, s, group) -> int:
         if extent is None or any(static(t.dom.extent) != 1 for t in red[1:3]):
             return 1           # not 1x1, or its input not blocked (rco, rh, rw, rci)
         extents.append(extent)
-    if sum(extents) < ROW_CHUNK_MIN:
+    if sum(extents) < (ROW_CHUNK_MIN if _input_outweighs_weights(s, group) else ROW_CHUNK_MIN_WEIGHTS):
         return 1
     return _divisor(math.gcd(*extents), ROW_CHUNK)
 

@@ -1,8 +1,9 @@
-"""AVX2 1x1 kernels whose weights outweigh their input compute a row of register tiles at
-once, the reduction in chunks of input channel blocks outside the row's column tiles
+"""AVX2 1x1 kernels of long reductions compute a row of register tiles at once, the
+reduction in chunks of input channel blocks outside the row's column tiles
 (conv_schedules._row_chunk, NchwcChoice.row_chunk): which kernels take it (the rule pinned
 on ResNet-50's shapes, AVX-512 unchanged) and numerics against eager torch for odd shapes,
-bounds-checked: a chunk that is not ROW_CHUNK, a fused strided shortcut, a padded result.
+bounds-checked: a chunk that is not ROW_CHUNK, a fused strided shortcut, a padded result,
+an input that outweighs the weights.
 One numerics case in the default suite; the others are slow (-m slow)."""
 from __future__ import annotations
 
@@ -73,17 +74,19 @@ def _capture(model, x):
 
 
 def test_resnet50_shapes_take_the_rule():
-    """ResNet-50's 1x1 1024 -> 256 at 14x14 (128 blocks) and its 7x7 strided shortcut kernel
-    (64 + 128 blocks) in chunks of ROW_CHUNK on AVX2; a 256 -> 1024 at 14x14 (its weights the
-    larger, 32 blocks) and a 1024 -> 16 (128 blocks, its input the larger) not; AVX-512 never."""
+    """On AVX2, in chunks of ROW_CHUNK: ResNet-50's 1x1 1024 -> 256 at 14x14 (128 blocks, its
+    weights the larger), a 1024 -> 128 (its input the larger) and the 7x7 strided shortcut
+    kernel (64 + 128 blocks); not a 256 -> 1024 at 14x14 (32 blocks, its weights the larger:
+    under ROW_CHUNK_MIN_WEIGHTS) nor a 128 -> 16 (16 blocks: under ROW_CHUNK_MIN); AVX-512 never."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 64, 1), nn.ReLU(), nn.Conv2d(64, 1024, 1), nn.ReLU(),
                           nn.Conv2d(1024, 256, 1), nn.ReLU(), nn.Conv2d(256, 1024, 1), nn.ReLU(),
-                          nn.Conv2d(1024, 16, 1), nn.ReLU(), Bottleneck(16, 1024, 512, 2048, 2)).eval()
+                          nn.Conv2d(1024, 128, 1), nn.ReLU(), nn.Conv2d(128, 16, 1), nn.ReLU(),
+                          Bottleneck(16, 1024, 512, 2048, 2)).eval()
     graph = _capture(model, torch.randn(1, 3, 14, 14))
     got = _chunks(graph, AVX2)
-    assert ([128], ROW_CHUNK) in got and ([64, 128], ROW_CHUNK) in got, got
-    assert ([32], 1) in got and ([128], 1) in got, got
+    assert got.count(([128], ROW_CHUNK)) == 3 and ([64, 128], ROW_CHUNK) in got, got
+    assert ([32], 1) in got and ([16], 1) in got, got
     assert all(chunk == 1 for _, chunk in _chunks(graph, AVX512))
 
 
@@ -93,6 +96,8 @@ def test_resnet50_shapes_take_the_rule():
     pytest.param((3, 64, 768, 48, 2), (5, 9), 8, marks=pytest.mark.slow),   # strided shortcut, rows of 5
     pytest.param((3, 16, 792, 32, 1, False, 3), (3, 7), 11,                 # 99 blocks: chunks of 11; a padded
                  marks=pytest.mark.slow),                                   # result, rows of 7: a column tail
+    pytest.param((3, 16, 264, 8, 1, False, 3), (5, 7), 11,                  # 33 blocks, the input the larger:
+                 marks=pytest.mark.slow),                                   # chunks of 11, one channel block
 ])
 def test_row_chunks_match_eager(args, hw, chunk):
     torch.manual_seed(0)
