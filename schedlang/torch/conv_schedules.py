@@ -375,7 +375,8 @@ def _pointwise_blocks(target: Target, s, group, tiles: int) -> Optional[Tuple[in
     _pointwise_tile, chunks only where the input outweighs the weights (56x56 and 28x28:
     1.07-1.15x) or the kernel sums two convolutions (a strided shortcut at 7x7: 1.1-1.2x);
     a single 1x1 whose weights are the larger (14x14, 7x7) ran 1.05-1.13x slower in chunks
-    (Zen 1, one thread, CPU time, loaded)."""
+    (Zen 1, one thread, CPU time, loaded). nchwc_choice gives the kernels of long reductions
+    _row_chunk's chunks outside a row of tiles instead (ResNet-50's from 256 input channels)."""
     from .schedules import static
     if target.native_registers() >= 32:
         return None
