@@ -26,6 +26,7 @@ threads a block.
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple, Optional, Tuple
 
 from ..expr.functor import uses_var, walk
@@ -186,7 +187,8 @@ def _conv_nchwc_cpu(s, group, target: Target, choice: Optional["NchwcChoice"] = 
     16-register targets a 1x1 convolution's tile is computed for a group of channel tiles
     at once, its reduction split in chunks outside them (_pointwise_blocks); a kernel of
     convolutions with taps (3x3) computes its tiles for a row of them at once, its input
-    channel blocks outside the row's column tiles (_input_channels_outside)."""
+    channel blocks outside the row's column tiles (_input_channels_outside), and so does a
+    1x1 whose weights outweigh its input, with chunks of input channel blocks (_row_chunk)."""
     from .schedules import static
     out = s[group.anchor]
     n, cb, *spatial, lane = out.op.axis
@@ -215,7 +217,7 @@ def _conv_nchwc_cpu(s, group, target: Target, choice: Optional["NchwcChoice"] = 
     else:
         out.reorder(*tasks, wo, *tile, *hi, ci, wi, lane)
     _register_tile(out, caches, tasks, wo, ci, vecs, wt, rt, None if pointwise is None else pointwise[1],
-                   channels_outside, choice.plane, choice.blocks_outer)
+                   channels_outside, choice.plane, choice.blocks_outer, choice.row_chunk)
     out.unroll(wi)
     for h in hi:
         out.unroll(h)
@@ -234,6 +236,8 @@ class NchwcChoice(NamedTuple):
     plane: bool = False       # with channels_outside: a task a channel tile's whole plane, the input
                               # channel blocks outside its rows too (_short_odd_rows)
     blocks_outer: bool = False  # the tile's channel blocks outside its rows and columns (_short_odd_rows)
+    row_chunk: int = 1        # with channels_outside: input channel blocks a step outside the row's tiles
+                              # (_row_chunk: 1x1 convolutions whose weights outweigh their input)
 
 
 def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, width: int,
@@ -256,7 +260,46 @@ def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, w
     vecs, wt = nchwc_tile(target, blocks, cols, width, taps=outside)
     rt = row_tile(target, rows[-1] if rows else 1, vecs, wt) if row_tiles else 1
     pointwise = _pointwise_blocks(target, s, group, blocks // vecs) if rt == 1 else None
+    chunk = _row_chunk(target, s, group) if not outside else 1
+    if chunk > 1:
+        return NchwcChoice(vecs, wt, rt, None, outweighs, True, row_chunk=chunk)
     return NchwcChoice(vecs, wt, rt, pointwise, outweighs, outside)
+
+
+ROW_CHUNK = 16            # input channel blocks of a 1x1 reduction step outside a row's tiles (_row_chunk)
+ROW_CHUNK_MIN = 2 * ROW_CHUNK   # the fewest input channel blocks (all the kernel's reductions) chunked so
+ROW_CHUNK_MIN_WEIGHTS = 6 * ROW_CHUNK   # ... where the kernel's weights outweigh its inputs
+
+
+def _row_chunk(target: Target, s, group) -> int:
+    """Input channel blocks of a reduction step outside a row's column tiles (channels_outside
+    with this chunk) for a kernel of 1x1 convolutions over blocked inputs on a 16-register
+    target whose reductions span ROW_CHUNK_MIN blocks or more together (ROW_CHUNK_MIN_WEIGHTS
+    where the weights outweigh the inputs); 1 for other kernels. Without it each column tile
+    runs the whole reduction: its channel tile's weights (1024 input channels x 4 blocks of
+    8: 128 KB) stream from L2 once per tile of 2 columns, 128 bytes per 8 FMAs (with
+    _pointwise_blocks' chunks, a group of channel tiles' weights per chunk). With ROW_CHUNK
+    blocks (128 channels: 16 KB of weights) a step, the chunk's weights stay in L1 while every
+    tile of the row reads them, the row's sums kept in a local row between chunks. ResNet-50's
+    1x1 1024->256 at 14x14 ran 0.76-0.81x main's time, 1024->512 14x14 with a padded result
+    0.92-0.95x, 512->128 at 28x28 0.80x, 512->256 28x28 padded 0.86x, 256->128 56x56 padded
+    0.88x, the strided shortcut kernels 0.86x (14x14), 0.90x (7x7), 0.96x (28x28); single 1x1s
+    of 32 and 64 blocks whose weights are the larger (256->1024 at 14x14, 512->2048 at 7x7: a
+    tile's whole reduction of weights, 32-64 KB, nearly fits L1) 1.04x slower, hence
+    ROW_CHUNK_MIN_WEIGHTS (Zen 1, one thread, CPU time, loaded; results-conv1x1-zen1-avx2.txt)."""
+    from .schedules import static
+    if target.native_registers() >= 32:
+        return 1
+    extents = []
+    for conv in group.convs:
+        red = s[conv].op.reduce_axis
+        extent = static(red[0].dom.extent) if len(red) == 4 else None
+        if extent is None or any(static(t.dom.extent) != 1 for t in red[1:3]):
+            return 1           # not 1x1, or its input not blocked (rco, rh, rw, rci)
+        extents.append(extent)
+    if sum(extents) < (ROW_CHUNK_MIN if _input_outweighs_weights(s, group) else ROW_CHUNK_MIN_WEIGHTS):
+        return 1
+    return _divisor(math.gcd(*extents), ROW_CHUNK)
 
 
 SHORT_ROW_TILE = (4, 3)   # AVX2 tile of a 3x3 over short odd rows: 4 channel blocks x 3 columns (_short_odd_rows)
@@ -332,7 +375,8 @@ def _pointwise_blocks(target: Target, s, group, tiles: int) -> Optional[Tuple[in
     _pointwise_tile, chunks only where the input outweighs the weights (56x56 and 28x28:
     1.07-1.15x) or the kernel sums two convolutions (a strided shortcut at 7x7: 1.1-1.2x);
     a single 1x1 whose weights are the larger (14x14, 7x7) ran 1.05-1.13x slower in chunks
-    (Zen 1, one thread, CPU time, loaded)."""
+    (Zen 1, one thread, CPU time, loaded). nchwc_choice gives the kernels of long reductions
+    _row_chunk's chunks outside a row of tiles instead (ResNet-50's from 256 input channels)."""
     from .schedules import static
     if target.native_registers() >= 32:
         return None
@@ -417,7 +461,8 @@ def _local_sums(s, group, prepare=None) -> list:
 
 
 def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, chunks: Optional[list] = None,
-                   channels_outside: bool = False, plane: bool = False, blocks_outer: bool = False) -> None:
+                   channels_outside: bool = False, plane: bool = False, blocks_outer: bool = False,
+                   row_chunk: int = 1) -> None:
     """The register tile of the blocked kernels: each [n, blocks, *spatial, L] cache computed
     at the loop over a row's column tiles (wo), its reduction outermost, then the tile's rt
     rows, wt columns and vecs channel blocks (unrolled) and a vector of L channels; the tasks
@@ -436,7 +481,7 @@ def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, 
     if channels_outside:
         task = _fuse(out, tasks)
         tile_sums(caches, out, task, vecs, wt, rt, chunks, channels_outside=True, plane=plane,
-                  blocks_outer=blocks_outer)
+                  blocks_outer=blocks_outer, row_chunk=row_chunk)
     else:
         tile_sums(caches, out, wo, vecs, wt, rt, chunks)
         task = _fuse(out, tasks)
@@ -445,7 +490,8 @@ def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, 
 
 
 def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[list] = None,
-              channels_outside: bool = False, plane: bool = False, blocks_outer: bool = False) -> None:
+              channels_outside: bool = False, plane: bool = False, blocks_outer: bool = False,
+              row_chunk: int = 1) -> None:
     """Each local sum of caches (_local_sums) computed at loop wo of stage at as register tiles
     of rt rows, wt columns and vecs channel blocks (_register_tile says how); with
     channels_outside, wo is a loop over rows (a row of tiles a step) and the reduction's input
@@ -466,6 +512,9 @@ def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[
         tile = [bi, *hci, wci] if blocks_outer else [*hci, wci, bi]
         if channels_outside and plane:
             cache.reorder(cn, bo, reduce_axes[0], *rows, wco, *reduce_axes[1:], *tile, clane)
+        elif channels_outside and row_chunk > 1:
+            rko, rki = cache.split(reduce_axes[0], factor=row_chunk)
+            cache.reorder(cn, bo, *rows, rko, wco, rki, *reduce_axes[1:], *tile, clane)
         elif channels_outside:
             cache.reorder(cn, bo, *rows, reduce_axes[0], wco, *reduce_axes[1:], *tile, clane)
         elif chunks is None:

@@ -54,12 +54,14 @@ def choice_variants(target: Target, s, group, limit: int = 16) -> List[NchwcChoi
     plane_ok = pixels is not None and cols is not None and pixels * cols <= MAX_PLANE_PIXELS
     out, kernels = [default], [_applied(default)]     # (a list: pointwise holds a list)
 
-    def add(vecs, wt, rt, rows_outer, outside, pointwise="auto", plane=d.plane, blocks_outer=d.blocks_outer):
+    def add(vecs, wt, rt, rows_outer, outside, pointwise="auto", plane=d.plane, blocks_outer=d.blocks_outer,
+            row_chunk=d.row_chunk):
         if (outside and not outside_ok) or (plane and not plane_ok):     # (a whole-plane task: small planes)
             return
         if pointwise == "auto":
             pointwise = None if outside else _pointwise_blocks(target, s, group, blocks // vecs)
-        choice = NchwcChoice(vecs, wt, rt, pointwise, rows_outer, outside, plane and outside, blocks_outer and outside)
+        choice = NchwcChoice(vecs, wt, rt, pointwise, rows_outer, outside, plane and outside, blocks_outer and outside,
+                             row_chunk if outside else 1)
         if _applied(choice) not in kernels:
             kernels.append(_applied(choice))
             out.append(choice)
@@ -82,12 +84,14 @@ def choice_variants(target: Target, s, group, limit: int = 16) -> List[NchwcChoi
 def _applied(choice: NchwcChoice) -> NchwcChoice:
     """choice with the fields that do not shape its kernel set to False (two choices of one
     kernel, one measurement): plane and blocks_outer apply only with channels_outside (plane
-    not with 1x1 chunks either), rows_outer neither with chunks nor with a whole-plane task
-    (conv_schedules._conv_nchwc_cpu, pad_schedules.schedule_padded_conv_cpu)."""
+    not with 1x1 chunks either), rows_outer neither with chunks nor with a whole-plane task,
+    row_chunk only with channels_outside and no whole-plane task (conv_schedules._conv_nchwc_cpu,
+    pad_schedules.schedule_padded_conv_cpu)."""
     plane = choice.plane and choice.channels_outside and choice.pointwise is None
     rows_outer = choice.rows_outer and choice.pointwise is None and not plane
     return choice._replace(rows_outer=rows_outer, plane=plane,
-                           blocks_outer=choice.blocks_outer and choice.channels_outside)
+                           blocks_outer=choice.blocks_outer and choice.channels_outside,
+                           row_chunk=choice.row_chunk if choice.channels_outside and not plane else 1)
 
 
 def _tiles(registers: int, blocks: int, cols: int, rows: int) -> list:

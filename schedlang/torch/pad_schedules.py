@@ -64,7 +64,7 @@ def schedule_padded_conv_cpu(s, group, target: Target, choice: Optional[NchwcCho
     if choice.channels_outside:               # the row's tiles at once, input channel blocks outside them
         plane = choice.plane and inner == [hp]    # (or the plane's rows: conv_schedules._short_odd_rows)
         tile_sums(caches, y, bo if plane else yh, vecs, wt, 1, channels_outside=True, plane=plane,
-                  blocks_outer=choice.blocks_outer)
+                  blocks_outer=choice.blocks_outer, row_chunk=choice.row_chunk)
     else:
         tile_sums(caches, y, wo, vecs, wt, 1, None if pointwise is None else pointwise[1])
     y.unroll(bi)
