@@ -1,6 +1,6 @@
 """Every tutorial script runs in quick mode (small shapes, few timing repeats) and checks its
-own numbers: a wrong result, or a tutorial that no longer matches the API, fails here (08 and
-09, the heaviest, with `-m slow`).
+own numbers: a wrong result, or a tutorial that no longer matches the API, fails here (06 to
+10, the heaviest, with `-m slow`).
 
 They run in this process, as `python tutorials/X.py --quick` would run them (runpy, with the
 tutorials folder on sys.path and that command line in sys.argv): a process of its own for each
@@ -30,10 +30,13 @@ TUTORIALS = sorted((ROOT / "tutorials").glob("[0-9]*.py"))
 # tests built would answer its builds, and nothing would be stored.
 COLD_BUILD_CACHE = {"08_models"}
 
-# The two heaviest quick runs (a zoo of models compiled cold twice; a whole model tuned) run with
-# `-m slow` (.ci/run's second pass): tests/torch/test_zoo.py, test_model_cache.py and test_tune.py
-# keep their code paths in the default suite, and 06_autoschedule keeps a tuning tutorial there.
-SLOW = {"08_models", "09_tune_model"}
+# The five heaviest quick runs (a zoo of models compiled cold twice; a whole model tuned; a GEMM
+# searched; CUDA GEMMs and tensor-core kernels compiled by NVRTC and emulated: 15-35 s of CPU each)
+# run with `-m slow` (.ci/run's second pass). Their code paths keep fast tests in the default suite:
+# tests/torch/test_zoo.py, test_model_cache.py and test_tune.py (08, 09),
+# tests/autoschedule/test_autoschedule.py (06), tests/target/cuda/ (07), test_mma.py and
+# tests/torch/test_attention_tensorcore.py (10); tutorials 01-05 run there as scripts.
+SLOW = {"06_autoschedule", "07_cuda_gemm", "08_models", "09_tune_model", "10_tensor_cores"}
 
 
 def test_tutorials_found():

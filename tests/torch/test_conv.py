@@ -183,7 +183,8 @@ def test_conv_bn_relu_residual_is_one_kernel_with_the_batch_norm_folded():
     assert "rsqrt" not in str(cm.program), "the batch norm is folded, not computed"
 
 
-@pytest.mark.parametrize("k", [7, 3])
+# The 3x3 in the default suite; the 7x7 stem (built by default in test_conv2d_modules_match_eager) with -m slow.
+@pytest.mark.parametrize("k", [pytest.param(7, marks=pytest.mark.slow), 3])
 def test_padded_convs_read_a_padded_copy(k):
     """A guarded read per tap and output costs more than a padded copy of the input (a 3x3
     ResNet layer ran 2x slower with guards in its inner loop)."""
@@ -263,12 +264,13 @@ ISAS = {"avx2": "llvm -mcpu=haswell", "avx512": "llvm -mcpu=skylake-avx512"}
 
 
 @pytest.mark.parametrize("isa", sorted(ISAS))
+# A 3x3 with a column tail and a 1x1 in blocks of 4 in the default suite; the other three with -m slow.
 @pytest.mark.parametrize("cin, cout, k, hw", [
     (13, 40, 3, (5, 17)),    # rows of 17 and 29 (prime): a column tail
-    (24, 40, 3, (3, 29)),
+    pytest.param(24, 40, 3, (3, 29), marks=pytest.mark.slow),
     (16, 20, 1, (4, 13)),    # 20 channels: blocks of 4
-    (32, 48, 1, (3, 56)),
-    (8, 64, 3, (4, 7)),
+    pytest.param(32, 48, 1, (3, 56), marks=pytest.mark.slow),
+    pytest.param(8, 64, 3, (4, 7), marks=pytest.mark.slow),
 ])
 def test_register_tiles_of_each_isa_match_eager(isa, cin, cout, k, hw):
     """The blocked NCHW kernel's register tile (a conv whose result is NCHW) for AVX2 and

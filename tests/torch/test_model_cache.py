@@ -216,6 +216,11 @@ SCRIPT = forbid_builds("schedlang.torch.runtime.lower_graph", env="FORBID_LOWERI
     compile_model_script('model, inputs = zoo.build("gpt2", "tiny")')
 
 
+# Two child processes (each imports torch and schedlang and compiles a GPT-2): half a minute of
+# CPU. The default suite keeps the disk hit in this process (test_a_hit_skips_lowering_and_building:
+# the build cache cleared, only the disk remembers) and tests/api/test_kernel_cache.py's second
+# process loading kernels.
+@pytest.mark.slow
 def test_second_processes_load_models_from_disk_by_either_path(cache):
     """Export path, then Dynamo path: the Dynamo path builds the same kernels, so a process
     compiling by it after the export path loads every kernel (no code generation); a later

@@ -95,7 +95,8 @@ def _check(model, x, target=AVX2_CHECKED, tol=1e-4):
     return cm
 
 
-@pytest.mark.parametrize("stride", [1, 2])
+# Stride 1 in the default suite (its c2 and shortcut are stride 2 whatever the parameter); 2 with -m slow.
+@pytest.mark.parametrize("stride", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_dense_chain_writes_padded_inputs_in_bounds(stride):
     torch.manual_seed(stride)
     cm = _check(Dense(3, 8, stride), torch.randn(1, 3, 11, 9))
@@ -105,7 +106,8 @@ def test_dense_chain_writes_padded_inputs_in_bounds(stride):
     assert len(merged) == 4          # c0, c1, the residual add and c3 each write the next padded input
 
 
-@pytest.mark.parametrize("stride", [1, 2])
+# Stride 2 in the default suite (its second depthwise is stride 1 whatever the parameter); 1 with -m slow.
+@pytest.mark.parametrize("stride", [pytest.param(1, marks=pytest.mark.slow), 2])
 def test_depthwise_reads_a_padded_tensor_its_producer_wrote(stride):
     torch.manual_seed(10 + stride)
     cm = _check(Inverted(8, stride), torch.randn(1, 8, 13, 10))
@@ -177,7 +179,9 @@ def _padded_choices(cm, target):
     return out
 
 
-@pytest.mark.parametrize("hw", [(7, 7), (5, 9), (7, 3)])
+# (5, 9) in the default suite; the square and the narrow plane with -m slow.
+@pytest.mark.parametrize("hw", [pytest.param((7, 7), marks=pytest.mark.slow), (5, 9),
+                                pytest.param((7, 3), marks=pytest.mark.slow)])
 def test_padded_kernels_take_the_unpadded_tiles(hw):
     """One row a tile (a tile of two would straddle the border: guards inside the reduction),
     the 1x1 in reduction chunks (its input outweighs its weights at each of these sizes:

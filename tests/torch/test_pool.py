@@ -39,9 +39,17 @@ MAX_CASES = [([3, 3], [2, 2], [1, 1], [1, 1], False),      # the ResNet stem
              ([5, 5], [1, 1], [2, 2], [1, 1], False)]
 
 
+# The first case in these dtypes runs by default (a narrow float, an integer); in float64, bfloat16
+# and uint8 (the same widen/narrow and integer paths) with -m slow.
+FAST_DTYPES = (torch.float16, torch.int64)
+
+
 def pairs(cases, dtypes):
-    """Every case in float32, the first in every other dtype (each build takes a while)."""
-    return [(c, torch.float32) for c in cases] + [(cases[0], d) for d in dtypes if d != torch.float32]
+    """Every case in float32, the first in every other dtype (each build takes a while; the
+    dtypes beyond FAST_DTYPES marked slow)."""
+    return [(c, torch.float32) for c in cases] + [
+        pytest.param(cases[0], d, marks=[] if d in FAST_DTYPES else [pytest.mark.slow]) for d in dtypes
+        if d != torch.float32]
 
 
 @pytest.mark.parametrize("case,dtype", pairs(MAX_CASES, FLOATS + [torch.int64, torch.uint8]), ids=repr)
