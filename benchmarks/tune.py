@@ -15,7 +15,10 @@ FMA peak column is the host's, measured with its widest vectors).
 
 Workloads: GEMM 1024^3 (--minutes of tuning), the same GEMM after only 64 trials, conv2d
 64->64 channels 56x56 3x3 (pad 1; its weights packed ahead of time, as the torch frontend
-packs them: nn.conv2d_nchw_prepacked), row softmax 4096^2, SiluAndMul 8192^2. Every tuning log
+packs them: nn.conv2d_nchw_prepacked), the same layer as Winograd F(4x4, 3x3) (the algorithm
+chosen, as the frontend chooses it; topi.winograd.conv2d_winograd_nchwc, its weight transformed
+ahead of time; the search schedules its bgemm, the transforms take their hand schedules: the
+CPU sketch rule "transform"), row softmax 4096^2, SiluAndMul 8192^2. Every tuning log
 is kept (one JSON-lines file per workload in --log-dir, resumed by a second run) with its
 tuning curve as a PNG beside it. Throughput is GFLOP/s with the fraction of the measured FMA
 peak (benchmarks/peak.py) for GEMM and conv2d, GB/s (bytes read + written) with the fraction
@@ -42,7 +45,7 @@ import peak  # noqa: E402
 import tvm_peers  # noqa: E402
 import sl_kernels  # noqa: E402
 
-WORKLOADS = ["gemm1024", "gemm1024-64", "conv2d", "softmax", "silu"]
+WORKLOADS = ["gemm1024", "gemm1024-64", "conv2d", "conv2d-winograd", "softmax", "silu"]
 
 
 def conv2d_program(n: int, c: int, h: int, w: int, f: int, width: int, r: int = 3, pad: int = 1):
@@ -193,6 +196,58 @@ def conv2d(args, peaks) -> None:
     t.print()
 
 
+def conv2d_winograd(args, peaks) -> None:
+    """The conv2d layer as F(4x4, 3x3) in NCHWc (input [N, C/8, H, W, 8]; its relayout not timed),
+    U = G w G^T transformed ahead of time: the searched schedule beside topi.winograd's hand
+    schedule, the direct NCHWc hand kernel and oneDNN (FLOPs: the direct convolution's)."""
+    import torch
+    import torch.nn.functional as F
+    from schedlang.topi import winograd as wg
+    n, ch, hw, f = (1, 16, 12, 16) if args.quick else (1, 64, 56, 64)
+    lanes = sl.Target.create(args.target).native_lanes(32)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((n, ch, hw, hw), dtype=np.float32)
+    w = rng.standard_normal((f, ch, 3, 3), dtype=np.float32)
+    u = wg.transform_weight(w, 4, 16)
+    X = sl.placeholder((n, ch // lanes, hw, hw, lanes), name="X")
+    U = sl.placeholder(u.shape, name="U")
+    out = wg.conv2d_winograd_nchwc(X, U, f, 4, 1)
+    mod, info = tune("conv2d-winograd", [X, U, out], args, args.trials, args.timeout)
+    xb = np.ascontiguousarray(x.reshape(n, ch // lanes, lanes, hw, hw).transpose(0, 1, 3, 4, 2))
+    o = np.zeros([int(e) for e in out.shape], "float32")
+    tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+    want = F.conv2d(tx, tw, padding=1).numpy()
+    # Winograd's float32 error: tests/topi/test_winograd.py's bound, |error| <= 2e-5 sum |w| |x|max
+    scale = 2e-5 * np.abs(w).sum(axis=(1, 2, 3)).max() * np.abs(x).max()
+
+    def check(mod_, o_):
+        mod_(xb, u, o_)
+        got = o_.transpose(0, 1, 4, 2, 3).reshape(want.shape)
+        np.testing.assert_allclose(got, want, rtol=0, atol=scale)
+    check(mod, o)
+    flops = 2.0 * n * f * hw * hw * ch * 9
+    t = Table(f"conv2d 3x3 as Winograd F(4x4) NCHWc {n}x{ch}x{hw}x{hw}, {f} filters, pad 1, target {args.target}: "
+              f"{info}", flops, "GFLOP/s", peaks["fma"], "FMA peak")
+    t.add("schedlang auto_schedule (F4)", lambda: mod(xb, u, o), args.repeat, "the bgemm searched, U ahead of time")
+    s = wg.schedule_conv2d_winograd(sl.create_schedule(out.op), out, args.target)
+    hand = sl.build(s, [X, U, out], target=args.target)
+    o2 = np.zeros_like(o)
+    check(hand, o2)
+    t.add("schedlang hand Winograd (F4)", lambda: hand(xb, u, o2), args.repeat, "topi.winograd's schedule")
+    direct = sl_kernels.conv2d_nchwc(args.target, n, ch, hw, hw, f)
+    o3 = np.zeros((n, f, hw, hw), "float32")
+    t.add("schedlang hand direct (NCHWc)", lambda: direct(x, w, o3), args.repeat,
+          "best hand direct schedule in benchmarks/")
+    with torch.no_grad():
+        t.add("torch F.conv2d (oneDNN)", lambda: F.conv2d(tx, tw, padding=1), args.repeat, "allocates its output")
+        conv_args = ([1, 1], [1, 1], [1, 1], 1)
+        twp = torch.ops.mkldnn._reorder_convolution_weight(tw, *conv_args, list(tx.shape))
+        txc = tx.contiguous(memory_format=torch.channels_last)
+        t.add("oneDNN prepacked", lambda: torch.ops.mkldnn._convolution_pointwise(
+            txc, twp, None, *conv_args, "none", [], ""), args.repeat, "weight reordered once, channels-last input")
+    t.print()
+
+
 def softmax(args, peaks) -> None:
     rows = cols = 64 if args.quick else 4096
     X, *_, out = sl_kernels.softmax_stages(rows, cols)
@@ -334,6 +389,8 @@ def run_workloads(args, peaks, only) -> None:
         gemm(args, peaks, min(args.trials, 64), None, "gemm1024-64")
     if "conv2d" in only:
         conv2d(args, peaks)
+    if "conv2d-winograd" in only:
+        conv2d_winograd(args, peaks)
     if "softmax" in only:
         softmax(args, peaks)
     if "silu" in only:

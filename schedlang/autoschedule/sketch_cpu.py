@@ -1,6 +1,13 @@
 """The CPU sketch rules (the llvm backend's, as Ansor's for CPUs) and the random annotation
 that completes a CPU sample.
 
+- transform: a Winograd transform stage (topi.winograd's tags D, T, V, Y) takes topi.winograd's
+  stage schedule, without decisions, as the tensor-core sketch takes topi.cuda_tensorcore's: the
+  input transform V per tile and channel vector with its positions unrolled (D and T computed
+  there), the inverse's row pass Y per unrolled m x m tile of the stage reading it. Inlined,
+  V would be computed again for every output channel of the bgemm, and the select chains over
+  the positions fold to their constant coefficients only where those loops are unrolled; the
+  bgemm (M) is a data-reuse reduction and takes the tiling rules below;
 - inline: an intermediate elementwise stage is computed inside its consumers; one may also
   stay a stage of its own ("plain") where inlining repeats work: a guarded copy (padding: an
   if_then_else, whose condition would be evaluated at every reduction step of the consumer),
@@ -47,6 +54,7 @@ from ..expr.extent import ceil_div
 from ..schedule import Schedule, legal
 from ..target.registry import get_backend
 from ..tensor.axis import DATA_PAR, REDUCE
+from ..topi import winograd
 from .register_tile import draw_block, fit_rows, tight
 from .sample import DIVISIBLE_P, MAX_INNER_TILE, Trace, split_levels, tile_levels
 from .sketch import Condition, Inline, SketchRule, SketchRules
@@ -438,7 +446,8 @@ def _annotate(trace: Trace, s: Schedule, st, threads: int, target) -> None:
     # neither vectorized nor kept from the fused index's divisions (a conv2d's padding, all four
     # loops fused, cost the kernel ~10% at one thread; results-tune-zen3-avx2.txt)
     n_outer = legal.outer_fusable_spatial(st, limit=min(MAX_PAR_FUSE, max(1, len(leaves) - 1)))
-    if st.attach_type == "root" and not legal.inside_parallel(st) and n_outer:
+    own_parallel = any(legal.is_parallel(st, a) for a in leaves)       # a rule's (transform) already
+    if st.attach_type == "root" and not legal.inside_parallel(st) and not own_parallel and n_outer:
         n_par = trace.pick(f"{st.name}|par", lambda rng: 0 if rng.random() >= 0.85 else rng.randint(1, MAX_PAR_FUSE),
                            lambda v: isinstance(v, int) and 0 <= v <= MAX_PAR_FUSE)
         n_par = _parallel_count(st, leaves, n_par, _fuse_limit(s, st, leaves, n_outer, threads), threads)
@@ -512,6 +521,34 @@ class TileRelayout(SketchRule):
         _tile_relayout(trace, s, st, target)
 
 
+class Transform(SketchRule):
+    """A Winograd transform stage (topi.winograd's tags): its constant-coefficient select
+    chains fold only where the position loops are unrolled, and inlined into the bgemm the
+    input transform would be computed again for every output channel. So they take
+    topi.winograd's own stage schedules, with no decisions (the search tunes the bgemm):
+    V per (tile, lanes channels) with the alpha^2 positions unrolled, its input tile D and row
+    pass T computed there; the inverse's row pass Y computed per m x m output tile of the stage
+    reading it (through inlined stages), which is split by m and unrolled (where that stage has
+    Y's 4 or 5 axes: NCHW or NCHWc; else Y stays a stage of its own)."""
+
+    name = "transform"
+    TAGS = (winograd.TAG_D, winograd.TAG_T, winograd.TAG_V, winograd.TAG_Y)
+
+    def condition(self, s, st) -> Condition:
+        return Condition.APPLY_AND_SKIP_REST if getattr(st.op, "tag", "") in self.TAGS else Condition.SKIP
+
+    def apply(self, trace, s, st, target) -> None:
+        tag = st.op.tag
+        if tag == winograd.TAG_V:
+            winograd.schedule_input_transform(s, st.op.output(0), target.native_lanes(st.op.output(0).dtype_obj.bits))
+        elif tag == winograd.TAG_Y:
+            readers = legal.effective_consumers(s, st)       # (through an inlined bias or ReLU)
+            if len(readers) == 1 and readers[0].attach_type == "root" and len(readers[0].op.axis) in (4, 5) \
+                    and not readers[0].relations:
+                winograd.schedule_inverse(s, readers[0].op.output(0), st.op.output(0))
+        # D and T: computed at V by V's schedule (consumers are shaped first)
+
+
 class Plain(SketchRule):
     """The stage keeps its loops (annotate still fuses, parallelises and vectorizes them):
     every stage the tiling rules do not shape."""
@@ -543,6 +580,6 @@ class RFactor(SketchRule):
 
 
 CPU_SKETCH_RULES = SketchRules(
-    rules=(Inline(keep_costly=True), Tile(), TileCacheWrite(pack=False), TileCacheWrite(pack=True), TileRelayout(),
-           Plain(), RFactor()),
+    rules=(Transform(), Inline(keep_costly=True), Tile(), TileCacheWrite(pack=False), TileCacheWrite(pack=True),
+           TileRelayout(), Plain(), RFactor()),
     annotate=annotate)

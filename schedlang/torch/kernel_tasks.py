@@ -37,6 +37,7 @@ from ..tensor.serialize import workload_key
 from .attention_schedule import is_attention
 from .fuse import is_matmul
 from .tune import canonical_names, canonical_program
+from .winograd_schedules import placed_inside, placed_stage
 
 # Step fields (schedule/steps.py) that name stages, and those that name axes.
 STAGE_FIELDS = ("stage", "target", "tensor")
@@ -71,8 +72,10 @@ def kind_of(group) -> str:
 
 def _members(s, group) -> Tuple[set, set]:
     """(ops the kernel computes, the inlined ones among them): the anchor, its attached
-    reductions, and the inlined stages they read through chains of inlined stages."""
-    live = [group.anchor] + list(group.attached) + ([group.pad] if group.pad is not None else [])
+    reductions, the Winograd stages its schedule computes inside it (winograd_schedules.
+    placed_inside), and the inlined stages they read through chains of inlined stages."""
+    live = [group.anchor] + list(group.attached) + ([group.pad] if group.pad is not None else []) \
+        + placed_inside(s, group)
     members = {st.op for st in live}
     inlined: set = set()
     stack = list(live)
@@ -88,9 +91,12 @@ def _members(s, group) -> Tuple[set, set]:
 
 def group_program(s, group) -> Optional[GroupProgram]:
     """The kernel's program (module docstring), or None when it cannot be a task of its own:
-    a symbolic shape, an operation of several outputs read across the kernel's edge, or a
-    member that is not a compute stage (scan, extern). Built from the kernel's own stages
+    a Winograd stage computed inside another kernel (winograd_schedules.placed_stage), a
+    symbolic shape, an operation of several outputs read across the kernel's edge, or a member
+    that is not a compute stage (scan, extern). Built from the kernel's own stages
     only (the rest of the model is never walked)."""
+    if placed_stage(group):
+        return None             # computed inside its reader's kernel, part of that one's task
     members, inlined = _members(s, group)
     anchor = (group.pad if group.pad is not None else group.anchor).op     # the kernel's result
     if not all(isinstance(e, int) for e in anchor.shape) or not all(isinstance(op, ComputeOp) for op in members):

@@ -12,14 +12,40 @@ from ..tensor.reduce import Reduce
 
 
 def winograd_rows(s, st) -> Optional[object]:
-    """The Y stage (inverse transform's row pass) that stage st reads, or None."""
-    found = [i for i in s.inputs_of(st) if getattr(i.op, "tag", "") == wg.TAG_Y]
+    """The Y stage (inverse transform's row pass) that stage st reads, directly or through
+    inlined stages (the convolution's result with its bias, inlined into a ReLU), or None."""
+    found, stack, seen = [], [st], set()
+    while stack:
+        for i in s.inputs_of(stack.pop()):
+            if getattr(i.op, "tag", "") == wg.TAG_Y and i not in found:
+                found.append(i)
+            elif i.attach_type == "inline" and i not in seen:
+                seen.add(i)
+                stack.append(i)
     return found[0] if len(found) == 1 else None
 
 
 def is_winograd_kernel(s, group) -> bool:
     """The kernel is a Winograd stage's or reads a Winograd result (its epilogue)."""
     return getattr(group.anchor.op, "tag", "") in wg.TAGS or winograd_rows(s, group.anchor) is not None
+
+
+def placed_stage(group) -> bool:
+    """The kernel is a Winograd stage its reader's schedule computes inside it (D, T, Y): not a
+    kernel of its own (nor a tuning task: kernel_tasks.py)."""
+    return getattr(group.anchor.op, "tag", "") in (wg.TAG_D, wg.TAG_T, wg.TAG_Y)
+
+
+def placed_inside(s, group) -> list:
+    """The Winograd stages the kernel's schedule computes inside it (placed_stage): the input
+    tiles D and row pass T of an input transform V, the inverse's row pass Y of the kernel
+    reading it; so they are part of its tuning task (kernel_tasks._members)."""
+    tag = getattr(group.anchor.op, "tag", "")
+    if tag == wg.TAG_V:
+        (t,) = [i for i in s.inputs_of(group.anchor) if getattr(i.op, "tag", "") == wg.TAG_T]
+        return [t] + [i for i in s.inputs_of(t) if getattr(i.op, "tag", "") == wg.TAG_D]
+    y = None if tag in wg.TAGS else winograd_rows(s, group.anchor)
+    return [y] if y is not None else []
 
 
 def schedule_winograd_group(s, group, target, schedule_group) -> None:

@@ -95,8 +95,8 @@ def test_sketches_and_samples_are_those_of_the_string_rules(key):
 def test_each_backend_owns_an_ordered_registry_of_rule_objects():
     cpu = sl.get_backend("llvm").sketch_rules()
     gpu = sl.get_backend("cuda").sketch_rules()
-    assert [r.name for r in cpu.rules] == ["inline", "tile", "tile_cache_write", "tile_pack", "tile_relayout",
-                                           "plain", "rfactor"]
+    assert [r.name for r in cpu.rules] == ["transform", "inline", "tile", "tile_cache_write", "tile_pack",
+                                           "tile_relayout", "plain", "rfactor"]
     assert [r.name for r in gpu.rules] == ["inline", "gpu_tensor_core", "gpu_tile", "gpu_thread_row",
                                            "gpu_cross_thread", "gpu_thread_row", "gpu_simple"]
     assert all(isinstance(r, SketchRule) for r in cpu.rules + gpu.rules)
