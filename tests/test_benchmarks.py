@@ -10,16 +10,18 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.mark.slow      # five workloads tuned and timed beside torch (about 45 s): the benchmark script's check
+@pytest.mark.slow      # six workloads tuned and timed beside torch (about 45 s): the benchmark script's check
 def test_tune_benchmark_quick_run(tmp_path):
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "tune.py"), "--quick",
                            "--log-dir", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     assert "FMA" in out and "GFLOP/s" in out
-    for title in ("GEMM float32 64^3, gemm64, target llvm:", "gemm64-64", "conv2d float32", "Row softmax", "SiluAndMul"):
+    for title in ("GEMM float32 64^3, gemm64, target llvm:", "gemm64-64", "conv2d float32",
+                  "conv2d 3x3 as Winograd F(4x4)", "Row softmax", "SiluAndMul"):
         assert title in out, title
-    assert out.count("schedlang auto_schedule") == 5
+    assert out.count("schedlang auto_schedule") == 6
+    assert "schedlang hand Winograd (F4)" in out
     assert "schedlang hand (tutorial)" in out and "oneDNN prepacked" in out     # the peers the issue names
     assert (tmp_path / "conv2d.jsonl").stat().st_size > 0
 
