@@ -188,7 +188,7 @@ def _conv_nchwc_cpu(s, group, target: Target, choice: Optional["NchwcChoice"] = 
     at once, its reduction split in chunks outside them (_pointwise_blocks); a kernel of
     convolutions with taps (3x3) computes its tiles for a row of them at once, its input
     channel blocks outside the row's column tiles (_input_channels_outside), and so does a
-    1x1 whose weights outweigh its input, with chunks of input channel blocks (_row_chunk)."""
+    kernel of 1x1s with long reductions, in chunks of input channel blocks (_row_chunk)."""
     from .schedules import static
     out = s[group.anchor]
     n, cb, *spatial, lane = out.op.axis
@@ -237,7 +237,7 @@ class NchwcChoice(NamedTuple):
                               # channel blocks outside its rows too (_short_odd_rows)
     blocks_outer: bool = False  # the tile's channel blocks outside its rows and columns (_short_odd_rows)
     row_chunk: int = 1        # with channels_outside: input channel blocks a step outside the row's tiles
-                              # (_row_chunk: 1x1 convolutions whose weights outweigh their input)
+                              # (_row_chunk: 1x1 convolutions of long reductions)
 
 
 def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, width: int,
