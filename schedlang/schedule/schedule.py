@@ -13,6 +13,7 @@ from ..expr.nodes import Expr, Var
 from ..tensor.axis import IterVar, has_axis
 from ..tensor.graph import post_order
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor
+from ..tensor.scan import ScanOp
 from . import dataflow, scan as scan_rules, steps as steps_mod
 from .dataflow import replace_reads_op
 from .placement import SCOPES  # noqa: F401  (re-exported by the package)
@@ -54,6 +55,10 @@ class Schedule:
         self.outputs = [self._by_op[o].op for o in self._user_outputs]
         for o in self._user_outputs:
             self._by_op[o].is_output = True
+        # The scan stages, fixed from here: the dataflow primitives make compute stages only and
+        # refuse scans. The scan rules ask per primitive; a scan of all stages each time made
+        # scheduling a model quadratic in its size.
+        self.scan_stages = tuple(st for st in self.stages if isinstance(st.op, ScanOp))
         scan_rules.attach_cells(self)
 
     @staticmethod
