@@ -67,6 +67,7 @@ class AnnotationPrimitives:
         self._require_schedulable(primitive)
         self._require_leaf(primitive, ivar)
         self._require_unannotated(primitive, ivar)
+        self._touch()
         self.annotations[ivar] = ann
 
     def unroll(self, ivar: IterVar) -> None:
@@ -172,5 +173,6 @@ class AnnotationPrimitives:
         if key == "auto_unroll_max_step":
             # any size: unroll_loops bounds the copies whatever the value
             value = self._require_positive("pragma", "auto_unroll_max_step", value, ivar, maximum=None)
+        self._touch()
         self.pragmas.setdefault(ivar, []).append((key, value))
         self._record(steps.Pragma(self.name, ivar.name, key, value))

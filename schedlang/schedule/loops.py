@@ -66,6 +66,7 @@ class LoopPrimitives:
         outer_ext, inner_ext = split_extents(ext, factor, nparts)
         outer = self._new_axis(parent.name + ".outer", outer_ext, parent.kind)
         inner = self._new_axis(parent.name + ".inner", inner_ext, parent.kind)
+        self._touch()
         self.relations.append(SplitRel(parent, outer, inner, factor, nparts))
         pos = axis_index(self.leaf_iter_vars, parent)
         self.leaf_iter_vars[pos:pos + 1] = [outer, inner]
@@ -101,6 +102,7 @@ class LoopPrimitives:
             args = tuple(args[0])
         if not args:
             singleton = self._new_axis("singleton", 1, DATA_PAR)
+            self._touch()
             self.relations.append(SingletonRel(singleton))
             self.leaf_iter_vars.insert(0, singleton)
             self._record(steps.Fuse(self.name, ()))
@@ -133,6 +135,7 @@ class LoopPrimitives:
         for a in args:
             total = mul_extents(total, ext[a])
         fused = self._new_axis(".".join(a.name for a in args) + ".fused", total, args[0].kind)
+        self._touch()
         self.relations.append(FuseRel(tuple(args), fused))
         self.leaf_iter_vars[pos[0]:pos[0] + len(args)] = [fused]
         self._retarget_attached(args, fused)
@@ -157,5 +160,6 @@ class LoopPrimitives:
 
     def _reorder(self, order: List[IterVar]) -> None:
         positions = sorted(axis_index(self.leaf_iter_vars, a) for a in order)
+        self._touch()
         for p, a in zip(positions, order):
             self.leaf_iter_vars[p] = a

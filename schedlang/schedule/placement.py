@@ -141,6 +141,7 @@ class PlacementPrimitives:
             raise ScheduleError("storage_align", self.name, f"offset must be an int in [0, {factor}), got {offset!r}",
                                 axis=ivar.name, hint="the row stride becomes factor*k + offset elements")
         offset = int(offset)
+        self._touch()
         self.storage_aligns[dim] = (factor, offset)
         self._record(steps.StorageAlign(self.name, ivar.name, factor, offset))
 

@@ -26,7 +26,7 @@ def cell_stages(schedule, scan_stage) -> List:
 
 def attach_cells(schedule) -> None:
     """Put every scan's cell at its scan axis (done once, when the schedule is created)."""
-    for st in schedule.stages:
+    for st in schedule.scan_stages:
         if isinstance(st.op, ScanOp):
             for cell in cell_stages(schedule, st):
                 cell.attach_type, cell.attach_stage, cell.attach_ivar = "at", st, st.op.scan_axis
@@ -34,7 +34,7 @@ def attach_cells(schedule) -> None:
 
 def scan_of(stage) -> Optional[object]:
     """The scan stage whose cell holds stage (None outside any scan)."""
-    for st in stage.schedule.stages:
+    for st in stage.schedule.scan_stages:
         if isinstance(st.op, ScanOp) and any(c is stage for c in cell_stages(stage.schedule, st)):
             return st
     return None
@@ -51,7 +51,7 @@ def init_index(stage) -> Optional[int]:
 
 
 def _state_index(stage, role: str) -> Optional[int]:
-    for st in stage.schedule.stages:
+    for st in stage.schedule.scan_stages:
         if isinstance(st.op, ScanOp):
             for k, t in enumerate(getattr(st.op, role)):
                 if stage.schedule[t.op] is stage:
@@ -74,7 +74,7 @@ def require_loops(stage, primitive: str, axis=None) -> None:
 def check_scan_leaf(stage, primitive: str, ivar) -> None:
     """The first axis of a scan update is the scan axis: it cannot be transformed."""
     axes = getattr(stage.op, "axis", ())
-    # the cheap test first: update_index scans every stage of the schedule
+    # the cheap test first: update_index looks through every scan of the schedule
     if axes and ivar is axes[0] and update_index(stage) is not None:
         raise ScheduleError(primitive, stage.name, "the axis is the scan axis of the update, which runs one row "
                             "per step of the scan loop", axis=ivar.name,
@@ -103,7 +103,7 @@ def check_placement(stage, primitive: str, parent=None, ivar=None) -> None:
 def check_dataflow(primitive: str, stage, readers=()) -> None:
     """cache_read/cache_write/rfactor rewrite a stage's operation: not supported for the
     stages a scan lowers specially, nor for readers without an expression body."""
-    for st in stage.schedule.stages:
+    for st in stage.schedule.scan_stages:
         if isinstance(st.op, ScanOp) and any(stage.schedule[t.op] is stage for t in st.op.state_placeholder):
             raise ScheduleError(primitive, stage.name, f"is a state placeholder of scan '{st.name}', which reads "
                                 "the scan's own result", hint="cache the scan's inputs or result instead")

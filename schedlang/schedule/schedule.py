@@ -3,15 +3,17 @@ serialises and replays. The dataflow primitives (cache_read, cache_write, rfacto
 methods here and live in dataflow.py."""
 from __future__ import annotations
 
+import contextlib
 from types import MappingProxyType
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
-from ..errors import ScheduleError
+from ..errors import InternalError, ScheduleError
 from ..expr.functor import free_vars
 from ..expr.nodes import Expr, Var
 from ..tensor.axis import IterVar, has_axis
 from ..tensor.graph import post_order
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor
+from ..tensor.scan import ScanOp
 from . import dataflow, scan as scan_rules, steps as steps_mod
 from .dataflow import replace_reads_op
 from .placement import SCOPES  # noqa: F401  (re-exported by the package)
@@ -44,6 +46,7 @@ class Schedule:
         self.steps: List[steps_mod.Step] = []
         self._recording = True
         self._size_vars: Dict[str, Var] = {}     # size variables the schedule uses (split factors), by name
+        self._undo: List[UndoPoint] = []     # open undo points, oldest first (snapshot)
         renamed = self._unique_ops(post_order(self._user_outputs))
         for user_op, op in renamed.items():
             stage = Stage(self, op, op.name)
@@ -52,6 +55,10 @@ class Schedule:
         self.outputs = [self._by_op[o].op for o in self._user_outputs]
         for o in self._user_outputs:
             self._by_op[o].is_output = True
+        # The scan stages, fixed from here: the dataflow primitives make compute stages only and
+        # refuse scans. The scan rules ask per primitive; a scan of all stages each time made
+        # scheduling a model quadratic in its size.
+        self.scan_stages = tuple(st for st in self.stages if isinstance(st.op, ScanOp))
         scan_rules.attach_cells(self)
 
     @staticmethod
@@ -149,13 +156,9 @@ class Schedule:
     def apply_steps(self, step_list: Iterable[steps_mod.Step]) -> "Schedule":
         """Replay steps (from another schedule, JSON or a tuning log) on this schedule. All or
         nothing: when a step fails, the schedule is restored to what it was before the replay."""
-        saved = self.snapshot()
-        try:
+        with self.all_or_nothing():
             for st in step_list:
                 st.apply(self)
-        except BaseException:
-            self.restore(saved)
-            raise
         return self
 
     def _register_size_var(self, primitive: str, stage: str, v: Var) -> None:
@@ -190,35 +193,67 @@ class Schedule:
         self._size_vars[name] = v
         return v
 
-    def snapshot(self):
-        """The mutable state of the schedule and its stages, to hand back to restore() to undo
-        the primitives applied in between (apply_steps and the torch frontend's default
-        schedules try a group of primitives all or nothing). Their lists and dicts are copied two
-        levels deep (a stage's pragmas are lists in a dict); ops, axes and relations are
-        immutable and shared."""
-        def copy(v):
-            if isinstance(v, list):
-                return list(v)
-            if not isinstance(v, dict):
-                return v
-            out = dict(v)      # at C speed; then only the containers inside are copied in Python
-            for k, x in v.items():     # (the torch frontend snapshots once per kernel: _by_op
-                if isinstance(x, (list, dict)):      # holds every stage of the model)
-                    out[k] = copy(x)
-            return out
+    # ---- undo points -------------------------------------------------------------------
+    # A journal, not a copy: snapshot() copies only the schedule's own lists and dicts (a few,
+    # copied at C speed) and opens a journal; a stage saves its state into every open journal
+    # the first time it changes after that (Stage._touch, called by Stage.__setattr__ and
+    # before the primitives' in-place edits of its lists and dicts). A snapshot thus costs what
+    # the primitives since it touched, not the size of the schedule: the torch frontend opens
+    # one per kernel, and copying every stage each time made default_schedule quadratic in the
+    # model's size (0.4 of ResNet-50's 0.6 s).
+    def snapshot(self) -> "UndoPoint":
+        """An undo point: hand it to restore() to undo the primitives applied since, or to
+        release() to keep them (apply_steps and the torch frontend's default schedules try a
+        group of primitives all or nothing; all_or_nothing() does both). Undo points nest; one
+        that is neither restored nor released stays open, correct but costing a copy of each
+        stage that changes until the schedule is dropped."""
+        point = UndoPoint(_copy_state(self, skip="_undo"))
+        self._undo.append(point)
+        return point
 
-        def copy_state(obj):
-            return {k: copy(v) for k, v in vars(obj).items()}
-        return copy_state(self), [(st, copy_state(st)) for st in self.stages]
-
-    def restore(self, saved) -> None:
-        """Put the schedule and its stages back to the state snapshot() returned."""
-        state, stages = saved
+    def restore(self, saved: "UndoPoint") -> None:
+        """Put the schedule and its stages back to the state at snapshot() (which returned saved),
+        and close that undo point with the ones opened after it."""
+        at = self._open_index(saved, "restore")
+        undo = self._undo[:at]
         vars(self).clear()
-        vars(self).update(state)
-        for st, st_state in stages:
-            vars(st).clear()
-            vars(st).update(st_state)
+        vars(self).update(_copy_state_of(saved.schedule))
+        self._undo = undo
+        for st, st_state in saved.stages.values():
+            vars(st).clear()       # a copy: saved is also the state an older open point holds
+            vars(st).update(_copy_state_of(st_state))
+
+    def release(self, saved: "UndoPoint") -> None:
+        """Keep the primitives applied since snapshot() returned saved: close that undo point (and
+        the ones opened after it; older ones still undo everything since they were opened)."""
+        del self._undo[self._open_index(saved, "release"):]
+
+    @contextlib.contextmanager
+    def all_or_nothing(self):
+        """with s.all_or_nothing(): ... -- when the block raises, the schedule is restored to what
+        it was before it and the exception goes on; otherwise its primitives are kept."""
+        saved = self.snapshot()
+        try:
+            yield self
+        except BaseException:
+            self.restore(saved)
+            raise
+        self.release(saved)
+
+    def _open_index(self, saved: "UndoPoint", verb: str) -> int:
+        for i, point in enumerate(self._undo):
+            if point is saved:
+                return i
+        raise InternalError(f"Schedule.{verb}: not an open undo point of this schedule (already restored or "
+                            "released, or another schedule's)")
+
+    def _touch(self, stage: Stage) -> None:
+        """Save stage's state into the open undo points that lack it (before it changes)."""
+        undo = self._undo
+        if undo and id(stage) not in undo[-1].stages:      # in the newest one: in every older one too
+            entry = (stage, _copy_state(stage))
+            for point in undo:
+                point.stages.setdefault(id(stage), entry)
 
     def to_json(self) -> str:
         return steps_mod.steps_to_json(self.steps)
@@ -280,3 +315,35 @@ class Schedule:
         """Factor a reduction: a new stage computes partial results indexed by the reduction
         loop `axis`; the original stage then reduces over those partials."""
         return dataflow.rfactor(self, tensor, axis, factor_axis)
+
+
+class UndoPoint:
+    """What Schedule.snapshot() returns: the schedule's own state then, and the state each stage
+    had before its first change since (by id; Stage._touch fills it)."""
+    __slots__ = ("schedule", "stages")
+
+    def __init__(self, schedule_state: dict):
+        self.schedule = schedule_state
+        self.stages: Dict[int, tuple] = {}
+
+
+def _copy(v):
+    """A list or dict copied two levels deep (a stage's pragmas are lists in a dict); anything
+    else (ops, axes, relations, steps: immutable) shared."""
+    if isinstance(v, list):
+        return list(v)
+    if not isinstance(v, dict):
+        return v
+    out = dict(v)
+    for k, x in v.items():
+        if isinstance(x, (list, dict)):
+            out[k] = _copy(x)
+    return out
+
+
+def _copy_state_of(state: dict, skip: str = "") -> dict:
+    return {k: _copy(v) for k, v in state.items() if k != skip}
+
+
+def _copy_state(obj, skip: str = "") -> dict:
+    return _copy_state_of(vars(obj), skip)

@@ -30,7 +30,6 @@ class Stage(LoopPrimitives, AnnotationPrimitives, PlacementPrimitives, Tensorize
     operation's axes, their annotations, and where the stage is computed."""
 
     def __init__(self, schedule: "Schedule", op: Operation, name: str, scope: Optional[str] = None):
-        self.schedule = schedule
         self.name = name
         self.scope = scope     # None: global at the root, local when computed at a loop
         self.store_predicate = None     # set_store_predicate: who stores a cross-thread reduction's result
@@ -41,6 +40,21 @@ class Stage(LoopPrimitives, AnnotationPrimitives, PlacementPrimitives, Tensorize
         self.storage_aligns: Dict[int, Tuple[int, int]] = {}
         self.double_buffered = False       # double_buffer(): two buffers, filled in turn
         self._reset(op)
+        self.schedule = schedule           # last: a stage being made has no state to save (__setattr__)
+
+    def __setattr__(self, name: str, value) -> None:
+        # Every change of a stage's state goes through here or through _touch (the primitives'
+        # in-place edits of its lists and dicts), so the schedule's open undo points can save the
+        # state first (Schedule.snapshot).
+        schedule = self.__dict__.get("schedule")
+        if schedule is not None and schedule._undo:
+            schedule._touch(self)
+        object.__setattr__(self, name, value)
+
+    def _touch(self) -> None:
+        """Call before changing one of the stage's lists or dicts in place."""
+        if self.schedule._undo:
+            self.schedule._touch(self)
 
     def _reset(self, op: Operation) -> None:
         self.op = op
@@ -148,6 +162,7 @@ class Stage(LoopPrimitives, AnnotationPrimitives, PlacementPrimitives, Tensorize
     def _new_axis(self, name: str, extent: int, kind: str) -> IterVar:
         unique = steps.unique_name(name, {a.name for a in self.all_iter_vars})
         ivar = IterVar(Var(unique), Range(0, extent), kind)
+        self._touch()
         self.all_iter_vars.append(ivar)
         return ivar
 

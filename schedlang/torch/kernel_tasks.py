@@ -188,12 +188,12 @@ def apply_group_record(s, group, target, index: "RecordIndex") -> bool:
         return False
     recs = index.ranked(workload_key(default_args(prog.outputs)), str(target))
     for rec in recs:
-        saved = s.snapshot()
         try:
-            _replay(s, prog, rename_steps(rec["steps"]["steps"], prog.names))
+            with s.all_or_nothing():
+                _replay(s, prog, rename_steps(rec["steps"]["steps"], prog.names))
             return True
         except (ValueError, TypeError, KeyError):        # ScheduleError is a ValueError
-            s.restore(saved)
+            pass
     return False
 
 

@@ -84,13 +84,12 @@ def default_schedule(outputs: List, target=None, log: Optional[str] = None) -> S
     for group in fuse(s):
         if index is not None and apply_group_record(s, group, target, index):
             continue
-        saved = s.snapshot()
         try:
-            schedule_group(s, group, target)
+            with s.all_or_nothing():
+                schedule_group(s, group, target)
         except ScheduleError as err:
             # A program shape these rules did not foresee: the kernel keeps its plain loops
             # (correct, slower) rather than failing the compile; the warning says which.
-            s.restore(saved)
             warnings.warn(f"default_schedule: kernel '{group.anchor.name}' keeps its plain loops: {err}",
                           stacklevel=2)
     return s
