@@ -52,6 +52,7 @@ from typing import List, Tuple
 
 from ..expr.extent import ceil_div
 from ..schedule import Schedule, legal
+from ..schedule.annotate import MAX_UNROLL
 from ..target.registry import get_backend
 from ..tensor.axis import DATA_PAR, REDUCE
 from ..topi import winograd
@@ -200,8 +201,27 @@ def _tile_cache_write(trace: Trace, s: Schedule, st, target, pack: bool = False)
         cache.vectorize(inner[-1])
     if len(inner) > 1 and unrolled_tile_fits(math.prod(tile[:-1]), tile[-1], target, bits) and trace.pick(
             f"{cache.name}|unroll_tile", keep, lambda v: isinstance(v, bool)):
-        for a in inner[:-1]:
+        _unroll_rows(cache, inner[:-1], tile[:-1])
+
+
+def _unroll_rows(cache, rows, sizes) -> None:
+    """Unroll the cache's row loops (their tile sizes: sizes). unroll() counts a loop's full
+    extent, not the tile the attach point leaves it, so where the full extents would make more
+    than MAX_UNROLL copies each row loop is split by its tile size (the outer part runs once)
+    and the inner parts unrolled, as _tile_relayout does. Why: the Winograd bgemm's cache
+    (positions 36 x tiles 198, a 1 x 6 tile) was refused every time, so the tile_cache_write
+    sketch, the hand schedule's, never made a candidate of the 56 x 56 layer; nor, on AVX2, did
+    a conv2d NCHW's (batch x channels x rows = 3584). A GEMM's rows stay within the limit: its
+    loops are unrolled whole, as before."""
+    ext = cache.static_extents()
+    if math.prod(ext[a] for a in rows) <= MAX_UNROLL:
+        for a in rows:
             cache.unroll(a)
+        return
+    for a, size in zip(rows, sizes):
+        if size < ext[a]:
+            _, a = cache.split(a, factor=size)
+        cache.unroll(a)
 
 
 def _relayout_inputs(s: Schedule, st, packs, lanes: int) -> None:
