@@ -244,18 +244,35 @@ def _walk(s: Stmt, loops: List[For], guards: int, cores: int, rows: List[List[fl
         for x in s.stmts:
             _walk(x, loops, guards, cores, rows, allocs)
     elif isinstance(s, Allocate):
-        size = s.buffer.size
-        allocs.append(int(size) * s.buffer.dtype.bytes if isinstance(size, int) else 0)
+        allocs.append(alloc_bytes(s.buffer))
         _walk(s.body, loops, guards, cores, rows, allocs)
     elif isinstance(s, (Let, StageNest)):
         _walk(s.body, loops, guards, cores, rows, allocs)
 
 
-def tile_features(func: Func, cores: Optional[int] = None) -> np.ndarray:
-    """The candidate's feature vector (FEATURE_NAMES, log2(1 + x) of each value)."""
+def stmt_rows(stmt: Stmt, cores: Optional[int] = None) -> Tuple[List[List[float]], List[int]]:
+    """(the raw feature row of each store of stmt, the bytes of each of its allocations), in
+    program order: what tile_features pools (fixed_nests.py pools them per loop nest)."""
     rows: List[List[float]] = []
     allocs: List[int] = []
-    _walk(func.body, [], 0, cores or _cores(), rows, allocs)
+    _walk(stmt, [], 0, cores or _cores(), rows, allocs)
+    return rows, allocs
+
+
+def alloc_bytes(buffer) -> int:
+    """What an allocation of buffer counts as in the features: its bytes (0 when symbolic)."""
+    size = buffer.size
+    return int(size) * buffer.dtype.bytes if isinstance(size, int) else 0
+
+
+def tile_features(func: Func, cores: Optional[int] = None) -> np.ndarray:
+    """The candidate's feature vector (FEATURE_NAMES, log2(1 + x) of each value)."""
+    return pooled_features(*stmt_rows(func.body, cores))
+
+
+def pooled_features(rows: List[List[float]], allocs: List[int]) -> np.ndarray:
+    """The candidate's feature vector from its stores' raw rows and its allocations' bytes
+    (stmt_rows): the sum and the max of each store feature, then the program's counts."""
     per_store = np.asarray(rows, dtype=np.float64).reshape(-1, len(STORE_FEATURES))
     pooled = [per_store.sum(axis=0), per_store.max(axis=0, initial=0.0)]
     program = np.array([len(rows), len(allocs), sum(allocs), max(allocs, default=0)], dtype=np.float64)

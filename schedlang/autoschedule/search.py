@@ -5,11 +5,13 @@ repeat until the trials are spent.
 A round, as Ansor's evolutionary search:
 1. the population starts from the fastest candidates measured so far (this search's or
    the resumed log's, replayed from their decisions) and fresh random annotations of
-   every sketch;
+   every sketch; the first round measures first the candidates that redo a hand schedule
+   (SketchRules.seeds: the Winograd bgemm's register tile), so the elites start from it;
 2. each generation makes children by mutation (tile sizes, annotations, compute
    locations) and crossover (same sketch), replays them through the schedule primitives
    (a ScheduleError or LoweringError prunes the child before anything is built), lowers
-   them to Tile IR, scores their features with the model and keeps the best;
+   them to Tile IR (a task's fixed nests once: fixed_nests.py), scores their features with
+   the model and keeps the best;
 3. of everything seen this round, the best scored candidates not measured yet are
    measured, with a share `epsilon` of random ones (exploration; before the model has
    data every pick is effectively random). A candidate whose steps or Kernel IR hash was
@@ -45,12 +47,13 @@ from ..target.registry import get_backend
 from . import records, transfer
 from .cost_model import CostModel
 from .features import candidate_features, tile_ir, with_profile
+from .fixed_nests import FixedNests, Lowered
 from .gpu_estimate import profile_summary
 from .measure import Measurer
 from .mutate import BLOCK_P, crossover, mutate
 from .register_tile import tight
 from .sample import sample
-from .sketch import Sketch, generate_sketches
+from .sketch import Sketch, generate_sketches, sketch_rules
 from .task import SearchTask
 
 MAX_EMPTY_ROUNDS = 3      # rounds without a new candidate before the space counts as exhausted
@@ -111,6 +114,15 @@ def kernel_hash(task: SearchTask, s, tile=None) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def task_kernel_hash(task: SearchTask, s) -> str:
+    """The kernel hash a search of task gives schedule s (Evolver.hash_of): for a task with fixed
+    nests (fixed_nests.py) their keys and the rest's Kernel IR, else kernel_hash; so a schedule
+    measured outside the search (a whole-model task's default) is known to it."""
+    nests = FixedNests.of(task, generate_sketches(task))
+    lowered = nests.lower(s) if nests is not None else None
+    return lowered.kernel_hash(task.target) if lowered is not None else kernel_hash(task, s)
+
+
 def _pick_tournament(pop: List[Candidate], rng: random.Random) -> Candidate:
     a, b = rng.choice(pop), rng.choice(pop)
     return a if a.score >= b.score else b
@@ -136,6 +148,9 @@ class Evolver:
         self._draws = 0
         self._turn = 0                           # which sketch behind the leader's has its pick next
         self.block_p = _block_p(task)
+        self.hash_times: Dict[str, float] = {}   # kernel hash -> its best time in the resumed log
+        self.seeds = sketch_rules(task).seeds(task, self.sketches)   # hand-schedule draws, not made yet
+        self.nests = FixedNests.of(task, self.sketches)   # the fixed nests' rows, lowered once (None: none)
 
     # ---- making candidates ---------------------------------------------------------------
 
@@ -151,14 +166,23 @@ class Evolver:
         if key in self.cache:
             return self.cache[key]
         try:
-            tile = tile_ir(s, self.task.args)
+            features, lowered = self.lower(s)
         except (ScheduleError, LoweringError):
             self.pruned += 1
             self.cache[key] = None
             return None
-        cand = self.cache[key] = Candidate(sketch, decisions, steps_json,
-                                           candidate_features(tile, self.task.target), lowered=(s, tile))
+        cand = self.cache[key] = Candidate(sketch, decisions, steps_json, features, lowered=lowered)
         return cand
+
+    def lower(self, s) -> tuple:
+        """(features, lowering) of schedule s: the lowering is what hash_of needs, (s, Tile IR)
+        or, for a task with fixed nests, a fixed_nests.Lowered (its fixed nests lowered once)."""
+        if self.nests is not None:
+            split = self.nests.lower(s)
+            if split is not None:
+                return split.features, split
+        tile = tile_ir(s, self.task.args)
+        return candidate_features(tile, self.task.target), (s, tile)
 
     def random_candidate(self) -> Optional[Candidate]:
         sketch = self.sketches[self._draws % len(self.sketches)]
@@ -239,6 +263,7 @@ class Evolver:
         ranked = best_first(seen.values())
         chosen: List[Candidate] = []
         hashes: Set[str] = set()
+        self._take(self._seed_candidates(), count, chosen, hashes)
         if not self.model.trained:
             self._cover_sketches(ranked, count, chosen, hashes)
         self._take(best_first(behind), min(1, count - n_random - len(chosen)), chosen, hashes)
@@ -253,6 +278,38 @@ class Evolver:
             c.lowered = None             # keep only features and steps of the many candidates seen
             c.parents = ()               # this round's scores only; no lineage chains kept alive
         return chosen
+
+    def _seed_candidates(self) -> List[Candidate]:
+        """The hand-schedule candidates (SketchRules.seeds), once: measured first, before the
+        model's and the random picks; one whose kernel the resumed log timed already (a
+        whole-model task's default schedule, measured first) joins the elites at that time."""
+        out = []
+        for sketch, decisions in self.seeds:
+            c = self.make(sketch, decisions)
+            if c is None or not self._new(c):
+                continue
+            try:
+                c.kernel_hash = c.kernel_hash or self.hash_of(c)
+            except (ScheduleError, LoweringError):
+                self.pruned += 1
+                continue
+            if c.kernel_hash in self.hash_times:
+                self.seen_steps.add(c.key)
+                self.measured.append((self.hash_times[c.kernel_hash], c))
+            else:
+                out.append(c)
+        self.seeds = []
+        return out
+
+    def hash_of(self, c: Candidate) -> str:
+        """The candidate's kernel hash, from its lowering (lowered again when not at hand):
+        kernel_hash, or for a task with fixed nests their keys and the rest's Kernel IR."""
+        lowered = c.lowered
+        if lowered is None:
+            lowered = self.lower(self.task.schedule().apply_json(c.steps_json))[1]
+        if isinstance(lowered, Lowered):
+            return lowered.kernel_hash(self.task.target)
+        return kernel_hash(self.task, *lowered)
 
     def _behind_sketch_children(self, room: int, seen: Dict[str, Candidate]) -> List[Candidate]:
         """Scored children of the fastest measured candidate of one sketch other than the
@@ -300,10 +357,7 @@ class Evolver:
                 continue
             if not c.kernel_hash:
                 try:
-                    if c.lowered is None:
-                        c.kernel_hash = kernel_hash(self.task, self.task.schedule().apply_json(c.steps_json))
-                    else:
-                        c.kernel_hash = kernel_hash(self.task, *c.lowered)
+                    c.kernel_hash = self.hash_of(c)
                 except (ScheduleError, LoweringError):
                     self.pruned += 1
                     self.seen_steps.add(c.key)
@@ -370,10 +424,15 @@ class Evolver:
             try:
                 s = self.task.schedule()
                 s.apply_json(json.dumps(r["steps"]))
-                x = candidate_features(tile_ir(s, self.task.args), self.task.target, _summary(r.get("profile")))
+                if self.nests is not None:       # (a CPU task: no profile)
+                    x = self.lower(s)[0]
+                else:
+                    x = candidate_features(tile_ir(s, self.task.args), self.task.target, _summary(r.get("profile")))
             except (ValueError, TypeError, KeyError, LoweringError):   # ScheduleError is a ValueError
                 continue
             t = None if r["kernel_hash"] in failed else r["median_s"]
+            if t is not None:
+                self.hash_times[r["kernel_hash"]] = min(t, self.hash_times.get(r["kernel_hash"], t))
             xs.append(x)
             times.append(t)
             sketch = self.by_name.get(r.get("sketch"))

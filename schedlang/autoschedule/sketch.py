@@ -41,6 +41,9 @@ class SketchRule:
     subclass defines condition and apply."""
 
     name: str = ""
+    # True: the rule shapes its stage the same way in every candidate (no decisions of its own),
+    # so the search lowers the loop nests of such stages once per task (fixed_nests.py)
+    fixed: bool = False
 
     def supports(self, target) -> bool:
         """Whether the rule applies on this target at all (e.g. an architecture with the
@@ -92,6 +95,9 @@ class SketchRules:
     # declares the tensor intrinsics the rules tensorize with: a candidate's steps name them by
     # key, so replaying them (a measurement worker, a resumed log) needs them declared first
     declare_intrinsics: Callable = lambda: None
+    # seeds(task, sketches): (sketch, decisions) of candidates that redo a hand schedule, which
+    # the search measures first (its elites start from them)
+    seeds: Callable = lambda task, sketches: []
 
     def stage_rules(self, s, st, target=None) -> List[SketchRule]:
         """The rules that may shape stage st of s, the first preferred (with target: those

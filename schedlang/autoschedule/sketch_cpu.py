@@ -48,10 +48,11 @@ one (a long row split by a few native vectors of the target: vector_splits) and 
 from __future__ import annotations
 
 import math
-from typing import List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..expr.extent import ceil_div
 from ..schedule import Schedule, legal
+from ..schedule.annotate import MAX_UNROLL
 from ..target.registry import get_backend
 from ..tensor.axis import DATA_PAR, REDUCE
 from ..topi import winograd
@@ -200,8 +201,27 @@ def _tile_cache_write(trace: Trace, s: Schedule, st, target, pack: bool = False)
         cache.vectorize(inner[-1])
     if len(inner) > 1 and unrolled_tile_fits(math.prod(tile[:-1]), tile[-1], target, bits) and trace.pick(
             f"{cache.name}|unroll_tile", keep, lambda v: isinstance(v, bool)):
-        for a in inner[:-1]:
+        _unroll_rows(cache, inner[:-1], tile[:-1])
+
+
+def _unroll_rows(cache, rows, sizes) -> None:
+    """Unroll the cache's row loops (their tile sizes: sizes). unroll() counts a loop's full
+    extent, not the tile the attach point leaves it, so where the full extents would make more
+    than MAX_UNROLL copies each row loop is split by its tile size (the outer part runs once)
+    and the inner parts unrolled, as _tile_relayout does. Why: the Winograd bgemm's cache
+    (positions 36 x tiles 198, a 1 x 6 tile) was refused every time, so the tile_cache_write
+    sketch, the hand schedule's, never made a candidate of the 56 x 56 layer; nor, on AVX2, did
+    a conv2d NCHW's (batch x channels x rows = 3584). A GEMM's rows stay within the limit: its
+    loops are unrolled whole, as before."""
+    ext = cache.static_extents()
+    if math.prod(ext[a] for a in rows) <= MAX_UNROLL:
+        for a in rows:
             cache.unroll(a)
+        return
+    for a, size in zip(rows, sizes):
+        if size < ext[a]:
+            _, a = cache.split(a, factor=size)
+        cache.unroll(a)
 
 
 def _relayout_inputs(s: Schedule, st, packs, lanes: int) -> None:
@@ -372,9 +392,13 @@ def _locate(trace: Trace, s: Schedule, st) -> None:
     where its consumers are computed), so what it writes is read while still in cache. An
     input's copy (legal.is_input_copy) stays at the root."""
     points = legal.attach_points(s, st, MAX_AT_POSITION)
-    if not points or legal.is_input_copy(st):
+    if not points or legal.is_input_copy(st) or getattr(st.op, "tag", "") == winograd.TAG_M:
         # an input's copy (padding, weights re-laid out) at a tile loop is made again per tile:
-        # the conv2d samples that drew it ran up to 6x slower (results-tune-zen3-avx2.txt)
+        # the conv2d samples that drew it ran up to 6x slower (results-tune-zen3-avx2.txt).
+        # The Winograd bgemm stays at the root, as topi.winograd's schedule has it: at the
+        # inverse's loops (5 of 6 draws) it is a GEMM per channel block and row of tiles, which
+        # reads U's positions again for every row: the best of a 5-minute search, all such, ran
+        # 2.6x the hand schedule's time side by side (conv2d-winograd, results-tune-zen3-avx2.txt)
         return
     n = len(points)
     pos = trace.pick(f"{st.name}|at", lambda rng: rng.choice([-1] + list(range(n))),
@@ -462,6 +486,10 @@ def _annotate(trace: Trace, s: Schedule, st, threads: int, target) -> None:
     if cands and cands[-1] == len(leaves) - 1 and leaves[-1] not in st.annotations:
         if trace.pick(f"{st.name}|vec", lambda rng: rng.random() < 0.8, lambda v: isinstance(v, bool)):
             st.vectorize(leaves[-1])
+    if getattr(st.op, "tag", "") in Transform.TAGS:
+        # topi.winograd's loops (the positions unrolled already): no decision, so that every
+        # candidate's transform nests are the same and lowered once (fixed_nests.py)
+        return
     step = trace.pick(f"{st.name}|unroll", lambda rng: rng.choice((0,) + legal.PRAGMA_STEPS),
                       lambda v: v in (0,) + legal.PRAGMA_STEPS)
     if step:
@@ -532,6 +560,7 @@ class Transform(SketchRule):
     Y's 4 or 5 axes: NCHW or NCHWc; else Y stays a stage of its own)."""
 
     name = "transform"
+    fixed = True
     TAGS = (winograd.TAG_D, winograd.TAG_T, winograd.TAG_V, winograd.TAG_Y)
 
     def condition(self, s, st) -> Condition:
@@ -579,7 +608,58 @@ class RFactor(SketchRule):
         _rfactor(trace, s, st, target)
 
 
+# ---- the hand schedule's draw ------------------------------------------------------------
+
+def hand_seeds(task, sketches) -> List[Tuple[object, Dict[str, Any]]]:
+    """(sketch, decisions) of the candidates that redo a hand schedule, which the search
+    measures first (search.Evolver): the Winograd bgemm under tile_cache_write tiled as
+    topi.winograd.schedule_bgemm tiles it (_bgemm_seed), every stage without an unroll pragma.
+    Why: in 5 minutes (24 candidates, Zen 1) the search never drew the hand's 6 x 16 tile at the
+    root, and in whole-model tuning its bgemm searches of 16-24 trials never came near the hand
+    default (results-tune-zen1-avx2.txt); started from it, the search refines it."""
+    out = []
+    for sketch in sketches:
+        rules = dict(sketch.rule_names)
+        s = task.schedule()
+        bgemms = [st for st in s.stages if getattr(st.op, "tag", "") == winograd.TAG_M
+                  and rules.get(st.name) == "tile_cache_write"]
+        decisions = _bgemm_seed(bgemms[0], task.target) if len(bgemms) == 1 else None
+        if decisions is None:
+            continue
+        for st in s.stages:
+            if legal.is_compute(st):
+                decisions.setdefault(f"{st.name}|unroll", 0)
+        out.append((sketch, decisions))
+    return out
+
+
+def _bgemm_seed(st, target) -> Optional[Dict[str, Any]]:
+    """The decisions of tile_cache_write (and annotate) that tile the bgemm st [positions, tiles,
+    channels] as topi.winograd.schedule_bgemm does: a register tile of rows tiles x U's panel
+    width nr, accumulated in the local cache at the root's tile loop with the whole reduction
+    outside its unrolled rows and vectorized columns, positions x panels outermost (parallel).
+    rows: the most tiles whose accumulators fit the register file (register_block) that divide
+    the tile count (the program pads it to its register tile's rows); None where nothing fits."""
+    panels = [t for t in st.op.input_tensors if t.ndim == 4]
+    if len(panels) != 1 or len(st.op.axis) != 3 or len(st.op.reduce_axis) != 1:
+        return None
+    pos, p, o = st.op.axis
+    (rc,) = st.op.reduce_axis
+    ext = st.static_extents()
+    nr = int(panels[0].shape[-1])
+    lanes, budget = register_block(target, st.op.output(0).dtype_obj.bits)
+    fit = min(budget // ceil_div(nr, lanes), MAX_UNROLLED_ROWS, ext[p])
+    rows = max((r for r in range(1, fit + 1) if ext[p] % r == 0), default=0)
+    if not rows or ext[o] % nr:
+        return None
+    name, cache = st.name, f"{st.name}.local"
+    return {f"{name}|tile|{pos.name}": [ext[pos], 1, 1], f"{name}|tile|{p.name}": [1, ext[p] // rows, rows],
+            f"{name}|tile|{o.name}": [ext[o] // nr, 1, nr], f"{name}|cache_at": 1,
+            f"{cache}|tile|{rc.name}": [1, ext[rc]], f"{cache}|vec_tile": True, f"{cache}|unroll_tile": True,
+            f"{name}|at": -1, f"{name}|par": 3, f"{name}|vec": True, f"{cache}|unroll": 0}
+
+
 CPU_SKETCH_RULES = SketchRules(
     rules=(Transform(), Inline(keep_costly=True), Tile(), TileCacheWrite(pack=False), TileCacheWrite(pack=True),
            TileRelayout(), Plain(), RFactor()),
-    annotate=annotate)
+    annotate=annotate, seeds=hand_seeds)

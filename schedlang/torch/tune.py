@@ -137,10 +137,10 @@ def _best_s(recs) -> Optional[float]:
 def _hash(kt: KernelTask, steps: Optional[str] = None) -> str:
     """The kernel hash of the task's schedule of steps (JSON; its default schedule's by
     default), so the search never measures that kernel again."""
-    from ..autoschedule.search import kernel_hash
+    from ..autoschedule.search import task_kernel_hash
     from ..errors import LoweringError
     try:
-        return kernel_hash(kt.task, kt.task.schedule().apply_json(steps or kt.default_steps))
+        return task_kernel_hash(kt.task, kt.task.schedule().apply_json(steps or kt.default_steps))
     except (ValueError, TypeError, LoweringError):      # ScheduleError is a ValueError
         return "default:" + kt.workload_key[:16]
 

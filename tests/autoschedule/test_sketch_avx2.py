@@ -13,6 +13,7 @@ from schedlang.autoschedule.sketch import generate_sketches
 from schedlang.autoschedule.sketch_cpu import register_block, register_fits, unrolled_tile_fits, vector_splits
 from schedlang.autoschedule.task import SearchTask
 from schedlang.errors import LoweringError, ScheduleError
+from schedlang.schedule.annotate import MAX_UNROLL, UNROLL
 from tests import programs
 from tests.cpu_targets import runs_here
 
@@ -125,3 +126,23 @@ def test_avx2_cache_tiles_are_always_vectorized_and_unrolled_where_they_fit(targ
     _, made = sample(task, sketch, random.Random(0), {"C|tile|i": [128, 1, 4], "C|tile|j": [16, 2, 16],
                                                       "C.local|vec_tile": False, "C.local|unroll_tile": False})
     assert made["C.local|vec_tile"] is False and made["C.local|unroll_tile"] is False
+
+
+def test_cache_rows_beyond_the_unroll_limit_are_split_by_their_tile():
+    """conv2d NCHW, 32 filters on 40 x 40 (batch x channels x rows = 1280 over the full extents,
+    past MAX_UNROLL): tile_cache_write's unrolled cache rows are split by their tile sizes (only
+    the inner parts unrolled), so its samples are legal and compute the reference's result;
+    before, unroll() refused every AVX2 sample of that sketch (always unrolled there)."""
+    X, W, _, out = programs.conv2d(1, 16, 40, 40, 32, 3)
+    task = SearchTask(tensors=[X, W, out], target=AVX2)
+    sketch = next(sk for sk in generate_sketches(task) if sk.name.startswith("tile_cache_write"))
+    made_some = 0
+    for seed in range(4):
+        s, made = sample(task, sketch, random.Random(seed))
+        cache = next(st for st in s.stages if st.name.endswith(".local"))
+        unrolled = [a for a, ann in cache.annotations.items() if ann.kind == UNROLL]
+        assert unrolled and math.prod(cache.static_extents()[a] for a in unrolled) <= MAX_UNROLL
+        made_some += 1
+        if seed == 0 and runs_here(AVX2):
+            assert sl.autoschedule.check_against_reference(task, s) is None, s.to_python()
+    assert made_some == 4

@@ -40,6 +40,22 @@ def test_transform_stages_take_the_transform_rule_and_the_bgemm_is_tiled():
     assert {dict(sk.rule_names)["wino_M"] for sk in sketches} >= {"tile", "tile_cache_write"}
 
 
+def test_the_56x56_layer_samples_the_cache_sketch_with_the_bgemm_at_the_root():
+    """conv2d 64 -> 64 at 56 x 56 (tune.py's): tile_cache_write's cache rows (positions 36 x
+    tiles 198 over their full extents) are split by their tile before they are unrolled, so the
+    sketch makes candidates (it made none: unroll refused them); the bgemm is never computed
+    inside the inverse transform's loops, and no transform stage draws an unroll pragma."""
+    task = SearchTask(tensors=list(_program(ic=64, oc=64, h=56, w=56)), target=AVX2)
+    sketch = next(sk for sk in generate_sketches(task) if dict(sk.rule_names)["wino_M"] == "tile_cache_write")
+    for seed in range(3):
+        s, made = sample(task, sketch, random.Random(seed))
+        st = {stage.op.name: stage for stage in s.stages}
+        assert st["wino_M"].attach_type == "root" and "wino_M|at" not in made
+        assert st["wino_M.local"].attach_stage is st["wino_M"]
+        assert not [k for k in made if k.endswith("|unroll") and k.split("|")[0] in ("wino_D", "wino_T", "wino_V",
+                                                                                    "wino_Y")]
+
+
 @pytest.mark.skipif(not runs_here(AVX2), reason="the host cannot run AVX2 code")
 def test_a_sample_builds_replays_and_matches_numpy():
     X, U, out = _program()
