@@ -133,18 +133,31 @@ def nchwc_tile(target: Target, blocks: int, cols: int, width: int, taps: bool = 
 
 
 POINTWISE_TILE = (4, 2)   # AVX2 1x1 register tile: 4 channel blocks x 2 columns (_pointwise_tile)
+WIDE_POINTWISE_TILE = (2, 4)    # ... on rows of a multiple of 4 columns: 2 channel blocks x 4 columns
+WIDE_TILE_MIN_BLOCKS = 16       # the fewest channel blocks that take it
 
 
 def _pointwise_tile(registers: int, blocks: int, cols: int) -> Tuple[int, int]:
     """nchwc_tile of a kernel without taps outside (1x1 convolutions over blocked inputs; a
-    stem over the NCHW input too: _input_channels_outside) on a 16-register target: POINTWISE_TILE
-    (8 FMAs per 4 weight vectors and 2 broadcasts) where the blocks are a multiple of 4 and
-    the row has 2 columns, an odd row (7) ending in a one-column tile; else (not measured
-    since) the former tile, _narrow_score's. That former 1 x 14 (1 x 7 on two rows at 7x7)
-    ran 1.19-1.35x prepacked oneDNN on every 1x1 layer of ResNet-50, 4 x 2 0.98-1.2x; 2 x 6
-    (15 registers) and 2 x 4 were no faster than 4 x 2, and 4 x 2 on rows of 7 beat 1 x 7 on
-    two rows by 1.2x; ResNet-50's 7x7 stem 0.82x (Zen 1, one thread, CPU time, loaded;
-    benchmarks/conv_layer_ab.py, benchmarks/results-conv-zen1-avx2.txt)."""
+    stem over the NCHW input too: _input_channels_outside) on a 16-register target:
+    WIDE_POINTWISE_TILE where the row is a multiple of 4 columns and the channel blocks an
+    even number of WIDE_TILE_MIN_BLOCKS or more, else POINTWISE_TILE (8 FMAs per 4 weight
+    vectors and 2 broadcasts) where the blocks are a multiple of 4 and the row has 2 columns,
+    an odd row (7) ending in a one-column tile; else (not measured since) the former tile,
+    _narrow_score's. That former 1 x 14 (1 x 7 on two rows at 7x7) ran 1.19-1.35x prepacked
+    oneDNN on every 1x1 layer of ResNet-50, 4 x 2 0.98-1.2x; 2 x 6 (15 registers) and 2 x 4
+    were no faster than 4 x 2, and 4 x 2 on rows of 7 beat 1 x 7 on two rows by 1.2x;
+    ResNet-50's 7x7 stem 0.82x (Zen 1, one thread, CPU time, loaded; benchmarks/conv_layer_ab.py,
+    benchmarks/results-conv-zen1-avx2.txt). On Zen 3 (two 256-bit FMA pipes: the 8 sums of
+    either tile just cover 2 pipes x 4 cycles of latency, so what a step loads decides) 2 x 4
+    (2 weight vectors and 4 broadcasts from one 128-byte stretch of the input row a step:
+    half the weight bytes a channel tile streams) ran 0.75-0.96x 4 x 2's time on ResNet-50's
+    1x1 layers at 56x56 and 28x28 (the 64->256 pair with its shortcut 0.96-1.02x); with 8
+    channel blocks (256->64 at 56x56: 4 channel tiles where 4 x 2 has 2, each a pass over the
+    3.2 MB input) 1.02-1.24x, hence WIDE_TILE_MIN_BLOCKS (Zen 3, one thread, CPU time, loaded,
+    2-3 runs; benchmarks/results-conv-zen3-avx2.txt). Zen 1 found the two tiles equal (above)."""
+    if blocks % 2 == 0 and blocks >= WIDE_TILE_MIN_BLOCKS and cols % WIDE_POINTWISE_TILE[1] == 0:
+        return WIDE_POINTWISE_TILE
     vecs, wt = POINTWISE_TILE
     if blocks % vecs == 0 and cols >= wt:
         return vecs, wt
@@ -188,7 +201,9 @@ def _conv_nchwc_cpu(s, group, target: Target, choice: Optional["NchwcChoice"] = 
     at once, its reduction split in chunks outside them (_pointwise_blocks); a kernel of
     convolutions with taps (3x3) computes its tiles for a row of them at once, its input
     channel blocks outside the row's column tiles (_input_channels_outside), and so does a
-    kernel of 1x1s with long reductions, in chunks of input channel blocks (_row_chunk)."""
+    kernel of 1x1s with long reductions, in chunks of input channel blocks (_row_chunk); a
+    kernel of 1x1s over a small plane computes a channel tile's whole plane at once, each
+    input channel block outside its rows (_pointwise_blocked)."""
     from .schedules import static
     out = s[group.anchor]
     n, cb, *spatial, lane = out.op.axis
@@ -251,19 +266,26 @@ def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, w
     outweighs = target.native_registers() < 32 and _input_outweighs_weights(s, group)
     if outside and _short_odd_rows(blocks, cols):
         vecs, wt = SHORT_ROW_TILE
-        from .schedules import _product, threads
-        pixels = _product(rows)
-        # a whole-plane task is a channel tile's: keep two tasks a worker thread at least
-        plane = (pixels is not None and pixels * cols <= MAX_PLANE_PIXELS
-                 and blocks // vecs >= 2 * threads(target))
+        plane = _plane_task(target, blocks // vecs, rows, cols)
         return NchwcChoice(vecs, wt, 1, None, outweighs, outside, plane=plane, blocks_outer=True)
     vecs, wt = nchwc_tile(target, blocks, cols, width, taps=outside)
     rt = row_tile(target, rows[-1] if rows else 1, vecs, wt) if row_tiles else 1
     pointwise = _pointwise_blocks(target, s, group, blocks // vecs) if rt == 1 else None
+    if not outside and _pointwise_blocked(target, s, group) and _plane_task(target, blocks // vecs, rows, cols):
+        return NchwcChoice(vecs, wt, rt, None, outweighs, True, plane=True)    # (_pointwise_blocked says why)
     chunk = _row_chunk(target, s, group) if not outside else 1
     if chunk > 1:
         return NchwcChoice(vecs, wt, rt, None, outweighs, True, row_chunk=chunk)
     return NchwcChoice(vecs, wt, rt, pointwise, outweighs, outside)
+
+
+def _plane_task(target: Target, tiles: int, rows: list, cols: int) -> bool:
+    """A task of a kernel whose input channel blocks go outside its register tiles may be a
+    channel tile's whole plane: the plane is small (MAX_PLANE_PIXELS) and there are two channel
+    tiles (tiles) a worker thread at least."""
+    from .schedules import _product, threads
+    pixels = _product(rows)
+    return pixels is not None and pixels * cols <= MAX_PLANE_PIXELS and tiles >= 2 * threads(target)
 
 
 ROW_CHUNK = 16            # input channel blocks of a 1x1 reduction step outside a row's tiles (_row_chunk)
@@ -300,6 +322,29 @@ def _row_chunk(target: Target, s, group) -> int:
     if sum(extents) < (ROW_CHUNK_MIN if _input_outweighs_weights(s, group) else ROW_CHUNK_MIN_WEIGHTS):
         return 1
     return _divisor(math.gcd(*extents), ROW_CHUNK)
+
+
+def _pointwise_blocked(target: Target, s, group) -> bool:
+    """On a 16-register target, a kernel of 1x1 convolutions over blocked inputs (reductions
+    rco, rh, rw, rci, the taps of extent 1). Where its plane is small (_plane_task: ResNet-50's
+    7x7 maps) nchwc_choice makes its task a channel tile's whole plane, each block of input
+    channels outside the plane's rows and column tiles (plane, channels_outside: the sums,
+    4 blocks x 49 pixels x 8 floats, stay in L1): each weight is read once per call, not once
+    per row (or once per column tile: a 512->2048's 4 MB of weights). ResNet-50's 2048->512
+    at 7x7 (chunked before: _row_chunk) ran 0.74-0.91x main's time, the 512->2048 with the
+    strided shortcut summed 0.86-0.91x, a 512->2048 alone 0.73-0.99x, now 0.83-1.02x prepacked
+    oneDNN (1.0-1.3x before; Zen 3, one thread, CPU time, loaded, three runs;
+    benchmarks/results-conv-zen3-avx2.txt). Not measured on Zen 1, where the 3x3's whole-plane
+    task gained (_short_odd_rows): the weights it saves reading are the same bytes there."""
+    from .schedules import static
+    if target.native_registers() >= 32:
+        return False
+    for conv in group.convs:
+        red = s[conv].op.reduce_axis
+        if len(red) != 4 or any(static(r.dom.extent) is None for r in red) \
+                or any(static(t.dom.extent) != 1 for t in red[1:3]):
+            return False       # not 1x1, or its input not blocked (rco, rh, rw, rci)
+    return True
 
 
 SHORT_ROW_TILE = (4, 3)   # AVX2 tile of a 3x3 over short odd rows: 4 channel blocks x 3 columns (_short_odd_rows)

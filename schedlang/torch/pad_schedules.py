@@ -14,7 +14,8 @@ is never written to memory and read back by a kernel of its own. The register ti
 tile, computed at the loop over a row's column tiles; a 3x3's tiles are computed for the whole
 row at once, each block of input channels outside its column tiles (channels_outside); on
 a small plane of short odd rows (ResNet's 7x7: conv_schedules._short_odd_rows) a task is a
-channel tile's whole padded plane, its result computed for all the rows at once (plane).
+channel tile's whole padded plane, its result computed for all the rows at once (plane), and
+so is a 1x1's small plane on those targets (conv_schedules._pointwise_blocked).
 """
 from __future__ import annotations
 

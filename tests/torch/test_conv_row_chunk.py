@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 import schedlang as sl
 import schedlang.torch as st
-from schedlang.torch.conv_schedules import ROW_CHUNK, nchwc_choice
+from schedlang.torch.conv_schedules import MAX_PLANE_PIXELS, ROW_CHUNK, nchwc_choice
 from schedlang.torch.fuse import fuse
 from schedlang.torch.schedules import static
 
@@ -75,28 +75,31 @@ def _capture(model, x):
 
 def test_resnet50_shapes_take_the_rule():
     """On AVX2, in chunks of ROW_CHUNK: ResNet-50's 1x1 1024 -> 256 at 14x14 (128 blocks, its
-    weights the larger), a 1024 -> 128 (its input the larger) and the 7x7 strided shortcut
-    kernel (64 + 128 blocks); not a 256 -> 1024 at 14x14 (32 blocks, its weights the larger:
-    under ROW_CHUNK_MIN_WEIGHTS) nor a 128 -> 16 (16 blocks: under ROW_CHUNK_MIN); AVX-512 never."""
+    weights the larger), a 1024 -> 128 (its input the larger) and the strided shortcut
+    kernel of its last stage (64 + 128 blocks; at 9x9 here: at ResNet-50's 7x7 it is a
+    whole-plane task, test_small_planes_take_a_whole_plane_task); not a 256 -> 1024 at 14x14
+    (32 blocks, its weights the larger: under ROW_CHUNK_MIN_WEIGHTS) nor a 128 -> 16 (16
+    blocks: under ROW_CHUNK_MIN); AVX-512 never."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 64, 1), nn.ReLU(), nn.Conv2d(64, 1024, 1), nn.ReLU(),
                           nn.Conv2d(1024, 256, 1), nn.ReLU(), nn.Conv2d(256, 1024, 1), nn.ReLU(),
                           nn.Conv2d(1024, 128, 1), nn.ReLU(), nn.Conv2d(128, 16, 1), nn.ReLU(),
                           Bottleneck(16, 1024, 512, 2048, 2)).eval()
-    graph = _capture(model, torch.randn(1, 3, 14, 14))
+    graph = _capture(model, torch.randn(1, 3, 18, 18))      # (rows of 9 after the stride: more than a plane)
     got = _chunks(graph, AVX2)
     assert got.count(([128], ROW_CHUNK)) == 3 and ([64, 128], ROW_CHUNK) in got, got
     assert ([32], 1) in got and ([16], 1) in got, got
     assert all(chunk == 1 for _, chunk in _chunks(graph, AVX512))
 
 
-# The first case (a shortcut summed, chunks of 8 blocks, rows of 5) in the default suite.
+# The first case (a shortcut summed, chunks of 8 blocks, rows of 5) in the default suite. (Planes of
+# more than MAX_PLANE_PIXELS: a smaller one is a whole-plane task, test_small_planes_take_a_whole_plane_task.)
 @pytest.mark.parametrize("args, hw, chunk", [
-    ((3, 64, 768, 24, 1), (3, 5), 8),                    # 96 + 8 blocks, gcd 8; 3 channel blocks: a 1-block tile
-    pytest.param((3, 64, 768, 48, 2), (5, 9), 8, marks=pytest.mark.slow),   # strided shortcut, rows of 5
-    pytest.param((3, 16, 792, 32, 1, False, 3), (3, 7), 11,                 # 99 blocks: chunks of 11; a padded
+    ((3, 64, 768, 24, 1), (13, 5), 8),                   # 96 + 8 blocks, gcd 8; 3 channel blocks: a 1-block tile
+    pytest.param((3, 64, 768, 48, 2), (27, 9), 8, marks=pytest.mark.slow),  # strided shortcut, rows of 5
+    pytest.param((3, 16, 792, 32, 1, False, 3), (11, 7), 11,                # 99 blocks: chunks of 11; a padded
                  marks=pytest.mark.slow),                                   # result, rows of 7: a column tail
-    pytest.param((3, 16, 264, 8, 1, False, 3), (5, 7), 11,                  # 33 blocks, the input the larger:
+    pytest.param((3, 16, 264, 8, 1, False, 3), (11, 7), 11,                 # 33 blocks, the input the larger:
                  marks=pytest.mark.slow),                                   # chunks of 11, one channel block
 ])
 def test_row_chunks_match_eager(args, hw, chunk):
@@ -111,5 +114,64 @@ def test_row_chunks_match_eager(args, hw, chunk):
             if first:
                 assert chunk in [c for _, c in _chunks(cm.graph, AVX2)], _chunks(cm.graph, AVX2)
                 first = False
+            with torch.no_grad():
+                torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+
+
+def _planes(graph, target) -> list:
+    """[(pixels, the kernel's NchwcChoice)] of each NCHWc kernel of 1x1 convolutions of graph
+    lowered for target."""
+    program = st.lower_graph(graph, target, warn=False)
+    out = []
+    for part in program.parts:
+        s = sl.create_schedule([t.op for _, t in part.outputs])
+        for g in fuse(s):
+            y = s[g.anchor].op.axis
+            if not g.convs or len(y) != 5 or any(static(r.dom.extent) != 1 for c in g.convs
+                                                 for r in s[c].op.reduce_axis[1:3]):
+                continue
+            choice = nchwc_choice(target, s, g, static(y[1].dom.extent), static(y[3].dom.extent),
+                                  [static(y[2].dom.extent)], static(y[4].dom.extent), row_tiles=g.pad is None)
+            out.append((static(y[2].dom.extent) * static(y[3].dom.extent), choice))
+    return out
+
+
+ONE_CORE = sl.Target.create("llvm -mcpu=haswell -num-cores=1")
+
+
+def test_small_planes_take_a_whole_plane_task():
+    """On AVX2, the 1x1 kernels over blocked inputs of ResNet-50's last stage (7x7: 49 pixels,
+    MAX_PLANE_PIXELS or fewer) are a channel tile's whole plane a task, the input channel
+    blocks outside its rows (plane, channels_outside): chunked or not, strided, with a fused
+    shortcut; not at 14x14; AVX-512 never."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 64, 1), nn.ReLU(), nn.Conv2d(64, 1024, 1), nn.ReLU(),
+                          nn.Conv2d(1024, 1024, 1, 2), nn.ReLU(), Bottleneck(1024, 512, 512, 2048, 1)).eval()
+    got = _planes(_capture(model, torch.randn(1, 3, 14, 14)), ONE_CORE)
+    # at 7x7: 1024 -> 1024 /2 and 1024 -> 512 (chunked), 512 -> 512 (not), the 512 -> 2048 + shortcut sum
+    small = [c for pixels, c in got if pixels <= MAX_PLANE_PIXELS]
+    assert len(small) == 4 and all(c.plane and c.channels_outside for c in small), got
+    assert not any(c.plane for pixels, c in got if pixels > MAX_PLANE_PIXELS), got
+    assert not any(c.plane for _, c in _planes(_capture(model, torch.randn(1, 3, 14, 14)), AVX512))
+
+
+# A padded result with a fused strided shortcut and rows of 7 (a column tail) in the default suite.
+@pytest.mark.parametrize("args, hw", [
+    ((3, 32, 128, 64, 2, True, 3), (13, 13)),            # 16 + 4 blocks, 2 channel tiles, 7x7: a tail
+    pytest.param((3, 32, 1024, 64, 1, False), (5, 9), marks=pytest.mark.slow),  # 128 blocks: chunks but for the plane
+    pytest.param((3, 64, 64, 128, 1, False, 3), (3, 4), marks=pytest.mark.slow),  # 16 blocks, rows of 4: 2 x 4 tiles
+])
+def test_whole_plane_1x1_kernels_match_eager(args, hw):
+    """AVX2 1x1 kernels whose task is a channel tile's whole plane (one core: two channel tiles
+    a thread), bounds-checked, against eager torch."""
+    torch.manual_seed(0)
+    model, x = Bottleneck(*args), torch.randn(1, args[0], *hw)
+    with torch.no_grad():
+        want = model(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        for i, (_, cm) in enumerate(compile_each(model, (x,), (ONE_CORE.with_options(bounds_check=True), ONE_CORE))):
+            if i == 0:
+                assert any(c.plane for _, c in _planes(cm.graph, ONE_CORE)), _planes(cm.graph, ONE_CORE)
             with torch.no_grad():
                 torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)

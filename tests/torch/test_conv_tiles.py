@@ -16,8 +16,8 @@ import torch.nn.functional as F
 
 import schedlang as sl
 import schedlang.torch as st
-from schedlang.torch.conv_schedules import (MAX_PLANE_PIXELS, POINTWISE_TILE, SHORT_ROW_TILE, _divisor,
-                                           _short_odd_rows, nchwc_tile, row_tile)
+from schedlang.torch.conv_schedules import (MAX_PLANE_PIXELS, POINTWISE_TILE, SHORT_ROW_TILE, WIDE_POINTWISE_TILE,
+                                           _divisor, _short_odd_rows, nchwc_tile, row_tile)
 
 from .helpers import compile_each
 
@@ -40,7 +40,9 @@ def _match_eager(model, x, want, target) -> st.CompiledModule:
 
 
 @pytest.mark.parametrize("blocks, cols, tile", [
-    (8, 56, (4, 2)), (16, 28, (4, 2)), (32, 14, (4, 2)), (8, 112, (4, 2)),   # ResNet's 1x1 rows
+    (8, 56, (4, 2)), (32, 14, (4, 2)), (8, 112, (4, 2)),   # ResNet's 1x1 rows
+    (16, 28, (2, 4)), (32, 56, (2, 4)), (64, 28, (2, 4)),   # rows of 4k columns, 16 blocks or more: 2 x 4
+    (18, 8, (2, 4)), (12, 28, (4, 2)),                      # (blocks even, >= 16; 12 blocks: 4 x 2)
     (64, 7, (4, 2)), (4, 15, (4, 2)),   # odd rows: 4 x 2 tiles and a one-column tail
     (4, 1, (4, 1)),       # one column: no 4 x 2
     (2, 12, (1, 12)),     # blocks not a multiple of 4: the divisor tile of the most accumulators
@@ -227,8 +229,8 @@ def test_input_channels_outside_a_row_of_tiles_match_eager(cin, c, k, stride, hw
     cm = _match_eager(model, x, want, AVX2)
     choices = _nchwc_choices(cm, AVX2)
     assert any(k > 1 for k, _, _ in choices) and any(k == 1 for k, _, _ in choices)
-    for taps, padded, choice in choices:
-        assert choice.channels_outside == (taps > 1), (taps, padded, choice)
+    for taps, padded, choice in choices:       # (or a 1x1's small plane: conv_schedules._pointwise_blocked)
+        assert choice.channels_outside == (taps > 1 or choice.plane), (taps, padded, choice)
     assert not any(choice.channels_outside for _, _, choice in _nchwc_choices(cm, AVX512))
 
 
@@ -256,6 +258,23 @@ def test_avx2_pointwise_tile_with_a_column_tail_matches_eager(model_args, hw):
     cm = _match_eager(model, x, want, AVX2)
     choices = [c for k, _, c in _nchwc_choices(cm, AVX2) if k in (1, 7)]
     assert any((c.vecs, c.wt) == POINTWISE_TILE for c in choices), choices
+
+
+# 2 x 4 tiles over rows of 8 in the default suite; with row chunks (112 blocks) slow.
+@pytest.mark.parametrize("cin, mid, wide, c, stride, hw, chunk", [
+    (3, 16, 144, 128, 1, (9, 8), 1),
+    pytest.param(3, 128, 768, 128, 1, (11, 8), 16, marks=pytest.mark.slow),
+])
+def test_avx2_wide_pointwise_tile_matches_eager(cin, mid, wide, c, stride, hw, chunk):
+    """AVX2 1x1 kernels of 16 channel blocks or more over rows of a multiple of 4 columns take
+    WIDE_POINTWISE_TILE (with row chunks too), bounds-checked, against eager torch."""
+    torch.manual_seed(0)
+    model, x = PointwiseBlock(cin, mid, wide, c, stride), torch.randn(1, cin, *hw)
+    with torch.no_grad():
+        want = model(x)
+    cm = _match_eager(model, x, want, AVX2)
+    wide_tiles = [ch for k, _, ch in _nchwc_choices(cm, AVX2) if k == 1 and (ch.vecs, ch.wt) == WIDE_POINTWISE_TILE]
+    assert wide_tiles and any(ch.row_chunk == chunk for ch in wide_tiles), wide_tiles
 
 
 @pytest.mark.parametrize("blocks, cols, want", [
