@@ -2,8 +2,8 @@
 (the rule, no build), and a ResNet-like block (two 3x3 64 -> 64 with batch norms folded, ReLU,
 a residual add over a 1x1 convolution) on a 9 x 10 input (partial tiles) compiled
 bounds-checked and for the host against eager torch, its kernels the Winograd stages over
-NCHWc activations; Winograd results no kernel computes per output tile (read by a pooling,
-summed) with their row passes Y scheduled as kernels of their own."""
+NCHWc activations; the first convolution's epilogue, read by the second's input tiles, a
+kernel of its own with the inverse's row pass Y placed inside it (fuse.py)."""
 import warnings
 
 import pytest
@@ -90,6 +90,32 @@ def test_block_matches_eager():
         stages = {op.name: op for op in sl.tensor.graph.post_order(ops)}
         d = next(op for op in stages.values() if getattr(op, "tag", "") == wg.TAG_D)
         assert any(len(t.shape) == 5 for t in d.input_tensors), "the input tiles do not read NCHWc activations"
+
+
+def test_epilogue_before_winograd_is_its_own_kernel():
+    """The first 3x3's epilogue (batch norm, ReLU) read by the second 3x3's input tiles is the
+    anchor of a kernel (not inlined into the tiles), and every inverse row pass Y is computed
+    inside the kernel reading it (no Y kernel of its own, unscheduled)."""
+    from schedlang.torch.fuse import fuse
+    from schedlang.torch.schedules import default_schedule
+    from schedlang.torch.winograd_schedules import winograd_rows
+    torch.manual_seed(0)
+    model, x = Block(64), torch.randn(1, 64, 12, 12)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = st.lower_graph(st.capture(model, (x,)), ZEN3)
+    (part,) = program.parts
+    outs = [t for _, t in part.outputs]
+    s = sl.create_schedule([t.op for t in outs])
+    groups = fuse(s)
+    d_inputs = [i for g in groups if getattr(g.anchor.op, "tag", "") == wg.TAG_D for i in s.inputs_of(g.anchor)]
+    assert len(d_inputs) == 2
+    epilogues = [i for i in d_inputs if winograd_rows(s, i) is not None]
+    assert len(epilogues) == 1 and epilogues[0].attach_type != "inline"
+    assert any(g.anchor is epilogues[0] for g in groups)
+    s = default_schedule(outs, ZEN3)
+    ys = [stage for stage in s.stages if getattr(stage.op, "tag", "") == wg.TAG_Y]
+    assert len(ys) == 2 and all(y.attach_type == "at" for y in ys)
 
 
 class Heads(nn.Module):
