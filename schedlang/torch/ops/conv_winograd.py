@@ -11,7 +11,7 @@ at 56x56 to 512 at 7x7), where the direct NCHWc kernels take 1.04-1.18x; F(2x2) 
 On a Zen 3 (two 256-bit FMA pipes; results-winograd-zen3-avx2.txt) F(4x4) takes 0.44-0.57x
 oneDNN's time from 56x56 to 14x14 and 0.99x at 7x7, where the direct kernels take 1.01-1.34x:
 at 7x7 the bgemm (4 tiles per U element read, U 4x the direct weight) is bound by memory, not
-by the FMA pipes, yet still no slower than the direct kernel, and whole ResNet-18/50 were 2-3 %
+by the FMA pipes, yet still no slower than the direct kernel, and whole ResNet-18/50 were 2-10 %
 faster with it than with 7x7 direct; F(6x6) won at 56x56 only (0.44x) and not on the whole
 model. So one rule for both: F(4x4) wherever it applies.
 Not measured on AVX-512 (32 registers) nor below 64 channels: those keep the direct kernels.
