@@ -6,6 +6,12 @@ interleaved rounds; GFLOP/s counted as the direct convolution's 2 * OC * IC * 9 
 beside this process's float32 FMA peak (peak.py's loop, CPU time). Run it on one core:
 
     OMP_NUM_THREADS=1 taskset -c 1 python benchmarks/winograd_layers.py
+
+With --whole MODEL (a zoo name: resnet18, resnet50), the whole model instead: compiled with
+every convolution direct (ops/conv_winograd.ENABLED off) and with the Winograd rule, beside
+ONNX Runtime, Inductor (freezing) and eager in the same interleaved rounds (cpu_time.py's
+timing and ORT session: one thread, CPU time, median and least of --rounds); results checked
+against eager first.
 """
 from __future__ import annotations
 
@@ -64,12 +70,59 @@ def winograd_layer(c: int, size: int, m: int, x: np.ndarray, w: np.ndarray, b: n
     return (lambda: f(xb, u, b, o)), err
 
 
+def whole_model(name: str, rounds: int) -> None:
+    """The model compiled direct-only and with Winograd beside ORT, Inductor and eager."""
+    import warnings
+    import schedlang.torch as slt
+    import torch._inductor.config as cfg
+    from cpu_time import cpu_time_call, ort_session
+    from schedlang.target.target import Target
+    from schedlang.torch import zoo
+    from schedlang.torch.ops import conv_winograd
+    target = Target.create(Target("llvm", num_threads=1))
+    model, inputs = zoo.build(name, "full")
+    model.eval()
+    names, fns = [], []
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        saved = conv_winograd.ENABLED
+        for side, enabled in (("direct", False), ("winograd", True)):
+            conv_winograd.ENABLED = enabled
+            try:
+                compiled = slt.compile(model, inputs, target=target)
+            finally:
+                conv_winograd.ENABLED = saved
+            names.append(side)
+            fns.append(lambda c=compiled: c(*inputs))
+        want = model(*inputs)
+        for side, fn in zip(names, fns):
+            torch.testing.assert_close(fn(), want, rtol=1e-3, atol=1e-3, msg=lambda m, n=side: f"{n}: {m}")
+        names.append("onnxruntime")
+        fns.append(ort_session(model, inputs)[1])
+        cfg.freezing = True
+        ind = torch.compile(model, dynamic=False)
+        ind(*inputs)
+        names += ["inductor", "eager"]
+        fns += [lambda: ind(*inputs), lambda: model(*inputs)]
+        samples = cpu_time_call(*fns, rounds=rounds, samples=True)
+    t = {n: sorted(r)[len(r) // 2] for n, r in zip(names, samples)}
+    print(f"# {name}: 1 thread, CPU ms per call (process_time, median (least) of {rounds} interleaved rounds); "
+          f"load avg {os.getloadavg()[0]:.1f}")
+    print("  " + "  ".join(f"{n} {t[n] * 1e3:.2f} ({min(r) * 1e3:.2f})" for n, r in zip(names, samples)))
+    for n in ("direct", "winograd"):
+        print(f"  {n}: " + "   ".join(f"/ {o} {t[n] / t[o]:.3f}" for o in ("onnxruntime", "inductor", "eager")))
+    print(f"  winograd / direct {t['winograd'] / t['direct']:.3f}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--tiles", default="2,4", help="the m of F(m x m, 3 x 3) to time")
+    ap.add_argument("--whole", default=None, help="a zoo model (resnet18, resnet50) compiled whole instead")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
+    if args.whole:
+        return whole_model(args.whole, args.rounds)
     ms = [int(t) for t in args.tiles.split(",")]
     peak = peak_gflops()
     print(f"FMA peak, this thread, CPU time: {peak:.1f} GFLOP/s")

@@ -309,6 +309,19 @@ def schedule_inverse(s, out, Y) -> None:
         s[Y].vectorize(yc)
 
 
+def schedule_rows(s, Y, lanes: int) -> None:
+    """Y (the inverse's row pass) as a kernel of its own, where no reader computes it per
+    output tile: per tile and lanes output channels, its m x alpha values unrolled (the select
+    over the row folds), tiles in parallel."""
+    i, b, p, o = s[Y].op.axis
+    oo, oi = s[Y].split(o, factor=lanes)
+    s[Y].reorder(p, oo, i, b, oi)
+    s[Y].unroll(i)
+    s[Y].unroll(b)
+    s[Y].vectorize(oi)
+    s[Y].parallel(p)
+
+
 def reference(x: np.ndarray, w: np.ndarray, pad: int, bias: Optional[np.ndarray] = None, relu: bool = False):
     """The convolution in float64 numpy, NCHW (the tests' independent reference)."""
     n, c, h, wd = x.shape

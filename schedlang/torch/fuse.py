@@ -26,7 +26,7 @@ from ..schedule import legal
 from ..tensor.classify import ELEMENTWISE, INDEX_MAP, classify
 from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.reduce import Reduce
-from ..topi.winograd import TAGS as WINOGRAD_TAGS
+from ..topi.winograd import TAG_Y as WINOGRAD_ROWS, TAGS as WINOGRAD_TAGS
 from .attention_schedule import claim_attention, is_attention
 from .pad_fusion import CONV_PAD_TAG, CONV_TAG, pad_source, reads_conv
 
@@ -126,11 +126,15 @@ def fuse(s) -> List[Group]:
             readers[inp].append(st)
     feeds_matmul: Dict[object, bool] = {}
     feeds_conv: Dict[object, bool] = {}
+    feeds_own: Dict[object, bool] = {}
+    reads_rows = _reads_winograd_rows(s, stages)
     for st in reversed(stages):        # consumers first: whether a reader is inlined is known
         feeds_matmul[st] = any(feeds_matmul[c] if c.attach_type == "inline" else is_matmul(c) or is_conv(c)
                                for c in readers[st])
         feeds_conv[st] = any(feeds_conv[c] if c.attach_type == "inline" else is_conv(c) for c in readers[st])
+        feeds_own[st] = any(feeds_own[c] if c.attach_type == "inline" else own_kernel(c) for c in readers[st])
         if _should_inline(st, feeds_matmul[st]) and not (feeds_conv[st] and _value_dependent(st)) \
+                and not (feeds_own[st] and reads_rows[st]) \
                 and not _padded_epilogue(st, readers) and not _costly_broadcast(st, readers):
             st.compute_inline()
     live = [st for st in stages if st.attach_type != "inline"]
@@ -152,6 +156,26 @@ def fuse(s) -> List[Group]:
             group.prefix[st] = prefix[st]
     _merge_pads(groups, readers)
     return [groups[st] for st in reversed(live) if st in groups]
+
+
+def _tag(st) -> str:
+    return getattr(st.op, "tag", "")
+
+
+def _reads_winograd_rows(s, stages) -> Dict[object, bool]:
+    """Per stage: whether it reads a Winograd inverse's row pass Y (topi/winograd.py) directly
+    or through injective stages: a Winograd convolution's epilogue. One read by a kernel of
+    its own (the next Winograd convolution's input tiles, a padded copy) stays a kernel of its
+    own (the inverse transform per output tile, winograd_schedules.py): inlined into input
+    tiles, each would recompute the (m + 2)^2 / m^2 times overlapping outputs through an
+    unfolded select over x % m; into a padded copy, whose pixels are shifted from the output
+    tiles', each copy tile would compute 2 x 2 tiles of Y."""
+    out: Dict[object, bool] = {}
+    for st in stages:                  # producers first
+        out[st] = any(_tag(i) == WINOGRAD_ROWS or (out.get(i, False) and not own_kernel(i)
+                                                    and not isinstance(i.op.body, Reduce))
+                      for i in s.inputs_of(st))
+    return out
 
 
 def _padded_epilogue(st, readers) -> bool:

@@ -26,8 +26,23 @@ def winograd_rows(s, st) -> Optional[object]:
 
 
 def is_winograd_kernel(s, group) -> bool:
-    """The kernel is a Winograd stage's or reads a Winograd result (its epilogue)."""
-    return getattr(group.anchor.op, "tag", "") in wg.TAGS or winograd_rows(s, group.anchor) is not None
+    """The kernel is a Winograd stage's or reads a Winograd result at its own pixels (its
+    epilogue: places_rows)."""
+    return getattr(group.anchor.op, "tag", "") in wg.TAGS or places_rows(s, group.anchor)
+
+
+def places_rows(s, st) -> bool:
+    """st reads one Winograd row pass Y (winograd_rows) and computes it inside its loops: an
+    element-wise stage of 4 or 5 axes (NCHW, NCHWc) read by the output tile (schedule_inverse).
+    A reduction reading a result (a pooling of the last layer) or a stage reading two (the sum
+    of two Winograd convolutions) leaves Y a kernel of its own (schedule_rows)."""
+    return not isinstance(st.op.body, Reduce) and len(st.op.axis) in (4, 5) and winograd_rows(s, st) is not None
+
+
+def _placed(s, y) -> bool:
+    """Some kernel computes Y inside its loops (places_rows)."""
+    return any(st.attach_type != "inline" and places_rows(s, st) and winograd_rows(s, st) is y for st in s.stages
+               if getattr(st.op, "tag", "") not in wg.TAGS and hasattr(st.op, "body"))
 
 
 def placed_stage(group) -> bool:
@@ -44,15 +59,15 @@ def placed_inside(s, group) -> list:
     if tag == wg.TAG_V:
         (t,) = [i for i in s.inputs_of(group.anchor) if getattr(i.op, "tag", "") == wg.TAG_T]
         return [t] + [i for i in s.inputs_of(t) if getattr(i.op, "tag", "") == wg.TAG_D]
-    y = None if tag in wg.TAGS else winograd_rows(s, group.anchor)
+    y = winograd_rows(s, group.anchor) if tag not in wg.TAGS and places_rows(s, group.anchor) else None
     return [y] if y is not None else []
 
 
 def schedule_winograd_group(s, group, target, schedule_group) -> None:
     """Schedule the kernel (is_winograd_kernel); schedule_group (schedules.py) schedules what
     is not Winograd's: reductions fusion attached to the epilogue (a 1x1 shortcut of a residual
-    add) become kernels of their own, and an epilogue the inverse's tiling does not fit (a
-    reduction reading the result) is scheduled as usual beside Y computed on its own."""
+    add) become kernels of their own. A Y no kernel places (places_rows: read by a reduction,
+    or beside another Y) is a kernel of its own (topi.winograd.schedule_rows)."""
     from .ops.conv_winograd import bgemm_tile
     from .schedules import lanes
     anchor = group.anchor
@@ -61,12 +76,11 @@ def schedule_winograd_group(s, group, target, schedule_group) -> None:
         return wg.schedule_input_transform(s, anchor.op.output(0), lanes(target, anchor))
     if tag == wg.TAG_M:
         return wg.schedule_bgemm(s, anchor.op.output(0), bgemm_tile(target)[0])
+    if tag == wg.TAG_Y and not _placed(s, anchor):
+        return wg.schedule_rows(s, anchor.op.output(0), lanes(target, anchor))
     if tag in wg.TAGS:
         return None                      # D, T, Y: placed by their reader's schedule
     y = winograd_rows(s, anchor)
     for st in group.attached:
         schedule_group(s, type(group)(st), target)
-    if isinstance(anchor.op.body, Reduce) or len(anchor.op.axis) not in (4, 5):
-        schedule_group(s, type(group)(y), target)
-        return schedule_group(s, type(group)(anchor), target)
     wg.schedule_inverse(s, anchor.op.output(0), y.op.output(0))

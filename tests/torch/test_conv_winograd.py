@@ -2,7 +2,8 @@
 (the rule, no build), and a ResNet-like block (two 3x3 64 -> 64 with batch norms folded, ReLU,
 a residual add over a 1x1 convolution) on a 9 x 10 input (partial tiles) compiled
 bounds-checked and for the host against eager torch, its kernels the Winograd stages over
-NCHWc activations."""
+NCHWc activations; the first convolution's epilogue, read by the second's input tiles, a
+kernel of its own with the inverse's row pass Y placed inside it (fuse.py)."""
 import warnings
 
 import pytest
@@ -20,6 +21,7 @@ from .helpers import compile_each, distinct_builds
 
 HOST = sl.Target.create("llvm")
 AVX2 = sl.Target.create("llvm -mcpu=znver1")
+ZEN3 = sl.Target.create("llvm -mcpu=znver3")
 
 
 class Block(nn.Module):
@@ -64,6 +66,7 @@ def test_which_convolutions(change, expected):
     w = sl.placeholder((spec["oc"], spec["ic"], spec["k"], spec["k"]), name="w")
     call = check_call(x, w, None, spec["stride"], spec["pad"], 1, 1)
     assert winograd_tile(_Ctx(AVX2), call) == expected
+    assert winograd_tile(_Ctx(ZEN3), call) == expected
     assert winograd_tile(_Ctx(sl.Target.create("llvm -mcpu=skylake-avx512")), call) is None   # 32 registers
 
 
@@ -87,3 +90,61 @@ def test_block_matches_eager():
         stages = {op.name: op for op in sl.tensor.graph.post_order(ops)}
         d = next(op for op in stages.values() if getattr(op, "tag", "") == wg.TAG_D)
         assert any(len(t.shape) == 5 for t in d.input_tensors), "the input tiles do not read NCHWc activations"
+
+
+def test_epilogue_before_winograd_is_its_own_kernel():
+    """The first 3x3's epilogue (batch norm, ReLU) read by the second 3x3's input tiles is the
+    anchor of a kernel (not inlined into the tiles), and every inverse row pass Y is computed
+    inside the kernel reading it (no Y kernel of its own, unscheduled)."""
+    from schedlang.torch.fuse import fuse
+    from schedlang.torch.schedules import default_schedule
+    from schedlang.torch.winograd_schedules import winograd_rows
+    torch.manual_seed(0)
+    model, x = Block(64), torch.randn(1, 64, 12, 12)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = st.lower_graph(st.capture(model, (x,)), ZEN3)
+    (part,) = program.parts
+    outs = [t for _, t in part.outputs]
+    s = sl.create_schedule([t.op for t in outs])
+    groups = fuse(s)
+    d_inputs = [i for g in groups if getattr(g.anchor.op, "tag", "") == wg.TAG_D for i in s.inputs_of(g.anchor)]
+    assert len(d_inputs) == 2
+    epilogues = [i for i in d_inputs if winograd_rows(s, i) is not None]
+    assert len(epilogues) == 1 and epilogues[0].attach_type != "inline"
+    assert any(g.anchor is epilogues[0] for g in groups)
+    s = default_schedule(outs, ZEN3)
+    ys = [stage for stage in s.stages if getattr(stage.op, "tag", "") == wg.TAG_Y]
+    assert len(ys) == 2 and all(y.attach_type == "at" for y in ys)
+
+
+class Heads(nn.Module):
+    """Winograd results no kernel computes per output tile: one read by a global average
+    pool (a reduction), two summed (one stage reading two row passes)."""
+
+    def __init__(self, c: int):
+        super().__init__()
+        self.a, self.b, self.c = (nn.Conv2d(c, c, 3, padding=1) for _ in range(3))
+        self.eval()
+
+    def forward(self, x):
+        return torch.relu(self.a(x)).mean((2, 3)), (self.b(x) + self.c(x)).relu().mean((2, 3))
+
+
+def test_rows_of_their_own_match_eager():
+    from schedlang.torch.schedules import default_schedule
+    torch.manual_seed(0)
+    model, x = Heads(64), torch.randn(1, 64, 10, 11)
+    with torch.no_grad():
+        want = model(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        for target, cm in compile_each(model, (x,), distinct_builds((CHECKED, ZEN3))):
+            with torch.no_grad():
+                got = cm(x)
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+    outs = [t for p in cm.program.parts for _, t in p.outputs]
+    s = default_schedule(outs, ZEN3)
+    ys = [stage for stage in s.stages if getattr(stage.op, "tag", "") == wg.TAG_Y]
+    assert len(ys) == 3 and all(y.attach_type == "root" and y.all_iter_vars != y.op.axis for y in ys)

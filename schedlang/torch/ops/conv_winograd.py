@@ -8,6 +8,12 @@ transform plus the bias, which fusion inlines into the epilogue (batch norm, ReL
 Measured (benchmarks/results-winograd-zen1-avx2.txt, one Zen 1 thread, CPU time, loaded):
 F(4x4) takes 0.46-0.63x prepacked oneDNN's time on ResNet's 3x3 stride-1 layers (64 channels
 at 56x56 to 512 at 7x7), where the direct NCHWc kernels take 1.04-1.18x; F(2x2) lost at 56x56.
+On a Zen 3 (two 256-bit FMA pipes; results-winograd-zen3-avx2.txt) F(4x4) takes 0.44-0.57x
+oneDNN's time from 56x56 to 14x14 and 0.99x at 7x7, where the direct kernels take 1.01-1.34x:
+at 7x7 the bgemm (4 tiles per U element read, U 4x the direct weight) is bound by memory, not
+by the FMA pipes, yet still no slower than the direct kernel, and whole ResNet-18/50 were 2-10 %
+faster with it than with 7x7 direct; F(6x6) won at 56x56 only (0.44x) and not on the whole
+model. So one rule for both: F(4x4) wherever it applies.
 Not measured on AVX-512 (32 registers) nor below 64 channels: those keep the direct kernels.
 """
 from __future__ import annotations
