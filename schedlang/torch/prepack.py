@@ -115,7 +115,8 @@ def pack_conv_tiles(w, width: int, blocks: int, *bn):
 def pack_winograd(w, width: int, m: int, gamma=None, mean=None, var=None, eps: float = 0.0):
     """w [OC, IC, 3, 3] as U = G w G^T of F(m x m, 3 x 3) in panels [(m + 2)^2, ceil(OC /
     width), IC, width] (zero past OC), each output channel scaled by the batch norm's gamma /
-    sqrt(var + eps) when var is given; computed in float64, rounded once."""
+    sqrt(var + eps) when var is given; computed in float64, rounded once, before the re-layout
+    (which only moves numbers: in float64 it was half of a warm first call's packing)."""
     import torch
     from ..topi.winograd import transform_matrices
     oc, ic = w.shape[:2]
@@ -124,11 +125,11 @@ def pack_winograd(w, width: int, m: int, gamma=None, mean=None, var=None, eps: f
         w64 = w64 * bn_scale(gamma, var, eps).reshape(oc, 1, 1, 1).to(w64.device)
     g = torch.from_numpy(transform_matrices(m)[1]).to(w64.device)
     alpha = m + 2
-    u = torch.einsum("ak,oikl,bl->abio", g, w64, g).reshape(alpha * alpha, ic, oc)
+    u = torch.einsum("ak,oikl,bl->abio", g, w64, g).to(w.dtype).reshape(alpha * alpha, ic, oc)
     p = panels(oc, width)
-    out = torch.zeros((alpha * alpha, ic, p * width), dtype=torch.float64, device=w.device)
+    out = torch.zeros((alpha * alpha, ic, p * width), dtype=w.dtype, device=w.device)
     out[:, :, :oc] = u
-    return out.reshape(alpha * alpha, ic, p, width).permute(0, 2, 1, 3).contiguous().to(w.dtype)
+    return out.reshape(alpha * alpha, ic, p, width).permute(0, 2, 1, 3).contiguous()
 
 
 def _bn_vector(kind: str, sources: Sequence, eps: float):
