@@ -49,9 +49,9 @@ class Bottleneck(nn.Module):
         return self.out(F.relu(s + self.cb(y0) if self.cb is not None else s))
 
 
-def _chunks(graph, target) -> list:
-    """[(input channel blocks of each 1x1, the kernel's row_chunk)] of each NCHWc kernel of
-    1x1 convolutions of graph lowered for target."""
+def _one_by_ones(graph, target) -> list:
+    """[(input channel blocks of each 1x1, pixels, the kernel's NchwcChoice)] of each NCHWc
+    kernel of 1x1 convolutions of graph lowered for target."""
     program = st.lower_graph(graph, target, warn=False)
     out = []
     for part in program.parts:
@@ -63,8 +63,14 @@ def _chunks(graph, target) -> list:
                 continue
             choice = nchwc_choice(target, s, g, static(y[1].dom.extent), static(y[3].dom.extent),
                                   [static(y[2].dom.extent)], static(y[4].dom.extent), row_tiles=g.pad is None)
-            out.append(([static(s[c].op.reduce_axis[0].dom.extent) for c in g.convs], choice.row_chunk))
+            out.append(([static(s[c].op.reduce_axis[0].dom.extent) for c in g.convs],
+                        static(y[2].dom.extent) * static(y[3].dom.extent), choice))
     return out
+
+
+def _chunks(graph, target) -> list:
+    """[(input channel blocks of each 1x1, the kernel's row_chunk)] of each NCHWc 1x1 kernel."""
+    return [(blocks, choice.row_chunk) for blocks, _, choice in _one_by_ones(graph, target)]
 
 
 def _capture(model, x):
@@ -119,21 +125,8 @@ def test_row_chunks_match_eager(args, hw, chunk):
 
 
 def _planes(graph, target) -> list:
-    """[(pixels, the kernel's NchwcChoice)] of each NCHWc kernel of 1x1 convolutions of graph
-    lowered for target."""
-    program = st.lower_graph(graph, target, warn=False)
-    out = []
-    for part in program.parts:
-        s = sl.create_schedule([t.op for _, t in part.outputs])
-        for g in fuse(s):
-            y = s[g.anchor].op.axis
-            if not g.convs or len(y) != 5 or any(static(r.dom.extent) != 1 for c in g.convs
-                                                 for r in s[c].op.reduce_axis[1:3]):
-                continue
-            choice = nchwc_choice(target, s, g, static(y[1].dom.extent), static(y[3].dom.extent),
-                                  [static(y[2].dom.extent)], static(y[4].dom.extent), row_tiles=g.pad is None)
-            out.append((static(y[2].dom.extent) * static(y[3].dom.extent), choice))
-    return out
+    """[(pixels, the kernel's NchwcChoice)] of each NCHWc 1x1 kernel."""
+    return [(pixels, choice) for _, pixels, choice in _one_by_ones(graph, target)]
 
 
 ONE_CORE = sl.Target.create("llvm -mcpu=haswell -num-cores=1")
