@@ -20,7 +20,7 @@ from ..expr.nodes import Buffer, Const, Expr, Var
 from ..loop.nodes import Stmt
 
 
-class _Unkeyable(Exception):
+class Unkeyable(Exception):
     """A field this module cannot compare by value (then nothing is shared)."""
 
 
@@ -76,7 +76,7 @@ class AlphaKey:
             return (type(x).__name__, x)
         params = getattr(x, "__dataclass_params__", None)
         if (params is not None and not (params.frozen and params.eq)) or not hashable(x):
-            raise _Unkeyable(type(x).__name__)
+            raise Unkeyable(type(x).__name__)
         return x         # a DType, an enum member: compared by value
 
 
@@ -90,7 +90,7 @@ def alpha_key(stmt: Stmt, bound: Sequence[object] = (), table: Optional[Dict[tup
     keyer = AlphaKey(table)
     try:
         k = (keyer.bind(bound), keyer.key(stmt))
-    except _Unkeyable:
+    except Unkeyable:
         return None
     return k, keyer
 
@@ -100,27 +100,37 @@ def renaming(source: AlphaKey, target: AlphaKey) -> Tuple[Dict[Var, Var], Dict[B
     return dict(zip(source.vars, target.vars)), dict(zip(source.buffers, target.buffers))
 
 
-def rename(stmt: Stmt, var_map: Mapping[Var, Var], buf_map: Mapping[Buffer, Buffer]) -> Stmt:
+class Unmapped(Exception):
+    """rename(strict=True) met a variable or buffer that the maps do not name."""
+
+
+def rename(stmt: Stmt, var_map: Mapping[Var, Var], buf_map: Mapping[Buffer, Buffer], strict: bool = False) -> Stmt:
     """stmt with its variables and buffers replaced as mapped. Those not in the maps (made by
-    the passes that ran on stmt) are replaced by fresh copies, so that no two kernels share one."""
-    return _Renamer(dict(var_map), dict(buf_map)).go(stmt)
+    the passes that ran on stmt) are replaced by fresh copies, so that no two kernels share one;
+    with strict, they raise Unmapped instead (a fresh copy would keep the other one's name)."""
+    return _Renamer(dict(var_map), dict(buf_map), strict).go(stmt)
 
 
 class _Renamer:
-    def __init__(self, var_map: Dict[Var, Var], buf_map: Dict[Buffer, Buffer]):
+    def __init__(self, var_map: Dict[Var, Var], buf_map: Dict[Buffer, Buffer], strict: bool = False):
         self.var_map = var_map
         self.buf_map = buf_map
+        self.strict = strict
         self.memo: Dict[int, tuple] = {}
 
     def go(self, x: Any) -> Any:
         if isinstance(x, Var):
             new = self.var_map.get(x)
             if new is None:
+                if self.strict:
+                    raise Unmapped(x.name)
                 new = self.var_map[x] = Var(x.name, x.dtype, x.nonnegative)
             return new
         if isinstance(x, Buffer):
             new = self.buf_map.get(x)
             if new is None:
+                if self.strict:
+                    raise Unmapped(x.name)
                 new = self.buf_map[x] = replace(x, shape=self.go(x.shape), strides=self.go(x.strides))
             return new
         if isinstance(x, Const):

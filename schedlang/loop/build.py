@@ -24,6 +24,7 @@ from ..tensor.reduce import Reduce
 from .nodes import (BOUND, PARALLEL as K_PARALLEL, SERIAL, UNROLLED, VECTORIZED, Allocate, For, Func,
                     IfThen, Let, StageNest, Stmt, Store, seq)
 from .plan import Program, StagePlan
+from .shared_nests import SharedNests
 from . import cooperative, cross_thread
 from .tensorize import tensorized_nest
 from . import scan as scan_lowering
@@ -102,6 +103,7 @@ class _FuncBuilder:
         for p in program.plans:
             if p.attach_type == "at":
                 self.children.setdefault((p.attach_stage, id(p.attach_ivar)), []).append(p)
+        self.param_ids = set(map(id, self.params()))     # allocate asks per stage
 
     # -- expressions --------------------------------------------------------------------
     def lower_reads(self, e: Expr) -> Expr:
@@ -274,7 +276,7 @@ class _FuncBuilder:
         A scan's init/update/state stage stores into the scan's buffers: nothing to allocate."""
         if plan.buffer_key is not None:
             return body
-        params = set(map(id, self.params()))
+        params = self.param_ids
         for i in reversed(range(plan.op.num_outputs)):
             buffer = self.buffers[output_name(plan, i)]
             if id(buffer) not in params:
@@ -288,7 +290,8 @@ class _FuncBuilder:
     # -- the function ----------------------------------------------------------------------
     def build(self) -> Func:
         roots = [p for p in self.program.plans if not p.is_input and p.attach_type == "root"]
-        body = seq(*(StageNest(p.name, self.stage_nest(p)) for p in roots))
+        shared = SharedNests(self)          # a nest equal to an earlier one is that one renamed
+        body = seq(*(StageNest(p.name, shared.stage_nest(p)) for p in roots))
         param_keys = self.program.param_keys()
         for p in reversed(roots):
             body = self.allocate(p, body)

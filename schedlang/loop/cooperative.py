@@ -173,8 +173,7 @@ def bind_inner_threads(nest: Stmt, plan: StagePlan, program: Program, region_sta
     inside threadIdx.x holds one thread's elements): each such axis bound around the nest, so
     that each thread computes its own part."""
     by_name = program.by_name
-    tags = {a.var: ann.thread_tag for p in program.plans for a, ann in p.annotations
-            if ann.kind == BIND and ann.thread_tag in THREAD_AXES}
+    tags = _thread_axis_tags(program)
     around = set(map(id, _path_vars(plan, by_name)))
     inner = []
     for start in region_starts:
@@ -188,6 +187,17 @@ def bind_inner_threads(nest: Stmt, plan: StagePlan, program: Program, region_sta
     for v in sorted(inner, key=lambda v: THREAD_AXES.index(tags[v]), reverse=True):   # x innermost
         nest = For(fresh[v], ranges[v][1] + 1, nest, BOUND, tags[v])
     return nest
+
+
+def _thread_axis_tags(program: Program) -> Dict[Var, str]:
+    """Loop variable -> threadIdx tag of every loop of the program bound to a thread axis (found
+    once per program: bind_inner_threads asks for every stage computed at a loop)."""
+    tags = program.__dict__.get("_thread_axis_tags")
+    if tags is None:
+        tags = program.__dict__["_thread_axis_tags"] = {
+            a.var: ann.thread_tag for p in program.plans for a, ann in p.annotations
+            if ann.kind == BIND and ann.thread_tag in THREAD_AXES}
+    return tags
 
 
 def attach_path(plan: StagePlan, by_name) -> List[Tuple[StagePlan, object]]:

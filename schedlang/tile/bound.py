@@ -26,10 +26,11 @@ from ..schedule.relations import pass_up_values
 from ..tensor.extern import ExternOp
 from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.scan import ScanOp
+from .shared_regions import SharedRegions
 
 
 class _Bounds:
-    def __init__(self, program: Program):
+    def __init__(self, program: Program, share: bool = True):
         self.program = program
         self.by_name = program.by_name
         self.regions: Dict[str, Region] = {}
@@ -37,6 +38,8 @@ class _Bounds:
         self.thread_tags: Dict[Var, str] = {a.var: ann.thread_tag for p in program.plans
                                             for a, ann in p.annotations if ann.kind == BIND}
         self._readers = None      # id(producer stage) -> [(reader stage, read)], built on first use
+        self._values: Dict[int, Dict[Var, Expr]] = {}     # id(stage) -> root_values
+        self.shared = SharedRegions(self) if share else None
 
     def leaf_extents(self, plan: StagePlan):
         return loop_extents(plan, self.regions[plan.name])
@@ -72,9 +75,14 @@ class _Bounds:
                         yield producer, node
 
     def root_values(self, plan: StagePlan) -> Dict[Var, Expr]:
-        ext = self.leaf_extents(plan)
-        rel = pass_up_values({a: a.var for a in plan.leaves}, plan.relations, ext)
-        return {a.var: binary("add", m, rel[a]) for a, (m, _) in zip(plan.roots, self.regions[plan.name])}
+        """Each root axis's value in the stage's loops (kept: a stage's region never changes once inferred)."""
+        values = self._values.get(id(plan))
+        if values is None:
+            ext = self.leaf_extents(plan)
+            rel = pass_up_values({a: a.var for a in plan.leaves}, plan.relations, ext)
+            values = self._values[id(plan)] = {a.var: binary("add", m, rel[a])
+                                               for a, (m, _) in zip(plan.roots, self.regions[plan.name])}
+        return values
 
     def infer(self, plan: StagePlan) -> Region:
         if plan.scan_update is not None:     # one row: the scan loop's current step
@@ -106,11 +114,12 @@ class _Bounds:
             values = self.root_values(reader)
             # A thread's own (local) copy holds what that thread reads: the thread loops inside the
             # attach point stay fixed too (TVM's NeedRelax); build_func binds them around the stage.
-            relax = {v: self.ranges[v] for v in _vars_of(read, values)
+            indices = [substitute(index, values) for index in read.indices]
+            relax = {v: self.ranges[v] for v in _vars_of(indices)
                      if id(v) not in fixed_set and v in self.ranges     # size variables stay fixed
                      and not (private and self.thread_tags.get(v) in THREAD_AXES)}
-            for d, index in enumerate(read.indices):
-                e = simplify(substitute(index, values))
+            for d, index in enumerate(indices):
+                e = simplify(index)
                 lo, hi = self.interval(e, relax)
                 los[d].append(lo)
                 his[d].append(hi)
@@ -167,21 +176,24 @@ class _Bounds:
         for plan in reversed(self.program.plans):
             if plan.is_input:
                 continue
-            self.regions[plan.name] = self.infer(plan)
+            region = self.shared.lookup(plan) if self.shared is not None else None
+            self.regions[plan.name] = region if region is not None else self.infer(plan)
             ext = self.leaf_extents(plan)
             for a in plan.leaves:
                 self.ranges.add(a.var, 0, ext[a] - 1)
         return self.regions
 
 
-def _vars_of(read: TensorRead, values: Dict[Var, Expr]) -> List[Var]:
+def _vars_of(indices: List[Expr]) -> List[Var]:
     seen: Dict[Var, None] = {}
-    for index in read.indices:
-        for v in free_vars(substitute(index, values)):
+    for index in indices:
+        for v in free_vars(index):
             seen[v] = None
     return list(seen)
 
 
-def infer_regions(program: Program) -> Dict[str, Region]:
-    """The region (per root axis: start, extent) each stage of the program computes."""
-    return _Bounds(program).run()
+def infer_regions(program: Program, share: bool = True) -> Dict[str, Region]:
+    """The region (per root axis: start, extent) each stage of the program computes. With
+    share, the stages computed inside a nest equal to one inferred before take its regions,
+    renamed (shared_regions.py: the same regions, inferred once per distinct nest)."""
+    return _Bounds(program, share).run()
