@@ -116,10 +116,12 @@ def replay_check(model_name: str, log: str, threads: int = 2) -> None:
           f"[, parallel loops added]) per occurrence")
     for key, uses in sorted(seen.items(), key=lambda kv: ids.get(kv[0], 1 << 30)):
         print(f"  task {ids.get(key, '?')}: {uses}")
-    bad = sum(use[0] != 0 for uses in seen.values() for use in uses)
+    bad = sum(use[0] != 0 for key, uses in seen.items() if key in ids for use in uses)
     par = sum(len(use) > 2 for uses in seen.values() for use in uses)
-    print(f"{sum(map(len, seen.values()))} kernels, {bad} not built from their chosen record, {par} given parallel "
-          f"loops the log's record lacks; tasks of the log not met: {len(set(order) - set(seen))}")
+    other = sum(len(uses) for key, uses in seen.items() if key not in ids)
+    print(f"{sum(map(len, seen.values()))} kernels, {bad} of the log's tasks not built from their chosen record, "
+          f"{other} of no task of the log ('?': untuned kernels, e.g. attention), {par} given parallel loops the "
+          f"log's record lacks; tasks of the log not met: {len(set(order) - set(seen))}")
 
 
 def main(argv=None) -> None:
