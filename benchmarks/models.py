@@ -159,7 +159,30 @@ def schedlang_compiled(model, inputs, threads: int, log=None, tune: int = 0, tun
         note += f"; records from {log}"
     fn = lambda: compiled(*inputs)  # noqa: E731
     fn.fallbacks = sum(fallbacks.values())
+    fn.compiled = compiled
     return fn, note
+
+
+def tuned_log_note(compiled, log: str) -> str:
+    """What log holds for the compiled model's kernels (tune.extract_tasks: its tuning tasks):
+    how many of them it has records of, the searched candidates among those, and the span of
+    their measurement time stamps: the tuning time of a log made for this model."""
+    import datetime
+    from schedlang.autoschedule import records
+    from schedlang.torch.tune import extract_tasks
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        keys = {t.workload_key for t in extract_tasks(compiled.program, compiled.target)}
+        recs = [r for r in records.load(log) if r["workload"] in keys]
+    if not recs:
+        return f"log: none of the model's {len(keys)} tuning tasks"
+    searched = sum(r.get("sketch") not in ("default", "default-variant") and "final" not in r for r in recs)
+    stamps = sorted(datetime.datetime.strptime(r["measured_at"], "%Y-%m-%dT%H:%M:%SZ") for r in recs
+                    if isinstance(r.get("measured_at"), str))
+    span = f", measured {stamps[0]:%Y-%m-%d %H:%M} to {stamps[-1]:%H:%M} UTC " \
+           f"({(stamps[-1] - stamps[0]).total_seconds() / 60:.0f} min)" if stamps else ""
+    return (f"log: {len({r['workload'] for r in recs})} of the model's {len(keys)} tuning tasks, "
+            f"{searched} searched candidates{span}")
 
 
 # ---------------------------------------------------------------- first call in a fresh process
@@ -271,6 +294,8 @@ def run_model(name: str, args, timing, first_rows: list) -> list:
             continue
         harness_log(f"  {col}: setting up and checking ...")
         entries.append(_entry(col, makers[col], want))
+        if col == "schedlang tuned" and args.tuned_log and not args.tune and entries[-1].fn is not None:
+            entries[-1].note += "; " + tuned_log_note(entries[-1].fn.compiled, args.tuned_log)
         harness_log(f"    {entries[-1].setup_s:.2f} s; {entries[-1].skipped or entries[-1].note}")
     live = [e for e in entries if not e.skipped]
     harness_log(f"  timing {len(live)} contenders ...")

@@ -7,9 +7,10 @@ is tune_program's task order (the ids of its round lines and task table):
 
     python benchmarks/tune_log_report.py /work/bench/tunelogs/tune-resnet50.jsonl [--model resnet50]
 
-With --model, also how a compile of that zoo model replays the log: for each kernel, the rank
-of the record that replayed (0: the chosen one), or none (the kernel kept its default
-schedule without a record), by task id.
+With --model, also how a compile of that zoo model for --threads (default 2) replays the log:
+for each kernel, the rank of the record that decided it (0: the chosen one; a default record
+builds today's default schedule), or none (no record: the default schedule), and the
+parallel loops added to a record tuned at one thread that has none, by task id.
 """
 from __future__ import annotations
 
@@ -74,9 +75,11 @@ def report(path: str) -> None:
     print("chosen records by kind: " + ", ".join(f"{k} {n}" for k, n in won.items()))
 
 
-def replay_check(model_name: str, log: str) -> None:
-    """Which record each kernel of the model takes when scheduled with log (kernel_tasks.
-    apply_group_record, spied on: its ranked records tried in order, the first that replays)."""
+def replay_check(model_name: str, log: str, threads: int = 2) -> None:
+    """Which record each kernel of the model takes when compiled with log for a `threads`-thread
+    target, as models.py compiles (kernel_tasks.replay_best, spied on: the rank of the record
+    that decided the kernel; a default record builds today's default schedule, a replayed one
+    may get parallel loops the one-thread tuning left out)."""
     import warnings
     import torch
     import schedlang as sl
@@ -94,21 +97,13 @@ def replay_check(model_name: str, log: str) -> None:
 
     def spy(s, group, target, index):
         prog = kernel_tasks.group_program(s, group)
-        if prog is None:
-            return False
-        key = workload_key(default_args(prog.outputs))
-        for rank, rec in enumerate(index.ranked(key, str(target))):
-            saved = s.snapshot()
-            try:
-                kernel_tasks._replay(s, prog, kernel_tasks.rename_steps(rec["steps"]["steps"], prog.names))
-            except (ValueError, TypeError, KeyError):
-                s.restore(saved)
-                continue
-            seen[key].append((rank, kind(rec)))
-            return True
-        seen[key].append((None, "-"))
-        return False
-    target = sl.Target.create(sl.Target("llvm", num_threads=1))
+        got = kernel_tasks.replay_best(s, group, target, index)
+        if prog is not None:
+            seen[workload_key(default_args(prog.outputs))].append(
+                (got.rank, kind(got.record) if got.record else "-") + ((f"+{got.parallel_added} parallel",)
+                                                                      if got.parallel_added else ()))
+        return got.replayed
+    target = sl.Target.create("llvm").with_options(num_threads=threads)
     model, inputs = zoo.build(model_name, "full")
     kernel_tasks.apply_group_record = spy
     with torch.no_grad(), warnings.catch_warnings():
@@ -117,22 +112,28 @@ def replay_check(model_name: str, log: str) -> None:
         for part in program.parts:
             default_schedule([t for _, t in part.outputs], target, log)
     ids = {key: i for i, key in enumerate(order)}
-    print(f"{model_name}: kernels by task id: (rank of the record replayed, its kind) per occurrence")
+    print(f"{model_name} at {threads} threads: kernels by task id: (rank of the record that decided it, its kind"
+          f"[, parallel loops added]) per occurrence")
     for key, uses in sorted(seen.items(), key=lambda kv: ids.get(kv[0], 1 << 30)):
         print(f"  task {ids.get(key, '?')}: {uses}")
-    bad = sum(rank != 0 for uses in seen.values() for rank, _ in uses)
-    print(f"{sum(map(len, seen.values()))} kernels, {bad} not built from their chosen record; "
-          f"tasks of the log not met: {len(set(order) - set(seen))}")
+    bad = sum(use[0] != 0 for key, uses in seen.items() if key in ids for use in uses)
+    par = sum(len(use) > 2 for uses in seen.values() for use in uses)
+    other = sum(len(uses) for key, uses in seen.items() if key not in ids)
+    print(f"{sum(map(len, seen.values()))} kernels, {bad} of the log's tasks not built from their chosen record, "
+          f"{other} of no task of the log ('?': untuned kernels, e.g. attention), {par} given parallel loops the "
+          f"log's record lacks; tasks of the log not met: {len(set(order) - set(seen))}")
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("log")
     ap.add_argument("--model", help="also check how a compile of this zoo model replays the log")
+    ap.add_argument("--threads", type=int, default=2, help="the compile target's threads for --model (default 2, "
+                                                           "as models.py --threads 2)")
     args = ap.parse_args(argv)
     report(args.log)
     if args.model:
-        replay_check(args.model, args.log)
+        replay_check(args.model, args.log, args.threads)
 
 
 if __name__ == "__main__":

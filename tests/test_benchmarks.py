@@ -75,7 +75,18 @@ def test_models_benchmark_tunes_and_fills_the_tuned_column(tmp_path):
     row = next(line.split() for line in proc.stdout.splitlines() if line.strip().startswith("resnet18 (tiny)"))
     float(row[6])                           # model, (tiny), eager, compile, ort, schedlang, schedlang tuned
     assert "tuned 12 trials over" in proc.stdout
-    assert (tmp_path / "tune-resnet18-tiny.jsonl").is_file()
+    log = tmp_path / "tune-resnet18-tiny.jsonl"
+    assert log.is_file()
+    # the log alone, as the lead's quiet run reads one (a 2-thread compile of records timed at any count)
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "models.py"), "--quick", "--only",
+                           "resnet18", "--no-onnx", "--no-first-call", "--threads", "2", "--tuned-log", str(log)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = next(line.split() for line in proc.stdout.splitlines() if line.strip().startswith("resnet18 (tiny)"))
+    float(row[6])
+    note = next(line for line in proc.stdout.splitlines() if line.strip().startswith("schedlang tuned"))
+    tasks = note.split("log: ")[1].split()
+    assert tasks[0] == tasks[4] and int(tasks[0]) > 0 and "searched candidates, measured" in note, note
 
 
 @pytest.mark.slow      # the tiny ResNet-18's tasks extracted (its lowering) and two strategies simulated (about 10 s)

@@ -9,7 +9,7 @@ import statistics
 import sys
 import time
 import warnings
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -150,7 +150,7 @@ FINAL_ROUNDS = 3         # alternating rounds of the final comparison
 
 def final_comparison(task: SearchTask, log: str, measurer: Measurer, count: int,
                      progress: Optional[Progress] = None, rounds: int = FINAL_ROUNDS,
-                     with_default: bool = False) -> None:
+                     with_default: Union[bool, dict] = False) -> None:
     """Time the log's `count` fastest distinct candidates again, side by side in `rounds`
     alternating rounds, and log each once more with all its new times and "final": a time
     stamp (records.ranked puts the latest such comparison first). On a shared machine the
@@ -158,12 +158,16 @@ def final_comparison(task: SearchTask, log: str, measurer: Measurer, count: int,
     taken together compare them fairly. Estimated (cuda, no GPU) records are left alone.
     with_default: the task's default schedule (its record of sketch "default") is timed with
     them whatever its first time was, so a tuned choice is never one that lost to the default
-    side by side (the default's first time may have been taken under another load)."""
+    side by side (the default's first time may have been taken under another load); with_default
+    may be the default's steps (a dict), then only a default record of those steps is (a log
+    may hold older defaults' records, tuned before the default rules changed)."""
     target = str(task.target)
     best, seen = [], set()
     ranked = records.ranked(records.load(log, task.workload_key, target), final=False)
+    stale = lambda r: isinstance(with_default, dict) and r.get("sketch") == "default" \
+        and r["steps"] != with_default                                   # noqa: E731
     for rec in ranked:
-        if rec.get("estimated") or rec["kernel_hash"] in seen:
+        if rec.get("estimated") or rec["kernel_hash"] in seen or stale(rec):
             continue
         seen.add(rec["kernel_hash"])
         best.append(rec)
@@ -171,7 +175,8 @@ def final_comparison(task: SearchTask, log: str, measurer: Measurer, count: int,
             break
     default = None
     if with_default:
-        default = next((r for r in ranked if r.get("sketch") == "default" and not r.get("estimated")), None)
+        default = next((r for r in ranked if r.get("sketch") == "default" and not r.get("estimated")
+                        and not stale(r)), None)
     if default is not None and default["kernel_hash"] not in seen:
         best.append(default)
     if len(best) < 2:

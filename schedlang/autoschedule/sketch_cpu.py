@@ -496,6 +496,32 @@ def _annotate(trace: Trace, s: Schedule, st, threads: int, target) -> None:
         st.pragma(leaves[0], "auto_unroll_max_step", step)
 
 
+def parallelize(s: Schedule, st, threads: int) -> bool:
+    """Give st, a root stage with no parallel loop, one as a sample's annotation would when it
+    draws one outer loop (_annotate: the outer data-parallel loops, at most MAX_PAR_FUSE, raised
+    until PAR_PER_THREAD iterations a thread, and none past a loop another stage is computed
+    inside of, fused and parallel), after the fact: for a record replayed on a target with more
+    threads than it was drawn for (one drawn for one thread may have no parallel loop, which
+    costs nothing there). Loops already marked (vectorized, unrolled) are left out of the fuse;
+    the outermost loop's pragmas move to the fused loop. Whether it added one."""
+    leaves = list(st.leaf_iter_vars)
+    if (st.attach_type != "root" or not legal.is_live(st) or legal.inside_parallel(st)
+            or any(legal.is_parallel(st, a) for a in leaves)):
+        return False
+    n_outer = legal.outer_fusable_spatial(st, limit=min(MAX_PAR_FUSE, max(1, len(leaves) - 1)))
+    n_outer = next((k for k, a in enumerate(leaves[:n_outer]) if a in st.annotations
+                    or (k and st.pragmas.get(a))), n_outer)
+    if not n_outer:
+        return False
+    n_par = _parallel_count(st, leaves, 1, _fuse_limit(s, st, leaves, n_outer, threads), threads)
+    pragmas = st.pragmas.get(leaves[0], []) if n_par > 1 else []
+    first = st.fuse(*leaves[:n_par]) if n_par > 1 else leaves[0]
+    st.parallel(first)
+    for key, value in pragmas:
+        st.pragma(first, key, value)
+    return True
+
+
 def annotate(trace: Trace, s: Schedule, target) -> None:
     """Complete a CPU sample: producers left at the root placed (consumers first: a producer
     may join them where they are), then each live stage's loops annotated, outermost first."""

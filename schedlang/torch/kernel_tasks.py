@@ -19,13 +19,15 @@ stays one module with one set of buffers and one call, as untuned (the runtime, 
 on-disk cache and the fallback accounting see no difference); only the loops of that
 kernel change. A record that does not replay there (a step on an inlined stage another
 kernel also reads, a name clash) is skipped for the next one, and a kernel with none
-keeps its default schedule.
+keeps its default schedule. A record of the default schedule (tune.py's sketch "default")
+is not replayed: the kernel gets today's default for the compile target. A replayed record
+tuned for fewer threads than the target's gets the parallel loops it lacks.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..autoschedule import records
 from ..autoschedule.task import default_args
@@ -36,7 +38,7 @@ from ..tensor.reduce import Reduce
 from ..tensor.serialize import workload_key
 from .attention_schedule import is_attention
 from .fuse import is_matmul
-from .tune import canonical_names, canonical_program
+from .tune import DEFAULT, canonical_names, canonical_program
 from .winograd_schedules import placed_inside, placed_stage
 
 # Step fields (schedule/steps.py) that name stages, and those that name axes.
@@ -182,19 +184,66 @@ def _replay(s, prog: GroupProgram, steps: List[dict]) -> None:
 
 def apply_group_record(s, group, target, index: "RecordIndex") -> bool:
     """Schedule the kernel `group` of the part's schedule s with the best record of its
-    program that replays there; False (s unchanged) when there is none."""
+    program that replays there; False (s unchanged) when there is none, or when the best is
+    a record of the task's default schedule (sketch "default"): then the caller builds
+    today's default for this target, not the steps the default had when the log was tuned
+    (the rules improve; a log keeps working and never pins an older default). A replayed
+    record gets a parallel loop on each of the kernel's root stages that has none
+    (sketch_cpu.parallelize) where the target runs more than one thread: a log tuned at one
+    thread (CPU time on a loaded machine) holds candidates drawn without one, which would run
+    on one core at two."""
+    return replay_best(s, group, target, index).replayed
+
+
+class Replayed(NamedTuple):
+    """What replay_best did with a kernel: the rank (in RecordIndex.ranked) of the record
+    that decided it and that record (None, None: no record), whether its steps were replayed
+    (not for a default record), and how many parallel loops were added to them."""
+
+    rank: Optional[int]
+    record: Optional[dict]
+    replayed: bool
+    parallel_added: int
+
+
+def replay_best(s, group, target, index: "RecordIndex") -> Replayed:
+    """apply_group_record, saying which record decided the kernel (benchmarks/tune_log_report.py)."""
     prog = group_program(s, group)
     if prog is None:
-        return False
+        return Replayed(None, None, False, 0)
     recs = index.ranked(workload_key(default_args(prog.outputs)), str(target))
-    for rec in recs:
+    for rank, rec in enumerate(recs):
+        if rec.get("sketch") == DEFAULT:
+            return Replayed(rank, rec, False, 0)
         try:
             with s.all_or_nothing():
+                before = {id(st): st.op for st in s.stages}
                 _replay(s, prog, rename_steps(rec["steps"]["steps"], prog.names))
-            return True
+                added = _parallel_for(s, kernel_stages(s, prog, before), target)
+            return Replayed(rank, rec, True, added)
         except (ValueError, TypeError, KeyError):        # ScheduleError is a ValueError
             pass
-    return False
+    return Replayed(None, None, False, 0)
+
+
+def kernel_stages(s, prog: GroupProgram, before: Dict[int, object]) -> List:
+    """The stages of s that compute the kernel prog after a record replayed on it: its
+    members' and those the replay made (cache stages, rfactor partials); `before` maps each
+    stage (by id) to its operation before the replay (a cache_write gives a member's stage a
+    new operation)."""
+    return [st for st in s.stages
+            if id(st) not in before or before[id(st)] in prog.members or st.op in prog.members]
+
+
+def _parallel_for(s, stages, target) -> int:
+    """A parallel loop on every live root stage of a replayed kernel that has none, for a
+    target of more than one thread (sketch_cpu.parallelize); how many it added."""
+    from ..autoschedule.sketch_cpu import parallelize
+    from ..target.registry import get_backend
+    backend = get_backend(target.kind)
+    if backend.torch_device != "cpu" or backend.worker_threads(target) < 2:
+        return 0
+    return sum(parallelize(s, st, backend.worker_threads(target)) for st in stages)
 
 
 class RecordIndex:

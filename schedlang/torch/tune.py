@@ -145,6 +145,7 @@ def _hash(kt: KernelTask, steps: Optional[str] = None) -> str:
         return "default:" + kt.workload_key[:16]
 
 
+DEFAULT = "default"              # the sketch name of a default schedule's records
 VARIANT = "default-variant"      # the sketch name of a default schedule's variant's records
 GIVE_UP = (32, 1.3)    # a conv task's search retired after 32 trials still 1.3x slower than its default or variants
 
@@ -195,9 +196,13 @@ class KernelSearches:
         for i, kt in enumerate(self.tasks):
             target = str(kt.task.target)
             recs = records.load(self.log, kt.workload_key, target)
-            default = [r for r in recs if r.get("sketch") == "default"]
+            # today's default's records: a log tuned before the rules changed holds another
+            # default's, which a compile no longer builds (kernel_tasks.apply_group_record)
+            steps = json.loads(kt.default_steps)
+            recs = [r for r in recs if r.get("sketch") != DEFAULT or r["steps"] == steps]
+            default = [r for r in recs if r.get("sketch") == DEFAULT]
             if not default:
-                default = self._measure(kt, [({}, kt.default_steps)], "default")
+                default = self._measure(kt, [({}, kt.default_steps)], DEFAULT)
                 recs += default
             if self.variants and not any(r.get("sketch") == VARIANT for r in recs):
                 recs += self._measure(kt, _variant_steps(kt, self.variants), VARIANT)
@@ -230,7 +235,7 @@ class KernelSearches:
         results = self.measurer.measure(kt.task.program_json, kt.task.target, [steps for _, steps in candidates])
         recs = [records.make_record(kt.workload_key, target, json.loads(steps), _hash(kt, steps), res.times,
                                     res.error, kt.task.flops, res.load, sketch=sketch,
-                                    **({"choice": choice} if choice else {}))
+                                    **({"choice": choice} if choice else {}), **res.extra)
                 for (choice, steps), res in zip(candidates, results)]
         records.append(self.log, recs)
         return recs
@@ -341,7 +346,7 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
         tuned = [bool(n) or varied for n, varied in zip(sched.trials, searches.varied)]
         for i, kt in enumerate(tasks):
             if tuned[i] and final:
-                final_comparison(kt.task, log, measurer, final, with_default=True)
+                final_comparison(kt.task, log, measurer, final, with_default=json.loads(kt.default_steps))
         _check_best(tasks, log, measurer, sched, tuned, searches.default_s)
         if verbose:
             est = sched.known_estimate()

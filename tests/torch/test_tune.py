@@ -158,6 +158,7 @@ def test_compile_tunes_the_kernels_and_builds_with_the_records(tmp_path):
     for t in tasks:                   # its default schedule, then its searched candidates
         mine = [r for r in recs if r["workload"] == t.workload_key]
         assert mine[0]["sketch"] == "default" and len(mine) == 1 + sched.trials[tasks.index(t)]
+    assert all(records.same_cpu(r.get("cpu"), records.this_cpu()) for r in recs)    # where each was timed
     assert all(d is not None for d in sched.default_s)
     assert rounds[-1].estimate_s == pytest.approx(sum(w * b for w, b in zip(sched.weights, sched.best)), rel=0.5)
     with torch.no_grad():
