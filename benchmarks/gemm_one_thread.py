@@ -1,5 +1,6 @@
 """float32 GEMM on ONE core, CPU time: the hand register-tiled GEMM (topi.cpu), the PyTorch
-frontend's nn.Linear default schedule (weight prepacked), torch and numpy, beside peak.py's
+frontend's nn.Linear default schedule (weight prepacked), torch, numpy and ONNX Runtime (MLAS:
+the Linear exported as a one-node graph, intra_op_num_threads=1; `--ort`), beside peak.py's
 FMA loop compiled for the same CPU, all timed in the same interleaved rounds.
 
     taskset -c 1 env OMP_NUM_THREADS=1 python benchmarks/gemm_one_thread.py
@@ -66,7 +67,7 @@ def kernel_calls(compiled, x) -> list:
     return [(lambda c: lambda: c[0](c[1], c[2]))(c) for c in calls]
 
 
-def contenders(m: int, k: int, n: int, target, square: bool) -> dict:
+def contenders(m: int, k: int, n: int, target, square: bool, ort: bool = False) -> dict:
     """name -> a call with its arguments bound and output preallocated, each checked first."""
     import schedlang.torch as slt
     torch.manual_seed(0)
@@ -100,6 +101,11 @@ def contenders(m: int, k: int, n: int, target, square: bool) -> dict:
         fns["torch"] = lambda: torch.nn.functional.linear(x, mod.weight, mod.bias)
         xn, wn, bn = x.numpy(), wt.numpy(), mod.bias.detach().numpy()
         fns["numpy"] = lambda: np.add(np.matmul(xn, wn), bn)
+    if ort:
+        from cpu_time import ort_session
+        _, run_ort = ort_session(mod, (x,))
+        _check("onnxruntime", run_ort(), want)
+        fns["ort"] = run_ort
     return fns
 
 
@@ -111,6 +117,7 @@ def main(argv=None) -> None:
     ap.add_argument("--round-ms", type=float, default=5.0,
                     help="least length of a round: short rounds often fit in one time slice of a loaded core")
     ap.add_argument("--median", action="store_true", help="median of rounds instead of the best round")
+    ap.add_argument("--ort", action="store_true", help="an ONNX Runtime column (the Linear as a one-node graph)")
     args = ap.parse_args(argv)
     from schedlang.target.target import Target
     warnings.simplefilter("ignore")          # the frontend's notes on compile, not results
@@ -125,16 +132,17 @@ def main(argv=None) -> None:
     print(f"# {harness.cpu_model()}, cpu={args.cpu or 'host'} ({lanes} float lanes), 1 thread, CPU time "
           f"(time.process_time), {'median' if args.median else 'best'} of {args.rounds} interleaved rounds; "
           f"load {harness.load_average()}")
-    print(f"# {'M x K x N':>16} " + "  ".join(f"{c:>16}" for c in ("hand", "linear", "kernel", "torch", "numpy"))
+    columns = ("hand", "linear", "kernel", "torch", "numpy") + (("ort",) if args.ort else ())
+    print(f"# {'M x K x N':>16} " + "  ".join(f"{c:>16}" for c in columns)
           + "   GFLOP/s (% of the FMA loop)")
     for m, k, n in shapes:
         square = (m, k, n) in SQUARES or (m == k == n)
-        fns = contenders(m, k, n, target, square)
+        fns = contenders(m, k, n, target, square, args.ort)
         results = harness.measure(list(fns.values()) + [lambda: fma(iters, 1.0)], timing)
         secs = {name: r[pick] for name, r in zip(list(fns) + ["peak"], results)}
         peak_g = peak_flops / secs["peak"] / 1e9
         cells = []
-        for name in ("hand", "linear", "kernel", "torch.mm" if square else "torch", "numpy"):
+        for name in ("hand", "linear", "kernel", "torch.mm" if square else "torch", "numpy") + (("ort",) if args.ort else ()):
             if name not in secs:
                 cells.append("-".rjust(16))
                 continue

@@ -99,3 +99,18 @@ def test_task_scheduler_benchmark_quick_run():
     for r in rows:     # each run's final estimate is below the default schedules' (the simulated search gains)
         assert float(r[3]) < float(r[2]), r
     assert "mean trials to 95 %: gradient" in proc.stdout
+
+
+@pytest.mark.slow      # one small Linear checked and timed beside torch, numpy and ONNX Runtime (about 15 s)
+def test_gemm_one_thread_ort_column():
+    if importlib.util.find_spec("onnxruntime") is None:
+        pytest.skip("onnxruntime is not installed (the bench and dev extras install it)")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gemm_one_thread.py"), "--ort",
+                           "--shapes", "20x40x72", "--rounds", "2", "--round-ms", "1"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    header = next(line.split() for line in lines if "M x K x N" in line)
+    row = next(line for line in lines if line.split()[:1] == ["20x40x72"])
+    assert header.index("ort") == header.index("numpy") + 1, proc.stdout
+    assert row.count("%") == 5, row        # linear, kernel, torch, numpy, ort (no hand kernel: not a square)

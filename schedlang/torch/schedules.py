@@ -15,7 +15,8 @@ Per kernel (a fuse.Group), on the CPU:
   in [N / nr, K, nr] panels (a Linear's weight, packed once by the compiled module, see
   prepack.py): an mr x nr tile of vector accumulators (broadcast A, vector B), as
   benchmarks/sl_kernels.py's gemm_register_tiled (mr = register_rows, nr = panel_width columns:
-  6 x 16 with AVX2, 8 x 32 with AVX-512; a Linear pads its product to whole tiles, ops/matmul.py);
+  6 x 16 with AVX2, or 4 x 24 where that pads a Linear less, 8 x 32 with AVX-512; a Linear pads
+  its product to whole tiles, ops/matmul.py);
   both operands contiguous along k (q @ k^T, a Linear whose weight is not a constant): an
   mr x nr tile of k-vectors (rfactor over k lanes), summed across lanes at the end.
 - convolution (fuse.Group.convs) with its epilogue: conv_schedules.py (NCHWc register tiles,
@@ -54,6 +55,7 @@ MR = 4                   # the fewest rows of a matmul register tile
 MR_MAX = 8               # the most rows of one
 NR = 16                  # columns of a matmul register tile, at least one native vector
 NR_VECTORS = 2           # native vectors across a register tile where NR is narrower
+PANEL_L2_BYTES = 256 * 1024   # a packed B panel stays in L2 as A's rows pass: half of a 512 KB L2
 NT_TILE = 4              # columns of a k-vector (dot product) matmul tile
 NT_BLOCK = 16            # column tiles of such a tile's L2 block (16 vector registers)
 LONG_ROW = 4096          # a reduction this long is worth splitting over the cores
@@ -340,12 +342,45 @@ def schedule_reduction_cpu(s: Schedule, red, target: Target) -> None:
     stage.parallel(row)
 
 
-def panel_width(target: Target, n: int) -> int:
+def panel_width(target: Target, n: int, m: Optional[int] = None, k: Optional[int] = None) -> int:
     """Columns of a matmul register tile and of a packed B panel: NR (two ymm with AVX2: a
     6 x 16 tile, 12 ymm accumulators), or NR_VECTORS native float32 vectors when those are
     wider (32 with AVX-512: an 8 x 32 tile, 16 zmm accumulators); n when the output has fewer
-    columns."""
-    return max(1, min(n, max(NR, NR_VECTORS * target.native_lanes(32))))
+    columns. With m and k, a Linear's static rows and reduction: wide_panel's one vector more
+    (4 x 24 with AVX2) where that pads the product less and its panel of k rows stays within
+    PANEL_L2_BYTES."""
+    nr = max(1, min(n, max(NR, NR_VECTORS * target.native_lanes(32))))
+    wide = wide_panel(target, nr)
+    if m is None or k is None or wide is None or wide > n or k * wide * 4 > PANEL_L2_BYTES:
+        return nr
+    return wide if padded_work(target, m, n, wide) < padded_work(target, m, n, nr) else nr
+
+
+def wide_panel(target: Target, nr: int) -> Optional[int]:
+    """A panel one native vector wider than nr whose tile holds as many accumulators in fewer
+    rows, where the register file (not MR_MAX) bounds nr's rows; else None. With 16 registers:
+    24 (4 x 24: 12 accumulators, 3 B vectors, the broadcast) beside 16 (6 x 16); with 32 the
+    8 x 32 tile is bounded by MR_MAX, so none. Measured (one Zen 3 core, CPU time, loaded; the
+    Linear's kernel alone, both tiles in one process, benchmarks/results-transformers-zen3-avx2.txt):
+    at M = 128 (6 x 16 pads the rows to 132, 3 % more work; 4 x 24 none) 4 x 24 took 0.94-1.00x
+    6 x 16's time at K = 768 and 2048, but 1.00-1.03x at K = 3072 and 0.98-1.02x at 5632, where
+    its panel (K x 24 floats, 288 KB and more) no longer stays in L2 beside A's rows streaming
+    through (hence PANEL_L2_BYTES)."""
+    lanes_ = target.native_lanes(32)
+    if nr % lanes_ or register_rows(target, nr) >= MR_MAX:
+        return None
+    wide = nr + lanes_
+    if register_rows(target, wide) * (wide // lanes_) < register_rows(target, nr) * (nr // lanes_):
+        return None
+    return wide
+
+
+def padded_work(target: Target, m: int, n: int, nr: int) -> int:
+    """Outputs a Linear of m x n computes with panels of nr (ops/matmul.py's padded product:
+    columns to whole panels, rows past register_rows to whole tiles)."""
+    mr = register_rows(target, nr)
+    rows = m if m <= mr else ceil_div(m, mr) * mr
+    return rows * ceil_div(n, nr) * nr
 
 
 def register_rows(target: Target, nr: int) -> int:
@@ -449,7 +484,7 @@ def schedule_matmul_cpu(s: Schedule, anchor, matmuls: List, target: Target) -> N
             cache = s.cache_write(s[anchor].op.output(0), "global")
             matmuls = [s[cache]]
         rows = tail_free_rows(register_rows(target, nr), _extent(s[matmuls[0]].op.axis[-2]))
-        _matmul_nn(s, s[anchor], [s[m] for m in matmuls], rows, nr)
+        _matmul_nn(s, s[anchor], [s[m] for m in matmuls], rows, nr, lanes_)
     else:
         _matmul_nt(s, s[anchor], [s[m] for m in matmuls], lanes_, target)
 
@@ -479,7 +514,19 @@ def k_run(s, mm) -> Optional[int]:
     return None
 
 
-def _matmul_nn(s, anchor, matmuls, mr: int, nr: int) -> None:
+def _vectorize_columns(stage, ji, width: int, lanes_: int) -> None:
+    """Vectorize a tile's columns; a width of whole native vectors whose count is not a power
+    of two (24 = 3 ymm) as that many unrolled native vectors: LLVM splits a power-of-two
+    vector into native ones, but legalizes a <24 x float> with shuffles (5 % of the FMA peak
+    measured in the k loop, benchmarks/results-gemm-one-thread-zen3-avx2.txt)."""
+    count = width // lanes_
+    if width % lanes_ == 0 and count > 1 and count & (count - 1):
+        jv, ji = stage.split(ji, factor=lanes_)
+        stage.unroll(jv)
+    stage.vectorize(ji)
+
+
+def _matmul_nn(s, anchor, matmuls, mr: int, nr: int, lanes_: int) -> None:
     mr, nr = _tile_sizes(anchor, mr, nr)
     batch, yo, xo, xi, yi = _tile_anchor(anchor, mr, nr)
     for mm in matmuls:
@@ -499,8 +546,8 @@ def _matmul_nn(s, anchor, matmuls, mr: int, nr: int) -> None:
         else:
             mm.reorder(io, jo, k, ii, ji)
         mm.unroll(ii)
-        mm.vectorize(ji)
-    anchor.vectorize(yi)
+        _vectorize_columns(mm, ji, nr, lanes_)
+    _vectorize_columns(anchor, yi, nr, lanes_)
     anchor.parallel(_fuse(anchor, batch + [yo, xo]))
 
 

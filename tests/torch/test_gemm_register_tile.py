@@ -1,7 +1,8 @@
 """The Linear register tile per vector ISA: pinned for AVX2 (6 x 16, twelve ymm accumulators,
-no spill and no guard in the k loop, whatever M), and eager's results on odd shapes (tails in
-M, N and K, a batch dim, with and without bias) for AVX2 and AVX-512 code: run where the
-host can, built (and its tile checked) where it cannot."""
+no spill and no guard in the k loop, whatever M; 4 x 24 where that pads the product less), and
+eager's results on odd shapes (tails in M, N and K, a batch dim, with and without bias, a GELU
+epilogue) for AVX2 and AVX-512 code: run where the host can, built (and its tile checked) where
+it cannot."""
 import re
 
 import pytest
@@ -12,7 +13,7 @@ import schedlang as sl
 import schedlang.torch as slt
 from schedlang.target.llvm.cpus import why_not_runnable
 from schedlang.target.llvm.jit import host_cpu
-from schedlang.torch.schedules import panel_width, register_rows, tail_free_rows
+from schedlang.torch.schedules import PANEL_L2_BYTES, panel_width, register_rows, tail_free_rows
 
 AVX2, AVX512 = "llvm -mcpu=znver3", "llvm -mcpu=znver4"
 
@@ -43,6 +44,35 @@ def test_avx2_tile_is_6_by_16():
     assert (panel_width(t512, 768), register_rows(t512, panel_width(t512, 768))) == (32, 8)
 
 
+def test_avx2_wide_panel_where_it_pads_less():
+    """With a Linear's rows m and reduction k, AVX2 takes 4 x 24 (as many accumulators) where it
+    computes fewer padded outputs and its K x 24 panel fits PANEL_L2_BYTES; AVX-512's 8 x 32 tile
+    is bounded by MR_MAX, not the register file, and never changes."""
+    t = sl.Target.create(AVX2)
+    assert panel_width(t, 768, 128, 768) == 24 and register_rows(t, 24) == 4      # 128 rows: none padded
+    assert panel_width(t, 2048, 128, 2048) == 24                                  # N pads to 2064 < 132 rows
+    assert panel_width(t, 768, 120, 768) == 16             # 6 divides 120: a tie keeps 6 x 16
+    assert panel_width(t, 80, 128, 64) == 16               # 80 columns pad to 96: more than 132 rows
+    assert panel_width(t, 768, 128, 3072) == 16            # a 288 KB panel: over the L2 budget
+    assert 3072 * 24 * 4 > PANEL_L2_BYTES >= 2048 * 24 * 4
+    assert panel_width(t, 768) == panel_width(t, 768, None, 768) == 16           # rows unknown
+    assert panel_width(t, 20, 128, 64) == 16 and panel_width(t, 10, 128, 64) == 10   # narrow outputs
+    t512 = sl.Target.create(AVX512)
+    for n, m, k in ((768, 128, 768), (2048, 128, 2048), (80, 3, 64)):
+        assert panel_width(t512, n, m, k) == panel_width(t512, n) == min(n, 32)
+
+
+def test_avx2_wide_k_loop_is_twelve_fmas_without_spills():
+    """The 4 x 24 tile (M = 128, N = 96) is three ymm columns, not a <24 x float> vector: twelve
+    FMAs, three B loads and four broadcasts, nothing on the stack."""
+    _, x, cm = _compiled(AVX2, 128, 64, 96)
+    cm.ir("all")
+    (module,) = cm.modules.values()
+    loop = _k_loop_asm(module.get_source("asm"))
+    assert loop.count("vfmadd231ps") == 12 and loop.count("vbroadcastss") == 4, loop
+    assert loop.count("vmovups") + loop.count("vmovaps") == 3 and "rsp" not in loop and "zmm" not in loop, loop
+
+
 @pytest.mark.parametrize("m", [128, 48, 7 * 6 + 1])
 def test_avx2_k_loop_is_twelve_fmas_without_spills(m):
     """M = 128 (not a multiple of 6) too: the product is padded to whole tiles, so the k loop is
@@ -62,6 +92,9 @@ def test_avx2_k_loop_is_twelve_fmas_without_spills(m):
     (13, 33, 17, False, ()),      # tails everywhere, no bias
     (100, 70, 50, True, ()),      # M tail of 6 and of 8, N tail of 16 and 32
     (9, 31, 40, True, (2,)),      # a batch dim
+    (101, 70, 70, True, ()),      # AVX2 4 x 24: M tail of 4, N tail of 24
+    (12, 70, 70, False, ()),      # AVX2 4 x 24, no bias (3 row tiles)
+    (8, 31, 46, True, (2,)),      # AVX2 4 x 24, a batch dim, N tail
 ])
 def test_odd_shapes_match_eager(target, m, k, n, bias, lead):
     model, x, cm = _compiled(target, m, k, n, bias, lead)
@@ -74,3 +107,29 @@ def test_odd_shapes_match_eager(target, m, k, n, bias, lead):
         pytest.skip(f"{target}: built only, the host cannot run it ({why})")
     with torch.no_grad():
         torch.testing.assert_close(cm(x), model(x), rtol=1e-4, atol=1e-4)
+
+
+class GeluResidual(nn.Module):
+    """A transformer MLP's first Linear with its GELU, and a residual Linear: the epilogue of
+    the wide tile (three vectors of 8) computes erf on each."""
+
+    def __init__(self, k: int, n: int):
+        super().__init__()
+        self.fc, self.res = nn.Linear(k, n), nn.Linear(k, n, bias=False)
+
+    def forward(self, x):
+        return nn.functional.gelu(self.fc(x)) + self.res(x)
+
+
+@pytest.mark.parametrize("m,k,n", [(128, 40, 72), (37, 33, 70)])
+def test_avx2_wide_tile_gelu_epilogue_matches_eager(m, k, n):
+    t = sl.Target.create(AVX2)
+    assert panel_width(t, n, m, k) == 24
+    why = why_not_runnable(t.cpu, t.features, *host_cpu())
+    if why is not None:
+        pytest.skip(f"{AVX2}: the host cannot run it ({why})")
+    torch.manual_seed(m)
+    model = GeluResidual(k, n).eval()
+    x = torch.randn(m, k)
+    with torch.no_grad():
+        torch.testing.assert_close(slt.compile(model, (x,), target=t)(x), model(x), rtol=1e-4, atol=1e-4)

@@ -125,7 +125,8 @@ def linear(ctx, x, weight, bias=None):
         raise ValueError(f"linear: the bias of shape {list(bias.shape)} does not broadcast to {list(shape)}")
     acc = acc_dtype(out)
     epilogue = None if bias is None else _bias_epilogue(bias, shape, acc)
-    packed = _packed_read(ctx, weight, static_rows(shape[:-1]))
+    m = shape[-2] if len(shape) > 1 and isinstance(shape[-2], int) else None
+    packed = _packed_read(ctx, weight, static_rows(shape[:-1]), m)
     if packed is not None:
         read_w, nr = packed
         padded = _padded_shape(ctx.target, shape, nr)
@@ -148,7 +149,7 @@ def static_rows(lead) -> Optional[int]:
     return rows
 
 
-def _packed_read(ctx, weight, rows: Optional[int]) -> Optional[Tuple[Callable, int]]:
+def _packed_read(ctx, weight, rows: Optional[int], m: Optional[int] = None) -> Optional[Tuple[Callable, int]]:
     """(weight[j, k] read from its packed panels, the panel width nr) for a parameter on a
     target whose backend prepacks_weights (the CPU) unless it reads it in place
     (reads_weight_in_place), or None."""
@@ -158,7 +159,8 @@ def _packed_read(ctx, weight, rows: Optional[int]) -> Optional[Tuple[Callable, i
         return None
     if isinstance(weight.shape[1], int) and reads_weight_in_place(target, rows, weight.shape[1]):
         return None
-    nr = panel_width(target, weight.shape[0])
+    k = weight.shape[1] if isinstance(weight.shape[1], int) else None
+    nr = panel_width(target, weight.shape[0], m, k)      # m: the rows _padded_shape pads
     packed = ctx.packed(weight, nr)
     if packed is None:
         return None
