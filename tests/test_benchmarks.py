@@ -114,3 +114,16 @@ def test_gemm_one_thread_ort_column():
     row = next(line for line in lines if line.split()[:1] == ["20x40x72"])
     assert header.index("ort") == header.index("numpy") + 1, proc.stdout
     assert row.count("%") == 5, row        # linear, kernel, torch, numpy, ort (no hand kernel: not a square)
+
+
+@pytest.mark.slow      # tiny MobileNetV2 compiled, its kernels timed by kind beside ONNX Runtime's nodes (under a minute)
+def test_mobilenet_kinds_benchmark_tiny_run():
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "mobilenet_kinds.py"), "--size", "tiny",
+                           "--rounds", "1"], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "whole: schedlang" in out and "kernels per forward" in out
+    rows = {line.split()[0]: line for line in out.splitlines()[3:] if line.strip()}
+    for kind in ("dw", "1x1", "classifier", "sum"):       # depthwise, 1x1 expansions/projections, the linear
+        assert kind in rows, kind

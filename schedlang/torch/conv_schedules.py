@@ -417,15 +417,17 @@ def _pointwise_blocks(target: Target, s, group, tiles: int) -> Optional[Tuple[in
     each chunk's strip stays in L1 while the register tiles of POINTWISE_GROUP channel tiles
     read it (their sums kept in a small local tile between chunks); 1.1-1.3x on ResNet-50's
     1x1 layers with 1 x 14 tiles (Zen 3, one thread, CPU time). With the 4 x 2 tiles of
-    _pointwise_tile, chunks only where the input outweighs the weights (56x56 and 28x28:
-    1.07-1.15x) or the kernel sums two convolutions (a strided shortcut at 7x7: 1.1-1.2x);
-    a single 1x1 whose weights are the larger (14x14, 7x7) ran 1.05-1.13x slower in chunks
-    (Zen 1, one thread, CPU time, loaded). nchwc_choice gives the kernels of long reductions
-    _row_chunk's chunks outside a row of tiles instead (ResNet-50's from 256 input channels)."""
+    _pointwise_tile, chunks only where the kernel sums two convolutions (a strided shortcut at
+    7x7: 1.1-1.2x); a single 1x1 whose weights are the larger (14x14, 7x7) ran 1.05-1.13x
+    slower in chunks (Zen 1, one thread, CPU time, loaded), and one whose input outweighs
+    them (gained 1.07-1.15x at ResNet-50's 56x56 and 28x28 before _row_chunk took its
+    reductions of 256 channels and more) is left only MobileNetV2's projections of 144 and 192
+    channels to 24-32, a group of 1-3 channel tiles sharing a chunk's input strip: they ran
+    1.42-1.44x faster in one pass (Zen 3, one thread, CPU time, loaded;
+    benchmarks/results-mobilenet-cpu-zen3-avx2.txt). nchwc_choice gives the kernels of long
+    reductions _row_chunk's chunks outside a row of tiles instead."""
     from .schedules import static
-    if target.native_registers() >= 32:
-        return None
-    if len(group.convs) == 1 and not _input_outweighs_weights(s, group):
+    if target.native_registers() >= 32 or len(group.convs) == 1:
         return None
     chunks, extents = [], []
     for conv in group.convs:

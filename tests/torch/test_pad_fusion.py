@@ -184,8 +184,8 @@ def _padded_choices(cm, target):
                                 pytest.param((7, 3), marks=pytest.mark.slow)])
 def test_padded_kernels_take_the_unpadded_tiles(hw):
     """One row a tile (a tile of two would straddle the border: guards inside the reduction),
-    the 1x1 in reduction chunks (its input outweighs its weights at each of these sizes:
-    conv_schedules._pointwise_blocks), the 3x3 a row of tiles at once; odd heights and widths."""
+    the 1x1 (one convolution) in one pass over its reduction, no chunks (conv_schedules.
+    _pointwise_blocks), the 3x3 a row of tiles at once; odd heights and widths."""
     torch.manual_seed(sum(hw))
     model, x = PaddedTiles(3, 144, 16), torch.randn(1, 3, *hw)
     with torch.no_grad():
@@ -199,6 +199,39 @@ def test_padded_kernels_take_the_unpadded_tiles(hw):
             torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
     choices = _padded_choices(builds[AVX2_CHECKED], AVX2_CHECKED)
     assert len(choices) == 2
-    assert sum(c.pointwise is not None for c in choices) == 1      # the 1x1's kernel, not the 3x3's
-    # the 3x3's input channel blocks outside a row of tiles (conv_schedules._input_channels_outside)
-    assert [c.channels_outside for c in choices] == [c.pointwise is None for c in choices]
+    assert all(c.pointwise is None for c in choices)
+    # the 3x3's input channel blocks outside a row of tiles (conv_schedules._input_channels_outside;
+    # the 1x1's too where its plane is a task: conv_schedules._pointwise_blocked)
+    assert any(c.channels_outside for c in choices)
+
+
+def test_padded_pointwise_in_chunks_computes_the_default():
+    """The padded 1x1 kernel with its reduction in chunks (a choice the default now makes only for
+    kernels summing two 1x1s; tuning variants may take it), bounds-checked on random inputs:
+    equal to the default's kernel (144 channels: 2 chunks of 9 blocks; odd height and width)."""
+    import numpy as np
+    from schedlang.torch.conv_variants import program_variants, variant_schedule
+    from schedlang.torch.tune import extract_tasks
+    torch.manual_seed(1)
+    model, x = PaddedTiles(3, 144, 16), torch.randn(1, 3, 5, 9)
+    program = st.lower_graph(st.capture(model, (x,)), AVX2)
+    rng = np.random.default_rng(0)
+    chunked = 0
+    for kt in extract_tasks(program, AVX2):
+        args, outs = kt.task.args, kt.task.outputs
+        if kt.kind != "conv" or not any(len(t.shape) == 5 and t.shape[1] == 18 for t in args[:-len(outs)]):
+            continue                          # the 1x1 reading the 144 channels (18 blocks) only
+        choices = program_variants(outs, AVX2)
+        assert choices[0].pointwise is None
+        arrays = [rng.standard_normal(t.shape).astype(np.float32) for t in args]
+        scheds = [variant_schedule(outs, AVX2, c) for c in (choices[0], choices[0]._replace(pointwise=(1, [9]), channels_outside=False, plane=False))]
+        assert scheds[0].to_json() != scheds[1].to_json()
+        results = []
+        for sched in scheds:
+            a = [v.copy() for v in arrays]
+            sl.build(sched, args, target=AVX2_CHECKED)(*a)
+            results.append(a[-len(outs):])
+        for got, want in zip(*results):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        chunked += 1
+    assert chunked == 1
