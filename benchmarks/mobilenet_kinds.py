@@ -76,31 +76,9 @@ def schedlang_kind(s, group) -> str:
 def schedlang_rows(compiled, target):
     """{kind: CPU seconds per forward} of schedlang's kernels built and timed alone, and the count of
     kernels per forward."""
-    import schedlang as sl
-    from schedlang.schedule import create_schedule
-    from schedlang.tensor.op import PlaceholderOp
-    from schedlang.tensor.serialize import workload_key
-    from schedlang.torch.fuse import fuse
-    from schedlang.torch.kernel_tasks import group_program
-    from schedlang.torch.schedules import default_schedule
-    from schedlang.torch.tune import canonical_program
-    built, calls = {}, []
-    rng = np.random.default_rng(0)
-    for part in compiled.program.parts:
-        s = create_schedule([t.op for _, t in part.outputs])
-        for group in fuse(s):
-            prog = group_program(s, group)
-            if prog is None or all(isinstance(t.op, PlaceholderOp) for t in prog.outputs):
-                continue
-            args = list(prog.inputs) + list(prog.outputs)
-            key = workload_key(canonical_program(prog.inputs, prog.outputs)[1])
-            if key not in built:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    mod = sl.build(default_schedule(prog.outputs, target), args, target=target)
-                arrays = [(rng.standard_normal(t.shape) * 0.1).astype(t.dtype_obj.numpy) for t in args]
-                built[key] = (mod, arrays)
-            calls.append((schedlang_kind(s, group), key))
+    from model_profile import distinct_kernels
+    calls, built = distinct_kernels(compiled.program, target)
+    calls = [(schedlang_kind(s, group), key) for s, group, key in calls]
     keys = list(built)
     times = dict(zip(keys, cpu_time_call(*[(lambda m, a: lambda: m(*a))(*built[k]) for k in keys],
                                          rounds=3, min_s=0.02)))

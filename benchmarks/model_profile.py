@@ -28,18 +28,19 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 
-def kernels(program, target):
-    """[(kind, anchor name, module, arrays)] for every kernel of every part, one per occurrence."""
+def distinct_kernels(program, target):
+    """(calls, built): every kernel of every part, one per occurrence, as (its part's schedule,
+    its fuse group, its key), and {key: (module, arrays)} with each distinct kernel (equal
+    canonical programs share a key) built once from its default schedule, on random inputs."""
     import schedlang as sl
     from schedlang.schedule import create_schedule
     from schedlang.tensor.op import PlaceholderOp
     from schedlang.torch.fuse import fuse
-    from schedlang.torch.kernel_tasks import group_program, kind_of
+    from schedlang.torch.kernel_tasks import group_program
     from schedlang.tensor.serialize import workload_key
     from schedlang.torch.schedules import default_schedule
     from schedlang.torch.tune import canonical_program
-    built = {}
-    out = []
+    built, calls = {}, []
     rng = np.random.default_rng(0)
     for part in program.parts:
         s = create_schedule([t.op for _, t in part.outputs])
@@ -56,8 +57,15 @@ def kernels(program, target):
                 arrays = [(rng.standard_normal(t.shape) * 0.1).astype(t.dtype_obj.numpy)
                           if t.dtype.startswith("float") else np.zeros(t.shape, t.dtype_obj.numpy) for t in args]
                 built[key] = (mod, arrays)
-            out.append((kind_of(group), group.anchor.name, *built[key]))
-    return out
+            calls.append((s, group, key))
+    return calls, built
+
+
+def kernels(program, target):
+    """[(kind, anchor name, module, arrays)] for every kernel of every part, one per occurrence."""
+    from schedlang.torch.kernel_tasks import kind_of
+    calls, built = distinct_kernels(program, target)
+    return [(kind_of(group), group.anchor.name, *built[key]) for _, group, key in calls]
 
 
 def main(argv=None) -> None:

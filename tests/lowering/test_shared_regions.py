@@ -10,6 +10,7 @@ import schedlang as sl
 from schedlang.loop.plan import scheduled_snapshot
 from schedlang.tile import bound, lower_to_tile_ir
 from schedlang.tile.shared_regions import SharedRegions
+from tests import programs
 
 N = 37          # not a multiple of the split factors: the tails' guards are in the regions
 
@@ -136,8 +137,7 @@ def test_equal_nests_built_once(monkeypatch):
 def test_tuple_reduction_nests_are_built_each(monkeypatch):
     # a tuple reduction's temporaries are variables named after its buffer: never renamed from another nest
     x = sl.placeholder((6, N), name="x")
-    argmax = sl.comm_reducer(lambda a, b: (sl.select(a[1] >= b[1], a[0], b[0]), sl.select(a[1] >= b[1], a[1], b[1])),
-                             lambda t0, t1: (sl.const(-1, t0), sl.min_value(t1)), name="argmax")
+    argmax = programs.arg_reducer("argmax")
     outs = []
     for i in range(3):
         k = sl.reduce_axis((0, N), name="k")
