@@ -163,7 +163,8 @@ def final_comparison(task: SearchTask, log: str, measurer: Measurer, count: int,
     may hold older defaults' records, tuned before the default rules changed)."""
     target = str(task.target)
     best, seen = [], set()
-    ranked = records.ranked(records.load(log, task.workload_key, target), final=False)
+    ranked = records.ranked([r for r in records.load(log, task.workload_key, target)      # this thread count's
+                             if not records.other_threads(r, task.target)], final=False)
     stale = lambda r: isinstance(with_default, dict) and r.get("sketch") == "default" \
         and r["steps"] != with_default                                   # noqa: E731
     for rec in ranked:
@@ -188,7 +189,7 @@ def final_comparison(task: SearchTask, log: str, measurer: Measurer, count: int,
     times = [[] for _ in best]
     errors = [None for _ in best]
     loads = [None for _ in best]
-    extras = [{} for _ in best]       # where it was timed (cpu, register_file)
+    extras = [{} for _ in best]       # where it was timed (cpu, register_file, threads)
     for _ in range(rounds):
         for i, res in enumerate(measurer.measure(task.program_json, task.target, steps)):
             if res.error is not None:
@@ -196,7 +197,7 @@ def final_comparison(task: SearchTask, log: str, measurer: Measurer, count: int,
             else:
                 times[i] += list(res.times)
                 loads[i] = res.load
-                extras[i] = {k: v for k, v in res.extra.items() if k in ("cpu", "register_file")}
+                extras[i] = {k: v for k, v in res.extra.items() if k in ("cpu", "register_file", "threads")}
     stamp = time.time()
     if progress is not None:
         done = [(statistics.median(ts), r) for r, ts in zip(best, times) if ts]
@@ -262,6 +263,8 @@ def _best_record(log: str, task: SearchTask, caller: str):
                 _warn_skipped(caller, task, skipped)
             if group in (records.OTHER, records.WIDER):
                 warnings.warn(_elsewhere(caller, rec, here, task.target), OtherCPUWarning, stacklevel=3)
+            elif records.other_threads(rec, task.target):
+                warnings.warn(other_threads_text(caller, [rec], task.target), OtherThreadsWarning, stacklevel=3)
             return rec, s, ranked
     if skipped:
         _warn_skipped(caller, task, skipped)
@@ -276,6 +279,20 @@ def _elsewhere(caller: str, rec, here, target) -> str:
                 f"tune for '{target}' for its best schedule")
     return (f"{caller}: using a record measured on {records.cpu_text(rec.get('cpu'))}, not on this machine "
             f"({records.cpu_text(here)}); tune here for this CPU's best schedule")
+
+
+class OtherThreadsWarning(OtherCPUWarning):
+    """A record timed at another thread count than the target's is used (no record of the
+    target's threads): a schedule that won at one thread may lose at two."""
+
+
+def other_threads_text(caller: str, recs, target) -> str:
+    """The one line saying that records timed at other thread counts are used for target."""
+    counts = sorted({r["threads"] for r in recs})
+    want = records.target_threads(target)
+    return (f"{caller}: using {len(recs)} record(s) timed at {'/'.join(map(str, counts))} thread(s), not at the "
+            f"target's {want}; re-time them for it (schedlang tune --revalidate LOG --threads {want}, or "
+            f"schedlang.torch.revalidate) or tune with --threads {want}")
 
 
 def tuned_schedule_or_none(log, outputs, target) -> Optional[Schedule]:

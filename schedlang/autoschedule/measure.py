@@ -80,7 +80,7 @@ def _build_recent(task, s):
 
 def time_on_cpu(task, s, arrays: List[np.ndarray], number: int, repeat: int) -> dict:
     """Build schedule s of the task and time it on arrays (CPU time where the target runs one
-    thread, else wall time): a warm-up call and one timed call,
+    thread, else wall time), at the target's threads (the result's "threads"): a warm-up call and one timed call,
     then `repeat` timings of up to `number` calls each (fewer when a call is long, see ROUND_S;
     none when it is slower than SLOW_CALL_S)."""
     start = time.perf_counter()
@@ -90,8 +90,8 @@ def time_on_cpu(task, s, arrays: List[np.ndarray], number: int, repeat: int) -> 
     load = os.getloadavg()
     # one thread: its CPU time, which the other processes of a shared machine do not inflate as
     # they do wall time (a 300 s conv2d search at load 8 on 2 cores read 18-25 ms for ~7 ms kernels)
-    one = get_backend(task.target.kind).worker_threads(task.target) == 1
-    clock = time.process_time if one else time.perf_counter
+    threads = get_backend(task.target.kind).worker_threads(task.target)
+    clock = time.process_time if threads == 1 else time.perf_counter
     first = mod.time(*arrays, number=1, repeat=1, clock=clock)
     if first > SLOW_CALL_S:
         times = [first]
@@ -99,12 +99,12 @@ def time_on_cpu(task, s, arrays: List[np.ndarray], number: int, repeat: int) -> 
         n = max(1, min(number, int(ROUND_S / max(first, 1e-9))))
         times = [mod.time(*arrays, number=n, repeat=1, clock=clock) for _ in range(repeat)]
     return {"times": times, "build_s": build_s, "load": list(load), "cpu": this_cpu(),
-            "register_file": register_file(task.target)}
+            "register_file": register_file(task.target), "threads": threads}
 
 
-# what a measurement adds to its record: the CPU that timed it and the code's register file
-# (CPU targets, records.py), the estimate's figures (cuda without a GPU)
-EXTRA_FIELDS = ("estimated", "timing", "profile", "cpu", "register_file")
+# what a measurement adds to its record: the CPU that timed it, the code's register file and
+# the threads it ran on (CPU targets, records.py), the estimate's figures (cuda without a GPU)
+EXTRA_FIELDS = ("estimated", "timing", "profile", "cpu", "register_file", "threads")
 
 
 @dataclass

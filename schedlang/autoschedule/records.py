@@ -18,6 +18,15 @@ target the code was built for (an AVX2 target on an AVX-512 machine: 256 bits, 1
 apply_best prefers records of this CPU and says when it uses others (choose()). Older logs
 without these fields still load: their records count as measured on an unknown CPU.
 
+A CPU record also says how many threads its kernel ran on when timed, "threads" (the target's
+worker threads: one thread is timed in CPU time, more by the wall clock). A schedule that wins
+at one thread may lose at two (a parallel loop of one iteration, rows split where the default
+splits columns), so choose() prefers, within each CPU group, the records measured at the
+compile target's threads, then those of no recorded count (older logs), then the others.
+A record re-timed against the default schedule for a target's threads (torch/revalidate.py)
+carries "revalidated": {"threads", "record_s", "default_s", "record_hash", "rounds"}: the two
+medians of that side-by-side comparison, whichever won is the record's own schedule.
+
 A searched candidate's record also keeps what the next search learns from (transfer.py):
 "features": {"id": the feature set's name hash, "values": the cost model's features,
 rounded}, "family": {"key": the task's structure with sizes and names left out, "flops"}.
@@ -39,6 +48,7 @@ from functools import lru_cache
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from ..schedule.steps import VERSION as STEPS_VERSION, Step
+from ..target.registry import get_backend
 
 VERSION = 1
 FIELDS = ("version", "workload", "target", "steps", "kernel_hash", "times", "median_s", "gflops", "error")
@@ -144,7 +154,15 @@ _OPTIONAL = {
                  and isinstance(v.get("id"), str) and _numbers(v.get("values"))),
     "family": ("an object with a key and flops", lambda v: isinstance(v, dict) and isinstance(v.get("key"), str)
                and _number(v.get("flops")) and v["flops"] >= 0),
+    "threads": ("a thread count (an int >= 1)", lambda v: _count(v)),
+    "revalidated": ("an object with threads, record_s, default_s, record_hash and rounds", lambda v: _revalidated(v)),
 }
+
+
+def _revalidated(v) -> bool:
+    return (isinstance(v, dict) and _count(v.get("threads")) and _count(v.get("rounds"))
+            and all(_number(v.get(k)) and v[k] > 0 for k in ("record_s", "default_s"))
+            and isinstance(v.get("record_hash"), str))
 
 
 def _cpu(v) -> bool:
@@ -315,13 +333,39 @@ def choose(recs: List[Dict], target, here: Optional[Dict]) -> List[Tuple[str, Li
     another CPU, or for another target of the same kind, with a register file this target
     has: usable, but its times are another machine's), WIDER (built for more vector bits or
     registers than this target has: an AVX-512 record on an AVX2 target, which the caller
-    must re-validate or skip). Records of another target kind are left out."""
+    must re-validate or skip). Records of another target kind are left out. Each of these
+    groups comes as up to three, in thread_tiers' order: measured at the target's threads,
+    at no recorded count, at another count (a group's name repeats)."""
     groups: Dict[str, List[Dict]] = {SAME: [], UNKNOWN: [], OTHER: [], WIDER: []}
     for rec in recs:
         group = cpu_group(rec, target, here)
         if group is not None:
             groups[group].append(rec)
-    return [(name, ranked(group)) for name, group in groups.items() if group]
+    want = target_threads(target)
+    return [(name, ranked(tier)) for name, group in groups.items() for tier in thread_tiers(group, want) if tier]
+
+
+def target_threads(target) -> Optional[int]:
+    """The threads a CPU target's parallel loops run on (its num_threads, else this process's
+    cores), as a record's "threads" counts them; None for a target that is not a CPU."""
+    backend = get_backend(target.kind)
+    return backend.worker_threads(target) if backend.torch_device == "cpu" else None
+
+
+def thread_tiers(recs: List[Dict], threads: Optional[int]) -> Tuple[List[Dict], List[Dict], List[Dict]]:
+    """recs split by the threads they were timed at: (at `threads`, no count recorded, another
+    count). For threads None (not a CPU target) every record is in the middle tier."""
+    at, unknown, other = [], [], []
+    for rec in recs:
+        n = rec.get("threads")
+        (unknown if n is None or threads is None else at if n == threads else other).append(rec)
+    return at, unknown, other
+
+
+def other_threads(rec: Dict, target) -> bool:
+    """Whether rec was timed at a thread count other than target's (False when unrecorded)."""
+    n, want = rec.get("threads"), target_threads(target)
+    return n is not None and want is not None and n != want
 
 
 def cpu_group(rec: Dict, target, here: Optional[Dict]) -> Optional[str]:

@@ -21,11 +21,15 @@ kernel change. A record that does not replay there (a step on an inlined stage a
 kernel also reads, a name clash) is skipped for the next one, and a kernel with none
 keeps its default schedule. A record of the default schedule (tune.py's sketch "default")
 is not replayed: the kernel gets today's default for the compile target. A replayed record
-tuned for fewer threads than the target's gets the parallel loops it lacks.
+tuned for fewer threads than the target's gets the parallel loops it lacks, and one whose
+parallel loop is too narrow for the target's threads a wider one (replay_record). Records
+timed at the target's threads come first (RecordIndex); torch/revalidate.py re-times a log's
+chosen records against today's defaults at those threads.
 """
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
@@ -188,22 +192,24 @@ def apply_group_record(s, group, target, index: "RecordIndex") -> bool:
     a record of the task's default schedule (sketch "default"): then the caller builds
     today's default for this target, not the steps the default had when the log was tuned
     (the rules improve; a log keeps working and never pins an older default). A replayed
-    record gets a parallel loop on each of the kernel's root stages that has none
-    (sketch_cpu.parallelize) where the target runs more than one thread: a log tuned at one
-    thread (CPU time on a loaded machine) holds candidates drawn without one, which would run
-    on one core at two."""
+    record gets a parallel loop on each of the kernel's root stages that has none or one too
+    narrow for the target's threads (replay_record) where the target runs more than one thread:
+    a log tuned at one thread (CPU time on a loaded machine) holds candidates drawn without
+    one, or with a loop of one iteration, which would run on one core at two."""
     return replay_best(s, group, target, index).replayed
 
 
 class Replayed(NamedTuple):
     """What replay_best did with a kernel: the rank (in RecordIndex.ranked) of the record
     that decided it and that record (None, None: no record), whether its steps were replayed
-    (not for a default record), and how many parallel loops were added to them."""
+    (not for a default record), how many parallel loops were added to them, and how many of
+    their parallel loops were too narrow for the target's threads and drawn again wider."""
 
     rank: Optional[int]
     record: Optional[dict]
     replayed: bool
     parallel_added: int
+    parallel_widened: int = 0
 
 
 def replay_best(s, group, target, index: "RecordIndex") -> Replayed:
@@ -211,19 +217,46 @@ def replay_best(s, group, target, index: "RecordIndex") -> Replayed:
     prog = group_program(s, group)
     if prog is None:
         return Replayed(None, None, False, 0)
-    recs = index.ranked(workload_key(default_args(prog.outputs)), str(target))
+    recs = index.ranked(workload_key(default_args(prog.outputs)), target)
     for rank, rec in enumerate(recs):
         if rec.get("sketch") == DEFAULT:
+            index.used(rec, target)
             return Replayed(rank, rec, False, 0)
         try:
             with s.all_or_nothing():
-                before = {id(st): st.op for st in s.stages}
-                _replay(s, prog, rename_steps(rec["steps"]["steps"], prog.names))
-                added = _parallel_for(s, kernel_stages(s, prog, before), target)
-            return Replayed(rank, rec, True, added)
+                added, widened = replay_record(s, prog, rename_steps(rec["steps"]["steps"], prog.names), target)
+            index.used(rec, target)
+            return Replayed(rank, rec, True, added, widened)
         except (ValueError, TypeError, KeyError):        # ScheduleError is a ValueError
             pass
     return Replayed(None, None, False, 0)
+
+
+def replay_record(s, prog: GroupProgram, steps: List[dict], target) -> Tuple[int, int]:
+    """Replay a record's renamed steps on the kernel prog of s for target; (parallel loops
+    added, parallel loops widened). A record drawn for fewer threads than the target's may
+    parallelize a loop of fewer iterations than the target's threads want (a draw for one
+    thread fuses up to MAX_PAR_FUSE outer loops, and tile sizes may leave them one iteration
+    each: BERT's FFN-down record of the Dec 3 log ran its whole 128 x 768 output in a parallel
+    loop of ONE iteration, so on one core at two threads, 1.96x the default's time there);
+    the steps are then replayed again without that stage's parallel step, and the stage gets
+    the parallel loop the target's draw would give it (sketch_cpu.parallelize: its outer
+    loops fused until PAR_PER_THREAD iterations a thread). A stage with none gets one too."""
+    threads = _cpu_threads(target)
+    before = {id(st): st.op for st in s.stages}
+    saved = s.snapshot()
+    _replay(s, prog, steps)
+    narrow = {st.name for st in kernel_stages(s, prog, before) if _narrow_parallel(st, threads)}
+    if narrow:
+        s.restore(saved)
+        _replay(s, prog, [d for d in steps if not (d["primitive"] == "parallel" and d.get("stage") in narrow)])
+    else:
+        s.release(saved)
+    if threads < 2:
+        return 0, 0
+    from ..autoschedule.sketch_cpu import parallelize
+    added = sum(parallelize(s, st, threads) for st in kernel_stages(s, prog, before))
+    return added - len(narrow), len(narrow)
 
 
 def kernel_stages(s, prog: GroupProgram, before: Dict[int, object]) -> List:
@@ -235,27 +268,49 @@ def kernel_stages(s, prog: GroupProgram, before: Dict[int, object]) -> List:
             if id(st) not in before or before[id(st)] in prog.members or st.op in prog.members]
 
 
-def _parallel_for(s, stages, target) -> int:
-    """A parallel loop on every live root stage of a replayed kernel that has none, for a
-    target of more than one thread (sketch_cpu.parallelize); how many it added."""
-    from ..autoschedule.sketch_cpu import parallelize
+def _cpu_threads(target) -> int:
+    """The threads a parallel loop of target runs on; 1 for a target that is not a CPU."""
     from ..target.registry import get_backend
     backend = get_backend(target.kind)
-    if backend.torch_device != "cpu" or backend.worker_threads(target) < 2:
-        return 0
-    return sum(parallelize(s, st, backend.worker_threads(target)) for st in stages)
+    return backend.worker_threads(target) if backend.torch_device == "cpu" else 1
+
+
+def _narrow_parallel(st, threads: int) -> bool:
+    """Whether st, a root stage, has a parallel loop of fewer static iterations than threads
+    x PAR_PER_THREAD (what a draw for `threads` asks of it, sketch_cpu._parallel_count)."""
+    from ..autoschedule.sketch_cpu import PAR_PER_THREAD
+    from ..schedule.legal import is_parallel
+    if threads < 2 or st.attach_type != "root":
+        return False
+    ext = st.static_extents()
+    return any(is_parallel(st, a) and isinstance(ext.get(a), int) and ext[a] < PAR_PER_THREAD * threads
+               for a in st.leaf_iter_vars)
 
 
 class RecordIndex:
-    """A log's records by workload and target, loaded once per build (a part has many kernels)."""
+    """A log's records by workload and target string, loaded once per build (a part has many
+    kernels). Ranked for a target as records.choose ranks a CPU group: those timed at the
+    target's threads first, then those of no recorded count (older logs), then the others
+    (records.thread_tiers); the first kernel built from one of the others warns once."""
 
     def __init__(self, log: str):
         self._by_key: Dict[Tuple[str, str], List[dict]] = {}
         for rec in records.load(log):
             self._by_key.setdefault((rec["workload"], rec["target"]), []).append(rec)
+        self.warned = False
 
-    def ranked(self, key: str, target: str) -> List[dict]:
-        return records.ranked(self._by_key.get((key, target), []))
+    def ranked(self, key: str, target) -> List[dict]:
+        recs = self._by_key.get((key, str(target)), [])
+        return [rec for tier in records.thread_tiers(recs, records.target_threads(target))
+                for rec in records.ranked(tier)]
+
+    def used(self, rec: dict, target) -> None:
+        """rec decides a kernel for target: a warning, the first time, when it was timed at
+        another thread count (api.OtherThreadsWarning)."""
+        if not self.warned and records.other_threads(rec, target):
+            from ..autoschedule.api import OtherThreadsWarning, other_threads_text
+            self.warned = True
+            warnings.warn(other_threads_text("schedlang.torch", [rec], target), OtherThreadsWarning, stacklevel=5)
 
 
 def similarity_tag(kind: str, flops: float) -> str:

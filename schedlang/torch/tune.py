@@ -134,7 +134,7 @@ def _best_s(recs) -> Optional[float]:
     return ranked[0]["median_s"] if ranked else None
 
 
-def _hash(kt: KernelTask, steps: Optional[str] = None) -> str:
+def steps_hash(kt: KernelTask, steps: Optional[str] = None) -> str:
     """The kernel hash of the task's schedule of steps (JSON; its default schedule's by
     default), so the search never measures that kernel again."""
     from ..autoschedule.search import task_kernel_hash
@@ -195,7 +195,7 @@ class KernelSearches:
         from ..autoschedule import records
         for i, kt in enumerate(self.tasks):
             target = str(kt.task.target)
-            recs = records.load(self.log, kt.workload_key, target)
+            recs = _same_threads(records.load(self.log, kt.workload_key, target), kt.task.target)
             # today's default's records: a log tuned before the rules changed holds another
             # default's, which a compile no longer builds (kernel_tasks.apply_group_record)
             steps = json.loads(kt.default_steps)
@@ -233,7 +233,7 @@ class KernelSearches:
             return []
         target = str(kt.task.target)
         results = self.measurer.measure(kt.task.program_json, kt.task.target, [steps for _, steps in candidates])
-        recs = [records.make_record(kt.workload_key, target, json.loads(steps), _hash(kt, steps), res.times,
+        recs = [records.make_record(kt.workload_key, target, json.loads(steps), steps_hash(kt, steps), res.times,
                                     res.error, kt.task.flops, res.load, sketch=sketch,
                                     **({"choice": choice} if choice else {}), **res.extra)
                 for (choice, steps), res in zip(candidates, results)]
@@ -358,6 +358,13 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
     return sched
 
 
+def _same_threads(recs: List[dict], target) -> List[dict]:
+    """recs less those timed at another thread count than target's (records.other_threads):
+    a log tuned at one thread and tuned again at two has its own defaults and best there."""
+    from ..autoschedule import records
+    return [r for r in recs if not records.other_threads(r, target)]
+
+
 def _ms(t: Optional[float]) -> str:
     return "-" if t is None else f"{t * 1e3:.4g} ms"
 
@@ -375,7 +382,8 @@ def _check_best(tasks: List[KernelTask], log: str, measurer, sched, tuned: List[
     for i, kt in enumerate(tasks):
         if tuned[i]:
             auto_schedule(kt.task, trials=0, log=log, executor=measurer.executor, verbose=0, final=0)
-            ranked = records.ranked(records.load(log, kt.workload_key, str(kt.task.target)))
+            ranked = records.ranked(_same_threads(records.load(log, kt.workload_key, str(kt.task.target)),
+                                                  kt.task.target))
             if ranked:
                 sched.best[i] = ranked[0]["median_s"]
                 final = ranked[0].get("final")

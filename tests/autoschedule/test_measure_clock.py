@@ -31,11 +31,12 @@ def test_one_thread_candidates_are_timed_in_cpu_time(monkeypatch):
     arrays = [np.ones((4, 4), "float32") for _ in range(3)]
     ticking(monkeypatch)
     one = SearchTask(tensors=[A, B, C], target="llvm -num-cores=1")
-    times = time_on_cpu(one, one.schedule(), arrays, number=1, repeat=3)["times"]
-    assert times == [1.0]       # the CPU clock read: 1 s a call, slower than SLOW_CALL_S, so timed once
+    got = time_on_cpu(one, one.schedule(), arrays, number=1, repeat=3)
+    assert got["times"] == [1.0]     # the CPU clock read: 1 s a call, slower than SLOW_CALL_S, so timed once
+    assert got["threads"] == 1       # what the record says it was timed at
     two = SearchTask(tensors=[A, B, C], target="llvm -num-cores=2")
-    times = time_on_cpu(two, two.schedule(), arrays, number=1, repeat=3)["times"]
-    assert all(t < 0.5 for t in times)       # wall time of a 4x4 GEMM
+    got = time_on_cpu(two, two.schedule(), arrays, number=1, repeat=3)
+    assert all(t < 0.5 for t in got["times"]) and got["threads"] == 2       # wall time of a 4x4 GEMM
 
 
 def test_the_worker_gets_the_one_thread_target(monkeypatch):
