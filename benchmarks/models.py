@@ -165,8 +165,9 @@ def schedlang_compiled(model, inputs, threads: int, log=None, tune: int = 0, tun
 
 def tuned_log_note(compiled, log: str) -> str:
     """What log holds for the compiled model's kernels (tune.extract_tasks: its tuning tasks):
-    how many of them it has records of, the searched candidates among those, and the span of
-    their measurement time stamps: the tuning time of a log made for this model."""
+    how many of them it has records of, the searched candidates among those, the span of
+    their measurement time stamps (the tuning time of a log made for this model), and how many
+    tasks have a record revalidated at the compile target's threads (torch/revalidate.py)."""
     import datetime
     from schedlang.autoschedule import records
     from schedlang.torch.tune import extract_tasks
@@ -181,8 +182,10 @@ def tuned_log_note(compiled, log: str) -> str:
                     if isinstance(r.get("measured_at"), str))
     span = f", measured {stamps[0]:%Y-%m-%d %H:%M} to {stamps[-1]:%H:%M} UTC " \
            f"({(stamps[-1] - stamps[0]).total_seconds() / 60:.0f} min)" if stamps else ""
+    threads = records.target_threads(compiled.target)
+    revalidated = {r["workload"] for r in recs if (r.get("revalidated") or {}).get("threads") == threads}
     return (f"log: {len({r['workload'] for r in recs})} of the model's {len(keys)} tuning tasks, "
-            f"{searched} searched candidates{span}")
+            f"{searched} searched candidates{span}; {len(revalidated)} task(s) revalidated at {threads} thread(s)")
 
 
 # ---------------------------------------------------------------- first call in a fresh process

@@ -10,7 +10,8 @@ is tune_program's task order (the ids of its round lines and task table):
 With --model, also how a compile of that zoo model for --threads (default 2) replays the log:
 for each kernel, the rank of the record that decided it (0: the chosen one; a default record
 builds today's default schedule), or none (no record: the default schedule), and the
-parallel loops added to a record tuned at one thread that has none, by task id.
+parallel loops added to a record tuned at one thread that has none, and those of its parallel
+loops too narrow for --threads drawn again wider, by task id.
 """
 from __future__ import annotations
 
@@ -100,8 +101,9 @@ def replay_check(model_name: str, log: str, threads: int = 2) -> None:
         got = kernel_tasks.replay_best(s, group, target, index)
         if prog is not None:
             seen[workload_key(default_args(prog.outputs))].append(
-                (got.rank, kind(got.record) if got.record else "-") + ((f"+{got.parallel_added} parallel",)
-                                                                      if got.parallel_added else ()))
+                (got.rank, kind(got.record) if got.record else "-")
+                + ((f"+{got.parallel_added} parallel",) if got.parallel_added else ())
+                + ((f"{got.parallel_widened} parallel widened",) if got.parallel_widened else ()))
         return got.replayed
     target = sl.Target.create("llvm").with_options(num_threads=threads)
     model, inputs = zoo.build(model_name, "full")
@@ -117,11 +119,11 @@ def replay_check(model_name: str, log: str, threads: int = 2) -> None:
     for key, uses in sorted(seen.items(), key=lambda kv: ids.get(kv[0], 1 << 30)):
         print(f"  task {ids.get(key, '?')}: {uses}")
     bad = sum(use[0] != 0 for key, uses in seen.items() if key in ids for use in uses)
-    par = sum(len(use) > 2 for uses in seen.values() for use in uses)
+    par = sum(any("parallel" in str(x) for x in use[2:]) for uses in seen.values() for use in uses)
     other = sum(len(uses) for key, uses in seen.items() if key not in ids)
     print(f"{sum(map(len, seen.values()))} kernels, {bad} of the log's tasks not built from their chosen record, "
           f"{other} of no task of the log ('?': untuned kernels, e.g. attention), {par} given parallel loops the "
-          f"log's record lacks; tasks of the log not met: {len(set(order) - set(seen))}")
+          f"log's record lacks or has too narrow; tasks of the log not met: {len(set(order) - set(seen))}")
 
 
 def main(argv=None) -> None:

@@ -3,6 +3,7 @@
     schedlang compile --ir examples/silu_and_mul.py --shape 1,32,4096
     schedlang compile --ir model.py --module MLP --shape 8,64 --level tensor,kernel --target cuda
     schedlang tune model.py --model MLP --shape 8,64 --trials 200 --log mlp.jsonl --timeout 600
+    schedlang tune model.py --model MLP --shape 8,64 --revalidate --log mlp.jsonl --threads 2
 
 `compile` loads a Python file, picks the `nn.Module` to compile, makes random inputs of
 the given shapes, compiles the module with `schedlang.torch.compile`, prints the chosen IR
@@ -15,7 +16,9 @@ level, dtype or target) are reported in one line on stderr with exit status 2. A
 that fails to compile (one line; `--traceback` shows all of it), or whose compiled result
 differs from PyTorch's, exits with 1. `tune` tunes the module's kernels
 (schedlang.torch.compile's tune=), appending to a log, and prints a table per task and the
-model's latency. torch is imported only when a command needs it, so `schedlang --help` is fast.
+model's latency; with --revalidate it re-times each task's chosen record against today's
+default schedule at the target's threads and logs the winner (schedlang.torch.revalidate).
+torch is imported only when a command needs it, so `schedlang --help` is fast.
 """
 from __future__ import annotations
 
@@ -131,7 +134,7 @@ def _tune_parser(commands) -> None:
     t.add_argument("--dtype", default="float32", metavar="DTYPE",
                    help="dtype of the inputs and of the module's floating-point parameters (default float32)")
     t.add_argument("--target", default="llvm", metavar="TARGET", help="llvm (default) or a target string")
-    t.add_argument("--trials", type=int, required=True, metavar="N", help="measurements in all")
+    t.add_argument("--trials", type=int, metavar="N", help="measurements in all (required unless --revalidate)")
     t.add_argument("--log", required=True, metavar="FILE", help="the tuning records (JSON lines), appended to")
     t.add_argument("--timeout", type=float, metavar="S",
                    help="start no new round S seconds after the start (the defaults measured included)")
@@ -142,6 +145,11 @@ def _tune_parser(commands) -> None:
                    help="a task whose best has not improved in its last N trials is not tuned further")
     t.add_argument("--dask", metavar="ADDRESS", help="measure on the Dask cluster of this scheduler address")
     t.add_argument("--seed", type=int, default=0, help="seed of the inputs and the search (default 0)")
+    t.add_argument("--threads", type=int, metavar="N",
+                   help="the CPU target's threads, tuned and timed at (default: the target's; records say it)")
+    t.add_argument("--revalidate", action="store_true",
+                   help="no search: re-time each task's chosen record in --log against today's default "
+                        "schedule at the target's threads, and log the winner for them")
     t.add_argument("--quiet", action="store_true", help="no line per round")
     t.add_argument("--traceback", action="store_true", help="show the full traceback when tuning fails")
 
@@ -399,10 +407,15 @@ def run_compile(args) -> int:
 
 
 def run_tune(args) -> int:
-    """`schedlang tune`: tune, print the per-task table, time the model tuned and untuned."""
+    """`schedlang tune`: tune, print the per-task table, time the model tuned and untuned
+    (--revalidate: re-time the log's chosen records instead, run_revalidate)."""
     shapes = [parse_shape(s) for s in args.shape]
     dtype = check_dtype(args.dtype)
-    target = check_target(args.target)
+    target = tune_target(args)
+    if args.revalidate:
+        return run_revalidate(args, target, shapes, dtype)
+    if args.trials is None:
+        raise UsageError("--trials N is required (the measurements in all), unless --revalidate")
     if args.trials < 1 or args.per_round < 1 or (args.early_stopping is not None and args.early_stopping < 1):
         raise UsageError("--trials, --per-round and --early-stopping must be positive")
     if args.timeout is not None and not args.timeout > 0:
@@ -418,12 +431,12 @@ def run_tune(args) -> int:
             from dask.distributed import Client
             executor = Client(args.dask)
         with torch.no_grad(), _quiet_torch(not args.traceback):
-            tuned = sl_torch.compile(model, inputs, target=args.target, tune=args.trials, log=args.log,
+            tuned = sl_torch.compile(model, inputs, target=target, tune=args.trials, log=args.log,
                                      timeout=args.timeout, strategy=args.strategy, per_round=args.per_round,
                                      seed=args.seed, executor=executor, verbose=0,
                                      early_stopping=args.early_stopping,
                                      callback=None if args.quiet else _print_round)
-            untuned = sl_torch.compile(model, inputs, target=args.target)
+            untuned = sl_torch.compile(model, inputs, target=target)
     except Exception as e:  # noqa: BLE001 (reported in one line; --traceback shows it all)
         return report_failure(args, f"tuning {name}", e)
     finally:
@@ -437,6 +450,41 @@ def run_tune(args) -> int:
         t_tuned, t_untuned = time_call(lambda: tuned(*inputs), lambda: untuned(*inputs))
     print(f"measured model latency (median, the two timed in alternation): {t_tuned * 1e3:.4g} ms tuned, "
           f"{t_untuned * 1e3:.4g} ms untuned ({t_untuned / t_tuned:.2f}x)")
+    return run_against_torch(tuned, model, inputs, target, dtype)
+
+
+def tune_target(args):
+    """The target of `schedlang tune`: --target, with --threads as its num_threads."""
+    target = check_target(args.target)
+    if args.threads is None:
+        return target
+    if args.threads < 1:
+        raise UsageError(f"--threads must be a positive number of threads, got {args.threads}")
+    try:
+        return target.with_options(num_threads=args.threads)
+    except TypeError as e:
+        raise UsageError(f"--threads: {_one_line(e)}") from None
+
+
+def run_revalidate(args, target, shapes, dtype: str) -> int:
+    """`schedlang tune --revalidate`: each task's chosen record in --log re-timed against
+    today's default schedule at the target's threads, the winner logged; prints a line per
+    task and the table, then runs the model built with the log against PyTorch."""
+    if not os.path.isfile(args.log):
+        raise UsageError(f"--revalidate: no tuning log {args.log!r}")
+    model, name, inputs = load_model(args, shapes, dtype)
+    import torch
+    import schedlang.torch as sl_torch
+    from schedlang.torch.revalidate import revalidate, revalidation_table
+    print(f"{name} from {args.file}; target: {target}; revalidating the records of {args.log}")
+    try:
+        with torch.no_grad(), _quiet_torch(not args.traceback):
+            untuned = sl_torch.compile(model, inputs, target=target)
+            results = revalidate(untuned.program, target, args.log, verbose=0 if args.quiet else 1)
+            tuned = sl_torch.compile(model, inputs, target=target, log=args.log)
+    except Exception as e:  # noqa: BLE001 (reported in one line; --traceback shows it all)
+        return report_failure(args, f"revalidating {name}", e)
+    print(revalidation_table(results))
     return run_against_torch(tuned, model, inputs, target, dtype)
 
 

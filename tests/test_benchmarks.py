@@ -1,6 +1,7 @@
 """The auto-scheduler benchmark's smoke run: every workload is tuned, checked against its
 reference (the script asserts) and timed beside its peers, at tiny sizes."""
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -87,6 +88,24 @@ def test_models_benchmark_tunes_and_fills_the_tuned_column(tmp_path):
     note = next(line for line in proc.stdout.splitlines() if line.strip().startswith("schedlang tuned"))
     tasks = note.split("log: ")[1].split()
     assert tasks[0] == tasks[4] and int(tasks[0]) > 0 and "searched candidates, measured" in note, note
+
+
+@pytest.mark.slow      # the tiny BERT tuned with a few trials at one thread, then revalidated at two (about a minute)
+def test_tune_whole_tunes_then_revalidates_at_the_targets_threads(tmp_path):
+    log = tmp_path / "bert-tiny.jsonl"
+    script = os.path.join(ROOT, "benchmarks", "tune_whole.py")
+    proc = subprocess.run([sys.executable, script, "--model", "bert", "--size", "tiny", "--trials", "8",
+                           "--timeout", "120", "--log", str(log)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert recs and all(r["threads"] == 1 for r in recs)         # timed at the target's one thread
+    proc = subprocess.run([sys.executable, script, "--model", "bert", "--size", "tiny", "--revalidate", "--threads",
+                           "2", "--rounds", "1", "--log", str(log)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "revalidated at 2 thread(s)" in proc.stdout and "weighted (sum of weight x time" in proc.stdout
+    new = [json.loads(line) for line in log.read_text().splitlines()][len(recs):]
+    timed = [line for line in proc.stdout.splitlines() if line.startswith("revalidate: task") and " ms, " in line]
+    assert len(new) == len(timed) and all(r["revalidated"]["threads"] == 2 == r["threads"] for r in new)
 
 
 @pytest.mark.slow      # the tiny ResNet-18's tasks extracted (its lowering) and two strategies simulated (about 10 s)

@@ -62,3 +62,31 @@ def test_tune_usage_errors(tmp_path, capsys, monkeypatch):
     rc, _, err = run_main(capsys, monkeypatch, "tune", path, "--shape", "2,16", "--trials", "0",
                           "--log", str(tmp_path / "x.jsonl"))
     assert rc == 2 and "--trials" in err and len(err.strip().splitlines()) == 1
+
+
+def test_tune_revalidate_retimes_the_chosen_records_at_the_targets_threads(tmp_path, capsys, monkeypatch):
+    """--revalidate --threads 2: no search; the log's record of a kernel (here its plain loops,
+    logged at one thread as if fastest) timed beside today's default at 2 threads, the winner
+    logged for 2 threads, the table printed, and the model built with the log matches torch."""
+    import schedlang.torch as sl_torch
+    from schedlang.autoschedule import records
+    path = write(tmp_path, "net.py", MODEL)
+    log = tmp_path / "net.jsonl"
+    rc, _, err = run_main(capsys, monkeypatch, "tune", path, "--model", "Net", "--shape", "2,16", "--revalidate",
+                          "--log", str(log))
+    assert rc == 2 and "no tuning log" in err
+    import torch
+    from schedlang.cli import load_file
+    net = load_file(path).Net().eval()
+    cm = sl_torch.compile(net, (torch.randn(2, 16),), target="llvm")
+    kt = tune.extract_tasks(cm.program, cm.target)[0]
+    plain = json.loads(kt.task.schedule().to_json())
+    records.append(str(log), [records.make_record(kt.workload_key, str(kt.task.target), plain, "plain", [1e-9], None,
+                                                  kt.task.flops, sketch="tile:t0", threads=1)])
+    rc, out, err = run_main(capsys, monkeypatch, "tune", path, "--model", "Net", "--shape", "2,16", "--revalidate",
+                            "--threads", "2", "--log", str(log))
+    assert rc == 0, out + err
+    assert "weighted (sum of weight x time" in out and "run: matches eager PyTorch" in out
+    last = json.loads(log.read_text().splitlines()[-1])
+    assert last["revalidated"]["threads"] == 2 and last["threads"] == 2 and last["workload"] == kt.workload_key
+    assert last["sketch"] in ("default", "tile:t0")
