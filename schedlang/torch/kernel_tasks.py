@@ -242,21 +242,28 @@ def replay_record(s, prog: GroupProgram, steps: List[dict], target) -> Tuple[int
     the steps are then replayed again without that stage's parallel step, and the stage gets
     the parallel loop the target's draw would give it (sketch_cpu.parallelize: its outer
     loops fused until PAR_PER_THREAD iterations a thread). A stage with none gets one too."""
-    threads = _cpu_threads(target)
+    from ..autoschedule.sketch_cpu import parallelize
+    threads = records.target_threads(target) or 1      # 1: not a CPU target
     before = {id(st): st.op for st in s.stages}
     saved = s.snapshot()
     _replay(s, prog, steps)
     narrow = {st.name for st in kernel_stages(s, prog, before) if _narrow_parallel(st, threads)}
     if narrow:
         s.restore(saved)
+        saved = s.snapshot()
         _replay(s, prog, [d for d in steps if not (d["primitive"] == "parallel" and d.get("stage") in narrow)])
+        widened = [st for st in kernel_stages(s, prog, before) if st.name in narrow and parallelize(s, st, threads)]
+        if len(widened) < len(narrow):      # a stage the draw cannot parallelize: the record's own loop then
+            s.restore(saved)
+            _replay(s, prog, steps)
+            narrow = set()
+        else:
+            s.release(saved)
     else:
         s.release(saved)
     if threads < 2:
         return 0, 0
-    from ..autoschedule.sketch_cpu import parallelize
-    added = sum(parallelize(s, st, threads) for st in kernel_stages(s, prog, before))
-    return added - len(narrow), len(narrow)
+    return sum(parallelize(s, st, threads) for st in kernel_stages(s, prog, before)), len(narrow)
 
 
 def kernel_stages(s, prog: GroupProgram, before: Dict[int, object]) -> List:
@@ -266,13 +273,6 @@ def kernel_stages(s, prog: GroupProgram, before: Dict[int, object]) -> List:
     new operation)."""
     return [st for st in s.stages
             if id(st) not in before or before[id(st)] in prog.members or st.op in prog.members]
-
-
-def _cpu_threads(target) -> int:
-    """The threads a parallel loop of target runs on; 1 for a target that is not a CPU."""
-    from ..target.registry import get_backend
-    backend = get_backend(target.kind)
-    return backend.worker_threads(target) if backend.torch_device == "cpu" else 1
 
 
 def _narrow_parallel(st, threads: int) -> bool:
