@@ -49,6 +49,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from ..schedule.steps import VERSION as STEPS_VERSION, Step
 from ..target.registry import get_backend
+from ..target.target import Target
 
 VERSION = 1
 FIELDS = ("version", "workload", "target", "steps", "kernel_hash", "times", "median_s", "gflops", "error")
@@ -347,7 +348,9 @@ def choose(recs: List[Dict], target, here: Optional[Dict]) -> List[Tuple[str, Li
 
 def target_threads(target) -> Optional[int]:
     """The threads a CPU target's parallel loops run on (its num_threads, else this process's
-    cores), as a record's "threads" counts them; None for a target that is not a CPU."""
+    cores), as a record's "threads" counts them; None for a target that is not a CPU. target:
+    a Target or a target string ("llvm -num-cores=2")."""
+    target = Target.parse(target)
     backend = get_backend(target.kind)
     return backend.worker_threads(target) if backend.torch_device == "cpu" else None
 

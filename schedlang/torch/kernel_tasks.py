@@ -300,6 +300,8 @@ class RecordIndex:
         self.warned = False
 
     def ranked(self, key: str, target) -> List[dict]:
+        """The records of workload key for target (a Target, or a target string: its -num-cores
+        counts as its threads), in the order replay_best tries them."""
         recs = self._by_key.get((key, str(target)), [])
         return [rec for tier in records.thread_tiers(recs, records.target_threads(target))
                 for rec in records.ranked(tier)]
