@@ -5,11 +5,13 @@ apart: constants (signs of zero included), shapes, dtypes, a buffer read twice v
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 import schedlang as sl
+from schedlang.errors import InternalError
 from schedlang.kernel.dedup import alpha_key, rename, renaming
 from schedlang.loop.functor import walk_stmts
 from schedlang.loop.nodes import StageNest
@@ -119,6 +121,30 @@ def test_rename_gives_the_other_nest():
     fresh = rename(first.body, {}, {})
     assert _key_in_one_table(fresh)[0] == k1
     assert not set(map(id, _key_in_one_table(fresh)[1].buffers)) & set(map(id, keyer1.buffers))
+
+
+def test_renamed_nodes_are_those_the_constructors_make():
+    """rename builds the nodes of a dtype-keeping renaming without their checks; what it makes
+    prints, keys and types as the checked constructors' nodes do, and a map that changes a
+    dtype is checked node by node (the renamed body would be ill-typed)."""
+    first = _one_stage(lambda a, b, i: sl.max(a[i] * b[i] + 1.0, a[i]), prefix="p_")
+    second = _one_stage(lambda a, b, i: sl.max(a[i] * b[i] + 1.0, a[i]), prefix="q_")
+    (_, keyer1), (k2, keyer2) = _key_in_one_table(first.body), _key_in_one_table(second.body)
+    renamed = rename(first.body, *renaming(keyer1, keyer2))
+    assert str(renamed) == str(second.body)
+    assert _key_in_one_table(renamed)[0] == k2
+    loads = [e for s in walk_stmts(renamed) for e in _exprs(s) if type(e).__name__ == "Load"]
+    assert loads and {b.name for b in (e.buffer for e in loads)} == {"q_a", "q_b"}
+    assert all(e.dtype == sl.expr.nodes.Load(e.buffer, e.indices, e.predicate).dtype for e in loads)
+    a_buf = keyer1.buffers[[b.name for b in keyer1.buffers].index("p_a")]
+    with pytest.raises(InternalError, match="dtype"):
+        rename(first.body, {}, {a_buf: replace(a_buf, dtype=sl.dtypes.int32)})
+
+
+def _exprs(s):
+    from schedlang.expr.functor import walk
+    from schedlang.loop.functor import stmt_exprs
+    return [n for e in stmt_exprs(s) for n in walk(e)]
 
 
 def test_each_copy_is_its_kernel_renamed():
