@@ -132,11 +132,13 @@ def einsum_winograd(w, width, m, gamma=None, mean=None, var=None, eps=0.0):
     return out.reshape(alpha * alpha, ic, -1, width).permute(0, 2, 1, 3).contiguous()
 
 
-@pytest.mark.parametrize("oc,ic", [(1, 1), (15, 3), (16, 5), (17, 2), (40, 9)])
+@pytest.mark.parametrize("oc,ic", [(1, 1), (15, 3), (16, 5), (17, 2), (40, 9), (300, 64)])
 @pytest.mark.parametrize("m", [2, 4, 6])
 @pytest.mark.parametrize("folded", [False, True])
 def test_winograd_panels_same_as_einsum(oc, ic, m, folded):
-    """The two products in einsum's order (over k, then l) give its float64 sums bit for bit."""
+    """The two products in einsum's order (over k, then l) give its float64 sums bit for bit,
+    made in steps of a few panels (300 x 64: steps of 256, 112 and 64 channels for m = 2, 4, 6,
+    the last one partial)."""
     torch.manual_seed(oc * 7 + m)
     w = torch.randn(oc, ic, 3, 3)
     bn = (torch.rand(oc) + 0.5, torch.randn(oc), torch.rand(oc) + 1e-3, 1e-5) if folded else ()
