@@ -124,7 +124,7 @@ def pack_winograd(w, width: int, m: int, gamma=None, mean=None, var=None, eps: f
     alpha = m + 2
     scale = None if var is None else bn_scale(gamma, var, eps).to(w.device)
     out = torch.empty((alpha, alpha, panels(oc, width), ic, width), dtype=w.dtype, device=w.device)
-    # a few panels at a time: the float64 temporaries (8x the panels' bytes) stay small, so
+    # a few panels at a time: the float64 temporaries (~3x the panels' bytes) stay small, so
     # the allocator reuses them, where whole-weight ones were fresh pages each (page faults
     # were most of the time), and the second product reads the first from the cache
     step = max(1, WINOGRAD_CHUNK // (alpha * alpha * ic * width)) * width
