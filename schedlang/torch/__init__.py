@@ -55,15 +55,22 @@ def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None
     with gc_paused():
         graph = capture(module, example_inputs, dynamic_shapes=dynamic_shapes)
         target = sl.Target.create(target)
-        # without tuning, CompiledModule lowers (or finds the model in the disk cache: model_cache.py)
-        program = lower_graph(graph, target) if tune else None
-    tuning = None
-    if tune:
-        from .tune import tune_program
-        tuning = tune_program(program, target, tune, log, **tune_options)
+        if not tune:
+            # CompiledModule lowers (or finds the model in the disk cache: model_cache.py) in the
+            # same pause: the collector's first pass after it walks what export left once (a
+            # pause of its own cost a second pass over the same objects, ~0.12 s of BERT's
+            # warm first call)
+            return _built(graph, target, None, log, module, example_inputs, None)
+        program = lower_graph(graph, target)
+    from .tune import tune_program
+    tuning = tune_program(program, target, tune, log, **tune_options)
     with gc_paused():
-        compiled = CompiledModule(graph, target, program, log=log, module=module)
-        compiled.specialize(*example_inputs)      # cuda with dynamic shapes: the example's build
+        return _built(graph, target, program, log, module, example_inputs, tuning)
+
+
+def _built(graph, target, program, log, module, example_inputs, tuning) -> CompiledModule:
+    compiled = CompiledModule(graph, target, program, log=log, module=module)
+    compiled.specialize(*example_inputs)      # cuda with dynamic shapes: the example's build
     compiled.tuning = tuning
     return compiled
 

@@ -30,6 +30,7 @@ see it). The copy costs one more weight's worth of memory.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Dict, Optional, Sequence, Tuple
 
 from ..build_pool import build_each
@@ -115,21 +116,59 @@ def pack_conv_tiles(w, width: int, blocks: int, *bn):
 def pack_winograd(w, width: int, m: int, gamma=None, mean=None, var=None, eps: float = 0.0):
     """w [OC, IC, 3, 3] as U = G w G^T of F(m x m, 3 x 3) in panels [(m + 2)^2, ceil(OC /
     width), IC, width] (zero past OC), each output channel scaled by the batch norm's gamma /
-    sqrt(var + eps) when var is given; computed in float64, rounded once, before the re-layout
-    (which only moves numbers: in float64 it was half of a warm first call's packing)."""
+    sqrt(var + eps) when var is given; computed in float64, rounded once on the store into
+    the panels."""
+    import torch
+    oc, ic = w.shape[:2]
+    g = _winograd_g(m).to(w.device)
+    alpha = m + 2
+    scale = None if var is None else bn_scale(gamma, var, eps).to(w.device)
+    out = torch.empty((alpha, alpha, panels(oc, width), ic, width), dtype=w.dtype, device=w.device)
+    # a few panels at a time: the float64 temporaries (~3x the panels' bytes) stay small, so
+    # the allocator reuses them, where whole-weight ones were fresh pages each (page faults
+    # were most of the time), and the second product reads the first from the cache
+    step = max(1, WINOGRAD_CHUNK // (alpha * alpha * ic * width)) * width
+    for lo in range(0, oc, step):
+        hi = min(oc, lo + step)
+        _winograd_panels(w[lo:hi], g, None if scale is None else scale[lo:hi], out[:, :, lo // width:], width)
+    return out.view(alpha * alpha, -1, ic, width)
+
+
+WINOGRAD_CHUNK = 1 << 18      # elements of the panels made per step (1 MiB of float32)
+
+
+def _winograd_panels(w, g, scale, out, width: int) -> None:
+    """The panels of the channels of w (a whole number of panels but the last) into the
+    first panels of out [alpha, alpha, P, IC, width]."""
+    import torch
+    n, ic = w.shape[:2]
+    alpha = g.shape[0]
+    # the two products of einsum("ak,oikl,bl->abio", g, w, g) as torch.einsum makes them (over
+    # k, then over l: the same float64 sums, bit for bit), without its layout copies: the
+    # weight copied once into float64 with k outermost, the result stored once into the
+    # panels. ResNet-18's 13 Winograd weights (9.4 M elements, m = 4): 0.94-1.16 s as one
+    # einsum, 0.42-0.60 as the two products of the whole weight, ~0.4 in steps (loaded,
+    # Zen 3, one thread, CPU time); G's exact solve (0.04 s per weight) once per m
+    w64 = torch.empty((3, n, ic, 3), dtype=torch.float64, device=w.device)
+    w64.copy_(w.permute(2, 0, 1, 3))
+    if scale is not None:
+        w64 *= scale.reshape(1, n, 1, 1)
+    t = torch.mm(g, w64.view(3, -1))                                   # [a, (o i l)]
+    u = torch.mm(t.view(-1, 3), g.t()).view(alpha, n, ic, alpha)      # [a, o, i, b]
+    full, tail = divmod(n, width)
+    if full:
+        out[:, :, :full].copy_(u[:, :full * width].view(alpha, full, width, ic, alpha).permute(0, 4, 1, 3, 2))
+    if tail:                          # the last panel's lanes past OC are zero
+        out[:, :, full].zero_()
+        out[:, :, full, :, :tail].copy_(u[:, full * width:].permute(0, 3, 2, 1))
+
+
+@lru_cache(maxsize=None)
+def _winograd_g(m: int):
+    """G [m + 2, 3] of F(m, 3) as a float64 tensor (exact rationals, solved once per m)."""
     import torch
     from ..topi.winograd import transform_matrices
-    oc, ic = w.shape[:2]
-    w64 = w.double()
-    if var is not None:
-        w64 = w64 * bn_scale(gamma, var, eps).reshape(oc, 1, 1, 1).to(w64.device)
-    g = torch.from_numpy(transform_matrices(m)[1]).to(w64.device)
-    alpha = m + 2
-    u = torch.einsum("ak,oikl,bl->abio", g, w64, g).to(w.dtype).reshape(alpha * alpha, ic, oc)
-    p = panels(oc, width)
-    out = torch.zeros((alpha * alpha, ic, p * width), dtype=w.dtype, device=w.device)
-    out[:, :, :oc] = u
-    return out.reshape(alpha * alpha, ic, p, width).permute(0, 2, 1, 3).contiguous()
+    return torch.from_numpy(transform_matrices(m)[1])
 
 
 def _bn_vector(kind: str, sources: Sequence, eps: float):

@@ -115,3 +115,54 @@ def test_large_weights_full_panels_by_the_kernel(tmp_path, monkeypatch):
     assert len(calls) == 1, "not taken: numpy's copy"
     monkeypatch.setenv(disk.CODE_CACHE_ENV, "0")
     assert pack_kernel.transposer(16, "float32") is None, "no kernel built without the kernel cache"
+
+
+def einsum_winograd(w, width, m, gamma=None, mean=None, var=None, eps=0.0):
+    """pack_winograd as first written: one float64 einsum, rounded, then zero-padded panels."""
+    from schedlang.topi.winograd import transform_matrices
+    oc, ic = w.shape[:2]
+    w64 = w.double()
+    if var is not None:
+        w64 = w64 * prepack.bn_scale(gamma, var, eps).reshape(oc, 1, 1, 1)
+    g = torch.from_numpy(transform_matrices(m)[1])
+    alpha = m + 2
+    u = torch.einsum("ak,oikl,bl->abio", g, w64, g).to(w.dtype).reshape(alpha * alpha, ic, oc)
+    out = torch.zeros((alpha * alpha, ic, prepack.panels(oc, width) * width), dtype=w.dtype)
+    out[:, :, :oc] = u
+    return out.reshape(alpha * alpha, ic, -1, width).permute(0, 2, 1, 3).contiguous()
+
+
+@pytest.mark.parametrize("oc,ic", [(1, 1), (15, 3), (16, 5), (17, 2), (40, 9), (300, 64)])
+@pytest.mark.parametrize("m", [2, 4, 6])
+@pytest.mark.parametrize("folded", [False, True])
+def test_winograd_panels_same_as_einsum(oc, ic, m, folded):
+    """The two products in einsum's order (over k, then l) give its float64 sums bit for bit,
+    made in steps of a few panels (300 x 64: steps of 256, 112 and 64 channels for m = 2, 4, 6,
+    the last one partial)."""
+    torch.manual_seed(oc * 7 + m)
+    w = torch.randn(oc, ic, 3, 3)
+    bn = (torch.rand(oc) + 0.5, torch.randn(oc), torch.rand(oc) + 1e-3, 1e-5) if folded else ()
+    got = prepack.pack_winograd(w, 16, m, *bn)
+    assert got.shape == ((m + 2) ** 2, prepack.panels(oc, 16), ic, 16) and got.is_contiguous()
+    assert torch.equal(got, einsum_winograd(w, 16, m, *bn))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_winograd_panels_other_dtypes(dtype):
+    torch.manual_seed(3)
+    w = torch.randn(20, 4, 3, 3).to(dtype)
+    got = prepack.pack_winograd(w, 8, 4)
+    assert got.dtype == dtype and torch.equal(got, einsum_winograd(w, 8, 4))
+
+
+@pytest.mark.slow
+def test_winograd_panels_of_resnet_weights_same_as_einsum():
+    """Every 3x3 weight of ResNet-18 and ResNet-50 (their initialisation) at both widths."""
+    from schedlang.torch import zoo
+    for name in ("resnet18", "resnet50"):
+        model, _ = zoo.build(name, "full")
+        for mod in model.modules():
+            if isinstance(mod, torch.nn.Conv2d) and mod.kernel_size == (3, 3) and mod.groups == 1:
+                w = mod.weight.detach()
+                for width, m in ((16, 4), (8, 2)):
+                    assert torch.equal(prepack.pack_winograd(w, width, m), einsum_winograd(w, width, m))
