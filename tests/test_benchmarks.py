@@ -146,3 +146,17 @@ def test_mobilenet_kinds_benchmark_tiny_run():
     rows = {line.split()[0]: line for line in out.splitlines()[3:] if line.strip()}
     for kind in ("dw", "1x1", "classifier", "sum"):       # depthwise, 1x1 expansions/projections, the linear
         assert kind in rows, kind
+
+
+@pytest.mark.slow      # tiny MobileNetV2 compiled, its forward timed with the kernels and stubbed, both call paths
+def test_call_overhead_benchmark_tiny_run():
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "call_overhead.py"), "--size", "tiny",
+                           "--models", "mobilenet_v2", "--rounds", "1", "--calls", "2", "--profile"],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith("mobilenet_v2")]
+    assert [r[1] for r in rows] == ["checked", "prepared"], proc.stdout
+    for _, _, forward, kernels, python in rows:
+        assert float(forward) > 0 and float(python) > 0 and abs(float(kernels) + float(python) - float(forward)) < 2e-3
+    assert "cProfile, mobilenet_v2, prepared" in proc.stdout and "call_with_state" in proc.stdout

@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..kernel.nodes import KernelModule
 from ..kernel.sizes import symbolic_buffers, symbolic_extents
 from ..texts import LevelTexts
-from .arrays import check_arguments, describe_type, resolve_arguments
+from .arrays import _pointer, check_arguments, describe_type, resolve_arguments
 from .shapes import SizeBinder
 from .target import Target
 
@@ -69,6 +69,33 @@ class BuiltModule:
         pointers = check_arguments(self.name, self.params, self._is_output, arrays, device, shapes)
         return arrays, pointers, sizes
 
+    def spans(self, arrays: Sequence, pointers: Sequence[int]) -> List[Tuple[int, int]]:
+        """The [start, end) bytes of each argument of a call bound by bind_call."""
+        return [(p, p + _nbytes(x)) for x, p in zip(arrays, pointers)]
+
+    def rebind(self, spans: List[Tuple[int, int]], replaced: Sequence[Tuple[int, object]]) -> Tuple[list, List[int]]:
+        """(the arrays, their pointers) replacing some arguments of a call that bind_call checked
+        (spans: what its arguments span, updated in place): each new array checked as
+        bind_call checks it, and against the others for overlap with an output. Static shapes
+        only (a module with size variables binds each call whole)."""
+        arrays, pointers = [], []
+        outputs = [j for j, out in enumerate(self._is_output) if out]
+        for i, x in replaced:
+            b, is_out = self.params[i], self._is_output[i]
+            (x,) = resolve_arguments((b,), (x,), (is_out,))
+            ptr, nbytes = _pointer(b, x, is_out, tuple(b.shape))
+            spans[i] = (ptr, ptr + nbytes)
+            arrays.append(x)
+            pointers.append(ptr)
+        for i, _ in replaced:      # as check_arguments: only pairs with an output can conflict
+            lo, hi = spans[i]
+            for j in (range(len(spans)) if self._is_output[i] else outputs):
+                if j != i and lo < spans[j][1] and spans[j][0] < hi:
+                    first, second = self.params[min(i, j)].name, self.params[max(i, j)].name
+                    raise ValueError(f"arrays for '{first}' and '{second}' overlap in memory; "
+                                     "an output must not share memory with another argument")
+        return arrays, pointers
+
     def get_source(self, fmt: str) -> str:
         """The generated code in a format the backend names."""
         raise NotImplementedError(f"the {self.target.kind} target keeps no source")
@@ -77,3 +104,9 @@ class BuiltModule:
         """Write the module as a shared library that sl.load_module(path) loads."""
         raise NotImplementedError(f"the {self.target.kind} target cannot export a shared library; "
                                   "export_library is the llvm (CPU) target's")
+
+
+def _nbytes(x) -> int:
+    """The bytes of a checked argument (a numpy array or a torch tensor)."""
+    nbytes = getattr(x, "nbytes", None)
+    return nbytes if isinstance(nbytes, int) else x.numel() * x.element_size()

@@ -5,7 +5,7 @@ import re
 import warnings
 from dataclasses import replace
 from types import MappingProxyType
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 
@@ -41,6 +41,12 @@ class CompiledModule:
     (user inputs only; parameters and buffers are read from `module` at each call, state.py).
     It computes no gradients (see __call__)."""
 
+    # A call whose state tensors are those of the last call, unchanged (ModuleState.same_as_last),
+    # runs the last call's bound kernel calls with new inputs and outputs (_Prepared), skipping
+    # the packing and binding of the weights; False: every call checked and bound whole
+    # (benchmarks/call_overhead.py times both).
+    prepared_calls = True
+
     def __init__(self, graph: TorchGraph, target="llvm", program: Optional[LoweredProgram] = None,
                  log: Optional[str] = None, module: Optional[torch.nn.Module] = None):
         self.graph = graph
@@ -61,13 +67,16 @@ class CompiledModule:
         self._backend = sl.get_backend(self.target.kind)
         self._device = self._backend.torch_device
         self._state = ModuleState(graph.state_inputs, module)
+        self._user_inputs = graph.user_inputs      # (a property that filters all inputs: 314 for MobileNetV2)
         self._warned_grad = False
         self._packs = PackCache(self._plan.packs)    # weights packed once (prepack.py)
+        self._prepared: Optional[_Prepared] = None
         # A target that builds static shapes only (cuda): a graph with size variables is lowered
         # and built again for each set of sizes it is called with (specialize()).
         self._per_shape = self._backend.builds_static_shapes and _uses_sizes(graph)
         self._variants: Dict[tuple, Tuple[LoweredProgram, Dict[int, Any]]] = {}
         self._last: Optional[Tuple[LoweredProgram, Dict[int, Any]]] = None
+        self._preparable = not self._per_shape and not graph.size_vars   # until a part's module binds no call
         if not self._per_shape and not self._modules:   # the parts are independent: built by a few threads
             with kernel_cache.deferred():                # the disk entries written behind the first call
                 built = build_each(lambda part: self._module(part, {}), self.program.parts)
@@ -194,7 +203,7 @@ class CompiledModule:
         """Check count, dtypes, devices (device: the one wanted, "" the target's, None any)
         and shapes of the user inputs; the size vars' values."""
         device = self._device if device == "" else device
-        want = self.graph.user_inputs
+        want = self._user_inputs
         if len(args) != len(want):
             raise TypeError(f"the compiled module takes {len(want)} input(s) "
                             f"({', '.join(i.name for i in want)}), got {len(args)}")
@@ -320,10 +329,22 @@ class CompiledModule:
                                "CPU with .emulate(*cpu_tensors))")
         sizes = self._check_inputs(args)
         bufs = None if out is None else self._check_out(out, args, sizes)
-        current = self._state.current(state)
+        prepared = self._prepared if self.prepared_calls and bufs is None else None
+        current = self._state.same_as_last(state) if prepared is not None else None
+        record = None
+        if current is None or current is not prepared.state:
+            remember = self.prepared_calls and bufs is None and self._preparable
+            prepared, current = None, self._state.current(state, remember=remember)
+            record = _Prepared(current) if remember else None
         self._check_grad(args, current)
-        state = self._state.on_device(current, self._device)
-        return self._run(args, sizes, state, lambda mod, arrays: mod(*arrays), bufs=bufs)
+        if prepared is not None:
+            return self._run_prepared(args, prepared)
+        result = self._run(args, sizes, self._state.on_device(current, self._device),
+                           lambda mod, arrays: mod(*arrays), bufs=bufs, record=record)
+        if record is not None:
+            self._preparable = None not in record.parts
+            self._prepared = record if self._preparable else None
+        return result
 
     def emulate(self, *args, engine: str = "shim"):
         """Run a module compiled for target 'cuda' on the CPU, on CPU tensors, with the
@@ -347,30 +368,64 @@ class CompiledModule:
         return self._run(args, sizes, self._state.on_device(current, "cpu"), run, device="cpu")
 
     def _run(self, args, sizes: Dict[str, int], state: Dict[str, Any], launch, device: Optional[str] = None,
-             bufs: Optional[list] = None):
+             bufs: Optional[list] = None, record: Optional["_Prepared"] = None):
         """Run the steps on the user inputs args: parts through launch(module, arrays),
         torch nodes in torch; the outputs (written into bufs, the checked out= tensors, when
-        given) packed as the module packs them."""
+        given) packed as the module packs them. record: filled with the constants and the
+        parts' bound calls (or None where a module binds no call) for _run_prepared."""
         device = device or self._device
         program, modules = self._variant(sizes) if self._per_shape else (self._plan, None)
         given: Dict[str, Any] = {}
         for o, buf in zip(self.graph.outputs, bufs or []):
             given.setdefault(o.name, buf)          # a value returned twice: the second one is a copy
+        constants = dict(state)
+        constants.update(self._packs.values(state))
         values: Dict[str, Any] = {i.name: x for i, x in zip(self.graph.user_inputs, args)}
-        values.update(state)
-        values.update(self._packs.values(state))
+        values.update(constants)
+        if record is not None:
+            record.constants = constants
+            record.user_names = [i.name for i in self.graph.user_inputs]
         for step in program.steps:
             if isinstance(step, Part):
-                self._run_part(step, values, sizes, launch, device, modules, given)
+                self._run_part(step, values, sizes, launch, device, modules, given, record)
             else:
-                node = step.node
-                concrete = lambda r: values[r.name]          # noqa: E731
-                a = map_refs(node.args, concrete)
-                kw = map_refs(node.kwargs, concrete)
-                a, kw = self._concrete_sizes(a, sizes), self._concrete_sizes(kw, sizes)
-                if device != self._device and "device" in kw:   # a factory op made for the target's device
-                    kw["device"] = torch.device(device)
-                values[node.name] = node.target(*a, **kw)
+                self._run_node(step, values, sizes, device)
+                if record is not None:
+                    record.parts.append(False)
+        return self._results(values, bufs)
+
+    def _run_prepared(self, args, prepared: "_Prepared"):
+        """_run on a CPU target, by the bound calls prepared recorded on a call with the same
+        state: only the user inputs, the values torch steps and other parts make, and fresh
+        outputs are bound, each checked as a whole call checks it (PreparedCall.run)."""
+        values = dict(prepared.constants)
+        values.update(zip(prepared.user_names, args))
+        device = self._device
+        for step, call in zip(self._plan.steps, prepared.parts):
+            if call is False:
+                self._run_node(step, values, {}, device)
+                continue
+            replaced = [(pos, _kernel_array(values[name])) for pos, name in call.inputs]
+            for pos, name, shape, dtype in call.outputs:
+                out = values[name] = torch.empty(shape, dtype=dtype, device=device)
+                replaced.append((pos, out))
+            call.bound.run(replaced)
+            _after_part(step, values)
+        return self._results(values, None)
+
+    def _run_node(self, step, values: Dict[str, Any], sizes: Dict[str, int], device: str) -> None:
+        """Run a torch step of the program on values, adding its result."""
+        node = step.node
+        concrete = lambda r: values[r.name]          # noqa: E731
+        a = map_refs(node.args, concrete)
+        kw = map_refs(node.kwargs, concrete)
+        a, kw = self._concrete_sizes(a, sizes), self._concrete_sizes(kw, sizes)
+        if device != self._device and "device" in kw:   # a factory op made for the target's device
+            kw["device"] = torch.device(device)
+        values[node.name] = node.target(*a, **kw)
+
+    def _results(self, values: Dict[str, Any], bufs: Optional[list]):
+        """The module's outputs among values (copied into bufs where given), packed as the module packs them."""
         outs = [values[o.name] if isinstance(o, Ref) else o for o in self.graph.outputs]
         if bufs is not None:                       # outputs not written in place: copied
             for buf, value in zip(bufs, outs):
@@ -394,14 +449,9 @@ class CompiledModule:
         return value
 
     def _run_part(self, part: Part, values: Dict[str, Any], sizes: Dict[str, int], launch, device: str,
-                  modules: Optional[Dict[int, Any]] = None, given: Optional[Dict[str, Any]] = None) -> None:
-        arrays = []
-        for name, _ in part.inputs:
-            v = values[name]
-            # a kernel may read its inputs with 16-byte vector loads: a view that starts
-            # off that alignment (x[1:]) is copied, as a non-contiguous one is
-            arrays.append(v if v.is_contiguous() and v.data_ptr() % 16 == 0 else v.clone(
-                memory_format=torch.contiguous_format))
+                  modules: Optional[Dict[int, Any]] = None, given: Optional[Dict[str, Any]] = None,
+                  record: Optional["_Prepared"] = None) -> None:
+        arrays = [_kernel_array(values[name]) for name, _ in part.inputs]
         results = []
         for name, t in part.outputs:
             out = (given or {}).get(name)
@@ -410,12 +460,59 @@ class CompiledModule:
                 out = torch.empty(shape, dtype=to_torch(t.dtype), device=device)
             results.append(out)
             values[name] = out
-        launch(self._module(part, modules), arrays + results)
-        for name, (error, message) in part.checks.items():   # guards (LowerContext.guard): embedding's indices ...
-            if bool(values.pop(name)):
-                raise error(message)
-        for name, src in part.aliases.items():
-            values[name] = values[src]
+        mod = self._module(part, modules)
+        prepare = getattr(mod, "prepare", None) if record is not None else None
+        bound = prepare(arrays + results) if prepare is not None else None
+        if bound is None:
+            launch(mod, arrays + results)
+        else:
+            bound.run()
+        if record is not None:
+            record.parts.append(None if bound is None else _PartCall(bound, part, arrays, results, record.constants))
+        _after_part(part, values)
+
+
+def _kernel_array(v):
+    """v as a kernel reads it: a kernel may read its inputs with 16-byte vector loads, so a
+    view that starts off that alignment (x[1:]) is copied, as a non-contiguous one is."""
+    return v if v.is_contiguous() and v.data_ptr() % 16 == 0 else v.clone(memory_format=torch.contiguous_format)
+
+
+def _after_part(part: Part, values: Dict[str, Any]) -> None:
+    """A part's guards checked and its aliases added to values, once its kernels ran."""
+    for name, (error, message) in part.checks.items():   # guards (LowerContext.guard): embedding's indices ...
+        if bool(values.pop(name)):
+            raise error(message)
+    for name, src in part.aliases.items():
+        values[name] = values[src]
+
+
+class _Prepared:
+    """What a call of a CPU module recorded for the next calls with the same state (the
+    dict ModuleState.current returned): the constants (state tensors, packed ones) by name,
+    and per step a _PartCall, False for a torch step, None where a part's module binds no
+    call (then nothing is prepared)."""
+
+    def __init__(self, state: Dict[str, Any]):
+        self.state = state
+        self.constants: Dict[str, Any] = {}
+        self.user_names: List[str] = []
+        self.parts: list = []
+
+
+class _PartCall:
+    """A part's bound call (PreparedCall) and what changes at each call: the positions of
+    inputs that are not constants passed as they are (user inputs, values made by other
+    steps, copies of misaligned constants: made again), and of the outputs, made fresh."""
+
+    def __init__(self, bound, part: Part, arrays: list, results: list, constants: Dict[str, Any]):
+        self.bound = bound
+        self.inputs = [(k, name) for k, ((name, _), a) in enumerate(zip(part.inputs, arrays))
+                       if constants.get(name) is not a]
+        first = len(arrays)
+        self.outputs = [(first + k, name, tuple(out.shape), out.dtype) for k, ((name, _), out)
+                        in enumerate(zip(part.outputs, results))]
+        bound.release([k for k, _ in self.inputs] + [k for k, *_ in self.outputs])
 
 
 def _named_node(graph: TorchGraph, message: str):

@@ -69,13 +69,28 @@ class LLVMModule(BuiltModule):
         arrays, pointers, sizes = self.bind_call(arrays)
         status = StatusRecord()
         argv = self._argv_type(*pointers, *sizes, ctypes.addressof(status))
+        self._launch(argv, status)
+        return argv, arrays, status
+
+    def _launch(self, argv, status) -> None:
         if self._launches_threads:
             forksafe.before_parallel_call()
         failed = self._fn(argv)
         raise_pending()       # an exception of a registered function the code called
         if failed or any(status):
             raise_for_status(self.name, status, self._buffer_names)
-        return argv, arrays, status
+
+    def prepare(self, arrays: Sequence) -> Optional["PreparedCall"]:
+        """A call on arrays checked and bound once, to run again and again with some arguments
+        replaced (PreparedCall.run); None for a module with size variables, whose calls are
+        bound whole. Runs nothing."""
+        if self._sizes is not None:
+            return None
+        if self._not_runnable:
+            raise RuntimeError(f"{self.name} cannot run here: {self._not_runnable}; get_source() and "
+                               "export_library() work, or build for this machine (target='llvm')")
+        arrays, pointers, _ = self.bind_call(arrays)
+        return PreparedCall(self, arrays, pointers)
 
     def time(self, *arrays, number: int = 10, repeat: int = 3, clock=time.perf_counter) -> float:
         """Best mean seconds per call (of clock: wall time, or time.process_time for the CPU time
@@ -93,3 +108,42 @@ class LLVMModule(BuiltModule):
             raise_pending()
             best = min(best, (clock() - start) / number)
         return best
+
+
+class PreparedCall:
+    """A call of an LLVMModule bound once (LLVMModule.prepare): its argument vector, and the
+    arrays it points to, kept alive. run() calls the module on them with some arguments
+    replaced, each replacement checked as a whole call checks its arguments (dtype, shape,
+    layout, overlap with an output): a compiled model's forward passes new inputs and outputs
+    and the same weights (107 arguments for MobileNetV2), so a call binds two, not all."""
+
+    def __init__(self, module: LLVMModule, arrays: Sequence, pointers: Sequence[int]):
+        self.module = module
+        self._arrays = list(arrays)
+        self._spans = module.spans(arrays, pointers)
+        self._argv = module._argv_type(*pointers)      # the status record's slot set per call
+        self._released = frozenset()
+
+    def release(self, positions: Sequence[int]) -> None:
+        """Let go of the arrays at positions (a call's inputs and outputs: their memory may be
+        freed); every later run must replace them."""
+        for i in positions:
+            self._arrays[i] = None
+        self._released = frozenset(positions)
+
+    def run(self, replaced: Sequence = ()) -> None:
+        """Call the module with arguments replaced: (index, array) pairs, kept alive by the caller."""
+        mod = self.module
+        argv = mod._argv_type.from_buffer_copy(self._argv)   # per call: concurrent calls share nothing
+        if self._released and not self._released.issubset([i for i, _ in replaced]):
+            raise ValueError(f"{mod.name}: a prepared call must replace the arguments it released "
+                             f"({sorted(self._released)})")
+        kept = None                   # resolved copies of lazily negated tensors live through the call
+        if replaced:
+            kept, pointers = mod.rebind(list(self._spans), replaced)
+            for (i, _), ptr in zip(replaced, pointers):
+                argv[i] = ptr
+        status = StatusRecord()
+        argv[len(self._spans)] = ctypes.addressof(status)
+        mod._launch(argv, status)
+        del kept
