@@ -360,15 +360,21 @@ def thread_tiers(recs: List[Dict], threads: Optional[int]) -> Tuple[List[Dict], 
     count). For threads None (not a CPU target) every record is in the middle tier."""
     at, unknown, other = [], [], []
     for rec in recs:
-        n = rec.get("threads")
-        (unknown if n is None or threads is None else at if n == threads else other).append(rec)
+        (other if off_threads(rec, threads) else unknown if rec.get("threads") is None or threads is None
+         else at).append(rec)
     return at, unknown, other
 
 
 def other_threads(rec: Dict, target) -> bool:
     """Whether rec was timed at a thread count other than target's (False when unrecorded)."""
-    n, want = rec.get("threads"), target_threads(target)
-    return n is not None and want is not None and n != want
+    return off_threads(rec, target_threads(target))
+
+
+def off_threads(rec: Dict, threads: Optional[int]) -> bool:
+    """Whether rec was timed at a thread count other than `threads` (False when either is
+    unknown: an older record, a target that is not a CPU)."""
+    n = rec.get("threads")
+    return n is not None and threads is not None and n != threads
 
 
 def cpu_group(rec: Dict, target, here: Optional[Dict]) -> Optional[str]:
