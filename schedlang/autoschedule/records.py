@@ -12,11 +12,14 @@ without a GPU "estimated": true, "timing": "estimate:<reference GPU>" and the SI
 estimate, never to be mistaken for a GPU timing.
 
 A CPU record also says where it was measured, "cpu": the machine's model name, LLVM's name
-for it, its ISA features (avx2, avx512f, fma, ...), widest vector and cores (this_cpu, taken
+for it, its ISA features (avx2, avx512f, fma, ...), widest vector, "cores" (the machine's) and
+"affinity" (the cores the timing process could run on: 1 under `taskset -c 1`; this_cpu, taken
 in the process that timed it), and "register_file": the vector width and registers of the
 target the code was built for (an AVX2 target on an AVX-512 machine: 256 bits, 16 registers).
 apply_best prefers records of this CPU and says when it uses others (choose()). Older logs
-without these fields still load: their records count as measured on an unknown CPU.
+without these fields still load: their records count as measured on an unknown CPU. Records
+written before "affinity" existed stored the affinity as "cores" (a lower bound of the
+machine's cores): same_cpu() reads them so (a record tuned under taskset is this machine's).
 
 A CPU record also says how many threads its kernel ran on when timed, "threads" (the target's
 worker threads: one thread is timed in CPU time, more by the wall clock). A schedule that wins
@@ -149,7 +152,7 @@ _OPTIONAL = {
     "profile": ("an object of per-kernel figures", lambda v: v is None or _profile(v)),
     "estimated": ("a bool", lambda v: isinstance(v, bool)),
     "timing": ("a string", lambda v: isinstance(v, str)),
-    "cpu": ("an object with model, name, isa, vector_bits and cores", lambda v: _cpu(v)),
+    "cpu": ("an object with model, name, isa, vector_bits, cores (and affinity)", lambda v: _cpu(v)),
     "register_file": ("an object with vector_bits and vector_registers", lambda v: _register_file(v)),
     "features": ("an object with an id and a list of finite numbers", lambda v: isinstance(v, dict)
                  and isinstance(v.get("id"), str) and _numbers(v.get("values"))),
@@ -169,7 +172,8 @@ def _revalidated(v) -> bool:
 def _cpu(v) -> bool:
     return (isinstance(v, dict) and isinstance(v.get("model"), str) and isinstance(v.get("name"), str)
             and isinstance(v.get("isa"), list) and all(isinstance(f, str) for f in v["isa"])
-            and _count(v.get("vector_bits")) and _count(v.get("cores")))
+            and _count(v.get("vector_bits")) and _count(v.get("cores"))
+            and ("affinity" not in v or _count(v["affinity"])))
 
 
 def _register_file(v) -> bool:
@@ -290,17 +294,19 @@ def _model_name() -> str:
 def this_cpu() -> Dict:
     """The CPU this process runs on, as records carry it: {"model", "name" (LLVM's), "isa"
     (its ISA features switched on, sorted), "vector_bits" (its widest vector), "cores" (the
-    cores this process may run on)}."""
+    machine's), "affinity" (the cores this process may run on)}. How many threads a kernel
+    was timed at is the record's "threads", not any of these."""
     from ..target.llvm.cpus import vector_bits_of      # LLVM's view of the host: the llvm backend's
     from ..target.llvm.jit import host_cpu
     name, features = host_cpu()
     isa = sorted(f[1:] for f in features.split(",") if f.startswith("+") and f[1:].startswith(ISA_PREFIXES))
+    cores = os.cpu_count() or 1
     try:
-        cores = len(os.sched_getaffinity(0))
+        affinity = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
+        affinity = cores
     return {"model": _model_name(), "name": name, "isa": isa, "vector_bits": vector_bits_of(features),
-            "cores": cores}
+            "cores": max(cores, affinity), "affinity": affinity}
 
 
 def register_file(target) -> Dict:
@@ -316,8 +322,17 @@ def cpu_text(cpu: Optional[Dict]) -> str:
 
 
 def same_cpu(a: Optional[Dict], b: Optional[Dict]) -> bool:
-    """Whether two records' CPUs are the same machine for tuning: model, ISA and cores."""
-    return bool(a and b) and all(a[k] == b[k] for k in ("model", "name", "isa", "cores"))
+    """Whether two records' CPUs are the same machine for tuning: model, ISA and the machine's
+    cores, whatever affinity each was timed under. A CPU of an older record (no "affinity")
+    stored its process's affinity as "cores", at most the machine's: it matches a machine of
+    at least as many cores (two older ones, any: neither says its machine's)."""
+    if not (a and b) or any(a[k] != b[k] for k in ("model", "name", "isa")):
+        return False
+    if "affinity" in a and "affinity" in b:
+        return a["cores"] == b["cores"]
+    if "affinity" in b:
+        return a["cores"] <= b["cores"]
+    return "affinity" not in a or b["cores"] <= a["cores"]
 
 
 def _kind(target: str) -> str:
@@ -360,15 +375,21 @@ def thread_tiers(recs: List[Dict], threads: Optional[int]) -> Tuple[List[Dict], 
     count). For threads None (not a CPU target) every record is in the middle tier."""
     at, unknown, other = [], [], []
     for rec in recs:
-        n = rec.get("threads")
-        (unknown if n is None or threads is None else at if n == threads else other).append(rec)
+        (other if off_threads(rec, threads) else unknown if rec.get("threads") is None or threads is None
+         else at).append(rec)
     return at, unknown, other
 
 
 def other_threads(rec: Dict, target) -> bool:
     """Whether rec was timed at a thread count other than target's (False when unrecorded)."""
-    n, want = rec.get("threads"), target_threads(target)
-    return n is not None and want is not None and n != want
+    return off_threads(rec, target_threads(target))
+
+
+def off_threads(rec: Dict, threads: Optional[int]) -> bool:
+    """Whether rec was timed at a thread count other than `threads` (False when either is
+    unknown: an older record, a target that is not a CPU)."""
+    n = rec.get("threads")
+    return n is not None and threads is not None and n != threads
 
 
 def cpu_group(rec: Dict, target, here: Optional[Dict]) -> Optional[str]:

@@ -4,9 +4,10 @@ repeat until the trials are spent.
 
 A round, as Ansor's evolutionary search:
 1. the population starts from the fastest candidates measured so far (this search's or
-   the resumed log's, replayed from their decisions) and fresh random annotations of
-   every sketch; the first round measures first the candidates that redo a hand schedule
-   (SketchRules.seeds: the Winograd bgemm's register tile), so the elites start from it;
+   the resumed log's at the search's thread count, replayed from their decisions) and
+   fresh random annotations of every sketch; the first round measures first the candidates
+   that redo a hand schedule (SketchRules.seeds: the Winograd bgemm's register tile), so
+   the elites start from it;
 2. each generation makes children by mutation (tile sizes, annotations, compute
    locations) and crossover (same sketch), replays them through the schedule primitives
    (a ScheduleError or LoweringError prunes the child before anything is built), lowers
@@ -487,15 +488,19 @@ def run_search(task: SearchTask, trials: int, log: str, measurer: Measurer, seed
     start no new round after that many seconds. Returns how many were measured.
     evolver: the search state of an earlier call on this task, to continue (a task scheduler's
     rounds); it already knows the log, which is then not read again. warm_start: the cost
-    model also learns from the log's records of similar tasks and of other CPUs (transfer.py)."""
+    model also learns from the log's records of similar tasks, of other CPUs and of other thread
+    counts (transfer.py); either way the search resumes only its task's records of this thread
+    count (and those of none)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     target = str(task.target)
     if evolver is None:
         evolver = Evolver(task, random.Random(seed), model if model is not None else CostModel(seed), policy)
         if warm_start:
             transfer.Pool(records.load(log)).warm_start(evolver)
-        else:
-            evolver.resume(records.load(log, task.workload_key, target))
+        else:       # this thread count's records (and older ones of none): transfer.split's `own`
+            threads = records.target_threads(task.target)
+            evolver.resume([r for r in records.load(log, task.workload_key, target)
+                            if not records.off_threads(r, threads)])
     done, empty = 0, 0
     while done < trials and empty < MAX_EMPTY_ROUNDS:
         if deadline is not None and time.monotonic() >= deadline:

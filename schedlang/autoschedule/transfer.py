@@ -4,8 +4,15 @@ A log is the memory. Each searched candidate's record keeps its cost-model featu
 its task's family and FLOPs (stored()); a search that starts with a log (run_search, the task
 scheduler's KernelSearches) trains its cost model before its first round on
 
-- its own task's records measured on this CPU (or on an unknown one, older logs): as before,
-  the search resumes them (never measured again, the fastest seed the population);
+- its own task's records measured on this CPU (or on an unknown one, older logs) at the
+  search's thread count (or at no recorded count, older logs): as before, the search resumes
+  them (never measured again, the fastest seed the population);
+- its own task's records of this CPU timed at another thread count (weight
+  OTHER_THREADS_WEIGHT): not resumed, since resuming mixes their times into the model's data
+  and the elites on one scale (a one-thread CPU time beside a two-thread wall time: about 2x
+  apart, the ranking of parallel loops different), and marks their kernels measured when
+  nothing was measured at this count; as prior rows normalised within their own count, only
+  their ratios transfer, and they are measured again here when the search picks them;
 - its own task's records of another CPU with a register file this target has (weight
   OTHER_CPU_WEIGHT; their times order candidates on that machine, not here, so they are
   measured again here when the search picks them); records built for a wider ISA are
@@ -13,10 +20,10 @@ scheduler's KernelSearches) trains its cost model before its first round on
 - records of similar tasks: the same family (the program with its sizes and names left
   out, dtypes kept: a GEMM of any size, a conv2d of any channels and image) within a factor
   2**MAX_FLOPS_LOG2 of this task's FLOPs, weighted SHAPE_DECAY per doubling apart (times
-  the CPU weight).
+  the CPU weight, and OTHER_THREADS_WEIGHT when timed at another thread count).
 
-Each source's times become targets normalised within its own task and CPU (cost_model's
-log2(best / time)), so ratios, not absolute times, transfer; the model's prior
+Each source's times become targets normalised within its own task, CPU and thread count
+(cost_model's log2(best / time)), so ratios, not absolute times, transfer; the model's prior
 (CostModel.set_prior) holds them with their weights and this task's own measurements
 (weight 1) take over as they accumulate. Ansor, too, trains one model over all tasks.
 
@@ -49,6 +56,7 @@ from .task import SearchTask
 SHAPE_DECAY = 0.7          # a similar task's weight per doubling of FLOPs away from this one
 MAX_FLOPS_LOG2 = 6         # similar tasks are within 64x of this task's FLOPs
 OTHER_CPU_WEIGHT = 0.3     # records measured on another CPU (a register file this target has)
+OTHER_THREADS_WEIGHT = 0.5  # records timed at another thread count than the search's
 PRIOR_MAX = 2048           # rows of prior data at most (the most alike first)
 DONORS = 8                 # similar tasks' best candidates replayed as this task's first elites
 DIGITS = 4                 # decimals kept of a stored feature (log2 values: ample)
@@ -106,15 +114,18 @@ def _cpu_weight(group: Optional[str]) -> float:
 
 
 def _source(rec: Dict) -> str:
-    """Whose times a record's can be compared with: the same task on the same CPU and target."""
-    return json.dumps([rec["workload"], rec["target"], rec.get("cpu")], sort_keys=True)
+    """Whose times a record's can be compared with: the same task on the same CPU (whatever
+    the timing process's affinity) and target, at the same thread count."""
+    cpu = {k: v for k, v in (rec.get("cpu") or {}).items() if k != "affinity"}
+    return json.dumps([rec["workload"], rec["target"], cpu, rec.get("threads")], sort_keys=True)
 
 
 @dataclass(frozen=True)
 class Split:
-    """What a log teaches a search of one task: `own` (its records on this CPU, to resume),
-    `prior` (xs, targets, weights: the cost model's rows from elsewhere) and `donors` (records
-    of similar tasks and of other CPUs that ran and carry their decisions, the best first)."""
+    """What a log teaches a search of one task: `own` (its records on this CPU at its thread
+    count, to resume), `prior` (xs, targets, weights: the cost model's rows from elsewhere)
+    and `donors` (records of similar tasks, of other CPUs and of other thread counts that ran
+    and carry their decisions, the best first)."""
 
     own: List[Dict]
     prior: Tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -126,14 +137,17 @@ def split(recs: Iterable[Dict], task: SearchTask, here: Optional[Dict]) -> Split
     (records.this_cpu(); None: cpu unknown)."""
     own: List[Dict] = []
     fid, fam, target = features_id(task.target), family(task), str(task.target)
+    threads = records.target_threads(task.target)
     by_source: Dict[str, List[Tuple[Dict, float]]] = {}
     for rec in recs:
         group = records.cpu_group(rec, task.target, here)
         mine = rec["workload"] == task.workload_key
-        if mine and rec["target"] == target and group in (records.SAME, records.UNKNOWN):
+        elsewhere = records.off_threads(rec, threads)
+        if mine and rec["target"] == target and group in (records.SAME, records.UNKNOWN) and not elsewhere:
             own.append(rec)
             continue
-        w = _cpu_weight(group) * (1.0 if mine else _shape_weight(rec, task, fam))
+        w = (_cpu_weight(group) * (1.0 if mine else _shape_weight(rec, task, fam))
+             * (OTHER_THREADS_WEIGHT if elsewhere else 1.0))
         feats = rec.get("features")
         if w > 0 and isinstance(feats, dict) and feats["id"] == fid and "final" not in rec:
             by_source.setdefault(_source(rec), []).append((rec, w))

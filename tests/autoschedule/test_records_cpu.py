@@ -4,7 +4,10 @@ this CPU's records, says in one line when it uses another's, and never applies a
 for a wider ISA (AVX-512 on an AVX2 target) without re-validating it against the target's
 register file. Old logs without the CPU still load."""
 import json
+import os
 import random
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -152,6 +155,54 @@ def test_a_bad_cpu_field_is_a_skipped_line(tmp_path):
         assert records.load(log) == []
 
 
+def test_a_record_timed_under_an_affinity_of_one_core_is_this_machines(tmp_path, monkeypatch):
+    """The CPU's "cores" are the machine's, its "affinity" the timing process's (1 under
+    taskset -c 1): a record tuned under taskset is applied on the same machine without a
+    warning; a machine of other cores is another CPU."""
+    here = dict(CPU_A, cores=2, affinity=2)
+    pinned = dict(CPU_A, cores=2, affinity=1)
+    assert records.same_cpu(pinned, here) and records.same_cpu(here, pinned)
+    assert not records.same_cpu(dict(CPU_A, cores=8, affinity=1), here)       # a bigger machine of that model
+    task = SearchTask(tensors=_gemm(), target="llvm -num-cores=1")
+    a, b = _split_steps(task, 4), _split_steps(task, 8)
+    log = str(tmp_path / "taskset.jsonl")
+    records.append(log, [_rec(task, a, 1e-6, pinned, threads=1), _rec(task, b, 2e-6, CPU_B, threads=1)])
+    monkeypatch.setattr(records, "this_cpu", lambda: here)
+    assert [name for name, _ in records.choose(records.load(log), task.target, here)][0] == records.SAME
+    s, _ = _no_warning(lambda: sl.apply_best(log, task))
+    assert _picked(s) == steps_key(a)
+
+
+def test_older_records_stored_the_affinity_as_cores():
+    """Before "affinity", "cores" was the timing process's affinity, at most the machine's: such
+    a record matches a machine of that model with at least as many cores, and two such records
+    match whatever their affinities (neither says its machine's cores)."""
+    here = dict(CPU_A, cores=2, affinity=2)
+    assert "affinity" not in CPU_A
+    assert records.same_cpu(dict(CPU_A, cores=1), here) and records.same_cpu(here, dict(CPU_A, cores=1))
+    assert records.same_cpu(dict(CPU_A, cores=2), here)
+    assert not records.same_cpu(dict(CPU_A, cores=4), here)       # more cores than this machine has
+    assert records.same_cpu(dict(CPU_A, cores=1), dict(CPU_A, cores=2))
+    assert not records.same_cpu(dict(CPU_A, cores=1), dict(CPU_A, cores=1, isa=["avx"]))
+
+
+def test_this_cpu_under_an_affinity_of_one_core(tmp_path):
+    """this_cpu() in a process pinned to one core (as taskset -c does) says the machine's cores
+    and an affinity of 1, and is the same CPU as an unpinned process's."""
+    code = ("import json, os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "from schedlang.autoschedule import records; print(json.dumps(records.this_cpu()))")
+    pinned = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))).stdout)
+    here = records.this_cpu()
+    assert pinned["affinity"] == 1 and pinned["cores"] == here["cores"] == os.cpu_count()
+    assert here["affinity"] == len(os.sched_getaffinity(0))
+    assert records.same_cpu(pinned, here)
+    task = SearchTask(tensors=_gemm(), target="llvm")
+    rec = _rec(task, _split_steps(task, 4), 1e-6, pinned)
+    assert records.problem(rec) is None
+    assert "affinity" in records.problem(dict(rec, cpu=dict(pinned, affinity=0)))
+
+
 def test_the_search_records_the_cpu_and_register_file(tmp_path):
     log = str(tmp_path / "search.jsonl")
     task = SearchTask(tensors=list(programs.gemm(16, 16, 16)), target=AVX2)
@@ -163,6 +214,7 @@ def test_the_search_records_the_cpu_and_register_file(tmp_path):
     for r in recs:
         # the worker process times it: under --host-lacks it still sees the real host's ISA
         assert {k: r["cpu"][k] for k in ("model", "name", "cores")} == {k: here[k] for k in ("model", "name", "cores")}
+        assert 1 <= r["cpu"]["affinity"] <= r["cpu"]["cores"]
         assert "sse2" in r["cpu"]["isa"] and r["cpu"]["vector_bits"] >= 128
         assert r["register_file"] == {"vector_bits": 256, "vector_registers": 16}
 

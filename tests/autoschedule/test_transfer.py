@@ -104,11 +104,12 @@ def test_a_similar_task_is_ranked_before_its_first_measurement(log_a, tmp_path):
     assert np.mean(scores) > 0.55, scores
 
 
-def _fake(task, steps, median, cpu, bits=None, family=None):
-    """A record of task with stored features (all ones) measured on cpu (None: unknown)."""
+def _fake(task, steps, median, cpu, bits=None, family=None, **more):
+    """A record of task with stored features (all ones) measured on cpu (None: unknown);
+    more: further fields (threads)."""
     extra = {"features": {"id": transfer.features_id(task.target), "values": [1.0] * N_FEATURES},
              "family": {"key": family or transfer.family(task), "flops": task.flops}, "sketch": "tile:C",
-             "decisions": {}}
+             "decisions": {}, **more}
     if cpu is not None:
         extra.update(cpu=cpu, register_file={"vector_bits": bits or cpu["vector_bits"],
                                              "vector_registers": 32 if (bits or cpu["vector_bits"]) == 512 else 16})
@@ -133,6 +134,49 @@ def test_records_of_other_cpus_weigh_less_and_a_wider_isa_is_skipped():
     assert list(ws) == pytest.approx([transfer.SHAPE_DECAY ** apart] + [transfer.OTHER_CPU_WEIGHT] * 2)
     assert list(ys) == [0.0, 0.0, -1.0]          # each normalised by its own task and CPU's best
     assert found.donors == [similar[0], other[0], other[1]]     # the fastest of each, the most alike first
+
+
+def test_records_of_another_thread_count_are_not_resumed_and_weigh_less():
+    """A search at 2 threads resumes its records timed at 2 threads and those of no count (older
+    logs); those timed at 1 thread (CPU time, about half the wall time at 2) are prior rows of
+    weight OTHER_THREADS_WEIGHT normalised among themselves, and donors (measured again here)."""
+    task = gemm(64, 64, 64, target="llvm -mcpu=znver3 -num-cores=2")
+    steps = json.loads(task.schedule().to_json())
+    at2 = [_fake(task, steps, t, CPU_A, threads=2) for t in (1e-3, 2e-3)]
+    at1 = [_fake(task, steps, t, CPU_A, threads=1) for t in (0.5e-3, 2e-3)]
+    old = [_fake(task, steps, 3e-3, CPU_A)]                     # no count: before records had one
+    small = gemm(32, 32, 32, target="llvm -mcpu=znver3 -num-cores=2")
+    similar1 = [_fake(small, steps, 4e-3, CPU_A, threads=1)]
+    found = transfer.split(at1 + at2 + old + similar1, task, CPU_A)
+    assert found.own == at2 + old
+    xs, ys, ws = found.prior
+    apart = np.log2(task.flops / small.flops)
+    assert xs.shape == (3, N_FEATURES)
+    assert list(ws) == pytest.approx([transfer.OTHER_THREADS_WEIGHT] * 2
+                                     + [transfer.SHAPE_DECAY ** apart * transfer.OTHER_THREADS_WEIGHT])
+    assert list(ys) == [0.0, -2.0, 0.0]          # 1 thread's best is its own 0.5 ms, not 2 threads' 1 ms
+    assert found.donors == [at1[0], similar1[0], at1[1]]
+    # a 1-thread search of the same log: the other way round
+    one = gemm(64, 64, 64, target="llvm -mcpu=znver3 -num-cores=1")
+    assert transfer.split(at1 + at2 + old, one, CPU_A).own == at1 + old
+
+
+@pytest.mark.parametrize("warm_start", [True, False])
+def test_a_search_resumes_only_its_thread_counts_records(tmp_path, monkeypatch, warm_start):
+    """run_search, warm-started or not, hands Evolver.resume the task's records of its own
+    thread count and of none; a kernel timed only at another count is not marked measured."""
+    task = gemm(64, 64, 64, target="llvm -mcpu=znver3 -num-cores=2")
+    steps = json.loads(task.schedule().to_json())
+    log = str(tmp_path / "threads.jsonl")
+    here = records.this_cpu()
+    recs = [_fake(task, steps, 1e-3, here, threads=2), _fake(task, steps, 5e-4, here, threads=1),
+            _fake(task, steps, 2e-3, None)]
+    records.append(log, recs)
+    resumed = []
+    original = Evolver.resume
+    monkeypatch.setattr(Evolver, "resume", lambda self, rs: resumed.append(rs) or original(self, rs))
+    assert _search(task, log, 0, 0, warm_start=warm_start) == 0
+    assert [[r["kernel_hash"] for r in rs] for rs in resumed] == [[recs[0]["kernel_hash"], recs[2]["kernel_hash"]]]
 
 
 def _trials_to(first_log, seed, tmp_path, quality=2e-3, trials=32):
