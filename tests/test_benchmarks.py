@@ -159,4 +159,8 @@ def test_call_overhead_benchmark_tiny_run():
     assert [r[1] for r in rows] == ["checked", "prepared"], proc.stdout
     for _, _, forward, kernels, python in rows:
         assert float(forward) > 0 and float(python) > 0 and abs(float(kernels) + float(python) - float(forward)) < 2e-3
-    assert "cProfile, mobilenet_v2, prepared" in proc.stdout and "call_with_state" in proc.stdout
+    # each path's cProfile listing (top functions by own time: which of ours appear depends on the CPU's timing)
+    sections = proc.stdout.split("## cProfile, mobilenet_v2, ")[1:]
+    assert [s.split(",")[0] for s in sections] == ["checked", "prepared"], proc.stdout
+    for section in sections:
+        assert "function calls" in section and os.path.join("schedlang", "torch") in section, section
