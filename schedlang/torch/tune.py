@@ -359,10 +359,11 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
 
 
 def _same_threads(recs: List[dict], target) -> List[dict]:
-    """recs less those timed at another thread count than target's (records.other_threads):
+    """recs less those timed at another thread count than target's (records.off_threads):
     a log tuned at one thread and tuned again at two has its own defaults and best there."""
     from ..autoschedule import records
-    return [r for r in recs if not records.other_threads(r, target)]
+    threads = records.target_threads(target)     # once, not per record
+    return [r for r in recs if not records.off_threads(r, threads)]
 
 
 def _ms(t: Optional[float]) -> str:
