@@ -55,11 +55,19 @@ def _shared_loads(e: Expr) -> Set[int]:
 
 
 def _own_access(s: Stmt) -> Access:
-    """What s reads and writes itself (its expressions and its store, not nested statements)."""
+    """What s reads and writes itself (its expressions and its store, not nested statements).
+    A library call's first argument, the address it writes through, is not a read: counted as
+    one, a cooperative cp.async fetch looped over its chunks conflicted with itself and got a
+    barrier (and so a wait for every copy in flight) after each chunk, which undid the
+    pipeline, and fragment stores to one shared tile got a barrier between each two."""
     reads: Set[int] = set()
-    for e in stmt_exprs(s):
-        reads |= _shared_loads(e)
     written = s.buffer if isinstance(s, Store) else call_output(s)
+    if written is None or isinstance(s, Store):
+        exprs = stmt_exprs(s)
+    else:       # the other arguments, and the written element's indices
+        exprs = (*s.value.args[1:], *s.value.args[0].args[0].indices)
+    for e in exprs:
+        reads |= _shared_loads(e)
     writes = {id(written)} if written is not None and written.scope == "shared" else set()
     return Access(reads, writes)
 

@@ -1,11 +1,12 @@
 """The GPU Kernel IR passes one at a time, on small hand-written bodies (no compiler involved):
 barrier insertion, guard sinking (virtual threads: test_virtual_threads.py)."""
 import schedlang as sl
-from schedlang.dtypes import float32
-from schedlang.expr.nodes import Buffer, Load, Var
+from schedlang.dtypes import float32, int32
+from schedlang.expr.nodes import Buffer, Call, Load, Var
 from schedlang.kernel.thread_guards import sink_thread_guards
 from schedlang.kernel.thread_sync import insert_barriers
-from schedlang.loop.nodes import BOUND, SERIAL, Barrier, For, IfThen, Seq, Store, seq
+from schedlang.loop.nodes import BOUND, SERIAL, Barrier, Evaluate, For, IfThen, Seq, Store, seq
+from schedlang.tensor.intrin_calls import address_of
 
 tx, k = Var("tx"), Var("k")
 G = Buffer("G", (64,), float32)
@@ -44,6 +45,25 @@ def test_a_loop_that_refills_the_tile_it_reads_syncs_at_the_end_of_each_step():
     assert kinds(body.body.body) == ["Store", "Barrier", "Store", "Barrier"]
     once = insert_barriers(threads(For(k, 1, seq(fetch(), use()))))     # one step: nothing is refilled
     assert kinds(once.body.body) == ["Store", "Barrier", "Store"]
+
+
+def library_write(dst, src):
+    """A library call writing shared memory through its first argument (cp.async, a fragment store)."""
+    return Evaluate(Call("sl_copy", (address_of(dst), address_of(src)), int32))
+
+
+def test_a_call_writing_through_its_first_argument_does_not_read_what_it_writes():
+    # a cooperative fetch looped over its chunks (cp.async: barriers, and so waits for every
+    # copy in flight, after each chunk undid the pipeline), and fragment stores to one tile
+    chunks = For(k, 4, library_write(Load(S, (tx + k * 8 % 32,)), Load(G, (tx + k * 8,))))
+    body = insert_barriers(threads(seq(chunks, use())))
+    assert kinds(body.body) == ["For", "Barrier", "Store"]
+    assert kinds(body.body.stmts[0].body) == ["Evaluate"]
+    stores = seq(library_write(Load(S, (tx,)), Load(L, (sl.const(0),))), library_write(Load(S, (tx + 1,)), Load(L, (sl.const(0),))))
+    assert kinds(insert_barriers(threads(seq(stores, use()))).body) == ["Evaluate", "Evaluate", "Barrier", "Store"]
+    # what it reads through its other arguments still counts
+    read = seq(fetch(), Evaluate(Call("sl_copy", (address_of(Load(L, (sl.const(0),))), address_of(Load(S, (tx,)))), int32)))
+    assert kinds(insert_barriers(threads(read)).body) == ["Store", "Barrier", "Evaluate"]
 
 
 def test_a_barrier_inside_a_statement_counts_for_what_follows():
