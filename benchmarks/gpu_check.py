@@ -48,10 +48,11 @@ import schedlang as sl  # noqa: E402
 from schedlang.topi import cuda, cuda_tensorcore, nn  # noqa: E402
 
 # The tensor-core GEMM's tile configurations (cuda_tensorcore.schedule_matmul's keywords): a
-# 128 x 128 block of 8 warps of 64 x 32, K by 32 in two cp.async stages or by 16 in three
-# (ptxas, sm_90: 123 and 96 registers, no spills, 37.8 and 31.4 KB shared).
-TC_TILES = {"128x128x32 s2": dict(BM=128, BN=128, BK=32, WM=64, WN=32, pad=8, async_copy=True, stages=2),
-            "128x128x16 s3": dict(BM=128, BN=128, BK=16, WM=64, WN=32, pad=8, async_copy=True, stages=3)}
+# 128 x 128 block, K by 32 in two cp.async stages, of 4 warps of 64 x 64 or 8 of 64 x 32
+# (ptxas, sm_90: 164 and 123 registers, no spills, 37 KB shared): the fastest two of the 108
+# configurations benchmarks/gpu_gemm_tiles.py timed on an H200 (results-gpu-h200.txt).
+TC_TILES = {"128x128x32 w64x64 s2": dict(BM=128, BN=128, BK=32, WM=64, WN=64, pad=8, async_copy=True, stages=2),
+            "128x128x32 w64x32 s2": dict(BM=128, BN=128, BK=32, WM=64, WN=32, pad=8, async_copy=True, stages=2)}
 SMALL_TC_TILES = dict(BM=64, BN=64, BK=32, WM=32, WN=32, pad=8, async_copy=True, stages=2)
 
 
@@ -60,8 +61,8 @@ SMALL_TC_TILES = dict(BM=64, BN=64, BK=32, WM=32, WN=32, pad=8, async_copy=True,
 class DSLKernel:
     """A module built from a DSL schedule; the output (its last argument) allocated once."""
 
-    def __init__(self, s, args):
-        self.mod = sl.build(s, args, target="cuda")
+    def __init__(self, s, args, target="cuda"):
+        self.mod = sl.build(s, args, target=target)
         self.out = args[-1]
 
     def notes(self) -> dict:
@@ -111,9 +112,9 @@ class FrontendKernel:
         return self.compiled.emulate(*inputs, engine="simt")
 
 
-def tc_gemm(n: int, element: str, tiles: dict):
+def tc_gemm(n: int, element: str, tiles: dict, target="cuda"):
     """C (float32) = A @ B on tensor cores, n x n x n, A and B of element (cuda_tensorcore.gemm)."""
-    return DSLKernel(*cuda_tensorcore.gemm(n, n, n, element, "float32", "kn", **tiles))
+    return DSLKernel(*cuda_tensorcore.gemm(n, n, n, element, "float32", "kn", **tiles), target=target)
 
 
 def simt_gemm(n: int):

@@ -6,8 +6,9 @@ warp tile, k step and pipeline depth a default should take.
 
 Each configuration (cuda_tensorcore.schedule_matmul's keywords) is built (NVRTC; ptxas's
 registers and spills), its output checked against torch.matmul, then timed with CUDA events
-against cuBLAS; configurations whose static shared memory passes 48 KB are left out. Without
-a GPU it builds every configuration and prints the ptxas figures only.
+against cuBLAS. Blocks may take up to --shared-kb of shared memory (default 227, what sm_90
+gives a block that opts in; over 48 KB a kernel takes dynamic shared memory). Without a GPU
+it builds every configuration and prints the ptxas figures only.
 """
 from __future__ import annotations
 
@@ -22,10 +23,8 @@ for path in (ROOT, os.path.join(ROOT, "benchmarks")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+import schedlang as sl  # noqa: E402
 from gpu_check import tc_gemm, time_ms  # noqa: E402
-
-STATIC_SHARED = 48 * 1024       # a block's static shared memory (more needs dynamic shared memory)
-
 
 def shared_bytes(c: dict, element_bytes: int = 2) -> int:
     """The pipeline's shared tiles: A BM x (BK + pad), B BK x (BN + pad), one per stage."""
@@ -33,15 +32,16 @@ def shared_bytes(c: dict, element_bytes: int = 2) -> int:
     return per_stage * element_bytes * max(1, c["stages"])
 
 
-def configurations():
-    """Block tiles of 4 or 8 warps, warp tiles 32..64 x 32..64, k steps 16..64, 2..4 stages."""
+def configurations(shared_limit: int):
+    """Block tiles of 4 or 8 warps, warp tiles 32..64 x 32..64, k steps 16..64, 2..4 stages,
+    within shared_limit bytes of shared memory."""
     out = []
     for (BM, BN), (WM, WN), BK, stages in itertools.product(
             ((128, 128), (128, 256), (256, 128), (64, 128), (128, 64), (64, 64)), ((64, 32), (32, 64), (64, 64), (32, 32)),
             (16, 32, 64), (2, 3, 4)):
         warps = (BM // WM) * (BN // WN)
         c = dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, pad=8, async_copy=True, stages=stages)
-        if warps in (4, 8) and shared_bytes(c) <= STATIC_SHARED:
+        if warps in (4, 8) and shared_bytes(c) <= shared_limit:
             out.append(c)
     return out
 
@@ -55,12 +55,14 @@ def main(argv=None) -> int:
     p.add_argument("--n", type=int, default=4096, help="M = N = K (default 4096)")
     p.add_argument("--element", default="float16", choices=("float16", "bfloat16"))
     p.add_argument("--limit", type=int, default=0, help="only the first N configurations (0: all)")
+    p.add_argument("--shared-kb", type=int, default=227, help="shared memory a block may take, KB (default 227)")
     opts = p.parse_args(argv)
+    target = sl.Target("cuda", sl.CUDAOptions(max_shared_memory_per_block=opts.shared_kb * 1024))
     import torch
     from schedlang.target.cuda.gpu import gpu_problem
     on_gpu = gpu_problem() is None
     n = opts.n
-    configs = configurations()[:opts.limit or None]
+    configs = configurations(opts.shared_kb * 1024)[:opts.limit or None]
     if on_gpu:
         g = torch.Generator().manual_seed(0)
         dt = getattr(torch, opts.element)
@@ -73,7 +75,7 @@ def main(argv=None) -> int:
     for c in configs:
         t0 = time.perf_counter()
         try:
-            k = tc_gemm(n, opts.element, c)
+            k = tc_gemm(n, opts.element, c, target)
         except Exception as e:      # noqa: BLE001 - one configuration's failure is reported, the sweep goes on
             print(f"{label(c):<26} BUILD FAILED {type(e).__name__}: {str(e).splitlines()[0][:120]}", flush=True)
             continue

@@ -14,13 +14,15 @@ from typing import Dict
 from ...dtypes import DType
 from ...errors import LoweringError
 from ...expr.nodes import Call, Cast, Load
-from ...kernel.launch import threads_per_block
+from ...kernel.launch import dynamic_shared_layout, threads_per_block
 from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...loop.nodes import Barrier, Store
 from ...schedule.placement import FRAGMENT_SCOPES
 from ...tensor.intrin import EXTERN_PREFIX
 from ..cexpr import CRenderer, render_literal, unsigned_type
 from . import arithmetic, codegen_vector, intrin, math_calls
+
+DYNAMIC_SHARED = "sl_dynamic_shared"     # a kernel's dynamic shared memory (over the static limit)
 
 # Memory types; float16 is computed as float.
 _MEMORY = {"float16": "__half", "bfloat16": "__nv_bfloat16", "float32": "float", "float64": "double", "int8": "signed char",
@@ -70,6 +72,7 @@ class CUDARenderer(CRenderer):
     def __init__(self):
         super().__init__()
         self.alignments: Dict[object, int] = {}    # buffer -> bytes its vector accesses need
+        self.dynamic_offsets: Dict[object, int] = {}   # shared buffer -> byte offset (dynamic shared memory)
 
     def round_bfloat(self, text: str, lanes: int) -> str:
         if lanes > 1:
@@ -95,10 +98,26 @@ class CUDARenderer(CRenderer):
         return qualifier
 
     def stmt_Allocate(self, s, depth: int) -> None:
+        if s.buffer.scope == "shared" and s.buffer in self.dynamic_offsets:
+            return self.dynamic_shared(s, depth)
         if s.buffer.scope not in FRAGMENT_SCOPES:
             return super().stmt_Allocate(s, depth)
         b = s.buffer       # a warp's fragments: each lane holds 1/32 (target/cuda/intrin/mma.py)
         self.emit(depth, f"__align__(16) {self.memory_type(b.dtype)} {self.define(b, b.name)}[{b.size // 32}];")
+        self.stmt(s.body, depth)
+
+    def dynamic_shared(self, s, depth: int) -> None:
+        """A shared buffer of a kernel over the static limit: on the GPU a pointer into the
+        kernel's dynamic shared memory (kernel/launch.py: dynamic_shared_layout); in the shim
+        (no __CUDA_ARCH__), which has no dynamic shared memory, the static array as before."""
+        b = s.buffer
+        ty = self.memory_type(b.dtype)
+        name = self.define(b, b.name)
+        self.lines.append("#if defined(__CUDA_ARCH__)")
+        self.emit(depth, f"{ty}* {name} = reinterpret_cast<{ty}*>({DYNAMIC_SHARED} + {self.dynamic_offsets[b]});")
+        self.lines.append("#else")
+        self.emit(depth, f"{self.allocation_qualifier(b)}{ty} {name}[{b.size}];")
+        self.lines.append("#endif")
         self.stmt(s.body, depth)
 
     def expr_Load(self, e: Load) -> str:
@@ -182,6 +201,11 @@ def render_kernel(k: Kernel) -> str:
     params = [f"{memory_type(b.dtype)}* __restrict__ {r.define(b, b.name)}" for b in k.params]
     params = ", ".join(params + [f"{compute_type(v.dtype)} {r.define(v, v.name)}" for v in k.sizes])
     r.emit(0, f'extern "C" __global__ void __launch_bounds__({threads_per_block(k)}) {k.name}({params}) {{')
+    layout = dynamic_shared_layout(k)
+    if layout is not None:
+        r.dynamic_offsets = layout[0]
+        r.lines += ["#if defined(__CUDA_ARCH__)", f"  extern __shared__ __align__(16) unsigned char {DYNAMIC_SHARED}[];",
+                    "#endif"]
     for a in k.launch:
         if a.kind is LaunchKind.VTHREAD:
             raise LoweringError("cuda codegen", f"kernel {k.name} binds '{a.var.name}' to vthread; virtual "

@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Dict, List, Optional
 
 from ...expr.extent import evaluate_extent
-from ...kernel.launch import launch_dims
+from ...kernel.launch import dynamic_shared_layout, launch_dims
 from ...kernel.nodes import KernelModule
 
 
@@ -56,6 +56,16 @@ class GPUProgram:
         self._kernels = kernel_ir
         self._functions = {k.name: _ok(driver.cuModuleGetFunction(self._module, k.name.encode()),
                                        f"cuModuleGetFunction({k.name})") for k in kernel_ir.kernels}
+        self._dynamic_shared = {}       # kernel -> bytes of dynamic shared memory (over the static limit)
+        for k in kernel_ir.kernels:
+            layout = dynamic_shared_layout(k)
+            if layout is not None:      # a kernel opts into more than the static limit
+                self._dynamic_shared[k.name] = layout[1]
+                attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                (err,) = driver.cuFuncSetAttribute(self._functions[k.name], attribute, layout[1])
+                if err != driver.CUresult.CUDA_SUCCESS:
+                    raise RuntimeError(f"kernel {k.name} needs {layout[1]} bytes of shared memory, more than this "
+                                       f"GPU gives a block ({err}): lower CUDAOptions.max_shared_memory_per_block")
 
     def launch(self, pointers: List[int], sizes=None) -> None:
         """One call: pointers of the arguments in order; sizes: size variable -> value (symbolic
@@ -77,7 +87,8 @@ class GPUProgram:
             grid, block = launch_dims(k, sizes)
             if 0 in grid:       # no blocks for these sizes (CUDA refuses an empty launch)
                 continue
-            _ok(driver.cuLaunchKernel(self._functions[k.name], *grid, *block, 0, stream, ctypes.addressof(argv), 0),
+            _ok(driver.cuLaunchKernel(self._functions[k.name], *grid, *block, self._dynamic_shared.get(k.name, 0),
+                                      stream, ctypes.addressof(argv), 0),
                 f"cuLaunchKernel({k.name})")
         # temps go back to torch's stream-ordered allocator: reuse waits for these kernels.
 

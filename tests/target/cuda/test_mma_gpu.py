@@ -25,11 +25,13 @@ def _sm80():
 @pytest.mark.parametrize("element, acc, tiles", [
     ("float16", "float32", {}),
     ("bfloat16", "float32", dict(async_copy=True, stages=3)),
-    ("float16", "float16", dict(BM=128, BN=128, WM=64, WN=32, async_copy=True, stages=2, pad=8))])
+    ("float16", "float16", dict(BM=128, BN=128, WM=64, WN=32, async_copy=True, stages=2, pad=8)),
+    # 74 KB of shared memory: dynamic shared memory, the launch opting in
+    ("float16", "float32", dict(BM=128, BN=128, BK=32, WM=64, WN=64, async_copy=True, stages=4, pad=8))])
 def test_tensor_core_gemm_on_the_gpu_matches_the_emulation(element, acc, tiles):
     M, N, K = 256, 128, 192
     s, args = tc.gemm(M, N, K, element, acc, **tiles)
-    mod = sl.build(s, args, target="cuda")
+    mod = sl.build(s, args, target=sl.Target("cuda", sl.CUDAOptions(max_shared_memory_per_block=160 * 1024)))
     (a, b), ref = operands(M, N, K, element)
     emulated = np.zeros((M, N), acc)
     mod.emulate(a, b, emulated, engine="shim")

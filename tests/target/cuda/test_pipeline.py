@@ -130,3 +130,34 @@ def test_a_missing_barrier_after_the_wait_is_a_race_on_both_engines(monkeypatch)
         run(mod, 64, 64, 192, engine="simt")
     with pytest.raises(RuntimeError, match="ThreadSanitizer found a data race"):
         run(mod, 64, 64, 192, sanitize="thread")
+
+
+def test_a_block_over_48_kb_takes_dynamic_shared_memory():
+    """A target that lets a block take more than the static 48 KB (sm_90 gives up to 227 KB to
+    a kernel that opts in): the kernel's shared buffers are carved from its dynamic shared
+    memory on the GPU, each at its own 16-byte-aligned offset, and the launch asks for the
+    total; the shim keeps static arrays; both engines match numpy. Within 48 KB nothing changes."""
+    from schedlang.kernel.launch import dynamic_shared_layout
+    big = sl.Target("cuda", sl.CUDAOptions(max_shared_memory_per_block=227 * 1024))
+    M, N, K = 128, 128, 192
+    s, args = tc.gemm(M, N, K, BM=128, BN=128, BK=32, WM=64, WN=64, pad=8, async_copy=True, stages=4)
+    mod = sl.build(s, args, target=big)
+    (kernel,) = mod.kernel_ir.kernels
+    offsets, total = dynamic_shared_layout(kernel)
+    (a, a_at), (b, b_at) = sorted(offsets.items(), key=lambda x: x[1])
+    assert (a.name, b.name) == ("A.shared", "B.shared") and a.size >= 4 * 127 * 40    # 4 stages of ~128 x (32 + 8)
+    a_bytes = -(-a.size * 2 // 16) * 16
+    assert (a_at, b_at) == (0, a_bytes) and total == a_bytes + -(-b.size * 2 // 16) * 16 > 48 * 1024
+    cuda = mod.get_source("cuda")
+    assert "extern __shared__ __align__(16) unsigned char sl_dynamic_shared[];" in cuda
+    assert f"__half* B_shared = reinterpret_cast<__half*>(sl_dynamic_shared + {a_bytes});" in cuda
+    if mod.ptxas_info is not None:
+        assert mod.ptxas_info["C_kernel"].shared_bytes == 0 and mod.ptxas_info["C_kernel"].spill_bytes == 0
+    c, ref = run(mod, M, N, K, bounds_check=True)
+    np.testing.assert_allclose(c, ref, **TOL["float32"])
+    np.testing.assert_array_equal(run(mod, M, N, K, engine="simt")[0], c)
+    with pytest.raises(sl.LoweringError, match=f"needs {a.size * 2 + b.size * 2} bytes of shared memory"):
+        sl.build(s, args, target="cuda")             # the default target keeps the static limit
+    small = sl.build(*tc.gemm(64, 64, 64, async_copy=True, stages=2), target=big)
+    assert "sl_dynamic_shared" not in small.get_source("cuda")
+    assert dynamic_shared_layout(small.kernel_ir.kernels[0]) is None
