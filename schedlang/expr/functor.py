@@ -89,7 +89,10 @@ def rewrite_post_order(e: Expr, post: Callable[[Expr], Expr]) -> Expr:
         memo[id(node)] = (node, new)    # the node is kept alive, so its id is not reused
         return new
 
-    return go(e)
+    try:
+        return go(e)
+    finally:
+        go = None       # (see substitute)
 
 
 class ExprMutator:
@@ -138,7 +141,13 @@ def substitute(e: Expr, mapping: Mapping[Var, Expr]) -> Expr:
             hit = memo[id(node)] = (node, map_children(node, go))    # once per shared node, as rewrite_post_order
         return hit[1]
 
-    return go(e)
+    try:
+        return go(e)
+    finally:
+        # go refers to itself through its closure: a cycle that only the garbage collector
+        # frees, with the memo and every node in it (a compile left ~1 M such objects, whose
+        # collection took over a second after ResNet-50's); cut, reference counting frees them
+        go = None
 
 
 def walk(e: Expr, seen: Optional[Set[int]] = None) -> Iterator[Expr]:
