@@ -85,7 +85,9 @@ def cuda_cores():
 # turns the copy into `cp.async.cg.shared.global`; schedlang adds the commit and the
 # `cp.async.wait_group` before the barrier that publishes the tile.
 # Step 4: `s[S].pipeline(3)`: 3 shared buffers a tile, the prologue issues the copies of the
-# first two k steps, each iteration issues step i + 2 and waits for step i (wait_group 2).
+# first two k steps; each iteration waits for step i (wait_group 1: step i + 1 may still be in
+# flight), passes one barrier, then issues step i + 2 into the buffer step i - 1 used, and
+# computes: one barrier a k step, as CUTLASS's multistage main loop.
 STEPS = [
     ("0 CUDA cores", cuda_cores),
     ("1 mma.sync+ldmatrix", lambda: tc.gemm(M, N, K)),
@@ -148,7 +150,7 @@ print(f"// ... {len(prelude.splitlines())} lines of library definitions: {', '.j
 print('extern "C"' + kernel)
 ptx = modules[mma_title].get_source("ptx")
 assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx and "ldmatrix.sync.aligned.m8n8.x4" in ptx
-assert "cp.async.wait_group 2" in modules[STEPS[4][0]].get_source("ptx")
+assert "cp.async.wait_group 1" in modules[STEPS[4][0]].get_source("ptx")
 
 # ---------------------------------------------------------------------------
 # The profile, step by step

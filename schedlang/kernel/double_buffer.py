@@ -22,16 +22,21 @@ out of the loop.
 A stage pipelined over N buffers (schedule/pipeline.py; the pragma ("pipeline_stages", (buffer
 name, N))) fetches iterations 0 .. N-2 before the loop, and iteration i fetches i + N - 1 into
 buffer (i + N - 1) % N, which iteration i - 1 read before its closing barrier. A fetch of
-asynchronous copies (cp.async) lands later: each fetch commits its copies as a group, and
-iteration i waits until only the N - 1 newest groups are in flight (its own group has landed)
-and then for the block's other threads (a barrier) before it computes:
+asynchronous copies (cp.async) lands later: each fetch commits its copies as a group.
+Iteration i first waits until its own group has landed (only the N - 2 newest in flight) and
+for the block's other threads (a barrier); only then does it issue the fetch of i + N - 1,
+into the buffer iteration i - 1 read, which every thread has left behind at that barrier, so
+the one barrier a step also closes the previous step and the body's closing barrier goes
+(one barrier a step instead of two, as CUTLASS's multistage main loop; one after the loop
+orders the last step against what follows):
 
     fetch(0) commit .. fetch(N-2) commit
     for i in 0..n:
+      wait_group(N - 2); barrier
       if i + N - 1 < n: fetch(i + N - 1) -> buffer (i + N - 1) % N
-      commit; wait_group(N - 1); barrier
+      commit
       compute(i) from buffer i % N
-      barrier
+    barrier
 
 Forms this pass does not handle raise LoweringError rather than change the result: a producer
 that is not at the start of the loop body, a buffer that the rest of the body writes or that
@@ -182,12 +187,16 @@ def double_buffer_loop(loop: For, names: List[str], stages: int = 2, copies=None
         prologue.append(simplify_stmt(first if j == 0 or isinstance(n, int) else IfThen(Const(j, i.dtype) < n, first)))
         prologue += [copies.commit()] if asynchronous else []
     ahead = _Halves(remap, (i + (stages - 1)) % stages).visit(substitute_stmt(fetch, {i: i + (stages - 1)}))
-    head = [IfThen(i + (stages - 1) < n, ahead)]
-    if asynchronous:      # this iteration's group landed (all but the stages - 1 newest), for every thread
-        head += [copies.commit(), copies.wait(stages - 1), Barrier("shared") if shared else None]
+    head, after = [IfThen(i + (stages - 1) < n, ahead)], None
+    if asynchronous:
+        # this iteration's group landed (all but the stages - 2 newest), for every thread; then
+        # the next fetch, whose buffer the previous iteration read (module docstring)
+        head = [copies.wait(stages - 2), Barrier("shared") if shared else None, *head, copies.commit()]
+        if shared and rest and isinstance(rest[-1], Barrier):
+            rest, after = rest[:-1], Barrier("shared")     # the next iteration's first barrier closes this one
     body = seq(*head, *(_Halves(remap, i % stages).visit(x) for x in rest))
     out = seq(*prologue, Barrier("shared") if shared and not asynchronous else None,
-              For(i, n, body, SERIAL, loop.thread_tag, loop.pragmas))
+              For(i, n, body, SERIAL, loop.thread_tag, loop.pragmas), after)
     for b in reversed(allocs):
         out = Allocate(remap[b][0] if b in remap else b, out)
     return out

@@ -5,9 +5,10 @@ s[AS].pipeline(3) gives a stage computed at a serial loop N buffers: the N - 1 f
 iterations' fetches run before the loop, and iteration i fetches for iteration i + N - 1 into
 buffer (i + N - 1) % N while it computes from buffer i % N. With plain copies it hides nothing
 more than double_buffer; with cp.async fetches (target/cuda/intrin/copy.py) each iteration
-commits its copies as a group and waits until only the N - 1 most recent groups are in
-flight, so N - 1 fetches overlap the compute. The cuda target's inject_double_buffer pass
-builds it (kernel/double_buffer.py); pipeline(2) is double_buffer().
+waits until its own group has landed (only the N - 2 most recent in flight), passes one
+barrier, issues the fetch of iteration i + N - 1 and commits it as a group, so N - 1 fetches
+overlap the compute. The cuda target's inject_double_buffer pass builds it
+(kernel/double_buffer.py); pipeline(2) is double_buffer().
 """
 from __future__ import annotations
 
