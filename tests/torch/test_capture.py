@@ -82,9 +82,3 @@ def test_compile_pauses_the_collector_and_restores_it():
     assert gc.isenabled()
     sl_compile(SiluAndMul(), (torch.randn(2, 8),))
     assert gc.isenabled()
-    with gc_paused():
-        with gc_paused():
-            kept = [[i] for i in range(5000)]             # tracked objects that survive the pause
-        assert gc.get_count()[0] > 4000                   # (the inner pause collected nothing)
-    count = gc.get_count()                               # the outer one ended with collect(1):
-    assert count[0] < 100 and count[1] == 0 and kept     # the young generations moved to the old one
