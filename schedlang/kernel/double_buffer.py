@@ -51,10 +51,10 @@ from ..errors import LoweringError
 from ..expr.extent import ceil_div
 from ..expr.functor import ExprMutator, map_children, walk
 from ..expr.nodes import Broadcast, Buffer, Const, Expr, Load
-from ..loop.functor import StmtMutator, stmt_exprs, substitute_stmt, walk_stmts
+from ..loop.functor import StmtMutator, substitute_stmt, walk_stmts
 from ..loop.simplify import simplify_stmt
 from ..loop.nodes import SERIAL, Allocate, Barrier, For, IfThen, Seq, Stmt, Store, seq
-from .thread_sync import call_output
+from .thread_sync import call_output, read_exprs
 
 STAGE = "double buffer"
 PRAGMA = "double_buffer_scope"
@@ -82,9 +82,8 @@ def _loads(s: Stmt) -> Set[Buffer]:
     """The buffers s reads (a library call's output address is no read)."""
     out: Set[Buffer] = set()
     for x in walk_stmts(s):
-        for e in stmt_exprs(x):
-            roots = e.args[1:] if call_output(x) is not None and e is x.value else (e,)
-            out |= {n.buffer for r in roots for n in walk(r) if isinstance(n, Load)}
+        for e in read_exprs(x):
+            out |= {n.buffer for n in walk(e) if isinstance(n, Load)}
     return out
 
 

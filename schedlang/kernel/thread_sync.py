@@ -61,15 +61,20 @@ def _own_access(s: Stmt) -> Access:
     barrier (and so a wait for every copy in flight) after each chunk, which undid the
     pipeline, and fragment stores to one shared tile got a barrier between each two."""
     reads: Set[int] = set()
-    written = s.buffer if isinstance(s, Store) else call_output(s)
-    if written is None or isinstance(s, Store):
-        exprs = stmt_exprs(s)
-    else:       # the other arguments, and the written element's indices
-        exprs = (*s.value.args[1:], *s.value.args[0].args[0].indices)
-    for e in exprs:
+    for e in read_exprs(s):
         reads |= _shared_loads(e)
+    written = s.buffer if isinstance(s, Store) else call_output(s)
     writes = {id(written)} if written is not None and written.scope == "shared" else set()
     return Access(reads, writes)
+
+
+def read_exprs(s: Stmt):
+    """The expressions s reads (not nested statements): all of its own, but of a library
+    call's destination address (call_output) only the written element's indices."""
+    if call_output(s) is None:
+        return stmt_exprs(s)
+    destination, *others = s.value.args
+    return (*others, *destination.args[0].indices)
 
 
 def call_output(s: Stmt):
