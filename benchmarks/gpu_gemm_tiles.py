@@ -25,11 +25,15 @@ for path in (ROOT, os.path.join(ROOT, "benchmarks")):
 
 import schedlang as sl  # noqa: E402
 from gpu_check import tc_gemm, time_ms  # noqa: E402
+from schedlang.autoschedule import sketch_tensorcore  # noqa: E402
+from schedlang.topi.cuda_tensorcore import GemmShape  # noqa: E402
 
-def shared_bytes(c: dict, element_bytes: int = 2) -> int:
-    """The pipeline's shared tiles: A BM x (BK + pad), B BK x (BN + pad), one per stage."""
-    per_stage = c["BM"] * (c["BK"] + c["pad"]) + c["BK"] * (c["BN"] + c["pad"])
-    return per_stage * element_bytes * max(1, c["stages"])
+KN = GemmShape("float16", "float32", "kn", (), 0, 0, 0)     # the layout is all shared_bytes reads
+
+
+def shared_bytes(c: dict) -> int:
+    """The pipeline's shared A and B tiles, every stage (as the tensor-core sketch counts them)."""
+    return sketch_tensorcore.shared_bytes(KN, c["BM"], c["BN"], c["BK"], c["pad"], c["stages"])
 
 
 def configurations(shared_limit: int):

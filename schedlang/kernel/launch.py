@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..expr.extent import evaluate_extent
+from ..expr.extent import ceil_div, evaluate_extent
 from ..loop.functor import walk_stmts
 from ..loop.nodes import Allocate
 from .nodes import Kernel, LaunchKind
@@ -47,5 +47,5 @@ def dynamic_shared_layout(kernel):
     for s in walk_stmts(kernel.body):
         if isinstance(s, Allocate) and s.buffer.scope == "shared" and s.buffer not in offsets:
             offsets[s.buffer] = total
-            total += -(-s.buffer.size * s.buffer.dtype.bytes // DYNAMIC_ALIGN) * DYNAMIC_ALIGN
+            total += ceil_div(s.buffer.size * s.buffer.dtype.bytes, DYNAMIC_ALIGN) * DYNAMIC_ALIGN
     return offsets, total
