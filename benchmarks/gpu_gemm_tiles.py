@@ -3,6 +3,7 @@ warp tile, k step and pipeline depth a default should take.
 
     python benchmarks/gpu_gemm_tiles.py                 # float16 4096^3, every configuration
     python benchmarks/gpu_gemm_tiles.py --n 8192 --element bfloat16
+    python benchmarks/gpu_gemm_tiles.py --only "128x128x32 w64x64 s2" "128x256x64 w64x64 s3"
 
 Each configuration (cuda_tensorcore.schedule_matmul's keywords) is built (NVRTC; ptxas's
 registers and spills), its output checked against torch.matmul, then timed with CUDA events
@@ -60,13 +61,16 @@ def main(argv=None) -> int:
     p.add_argument("--element", default="float16", choices=("float16", "bfloat16"))
     p.add_argument("--limit", type=int, default=0, help="only the first N configurations (0: all)")
     p.add_argument("--shared-kb", type=int, default=227, help="shared memory a block may take, KB (default 227)")
+    p.add_argument("--only", nargs="+", default=(), metavar="LABEL",
+                   help='only these configurations, by label (e.g. "128x128x32 w64x64 s2")')
     opts = p.parse_args(argv)
     target = sl.Target("cuda", sl.CUDAOptions(max_shared_memory_per_block=opts.shared_kb * 1024))
     import torch
     from schedlang.target.cuda.gpu import gpu_problem
     on_gpu = gpu_problem() is None
     n = opts.n
-    configs = configurations(opts.shared_kb * 1024)[:opts.limit or None]
+    configs = [c for c in configurations(opts.shared_kb * 1024) if not opts.only or label(c) in opts.only]
+    configs = configs[:opts.limit or None]
     if on_gpu:
         g = torch.Generator().manual_seed(0)
         dt = getattr(torch, opts.element)

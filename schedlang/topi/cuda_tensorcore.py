@@ -174,7 +174,7 @@ def intrinsics() -> List:
     for element in ELEMENTS:
         out += [mma.load_a_intrin(element), copy.cp_async_intrin(element)]
         for layout in LAYOUTS:
-            out.append(mma.load_b_intrin(element, layout))
+            out += [mma.load_b_intrin(element, layout, n) for n in (8, 16)]
             out += [mma.mma_intrin(element, acc, layout) for acc in ACCUMULATORS[element]]
     return out + [mma.store_c_intrin(acc) for acc in ACCUMULATORS["float16"]]
 
@@ -243,9 +243,11 @@ def schedule_matmul(s, C, layout: str = "kn", BM: int = 64, BN: int = 64, BK: in
     for ax in (cio, cjo):
         s[CF].unroll(ax)          # constant fragment indices: the fragments stay in registers
     s[CF].tensorize(cii, mma.mma_intrin(element, acc, layout))
-    b_tile, b_region = ((16, 8), (16, WN)) if layout == "kn" else ((8, 16), (WN, 16))
+    b_intrin, b_tile, b_region = b_fragments(element, layout, WN)
+    if load_b is not None:
+        b_intrin, b_tile = load_b, ((16, 8) if layout == "kn" else (8, 16))
     for F, intrin, tile, region in ((AF, mma.load_a_intrin(element), (16, 16), (WM, 16)),
-                                    (BF, load_b or mma.load_b_intrin(element, layout), b_tile, b_region)):
+                                    (BF, b_intrin, b_tile, b_region)):
         fragment_load(s[F], s[CF], km, intrin, tile, region)
     for S in (AS, BS):
         s[S].compute_at(s[CF], ko)
@@ -268,6 +270,16 @@ def schedule_matmul(s, C, layout: str = "kn", BM: int = 64, BN: int = 64, BK: in
         s[S].bind(ty, sl.thread_axis("threadIdx.y"))
         s[S].bind(tz, sl.thread_axis("threadIdx.z"))
     return s
+
+
+def b_fragments(element: str, layout: str, WN: int):
+    """(intrinsic, tile, region) of a warp's B fragments at a 16-deep k step: the region 16 x WN
+    ("kn") or WN x 16 ("nk"), loaded two fragments an ldmatrix.x4 where WN allows (half the
+    instructions of one an ldmatrix.x2)."""
+    from ..target.cuda.intrin import mma     # (the cuda target's library, loaded when used)
+    n = 16 if WN % 16 == 0 else 8
+    tile, region = ((16, n), (16, WN)) if layout == "kn" else ((n, 16), (WN, 16))
+    return mma.load_b_intrin(element, layout, n), tile, region
 
 
 def fragment_load(st, at, loop, intrin, tile, region) -> None:

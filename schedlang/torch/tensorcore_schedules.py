@@ -24,7 +24,7 @@ from typing import List, Optional
 from ..expr.functor import walk
 from ..tensor import thread_axis
 from ..tensor.op import ComputeOp, PlaceholderOp, TensorRead
-from ..topi.cuda_tensorcore import fragment_load
+from ..topi.cuda_tensorcore import b_fragments, fragment_load
 from .fuse import matmul_operands
 
 ELEMENTS = ("float16", "bfloat16")
@@ -185,9 +185,9 @@ def schedule_matmul_tensorcore(s, anchor, mm, plan: Plan) -> None:
     frag.unroll(cjo)
     frag.tensorize(cii, mma.mma_intrin(plan.element, plan.acc, plan.layout))
     # each fragment stage: its region at km (A: WM x 16, B: 16 x WN or WN x 16) in intrinsic tiles
-    b_tile, b_region = ((16, 8), (16, plan.WN)) if plan.layout == "kn" else ((8, 16), (plan.WN, 16))
+    b_intrin, b_tile, b_region = b_fragments(plan.element, plan.layout, plan.WN)
     for F, intrin, shape, region in ((AF, mma.load_a_intrin(plan.element), (16, 16), (plan.WM, 16)),
-                                     (BF, mma.load_b_intrin(plan.element, plan.layout), b_tile, b_region)):
+                                     (BF, b_intrin, b_tile, b_region)):
         fragment_load(s[F], frag, km, intrin, shape, region)
     for S in (AS, BS):
         st = s[S]

@@ -139,8 +139,12 @@ class _Call:
             self.ldmatrix(frag, (b, tile + (lane % 16) * ld + (lane // 16) * 8), 4, False)
         elif layout == "b_kn":     # ldmatrix.x2.trans, rows l % 16
             self.ldmatrix(frag, (b, tile + (lane % 16) * ld), 2, True)
-        else:                      # b_nk: ldmatrix.x2, rows l % 8, columns (l / 8 % 2) * 8
+        elif layout == "b_kn_x4":  # ldmatrix.x4.trans, rows l % 16, columns (l / 16) * 8
+            self.ldmatrix(frag, (b, tile + (lane % 16) * ld + (lane // 16) * 8), 4, True)
+        elif layout == "b_nk":     # ldmatrix.x2, rows l % 8, columns (l / 8 % 2) * 8
             self.ldmatrix(frag, (b, tile + (lane % 8) * ld + (lane // 8 % 2) * 8), 2, False)
+        else:                      # b_nk_x4: ldmatrix.x4, rows l % 8 + (l / 16) * 8, columns (l / 8 % 2) * 8
+            self.ldmatrix(frag, (b, tile + (lane % 8 + lane // 16 * 8) * ld + (lane // 8 % 2) * 8), 4, False)
 
     def rule_mma(self, acc: str) -> None:
         self.mma(*(self.pointer(x) for x in self.s.value.args), acc)

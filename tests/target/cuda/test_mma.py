@@ -41,11 +41,28 @@ def test_gemm_64_matches_numpy_on_both_engines(element, acc, layout):
     assert "__shared__ __align__(16)" in cuda          # ldmatrix's rows are 16-byte aligned
     ptx = mod.get_source("ptx")
     assert "mma.sync.aligned.m16n8k16.row.col" in ptx
-    assert ("ldmatrix.sync.aligned.m8n8.x2.trans" if layout == "kn" else "ldmatrix.sync.aligned.m8n8.x2.shared") in ptx
+    # (the default warp tile is 16 wide: B's two fragments in one ldmatrix.x4)
+    assert ("ldmatrix.sync.aligned.m8n8.x4.trans" if layout == "kn" else "ldmatrix.sync.aligned.m8n8.x4.shared") in ptx
     c, ref = run(mod, 64, 64, 64, element, acc, layout)
     np.testing.assert_allclose(c, ref, **TOL[acc])
     simt, _ = run(mod, 64, 64, 64, element, acc, layout, engine="simt")
     np.testing.assert_array_equal(simt, c)           # the same layouts, the same summation order
+
+
+@pytest.mark.parametrize("layout", ["kn", "nk"])
+@pytest.mark.parametrize("WN, x", [(8, "x2"), (32, "x4")])
+def test_b_fragments_one_or_two_an_ldmatrix(layout, WN, x):
+    """A warp tile 8 wide loads B's fragment with ldmatrix.x2, one 16k wide two at a time with
+    .x4; both give numpy's product on both engines."""
+    s, args = tc.gemm(64, 64, 32, "float16", "float32", layout, BM=32, BN=64, BK=32, WM=16, WN=WN)
+    mod = sl.build(s, args, target="cuda -arch=sm_80")
+    trans = ".trans" if layout == "kn" else ".shared"
+    ptx = mod.get_source("ptx")
+    assert f"ldmatrix.sync.aligned.m8n8.{x}{trans}" in ptx
+    c, ref = run(mod, 64, 64, 32, "float16", "float32", layout)
+    np.testing.assert_allclose(c, ref, **TOL["float32"])
+    simt, _ = run(mod, 64, 64, 32, "float16", "float32", layout, engine="simt")
+    np.testing.assert_array_equal(simt, c)
 
 
 def test_several_blocks_and_k_steps_with_bounds_checks():

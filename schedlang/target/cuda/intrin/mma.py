@@ -149,7 +149,12 @@ def _loads(element: str):
              (f"sl_mma_load_b_kn_{e}", LDMATRIX[2, True], "tile + (l % 16) * ld",
               "the B fragment of a 16x8 tile stored [k][n] (transposed on the way)"),
              (f"sl_mma_load_b_nk_{e}", LDMATRIX[2, False], "tile + (l % 8) * ld + (l / 8 % 2) * 8",
-              "the B fragment of a tile stored [n][k] (8x16)")]
+              "the B fragment of a tile stored [n][k] (8x16)"),
+             # two n8 fragments in one ldmatrix.x4: half the instructions for a warp tile's B
+             (f"sl_mma_load_b_kn_x4_{e}", LDMATRIX[4, True], "tile + (l % 16) * ld + (l / 16) * 8",
+              "the B fragments of a 16x16 tile stored [k][n] (columns 0-7, then 8-15)"),
+             (f"sl_mma_load_b_nk_x4_{e}", LDMATRIX[4, False], "tile + (l % 8 + l / 16 * 8) * ld + (l / 8 % 2) * 8",
+              "the B fragments of a 16x16 tile stored [n][k] (rows 0-7, then 8-15)")]
     out = {}
     for name, ld, address, what in specs:
         out[name] = register(DeviceFunction(name, f"""
@@ -231,22 +236,29 @@ def load_a_intrin(element: str = "float16"):
     return sl.decl_tensor_intrin(frag.op, body, name=f"mma_load_a_{element}", binds=binds)
 
 
-def load_b_intrin(element: str = "float16", layout: str = "kn"):
-    """B_frag = B_shared on a B tile of the mma: stored [k][n] (16x8, ldmatrix.x2.trans) or
-    [n][k] (8x16, ldmatrix.x2); the fragment keeps the shared tile's layout."""
+def load_b_intrin(element: str = "float16", layout: str = "kn", n: int = 8):
+    """B_frag = B_shared on B tiles of the mma: stored [k][n] (16 x n, ldmatrix.trans) or [n][k]
+    (n x 16); n = 8 loads one fragment (ldmatrix.x2), n = 16 two (ldmatrix.x4, the fragment of
+    n 0-7 first). The fragment keeps the shared tile's layout; "nk" with n = 16 needs a fragment
+    buffer 16 wide (schedule_matmul's), where the second 8 x 16 tile follows the first."""
     _check(element)
     if layout not in ("kn", "nk"):
         raise ValueError(f"load_b_intrin: layout is 'kn' (B[k, n]) or 'nk' (B[n, k]), not {layout!r}")
-    shape = (16, 8) if layout == "kn" else (8, 16)
+    if n not in (8, 16):
+        raise ValueError(f"load_b_intrin: n is 8 (one fragment) or 16 (two), not {n!r}")
+    shape = (16, n) if layout == "kn" else (n, 16)
     src = sl.placeholder(shape, element, name="b_shared")
     frag = sl.compute(shape, lambda r, c: src[r, c], name="b_frag")
     binds = {src: _handle(shape, element, "b_shared", "shared", 8), frag: _handle(shape, element, "b_frag", WARP)}
-    fn = LOADS[element][f"sl_mma_load_b_{layout}_{ELEMENTS[element][0]}"]
+    x4 = "_x4" if n == 16 else ""
+    fn = LOADS[element][f"sl_mma_load_b_{layout}{x4}_{ELEMENTS[element][0]}"]
 
     def body(ins, outs):
-        return sl.call_extern("int32", fn.name, fragment_address(outs[0], *shape), ins[0].access_ptr("r"),
+        # (the address of the first fragment: the second is the next tile either way)
+        first = (16, 8) if layout == "kn" else (8, 16)
+        return sl.call_extern("int32", fn.name, fragment_address(outs[0], *first), ins[0].access_ptr("r"),
                               ins[0].strides[0])
-    return sl.decl_tensor_intrin(frag.op, body, name=f"mma_load_b_{layout}_{element}", binds=binds)
+    return sl.decl_tensor_intrin(frag.op, body, name=f"mma_load_b_{layout}{x4}_{element}", binds=binds)
 
 
 def mma_intrin(element: str = "float16", acc: str = "float32", layout: str = "kn"):
