@@ -52,7 +52,8 @@ def configurations(shared_limit: int):
 
 
 def label(c: dict) -> str:
-    return f"{c['BM']}x{c['BN']}x{c['BK']} w{c['WM']}x{c['WN']} s{c['stages']}"
+    return f"{c['BM']}x{c['BN']}x{c['BK']} w{c['WM']}x{c['WN']} s{c['stages']}" + (" pf" if c.get("prefetch_fragments")
+                                                                                else "")
 
 
 def main(argv=None) -> int:
@@ -63,13 +64,16 @@ def main(argv=None) -> int:
     p.add_argument("--shared-kb", type=int, default=227, help="shared memory a block may take, KB (default 227)")
     p.add_argument("--only", nargs="+", default=(), metavar="LABEL",
                    help='only these configurations, by label (e.g. "128x128x32 w64x64 s2")')
+    p.add_argument("--prefetch", action="store_true",
+                   help="double-buffer the warps' fragments (schedule_matmul's prefetch_fragments; label ' pf')")
     opts = p.parse_args(argv)
     target = sl.Target("cuda", sl.CUDAOptions(max_shared_memory_per_block=opts.shared_kb * 1024))
     import torch
     from schedlang.target.cuda.gpu import gpu_problem
     on_gpu = gpu_problem() is None
     n = opts.n
-    configs = [c for c in configurations(opts.shared_kb * 1024) if not opts.only or label(c) in opts.only]
+    configs = [dict(c, prefetch_fragments=True) if opts.prefetch else c for c in configurations(opts.shared_kb * 1024)]
+    configs = [c for c in configs if not opts.only or label(c) in opts.only]
     configs = configs[:opts.limit or None]
     if on_gpu:
         g = torch.Generator().manual_seed(0)

@@ -54,12 +54,14 @@ from ..expr.nodes import Broadcast, Buffer, Const, Expr, Load
 from ..loop.functor import StmtMutator, substitute_stmt, walk_stmts
 from ..loop.simplify import simplify_stmt
 from ..loop.nodes import SERIAL, Allocate, Barrier, For, IfThen, Seq, Stmt, Store, seq
+from ..schedule.placement import FRAGMENT_SCOPES
 from .thread_sync import call_output, read_exprs
 
 STAGE = "double buffer"
 PRAGMA = "double_buffer_scope"
 STAGES_PRAGMA = "pipeline_stages"      # (buffer name, n) of a stage pipelined over n > 2 buffers
 ALIGN_BYTES = 16       # each half starts 16-byte aligned, so float4 accesses stay aligned
+FRAGMENT_LANES = 32    # a fragment-scope buffer (tensor-core registers) is held by a warp's 32 lanes
 
 
 def _top_items(s: Stmt, allocs: List[Buffer]) -> List[Stmt]:
@@ -172,9 +174,12 @@ def double_buffer_loop(loop: For, names: List[str], stages: int = 2, copies=None
                     "fetch could overwrite data other threads still read")
     remap = {}
     for b in db:
+        # a fragment buffer's elements are spread over the warp's lanes and its accesses index
+        # one lane's part: its copies are a lane's part apart
+        lanes = FRAGMENT_LANES if b.scope in FRAGMENT_SCOPES else 1
         align = max(1, ALIGN_BYTES // b.dtype.bytes)
-        stride = ceil_div(b.size, align) * align
-        remap[b] = (Buffer(b.name, (stages * stride,), b.dtype, b.scope), stride)
+        stride = ceil_div(ceil_div(b.size, lanes), align) * align
+        remap[b] = (Buffer(b.name, (stages * stride * lanes,), b.dtype, b.scope), stride)
     i, n = loop.var, loop.extent
     fetch = seq(*producers)
     asynchronous = copies is not None and any(copies.issues(x) for x in producers)

@@ -194,12 +194,14 @@ def _same_vars(indices, want) -> bool:
 
 def schedule_matmul(s, C, layout: str = "kn", BM: int = 64, BN: int = 64, BK: int = 32, WM: int = 32,
                     WN: int = 16, check: bool = True, load_b=None, pad: int = 0, async_copy: bool = False,
-                    stages: int = 1):
+                    stages: int = 1, prefetch_fragments: bool = False):
     """The tensor-core schedule of C = matmul(A, B, acc, layout); returns s. ValueError (with
     check) for shapes that are not whole tiles. load_b replaces the B fragment's intrinsic
     (tests of wrong layouts); pad (8: rows 16k + 8 elements apart, storage_align) moves
     ldmatrix's rows to other banks; async_copy fetches with cp.async, 16 bytes a thread;
-    stages > 1 pipelines the shared stages over the k steps. A batch matmul (3-D C) runs a
+    stages > 1 pipelines the shared stages over the k steps; prefetch_fragments double-buffers
+    the warp's A and B fragments over the 16-deep slices of a k step (the next slice's ldmatrix
+    issued before this one's mma, as CUTLASS's warp loop). A batch matmul (3-D C) runs a
     batch element per blockIdx.z, the tiles as above."""
     from ..target.cuda.intrin import copy, mma     # (the cuda target's library, loaded when used)
     A, B = operands(C, "schedule_matmul (tensor cores)")
@@ -249,6 +251,8 @@ def schedule_matmul(s, C, layout: str = "kn", BM: int = 64, BN: int = 64, BK: in
     for F, intrin, tile, region in ((AF, mma.load_a_intrin(element), (16, 16), (WM, 16)),
                                     (BF, b_intrin, b_tile, b_region)):
         fragment_load(s[F], s[CF], km, intrin, tile, region)
+        if prefetch_fragments:
+            s[F].double_buffer()
     for S in (AS, BS):
         s[S].compute_at(s[CF], ko)
         if pad:

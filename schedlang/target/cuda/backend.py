@@ -161,14 +161,15 @@ def check_shared_stage(st) -> None:
 
 
 def check_double_buffer(st) -> None:
-    """A double-buffered stage is computed at a serial loop, in shared or local memory."""
+    """A double-buffered stage is computed at a serial loop, in shared or local memory or in
+    tensor-core fragments (scope warp: the next fragments loaded while these are used)."""
     if st.attach_type != "at":
         raise ScheduleError("double_buffer", st.name, "is computed at the root; a stage gets two buffers to fill "
                             "in turn at the iterations of the loop it is computed at",
                             hint=f"s[{st.name}].compute_at(s[C], ko) with ko the outer reduction loop that reads it")
-    if (st.scope or "local") not in ("shared", "local"):
+    if (st.scope or "local") not in ("shared", "local", "warp"):
         raise ScheduleError("double_buffer", st.name, f"is stored in {st.scope} memory; double buffering is for "
-                            "shared or local stages", choices=("shared", "local"))
+                            "shared, local or warp (mma fragment) stages", choices=("shared", "local", "warp"))
     ann = st.attach_stage.annotations.get(st.attach_ivar)
     if ann is not None:
         raise ScheduleError("double_buffer", st.name, f"is computed at loop '{st.attach_ivar.name}' of "

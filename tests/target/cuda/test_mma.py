@@ -191,3 +191,22 @@ def test_the_topi_tensorcore_functions_refuse_what_they_do_not_take():
     X = sl.compute((64, 64), lambda i, j: A[i, j] * 2, name="X")
     with pytest.raises(ValueError, match="not a matmul's output"):
         tc.schedule_matmul(sl.create_schedule(X.op), X)
+
+
+@pytest.mark.parametrize("layout", ["kn", "nk"])
+@pytest.mark.parametrize("kw", [dict(stages=1), dict(stages=2, async_copy=True, pad=8), dict(stages=3, async_copy=True)],
+                         ids=["plain", "pipelined", "three-stages"])
+def test_prefetched_fragments_match_numpy_on_both_engines(layout, kw):
+    """prefetch_fragments double-buffers the warp's fragments over the k step's 16-deep slices:
+    each lane's part of a fragment buffer twice (a lane's part apart, not the warp's tile), the
+    next slice's ldmatrix before this one's mma; numpy's product on both engines."""
+    s, args = tc.gemm(64, 32, 128, "float16", "float32", layout, BM=32, BN=32, BK=64, WM=16, WN=16,
+                      prefetch_fragments=True, **kw)
+    mod = sl.build(s, args, target="cuda -arch=sm_80")
+    cuda = mod.get_source("cuda")
+    assert "__half A_shared_warp[16];" in cuda and "__half B_shared_warp[16];" in cuda   # 2 x (256 / 32) a lane
+    assert "% 2 * 8]" in cuda                                                          # the copies a lane's part apart
+    c, ref = run(mod, 64, 32, 128, "float16", "float32", layout)
+    np.testing.assert_allclose(c, ref, **TOL["float32"])
+    simt, _ = run(mod, 64, 32, 128, "float16", "float32", layout, engine="simt")
+    np.testing.assert_array_equal(simt, c)
