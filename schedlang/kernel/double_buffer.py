@@ -65,11 +65,13 @@ FRAGMENT_LANES = 32    # a fragment-scope buffer (tensor-core registers) is held
 
 
 def _top_items(s: Stmt, allocs: List[Buffer]) -> List[Stmt]:
-    """The statements at the top of a loop body, through sequences and allocations (collected)."""
+    """The statements at the top of a loop body, through sequences and allocations (collected,
+    each buffer once: an unrolled loop's copies allocate the same buffer in turn)."""
     if isinstance(s, Seq):
         return [x for c in s.stmts for x in _top_items(c, allocs)]
     if isinstance(s, Allocate):
-        allocs.append(s.buffer)
+        if s.buffer not in allocs:
+            allocs.append(s.buffer)
         return _top_items(s.body, allocs)
     return [s]
 

@@ -135,3 +135,29 @@ def test_with_virtual_threads_the_tutorial_gemm_fetches_ahead_once_per_step():
     assert_close(arrays[2], sl.reference([args[2]], feed)[0], "float32", name="C")
     assert profile.barriers == 9 * (1 + 4)         # 9 blocks, K = 13 in 4 steps of 4
     assert "__shared__ float A_shared[128];" in mod.get_source()
+
+
+def test_a_buffer_allocated_by_each_unrolled_copy_is_hoisted_once():
+    """An unrolled loop inside the double-buffered loop allocates its register stage in each
+    copy (the same buffer, in turn): the pass hoists that allocation once (a second Allocate
+    of it inside the first is malformed IR; the tensor-core GEMM with its k slices unrolled
+    met it), and the copies keep their order."""
+    from schedlang.dtypes import dtype
+    from schedlang.expr.nodes import Buffer, Const, Load, Var
+    from schedlang.kernel.double_buffer import double_buffer_loop
+    from schedlang.loop.nodes import Allocate, Barrier, For, Store, seq
+    from schedlang.loop.verify import verify_stmt
+    f32, i32 = dtype("float32"), dtype("int32")
+    A, out = Buffer("A", (64,), f32), Buffer("out", (8,), f32)
+    S, R = Buffer("S", (4,), f32, "shared"), Buffer("R", (1,), f32, "local")
+    ko = Var("ko", i32)
+    fetch = seq(*(Store(S, (Const(t),), Load(A, (ko * 4 + t,))) for t in range(4)))
+    copies = [Allocate(R, seq(Store(R, (Const(0),), Load(S, (Const(u),))),
+                              Store(out, (ko,), Load(out, (ko,)) + Load(R, (Const(0),)))))
+              for u in range(2)]
+    loop = For(ko, 8, Allocate(S, seq(fetch, Barrier("shared"), *copies, Barrier("shared"))),
+               pragmas=(("double_buffer_scope", "S"),))
+    body = double_buffer_loop(loop, ["S"])
+    verify_stmt(body, [A, out], flat=True)
+    text = str(body)
+    assert text.count("alloc R") == 1 and text.count("alloc S") == 1
