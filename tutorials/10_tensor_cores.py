@@ -62,8 +62,9 @@ TARGET = "cuda -arch=sm_80"          # cp.async and mma.sync m16n8k16 need sm_80
 # loads its A fragments (16 x 16) and B fragments (16 x 8) into registers (cache_read "warp")
 # and multiplies them. Three `tensorize` calls replace loop nests by the intrinsics of
 # schedlang.target.cuda.intrin.mma:
-#   load_a_intrin / load_b_intrin: a 16 x 16 (16 x 8) tile of shared memory -> a fragment,
-#     one `ldmatrix.x4` (`.x2.trans`: B is stored [k][n], the fragment wants it [n][k]),
+#   load_a_intrin / load_b_intrin: a 16 x 16 tile of shared memory -> A's fragment, one
+#     `ldmatrix.x4`; B's 16 x 8 fragments two at a time where the warp tile is 16 wide (as
+#     here), one `ldmatrix.x4.trans` (`.trans`: B is stored [k][n], the fragment wants it [n][k]),
 #   mma_intrin: the fragment product, `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`,
 #   store_c_intrin: the accumulator fragment -> its 16 x 8 tile of C.
 # ldmatrix: the warp's 32 lanes each give the address of one 16-byte row of shared memory;
