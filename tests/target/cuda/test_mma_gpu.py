@@ -27,12 +27,17 @@ def _sm80():
     ("bfloat16", "float32", dict(async_copy=True, stages=3)),
     ("float16", "float16", dict(BM=128, BN=128, WM=64, WN=32, async_copy=True, stages=2, pad=8)),
     # 74 KB of shared memory: dynamic shared memory, the launch opting in
-    ("float16", "float32", dict(BM=128, BN=128, BK=32, WM=64, WN=64, async_copy=True, stages=4, pad=8))])
+    ("float16", "float32", dict(BM=128, BN=128, BK=32, WM=64, WN=64, async_copy=True, stages=4, pad=8)),
+    # the fragments double-buffered, nk: B's two fragments an ldmatrix.x4 (non-transposed)
+    ("bfloat16", "float32", dict(BM=128, BN=64, BK=64, WM=64, WN=32, async_copy=True, stages=3, pad=8,
+                                 prefetch_fragments=True, layout="nk"))])
 def test_tensor_core_gemm_on_the_gpu_matches_the_emulation(element, acc, tiles):
     M, N, K = 256, 128, 192
-    s, args = tc.gemm(M, N, K, element, acc, **tiles)
+    tiles = dict(tiles)
+    layout = tiles.pop("layout", "kn")
+    s, args = tc.gemm(M, N, K, element, acc, layout, **tiles)
     mod = sl.build(s, args, target=sl.Target("cuda", sl.CUDAOptions(max_shared_memory_per_block=160 * 1024)))
-    (a, b), ref = operands(M, N, K, element)
+    (a, b), ref = operands(M, N, K, element, layout)
     emulated = np.zeros((M, N), acc)
     mod.emulate(a, b, emulated, engine="shim")
     dtype = getattr(torch, element)
