@@ -93,10 +93,10 @@ class DSLKernel:
 class FrontendKernel:
     """A torch module compiled by schedlang.torch with target="cuda" (its default schedules)."""
 
-    def __init__(self, module, inputs):
+    def __init__(self, module, inputs, target="cuda"):
         import schedlang.torch as st
         self.module = module
-        self.compiled = st.compile(module, inputs, target="cuda")
+        self.compiled = st.compile(module, inputs, target=target)
 
     def notes(self) -> dict:
         info = {}
@@ -227,13 +227,17 @@ def rows(small: bool) -> List[Row]:
                    "cuBLAS, no TF32", 2.0 * n ** 3, "TFLOP/s", rtol=1e-3, atol=1e-2, setup=_no_tf32))
     m, k, h = (64, 128, 64) if small else (4096, 4096, 4096)
 
-    def linear(dev, m=m, k=k, h=h):
+    def linear(dev, m=m, k=k, h=h, target="cuda"):
         torch.manual_seed(0)
         lin = torch.nn.Linear(k, h).half().to(dev).requires_grad_(False)
-        return FrontendKernel(lin, [torch.zeros(m, k, dtype=torch.float16, device=dev)])
+        return FrontendKernel(lin, [torch.zeros(m, k, dtype=torch.float16, device=dev)], target)
     out.append(Row("Linear float16 (frontend default)", f"{m}x{k} -> {h}", linear,
                    _inputs(_randn((m, k), "float16")), None, "cuBLAS (F.linear)", 2.0 * m * k * h, "TFLOP/s",
                    rtol=1e-2, atol=0.1))
+    # the same with shared memory beyond 48 KB a block: 128 x 128 blocks (tensorcore_schedules.LARGE)
+    out.append(Row("Linear float16 (frontend, 227 KB shared)", f"{m}x{k} -> {h}",
+                   lambda dev: linear(dev, target=TC_TARGET), _inputs(_randn((m, k), "float16")), None,
+                   "cuBLAS (F.linear)", 2.0 * m * k * h, "TFLOP/s", rtol=1e-2, atol=0.1))
     rows_, d = (64, 1024) if small else (8192, 4096)
     out.append(Row("SiluAndMul float32", f"{rows_}x{2 * d} -> {rows_}x{d}", lambda dev: silu_and_mul(rows_, d),
                    _inputs(_randn((rows_, 2 * d), "float32")), lambda x: F.silu(x[:, :d]) * x[:, d:], "copy",

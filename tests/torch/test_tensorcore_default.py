@@ -99,3 +99,22 @@ def test_a_dsl_matmul_with_a_float32_output_takes_tensor_cores():
     c = np.zeros((64, 32), "float32")
     mod.emulate(a, b, c, engine="simt")
     np.testing.assert_allclose(c, a.astype("float64") @ b.astype("float64").T, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("limit_kb, tile", [(48, "linear_mm[4096]"), (227, "linear_mm[16384]")])
+def test_a_target_with_more_shared_memory_gets_128_by_128_blocks(limit_kb, tile):
+    """Where the shapes are whole 128 x 128 blocks and the target lets a block take ~104 KB of
+    shared memory (sm_80+ opt in), the Linear's block is 128 x 128 (four 64 x 64 warps, its
+    float32 tile in shared memory for the epilogue); at the default 48 KB, 64 x 64. Both match
+    eager torch on the emulation."""
+    import schedlang as sl
+    target = sl.Target("cuda", sl.CUDAOptions(max_shared_memory_per_block=limit_kb * 1024))
+    torch.manual_seed(0)
+    lin, x = nn.Linear(64, 256).half().requires_grad_(False), torch.randn(128, 64, dtype=torch.float16)
+    with torch.no_grad():
+        compiled = st.compile(lin, (x,), target=target)
+        got = compiled.emulate(x, engine="shim")
+    src = compiled.ir("target")
+    assert f"__shared__ float {tile};" in src and "sl_mma_m16n8k16_f32_f16(" in src
+    want = F.linear(x.float(), lin.weight.float(), lin.bias.float())
+    torch.testing.assert_close(got.float(), want, **TOL[torch.float16])
