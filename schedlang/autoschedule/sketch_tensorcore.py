@@ -64,16 +64,9 @@ def _tile_pick(trace: Trace, key: str, options: List[List[int]]) -> List[int]:
     return list(trace.pick(key, lambda rng: rng.choice(options), lambda v: isinstance(v, list) and v in options))
 
 
-def _padded(row: int, pad: int) -> int:
-    """The row stride storage_align(row, 16, pad) gives a shared tile's row of `row` elements."""
-    return row if not pad else row + (pad - row) % 16
-
-
 def shared_bytes(g: tc.GemmShape, BM: int, BN: int, BK: int, pad: int, stages: int) -> int:
     """The shared memory of the A and B tiles, all stages."""
-    a = BM * _padded(BK, pad)
-    b = BK * _padded(BN, pad) if g.layout == "kn" else BN * _padded(BK, pad)
-    return 2 * stages * (a + b)
+    return tc.pipeline_shared_bytes(g.layout, BM, BN, BK, pad, stages)
 
 
 def tensor_core_tile(trace: Trace, s, st, target) -> None:

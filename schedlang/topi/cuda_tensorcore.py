@@ -276,6 +276,19 @@ def schedule_matmul(s, C, layout: str = "kn", BM: int = 64, BN: int = 64, BK: in
     return s
 
 
+def padded_row(row: int, pad: int) -> int:
+    """The row stride storage_align(row, 16, pad) gives a shared tile's row of `row` elements."""
+    return row if not pad else row + (pad - row) % 16
+
+
+def pipeline_shared_bytes(layout: str, BM: int, BN: int, BK: int, pad: int, stages: int,
+                          element_bytes: int = 2) -> int:
+    """The shared memory of schedule_matmul's A and B tiles, every stage."""
+    a = BM * padded_row(BK, pad)
+    b = BK * padded_row(BN, pad) if layout == "kn" else BN * padded_row(BK, pad)
+    return element_bytes * stages * (a + b)
+
+
 def b_fragments(element: str, layout: str, WN: int):
     """(intrinsic, tile, region) of a warp's B fragments at a 16-deep k step: the region 16 x WN
     ("kn") or WN x 16 ("nk"), loaded two fragments an ldmatrix.x4 where WN allows (half the

@@ -25,7 +25,7 @@ from ..dtypes import dtype
 from ..expr.functor import walk
 from ..tensor import thread_axis
 from ..tensor.op import ComputeOp, PlaceholderOp, TensorRead
-from ..topi.cuda_tensorcore import b_fragments, fragment_load
+from ..topi.cuda_tensorcore import b_fragments, fragment_load, pipeline_shared_bytes
 from .fuse import matmul_operands
 
 ELEMENTS = ("float16", "bfloat16")
@@ -133,7 +133,7 @@ def tensorcore_plan(s, anchor, matmuls: List, target) -> Optional[Plan]:
     BK = _divisor(K, (32, 16))
     stages = 2 if direct and BK is not None and K > BK else 1
     if (M % LARGE[0] or N % LARGE[1] or BK != 32
-            or shared_bytes(layout, element, acc, *LARGE, BK, stages) > target.max_shared_memory_per_block):
+            or plan_shared_bytes(layout, element, acc, *LARGE, BK, stages) > target.max_shared_memory_per_block):
         BM, BN = _divisor(M, (64, 32, 16)), _divisor(N, (64, 32, 16, 8))
     else:
         BM, BN = LARGE          # where the target lets a block take the shared memory (sm_80+ opt in)
@@ -145,11 +145,10 @@ def tensorcore_plan(s, anchor, matmuls: List, target) -> Optional[Plan]:
                 stages=stages)
 
 
-def shared_bytes(layout: str, element: str, acc: str, BM: int, BN: int, BK: int, stages: int) -> int:
-    """The shared memory of a plan's kernel: the A and B tiles of every stage (rows padded by
-    PAD) and the BM x BN accumulator tile the epilogue reads."""
-    a, b = BM * (BK + PAD), (BK * (BN + PAD) if layout == "kn" else BN * (BK + PAD))
-    return stages * (a + b) * dtype(element).bytes + BM * BN * dtype(acc).bytes
+def plan_shared_bytes(layout: str, element: str, acc: str, BM: int, BN: int, BK: int, stages: int) -> int:
+    """The shared memory of a plan's kernel: the A and B tiles of every stage and the BM x BN
+    accumulator tile the epilogue reads."""
+    return pipeline_shared_bytes(layout, BM, BN, BK, PAD, stages, dtype(element).bytes) + BM * BN * dtype(acc).bytes
 
 
 def _bind(stage, ivar, tag: str) -> None:
