@@ -294,12 +294,13 @@ def test_avx2_tail_tile(blocks, cols, want):
 class OneByOne(nn.Module):
     """y = ReLU(1x1 cin -> wide), then a bottleneck's end: ReLU(1x1 mid -> wide (ReLU(1x1
     wide -> mid (y))) + y) (a kernel of one 1x1 over a blocked input with its residual:
-    _tail_tile's), then a 1x1 that reads the sum blocked."""
+    _tail_tile's), then a conv of kernel k that reads the sum blocked (k = 3: the sum's kernel
+    writes its padded copy)."""
 
-    def __init__(self, cin: int, mid: int, wide: int):
+    def __init__(self, cin: int, mid: int, wide: int, k: int = 1):
         super().__init__()
         self.c0, self.ca, self.c1 = nn.Conv2d(cin, wide, 1), nn.Conv2d(wide, mid, 1), nn.Conv2d(mid, wide, 1)
-        self.out = nn.Conv2d(wide, 8, 1)
+        self.out = nn.Conv2d(wide, 8, k, 1, k // 2)
         self.eval()
 
     def forward(self, x):
@@ -307,22 +308,25 @@ class OneByOne(nn.Module):
         return self.out(F.relu(self.c1(F.relu(self.ca(y))) + y))
 
 
-# Rows of 14 (a task a row: 5 + 5 + 4) in the default suite; a whole 7 x 7 plane (4 + 3) slow.
-@pytest.mark.parametrize("mid, wide, hw, plane", [
-    (32, 128, (5, 14), False),
-    pytest.param(64, 256, (7, 7), True, marks=pytest.mark.slow),
+# Rows of 14 (a task a row: 5 + 5 + 4) in the default suite; a padded result and a whole 7 x 7
+# plane (4 + 3) slow.
+@pytest.mark.parametrize("mid, wide, hw, plane, k", [
+    (32, 128, (5, 14), False, 1),
+    pytest.param(32, 128, (5, 14), False, 3, marks=pytest.mark.slow),
+    pytest.param(64, 256, (7, 7), True, 1, marks=pytest.mark.slow),
 ])
-def test_avx2_tail_tile_matches_eager(mid, wide, hw, plane):
+def test_avx2_tail_tile_matches_eager(mid, wide, hw, plane, k):
     """AVX2 kernels of one 1x1 over a blocked input of 16 output blocks or more, rows not a
     multiple of 4 columns, take _tail_tile's tile (the last column tile guarded), a task a
-    row or a channel tile's whole plane; bounds-checked, against eager torch."""
+    row or a channel tile's whole plane, writing a padded result or not; bounds-checked,
+    against eager torch."""
     torch.manual_seed(0)
-    model, x = OneByOne(3, mid, wide), torch.randn(1, 3, *hw)
+    model, x = OneByOne(3, mid, wide, k), torch.randn(1, 3, *hw)
     with torch.no_grad():
         want = model(x)
     cm = _match_eager(model, x, want, AVX2)
     tail = _tail_tile(16, wide // 8, hw[1])
-    tiles = [ch for k, _, ch in _nchwc_choices(cm, AVX2) if k == 1 and (ch.vecs, ch.wt) == tail]
+    tiles = [ch for taps, _, ch in _nchwc_choices(cm, AVX2) if taps == 1 and (ch.vecs, ch.wt) == tail]
     assert tiles and all(ch.plane == plane and ch.row_chunk == 1 for ch in tiles), _nchwc_choices(cm, AVX2)
 
 
