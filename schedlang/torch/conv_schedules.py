@@ -271,12 +271,41 @@ def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, w
     vecs, wt = nchwc_tile(target, blocks, cols, width, taps=outside)
     rt = row_tile(target, rows[-1] if rows else 1, vecs, wt) if row_tiles else 1
     pointwise = _pointwise_blocks(target, s, group, blocks // vecs) if rt == 1 else None
-    if not outside and _pointwise_blocked(target, s, group) and _plane_task(target, blocks // vecs, rows, cols):
+    blocked_1x1 = not outside and _pointwise_blocked(target, s, group)
+    tail = _tail_tile(target.native_registers(), blocks, cols) if blocked_1x1 and len(group.convs) == 1 else None
+    if tail is not None and (_plane_task(target, blocks // tail[0], rows, cols)
+                             or (pointwise is None and _row_chunk(target, s, group) == 1)):
+        vecs, wt = tail                   # (a whole plane, or a reduction in one pass: _tail_tile)
+        rt = row_tile(target, rows[-1] if rows else 1, vecs, wt) if row_tiles else 1
+    if blocked_1x1 and _plane_task(target, blocks // vecs, rows, cols):
         return NchwcChoice(vecs, wt, rt, None, outweighs, True, plane=True)    # (_pointwise_blocked says why)
     chunk = _row_chunk(target, s, group) if not outside else 1
     if chunk > 1:
         return NchwcChoice(vecs, wt, rt, None, outweighs, True, row_chunk=chunk)
     return NchwcChoice(vecs, wt, rt, pointwise, outweighs, outside)
+
+
+def _tail_tile(registers: int, blocks: int, cols: int) -> Optional[Tuple[int, int]]:
+    """The register tile (16 registers) of a kernel of one 1x1 convolution over a blocked
+    input whose reduction runs in one pass per column tile (no _row_chunk chunks; or a
+    whole-plane task) over rows that WIDE_POINTWISE_TILE does not divide (cols not a
+    multiple of 4, more than 4; ResNet-50's 14 and 7): 2 channel blocks by the fewest
+    columns that cover the row in as few tiles as the widest 2-block tile that fits the
+    registers would (16: 2 x 6 beside 2 weight vectors and a broadcast; rows of 14: 5 + 5 +
+    4, of 7: 4 + 3), the last tile guarded; None for other shapes (blocks odd or under
+    WIDE_TILE_MIN_BLOCKS: _pointwise_tile's). POINTWISE_TILE's 8 accumulators just cover Zen
+    3's 2 FMA pipes x 4 cycles of latency, loading 4 weight vectors a step; 2 x 5 has 10
+    and loads 2. ResNet-50's 1x1 256->1024 at 14x14 with its residual ran 1.07-1.23x faster
+    with 2 x 5 (2 x 4 1.11x, 2 x 6 1.12x), the whole-plane 7x7 512->2048 with its residual
+    1.10-1.11x, 2048->512 1.0-1.02x with 2 x 4 (Zen 3, one thread, CPU time, loaded;
+    benchmarks/results-conv-zen3-avx2.txt). Kept out: reductions chunked outside the row's
+    tiles (the guarded tail inside the chunk keeps LLVM from holding the tile in registers:
+    0.4-0.9x) and the 7x7 kernel summing a strided 1x1 shortcut (1.03-1.17x slower)."""
+    vecs, width = WIDE_POINTWISE_TILE
+    if blocks % vecs or blocks < WIDE_TILE_MIN_BLOCKS or cols % width == 0 or cols <= width:
+        return None
+    tiles = -(-cols // ((registers - 1 - vecs) // vecs))
+    return vecs, -(-cols // tiles)
 
 
 def _plane_task(target: Target, tiles: int, rows: list, cols: int) -> bool:
@@ -288,9 +317,9 @@ def _plane_task(target: Target, tiles: int, rows: list, cols: int) -> bool:
     return pixels is not None and pixels * cols <= MAX_PLANE_PIXELS and tiles >= 2 * threads(target)
 
 
-ROW_CHUNK = 16            # input channel blocks of a 1x1 reduction step outside a row's tiles (_row_chunk)
-ROW_CHUNK_MIN = 2 * ROW_CHUNK   # the fewest input channel blocks (all the kernel's reductions) chunked so
-ROW_CHUNK_MIN_WEIGHTS = 6 * ROW_CHUNK   # ... where the kernel's weights outweigh its inputs
+ROW_CHUNK = 8             # input channel blocks of a 1x1 reduction step outside a row's tiles (_row_chunk)
+ROW_CHUNK_MIN = 32        # the fewest input channel blocks (all the kernel's reductions) chunked so
+ROW_CHUNK_MIN_WEIGHTS = 96   # ... where the kernel's weights outweigh its inputs
 
 
 def _row_chunk(target: Target, s, group) -> int:
@@ -308,7 +337,14 @@ def _row_chunk(target: Target, s, group) -> int:
     0.88x, the strided shortcut kernels 0.86x (14x14), 0.90x (7x7), 0.96x (28x28); single 1x1s
     of 32 and 64 blocks whose weights are the larger (256->1024 at 14x14, 512->2048 at 7x7: a
     tile's whole reduction of weights, 32-64 KB, nearly fits L1) 1.04x slower, hence
-    ROW_CHUNK_MIN_WEIGHTS (Zen 1, one thread, CPU time, loaded; results-conv1x1-zen1-avx2.txt)."""
+    ROW_CHUNK_MIN_WEIGHTS (Zen 1, one thread, CPU time, loaded; results-conv1x1-zen1-avx2.txt).
+    ROW_CHUNK was 16 blocks there; on a Zen 3 chunks of 8 (a step's weights and input strip,
+    12 KB at 14x14 with 4 x 2 tiles where 16 blocks took 23 KB of the 32 KB L1) ran 1.01-1.11x
+    faster on every chunked ResNet-50 kernel (1024->256 14x14 1.09x, 256->64 56x56 1.11x,
+    the 14x14 and 28x28 shortcut pairs 1.05-1.08x), 4 blocks about as 8 (one thread, CPU time,
+    loaded; benchmarks/results-conv-zen3-avx2.txt). The chunk: the largest divisor of the
+    reductions' blocks up to ROW_CHUNK, or up to 2 * ROW_CHUNK where that is under half of
+    ROW_CHUNK (99 blocks: 11, not 3)."""
     from .schedules import static
     if target.native_registers() >= 32:
         return 1
@@ -321,7 +357,9 @@ def _row_chunk(target: Target, s, group) -> int:
         extents.append(extent)
     if sum(extents) < (ROW_CHUNK_MIN if _input_outweighs_weights(s, group) else ROW_CHUNK_MIN_WEIGHTS):
         return 1
-    return _divisor(math.gcd(*extents), ROW_CHUNK)
+    blocks = math.gcd(*extents)
+    chunk = _divisor(blocks, ROW_CHUNK)
+    return chunk if 2 * chunk >= ROW_CHUNK else _divisor(blocks, 2 * ROW_CHUNK)
 
 
 def _pointwise_blocked(target: Target, s, group) -> bool:

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 import schedlang as sl
 import schedlang.torch as st
 from schedlang.torch.conv_schedules import (MAX_PLANE_PIXELS, POINTWISE_TILE, SHORT_ROW_TILE, WIDE_POINTWISE_TILE,
-                                           _divisor, _short_odd_rows, nchwc_tile, row_tile)
+                                           _divisor, _short_odd_rows, _tail_tile, nchwc_tile, row_tile)
 
 from .helpers import compile_each
 
@@ -263,7 +263,7 @@ def test_avx2_pointwise_tile_with_a_column_tail_matches_eager(model_args, hw):
 # 2 x 4 tiles over rows of 8 in the default suite; with row chunks (112 blocks) slow.
 @pytest.mark.parametrize("cin, mid, wide, c, stride, hw, chunk", [
     (3, 16, 144, 128, 1, (9, 8), 1),
-    pytest.param(3, 128, 768, 128, 1, (11, 8), 16, marks=pytest.mark.slow),
+    pytest.param(3, 128, 768, 128, 1, (11, 8), 8, marks=pytest.mark.slow),    # 112 blocks: chunks of 8
 ])
 def test_avx2_wide_pointwise_tile_matches_eager(cin, mid, wide, c, stride, hw, chunk):
     """AVX2 1x1 kernels of 16 channel blocks or more over rows of a multiple of 4 columns take
@@ -275,6 +275,59 @@ def test_avx2_wide_pointwise_tile_matches_eager(cin, mid, wide, c, stride, hw, c
     cm = _match_eager(model, x, want, AVX2)
     wide_tiles = [ch for k, _, ch in _nchwc_choices(cm, AVX2) if k == 1 and (ch.vecs, ch.wt) == WIDE_POINTWISE_TILE]
     assert wide_tiles and any(ch.row_chunk == chunk for ch in wide_tiles), wide_tiles
+
+
+@pytest.mark.parametrize("blocks, cols, want", [
+    (128, 14, (2, 5)), (64, 7, (2, 4)),           # ResNet-50's rows of 14 (5 + 5 + 4) and 7 (4 + 3)
+    (16, 9, (2, 5)), (32, 13, (2, 5)), (16, 5, (2, 5)), (16, 6, (2, 6)), (18, 19, (2, 5)),
+    (32, 28, None), (16, 4, None), (16, 3, None),   # rows of 4k columns (2 x 4 whole), short rows
+    (8, 14, None), (17, 14, None),                 # under WIDE_TILE_MIN_BLOCKS, odd blocks
+])
+def test_avx2_tail_tile(blocks, cols, want):
+    """_tail_tile: 2 blocks by the fewest columns covering the row in as few tiles as 2 x 6."""
+    assert _tail_tile(16, blocks, cols) == want
+    if want is not None:
+        vecs, wt = want
+        assert vecs * wt + vecs + 1 <= 16 and -(-cols // wt) == -(-cols // 6)
+
+
+class OneByOne(nn.Module):
+    """y = ReLU(1x1 cin -> wide), then a bottleneck's end: ReLU(1x1 mid -> wide (ReLU(1x1
+    wide -> mid (y))) + y) (a kernel of one 1x1 over a blocked input with its residual:
+    _tail_tile's), then a conv of kernel k that reads the sum blocked (k = 3: the sum's kernel
+    writes its padded copy)."""
+
+    def __init__(self, cin: int, mid: int, wide: int, k: int = 1):
+        super().__init__()
+        self.c0, self.ca, self.c1 = nn.Conv2d(cin, wide, 1), nn.Conv2d(wide, mid, 1), nn.Conv2d(mid, wide, 1)
+        self.out = nn.Conv2d(wide, 8, k, 1, k // 2)
+        self.eval()
+
+    def forward(self, x):
+        y = F.relu(self.c0(x))
+        return self.out(F.relu(self.c1(F.relu(self.ca(y))) + y))
+
+
+# Rows of 14 (a task a row: 5 + 5 + 4) in the default suite; a padded result and a whole 7 x 7
+# plane (4 + 3) slow.
+@pytest.mark.parametrize("mid, wide, hw, plane, k", [
+    (32, 128, (5, 14), False, 1),
+    pytest.param(32, 128, (5, 14), False, 3, marks=pytest.mark.slow),
+    pytest.param(64, 256, (7, 7), True, 1, marks=pytest.mark.slow),
+])
+def test_avx2_tail_tile_matches_eager(mid, wide, hw, plane, k):
+    """AVX2 kernels of one 1x1 over a blocked input of 16 output blocks or more, rows not a
+    multiple of 4 columns, take _tail_tile's tile (the last column tile guarded), a task a
+    row or a channel tile's whole plane, writing a padded result or not; bounds-checked,
+    against eager torch."""
+    torch.manual_seed(0)
+    model, x = OneByOne(3, mid, wide, k), torch.randn(1, 3, *hw)
+    with torch.no_grad():
+        want = model(x)
+    cm = _match_eager(model, x, want, AVX2)
+    tail = _tail_tile(16, wide // 8, hw[1])
+    tiles = [ch for taps, _, ch in _nchwc_choices(cm, AVX2) if taps == 1 and (ch.vecs, ch.wt) == tail]
+    assert tiles and all(ch.plane == plane and ch.row_chunk == 1 for ch in tiles), _nchwc_choices(cm, AVX2)
 
 
 @pytest.mark.parametrize("blocks, cols, want", [
