@@ -174,3 +174,20 @@ def test_not_stored_beyond_the_size_cap(cache, monkeypatch):
     PackCache(specs, disk=True).values(state)
     assert pack_disk.stats.stores == 0 and not any((cache / pack_disk.FOLDER).glob("*" + disk.ENTRY_SUFFIX))
     assert os.path.isdir(cache)
+
+
+@pytest.mark.parametrize("memcmp", [True, False])
+def test_the_byte_comparison(monkeypatch, memcmp):
+    """pack_disk._equal by the C library's memcmp and by numpy's blocks (a size not a multiple
+    of 8 bytes or of a block; a difference in the last block, the tail, the first byte)."""
+    import numpy as np
+    if not memcmp:
+        monkeypatch.setattr(pack_disk, "_memcmp", lambda: None)
+        monkeypatch.setattr(pack_disk, "WORDS", 64)
+    a = np.random.default_rng(0).integers(0, 256, 8 * 64 * 3 + 13, dtype=np.uint8)
+    assert pack_disk._equal(a, a.copy()) and pack_disk._equal(a[:0], a[:0].copy())
+    assert not pack_disk._equal(a, a[:-1].copy())
+    for at in (0, 8 * 64 * 3 - 5, a.size - 1):
+        b = a.copy()
+        b[at] ^= 0x80
+        assert not pack_disk._equal(a, b)
