@@ -13,7 +13,8 @@ The parts are timed by wrapping the functions that do them (a part called inside
 counts in the outer one): model_cache.key_text (key: the graph's canonical text and the
 source hash), kernel_cache.read (disk: the model's entry and its kernels'), CachedModule
 construction (load: the library's checks, dlopen, symbol binding), PackCache.values
-(pack), the first call less pack (first fwd: kernels, fresh buffers' page faults,
+(pack: packing, or mapping what the filling process packed, schedlang/torch/pack_disk.py;
+its key and byte comparison included), the first call less pack (first fwd: kernels, fresh buffers' page faults,
 per-call Python), the cyclic garbage collector's passes outside all of these (gc: after
 torch.export, the first full pass walks what export left), and the rest (other).
 """

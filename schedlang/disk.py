@@ -30,7 +30,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 ENV = "SCHEDLANG_CACHE_DIR"
 TRAILER = b"\nschedlang-sha256:"     # + 64 hex digits of the bytes before it + "\n"
@@ -99,11 +99,18 @@ def _umask() -> int:
 def write_atomically(path, data: bytes, mode: int = 0o755) -> None:
     """Write path whole: into a new file of the same folder, then renamed over path, so a
     reader (or a concurrent writer) never sees part of a file. mode is masked by the umask."""
+    write_parts_atomically(path, [data], mode)
+
+
+def write_parts_atomically(path, parts: Sequence, mode: int = 0o755) -> None:
+    """write_atomically of the concatenation of parts (bytes-like objects: numpy arrays are
+    written from their memory, never joined into one copy)."""
     path = os.path.abspath(path)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=os.path.basename(path) + ".", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for part in parts:
+                f.write(part)
         os.chmod(tmp, mode & ~_umask())
         os.replace(tmp, path)
     except BaseException:
@@ -190,11 +197,11 @@ def read_entry(folder: str, key_text: str) -> Tuple[Optional[Tuple[dict, bytes]]
         return None, False
     entry = unpack_entry(data, key_text)
     if entry is not None:
-        _touch(path)
+        touch(path)
     return entry, entry is None
 
 
-def _touch(path: Path) -> None:
+def touch(path: Path) -> None:
     """Mark an entry used now (evict removes the least recently used first)."""
     try:
         os.utime(path)

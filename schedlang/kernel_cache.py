@@ -286,8 +286,8 @@ def _alias_text(inputs, outputs, target) -> Optional[str]:
 
 
 # ---------------------------------------------------------------- the folders
-FOLDERS = (FOLDER, "models", "nvrtc")   # every folder of compiled code this module answers for (models:
-                                        # schedlang/torch/model_cache.py)
+FOLDERS = (FOLDER, "models", "nvrtc", "packed")   # every folder of compiled code this module answers for
+                                                  # (models: torch/model_cache.py; packed: torch/pack_disk.py)
 
 
 def info() -> Dict[str, Dict[str, object]]:

@@ -25,7 +25,9 @@ the compiled module computes the tensor in torch at its first call and keeps it.
 computed again when a source changes as torch sees it: a new storage (data_ptr) or an
 in-place write through the tensor (`_version`: `w.copy_(...)` or an optimizer step under
 no_grad). A write through `w.data` bumps no version and is not seen (as autograd does not
-see it). The copy costs one more weight's worth of memory.
+see it). The copy costs one more weight's worth of memory. A compiled module's first call
+maps the constants an earlier process packed from the same weights, byte for byte, instead
+of packing them (pack_disk.py: its entries compare the weights' bytes).
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from ..build_pool import build_each
 from ..expr.extent import ceil_div
+from . import pack_disk
 from .pack_fast import pack_panels
 from .state import Version, key_of
 
@@ -216,10 +219,13 @@ def make(spec: PackSpec, tensors: Sequence):
 
 
 class PackCache:
-    """The packed tensors of one compiled module, each with the versions of its sources it was made from."""
+    """The packed tensors of one compiled module, each with the versions of its sources it was
+    made from. disk: the first call takes what it can from the entry an earlier process
+    stored (pack_disk.py) and stores one when it packed anything."""
 
-    def __init__(self, specs: Dict[str, PackSpec]):
+    def __init__(self, specs: Dict[str, PackSpec], disk: bool = False):
         self.specs = dict(specs)
+        self.disk = disk
         self._made: Dict[str, Tuple[object, object]] = {}
 
     def values(self, state: Dict[str, object]) -> Dict[str, object]:
@@ -231,8 +237,17 @@ class PackCache:
             if hit is None or any(s is not None and v.key != (keys[s] if s in keys else keys.setdefault(s, key_of(state[s])))
                                   for v, s in zip(hit[0], spec.sources)):
                 stale.append((name, spec, [None if s is None else state[s] for s in spec.sources]))
+        disk_key, found = None, {}
+        if stale and not self._made and self.disk and pack_disk.enabled():
+            disk_key = pack_disk.key_text(self.specs, state)
+            found = pack_disk.load(disk_key, self.specs, state) if disk_key is not None else {}
+        todo = [job for job in stale if job[0] not in found]
         # independent constants, made by a few threads (torch's copies release the GIL)
-        made = build_each(lambda job: make(job[1], job[2]), stale)
-        for (name, _, srcs), value in zip(stale, made):
-            self._made[name] = ([None if t is None else Version(t) for t in srcs], value)
-        return {name: self._made[name][1] for name in self.specs}
+        made = dict(zip((name for name, _, _ in todo), build_each(lambda job: make(job[1], job[2]), todo)))
+        made.update(found)
+        for name, _, srcs in stale:
+            self._made[name] = ([None if t is None else Version(t) for t in srcs], made[name])
+        values = {name: self._made[name][1] for name in self.specs}
+        if disk_key is not None and any(pack_disk.can_store(spec, state, made[name]) for name, spec, _ in todo):
+            pack_disk.store(disk_key, self.specs, state, values)
+        return values

@@ -69,7 +69,7 @@ class CompiledModule:
         self._state = ModuleState(graph.state_inputs, module)
         self._user_inputs = graph.user_inputs      # (a property that filters all inputs: 314 for MobileNetV2)
         self._warned_grad = False
-        self._packs = PackCache(self._plan.packs)    # weights packed once (prepack.py)
+        self._packs = PackCache(self._plan.packs, disk=True)    # weights packed once (prepack.py; on disk: pack_disk.py)
         self._prepared: Optional[_Prepared] = None
         # A target that builds static shapes only (cuda): a graph with size variables is lowered
         # and built again for each set of sizes it is called with (specialize()).

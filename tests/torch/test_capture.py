@@ -82,3 +82,37 @@ def test_compile_pauses_the_collector_and_restores_it():
     assert gc.isenabled()
     sl_compile(SiluAndMul(), (torch.randn(2, 8),))
     assert gc.isenabled()
+
+
+class _Cycle:
+    def __init__(self):
+        self.me = self
+
+
+def test_the_first_pause_moves_what_it_left_to_the_oldest_generation(monkeypatch):
+    """What the first pause of a process leaves (export's imports, mostly) goes to the oldest
+    generation without a pass; its garbage is found by the next full collection. Later pauses,
+    and a program that froze objects itself, are left to the collector as ever."""
+    import gc
+    import weakref
+    from schedlang.torch import gc_pause
+    monkeypatch.setattr(gc_pause, "_promoted", False)
+    with gc_pause.gc_paused():
+        kept, lost = _Cycle(), weakref.ref(_Cycle())
+    assert gc.get_freeze_count() == 0
+    assert any(o is kept for o in gc.get_objects(2)), "in the oldest generation"
+    gc.collect(1)
+    assert lost() is not None, "a young collection does not walk it"
+    gc.collect()
+    assert lost() is None, "the full collection frees the garbage"
+    with gc_pause.gc_paused():
+        later = _Cycle()
+    assert not any(o is later for o in gc.get_objects(2)), "once per process"
+    monkeypatch.setattr(gc_pause, "_promoted", False)
+    gc.freeze()
+    try:
+        with gc_pause.gc_paused():
+            mine = _Cycle()
+        assert not any(o is mine for o in gc.get_objects(2)) and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()

@@ -16,7 +16,7 @@ import torch
 import schedlang as sl
 import schedlang.torch as st
 from schedlang import build_cache, disk, kernel_cache
-from schedlang.torch import model_cache, runtime, zoo
+from schedlang.torch import model_cache, pack_disk, runtime, zoo
 from tests.helpers import compile_model_script, forbid_builds, run_json_child
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,9 +102,11 @@ def test_a_hit_skips_lowering_and_building(cache, monkeypatch):
     monkeypatch.setattr(sl, "build", _refuse)
     again = _compile(model, inputs)
     assert model_cache.stats.loads == 1 and isinstance(again._plan, model_cache.CachedPlan)
+    monkeypatch.setattr(pack_disk, "stats", pack_disk.PackDiskStats())
     with torch.no_grad():
         got = again(*inputs)
     torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert pack_disk.stats.loads == len(again._plan.packs) > 0, "the packed weights mapped from disk too"
     assert again.fallback_ops() == {}
     monkeypatch.undo()
     assert again.ir("tensor") == first.ir("tensor")        # lowered when asked
