@@ -29,6 +29,7 @@ import stat
 import tempfile
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -42,6 +43,18 @@ MAX_BYTES_ENV = "SCHEDLANG_CACHE_MAX_BYTES"
 DEFAULT_MAX_BYTES = 4 << 30
 STALE_TMP_S = 3600      # a temporary file older than this was left by a writer that died
 _fallback: Dict[str, Path] = {}       # unsafe folder -> the private folder used instead
+
+
+@dataclass
+class DiskStats:
+    """A cache folder's counts: loads: entries used; stores: entries written; rejected: entries
+    found but not usable (corrupt, truncated, another key); failed: stores that could not be
+    written."""
+
+    loads: int = 0
+    stores: int = 0
+    rejected: int = 0
+    failed: int = 0
 
 
 def cache_root() -> Path:

@@ -35,7 +35,7 @@ import tempfile
 import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Dict, Optional
@@ -43,26 +43,15 @@ from typing import Callable, Dict, Optional
 from .build_key import build_key
 from .tensor.serialize import to_json
 from .version import __version__
-from .disk import (MAX_BYTES_ENV, clear_folder, code_cache_enabled, entry_path, folder_info, max_bytes, read_entry,
-                   write_entry)
+from .disk import (MAX_BYTES_ENV, DiskStats, clear_folder, code_cache_enabled, entry_path, folder_info, max_bytes,
+                   read_entry, write_entry)
 
 ENABLED = True         # and unless SCHEDLANG_KERNEL_CACHE=0 (disk.code_cache_enabled)
 FOLDER = "kernels"
 FORMAT = 2         # 2: the levels' texts after the library in the payload, read on demand
 
 
-@dataclass
-class DiskStats:
-    """loads: builds answered from disk; stores: entries written; rejected: entries found but
-    not usable (corrupt, truncated, another key); failed: stores that could not be written."""
-
-    loads: int = 0
-    stores: int = 0
-    rejected: int = 0
-    failed: int = 0
-
-
-stats = DiskStats()
+stats = DiskStats()        # loads: builds answered from disk
 
 
 # ---------------------------------------------------------------- the key

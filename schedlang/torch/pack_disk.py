@@ -37,14 +37,13 @@ import json
 import mmap
 import os
 import struct
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, List, Optional
 
 import numpy as np
 import torch
 
-from ..disk import code_cache_enabled, entry_path, evict, max_bytes, touch, write_parts_atomically
+from ..disk import DiskStats, code_cache_enabled, entry_path, evict, max_bytes, touch, write_parts_atomically
 
 ENABLED = True
 FOLDER = "packed"
@@ -54,18 +53,7 @@ SAMPLE = 64                # bytes of each end of a source in the key text
 WORDS = 1 << 16            # 8-byte words compared per step (512 KiB each side: the L2 holds both)
 
 
-@dataclass
-class PackDiskStats:
-    """loads: constants taken from disk; stores: entries written; rejected: entries found but
-    not usable (corrupt, truncated, another key); failed: stores that could not be written."""
-
-    loads: int = 0
-    stores: int = 0
-    rejected: int = 0
-    failed: int = 0
-
-
-stats = PackDiskStats()
+stats = DiskStats()        # loads: constants taken from disk
 
 
 def enabled() -> bool:

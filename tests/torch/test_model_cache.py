@@ -102,7 +102,7 @@ def test_a_hit_skips_lowering_and_building(cache, monkeypatch):
     monkeypatch.setattr(sl, "build", _refuse)
     again = _compile(model, inputs)
     assert model_cache.stats.loads == 1 and isinstance(again._plan, model_cache.CachedPlan)
-    monkeypatch.setattr(pack_disk, "stats", pack_disk.PackDiskStats())
+    monkeypatch.setattr(pack_disk, "stats", pack_disk.DiskStats())
     with torch.no_grad():
         got = again(*inputs)
     torch.testing.assert_close(got, want, rtol=0, atol=0)

@@ -19,7 +19,7 @@ from schedlang.torch.prepack import PackCache, PackSpec
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv(disk.ENV, str(tmp_path / "cache"))
     monkeypatch.setenv(disk.CODE_CACHE_ENV, "1")
-    monkeypatch.setattr(pack_disk, "stats", pack_disk.PackDiskStats())
+    monkeypatch.setattr(pack_disk, "stats", pack_disk.DiskStats())
     return tmp_path / "cache"
 
 
@@ -138,7 +138,7 @@ def test_nothing_on_disk_with_the_kernel_cache_off(cache, monkeypatch):
     state, specs = _model()
     PackCache(specs, disk=True).values(state)
     PackCache(specs, disk=True).values(state)
-    assert pack_disk.stats == pack_disk.PackDiskStats()
+    assert pack_disk.stats == pack_disk.DiskStats()
     assert not (cache / pack_disk.FOLDER).exists()
 
 
