@@ -135,12 +135,11 @@ def tensorcore_plan(s, anchor, matmuls: List, target) -> Optional[Plan]:
     if (M % LARGE[0] or N % LARGE[1] or BK != 32
             or plan_shared_bytes(layout, element, acc, *LARGE, BK, stages) > target.max_shared_memory_per_block):
         BM, BN = _divisor(M, (64, 32, 16)), _divisor(N, (64, 32, 16, 8))
-    else:
-        BM, BN = LARGE          # where the target lets a block take the shared memory (sm_80+ opt in)
-    if None in (BM, BN, BK):
-        return None
-    WM, WN = min(LARGE_WARP, BM // 2) if BM == LARGE[0] else min(32, BM), \
-        min(LARGE_WARP, BN // 2) if BN == LARGE[1] else min(32, BN)
+        if None in (BM, BN, BK):
+            return None
+        WM, WN = min(32, BM), min(32, BN)
+    else:                       # where the target lets a block take the shared memory (sm_80+ opt in)
+        (BM, BN), WM, WN = LARGE, LARGE_WARP, LARGE_WARP
     return Plan(reads[0].tensor, reads[1].tensor, layout, element, acc, BM, BN, BK, WM, WN, async_copy=direct,
                 stages=stages)
 
