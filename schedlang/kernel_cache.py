@@ -91,10 +91,11 @@ def versions() -> Dict[str, str]:
 
 
 def key_text(key, target) -> str:
-    """The full text of a build_cache key (program, steps, argument stages, target, name)
-    for the resolved target, with versions(): what an entry stores and is compared with."""
-    program, steps, arg_stages, _, name = key
-    return json.dumps({"versions": versions(), "program": program, "steps": steps,
+    """The full text of a build_cache key (program, steps, store predicates, argument stages,
+    target, name) for the resolved target, with versions(): what an entry stores and is
+    compared with."""
+    program, steps, predicates, arg_stages, _, name = key
+    return json.dumps({"versions": versions(), "program": program, "steps": steps, "predicates": predicates,
                        "args": [list(a) for a in arg_stages], "name": name,
                        "target": {"kind": target.kind, "options": asdict(target.options)}},
                       sort_keys=True, default=str)

@@ -12,7 +12,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from ..errors import ScheduleError
 from ..expr.bounds import const_bounds
-from ..expr.functor import rewrite_post_order, substitute, uses_var
+from ..expr.functor import free_vars, rewrite_post_order, substitute, uses_var
 from ..expr.equality import key
 from ..expr.nodes import FAST_MATH_MARKER, Buffer, Call, Const, Expr, Load, Var, binary, logical
 from ..expr.simplify import simplify
@@ -139,9 +139,12 @@ class _FuncBuilder:
         if plan.tensorize is not None:          # the loops under an axis computed by an intrinsic
             return tensorized_nest(self, plan, value, ranges, buffers, store_idx, vmap, guards)
         body = op.body
+        if isinstance(body, Reduce) and cross_thread.thread_reduce_leaf(plan) is not None:
+            # a reduce axis bound to threadIdx.x; its store predicate says who stores the result
+            return cross_thread.cross_thread_nest(self, plan, body, buffers, store_idx, vmap, guards)
+        if plan.store_predicate is not None:      # placed, as every guard, inside the deepest loop it names
+            guards = guards + [self.store_predicate(plan)]
         if isinstance(body, Reduce):
-            if cross_thread.thread_reduce_leaf(plan) is not None:     # a reduce axis bound to threadIdx.x
-                return cross_thread.cross_thread_nest(self, plan, body, buffers, store_idx, vmap, guards)
             update, init = self.reduction_update(plan, body, buffers, store_idx, vmap)
             return self.reduction_nest(plan, update, init, guards)
         return self.nest(plan, list(plan.leaves), self.plain_stores(plan, buffers, store_idx, vmap), guards, attach=True)
@@ -150,6 +153,24 @@ class _FuncBuilder:
         """The stores of one element of a stage that is not a reduction."""
         return seq(*(Store(b, store_idx, _fast_math_marked(plan, self.lower_reads(substitute(e, vmap))))
                      for b, e in zip(buffers, plan.op.bodies)))
+
+    def store_predicate(self, plan: StagePlan) -> Expr:
+        """The stage's store predicate, its thread-axis variables read as the stage's loops bound
+        to them; every other variable must be one of the loops around its stores (its own, or
+        those of the stages it is computed inside)."""
+        pred = plan.store_predicate
+        by_tag = {plan.annotation(a).thread_tag: a.var for a in plan.leaves
+                  if plan.annotation(a) is not None and plan.annotation(a).kind == BIND}
+        pred = substitute(pred, {v: by_tag[v.name] for v in free_vars(pred) if v.name in by_tag})
+        loops = {id(a.var) for a in plan.leaves} | {id(a.var) for _, a in cooperative.attach_path(plan, self.program.by_name)}
+        axes = {id(a.var) for p in self.program.plans if not p.is_input for a in _iter_vars(p)}
+        outside = [v.name for v in free_vars(pred) if id(v) in axes and id(v) not in loops]   # (size variables pass)
+        if outside:
+            raise ScheduleError("set_store_predicate", plan.name, f"the predicate '{pred}' reads {', '.join(outside)}, "
+                                "which is not a loop around the stage's stores",
+                                hint="use the stage's own loop variables (ax.var) or those of the loops it is "
+                                "computed inside")
+        return pred
 
     def reduction_update(self, plan: StagePlan, body: Reduce, buffers: List[Buffer], store_idx,
                          vmap) -> Tuple[Stmt, Stmt]:
@@ -297,6 +318,14 @@ class _FuncBuilder:
             body = self.allocate(p, body)
         params = self.params()
         return Func(self.program.name, params, body)
+
+
+def _iter_vars(plan: StagePlan) -> List[IterVar]:
+    """Every axis of a stage: its roots, the axes its splits and fuses made, its leaves."""
+    out = list(plan.roots) + list(plan.leaves) + list(getattr(plan.op, "reduce_axis", ()))
+    for r in plan.relations:
+        out += [v for v in vars(r).values() if isinstance(v, IterVar)]
+    return out
 
 
 def _proved(cond: Expr, ranges) -> bool:

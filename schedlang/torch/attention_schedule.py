@@ -26,6 +26,7 @@ from . import attention_tensorcore
 TAG = "attention"                 # the output stage
 ROLE_TAG = "attention."           # + role: the other stages
 ROLES = ("kt", "scores", "max", "exp", "sum", "pv")
+CAUSAL = "causal"                 # the output's attr: every key after the query's row is masked (-inf)
 QUERY_BLOCK = 16                  # query rows per block (the [L, S] stages hold this many rows)
 MR = 4                            # rows of a register tile (scores, value product) with 16 vector registers
 MR_WIDE = 8                       # with 32 (AVX-512): 8 x 2 vector accumulators
@@ -80,9 +81,10 @@ def _cols(n, lanes: int) -> int:
     return 2 * lanes if n is None or n > 2 * lanes else n
 
 
-def _row_reduction(s, st, lanes: int, at, loop) -> None:
+def _row_reduction(s, st, lanes: int, at, loop):
     """A reduction along the contiguous key axis at the block loop: on a vector of partial
-    results when the keys split in whole vectors, else a plain loop."""
+    results when the keys split in whole vectors, else a plain loop. Returns the stage and
+    the loop that runs over the keys (a chunk of `keys` keys per iteration)."""
     from .schedules import static    # schedules imports this module (is_attention)
     (j,) = st.op.reduce_axis
     n = static(j.dom.extent)
@@ -93,20 +95,39 @@ def _row_reduction(s, st, lanes: int, at, loop) -> None:
         rf.reorder(*spatial, *rf.op.reduce_axis, lane)
         rf.vectorize(lane)
         rf.compute_at(at, loop)
+        st.compute_at(at, loop)
+        return rf, rf.op.reduce_axis[0], lanes
     st.compute_at(at, loop)
+    return st, j, 1
 
 
-def _tiled_product(st, lanes: int, rows: int) -> None:
+def _tiled_product(st, lanes: int, rows: int):
     """A block's matmul (scores or the value product): rows x two vectors of columns in
-    registers, the whole reduction inside the tile."""
+    registers, the whole reduction inside the tile. Returns the column loop, the reduction
+    loop and the columns per column iteration."""
     from .schedules import static    # (as above)
     *_, i, c = st.op.axis
     (r,) = st.op.reduce_axis
+    cols = _cols(static(c.dom.extent), lanes)
     io, ii = st.split(i, factor=rows)
-    co, ci = st.split(c, factor=_cols(static(c.dom.extent), lanes))
+    co, ci = st.split(c, factor=cols)
     st.reorder(io, co, r, ii, ci)
     st.unroll(ii)
     st.vectorize(ci)
+    return co, r, cols
+
+
+def _skip_masked_keys(block, qb: int, key_loops, grain: int) -> None:
+    """Causal attention: the stages of query block `block` (an expression of the output's
+    loops) skip every key chunk at or past the block's last row rounded up to `grain` keys:
+    those keys are masked for all of the block's rows, so they add nothing to the row max,
+    the row sum or the value product (a flash kernel's skipped blocks). key_loops: (stage,
+    loop over the keys, keys per iteration), each chunk size dividing grain, so every stage
+    computes the same keys and reads only keys its producers computed."""
+    limit = ((block + 1) * qb + (grain - 1)) // grain * grain
+    for st, loop, keys in key_loops:
+        assert grain % keys == 0, (grain, keys)
+        st.set_store_predicate(loop.var * keys < limit)
 
 
 def schedule_attention_cpu(s, group, target) -> None:
@@ -130,9 +151,12 @@ def schedule_attention_cpu(s, group, target) -> None:
         outer, io = out.split(io, nparts=chunks)
         out.reorder(*batch, outer, io, ii, d)
         task = out.fuse(*batch, outer) if batch else outer
+        # the query block io runs: the chunk (innermost of the fused task loop) and io within it
+        block = (task.var % chunks if batch else task.var) * ceil_div(blocks, chunks) + io.var
     else:
         out.reorder(*batch, io, ii, d)
         task = out.fuse(*batch) if batch else None
+        block = io.var
     kt = parts["kt"]
     if task is None:                      # no batch dims and one chunk: everything per block
         task = io
@@ -144,13 +168,23 @@ def schedule_attention_cpu(s, group, target) -> None:
     for r in ("scores", "exp", "pv"):
         parts[r].compute_at(out, io)
     rows = MR_WIDE if (target.options.vector_bits or 0) >= 512 else MR   # measured: 8 rows 1.3x faster there
-    _tiled_product(parts["scores"], lanes, rows)
-    _tiled_product(parts["pv"], lanes, rows)
+    sco, _, scols = _tiled_product(parts["scores"], lanes, rows)
+    _, pr, _ = _tiled_product(parts["pv"], lanes, rows)
     ex = parts["exp"]
     *_, ej = ex.op.axis
-    ex.vectorize(ex.split(ej, factor=_cols(static(ej.dom.extent), lanes))[1])
+    ecols = _cols(static(ej.dom.extent), lanes)
+    ejo, eji = ex.split(ej, factor=ecols)
+    ex.vectorize(eji)
+    key_loops = [(parts["scores"], sco, scols), (ex, ejo, ecols), (parts["pv"], pr, 1)]
     for r in ("max", "sum"):
-        _row_reduction(s, parts[r], lanes, out, io)
+        key_loops.append(_row_reduction(s, parts[r], lanes, out, io))
+    S = static(ej.dom.extent)
+    if dict(out.op.attrs).get(CAUSAL) and S is not None and S > 2 * lanes:   # (else one chunk of keys)
+        # the value product skips whole chunks of keys too: a guard on every key's iteration
+        # would sit in its hot loop
+        pro, pri = parts["pv"].split(pr, factor=2 * lanes)
+        key_loops[2] = (parts["pv"], pro, 2 * lanes)
+        _skip_masked_keys(block, qb, key_loops, 2 * lanes)
     dcols = _cols(static(d.dom.extent), lanes)
     if static(d.dom.extent) == dcols:
         out.vectorize(d)

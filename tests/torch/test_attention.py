@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import schedlang as sl
 import schedlang.torch as st
 from schedlang.torch.attention_match import AttentionPattern, match_attention
 from schedlang.torch.attention_schedule import QUERY_BLOCK
@@ -248,3 +249,23 @@ class _CausalAndNot(nn.Module):
 
     def forward(self, q, k, v):
         return self.causal(q, k, v), self.plain(q, k, v)
+
+
+@pytest.mark.parametrize("lead, lq, sk, d", [((1, 1), 150, 150, 64), ((), 150, 150, 32), ((2, 3), 100, 40, 16),
+                                           ((1, 2), 40, 150, 24)],
+                         ids=["parallel-chunks", "no-batch-dims", "one-chunk", "more-keys"])
+@pytest.mark.parametrize("isa", ["host", "avx2"])
+def test_causal_attention_skips_the_masked_key_chunks(lead, lq, sk, d, isa):
+    """Causal SDPA: each block of query rows computes only the key chunks up to its last row
+    (rounded up to two vectors), in every stage alike; against eager torch, bounds-checked,
+    for the three numberings of the query blocks (parallel chunks of a fused task loop, no
+    batch dims, one chunk) and more keys than queries."""
+    q, k, v = torch.randn(*lead, lq, d), torch.randn(*lead, sk, d), torch.randn(*lead, sk, d)
+    target = CHECKED if isa == "host" else sl.Target.create("llvm -mcpu=haswell").with_options(bounds_check=True)
+    compiled = check(SDPA(is_causal=True), (q, k, v), target=target)
+    chunk = 2 * target.native_lanes(32)
+
+    def skips(c):      # guards of a key chunk loop by a bound that moves with the query block
+        return [b for b in re.findall(rf"if [\w.]+ \* {chunk} < (.+):", c.ir("tile")) if not b.isdigit()]
+    assert len(skips(compiled)) >= 2      # the scores' and the exp's (the reductions: per key or vector)
+    assert skips(compile_whole(SDPA(is_causal=False), (q, k, v), target)) == []

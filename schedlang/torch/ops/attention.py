@@ -25,7 +25,7 @@ from typing import Callable, Optional, Sequence
 import schedlang as sl
 
 from .. import attention_tensorcore
-from ..attention_schedule import ROLE_TAG, TAG
+from ..attention_schedule import CAUSAL, ROLE_TAG, TAG
 from .accum import acc_dtype, dtype_arg, is_float
 from .common import broadcast_shape, compute, norm_dim, read_broadcast, same_extent, static
 from .norm import softmax_of
@@ -121,7 +121,8 @@ def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, hea
         t = total[tuple(y[:-1])]
         value = pv[tuple(y)] / t
         return sl.cast(out_dtype, sl.select(t == zero, zero, value) if safe else value)
-    return compute(batch + (L, Ev), result, ctx.name(), tag=TAG)
+    causal = getattr(score, "causal", False)
+    return compute(batch + (L, Ev), result, ctx.name(), tag=TAG, attrs={CAUSAL: True} if causal else None)
 
 
 # ---- scaled_dot_product_attention
@@ -147,6 +148,7 @@ def _sdpa_score(ctx: LowerContext, mask, scale: float, causal: bool, acc: str):
                     value = value + sl.cast(acc, m)
             return value if keep is None else sl.select(keep, value, ninf)
         return compute(shape, body, ctx.name("x"))
+    score.causal = causal and mask is None
     return score
 
 

@@ -20,15 +20,15 @@ def axis_names(ndim: int) -> List[str]:
     return list(_NAMES[:ndim]) if ndim <= len(_NAMES) else [f"i{d}" for d in range(ndim)]
 
 
-def compute(shape: Sequence, fcompute: Callable, name: str, tag: str = "") -> sl.Tensor:
-    """sl.compute(shape, fcompute, name, tag) where fcompute takes the axes as one list."""
+def compute(shape: Sequence, fcompute: Callable, name: str, tag: str = "", attrs=None) -> sl.Tensor:
+    """sl.compute(shape, fcompute, name, tag, attrs) where fcompute takes the axes as one list."""
     names = axis_names(len(shape))
 
     def body(*axes):
         return fcompute(list(axes))
     body.__signature__ = inspect.Signature(
         [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names])
-    return sl.compute(tuple(shape), body, name=name, tag=tag)
+    return sl.compute(tuple(shape), body, name=name, tag=tag, attrs=attrs)
 
 
 def same_extent(a, b) -> bool:
