@@ -10,7 +10,8 @@ CPU: parallel over (batch dims, chunks of query blocks); K transposed once per c
 each block of QUERY_BLOCK query rows: the block's scores (a register-tiled matmul, vectors
 along the keys), row max, exp, row sum, and the value product (register-tiled, vectors
 along the head dim), then out = pv / sum. The [L, S] stages hold one block: memory is
-QUERY_BLOCK x S per thread. CUDA: a block per (batch dims, block of query rows), a thread
+QUERY_BLOCK x S per thread. A causal attention's blocks skip the chunks of keys past their
+last row (_skip_masked_keys: store predicates on every stage's key loop). CUDA: a block per (batch dims, block of query rows), a thread
 per query row doing that row's whole softmax and value product; the tensor-core stages
 (attention_tensorcore.py: float16/bfloat16 on sm_80+) take that module's schedule.
 """
@@ -175,16 +176,15 @@ def schedule_attention_cpu(s, group, target) -> None:
     ecols = _cols(static(ej.dom.extent), lanes)
     ejo, eji = ex.split(ej, factor=ecols)
     ex.vectorize(eji)
-    key_loops = [(parts["scores"], sco, scols), (ex, ejo, ecols), (parts["pv"], pr, 1)]
+    key_loops = [(parts["scores"], sco, scols), (ex, ejo, ecols)]
     for r in ("max", "sum"):
         key_loops.append(_row_reduction(s, parts[r], lanes, out, io))
     S = static(ej.dom.extent)
     if dict(out.op.attrs).get(CAUSAL) and S is not None and S > 2 * lanes:   # (else one chunk of keys)
-        # the value product skips whole chunks of keys too: a guard on every key's iteration
-        # would sit in its hot loop
-        pro, pri = parts["pv"].split(pr, factor=2 * lanes)
-        key_loops[2] = (parts["pv"], pro, 2 * lanes)
-        _skip_masked_keys(block, qb, key_loops, 2 * lanes)
+        # the value product's keys in chunks too: a guard on each key would sit in its hot loop
+        # (measured: most of the gain lost)
+        pro, _ = parts["pv"].split(pr, factor=2 * lanes)
+        _skip_masked_keys(block, qb, key_loops + [(parts["pv"], pro, 2 * lanes)], 2 * lanes)
     dcols = _cols(static(d.dom.extent), lanes)
     if static(d.dom.extent) == dcols:
         out.vectorize(d)

@@ -14,7 +14,9 @@
     <n>[..., i, d]        = pv / sum
 
 The default schedule computes all of them per block of query rows, so the [L, S] stages
-hold one block of rows (linear in the sequence length), never the whole score matrix.
+hold one block of rows (linear in the sequence length), never the whole score matrix. The
+output of a causal SDPA carries the attr "causal" (every key after the query's row is
+masked): the schedule skips those keys.
 """
 from __future__ import annotations
 
