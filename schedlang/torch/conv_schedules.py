@@ -110,7 +110,8 @@ def _conv_blocked_cpu(s, group, width: int) -> None:
     out.vectorize(wi)
 
 
-def nchwc_tile(target: Target, blocks: int, cols: int, width: int, taps: bool = False) -> Tuple[int, int]:
+def nchwc_tile(target: Target, blocks: int, cols: int, width: int, taps: bool = False,
+               max_vecs: int = 4) -> Tuple[int, int]:
     """(channel blocks, output columns) of a register tile of the blocked kernels: vecs * wt
     accumulators beside vecs weight vectors and one register for the broadcast input value
     within the target's register file (Target.native_registers); vecs dividing the blocks
@@ -125,11 +126,11 @@ def nchwc_tile(target: Target, blocks: int, cols: int, width: int, taps: bool = 
     broadcasts where 1 x 14 loaded 15 values for 14; with the input channels outside, ResNet's
     3x3 layers at 56x56 to 14x14 gained 1.18-1.31x, at 7x7 0.99-1.02x (Zen 3, one thread,
     CPU time, loaded; benchmarks/results-conv-zen3-avx2.txt). Other kernels (1x1) on 16
-    registers: _pointwise_tile."""
+    registers: _pointwise_tile. At most max_vecs channel blocks (_l2_blocks)."""
     registers = target.native_registers()
     if registers < 32 and not taps:
         return _pointwise_tile(registers, blocks, cols)
-    return _best_tile(registers, blocks, cols, _loads_score)
+    return _best_tile(registers, blocks, cols, _loads_score, max_vecs)
 
 
 POINTWISE_TILE = (4, 2)   # AVX2 1x1 register tile: 4 channel blocks x 2 columns (_pointwise_tile)
@@ -177,13 +178,14 @@ def _narrow_score(vecs: int, wt: int) -> Tuple[int, int]:
     return vecs * wt, -vecs
 
 
-def _best_tile(registers: int, blocks: int, cols: int, score) -> Tuple[int, int]:
+def _best_tile(registers: int, blocks: int, cols: int, score, max_vecs: int = 4) -> Tuple[int, int]:
     """(vecs, wt) of the tiles that fit registers (vecs * wt accumulators, vecs weight
-    vectors and the broadcast), vecs in 1, 2, 4 dividing blocks and wt dividing cols, with
-    the highest score(vecs, wt), ties to the larger (vecs, wt); (1, 1) where none fits."""
+    vectors and the broadcast), vecs in 1, 2, 4 (at most max_vecs) dividing blocks and wt
+    dividing cols, with the highest score(vecs, wt), ties to the larger (vecs, wt); (1, 1)
+    where none fits."""
     best = (0, 0, 1, 1)
     for vecs in (1, 2, 4):
-        if blocks % vecs:
+        if blocks % vecs or vecs > max(1, max_vecs):
             continue
         most = (registers - 1 - vecs) // vecs
         for wt in range(1, min(most, cols) + 1):
@@ -268,7 +270,7 @@ def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, w
         vecs, wt = SHORT_ROW_TILE
         plane = _plane_task(target, blocks // vecs, rows, cols)
         return NchwcChoice(vecs, wt, 1, None, outweighs, outside, plane=plane, blocks_outer=True)
-    vecs, wt = nchwc_tile(target, blocks, cols, width, taps=outside)
+    vecs, wt = nchwc_tile(target, blocks, cols, width, taps=outside, max_vecs=_l2_blocks(target, s, group, width))
     rt = row_tile(target, rows[-1] if rows else 1, vecs, wt) if row_tiles else 1
     pointwise = _pointwise_blocks(target, s, group, blocks // vecs) if rt == 1 else None
     blocked_1x1 = not outside and _pointwise_blocked(target, s, group)
@@ -283,6 +285,34 @@ def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, w
     if chunk > 1:
         return NchwcChoice(vecs, wt, rt, None, outweighs, True, row_chunk=chunk)
     return NchwcChoice(vecs, wt, rt, pointwise, outweighs, outside)
+
+
+TILE_WEIGHTS_L2_BYTES = 512 * 1024     # the most weight bytes of a register tile's channel blocks (_l2_blocks)
+
+
+def _l2_blocks(target: Target, s, group, width: int) -> int:
+    """The most channel blocks of a register tile on a 32-register target: as many as keep
+    the weights they read (of all the kernel's convolutions) within TILE_WEIGHTS_L2_BYTES.
+    A tile of one output row reads its channel blocks' whole weights once per row, and the
+    next row's tile reads them again: from L2 while they fit. ResNet's 3x3 512->512 at 7x7
+    (a 2 x 7 tile: 590 KB of weights) ran 1.24x faster as 1 x 7 (295 KB), the 14x14 3x3
+    layers' 2 x 14 (295 KB) are the best of their variants (Zen 4, 1 MB L2, one thread, CPU
+    time; benchmarks/conv_variants.py). 16-register targets: 4 (their tiles are _pointwise_tile's
+    and the taps kernels' measured ones)."""
+    from .schedules import static
+    if target.native_registers() < 32:
+        return 4
+    per_block = 0
+    for conv in group.convs:
+        op = s[conv].op
+        elems = width * op.output_dtype(0).bits // 8
+        for r in op.reduce_axis:
+            extent = static(r.dom.extent)
+            if extent is None:
+                return 4
+            elems *= extent
+        per_block += elems
+    return max(1, TILE_WEIGHTS_L2_BYTES // max(1, per_block))
 
 
 def _tail_tile(registers: int, blocks: int, cols: int) -> Optional[Tuple[int, int]]:

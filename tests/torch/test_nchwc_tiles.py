@@ -1,15 +1,18 @@
 """Register tiles of the blocked (NCHWc) convolution kernels per register file
 (conv_schedules.nchwc_tile, depthwise_schedules.row_tile): on AVX2's 16 registers every live
 vector fits (accumulators, weight vectors, the broadcast), rows of any length get a tile that
-divides them, AVX-512 keeps its tiles; MobileNetV2-like blocks with 24 and 144 channels
+divides them, AVX-512 keeps its tiles but where their weights would leave L2; MobileNetV2-like blocks with 24 and 144 channels
 (3 and 18 blocks of 8) and odd widths against eager torch (one block in the default suite,
 the others with -m slow)."""
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 import schedlang as sl
+import schedlang.torch as st
 from schedlang.torch.conv_schedules import POINTWISE_TILE, nchwc_tile
 from schedlang.torch.depthwise_schedules import row_tile
 
@@ -90,3 +93,18 @@ def test_small_channel_blocks_match_eager(name, cpu):
     torch.manual_seed(0)
     model = Block(cin, hidden, cout, stride).eval()
     compile_checked(model, torch.randn(*shape), targets=(target.with_options(bounds_check=True), target))
+
+
+@pytest.mark.parametrize("channels, hw, blocks", [(512, 7, 1), (256, 14, 2)])
+def test_avx512_tiles_keep_their_weights_in_l2(channels, hw, blocks):
+    """A 3x3 kernel's register tile takes no more channel blocks than keep their weights in
+    TILE_WEIGHTS_L2_BYTES (_l2_blocks): 512 channels at 7x7 one block (2 would be 590 KB),
+    256 at 14x14 still two (295 KB); its sums' local tile shows it. Against eager where AVX-512 runs."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(channels, channels, 1), nn.ReLU(),     # the 3x3 reads and writes NCHWc
+                          ConvBN(nn.Conv2d(channels, channels, 3, padding=1)), nn.Conv2d(channels, 16, 1)).eval()
+    x = torch.randn(1, channels, hw, hw)
+    targets = (AVX512,) if runs_here(AVX512) else ()
+    cm = compile_checked(model, x, targets=targets) if targets else st.compile(model, (x,), target=AVX512)
+    sums = re.findall(r"alloc _native_batch_norm\w+_conv\.local: f32\[1, (\d+), 1, (\d+), 16\]", cm.ir("tile"))
+    assert sums == [(str(blocks), str(hw))]
