@@ -2,8 +2,8 @@
 (conv_schedules.nchwc_tile, depthwise_schedules.row_tile): on AVX2's 16 registers every live
 vector fits (accumulators, weight vectors, the broadcast), rows of any length get a tile that
 divides them, AVX-512 keeps its tiles but where their weights would leave L2; MobileNetV2-like
-blocks with 24 and 144 channels (3 and 18 blocks of 8) and odd widths against eager torch (one block in the default suite,
-the others with -m slow)."""
+blocks with 24 and 144 channels (3 and 18 blocks of 8) and odd widths against eager torch
+(one block in the default suite, the others with -m slow)."""
 import re
 
 import pytest
