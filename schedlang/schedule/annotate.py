@@ -149,7 +149,8 @@ class AnnotationPrimitives:
             raise ScheduleError("set_store_predicate", self.name, f"the predicate '{predicate}' has dtype "
                                 f"{predicate.dtype}; it must be a condition",
                                 hint="compare, e.g. s[B].set_store_predicate(tx.var == 0)")
-        self.store_predicate = predicate     # not a step: an expression has no JSON form (see build_cache)
+        self._touch()                        # undone with the rest (Schedule.all_or_nothing, undo)
+        self.store_predicate = predicate     # not a step: an expression has no JSON form (see build_key)
 
     def pragma(self, ivar: IterVar, key: str, value=None) -> None:
         """Attach a pragma `key` (with an optional value) to a loop, as TVM's Stage.pragma.

@@ -65,3 +65,14 @@ def test_the_build_key_tells_predicates_apart():
             s[B].set_store_predicate(xo.var < bound)
         return build_key(s, [A, B], sl.Target.create("llvm"), None)
     assert key(2) == key(2) and len({key(None), key(2), key(3)}) == 3
+
+
+def test_a_predicate_is_undone_with_the_other_primitives():
+    A, B = _scaled(16)
+    s = sl.create_schedule(B.op)
+    xo, _ = s[B].split(B.op.axis[0], factor=8)
+    with pytest.raises(ValueError):
+        with s.all_or_nothing():
+            s[B].set_store_predicate(xo.var < 1)
+            raise ValueError("give up")
+    assert s[B].store_predicate is None
