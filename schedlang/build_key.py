@@ -39,6 +39,8 @@ def predicates_key(s: Schedule) -> str:
     """The store predicates of s as text (they are expressions, not steps): each variable named
     by its stage and axis (axis names are unique within a stage only), or kept as it is (a
     thread axis's or a size variable)."""
+    if all(st.store_predicate is None for st in s.stages):
+        return ""
     owner = {}
     for st in s.stages:
         for a in st.all_iter_vars:
