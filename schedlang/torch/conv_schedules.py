@@ -302,17 +302,17 @@ def _l2_blocks(target: Target, s, group, width: int) -> int:
     from .schedules import static
     if target.native_registers() < 32:
         return 4
-    per_block = 0
+    block_bytes = 0                     # one channel block's weights, over every convolution
     for conv in group.convs:
         op = s[conv].op
-        elems = width * op.output_dtype(0).bits // 8
+        size = width * op.output_dtype(0).bits // 8
         for r in op.reduce_axis:
             extent = static(r.dom.extent)
             if extent is None:
                 return 4
-            elems *= extent
-        per_block += elems
-    return max(1, TILE_WEIGHTS_L2_BYTES // max(1, per_block))
+            size *= extent
+        block_bytes += size
+    return max(1, TILE_WEIGHTS_L2_BYTES // max(1, block_bytes))
 
 
 def _tail_tile(registers: int, blocks: int, cols: int) -> Optional[Tuple[int, int]]:
