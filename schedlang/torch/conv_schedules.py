@@ -294,10 +294,11 @@ def _l2_blocks(target: Target, s, group, width: int) -> int:
     """The most channel blocks of a register tile on a 32-register target: as many as keep
     the weights they read (of all the kernel's convolutions) within TILE_WEIGHTS_L2_BYTES.
     A tile of one output row reads its channel blocks' whole weights once per row, and the
-    next row's tile reads them again: from L2 while they fit. ResNet's 3x3 512->512 at 7x7
-    (a 2 x 7 tile: 590 KB of weights) ran 1.24x faster as 1 x 7 (295 KB), the 14x14 3x3
-    layers' 2 x 14 (295 KB) are the best of their variants (Zen 4, 1 MB L2, one thread, CPU
-    time; benchmarks/conv_variants.py). 16-register targets: 4 (their tiles are _pointwise_tile's
+    next row's tile reads them again: from L2 while they fit. ResNet-50's 3x3 512->512 at 7x7
+    (a 2 x 7 tile: 590 KB of weights) ran 1.07-1.24x faster as 1 x 7 (295 KB; two runs),
+    ResNet-18's layers of that shape 0.92-1.06x (mixed: their epilogues differ); the 14x14
+    3x3 layers' 2 x 14 (295 KB) are the best of their variants (Zen 4, 1 MB L2, one thread,
+    CPU time; benchmarks/conv_variants.py, results-conv-zen4-avx512.txt). 16-register targets: 4 (their tiles are _pointwise_tile's
     and the taps kernels' measured ones)."""
     from .schedules import static
     if target.native_registers() < 32:
