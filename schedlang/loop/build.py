@@ -158,10 +158,7 @@ class _FuncBuilder:
         """The stage's store predicate, its thread-axis variables read as the stage's loops bound
         to them; every other variable must be one of the loops around its stores (its own, or
         those of the stages it is computed inside)."""
-        pred = plan.store_predicate
-        by_tag = {plan.annotation(a).thread_tag: a.var for a in plan.leaves
-                  if plan.annotation(a) is not None and plan.annotation(a).kind == BIND}
-        pred = substitute(pred, {v: by_tag[v.name] for v in free_vars(pred) if v.name in by_tag})
+        pred = cross_thread.with_bound_threads(plan, plan.store_predicate)
         loops = {id(a.var) for a in plan.leaves} | {id(a.var) for _, a in cooperative.attach_path(plan, self.program.by_name)}
         axes = {id(a.var) for p in self.program.plans if not p.is_input for a in _iter_vars(p)}
         outside = [v.name for v in free_vars(pred) if id(v) in axes and id(v) not in loops]   # (size variables pass)

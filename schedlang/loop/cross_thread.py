@@ -38,6 +38,12 @@ def _store_condition(plan, t: IterVar) -> Optional[Expr]:
     pred = plan.store_predicate
     if pred is None:
         return None if plan.scope == "local" and not plan.is_arg else t.var == 0
+    return with_bound_threads(plan, pred)
+
+
+def with_bound_threads(plan, pred: Expr) -> Expr:
+    """pred with each thread axis's variable (thread_axis("threadIdx.x").var, named by its tag)
+    read as the loop of plan bound to that axis."""
     by_tag = {plan.annotation(a).thread_tag: a.var for a in plan.leaves
               if plan.annotation(a) is not None and plan.annotation(a).kind == BIND}
     mapping = {v: by_tag[v.name] for v in free_vars(pred) if v.name in by_tag}

@@ -11,9 +11,10 @@ each block of QUERY_BLOCK query rows: the block's scores (a register-tiled matmu
 along the keys), row max, exp, row sum, and the value product (register-tiled, vectors
 along the head dim), then out = pv / sum. The [L, S] stages hold one block: memory is
 QUERY_BLOCK x S per thread. A causal attention's blocks skip the chunks of keys past their
-last row (_skip_masked_keys: store predicates on every stage's key loop). CUDA: a block per (batch dims, block of query rows), a thread
-per query row doing that row's whole softmax and value product; the tensor-core stages
-(attention_tensorcore.py: float16/bfloat16 on sm_80+) take that module's schedule.
+last row (_skip_masked_keys: store predicates on every stage's key loop). CUDA: a block per
+(batch dims, block of query rows), a thread per query row doing that row's whole softmax and
+value product; the tensor-core stages (attention_tensorcore.py: float16/bfloat16 on sm_80+)
+take that module's schedule.
 """
 from __future__ import annotations
 

@@ -298,8 +298,8 @@ def _l2_blocks(target: Target, s, group, width: int) -> int:
     (a 2 x 7 tile: 590 KB of weights) ran 1.07-1.24x faster as 1 x 7 (295 KB; two runs),
     ResNet-18's layers of that shape 0.92-1.06x (mixed: their epilogues differ); the 14x14
     3x3 layers' 2 x 14 (295 KB) are the best of their variants (Zen 4, 1 MB L2, one thread,
-    CPU time; benchmarks/conv_variants.py, results-conv-zen4-avx512.txt). 16-register targets: 4 (their tiles are _pointwise_tile's
-    and the taps kernels' measured ones)."""
+    CPU time; benchmarks/conv_variants.py, results-conv-zen4-avx512.txt). 16-register
+    targets: 4 (their tiles are _pointwise_tile's and the taps kernels' measured ones)."""
     from .schedules import static
     if target.native_registers() < 32:
         return 4
