@@ -2,6 +2,7 @@
 
     python benchmarks/attention.py                    # B=1, H=12, D=64, S = 128, 512, 2048
     python benchmarks/attention.py --seq 128 512 --reps 20 --causal
+    python benchmarks/attention.py --seq 2048 --causal --written-out   # GPT-2's tril + masked_fill
 
 For each sequence length: F.scaled_dot_product_attention compiled by schedlang.torch.compile
 (one fused kernel, default schedule) and run by torch, on the same thread count, calls
@@ -9,7 +10,10 @@ interleaved (A, B, A, B, ...) so that a shared machine's noise hits both alike; 
 median milliseconds and torch / schedlang (> 1: schedlang faster). Memory: the bytes of
 every buffer the fused kernel allocates per worker (from its Kernel IR) against the S x S
 score matrix an unfused attention holds per head; with --rss, the growth of a fresh
-process's resident set over its first call, for each contender (Linux).
+process's resident set over its first call, for each contender (Linux). With --written-out,
+schedlang compiles causal attention as GPT-2's code writes it (q @ k^T * scale, masked_fill
+of ~tril, softmax, @ v: one fused kernel, the written-out mask recognized as causal) and torch
+runs SDPA with is_causal.
 """
 from __future__ import annotations
 
@@ -43,6 +47,16 @@ class SDPA(torch.nn.Module):
         return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
 
 
+class WrittenOutCausal(torch.nn.Module):
+    """Causal attention as GPT-2's code writes it."""
+
+    def forward(self, q, k, v):
+        n = q.shape[-2]
+        s = torch.matmul(q, k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
+        mask = torch.tril(torch.ones(n, n, dtype=torch.bool))
+        return torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1) @ v
+
+
 def scratch_bytes(compiled) -> int:
     """Bytes of the buffers the kernels allocate (per worker: each runs its own copy)."""
     text = compiled.ir("kernel")
@@ -50,9 +64,9 @@ def scratch_bytes(compiled) -> int:
     return sum(int(bits) // 8 * int(n) for bits, n in sizes)
 
 
-def run(seq: int, heads: int, dim: int, causal: bool, reps: int) -> str:
+def run(seq: int, heads: int, dim: int, causal: bool, reps: int, written_out: bool = False) -> str:
     q, k, v = (torch.randn(1, heads, seq, dim) for _ in range(3))
-    module = SDPA(causal)
+    module = WrittenOutCausal() if written_out and causal else SDPA(causal)
     with warnings.catch_warnings():
         warnings.simplefilter("error", st.FallbackWarning)
         compiled = st.compile(module, (q, k, v))
@@ -69,7 +83,8 @@ def run(seq: int, heads: int, dim: int, causal: bool, reps: int) -> str:
             theirs.append(time.perf_counter() - t)
     ms = lambda xs: f"{min(xs) * 1e3:8.2f} {statistics.median(xs) * 1e3:8.2f}"   # noqa: E731
     scratch = scratch_bytes(compiled)
-    return (f"S={seq:5d} {'causal' if causal else 'full  '} | schedlang {ms(ours)} | torch {ms(theirs)} | "
+    kind = ("written" if written_out else "causal") if causal else "full  "
+    return (f"S={seq:5d} {kind} | schedlang {ms(ours)} | torch {ms(theirs)} | "
             f"x{min(theirs) / min(ours):5.2f} x{statistics.median(theirs) / statistics.median(ours):5.2f} | "
             f"scratch/worker {scratch / 1024:7.1f} KiB ({scratch / seq:6.0f} B per key), S x S f32 "
             f"{seq * seq * 4 / 1024:8.0f} KiB")
@@ -102,6 +117,8 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--causal", action="store_true", help="causal only (default: both)")
+    ap.add_argument("--written-out", action="store_true",
+                    help="causal as GPT-2 writes it (tril mask, masked_fill) for schedlang; torch: SDPA is_causal")
     ap.add_argument("--rss", action="store_true", help="also each contender's peak RSS growth, in fresh processes")
     ap.add_argument("--rss-child", nargs=2, metavar=("SEQ", "WHO"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -114,8 +131,8 @@ def main() -> None:
           "x = torch / schedlang (min, median)")
     for seq in args.seq:
         for causal in ((True,) if args.causal else (False, True)):
-            print(run(seq, args.heads, args.dim, causal, args.reps if seq < 2048 else max(3, args.reps // 3)),
-                  flush=True)
+            print(run(seq, args.heads, args.dim, causal, args.reps if seq < 2048 else max(3, args.reps // 3),
+                      args.written_out), flush=True)
     if args.rss:
         for seq in args.seq:
             for who in ("schedlang", "torch"):

@@ -153,7 +153,10 @@ def _evaluate_rows(op: ComputeOp, values, start: int, stop: int, sizes) -> List[
     dtypes = [op.output_dtype(i).numpy for i in range(op.num_outputs)]
     body = op.body
     if not isinstance(body, Reduce):
-        return [np.broadcast_to(np.asarray(ev.eval(b)), full).astype(dt) for b, dt in zip(op.bodies, dtypes)]
+        if op.axis:
+            ev.own_rows = (tuple(ax.var for ax in op.axis), start, stop, full)
+        return [np.broadcast_to(np.asarray(ev.eval(b)), full).astype(dt, copy=False)
+                for b, dt in zip(op.bodies, dtypes)]
     return [np.asarray(r).astype(dt) for r, dt in zip(_reduce(body, ev, values, full, sizes), dtypes)]
 
 
@@ -303,6 +306,10 @@ class _Evaluator:
         self.guarded = guarded   # inside an if_then_else branch: clamp reads instead of failing
         self.memo = {}           # id(node) -> (node, value): a shared subexpression is evaluated once
         self._twin = None
+        # (axes, start, stop, shape) of an elementwise op evaluated for rows start:stop: a
+        # read of a tensor of that shape at exactly its axes is a slice (no gather: masks of
+        # millions of elements, ops/causal_mask.py)
+        self.own_rows = None
 
     def eval(self, e: Expr):
         hit = self.memo.get(id(e))
@@ -401,6 +408,10 @@ class _Evaluator:
 
     def eval_TensorRead(self, e: TensorRead):
         data = _value_of(self.values, e.tensor)
+        rows = self.own_rows
+        if rows is not None and len(e.indices) == len(rows[0]) and all(i is v for i, v in zip(e.indices, rows[0])) \
+                and data.shape[1:] == rows[3][1:] and data.shape[0] >= rows[2]:
+            return data[rows[1]:rows[2]].astype(_compute_dtype(e.tensor.dtype_obj), copy=False)
         index = []
         for d, i in enumerate(e.indices):
             i = np.asarray(self.eval(i)).astype(np.int64)

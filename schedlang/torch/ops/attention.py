@@ -16,7 +16,8 @@
 The default schedule computes all of them per block of query rows, so the [L, S] stages
 hold one block of rows (linear in the sequence length), never the whole score matrix. The
 output of a causal SDPA carries the attr "causal" (every key after the query's row is
-masked): the schedule skips those keys.
+masked), as does one whose mask is causal written out (causal_mask.py): the schedule skips
+those keys.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import schedlang as sl
 from .. import attention_tensorcore
 from ..attention_schedule import CAUSAL, ROLE_TAG, TAG
 from .accum import acc_dtype, dtype_arg, is_float
+from .causal_mask import hides_later_keys
 from .common import broadcast_shape, compute, norm_dim, read_broadcast, same_extent, static
 from .norm import softmax_of
 from .reduce import all_reducer, reduced_index, reduction
@@ -123,7 +125,8 @@ def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, hea
         t = total[tuple(y[:-1])]
         value = pv[tuple(y)] / t
         return sl.cast(out_dtype, sl.select(t == zero, zero, value) if safe else value)
-    causal = getattr(score, "causal", False)
+    # is_causal, or a causal mask written out (tril/triu: causal_mask.py)
+    causal = getattr(score, "causal", False) or hides_later_keys(score, nb, L, S, acc)
     return compute(batch + (L, Ev), result, ctx.name(), tag=TAG, attrs={CAUSAL: True} if causal else None)
 
 
