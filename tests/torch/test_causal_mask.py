@@ -1,7 +1,8 @@
 """Causal masks written out (ops/causal_mask.py): tril/triu masks and arange comparisons, in
 hand-written attention and as SDPA's attn_mask, make the attention kernel skip the masked
 keys as is_causal does; masks that are not causal (a later key visible, bottom-right
-alignment, a row with no key kept, a multiplied mask, a mask from an input) do not. Every
+alignment, a row with no key kept, a multiplied mask, one causal in one batch only, a mask
+from an input) do not. Every
 case against eager torch, bounds-checked."""
 import math
 import re
@@ -55,6 +56,9 @@ MASKS = {
         _scores(q, k) + torch.triu(torch.full((q.shape[-2], k.shape[-2]), MIN)), -1) @ v,
     "multiplied": lambda q, k, v: torch.softmax(
         _scores(q, k) * torch.tril(torch.ones(q.shape[-2], k.shape[-2])), -1) @ v,
+    "per_batch": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=torch.stack([   # causal in
+        torch.tril(torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool)),                    # batch 0 only
+        torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool)])[:, None]),
 }
 CAUSAL = {"masked_fill_tril", "where_arange_min", "add_triu", "sdpa_bool_tril", "sdpa_float_min"}
 
@@ -78,7 +82,7 @@ def _skips(compiled, target):
 @pytest.mark.parametrize("kind", sorted(MASKS))
 def test_written_out_causal_masks_skip_the_masked_keys(kind, isa):
     lq = 40 if kind == "bottom_right" else 70
-    q, k, v = torch.randn(1, 2, lq, 16), torch.randn(1, 2, 70, 16), torch.randn(1, 2, 70, 16)
+    q, k, v = torch.randn(2, 2, lq, 16), torch.randn(2, 2, 70, 16), torch.randn(2, 2, 70, 16)
     target = CHECKED if isa == "host" else sl.Target.create("llvm -mcpu=haswell").with_options(bounds_check=True)
     compiled = check(Attention(kind), (q, k, v), target=target)
     (out,) = [t for p in compiled.program.parts for _, t in p.outputs]

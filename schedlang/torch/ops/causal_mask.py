@@ -43,6 +43,8 @@ def hides_later_keys(score: Callable, batch_rank: int, L, S, dtype: str) -> bool
     for op in ops:
         if not (op is probe.op or isinstance(op, ComputeOp) and not op.reduce_axis):
             return False                 # an input (its values may change), a reduction
+        if any(e != 1 for e in op.shape[:-2]):
+            return False                 # a mask per batch or head: read by the probe at index 0 only
     if any(not isinstance(e, int) for e in x.shape) or int(np.prod(x.shape)) > MAX_ELEMENTS:
         return False
     key = _shape_of_program(x)           # the layers of a model repeat one mask: evaluated once
