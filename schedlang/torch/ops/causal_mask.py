@@ -14,6 +14,7 @@ not evaluated (its values may change between calls).
 from __future__ import annotations
 
 import json
+import math
 from typing import Callable, Dict
 
 import numpy as np
@@ -45,8 +46,8 @@ def hides_later_keys(score: Callable, batch_rank: int, L, S, dtype: str) -> bool
             return False                 # an input (its values may change), a reduction
         if any(e != 1 for e in op.shape[:-2]):
             return False                 # a mask per batch or head: read by the probe at index 0 only
-    if any(not isinstance(e, int) for e in x.shape) or int(np.prod(x.shape)) > MAX_ELEMENTS:
-        return False
+        if any(not isinstance(e, int) for e in op.shape) or math.prod(op.shape) > MAX_ELEMENTS:
+            return False
     key = _shape_of_program(x)           # the layers of a model repeat one mask: evaluated once
     if key not in _KNOWN:
         if len(_KNOWN) >= 64:
