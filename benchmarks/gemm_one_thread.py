@@ -54,16 +54,21 @@ def kernel_calls(compiled, x) -> list:
     from schedlang.torch import runtime
     calls, run_part = [], runtime.CompiledModule._run_part
 
-    def spy(self, part, values, sizes, launch, *rest, **kw):
-        def record(module, arrays):
+    def spy(self, part, values, sizes, launch, device, modules=None, given=None, record=None):
+        def recorded(module, arrays):
             calls.append((launch, module, arrays))
             return launch(module, arrays)
-        return run_part(self, part, values, sizes, record, *rest, **kw)
+        # no prepared-call record: with one, the part runs its bound call and never launches
+        return run_part(self, part, values, sizes, recorded, device, modules, given, None)
     runtime.CompiledModule._run_part = spy
+    prepared, compiled.prepared_calls = compiled.prepared_calls, False   # (a replayed call runs no part)
     try:
         compiled(x)
     finally:
         runtime.CompiledModule._run_part = run_part
+        compiled.prepared_calls = prepared
+    if not calls:
+        raise RuntimeError("kernel_calls: the compiled module launched no kernel")
     return [(lambda c: lambda: c[0](c[1], c[2]))(c) for c in calls]
 
 
