@@ -4,6 +4,7 @@ the machine's FMA peak. Run it on one core so that CPU time is the kernel's own 
 loaded machine:
 
     OMP_NUM_THREADS=1 taskset -c 1 python benchmarks/conv_model_layers.py --model resnet18
+    ... conv_model_layers.py --model resnet50 --cpu znver3 --peak 117   # AVX2 code on an AVX-512 host
 
 Each kernel is the model's own (model_profile.kernels: built alone from its default
 schedule, its inputs as placeholders, NCHWc activations where the model has them), so its
@@ -80,6 +81,7 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--peak", type=float, default=88.9, help="1-thread FMA peak, GFLOP/s (benchmarks/peak.py)")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--cpu", default="", help="LLVM CPU name of the schedlang code (default: host)")
     args = ap.parse_args(argv)
     import schedlang.torch as slt
     from schedlang.target.target import Target
@@ -88,7 +90,7 @@ def main(argv=None) -> None:
     from schedlang.schedule import create_schedule
     from model_profile import kernels
     torch.set_num_threads(1)
-    target = Target.create(Target("llvm", num_threads=1))
+    target = Target.create(Target("llvm", cpu=args.cpu, num_threads=1))
     for model_name in args.model or ["resnet18", "resnet50"]:
         model, inputs = zoo.build(model_name, "full")
         with torch.no_grad(), warnings.catch_warnings():
@@ -111,7 +113,7 @@ def main(argv=None) -> None:
                     continue
                 seen[key] = [(mod, arrays, infos), 1]
             total_ours = total_torch = 0.0
-            print(f"{model_name}: 1 thread, CPU time (best of {args.rounds} rounds), "
+            print(f"{model_name}: cpu={args.cpu or 'host'}, 1 thread, CPU time (best of {args.rounds} rounds), "
                   f"GFLOP/s and % of a {args.peak:.1f} GFLOP/s peak")
             for key, ((mod, arrays, infos), calls) in seen.items():
                 flops = sum(2 * i["oc"] * i["ic"] * i["k"] ** 2 * i["oh"] * i["ow"] for i in infos)

@@ -8,6 +8,7 @@ every contender of a layer timed in interleaved rounds in one process; each vari
 result checked against the default's.
 
     SCHEDLANG_KERNEL_CACHE=0 OMP_NUM_THREADS=1 python benchmarks/conv_variants.py --top 6
+    ... conv_variants.py --cpu znver3 --match "1x1 64->256 56x56 +"    # AVX2 code, one kernel
 
 With --model-log LOG: the whole model instead, tuned with no search trials (each task's
 default schedule and its variants, then the final side-by-side comparison; tune.tune_program,
@@ -69,6 +70,8 @@ def main(argv=None) -> None:
     ap.add_argument("--top", type=int, default=6, help="kernels with the most (weight x default) time")
     ap.add_argument("--limit", type=int, default=16, help="choices per kernel, the default's first")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--cpu", default="", help="LLVM CPU name of the schedlang code (default: host)")
+    ap.add_argument("--match", default="", help="only the kernels whose label (e.g. '3x3 64->64 56x56') contains this")
     ap.add_argument("--inductor", action="store_true", help="also time each layer under Inductor with freezing")
     ap.add_argument("--model-log", help="tune the whole model's variants into this log and time it (see above)")
     args = ap.parse_args(argv)
@@ -83,7 +86,7 @@ def main(argv=None) -> None:
     from conv_model_layers import conv_shape
     from cpu_time import cpu_time_call
     torch.set_num_threads(1)
-    target = Target.create(Target("llvm", num_threads=1))
+    target = Target.create(Target("llvm", cpu=args.cpu, num_threads=1))
     model, inputs = zoo.build(args.model, "full")
     rng = np.random.default_rng(0)
     with torch.no_grad(), warnings.catch_warnings():
@@ -104,11 +107,12 @@ def main(argv=None) -> None:
         layers.sort(key=lambda x: -x[0])
         print(f"# {args.model}: {len(layers)} NCHWc conv tasks; the {args.top} of the most weight x time; "
               f"1 thread, CPU time (median of {args.rounds} interleaved rounds)")
+        if args.match:
+            layers = [x for x in layers if args.match in _label(x[1])]
         for _, kt, choices, arrays in layers[:args.top]:
             outs, task_args = kt.task.outputs, kt.task.args
-            convs = [op for op in _conv_ops(outs)]
-            infos = [conv_shape(op) for op in convs]
-            label = " + ".join(f"{i['k']}x{i['k']} {i['ic']}->{i['oc']} {i['oh']}x{i['ow']}" for i in infos)
+            infos = [conv_shape(op) for op in _conv_ops(outs)]
+            label = _label(kt)
             mods, kept = [], []
             for c in choices:
                 try:
@@ -167,6 +171,13 @@ def model_check(args) -> None:
                                 rounds=7, min_s=0.3)
     print(f"{args.model} 1 thread CPU time: default {a * 1e3:.1f} ms, variants-tuned {b * 1e3:.1f} ms "
           f"({a / b:.3f}x), eager {e * 1e3:.1f} ms")
+
+
+def _label(kt) -> str:
+    """The task's convolutions as '1x1 64->256 56x56 + ...'."""
+    from conv_model_layers import conv_shape
+    infos = [conv_shape(op) for op in _conv_ops(kt.task.outputs)]
+    return " + ".join(f"{i['k']}x{i['k']} {i['ic']}->{i['oc']} {i['oh']}x{i['ow']}" for i in infos)
 
 
 def _conv_ops(outputs):
