@@ -12,3 +12,4 @@ from . import gather  # noqa: F401,E402
 from . import attention  # noqa: F401,E402
 from . import conv  # noqa: F401,E402
 from . import pool, resize  # noqa: F401,E402
+from . import cumulative  # noqa: F401,E402

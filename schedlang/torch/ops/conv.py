@@ -1,5 +1,5 @@
 """aten.convolution, 1-d and 2-d (stride, padding, dilation, groups incl. depthwise, bias),
-as one sum reduction tagged CONV_TAG:
+as one sum reduction tagged CONV_TAG (transposed ones: conv_transpose.py):
 
     conv[n, oc, *o] = sum over rc, *r of  x[n, g * ICg + rc, o * stride + r * dilation - pad]
                                           * w[oc, rc, *r]          (g = oc // OCg)
@@ -35,6 +35,7 @@ from schedlang.dtypes import dtype
 
 from ..fuse import CONV_PAD_TAG, CONV_TAG
 from . import conv_tensorcore
+from .conv_transpose import conv_transpose
 from .conv_winograd import winograd_conv, winograd_tile
 from .accum import acc_dtype, require_float
 from .common import compute, static
@@ -240,7 +241,7 @@ def _named(body, nsp: int):
 @register_lowering("aten.convolution.default")
 def convolution(ctx, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     if transposed:
-        raise Unsupported("transposed convolution is not lowered")
+        return conv_transpose(ctx, x, weight, bias, stride, padding, dilation, output_padding, groups)
     call = check_call(x, weight, bias, stride, padding, dilation, groups)
     m = winograd_tile(ctx, call)
     result = winograd_conv(ctx, call, m) if m is not None else None

@@ -1,0 +1,47 @@
+"""cumsum and cumprod along one dim, as a reduction over the prefix:
+
+    out[..., i, ...] = sum over j of x[..., j, ...] where j <= i
+
+(the whole dim as the reduction's domain, the points after i left out by its condition).
+That is quadratic in the dim's extent where a scan is linear, but it is a plain reduction
+every schedule and target already handles; dims longer than MAX_EXTENT stay in torch.
+Integers and bool accumulate to int64, as in torch; float16/bfloat16 in float32.
+"""
+from __future__ import annotations
+
+import schedlang as sl
+
+from .accum import acc_and_result_names, acc_dtype, cast_stage, dtype_arg, is_float
+from .common import compute, norm_dim
+from .registry import Unsupported, register_lowering
+
+MAX_EXTENT = 4096     # a longer prefix sum (16M terms per row) runs in torch
+
+
+def _cumulative(ctx, x, dim, dtype, reducer, op: str) -> sl.Tensor:
+    out = dtype_arg(dtype, op) or (str(x.dtype) if is_float(x.dtype) else "int64")
+    acc = acc_dtype(out)
+    if x.ndim == 0:                       # (a new tensor: the input is not a result)
+        return compute((), lambda idx: sl.cast(out, x[()]), ctx.name())
+    d = norm_dim(dim, x.ndim, f"{op}: dim")
+    n = x.shape[d]
+    if isinstance(n, int) and n > MAX_EXTENT:
+        raise Unsupported(f"{op} over {n} elements (more than {MAX_EXTENT}: its prefix reduction is quadratic)")
+    j = sl.reduce_axis((0, n), name="r")     # (not a name of the compute's axes)
+
+    def body(idx):
+        src = list(idx)
+        src[d] = j
+        return reducer(sl.cast(acc, x[tuple(src)]), axis=j, where=j <= idx[d])
+    acc_name, name = acc_and_result_names(ctx.name(), acc, out)
+    return cast_stage(compute(x.shape, body, acc_name), out, name)
+
+
+@register_lowering("aten.cumsum.default")
+def cumsum(ctx, x, dim, *, dtype=None):
+    return _cumulative(ctx, x, dim, dtype, sl.sum, "cumsum")
+
+
+@register_lowering("aten.cumprod.default")
+def cumprod(ctx, x, dim, *, dtype=None):
+    return _cumulative(ctx, x, dim, dtype, sl.prod, "cumprod")

@@ -1,0 +1,73 @@
+"""cumsum and cumprod (torch/ops/cumulative.py) against eager torch: every dim (negative too),
+integer and bool inputs accumulating to int64, dtype=, float16, a 0-d input, a symbolic
+length; a prefix longer than MAX_EXTENT stays in torch; the position ids transformers
+compute from an attention mask, compiled whole."""
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+import schedlang.torch as st
+from schedlang.torch.ops.cumulative import MAX_EXTENT
+
+from .helpers import check_lowering
+
+aten = torch.ops.aten
+torch.manual_seed(0)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cumsum_and_cumprod_along_each_dim(dim):
+    x = torch.randn(3, 5, 7)
+    check_lowering(aten.cumsum.default, (x, dim))
+    check_lowering(aten.cumprod.default, (x * 0.5 + 1, dim))
+
+
+def test_dtypes():
+    ints = torch.randint(-4, 5, (4, 9), dtype=torch.int32)
+    check_lowering(aten.cumsum.default, (ints, 1))                       # -> int64
+    check_lowering(aten.cumsum.default, (ints > 0, 0))                   # bool -> int64
+    check_lowering(aten.cumprod.default, (ints, 1))
+    check_lowering(aten.cumsum.default, (ints, 1), {"dtype": torch.float64})
+    check_lowering(aten.cumsum.default, (torch.randn(2, 33).half(), 1))
+    check_lowering(aten.cumsum.default, (torch.tensor(2.5), 0))          # 0-d
+
+
+class PositionIds(nn.Module):
+    """What transformers compute from an attention mask of left-padded rows."""
+
+    def forward(self, x, mask):
+        pos = mask.long().cumsum(-1) - 1
+        pos = pos.masked_fill(mask == 0, 1)
+        return x + pos[..., None].float()
+
+
+def test_position_ids_compile_whole():
+    x = torch.randn(2, 9, 4)
+    mask = torch.tensor([[0, 0, 1, 1, 1, 1, 1, 1, 1], [1] * 9])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        warnings.simplefilter("error", UserWarning)       # a schedule falling back to plain loops
+        compiled = st.compile(PositionIds(), (x, mask))
+    torch.testing.assert_close(compiled(x, mask), PositionIds()(x, mask))
+
+
+class Cumsum(nn.Module):
+    def forward(self, x):
+        return x.cumsum(-1)
+
+
+def test_a_long_prefix_runs_in_torch():
+    x = torch.randn(1, MAX_EXTENT + 1)
+    with pytest.warns(st.FallbackWarning, match="cumsum"):
+        compiled = st.compile(Cumsum(), (x,))
+    torch.testing.assert_close(compiled(x), x.cumsum(-1))
+
+
+def test_symbolic_length():
+    n = torch.export.Dim("n", min=2, max=64)
+    compiled = st.compile(Cumsum(), (torch.randn(2, 6),), dynamic_shapes=({1: n},))
+    for n in (3, 11):
+        x = torch.randn(2, n)
+        torch.testing.assert_close(compiled(x), x.cumsum(-1), rtol=1e-5, atol=1e-5)
