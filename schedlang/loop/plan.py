@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..errors import ScheduleError
 from ..expr.equality import key
 from ..expr.functor import rewrite_post_order, substitute
-from ..expr.nodes import Expr, Var
+from ..expr.nodes import Cast, Expr, Var
 from ..tensor.axis import IterVar
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
 from . import scan as scan_plans
@@ -231,6 +231,12 @@ def _default_name(schedule) -> str:
     return re.sub(r"\W", "_", schedule[schedule.outputs[0]].name)
 
 
+def _as_dtype_of(var: Var, index: Expr) -> Expr:
+    """index (a read's, within the axis var's extent) in var's dtype: a gather reads with int64
+    indices (torch's), and the inlined body's arithmetic on var must keep one dtype."""
+    return index if index.dtype == var.dtype else Cast(var.dtype, index)
+
+
 def inline_stages(program: Program) -> Program:
     """Substitute inlined stages into their readers and drop them from the plan list."""
     bodies: Dict[str, ComputeOp] = {}     # inlined stage name -> its (already inlined) op
@@ -247,7 +253,8 @@ def inline_stages(program: Program) -> Program:
                     k = (src.name, node.tensor.value_index, key(node.indices))
                     if k not in substituted:
                         body = op.bodies[node.tensor.value_index]
-                        substituted[k] = substitute(body, {a.var: i for a, i in zip(op.axis, node.indices)})
+                        substituted[k] = substitute(body, {a.var: _as_dtype_of(a.var, i)
+                                                           for a, i in zip(op.axis, node.indices)})
                     return substituted[k]
             return node
         return rewrite_post_order(e, post)

@@ -1,6 +1,6 @@
 """What transformer and CNN code writes besides the zoo's models (hand-written causal masks,
 tril/triu, masked_fill, bool and padding masks, grouped-query attention, position
-embeddings, nn.MultiheadAttention, every activation), compiled whole (no op in torch, one
+embeddings, nn.MultiheadAttention, every activation, unfold), compiled whole (no op in torch, one
 part) and compared with eager; a dynamic sequence length (arange to a symbolic end); the
 same ops on the cuda target, emulated."""
 import math
@@ -91,6 +91,13 @@ class PadAndReduce(nn.Module):
         return F.relu6(y), (y > 2).any(-1), (y > -3).all()
 
 
+class Unfold(nn.Module):
+    """im2col: a gather with int64 indices from a padded copy that is inlined into it."""
+
+    def forward(self, x):
+        return F.unfold(x, 3, padding=1, stride=2) + F.unfold(x, (2, 3), dilation=(1, 2)).sum()
+
+
 q = torch.randn(2, 4, S, D)
 kv = torch.randn(2, 2, S, D)
 CASES = {
@@ -103,6 +110,7 @@ CASES = {
     "multihead_attention": (MHA, (torch.randn(2, S, D),)),
     "activations": (Activations, (torch.randn(3, 9) * 3,)),
     "pad_and_reduce": (PadAndReduce, (torch.randn(2, 3, 5) * 3,)),
+    "unfold": (Unfold, (torch.randn(1, 2, 5, 6),)),
 }
 
 
