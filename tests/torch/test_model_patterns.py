@@ -1,6 +1,6 @@
 """What transformer and CNN code writes besides the zoo's models (hand-written causal masks,
 tril/triu, masked_fill, bool and padding masks, grouped-query attention, position
-embeddings, nn.MultiheadAttention, every activation, unfold), compiled whole (no op in torch, one
+embeddings, nn.MultiheadAttention, every activation, unfold, torch.roll, nan guards), compiled whole (no op in torch, one
 part) and compared with eager; a dynamic sequence length (arange to a symbolic end); the
 same ops on the cuda target, emulated."""
 import math
@@ -98,6 +98,22 @@ class Unfold(nn.Module):
         return F.unfold(x, 3, padding=1, stride=2) + F.unfold(x, (2, 3), dilation=(1, 2)).sum()
 
 
+class ShiftedWindows(nn.Module):
+    """Swin's cyclic shift (torch.roll: integer fmod of the indices) and window partition."""
+
+    def forward(self, x):
+        x = torch.roll(x, (-2, 3), (1, 2))
+        return x.view(1, 2, 4, 2, 4, 3).permute(0, 1, 3, 2, 4, 5).reshape(-1, 16, 3)
+
+
+class NanGuards(nn.Module):
+    """Guards model code writes around bad values, and polar coordinates."""
+
+    def forward(self, x, y):
+        x = torch.where(torch.isnan(x) | torch.isinf(x), torch.zeros_like(x), x)
+        return torch.nan_to_num(x / y), torch.atan2(x, y), torch.hypot(x, y)
+
+
 q = torch.randn(2, 4, S, D)
 kv = torch.randn(2, 2, S, D)
 CASES = {
@@ -111,6 +127,8 @@ CASES = {
     "activations": (Activations, (torch.randn(3, 9) * 3,)),
     "pad_and_reduce": (PadAndReduce, (torch.randn(2, 3, 5) * 3,)),
     "unfold": (Unfold, (torch.randn(1, 2, 5, 6),)),
+    "shifted_windows": (ShiftedWindows, (torch.randn(1, 8, 8, 3),)),
+    "nan_guards": (NanGuards, (torch.tensor([[1.0, float("nan"), float("inf"), -2.0]]), torch.tensor([0.0, 1.0, -1.0, 0.0]))),
 }
 
 

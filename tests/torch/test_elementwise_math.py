@@ -1,0 +1,71 @@
+"""The elementwise ops of torch/ops/elementwise_math.py against torch: special values (nan,
++-inf, -0.0), integer and bool inputs, float16, broadcasting and Python scalars; integer fmod
+by a tensor stays in torch (its zero divisor raises there), by a nonzero number it does not."""
+import math
+
+import pytest
+import torch
+
+from .helpers import check_lowering, lower
+
+aten = torch.ops.aten
+torch.manual_seed(0)
+SPECIAL = torch.tensor([0.0, -0.0, 1.5, -2.25, math.inf, -math.inf, math.nan, 1e30, -1e-30, 0.75])
+
+
+@pytest.mark.parametrize("op", ["asin", "acos", "atan", "asinh", "acosh", "atanh", "sinh", "cosh", "tan",
+                                "log2", "log10", "exp2"])
+def test_unary_float_ops(op):
+    fn = getattr(aten, op).default
+    inside = torch.rand(5, 7) * 1.8 - 0.9                   # in every domain but acosh's
+    check_lowering(fn, (inside + 1.2 if op == "acosh" else inside,), tol=(1e-5, 1e-5))
+    check_lowering(fn, (torch.tensor([0, 1, 2], dtype=torch.int32),), tol=(1e-5, 1e-5))   # -> float32
+    check_lowering(fn, (inside.double(),))
+
+
+@pytest.mark.parametrize("op", ["atan2", "hypot", "copysign", "logaddexp"])
+def test_binary_float_ops(op):
+    fn = aten.copysign.Tensor if op == "copysign" else getattr(aten, op).default
+    a = torch.randn(4, 1, 6) * 3
+    b = torch.randn(5, 6)
+    check_lowering(fn, (a, b), tol=(1e-5, 1e-5))
+    s = SPECIAL[:, None]
+    check_lowering(fn, (s, SPECIAL[None, :]), tol=(1e-5, 1e-5))
+    check_lowering(fn, (a.half(), b.half()))
+
+
+def test_fmod_floats_and_integers():
+    check_lowering(aten.fmod.Tensor, (torch.randn(6, 5) * 7, torch.randn(5) * 2 + 0.1))
+    check_lowering(aten.fmod.Scalar, (torch.randn(6, 5) * 7, -1.5))
+    check_lowering(aten.fmod.Tensor, (SPECIAL, SPECIAL.flip(0)))
+    check_lowering(aten.fmod.Scalar, (torch.arange(-7, 8), 3))       # what torch.roll's indices use
+    check_lowering(aten.fmod.Scalar, (torch.arange(-7, 8, dtype=torch.int32), -4))
+    with pytest.raises(Exception, match="fmod"):
+        lower(aten.fmod.Tensor, (torch.tensor([7, -7]), torch.tensor([2, 0])))
+
+
+@pytest.mark.parametrize("op", ["isnan", "isinf", "isfinite", "isposinf", "isneginf", "signbit"])
+def test_classifications(op):
+    fn = getattr(aten, op).default
+    check_lowering(fn, (SPECIAL,))
+    check_lowering(fn, (SPECIAL.half(),))
+    check_lowering(fn, (torch.tensor([-3, 0, 5], dtype=torch.int64),))
+    check_lowering(fn, (torch.tensor([True, False]),))
+
+
+def test_nan_to_num():
+    check_lowering(aten.nan_to_num.default, (SPECIAL,))
+    check_lowering(aten.nan_to_num.default, (SPECIAL, 2.0, 100.0, -100.0))
+    check_lowering(aten.nan_to_num.default, (SPECIAL.half(),))
+    check_lowering(aten.nan_to_num.default, (torch.tensor([1, 2]),))
+
+
+@pytest.mark.parametrize("op", ["bitwise_and", "bitwise_or", "bitwise_xor"])
+def test_bitwise(op):
+    fn = getattr(aten, op)
+    a = torch.randint(-100, 100, (4, 5), dtype=torch.int32)
+    check_lowering(fn.Tensor, (a, torch.randint(-100, 100, (5,), dtype=torch.int32)))
+    check_lowering(fn.Scalar, (a, 6))
+    check_lowering(fn.Tensor, (torch.rand(3, 4) > 0.5, torch.rand(4) > 0.5))
+    with pytest.raises(TypeError, match=op):
+        lower(fn.Tensor, (torch.randn(3), torch.randn(3)))
