@@ -14,3 +14,4 @@ from . import conv  # noqa: F401,E402
 from . import pool, resize  # noqa: F401,E402
 from . import cumulative  # noqa: F401,E402
 from . import elementwise_math  # noqa: F401,E402
+from . import group_norm  # noqa: F401,E402
