@@ -36,6 +36,15 @@ def test_layout():
     check_lowering(aten.squeeze.default, (torch.randn(1, 3, 1),))
 
 
+def test_flip():
+    check_lowering(aten.flip.default, (x, [0, -1]))
+    check_lowering(aten.flip.default, (x, [1]))
+    check_lowering(aten.flip.default, (x, []))
+    check_lowering(aten.flip.default, (torch.arange(7), [0]))
+    with pytest.raises(ValueError, match="twice"):
+        check_lowering(aten.flip.default, (x, [1, -2]))
+
+
 @pytest.mark.parametrize("args", [(-1, 1, 100), (1, -2, None, 2), (0, None, None), (2, 1, 3), (2, -3, 3)])
 def test_slice(args):
     check_lowering(aten.slice.Tensor, (x, *args))

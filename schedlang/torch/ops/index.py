@@ -146,6 +146,18 @@ def permute(ctx: LowerContext, x, dims):
                    ctx.name())
 
 
+@register_lowering("aten.flip.default")
+def flip(ctx: LowerContext, x, dims):
+    """x read backwards along dims: out[..., i, ...] = x[..., n - 1 - i, ...]."""
+    flipped = {norm_dim(d, len(x.shape), "flip: dim") for d in dims}
+    if len(flipped) != len(dims):
+        raise ValueError(f"flip: dims {list(dims)} name a dim twice")
+
+    def body(i):
+        return x[tuple(x.shape[d] - 1 - i[d] if d in flipped else i[d] for d in range(len(x.shape)))]
+    return compute(list(x.shape), body, ctx.name())
+
+
 @register_lowering("aten.transpose.int")
 def transpose(ctx: LowerContext, x, dim0, dim1):
     n = len(x.shape)
