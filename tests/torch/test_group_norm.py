@@ -1,6 +1,7 @@
-"""Group normalization (torch/ops/group_norm.py) against torch: its three results (out, mean,
-rstd) for 2-d to 4-d inputs, one group, one channel a group, without weight or bias, float16
-and float64; a diffusion model's residual block (GroupNorm, SiLU, conv) compiled whole."""
+"""Group normalization and batch-statistics normalization (torch/ops/group_norm.py) against
+torch: group norm's three results (out, mean, rstd) for 2-d to 4-d inputs, one group, one
+channel a group, without weight or bias, float16 and float64; a diffusion model's residual
+block (GroupNorm, SiLU, conv) and nn.InstanceNorm1d/2d compiled whole."""
 import warnings
 
 import pytest
@@ -56,3 +57,22 @@ def test_bad_groups():
     x = torch.randn(2, 6, 4)
     with pytest.raises(ValueError, match="not divisible into 4 groups"):
         check_lowering(aten.native_group_norm.default, (x, None, None, 2, 6, 4, 4, 1e-5))
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_statistics_norm(affine):
+    """What nn.InstanceNorm becomes: batch norm with the batch's statistics, no running ones."""
+    x = torch.randn(3, 5, 4, 6) * 2 + 1
+    w, b = (torch.randn(5), torch.randn(5)) if affine else (None, None)
+    check_lowering(aten._native_batch_norm_legit.no_stats, (x, w, b, True, 0.1, 1e-5), tol=(1e-4, 1e-4))
+    check_lowering(aten._native_batch_norm_legit.no_stats, (x[:, :, 0], w, b, True, 0.1, 1e-5), tol=(1e-4, 1e-4))
+
+
+def test_instance_norm_compiles_whole():
+    for model, x in ((nn.InstanceNorm2d(6, affine=True), torch.randn(2, 6, 5, 5)),
+                     (nn.InstanceNorm1d(4), torch.randn(3, 4, 9))):
+        model.eval()
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("error", st.FallbackWarning)
+            compiled = st.compile(model, (x,))
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)

@@ -36,6 +36,15 @@ def test_layout():
     check_lowering(aten.squeeze.default, (torch.randn(1, 3, 1),))
 
 
+def test_repeat():
+    check_lowering(aten.repeat.default, (x, [2, 1, 3]))
+    check_lowering(aten.repeat.default, (x, [2, 1, 1, 2]))          # a new leading dim
+    check_lowering(aten.repeat.default, (torch.randn(1, 3), [4, 2]))
+    check_lowering(aten.repeat.default, (torch.tensor(1.5), [3]))
+    with pytest.raises(ValueError, match="repeat"):
+        check_lowering(aten.repeat.default, (x, [2, 2]))
+
+
 def test_flip():
     check_lowering(aten.flip.default, (x, [0, -1]))
     check_lowering(aten.flip.default, (x, [1]))

@@ -1,12 +1,15 @@
-"""Group normalization (aten.native_group_norm: nn.GroupNorm, F.group_norm) as reductions
-over each group's channels and every spatial position, then an elementwise stage:
+"""Normalization by statistics of the input itself. Group normalization (aten.native_group_norm:
+nn.GroupNorm, F.group_norm) as reductions over each group's channels and every spatial
+position, then an elementwise stage:
 
     <name>_sum[n, g]    = sum of x over the group        <name>_mean = sum / count
     <name>_sqsum[n, g]  = sum of (x - mean)^2            <name>_rstd = rsqrt(sqsum / count + eps)
     <name>[n, c, ...]   = (x - mean[n, c // Cg]) * rstd[n, c // Cg] * weight[c] + bias[c]
 
 (the centred second pass, as layer_norm's, in float32 for float16/bfloat16); the results are
-(out, mean [N, G], rstd [N, G]) as torch's, the statistics computed only where read.
+(out, mean [N, G], rstd [N, G]) as torch's, the statistics computed only where read. Batch
+normalization with the batch's statistics and no running ones (_native_batch_norm_legit.no_stats,
+training=True: what nn.InstanceNorm becomes) alike, per channel over the batch and positions.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import schedlang as sl
 
 from .accum import acc_and_result_names, acc_dtype, cast_stage, require_float
 from .common import compute, same_extent, static
+from .reduce import count_of, reduction
 from .registry import Unsupported, register_lowering
 
 
@@ -75,3 +79,39 @@ def native_group_norm(ctx, x, weight, bias, N, C, HxW, group, eps):
         return sl.cast(out, y)
     result = compute(x.shape, normalized, ctx.name())
     return result, cast_stage(mean, out, mean_out), cast_stage(rstd, out, rstd_out)
+
+
+@register_lowering("aten._native_batch_norm_legit.no_stats")
+def batch_norm_batch_stats(ctx, x, weight, bias, training, momentum, eps):
+    """(out, mean [C], rstd [C]): x normalized per channel (dim 1) by its own mean and biased
+    variance over every other dim (the statistics in float32 for float16/bfloat16)."""
+    require_float("batch_norm", x)
+    if not training:
+        raise Unsupported("batch_norm in eval mode without running statistics")
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm: expected an input with a channel dim, got {x.ndim}-d")
+    for p in (weight, bias):
+        if p is not None and (p.ndim != 1 or not same_extent(p.shape[0], x.shape[1])):
+            raise ValueError(f"batch_norm: a weight or bias of shape {list(p.shape)} for {x.shape[1]} channels")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        raise Unsupported(f"batch_norm: eps={eps!r} is not a number")
+    out, acc = str(x.dtype), acc_dtype(x.dtype)
+    dims = (0,) + tuple(range(2, x.ndim))
+    count = count_of(x.shape, dims, acc)
+    total = reduction(x.shape, dims, False, sl.sum, lambda idx: sl.cast(acc, x[tuple(idx)]), ctx.name("sum"))
+    mean = compute(total.shape, lambda idx: total[tuple(idx)] / count, ctx.name("mean"))
+
+    def centered(idx):
+        return sl.cast(acc, x[tuple(idx)]) - mean[idx[1]]
+    sqsum = reduction(x.shape, dims, False, sl.sum, lambda idx: centered(idx) * centered(idx), ctx.name("sqsum"))
+    rstd = compute(sqsum.shape, lambda idx: sl.rsqrt(sqsum[tuple(idx)] / count + sl.const(float(eps), acc)),
+                   ctx.name("rstd"))
+
+    def normalized(idx):
+        y = centered(idx) * rstd[idx[1]]
+        if weight is not None:
+            y = y * sl.cast(acc, weight[idx[1]])
+        if bias is not None:
+            y = y + sl.cast(acc, bias[idx[1]])
+        return sl.cast(out, y)
+    return compute(x.shape, normalized, ctx.name()), mean, rstd

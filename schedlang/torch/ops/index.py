@@ -146,6 +146,23 @@ def permute(ctx: LowerContext, x, dims):
                    ctx.name())
 
 
+@register_lowering("aten.repeat.default")
+def repeat(ctx: LowerContext, x, repeats):
+    """x tiled repeats times along each dim (x's shape padded with leading 1s to len(repeats))."""
+    repeats = [static(r, "repeat: repeats") for r in repeats]
+    lead = len(repeats) - len(x.shape)
+    if lead < 0 or min(repeats, default=1) < 0:
+        raise ValueError(f"repeat: {len(repeats)} repeats {repeats} for a {len(x.shape)}-d tensor (at least as "
+                         "many, none negative)")
+    if 0 in repeats:
+        raise Unsupported("repeat with a repeat of 0 (an empty result)")
+    shape = [1] * lead + list(x.shape)
+
+    def body(i):
+        return x[tuple(sl.floormod(i[d], shape[d]) if shape[d] != 1 else 0 for d in range(lead, len(shape)))]
+    return compute([e * r for e, r in zip(shape, repeats)], body, ctx.name())
+
+
 @register_lowering("aten.flip.default")
 def flip(ctx: LowerContext, x, dims):
     """x read backwards along dims: out[..., i, ...] = x[..., n - 1 - i, ...]."""
