@@ -69,3 +69,9 @@ def test_bitwise(op):
     check_lowering(fn.Tensor, (torch.rand(3, 4) > 0.5, torch.rand(4) > 0.5))
     with pytest.raises(TypeError, match=op):
         lower(fn.Tensor, (torch.randn(3), torch.randn(3)))
+
+
+@pytest.mark.parametrize("decimals", [0, 1, 3, -1, -2])
+def test_round_to_decimals(decimals):
+    x = torch.tensor([0.125, 0.135, -2.55, 1234.5678, 0.5, 1.5, -0.05, 15.0, 25.0, math.nan])
+    check_lowering(aten.round.decimals, (torch.cat([x, torch.randn(20) * 100]),), {"decimals": decimals})

@@ -45,6 +45,16 @@ def test_repeat():
         check_lowering(aten.repeat.default, (x, [2, 2]))
 
 
+def test_diagonal():
+    a = torch.randn(4, 6, 3)
+    check_lowering(aten.diagonal.default, (a,))
+    check_lowering(aten.diagonal.default, (a, 2, 0, 1))
+    check_lowering(aten.diagonal.default, (a, -1, 1, 0))
+    check_lowering(aten.diagonal.default, (a, 1, -1, 0))
+    with pytest.raises(ValueError, match="dim1 and dim2"):
+        check_lowering(aten.diagonal.default, (a, 0, 1, -2))
+
+
 def test_flip():
     check_lowering(aten.flip.default, (x, [0, -1]))
     check_lowering(aten.flip.default, (x, [1]))

@@ -1,7 +1,7 @@
 """More elementwise ATen ops, on elementwise.py's `pointwise`: inverse trigonometric and
-hyperbolic functions, log2/log10/exp2, atan2, hypot, copysign, logaddexp, fmod, the float
-classifications (isnan, isinf, isfinite, isposinf, isneginf, signbit), nan_to_num and the
-bitwise and/or/xor of integers and bools."""
+hyperbolic functions, log2/log10/exp2, atan2, hypot, copysign, logaddexp, fmod, round to
+decimals, the float classifications (isnan, isinf, isfinite, isposinf, isneginf, signbit),
+nan_to_num and the bitwise and/or/xor of integers and bools."""
 from __future__ import annotations
 
 import math
@@ -62,6 +62,24 @@ def fmod(ctx: LowerContext, a, b):
         return pointwise(ctx.name(), sl.truncmod, (a, b), dt)
     # a tensor divisor may hold 0, which raises in torch; a kernel must not trap on it
     raise Unsupported(f"fmod of {dt} by a tensor (integer fmod by a tensor runs in torch)")
+
+
+@register_lowering("aten.round.decimals")
+def round_decimals(ctx: LowerContext, x, *, decimals=0):
+    """Half to even at 10**-decimals, as torch: x * 10**d rounded, then divided by 10**d
+    (for negative d: x / 10**-d rounded, then multiplied)."""
+    if not is_float(x.dtype):
+        raise Unsupported(f"round(decimals=) of {x.dtype}")
+    if isinstance(decimals, bool) or not isinstance(decimals, int):
+        raise Unsupported(f"round: decimals={decimals!r} is not an int")
+    scale = 10.0 ** abs(decimals)
+
+    def fn(v):
+        k = sl.const(scale, v.dtype)
+        if decimals >= 0:
+            return sl.nearbyint(v * k) / k
+        return sl.nearbyint(v / k) * k
+    return pointwise(ctx.name(), fn, (x,), x.dtype)
 
 
 def _classify(name: str, on_float, on_int: bool):

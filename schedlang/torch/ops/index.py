@@ -163,6 +163,31 @@ def repeat(ctx: LowerContext, x, repeats):
     return compute([e * r for e, r in zip(shape, repeats)], body, ctx.name())
 
 
+@register_lowering("aten.diagonal.default")
+def diagonal(ctx: LowerContext, x, offset=0, dim1=0, dim2=1):
+    """The diagonal of dims dim1, dim2 (offset above it when positive, below when negative) as
+    the last dim, those two dims dropped."""
+    n = len(x.shape)
+    d1, d2 = norm_dim(dim1, n, "diagonal: dim1"), norm_dim(dim2, n, "diagonal: dim2")
+    if d1 == d2:
+        raise ValueError(f"diagonal: dim1 and dim2 are both dim {d1}")
+    offset = static(offset, "diagonal: offset")
+    rows, cols = static(x.shape[d1], "diagonal: its dims"), static(x.shape[d2], "diagonal: its dims")
+    length = max(0, min(rows + min(offset, 0), cols - max(offset, 0)))
+    if length == 0:
+        raise Unsupported("diagonal of length 0 (an empty result)")
+    rest = [d for d in range(n) if d not in (d1, d2)]
+
+    def body(i):
+        index = [None] * n
+        for k, d in enumerate(rest):
+            index[d] = i[k]
+        index[d1] = i[-1] - min(offset, 0)
+        index[d2] = i[-1] + max(offset, 0)
+        return x[tuple(index)]
+    return compute([x.shape[d] for d in rest] + [length], body, ctx.name())
+
+
 @register_lowering("aten.flip.default")
 def flip(ctx: LowerContext, x, dims):
     """x read backwards along dims: out[..., i, ...] = x[..., n - 1 - i, ...]."""
