@@ -1,6 +1,7 @@
 """torch.linalg.vector_norm (torch/ops/vector_norm.py) against torch: every ord kind (2, 1, 0,
 inf, -inf, 3, 0.5), dims (none, one, several, negative) with and without keepdim, dtype=,
-float16; F.normalize in a module compiled whole (CLIP's embedding head)."""
+float16; F.normalize in a module compiled whole (CLIP's embedding head); torch.cdist for the
+same orders, broadcast batch dims."""
 import math
 import warnings
 
@@ -50,3 +51,11 @@ def test_normalize_compiles_whole():
         compiled = st.compile(model, (a, b))
         for got, want in zip(compiled(a, b), model(a, b)):
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("p", [2.0, 1.0, 0.0, math.inf, 3.0])
+def test_cdist(p):
+    a, b = torch.randn(2, 30, 5), torch.randn(1, 27, 5)      # over 25 rows: torch's p = 2 takes a matmul
+    b[0, 0] = a[0, 0]                                          # a zero distance
+    check_lowering(aten._cdist_forward.default, (a, b, p, None), tol=(1e-4, 1e-4))
+    check_lowering(aten._cdist_forward.default, (a[0, :4], b[0, :3], p, None), tol=(1e-5, 1e-5))
