@@ -71,25 +71,12 @@ def linalg_vector_norm(ctx, x, ord=2, dim=None, keepdim=False, *, dtype=None):
     out = dtype_arg(dtype, "linalg.vector_norm") or str(x.dtype)
     acc = acc_dtype(out)
     dims = norm_dims(dim, x.ndim, "linalg.vector_norm") if x.ndim else ()
-    p = float(ord)
+    summand, reducer, root = _p_norm_parts(float(ord), acc)
 
-    def mag(idx):
-        return sl.abs(sl.cast(acc, x[tuple(idx)]))
+    def source(idx):
+        return summand(sl.abs(sl.cast(acc, x[tuple(idx)])))
     root_name, name = acc_and_result_names(ctx.name(), acc, out)
-    if p == math.inf or p == -math.inf:
-        total = reduction(x.shape, dims, keepdim, sl.max if p > 0 else sl.min, mag, root_name)
-        return cast_stage(total, out, name)
-    zero, one = sl.const(0, acc), sl.const(1, acc)
-    if p == 0:
-        source = lambda idx: sl.select(mag(idx) != zero, one, zero)   # noqa: E731
-    elif p == 1:
-        source = mag
-    elif p == 2:
-        source = lambda idx: mag(idx) * mag(idx)   # noqa: E731
-    else:
-        source = lambda idx: sl.power(mag(idx), sl.const(p, acc))   # noqa: E731
-    if p in (0, 1):
-        return cast_stage(reduction(x.shape, dims, keepdim, sl.sum, source, root_name), out, name)
-    total = reduction(x.shape, dims, keepdim, sl.sum, source, ctx.name("sum"))
-    root = (lambda v: sl.sqrt(v)) if p == 2 else (lambda v: sl.power(v, sl.const(1.0 / p, acc)))
+    if root is None:
+        return cast_stage(reduction(x.shape, dims, keepdim, reducer, source, root_name), out, name)
+    total = reduction(x.shape, dims, keepdim, reducer, source, ctx.name("sum"))
     return cast_stage(compute(total.shape, lambda idx: root(total[tuple(idx)]), root_name), out, name)
