@@ -1,6 +1,7 @@
 """The elementwise ops of torch/ops/elementwise_math.py against torch: special values (nan,
 +-inf, -0.0), integer and bool inputs, float16, broadcasting and Python scalars; integer fmod
-by a tensor stays in torch (its zero divisor raises there), by a nonzero number it does not."""
+by a tensor stays in torch (its zero divisor raises there), by a nonzero number it does not;
+the new ops of this round on the cuda target, emulated."""
 import math
 
 import pytest
@@ -75,3 +76,26 @@ def test_bitwise(op):
 def test_round_to_decimals(decimals):
     x = torch.tensor([0.125, 0.135, -2.55, 1234.5678, 0.5, 1.5, -0.05, 15.0, 25.0, math.nan])
     check_lowering(aten.round.decimals, (torch.cat([x, torch.randn(20) * 100]),), {"decimals": decimals})
+
+
+class _NewOps(torch.nn.Module):
+    """This file's ops and the other newly lowered ones (group norm, normalize, flip, repeat,
+    cumsum, cdist) in one module: one NVRTC build."""
+
+    def forward(self, x, y, i):
+        inside = x.clamp(-0.9, 0.9)
+        a = torch.asin(inside) + torch.acos(inside) + torch.atan(x) + torch.sinh(x) + torch.cosh(x) + torch.tan(x * 0.3)
+        b = torch.asinh(x) + torch.atanh(inside) + torch.acosh(x.abs() + 1) + torch.log2(x.abs() + 1) + torch.exp2(x)
+        c = torch.atan2(x, y) + torch.hypot(x, y) + torch.copysign(x, y) + torch.logaddexp(x, y) + torch.fmod(x, 0.7)
+        d = torch.nan_to_num(x / y) + torch.isnan(x).float() + torch.signbit(y).float() + x.round(decimals=1)
+        e = (i & 6) + (i | 1) + (i ^ 3) + torch.fmod(i, 4)
+        g = torch.nn.functional.group_norm(x[None, :, :, None], 2)[0, :, :, 0] + torch.nn.functional.normalize(x, dim=-1)
+        return a + b + c + d + g + torch.flip(x, (0,)) + x.repeat(1, 1), e, torch.cumsum(x, -1), torch.cdist(x, y)
+
+
+def test_cuda_target_emulated():
+    pytest.importorskip("cuda.bindings")
+    from .test_cuda_emulate import check_emulated, compile_cuda
+    x, y, i = torch.randn(4, 6), torch.randn(4, 6), torch.randint(-9, 9, (4, 6))
+    module = _NewOps().eval()
+    check_emulated(compile_cuda(module, (x, y, i)), module, (x, y, i), engines=("shim", "simt"), tol=1e-4)
