@@ -16,3 +16,4 @@ from . import cumulative  # noqa: F401,E402
 from . import elementwise_math  # noqa: F401,E402
 from . import group_norm  # noqa: F401,E402
 from . import vector_norm  # noqa: F401,E402
+from . import scatter_slices  # noqa: F401,E402
