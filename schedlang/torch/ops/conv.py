@@ -1,5 +1,5 @@
 """aten.convolution, 1-d and 2-d (stride, padding, dilation, groups incl. depthwise, bias),
-as one sum reduction tagged CONV_TAG (transposed ones: conv_transpose.py):
+as one sum reduction tagged CONV_TAG (transposed ones: conv_transpose.py; 3-d: conv3d.py):
 
     conv[n, oc, *o] = sum over rc, *r of  x[n, g * ICg + rc, o * stride + r * dilation - pad]
                                           * w[oc, rc, *r]          (g = oc // OCg)
@@ -35,6 +35,7 @@ from schedlang.dtypes import dtype
 
 from ..fuse import CONV_PAD_TAG, CONV_TAG
 from . import conv_tensorcore
+from .conv3d import conv3d
 from .conv_transpose import conv_transpose
 from .conv_winograd import winograd_conv, winograd_tile
 from .accum import acc_dtype, require_float
@@ -90,8 +91,8 @@ def check_call(x, weight, bias, stride, padding, dilation, groups) -> ConvCall:
     require_float("convolution", *(t for t in (x, weight, bias) if t is not None))
     if len({str(t.dtype) for t in (x, weight, bias) if t is not None}) != 1:
         raise Unsupported("convolution of mixed dtypes is not lowered")
-    if x.ndim not in (3, 4) or weight.ndim != x.ndim:
-        raise Unsupported(f"a {x.ndim}-d input with a {weight.ndim}-d weight (1-d and 2-d convolutions are lowered)")
+    if x.ndim not in (3, 4, 5) or weight.ndim != x.ndim:
+        raise Unsupported(f"a {x.ndim}-d input with a {weight.ndim}-d weight (1-d to 3-d convolutions are lowered)")
     nsp = x.ndim - 2
     for e in tuple(x.shape[1:]) + tuple(weight.shape):
         static(e, "convolution: channel, kernel and spatial extents")
@@ -243,6 +244,8 @@ def convolution(ctx, x, weight, bias, stride, padding, dilation, transposed, out
     if transposed:
         return conv_transpose(ctx, x, weight, bias, stride, padding, dilation, output_padding, groups)
     call = check_call(x, weight, bias, stride, padding, dilation, groups)
+    if x.ndim == 5:
+        return conv3d(ctx, call)
     m = winograd_tile(ctx, call)
     result = winograd_conv(ctx, call, m) if m is not None else None
     if result is not None:
