@@ -77,12 +77,13 @@ def conv_call_of(t: sl.Tensor) -> Optional[ConvCall]:
     return _CALLS.get(t.op)
 
 
-def _ints(value, n: int, what: str) -> Tuple[int, ...]:
-    values = [static(v, f"convolution: {what}") for v in (value if isinstance(value, (list, tuple)) else [value])]
+def per_dim_ints(value, n: int, what: str, op: str = "convolution") -> Tuple[int, ...]:
+    """A per-spatial-dim argument (stride, padding ...) as n static ints; one value repeats."""
+    values = [static(v, f"{op}: {what}") for v in (value if isinstance(value, (list, tuple)) else [value])]
     if len(values) == 1:
         values = values * n
     if len(values) != n:
-        raise ValueError(f"convolution: {what} has {len(values)} values for {n} spatial dims")
+        raise ValueError(f"{op}: {what} has {len(values)} values for {n} spatial dims")
     return tuple(values)
 
 
@@ -103,8 +104,8 @@ def check_call(x, weight, bias, stride, padding, dilation, groups) -> ConvCall:
                          f"match groups={groups}")
     if bias is not None and (bias.ndim != 1 or bias.shape[0] != oc):
         raise ValueError(f"convolution: bias of shape {list(bias.shape)}, expected [{oc}]")
-    call = ConvCall(x, weight, bias, _ints(stride, nsp, "stride"), _ints(padding, nsp, "padding"),
-                    _ints(dilation, nsp, "dilation"), groups)
+    call = ConvCall(x, weight, bias, per_dim_ints(stride, nsp, "stride"), per_dim_ints(padding, nsp, "padding"),
+                    per_dim_ints(dilation, nsp, "dilation"), groups)
     if min(call.stride + call.dilation) < 1 or min(call.padding) < 0:
         raise ValueError(f"convolution: stride {call.stride} and dilation {call.dilation} must be positive, "
                          f"padding {call.padding} not negative")

@@ -19,16 +19,6 @@ from .common import compute, static
 from .registry import Unsupported
 
 
-def _ints(value, n: int, what: str):
-    values = [static(v, f"transposed convolution: {what}") for v in (value if isinstance(value, (list, tuple))
-                                                                     else [value])]
-    if len(values) == 1:
-        values = values * n
-    if len(values) != n:
-        raise ValueError(f"transposed convolution: {what} has {len(values)} values for {n} spatial dims")
-    return tuple(values)
-
-
 def conv_transpose(ctx, x, weight, bias, stride, padding, dilation, output_padding, groups) -> sl.Tensor:
     """aten.convolution's transposed case (weight [IC, OC / groups, *K])."""
     require_float("transposed convolution", *(t for t in (x, weight, bias) if t is not None))
@@ -48,7 +38,8 @@ def conv_transpose(ctx, x, weight, bias, stride, padding, dilation, output_paddi
     oc, icg = ocg * groups, ic // groups
     if bias is not None and (bias.ndim != 1 or bias.shape[0] != oc):
         raise ValueError(f"transposed convolution: bias of shape {list(bias.shape)}, expected [{oc}]")
-    stride, pad, dil, extra = (_ints(v, nsp, what) for v, what in (
+    from .conv import per_dim_ints      # (conv.py imports this module)
+    stride, pad, dil, extra = (per_dim_ints(v, nsp, what, "transposed convolution") for v, what in (
         (stride, "stride"), (padding, "padding"), (dilation, "dilation"), (output_padding, "output_padding")))
     if min(stride + dil) < 1 or min(pad + extra) < 0:
         raise ValueError(f"transposed convolution: stride {stride} and dilation {dil} must be positive, padding "

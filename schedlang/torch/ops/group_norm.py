@@ -17,6 +17,7 @@ import schedlang as sl
 
 from .accum import acc_and_result_names, acc_dtype, cast_stage, require_float
 from .common import compute, same_extent, static
+from .norm import weight_and_bias
 from .reduce import count_of, reduction
 from .registry import Unsupported, register_lowering
 
@@ -71,12 +72,7 @@ def native_group_norm(ctx, x, weight, bias, N, C, HxW, group, eps):
 
     def normalized(idx):
         n, c, rs = idx[0], idx[1], idx[2:]
-        y = centered(n, c, rs) * rstd[n, c // cg]
-        if weight is not None:
-            y = y * sl.cast(acc, weight[c])
-        if bias is not None:
-            y = y + sl.cast(acc, bias[c])
-        return sl.cast(out, y)
+        return sl.cast(out, weight_and_bias(centered(n, c, rs) * rstd[n, c // cg], weight, bias, (c,), acc))
     result = compute(x.shape, normalized, ctx.name())
     return result, cast_stage(mean, out, mean_out), cast_stage(rstd, out, rstd_out)
 
@@ -108,10 +104,5 @@ def batch_norm_batch_stats(ctx, x, weight, bias, training, momentum, eps):
                    ctx.name("rstd"))
 
     def normalized(idx):
-        y = centered(idx) * rstd[idx[1]]
-        if weight is not None:
-            y = y * sl.cast(acc, weight[idx[1]])
-        if bias is not None:
-            y = y + sl.cast(acc, bias[idx[1]])
-        return sl.cast(out, y)
+        return sl.cast(out, weight_and_bias(centered(idx) * rstd[idx[1]], weight, bias, (idx[1],), acc))
     return compute(x.shape, normalized, ctx.name()), mean, rstd

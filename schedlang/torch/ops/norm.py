@@ -109,14 +109,18 @@ def layer_norm_of(ctx, x, normalized_shape, weight, bias, eps, op: str):
 
     def normalized(idx):
         y = centered(idx) * rstd_acc[reduced_index(idx, dims, True)]
-        param = tuple(idx[d] for d in dims)
-        if weight is not None:
-            y = y * sl.cast(acc, weight[param])
-        if bias is not None:
-            y = y + sl.cast(acc, bias[param])
-        return sl.cast(out, y)
+        return sl.cast(out, weight_and_bias(y, weight, bias, tuple(idx[d] for d in dims), acc))
     result = compute(x.shape, normalized, ctx.name())
     return result, mean, cast_stage(rstd_acc, out, rstd_out)
+
+
+def weight_and_bias(y, weight, bias, at: tuple, acc: str):
+    """y * weight[at] + bias[at] in acc (either may be None): a normalization's affine part."""
+    if weight is not None:
+        y = y * sl.cast(acc, weight[at])
+    if bias is not None:
+        y = y + sl.cast(acc, bias[at])
+    return y
 
 
 @register_lowering("aten.native_layer_norm.default")
