@@ -17,3 +17,4 @@ from . import elementwise_math  # noqa: F401,E402
 from . import group_norm  # noqa: F401,E402
 from . import vector_norm  # noqa: F401,E402
 from . import scatter_slices  # noqa: F401,E402
+from . import grid_sample  # noqa: F401,E402
