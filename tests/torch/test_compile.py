@@ -7,7 +7,7 @@ import torch
 import schedlang.torch as st
 from schedlang.torch import FallbackWarning
 
-from .modules import BatchNormTrain, DynamicViews, MaxAndIndex, Residual, SiluAndMul, WithSort
+from .modules import BatchNormTrain, DynamicViews, MaxAndIndex, Residual, SiluAndMul, WithTorchStep
 
 torch.manual_seed(0)
 
@@ -70,12 +70,12 @@ def test_residual_with_broadcasting_parameters_and_buffers():
 
 
 def test_fallback_runs_in_torch_with_one_warning():
-    m = WithSort()
+    m = WithTorchStep()
     x = torch.randn(3, 5)
-    with pytest.warns(FallbackWarning, match="sort") as record:
+    with pytest.warns(FallbackWarning, match="reverse") as record:
         cm = st.compile(m, (x,))
     assert len([w for w in record if issubclass(w.category, FallbackWarning)]) == 1
-    assert cm.program.fallbacks == ["sort"]
+    assert cm.program.fallbacks == ["reverse"]
     assert len(cm.program.parts) == 2
     assert "# in torch (no lowering):" in cm.ir("tensor")
     _close(cm(x), m(x))

@@ -6,7 +6,7 @@ import torch
 
 import schedlang.torch as st
 
-from .modules import MaxAndIndex, Residual, SiluAndMul, WithSort
+from .modules import MaxAndIndex, Residual, SiluAndMul, WithTorchStep
 
 torch.manual_seed(0)
 
@@ -28,7 +28,7 @@ def test_out_is_written_in_place_and_returned():
 @pytest.mark.filterwarnings("ignore::schedlang.torch.lower.FallbackWarning")
 @pytest.mark.parametrize("module,inputs", [
     (Residual(6), (torch.randn(4, 6), torch.randn(4, 6))),       # a transposed view and a scalar: copied
-    (WithSort(), (torch.randn(3, 8),)),                       # computed by a torch step: copied
+    (WithTorchStep(), (torch.randn(3, 8),)),                       # computed by a torch step: copied
     (MaxAndIndex(), (torch.randn(5, 7),)),                      # two outputs, one int64
 ])
 def test_several_outputs_and_outputs_not_made_by_a_kernel(module, inputs):
