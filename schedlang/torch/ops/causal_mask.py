@@ -21,7 +21,7 @@ import numpy as np
 
 import schedlang as sl
 from schedlang.tensor.graph import post_order
-from schedlang.tensor.op import ComputeOp, PlaceholderOp
+from schedlang.tensor.op import ComputeOp
 from schedlang.tensor.reference import evaluate
 from schedlang.tensor.serialize import to_json
 
