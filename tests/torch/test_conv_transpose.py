@@ -1,4 +1,4 @@
-"""Transposed convolutions (torch/ops/conv_transpose.py) against eager torch: 1-d and 2-d,
+"""Transposed convolutions (torch/ops/conv_transpose.py) against eager torch: 1-d to 3-d,
 strides that leave outputs no tap reaches (kernel < stride), padding, output_padding,
 dilation, groups (depthwise too), with and without bias, float64 and float16, built
 bounds-checked and for the host; a UNet-style decoder compiled whole; bad arguments."""
@@ -21,6 +21,7 @@ CASES = {
     "2d_dilated_groups": ((1, 6, 5, 5), (6, 2, 3, 3), 1, 2, 0, 2, 3, True),
     "2d_depthwise": ((1, 5, 6, 7), (5, 1, 4, 4), 2, 1, 0, 1, 5, False),
     "1d": ((2, 3, 9), (3, 4, 5), 3, 2, 1, 1, 1, True),
+    "3d": ((1, 2, 3, 4, 3), (2, 3, 2, 3, 2), (2, 1, 2), (0, 1, 0), (1, 0, 0), 1, 1, True),
 }
 
 

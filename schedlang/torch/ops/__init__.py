@@ -20,3 +20,4 @@ from . import scatter_slices  # noqa: F401,E402
 from . import grid_sample  # noqa: F401,E402
 from . import sort  # noqa: F401,E402
 from . import scatter  # noqa: F401,E402
+from . import trilinear  # noqa: F401,E402

@@ -1,5 +1,5 @@
-"""Transposed convolution (aten.convolution with transposed=True: ConvTranspose1d/2d), 1-d and
-2-d, with stride, padding, output_padding, dilation, groups and bias, as one sum in gather
+"""Transposed convolution (aten.convolution with transposed=True: ConvTranspose1d/2d/3d), 1-d to
+3-d, with stride, padding, output_padding, dilation, groups and bias, as one sum in gather
 form:
 
     out[n, oc, *o] = sum over rc, *r of  x[n, g * ICg + rc, i] * w[g * ICg + rc, oc % OCg, *r]
@@ -24,9 +24,9 @@ def conv_transpose(ctx, x, weight, bias, stride, padding, dilation, output_paddi
     require_float("transposed convolution", *(t for t in (x, weight, bias) if t is not None))
     if len({str(t.dtype) for t in (x, weight, bias) if t is not None}) != 1:
         raise Unsupported("transposed convolution of mixed dtypes is not lowered")
-    if x.ndim not in (3, 4) or weight.ndim != x.ndim:
+    if x.ndim not in (3, 4, 5) or weight.ndim != x.ndim:
         raise Unsupported(f"a transposed convolution of a {x.ndim}-d input with a {weight.ndim}-d weight "
-                          "(1-d and 2-d ones are lowered)")
+                          "(1-d to 3-d ones are lowered)")
     nsp = x.ndim - 2
     for e in tuple(x.shape[1:]) + tuple(weight.shape):
         static(e, "transposed convolution: channel, kernel and spatial extents")
@@ -51,7 +51,7 @@ def conv_transpose(ctx, x, weight, bias, stride, padding, dilation, output_paddi
         raise ValueError(f"transposed convolution: the output size {out_size} is empty")
     out_dtype, acc = str(x.dtype), acc_dtype(x.dtype)
     rc = sl.reduce_axis((0, icg), name="rc")
-    r = [sl.reduce_axis((0, k), name=nm) for k, nm in zip(kernel, ("rh", "rw") if nsp == 2 else ("rw",))]
+    r = [sl.reduce_axis((0, k), name=nm) for k, nm in zip(kernel, ("rd", "rh", "rw")[3 - nsp:])]
     zero = sl.const(0, out_dtype)
 
     def body(idx):
@@ -70,7 +70,8 @@ def conv_transpose(ctx, x, weight, bias, stride, padding, dilation, output_paddi
                       axis=[rc, *r])
 
     shape = tuple(x.shape[:1]) + (oc,) + tuple(out_size)
-    named = (lambda n, oc_, oh, ow: body([n, oc_, oh, ow])) if nsp == 2 else (lambda n, oc_, ow: body([n, oc_, ow]))
+    named = {1: lambda n, oc_, ow: body([n, oc_, ow]), 2: lambda n, oc_, oh, ow: body([n, oc_, oh, ow]),
+             3: lambda n, oc_, od, oh, ow: body([n, oc_, od, oh, ow])}[nsp]
     epilogue = bias is not None or acc != out_dtype
     result = sl.compute(shape, named, name=ctx.name("conv") if epilogue else ctx.name())
     if not epilogue:
