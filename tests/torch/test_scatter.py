@@ -2,7 +2,8 @@
 dim with an index smaller than self, index_add with alpha, index_put at a leading and an
 inner dim with negative indices, broadcast values and accumulate; an index out of range
 raises eager torch's error after the call (nothing written out of bounds: bounds-checked
-builds); max_unpool2d compiled whole."""
+builds); max_unpool2d compiled whole; the new kernels of this kind on the cuda target,
+emulated."""
 import warnings
 
 import pytest
@@ -63,3 +64,28 @@ def test_max_unpool_compiles_whole():
         warnings.simplefilter("error", st.FallbackWarning)
         compiled = st.compile(Unpool(), (x,))
     torch.testing.assert_close(compiled(x), Unpool()(x))
+
+
+class _MoreNewOps(nn.Module):
+    """This file's scatter and the other new kernels of its kind (sort, topk, grid_sample, 3-d
+    and transposed convolutions, nn.Bilinear) in one module: one NVRTC build."""
+
+    def __init__(self):
+        super().__init__()
+        self.c3, self.up, self.bil = nn.Conv3d(2, 2, 3, padding=1), nn.ConvTranspose2d(2, 2, 2, 2), nn.Bilinear(4, 4, 3)
+
+    def forward(self, x, g, i):
+        flat = x.flatten(1)
+        top, where = torch.topk(flat, 3)
+        return (top, where, torch.sort(flat, -1, descending=True).values, F.grid_sample(x, g, align_corners=False),
+                torch.zeros(2, 32).scatter_add(1, i, flat[:, :5]), self.up(x),
+                self.c3(x[:, :, None].repeat(1, 1, 2, 1, 1)), self.bil(x[:, 0], x[:, 1]))
+
+
+def test_cuda_target_emulated():
+    pytest.importorskip("cuda.bindings")
+    from .test_cuda_emulate import check_emulated, compile_cuda
+    x, g, i = torch.randn(2, 2, 4, 4), torch.rand(2, 3, 3, 2) * 2 - 1, torch.randint(0, 32, (2, 5))
+    module = _MoreNewOps().eval()
+    with torch.no_grad():
+        check_emulated(compile_cuda(module, (x, g, i)), module, (x, g, i), engines=("shim", "simt"), tol=1e-4)
