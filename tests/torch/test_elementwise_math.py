@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from .helpers import check_lowering, lower
 
@@ -89,7 +90,7 @@ class _NewOps(torch.nn.Module):
         c = torch.atan2(x, y) + torch.hypot(x, y) + torch.copysign(x, y) + torch.logaddexp(x, y) + torch.fmod(x, 0.7)
         d = torch.nan_to_num(x / y) + torch.isnan(x).float() + torch.signbit(y).float() + x.round(decimals=1)
         e = (i & 6) + (i | 1) + (i ^ 3) + torch.fmod(i, 4)
-        g = torch.nn.functional.group_norm(x[None, :, :, None], 2)[0, :, :, 0] + torch.nn.functional.normalize(x, dim=-1)
+        g = F.group_norm(x[None, :, :, None], 2)[0, :, :, 0] + F.normalize(x, dim=-1)
         return a + b + c + d + g + torch.flip(x, (0,)) + x.repeat(1, 1), e, torch.cumsum(x, -1), torch.cdist(x, y)
 
 

@@ -1,8 +1,8 @@
 """What transformer and CNN code writes besides the zoo's models (hand-written causal masks,
 tril/triu, masked_fill, bool and padding masks, grouped-query attention, position
-embeddings, nn.MultiheadAttention, every activation, unfold, torch.roll, nan guards), compiled whole (no op in torch, one
-part) and compared with eager; a dynamic sequence length (arange to a symbolic end); the
-same ops on the cuda target, emulated."""
+embeddings, nn.MultiheadAttention, every activation, unfold, torch.roll, nan guards),
+compiled whole (no op in torch, one part) and compared with eager; a dynamic sequence length
+(arange to a symbolic end); the same ops on the cuda target, emulated."""
 import math
 import warnings
 
@@ -128,7 +128,8 @@ CASES = {
     "pad_and_reduce": (PadAndReduce, (torch.randn(2, 3, 5) * 3,)),
     "unfold": (Unfold, (torch.randn(1, 2, 5, 6),)),
     "shifted_windows": (ShiftedWindows, (torch.randn(1, 8, 8, 3),)),
-    "nan_guards": (NanGuards, (torch.tensor([[1.0, float("nan"), float("inf"), -2.0]]), torch.tensor([0.0, 1.0, -1.0, 0.0]))),
+    "nan_guards": (NanGuards, (torch.tensor([[1.0, float("nan"), float("inf"), -2.0]]),
+                               torch.tensor([0.0, 1.0, -1.0, 0.0]))),
 }
 
 
