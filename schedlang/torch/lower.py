@@ -23,6 +23,7 @@ from schedlang.tensor.printer import print_tensor_ir
 
 from .dtypes import to_torch
 from .attention_match import match_attention
+from .empty_values import drop_empty_values
 from .layout import block_activations
 from .pad_fusion import share_padded
 from .ops.registry import LowerContext, Unsupported, lookup
@@ -105,7 +106,7 @@ def user_error(e: Exception, node: TorchNode) -> Exception:
 def lower_graph(graph: TorchGraph, target=None, warn: bool = True) -> LoweredProgram:
     """The Tensor IR of graph, split into lowered parts and torch steps (hand-written
     attention first replaced by the fused attention node, attention_match.py)."""
-    return _Lowering(match_attention(graph), target).run(warn)
+    return _Lowering(match_attention(drop_empty_values(graph)), target).run(warn)
 
 
 class _Lowering:
@@ -127,6 +128,9 @@ class _Lowering:
         for i in self.graph.inputs:
             if i.kind == "size":
                 continue                  # read as size expressions, not as a tensor
+            if any(isinstance(e, int) and e == 0 for e in i.shape):
+                self.where[i.name] = ("torch", -1)     # no elements: only an op in torch reads it
+                continue
             self.inputs[i.name] = sl.placeholder(i.shape, i.dtype, name=i.name)
             self.where[i.name] = ("input", 0)
         for node in self.graph.nodes:

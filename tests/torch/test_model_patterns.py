@@ -1,8 +1,9 @@
 """What transformer and CNN code writes besides the zoo's models (hand-written causal masks,
 tril/triu, masked_fill, bool and padding masks, grouped-query attention, position
-embeddings, nn.MultiheadAttention, every activation, unfold, torch.roll, nan guards),
-compiled whole (no op in torch, one part) and compared with eager; a dynamic sequence length
-(arange to a symbolic end); the same ops on the cuda target, emulated."""
+embeddings, nn.MultiheadAttention, every activation, unfold, torch.roll, nan guards, an
+empty key/value cache), compiled whole (no op in torch, one part) and compared with eager;
+a dynamic sequence length (arange to a symbolic end); the same ops on the cuda target,
+emulated; an empty tensor that an op other than cat reads runs in torch."""
 import math
 import warnings
 
@@ -114,6 +115,16 @@ class NanGuards(nn.Module):
         return torch.nan_to_num(x / y), torch.atan2(x, y), torch.hypot(x, y)
 
 
+class EmptyCache(nn.Module):
+    """transformers' key/value cache: it starts as torch.tensor([]) (a constant of shape (0,)),
+    concatenated with each step's keys and values."""
+
+    def forward(self, q, k, v):
+        cache_k, cache_v = torch.tensor([]), torch.tensor([])
+        k, v = torch.cat([cache_k, k], -2), torch.cat([cache_v.clone(), v], -2)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
 q = torch.randn(2, 4, S, D)
 kv = torch.randn(2, 2, S, D)
 CASES = {
@@ -128,6 +139,7 @@ CASES = {
     "pad_and_reduce": (PadAndReduce, (torch.randn(2, 3, 5) * 3,)),
     "unfold": (Unfold, (torch.randn(1, 2, 5, 6),)),
     "shifted_windows": (ShiftedWindows, (torch.randn(1, 8, 8, 3),)),
+    "empty_cache": (EmptyCache, (q, q, q)),
     "nan_guards": (NanGuards, (torch.tensor([[1.0, float("nan"), float("inf"), -2.0]]),
                                torch.tensor([0.0, 1.0, -1.0, 0.0]))),
 }
@@ -198,3 +210,15 @@ def test_cuda_target_emulated():
     for engine in ("shim", "simt"):
         with pytest.raises(IndexError, match="embedding: index out of range"):
             compiled.emulate(ids, engine=engine)
+
+
+def test_an_empty_value_read_by_another_op_runs_in_torch():
+    """Not a cat: the op reading a tensor of no elements runs in torch (no crash)."""
+    class ReadsEmpty(nn.Module):
+        def forward(self, x):
+            return x * 2, torch.tensor([]).sum() + x.sum()
+    x = torch.randn(3, 4)
+    with pytest.warns(st.FallbackWarning):
+        compiled = st.compile(ReadsEmpty(), (x,))
+    for got, want in zip(compiled(x), ReadsEmpty()(x)):
+        torch.testing.assert_close(got, want)
