@@ -10,6 +10,8 @@ Importing this package imports torch; `import schedlang` alone does not.
 """
 from __future__ import annotations
 
+import functools
+
 from typing import Optional, Sequence
 
 import schedlang as sl
@@ -95,5 +97,7 @@ def compile_fx(gm, example_inputs: Sequence, target="llvm", *, inputs: Optional[
                             "tensors and sizes only")
     kinds = {ph: (kind, name) for ph, (kind, name, _) in (inputs or {}).items()}
     state = {name: t for kind, name, t in (inputs or {}).values() if kind != "input"}
-    graph = graph_from_fx(graph_module.graph, kinds, state)
+    attrs = {n.target: functools.reduce(getattr, n.target.split("."), graph_module)
+             for n in graph_module.graph.nodes if n.op == "get_attr"}
+    graph = graph_from_fx(graph_module.graph, kinds, state, attrs=attrs)
     return CompiledModule(graph, target)

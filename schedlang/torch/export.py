@@ -193,10 +193,13 @@ _SPLITS = ("aten.split_with_sizes.default", "aten.split.Tensor", "aten.chunk.def
 
 
 def graph_from_fx(graph: torch.fx.Graph, kinds: Dict[str, tuple], state: Dict[str, torch.Tensor],
-                  dim_names: Optional[Dict[str, str]] = None) -> TorchGraph:
+                  dim_names: Optional[Dict[str, str]] = None,
+                  attrs: Optional[Dict[str, torch.Tensor]] = None) -> TorchGraph:
     """Torch IR of an ATen-level FX graph whose nodes carry meta["val"]. kinds maps a
     placeholder's name to (kind, state name) for parameters/buffers/constants; state holds
-    their tensors. A split followed by getitems becomes one slice per piece."""
+    their tensors; attrs the tensors get_attr nodes read (AOT autograd's graphs keep tensor
+    constants as attributes of their module), which become constant inputs. A split
+    followed by getitems becomes one slice per piece."""
     sizes = _Sizes(dim_names or {})
     namer = _Namer()
     renamed: Dict[str, Any] = {}          # fx node name -> Ref or a concrete value
@@ -251,6 +254,13 @@ def graph_from_fx(graph: torch.fx.Graph, kinds: Dict[str, tuple], state: Dict[st
             break
         if n.op == "call_module" and not n.users:
             continue                          # e.g. the _guards_fn of an unlifted export
+        if n.op == "get_attr" and isinstance((attrs or {}).get(n.target), torch.Tensor):
+            value = attrs[n.target]
+            pretty = n.target.replace(".", "_")
+            name = namer(pretty if pretty.isidentifier() else n.name)
+            inputs.append(TorchInput(name, sizes.shape(value.shape), to_sl(value.dtype), "constant", n.target, value))
+            renamed[n.name] = Ref(name)
+            continue
         if n.op != "call_function":
             raise NotImplementedError(f"FX node {n.name} ({n.op}) is not supported; expected an ATen graph")
         val = n.meta.get("val")

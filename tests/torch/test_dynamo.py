@@ -2,6 +2,7 @@
 the graphs it compiles really go through schedlang.torch.compile_fx."""
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,25 @@ def test_mlp_matches_eager(compiled_graphs):
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(again, want_again, rtol=1e-4, atol=1e-5)
     assert len(compiled_graphs) == 1
+
+
+class WithTensorConstants(nn.Module):
+    """Tensors made in forward (transformers' empty key/value cache): AOT autograd keeps them
+    as attributes of its graph module, read by get_attr nodes."""
+
+    def forward(self, x):
+        cache = torch.tensor([])
+        return torch.cat([cache, x], -1) * torch.tensor([1.0, 2.0, 3.0])
+
+
+def test_tensor_constants_of_the_graph_module(compiled_graphs):
+    x = torch.randn(4, 3)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", sl_torch.FallbackWarning)
+        got = torch.compile(WithTensorConstants(), backend="schedlang", dynamic=False)(x)
+    torch.testing.assert_close(got, WithTensorConstants()(x))
+    (gm, _), = compiled_graphs
+    assert any(n.op == "get_attr" for n in gm.graph.nodes)      # what this test is about
 
 
 def test_a_dynamic_batch_after_recompiling(compiled_graphs):
