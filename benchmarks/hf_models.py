@@ -1,0 +1,201 @@
+"""Real models from transformers and diffusers (small random configs, eval mode, float32)
+compiled whole by schedlang.torch.compile and compared with eager: which ops run in torch,
+how many parts, the largest difference, the compile time. Not a speed benchmark: what it
+measures is coverage, on code nobody here wrote.
+
+transformers and diffusers are not dependencies of the project; install them beside it
+(transformers imports torchvision when it is installed, whose 0.28 wheel breaks next to the
+CPU torch; keep it out):
+
+    pip install --target /tmp/hfpkgs transformers diffusers requests && rm -rf /tmp/hfpkgs/numpy*
+    PYTHONPATH=/tmp/hfpkgs python benchmarks/hf_models.py [--only gpt2 llama ...] [--dynamo]
+
+--dynamo compiles through torch.compile(model, backend="schedlang") instead.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+
+T = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128)
+GQA = dict(T, num_key_value_heads=2, vocab_size=100)
+
+
+def cases():
+    """name -> (a function making the model, the input kind)."""
+    import transformers as tf
+    return {
+        "gpt2": (lambda: tf.GPT2LMHeadModel(tf.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=100)), "ids"),
+        "llama": (lambda: tf.LlamaForCausalLM(tf.LlamaConfig(**GQA)), "ids"),
+        "mistral": (lambda: tf.MistralModel(tf.MistralConfig(**GQA, sliding_window=8)), "ids"),
+        "qwen2": (lambda: tf.Qwen2Model(tf.Qwen2Config(**GQA)), "ids"),
+        "gemma": (lambda: tf.GemmaModel(tf.GemmaConfig(**dict(GQA, num_key_value_heads=1), head_dim=16)), "ids"),
+        "phi": (lambda: tf.PhiModel(tf.PhiConfig(**T, vocab_size=100)), "ids"),
+        "gpt_neox": (lambda: tf.GPTNeoXModel(tf.GPTNeoXConfig(**T, vocab_size=100)), "ids"),
+        "opt": (lambda: tf.OPTModel(tf.OPTConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                                 ffn_dim=128, vocab_size=100, word_embed_proj_dim=64)), "ids"),
+        "bloom": (lambda: tf.BloomModel(tf.BloomConfig(n_layer=2, hidden_size=64, n_head=4, vocab_size=100)), "ids"),
+        "falcon": (lambda: tf.FalconModel(tf.FalconConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                                          vocab_size=100)), "ids"),
+        "mamba": (lambda: tf.MambaModel(tf.MambaConfig(num_hidden_layers=2, hidden_size=32, state_size=8,
+                                                       vocab_size=100, use_mambapy=False)), "ids"),
+        "bert": (lambda: tf.BertModel(tf.BertConfig(**T, vocab_size=100)), "ids"),
+        "roberta": (lambda: tf.RobertaModel(tf.RobertaConfig(**T, vocab_size=100)), "ids"),
+        "albert": (lambda: tf.AlbertModel(tf.AlbertConfig(**T, embedding_size=32, vocab_size=100)), "ids"),
+        "distilbert": (lambda: tf.DistilBertModel(tf.DistilBertConfig(n_layers=2, dim=64, n_heads=4, hidden_dim=128,
+                                                                      vocab_size=100)), "ids"),
+        "deberta_v2": (lambda: tf.DebertaV2Model(tf.DebertaV2Config(**T, vocab_size=100)), "ids"),
+        "convbert": (lambda: tf.ConvBertModel(tf.ConvBertConfig(**T, vocab_size=100, embedding_size=64)), "ids"),
+        "electra": (lambda: tf.ElectraModel(tf.ElectraConfig(**T, vocab_size=100, embedding_size=32)), "ids"),
+        "mpnet": (lambda: tf.MPNetModel(tf.MPNetConfig(**T, vocab_size=100)), "ids"),
+        "t5": (lambda: tf.T5Model(tf.T5Config(num_layers=2, d_model=64, d_kv=16, num_heads=4, d_ff=128,
+                                              vocab_size=100, decoder_start_token_id=0)), "t5"),
+        "bart_encoder": (lambda: tf.BartModel(tf.BartConfig(encoder_layers=1, decoder_layers=1, d_model=64,
+                                                            encoder_attention_heads=4, decoder_attention_heads=4,
+                                                            encoder_ffn_dim=128, decoder_ffn_dim=128,
+                                                            vocab_size=100)).encoder, "ids"),
+        "clip_text": (lambda: tf.CLIPTextModel(tf.CLIPTextConfig(**T, vocab_size=100)), "ids"),
+        "clip_vision": (lambda: tf.CLIPVisionModel(tf.CLIPVisionConfig(**T, image_size=32, patch_size=8)), "img"),
+        "vit": (lambda: tf.ViTModel(tf.ViTConfig(**T, image_size=32, patch_size=8)), "img"),
+        "deit": (lambda: tf.DeiTModel(tf.DeiTConfig(**T, image_size=32, patch_size=8)), "img"),
+        "beit": (lambda: tf.BeitModel(tf.BeitConfig(**T, image_size=32, patch_size=8,
+                                                    use_relative_position_bias=True)), "img"),
+        "dinov2": (lambda: tf.Dinov2Model(tf.Dinov2Config(**T, image_size=32, patch_size=8)), "img48"),
+        "swin": (lambda: tf.SwinModel(tf.SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1],
+                                                    num_heads=[2, 2], window_size=4)), "img"),
+        "segformer": (lambda: tf.SegformerModel(tf.SegformerConfig(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1],
+                                                                   hidden_sizes=[16, 32], num_attention_heads=[1, 2],
+                                                                   patch_sizes=[7, 3], strides=[4, 2],
+                                                                   mlp_ratios=[2, 2])), "img"),
+        "mobilevit": (lambda: tf.MobileViTModel(tf.MobileViTConfig(image_size=32, hidden_sizes=[16, 24, 32],
+                                                                   neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64])), "img"),
+        "convnext": (lambda: tf.ConvNextModel(tf.ConvNextConfig(depths=[1, 1], hidden_sizes=[16, 32], num_stages=2)),
+                     "img"),
+        "convnextv2": (lambda: tf.ConvNextV2Model(tf.ConvNextV2Config(depths=[1, 1], hidden_sizes=[16, 32],
+                                                                      num_stages=2)), "img"),
+        "resnet": (lambda: tf.ResNetModel(tf.ResNetConfig(depths=[1, 1], hidden_sizes=[16, 32], embedding_size=16)),
+                   "img"),
+        "regnet": (lambda: tf.RegNetModel(tf.RegNetConfig(depths=[1, 1], hidden_sizes=[16, 32], embedding_size=16,
+                                                          groups_width=8)), "img"),
+        "mobilenet_v2": (lambda: tf.MobileNetV2Model(tf.MobileNetV2Config(image_size=32, depth_multiplier=0.25)), "img"),
+        "poolformer": (lambda: tf.PoolFormerModel(tf.PoolFormerConfig(depths=[1, 1], hidden_sizes=[16, 32],
+                                                                      num_encoder_blocks=2, patch_sizes=[7, 3],
+                                                                      strides=[4, 2], padding=[2, 1])), "img"),
+        "wav2vec2": (lambda: tf.Wav2Vec2Model(tf.Wav2Vec2Config(**T, conv_dim=(16, 16), conv_stride=(5, 2),
+                                                                conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+                                                                num_conv_pos_embedding_groups=4)), "wav"),
+        "whisper_encoder": (lambda: tf.WhisperModel(tf.WhisperConfig(
+            encoder_layers=1, decoder_layers=1, d_model=64, encoder_attention_heads=4, decoder_attention_heads=4,
+            encoder_ffn_dim=128, decoder_ffn_dim=128, num_mel_bins=16, max_source_positions=20, vocab_size=100,
+            pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)).encoder, "mel"),
+        "sd_unet": (_sd_unet, "unet"),
+        "sd_vae_decoder": (_vae_decoder, "latent"),
+    }
+
+
+def _sd_unet():
+    from diffusers import UNet2DConditionModel
+    return UNet2DConditionModel(sample_size=16, in_channels=4, out_channels=4, layers_per_block=1,
+                                block_out_channels=(32, 64), down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+                                up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), cross_attention_dim=32,
+                                attention_head_dim=8, norm_num_groups=8)
+
+
+class _Decode(torch.nn.Module):
+    def __init__(self, vae):
+        super().__init__()
+        self.vae = vae
+
+    def forward(self, z):
+        return self.vae.decode(z).sample
+
+
+def _vae_decoder():
+    from diffusers import AutoencoderKL
+    return _Decode(AutoencoderKL(block_out_channels=(16, 32), down_block_types=("DownEncoderBlock2D",) * 2,
+                                 up_block_types=("UpDecoderBlock2D",) * 2, latent_channels=4, norm_num_groups=8,
+                                 sample_size=16))
+
+
+class Main(torch.nn.Module):
+    """The model called on its example inputs; its main output tensor."""
+
+    def __init__(self, model, kind: str):
+        super().__init__()
+        self.model, self.kind = model, kind
+
+    def forward(self, *xs):
+        if self.kind == "t5":
+            out = self.model(xs[0], decoder_input_ids=xs[0][:, :5])
+        elif self.kind == "unet":
+            out = self.model(xs[0], xs[1], encoder_hidden_states=xs[2])
+        else:
+            out = self.model(xs[0])
+        if isinstance(out, torch.Tensor):
+            return out
+        if isinstance(out, tuple):
+            return out[0]
+        for field in ("sample", "logits", "last_hidden_state"):
+            if getattr(out, field, None) is not None:
+                return getattr(out, field)
+        raise TypeError(f"no output tensor in {type(out).__name__}")
+
+
+def inputs_of(kind: str):
+    return {"ids": (torch.randint(3, 100, (1, 12)),), "t5": (torch.randint(3, 100, (1, 12)),),
+            "img": (torch.randn(1, 3, 32, 32),), "img48": (torch.randn(1, 3, 48, 48),), "mel": (torch.randn(1, 16, 40),),
+            "wav": (torch.randn(1, 400),), "latent": (torch.randn(1, 4, 8, 8),),
+            "unet": (torch.randn(1, 4, 16, 16), torch.tensor([10]), torch.randn(1, 5, 32))}[kind]
+
+
+def check(name: str, make, kind: str, dynamo: bool) -> str:
+    import schedlang.torch as st
+    torch.manual_seed(0)
+    model = Main(make().eval(), kind).eval()
+    xs = inputs_of(kind)
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        start = time.perf_counter()
+        if dynamo:
+            import schedlang.torch.dynamo  # noqa: F401  (registers the backend)
+            got = torch.compile(model, backend="schedlang")(*xs)
+        else:
+            compiled = st.compile(model, xs)
+            got = compiled(*xs)
+        seconds = time.perf_counter() - start
+        want = model(*xs)
+    err = (got - want).abs().max().item()
+    fell = sorted({str(w.message).split(": ", 1)[-1][:80] for w in caught if type(w.message).__name__ == "FallbackWarning"})
+    parts = "" if dynamo else f" parts={len(compiled.program.parts)}"
+    verdict = "ok" if err <= 1e-3 * max(1.0, want.abs().max().item()) else "MISMATCH"
+    return f"{name:16s} {verdict:8s} max|diff|={err:.1e}{parts} in torch: {fell or 'none'}  ({seconds:.1f} s)"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="+", default=None)
+    ap.add_argument("--dynamo", action="store_true")
+    args = ap.parse_args()
+    import transformers
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}; "
+          f"{'torch.compile(backend=schedlang)' if args.dynamo else 'schedlang.torch.compile'}")
+    for name, (make, kind) in cases().items():
+        if args.only and name not in args.only:
+            continue
+        try:
+            print(check(name, make, kind, args.dynamo), flush=True)
+        except Exception as err:            # a model that does not compile: reported, the rest still run
+            print(f"{name:16s} ERROR    {type(err).__name__}: {str(err)[:200]}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
