@@ -170,3 +170,29 @@ def test_registering_twice_is_harmless():
     assert torch._dynamo.lookup_backend("schedlang") is dynamo.schedlang_backend
 
 
+
+
+class TrainedAttention(nn.Module):
+    """SDPA with grouped-query heads inside a trained model: AOT autograd writes it as
+    _scaled_dot_product_flash_attention_for_cpu, whose logsumexp the backward reads."""
+
+    def __init__(self, gqa: bool):
+        super().__init__()
+        self.gqa = gqa
+        self.proj = nn.Linear(16, 32 if gqa else 48)
+
+    def forward(self, x):
+        h = self.proj(x).view(2, 12, -1, 4).transpose(1, 2)
+        q, k, v = (h[:, :4], h[:, 4:6], h[:, 6:8]) if self.gqa else (h[:, :4], h[:, 4:8], h[:, 8:12])
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.gqa).square().sum()
+
+
+@pytest.mark.parametrize("gqa", [False, True])
+def test_training_through_attention(compiled_graphs, gqa):
+    torch.manual_seed(0)
+    model, x = TrainedAttention(gqa), torch.randn(2, 12, 16)
+    torch.compile(model, backend="schedlang", dynamic=False)(x).backward()
+    got = model.proj.weight.grad.clone()
+    model.zero_grad()
+    model(x).backward()
+    torch.testing.assert_close(got, model.proj.weight.grad, rtol=1e-4, atol=1e-5)

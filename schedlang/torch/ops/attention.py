@@ -28,7 +28,7 @@ from typing import Callable, Optional, Sequence
 import schedlang as sl
 
 from .. import attention_tensorcore
-from ..attention_schedule import CAUSAL, ROLE_TAG, TAG
+from ..attention_schedule import CAUSAL, LSE, ROLE_TAG, TAG
 from .accum import acc_dtype, dtype_arg, is_float
 from .causal_mask import hides_later_keys
 from .common import broadcast_shape, compute, norm_dim, read_broadcast, same_extent, static
@@ -190,13 +190,17 @@ register_lowering("aten.scaled_dot_product_attention.default")(sdpa)
 @register_lowering("aten._scaled_dot_product_flash_attention_for_cpu.default")
 def sdpa_flash_cpu(ctx: LowerContext, q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
     """What CPU autograd tracing turns SDPA into: (output, logsumexp [B, H, L] float32);
-    the logsumexp is computed only when read."""
-    out = sdpa(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, tensor_cores=False)   # (reads max and sum)
+    the logsumexp is computed only when read. Fewer key/value heads than query heads are
+    grouped-query attention here (SDPA's enable_gqa=True became this op without the flag)."""
+    gqa = q.ndim >= 3 and k.ndim >= 3 and not same_extent(q.shape[-3], k.shape[-3])
+    out = sdpa(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa=gqa,
+               tensor_cores=False)   # (reads max and sum)
     top, total = (s for s in _stages_of(out, ("max", "sum")))
     acc = str(total.dtype)
     ninf = sl.const(float("-inf"), acc)
     lse = compute(total.shape, lambda r: sl.cast("float32", sl.select(
-        top[tuple(r)] == ninf, ninf, top[tuple(r)] + sl.log(total[tuple(r)]))), ctx.name("logsumexp"))
+        top[tuple(r)] == ninf, ninf, top[tuple(r)] + sl.log(total[tuple(r)]))), ctx.name("logsumexp"),
+        tag=ROLE_TAG + LSE)      # computed in the attention kernel, per block of rows (attention_schedule)
     return out, lse
 
 
