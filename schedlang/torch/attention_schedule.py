@@ -13,10 +13,9 @@ along the head dim), then out = pv / sum. The [L, S] stages hold one block: memo
 QUERY_BLOCK x S per thread. A causal attention's blocks skip the chunks of keys past their
 last row (_skip_masked_keys: store predicates on every stage's key loop). A training graph's
 attention also writes each row's logsumexp (role "lse", for the backward), computed with the
-block's row sums. CUDA: a block per
-(batch dims, block of query rows), a thread per query row doing that row's whole softmax and
-value product; the tensor-core stages (attention_tensorcore.py: float16/bfloat16 on sm_80+)
-take that module's schedule.
+block's row sums. CUDA: a block per (batch dims, block of query rows), a thread per query row
+doing that row's whole softmax and value product; the tensor-core stages
+(attention_tensorcore.py: float16/bfloat16 on sm_80+) take that module's schedule.
 """
 from __future__ import annotations
 
