@@ -338,7 +338,7 @@ class CompiledModule:
             record = _Prepared(current) if remember else None
         self._check_grad(args, current)
         if prepared is not None:
-            return self._run_prepared(args, prepared)
+            return self._run_prepared(args, prepared, sizes)
         result = self._run(args, sizes, self._state.on_device(current, self._device),
                            lambda mod, arrays: mod(*arrays), bufs=bufs, record=record)
         if record is not None:
@@ -392,9 +392,9 @@ class CompiledModule:
                 self._run_node(step, values, sizes, device)
                 if record is not None:
                     record.parts.append(False)
-        return self._results(values, bufs)
+        return self._results(values, bufs, sizes)
 
-    def _run_prepared(self, args, prepared: "_Prepared"):
+    def _run_prepared(self, args, prepared: "_Prepared", sizes: Dict[str, int]):
         """_run on a CPU target, by the bound calls prepared recorded on a call with the same
         state: only the user inputs, the values torch steps and other parts make, and fresh
         outputs are bound, each checked as a whole call checks it (PreparedCall.run)."""
@@ -411,7 +411,7 @@ class CompiledModule:
                 replaced.append((pos, out))
             call.bound.run(replaced)
             _after_part(step, values)
-        return self._results(values, None)
+        return self._results(values, None, sizes)
 
     def _run_node(self, step, values: Dict[str, Any], sizes: Dict[str, int], device: str) -> None:
         """Run a torch step of the program on values, adding its result."""
@@ -424,9 +424,11 @@ class CompiledModule:
             kw["device"] = torch.device(device)
         values[node.name] = node.target(*a, **kw)
 
-    def _results(self, values: Dict[str, Any], bufs: Optional[list]):
-        """The module's outputs among values (copied into bufs where given), packed as the module packs them."""
-        outs = [values[o.name] if isinstance(o, Ref) else o for o in self.graph.outputs]
+    def _results(self, values: Dict[str, Any], bufs: Optional[list], sizes: Dict[str, int]):
+        """The module's outputs among values (copied into bufs where given), packed as the module
+        packs them; an output that is a size (AOT autograd's forward graphs return the sizes their
+        backward reads) as the int it is for this call's sizes."""
+        outs = [values[o.name] if isinstance(o, Ref) else self._concrete_sizes(o, sizes) for o in self.graph.outputs]
         if bufs is not None:                       # outputs not written in place: copied
             for buf, value in zip(bufs, outs):
                 if value is not buf:

@@ -196,3 +196,31 @@ def test_training_through_attention(compiled_graphs, gqa):
     model.zero_grad()
     model(x).backward()
     torch.testing.assert_close(got, model.proj.weight.grad, rtol=1e-4, atol=1e-5)
+
+
+class Heads(nn.Module):
+    """Reshapes by the sequence length: trained at a second length, Dynamo recompiles with a
+    symbolic length, and the forward graph returns that size for its backward."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 24)
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q, k, v = self.proj(x).view(b, n, 3, 2, 4).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, 8).square().mean()
+
+
+def test_training_at_a_second_sequence_length(compiled_graphs):
+    torch.manual_seed(0)
+    model = Heads()
+    compiled = torch.compile(model, backend="schedlang")
+    for n in (12, 9, 7):
+        x = torch.randn(2, n, 8)
+        compiled(x).backward()
+        got = model.proj.weight.grad.clone()
+        model.zero_grad()
+        model(x).backward()
+        torch.testing.assert_close(got, model.proj.weight.grad, rtol=1e-4, atol=1e-6)
+        model.zero_grad()
