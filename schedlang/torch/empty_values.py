@@ -15,15 +15,16 @@ from .torch_ir import Ref, TorchGraph, TorchNode
 CATS = ("aten.cat.default", "aten.concat.default")
 
 
-def _empty(shape) -> bool:
+def no_elements(shape) -> bool:
+    """Whether a (static part of a) shape has an extent 0."""
     return any(isinstance(e, int) and e == 0 for e in shape)
 
 
 def drop_empty_values(graph: TorchGraph) -> TorchGraph:
     """graph without empty cat operands and the nodes left computing only from empty values
     for no reader (graph itself when there is nothing to drop)."""
-    empty: Set[str] = {i.name for i in graph.inputs if i.kind != "size" and _empty(i.shape)}
-    empty |= {n.name for n in graph.nodes if not n.multi and _empty(n.shape)}
+    empty: Set[str] = {i.name for i in graph.inputs if i.kind != "size" and no_elements(i.shape)}
+    empty |= {n.name for n in graph.nodes if not n.multi and no_elements(n.shape)}
     if not empty:
         return graph
     nodes: List[TorchNode] = []

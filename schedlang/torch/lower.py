@@ -23,7 +23,7 @@ from schedlang.tensor.printer import print_tensor_ir
 
 from .dtypes import to_torch
 from .attention_match import match_attention
-from .empty_values import drop_empty_values
+from .empty_values import drop_empty_values, no_elements
 from .layout import block_activations
 from .pad_fusion import share_padded
 from .ops.registry import LowerContext, Unsupported, lookup
@@ -128,7 +128,7 @@ class _Lowering:
         for i in self.graph.inputs:
             if i.kind == "size":
                 continue                  # read as size expressions, not as a tensor
-            if any(isinstance(e, int) and e == 0 for e in i.shape):
+            if no_elements(i.shape):
                 self.where[i.name] = ("torch", -1)     # no elements: only an op in torch reads it
                 continue
             self.inputs[i.name] = sl.placeholder(i.shape, i.dtype, name=i.name)
@@ -212,7 +212,7 @@ class _Lowering:
                 shape, dtype = t.shape, t.dtype
             else:
                 shape, dtype = self.graph.value_type(name)
-                if any(isinstance(e, int) and e == 0 for e in shape):
+                if no_elements(shape):
                     raise Unsupported(f"{name} is empty (schedlang tensors have positive extents)")
             self.placeholders[key] = sl.placeholder(shape, dtype, name=name)
         return self.placeholders[key]
@@ -267,7 +267,7 @@ class _Lowering:
         dtypes = node.dtype if node.multi else [node.dtype]
         shapes = node.shape if node.multi else [node.shape]
         # None stands for an empty result (batch norm's saved statistics in eval mode)
-        empty = [t is None and any(isinstance(e, int) and e == 0 for e in want) for t, want in zip(got, shapes)]
+        empty = [t is None and no_elements(want) for t, want in zip(got, shapes)]
         got, dtypes, shapes = ([x for x, e in zip(seq, empty) if not e] for seq in (got, dtypes, shapes))
         if len(got) != len(dtypes) or any(t is None or str(t.dtype) != str(d) for t, d in zip(got, dtypes)):
             raise sl.InternalError(f"the lowering of {node.op} for node {node.name} gives "

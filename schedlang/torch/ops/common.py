@@ -73,6 +73,13 @@ def read_broadcast(t: sl.Tensor, shape: Sequence, index: Sequence) -> Expr:
     return t[tuple(idx)]
 
 
+def replaced(index: Sequence, dim: int, value) -> tuple:
+    """index with its entry at dim replaced by value (a read along one dim of the same tensor)."""
+    out = list(index)
+    out[dim] = value
+    return tuple(out)
+
+
 def norm_dim(dim: int, ndim: int, what: str = "dim") -> int:
     """A dimension index in 0..ndim-1 from torch's possibly negative one."""
     n = max(ndim, 1)

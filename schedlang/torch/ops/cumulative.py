@@ -12,7 +12,7 @@ from __future__ import annotations
 import schedlang as sl
 
 from .accum import acc_and_result_names, acc_dtype, cast_stage, dtype_arg, is_float
-from .common import compute, norm_dim
+from .common import compute, norm_dim, replaced
 from .registry import Unsupported, register_lowering
 
 MAX_EXTENT = 4096     # a longer prefix sum (16M terms per row) runs in torch
@@ -30,9 +30,7 @@ def _cumulative(ctx, x, dim, dtype, reducer, op: str) -> sl.Tensor:
     j = sl.reduce_axis((0, n), name="r")     # (not a name of the compute's axes)
 
     def body(idx):
-        src = list(idx)
-        src[d] = j
-        return reducer(sl.cast(acc, x[tuple(src)]), axis=j, where=j <= idx[d])
+        return reducer(sl.cast(acc, x[replaced(idx, d, j)]), axis=j, where=j <= idx[d])
     acc_name, name = acc_and_result_names(ctx.name(), acc, out)
     return cast_stage(compute(x.shape, body, acc_name), out, name)
 

@@ -16,16 +16,10 @@ from __future__ import annotations
 
 import schedlang as sl
 
-from .common import compute, norm_dim, read_broadcast, static
+from .common import compute, norm_dim, read_broadcast, replaced, static
 from .gather import _guard_indices
 from .promote import is_float
 from .registry import LowerContext, Unsupported, register_lowering
-
-
-def _at(p, d: int, i):
-    q = list(p)
-    q[d] = i
-    return tuple(q)
 
 
 @register_lowering("aten.scatter_add.default")
@@ -42,7 +36,7 @@ def scatter_add(ctx: LowerContext, x, dim, index, src):
     def body(p):
         covered = [p[k] < ishape[k] for k in range(len(p))
                    if k != d and ishape[k] < static(x.shape[k], "scatter_add: self's extents")]
-        q = _at(p, d, r)
+        q = replaced(p, d, r)
         hit = sl.cast("int64", index[q]) == sl.cast("int64", p[d])
         value = sl.select(hit, sl.cast(str(x.dtype), src[q]), sl.const(0, str(x.dtype)))
         if covered:         # index (and src) smaller than self along other dims: read only inside
@@ -66,11 +60,13 @@ def index_add(ctx: LowerContext, x, dim, index, source, *, alpha=1):
     def body(p):
         at = index[(r,)] if index.shape else index[()]
         hit = sl.cast("int64", at) == sl.cast("int64", p[d])
-        return sl.sum(sl.select(hit, sl.cast(dt, source[_at(p, d, r)]), sl.const(0, dt)), axis=r)
+        return sl.sum(sl.select(hit, sl.cast(dt, source[replaced(p, d, r)]), sl.const(0, dt)), axis=r)
     total = compute(tuple(x.shape), body, ctx.name("sum"))
-    scale = alpha if is_float(dt) else int(alpha)
-    return compute(tuple(x.shape), lambda p: x[tuple(p)] + total[tuple(p)] * sl.const(scale, dt)
-                   if alpha != 1 else x[tuple(p)] + total[tuple(p)], ctx.name())
+    scale = sl.const(alpha if is_float(dt) else int(alpha), dt)
+
+    def added(p):
+        return x[tuple(p)] + (total[tuple(p)] if alpha == 1 else total[tuple(p)] * scale)
+    return compute(tuple(x.shape), added, ctx.name())
 
 
 @register_lowering("aten.index_put.default")
@@ -94,7 +90,7 @@ def index_put(ctx: LowerContext, x, indices, values, accumulate=False):
         return at == sl.cast("int64", p[d])
 
     def value(p, i):
-        return sl.cast(dt, read_broadcast(values, tuple(vshape), list(_at(p, d, i))))
+        return sl.cast(dt, read_broadcast(values, tuple(vshape), list(replaced(p, d, i))))
     if accumulate:
         total = compute(tuple(x.shape), lambda p: sl.sum(sl.select(hit(p, r), value(p, r), sl.const(0, dt)), axis=r),
                         ctx.name("sum"))

@@ -11,7 +11,7 @@ import torch
 import schedlang as sl
 
 from ..dtypes import to_sl
-from .common import compute, norm_dim, read_broadcast, static
+from .common import compute, norm_dim, read_broadcast, replaced, static
 from .index import _clip
 from .registry import LowerContext, Unsupported, register_lowering
 
@@ -39,9 +39,8 @@ def slice_scatter(ctx: LowerContext, x, src, dim=0, start=None, end=None, step=1
     def body(i):
         pos = i[d] - lo
         inside = [i[d] >= lo, i[d] < hi] + ([sl.floormod(pos, step) == 0] if step > 1 else [])
-        at = list(i)
-        at[d] = sl.floordiv(pos, step) if step > 1 else pos
-        return sl.if_then_else(sl.all(*inside), sl.cast(str(x.dtype), src[tuple(at)]), x[tuple(i)])
+        at = replaced(i, d, sl.floordiv(pos, step) if step > 1 else pos)
+        return sl.if_then_else(sl.all(*inside), sl.cast(str(x.dtype), src[at]), x[tuple(i)])
     return compute(tuple(x.shape), body, ctx.name())
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import schedlang as sl
 
-from .common import compute, norm_dim, static
+from .common import compute, norm_dim, replaced, static
 from .registry import Unsupported, register_lowering
 
 MAX_EXTENT = 4096
@@ -44,14 +44,9 @@ def _sorted(ctx, x, dim: int, descending: bool, count: int, op: str):
     if n > MAX_EXTENT:
         raise Unsupported(f"{op} over {n} elements (more than {MAX_EXTENT}: its ranking is quadratic)")
 
-    def at(idx, k):
-        idx = list(idx)
-        idx[d] = k
-        return tuple(idx)
-
     def rank_body(idx):
         j = sl.reduce_axis((0, n), name="rj")
-        xi, xj = x[tuple(idx)], x[at(idx, j)]
+        xi, xj = x[tuple(idx)], x[replaced(idx, d, j)]
         first = sl.any(_before(xj, xi, descending), sl.all(_ties(xj, xi), j < idx[d]))
         return sl.sum(sl.select(first, sl.const(1, "int32"), sl.const(0, "int32")), axis=j)
     rank = compute(tuple(x.shape), rank_body, ctx.name("rank"))
@@ -60,9 +55,9 @@ def _sorted(ctx, x, dim: int, descending: bool, count: int, op: str):
 
     def index_body(idx):
         i = sl.reduce_axis((0, n), name="ri")
-        return sl.sum(sl.select(rank[at(idx, i)] == idx[d], sl.cast("int64", i), sl.const(0, "int64")), axis=i)
+        return sl.sum(sl.select(rank[replaced(idx, d, i)] == idx[d], sl.cast("int64", i), sl.const(0, "int64")), axis=i)
     index = compute(tuple(shape), index_body, ctx.name("index"))
-    values = compute(tuple(shape), lambda idx: x[at(idx, sl.cast("int32", index[tuple(idx)]))], ctx.name())
+    values = compute(tuple(shape), lambda idx: x[replaced(idx, d, sl.cast("int32", index[tuple(idx)]))], ctx.name())
     return values, index
 
 
