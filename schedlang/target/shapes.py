@@ -19,6 +19,10 @@ def _dims(shape) -> str:
     return "(" + ", ".join(map(str, shape)) + (",)" if len(shape) == 1 else ")")
 
 
+class UnboundSizes(ValueError):
+    """A module's size variable that no argument's extent gives (nor an int argument)."""
+
+
 class SizeBinder:
     """Where each size variable is read from (the first argument dimension that is exactly
     that variable, else one whose extent is a * v + b), and the checks a call runs on the
@@ -50,7 +54,7 @@ class SizeBinder:
         missing = [v.name for v in self.sizes if v not in self.source and v not in self.solved and v not in given]
         if missing:
             decls = ", ".join(f"{b.name}{_dims(b.shape)}" for b in self.params)
-            raise ValueError(f"size variable(s) {', '.join(map(repr, missing))} are not the extent of any dimension "
+            raise UnboundSizes(f"size variable(s) {', '.join(map(repr, missing))} are not the extent of any dimension "
                              f"of the arguments ({decls}), so a call could not tell their values; list the "
                              f"variable itself as an argument (build(s, [..., {missing[0]}])) or add a tensor "
                              "with that extent to the arguments")

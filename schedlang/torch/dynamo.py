@@ -68,8 +68,9 @@ def schedlang_backend(gm: torch.fx.GraphModule, example_inputs: Sequence,
             return compiled if getattr(compiled, "_boxed_call", False) else make_boxed_func(compiled)
         return make_boxed_func(lambda *args: compiled(*[args[k] for k in tensors]))
 
+    from .fastpath import decompositions
     backend = aot_autograd(fw_compiler=forward_compiler, bw_compiler=_eager_backward,
-                           decompositions=dict(decomposition_table().items()))
+                           decompositions={**decomposition_table(), **decompositions()})
     if kinds is None:
         return backend(gm, example_inputs)
     with keeping_lowered_composites():      # AOT autograd traces (and compiles) inside the call

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 
 import schedlang as sl
+from schedlang.expr.nodes import Expr
 
 from . import ops as _ops  # noqa: F401  (registers every lowering)
 from .dtypes import to_sl
@@ -151,34 +152,62 @@ class _Sizes:
         return self.vars[name]
 
     def expr(self, e):
+        """An int, a float, or a schedlang expression (int64 sizes; float64 for the floats
+        Dynamo computes from sizes, such as an interpolation's scale factor)."""
         import sympy
-        from torch.utils._sympy.functions import FloorDiv, Mod, PythonMod
-        if isinstance(e, int):
+        from torch.utils._sympy import functions as F
+        if isinstance(e, (int, float)):
             return e
-        if isinstance(e, torch.SymInt):
-            concrete = e.node.maybe_as_int() if hasattr(e.node, "maybe_as_int") else None
+        if isinstance(e, (torch.SymInt, torch.SymFloat)):
+            concrete = e.node.maybe_as_int() if isinstance(e, torch.SymInt) and hasattr(e.node, "maybe_as_int") else None
             return concrete if concrete is not None else self.expr(e.node.expr)
         if isinstance(e, sympy.Integer):
             return int(e)
+        if isinstance(e, (sympy.Float, sympy.Rational)):
+            return float(e)
         if isinstance(e, sympy.Symbol):
             return self.var(e.name)
+        if isinstance(e, (F.CeilToInt, F.FloorToInt, F.TruncToInt)) and isinstance(e.args[0], F.IntTrueDiv):
+            # ceil(a / b) of sizes (a >= 0, b > 0: what torch makes of math.ceil(n / 2)) in integers
+            a, b = (self.expr(x) for x in e.args[0].args)
+            return -sl.floordiv(-a, b) if isinstance(e, F.CeilToInt) else sl.floordiv(a, b)
         parts = [self.expr(a) for a in e.args]
+        if isinstance(e, (sympy.Pow, F.PowByNatural)) and isinstance(parts[1], int) and parts[1] >= 1:
+            return _fold([parts[0]] * parts[1], operator.mul)
+        if isinstance(e, (F.IntTrueDiv, F.FloatTrueDiv)):
+            return _as_float(parts[0]) / _as_float(parts[1])
+        if isinstance(e, F.ToFloat):
+            return _as_float(parts[0])
+        rounding = {F.CeilToInt: sl.ceil, F.FloorToInt: sl.floor, F.TruncToInt: sl.trunc}
+        if type(e) in rounding:
+            return sl.cast("int32", rounding[type(e)](_as_float(parts[0])))   # sizes are int32 (sl.size_var)
+        if any(isinstance(p, float) or (isinstance(p, Expr) and p.dtype.is_float) for p in parts):
+            parts = [_as_float(p) for p in parts]
         if isinstance(e, sympy.Add):
             return _fold(parts, operator.add)
         if isinstance(e, sympy.Mul):
             return _fold(parts, operator.mul)
-        if isinstance(e, FloorDiv):
+        if isinstance(e, (F.FloorDiv, F.CleanDiv)):
             return sl.floordiv(*parts)
-        if isinstance(e, (Mod, PythonMod)):
+        if isinstance(e, F.CeilDiv):
+            return -sl.floordiv(-parts[0], parts[1])
+        if isinstance(e, (F.Mod, F.PythonMod)):
             return sl.floormod(*parts)
-        if isinstance(e, sympy.Max):
+        if isinstance(e, (sympy.Max, F.Max)):
             return _fold(parts, sl.max)
-        if isinstance(e, sympy.Min):
+        if isinstance(e, (sympy.Min, F.Min)):
             return _fold(parts, sl.min)
         raise NotImplementedError(f"symbolic size {e} ({type(e).__name__}) is not supported")
 
     def shape(self, shape) -> tuple:
         return tuple(self.expr(s) for s in shape)
+
+
+def _as_float(value):
+    """A size (int or int expression) as a float64 value."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    return value if value.dtype.is_float else sl.cast("float64", value)
 
 
 def _fold(parts, fn):
@@ -213,12 +242,12 @@ def graph_from_fx(graph: torch.fx.Graph, kinds: Dict[str, tuple], state: Dict[st
             if value.name in renamed:
                 return renamed[value.name]
             val = value.meta.get("val")
-            if isinstance(val, (torch.SymInt, int)):
+            if isinstance(val, (torch.SymInt, torch.SymFloat, int, float)) and not isinstance(val, bool):
                 return sizes.expr(val)
             raise NotImplementedError(f"value {value.name} is used before it is defined")
         if isinstance(value, (list, tuple)):
             return type(value)(arg(v) for v in value)
-        if isinstance(value, torch.SymInt):
+        if isinstance(value, (torch.SymInt, torch.SymFloat)):
             return sizes.expr(value)
         return value
 
@@ -264,7 +293,7 @@ def graph_from_fx(graph: torch.fx.Graph, kinds: Dict[str, tuple], state: Dict[st
         if n.op != "call_function":
             raise NotImplementedError(f"FX node {n.name} ({n.op}) is not supported; expected an ATen graph")
         val = n.meta.get("val")
-        if isinstance(val, (torch.SymInt, int, float, bool)) or val is None:
+        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)) or val is None:
             continue                          # a size computation: its users read it as an expression
         name_of = op_name(n.target) if not isinstance(n.target, type(operator.getitem)) else "getitem"
         if name_of in _SPLITS and _static_split(n):

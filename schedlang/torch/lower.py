@@ -26,7 +26,7 @@ from .attention_match import match_attention
 from .empty_values import drop_empty_values, no_elements
 from .layout import block_activations
 from .pad_fusion import share_padded
-from .ops.registry import LowerContext, Unsupported, lookup
+from .ops.registry import LowerContext, NeedsStaticShape, Unsupported, lookup
 from .prepack import PackSpec, shape_of
 from .torch_ir import Ref, TorchGraph, TorchNode, map_refs, node_call_str, type_str
 
@@ -51,10 +51,12 @@ class Part:
 
 @dataclass
 class TorchStep:
-    """A node that runs in torch, and why."""
+    """A node that runs in torch, and why; static_only: it would lower with its sizes known
+    (its lowering raised NeedsStaticShape)."""
 
     node: TorchNode
     reason: str
+    static_only: bool = False
 
 
 @dataclass
@@ -79,6 +81,21 @@ class LoweredProgram:
             if isinstance(s, TorchStep) and s.node.op != "getitem":
                 counts[s.node.op] = counts.get(s.node.op, 0) + 1
         return counts
+
+    def needs_static_shapes(self) -> bool:
+        """Whether an op runs in torch only because its sizes are symbolic here."""
+        return any(isinstance(s, TorchStep) and s.static_only for s in self.steps)
+
+    def warn_fallbacks(self, stacklevel: int = 2) -> None:
+        """A FallbackWarning naming the ops that run in torch and why (none if none do)."""
+        reasons: Dict[str, str] = {}
+        for s in self.steps:
+            if isinstance(s, TorchStep) and s.node.op != "getitem":
+                reasons.setdefault(s.node.op, s.reason)
+        if reasons:
+            ops = ", ".join(op if r == "no lowering" else f"{op} ({r})" for op, r in reasons.items())
+            warnings.warn(f"schedlang: {len(reasons)} op(s) run in torch, not in schedlang kernels: {ops}",
+                          FallbackWarning, stacklevel=stacklevel + 1)
 
     def __str__(self) -> str:
         if len(self.steps) == 1 and isinstance(self.steps[0], Part):
@@ -139,17 +156,12 @@ class _Lowering:
             if isinstance(o, Ref):
                 self.need(o.name)
         steps = self.steps()
-        reasons: Dict[str, str] = {}
-        for _, s in self.torch_steps:
-            if s.node.op != "getitem":
-                reasons.setdefault(s.node.op, s.reason)
-        fallbacks = list(reasons)
-        if warn and fallbacks:
-            ops = ", ".join(op if r == "no lowering" else f"{op} ({r})" for op, r in reasons.items())
-            warnings.warn(f"schedlang: {len(fallbacks)} op(s) run in torch, not in schedlang kernels: {ops}",
-                          FallbackWarning, stacklevel=5)
+        fallbacks = list({s.node.op: None for _, s in self.torch_steps if s.node.op != "getitem"})
         used = {name for p in steps if isinstance(p, Part) for name, _ in p.inputs}
-        return LoweredProgram(self.graph, steps, fallbacks, {n: s for n, s in self.packs.items() if n in used})
+        program = LoweredProgram(self.graph, steps, fallbacks, {n: s for n, s in self.packs.items() if n in used})
+        if warn:
+            program.warn_fallbacks(stacklevel=5)
+        return program
 
     def packed(self, tensor, width: int):
         """The placeholder of a constant [N, K] input's panels (LowerContext.packed), or None."""
@@ -245,7 +257,7 @@ class _Lowering:
                                guarder=lambda flag, message, error: guards.append((flag, message, error)))
             result = fn(ctx, *args, **kwargs)
         except Unsupported as e:
-            self.to_torch(node, refs, f"unsupported: {e}")
+            self.to_torch(node, refs, f"unsupported: {e}", static_only=isinstance(e, NeedsStaticShape))
             return
         except (ValueError, TypeError) as e:
             raise user_error(e, node) from None
@@ -279,12 +291,12 @@ class _Lowering:
                 raise sl.InternalError(f"the lowering of {node.op} for node {node.name} gives shape "
                                        f"{tuple(map(str, t.shape))}, torch gives {tuple(map(str, want))}")
 
-    def to_torch(self, node: TorchNode, refs: List[str], reason: str) -> None:
+    def to_torch(self, node: TorchNode, refs: List[str], reason: str, static_only: bool = False) -> None:
         for r in refs:
             self.need(r)
         level = max((self.where[r][1] for r in refs), default=0)
         self.where[node.name] = ("torch", level)
-        self.torch_steps.append((level, TorchStep(node, reason)))
+        self.torch_steps.append((level, TorchStep(node, reason, static_only)))
 
     def steps(self) -> List[Union[Part, TorchStep]]:
         for (part, name) in self.placeholders:

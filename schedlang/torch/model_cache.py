@@ -167,6 +167,9 @@ class CachedPlan:
     def fallback_counts(self) -> Dict[str, int]:
         return {}
 
+    def needs_static_shapes(self) -> bool:
+        return False
+
 
 def _error_name(error: type) -> str:
     if getattr(builtins, error.__name__, None) is error or getattr(errors, error.__name__, None) is error:

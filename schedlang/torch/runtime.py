@@ -20,6 +20,7 @@ from schedlang.expr.simplify import simplify
 from .dtypes import to_torch
 from . import model_cache
 from .lower import LoweredProgram, Part, lower_graph, user_error
+from ..target.shapes import UnboundSizes
 from .prepack import PackCache
 from .state import ModuleState
 from .torch_ir import Ref, TorchGraph, map_refs
@@ -63,7 +64,7 @@ class CompiledModule:
                 self._plan, disk_key = hit[0], None
                 self._modules.update(hit[1])
             else:
-                self._program = self._plan = lower_graph(graph, self.target)
+                self._program = self._plan = lower_graph(graph, self.target, warn=not graph.size_vars)
         self._backend = sl.get_backend(self.target.kind)
         self._device = self._backend.torch_device
         self._state = ModuleState(graph.state_inputs, module)
@@ -71,17 +72,31 @@ class CompiledModule:
         self._warned_grad = False
         self._packs = PackCache(self._plan.packs, disk=True)    # weights packed once (prepack.py; on disk: pack_disk.py)
         self._prepared: Optional[_Prepared] = None
-        # A target that builds static shapes only (cuda): a graph with size variables is lowered
-        # and built again for each set of sizes it is called with (specialize()).
-        self._per_shape = self._backend.builds_static_shapes and _uses_sizes(graph)
+        # A graph with size variables is lowered and built again for each set of sizes it is
+        # called with (specialize()) on a target that builds static shapes only (cuda), and on
+        # any target when an op needs its sizes known to lower (NeedsStaticShape: a convolution
+        # over a symbolic image size, extents torch proved equal that do not simplify to one)
+        # or a part cannot read a size from its arguments (UnboundSizes: a tensor made by an op
+        # in torch carries it): rather than leave the op in torch or fail, as Inductor would
+        # not. Each new shape is a compile; the kernel caches make a repeated one cheap.
+        self._per_shape = _uses_sizes(graph) and (self._backend.builds_static_shapes
+                                                  or self._plan.needs_static_shapes())
         self._variants: Dict[tuple, Tuple[LoweredProgram, Dict[int, Any]]] = {}
+        self._variant_packs: Dict[int, PackCache] = {}     # id(a variant's program) -> its packed weights
         self._last: Optional[Tuple[LoweredProgram, Dict[int, Any]]] = None
-        self._preparable = not self._per_shape and not graph.size_vars   # until a part's module binds no call
         if not self._per_shape and not self._modules:   # the parts are independent: built by a few threads
-            with kernel_cache.deferred():                # the disk entries written behind the first call
-                built = build_each(lambda part: self._module(part, {}), self.program.parts)
-                self._modules.update((part.index, mod) for part, mod in zip(self.program.parts, built))
-                model_cache.store(disk_key, self.program, self._modules)
+            try:
+                with kernel_cache.deferred():                # the disk entries written behind the first call
+                    built = build_each(lambda part: self._module(part, {}), self.program.parts)
+                    self._modules.update((part.index, mod) for part, mod in zip(self.program.parts, built))
+                    model_cache.store(disk_key, self.program, self._modules)
+            except UnboundSizes:
+                if not _uses_sizes(graph):
+                    raise
+                self._per_shape = True
+        if graph.size_vars and not self._per_shape and self._program is not None:
+            self._program.warn_fallbacks(stacklevel=3)
+        self._preparable = not self._per_shape and not graph.size_vars   # until a part's module binds no call
 
     @property
     def program(self) -> LoweredProgram:
@@ -94,7 +109,7 @@ class CompiledModule:
     @property
     def modules(self) -> Mapping[int, Any]:
         """The built module (sl.build's result) of each part, by part index, read-only: those
-        ir() shows (for a cuda module with dynamic shapes, the last shapes built; none before)."""
+        ir() shows (for a module built per shape, the last shapes built; none before)."""
         if self._per_shape:
             return MappingProxyType(self._last[1] if self._last is not None else {})
         return MappingProxyType(self._modules)
@@ -147,8 +162,9 @@ class CompiledModule:
 
     def specialize(self, *args) -> None:
         """Build the module for the shapes of args (the inputs of a call, on any device)
-        ahead of the call. Only a cuda module with dynamic shapes builds per shape (and its
-        ir() shows the last shapes built); others were built whole at compile time."""
+        ahead of the call. Only a module with dynamic shapes built per shape (a cuda one, or one
+        with an op that needs its sizes known: see __init__) does so, and its ir() shows the last
+        shapes built; others were built whole at compile time."""
         if self._per_shape:
             self._variant(self._check_inputs(args, device=None))
 
@@ -157,16 +173,17 @@ class CompiledModule:
         replaced by its value, lowered and built for the target (kept per sizes)."""
         missing = [n for n in self.graph.size_vars if n not in sizes]
         if missing:
-            raise ValueError(f"the sizes {', '.join(missing)} are not known from the inputs' shapes; the cuda "
-                             "target builds per concrete shape and needs every size")
+            raise ValueError(f"the sizes {', '.join(missing)} are not known from the inputs' shapes; a module "
+                             "built per concrete shape needs every size")
         key = tuple(sorted((n, sizes[n]) for n in self.graph.size_vars))
         variant = self._variants.get(key)
         if variant is None:
             graph = _specialized_graph(self.graph, lambda e: self._eval(e, sizes))
-            program = lower_graph(graph, self.target, warn=False)
+            program = lower_graph(graph, self.target, warn=not self._variants)   # the first shape's says it
             modules: Dict[int, Any] = {}
             for part in program.parts:
                 self._module(part, modules)
+            self._variant_packs[id(program)] = PackCache(program.packs, disk=True)
             variant = self._variants[key] = (program, modules)
         self._last = variant
         return variant
@@ -184,7 +201,7 @@ class CompiledModule:
         program, modules = self.program, None
         if self._per_shape:
             if self._last is None:
-                raise ValueError(f"the {level} level of a cuda module with dynamic shapes exists per concrete "
+                raise ValueError(f"the {level} level of a module with dynamic shapes built per shape exists per concrete "
                                  "shape: call the module (or .specialize(*inputs)) first; this shows the "
                                  "last shapes built")
             program, modules = self._last
@@ -253,7 +270,7 @@ class CompiledModule:
         out = simplify(substitute(e, mapping))
         if not isinstance(out, Const):
             raise ValueError(f"the extent {e} is not known from the inputs' shapes")
-        return int(out.value)
+        return float(out.value) if out.dtype.is_float else int(out.value)
 
     def _check_out(self, out, args: Sequence, sizes: Dict[str, int]) -> list:
         """The out= tensors, one per graph output, checked against the outputs' types."""
@@ -379,7 +396,7 @@ class CompiledModule:
         for o, buf in zip(self.graph.outputs, bufs or []):
             given.setdefault(o.name, buf)          # a value returned twice: the second one is a copy
         constants = dict(state)
-        constants.update(self._packs.values(state))
+        constants.update((self._variant_packs[id(program)] if self._per_shape else self._packs).values(state))
         values: Dict[str, Any] = {i.name: x for i, x in zip(self.graph.user_inputs, args)}
         values.update(constants)
         if record is not None:

@@ -224,3 +224,24 @@ def test_training_at_a_second_sequence_length(compiled_graphs):
         model(x).backward()
         torch.testing.assert_close(got, model.proj.weight.grad, rtol=1e-4, atol=1e-6)
         model.zero_grad()
+
+
+@pytest.mark.parametrize("options", [{}, {"norm_first": True, "activation": "gelu"}])
+def test_transformer_encoder_fast_path_is_compiled(compiled_graphs, options):
+    """In eval mode without gradients nn.TransformerEncoderLayer calls one fused op for the
+    whole layer (aten._transformer_encoder_layer_fwd), which Dynamo records as is; the backend
+    decomposes it (fastpath.py) into the ops torch.export gives, so nothing runs in torch."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True, **options)
+    model = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+    x = torch.randn(2, 10, 32)
+    pad = torch.zeros(2, 10, dtype=torch.bool)
+    pad[1, 7:] = True                                   # the second sequence's last 3 keys are padding
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", sl_torch.FallbackWarning)
+        got = torch.compile(model, backend="schedlang")(x, src_key_padding_mask=pad)
+        want = model(x, src_key_padding_mask=pad)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    ops = {str(n.target) for gm, _ in compiled_graphs for n in gm.graph.nodes}
+    assert "aten._transformer_encoder_layer_fwd.default" not in ops
+    assert "aten.scaled_dot_product_attention.default" in ops

@@ -12,7 +12,7 @@ import schedlang as sl
 from ..dtypes import to_sl
 from .common import compute, norm_dim
 from .promote import compute_dtype
-from .registry import Unsupported
+from .registry import NeedsStaticShape, Unsupported
 
 def acc_dtype(dtype) -> str:
     """The dtype a value of dtype is accumulated and computed in (promote.COMPUTE_DTYPE:
@@ -65,7 +65,7 @@ def norm_dims(dims, ndim: int, op: str) -> Tuple[int, ...]:
     dims = [dims] if isinstance(dims, int) else list(dims)
     for d in dims:
         if isinstance(d, bool) or not isinstance(d, int):
-            raise Unsupported(f"{op}: dim {d!r} is not a static int")
+            raise NeedsStaticShape(f"{op}: dim {d!r} is not a static int")
     out = sorted({norm_dim(d, ndim, f"{op}: dim") for d in dims})
     if len(out) != len(dims):
         raise ValueError(f"{op}: dim {dims} names a dimension twice")

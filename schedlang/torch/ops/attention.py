@@ -31,7 +31,7 @@ from .. import attention_tensorcore
 from ..attention_schedule import CAUSAL, LSE, ROLE_TAG, TAG
 from .accum import acc_dtype, dtype_arg, is_float
 from .causal_mask import hides_later_keys
-from .common import broadcast_shape, compute, norm_dim, read_broadcast, same_extent, static
+from .common import broadcast_shape, compute, mismatch, norm_dim, read_broadcast, same_extent, static
 from .norm import softmax_of
 from .reduce import all_reducer, reduced_index, reduction
 from .registry import LowerContext, Unsupported, lookup, register_lowering
@@ -79,7 +79,7 @@ def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, hea
             raise Unsupported(f"attention: the {name} must be a floating-point tensor of at least 2 dims, "
                               f"got {t.dtype} {tuple(t.shape)}")
     if not same_extent(q.shape[-1], k.shape[-1]) or not same_extent(k.shape[-2], v.shape[-2]):
-        raise ValueError(f"attention: query {tuple(q.shape)}, key {tuple(k.shape)} and value {tuple(v.shape)} "
+        raise mismatch((q.shape[-1], k.shape[-1], k.shape[-2], v.shape[-2]), f"attention: query {tuple(q.shape)}, key {tuple(k.shape)} and value {tuple(v.shape)} "
                          "do not fit (query and key share the last dim, key and value the sequence dim)")
     if tensor_cores and attention_tensorcore.applies(q, k, v, ctx.target, heads_ratio):
         return attention_tensorcore.stages(lambda shape, body, role: compute(shape, body, ctx.name(role),

@@ -10,7 +10,7 @@ from schedlang.expr.equality import equal
 from schedlang.expr.nodes import Expr
 from schedlang.expr.simplify import simplify
 
-from .registry import Unsupported
+from .registry import NeedsStaticShape, Unsupported
 
 _NAMES = "ijklmn"
 
@@ -40,6 +40,15 @@ def same_extent(a, b) -> bool:
     return a is b or equal(simplify(a - b), sl.const(0, (a - b).dtype))
 
 
+def mismatch(extents: Sequence, message: str) -> Exception:
+    """The error for extents that must be equal and are not known to be: a ValueError when
+    they are numbers; NeedsStaticShape when one is a size expression (torch's trace checked
+    them, so with the sizes known they agree; equal expressions may not simplify to one)."""
+    if all(isinstance(e, int) for e in extents):
+        return ValueError(message)
+    return NeedsStaticShape(f"{message}: not provably equal with symbolic sizes")
+
+
 def is_one(extent) -> bool:
     return isinstance(extent, int) and extent == 1
 
@@ -57,8 +66,8 @@ def broadcast_shape(*shapes: Sequence) -> tuple:
             if is_one(chosen):
                 chosen = e
             elif not same_extent(chosen, e):
-                raise ValueError(f"shapes {', '.join(str(tuple(s)) for s in shapes)} do not broadcast "
-                                 f"(dimension {d}: {chosen} vs {e})")
+                raise mismatch((chosen, e), f"shapes {', '.join(str(tuple(s)) for s in shapes)} do not broadcast "
+                               f"(dimension {d}: {chosen} vs {e})")
         out.append(chosen)
     return tuple(out)
 
@@ -96,7 +105,7 @@ def static(value, what: str) -> int:
         v = simplify(value)
         if isinstance(v, sl.expr.nodes.Const):
             return int(v.value)
-    raise Unsupported(f"{what} must be a static integer, got {value}")
+    raise NeedsStaticShape(f"{what} must be a static integer, got {value}")
 
 
 def numel(shape: Sequence):

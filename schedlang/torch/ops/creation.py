@@ -12,12 +12,14 @@ from schedlang.expr.simplify import simplify
 from ..dtypes import to_sl, to_torch
 from .common import compute
 from .promote import scalar_dtype
-from .registry import LowerContext, Unsupported, register_lowering
+from .registry import LowerContext, NeedsStaticShape, Unsupported, register_lowering
 
 
 def _filled(name: str, shape, value, dtype: str) -> sl.Tensor:
     if any(isinstance(e, int) and e == 0 for e in shape):
         raise Unsupported("an empty tensor (schedlang tensors have positive extents)")
+    if isinstance(value, sl.expr.nodes.Expr):      # a size Dynamo computed (dynamic shapes)
+        return compute(tuple(shape), lambda i: sl.cast(dtype, value), name)
     if sl.dtype(dtype).is_int and isinstance(value, float) and not value.is_integer():
         value = int(value)                 # torch truncates a float fill of an integer tensor
     if sl.dtype(dtype).is_float and math.isfinite(value) and abs(value) > torch.finfo(to_torch(dtype)).max:
@@ -45,7 +47,8 @@ def full_like(ctx: LowerContext, x, fill_value, dtype=None, layout=None, device=
 
 @register_lowering("aten.scalar_tensor.default")
 def scalar_tensor(ctx: LowerContext, s, dtype=None, layout=None, device=None, pin_memory=None):
-    dt = to_sl(dtype) if dtype is not None else scalar_dtype(float(s))
+    # torch's default: the default float dtype, for an int value too
+    dt = to_sl(dtype) if dtype is not None else scalar_dtype(1.0)
     return _filled(ctx.name(), [], s, dt)
 
 
@@ -56,10 +59,10 @@ def _arange_length(start, end, step):
     one (a dynamic sequence length; start and step must then be ints, step positive)."""
     if isinstance(end, sl.expr.nodes.Expr):
         if not (isinstance(start, int) and isinstance(step, int) and step > 0):
-            raise Unsupported("arange to a symbolic end needs an integer start and a positive integer step")
+            raise NeedsStaticShape("arange to a symbolic end needs an integer start and a positive integer step")
         return simplify(sl.floordiv(end - start + (step - 1), step))
     if isinstance(start, sl.expr.nodes.Expr) or isinstance(step, sl.expr.nodes.Expr):
-        raise Unsupported("arange with a symbolic start or step")
+        raise NeedsStaticShape("arange with a symbolic start or step")
     if step == 0:
         raise ValueError("arange: step must be nonzero")
     if (end - start) / step < 0:

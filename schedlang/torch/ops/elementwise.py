@@ -16,7 +16,7 @@ from schedlang.expr.nodes import Expr
 from ..dtypes import to_sl
 from .common import broadcast_shape, compute, read_broadcast
 from .promote import compute_dtype, float_result, is_bool, is_float, is_int, is_tensor, result_type
-from .registry import LowerContext, Unsupported, register_lowering
+from .registry import LowerContext, NeedsStaticShape, Unsupported, register_lowering
 
 
 def _value(operand, index, shape, dtype: str, wrap: bool = False) -> Expr:
@@ -188,7 +188,7 @@ def pow_tensor_scalar(ctx: LowerContext, x, exponent):
     if is_bool(dt):
         raise Unsupported("pow of bool")
     if isinstance(exponent, Expr):
-        raise Unsupported("pow with a symbolic exponent")
+        raise NeedsStaticShape("pow with a symbolic exponent")
     return pointwise(ctx.name(), lambda v: _pow_scalar_exponent(v, exponent), (x,), dt)
 
 

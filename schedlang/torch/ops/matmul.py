@@ -17,7 +17,7 @@ from schedlang.expr.nodes import Expr
 from ...expr.extent import ceil_div
 from ..schedules import panel_width, register_rows
 from .accum import acc_and_result_names, acc_dtype, cast_stage, require_float
-from .common import axis_names, broadcast_shape, compute, is_one, read_broadcast, same_extent
+from .common import axis_names, broadcast_shape, compute, is_one, mismatch, read_broadcast, same_extent
 from .registry import Unsupported, register_lowering
 
 IN_PLACE_ROWS = 8        # a Linear of at most this many rows reads its weight in place (AVX2)
@@ -34,7 +34,7 @@ def _operands(op: str, *tensors: sl.Tensor) -> str:
 
 def _check_k(op: str, ka, kb) -> None:
     if not same_extent(ka, kb):
-        raise ValueError(f"{op}: the contracted extents differ ({ka} and {kb})")
+        raise mismatch((ka, kb), f"{op}: the contracted extents differ ({ka} and {kb})")
 
 
 def contract(shape: Sequence, k, read_a: Callable, read_b: Callable, dtype: str, name: str) -> sl.Tensor:

@@ -29,6 +29,13 @@ class Unsupported(Exception):
     """Raised by a lowering for arguments it does not handle (the op falls back to torch)."""
 
 
+class NeedsStaticShape(Unsupported):
+    """Raised by a lowering for an argument that is a size expression where the lowering
+    needs a number (a kernel extent, a scale factor) or cannot prove two extents equal that
+    torch's trace already checked: with the sizes known, the op lowers. A module whose graph
+    has such an op is built per concrete shape (CompiledModule)."""
+
+
 @dataclass
 class LowerContext:
     """What a lowering knows besides its arguments: the Torch IR node's name (the prefix

@@ -18,7 +18,7 @@ from schedlang.expr.nodes import Expr
 
 from .accum import acc_dtype
 from .common import compute, static
-from .registry import Unsupported, register_lowering
+from .registry import NeedsStaticShape, Unsupported, register_lowering
 
 
 def _sizes(x, n: int, output_size, scale_factors, op: str):
@@ -48,7 +48,7 @@ def _floats(values, n: int, op: str) -> Optional[List[Optional[float]]]:
     if len(vals) != n:
         raise ValueError(f"{op}: scale_factors {vals} must have {n} entries")
     if not all(v is None or isinstance(v, (int, float)) for v in vals):
-        raise Unsupported(f"{op}: scale factors {vals} are not static numbers")
+        raise NeedsStaticShape(f"{op}: scale factors {vals} are not static numbers")
     return [None if v is None else float(v) for v in vals]
 
 
