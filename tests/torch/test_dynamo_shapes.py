@@ -165,3 +165,18 @@ def test_a_shape_torch_rejects_is_still_an_error():
         with pytest.raises(Exception, match="size|shape|match"):
             fn(torch.randn(1, 3, 16))             # x[:, :5] has 3 rows: does not broadcast with 5
     torch._dynamo.reset()
+
+
+def test_export_path_with_a_dynamic_image_size():
+    """schedlang.torch.compile with dynamic_shapes: the same per-shape build, no op in torch."""
+    torch.manual_seed(0)
+    model = SmallCNN().eval()
+    h = w = torch.export.Dim.DYNAMIC           # (ceil_mode's guards rule out one plain range)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        compiled = sl_torch.compile(model, (torch.randn(1, 3, 16, 20),), dynamic_shapes={"x": {2: h, 3: w}})
+        with torch.no_grad():
+            for size in ((16, 20), (9, 31), (16, 20)):
+                x = torch.randn(1, 3, *size)
+                torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    assert compiled.fallback_ops() == {} and len(compiled._variants) == 2
