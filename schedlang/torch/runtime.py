@@ -77,8 +77,8 @@ class CompiledModule:
         # any target when an op needs its sizes known to lower (NeedsStaticShape: a convolution
         # over a symbolic image size, extents torch proved equal that do not simplify to one)
         # or a part cannot read a size from its arguments (UnboundSizes: a tensor made by an op
-        # in torch carries it): rather than leave the op in torch or fail, as Inductor would
-        # not. Each new shape is a compile; the kernel caches make a repeated one cheap.
+        # in torch carries it), rather than leave the op in torch or fail (Inductor does
+        # neither). Each new shape is a compile; the kernel caches make a repeated one cheap.
         self._per_shape = _uses_sizes(graph) and (self._backend.builds_static_shapes
                                                   or self._plan.needs_static_shapes())
         self._variants: Dict[tuple, Tuple[LoweredProgram, Dict[int, Any]]] = {}
