@@ -10,7 +10,9 @@ CPU torch; keep it out):
     pip install --target /tmp/hfpkgs transformers diffusers requests && rm -rf /tmp/hfpkgs/numpy*
     PYTHONPATH=/tmp/hfpkgs python benchmarks/hf_models.py [--only gpt2 llama ...] [--dynamo]
 
---dynamo compiles through torch.compile(model, backend="schedlang") instead.
+--dynamo compiles through torch.compile(model, backend="schedlang") instead; --sizes (with
+--dynamo) calls it at three input sizes, the second making Dynamo recompile with symbolic sizes
+(a size the model itself refuses in eager, such as ViT's other image sizes, is skipped).
 """
 from __future__ import annotations
 
@@ -167,6 +169,8 @@ def check(name: str, make, kind: str, dynamo: bool) -> str:
         start = time.perf_counter()
         if dynamo:
             import schedlang.torch.dynamo  # noqa: F401  (registers the backend)
+            torch._dynamo.reset()          # else every model is a recompile of Main.forward: past
+            before = compiled_graphs()     # the limit (8), Dynamo runs the model eagerly
             got = torch.compile(model, backend="schedlang")(*xs)
         else:
             compiled = st.compile(model, xs)
@@ -175,16 +179,68 @@ def check(name: str, make, kind: str, dynamo: bool) -> str:
         want = model(*xs)
     err = (got - want).abs().max().item()
     fell = sorted({str(w.message).split(": ", 1)[-1][:80] for w in caught if type(w.message).__name__ == "FallbackWarning"})
+    if dynamo and compiled_graphs() == before:
+        return f"{name:16s} NOT COMPILED (Dynamo ran the model eagerly)"
     parts = "" if dynamo else f" parts={len(compiled.program.parts)}"
     verdict = "ok" if err <= 1e-3 * max(1.0, want.abs().max().item()) else "MISMATCH"
     return f"{name:16s} {verdict:8s} max|diff|={err:.1e}{parts} in torch: {fell or 'none'}  ({seconds:.1f} s)"
+
+
+def resized(kind: str, k: int):
+    """Inputs of kind at its k-th of three sizes (k = 0 is inputs_of's)."""
+    if kind in ("ids", "t5"):
+        return (torch.randint(3, 100, (1, (12, 9, 7)[k])),)
+    if kind in ("img", "img48"):
+        r = {"img": (32, 40, 48), "img48": (48, 64, 56)}[kind][k]
+        return (torch.randn(1, 3, r, r),)
+    if kind == "mel":
+        return (torch.randn(1, 16, (40, 48, 44)[k]),)
+    if kind == "wav":
+        return (torch.randn(1, (400, 480, 560)[k]),)
+    if kind == "latent":
+        return (torch.randn(1, 4, (8, 12, 16)[k], (8, 12, 16)[k]),)
+    r = (16, 24, 32)[k]
+    return (torch.randn(1, 4, r, r), torch.tensor([10]), torch.randn(1, (5, 7, 9)[k], 32))
+
+
+def compiled_graphs() -> int:
+    """Graphs Dynamo has compiled in this process (not reset by torch._dynamo.reset)."""
+    return torch._dynamo.utils.counters["stats"]["unique_graphs"]
+
+
+def check_sizes(name: str, make, kind: str) -> str:
+    """torch.compile(backend="schedlang") called at three sizes: each result against eager."""
+    import schedlang.torch.dynamo  # noqa: F401  (registers the backend)
+    torch._dynamo.reset()              # one model's graphs do not count against the next's recompile limit
+    before = compiled_graphs()
+    torch.manual_seed(0)
+    model = Main(make().eval(), kind).eval()
+    fn = torch.compile(model, backend="schedlang")
+    verdicts = []
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k in range(3):
+            xs = resized(kind, k)
+            try:
+                want = model(*xs)
+            except Exception:             # the model refuses this size in eager
+                verdicts.append("(eager refuses)")
+                continue
+            err = (fn(*xs) - want).abs().max().item()
+            verdicts.append(f"{err:.0e}" if err <= 1e-3 * max(1.0, want.abs().max().item()) else f"MISMATCH {err:.1e}")
+    fell = sorted({str(w.message).split(": ", 1)[-1][:80] for w in caught if type(w.message).__name__ == "FallbackWarning"})
+    graphs = compiled_graphs() - before
+    return f"{name:16s} {' | '.join(f'{v:15s}' for v in verdicts)} in torch: {fell or 'none'}  ({graphs} graphs)"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="+", default=None)
     ap.add_argument("--dynamo", action="store_true")
+    ap.add_argument("--sizes", action="store_true", help="with --dynamo: call each model at three input sizes")
     args = ap.parse_args()
+    if args.sizes and not args.dynamo:
+        ap.error("--sizes goes with --dynamo (schedlang.torch.compile takes dynamic_shapes instead)")
     import transformers
     print(f"torch {torch.__version__}, transformers {transformers.__version__}; "
           f"{'torch.compile(backend=schedlang)' if args.dynamo else 'schedlang.torch.compile'}")
@@ -192,7 +248,7 @@ def main() -> None:
         if args.only and name not in args.only:
             continue
         try:
-            print(check(name, make, kind, args.dynamo), flush=True)
+            print(check_sizes(name, make, kind) if args.sizes else check(name, make, kind, args.dynamo), flush=True)
         except Exception as err:            # a model that does not compile: reported, the rest still run
             print(f"{name:16s} ERROR    {type(err).__name__}: {str(err)[:200]}", flush=True)
 
