@@ -12,8 +12,8 @@ along the keys), row max, exp, row sum, and the value product (register-tiled, v
 along the head dim), then out = pv / sum. The [L, S] stages hold one block: memory is
 QUERY_BLOCK x S per thread. A causal attention's blocks skip the chunks of keys past their
 last row (_skip_masked_keys: store predicates on every stage's key loop). A training graph's
-attention also writes each row's logsumexp (role "lse", for the backward), computed with the
-block's row sums. CUDA: a block per (batch dims, block of query rows), a thread per query row
+attention has one more output column, each row's logsumexp (ops/attention.py, with_lse): the
+block computes it beside its row sums like any other column. CUDA: a block per (batch dims, block of query rows), a thread per query row
 doing that row's whole softmax and value product; the tensor-core stages
 (attention_tensorcore.py: float16/bfloat16 on sm_80+) take that module's schedule.
 """
@@ -29,7 +29,6 @@ from . import attention_tensorcore
 TAG = "attention"                 # the output stage
 ROLE_TAG = "attention."           # + role: the other stages
 ROLES = ("kt", "scores", "max", "exp", "sum", "pv")
-LSE = "lse"                       # a role only training graphs have: the rows' logsumexp, a second output
 CAUSAL = "causal"                 # the output's attr: every key after the query's row is masked (-inf)
 QUERY_BLOCK = 16                  # query rows per block (the [L, S] stages hold this many rows)
 MR = 4                            # rows of a register tile (scores, value product) with 16 vector registers
@@ -63,11 +62,6 @@ def claim_attention(s, live: List, anchor_of: Dict, prefix: Dict) -> None:
                     todo.append(st)
                 elif st.attach_type == "inline" and not is_attention(st):
                     todo.append(st)
-    for st in live:                       # the logsumexp: owned by the attention whose row sum it reads
-        if getattr(st.op, "tag", "") == ROLE_TAG + LSE:
-            sums = [i for i in s.inputs_of(st) if i in owner and role(i) == "sum"]
-            if sums:
-                owner[st] = owner[sums[0]]
     for st in live:
         if st in owner:
             anchor_of[st], prefix[st] = owner[st], 0
@@ -83,11 +77,6 @@ def _stages(s, group, roles=ROLES) -> Dict[str, object]:
         raise ScheduleError("default_schedule", group.anchor.name,
                             f"the attention kernel lacks its {', '.join(missing)} stage(s)")
     return found
-
-
-def _lse_of(s, group):
-    """The attention's logsumexp stage (a second output, in training graphs), or None."""
-    return next((s[st] for st in group.attached if getattr(s[st].op, "tag", "") == ROLE_TAG + LSE), None)
 
 
 def _cols(n, lanes: int) -> int:
@@ -181,9 +170,6 @@ def schedule_attention_cpu(s, group, target) -> None:
     kt.vectorize(kji)
     for r in ("scores", "exp", "pv"):
         parts[r].compute_at(out, io)
-    lse = _lse_of(s, group)
-    if lse is not None:                   # (training graphs) per block, beside the row sum it reads
-        lse.compute_at(out, io)
     rows = MR_WIDE if (target.options.vector_bits or 0) >= 512 else MR   # measured: 8 rows 1.3x faster there
     sco, _, scols = _tiled_product(parts["scores"], lanes, rows)
     _, pr, _ = _tiled_product(parts["pv"], lanes, rows)
@@ -224,8 +210,5 @@ def schedule_attention_cuda(s, group, target) -> None:
     block = out.fuse(*batch, io) if batch else io
     for r in ("scores", "max", "exp", "sum", "pv"):
         parts[r].compute_at(out, ii)
-    lse = _lse_of(s, group)
-    if lse is not None:                   # (training graphs) by the row's thread, after its sum
-        lse.compute_at(out, ii)
     out.bind(block, thread_axis("blockIdx.x"))
     out.bind(ii, thread_axis("threadIdx.x"))

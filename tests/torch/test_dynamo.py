@@ -189,9 +189,14 @@ class TrainedAttention(nn.Module):
 
 @pytest.mark.parametrize("gqa", [False, True])
 def test_training_through_attention(compiled_graphs, gqa):
+    """Equal gradients, and the logsumexp the backward reads comes out of the fused kernel
+    (a column of its result): before, it was a second output no block could compute, and the
+    whole attention kept its plain loops (with a warning; 38x slower at L=1024)."""
     torch.manual_seed(0)
     model, x = TrainedAttention(gqa), torch.randn(2, 12, 16)
-    torch.compile(model, backend="schedlang", dynamic=False)(x).backward()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*keeps its plain loops")
+        torch.compile(model, backend="schedlang", dynamic=False)(x).backward()
     got = model.proj.weight.grad.clone()
     model.zero_grad()
     model(x).backward()

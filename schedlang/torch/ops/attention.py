@@ -28,7 +28,7 @@ from typing import Callable, Optional, Sequence
 import schedlang as sl
 
 from .. import attention_tensorcore
-from ..attention_schedule import CAUSAL, LSE, ROLE_TAG, TAG
+from ..attention_schedule import CAUSAL, ROLE_TAG, TAG
 from .accum import acc_dtype, dtype_arg, is_float
 from .causal_mask import hides_later_keys
 from .common import broadcast_shape, compute, mismatch, norm_dim, read_broadcast, same_extent, static
@@ -68,12 +68,14 @@ def _reader(t: sl.Tensor, batch: Sequence, heads_ratio: int):
 
 
 def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, heads_ratio: int = 1,
-                    tensor_cores: bool = True) -> sl.Tensor:
+                    tensor_cores: bool = True, with_lse: bool = False) -> sl.Tensor:
     """The attention stages of q [..., L, E], k [..., S, E], v [..., S, Ev] (batch dims
     broadcast; k and v with heads_ratio times fewer heads (dim -3) for grouped-query
     attention). score(scores) gives the final scores x (an elementwise function of the raw
     dot products `scores`, [..., L, S], in the accumulation dtype: scale and masks); safe:
-    a row whose scores are all -inf gives 0 (SDPA), not NaN (softmax)."""
+    a row whose scores are all -inf gives 0 (SDPA), not NaN (softmax). with_lse: the result
+    is [..., L, Ev + 1] in the accumulation dtype, column Ev each row's logsumexp (what the
+    backward of training graphs reads; see sdpa_flash_cpu)."""
     for name, t in (("query", q), ("key", k), ("value", v)):
         if t.ndim < 2 or not is_float(t.dtype):
             raise Unsupported(f"attention: the {name} must be a floating-point tensor of at least 2 dims, "
@@ -81,7 +83,7 @@ def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, hea
     if not same_extent(q.shape[-1], k.shape[-1]) or not same_extent(k.shape[-2], v.shape[-2]):
         raise mismatch((q.shape[-1], k.shape[-1], k.shape[-2], v.shape[-2]), f"attention: query {tuple(q.shape)}, key {tuple(k.shape)} and value {tuple(v.shape)} "
                          "do not fit (query and key share the last dim, key and value the sequence dim)")
-    if tensor_cores and attention_tensorcore.applies(q, k, v, ctx.target, heads_ratio):
+    if tensor_cores and not with_lse and attention_tensorcore.applies(q, k, v, ctx.target, heads_ratio):
         return attention_tensorcore.stages(lambda shape, body, role: compute(shape, body, ctx.name(role),
                                                                              tag=ROLE_TAG + role),
                                            lambda shape, body: compute(shape, body, ctx.name(), tag=TAG),
@@ -123,11 +125,17 @@ def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, hea
 
     def result(y):
         t = total[tuple(y[:-1])]
-        value = pv[tuple(y)] / t
-        return sl.cast(out_dtype, sl.select(t == zero, zero, value) if safe else value)
+        col = sl.min(y[-1], Ev - 1) if with_lse else y[-1]      # (column Ev reads no value)
+        value = pv[tuple(y[:-1]) + (col,)] / t
+        value = sl.select(t == zero, zero, value) if safe else value
+        if not with_lse:
+            return sl.cast(out_dtype, value)
+        m = top[tuple(y[:-1])]
+        return sl.select(y[-1] == Ev, sl.select(m == ninf, ninf, m + sl.log(t)), value)
     # is_causal, or a causal mask written out (tril/triu: causal_mask.py)
     causal = getattr(score, "causal", False) or hides_later_keys(score, nb, L, S, acc)
-    return compute(batch + (L, Ev), result, ctx.name(), tag=TAG, attrs={CAUSAL: True} if causal else None)
+    return compute(batch + (L, Ev + 1 if with_lse else Ev), result, ctx.name(), tag=TAG,
+                   attrs={CAUSAL: True} if causal else None)
 
 
 # ---- scaled_dot_product_attention
@@ -158,9 +166,9 @@ def _sdpa_score(ctx: LowerContext, mask, scale: float, causal: bool, acc: str):
 
 
 def sdpa(ctx: LowerContext, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-         enable_gqa=False, tensor_cores=True) -> sl.Tensor:
+         enable_gqa=False, tensor_cores=True, with_lse=False) -> sl.Tensor:
     """F.scaled_dot_product_attention (eval: dropout_p must be 0) as one fused kernel (the
-    tensor-core stages where they apply and tensor_cores)."""
+    tensor-core stages where they apply and tensor_cores; with_lse: fused_attention's)."""
     if dropout_p:
         raise Unsupported(f"scaled_dot_product_attention with dropout_p={dropout_p}: random dropout is not "
                           "lowered (it runs in torch; pass dropout_p=0.0 in inference)")
@@ -181,7 +189,7 @@ def sdpa(ctx: LowerContext, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=Fa
         scale = 1.0 / math.sqrt(static(q.shape[-1], "the head dim"))
     acc = acc_dtype(q.dtype)
     return fused_attention(ctx, q, k, v, _sdpa_score(ctx, attn_mask, float(scale), bool(is_causal), acc),
-                           safe=True, heads_ratio=ratio, tensor_cores=tensor_cores)
+                           safe=True, heads_ratio=ratio, tensor_cores=tensor_cores, with_lse=with_lse)
 
 
 register_lowering("aten.scaled_dot_product_attention.default")(sdpa)
@@ -189,33 +197,19 @@ register_lowering("aten.scaled_dot_product_attention.default")(sdpa)
 
 @register_lowering("aten._scaled_dot_product_flash_attention_for_cpu.default")
 def sdpa_flash_cpu(ctx: LowerContext, q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
-    """What CPU autograd tracing turns SDPA into: (output, logsumexp [B, H, L] float32);
-    the logsumexp is computed only when read. Fewer key/value heads than query heads are
+    """What CPU autograd tracing turns SDPA into: (output, logsumexp [B, H, L] float32),
+    both from one fused kernel. Fewer key/value heads than query heads are
     grouped-query attention here (SDPA's enable_gqa=True became this op without the flag)."""
     gqa = q.ndim >= 3 and k.ndim >= 3 and not same_extent(q.shape[-3], k.shape[-3])
-    out = sdpa(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa=gqa,
-               tensor_cores=False)   # (reads max and sum)
-    top, total = (s for s in _stages_of(out, ("max", "sum")))
-    acc = str(total.dtype)
-    ninf = sl.const(float("-inf"), acc)
-    lse = compute(total.shape, lambda r: sl.cast("float32", sl.select(
-        top[tuple(r)] == ninf, ninf, top[tuple(r)] + sl.log(total[tuple(r)]))), ctx.name("logsumexp"),
-        tag=ROLE_TAG + LSE)      # computed in the attention kernel, per block of rows (attention_schedule)
+    # The logsumexp is a column of the attention's own result, computed by each block of rows
+    # beside the row sums it reads: a second output could not be placed in another stage's loop.
+    both = sdpa(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa=gqa, tensor_cores=False,
+                with_lse=True)
+    *lead, ev = both.shape
+    ev = ev - 1
+    out = compute(tuple(lead) + (ev,), lambda y: sl.cast(str(q.dtype), both[tuple(y)]), ctx.name("out"))
+    lse = compute(tuple(lead), lambda r: sl.cast("float32", both[tuple(r) + (ev,)]), ctx.name("logsumexp"))
     return out, lse
-
-
-def _stages_of(out: sl.Tensor, roles):
-    """The tensors of the attention stages with roles that out reads (directly or not)."""
-    found = {}
-    todo = [out.op]
-    while todo:
-        op = todo.pop()
-        for t in op.input_tensors:
-            tag = getattr(t.op, "tag", "")
-            if tag.startswith(ROLE_TAG) and tag[len(ROLE_TAG):] not in found:
-                found[tag[len(ROLE_TAG):]] = t
-                todo.append(t.op)
-    return [found[r] for r in roles]
 
 
 
