@@ -174,6 +174,8 @@ class _Sizes:
         parts = [self.expr(a) for a in e.args]
         if isinstance(e, (sympy.Pow, F.PowByNatural)) and isinstance(parts[1], int) and parts[1] >= 1:
             return _fold([parts[0]] * parts[1], operator.mul)
+        if isinstance(e, (sympy.Pow, F.FloatPow)):       # (a head dim ** 0.5: an attention's scale)
+            return sl.pow(_as_float(parts[0]), _as_float(parts[1]))
         if isinstance(e, (F.IntTrueDiv, F.FloatTrueDiv)):
             return _as_float(parts[0]) / _as_float(parts[1])
         if isinstance(e, F.ToFloat):

@@ -180,3 +180,21 @@ def test_export_path_with_a_dynamic_image_size():
                 x = torch.randn(1, 3, *size)
                 torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
     assert compiled.fallback_ops() == {} and len(compiled._variants) == 2
+
+
+class ScaleBySize(nn.Module):
+    """GPT-2's attention scale, x / full([], head_dim ** 0.5): with dynamic=True the size is
+    symbolic from the first call, and the division is aten.true_divide."""
+
+    def forward(self, x):
+        return x / torch.full([], x.size(-1) ** 0.5, dtype=x.dtype)
+
+
+def test_dynamic_from_the_first_call(compiled):
+    fn = torch.compile(ScaleBySize(), backend="schedlang", dynamic=True)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        for n in (6, 9, 16):
+            x = torch.randn(2, n)
+            torch.testing.assert_close(fn(x), ScaleBySize()(x))
+    assert len(compiled) == 1 and compiled[0].graph.size_vars

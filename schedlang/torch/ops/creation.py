@@ -30,7 +30,7 @@ def _filled(name: str, shape, value, dtype: str) -> sl.Tensor:
 
 @register_lowering("aten.full.default")
 def full(ctx: LowerContext, size, fill_value, dtype=None, layout=None, device=None, pin_memory=None):
-    if not isinstance(fill_value, (bool, int, float)):
+    if not isinstance(fill_value, (bool, int, float, sl.expr.nodes.Expr)):      # (Expr: made from sizes)
         raise Unsupported(f"full with a fill value of type {type(fill_value).__name__}")
     dt = to_sl(dtype) if dtype is not None else scalar_dtype(fill_value)
     return _filled(ctx.name(), list(size), fill_value, dt)
@@ -39,7 +39,7 @@ def full(ctx: LowerContext, size, fill_value, dtype=None, layout=None, device=No
 @register_lowering("aten.full_like.default")
 def full_like(ctx: LowerContext, x, fill_value, dtype=None, layout=None, device=None, pin_memory=None,
               memory_format=None):
-    if not isinstance(fill_value, (bool, int, float)):
+    if not isinstance(fill_value, (bool, int, float, sl.expr.nodes.Expr)):      # (Expr: made from sizes)
         raise Unsupported(f"full_like with a fill value of type {type(fill_value).__name__}")
     dt = to_sl(dtype) if dtype is not None else str(x.dtype)
     return _filled(ctx.name(), list(x.shape), fill_value, dt)

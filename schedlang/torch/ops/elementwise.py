@@ -119,7 +119,8 @@ def _floor_div_float(x: Expr, y: Expr) -> Expr:
     return sl.select(y == zero, x / y, res)
 
 
-@register_lowering("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode")
+@register_lowering("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode",
+                   "aten.true_divide.Tensor", "aten.true_divide.Scalar")
 def div(ctx: LowerContext, a, b, rounding_mode=None):
     dt = result_type(a, b)
     if rounding_mode is None:

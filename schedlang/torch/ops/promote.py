@@ -63,8 +63,8 @@ def scalar_dtype(value) -> str:
         return "int64"
     if isinstance(value, float):
         return to_sl(torch.get_default_dtype())
-    if isinstance(value, Expr):          # a symbolic size (SymInt)
-        return "int64"
+    if isinstance(value, Expr):          # a symbolic size (SymInt), or a float made from sizes (SymFloat)
+        return to_sl(torch.get_default_dtype()) if value.dtype.is_float else "int64"
     raise TypeError(f"unsupported operand {value!r} ({type(value).__name__}): expected a tensor or a number")
 
 
