@@ -152,7 +152,7 @@ class _Sizes:
         return self.vars[name]
 
     def expr(self, e):
-        """An int, a float, or a schedlang expression (int64 sizes; float64 for the floats
+        """An int, a float, or a schedlang expression (int sizes; float64 for the floats
         Dynamo computes from sizes, such as an interpolation's scale factor)."""
         import sympy
         from torch.utils._sympy import functions as F

@@ -73,13 +73,13 @@ class LoweredProgram:
     def parts(self) -> List[Part]:
         return [s for s in self.steps if isinstance(s, Part)]
 
-    def fallback_counts(self, static_only: bool = True) -> Dict[str, int]:
+    def fallback_counts(self, include_static_only: bool = True) -> Dict[str, int]:
         """op -> how many of its nodes run in torch, in graph order (getitems of a torch
-        result are not counted: they follow their op); static_only=False leaves out the ops
-        that lower once their sizes are known (a module built per shape lowers them)."""
+        result are not counted: they follow their op); include_static_only=False leaves out
+        the ops that lower once their sizes are known (a module built per shape lowers them)."""
         counts: Dict[str, int] = {}
         for s in self.steps:
-            if isinstance(s, TorchStep) and s.node.op != "getitem" and (static_only or not s.static_only):
+            if isinstance(s, TorchStep) and s.node.op != "getitem" and (include_static_only or not s.static_only):
                 counts[s.node.op] = counts.get(s.node.op, 0) + 1
         return counts
 

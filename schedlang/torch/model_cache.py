@@ -164,7 +164,7 @@ class CachedPlan:
     def parts(self) -> List[Part]:
         return list(self.steps)
 
-    def fallback_counts(self, static_only: bool = True) -> Dict[str, int]:
+    def fallback_counts(self, include_static_only: bool = True) -> Dict[str, int]:
         return {}
 
     def needs_static_shapes(self) -> bool:

@@ -118,9 +118,9 @@ class CompiledModule:
         """The ops that run in torch, not in schedlang kernels: op -> number of nodes
         (empty when the whole module is compiled). A module built per shape: those of the
         last shape built, or before any, those that run in torch at every shape."""
-        if self._per_shape:
-            return self._last[0].fallback_counts() if self._last else self._plan.fallback_counts(static_only=False)
-        return self._plan.fallback_counts()
+        if self._per_shape and self._last is not None:
+            return self._last[0].fallback_counts()
+        return self._plan.fallback_counts(include_static_only=not self._per_shape)
 
     # ------------------------------------------------------------ building
     def _module(self, part: Part, modules: Optional[Dict[int, Any]] = None):
