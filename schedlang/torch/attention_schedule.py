@@ -13,8 +13,9 @@ along the head dim), then out = pv / sum. The [L, S] stages hold one block: memo
 QUERY_BLOCK x S per thread. A causal attention's blocks skip the chunks of keys past their
 last row (_skip_masked_keys: store predicates on every stage's key loop). A training graph's
 attention has one more output column, each row's logsumexp (ops/attention.py, with_lse): the
-block computes it beside its row sums like any other column. CUDA: a block per (batch dims, block of query rows), a thread per query row
-doing that row's whole softmax and value product; the tensor-core stages
+block computes it beside its row sums like any other column. CUDA: a block per (batch dims,
+block of query rows), a thread per query row doing that row's whole softmax and value
+product; the tensor-core stages
 (attention_tensorcore.py: float16/bfloat16 on sm_80+) take that module's schedule.
 """
 from __future__ import annotations

@@ -65,7 +65,8 @@ def norm_dims(dims, ndim: int, op: str) -> Tuple[int, ...]:
     dims = [dims] if isinstance(dims, int) else list(dims)
     for d in dims:
         if isinstance(d, bool) or not isinstance(d, int):
-            raise NeedsStaticShape(f"{op}: dim {d!r} is not a static int")
+            error = NeedsStaticShape if isinstance(d, sl.expr.nodes.Expr) else Unsupported   # (only a size gets known)
+            raise error(f"{op}: dim {d!r} is not a static int")
     out = sorted({norm_dim(d, ndim, f"{op}: dim") for d in dims})
     if len(out) != len(dims):
         raise ValueError(f"{op}: dim {dims} names a dimension twice")

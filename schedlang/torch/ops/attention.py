@@ -81,8 +81,9 @@ def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, hea
             raise Unsupported(f"attention: the {name} must be a floating-point tensor of at least 2 dims, "
                               f"got {t.dtype} {tuple(t.shape)}")
     if not same_extent(q.shape[-1], k.shape[-1]) or not same_extent(k.shape[-2], v.shape[-2]):
-        raise mismatch((q.shape[-1], k.shape[-1], k.shape[-2], v.shape[-2]), f"attention: query {tuple(q.shape)}, key {tuple(k.shape)} and value {tuple(v.shape)} "
-                         "do not fit (query and key share the last dim, key and value the sequence dim)")
+        raise mismatch((q.shape[-1], k.shape[-1], k.shape[-2], v.shape[-2]),
+                       f"attention: query {tuple(q.shape)}, key {tuple(k.shape)} and value {tuple(v.shape)} "
+                       "do not fit (query and key share the last dim, key and value the sequence dim)")
     if tensor_cores and not with_lse and attention_tensorcore.applies(q, k, v, ctx.target, heads_ratio):
         return attention_tensorcore.stages(lambda shape, body, role: compute(shape, body, ctx.name(role),
                                                                              tag=ROLE_TAG + role),
@@ -205,10 +206,9 @@ def sdpa_flash_cpu(ctx: LowerContext, q, k, v, dropout_p=0.0, is_causal=False, *
     # beside the row sums it reads: a second output could not be placed in another stage's loop.
     both = sdpa(ctx, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa=gqa, tensor_cores=False,
                 with_lse=True)
-    *lead, ev = both.shape
-    ev = ev - 1
-    out = compute(tuple(lead) + (ev,), lambda y: sl.cast(str(q.dtype), both[tuple(y)]), ctx.name("out"))
-    lse = compute(tuple(lead), lambda r: sl.cast("float32", both[tuple(r) + (ev,)]), ctx.name("logsumexp"))
+    rows, ev = tuple(both.shape[:-1]), v.shape[-1]
+    out = compute(rows + (ev,), lambda y: sl.cast(str(q.dtype), both[tuple(y)]), ctx.name("out"))
+    lse = compute(rows, lambda r: sl.cast("float32", both[tuple(r) + (ev,)]), ctx.name("logsumexp"))
     return out, lse
 
 

@@ -47,7 +47,9 @@ def _floats(values, n: int, op: str) -> Optional[List[Optional[float]]]:
     vals = list(values)
     if len(vals) != n:
         raise ValueError(f"{op}: scale_factors {vals} must have {n} entries")
-    if not all(v is None or isinstance(v, (int, float)) for v in vals):
+    if not all(v is None or isinstance(v, (int, float, sl.expr.nodes.Expr)) for v in vals):
+        raise Unsupported(f"{op}: scale factors {vals} are not numbers")
+    if not all(v is None or isinstance(v, (int, float)) for v in vals):      # made from sizes: known per shape
         raise NeedsStaticShape(f"{op}: scale factors {vals} are not static numbers")
     return [None if v is None else float(v) for v in vals]
 
