@@ -27,6 +27,7 @@ too, for checkouts that are not pip-installed.
 from __future__ import annotations
 
 import contextlib
+import operator
 import re
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -60,6 +61,9 @@ def schedlang_backend(gm: torch.fx.GraphModule, example_inputs: Sequence,
     kinds = input_kinds(gm, example_inputs) if not torch.is_grad_enabled() else None
 
     def forward_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence) -> Callable:
+        tokens = drop_effect_tokens(aten_gm)
+        if tokens:
+            return with_tokens(tokens, forward_compiler(aten_gm, aten_inputs[tokens:]))
         if kinds is not None and len(aten_inputs) == len(kinds):    # AOT autograd kept the inputs one to one
             return compile_frozen(aten_gm, aten_inputs, kinds, example_inputs, target)
         tensors = sizes_from_tensors(aten_gm, aten_inputs)
@@ -195,6 +199,54 @@ def fold_linear(gm: torch.fx.GraphModule) -> int:
         graph.eliminate_dead_code()
         gm.recompile()
     return made
+
+
+def drop_effect_tokens(gm: torch.fx.GraphModule) -> int:
+    """AOT autograd threads a token through the ops it runs for their side effects (linalg's
+    error checks: `with_effects(token, aten._linalg_check_errors, info, ...)`); the tokens are
+    the graph's first inputs and outputs, and None at run time. Make each with_effects a call
+    of its op (kept by graph_from_fx, run in torch) and remove the tokens from the graph's
+    inputs and outputs; returns how many there were (0: gm is unchanged)."""
+    with_effects = getattr(torch.ops.higher_order, "with_effects", None)
+    calls = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is with_effects]
+    if not calls:
+        return 0
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for call in calls:
+        token, op, *args = call.args
+        with gm.graph.inserting_before(call):
+            effect = gm.graph.call_function(op, tuple(args), dict(call.kwargs))
+        effect.meta["val"] = None
+        for user in list(call.users):
+            if user.target is not operator.getitem or user.args[1] != 0:
+                raise NotImplementedError(f"schedlang: {op} has side effects and results; only effects "
+                                          "without results (checks) are supported")
+            user.replace_all_uses_with(token)
+            gm.graph.erase_node(user)
+        gm.graph.erase_node(call)
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    outs = list(output.args[0])
+    count = 0
+    while count < len(placeholders) and count < len(outs) and outs[count] is placeholders[count]:
+        count += 1
+    if any(placeholders[k].users.keys() - {output} for k in range(count)):
+        raise NotImplementedError("schedlang: an effect token of the graph is read by a tensor op")
+    output.args = (type(output.args[0])(outs[count:]),)
+    for node in placeholders[:count]:
+        gm.graph.erase_node(node)
+    gm.recompile()
+    return count
+
+
+def with_tokens(count: int, compiled: Callable) -> Callable:
+    """The boxed callable AOT autograd calls with `count` effect tokens (None) before the
+    inputs of compiled, and that returns them before its outputs."""
+    def run(args):
+        outs = compiled(list(args[count:]))
+        return [None] * count + list(outs)
+    run._boxed_call = True
+    run.compiled = getattr(compiled, "compiled", None)
+    return run
 
 
 def sizes_from_tensors(gm: torch.fx.GraphModule, example_inputs: Sequence) -> List[int]:

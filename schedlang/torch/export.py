@@ -14,7 +14,7 @@ import schedlang as sl
 from schedlang.expr.nodes import Expr
 
 from . import ops as _ops  # noqa: F401  (registers every lowering)
-from .dtypes import to_sl
+from .dtypes import ir_dtype
 from .ops.registry import lookup, op_name
 from .torch_ir import Ref, TorchGraph, TorchInput, TorchNode
 
@@ -57,6 +57,8 @@ def capture(module: torch.nn.Module, example_inputs: Sequence, dynamic_shapes=No
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)   # run_decompositions' harmless deprecation notes
             ep = ep.run_decompositions(decomposition_table())
+        if ep.graph_signature.input_tokens:
+            ep = _without_effect_tokens(ep)
     names = _dim_names(module, ep, example_inputs, dynamic_shapes)
     sig = ep.graph_signature
     mutated = list(sig.buffers_to_mutate.values()) + list(getattr(sig, "user_inputs_to_mutate", {}).values())
@@ -77,6 +79,13 @@ def capture(module: torch.nn.Module, example_inputs: Sequence, dynamic_shapes=No
     graph = graph_from_fx(ep.graph, kinds, state, names)
     graph.out_spec = out_spec
     return graph
+
+
+def _without_effect_tokens(ep):
+    """ep with its effect tokens removed (torch's own pass: each with_effects call becomes
+    a call of its op), so that the compiled module takes the user's inputs only."""
+    from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
+    return _remove_effect_tokens(ep)
 
 
 @contextlib.contextmanager
@@ -271,7 +280,7 @@ def graph_from_fx(graph: torch.fx.Graph, kinds: Dict[str, tuple], state: Dict[st
         # "0.weight" of an nn.Sequential is no identifier: keep torch's p_0_weight then.
         name = namer(pretty if pretty.isidentifier() else n.name)
         value = state.get(target) if target else None
-        inputs.append(TorchInput(name, sizes.shape(val.shape), to_sl(val.dtype), kind, target, value))
+        inputs.append(TorchInput(name, sizes.shape(val.shape), ir_dtype(val.dtype), kind, target, value))
         renamed[n.name] = Ref(name)
 
     for n in graph.nodes:
@@ -289,12 +298,17 @@ def graph_from_fx(graph: torch.fx.Graph, kinds: Dict[str, tuple], state: Dict[st
             value = attrs[n.target]
             pretty = n.target.replace(".", "_")
             name = namer(pretty if pretty.isidentifier() else n.name)
-            inputs.append(TorchInput(name, sizes.shape(value.shape), to_sl(value.dtype), "constant", n.target, value))
+            inputs.append(TorchInput(name, sizes.shape(value.shape), ir_dtype(value.dtype), "constant", n.target, value))
             renamed[n.name] = Ref(name)
             continue
         if n.op != "call_function":
             raise NotImplementedError(f"FX node {n.name} ({n.op}) is not supported; expected an ATen graph")
         val = n.meta.get("val")
+        if val is None and _is_check(n):
+            name = namer(op_name(n.target).split(".")[1])
+            nodes.append(TorchNode(name, name, n.target, arg(tuple(n.args)),
+                                   {k: arg(v) for k, v in n.kwargs.items()}, [], []))
+            continue
         if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)) or val is None:
             continue                          # a size computation: its users read it as an expression
         name_of = op_name(n.target) if not isinstance(n.target, type(operator.getitem)) else "getitem"
@@ -306,7 +320,7 @@ def graph_from_fx(graph: torch.fx.Graph, kinds: Dict[str, tuple], state: Dict[st
             start, size = pieces[n.args[1]]
             name = namer(f"{base}_{n.args[1]}")
             nodes.append(TorchNode(name, "slice", torch.ops.aten.slice.Tensor, (src, dim, start, start + size), {},
-                                   sizes.shape(val.shape), to_sl(val.dtype),
+                                   sizes.shape(val.shape), ir_dtype(val.dtype),
                                    display_kwargs={"dim": dim, "start": start}))
             renamed[n.name] = Ref(name)
             continue
@@ -314,9 +328,9 @@ def graph_from_fx(graph: torch.fx.Graph, kinds: Dict[str, tuple], state: Dict[st
         name = namer(base)
         if isinstance(val, (list, tuple)):
             shape = [sizes.shape(v.shape) for v in val]
-            dtype = [to_sl(v.dtype) for v in val]
+            dtype = [ir_dtype(v.dtype) for v in val]
         else:
-            shape, dtype = sizes.shape(val.shape), to_sl(val.dtype)
+            shape, dtype = sizes.shape(val.shape), ir_dtype(val.dtype)
         args = arg(tuple(n.args))
         if name_of in _VIEWS and len(args) == 2:
             args = (args[0], list(shape))     # torch's resolved shape: no -1, sizes as torch simplified them
@@ -325,6 +339,17 @@ def graph_from_fx(graph: torch.fx.Graph, kinds: Dict[str, tuple], state: Dict[st
         renamed[n.name] = Ref(name)
     g = TorchGraph(inputs, nodes, outputs, kind, dict(sizes.vars))
     return g
+
+
+def _is_check(n: torch.fx.Node) -> bool:
+    """Whether n is an op with no result that checks tensors and raises (aten._assert_async,
+    _linalg_check_errors once effect tokens are removed): it is kept, to run in torch. Checks
+    of sizes only (_assert_scalar, torch's metadata asserts) are not: shapes are checked
+    when a compiled module is called."""
+    return (isinstance(n.target, torch._ops.OpOverload) and not n.target._schema.returns
+            and "metadata" not in n.target.__name__
+            and any(isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)
+                    for a in n.args))
 
 
 def _static_split(n: torch.fx.Node) -> bool:

@@ -21,7 +21,7 @@ from schedlang.tensor.graph import post_order
 from schedlang.tensor.op import PlaceholderOp
 from schedlang.tensor.printer import print_tensor_ir
 
-from .dtypes import to_torch
+from .dtypes import to_torch, torch_only
 from .attention_match import match_attention
 from .empty_values import drop_empty_values, no_elements
 from .layout import block_activations
@@ -141,13 +141,15 @@ class _Lowering:
         self.packs: Dict[str, PackSpec] = {}
         self.empties: Dict[str, TorchNode] = {}      # getitems of a lowered op's empty results
         self.checks: Dict[str, Tuple[type, str]] = {}  # guard flag name -> (error, message): LowerContext.guard
+        self.complex = {v.name for v in graph.inputs + graph.nodes        # values only torch computes
+                        if any(torch_only(d) for d in (v.dtype if isinstance(v.dtype, list) else [v.dtype]))}
 
     def run(self, warn: bool) -> LoweredProgram:
         for i in self.graph.inputs:
             if i.kind == "size":
                 continue                  # read as size expressions, not as a tensor
-            if no_elements(i.shape):
-                self.where[i.name] = ("torch", -1)     # no elements: only an op in torch reads it
+            if no_elements(i.shape) or torch_only(i.dtype):
+                self.where[i.name] = ("torch", -1)     # only an op in torch reads it
                 continue
             self.inputs[i.name] = sl.placeholder(i.shape, i.dtype, name=i.name)
             self.where[i.name] = ("input", 0)
@@ -249,6 +251,9 @@ class _Lowering:
         fn = lookup(node.target)
         if fn is None:
             self.to_torch(node, refs, "no lowering")
+            return
+        if node.name in self.complex or any(r in self.complex for r in refs):
+            self.to_torch(node, refs, "complex values are computed in torch")
             return
         guards: List[Tuple[Any, str, type]] = []
         try:

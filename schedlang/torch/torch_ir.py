@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 import torch
 
 import schedlang as sl
-from .dtypes import to_sl
+from .dtypes import ir_dtype, short_name
 
 Shape = Tuple[Any, ...]
 
@@ -140,7 +140,7 @@ class TorchGraph:
 
 
 def dtype_short(dtype) -> str:
-    return sl.dtype(str(dtype)).short
+    return short_name(dtype) or sl.dtype(str(dtype)).short
 
 
 def type_str(shape, dtype) -> str:
@@ -152,7 +152,7 @@ def type_str(shape, dtype) -> str:
 def _arg_str(value) -> str:
     if isinstance(value, torch.dtype):
         try:
-            return dtype_short(to_sl(value))
+            return dtype_short(ir_dtype(value))
         except TypeError:
             return str(value)
     if isinstance(value, (list, tuple)):
