@@ -43,8 +43,17 @@ class StmtMutator:
         return seq(*parts)
 
     def visit_Allocate(self, s: Allocate) -> Stmt:
-        body = self.visit(s.body)
-        return s if body is s.body else Allocate(s.buffer, body)
+        # A chain of Allocates (a model's hundreds of intermediate buffers, one inside the
+        # other) is walked in a loop, not by recursion; an override of visit_Allocate in a
+        # subclass is still called for every one.
+        chain = [s]
+        if type(self).visit_Allocate is StmtMutator.visit_Allocate:
+            while isinstance(chain[-1].body, Allocate):
+                chain.append(chain[-1].body)
+        out = self.visit(chain[-1].body)
+        for a in reversed(chain):
+            out = a if out is a.body else Allocate(a.buffer, out)
+        return out
 
     def visit_Let(self, s: Let) -> Stmt:
         value, body = self.visit_expr(s.value), self.visit(s.body)
@@ -70,6 +79,9 @@ class StmtMutator:
 
 def walk_stmts(s: Stmt) -> Iterator[Stmt]:
     """Every statement, parents first."""
+    while isinstance(s, Allocate):     # a chain of them: a loop, not recursion (see visit_Allocate)
+        yield s
+        s = s.body
     yield s
     if isinstance(s, (For, Allocate, Let, StageNest)):
         yield from walk_stmts(s.body)

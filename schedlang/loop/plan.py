@@ -231,7 +231,7 @@ def _default_name(schedule) -> str:
     return re.sub(r"\W", "_", schedule[schedule.outputs[0]].name)
 
 
-def _as_dtype_of(var: Var, index: Expr) -> Expr:
+def as_dtype_of(var: Var, index: Expr) -> Expr:
     """index (a read's, within the axis var's extent) in var's dtype: a gather reads with int64
     indices (torch's), and the inlined body's arithmetic on var must keep one dtype."""
     return index if index.dtype == var.dtype else Cast(var.dtype, index)
@@ -253,7 +253,7 @@ def inline_stages(program: Program) -> Program:
                     k = (src.name, node.tensor.value_index, key(node.indices))
                     if k not in substituted:
                         body = op.bodies[node.tensor.value_index]
-                        substituted[k] = substitute(body, {a.var: _as_dtype_of(a.var, i)
+                        substituted[k] = substitute(body, {a.var: as_dtype_of(a.var, i)
                                                            for a, i in zip(op.axis, node.indices)})
                     return substituted[k]
             return node

@@ -119,11 +119,16 @@ class _Verifier:
             self.stmt(x)
 
     def stmt_Allocate(self, s: Allocate) -> None:
-        if id(s.buffer) in self.buffers:
-            self.fail(f"buffer '{s.buffer.name}' is allocated again inside its own scope", s)
-        self.buffers.add(id(s.buffer))
-        self.stmt(s.body)
-        self.buffers.discard(id(s.buffer))
+        chain = [s]                  # nested Allocates (a model's buffers): a loop, not recursion
+        while isinstance(chain[-1].body, Allocate):
+            chain.append(chain[-1].body)
+        for a in chain:
+            if id(a.buffer) in self.buffers:
+                self.fail(f"buffer '{a.buffer.name}' is allocated again inside its own scope", a)
+            self.buffers.add(id(a.buffer))
+        self.stmt(chain[-1].body)
+        for a in chain:
+            self.buffers.discard(id(a.buffer))
 
     def stmt_StageNest(self, s: StageNest) -> None:
         self.stmt(s.body)

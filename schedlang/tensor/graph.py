@@ -10,18 +10,23 @@ def post_order(outputs: Sequence[Operation]) -> List[Operation]:
     """All operations the outputs depend on, producers before consumers (deterministic)."""
     order: List[Operation] = []
     seen: Dict[Operation, None] = {}
-
-    def visit(op: Operation):
-        if op in seen:
-            return
-        seen[op] = None
-        # Iterative for deep graphs would be nicer; real programs are a few hundred ops at most.
-        for t in op.input_tensors:
-            visit(t.op)
-        order.append(op)
-
-    for op in outputs:
-        visit(op)
+    # Iterative: a model of a few hundred layers chains thousands of ops, deeper than
+    # Python's recursion limit. Each entry is an op and an iterator over its inputs.
+    for root in outputs:
+        if root in seen:
+            continue
+        seen[root] = None
+        stack = [(root, iter(root.input_tensors))]
+        while stack:
+            op, pending = stack[-1]
+            for t in pending:
+                if t.op not in seen:
+                    seen[t.op] = None
+                    stack.append((t.op, iter(t.op.input_tensors)))
+                    break
+            else:
+                stack.pop()
+                order.append(op)
     return order
 
 

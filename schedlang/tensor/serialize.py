@@ -243,18 +243,29 @@ class _Encoder:
             "result": CODECS["exprs"][0](self, r.result), "identity": CODECS["exprs"][0](self, r.identity)})
 
     def op(self, op: Operation) -> int:
-        known = self.ids["ops"].get(id(op))
-        if known is not None:            # its producers were numbered before it: not walked again
-            return known
+        known = self.ids["ops"]
+        if id(op) in known:              # its producers were numbered before it: not walked again
+            return known[id(op)]
+        # Producers first, depth first in input order, in a loop: a deep model chains more
+        # ops than Python's recursion limit. An op numbered before ends the walk there.
+        stack = [(op, iter(op.input_tensors))]
+        while stack:
+            top, pending = stack[-1]
+            for t in pending:
+                if id(t.op) not in known:      # (on the stack: impossible in a DAG)
+                    stack.append((t.op, iter(t.op.input_tensors)))
+                    break
+            else:
+                stack.pop()
+                if id(top) not in known:
+                    self._number_op(top)
+        return known[id(op)]
+
+    def _number_op(self, op: Operation) -> int:
         entry = _OP_KINDS.get(type(op))
         if entry is None:
             raise TypeError(f"cannot serialise operation kind {type(op).__name__} ('{op.name}'); "
                             f"serialisable kinds: {', '.join(sorted(_OP_BY_KIND))}")
-        numbered = self.ids["ops"].get(id(op))
-        if numbered is not None:         # with its producers: a DAG is walked once, not per path
-            return numbered
-        for t in op.input_tensors:       # producers first
-            self.op(t.op)
         return self._number("ops", op, lambda: _fields_to_json(self, op, *entry))
 
     def tensor(self, t: Tensor) -> List[int]:

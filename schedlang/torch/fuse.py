@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from ..expr.equality import equal
-from ..expr.functor import walk
+from ..expr.equality import equal, key as expr_key
+from ..expr.functor import children, walk
 from ..expr.nodes import Binary, Call, Cast, Select
 from ..schedule import legal
 from ..tensor.classify import ELEMENTWISE, INDEX_MAP, classify
@@ -128,14 +128,19 @@ def fuse(s) -> List[Group]:
     feeds_conv: Dict[object, bool] = {}
     feeds_own: Dict[object, bool] = {}
     reads_rows = _reads_winograd_rows(s, stages)
+    inline: Dict[object, None] = {}
     for st in reversed(stages):        # consumers first: whether a reader is inlined is known
-        feeds_matmul[st] = any(feeds_matmul[c] if c.attach_type == "inline" else is_matmul(c) or is_conv(c)
+        feeds_matmul[st] = any(feeds_matmul[c] if c in inline else is_matmul(c) or is_conv(c)
                                for c in readers[st])
-        feeds_conv[st] = any(feeds_conv[c] if c.attach_type == "inline" else is_conv(c) for c in readers[st])
-        feeds_own[st] = any(feeds_own[c] if c.attach_type == "inline" else own_kernel(c) for c in readers[st])
+        feeds_conv[st] = any(feeds_conv[c] if c in inline else is_conv(c) for c in readers[st])
+        feeds_own[st] = any(feeds_own[c] if c in inline else own_kernel(c) for c in readers[st])
         if _should_inline(st, feeds_matmul[st]) and not (feeds_conv[st] and _value_dependent(st)) \
                 and not (feeds_own[st] and reads_rows[st]) \
                 and not _padded_epilogue(st, readers) and not _costly_broadcast(st, readers):
+            inline[st] = None
+    _bound_inlining(stages, inline)
+    for st in stages:
+        if st in inline:
             st.compute_inline()
     live = [st for st in stages if st.attach_type != "inline"]
     anchor_of: Dict[object, object] = {st: st for st in live}
@@ -201,6 +206,48 @@ def _merge_pads(groups: Dict[object, Group], readers) -> None:
         if pad in groups and not groups[pad].attached and _pad_of(pad, anchor):
             group.pad = pad
             del groups[pad]
+
+
+# Bounds on what inlining may build, as TVM's FuseOps stops fusing at a depth of 256 ops and
+# Inductor realizes a pointwise node that grows too large: an injective stage whose body,
+# with the stages inlined into it, would nest deeper than MAX_INLINE_DEPTH or hold more than
+# MAX_INLINE_SIZE nodes stays a buffer. A stage read twice at the same indices counts once
+# (lowering shares one copy of it: loop/plan.py inline_stages); read at other indices, twice
+# (its readers recompute it). Without the bounds a chain of hundreds of elementwise ops nests
+# past what lowering can walk (limits.py), and a residual chain whose adds are read by the
+# next layer's reductions (x = softmax(x) + x) recomputes every layer before it.
+MAX_INLINE_DEPTH = 96
+MAX_INLINE_SIZE = 2048
+
+
+def _bound_inlining(stages, inline: Dict[object, None]) -> None:
+    """Remove from inline (producers first) the stages past the bounds above."""
+    by_op = {st.op: st for st in stages}
+    cost: Dict[object, tuple] = {}          # inlined stage -> (depth, size) of its body, inlined
+
+    def measure(e, memo, reads) -> tuple:
+        if id(e) not in memo:
+            kids = [measure(c, memo, reads) for c in children(e)]
+            depth, size = 1 + max((k[0] for k in kids), default=0), 1 + sum(k[1] for k in kids)
+            if isinstance(e, TensorRead) and by_op.get(e.tensor.op) in cost:
+                d, n = cost[by_op[e.tensor.op]]
+                read = (id(e.tensor.op), e.tensor.value_index, expr_key(e.indices))
+                depth, size = max(depth, d + 1), size + (0 if read in reads else n)
+                reads.add(read)
+            memo[id(e)] = (depth, size)
+        return memo[id(e)]
+
+    for st in stages:
+        if st not in inline:
+            continue
+        memo: Dict[int, tuple] = {}
+        reads: set = set()
+        parts = [measure(body, memo, reads) for body in st.op.bodies]
+        depth, size = max(p[0] for p in parts), sum(p[1] for p in parts)
+        if depth > MAX_INLINE_DEPTH or size > MAX_INLINE_SIZE:
+            del inline[st]
+        else:
+            cost[st] = (depth, size)
 
 
 def _should_inline(st, feeds_matmul: bool) -> bool:

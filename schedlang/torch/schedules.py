@@ -38,6 +38,7 @@ from ..expr.extent import ceil_div
 from ..expr.functor import substitute, uses_var, walk
 from ..errors import ScheduleError
 from ..expr.nodes import Binary, Const, Var
+from ..loop.plan import as_dtype_of
 from ..schedule import Schedule, create_schedule
 from ..target.registry import get_backend
 from ..target.target import Target
@@ -183,7 +184,7 @@ def resolve_read(s: Schedule, read: TensorRead) -> TensorRead:
         st = s[read.tensor.op] if read.tensor.op in s.stage_map else None
         if st is None or st.attach_type != "inline" or not isinstance(st.op.body, TensorRead):
             return read
-        mapping = {a.var: i for a, i in zip(st.op.axis, read.indices)}
+        mapping = {a.var: as_dtype_of(a.var, i) for a, i in zip(st.op.axis, read.indices)}
         read = substitute(st.op.body, mapping)
     return read
 

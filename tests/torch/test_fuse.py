@@ -3,7 +3,7 @@ computed inside which kernel, at how many leading axes."""
 import time
 
 import schedlang as sl
-from schedlang.torch.fuse import fuse
+from schedlang.torch.fuse import MAX_INLINE_DEPTH, fuse
 from tests.torch import frontend_like as P
 
 
@@ -94,4 +94,8 @@ def test_fusion_of_a_shared_dag_is_linear():
     start = time.perf_counter()
     groups = fuse(s)
     assert time.perf_counter() - start < 60     # milliseconds when linear; a loaded machine must not fail it
-    assert {g.anchor.name: [st.name for st in g.attached] for g in groups} == {"t200": ["r"]}
+    # every t inlined into t200 would nest 600 levels deep, past what lowering walks: the chain
+    # is cut into kernels of at most MAX_INLINE_DEPTH levels, a few dozen t's each
+    assert groups[0].anchor.name == "t200"
+    assert 600 // MAX_INLINE_DEPTH < len(groups) <= 200 // 8
+    assert [st.name for g in groups for st in g.attached] == ["r"]

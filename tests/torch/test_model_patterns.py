@@ -107,6 +107,17 @@ class ShiftedWindows(nn.Module):
         return x.view(1, 2, 4, 2, 4, 3).permute(0, 1, 3, 2, 4, 5).reshape(-1, 16, 3)
 
 
+class MergedWindows(nn.Module):
+    """Swin v2's window merge: windows viewed back into an image, the cyclic shift undone
+    (torch.roll) and a layer norm over channels (timm's swinv2_cr: an internal error where
+    the norm's schedule followed the roll's int64 indices through the view)."""
+
+    def forward(self, x):
+        c = x.shape[-1]
+        x = x.view(1, 2, 2, 7, 7, c).permute(0, 1, 3, 2, 4, 5).reshape(1, 14, 14, c)
+        return F.layer_norm(torch.roll(x, (3, 3), (1, 2)), (c,))
+
+
 class NanGuards(nn.Module):
     """Guards model code writes around bad values, and polar coordinates."""
 
@@ -139,6 +150,7 @@ CASES = {
     "pad_and_reduce": (PadAndReduce, (torch.randn(2, 3, 5) * 3,)),
     "unfold": (Unfold, (torch.randn(1, 2, 5, 6),)),
     "shifted_windows": (ShiftedWindows, (torch.randn(1, 8, 8, 3),)),
+    "merged_windows": (MergedWindows, (torch.randn(4, 7, 7, 64),)),
     "empty_cache": (EmptyCache, (q, q, q)),
     "nan_guards": (NanGuards, (torch.tensor([[1.0, float("nan"), float("inf"), -2.0]]),
                                torch.tensor([0.0, 1.0, -1.0, 0.0]))),
