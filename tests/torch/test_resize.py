@@ -61,7 +61,10 @@ class Resizes(nn.Module):
                 F.interpolate(x, size=(13, 7), mode="bilinear", align_corners=True),
                 F.interpolate(x, scale_factor=1.5, mode="bilinear"),
                 F.interpolate(x, size=(5, 6), mode="nearest-exact"),
-                F.interpolate(x.flatten(2), scale_factor=0.5, mode="linear"))
+                F.interpolate(x.flatten(2), scale_factor=0.5, mode="linear"),
+                # timm's position-embedding resampling
+                F.interpolate(x, size=(4, 12), mode="bicubic", antialias=True),
+                F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True))
 
 
 def test_interpolate_in_a_module_compiles_whole():
@@ -89,3 +92,39 @@ def test_bilinear_interpolates_each_input_row_once_then_between_rows():
     tile = compiled.ir("tile")
     assert "upsample_bilinear2d_rows: f32[1, 3, 7, 18]" in tile and "unrolled tap" in tile, tile
     assert tile.count("parallel") == 2
+
+
+# Antialiased resampling (ops/resize_aa.py): shrinking (the filter stretched over several
+# inputs), growing, one dim unchanged, a scale factor, align_corners, a single output row.
+AA_SIZES = [([5, 4], None), ([3, 17], None), ([11, 6], None), (None, [0.37, 2.5]), ([1, 10], None), ([23, 21], None)]
+
+
+@pytest.mark.parametrize("size,factors", AA_SIZES, ids=repr)
+@pytest.mark.parametrize("kind", ["bilinear", "bicubic"])
+def test_antialiased_resampling(kind, size, factors):
+    op = getattr(aten, f"_upsample_{kind}2d_aa").vec
+    for align_corners in (False, True):
+        check_lowering(op, (X * 3, size, align_corners, factors))
+    default = getattr(aten, f"_upsample_{kind}2d_aa").default
+    if size is not None:
+        check_lowering(default, (X.double(), size, False))
+
+
+def test_antialiased_resampling_keeps_infinities_where_torch_does():
+    """A tap outside an output's window reads no input (a select, not a weight of 0 times inf)."""
+    x = X.clone()
+    x[0, 1, 4, 5] = float("inf")
+    for kind in ("bilinear", "bicubic"):
+        got, = check_lowering(getattr(aten, f"_upsample_{kind}2d_aa").vec, (x, [5, 17], False, None))
+        assert got.isinf().any()
+
+
+def test_antialiased_resampling_on_the_cuda_target_emulated():
+    from .test_cuda_emulate import check_emulated, compile_cuda
+
+    class Resample(nn.Module):
+        def forward(self, x):
+            return F.interpolate(x, size=(5, 12), mode="bicubic", antialias=True) * 2
+
+    x = torch.randn(1, 2, 11, 9)
+    check_emulated(compile_cuda(Resample(), (x,)), Resample(), (x,))

@@ -11,7 +11,7 @@ from . import matmul, norm, reduce  # noqa: F401,E402  (registers their lowering
 from . import gather  # noqa: F401,E402
 from . import attention  # noqa: F401,E402
 from . import conv  # noqa: F401,E402
-from . import pool, resize  # noqa: F401,E402
+from . import pool, resize, resize_aa  # noqa: F401,E402
 from . import cumulative  # noqa: F401,E402
 from . import elementwise_math  # noqa: F401,E402
 from . import group_norm  # noqa: F401,E402

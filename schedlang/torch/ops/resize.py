@@ -6,8 +6,7 @@ Coordinates are computed in float32 (float64 for a float64 input) as torch's ker
 a scale is 1 / scale_factor when the call gave one, else in / out; with align_corners the
 corners map onto each other ((in - 1) / (out - 1)). Every source index is clamped into the
 input, so no read is out of bounds. Bicubic upsampling reaches here decomposed into ops
-lowered elsewhere; the antialiased forms (`_upsample_bilinear2d_aa`, `_upsample_bicubic2d_aa`)
-are not lowered and run in torch.
+lowered elsewhere; the antialiased forms are in resize_aa.py.
 """
 from __future__ import annotations
 
