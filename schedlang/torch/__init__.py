@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 import schedlang as sl
 
 from . import ops  # noqa: F401  (registers every lowering)
-from .export import capture, decomposition_table, graph_from_fx  # noqa: F401
+from .export import CaptureError, capture, decomposition_table, graph_from_fx  # noqa: F401
 from .lower import FallbackWarning, LoweredProgram, lower_graph  # noqa: F401
 from .runtime import CompiledModule, GradientWarning  # noqa: F401
 from .torch_ir import TorchGraph  # noqa: F401

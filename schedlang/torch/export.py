@@ -42,6 +42,18 @@ def decomposition_table() -> Dict:
     return dict(table)
 
 
+class CaptureError(RuntimeError):
+    """torch.export could not trace the module (an op whose output shape depends on values,
+    a quantized module's packed parameters, data-dependent control flow ...)."""
+
+    def __init__(self, module, error: Exception):
+        first = (str(error).strip().splitlines() or [""])[0][:500]
+        super().__init__(
+            f"torch.export could not capture {type(module).__name__}: {type(error).__name__}: {first}\n"
+            "schedlang.torch.compile compiles what torch.export traces; torch.compile(model, "
+            "backend=\"schedlang\") compiles the graphs Dynamo captures and runs the rest in eager torch")
+
+
 def capture(module: torch.nn.Module, example_inputs: Sequence, dynamic_shapes=None) -> TorchGraph:
     """The Torch IR of module called on example_inputs (a torch.export of it, decomposed to
     core ATen). dynamic_shapes is torch.export's: a dimension marked with torch.export.Dim
@@ -53,7 +65,12 @@ def capture(module: torch.nn.Module, example_inputs: Sequence, dynamic_shapes=No
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"example input {k} is a {type(x).__name__}; schedlang.torch takes tensors only")
     with _forgetting_fx_sources():
-        ep = torch.export.export(module, example_inputs, dynamic_shapes=dynamic_shapes)
+        try:
+            ep = torch.export.export(module, example_inputs, dynamic_shapes=dynamic_shapes)
+        except (TypeError, ValueError):
+            raise                         # the arguments (or the module's own code) are wrong
+        except Exception as e:
+            raise CaptureError(module, e) from e
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)   # run_decompositions' harmless deprecation notes
             ep = ep.run_decompositions(decomposition_table())

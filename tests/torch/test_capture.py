@@ -1,7 +1,9 @@
 """Capture: torch.export -> Torch IR (export.py, torch_ir.py)."""
+import pytest
 import torch
 import torch.nn as nn
 
+import schedlang.torch as st
 from schedlang.torch import capture, decomposition_table
 from tests.helpers import GOLDEN
 
@@ -116,3 +118,26 @@ def test_the_first_pause_moves_what_it_left_to_the_oldest_generation(monkeypatch
         assert not any(o is mine for o in gc.get_objects(2)) and gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def test_what_torch_export_cannot_trace_is_a_capture_error():
+    """An op whose output shape depends on values (CTC loss) or a dynamically quantized module
+    (packed parameters torch.export cannot flatten): a CaptureError naming torch's reason and
+    the Dynamo path, which runs such parts in eager torch."""
+    class CTC(torch.nn.Module):
+        def forward(self, logp, targets, lengths, target_lengths):
+            return torch.nn.functional.ctc_loss(logp, targets, lengths, target_lengths)
+
+    args = (torch.randn(6, 2, 5).log_softmax(2), torch.tensor([[1, 2, 2], [3, 1, 0]]),
+            torch.tensor([6, 5]), torch.tensor([3, 2]))
+    with pytest.raises(st.CaptureError, match=r"(?s)could not capture CTC: DynamicOutputShapeException.*backend="):
+        st.compile(CTC(), args)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quantized = torch.ao.quantization.quantize_dynamic(torch.nn.Sequential(torch.nn.Linear(8, 4)),
+                                                           {torch.nn.Linear}, dtype=torch.qint8)
+    with pytest.raises(st.CaptureError, match="could not capture Sequential"):
+        st.compile(quantized, (torch.randn(2, 8),))
+    with pytest.raises(TypeError):          # wrong arguments stay the TypeError torch raises
+        st.compile(CTC(), args[:2])
