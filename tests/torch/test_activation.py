@@ -79,7 +79,7 @@ def test_every_activation_module_compiles_whole():
     layers = [nn.Hardtanh(-2.0, 2.0), nn.ReLU6(), nn.Hardswish(), nn.Hardsigmoid(), nn.LeakyReLU(0.1), nn.ELU(0.7),
               nn.SELU(), nn.CELU(1.3), nn.Mish(), nn.Sigmoid(), nn.Tanh(), nn.GELU(), nn.GELU("tanh"),
               nn.Softplus(1.5, 10.0), nn.SiLU(), nn.ReLU(), nn.Softshrink(0.7), nn.Hardshrink(0.7), nn.Softsign(),
-              nn.Tanhshrink(), nn.LogSigmoid(), nn.PReLU(), nn.Threshold(0.1, 20.0)]
+              nn.Tanhshrink(), nn.LogSigmoid(), nn.PReLU(), nn.Threshold(0.1, 20.0), nn.RReLU(0.1, 0.3).eval()]
 
     class Each(nn.Module):
         def __init__(self):

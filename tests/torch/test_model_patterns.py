@@ -234,3 +234,13 @@ def test_an_empty_value_read_by_another_op_runs_in_torch():
         compiled = st.compile(ReadsEmpty(), (x,))
     for got, want in zip(compiled(x), ReadsEmpty()(x)):
         torch.testing.assert_close(got, want)
+
+
+def test_cosine_embedding_loss_compiles_whole():
+    """Its decomposition allocates with empty_permuted (values unspecified, then written)."""
+    loss = nn.CosineEmbeddingLoss(margin=0.2)
+    a, b, y = torch.randn(5, 8), torch.randn(5, 8), torch.tensor([1, -1, 1, 1, -1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        compiled = st.compile(loss, (a, b, y))
+    torch.testing.assert_close(compiled(a, b, y), loss(a, b, y))

@@ -16,7 +16,8 @@ from schedlang.expr.nodes import Expr
 
 from .elementwise import clamp_value, pointwise
 from .promote import float_result, is_bool, is_float
-from .registry import LowerContext, register_lowering
+from .common import compute
+from .registry import LowerContext, Unsupported, register_lowering
 
 
 def _float_only(op: str, x) -> None:
@@ -68,6 +69,19 @@ def leaky_relu(ctx: LowerContext, x, negative_slope=0.01):
     _float_only("leaky_relu", x)
     return pointwise(ctx.name(), lambda v: sl.select(v > sl.const(0.0, v.dtype), v,
                                                      v * sl.const(negative_slope, v.dtype)), (x,), x.dtype)
+
+
+@register_lowering("aten.rrelu_with_noise_functional.default")
+def rrelu_eval(ctx: LowerContext, x, noise, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    """nn.RReLU in eval mode: a leaky ReLU of slope (lower + upper) / 2; the noise unchanged."""
+    if training:
+        raise Unsupported("rrelu in training draws a random slope per element")
+    _float_only("rrelu", x)
+    slope = (float(lower) + float(upper)) / 2
+    out = pointwise(ctx.name(), lambda v: sl.select(v > sl.const(0.0, v.dtype), v, v * sl.const(slope, v.dtype)),
+                    (x,), x.dtype)
+    kept = compute(tuple(noise.shape), lambda i: noise[tuple(i)], ctx.name("noise"))
+    return out, kept
 
 
 @register_lowering("aten.elu.default")

@@ -63,6 +63,14 @@ def select_scatter(ctx: LowerContext, x, src, dim, index):
     return compute(tuple(x.shape), body, ctx.name())
 
 
+@register_lowering("aten.empty_permuted.default")
+def empty_permuted(ctx: LowerContext, size, physical_layout, dtype=None, layout=None, device=None,
+                   pin_memory=None):
+    """An uninitialised tensor (its values are unspecified, so zeros); the physical layout only
+    orders its strides."""
+    return empty(ctx, size, dtype)
+
+
 @register_lowering("aten.empty.memory_format")
 def empty(ctx: LowerContext, size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
     shape = [static(e, "empty: size") if not isinstance(e, sl.expr.nodes.Expr) else e for e in size]
