@@ -145,7 +145,7 @@ def dtype_short(dtype) -> str:
 
 def type_str(shape, dtype) -> str:
     if isinstance(dtype, list):
-        return ", ".join(type_str(s, d) for s, d in zip(shape, dtype))
+        return ", ".join(type_str(s, d) for s, d in zip(shape, dtype)) or "none"     # a check: no result
     return f"({', '.join(str(e) for e in shape)}{',' if len(shape) == 1 else ''}) {dtype_short(dtype)}"
 
 

@@ -79,6 +79,8 @@ def test_linalg_error_checks_are_kept(path):
     x = torch.randn(6, 6)
     exported, dynamo = both_paths(module, x)
     compiled = exported if path == "export" else dynamo
+    if path == "export":
+        assert "= _linalg_check_errors(" in exported.ir("torch") and "-> none" in exported.ir("torch")
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), module(x))
         singular = torch.zeros(6, 6)
