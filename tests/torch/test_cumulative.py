@@ -1,4 +1,4 @@
-"""cumsum and cumprod (torch/ops/cumulative.py) against eager torch: every dim (negative too),
+"""cumsum, cumprod and logcumsumexp (torch/ops/cumulative.py) against eager torch: every dim (negative too),
 integer and bool inputs accumulating to int64, dtype=, float16, a 0-d input, a symbolic
 length; a prefix longer than MAX_EXTENT stays in torch; the position ids transformers
 compute from an attention mask, compiled whole."""
@@ -71,3 +71,12 @@ def test_symbolic_length():
     for n in (3, 11):
         x = torch.randn(2, n)
         torch.testing.assert_close(compiled(x), x.cumsum(-1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dim", [0, -1])
+def test_logcumsumexp(dim):
+    x = torch.randn(4, 9) * 30                          # exp overflows float32 without the shift
+    x[1, 3], x[2, :2], x[3, 5] = float("-inf"), float("-inf"), float("inf")
+    check_lowering(aten.logcumsumexp.default, (x, dim))
+    check_lowering(aten.logcumsumexp.default, (x.double(), dim))
+    check_lowering(aten.logcumsumexp.default, (torch.randn(3, 5).half(), dim), tol=(2e-3, 2e-3))

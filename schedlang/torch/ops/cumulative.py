@@ -1,4 +1,4 @@
-"""cumsum and cumprod along one dim, as a reduction over the prefix:
+"""cumsum, cumprod and logcumsumexp along one dim, as reductions over the prefix:
 
     out[..., i, ...] = sum over j of x[..., j, ...] where j <= i
 
@@ -43,3 +43,28 @@ def cumsum(ctx, x, dim, *, dtype=None):
 @register_lowering("aten.cumprod.default")
 def cumprod(ctx, x, dim, *, dtype=None):
     return _cumulative(ctx, x, dim, dtype, sl.prod, "cumprod")
+
+
+@register_lowering("aten.logcumsumexp.default")
+def logcumsumexp(ctx, x, dim):
+    """log(cumsum(exp(x))) without overflow: the prefix max m, then log(sum exp(x - m)) + m
+    (m itself where it is infinite: all -inf so far, or an inf)."""
+    if not is_float(x.dtype):
+        raise TypeError(f"logcumsumexp needs a floating-point tensor, got {x.dtype}")
+    out, acc = str(x.dtype), acc_dtype(str(x.dtype))
+    if x.ndim == 0:
+        return compute((), lambda idx: x[()], ctx.name())
+    d = norm_dim(dim, x.ndim, "logcumsumexp: dim")
+    n = x.shape[d]
+    if isinstance(n, int) and n > MAX_EXTENT:
+        raise Unsupported(f"logcumsumexp over {n} elements (more than {MAX_EXTENT})")
+    j, k = sl.reduce_axis((0, n), name="r"), sl.reduce_axis((0, n), name="r2")
+    read = lambda idx, r: sl.cast(acc, x[replaced(idx, d, r)])     # noqa: E731
+    m = compute(x.shape, lambda idx: sl.max(read(idx, j), axis=j, where=j <= idx[d]), ctx.name("max"))
+    s = compute(x.shape, lambda idx: sl.sum(sl.exp(read(idx, k) - m[tuple(idx)]), axis=k, where=k <= idx[d]),
+                ctx.name("sum"))
+
+    def body(idx):
+        top = m[tuple(idx)]
+        return sl.cast(out, sl.select(sl.isinf(top), top, sl.log(s[tuple(idx)]) + top))
+    return compute(x.shape, body, ctx.name())
