@@ -315,7 +315,8 @@ def graph_from_fx(graph: torch.fx.Graph, kinds: Dict[str, tuple], state: Dict[st
             value = attrs[n.target]
             pretty = n.target.replace(".", "_")
             name = namer(pretty if pretty.isidentifier() else n.name)
-            inputs.append(TorchInput(name, sizes.shape(value.shape), ir_dtype(value.dtype), "constant", n.target, value))
+            inputs.append(TorchInput(name, sizes.shape(value.shape), ir_dtype(value.dtype), "constant", n.target,
+                                     value))
             renamed[n.name] = Ref(name)
             continue
         if n.op != "call_function":
