@@ -1,4 +1,4 @@
-"""cumsum, cumprod and logcumsumexp (torch/ops/cumulative.py) against eager torch: every dim (negative too),
+"""cumsum, cumprod, logcumsumexp, cummax and cummin (torch/ops/cumulative.py) against eager torch: every dim,
 integer and bool inputs accumulating to int64, dtype=, float16, a 0-d input, a symbolic
 length; a prefix longer than MAX_EXTENT stays in torch; the position ids transformers
 compute from an attention mask, compiled whole."""
@@ -80,3 +80,13 @@ def test_logcumsumexp(dim):
     check_lowering(aten.logcumsumexp.default, (x, dim))
     check_lowering(aten.logcumsumexp.default, (x.double(), dim))
     check_lowering(aten.logcumsumexp.default, (torch.randn(3, 5).half(), dim), tol=(2e-3, 2e-3))
+
+
+@pytest.mark.parametrize("op", [aten.cummax.default, aten.cummin.default], ids=str)
+def test_cummax_and_cummin(op):
+    x = torch.tensor([[1.0, 3.0, 3.0, 2.0, float("nan"), 5.0, float("nan"), 0.0],
+                      [0.5, -1.0, -1.0, 4.0, 4.0, float("inf"), 2.0, float("-inf")]])
+    check_lowering(op, (x, 1))                                       # ties: the last index
+    check_lowering(op, (torch.randn(5, 3, 4), 0))
+    check_lowering(op, (torch.randint(-3, 3, (4, 9), dtype=torch.int32), -1))
+    check_lowering(op, (torch.randn(3, 6).half(), 1))

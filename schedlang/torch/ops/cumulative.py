@@ -1,4 +1,4 @@
-"""cumsum, cumprod and logcumsumexp along one dim, as reductions over the prefix:
+"""cumsum, cumprod, logcumsumexp, cummax and cummin along one dim, as reductions over the prefix:
 
     out[..., i, ...] = sum over j of x[..., j, ...] where j <= i
 
@@ -68,3 +68,41 @@ def logcumsumexp(ctx, x, dim):
         top = m[tuple(idx)]
         return sl.cast(out, sl.select(sl.isinf(top), top, sl.log(s[tuple(idx)]) + top))
     return compute(x.shape, body, ctx.name())
+
+
+def _cumulative_extreme(ctx, x, dim, reducer, op: str):
+    """(values, indices) of cummax/cummin: the running extreme, and the last index at or
+    before each position holding it (a NaN is the extreme from its position on, its index the
+    last NaN's), as torch's scan gives them."""
+    if str(x.dtype) == "bool":
+        raise Unsupported(f"{op} of a bool tensor is not lowered")
+    if x.ndim == 0:
+        return (compute((), lambda idx: x[()], ctx.name("values")),
+                compute((), lambda idx: sl.const(0, "int64"), ctx.name("indices")))
+    d = norm_dim(dim, x.ndim, f"{op}: dim")
+    n = x.shape[d]
+    if isinstance(n, int) and n > MAX_EXTENT:
+        raise Unsupported(f"{op} over {n} elements (more than {MAX_EXTENT})")
+    acc = acc_dtype(str(x.dtype))
+    j, k = sl.reduce_axis((0, n), name="r"), sl.reduce_axis((0, n), name="r2")
+    read = lambda idx, r: sl.cast(acc, x[replaced(idx, d, r)])     # noqa: E731
+    best = compute(x.shape, lambda idx: reducer(read(idx, j), axis=j, where=j <= idx[d]), ctx.name("best"))
+
+    def last_index(idx):
+        v, b = read(idx, k), best[tuple(idx)]
+        hit = v == b
+        if is_float(x.dtype):
+            hit = sl.any(hit, sl.all(sl.isnan(v), sl.isnan(b)))
+        return sl.max(sl.select(hit, sl.cast("int64", k), sl.const(-1, "int64")), axis=k, where=k <= idx[d])
+    values = compute(x.shape, lambda idx: sl.cast(str(x.dtype), best[tuple(idx)]), ctx.name("values"))
+    return values, compute(x.shape, last_index, ctx.name("indices"))
+
+
+@register_lowering("aten.cummax.default")
+def cummax(ctx, x, dim):
+    return _cumulative_extreme(ctx, x, dim, sl.max, "cummax")
+
+
+@register_lowering("aten.cummin.default")
+def cummin(ctx, x, dim):
+    return _cumulative_extreme(ctx, x, dim, sl.min, "cummin")
