@@ -220,3 +220,22 @@ def zoo_coverage(name: str) -> dict:
         with mock.patch.object(zoo, "capture", captured):
             _ZOO_COVERAGE[name] = zoo.coverage(model.module, model.inputs)
     return dict(_ZOO_COVERAGE[name])
+
+
+def spy_compile_fx(monkeypatch, before=None, after=None) -> None:
+    """Reset Dynamo and wrap schedlang.torch.compile_fx (the backend calls it once per ATen
+    graph): before(gm, target) runs ahead of each compile, after(module) with its result."""
+    import torch
+    import schedlang.torch as sl_torch
+    torch._dynamo.reset()
+    real = sl_torch.compile_fx
+
+    def spy(gm, example_inputs, target="llvm", **options):
+        if before is not None:
+            before(gm, target)
+        module = real(gm, example_inputs, target=target, **options)
+        if after is not None:
+            after(module)
+        return module
+
+    monkeypatch.setattr(sl_torch, "compile_fx", spy)

@@ -14,6 +14,8 @@ import schedlang.torch as sl_torch
 from schedlang.torch import dynamo
 from schedlang.torch.zoo import SiluAndMul
 
+from .helpers import spy_compile_fx
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -32,15 +34,8 @@ class MLP(nn.Module):
 @pytest.fixture
 def compiled_graphs(monkeypatch):
     """The ATen graphs handed to schedlang.torch.compile_fx, with the target they were compiled for."""
-    torch._dynamo.reset()
     seen = []
-    real = sl_torch.compile_fx
-
-    def spy(gm, example_inputs, target="llvm", **options):
-        seen.append((gm, target))
-        return real(gm, example_inputs, target=target, **options)
-
-    monkeypatch.setattr(sl_torch, "compile_fx", spy)
+    spy_compile_fx(monkeypatch, before=lambda gm, target: seen.append((gm, target)))
     yield seen
     torch._dynamo.reset()
 

@@ -15,21 +15,15 @@ import torch.nn.functional as F
 import schedlang.torch as sl_torch
 from schedlang.torch import FallbackWarning, dynamo  # noqa: F401  (registers the backend)
 
+from .helpers import spy_compile_fx
 from .modules import reverse
 
 
 @pytest.fixture
 def compiled(monkeypatch):
     """The CompiledModules schedlang.torch.compile_fx made, in order."""
-    torch._dynamo.reset()
     made = []
-    real = sl_torch.compile_fx
-
-    def spy(gm, example_inputs, target="llvm", **options):
-        made.append(real(gm, example_inputs, target=target, **options))
-        return made[-1]
-
-    monkeypatch.setattr(sl_torch, "compile_fx", spy)
+    spy_compile_fx(monkeypatch, after=made.append)
     yield made
     torch._dynamo.reset()
 
