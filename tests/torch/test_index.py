@@ -108,3 +108,9 @@ def test_bad_arguments():
         lower(aten.permute.default, (x, [0, 1, 3]))
     with pytest.raises(ValueError, match="cannot expand"):
         lower(aten.expand.default, (torch.randn(3, 2), [3, 4]))
+
+
+@pytest.mark.parametrize("args", [(1, 3, 2), (0, 2, 2), (-1, 4, 1), (2, 5, 3), (1, 7, 7), (1, 1, 4)], ids=repr)
+def test_tensor_unfold_windows(args):
+    """Tensor.unfold (aten.unfold: sliding windows as a new last dim; Dynamo's graphs keep it)."""
+    check_lowering(torch.ops.aten.unfold.default, (torch.randn(2, 7, 5), *args))

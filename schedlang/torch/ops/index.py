@@ -200,6 +200,27 @@ def flip(ctx: LowerContext, x, dims):
     return compute(list(x.shape), body, ctx.name())
 
 
+@register_lowering("aten.unfold.default")
+def unfold_windows(ctx: LowerContext, x, dimension, size, step):
+    """Tensor.unfold: the windows of `size` elements every `step` along dimension, a new last
+    dim: out[..., w, ..., k] = x[..., w * step + k, ...] (HaloNet's blocked attention)."""
+    n = len(x.shape)
+    d = norm_dim(dimension, n, "unfold: dimension") if n else 0
+    extent = static(x.shape[d], "unfold: the dimension's size") if n else 1
+    if size < 0 or step <= 0 or size > extent:
+        raise ValueError(f"unfold: size {size} and step {step} do not fit a dimension of {extent}")
+    if size == 0:
+        raise Unsupported("unfold into empty windows")
+    if n == 0:
+        return compute([size], lambda i: x[()], ctx.name())
+    shape = list(x.shape)
+    shape[d] = (extent - size) // step + 1
+
+    def body(i):
+        return x[tuple(i[d] * step + i[n] if k == d else i[k] for k in range(n))]
+    return compute(shape + [size], body, ctx.name())
+
+
 @register_lowering("aten.transpose.int")
 def transpose(ctx: LowerContext, x, dim0, dim1):
     n = len(x.shape)
