@@ -18,6 +18,6 @@ from . import group_norm  # noqa: F401,E402
 from . import vector_norm  # noqa: F401,E402
 from . import scatter_slices  # noqa: F401,E402
 from . import grid_sample  # noqa: F401,E402
-from . import sort, search  # noqa: F401,E402
+from . import sort, search, fold  # noqa: F401,E402
 from . import scatter  # noqa: F401,E402
 from . import trilinear  # noqa: F401,E402
