@@ -64,6 +64,12 @@ def schedlang_backend(gm: torch.fx.GraphModule, example_inputs: Sequence,
         tokens = drop_effect_tokens(aten_gm)
         if tokens:
             return with_tokens(tokens, forward_compiler(aten_gm, aten_inputs[tokens:]))
+        views = input_views(aten_gm)
+        if views:
+            return with_input_views(views, compile_graph(aten_gm, aten_inputs))
+        return compile_graph(aten_gm, aten_inputs)
+
+    def compile_graph(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence) -> Callable:
         if kinds is not None and len(aten_inputs) == len(kinds):    # AOT autograd kept the inputs one to one
             return compile_frozen(aten_gm, aten_inputs, kinds, example_inputs, target)
         tensors = sizes_from_tensors(aten_gm, aten_inputs)
@@ -236,6 +242,44 @@ def drop_effect_tokens(gm: torch.fx.GraphModule) -> int:
         gm.graph.erase_node(node)
     gm.recompile()
     return count
+
+
+def input_views(gm: torch.fx.GraphModule) -> Optional[Tuple[List[int], torch.fx.GraphModule]]:
+    """The positions of gm's outputs that are views of its inputs (they share an input's storage
+    in the traced values), and a graph module computing just those, by gm's own view ops; None
+    when no output is one. Eager returns such a view, and torch relies on it after the graph:
+    the code after a graph break, AOT autograd's handling of outputs that alias inputs (timm's
+    Sequencer, whose LSTMs read such views, went wrong with a copy of equal values in their place)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+    storages = {StorageWeakRef(n.meta["val"].untyped_storage()) for n in gm.graph.nodes
+                if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)}
+    outs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    picked = [j for j, out in enumerate(outs) if isinstance(out, torch.fx.Node)
+              and isinstance(out.meta.get("val"), torch.Tensor)
+              and StorageWeakRef(out.meta["val"].untyped_storage()) in storages]
+    if not picked:
+        return None
+    graph = torch.fx.Graph()
+    copied = graph.graph_copy(gm.graph, {})
+    graph.output(tuple(copied[j] for j in picked))
+    graph.eliminate_dead_code()          # what is left: the inputs and the view ops
+    return picked, torch.fx.GraphModule(gm, graph)
+
+
+def with_input_views(views, compiled: Callable) -> Callable:
+    """The boxed callable that returns, at the positions of views (input_views), the views of
+    the inputs eager returns in place of the compiled module's tensors of the same values."""
+    picked, view_gm = views
+
+    def run(args):
+        given = list(args)                   # (a boxed callee may clear args)
+        outs = list(compiled(args))
+        for j, view in zip(picked, view_gm(*given)):
+            outs[j] = view
+        return outs
+    run._boxed_call = True
+    run.compiled = getattr(compiled, "compiled", None)
+    return run
 
 
 def with_tokens(count: int, compiled: Callable) -> Callable:

@@ -245,3 +245,60 @@ def test_transformer_encoder_fast_path_is_compiled(compiled_graphs, options):
     ops = {str(n.target) for gm, _ in compiled_graphs for n in gm.graph.nodes}
     assert "aten._transformer_encoder_layer_fwd.default" not in ops
     assert "aten.scaled_dot_product_attention.default" in ops
+
+
+class ViewsAcrossABreak(nn.Module):
+    """A graph whose outputs are views of its inputs (a permute and a view, as timm's Sequencer
+    hands its LSTMs), read by eager code after a graph break that relies on their strides and
+    writes through them."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+        self.seen = []
+
+    def forward(self, x):
+        b, h, w, c = x.shape
+        rows = x.permute(0, 2, 1, 3).reshape(b * w, h, c)
+        same = x.view(b, h, w, c)
+        y = self.lin(x)
+        torch._dynamo.graph_break()
+        self.seen.append((rows.stride(), rows.data_ptr() == x.data_ptr(), same.data_ptr() == x.data_ptr()))
+        rows.mul_(2.0)                   # a write through the view reaches x, as in eager
+        return y + x
+
+
+def test_graph_outputs_that_view_inputs_are_returned_as_views():
+    """dynamo.input_views finds the outputs of an ATen graph that are views of its inputs, and
+    with_input_views hands back those views (the input's storage, eager's strides) in place of
+    the compiled module's tensors of equal values. With the copies, timm's Sequencer through
+    torch.compile under no_grad differed from eager by 2e-2 (its LSTMs read such views)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x, w):
+        return x.permute(0, 2, 1, 3).reshape(5, 4, 6), x * w, x
+
+    x, w = torch.randn(1, 4, 5, 6), torch.randn(6)
+    views = dynamo.input_views(make_fx(f, tracing_mode="fake")(x, w))
+    assert views is not None and views[0] == [0, 2]
+    copies = lambda args: [t.contiguous().clone() for t in f(*args)]     # noqa: E731  (what a module returns)
+    got = dynamo.with_input_views(views, copies)([x, w])
+    want = f(x, w)
+    assert [g.data_ptr() == x.data_ptr() for g in got] == [True, False, True]
+    assert got[0].stride() == want[0].stride() and got[2] is not None and got[2].stride() == x.stride()
+    for g, e in zip(got, want):
+        torch.testing.assert_close(g, e)
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_outputs_that_view_inputs_stay_views(grad):
+    x = torch.randn(1, 4, 5, 6)
+    model, eager = ViewsAcrossABreak().eval(), ViewsAcrossABreak().eval()
+    eager.load_state_dict(model.state_dict())
+    torch._dynamo.reset()
+    with torch.set_grad_enabled(grad):
+        xc = x.clone()
+        got = torch.compile(model, backend="schedlang")(xc)
+        want = eager(x.clone())
+    assert model.seen == eager.seen
+    torch.testing.assert_close(got.detach(), want.detach())
