@@ -248,8 +248,10 @@ def input_views(gm: torch.fx.GraphModule) -> Optional[Tuple[List[int], torch.fx.
     """The positions of gm's outputs that are views of its inputs (they share an input's storage
     in the traced values), and a graph module computing just those, by gm's own view ops; None
     when no output is one. Eager returns such a view, and torch relies on it after the graph:
-    the code after a graph break, AOT autograd's handling of outputs that alias inputs (timm's
-    Sequencer, whose LSTMs read such views, went wrong with a copy of equal values in their place)."""
+    AOT autograd rebuilds an output that aliases an input from that input, and where it cannot
+    replay the views (symbolic sizes: a graph compiled for a second shape) by as_strided with
+    the size, strides and offset of what the compiled module returned, so a contiguous copy of a
+    permuted view read the wrong elements (timm's Sequencer, whose LSTMs read such views)."""
     from torch.multiprocessing.reductions import StorageWeakRef
     storages = {StorageWeakRef(n.meta["val"].untyped_storage()) for n in gm.graph.nodes
                 if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)}
@@ -297,7 +299,9 @@ def sizes_from_tensors(gm: torch.fx.GraphModule, example_inputs: Sequence) -> Li
     """With dynamic shapes, AOT autograd passes each symbolic size as an input of its own
     (a SymInt placeholder) beside the tensors that have it. Read each such size from a
     tensor's shape instead (aten.sym_size.int), which schedlang knows from the tensor,
-    and remove it from the graph's inputs. Returns the positions of the remaining inputs."""
+    and remove it from the graph's inputs; one the graph does not read (the symbolic strides
+    of a strided view handed over a graph break) is removed too. Returns the positions of the
+    remaining inputs."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     tensors = [k for k, x in enumerate(example_inputs) if not isinstance(x, torch.SymInt)]
     if len(tensors) == len(placeholders):
@@ -311,6 +315,9 @@ def sizes_from_tensors(gm: torch.fx.GraphModule, example_inputs: Sequence) -> Li
     last = placeholders[-1]
     for node, x in zip(placeholders, example_inputs):
         if not isinstance(x, torch.SymInt):
+            continue
+        if x.node.expr not in where and not node.users:
+            gm.graph.erase_node(node)                # a stride of a strided input, say: unused
             continue
         if x.node.expr not in where:
             raise NotImplementedError(

@@ -192,3 +192,33 @@ def test_dynamic_from_the_first_call(compiled):
             x = torch.randn(2, n)
             torch.testing.assert_close(fn(x), ScaleBySize()(x))
     assert len(compiled) == 1 and compiled[0].graph.size_vars
+
+
+def _rows_view(x):
+    b, h, w, c = x.shape
+    return x.permute(0, 2, 1, 3).reshape(-1, h, c)    # a view of x while b == 1
+
+
+def test_a_permuted_view_of_an_input_at_a_second_size(compiled):
+    """The graph returns a view of its input with symbolic sizes; AOT autograd then rebuilds
+    it from the input by as_strided with the strides of what the compiled module returned
+    (no view replay with symbolic sizes), so a contiguous copy there read the wrong elements
+    (3.0 off at the second size; timm's Sequencer, 6e-2 in its logits)."""
+    fn = torch.compile(_rows_view, backend="schedlang")
+    for size in (6, 3, 5):
+        x = torch.randn(1, size, size + 1, 4)
+        got = fn(x)
+        assert got.stride() == _rows_view(x).stride() and got.data_ptr() == x.data_ptr()
+        torch.testing.assert_close(got, _rows_view(x), rtol=0, atol=0, msg=f"size {size}")
+
+
+def _strided_across_a_break(x):
+    y = x[:, ::2, ::2, :]
+    torch._dynamo.graph_break()
+    return y * 2 + y.sum()
+
+
+def test_a_strided_view_handed_over_a_graph_break():
+    """The second graph's input is a strided view: Dynamo passes its symbolic strides as inputs
+    the graph never reads (they were refused as sizes no tensor has)."""
+    run_sizes(_strided_across_a_break, lambda s: (torch.randn(1, s, s, 8),), (6, 10, 7))
