@@ -37,7 +37,8 @@ def _filter(kind: str, x, calc: str):
 
 
 class _Taps:
-    """The window of output o along one dim: its first input, its size, the distance of tap j."""
+    """The filter along one dim: window(o) is output o's (centre, first input, tap count);
+    weight and index read one tap of such a window."""
 
     def __init__(self, kind: str, size: int, out: int, factor, align_corners: bool, calc: str):
         self.kind, self.size, self.calc = kind, size, calc
@@ -54,33 +55,30 @@ class _Taps:
         end = sl.min(sl.cast("int32", center + c(self.support) + c(0.5)), sl.const(self.size, "int32"))
         return center, first, end - first
 
-    def weight(self, o, j):
-        """The filter's (unnormalised) weight of tap j of output o; 0 past the window."""
+    def weight(self, window, j):
+        """The filter's (unnormalised) weight of tap j of an output's window; 0 past it."""
         c = lambda v: sl.const(v, self.calc)      # noqa: E731
-        center, first, count = self.window(o)
+        center, first, count = window
         w = _filter(self.kind, (sl.cast(self.calc, j + first) - center + c(0.5)) * c(self.invscale), self.calc)
         return sl.select(j < count, w, c(0.0))
 
-    def inside(self, o, j):
-        """Whether tap j of output o is in its window."""
-        return j < self.window(o)[2]
-
-    def index(self, o, j):
-        _, first, _ = self.window(o)
-        return sl.min(first + j, sl.const(self.size - 1, "int32"))
+    def index(self, window, j):
+        """The input tap j of an output's window reads, clamped into the input."""
+        return sl.min(window[1] + j, sl.const(self.size - 1, "int32"))
 
 
 def _along(ctx, x, dim: int, taps: _Taps, out: int, acc: str, name: str) -> sl.Tensor:
     """x resampled along dim (an axis of x), in acc."""
     k = sl.reduce_axis((0, taps.count), name=f"{name}_k")
-    total = compute([out], lambda i: sl.sum(taps.weight(i[0], k), axis=k), ctx.name(f"{name}_total"))
+    total = compute([out], lambda i: sl.sum(taps.weight(taps.window(i[0]), k), axis=k), ctx.name(f"{name}_total"))
     j = sl.reduce_axis((0, taps.count), name=f"{name}_j")
 
     def body(i):
         o = i[dim]
-        index = list(i[:dim]) + [taps.index(o, j)] + list(i[dim + 1:])
-        w = sl.cast(acc, taps.weight(o, j) / total[o])
-        return sl.sum(sl.select(taps.inside(o, j), w * sl.cast(acc, x[tuple(index)]), sl.const(0.0, acc)), axis=j)
+        window = taps.window(o)               # built once per output: its taps share it
+        index = list(i[:dim]) + [taps.index(window, j)] + list(i[dim + 1:])
+        w = sl.cast(acc, taps.weight(window, j) / total[o])
+        return sl.sum(sl.select(j < window[2], w * sl.cast(acc, x[tuple(index)]), sl.const(0.0, acc)), axis=j)
     shape = list(x.shape[:dim]) + [out] + list(x.shape[dim + 1:])
     return compute(shape, body, ctx.name(name))
 
