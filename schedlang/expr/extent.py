@@ -2,11 +2,15 @@
 and ceil_div, the one rounding-up division of the project (for ints and extents alike)."""
 from __future__ import annotations
 
+import math
+import operator
 from typing import Mapping, Union
+
+import numpy as np
 
 from ..dtypes import dtype as parse_dtype
 
-from .nodes import Binary, Cast, Const, Expr, Var, binary
+from .nodes import Binary, Call, Cast, Const, Expr, Var, binary
 from .linear import linear_form
 from .simplify import simplify
 
@@ -36,10 +40,40 @@ def evaluate_extent(e, values: Mapping[Var, int]) -> int:
             raise ValueError(f"no value for the size variable '{e.name}'")
         return values[e]
     if isinstance(e, Cast) and e.dtype.is_int:
+        if e.value.dtype.is_float:           # a size scaled by a float (interpolate's scale factor)
+            v = _float_value(e.value, values)
+            if not math.isfinite(v):
+                raise ValueError(f"the extent '{e}' is {v} for these sizes")
+            return int(v)                    # toward zero, as the cast in the generated code
         return evaluate_extent(e.value, values)
     if isinstance(e, Binary) and e.op in _OPS:
         return _OPS[e.op](evaluate_extent(e.a, values), evaluate_extent(e.b, values))
     raise ValueError(f"cannot evaluate the extent '{e}' from the sizes")
+
+
+_FLOAT_OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+              "min": min, "max": max}
+_ROUNDINGS = {"floor": math.floor, "ceil": math.ceil, "trunc": math.trunc}
+
+
+def _float_value(e, values: Mapping[Var, int]) -> float:
+    """The value of a float part of an extent, rounded to its dtype at each step as the
+    generated code computes it (float64: Python's floats; float32 through numpy)."""
+    if isinstance(e, Const):
+        v = float(e.value)
+    elif isinstance(e, Cast) and not e.value.dtype.is_float:
+        v = float(evaluate_extent(e.value, values))
+    elif isinstance(e, Cast):
+        v = _float_value(e.value, values)
+    elif isinstance(e, Binary) and e.op in _FLOAT_OPS:
+        a, b = _float_value(e.a, values), _float_value(e.b, values)
+        v = _FLOAT_OPS[e.op](a, b) if not (e.op == "div" and b == 0) else math.copysign(math.inf, a) if a else math.nan
+    elif isinstance(e, Call) and e.name in _ROUNDINGS and len(e.args) == 1:
+        x = _float_value(e.args[0], values)
+        v = float(_ROUNDINGS[e.name](x)) if math.isfinite(x) else x
+    else:
+        raise ValueError(f"cannot evaluate the extent '{e}' from the sizes")
+    return float(np.float32(v)) if e.dtype.bits == 32 else v
 
 
 def linear_in_one(e):
@@ -57,8 +91,8 @@ def first_overflow(e, values: Mapping[Var, int]):
     """The first subexpression of e whose exact value leaves the range of its integer dtype
     for the given sizes (its arithmetic would wrap there), or None. A term that lowering
     widened to int64 (kernel/widen.py) is checked against int64."""
-    if not isinstance(e, Expr):
-        return None
+    if not isinstance(e, Expr) or e.dtype.is_float:
+        return None                          # a float part: its cast to int saturates, never wraps
     if isinstance(e, (Binary, Cast)):
         for child in ((e.a, e.b) if isinstance(e, Binary) else (e.value,)):
             bad = first_overflow(child, values)
@@ -74,14 +108,18 @@ def extent_to_json(e, var_ids: dict):
     if isinstance(e, int):
         return e
     if isinstance(e, Const):
-        return {"const": int(e.value), "dtype": str(e.dtype)}
+        value = float(e.value) if e.dtype.is_float else int(e.value)
+        return {"const": value, "dtype": str(e.dtype)}
     if isinstance(e, Var):
         return {"var": var_ids.setdefault(e, len(var_ids))}
-    if isinstance(e, Cast) and e.dtype.is_int:
+    if isinstance(e, Cast):
         return {"cast": str(e.dtype), "value": extent_to_json(e.value, var_ids)}
-    if isinstance(e, Binary) and e.op in _OPS:
+    if isinstance(e, Binary) and (e.op in _OPS or e.dtype.is_float and e.op in _FLOAT_OPS):
         return {"op": e.op, "a": extent_to_json(e.a, var_ids), "b": extent_to_json(e.b, var_ids)}
-    raise ValueError(f"cannot write the extent '{e}' (only size variables, constants and {', '.join(_OPS)})")
+    if isinstance(e, Call) and e.name in _ROUNDINGS and len(e.args) == 1:
+        return {"call": e.name, "dtype": str(e.dtype), "args": [extent_to_json(e.args[0], var_ids)]}
+    raise ValueError(f"cannot write the extent '{e}' (only size variables, constants, {', '.join(_OPS)}, "
+                     f"and float arithmetic rounded by {', '.join(_ROUNDINGS)})")
 
 
 def extent_from_json(data, variables):
@@ -89,9 +127,12 @@ def extent_from_json(data, variables):
     if isinstance(data, int):
         return data
     if "const" in data:
-        return Const(int(data["const"]), parse_dtype(data["dtype"]))
+        dt = parse_dtype(data["dtype"])
+        return Const(float(data["const"]) if dt.is_float else int(data["const"]), dt)
     if "var" in data:
         return variables[data["var"]]
     if "cast" in data:
         return Cast(parse_dtype(data["cast"]), extent_from_json(data["value"], variables))
+    if "call" in data:
+        return Call(data["call"], tuple(extent_from_json(a, variables) for a in data["args"]), parse_dtype(data["dtype"]))
     return Binary(data["op"], extent_from_json(data["a"], variables), extent_from_json(data["b"], variables))

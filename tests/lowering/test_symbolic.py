@@ -244,6 +244,23 @@ def test_size_solved_from_a_linear_extent():
         mod(np.zeros(10, "float32"), np.zeros(10, "float32"))
 
 
+def test_an_extent_scaled_by_a_float():
+    """An output size made by scaling a size by a float and rounding it (torch's
+    interpolate(scale_factor=1.5) at a symbolic size: trunc(1.5 * n)): one build at every
+    size, the extent computed as float64 arithmetic as the kernel computes it, and the
+    extent written to and read back from JSON (the kernel cache) unchanged."""
+    from schedlang.expr.extent import evaluate_extent, extent_from_json, extent_to_json
+    n = sl.size_var("n")
+    m = sl.cast("int32", sl.trunc(sl.const(1.5, "float64") * sl.cast("float64", n)))
+    A = sl.placeholder((n,), name="A")
+    B = sl.compute((m,), lambda i: A[sl.floordiv(i * 2, 3)] * 2.0, name="B")
+    check(sl.create_schedule(B.op), [A, B], lambda k: ([(k,)], [(int(1.5 * k),)]),
+          lambda a: a[np.arange(int(1.5 * a.shape[0])) * 2 // 3] * 2, sizes=(1, 2, 7, 64, 1001))
+    ids = {}
+    back = extent_from_json(extent_to_json(m, ids), list(ids))
+    assert [evaluate_extent(back, {n: k}) for k in (3, 7, 1001)] == [4, 10, 1501]
+
+
 def test_more_than_2_31_elements_is_refused_at_call():
     n = sl.size_var("n")
     A = sl.placeholder((n,), name="A")

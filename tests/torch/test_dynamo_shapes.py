@@ -222,3 +222,11 @@ def test_a_strided_view_handed_over_a_graph_break():
     """The second graph's input is a strided view: Dynamo passes its symbolic strides as inputs
     the graph never reads (they were refused as sizes no tensor has)."""
     run_sizes(_strided_across_a_break, lambda s: (torch.randn(1, s, s, 8),), (6, 10, 7))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_a_fixed_scale_factor_at_new_sizes(compiled, mode):
+    """interpolate(scale_factor=1.5) at a symbolic size: the output's extent trunc(1.5 * s)
+    is float arithmetic on a size, computed at each call (it was refused at the second size:
+    'the extent ... is not known from the inputs' shapes')."""
+    run_sizes(nn.Upsample(scale_factor=1.5, mode=mode), lambda s: (torch.randn(1, 2, 5, s),), (7, 9, 10))
