@@ -16,7 +16,8 @@ those names first on the path of each model's process (made in a temporary folde
 themselves never call torchvision). The default list: timm's own test models (test_*), then the
 smallest model of each of timm's model families (by parameter count, up to 60 M).
 --dynamo compiles through torch.compile(model, backend="schedlang") under no_grad instead;
---batches (with --dynamo) calls it at batch 3, then 2 (Dynamo recompiles with a symbolic batch).
+--batches (with --dynamo) calls it at batch 3, then 2 (Dynamo recompiles with a symbolic batch);
+--sizes (with --dynamo) calls it again 32 pixels larger each way, where eager accepts that size.
 """
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def torchvision_stub() -> str:
     return root
 
 
-def run_one(name: str, dynamo: bool, batches: bool) -> str:
+def run_one(name: str, dynamo: bool, batches: bool, sizes: bool = False) -> str:
     """Compile one model in this process; the result's line."""
     import torch
     import timm
@@ -119,6 +120,14 @@ def run_one(name: str, dynamo: bool, batches: bool) -> str:
             got = compiled(x)
             seconds = time.perf_counter() - start
             rel = _check(got, model(x), "")
+            if dynamo and sizes:                 # a second image size: Dynamo recompiles symbolically
+                bigger = torch.randn(1, size[0], size[1] + 32, size[2] + 32)
+                try:
+                    want = model(bigger)
+                except Exception:                # the model takes its own size only
+                    want = None
+                if want is not None:
+                    _check(compiled(bigger), want, f"{size[1] + 32}x{size[2] + 32}")
         fallbacks = sorted({str(w.message).split(": ", 1)[-1][:120] for w in caught
                             if type(w.message).__name__ == "FallbackWarning"})
         return f"ok  rel {rel:.1e}  {seconds:5.1f} s  " + ("in torch: " + "; ".join(fallbacks) if fallbacks else "")
@@ -138,11 +147,13 @@ def main() -> None:
     ap.add_argument("--only", nargs="+", default=None)
     ap.add_argument("--dynamo", action="store_true")
     ap.add_argument("--batches", action="store_true")
+    ap.add_argument("--sizes", action="store_true", help="with --dynamo: also a second image size (+32), "
+                    "where the model takes one")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per model")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print("RESULT", run_one(args.one, args.dynamo, args.batches), flush=True)
+        print("RESULT", run_one(args.one, args.dynamo, args.batches, args.sizes), flush=True)
         return
     env = dict(os.environ)
     try:
@@ -153,12 +164,13 @@ def main() -> None:
     import harness
     import schedlang as sl
     print(f"timm models through {'torch.compile' if args.dynamo else 'schedlang.torch.compile'}"
-          f"{' at batch 3 then 2' if args.batches else ''}; {harness.cpu_model()} "
+          f"{' at batch 3 then 2' if args.batches else ''}{' and 32 pixels larger' if args.sizes else ''}; "
+          f"{harness.cpu_model()} "
           f"({harness.vector_isa(sl.Target.create('llvm'))}), {harness.core_count()} cores", flush=True)
     failed = 0
     for name in args.only or DEFAULT:
         cmd = [sys.executable, os.path.abspath(__file__), "--one", name] + (["--dynamo"] if args.dynamo else []) \
-            + (["--batches"] if args.batches else [])
+            + (["--batches"] if args.batches else []) + (["--sizes"] if args.sizes else [])
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
             lines = [line[7:] for line in r.stdout.splitlines() if line.startswith("RESULT ")]

@@ -77,14 +77,16 @@ def _built(graph, target, program, log, module, example_inputs, tuning) -> Compi
     return compiled
 
 
-def compile_fx(gm, example_inputs: Sequence, target="llvm", *, inputs: Optional[dict] = None):
+def compile_fx(gm, example_inputs: Sequence, target="llvm", *, inputs: Optional[dict] = None,
+               log: Optional[str] = None):
     """A callable for an ATen-level FX GraphModule as AOT autograd hands it to a backend
     (inputs are the graph's placeholders, in order: tensors, and ints for the sizes Dynamo
     passes with dynamic shapes; the result is the graph's outputs).
 
     inputs (the Dynamo backend's frozen graphs, dynamo.py) maps every placeholder's name to
     (kind, name, tensor): kind "parameter" or "buffer" makes it a state input of that name
-    (called through CompiledModule.call_with_state), "input" names a user input."""
+    (called through CompiledModule.call_with_state), "input" names a user input. log: a
+    tuning log whose best records replace the default schedules (as compile's log=)."""
     import torch
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
     graph_module = gm
@@ -100,4 +102,4 @@ def compile_fx(gm, example_inputs: Sequence, target="llvm", *, inputs: Optional[
     attrs = {n.target: functools.reduce(getattr, n.target.split("."), graph_module)
              for n in graph_module.graph.nodes if n.op == "get_attr"}
     graph = graph_from_fx(graph_module.graph, kinds, state, attrs=attrs)
-    return CompiledModule(graph, target)
+    return CompiledModule(graph, target, log=log)

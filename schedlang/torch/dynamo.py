@@ -7,6 +7,7 @@ builds it. Options go through torch.compile's `options=`:
 
     torch.compile(model, backend="schedlang")                             # the host CPU
     torch.compile(model, backend="schedlang", options={"target": "cuda"})
+    torch.compile(model, backend="schedlang", options={"log": "tune.jsonl"})   # tuned kernels
 
 The backend is meant for inference (under `torch.no_grad()` or `torch.inference_mode()`).
 There, as Inductor's freezing does, the module's parameters and buffers are the compiled
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import os
 import re
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -36,7 +38,9 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
 BACKEND_NAME = "schedlang"
-OPTIONS = {"target": "the schedlang target: 'llvm' (default), 'cuda' or a target string"}
+OPTIONS = {"target": "the schedlang target: 'llvm' (default), 'cuda' or a target string",
+           "log": "a tuning log (schedlang.torch.compile(..., tune=N, log=...), `schedlang tune`): each kernel "
+                  "with a record there is built from its best one"}
 
 
 def _eager_backward(gm: torch.fx.GraphModule, example_inputs: Sequence) -> Callable:
@@ -56,6 +60,13 @@ def schedlang_backend(gm: torch.fx.GraphModule, example_inputs: Sequence,
         raise ValueError(f"torch.compile(backend={BACKEND_NAME!r}) has no option {unknown[0]!r}; its options are: "
                          + "; ".join(f"{k}: {v}" for k, v in OPTIONS.items()))
     target = options.get("target", "llvm")
+    log = options.get("log")
+    if log is not None and not isinstance(log, (str, bytes)) and not hasattr(log, "__fspath__"):
+        raise TypeError(f"torch.compile(backend={BACKEND_NAME!r}): options['log'] is a path to a tuning log, "
+                        f"got {type(log).__name__}")
+    log = None if log is None else os.fsdecode(log)
+    if log is not None and not os.path.isfile(log):     # only read here: a wrong path is a mistake
+        raise FileNotFoundError(f"torch.compile(backend={BACKEND_NAME!r}): options['log']: no tuning log {log!r}")
     from . import compile_fx, decomposition_table
 
     kinds = input_kinds(gm, example_inputs) if not torch.is_grad_enabled() else None
@@ -71,9 +82,9 @@ def schedlang_backend(gm: torch.fx.GraphModule, example_inputs: Sequence,
 
     def compile_graph(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence) -> Callable:
         if kinds is not None and len(aten_inputs) == len(kinds):    # AOT autograd kept the inputs one to one
-            return compile_frozen(aten_gm, aten_inputs, kinds, example_inputs, target)
+            return compile_frozen(aten_gm, aten_inputs, kinds, example_inputs, target, log)
         tensors = sizes_from_tensors(aten_gm, aten_inputs)
-        compiled = compile_fx(aten_gm, [aten_inputs[k] for k in tensors], target=target)
+        compiled = compile_fx(aten_gm, [aten_inputs[k] for k in tensors], target=target, log=log)
         if len(tensors) == len(aten_inputs):
             return compiled if getattr(compiled, "_boxed_call", False) else make_boxed_func(compiled)
         return make_boxed_func(lambda *args: compiled(*[args[k] for k in tensors]))
@@ -143,7 +154,7 @@ def input_kinds(gm: torch.fx.GraphModule, example_inputs: Sequence) -> List[Tupl
 
 
 def compile_frozen(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence, kinds: List[Tuple[str, Optional[str]]],
-                   real_inputs: Sequence, target) -> Callable:
+                   real_inputs: Sequence, target, log: Optional[str] = None) -> Callable:
     """The boxed callable of an inference graph whose parameters and buffers (kinds) are its
     state: they are passed by Dynamo at each call and handed to the compiled module as state
     (CompiledModule.call_with_state), the other tensors as its inputs."""
@@ -153,7 +164,7 @@ def compile_frozen(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence, kinds: 
     placeholders = [n for n in aten_gm.graph.nodes if n.op == "placeholder"]
     # every placeholder is named, so graph_from_fx keeps them in the graph's order
     named = {node.name: (kinds[k][0], kinds[k][1] or node.name, real_inputs[k]) for node, k in zip(placeholders, tensors)}
-    compiled = compile_fx(aten_gm, [aten_inputs[k] for k in tensors], target=target, inputs=named)
+    compiled = compile_fx(aten_gm, [aten_inputs[k] for k in tensors], target=target, inputs=named, log=log)
     graph = compiled.graph
     user = [k for k in tensors if kinds[k][0] == "input"]
     given = [(i.name, k) for i, k in zip(graph.inputs, tensors) if i.kind not in ("input", "size")]

@@ -350,3 +350,32 @@ def test_a_record_is_found_by_any_model_with_the_same_workload(tmp_path, monkeyp
                                    first.target).workload_key == task.workload_key
     assert SearchTask.from_outputs([t for _, t in wpart.outputs], first.target).workload_key != \
         SearchTask.from_outputs([t for _, t in part.outputs], first.target).workload_key   # names differ
+
+
+def test_torch_compile_reads_a_tuning_log(tmp_path, monkeypatch):
+    """torch.compile(model, backend="schedlang", options={"log": ...}) builds each kernel from
+    its best record, as schedlang.torch.compile(..., log=...) does: the same kernels."""
+    from schedlang.torch import dynamo
+    torch.manual_seed(0)
+    model, x = Repeated().eval(), torch.randn(4, 32)
+    cm = st.compile(model, (x,))
+    twice = next(t for t in extract_tasks(cm.program, cm.target) if t.weight == 2)
+    log = str(tmp_path / "hand.jsonl")
+    _hand_record(twice.task, log, cm.target)
+    tuned = st.compile(model, (x,), log=log)
+    assert tuned.ir("kernel") != cm.ir("kernel")
+    seen = []
+    real = dynamo.compile_frozen
+    monkeypatch.setattr(dynamo, "compile_frozen", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            got = torch.compile(model, backend="schedlang", dynamic=False, options={"log": log})(x)
+            torch.testing.assert_close(got, model(x), rtol=1e-4, atol=1e-5)
+        (frozen,) = seen
+        assert frozen.compiled.ir("kernel") == tuned.ir("kernel")
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match="no tuning log"), torch.no_grad():
+            torch.compile(model, backend="schedlang", options={"log": str(tmp_path / "typo.jsonl")})(x)
+    finally:
+        torch._dynamo.reset()
