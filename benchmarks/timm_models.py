@@ -18,6 +18,7 @@ smallest model of each of timm's model families (by parameter count, up to 60 M)
 --dynamo compiles through torch.compile(model, backend="schedlang") under no_grad instead;
 --batches (with --dynamo) calls it at batch 3, then 2 (Dynamo recompiles with a symbolic batch);
 --sizes (with --dynamo) calls it again 32 pixels larger each way, where eager accepts that size.
+--speed also times eager, Inductor (freezing, as models.py) and the compiled model, side by side.
 """
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ def torchvision_stub() -> str:
     return root
 
 
-def run_one(name: str, dynamo: bool, batches: bool, sizes: bool = False) -> str:
+def run_one(name: str, dynamo: bool, batches: bool, sizes: bool = False, speed: bool = False) -> str:
     """Compile one model in this process; the result's line."""
     import torch
     import timm
@@ -130,9 +131,25 @@ def run_one(name: str, dynamo: bool, batches: bool, sizes: bool = False) -> str:
                     _check(compiled(bigger), want, f"{size[1] + 32}x{size[2] + 32}")
         fallbacks = sorted({str(w.message).split(": ", 1)[-1][:120] for w in caught
                             if type(w.message).__name__ == "FallbackWarning"})
-        return f"ok  rel {rel:.1e}  {seconds:5.1f} s  " + ("in torch: " + "; ".join(fallbacks) if fallbacks else "")
+        times = _speeds(model, compiled, x) if speed else ""
+        return f"ok  rel {rel:.1e}  {seconds:5.1f} s  {times}" + ("in torch: " + "; ".join(fallbacks) if fallbacks else "")
     except Exception as e:      # the row says what failed; the sweep goes on
         return f"FAILED {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:240]}"
+
+
+def _speeds(model, compiled, x) -> str:
+    """Latency (ms, median of interleaved rounds, harness.measure) of eager, Inductor (with
+    freezing, as models.py runs it) and the compiled model, at torch's thread count."""
+    import torch
+    import harness
+    from models import inductor
+    with torch.no_grad():
+        fast, _ = inductor(model, (x,))
+        _check(fast(), model(x), "Inductor")
+        times = harness.measure([lambda: model(x), fast, lambda: compiled(x)], harness.Timing(repeat=5))
+    eager_ms, inductor_ms, ours_ms = (1e3 * median for _, median in times)
+    return (f"eager {eager_ms:7.2f}  inductor {inductor_ms:7.2f}  schedlang {ours_ms:7.2f} ms "
+            f"({ours_ms / inductor_ms:4.2f}x Inductor)  ")
 
 
 def _check(got, want, what: str) -> float:
@@ -149,11 +166,14 @@ def main() -> None:
     ap.add_argument("--batches", action="store_true")
     ap.add_argument("--sizes", action="store_true", help="with --dynamo: also a second image size (+32), "
                     "where the model takes one")
+    ap.add_argument("--speed", action="store_true", help="also time eager, Inductor and schedlang "
+                    "(batch 1, torch's thread count; Inductor compiles each model too)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per model")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print("RESULT", run_one(args.one, args.dynamo, args.batches, args.sizes), flush=True)
+        sys.path.insert(0, HERE)
+        print("RESULT", run_one(args.one, args.dynamo, args.batches, args.sizes, args.speed), flush=True)
         return
     env = dict(os.environ)
     try:
@@ -170,7 +190,8 @@ def main() -> None:
     failed = 0
     for name in args.only or DEFAULT:
         cmd = [sys.executable, os.path.abspath(__file__), "--one", name] + (["--dynamo"] if args.dynamo else []) \
-            + (["--batches"] if args.batches else []) + (["--sizes"] if args.sizes else [])
+            + (["--batches"] if args.batches else []) + (["--sizes"] if args.sizes else []) \
+            + (["--speed"] if args.speed else [])
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
             lines = [line[7:] for line in r.stdout.splitlines() if line.startswith("RESULT ")]

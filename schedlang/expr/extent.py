@@ -12,7 +12,7 @@ from ..dtypes import dtype as parse_dtype
 
 from .nodes import Binary, Call, Cast, Const, Expr, Var, binary
 from .linear import linear_form
-from .simplify import simplify
+from .simplify import ROUNDINGS, simplify
 
 Extent = Union[int, Expr]     # an int, or an int32 expression of size variables
 
@@ -53,7 +53,6 @@ def evaluate_extent(e, values: Mapping[Var, int]) -> int:
 
 _FLOAT_OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
               "min": min, "max": max}
-_ROUNDINGS = {"floor": math.floor, "ceil": math.ceil, "trunc": math.trunc}
 
 
 def _float_value(e, values: Mapping[Var, int]) -> float:
@@ -68,9 +67,9 @@ def _float_value(e, values: Mapping[Var, int]) -> float:
     elif isinstance(e, Binary) and e.op in _FLOAT_OPS:
         a, b = _float_value(e.a, values), _float_value(e.b, values)
         v = _FLOAT_OPS[e.op](a, b) if not (e.op == "div" and b == 0) else math.copysign(math.inf, a) if a else math.nan
-    elif isinstance(e, Call) and e.name in _ROUNDINGS and len(e.args) == 1:
+    elif isinstance(e, Call) and e.name in ROUNDINGS and len(e.args) == 1:
         x = _float_value(e.args[0], values)
-        v = float(_ROUNDINGS[e.name](x)) if math.isfinite(x) else x
+        v = float(ROUNDINGS[e.name](x)) if math.isfinite(x) else x
     else:
         raise ValueError(f"cannot evaluate the extent '{e}' from the sizes")
     return float(np.float32(v)) if e.dtype.bits == 32 else v
@@ -116,10 +115,10 @@ def extent_to_json(e, var_ids: dict):
         return {"cast": str(e.dtype), "value": extent_to_json(e.value, var_ids)}
     if isinstance(e, Binary) and (e.op in _OPS or e.dtype.is_float and e.op in _FLOAT_OPS):
         return {"op": e.op, "a": extent_to_json(e.a, var_ids), "b": extent_to_json(e.b, var_ids)}
-    if isinstance(e, Call) and e.name in _ROUNDINGS and len(e.args) == 1:
+    if isinstance(e, Call) and e.name in ROUNDINGS and len(e.args) == 1:
         return {"call": e.name, "dtype": str(e.dtype), "args": [extent_to_json(e.args[0], var_ids)]}
     raise ValueError(f"cannot write the extent '{e}' (only size variables, constants, {', '.join(_OPS)}, "
-                     f"and float arithmetic rounded by {', '.join(_ROUNDINGS)})")
+                     f"and float arithmetic rounded by {', '.join(ROUNDINGS)})")
 
 
 def extent_from_json(data, variables):

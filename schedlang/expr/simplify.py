@@ -297,7 +297,7 @@ class _Simplifier(ExprMutator):
                 return Const(-x.value, e.dtype)
             if isinstance(x, Call) and x.name == NEG:
                 return x.args[0]
-        rounding = _ROUNDINGS.get(e.name)
+        rounding = ROUNDINGS.get(e.name)
         if rounding is not None and e.dtype.is_float and e.dtype.lanes == 1 and isinstance(e.args[0], Const):
             v = float(e.args[0].value)               # exact: a float's floor is a float of its type
             return Const(float(rounding(v)) if math.isfinite(v) else v, e.dtype)
@@ -305,7 +305,7 @@ class _Simplifier(ExprMutator):
 
 
 # Roundings folded on constants (a size scaled by a float, known at call time: trunc(1.5 * 9)).
-_ROUNDINGS = {"floor": math.floor, "ceil": math.ceil, "trunc": math.trunc}
+ROUNDINGS = {"floor": math.floor, "ceil": math.ceil, "trunc": math.trunc}
 
 
 def symbolic_bounds(e: Expr, ranges: VarRanges, known) -> Tuple[Optional[int], Optional[int]]:
