@@ -16,7 +16,7 @@ from .tensor.intrin import (acos, acosh, asin, asinh, atan, atan2, atanh, call_p
                             clz, copysign, cosh, exp10, fmod, hypot, indexdiv, indexmod, isfinite,
                             isinf, isnan, ldexp, log10, log1p, nearbyint, nextafter, popcount, sinh,
                             tan, truncdiv, truncmod, div, bitwise_and, bitwise_or, bitwise_xor,
-                            bitwise_not, add, subtract, multiply)
+                            bitwise_not, shift_left, shift_right, add, subtract, multiply)
 from .tensor.reference import evaluate as reference  # noqa: F401
 from .tensor.scan import scan  # noqa: F401
 from .tensor.extern import call_packed, extern  # noqa: F401

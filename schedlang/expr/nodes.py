@@ -103,6 +103,8 @@ class ExprOps:
     def __xor__(self, other): return binary("bitxor", self, other)
     def __lshift__(self, other): return binary("shl", self, other)
     def __rshift__(self, other): return binary("shr", self, other)
+    def __rlshift__(self, other): return binary("shl", other, self)
+    def __rrshift__(self, other): return binary("shr", other, self)
     def __invert__(self):
         e = as_expr(self)
         all_ones = -1 if e.dtype.kind == "int" else e.dtype.max_int

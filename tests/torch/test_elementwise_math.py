@@ -73,6 +73,26 @@ def test_bitwise(op):
         lower(fn.Tensor, (torch.randn(3), torch.randn(3)))
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize("op", ["bitwise_left_shift", "bitwise_right_shift"])
+def test_shifts(op, dtype):
+    """Amounts past the bit width and negative ones give torch's results (0; the sign fill of a
+    negative value shifted right), the scalar forms and the `<<`/`>>` operators too."""
+    fn = getattr(aten, op)
+    bits = torch.iinfo(dtype).bits
+    low = 0 if dtype == torch.uint8 else -100
+    a = torch.randint(low, 100, (6, 9), dtype=dtype)
+    amounts = torch.tensor([0, 1, 3, bits - 1, bits, bits + 3, 2 * bits - 1, -1 if low else 2 * bits, 5], dtype=dtype)
+    check_lowering(fn.Tensor, (a, amounts))
+    check_lowering(fn.Tensor_Scalar, (a, 2))
+    check_lowering(fn.Scalar_Tensor, (3, amounts))
+    dunder = aten.__lshift__ if op == "bitwise_left_shift" else aten.__rshift__
+    check_lowering(dunder.Tensor, (a, amounts))
+    check_lowering(dunder.Scalar, (a, 1))
+    with pytest.raises(TypeError, match=op):
+        lower(fn.Tensor, (torch.randn(3), torch.randn(3)))
+
+
 @pytest.mark.parametrize("decimals", [0, 1, 3, -1, -2])
 def test_round_to_decimals(decimals):
     x = torch.tensor([0.125, 0.135, -2.55, 1234.5678, 0.5, 1.5, -0.05, 15.0, 25.0, math.nan])
@@ -89,7 +109,7 @@ class _NewOps(torch.nn.Module):
         b = torch.asinh(x) + torch.atanh(inside) + torch.acosh(x.abs() + 1) + torch.log2(x.abs() + 1) + torch.exp2(x)
         c = torch.atan2(x, y) + torch.hypot(x, y) + torch.copysign(x, y) + torch.logaddexp(x, y) + torch.fmod(x, 0.7)
         d = torch.nan_to_num(x / y) + torch.isnan(x).float() + torch.signbit(y).float() + x.round(decimals=1)
-        e = (i & 6) + (i | 1) + (i ^ 3) + torch.fmod(i, 4)
+        e = (i & 6) + (i | 1) + (i ^ 3) + torch.fmod(i, 4) + (i << (i & 7)) + (i >> 2)
         g = F.group_norm(x[None, :, :, None], 2)[0, :, :, 0] + F.normalize(x, dim=-1)
         return a + b + c + d + g + torch.flip(x, (0,)) + x.repeat(1, 1), e, torch.cumsum(x, -1), torch.cdist(x, y)
 

@@ -143,3 +143,21 @@ def _bitwise(name: str, on_int, on_bool):
 bitwise_and = _bitwise("bitwise_and", sl.bitwise_and, sl.all)
 bitwise_or = _bitwise("bitwise_or", sl.bitwise_or, sl.any)
 bitwise_xor = _bitwise("bitwise_xor", sl.bitwise_xor, lambda x, y: x != y)
+
+
+def _shift(name: str, dunder: str, fn):
+    @register_lowering(f"aten.{name}.Tensor", f"aten.{name}.Tensor_Scalar", f"aten.{name}.Scalar_Tensor",
+                       f"aten.{dunder}.Tensor", f"aten.{dunder}.Scalar")
+    def lower(ctx: LowerContext, a, b):
+        dt = result_type(a, b)
+        if not is_int(dt) or is_bool(dt):
+            raise TypeError(f"{name} is only defined for integer tensors, got {dt}")
+        return pointwise(ctx.name(), fn, (a, b), dt)
+    lower.__name__ = name
+    return lower
+
+
+# torch's shifts: an amount outside [0, bits) gives 0 (the sign fill for >> of a negative),
+# as the generated code's shifts give (numpy's results)
+bitwise_left_shift = _shift("bitwise_left_shift", "__lshift__", sl.shift_left)
+bitwise_right_shift = _shift("bitwise_right_shift", "__rshift__", sl.shift_right)
