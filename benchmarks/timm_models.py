@@ -19,6 +19,9 @@ smallest model of each of timm's model families (by parameter count, up to 60 M)
 --batches (with --dynamo) calls it at batch 3, then 2 (Dynamo recompiles with a symbolic batch);
 --sizes (with --dynamo) calls it again 32 pixels larger each way, where eager accepts that size.
 --speed also times eager, Inductor (freezing, as models.py) and the compiled model, side by side.
+Parameters timm starts at one constant (zero gammas closing residual branches, layer scales of
+1e-5) are spread by a random 0.1 first, so that every branch reaches the logits
+(unfold_constant_init; --plain-init keeps timm's).
 """
 from __future__ import annotations
 
@@ -93,7 +96,25 @@ def torchvision_stub() -> str:
     return root
 
 
-def run_one(name: str, dynamo: bool, batches: bool, sizes: bool = False, speed: bool = False) -> str:
+def unfold_constant_init(model) -> int:
+    """Spread every parameter and buffer timm starts at one constant (the zero gamma of each
+    residual block's last norm, layer scales of 1e-5, zero biases, batch norm's unit
+    statistics) by a random 0.1: otherwise a residual branch adds 0 (or 1e-5 of itself) to
+    the logits, and a wrong kernel there changes nothing the comparison sees. Returns how
+    many tensors it changed."""
+    import torch
+    changed = 0
+    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+        if not t.is_floating_point() or t.numel() < 2 or not bool((t == t.flatten()[0]).all()):
+            continue
+        noise = 0.1 * torch.randn_like(t)
+        t.data += noise.abs() if name.endswith("running_var") else noise
+        changed += 1
+    return changed
+
+
+def run_one(name: str, dynamo: bool, batches: bool, sizes: bool = False, speed: bool = False,
+            plain_init: bool = False) -> str:
     """Compile one model in this process; the result's line."""
     import torch
     import timm
@@ -109,6 +130,8 @@ def run_one(name: str, dynamo: bool, batches: bool, sizes: bool = False, speed: 
         if not float(model(x).abs().max()) > 0 and hasattr(model, "reset_classifier"):
             model.reset_classifier(10)    # timm starts some heads at zero: logits that check nothing
             model.eval()
+        if not plain_init:
+            unfold_constant_init(model)
     try:
         with warnings.catch_warnings(record=True) as caught, torch.no_grad():
             warnings.simplefilter("always")
@@ -168,12 +191,15 @@ def main() -> None:
                     "where the model takes one")
     ap.add_argument("--speed", action="store_true", help="also time eager, Inductor and schedlang "
                     "(batch 1, torch's thread count; Inductor compiles each model too)")
+    ap.add_argument("--plain-init", action="store_true", help="keep timm's constant initialisations "
+                    "(zero gammas of residual branches: see unfold_constant_init)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per model")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         sys.path.insert(0, HERE)
-        print("RESULT", run_one(args.one, args.dynamo, args.batches, args.sizes, args.speed), flush=True)
+        print("RESULT", run_one(args.one, args.dynamo, args.batches, args.sizes, args.speed, args.plain_init),
+              flush=True)
         return
     env = dict(os.environ)
     try:
@@ -191,7 +217,7 @@ def main() -> None:
     for name in args.only or DEFAULT:
         cmd = [sys.executable, os.path.abspath(__file__), "--one", name] + (["--dynamo"] if args.dynamo else []) \
             + (["--batches"] if args.batches else []) + (["--sizes"] if args.sizes else []) \
-            + (["--speed"] if args.speed else [])
+            + (["--speed"] if args.speed else []) + (["--plain-init"] if args.plain_init else [])
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
             lines = [line[7:] for line in r.stdout.splitlines() if line.startswith("RESULT ")]
