@@ -13,6 +13,8 @@ CPU torch; keep it out):
 --dynamo compiles through torch.compile(model, backend="schedlang") instead; --sizes (with
 --dynamo) calls it at three input sizes, the second making Dynamo recompile with symbolic sizes
 (a size the model itself refuses in eager, such as ViT's other image sizes, is skipped).
+Parameters a model starts at one constant (zero biases, unit norm weights) are spread by a
+random 0.1 first (random_init.py), so that each reaches the compared output.
 """
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import torch  # noqa: E402
+
+from random_init import unfold_constant_init  # noqa: E402  (beside this file)
 
 T = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128)
 GQA = dict(T, num_key_value_heads=2, vocab_size=100)
@@ -163,6 +167,8 @@ def check(name: str, make, kind: str, dynamo: bool) -> str:
     import schedlang.torch as st
     torch.manual_seed(0)
     model = Main(make().eval(), kind).eval()
+    with torch.no_grad():
+        unfold_constant_init(model)    # zero biases, unit norm weights: spread, so each is checked
     xs = inputs_of(kind)
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -215,6 +221,8 @@ def check_sizes(name: str, make, kind: str) -> str:
     before = compiled_graphs()
     torch.manual_seed(0)
     model = Main(make().eval(), kind).eval()
+    with torch.no_grad():
+        unfold_constant_init(model)
     fn = torch.compile(model, backend="schedlang")
     verdicts = []
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:

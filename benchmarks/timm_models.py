@@ -96,23 +96,6 @@ def torchvision_stub() -> str:
     return root
 
 
-def unfold_constant_init(model) -> int:
-    """Spread every parameter and buffer timm starts at one constant (the zero gamma of each
-    residual block's last norm, layer scales of 1e-5, zero biases, batch norm's unit
-    statistics) by a random 0.1: otherwise a residual branch adds 0 (or 1e-5 of itself) to
-    the logits, and a wrong kernel there changes nothing the comparison sees. Returns how
-    many tensors it changed."""
-    import torch
-    changed = 0
-    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
-        if not t.is_floating_point() or t.numel() < 2 or not bool((t == t.flatten()[0]).all()):
-            continue
-        noise = 0.1 * torch.randn_like(t)
-        t.data += noise.abs() if name.endswith("running_var") else noise
-        changed += 1
-    return changed
-
-
 def run_one(name: str, dynamo: bool, batches: bool, sizes: bool = False, speed: bool = False,
             plain_init: bool = False) -> str:
     """Compile one model in this process; the result's line."""
@@ -131,6 +114,7 @@ def run_one(name: str, dynamo: bool, batches: bool, sizes: bool = False, speed: 
             model.reset_classifier(10)    # timm starts some heads at zero: logits that check nothing
             model.eval()
         if not plain_init:
+            from random_init import unfold_constant_init
             unfold_constant_init(model)
     try:
         with warnings.catch_warnings(record=True) as caught, torch.no_grad():
