@@ -85,7 +85,8 @@ def compile_fx(gm, example_inputs: Sequence, target="llvm", *, inputs: Optional[
 
     inputs (the Dynamo backend's frozen graphs, dynamo.py) maps every placeholder's name to
     (kind, name, tensor): kind "parameter" or "buffer" makes it a state input of that name
-    (called through CompiledModule.call_with_state), "input" names a user input. log: a
+    (called through CompiledModule.call_with_state), "input" names a user input, "size" an
+    int one (a SymInt placeholder no tensor's shape gives). log: a
     tuning log whose best records replace the default schedules (as compile's log=)."""
     import torch
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
@@ -98,7 +99,7 @@ def compile_fx(gm, example_inputs: Sequence, target="llvm", *, inputs: Optional[
             raise TypeError(f"compile_fx: input {n.name} is a {type(x).__name__}; schedlang.torch takes "
                             "tensors and sizes only")
     kinds = {ph: (kind, name) for ph, (kind, name, _) in (inputs or {}).items()}
-    state = {name: t for kind, name, t in (inputs or {}).values() if kind != "input"}
+    state = {name: t for kind, name, t in (inputs or {}).values() if kind not in ("input", "size")}
     attrs = {n.target: functools.reduce(getattr, n.target.split("."), graph_module)
              for n in graph_module.graph.nodes if n.op == "get_attr"}
     graph = graph_from_fx(graph_module.graph, kinds, state, attrs=attrs)

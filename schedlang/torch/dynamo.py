@@ -163,7 +163,8 @@ def compile_frozen(aten_gm: torch.fx.GraphModule, aten_inputs: Sequence, kinds: 
     fold_linear(aten_gm)
     placeholders = [n for n in aten_gm.graph.nodes if n.op == "placeholder"]
     # every placeholder is named, so graph_from_fx keeps them in the graph's order
-    named = {node.name: (kinds[k][0], kinds[k][1] or node.name, real_inputs[k]) for node, k in zip(placeholders, tensors)}
+    named = {node.name: ("size", node.name, aten_inputs[k]) if isinstance(aten_inputs[k], torch.SymInt)
+             else (kinds[k][0], kinds[k][1] or node.name, real_inputs[k]) for node, k in zip(placeholders, tensors)}
     compiled = compile_fx(aten_gm, [aten_inputs[k] for k in tensors], target=target, inputs=named, log=log)
     graph = compiled.graph
     user = [k for k in tensors if kinds[k][0] == "input"]
@@ -311,8 +312,9 @@ def sizes_from_tensors(gm: torch.fx.GraphModule, example_inputs: Sequence) -> Li
     (a SymInt placeholder) beside the tensors that have it. Read each such size from a
     tensor's shape instead (aten.sym_size.int), which schedlang knows from the tensor,
     and remove it from the graph's inputs; one the graph does not read (the symbolic strides
-    of a strided view handed over a graph break) is removed too. Returns the positions of the
-    remaining inputs."""
+    of a strided view handed over a graph break) is removed too. A size no tensor has (an
+    int argument of the function, made symbolic when it changed between calls) stays an
+    input: the compiled module's size input. Returns the positions of the remaining inputs."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     tensors = [k for k, x in enumerate(example_inputs) if not isinstance(x, torch.SymInt)]
     if len(tensors) == len(placeholders):
@@ -324,16 +326,16 @@ def sizes_from_tensors(gm: torch.fx.GraphModule, example_inputs: Sequence) -> Li
             if isinstance(size, torch.SymInt):
                 where.setdefault(size.node.expr, (placeholders[k], d))
     last = placeholders[-1]
-    for node, x in zip(placeholders, example_inputs):
+    kept = []
+    for k, (node, x) in enumerate(zip(placeholders, example_inputs)):
         if not isinstance(x, torch.SymInt):
             continue
         if x.node.expr not in where and not node.users:
             gm.graph.erase_node(node)                # a stride of a strided input, say: unused
             continue
         if x.node.expr not in where:
-            raise NotImplementedError(
-                f"schedlang: the graph input {node.name} is the size {x.node.expr}, which is no dimension of an "
-                f"input tensor; compile with torch.compile(..., dynamic=False)")
+            kept.append(k)                           # an int argument of the function (x[:, :n]):
+            continue                                 # a size input of the compiled module
         tensor, dim = where[x.node.expr]
         with gm.graph.inserting_after(last):
             size = gm.graph.call_function(torch.ops.aten.sym_size.int, (tensor, dim))
@@ -341,7 +343,7 @@ def sizes_from_tensors(gm: torch.fx.GraphModule, example_inputs: Sequence) -> Li
         node.replace_all_uses_with(size)
         gm.graph.erase_node(node)
     gm.recompile()
-    return tensors
+    return sorted(tensors + kept)
 
 
 def register() -> None:

@@ -283,7 +283,7 @@ def graph_from_fx(graph: torch.fx.Graph, kinds: Dict[str, tuple], state: Dict[st
     order = [n for n in placeholders if n.name not in kinds] + [n for n in placeholders if n.name in kinds]
     for n in order:
         val = n.meta.get("val")
-        if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool) and n.name not in kinds:
+        if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool) and kinds.get(n.name, ("size",))[0] == "size":
             # A size Dynamo passes as an argument (dynamic shapes): the graph reads it as an expression.
             name = namer(n.name)
             renamed[n.name] = sizes.expr(val)

@@ -230,3 +230,29 @@ def test_a_fixed_scale_factor_at_new_sizes(compiled, mode):
     is float arithmetic on a size, computed at each call (it was refused at the second size:
     'the extent ... is not known from the inputs' shapes')."""
     run_sizes(nn.Upsample(scale_factor=1.5, mode=mode), lambda s: (torch.randn(1, 2, 5, s),), (7, 9, 10))
+
+
+class IntArgument(nn.Module):
+    """forward takes an int beside the tensor; Dynamo makes it a symbolic size once it changes,
+    a graph input no tensor's shape gives (it was refused: 'no dimension of an input tensor')."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(10, 6)
+
+    def forward(self, x, n: int):
+        return self.lin(F.pad(x, (0, n))[:, n:n + 10]).relu() * n + x[:, :n].sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+def test_an_int_argument_that_changes(compiled, grad):
+    torch.manual_seed(0)
+    model = IntArgument().eval()
+    fn = torch.compile(model, backend="schedlang")
+    x = torch.randn(4, 10)
+    with torch.set_grad_enabled(grad), warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        for n in (3, 5, 8, 2):
+            torch.testing.assert_close(fn(x, n), model(x, n), rtol=1e-4, atol=1e-5, msg=f"n = {n}")
+    assert len(compiled) == 2          # n = 3, then one module for every later n
+    assert [i.kind for i in compiled[-1].graph.user_inputs].count("size") == 1
