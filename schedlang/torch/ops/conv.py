@@ -265,12 +265,19 @@ def fold_batch_norm(ctx, call: ConvCall, gamma, beta, mean, var, eps: float) -> 
     if m is not None:
         shift = ctx.prepacked("bn_shift", (var, mean, gamma, beta, call.bias), 1, (float(eps),))
         result = winograd_conv(ctx, call, m, (gamma, mean, var), (float(eps),), shift) if shift is not None else None
-        if result is not None:
-            _CALLS[result.op] = call
-        return result
+        return _folded(result)
     width = block_width(ctx, call)
     packed, blocks = packed_weight(ctx, call, width, (gamma, mean, var), (float(eps),))
     shift = ctx.prepacked("bn_shift", (var, mean, gamma, beta, call.bias), 1, (float(eps),))
     if packed is None or shift is None:
         return None
-    return conv_of(ctx, call, packed, shift, width, blocks)
+    return _folded(conv_of(ctx, call, packed, shift, width, blocks))
+
+
+def _folded(result: Optional[sl.Tensor]) -> Optional[sl.Tensor]:
+    """result, no longer the plain convolution of its call: a second batch norm after it
+    (RepGhost's bn(bn(conv(x)))) is applied to it, not folded into the call's weights again,
+    which would drop the first one."""
+    if result is not None:
+        _CALLS.pop(result.op, None)
+    return result
