@@ -146,10 +146,10 @@ class InvertedResidual(nn.Module):
     """MobileNetV2's block: 1x1 expansion, depthwise 3x3, 1x1 projection, each with batch norm
     (ReLU6 after the first two), the input added when the shapes allow."""
 
-    def __init__(self, cin, hidden, cout, stride):
+    def __init__(self, cin, hidden, cout, stride, k=3):
         super().__init__()
         self.expand = ConvBN(nn.Conv2d(cin, hidden, 1, bias=False), act=F.relu6)
-        self.dw = ConvBN(nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False), act=F.relu6)
+        self.dw = ConvBN(nn.Conv2d(hidden, hidden, k, stride, k // 2, groups=hidden, bias=False), act=F.relu6)
         self.project = ConvBN(nn.Conv2d(hidden, cout, 1, bias=False), act=None)
         self.residual = stride == 1 and cin == cout
 
@@ -185,3 +185,12 @@ def test_depthwise_between_1x1_convs_runs_on_blocked_activations(name, cpu):
     dw = [op for p in cm.program.parts for op in post_order([t.op for _, t in p.outputs])
           if getattr(op, "tag", "") == "conv" and any(tuple(t.shape[1:4]) == (1, 3, 3) for t in op.input_tensors)]
     assert len(dw) == 1 and dw[0].shape == (shape[0], hidden // lanes, *dw[0].shape[2:4], lanes)  # NCHWc
+
+
+@pytest.mark.parametrize("k, stride, shape", [(7, 1, (1, 16, 9, 13)), (5, 2, (1, 16, 11, 10))])
+def test_large_depthwise_kernels_on_blocked_activations(k, stride, shape):
+    """A 5 x 5 and a 7 x 7 (FastViT's) depthwise convolution between 1x1 ones: their register
+    tile unrolls one row of taps at a time (depthwise_schedules.MAX_TILE_TAPS), bounds-checked,
+    odd rows and a column tail."""
+    torch.manual_seed(0)
+    compile_checked(InvertedResidual(16, 48, 16, stride, k=k).eval(), torch.randn(*shape))
