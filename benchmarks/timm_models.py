@@ -139,7 +139,8 @@ def run_one(name: str, dynamo: bool, batches: bool, sizes: bool = False, speed: 
         fallbacks = sorted({str(w.message).split(": ", 1)[-1][:120] for w in caught
                             if type(w.message).__name__ == "FallbackWarning"})
         times = _speeds(model, compiled, x) if speed else ""
-        return f"ok  rel {rel:.1e}  {seconds:5.1f} s  {times}" + ("in torch: " + "; ".join(fallbacks) if fallbacks else "")
+        left = "in torch: " + "; ".join(fallbacks) if fallbacks else ""
+        return f"ok  rel {rel:.1e}  {seconds:5.1f} s  {times}{left}"
     except Exception as e:      # the row says what failed; the sweep goes on
         return f"FAILED {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:240]}"
 

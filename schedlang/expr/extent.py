@@ -133,5 +133,6 @@ def extent_from_json(data, variables):
     if "cast" in data:
         return Cast(parse_dtype(data["cast"]), extent_from_json(data["value"], variables))
     if "call" in data:
-        return Call(data["call"], tuple(extent_from_json(a, variables) for a in data["args"]), parse_dtype(data["dtype"]))
+        args = tuple(extent_from_json(a, variables) for a in data["args"])
+        return Call(data["call"], args, parse_dtype(data["dtype"]))
     return Binary(data["op"], extent_from_json(data["a"], variables), extent_from_json(data["b"], variables))

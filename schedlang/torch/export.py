@@ -283,7 +283,8 @@ def graph_from_fx(graph: torch.fx.Graph, kinds: Dict[str, tuple], state: Dict[st
     order = [n for n in placeholders if n.name not in kinds] + [n for n in placeholders if n.name in kinds]
     for n in order:
         val = n.meta.get("val")
-        if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool) and kinds.get(n.name, ("size",))[0] == "size":
+        is_size = kinds.get(n.name, ("size",))[0] == "size"      # unnamed, or named a size (dynamo.py)
+        if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool) and is_size:
             # A size Dynamo passes as an argument (dynamic shapes): the graph reads it as an expression.
             name = namer(n.name)
             renamed[n.name] = sizes.expr(val)
