@@ -57,5 +57,9 @@ def test_normalize_compiles_whole():
 def test_cdist(p):
     a, b = torch.randn(2, 30, 5), torch.randn(1, 27, 5)      # over 25 rows: torch's p = 2 takes a matmul
     b[0, 0] = a[0, 0]                                          # a zero distance
-    check_lowering(aten._cdist_forward.default, (a, b, p, None), tol=(1e-4, 1e-4))
+    # compute_mode 2 (never the matmul) for torch's reference: its default matmul path loses up
+    # to ~1e-3 at a zero distance (sqrt of a cancelled |a|^2 + |b|^2 - 2ab, BLAS-dependent);
+    # the lowering, which ignores the mode, takes each difference as this reference does
+    check_lowering(aten._cdist_forward.default, (a, b, p, 2), tol=(1e-4, 1e-4))
+    check_lowering(aten._cdist_forward.default, (a, b, p, None), tol=(1e-4, 5e-3))
     check_lowering(aten._cdist_forward.default, (a[0, :4], b[0, :3], p, None), tol=(1e-5, 1e-5))
