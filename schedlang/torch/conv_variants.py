@@ -15,8 +15,8 @@ from typing import List, Optional
 from ..schedule import create_schedule
 from ..target.registry import get_backend
 from ..target.target import Target
-from .conv_schedules import (MAX_PLANE_PIXELS, NchwcChoice, _dense, _pointwise_blocks,
-                             nchwc_choice, schedule_conv_cpu)
+from .conv_schedules import (MAX_PLANE_PIXELS, NchwcChoice, _dense, _pointwise_blocks, blocked_grouped,
+                             nchwc_choice, schedule_conv_cpu, tile_blocks)
 from .fuse import fuse
 from .schedules import _product, schedule_group, static
 
@@ -25,8 +25,9 @@ TOP_TILES = 4       # register tiles by FMAs per value loaded tried beside the d
 
 def nchwc_group(s, group) -> bool:
     """The kernel is one the NCHWc schedules (conv_schedules._conv_nchwc_cpu or
-    pad_schedules) build: dense convolutions over blocked activations."""
-    if not group.convs or not all(_dense(s[c]) for c in group.convs):
+    pad_schedules) build: dense convolutions over blocked activations, or grouped ones of whole
+    blocks a group."""
+    if not group.convs or not all(_dense(s[c]) or blocked_grouped(s[c]) for c in group.convs):
         return False
     return group.pad is not None or (all(len(s[c].op.axis) == 5 for c in group.convs)
                                      and len(s[group.anchor].op.axis) == 5)
@@ -73,7 +74,8 @@ def choice_variants(target: Target, s, group, limit: int = 16) -> List[NchwcChoi
     if d.channels_outside:
         add(d.vecs, d.wt, d.rt, d.rows_outer, True, d.pointwise, plane=not d.plane)
         add(d.vecs, d.wt, d.rt, d.rows_outer, True, d.pointwise, blocks_outer=not d.blocks_outer)
-    for vecs, wt, rt in _tiles(target.native_registers(), blocks, cols, 1 if padded or not rows else rows[-1]):
+    tileable = tile_blocks(s, group, blocks)        # (grouped: a tile's blocks within one group)
+    for vecs, wt, rt in _tiles(target.native_registers(), tileable, cols, 1 if padded or not rows else rows[-1]):
         add(vecs, wt, rt, d.rows_outer, d.channels_outside)
         if d.pointwise is not None:           # chunks suit 1 x 14 tiles; larger tiles gained without them
             add(vecs, wt, rt, d.rows_outer, False, None)

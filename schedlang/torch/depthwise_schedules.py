@@ -1,5 +1,6 @@
 """Default CPU schedule of depthwise and grouped convolutions (a fuse.Group whose
-convolutions read input channels that depend on the output channel), activations NCHW:
+convolutions read input channels that depend on the output channel), activations NCHW
+(grouped ones of whole vectors a group run conv_schedules.py's NCHWc kernel instead):
 
     parallel n.oc (whole planes a task; rows of planes when there are few planes):
       xpad[h', w'] = x[n, c, h' - pad, w' - pad] or 0          (the plane, zero-padded, local)

@@ -13,12 +13,14 @@ tile to write NCHW rows, and the next convolution gathers one value per input-ch
   with C a multiple of L and not a program output;
 - closure: what a blocked stage reads at its own channel coordinate (the inlined epilogue
   before it: bias, ReLU, the residual add's other operand, the convolution's sum itself,
-  a depthwise convolution of packed blocks and its padded input),
+  a depthwise convolution of packed blocks and its padded input, a grouped one of whole
+  blocks a group),
   so that the whole kernel of a convolution runs in the blocked index space;
 - every blocked stage `Y[n, c, h, w] = f(c)` becomes `Y_b[n, cb, h, w, l] = f(cb * L + l)`;
   a blocked reader of Y at its own channel reads `Y_b[.., cb, .., l]`, a reduction over
   channels (a convolution's rc) is split in two reduce axes (rco, rci) read as
-  `Y_b[.., rco, .., rci]`, and any other reader (a program output, an average pool)
+  `Y_b[.., rco, .., rci]` (a grouped one's `g * ICg + rc` as `Y_b[.., g * ICg / L + rco, .., rci]`,
+  g = cb // (OCg / L) the same for every lane), and any other reader (a program output, an average pool)
   reads `Y_b[n, c // L, h, w, c % L]`: the layout transform happens only where a consumer
   needs NCHW, inside that consumer.
 
@@ -31,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from ..expr.functor import rewrite_post_order, substitute, walk
+from ..expr.functor import rewrite_post_order, substitute, uses_var, walk
 from ..expr.nodes import Binary, Var
 from ..expr.simplify import simplify
 from ..tensor.axis import DATA_PAR, REDUCE, IterVar, Range
@@ -67,7 +69,8 @@ def block_activations(outputs: Sequence[Tuple[str, Tensor]]) -> List[Tuple[str, 
 def packed_width(op) -> Optional[int]:
     """L when op is a dense convolution reading its weight as packed blocks
     w[oc // L, rc, *r, oc % L] (ops/conv.py; or w[.., rc // L, *r, rc % L, .., oc % L]: B blocks side
-    by side, prepack.py "conv_tiles"), else None."""
+    by side, prepack.py "conv_tiles"), or a grouped one reading them and its input at
+    g * ICg + rc (ops/conv.block_width: ICg and OCg multiples of L), else None."""
     if not (isinstance(op, ComputeOp) and op.tag == CONV_TAG and isinstance(op.body, Reduce)) or len(op.axis) != 4:
         return None
     oc = op.axis[1].var
@@ -85,12 +88,40 @@ def _const(e) -> int:
 
 
 def _channel_read(conv) -> Optional[TensorRead]:
-    """The dense convolution's input read: x[n, rc, ...] with rc its first reduce axis (groups == 1)."""
+    """The convolution's input read at its channel reduction: x[n, rc, ...] with rc its first
+    reduce axis (groups == 1), or x[n, g * ICg + rc, ...] (grouped: _group_base)."""
     rc = conv.body.axis[0].var
     for node in walk(conv.body.source[0]):
-        if isinstance(node, TensorRead) and len(node.indices) == 4 and node.indices[1] is rc:
+        if isinstance(node, TensorRead) and len(node.indices) == 4 and _group_base(node.indices[1], rc) is not None:
             return node
     return None
+
+
+def _group_base(index, rc: Var):
+    """0 when a channel index is the reduce variable rc itself; the group's first channel g
+    * ICg when it is `g * ICg + rc` (ops/conv.py's grouped read, g not using rc); else None."""
+    if index is rc:
+        return 0
+    if isinstance(index, Binary) and index.op == "add" and index.b is rc and not uses_var(index.a, rc):
+        return index.a
+    return None
+
+
+def _blocked_base(base, width: int, c: Optional[Var], cb: Optional[Var]):
+    """The first input channel block of a group, base // width, where base = g * ICg is a
+    multiple of width (ICg a constant multiple of it); None otherwise. In a blocked reader
+    (output channel c = cb * width + l), a group g = c // OCg with OCg a multiple of width is
+    cb // (OCg / width): the same for every lane, so the read is a broadcast (simplify does not
+    see that (cb * 16 + l) // 48 is cb // 3)."""
+    if isinstance(base, int):
+        return base // width if base % width == 0 else None
+    if not (isinstance(base, Binary) and base.op == "mul" and _const(base.b) > 0 and _const(base.b) % width == 0):
+        return None
+    g, factor = base.a, _const(base.b) // width
+    if cb is not None and isinstance(g, Binary) and g.op == "floordiv" and g.a is c \
+            and _const(g.b) > 0 and _const(g.b) % width == 0:
+        g = cb if _const(g.b) == width else floordiv(cb, _const(g.b) // width)
+    return g if factor == 1 else g * factor
 
 
 def _conv_width(ops) -> Optional[int]:
@@ -142,8 +173,12 @@ def _blocked_stages(ops, outs, readers, width: int) -> Set[Operation]:
     seeds = []
     for op in ops:
         if packed_width(op) is not None:            # (a narrower one reads the blocks as it reduces over them)
-            x = _channel_read(op).tensor.op
-            if _blockable(x, outs, readers, width) and x.shape[1] == op.body.axis[0].dom.extent \
+            read = _channel_read(op)
+            x = read.tensor.op
+            rc = op.body.axis[0]
+            covers = x.shape[1] == rc.dom.extent if _group_base(read.indices[1], rc.var) == 0 \
+                else isinstance(rc.dom.extent, int) and rc.dom.extent % width == 0     # grouped: whole blocks
+            if _blockable(x, outs, readers, width) and covers \
                     and (_channelwise(x) or _injective(x)):
                 seeds.append(x)
         elif _channelwise(op) and _blockable(op, outs, readers, width):
@@ -168,9 +203,10 @@ def _winograd_input(op) -> Optional[Operation]:
 
 def _closure(seed, outs, readers, width: int) -> Optional[Set[Operation]]:
     """seed and what it reads at its own channel, transitively (module docstring), through a
-    depthwise convolution of packed blocks (a vector of channels, depthwise_schedules.py); None
-    when that reaches another kind of convolution (grouped: its kernel runs NCHW rows, and a
-    blocked epilogue could not be fused with it)."""
+    depthwise convolution of packed blocks (a vector of channels, depthwise_schedules.py) or a
+    grouped one of whole blocks a group (packed_width); None when that reaches another kind
+    of convolution (other grouped ones: their kernel runs NCHW rows, and a blocked epilogue
+    could not be fused with it)."""
     found: Set[Operation] = set()
     work = [seed]
     while work:
@@ -204,14 +240,22 @@ def _rebuild(op: ComputeOp, new: Dict[Operation, Operation], blocked: Set[Operat
         axes = [n, cb, h, w, lane]
     splits: Dict[Var, Tuple[IterVar, IterVar]] = {}
     reduce_axes = op.body.axis if isinstance(op.body, Reduce) else ()
+    group_bases: Dict[Var, object] = {}     # a grouped read's reduce var: its group's first input block
     for body in op.bodies:
         for node in walk(body):
             if isinstance(node, TensorRead) and node.tensor.op in blocked and len(node.indices) > 1:
-                r = next((a for a in reduce_axes if a.var is node.indices[1]), None)
-                if r is not None and r.var not in splits and r.dom.min == 0 and isinstance(r.dom.extent, int) \
-                        and r.dom.extent % width == 0:
-                    splits[r.var] = (IterVar(Var(r.var.name + "o"), Range(0, r.dom.extent // width), REDUCE),
-                                     IterVar(Var(r.var.name + "i"), Range(0, width), REDUCE))
+                r = next((a for a in reduce_axes if _group_base(node.indices[1], a.var) is not None), None)
+                if r is None or r.var in splits or r.dom.min != 0 or not isinstance(r.dom.extent, int) \
+                        or r.dom.extent % width:
+                    continue
+                base = _group_base(node.indices[1], r.var)
+                if not (isinstance(base, int) and base == 0):
+                    base = _blocked_base(base, width, c, axes[1].var if is_blocked else None)
+                    if base is None:
+                        continue
+                    group_bases[r.var] = base
+                splits[r.var] = (IterVar(Var(r.var.name + "o"), Range(0, r.dom.extent // width), REDUCE),
+                                 IterVar(Var(r.var.name + "i"), Range(0, width), REDUCE))
 
     def post(node):
         if not isinstance(node, TensorRead):
@@ -226,6 +270,9 @@ def _rebuild(op: ComputeOp, new: Dict[Operation, Operation], blocked: Set[Operat
             outer, inner = axes[1].var, axes[4].var
         elif isinstance(ch_index, Var) and ch_index in splits:
             outer, inner = splits[ch_index][0].var, splits[ch_index][1].var
+        elif isinstance(ch_index, Binary) and ch_index.b in group_bases and ch_index.b in splits \
+                and _group_base(ch_index, ch_index.b) is not None:
+            outer, inner = group_bases[ch_index.b] + splits[ch_index.b][0].var, splits[ch_index.b][1].var
         else:
             outer, inner = floordiv(ch_index, width), floormod(ch_index, width)
         return TensorRead(new[src].output(0), (idx[0], outer, idx[2], idx[3], inner))

@@ -64,8 +64,15 @@ def _short_rows(c: int = 64):
                          nn.Conv2d(c, c, 3, 1, 1), nn.ReLU(), nn.Conv2d(c, 8, 1)).eval()
 
 
+def _grouped():
+    """A grouped 3x3 of 16 channels a group (2 blocks of AVX2's 8: conv_schedules.tile_blocks) between 1x1s."""
+    return nn.Sequential(nn.Conv2d(3, 32, 1), nn.ReLU(), nn.Conv2d(32, 32, 3, 2, 1, groups=2), nn.ReLU(),
+                         nn.Conv2d(32, 8, 1)).eval()
+
+
 VARIANT_MODELS = {
     "3x3": (lambda: TwoConvs(3, 24, 3, 2), (1, 3, 11, 9)),                # stride 2, odd rows, padded kernels
+    "grouped": (_grouped, (1, 3, 11, 9)),
     "1x1-chunks": (lambda: PointwiseBlock(3, 40, 144, 24, 1), (1, 3, 5, 9)),      # 1x1 reductions in chunks
     "short-rows": (_short_rows, (1, 4, 7, 7)),
 }
@@ -73,7 +80,7 @@ VARIANT_MODELS = {
 
 # Every variant of the 3x3 model's kernels is built in the default suite; the 1x1-chunks and short-row
 # models' (a dozen bounds-checked builds each) with -m slow.
-@pytest.mark.parametrize("name", [n if n == "3x3" else pytest.param(n, marks=pytest.mark.slow)
+@pytest.mark.parametrize("name", [n if n in ("3x3", "grouped") else pytest.param(n, marks=pytest.mark.slow)
                                   for n in sorted(VARIANT_MODELS)])
 def test_every_variant_computes_what_the_default_does(name):
     """Each variant's kernel, bounds-checked, on random inputs: equal to the default's."""

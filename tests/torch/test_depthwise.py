@@ -14,7 +14,9 @@ import torch.nn.functional as F
 
 import schedlang as sl
 import schedlang.torch as st
+from schedlang.expr.functor import uses_var, walk
 from schedlang.tensor.graph import post_order
+from schedlang.tensor.op import TensorRead
 from schedlang.torch.fuse import CONV_PAD_TAG, fuse
 from schedlang.torch.schedules import default_schedule
 
@@ -194,3 +196,56 @@ def test_large_depthwise_kernels_on_blocked_activations(k, stride, shape):
     odd rows and a column tail."""
     torch.manual_seed(0)
     compile_checked(InvertedResidual(16, 48, 16, stride, k=k).eval(), torch.randn(*shape))
+
+
+class GroupedBlock(nn.Module):
+    """RegNetY's block: 1x1, a grouped 3x3 of `width` channels a group, squeeze-excitation,
+    1x1, each with batch norm, the input (or a strided 1x1 of it) added."""
+
+    def __init__(self, cin, hidden, cout, stride, width):
+        super().__init__()
+        self.expand = ConvBN(nn.Conv2d(cin, hidden, 1, bias=False))
+        self.grouped = ConvBN(nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden // width, bias=False))
+        self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(hidden, 8, 1), nn.ReLU(), nn.Conv2d(8, hidden, 1),
+                                nn.Sigmoid())
+        self.project = ConvBN(nn.Conv2d(hidden, cout, 1, bias=False), act=None)
+        self.down = ConvBN(nn.Conv2d(cin, cout, 1, stride, bias=False), act=None) if stride > 1 else None
+
+    def forward(self, x):
+        y = self.grouped(self.expand(x))
+        y = self.project(y * self.se(y))
+        return F.relu(y + (x if self.down is None else self.down(x)))
+
+
+GROUPED_BLOCKS = {   # (in, hidden, out, stride, channels a group), input shape
+    "groups_of_16_stride2_odd": ((16, 64, 32, 2, 16), (1, 16, 13, 11)),
+    "groups_of_48_stride1_batch2": ((16, 96, 16, 1, 48), (2, 16, 9, 10)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GROUPED_BLOCKS))
+@pytest.mark.parametrize("cpu", ["haswell", "skylake-avx512"])
+def test_grouped_convs_of_whole_blocks_run_on_blocked_activations(name, cpu):
+    """A grouped convolution whose channels per group are whole vectors is computed by the
+    NCHWc kernel over blocked activations (layout.py), bounds-checked: each output block reads
+    its group's input blocks as broadcasts (a group of 48 is 3 blocks of 16 or 6 of 8: the
+    block index cb // 3 is the same for every lane), and the register tile stays within a group."""
+    (cin, hidden, cout, stride, width), shape = GROUPED_BLOCKS[name]
+    torch.manual_seed(0)
+    model = GroupedBlock(cin, hidden, cout, stride, width).eval()
+    x = torch.randn(*shape)
+    target = sl.Target.create(f"llvm -mcpu={cpu}")
+    if not runs_here(target):
+        pytest.skip(f"this CPU cannot run {cpu}'s instructions")
+    cm = compile_checked(model, x, targets=(target.with_options(bounds_check=True),
+                                            sl.Target.create(f"llvm -mcpu={cpu} -num-cores=2"), target))
+    lanes = min(target.native_lanes(32), 16)
+    grouped = [op for p in cm.program.parts for op in post_order([t.op for _, t in p.outputs])
+               if getattr(op, "tag", "") == "conv" and any(tuple(t.shape[1:4]) == (width, 3, 3) for t in op.input_tensors)]
+    assert len(grouped) == 1 and grouped[0].shape == (shape[0], hidden // lanes, *grouped[0].shape[2:4], lanes)
+    lane = grouped[0].axis[4].var
+    reads = [r for r in walk(grouped[0].body.source[0]) if isinstance(r, TensorRead) and len(r.indices) == 5
+             and getattr(r.tensor.op, "tag", "") == CONV_PAD_TAG]
+    assert reads and not any(uses_var(i, lane) for r in reads for i in r.indices), reads   # broadcasts
+    tile = cm.ir("tile")
+    assert "gather" not in tile

@@ -120,13 +120,18 @@ def block_width(ctx, call: ConvCall) -> int:
     (at most OC) for a dense convolution on the CPU, which conv_schedules vectorizes over
     output channels; for a depthwise one (one input channel per output channel) the same
     blocks, which it reads as a vector of channels over blocked activations (layout.py);
-    1 otherwise (other grouped convolutions run along the width)."""
+    for a grouped one whose input and output channels per group are multiples of that
+    vector (RegNet's groups of 16 to 56, ResNeXt's wider stages) the same blocks too, each
+    within one group (the NCHWc kernel of dense ones reads a group's input blocks); 1
+    otherwise (other grouped convolutions run along the width)."""
     target, oc = ctx.target, call.weight.shape[0]
     depthwise = call.groups == oc == call.x.shape[1]
-    if call.groups != 1 and not depthwise or not isinstance(target, sl.Target) \
-            or not sl.get_backend(target.kind).prepacks_weights:
+    if not isinstance(target, sl.Target) or not sl.get_backend(target.kind).prepacks_weights:
         return 1
     lanes = target.native_lanes(dtype(acc_dtype(call.x.dtype)).bits)
+    if call.groups != 1 and not depthwise:
+        icg, ocg = call.weight.shape[1], oc // call.groups
+        return lanes if lanes > 1 and icg % lanes == 0 and ocg % lanes == 0 else 1
     width = max(1, min(oc, lanes))
     while oc % width and width > lanes // 4:    # a block dividing OC (24: 8): no guarded channel tail in the sum
         width //= 2
@@ -169,7 +174,7 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1, blocks:
     out_shape = call.out_shape
 
     grouped_pad = call.groups > 1 and out_shape[-1] >= GROUPED_PAD_MIN_WIDTH   # depthwise_schedules.py
-    dense_packed = width > 1 and call.groups == 1
+    dense_packed = width > 1 and (call.groups == 1 or icg > 1)    # (or grouped, a block within a group)
     pad_copy = max(call.padding) > 0 and (dense_packed or max(kernel) >= PAD_COPY_KERNEL or grouped_pad)
     if pad_copy:
         x = _padded(ctx, call)
