@@ -51,12 +51,12 @@ def schedule_conv_cpu(s, group, target: Target, choice: Optional["NchwcChoice"] 
     if group.pad is not None:                          # it writes the next convolution's padded input
         from .pad_schedules import schedule_padded_conv_cpu
         return schedule_padded_conv_cpu(s, group, target, choice)
-    if not all(_dense(s[c]) or blocked_grouped(s[c]) for c in group.convs):   # depthwise/grouped: rows
-        from .depthwise_schedules import schedule_grouped_conv_cpu
+    if not all(_dense(s[c]) or blocked_grouped(s[c]) or _packed_grouped(s[c]) for c in group.convs):
+        from .depthwise_schedules import schedule_grouped_conv_cpu     # depthwise/other grouped: rows
         return schedule_grouped_conv_cpu(s, group, target)
     if all(len(s[c].op.axis) == 5 for c in group.convs) and len(s[group.anchor].op.axis) == 5:
         return _conv_nchwc_cpu(s, group, target, choice)  # blocked activations (layout.py)
-    widths = {block_width(s[c]) if _dense(s[c]) else None for c in group.convs}
+    widths = {block_width(s[c]) if _dense(s[c]) or _packed_grouped(s[c]) else None for c in group.convs}
     width = widths.pop() if len(widths) == 1 else None
     if width is not None and width > 1:
         return _conv_blocked_cpu(s, group, width)
@@ -88,10 +88,26 @@ def _dense(conv) -> bool:
 def blocked_grouped(conv) -> bool:
     """A grouped convolution over blocked activations whose input channels per group are
     whole blocks (layout.py): out[n, cb, h, w, l], its reduction (rco, rh, rw, rci) read as
-    x[n, group's first block + rco, .., rci]: the NCHWc kernel of dense ones computes it, each
-    output block reading its own group's input blocks."""
+    x[n, group's first block + rco, .., rci] (or, where its input stays NCHW, (rc, rh, rw) read
+    as x[n, g * ICg + rc, ..]): the NCHWc kernel of dense ones computes it, each output block
+    reading its own group's input channels. Not a depthwise one (one input channel a group)."""
+    from .schedules import static
     op = conv.op
-    return len(op.axis) == 5 and len(op.reduce_axis) == 4 and not _dense(conv)
+    if len(op.axis) != 5 or _dense(conv):
+        return False
+    red = op.reduce_axis
+    return len(red) == 4 or (len(red) == 3 and (static(red[0].dom.extent) or 1) > 1)
+
+
+def _packed_grouped(conv) -> bool:
+    """A grouped convolution of packed weight blocks (ops/conv.block_width: whole vectors a
+    group) with NCHW output (its output is not blocked: ResNeSt's radix convolutions, whose
+    output is viewed 5-d): the blocked NCHW kernel of dense ones computes it, each block of
+    output channels reading its group's input channels as broadcasts. Not a depthwise one."""
+    from .schedules import static
+    op = conv.op
+    return len(op.axis) == 4 and not _dense(conv) and (block_width(conv) or 1) > 1 \
+        and (static(op.reduce_axis[0].dom.extent) or 1) > 1
 
 
 def group_blocks(conv, blocks: int) -> int:

@@ -170,17 +170,25 @@ def _depthwise(op, width: int) -> bool:
 
 
 def _blocked_stages(ops, outs, readers, width: int) -> Set[Operation]:
-    seeds = []
+    """The stages to block: the closures of the seeds (module docstring). A grouped
+    convolution's input is a seed only where the convolution itself is blocked (its output
+    read as blocks): a grouped kernel over blocked input and NCHW output would read its input
+    rows through gathers (ResNeSt's radix convolutions, whose output is viewed 5-d)."""
+    seeds, grouped = [], {}
     for op in ops:
         if packed_width(op) is not None:            # (a narrower one reads the blocks as it reduces over them)
             read = _channel_read(op)
             x = read.tensor.op
             rc = op.body.axis[0]
-            covers = x.shape[1] == rc.dom.extent if _group_base(read.indices[1], rc.var) == 0 \
+            dense = _group_base(read.indices[1], rc.var) == 0
+            covers = x.shape[1] == rc.dom.extent if dense \
                 else isinstance(rc.dom.extent, int) and rc.dom.extent % width == 0     # grouped: whole blocks
             if _blockable(x, outs, readers, width) and covers \
                     and (_channelwise(x) or _injective(x)):
-                seeds.append(x)
+                if dense:
+                    seeds.append(x)
+                else:
+                    grouped[op] = x
         elif _channelwise(op) and _blockable(op, outs, readers, width):
             seeds.append(op)                        # a pooling: vectors of L channels
         elif getattr(op, "tag", "") == WINOGRAD_INPUT_TAG:
@@ -188,10 +196,14 @@ def _blocked_stages(ops, outs, readers, width: int) -> Set[Operation]:
             if x is not None and _blockable(x, outs, readers, width) and (_channelwise(x) or _injective(x)):
                 seeds.append(x)                     # vectors of L input channels
     blocked: Set[Operation] = set()
-    for seed in seeds:
-        found = _closure(seed, outs, readers, width)
-        if found is not None:
-            blocked |= found
+    while seeds:
+        for seed in seeds:
+            found = _closure(seed, outs, readers, width)
+            if found is not None:
+                blocked |= found
+        seeds = [x for conv, x in grouped.items() if conv in blocked and x not in blocked]
+        for conv in [c for c in grouped if c in blocked]:
+            del grouped[conv]
     return blocked
 
 
