@@ -23,6 +23,7 @@ from schedlang.tensor.printer import print_tensor_ir
 
 from .dtypes import to_torch, torch_only
 from .attention_match import match_attention
+from .const_fold import fold_plan
 from .empty_values import drop_empty_values, no_elements
 from .layout import block_activations
 from .pad_fusion import share_padded
@@ -143,6 +144,7 @@ class _Lowering:
         self.checks: Dict[str, Tuple[type, str]] = {}  # guard flag name -> (error, message): LowerContext.guard
         self.complex = {v.name for v in graph.inputs + graph.nodes        # values only torch computes
                         if any(torch_only(d) for d in (v.dtype if isinstance(v.dtype, list) else [v.dtype]))}
+        self.folds = fold_plan(graph) if _folds_state(target) else None   # values of the state alone
 
     def run(self, warn: bool) -> LoweredProgram:
         for i in self.graph.inputs:
@@ -161,6 +163,7 @@ class _Lowering:
         steps = self.steps()
         fallbacks = list({s.node.op: None for _, s in self.torch_steps if s.node.op != "getitem"})
         used = {name for p in steps if isinstance(p, Part) for name, _ in p.inputs}
+        used |= {src for n in used if n in self.packs for src in self.packs[n].sources}   # folded values packed
         program = LoweredProgram(self.graph, steps, fallbacks, {n: s for n, s in self.packs.items() if n in used})
         if warn:
             program.warn_fallbacks(stacklevel=5)
@@ -175,7 +178,7 @@ class _Lowering:
     def prepacked(self, kind: str, tensors, width: int, params: tuple):
         """The placeholder of prepack.py's constant of kind made from tensors, which must all
         be constant inputs of static shape (LowerContext.prepacked), or None."""
-        state = {i.name for i in self.graph.state_inputs}
+        state = {i.name for i in self.graph.state_inputs} | {n for n, sp in self.packs.items() if sp.kind == "fold"}
         names = []
         for t in tensors:
             name = None if t is None else next((n for n, p in self.inputs.items() if p.op is t.op and n in state), None)
@@ -233,6 +236,14 @@ class _Lowering:
         return self.placeholders[key]
 
     def lower_node(self, node: TorchNode) -> None:
+        if self.folds is not None and node.name in self.folds.skipped:
+            return                        # read only by folded values (const_fold.py)
+        if self.folds is not None and node.name in self.folds.roots and node.name not in self.complex:
+            fold = self.folds.roots[node.name]
+            self.inputs[node.name] = sl.placeholder(fold.shape, fold.dtype, name=node.name)
+            self.where[node.name] = ("input", 0)
+            self.packs[node.name] = PackSpec(fold.sources[0], 1, "fold", fold.sources[1:], (fold,))
+            return
         refs = node.refs()
         if node.target is operator.getitem:
             src = refs[0]
@@ -334,3 +345,9 @@ class _Lowering:
                 out.append(parts[lv])
             out += [s for level, s in self.torch_steps if level == lv]
         return out
+
+
+def _folds_state(target) -> bool:
+    """Whether values of the state alone are folded into constants (const_fold.py): where
+    weights are packed (the CPU), the targets whose kernels would read a folded weight faster."""
+    return isinstance(target, sl.Target) and sl.get_backend(target.kind).prepacks_weights

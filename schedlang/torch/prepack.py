@@ -16,6 +16,9 @@ read fast:
 - "winograd": a 3x3 convolution's weight [OC, IC, 3, 3] transformed for Winograd F(m x m,
   3 x 3), U = G w G^T in float64 (topi/winograd.py), as [(m + 2)^2, ceil(OC / width), IC,
   width] panels of the bgemm (params: (m,) then the batch norm's eps, folded as in "conv");
+- "fold": a value the graph computes from state tensors alone (const_fold.py: a standardized
+  convolution weight), computed by the graph's own ops in torch (params: (FoldGraph,));
+  the other kinds may be made from it, after it;
 - "bn_scale", "bn_shift": a batch norm's per-channel constants [C] from (var, mean, gamma,
   beta, conv_bias), the last three optional: scale = gamma / sqrt(var + eps) and shift =
   (conv_bias - mean) * scale + beta (a folded convolution's bias; conv_bias 0 when absent).
@@ -202,6 +205,8 @@ def shape_of(kind: str, shapes: Sequence, width: int, params: tuple = ()) -> tup
 
 def make(spec: PackSpec, tensors: Sequence):
     """The constant of spec from its source tensors (None where a source is absent)."""
+    if spec.kind == "fold":                 # a value of the state alone (const_fold.py)
+        return spec.params[0].run(tensors)
     if spec.kind == "panels":
         return pack(tensors[0], spec.width)
     if spec.kind == "conv":
@@ -229,25 +234,36 @@ class PackCache:
         self._made: Dict[str, Tuple[object, object]] = {}
 
     def values(self, state: Dict[str, object]) -> Dict[str, object]:
-        """name -> packed tensor for every spec, computed again for a source that changed."""
+        """name -> packed tensor for every spec, computed again for a source that changed;
+        the folded values (kind "fold", const_fold.py) first: other constants may be made
+        from them."""
+        folds = {n: sp for n, sp in self.specs.items() if sp.kind == "fold"}
+        if not folds:
+            return self._values(self.specs, state)
+        values = self._values(folds, state)
+        rest = {n: sp for n, sp in self.specs.items() if sp.kind != "fold"}
+        values.update(self._values(rest, {**state, **values}))
+        return values
+
+    def _values(self, specs: Dict[str, PackSpec], state: Dict[str, object]) -> Dict[str, object]:
         stale = []
         keys: Dict[str, tuple] = {}      # a source several constants read (a batch norm's): its key taken once
-        for name, spec in self.specs.items():
+        for name, spec in specs.items():
             hit = self._made.get(name)
             if hit is None or any(s is not None and v.key != (keys[s] if s in keys else keys.setdefault(s, key_of(state[s])))
                                   for v, s in zip(hit[0], spec.sources)):
                 stale.append((name, spec, [None if s is None else state[s] for s in spec.sources]))
         disk_key, found = None, {}
-        if stale and not self._made and self.disk and pack_disk.enabled():
-            disk_key = pack_disk.key_text(self.specs, state)
-            found = pack_disk.load(disk_key, self.specs, state) if disk_key is not None else {}
+        if stale and not any(n in self._made for n in specs) and self.disk and pack_disk.enabled():
+            disk_key = pack_disk.key_text(specs, state)
+            found = pack_disk.load(disk_key, specs, state) if disk_key is not None else {}
         todo = [job for job in stale if job[0] not in found]
         # independent constants, made by a few threads (torch's copies release the GIL)
         made = dict(zip((name for name, _, _ in todo), build_each(lambda job: make(job[1], job[2]), todo)))
         made.update(found)
         for name, _, srcs in stale:
             self._made[name] = ([None if t is None else Version(t) for t in srcs], made[name])
-        values = {name: self._made[name][1] for name in self.specs}
+        values = {name: self._made[name][1] for name in specs}
         if disk_key is not None and any(pack_disk.can_store(spec, state, made[name]) for name, spec, _ in todo):
-            pack_disk.store(disk_key, self.specs, state, values)
+            pack_disk.store(disk_key, specs, state, values)
         return values
