@@ -229,14 +229,31 @@ def _closure(seed, outs, readers, width: int) -> Optional[Set[Operation]]:
         c = x.axis[1].var
         for body in x.bodies:
             for node in walk(body):
-                if isinstance(node, TensorRead) and len(node.indices) > 1 and node.indices[1] is c:
-                    y = node.tensor.op
-                    if getattr(y, "tag", "") == CONV_TAG and packed_width(y) != width and not _depthwise(y, width):
-                        return None
-                    if y not in found and _blockable(y, outs, readers, width) and y.shape[1] == x.shape[1] \
-                            and (_injective(y) or _channelwise(y) or packed_width(y) == width or _depthwise(y, width)):
-                        work.append(y)
+                shift = _channel_shift(node.indices[1], c, width) if isinstance(node, TensorRead) \
+                    and len(node.indices) > 1 else None
+                if shift is None:
+                    continue
+                y = node.tensor.op
+                if shift == 0 and getattr(y, "tag", "") == CONV_TAG and packed_width(y) != width \
+                        and not _depthwise(y, width):
+                    return None
+                if y not in found and _blockable(y, outs, readers, width) \
+                        and (_injective(y) or _channelwise(y) or packed_width(y) == width or _depthwise(y, width)):
+                    work.append(y)
     return found
+
+
+def _channel_shift(index, c: Var, width: int) -> Optional[int]:
+    """0 when a read's channel index is the reader's channel c; the shift when it is c + k or
+    c - k with k a multiple of width (a concatenation's part, a slice of channels: its
+    blocks shifted by whole blocks, the lanes as they are); None otherwise."""
+    if index is c:
+        return 0
+    if isinstance(index, Binary) and index.op in ("add", "sub") and index.a is c and isinstance(_const(index.b), int) \
+            and not isinstance(index.b, int) and getattr(index.b, "value", None) is not None:
+        k = _const(index.b)
+        return (k if index.op == "add" else -k) if k % width == 0 else None
+    return None
 
 
 def _rebuild(op: ComputeOp, new: Dict[Operation, Operation], blocked: Set[Operation], width: int) -> ComputeOp:

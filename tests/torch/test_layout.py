@@ -177,3 +177,48 @@ def test_wide_convolutions_keep_their_register_tiles(isa):
         with torch.no_grad():             # (a plain-loop fallback warns: an error here)
             torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
     assert _blocked(cm)
+
+
+class Concat(nn.Module):
+    """Inception's and DenseNet's pattern: branch convolutions and their input concatenated
+    along channels (parts of 32, 16, 32 and 16 channels: whole blocks of 16 or 8; odd: the
+    last of 4, and the concatenation not of whole blocks), a channel slice of the result,
+    the whole read by a 1x1."""
+
+    def __init__(self, odd: bool):
+        super().__init__()
+        self.stem = nn.Conv2d(5, 32, 3, padding=1)
+        self.b1, self.b2 = nn.Conv2d(32, 32, 1), nn.Conv2d(32, 16, 3, padding=1)
+        self.b3 = nn.Conv2d(32, 4 if odd else 16, 1)
+        self.out = nn.Conv2d(80 + (4 if odd else 16), 16, 1)
+        self.side = nn.Conv2d(16, 16, 3, padding=1)
+        self.eval()
+
+    def forward(self, x):
+        y = F.relu(self.stem(x))
+        c = torch.cat([F.relu(self.b1(y)), F.relu(self.b2(y)), y, F.relu(self.b3(y))], 1)
+        return self.out(c), self.side(c[:, 32:48])
+
+
+@pytest.mark.parametrize("odd", [False, True])
+def test_concatenated_convolutions_stay_blocked(odd):
+    """Each part of a blocked concatenation at an offset of whole blocks is blocked, read by
+    the concatenation as its blocks shifted by whole blocks (layout._channel_shift; a slice
+    of channels too); a concatenation not of whole blocks stays NCHW with its parts.
+    Bounds-checked, AVX2's blocks of 8 too."""
+    torch.manual_seed(0)
+    model = Concat(odd)
+    x = torch.randn(1, 5, 9, 7)
+    with torch.no_grad():
+        want = model(x)
+    for _, cm in _compile_each(model, x, distinct_builds((CHECKED, AVX2_CHECKED, HOST))):
+        with torch.no_grad():
+            for g, w in zip(cm(x), want):
+                torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+    from schedlang.tensor.graph import post_order
+    ops = post_order([t.op for p in cm.program.parts for _, t in p.outputs])
+    convs = {op.name: len(op.shape) for op in ops if getattr(op, "tag", "") == "conv"}
+    blocked = [n for n, rank in convs.items() if rank == 5]
+    assert len(blocked) == (1 if odd else 4), convs       # stem (b1, b2, b3); out and side: outputs
+    cat = [op for op in ops if op.name.startswith("cat")]
+    assert len(cat) == 1 and len(cat[0].shape) == (4 if odd else 5)
