@@ -168,6 +168,23 @@ BLOCKS = {   # (in, hidden, out, stride), input shape: hidden a multiple of 16 (
 }
 
 
+def _compiled_for(cpu: str, model, x):
+    """(model compiled for cpu bounds-checked, with two threads and plain, each matching
+    eager: the last build; the vector lanes of float32 there), skipped where cpu cannot run."""
+    target = sl.Target.create(f"llvm -mcpu={cpu}")
+    if not runs_here(target):
+        pytest.skip(f"this CPU cannot run {cpu}'s instructions")
+    cm = compile_checked(model, x, targets=(target.with_options(bounds_check=True),
+                                            sl.Target.create(f"llvm -mcpu={cpu} -num-cores=2"), target))
+    return cm, min(target.native_lanes(32), 16)
+
+
+def _convs_of_kernel(cm, kernel: tuple):
+    """The convolutions of the compiled program whose weight is [.., ICg, KH, KW, ..] = kernel."""
+    return [op for p in cm.program.parts for op in post_order([t.op for _, t in p.outputs])
+            if getattr(op, "tag", "") == "conv" and any(tuple(t.shape[1:4]) == kernel for t in op.input_tensors)]
+
+
 # stride2_even_one_column_tail (stride 2, batch 2, a column tail) in the default suite; the other
 # blocks (a residual: test_a_depthwise_residual_block_and_a_1d_depthwise_conv_match_eager) are slow.
 @pytest.mark.parametrize("name", [n if n == "stride2_even_one_column_tail" else pytest.param(n, marks=pytest.mark.slow)
@@ -178,14 +195,8 @@ def test_depthwise_between_1x1_convs_runs_on_blocked_activations(name, cpu):
     torch.manual_seed(0)
     model = InvertedResidual(cin, hidden, cout, stride).eval()
     x = torch.randn(*shape)
-    target = sl.Target.create(f"llvm -mcpu={cpu}")
-    if not runs_here(target):
-        pytest.skip(f"this CPU cannot run {cpu}'s instructions")
-    cm = compile_checked(model, x, targets=(target.with_options(bounds_check=True),
-                                            sl.Target.create(f"llvm -mcpu={cpu} -num-cores=2"), target))
-    lanes = min(target.native_lanes(32), 16)
-    dw = [op for p in cm.program.parts for op in post_order([t.op for _, t in p.outputs])
-          if getattr(op, "tag", "") == "conv" and any(tuple(t.shape[1:4]) == (1, 3, 3) for t in op.input_tensors)]
+    cm, lanes = _compiled_for(cpu, model, x)
+    dw = _convs_of_kernel(cm, (1, 3, 3))
     assert len(dw) == 1 and dw[0].shape == (shape[0], hidden // lanes, *dw[0].shape[2:4], lanes)  # NCHWc
 
 
@@ -234,14 +245,8 @@ def test_grouped_convs_of_whole_blocks_run_on_blocked_activations(name, cpu):
     torch.manual_seed(0)
     model = GroupedBlock(cin, hidden, cout, stride, width).eval()
     x = torch.randn(*shape)
-    target = sl.Target.create(f"llvm -mcpu={cpu}")
-    if not runs_here(target):
-        pytest.skip(f"this CPU cannot run {cpu}'s instructions")
-    cm = compile_checked(model, x, targets=(target.with_options(bounds_check=True),
-                                            sl.Target.create(f"llvm -mcpu={cpu} -num-cores=2"), target))
-    lanes = min(target.native_lanes(32), 16)
-    grouped = [op for p in cm.program.parts for op in post_order([t.op for _, t in p.outputs])
-               if getattr(op, "tag", "") == "conv" and any(tuple(t.shape[1:4]) == (width, 3, 3) for t in op.input_tensors)]
+    cm, lanes = _compiled_for(cpu, model, x)
+    grouped = _convs_of_kernel(cm, (width, 3, 3))
     assert len(grouped) == 1 and grouped[0].shape == (shape[0], hidden // lanes, *grouped[0].shape[2:4], lanes)
     lane = grouped[0].axis[4].var
     reads = [r for r in walk(grouped[0].body.source[0]) if isinstance(r, TensorRead) and len(r.indices) == 5
@@ -278,14 +283,8 @@ def test_a_grouped_conv_of_whole_blocks_with_nchw_output(cpu):
     torch.manual_seed(0)
     model = SplitAttention(16, 32).eval()
     x = torch.randn(1, 16, 9, 10)
-    target = sl.Target.create(f"llvm -mcpu={cpu}")
-    if not runs_here(target):
-        pytest.skip(f"this CPU cannot run {cpu}'s instructions")
-    cm = compile_checked(model, x, targets=(target.with_options(bounds_check=True),
-                                            sl.Target.create(f"llvm -mcpu={cpu} -num-cores=2"), target))
-    lanes = min(target.native_lanes(32), 16)
-    grouped = [op for p in cm.program.parts for op in post_order([t.op for _, t in p.outputs])
-               if getattr(op, "tag", "") == "conv" and any(tuple(t.shape[1:4]) == (16, 3, 3) for t in op.input_tensors)]
+    cm, lanes = _compiled_for(cpu, model, x)
+    grouped = _convs_of_kernel(cm, (16, 3, 3))
     assert len(grouped) == 1 and len(grouped[0].shape) == 4
     assert all(len(t.shape) == 4 for t in grouped[0].input_tensors if t.shape[0] == 1)      # its input NCHW
     name = grouped[0].name
