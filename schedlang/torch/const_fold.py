@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Set, Tuple
 
+from .dtypes import torch_only
 from .torch_ir import Ref, TorchGraph, TorchNode, map_refs
 
 # Ops that only view or copy their input (Torch IR's short op names): a value made of them
@@ -86,7 +87,7 @@ def fold_plan(graph: TorchGraph) -> FoldPlan:
     roots: Dict[str, FoldGraph] = {}
     for name in constant:
         n = nodes[name]
-        if n.multi or not any(r not in constant for r in readers.get(name, ())):
+        if n.multi or torch_only(n.dtype) or not any(r not in constant for r in readers.get(name, ())):
             continue
         if _numel(n.shape) > MAX_ELEMENTS or _numel(n.shape) == 0:
             continue

@@ -34,7 +34,7 @@ import dataclasses
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ..expr.functor import rewrite_post_order, substitute, uses_var, walk
-from ..expr.nodes import Binary, Var
+from ..expr.nodes import Binary, Const, Var
 from ..expr.simplify import simplify
 from ..tensor.axis import DATA_PAR, REDUCE, IterVar, Range
 from ..tensor.classify import ELEMENTWISE, INDEX_MAP, classify
@@ -214,7 +214,8 @@ def _winograd_input(op) -> Optional[Operation]:
 
 
 def _closure(seed, outs, readers, width: int) -> Optional[Set[Operation]]:
-    """seed and what it reads at its own channel, transitively (module docstring), through a
+    """seed and what it reads at its own channel (or shifted by whole blocks: the parts of a
+    concatenation, _channel_shift), transitively (module docstring), through a
     depthwise convolution of packed blocks (a vector of channels, depthwise_schedules.py) or a
     grouped one of whole blocks a group (packed_width); None when that reaches another kind
     of convolution (other grouped ones: their kernel runs NCHW rows, and a blocked epilogue
@@ -249,10 +250,9 @@ def _channel_shift(index, c: Var, width: int) -> Optional[int]:
     blocks shifted by whole blocks, the lanes as they are); None otherwise."""
     if index is c:
         return 0
-    if isinstance(index, Binary) and index.op in ("add", "sub") and index.a is c and isinstance(_const(index.b), int) \
-            and not isinstance(index.b, int) and getattr(index.b, "value", None) is not None:
-        k = _const(index.b)
-        return (k if index.op == "add" else -k) if k % width == 0 else None
+    if isinstance(index, Binary) and index.op in ("add", "sub") and index.a is c and isinstance(index.b, Const) \
+            and isinstance(index.b.value, int) and index.b.value % width == 0:
+        return index.b.value if index.op == "add" else -index.b.value
     return None
 
 

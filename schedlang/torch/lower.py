@@ -238,7 +238,7 @@ class _Lowering:
     def lower_node(self, node: TorchNode) -> None:
         if self.folds is not None and node.name in self.folds.skipped:
             return                        # read only by folded values (const_fold.py)
-        if self.folds is not None and node.name in self.folds.roots and node.name not in self.complex:
+        if self.folds is not None and node.name in self.folds.roots:
             fold = self.folds.roots[node.name]
             self.inputs[node.name] = sl.placeholder(fold.shape, fold.dtype, name=node.name)
             self.where[node.name] = ("input", 0)
