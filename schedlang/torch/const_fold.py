@@ -19,7 +19,8 @@ and is at most MAX_ELEMENTS large.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
 from typing import Dict, List, Set, Tuple
 
 from .dtypes import torch_only
@@ -44,7 +45,6 @@ class FoldGraph:
     output: str
     shape: Tuple[int, ...]
     dtype: str
-    ops: List[str] = field(default_factory=list)
 
     def run(self, tensors):
         """The folded value from the source tensors (in sources' order), a fresh contiguous tensor."""
@@ -55,10 +55,11 @@ class FoldGraph:
                 args = map_refs(n.args, lambda r: env[r.name])
                 kwargs = map_refs(n.kwargs, lambda r: env[r.name])
                 env[n.name] = n.target(*args, **kwargs)
-        return env[self.output].detach().contiguous().clone()
+        # one copy, never a view of a state tensor
+        return env[self.output].detach().clone(memory_format=torch.contiguous_format)
 
     def __repr__(self) -> str:
-        return f"FoldGraph({self.output} from {', '.join(self.sources)}: {' -> '.join(self.ops)})"
+        return f"FoldGraph({self.output} from {', '.join(self.sources)}: {' -> '.join(n.op for n in self.nodes)})"
 
 
 @dataclass
@@ -89,7 +90,7 @@ def fold_plan(graph: TorchGraph) -> FoldPlan:
         n = nodes[name]
         if n.multi or torch_only(n.dtype) or not any(r not in constant for r in readers.get(name, ())):
             continue
-        if _numel(n.shape) > MAX_ELEMENTS or _numel(n.shape) == 0:
+        if not 0 < math.prod(n.shape) <= MAX_ELEMENTS:
             continue
         members = _ancestors(name, nodes, constant)
         if all(nodes[m].op in VIEW_OPS for m in members):
@@ -102,8 +103,7 @@ def fold_plan(graph: TorchGraph) -> FoldPlan:
                     sources.append(r)
         if not sources:
             continue                  # (sizes alone: the kernels compute it)
-        roots[name] = FoldGraph(tuple(sources), [nodes[m] for m in order], name, tuple(n.shape), str(n.dtype),
-                                [nodes[m].op for m in order])
+        roots[name] = FoldGraph(tuple(sources), [nodes[m] for m in order], name, tuple(n.shape), str(n.dtype))
     inside = set().union(*(set(_ancestors(r, nodes, constant)) for r in roots)) if roots else set()
     skipped: Set[str] = set()
     for n in reversed(graph.nodes):       # readers before what they read
@@ -118,8 +118,6 @@ def _foldable_op(n: TorchNode) -> bool:
     """A deterministic op that torch can run again on the same state (no random numbers, no
     uninitialized memory, no in-place write)."""
     op = n.op.lower()
-    if op == "getitem":
-        return True
     return not any(w in op for w in RANDOM_WORDS) and not (op.endswith("_") and not op.endswith("__"))
 
 
@@ -139,11 +137,3 @@ def _ancestors(name: str, nodes: Dict[str, TorchNode], constant: Set[str]) -> Se
         found.add(m)
         work.extend(r for r in nodes[m].refs() if r in constant)
     return found
-
-
-def _numel(shape) -> int:
-    out = 1
-    for e in shape:
-        out *= e
-    return out
-

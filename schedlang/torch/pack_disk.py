@@ -70,7 +70,8 @@ def storable(t) -> bool:
 def can_store(spec, state: Dict[str, object], value=None) -> bool:
     """Whether an entry holds the constant of spec (made from state; value: the constant);
     never a folded value (const_fold.py: computed by torch ops, not by a packing rule)."""
-    return spec.kind != "fold" and (value is None or storable(value)) and all(s is None or storable(state[s]) for s in spec.sources)
+    return spec.kind != "fold" and (value is None or storable(value)) \
+        and all(s is None or storable(state[s]) for s in spec.sources)
 
 
 def _bytes(t) -> np.ndarray:

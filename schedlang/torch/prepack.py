@@ -232,17 +232,17 @@ class PackCache:
         self.specs = dict(specs)
         self.disk = disk
         self._made: Dict[str, Tuple[object, object]] = {}
+        # the folded values (kind "fold", const_fold.py) first: other constants may be made from them
+        folds = {n: sp for n, sp in self.specs.items() if sp.kind == "fold"}
+        rest = {n: sp for n, sp in self.specs.items() if sp.kind != "fold"}
+        self._phases = [folds, rest] if folds else [rest]
 
     def values(self, state: Dict[str, object]) -> Dict[str, object]:
-        """name -> packed tensor for every spec, computed again for a source that changed;
-        the folded values (kind "fold", const_fold.py) first: other constants may be made
-        from them."""
-        folds = {n: sp for n, sp in self.specs.items() if sp.kind == "fold"}
-        if not folds:
-            return self._values(self.specs, state)
-        values = self._values(folds, state)
-        rest = {n: sp for n, sp in self.specs.items() if sp.kind != "fold"}
-        values.update(self._values(rest, {**state, **values}))
+        """name -> packed tensor for every spec, computed again for a source that changed
+        (the folded values first, then what is made from them)."""
+        values: Dict[str, object] = {}
+        for specs in self._phases:
+            values.update(self._values(specs, {**state, **values} if values else state))
         return values
 
     def _values(self, specs: Dict[str, PackSpec], state: Dict[str, object]) -> Dict[str, object]:
