@@ -217,6 +217,14 @@ class _Simplifier(ExprMutator):
             if op == "floordiv":
                 return from_linear(quotient, q_const + lo // c, dt)
             return self.visit(Binary("sub", remainder, Const((lo // c) * c, dt)))
+        split = self._split_lanes(rest, r_const, c)
+        if split is not None:           # (16 * cb + l) // 48 == cb // 3 for l in [0, 16)
+            outer, lanes, k = split
+            if op == "floordiv":
+                inner = self.visit(Binary("floordiv", outer, Const(c // k, dt)))
+                return self.visit(from_linear(quotient + [(inner, 1)], q_const, dt))
+            return self.visit(Binary("add", Binary("mul", Binary("floormod", outer, Const(c // k, dt)), Const(k, dt)),
+                                     lanes))
         if op == "floormod":
             return Binary("floormod", remainder, Const(c, dt))
         if isinstance(remainder, Binary) and remainder.op == "floordiv" and isinstance(remainder.b, Const):
@@ -226,6 +234,22 @@ class _Simplifier(ExprMutator):
         if not quotient and q_const == 0:
             return inner
         return from_linear(quotient + [(inner, 1)], q_const, dt)
+
+    def _split_lanes(self, terms: Terms, constant: int, c: int):
+        """(A, B, k) with terms + constant == k * A + B, k a proper divisor of c and B in
+        [0, k) (a vector lane under a block index): then (k * A + B) // c == A // (c / k) and
+        (k * A + B) % c == k * (A % (c / k)) + B. k is tried among gcd(c, a coefficient),
+        largest first; None where none fits."""
+        if len(terms) < 2:
+            return None
+        dt = terms[0][0].dtype
+        for k in sorted({math.gcd(c, coef) for _, coef in terms} - {1, c}, reverse=True):
+            lanes = from_linear([(t, coef) for t, coef in terms if coef % k], constant % k, dt)
+            lo, hi = self.bounds(lanes)
+            if lo is not None and hi is not None and 0 <= lo and hi < k:
+                outer = from_linear([(t, coef // k) for t, coef in terms if coef % k == 0], constant // k, dt)
+                return outer, lanes, k
+        return None
 
     def _min_max(self, op: str, a: Expr, b: Expr) -> Expr:
         terms, constant = linear_form(Binary("sub", a, b))

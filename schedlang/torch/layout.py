@@ -107,21 +107,18 @@ def _group_base(index, rc: Var):
     return None
 
 
-def _blocked_base(base, width: int, c: Optional[Var], cb: Optional[Var]):
+def _blocked_base(base, width: int):
     """The first input channel block of a group, base // width, where base = g * ICg is a
     multiple of width (ICg a constant multiple of it); None otherwise. In a blocked reader
-    (output channel c = cb * width + l), a group g = c // OCg with OCg a multiple of width is
-    cb // (OCg / width): the same for every lane, so the read is a broadcast (simplify does not
-    see that (cb * 16 + l) // 48 is cb // 3)."""
+    (output channel c = cb * width + l), a group g = c // OCg with OCg a multiple of width
+    simplifies to cb // (OCg / width) once c is substituted: the same for every lane, a
+    broadcast."""
     if isinstance(base, int):
         return base // width if base % width == 0 else None
     if not (isinstance(base, Binary) and base.op == "mul" and _const(base.b) > 0 and _const(base.b) % width == 0):
         return None
-    g, factor = base.a, _const(base.b) // width
-    if cb is not None and isinstance(g, Binary) and g.op == "floordiv" and g.a is c \
-            and _const(g.b) > 0 and _const(g.b) % width == 0:
-        g = cb if _const(g.b) == width else floordiv(cb, _const(g.b) // width)
-    return g if factor == 1 else g * factor
+    factor = _const(base.b) // width
+    return base.a if factor == 1 else base.a * factor
 
 
 def _conv_width(ops) -> Optional[int]:
@@ -279,7 +276,7 @@ def _rebuild(op: ComputeOp, new: Dict[Operation, Operation], blocked: Set[Operat
                     continue
                 base = _group_base(node.indices[1], r.var)
                 if not (isinstance(base, int) and base == 0):
-                    base = _blocked_base(base, width, c, axes[1].var if is_blocked else None)
+                    base = _blocked_base(base, width)
                     if base is None:
                         continue
                     group_bases[r.var] = base

@@ -129,3 +129,44 @@ def test_integer_constant_folding_follows_numpy():
     assert simplify(Binary("floormod", Const(7, i32), Const(0, i32))).value == 0
     assert simplify(Binary("floordiv", Const(7, i32), Const(0, i32))).value == 0
     assert np.int32(simplify(Binary("add", Const(2**31 - 1, i32), Const(1, i32))).value) == np.int32(-2**31)
+
+
+
+def _lane_case(name: str):
+    """(index, bounds of its variables, divisor, the quotient simplify should give) of a lane
+    under a block index: index = k * A + B with B in [0, k), k dividing the divisor."""
+    i32 = parse_dtype("int32")
+    cb, b, l = (Var(n, i32) for n in ("cb", "b", "l"))
+    c = lambda v: Const(v, i32)                                     # noqa: E731
+    cases = {    # a grouped convolution's group over blocked channels (16 lanes, groups of 48)
+        "group": (Binary("add", Binary("mul", cb, c(16)), l), {cb: (0, 40), l: (0, 15)}, 48, "cb // 3"),
+        # two terms under the block: 8 * b + l < 32
+        "two": (Binary("add", Binary("add", Binary("mul", cb, c(32)), Binary("mul", b, c(8))), l),
+                {cb: (0, 40), b: (0, 3), l: (0, 7)}, 64, "cb // 2"),
+        # a constant beside the lane: 16 * cb + l + 3 with l + 3 < 16
+        "const": (Binary("add", Binary("add", Binary("mul", cb, c(16)), l), c(3)), {cb: (0, 40), l: (0, 12)}, 32,
+                  "cb // 2"),
+        # the lane can reach the block: nothing drops out
+        "reach": (Binary("add", Binary("mul", cb, c(16)), l), {cb: (0, 31), l: (0, 16)}, 48, None),
+    }
+    return cases[name]
+
+
+@pytest.mark.parametrize("name", ["group", "two", "const", "reach"])
+def test_a_lane_under_a_block_index_drops_out_of_floordiv(name):
+    """(k * A + B) // d == A // (d / k) and (k * A + B) % d == k * (A % (d / k)) + B for B in
+    [0, k): no lane left in the quotient (a broadcast where A is a block index); both keep
+    their values."""
+    i32 = parse_dtype("int32")
+    index, bounds, div, want = _lane_case(name)
+    q = simplify(Binary("floordiv", index, Const(div, i32)), bounds)
+    r = simplify(Binary("floormod", index, Const(div, i32)), bounds)
+    if want is None:
+        assert "l" in str(q), q
+    else:
+        assert str(q) == want, q
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        env = {v: int(rng.integers(lo, hi + 1)) for v, (lo, hi) in bounds.items()}
+        value = evaluate(index, env)
+        assert evaluate(q, env) == value // div and evaluate(r, env) == value % div, (q, r, env)

@@ -161,13 +161,17 @@ def test_cooperative_fetch_with_float4_into_aligned_shared_tiles():
     src = mod.get_source()
     assert "__shared__ __align__(16) float A_shared[128];" in src
     assert ("*(float4*)(A_shared + i_inner * 64 + j_inner * 4) = *(const float4*)(A + i_outer * 512 + "
-            "i_inner * 256 + j_inner / 4 * 64 + k_outer * 16 + j_inner * 4 % 16);") in src
+            "i_inner * 256 + j_inner / 4 * 64 + k_outer * 16 + j_inner % 4 * 4);") in src
     assert src.count("__syncthreads();") == 2
 
 
-def test_cooperative_fetch_with_odd_shapes_stays_scalar():
-    """70x50x30: the tile edges are guarded per element, with conditions on the fused axis's
-    quotient and remainder that cannot be hoisted out of the lanes: the fetch loops stay scalar."""
+def test_cooperative_fetch_with_odd_shapes_guards_whole_vectors():
+    """70x50x30: the tile edges are guarded per element; the fused axis's quotient and
+    remainder split off the lanes ((4 * j + l) // 16 == j // 4, simplify), so the guards of a
+    whole float4 hoist out of them: a vector where all four are in bounds, the guarded scalar
+    loop where some are not (emulate_and_check: numerics and bounds)."""
     mod = emulate_and_check(*_vector_fetch_gemm(70, 50, 30))
-    assert "kept scalar: a masked store to A.shared" in mod.ir["kernel"]
-    assert "float4" not in mod.get_source()
+    src = mod.get_source()
+    assert "if (k_outer * 16 + j_inner % 4 * 4 + 3 < 30) {" in src
+    assert "*(float4*)(A_shared + i_inner * 64 + j_inner * 4) = make_float4(" in src   # rows of 30: not 16-byte aligned
+    assert "if (k_outer * 16 + j_inner % 4 * 4 + ax0_ax1_fused_inner < 30) {" in src   # the scalar tail
