@@ -500,18 +500,28 @@ WEIGHT_TILE_BLOCKS = 4    # the tile blocks weight_blocks packs side by side (th
 
 def weight_blocks(target: Target, weight_shape: tuple, cols: int, width: int) -> int:
     """Channel blocks of width the lowering packs side by side in a dense convolution's
-    weight [OC, IC, *K] for an output row of cols columns (prepack.py "conv_tiles": [OC /
-    (B * width), IC / width, *K, width, B, width]): on a 16-register target, the 4 blocks of
-    the register tile nchwc_choice will take for a kernel with taps (4 x 2, SHORT_ROW_TILE),
-    so that the tile's weight vectors for one input channel are 128 contiguous bytes and a
-    reduction step's next ones follow them, one stream instead of 4 streams a block's IC *
-    taps vectors apart; else 1 ("conv": the blocks alone). It assumes what the schedule
-    will find: an input blocked by width (IC a multiple of it, layout.py) and taps
-    (_input_channels_outside). ResNet-50's 3x3 layers ran 0.90-0.95x (7x7), 0.98x (14x14),
-    0.95-0.98x (56x56) the single blocks' time, 28x28 0.91-1.1x (Zen 1, one thread, CPU time,
-    loaded; benchmarks/conv_layer_ab.py --blocks-ab)."""
+    weight [OC, IC, *K] for an output row of cols columns, with its input channels in
+    blocks of width (prepack.py "conv_tiles": [OC / (B * width), IC / width, *K, width, B,
+    width]); 0 where the weight stays "conv" ([OC / width, IC, *K, width]: a 1x1 one, whose
+    input channels are contiguous there already, or IC or OC not multiples of width).
+
+    The kernel's reduction runs input channel blocks, then taps, then a block's channels
+    (_input_channels_outside), so "conv" made it read a block's weight vectors IC * taps
+    apart, 16 streams 576 bytes apart for a 3x3 on AVX-512; "conv_tiles" reads them in that
+    order, one contiguous stream. It mattered where the weight comes from memory: ResNet-18's
+    7x7 layers (9.4 MB of weight, 2 ms of work) ran 1.46-1.50x their warm-cache time with a
+    cold cache, 1.13-1.15x with one stream; the whole model 34.6 -> 33.3 ms (Zen 4, one
+    thread). B is the register tile's channel blocks on a 16-register target where the tile
+    nchwc_choice will take for a kernel with taps is WEIGHT_TILE_BLOCKS (4 x 2,
+    SHORT_ROW_TILE: a tile's vectors for one input channel 128 contiguous bytes; ResNet-50's
+    3x3 layers ran 0.90-0.95x (7x7), 0.98x (14x14), 0.95-0.98x (56x56) the single blocks'
+    time, 28x28 0.91-1.1x: Zen 1, one thread, CPU time, loaded; benchmarks/conv_layer_ab.py
+    --blocks-ab), else 1. It assumes what the schedule will find: an input blocked by width
+    (layout.py) and taps outside a block's channels."""
     oc, ic, *kernel = weight_shape
-    if target.native_registers() >= 32 or ic % width or oc % width or max(kernel, default=1) == 1:
+    if ic % width or oc % width or max(kernel, default=1) == 1:
+        return 0
+    if target.native_registers() >= 32:
         return 1
     blocks = oc // width
     vecs = SHORT_ROW_TILE[0] if _short_odd_rows(blocks, cols) else nchwc_tile(target, blocks, cols, width, taps=True)[0]

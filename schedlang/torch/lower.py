@@ -24,6 +24,7 @@ from schedlang.tensor.printer import print_tensor_ir
 from .dtypes import to_torch, torch_only
 from .attention_match import match_attention
 from .const_fold import fold_plan
+from .conv_lanes import conv_lanes
 from .empty_values import drop_empty_values, no_elements
 from .layout import block_activations
 from .pad_fusion import share_padded
@@ -145,6 +146,7 @@ class _Lowering:
         self.complex = {v.name for v in graph.inputs + graph.nodes        # values only torch computes
                         if any(torch_only(d) for d in (v.dtype if isinstance(v.dtype, list) else [v.dtype]))}
         self.folds = fold_plan(graph) if _folds_state(target) else None   # values of the state alone
+        self.conv_lanes = conv_lanes(graph, target)                       # (0: native vectors)
 
     def run(self, warn: bool) -> LoweredProgram:
         for i in self.graph.inputs:
@@ -271,6 +273,7 @@ class _Lowering:
             args = map_refs(node.args, lambda r: self.value_in(part, r.name))
             kwargs = map_refs(node.kwargs, lambda r: self.value_in(part, r.name))
             ctx = LowerContext(node.name, self.target, packer=self.packed, prepacker=self.prepacked,
+                               conv_lanes=self.conv_lanes,
                                guarder=lambda flag, message, error: guards.append((flag, message, error)))
             result = fn(ctx, *args, **kwargs)
         except Unsupported as e:

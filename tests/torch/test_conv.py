@@ -177,8 +177,9 @@ def test_conv_bn_relu_residual_is_one_kernel_with_the_batch_norm_folded():
     conv = [g for g in groups if g.convs]       # and the padded copy of the input (ops/conv.py)
     assert len(conv) == 1 and len(conv[0].convs) == 1 and len(groups) == 2
     packs = cm.program.packs
-    assert sorted(spec.kind for spec in packs.values()) == ["bn_shift", "conv"]
-    conv_pack = next(spec for spec in packs.values() if spec.kind == "conv")
+    # a 3x3 over whole blocks of input channels: its weight in the reduction's order (conv_schedules.weight_blocks)
+    assert sorted(spec.kind for spec in packs.values()) == ["bn_shift", "conv_tiles"]
+    conv_pack = next(spec for spec in packs.values() if spec.kind == "conv_tiles")
     assert conv_pack.width == HOST.native_lanes(32) and conv_pack.more[-1] is not None   # folded: reads var
     assert "rsqrt" not in str(cm.program), "the batch norm is folded, not computed"
 

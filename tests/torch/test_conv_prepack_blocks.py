@@ -1,7 +1,8 @@
 """A convolution weight packed with the channel blocks of a register tile side by side
 (prepack.py "conv_tiles", conv_schedules.weight_blocks, ops/conv.py packed_weight): the
-layout against a numpy reference, where the lowering asks for it (AVX2 3x3 kernels of
-4-block tiles, never AVX-512 or 1x1), and numerics against eager torch, bounds-checked:
+layout against a numpy reference, where the lowering asks for it (every kernel with taps
+and whole blocks of input and output channels: AVX2 3x3s of 4-block tiles, one block
+otherwise and on AVX-512; never a 1x1), and numerics against eager torch, bounds-checked:
 odd channel counts, odd and even rows, stride 2, padded kernels, a folded batch norm."""
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from .helpers import compile_each
 
 AVX2 = sl.Target.create("llvm -mcpu=haswell")
 AVX512 = sl.Target.create("llvm -mcpu=skylake-avx512")
+HOST = sl.Target.create("llvm")
 
 
 @pytest.mark.parametrize("oc, ic, blocks, width", [(64, 16, 4, 8), (40, 8, 4, 8), (32, 32, 2, 16)])
@@ -61,10 +63,13 @@ def test_conv_tiles_fold_a_batch_norm_as_conv_blocks_do():
     ((512, 512, 3, 3), 14, AVX2, 4),                   # even rows: 4 x 2 tiles
     ((64, 64, 3, 3), 56, AVX2, 4),
     ((16, 8, 3, 3), 56, AVX2, 1),                      # 2 blocks: 2-block tiles (not measured)
-    ((512, 512, 1, 1), 7, AVX2, 1),                    # 1x1: no taps
+    ((512, 512, 1, 1), 7, AVX2, 0),                    # 1x1: no taps ("conv")
     ((48, 32, 3, 3), 7, AVX2, 1),                      # 6 blocks: not a multiple of 4
-    ((64, 12, 3, 3), 7, AVX2, 1),                      # input channels not blocked
-    ((512, 512, 3, 3), 7, AVX512, 1),                  # 32 registers: tiles unchanged
+    ((64, 12, 3, 3), 7, AVX2, 0),                      # input channels not blocked
+    ((60, 32, 3, 3), 7, AVX2, 0),                      # output channels not blocked
+    ((512, 512, 3, 3), 7, AVX512, 1),                  # 32 registers: tiles unchanged, one stream
+    ((512, 512, 1, 1), 7, AVX512, 0),
+    ((64, 3, 7, 7), 112, AVX512, 0),                   # a stem: 3 input channels
 ])
 def test_weight_blocks(shape, cols, target, want):
     width = 16 if target is AVX512 else 8
@@ -96,6 +101,13 @@ def _packs(cm) -> dict:
     return {name: spec.kind for name, spec in cm.program.packs.items()}
 
 
+def _tiles(cm) -> list:
+    """The blocks of each "conv_tiles" constant of cm (sorted), and how many "conv" ones it has."""
+    packs = cm.program.packs.values()
+    return sorted(sp.params[0] for sp in packs if sp.kind == "conv_tiles"), \
+        sum(sp.kind == "conv" for sp in packs)
+
+
 # The first case in the default suite (test_weight_blocks pins the other layouts' choice without a
 # build); the further shapes are slow.
 @pytest.mark.parametrize("cin, c, stride, hw", [
@@ -118,19 +130,20 @@ def test_tiles_of_blocks_match_eager(cin, c, stride, hw):
         for _, cm in compile_each(model, (x,), (AVX2.with_options(bounds_check=True), AVX2)):
             with torch.no_grad():
                 torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
-            packs = _packs(cm)
-    kinds = sorted(packs.values())
-    if c % 32:
-        assert "conv_tiles" not in kinds
-    else:      # the three 3x3s in tiles of blocks, the 1x1 in single blocks
-        assert kinds.count("conv_tiles") == 3 and kinds.count("conv") == 1, packs
+            tiles = _tiles(cm)
+    # the three 3x3s in tiles of 4 blocks (of one where c is not a multiple of 32), the 1x1 "conv"
+    assert tiles == ([4, 4, 4] if c % 32 == 0 else [1, 1, 1], 1), _packs(cm)
 
 
-def test_avx512_packs_single_blocks():
+def test_avx512_packs_single_blocks_in_reduction_order():
+    """AVX-512: the 3x3s "conv_tiles" of one block (their reduction's order), the 1x1 "conv"."""
     torch.manual_seed(0)
     model, x = TwoConvs(3, 64, 1), torch.randn(1, 3, 7, 7)
     cm = st.compile(model, (x,), target=AVX512)
-    assert "conv_tiles" not in _packs(cm).values()
+    assert _tiles(cm) == ([1, 1, 1], 1), _packs(cm)
+    if HOST.native_lanes(32) >= 16:
+        with torch.no_grad():
+            torch.testing.assert_close(cm(x), model(x), rtol=1e-4, atol=1e-4)
 
 
 def test_tiles_of_blocks_over_an_nchw_input_match_eager():

@@ -19,9 +19,9 @@ ReLU, a residual add).
 
 A constant weight (a parameter) is read as blocks [OC / width, ICg, *K, width] made once by
 the compiled module (prepack.py "conv": a vector of output channels innermost, as the
-NCHWc kernels of conv_schedules.py read it), or where the kernel's register tile spans
-several blocks, as [OC / (B * width), ICg / width, *K, width, B, width] ("conv_tiles": the
-tile's weight vectors side by side, each input channel's after the last:
+NCHWc kernels of conv_schedules.py read it), or where it has taps and whole blocks of
+input channels, as [OC / (B * width), ICg / width, *K, width, B, width] ("conv_tiles": in
+the order the kernel's reduction reads it, B blocks of the register tile side by side:
 conv_schedules.weight_blocks); `fold_batch_norm` builds the convolution again with a
 following eval-mode batch norm folded into those blocks and its bias."""
 from __future__ import annotations
@@ -117,7 +117,7 @@ def check_call(x, weight, bias, stride, padding, dilation, groups) -> ConvCall:
 
 def block_width(ctx, call: ConvCall) -> int:
     """Output channels of a packed weight block: a native vector of the accumulator dtype
-    (at most OC) for a dense convolution on the CPU, which conv_schedules vectorizes over
+    (or the program's narrower ctx.conv_lanes; at most OC) for a dense convolution on the CPU, which conv_schedules vectorizes over
     output channels; for a depthwise one (one input channel per output channel) the same
     blocks, which it reads as a vector of channels over blocked activations (layout.py);
     for a grouped one whose input and output channels per group are multiples of that
@@ -129,6 +129,8 @@ def block_width(ctx, call: ConvCall) -> int:
     if not isinstance(target, sl.Target) or not sl.get_backend(target.kind).prepacks_weights:
         return 1
     lanes = target.native_lanes(dtype(acc_dtype(call.x.dtype)).bits)
+    if ctx.conv_lanes:           # half a vector for this program (conv_lanes.py)
+        lanes = min(lanes, ctx.conv_lanes)
     if call.groups != 1 and not depthwise:
         icg, ocg = call.weight.shape[1], oc // call.groups
         return lanes if lanes > 1 and icg % lanes == 0 and ocg % lanes == 0 else 1
@@ -140,22 +142,23 @@ def block_width(ctx, call: ConvCall) -> int:
 
 def packed_weight(ctx, call: ConvCall, width: int, bn: tuple = (), params: tuple = ()):
     """(the placeholder of call's weight packed in blocks of width output channels, with the
-    batch norm tensors bn folded in: prepack.py "conv", or "conv_tiles" of
-    conv_schedules.weight_blocks blocks side by side; those blocks), (None, 1) when the
+    batch norm tensors bn folded in: prepack.py "conv_tiles" of conv_schedules.weight_blocks
+    blocks side by side, or "conv" where that is 0; those blocks), (None, 0) when the
     weight is not a constant of the module."""
     from ..conv_schedules import weight_blocks
     blocks = weight_blocks(ctx.target, tuple(call.weight.shape), call.out_shape[-1], width) \
-        if call.groups == 1 and width > 1 else 1
-    if blocks > 1:
+        if call.groups == 1 and width > 1 else 0
+    if blocks:
         packed = ctx.prepacked("conv_tiles", (call.weight,) + bn, width, (blocks,) + params)
     else:
         packed = ctx.prepacked("conv", (call.weight,) + bn, width, params)
-    return (packed, blocks) if packed is not None else (None, 1)
+    return (packed, blocks) if packed is not None else (None, 0)
 
 
-def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1, blocks: int = 1) -> sl.Tensor:
+def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1, blocks: int = 0) -> sl.Tensor:
     """The convolution of call: the weight read from packed blocks of width output channels
-    when given (blocks of them side by side: packed_weight), plus bias (call's bias when
+    when given ("conv_tiles" of blocks of them side by side, "conv" where blocks is 0:
+    packed_weight), plus bias (call's bias when
     None), cast to x's dtype."""
     x, w = call.x, call.weight
     out, acc = str(x.dtype), acc_dtype(x.dtype)
@@ -198,7 +201,7 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1, blocks:
     def read_w(o):
         if packed is None:
             return w[(o, rc, *r)]
-        if blocks > 1:
+        if blocks:
             block = o // width
             return packed[(block // blocks, rc // width, *r, rc % width, block % blocks, o % width)]
         return packed[(o // width, rc, *r, o % width)] if width > 1 else packed[(o, rc, *r, 0)]
@@ -258,7 +261,7 @@ def convolution(ctx, x, weight, bias, stride, padding, dilation, transposed, out
         _CALLS[result.op] = call
         return result
     width = block_width(ctx, call)
-    packed, blocks = packed_weight(ctx, call, width) if width > 1 else (None, 1)
+    packed, blocks = packed_weight(ctx, call, width) if width > 1 else (None, 0)
     return conv_of(ctx, call, packed, width=width, blocks=blocks)
 
 

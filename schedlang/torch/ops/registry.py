@@ -47,6 +47,7 @@ class LowerContext:
     packer: Optional[Callable] = None
     guarder: Optional[Callable] = None
     prepacker: Optional[Callable] = None
+    conv_lanes: int = 0          # the program's convolution blocks where narrower than a vector (conv_lanes.py)
 
     def guard(self, flag, message: str, error: type = IndexError) -> None:
         """Raise error(message) at run time when flag (a 0-d bool tensor the lowering
