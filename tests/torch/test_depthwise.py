@@ -162,7 +162,7 @@ class InvertedResidual(nn.Module):
 
 BLOCKS = {   # (in, hidden, out, stride), input shape: hidden a multiple of 16 (AVX-512's vector)
     "stride1_residual_odd": ((16, 48, 16, 1), (1, 16, 9, 11)),
-    "stride2_odd": ((16, 96, 24, 2), (1, 16, 13, 11)),
+    "stride2_odd": ((16, 96, 24, 2), (1, 16, 13, 11)),     # (24 out: blocks of 8 on AVX-512, conv_lanes.py)
     "stride2_even_one_column_tail": ((32, 64, 32, 2), (2, 32, 10, 17)),
     "stride1_7x7_guarded": ((32, 64, 32, 1), (1, 32, 7, 7)),
 }
@@ -170,13 +170,15 @@ BLOCKS = {   # (in, hidden, out, stride), input shape: hidden a multiple of 16 (
 
 def _compiled_for(cpu: str, model, x):
     """(model compiled for cpu bounds-checked, with two threads and plain, each matching
-    eager: the last build; the vector lanes of float32 there), skipped where cpu cannot run."""
+    eager: the last build; its channel block: the vector lanes of float32 there, or half of
+    them where conv_lanes.py takes that), skipped where cpu cannot run."""
+    from schedlang.torch.conv_lanes import conv_lanes
     target = sl.Target.create(f"llvm -mcpu={cpu}")
     if not runs_here(target):
         pytest.skip(f"this CPU cannot run {cpu}'s instructions")
     cm = compile_checked(model, x, targets=(target.with_options(bounds_check=True),
                                             sl.Target.create(f"llvm -mcpu={cpu} -num-cores=2"), target))
-    return cm, min(target.native_lanes(32), 16)
+    return cm, conv_lanes(cm.graph, target) or min(target.native_lanes(32), 16)
 
 
 def _convs_of_kernel(cm, kernel: tuple):
