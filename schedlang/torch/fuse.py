@@ -351,6 +351,8 @@ def _anchor_for(readers, red, anchor_of, prefix):
     anchor = anchors.pop()
     if anchor is red or isinstance(anchor.op.body, Reduce) and is_matmul(anchor):
         return None
+    if is_conv(red) and not _same_shape(red, anchor):
+        return None       # a concatenation's first part: computed per element there, not as a conv kernel
     p = min(seen)
     if p < need or need == 0:
         return None
