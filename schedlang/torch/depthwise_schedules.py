@@ -104,8 +104,11 @@ def _depthwise_nchwc_cpu(s, group, target: Target) -> None:
             _vectorize_row(pad, target)
         acc.compute_at(out, wo)
         *outer, col, vec = acc.op.axis
+        # its wt columns at out's loop, split so: unrolled, the whole row's extent would count
+        # against MAX_UNROLL (rows of 150, Xception's: 9 taps x 150 > 1024, plain loops)
+        whole, col = acc.split(col, factor=wt)
         taps = [a for a in acc.op.reduce_axis if (static(a.dom.extent) or MAX_UNROLL_TAPS + 1) <= MAX_UNROLL_TAPS]
-        acc.reorder(*outer, *acc.op.reduce_axis, col, vec)
+        acc.reorder(*outer, whole, *acc.op.reduce_axis, col, vec)
         if (_product([a.dom.extent for a in taps]) or MAX_TILE_TAPS + 1) > MAX_TILE_TAPS:
             taps = taps[-1:]             # a large kernel (7 x 7): one row of taps unrolled, not all
         for tap in taps:

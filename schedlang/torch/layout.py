@@ -8,7 +8,8 @@ tile to write NCHW rows, and the next convolution gathers one value per input-ch
 [N, C / L, H, W, L] instead:
 
 - seeds: the materialized input of a dense blocked convolution, of any block (the ReLU after the
-  previous one's batch norm, a residual add, a max pool), or of a Winograd convolution's input
+  previous one's batch norm, a residual add, a max pool, a depthwise convolution of packed
+  blocks: Xception's separable convolutions), or of a Winograd convolution's input
   tiles (ops/conv_winograd.py: V vectorized over L input channels), when it is a 4-d stage
   with C a multiple of L and not a program output;
 - closure: what a blocked stage reads at its own channel coordinate (the inlined epilogue
@@ -181,7 +182,7 @@ def _blocked_stages(ops, outs, readers, width: int) -> Set[Operation]:
             covers = x.shape[1] == rc.dom.extent if dense \
                 else isinstance(rc.dom.extent, int) and rc.dom.extent % width == 0     # grouped: whole blocks
             if _blockable(x, outs, readers, width) and covers \
-                    and (_channelwise(x) or _injective(x)):
+                    and (_channelwise(x) or _injective(x) or _depthwise(x, width)):
                 if dense:
                     seeds.append(x)
                 else:

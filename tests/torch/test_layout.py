@@ -264,3 +264,40 @@ def test_a_concatenations_parts_are_convolution_kernels():
                 kernels += [c.op.name for c in g.convs]
                 attached += [a.op.name for a in g.attached if is_conv(a)]
         assert len(kernels) == 5 and set(attached) <= set(kernels), (target, kernels, attached)
+
+
+class Separable(nn.Module):
+    """Xception's separable convolution: BN + ReLU, a depthwise 3x3 read directly by a 1x1
+    (no epilogue between them), over rows of `cols` columns."""
+
+    def __init__(self, c: int):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, padding=1)
+        self.bn = random_batch_norm(c)
+        self.dw = nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False)
+        self.pw = nn.Conv2d(c, c, 1, bias=False)
+        self.eval()
+
+    def forward(self, x):
+        y = F.relu(self.stem(x))
+        return self.pw(self.dw(F.relu(self.bn(y)))) + y
+
+
+@pytest.mark.parametrize("cols", [9, 150])
+def test_a_depthwise_convolution_read_by_a_1x1_is_blocked(cols):
+    """The depthwise result is the 1x1's blocked input (a seed of its own: no injective stage
+    between them), and its kernel is scheduled for any row: 150 columns unrolled whole
+    counted 9 x 150 copies against MAX_UNROLL, which left plain loops (a warning: an error
+    here). Bounds-checked, AVX2's blocks of 8 too."""
+    torch.manual_seed(0)
+    model, x = Separable(16), torch.randn(1, 3, 2, cols)
+    with torch.no_grad():
+        want = model(x)
+    for target, cm in _compile_each(model, x, distinct_builds((CHECKED, AVX2_CHECKED, HOST))):
+        with torch.no_grad():
+            torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+        from schedlang.tensor.graph import post_order
+        ops = post_order([t.op for p in cm.program.parts for _, t in p.outputs])
+        convs = [op for op in ops if getattr(op, "tag", "") == "conv"]
+        assert len(convs) == 3 and all(len(op.shape) == 5 for op in convs[:2]), (target, convs)
+
