@@ -159,8 +159,42 @@ def fuse(s) -> List[Group]:
         if root is not st:
             group.attached.append(st)
             group.prefix[st] = prefix[st]
+    _detach_from_convs(groups, s)
     _merge_pads(groups, readers)
     return [groups[st] for st in reversed(live) if st in groups]
+
+
+def _detach_from_convs(groups: Dict[object, Group], s) -> None:
+    """A kernel computing convolutions in its epilogue computes no other reduction: one there
+    (legacy Xception's max pool beside the strided 1x1 shortcut it is added to) made it a
+    kernel of rows (Group.convs empty) computing the convolution element by element, 2-4x
+    slower than the pool's own kernel and the convolution's. The other reductions become
+    kernels of their own where no attached stage feeds them."""
+    for root, group in list(groups.items()):
+        convs = [st for st in group.attached if is_conv(st)]
+        others = [st for st in group.attached if not is_conv(st)]
+        if not convs or not others or not all(_same_shape(c, root) for c in convs):
+            continue
+        attached = {st.op for st in group.attached}
+        for st in others:
+            if _reads_any(s, st, attached):
+                continue
+            group.attached.remove(st)
+            del group.prefix[st]
+            groups[st] = Group(st)
+
+
+def _reads_any(s, st, ops) -> bool:
+    """Whether st reads a result of one of ops, directly or through inlined stages."""
+    work, seen = list(s.inputs_of(st)), set()
+    while work:
+        inp = work.pop()
+        if inp.op in ops:
+            return True
+        if inp.attach_type == "inline" and inp not in seen:
+            seen.add(inp)
+            work.extend(s.inputs_of(inp))
+    return False
 
 
 def _tag(st) -> str:

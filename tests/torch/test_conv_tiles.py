@@ -371,3 +371,33 @@ def test_short_odd_rows_of_3x3_match_eager(cin, c, stride, hw, monkeypatch):
         assert ch.blocks_outer and ch.channels_outside and ch.rt == 1
         assert ch.plane == (pixels <= MAX_PLANE_PIXELS and c // 8 // SHORT_ROW_TILE[0] >= 2)
     assert not any(ch.plane or ch.blocks_outer for _, _, ch in _nchwc_choices(cm, AVX512))
+
+
+def test_avx512_rows_of_prime_columns_take_a_guarded_tile():
+    """91 channel blocks by rows of 37 (legacy Xception's): no divisor tile beyond 1 x 1, so
+    the fewest columns covering the row in two tiles (19 + 18), the last one guarded."""
+    assert nchwc_tile(AVX512, 91, 37, 8) == (1, 19)
+    assert nchwc_tile(AVX512, 7, 37, 16) == (1, 19)
+    assert nchwc_tile(AVX512, 8, 37, 16) == (4, 6)      # not 4 x 1: 4 x 6 tiles, the seventh guarded
+    assert nchwc_tile(AVX512, 8, 38, 16) == (4, 2)      # 8 sums of divisors: unchanged
+
+
+class Pointwise(nn.Module):
+    def __init__(self, c: int):
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(3, c, 1), nn.Conv2d(c, c, 1)
+        self.eval()
+
+    def forward(self, x):
+        return self.c2(F.relu(self.c1(x))) + 1.0
+
+
+def test_a_guarded_tile_over_rows_of_prime_columns_matches_eager():
+    """7 blocks of 16 by rows of 37 on AVX-512: tiles of 19 columns, the second one guarded."""
+    if HOST.native_lanes(32) < 16:
+        pytest.skip("AVX-512 code needs an AVX-512 host")
+    torch.manual_seed(0)
+    model, x = Pointwise(112), torch.randn(1, 3, 3, 37)
+    with torch.no_grad():
+        want = model(x)
+    _match_eager(model, x, want, AVX512)

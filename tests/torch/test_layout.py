@@ -301,3 +301,39 @@ def test_a_depthwise_convolution_read_by_a_1x1_is_blocked(cols):
         convs = [op for op in ops if getattr(op, "tag", "") == "conv"]
         assert len(convs) == 3 and all(len(op.shape) == 5 for op in convs[:2]), (target, convs)
 
+
+
+class PoolShortcut(nn.Module):
+    """Legacy Xception's block end: a max pool of the main branch plus the strided 1x1
+    shortcut with its batch norm (a convolution and another reduction under one add), the sum
+    read by a 1x1 (so blocked)."""
+
+    def __init__(self, c: int):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 3, padding=1)
+        self.main = nn.Conv2d(c, 2 * c, 1)
+        self.skip, self.bn = nn.Conv2d(c, 2 * c, 1, 2, bias=False), random_batch_norm(2 * c)
+        self.out = nn.Conv2d(2 * c, c, 1)
+        self.eval()
+
+    def forward(self, x):
+        y = F.relu(self.stem(x))
+        return self.out(F.max_pool2d(self.main(y), 3, 2, 1) + self.bn(self.skip(y)))
+
+
+def test_a_pool_beside_a_convolution_is_a_kernel_of_its_own():
+    """The add's kernel computes the shortcut convolution as a convolution kernel (its
+    epilogue reads the pool), the max pool a kernel of its own: computed together they made a
+    kernel of rows with the convolution element by element (legacy Xception 2.3x slower)."""
+    from schedlang.schedule import create_schedule
+    from schedlang.torch.fuse import fuse
+    torch.manual_seed(0)
+    model, x = PoolShortcut(16), torch.randn(1, 3, 9, 11)
+    with torch.no_grad():
+        want = model(x)
+    for target, cm in _compile_each(model, x, distinct_builds((CHECKED, AVX2_CHECKED, HOST))):
+        with torch.no_grad():
+            torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+        groups = [g for p in cm.program.parts for g in fuse(create_schedule([t.op for _, t in p.outputs]))]
+        convs = sum(len(g.convs) for g in groups)
+        assert convs == 4 and all(not g.attached or g.convs for g in groups), (target, groups)
