@@ -118,8 +118,9 @@ def check_call(x, weight, bias, stride, padding, dilation, groups) -> ConvCall:
 def block_width(ctx, call: ConvCall) -> int:
     """Output channels of a packed weight block: a native vector of the accumulator dtype
     (or the program's narrower ctx.conv_lanes, conv_lanes.py; at most OC) for a dense
-    convolution on the CPU, which conv_schedules vectorizes over output channels; for a depthwise one (one input channel per output channel) the same
-    blocks, which it reads as a vector of channels over blocked activations (layout.py);
+    convolution on the CPU, which conv_schedules vectorizes over output channels; for a
+    depthwise one (one input channel per output channel) the same blocks, which it reads
+    as a vector of channels over blocked activations (layout.py);
     for a grouped one whose input and output channels per group are multiples of that
     vector (RegNet's groups of 16 to 56, ResNeXt's wider stages) the same blocks too, each
     within one group (the NCHWc kernel of dense ones reads a group's input blocks); 1
