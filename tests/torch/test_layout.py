@@ -58,6 +58,19 @@ def _compile_each(model, x, targets):
         warnings.simplefilter("error", UserWarning)
         yield from compile_each(model, (x,), targets)
 
+def _checked_builds(model, x):
+    """(target, compiled) of the distinct builds for the bounds-checked host, bounds-checked
+    AVX2 and plain host targets, each checked against eager first (a tensor or a tuple)."""
+    with torch.no_grad():
+        want = model(x)
+    for target, cm in _compile_each(model, x, distinct_builds((CHECKED, AVX2_CHECKED, HOST))):
+        with torch.no_grad():
+            got = cm(x)
+        for g, w in zip(*((v,) if isinstance(v, torch.Tensor) else v for v in (got, want))):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+        yield target, cm
+
+
 
 def _blocked(cm):
     """Names of the 5-d (blocked) stages of the compiled program."""
@@ -207,14 +220,7 @@ def test_concatenated_convolutions_stay_blocked(odd):
     of channels too); a concatenation not of whole blocks stays NCHW with its parts.
     Bounds-checked, AVX2's blocks of 8 too."""
     torch.manual_seed(0)
-    model = Concat(odd)
-    x = torch.randn(1, 5, 9, 7)
-    with torch.no_grad():
-        want = model(x)
-    for _, cm in _compile_each(model, x, distinct_builds((CHECKED, AVX2_CHECKED, HOST))):
-        with torch.no_grad():
-            for g, w in zip(cm(x), want):
-                torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+    _, cm = list(_checked_builds(Concat(odd), torch.randn(1, 5, 9, 7)))[-1]    # the host build's program
     from schedlang.tensor.graph import post_order
     ops = post_order([t.op for p in cm.program.parts for _, t in p.outputs])
     convs = {op.name: len(op.shape) for op in ops if getattr(op, "tag", "") == "conv"}
@@ -251,13 +257,7 @@ def test_a_concatenations_parts_are_convolution_kernels():
     from schedlang.schedule import create_schedule
     from schedlang.torch.fuse import fuse, is_conv
     torch.manual_seed(0)
-    model, x = SplitConcat(), torch.randn(1, 5, 9, 7)
-    with torch.no_grad():
-        want = model(x)
-    for target, cm in _compile_each(model, x, distinct_builds((CHECKED, AVX2_CHECKED, HOST))):
-        with torch.no_grad():
-            for g, w in zip(cm(x), want):
-                torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+    for target, cm in _checked_builds(SplitConcat(), torch.randn(1, 5, 9, 7)):
         kernels, attached = [], []
         for part in cm.program.parts:
             for g in fuse(create_schedule([t.op for _, t in part.outputs])):
@@ -290,12 +290,7 @@ def test_a_depthwise_convolution_read_by_a_1x1_is_blocked(cols):
     counted 9 x 150 copies against MAX_UNROLL, which left plain loops (a warning: an error
     here). Bounds-checked, AVX2's blocks of 8 too."""
     torch.manual_seed(0)
-    model, x = Separable(16), torch.randn(1, 3, 2, cols)
-    with torch.no_grad():
-        want = model(x)
-    for target, cm in _compile_each(model, x, distinct_builds((CHECKED, AVX2_CHECKED, HOST))):
-        with torch.no_grad():
-            torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+    for target, cm in _checked_builds(Separable(16), torch.randn(1, 3, 2, cols)):
         from schedlang.tensor.graph import post_order
         ops = post_order([t.op for p in cm.program.parts for _, t in p.outputs])
         convs = [op for op in ops if getattr(op, "tag", "") == "conv"]
@@ -328,12 +323,7 @@ def test_a_pool_beside_a_convolution_is_a_kernel_of_its_own():
     from schedlang.schedule import create_schedule
     from schedlang.torch.fuse import fuse
     torch.manual_seed(0)
-    model, x = PoolShortcut(16), torch.randn(1, 3, 9, 11)
-    with torch.no_grad():
-        want = model(x)
-    for target, cm in _compile_each(model, x, distinct_builds((CHECKED, AVX2_CHECKED, HOST))):
-        with torch.no_grad():
-            torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+    for target, cm in _checked_builds(PoolShortcut(16), torch.randn(1, 3, 9, 11)):
         groups = [g for p in cm.program.parts for g in fuse(create_schedule([t.op for _, t in p.outputs]))]
         convs = sum(len(g.convs) for g in groups)
         assert convs == 4 and all(not g.attached or g.convs for g in groups), (target, groups)
