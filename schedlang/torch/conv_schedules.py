@@ -64,14 +64,18 @@ def schedule_conv_cpu(s, group, target: Target, choice: Optional["NchwcChoice"] 
 
 
 def block_width(conv) -> Optional[int]:
-    """L when the convolution reads its weight as packed blocks w[oc // L, .., oc % L], else None."""
+    """L when the convolution reads its weight as packed blocks w[oc // L, .., oc % L] (or
+    w[0, .., oc] where OC is one block: simplify drops the division), else None."""
     from .schedules import static
-    oc = conv.op.axis[1].var
+    oc = conv.op.axis[1]
     for node in walk(conv.op.body.source[0]):
         if isinstance(node, TensorRead):
             last = node.indices[-1]
-            if isinstance(last, Binary) and last.op == "floormod" and last.a is oc:
+            if isinstance(last, Binary) and last.op == "floormod" and last.a is oc.var:
                 return static(last.b)
+            if last is oc.var and len(node.indices) in (5, 7) and len(conv.op.axis) == 4 \
+                    and static(node.tensor.shape[-1]) == static(oc.dom.extent):
+                return static(oc.dom.extent)
     return None
 
 

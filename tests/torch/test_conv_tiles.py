@@ -401,3 +401,44 @@ def test_a_guarded_tile_over_rows_of_prime_columns_matches_eager():
     with torch.no_grad():
         want = model(x)
     _match_eager(model, x, want, AVX512)
+
+
+class OneBlockOut(nn.Module):
+    """HGNetV2's stem: a 3x3 to c channels (blocked), padded on the right and bottom, a 2x2
+    to `narrow` channels (fewer than a vector: packed as one block of that many, its output
+    NCHW), then a 2x2 back up."""
+
+    def __init__(self, c: int, narrow: int):
+        super().__init__()
+        self.stem, self.a = nn.Conv2d(3, c, 3, 2, 1), nn.Conv2d(c, narrow, 2)
+        self.b, self.out = nn.Conv2d(narrow, c, 2), nn.Conv2d(c, c, 3, padding=1)   # (most of the work: vectors)
+        self.eval()
+
+    def forward(self, x):
+        y = F.relu(self.stem(x))
+        z = F.relu(self.b(F.pad(F.relu(self.a(F.pad(y, (0, 1, 0, 1)))), (0, 1, 0, 1))))
+        return self.out(z + y)
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512], ids=["avx2", "avx512"])
+def test_a_convolution_of_one_block_of_channels_runs_its_blocked_kernel(target):
+    """OC == L (half a vector): the weight read w[0, .., oc] (simplify drops oc // L and oc % L) is still
+    packed blocks (conv_schedules.block_width), so the kernel is the blocked one, not rows
+    of columns gathered from a blocked input (HGNetV2-B0's stem 2x2: 4.5 -> 0.3 ms)."""
+    from schedlang.schedule import create_schedule
+    from schedlang.torch.conv_schedules import block_width
+    from schedlang.torch.fuse import fuse
+    if target is AVX512 and HOST.native_lanes(32) < 16:
+        pytest.skip("AVX-512 code needs an AVX-512 host")
+    lanes = target.native_lanes(32)
+    torch.manual_seed(0)
+    model, x = OneBlockOut(4 * lanes, lanes // 2), torch.randn(1, 3, 13, 17)
+    with torch.no_grad():
+        want = model(x)
+    cm = _match_eager(model, x, want, target)
+    widths = []
+    for part in cm.program.parts:
+        s = create_schedule([t.op for _, t in part.outputs])
+        widths += [block_width(s[c]) for g in fuse(s) for c in g.convs if c.op.shape[1:2] == (lanes // 2,)
+                   and len(c.op.shape) == 4]
+    assert widths == [lanes // 2], widths
