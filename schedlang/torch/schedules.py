@@ -15,7 +15,7 @@ Per kernel (a fuse.Group), on the CPU:
   in [N / nr, K, nr] panels (a Linear's weight, packed once by the compiled module, see
   prepack.py): an mr x nr tile of vector accumulators (broadcast A, vector B), as
   benchmarks/sl_kernels.py's gemm_register_tiled (mr = register_rows, nr = panel_width columns:
-  6 x 16 with AVX2, or 4 x 24 where that pads a Linear less, 8 x 32 with AVX-512; a Linear pads
+  6 x 16 with AVX2, or 4 x 24 where that pads a Linear less, 6 x 64 with AVX-512; a Linear pads
   its product to whole tiles, ops/matmul.py);
   both operands contiguous along k (q @ k^T, a Linear whose weight is not a constant): an
   mr x nr tile of k-vectors (rfactor over k lanes), summed across lanes at the end.
@@ -56,6 +56,7 @@ MR = 4                   # the fewest rows of a matmul register tile
 MR_MAX = 8               # the most rows of one
 NR = 16                  # columns of a matmul register tile, at least one native vector
 NR_VECTORS = 2           # native vectors across a register tile where NR is narrower
+WIDE_FILE_VECTORS = 4    # ... with 32 vector registers, where the output is that wide (panel_width)
 PANEL_L2_BYTES = 256 * 1024   # a packed B panel stays in L2 as A's rows pass: half of a 512 KB L2
 NT_TILE = 4              # columns of a k-vector (dot product) matmul tile
 NT_BLOCK = 16            # column tiles of such a tile's L2 block (16 vector registers)
@@ -346,11 +347,17 @@ def schedule_reduction_cpu(s: Schedule, red, target: Target) -> None:
 def panel_width(target: Target, n: int, m: Optional[int] = None, k: Optional[int] = None) -> int:
     """Columns of a matmul register tile and of a packed B panel: NR (two ymm with AVX2: a
     6 x 16 tile, 12 ymm accumulators), or NR_VECTORS native float32 vectors when those are
-    wider (32 with AVX-512: an 8 x 32 tile, 16 zmm accumulators); n when the output has fewer
-    columns. With m and k, a Linear's static rows and reduction: wide_panel's one vector more
-    (4 x 24 with AVX2) where that pads the product less and its panel of k rows stays within
-    PANEL_L2_BYTES."""
-    nr = max(1, min(n, max(NR, NR_VECTORS * target.native_lanes(32))))
+    wider; with 32 vector registers (AVX-512) WIDE_FILE_VECTORS of them where the output has
+    that many columns (a 6 x 64 tile, 24 zmm accumulators: AOCL-BLIS's Zen 4 sgemm kernel
+    shape), else two (8 x 32, 16 accumulators); n when the output has fewer columns. Measured
+    (one run of benchmarks/models.py each way, twice, 2 threads, a 2-core Intel Xeon Emerald
+    Rapids): BERT-base 152/146 -> 128/121 ms, the Llama 341/385 -> 323/309 ms; the Linear
+    128 x 2048 x 5632 alone 0.86-0.89x -> 0.94-0.97x torch's speed. With m and k, a Linear's
+    static rows and reduction: wide_panel's one vector more (4 x 24 with AVX2) where that pads
+    the product less and its panel of k rows stays within PANEL_L2_BYTES."""
+    lanes_ = target.native_lanes(32)
+    wide_file = target.native_registers() >= 32 and n >= WIDE_FILE_VECTORS * lanes_
+    nr = max(1, min(n, max(NR, (WIDE_FILE_VECTORS if wide_file else NR_VECTORS) * lanes_)))
     wide = wide_panel(target, nr)
     if m is None or k is None or wide is None or wide > n or k * wide * 4 > PANEL_L2_BYTES:
         return nr
@@ -360,15 +367,16 @@ def panel_width(target: Target, n: int, m: Optional[int] = None, k: Optional[int
 def wide_panel(target: Target, nr: int) -> Optional[int]:
     """A panel one native vector wider than nr whose tile holds as many accumulators in fewer
     rows, where the register file (not MR_MAX) bounds nr's rows; else None. With 16 registers:
-    24 (4 x 24: 12 accumulators, 3 B vectors, the broadcast) beside 16 (6 x 16); with 32 the
-    8 x 32 tile is bounded by MR_MAX, so none. Measured (one Zen 3 core, CPU time, loaded; the
-    Linear's kernel alone, both tiles in one process, benchmarks/results-transformers-zen3-avx2.txt):
+    24 (4 x 24: 12 accumulators, 3 B vectors, the broadcast) beside 16 (6 x 16); with 32
+    registers none (panel_width takes four vectors there). Measured (one Zen 3 core, CPU time,
+    loaded; the Linear's kernel alone, both tiles in one process,
+    benchmarks/results-transformers-zen3-avx2.txt):
     at M = 128 (6 x 16 pads the rows to 132, 3 % more work; 4 x 24 none) 4 x 24 took 0.94-1.00x
     6 x 16's time at K = 768 and 2048, but 1.00-1.03x at K = 3072 and 0.98-1.02x at 5632, where
     its panel (K x 24 floats, 288 KB and more) no longer stays in L2 beside A's rows streaming
     through (hence PANEL_L2_BYTES)."""
     lanes_ = target.native_lanes(32)
-    if nr % lanes_ or register_rows(target, nr) >= MR_MAX:
+    if nr % lanes_ or register_rows(target, nr) >= MR_MAX or target.native_registers() >= 32:
         return None
     wide = nr + lanes_
     if register_rows(target, wide) * (wide // lanes_) < register_rows(target, nr) * (nr // lanes_):
@@ -387,13 +395,13 @@ def padded_work(target: Target, m: int, n: int, nr: int) -> int:
 def register_rows(target: Target, nr: int) -> int:
     """Rows of an mr x nr matmul register tile: as many accumulator rows as the register file
     holds beside one B vector per column vector and the broadcast A value, from MR to MR_MAX:
-    6 x 16 with AVX2 (12 of 16 ymm accumulators, BLIS's Haswell/Zen kernel), 8 x 32 with
-    AVX-512. Measured (benchmarks/gemm_one_thread.py, one Zen 3 core, CPU time): AVX2 4 x 16
-    (8 accumulators, right at the FMA latency x pipes) 79-85 % of the FMA peak, 6 x 16
-    85-90 %; on Zen 5 with AVX-512, 4, 8 or 12 rows of the two-zmm panel measure alike
-    (74-88 %). A Linear pads its product's rows to a multiple of these (ops/matmul.py), so a
-    row count that does not divide M costs no guard in the k loop; other matmuls take
-    tail_free_rows."""
+    6 x 16 with AVX2 (12 of 16 ymm accumulators, BLIS's Haswell/Zen kernel), 6 x 64 (8 x 32
+    on narrower outputs) with AVX-512. Measured (benchmarks/gemm_one_thread.py, one Zen 3
+    core, CPU time): AVX2 4 x 16 (8 accumulators, right at the FMA latency x pipes) 79-85 % of
+    the FMA peak, 6 x 16 85-90 %; on Zen 5 with AVX-512, 4, 8 or 12 rows of the two-zmm panel
+    measure alike (74-88 %). A Linear pads its product's rows to a multiple of these
+    (ops/matmul.py), so a row count that does not divide M costs no guard in the k loop; other
+    matmuls take tail_free_rows."""
     vectors = max(1, ceil_div(nr, target.native_lanes(32)))
     fit = (target.native_registers() - vectors - 1) // vectors
     return max(MR, min(fit, MR_MAX))

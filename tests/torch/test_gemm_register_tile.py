@@ -41,13 +41,13 @@ def test_avx2_tile_is_6_by_16():
     assert (nr, register_rows(t, nr)) == (16, 6)
     assert tail_free_rows(6, 128) == 4 and tail_free_rows(6, 132) == 6 and tail_free_rows(6, 5) == 6
     t512 = sl.Target.create(AVX512)
-    assert (panel_width(t512, 768), register_rows(t512, panel_width(t512, 768))) == (32, 8)
+    assert (panel_width(t512, 768), register_rows(t512, panel_width(t512, 768))) == (64, 6)
 
 
 def test_avx2_wide_panel_where_it_pads_less():
     """With a Linear's rows m and reduction k, AVX2 takes 4 x 24 (as many accumulators) where it
-    computes fewer padded outputs and its K x 24 panel fits PANEL_L2_BYTES; AVX-512's 8 x 32 tile
-    is bounded by MR_MAX, not the register file, and never changes."""
+    computes fewer padded outputs and its K x 24 panel fits PANEL_L2_BYTES; AVX-512's 6 x 64 tile
+    (32 registers) never changes."""
     t = sl.Target.create(AVX2)
     assert panel_width(t, 768, 128, 768) == 24 and register_rows(t, 24) == 4      # 128 rows: none padded
     assert panel_width(t, 2048, 128, 2048) == 24                                  # N pads to 2064 < 132 rows
@@ -59,7 +59,7 @@ def test_avx2_wide_panel_where_it_pads_less():
     assert panel_width(t, 20, 128, 64) == 16 and panel_width(t, 10, 128, 64) == 10   # narrow outputs
     t512 = sl.Target.create(AVX512)
     for n, m, k in ((768, 128, 768), (2048, 128, 2048), (80, 3, 64)):
-        assert panel_width(t512, n, m, k) == panel_width(t512, n) == min(n, 32)
+        assert panel_width(t512, n, m, k) == panel_width(t512, n) == min(n, 64)
 
 
 def test_avx2_wide_k_loop_is_twelve_fmas_without_spills():

@@ -192,7 +192,7 @@ def _hand_kernels():
 @pytest.mark.parametrize("cpu", ["skylake-avx512", "haswell"])
 def test_inner_loop_is_the_hand_register_tiled_gemm(cpu):
     """A Linear's k loop (and each of SwiGLU's gate and up) is gemm_register_tiled's, instruction
-    for instruction: mr x nr vector accumulators in registers (6 x 16 with AVX2, 8 x 32 with
+    for instruction: mr x nr vector accumulators in registers (6 x 16 with AVX2, 6 x 64 with
     AVX-512: schedules.register_rows, panel_width), mr broadcasts of A, one contiguous load of
     packed B, mr multiply-adds of nr lanes (fused into FMAs by the backend). 48 rows: whole
     tiles of 6 and of 8, so neither kernel has a tail."""

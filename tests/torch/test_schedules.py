@@ -185,7 +185,11 @@ def test_matmul_tiles_follow_the_target():
     assert "alloc mm.global: f32[4, 16]" in tile_text(s, args)     # 4 x 2 ymm accumulators
     avx512 = sl.Target.create("llvm -mcpu=skylake-avx512")
     s, args, _ = scheduled(P.matmul_nn, 64, 64, 64, target=avx512)
-    assert "alloc mm.global: f32[8, 32]" in tile_text(s, args)     # 8 x 2 zmm accumulators
+    assert "alloc mm.global: f32[4, 64]" in tile_text(s, args)     # 4 x 4 zmm (6 rows leave a tail of 64)
+    s, args, _ = scheduled(P.matmul_nn, 96, 64, 64, target=avx512)
+    assert "alloc mm.global: f32[6, 64]" in tile_text(s, args)     # 6 x 4 zmm accumulators
+    s, args, _ = scheduled(P.matmul_nn, 64, 48, 64, target=avx512)
+    assert "alloc mm.global: f32[8, 32]" in tile_text(s, args)     # narrower than 4 zmm: 8 x 2
     s, args, _ = scheduled(P.linear, 64, 64, 64, target=avx2)
     assert "alloc mm.rf: f32[4, 2, 8]" in tile_text(s, args)       # 8 of the 16 ymm accumulate
     s, args, _ = scheduled(P.linear, 64, 64, 64, target=avx512)
