@@ -57,6 +57,7 @@ MR_MAX = 8               # the most rows of one
 NR = 16                  # columns of a matmul register tile, at least one native vector
 NR_VECTORS = 2           # native vectors across a register tile where NR is narrower
 WIDE_FILE_VECTORS = 4    # ... with 32 vector registers, where the output is that wide (panel_width)
+WIDE_PANEL_L2_BYTES = 512 * 1024   # ... and its panel of k rows half of a 1 MB L2 at most
 PANEL_L2_BYTES = 256 * 1024   # a packed B panel stays in L2 as A's rows pass: half of a 512 KB L2
 NT_TILE = 4              # columns of a k-vector (dot product) matmul tile
 NT_BLOCK = 16            # column tiles of such a tile's L2 block (16 vector registers)
@@ -352,11 +353,14 @@ def panel_width(target: Target, n: int, m: Optional[int] = None, k: Optional[int
     shape), else two (8 x 32, 16 accumulators); n when the output has fewer columns. Measured
     (one run of benchmarks/models.py each way, twice, 2 threads, a 2-core Intel Xeon Emerald
     Rapids): BERT-base 152/146 -> 128/121 ms, the Llama 341/385 -> 323/309 ms; the Linear
-    128 x 2048 x 5632 alone 0.86-0.89x -> 0.94-0.97x torch's speed. With m and k, a Linear's
+    128 x 2048 x 5632 alone 0.86-0.89x -> 0.94-0.97x torch's speed; but 128 x 3072 x 768 and
+    128 x 5632 x 2048 (panels of 768 KB and 1.4 MB) 1.04 -> 0.90x and 0.79 -> 0.74x on one
+    core, hence WIDE_PANEL_L2_BYTES where k is known. With m and k, a Linear's
     static rows and reduction: wide_panel's one vector more (4 x 24 with AVX2) where that pads
     the product less and its panel of k rows stays within PANEL_L2_BYTES."""
     lanes_ = target.native_lanes(32)
-    wide_file = target.native_registers() >= 32 and n >= WIDE_FILE_VECTORS * lanes_
+    wide_file = target.native_registers() >= 32 and n >= WIDE_FILE_VECTORS * lanes_ \
+        and (k is None or k * WIDE_FILE_VECTORS * lanes_ * 4 <= WIDE_PANEL_L2_BYTES)
     nr = max(1, min(n, max(NR, (WIDE_FILE_VECTORS if wide_file else NR_VECTORS) * lanes_)))
     wide = wide_panel(target, nr)
     if m is None or k is None or wide is None or wide > n or k * wide * 4 > PANEL_L2_BYTES:
@@ -482,7 +486,8 @@ def schedule_matmul_cpu(s: Schedule, anchor, matmuls: List, target: Target) -> N
     lanes_ = lanes(target, s[matmuls[0]])
     if layout in ("nn", "packed"):
         n = static(_extent(s[anchor].op.axis[-1]))
-        nr = panel_width(target, n if n is not None else NR)
+        k = static(_extent(s[matmuls[0]].op.reduce_axis[0]))
+        nr = panel_width(target, n if n is not None else NR, k=k)
         if layout == "packed":                     # the tile is one panel, so j // nr is the tile loop
             widths = {packed_width(s, m) for m in matmuls}
             if len(widths) != 1:

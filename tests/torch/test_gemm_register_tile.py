@@ -13,7 +13,8 @@ import schedlang as sl
 import schedlang.torch as slt
 from schedlang.target.llvm.cpus import why_not_runnable
 from schedlang.target.llvm.jit import host_cpu
-from schedlang.torch.schedules import PANEL_L2_BYTES, panel_width, register_rows, tail_free_rows
+from schedlang.torch.schedules import (PANEL_L2_BYTES, WIDE_PANEL_L2_BYTES, panel_width, register_rows,
+                                       tail_free_rows)
 
 AVX2, AVX512 = "llvm -mcpu=znver3", "llvm -mcpu=znver4"
 
@@ -46,8 +47,8 @@ def test_avx2_tile_is_6_by_16():
 
 def test_avx2_wide_panel_where_it_pads_less():
     """With a Linear's rows m and reduction k, AVX2 takes 4 x 24 (as many accumulators) where it
-    computes fewer padded outputs and its K x 24 panel fits PANEL_L2_BYTES; AVX-512's 6 x 64 tile
-    (32 registers) never changes."""
+    computes fewer padded outputs and its K x 24 panel fits PANEL_L2_BYTES; AVX-512 (32
+    registers) takes 6 x 64 where its K x 64 panel fits WIDE_PANEL_L2_BYTES, else 8 x 32."""
     t = sl.Target.create(AVX2)
     assert panel_width(t, 768, 128, 768) == 24 and register_rows(t, 24) == 4      # 128 rows: none padded
     assert panel_width(t, 2048, 128, 2048) == 24                                  # N pads to 2064 < 132 rows
@@ -60,6 +61,8 @@ def test_avx2_wide_panel_where_it_pads_less():
     t512 = sl.Target.create(AVX512)
     for n, m, k in ((768, 128, 768), (2048, 128, 2048), (80, 3, 64)):
         assert panel_width(t512, n, m, k) == panel_width(t512, n) == min(n, 64)
+    for k in (3072, 5632):                                 # a K x 64 panel past WIDE_PANEL_L2_BYTES
+        assert panel_width(t512, 768, 128, k) == 32 and k * 64 * 4 > WIDE_PANEL_L2_BYTES
 
 
 def test_avx2_wide_k_loop_is_twelve_fmas_without_spills():

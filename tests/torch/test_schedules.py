@@ -190,6 +190,8 @@ def test_matmul_tiles_follow_the_target():
     assert "alloc mm.global: f32[6, 64]" in tile_text(s, args)     # 6 x 4 zmm accumulators
     s, args, _ = scheduled(P.matmul_nn, 64, 48, 64, target=avx512)
     assert "alloc mm.global: f32[8, 32]" in tile_text(s, args)     # narrower than 4 zmm: 8 x 2
+    s, args, _ = scheduled(P.matmul_nn, 64, 64, 3072, target=avx512)
+    assert "alloc mm.global: f32[8, 32]" in tile_text(s, args)     # a 3072 x 64 panel: past L2's half
     s, args, _ = scheduled(P.linear, 64, 64, 64, target=avx2)
     assert "alloc mm.rf: f32[4, 2, 8]" in tile_text(s, args)       # 8 of the 16 ymm accumulate
     s, args, _ = scheduled(P.linear, 64, 64, 64, target=avx512)
