@@ -195,7 +195,7 @@ def test_inner_loop_is_the_hand_register_tiled_gemm(cpu):
     for instruction: mr x nr vector accumulators in registers (6 x 16 with AVX2, 6 x 64 with
     AVX-512: schedules.register_rows, panel_width), mr broadcasts of A, one contiguous load of
     packed B, mr multiply-adds of nr lanes (fused into FMAs by the backend). 48 rows: whole
-    tiles of 6 and of 8, so neither kernel has a tail."""
+    tiles of 6 on both targets, so neither kernel has a tail."""
     from schedlang.torch.schedules import panel_width, register_rows
     target = sl.Target.create(f"llvm -mcpu={cpu}")
     nr = panel_width(target, 64)
