@@ -57,11 +57,12 @@ def schedule_matmul_cached(s, C, tile=(16, 16), k_factor: int = 4, scope: str = 
     return s
 
 
-def schedule_matmul_register_tiled(s, C, mr: int = 4):
+def schedule_matmul_register_tiled(s, C, mr: int = 4, k_unroll: int = 4):
     """A BLAS-style micro-kernel on the output of `nn.matmul_packed`: an mr x bn write-cache
     tile per (xo, yo) (bn: the panel width) with the whole k loop outside the fully unrolled
     tile, so its mr * bn / lanes accumulators stay in registers (4 x 16 float32: 8 AVX2 or 4
-    AVX-512 registers); tile rows and panels in parallel."""
+    AVX-512 registers), k_unroll steps of the k loop unrolled where they divide it (as BLIS's
+    kernels do); tile rows and panels in parallel."""
     packed = _packing(C, "schedule_matmul_register_tiled")
     CC = s.cache_write(C, "global")
     xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], mr, packed.shape[2])
@@ -69,6 +70,10 @@ def schedule_matmul_register_tiled(s, C, mr: int = 4):
     xc, yc = s[CC].op.axis
     (k,) = s[CC].op.reduce_axis
     s[CC].reorder(k, xc, yc)
+    extent = k.dom.extent
+    if k_unroll > 1 and isinstance(extent, int) and extent > k_unroll and extent % k_unroll == 0:
+        ko, ku = s[CC].split(k, factor=k_unroll)
+        s[CC].unroll(ku)
     s[CC].unroll(xc)
     s[CC].vectorize(yc)
     s[C].parallel(xo)

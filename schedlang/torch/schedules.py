@@ -57,7 +57,9 @@ MR_MAX = 8               # the most rows of one
 NR = 16                  # columns of a matmul register tile, at least one native vector
 NR_VECTORS = 2           # native vectors across a register tile where NR is narrower
 WIDE_FILE_VECTORS = 4    # ... with 32 vector registers, where the output is that wide (panel_width)
-WIDE_PANEL_L2_BYTES = 512 * 1024   # ... and its panel of k rows half of a 1 MB L2 at most
+K_UNROLL = 4             # steps of a register tile's k loop unrolled (where they divide it)
+KC = 512                 # k steps of a block of a long reduction (k_block) ...
+K_BLOCK_PANEL_BYTES = 512 * 1024   # ... where a packed B panel of all k rows is larger
 PANEL_L2_BYTES = 256 * 1024   # a packed B panel stays in L2 as A's rows pass: half of a 512 KB L2
 NT_TILE = 4              # columns of a k-vector (dot product) matmul tile
 NT_BLOCK = 16            # column tiles of such a tile's L2 block (16 vector registers)
@@ -353,14 +355,13 @@ def panel_width(target: Target, n: int, m: Optional[int] = None, k: Optional[int
     shape), else two (8 x 32, 16 accumulators); n when the output has fewer columns. Measured
     (one run of benchmarks/models.py each way, twice, 2 threads, a 2-core Intel Xeon Emerald
     Rapids): BERT-base 152/146 -> 128/121 ms, the Llama 341/385 -> 323/309 ms; the Linear
-    128 x 2048 x 5632 alone 0.86-0.89x -> 0.94-0.97x torch's speed; but 128 x 3072 x 768 and
-    128 x 5632 x 2048 (panels of 768 KB and 1.4 MB) 1.04 -> 0.90x and 0.79 -> 0.74x on one
-    core, hence WIDE_PANEL_L2_BYTES where k is known. With m and k, a Linear's
+    128 x 2048 x 5632 alone 0.86-0.89x -> 0.94-0.97x torch's speed. With long reductions
+    blocked (k_block) and k unrolled, 128 x 3072 x 768 and 128 x 5632 x 2048 measure the two
+    tiles alike (paired rounds, one and two threads, same machine). With m and k, a Linear's
     static rows and reduction: wide_panel's one vector more (4 x 24 with AVX2) where that pads
     the product less and its panel of k rows stays within PANEL_L2_BYTES."""
     lanes_ = target.native_lanes(32)
-    wide_file = target.native_registers() >= 32 and n >= WIDE_FILE_VECTORS * lanes_ \
-        and (k is None or k * WIDE_FILE_VECTORS * lanes_ * 4 <= WIDE_PANEL_L2_BYTES)
+    wide_file = target.native_registers() >= 32 and n >= WIDE_FILE_VECTORS * lanes_
     nr = max(1, min(n, max(NR, (WIDE_FILE_VECTORS if wide_file else NR_VECTORS) * lanes_)))
     wide = wide_panel(target, nr)
     if m is None or k is None or wide is None or wide > n or k * wide * 4 > PANEL_L2_BYTES:
@@ -498,7 +499,7 @@ def schedule_matmul_cpu(s: Schedule, anchor, matmuls: List, target: Target) -> N
             cache = s.cache_write(s[anchor].op.output(0), "global")
             matmuls = [s[cache]]
         rows = tail_free_rows(register_rows(target, nr), _extent(s[matmuls[0]].op.axis[-2]))
-        _matmul_nn(s, s[anchor], [s[m] for m in matmuls], rows, nr, lanes_)
+        _matmul_nn(s, s[anchor], [s[m] for m in matmuls], rows, nr, lanes_, target)
     else:
         _matmul_nt(s, s[anchor], [s[m] for m in matmuls], lanes_, target)
 
@@ -540,29 +541,66 @@ def _vectorize_columns(stage, ji, width: int, lanes_: int) -> None:
     stage.vectorize(ji)
 
 
-def _matmul_nn(s, anchor, matmuls, mr: int, nr: int, lanes_: int) -> None:
+def k_block(mm, nr: int, tasks: Optional[int], target: Target) -> Optional[int]:
+    """Steps of a block of the k loop, where a matmul's packed B panel of all k rows (k x nr
+    floats) is over K_BLOCK_PANEL_BYTES and its column panels (tasks, with the batch) are
+    twice the threads or more (blocked, only they run in parallel): the largest divisor of k up to KC that K_UNROLL
+    divides (at least KC / 4); else None. Blocked, a panel's rows of one block stay in L2 as
+    every row tile passes over them, beside A's rows of that block (GotoBLAS's kc). Measured
+    (a 6 x 64 tile alone, paired rounds, a 2-core Intel Xeon Emerald Rapids): 128 x 5632 x 2048
+    1.21x (one thread) and 1.40x (two) with blocks of 512, 128 x 3072 x 768 1.03-1.04x, but
+    128 x 2048 x 5632 (a 512 KB panel) 0.98x; AVX2's 6 x 16 tile (panels of 360 KB and less)
+    none."""
+    n = static(_extent(mm.op.reduce_axis[0]))
+    if n is None or n * nr * 4 <= K_BLOCK_PANEL_BYTES or tasks is None or tasks < 2 * threads(target):
+        return None
+    kc = max(d for d in range(K_UNROLL, KC + 1, K_UNROLL) if n % d == 0) if n % K_UNROLL == 0 else 0
+    return kc if kc >= KC // 4 else None
+
+
+def _matmul_nn(s, anchor, matmuls, mr: int, nr: int, lanes_: int, target: Target) -> None:
     mr, nr = _tile_sizes(anchor, mr, nr)
     batch, yo, xo, xi, yi = _tile_anchor(anchor, mr, nr)
+    kc = k_block(matmuls[0], nr, _product(_extent(a) for a in batch + [yo]), target)
     for mm in matmuls:
-        mm.compute_at(anchor, xo)
+        # blocked k: a column panel's sums at once (the panel of C stays in L1/L2 across blocks)
+        mm.compute_at(anchor, yo if kc else xo)
         *_, i, j = mm.op.axis
         (k,) = mm.op.reduce_axis
         io, ii = mm.split(i, factor=mr)
         jo, ji = mm.split(j, factor=nr)
         run = k_run(s, mm)
-        if run is not None:
+        if kc:
+            ko, ki = mm.split(k, factor=kc)
+            mm.reorder(jo, ko, io, ki, ii, ji)
+            k = ki
+        elif run is not None:
             # k split at A's runs: within one, A's index is affine in the inner k (no floordiv
             # and floormod per step). Measured (one Zen 1 core, CPU time, loaded, same process):
             # BERT's output projection 128 x 768 x 768 from the attention's [1, 12, 128, 64],
             # 5.16 -> 4.69 ms (a plain [128, 768] input: 4.51).
             ko, ki = mm.split(k, factor=run)
             mm.reorder(io, jo, ko, ki, ii, ji)
+            k = ki
         else:
             mm.reorder(io, jo, k, ii, ji)
+        _unroll_k(mm, k)
         mm.unroll(ii)
         _vectorize_columns(mm, ji, nr, lanes_)
     _vectorize_columns(anchor, yi, nr, lanes_)
-    anchor.parallel(_fuse(anchor, batch + [yo, xo]))
+    anchor.parallel(_fuse(anchor, batch + ([yo] if kc else [yo, xo])))
+
+
+def _unroll_k(mm, k) -> None:
+    """Unroll K_UNROLL steps of a register tile's k loop where they divide its extent (BLIS's
+    sgemm kernels unroll k by 4 too). Measured (an nn.Linear's kernel alone, 6 x 64 tile, both
+    ways in one process, paired rounds, a 2-core Intel Xeon Emerald Rapids): 1.05-1.12x at
+    128 x 768 x 3072 and 1.08x at 128 x 768 x 768 on one core, 1.09x at 128 x 2048 x 5632 on
+    two; the AVX2 6 x 16 tile 1.10-1.16x on the same machine."""
+    n = static(_extent(k))
+    if n is not None and n > K_UNROLL and n % K_UNROLL == 0:
+        ko, ku = mm.split(k, factor=K_UNROLL)
+        mm.unroll(ku)
 
 
 def _k_vector(k, lanes_: int) -> int:

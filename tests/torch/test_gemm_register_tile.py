@@ -13,8 +13,8 @@ import schedlang as sl
 import schedlang.torch as slt
 from schedlang.target.llvm.cpus import why_not_runnable
 from schedlang.target.llvm.jit import host_cpu
-from schedlang.torch.schedules import (PANEL_L2_BYTES, WIDE_PANEL_L2_BYTES, panel_width, register_rows,
-                                       tail_free_rows)
+from schedlang.torch.schedules import (K_BLOCK_PANEL_BYTES, K_UNROLL, KC, PANEL_L2_BYTES, k_block, panel_width,
+                                       register_rows, tail_free_rows)
 
 AVX2, AVX512 = "llvm -mcpu=znver3", "llvm -mcpu=znver4"
 
@@ -48,7 +48,8 @@ def test_avx2_tile_is_6_by_16():
 def test_avx2_wide_panel_where_it_pads_less():
     """With a Linear's rows m and reduction k, AVX2 takes 4 x 24 (as many accumulators) where it
     computes fewer padded outputs and its K x 24 panel fits PANEL_L2_BYTES; AVX-512 (32
-    registers) takes 6 x 64 where its K x 64 panel fits WIDE_PANEL_L2_BYTES, else 8 x 32."""
+    registers) takes 6 x 64 wherever the output has four vectors of columns (k_block keeps a
+    long reduction's panel in L2)."""
     t = sl.Target.create(AVX2)
     assert panel_width(t, 768, 128, 768) == 24 and register_rows(t, 24) == 4      # 128 rows: none padded
     assert panel_width(t, 2048, 128, 2048) == 24                                  # N pads to 2064 < 132 rows
@@ -61,31 +62,34 @@ def test_avx2_wide_panel_where_it_pads_less():
     t512 = sl.Target.create(AVX512)
     for n, m, k in ((768, 128, 768), (2048, 128, 2048), (80, 3, 64)):
         assert panel_width(t512, n, m, k) == panel_width(t512, n) == min(n, 64)
-    for k in (3072, 5632):                                 # a K x 64 panel past WIDE_PANEL_L2_BYTES
-        assert panel_width(t512, 768, 128, k) == 32 and k * 64 * 4 > WIDE_PANEL_L2_BYTES
+    for k in (3072, 5632):
+        assert panel_width(t512, 768, 128, k) == 64
 
 
 def test_avx2_wide_k_loop_is_twelve_fmas_without_spills():
     """The 4 x 24 tile (M = 128, N = 96) is three ymm columns, not a <24 x float> vector: twelve
-    FMAs, three B loads and four broadcasts, nothing on the stack."""
+    FMAs, three B loads and four broadcasts a k step (K_UNROLL steps a loop), nothing on the stack."""
     _, x, cm = _compiled(AVX2, 128, 64, 96)
     cm.ir("all")
     (module,) = cm.modules.values()
     loop = _k_loop_asm(module.get_source("asm"))
-    assert loop.count("vfmadd231ps") == 12 and loop.count("vbroadcastss") == 4, loop
-    assert loop.count("vmovups") + loop.count("vmovaps") == 3 and "rsp" not in loop and "zmm" not in loop, loop
+    assert loop.count("vfmadd231ps") == 12 * K_UNROLL and loop.count("vbroadcastss") == 4 * K_UNROLL, loop
+    assert loop.count("vmovups") + loop.count("vmovaps") == 3 * K_UNROLL, loop
+    assert "rsp" not in loop and "zmm" not in loop, loop
 
 
 @pytest.mark.parametrize("m", [128, 48, 7 * 6 + 1])
 def test_avx2_k_loop_is_twelve_fmas_without_spills(m):
     """M = 128 (not a multiple of 6) too: the product is padded to whole tiles, so the k loop is
-    the same twelve FMAs, two B loads and six broadcasts, nothing on the stack."""
-    _, x, cm = _compiled(AVX2, m, 64, 80)
-    cm.ir("all")
-    (module,) = cm.modules.values()
-    loop = _k_loop_asm(module.get_source("asm"))
-    assert loop.count("vfmadd231ps") == 12 and loop.count("ymm") >= 36, loop
-    assert loop.count("vbroadcastss") == 6 and "rsp" not in loop and "zmm" not in loop, loop
+    the same twelve FMAs, two B loads and six broadcasts a k step, nothing on the stack; K = 66
+    (K_UNROLL does not divide it) is not unrolled."""
+    for k, steps in ((64, K_UNROLL), (66, 1)):
+        _, x, cm = _compiled(AVX2, m, k, 80)
+        cm.ir("all")
+        (module,) = cm.modules.values()
+        loop = _k_loop_asm(module.get_source("asm"))
+        assert loop.count("vfmadd231ps") == 12 * steps and loop.count("ymm") >= 36 * steps, loop
+        assert loop.count("vbroadcastss") == 6 * steps and "rsp" not in loop and "zmm" not in loop, loop
 
 
 @pytest.mark.parametrize("target", [AVX2, AVX512])
@@ -136,3 +140,38 @@ def test_avx2_wide_tile_gelu_epilogue_matches_eager(m, k, n):
     x = torch.randn(m, k)
     with torch.no_grad():
         torch.testing.assert_close(slt.compile(model, (x,), target=t)(x), model(x), rtol=1e-4, atol=1e-4)
+
+
+def test_k_block_where_the_panel_outgrows_l2():
+    """A long reduction's k loop in blocks of a divisor of K up to KC that K_UNROLL divides, only
+    where a K x nr panel is over K_BLOCK_PANEL_BYTES and the column panels keep the threads busy."""
+    t = sl.Target.create("llvm -mcpu=znver4 -num-cores=2")
+
+    class MM:                      # k_block reads the matmul's reduce axis only
+        def __init__(self, k):
+            a, kk = sl.placeholder((4, k), name="a"), sl.reduce_axis((0, k), name="k")
+            self.op = sl.compute((4,), lambda i: sl.sum(a[i, kk], axis=kk), name="mm").op
+
+    assert 2048 * 64 * 4 <= K_BLOCK_PANEL_BYTES < 3072 * 64 * 4
+    assert k_block(MM(5632), 64, 32, t) == KC and k_block(MM(3072), 64, 12, t) == KC
+    assert k_block(MM(11008), 64, 12, t) == 344            # 11008 = 2^8 x 43: 8 x 43
+    assert k_block(MM(2048), 64, 32, t) is None            # a 512 KB panel stays whole
+    assert k_block(MM(3001), 64, 32, t) is None            # K_UNROLL does not divide it
+    assert k_block(MM(3072), 64, 3, t) is None             # 3 panels for 2 threads
+    assert k_block(MM(3072), 16, 48, t) is None            # AVX2's 16-wide panel: 192 KB
+
+
+@pytest.mark.parametrize("target,m,k,n,lead,blocks", [
+    (AVX512, 70, 3072, 200, (), 6),      # blocks of 512, an M tail, an N tail of 8 in the last panel
+    (AVX512, 24, 2052, 260, (2,), 9),    # blocks of 228 (2052 = 9 x 228), a batch dim
+    (AVX2, 13, 8320, 80, (), 20),        # AVX2: a 16-wide panel of 8320 rows, blocks of 416
+])
+def test_k_blocked_linear_matches_eager(target, m, k, n, lead, blocks):
+    model, x, cm = _compiled(target + " -num-cores=2", m, k, n, True, lead)
+    assert re.search(rf"for \w+\.outer in 0\.\.{blocks}:", str(cm.ir("tile")))     # the k blocks
+    t = sl.Target.create(target)
+    why = why_not_runnable(t.cpu, t.features, *host_cpu())
+    if why is not None:
+        pytest.skip(f"{target}: built only, the host cannot run it ({why})")
+    with torch.no_grad():
+        torch.testing.assert_close(cm(x), model(x), rtol=1e-4, atol=1e-4)

@@ -194,14 +194,14 @@ def test_inner_loop_is_the_hand_register_tiled_gemm(cpu):
     """A Linear's k loop (and each of SwiGLU's gate and up) is gemm_register_tiled's, instruction
     for instruction: mr x nr vector accumulators in registers (6 x 16 with AVX2, 6 x 64 with
     AVX-512: schedules.register_rows, panel_width), mr broadcasts of A, one contiguous load of
-    packed B, mr multiply-adds of nr lanes (fused into FMAs by the backend). 48 rows: whole
-    tiles of 6 on both targets, so neither kernel has a tail."""
-    from schedlang.torch.schedules import panel_width, register_rows
+    packed B, mr multiply-adds of nr lanes (fused into FMAs by the backend) a k step, K_UNROLL
+    steps a loop. 48 rows: whole tiles of 6 on both targets, so neither kernel has a tail."""
+    from schedlang.torch.schedules import K_UNROLL, panel_width, register_rows
     target = sl.Target.create(f"llvm -mcpu={cpu}")
     nr = panel_width(target, 64)
     mr = register_rows(target, nr)
     hand = _k_loops(_hand_kernels().gemm_register_tiled(target, 48, 64, 64, mr=mr, nr=nr).get_source("ll.opt"))
-    assert hand and sum(line.startswith(f"%v = fmul contract <{nr} x float>") for line in hand[0]) == mr
+    assert hand and sum(line.startswith(f"%v = fmul contract <{nr} x float>") for line in hand[0]) == mr * K_UNROLL
     x = torch.randn(48, 64)
     cm = slt.compile(nn.Linear(64, 64, bias=False).eval(), (x,), target=target)
     assert _k_loops(cm._module(cm.program.parts[0]).get_source("ll.opt"))[0] == hand[0]
