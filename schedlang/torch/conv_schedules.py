@@ -171,14 +171,15 @@ def _conv_blocked_cpu(s, group, width: int) -> None:
 
 
 def nchwc_tile(target: Target, blocks: int, cols: int, width: int, taps: bool = False,
-               max_vecs: int = 4) -> Tuple[int, int]:
+               max_vecs: int = 4, sums_first: bool = False) -> Tuple[int, int]:
     """(channel blocks, output columns) of a register tile of the blocked kernels: vecs * wt
     accumulators beside vecs weight vectors and one register for the broadcast input value
     within the target's register file (Target.native_registers); vecs dividing the blocks
     and wt the row's columns (a tail would cost a second, guarded copy of the tile).
 
     32 registers (AVX-512): the most FMAs per vector loaded (_loads_score): 4 x 7 with no
-    register to spare lost 0.66-0.93x to 4 x 4 and 2 x 7 (Zen 5, one thread, CPU time).
+    register to spare lost 0.66-0.93x to 4 x 4 and 2 x 7 (Zen 5, one thread, CPU time);
+    with sums_first the most accumulators (_sums_score: a 3x3 on two 512-bit FMA pipes).
     16 registers (AVX2, no broadcast operand of an FMA, so the broadcast needs a register of
     its own): for a kernel of convolutions with taps (taps: 3x3, its input channels outside
     a row of tiles, _input_channels_outside) the most FMAs per load too, 4 x 2 on ResNet's
@@ -190,7 +191,8 @@ def nchwc_tile(target: Target, blocks: int, cols: int, width: int, taps: bool = 
     registers = target.native_registers()
     if registers < 32 and not taps:
         return _pointwise_tile(registers, blocks, cols)
-    vecs, wt = _best_tile(registers, blocks, cols, _loads_score, max_vecs)
+    score = _sums_score if sums_first else _loads_score
+    vecs, wt = _best_tile(registers, blocks, cols, score, max_vecs)
     if vecs * wt < MIN_TILE_SUMS and wt < cols:
         return _guarded_tile(registers, blocks, cols, max_vecs)
     return vecs, wt
@@ -247,6 +249,23 @@ def _loads_score(vecs: int, wt: int) -> Tuple[float, int]:
     """nchwc_tile's order by FMAs per value loaded (vecs weight vectors and wt broadcasts for
     vecs * wt FMAs), then the larger tile; ties to the more channel blocks (_best_tile)."""
     return vecs * wt / (vecs + wt), vecs * wt
+
+
+# Cores with two 512-bit FMA pipes (Intel Xeon since Skylake-SP): 2 x 4 cycles of latency want
+# more sums in flight than a tile scored by its loads keeps (_sums_score)
+TWO_ZMM_FMA_CPUS = frozenset({"skylake-avx512", "cascadelake", "cooperlake", "icelake-server",
+                              "sapphirerapids", "emeraldrapids", "graniterapids"})
+
+
+def _sums_score(vecs: int, wt: int) -> Tuple[int, Tuple[bool, int]]:
+    """nchwc_tile's order on TWO_ZMM_FMA_CPUS for a kernel of one convolution with taps
+    (_one_conv_with_taps): the most accumulators, then two channel blocks (one broadcast feeds
+    two FMAs), then the more blocks. Measured (benchmarks/conv_variants.py, a 2-core Intel Xeon
+    Emerald Rapids, one thread, CPU time): ResNet-50's 3x3 64->64 at 56x56 and 128->128 at
+    28x28 ran 1.26-1.27x faster as 2 x 14 (28 sums) than as _loads_score's 4 x 4, its 3x3
+    512->512 at 7x7 1.39x as 2 x 7 than 1 x 7; but its 1x1 layers 0.7-1.0x, and two 1x1 in one
+    kernel (a fused shortcut) 0.43x."""
+    return vecs * wt, (vecs == 2, vecs)
 
 
 def _narrow_score(vecs: int, wt: int) -> Tuple[int, int]:
@@ -349,7 +368,9 @@ def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, w
         vecs, wt = SHORT_ROW_TILE
         plane = _plane_task(target, blocks // vecs, rows, cols)
         return NchwcChoice(vecs, wt, 1, None, outweighs, outside, plane=plane, blocks_outer=True)
-    vecs, wt = nchwc_tile(target, tileable, cols, width, taps=outside, max_vecs=_l2_blocks(target, s, group, width))
+    sums_first = target.options.cpu in TWO_ZMM_FMA_CPUS and _one_conv_with_taps(s, group)
+    vecs, wt = nchwc_tile(target, tileable, cols, width, taps=outside, max_vecs=_l2_blocks(target, s, group, width),
+                          sums_first=sums_first)
     rt = row_tile(target, rows[-1] if rows else 1, vecs, wt) if row_tiles else 1
     pointwise = _pointwise_blocks(target, s, group, blocks // vecs) if rt == 1 else None
     blocked_1x1 = not outside and _pointwise_blocked(target, s, group)
@@ -620,6 +641,16 @@ def _input_channels_outside(target: Target, s, group) -> bool:
             return False       # not a blocked input (rco, rh, rw, rci)
         taps = taps or any(static(r.dom.extent) > 1 for r in red[1:3])
     return taps
+
+
+def _one_conv_with_taps(s, group) -> bool:
+    """The kernel computes one convolution, over a blocked input (reductions rco, rh, rw, rci),
+    with taps (3x3)."""
+    from .schedules import static
+    if len(group.convs) != 1:
+        return False
+    red = s[group.convs[0]].op.reduce_axis
+    return len(red) == 4 and any((static(r.dom.extent) or 1) > 1 for r in red[1:3])
 
 
 def _divisor(n: int, most: int) -> int:

@@ -67,6 +67,36 @@ def test_avx512_tile_is_unchanged(blocks, cols, tile):
     assert nchwc_tile(AVX512, blocks, cols, 16) == tile
 
 
+@pytest.mark.parametrize("blocks, cols, tile", [(4, 56, (2, 14)), (8, 28, (2, 14)), (32, 7, (2, 7)),
+                                                (16, 14, (2, 14)), (1, 56, (1, 28)), (3, 13, (1, 13))])
+def test_sums_first_tile_takes_the_most_accumulators(blocks, cols, tile):
+    """A 3x3 kernel on two 512-bit FMA pipes (conv_schedules._sums_score): the most sums, ties
+    to two channel blocks; still within the register file beside its loads."""
+    vecs, wt = nchwc_tile(AVX512, blocks, cols, 16, sums_first=True)
+    assert (vecs, wt) == tile and vecs * wt + vecs + 1 <= 32
+
+
+@pytest.mark.parametrize("cpu, sums_first", [("emeraldrapids", True), ("znver4", False)])
+def test_3x3_tile_follows_the_fma_pipes(cpu, sums_first):
+    """A 3x3 64 -> 64 convolution at 56 x 56 into another takes 2 x 14 on an Intel Xeon
+    (TWO_ZMM_FMA_CPUS), 4 x 4 on Zen 4; both match eager where the host runs them. (The last
+    convolution, computed in its NCHW result's loops, keeps its own tile.)"""
+    from schedlang.target.llvm.cpus import why_not_runnable
+    from schedlang.target.llvm.jit import host_cpu
+    from schedlang.torch.conv_schedules import TWO_ZMM_FMA_CPUS
+    assert (cpu in TWO_ZMM_FMA_CPUS) == sums_first
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1)).eval()
+    x = torch.randn(1, 64, 56, 56)
+    target = sl.Target.create(f"llvm -mcpu={cpu}")
+    cm = st.compile(model, (x,), target=target)
+    tile = str(cm.ir("tile"))
+    assert f"alloc convolution_conv.local: f32[1, {2 if sums_first else 4}, 1, {14 if sums_first else 4}, 16]" in tile
+    if why_not_runnable(target.cpu, target.features, *host_cpu()) is None:
+        with torch.no_grad():
+            torch.testing.assert_close(cm(x), model(x), rtol=1e-4, atol=1e-4)
+
+
 class TwoConvs(nn.Module):
     """conv-bn-relu, then a second conv reading the blocked activation, with a residual."""
 
