@@ -11,7 +11,8 @@ Per kernel (a fuse.Group), on the CPU:
 - reduction outputs: parallel over the outputs; with few outputs and a long reduction, the
   reduction is split into parallel partial sums (rfactor) first;
 - matmul (and batch matmul), with its elementwise epilogue: a register tile per pair of
-  tile loops, the whole k loop inside it. B contiguous along the output columns, or packed
+  tile loops, the whole k loop inside it (K_UNROLL steps unrolled; a long one in blocks, a
+  column panel's tiles at a time: k_block). B contiguous along the output columns, or packed
   in [N / nr, K, nr] panels (a Linear's weight, packed once by the compiled module, see
   prepack.py): an mr x nr tile of vector accumulators (broadcast A, vector B), as
   benchmarks/sl_kernels.py's gemm_register_tiled (mr = register_rows, nr = panel_width columns:
