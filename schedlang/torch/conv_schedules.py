@@ -758,32 +758,11 @@ def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[
         else:
             rko, rki = cache.split(reduce_axes[0], factor=chunks[i])
             cache.reorder(cn, *rows, wco, rko, bo, rki, *reduce_axes[1:], *hci, wci, bi, clane)
-        first_split = (channels_outside and not plane and row_chunk > 1) or \
-            (not channels_outside and chunks is not None)      # reduce_axes[0] split into rko, rki
-        if len(reduce_axes) > 1:
-            _unroll_reduction(cache, reduce_axes[-1])
-        elif first_split:
-            _unroll_reduction(cache, rki)
-        elif not channels_outside:
-            _unroll_reduction(cache, reduce_axes[0])
         for h in hci:
             cache.unroll(h)
         cache.unroll(wci)
         cache.unroll(bi)
         cache.vectorize(clane)
-
-
-TILE_K_UNROLL = 4    # steps of a register tile's innermost reduction loop unrolled
-
-
-def _unroll_reduction(cache, axis) -> None:
-    """Unroll TILE_K_UNROLL steps of the reduction loop right outside a register tile, where
-    they divide its extent (schedules._unroll_k's rule for the matmul tile)."""
-    n = axis.dom.extent
-    n = n if isinstance(n, int) else getattr(n, "value", None)
-    if isinstance(n, int) and n > TILE_K_UNROLL and n % TILE_K_UNROLL == 0:
-        _, inner = cache.split(axis, factor=TILE_K_UNROLL)
-        cache.unroll(inner)
 
 
 def _row_vector(cols: Optional[int], lanes_: int) -> Optional[int]:
