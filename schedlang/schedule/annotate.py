@@ -13,6 +13,9 @@ UNROLL, VECTORIZE, PARALLEL, BIND = "unroll", "vectorize", "parallel", "bind"
 # Kernel IR and otherwise ignored, as TVM's codegen ignores the pragmas it does not know.
 PRAGMAS = {"auto_unroll_max_step": "unroll loops nested inside this one whose total trip count is at most the value",
            "unroll_explicit": "accepted for TVM compatibility; unrolling is always explicit here",
+           "unroll_count": "the CPU backend asks LLVM's loop unroller for this many copies of the loop's body "
+                           "(llvm.loop.unroll.count): cheaper to build than unroll() of a split, which copies "
+                           "the body in schedlang's own IR",
            "fast_math": "True lets the stage's float arithmetic be reassociated and contracted (fma), "
                          "as Target(fast_math=True) does for a whole build"}
 # The most copies of a loop body that unrolling may make, counting nested unrolled loops
@@ -174,6 +177,11 @@ class AnnotationPrimitives:
         if key == "auto_unroll_max_step":
             # any size: unroll_loops bounds the copies whatever the value
             value = self._require_positive("pragma", "auto_unroll_max_step", value, ivar, maximum=None)
+        if key == "unroll_count":
+            value = self._require_positive("pragma", "unroll_count", value, ivar, maximum=None)
+            if value > MAX_UNROLL:
+                raise ScheduleError("pragma", self.name, f"unroll_count is {value}, more than the limit of "
+                                    f"{MAX_UNROLL} copies (MAX_UNROLL)", axis=ivar.name)
         self._touch()
         self.pragmas.setdefault(ivar, []).append((key, value))
         self._record(steps.Pragma(self.name, ivar.name, key, value))

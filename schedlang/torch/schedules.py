@@ -545,9 +545,10 @@ def _vectorize_columns(stage, ji, width: int, lanes_: int) -> None:
 def k_block(mm, nr: int, tasks: Optional[int], target: Target) -> Optional[int]:
     """Steps of a block of the k loop, where a matmul's packed B panel of all k rows (k x nr
     floats) is over K_BLOCK_PANEL_BYTES and its column panels (tasks, with the batch) are
-    twice the threads or more (blocked, only they run in parallel): the largest divisor of k up to KC that K_UNROLL
-    divides (at least KC / 4); else None. Blocked, a panel's rows of one block stay in L2 as
-    every row tile passes over them, beside A's rows of that block (GotoBLAS's kc). Measured
+    twice the threads or more (blocked, only they run in parallel): the largest divisor of k
+    up to KC that K_UNROLL divides (at least KC / 4); else None. Blocked, a panel's rows of
+    one block stay in L2 as every row tile passes over them, beside A's rows of that block
+    (GotoBLAS's kc). Measured
     (a 6 x 64 tile alone, paired rounds, a 2-core Intel Xeon Emerald Rapids): 128 x 5632 x 2048
     1.21x (one thread) and 1.40x (two) with blocks of 512, 128 x 3072 x 768 1.03-1.04x, but
     128 x 2048 x 5632 (a 512 KB panel) 0.98x; AVX2's 6 x 16 tile (panels of 360 KB and less)
@@ -570,12 +571,11 @@ def _matmul_nn(s, anchor, matmuls, mr: int, nr: int, lanes_: int, target: Target
         (k,) = mm.op.reduce_axis
         io, ii = mm.split(i, factor=mr)
         jo, ji = mm.split(j, factor=nr)
-        run = k_run(s, mm)
         if kc:
             ko, ki = mm.split(k, factor=kc)
             mm.reorder(jo, ko, io, ki, ii, ji)
             k = ki
-        elif run is not None:
+        elif (run := k_run(s, mm)) is not None:
             # k split at A's runs: within one, A's index is affine in the inner k (no floordiv
             # and floormod per step). Measured (one Zen 1 core, CPU time, loaded, same process):
             # BERT's output projection 128 x 768 x 768 from the attention's [1, 12, 128, 64],

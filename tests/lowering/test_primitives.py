@@ -1,5 +1,7 @@
 """Every schedule primitive alone (and in small combinations) gives the reference's result,
 and shows up in the IR level where it should."""
+import re
+
 import numpy as np
 import pytest
 
@@ -198,6 +200,22 @@ def test_pragma_auto_unroll():
     kernel = sl.lower(s, [A, B, C], level="kernel")
     assert "for j" not in kernel          # the inner 4-trip loop was unrolled
     assert_matches_reference(s, [A, B, C])
+
+
+def test_pragma_unroll_count_is_llvm_loop_metadata():
+    """unroll_count leaves the loop whole in schedlang's IR and asks LLVM's unroller for its
+    copies (llvm.loop.unroll.count on the loop's latch); a trip count it does not divide
+    (13 by 4) keeps a remainder loop; both match the reference."""
+    A = sl.placeholder((6, 13), name="A")
+    k = sl.reduce_axis((0, 13), name="k")
+    B = sl.compute((6,), lambda i: sl.sum(A[i, k] * A[i, k], axis=k), name="B")
+    s = sl.create_schedule(B.op)
+    s[B].pragma(k, "unroll_count", 4)
+    assert "for k in 0..13:" in sl.lower(s, [A, B], level="kernel")
+    mod = assert_matches_reference(s, [A, B])
+    ll = mod.get_source("ll")
+    assert re.search(r"br i1 %\S+, label %\S+, label %\S+, !llvm.loop !(\d+)", ll), ll
+    assert '!{!"llvm.loop.unroll.count", i32 4}' in ll
 
 
 def test_multiple_outputs_and_intermediate_argument():

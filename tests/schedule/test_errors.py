@@ -486,6 +486,13 @@ def test_pragma_auto_unroll_max_step_without_a_positive_value():
     raises(lambda: s[C].pragma(s[C].op.axis[0], "auto_unroll_max_step", 0), "pragma", "C", "i")
 
 
+def test_pragma_unroll_count_not_a_positive_int_or_too_many_copies():
+    A, B, C, s = scheduled(chain)
+    raises(lambda: s[C].pragma(s[C].op.axis[0], "unroll_count", 0), "pragma", "C", "i")
+    raises(lambda: s[C].pragma(s[C].op.axis[0], "unroll_count", 2.5), "pragma", "C", "i")
+    raises(lambda: s[C].pragma(s[C].op.axis[0], "unroll_count", 4096), "pragma", "C", "i", says="MAX_UNROLL")
+
+
 # ---- looking stages and axes up ----------------------------------------------------------
 def test_index_the_schedule_with_a_tensor_not_in_it():
     A, B, C = chain()

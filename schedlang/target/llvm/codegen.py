@@ -50,10 +50,24 @@ class ModuleState:
     functions: List[str] = field(default_factory=list)
     buffer_names: List[str] = field(default_factory=list)       # bounds-check reports name buffers by id
     streaming: FrozenSet[Buffer] = frozenset()                 # stored non-temporally where aligned (streaming.py)
+    loop_ids: List[int] = field(default_factory=list)          # unroll counts of the !llvm.loop nodes (loop_id)
 
     @property
     def bounds_check(self) -> bool:
         return self.target.bounds_check
+
+    def loop_id(self, unroll_count: int) -> str:
+        """A loop ID node asking LLVM's unroller for unroll_count copies of a loop's body
+        (the O3 pipeline unrolls only such loops: jit.optimize turns its own choice off)."""
+        self.loop_ids.append(unroll_count)
+        return f"!{2 * (len(self.loop_ids) - 1)}"
+
+    def loop_metadata(self) -> List[str]:
+        lines = []
+        for i, count in enumerate(self.loop_ids):
+            lines += [f"!{2 * i} = distinct !{{!{2 * i}, !{2 * i + 1}}}",
+                      f'!{2 * i + 1} = !{{!"llvm.loop.unroll.count", i32 {count}}}']
+        return lines
 
     def buffer_id(self, buffer: Buffer) -> int:
         if buffer.name not in self.buffer_names:
@@ -191,14 +205,16 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         if s.kind == PARALLEL:
             self.parallel_for(s)
         elif s.kind == SERIAL and isinstance(s.extent, Expr):    # a symbolic trip count may be 0
-            self.loop(s.var, "0", self.expr(s.extent), s.body, constant=False)
+            self.loop(s.var, "0", self.expr(s.extent), s.body, constant=False, pragmas=s.pragmas)
         elif s.kind == SERIAL:
-            self.loop(s.var, "0", str(s.extent), s.body, constant=True, extent=s.extent)
+            self.loop(s.var, "0", str(s.extent), s.body, constant=True, extent=s.extent, pragmas=s.pragmas)
         else:
             raise InternalError(f"loop kind '{s.kind}' reached the LLVM renderer; Kernel IR only has serial and parallel loops")
 
-    def loop(self, var: Var, begin: str, end: str, body: Stmt, constant: bool, extent: Optional[int] = None) -> None:
-        """A rotated loop: for var in begin..end (a range within 0..extent when extent is given)."""
+    def loop(self, var: Var, begin: str, end: str, body: Stmt, constant: bool, extent: Optional[int] = None,
+             pragmas: Tuple = ()) -> None:
+        """A rotated loop: for var in begin..end (a range within 0..extent when extent is given);
+        an "unroll_count" pragma becomes its latch's !llvm.loop node."""
         ty = compute_type(var.dtype)
         head, exit_l = self.fn.label(f"{var.name}.loop"), self.fn.label(f"{var.name}.exit")
         pre = self.fn.block
@@ -217,7 +233,9 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
             self.stmt(body)
         nxt = self.fn.emit(f"add nsw {ty} {value}, 1", var.name + ".next")
         more = self.fn.emit(f"icmp slt {ty} {nxt}, {end}", "more")
-        self.fn.do(f"br i1 {more}, label %{head}, label %{exit_l}")
+        count = dict(pragmas).get("unroll_count")
+        loop_md = f", !llvm.loop {self.module.loop_id(count)}" if count else ""
+        self.fn.do(f"br i1 {more}, label %{head}, label %{exit_l}{loop_md}")
         self.fn.lines[phi_at] = f"  {value} = phi {ty} [ {begin}, %{pre} ], [ {nxt}, %{self.fn.block} ]"
         self.fn.start_block(exit_l)
         if saved is None:
@@ -517,4 +535,5 @@ def module_text(module: ModuleState, name: str, triple: str, datalayout: str, fu
     parts += list(module.definitions.values())
     parts += functions
     parts.append(f"attributes #0 = {{ nounwind {' '.join(attrs)} }}")
+    parts += module.loop_metadata()
     return "\n".join(parts) + "\n"
