@@ -639,7 +639,7 @@ def _input_channels_outside(target: Target, s, group) -> bool:
         red = s[conv].op.reduce_axis
         if len(red) != 4 or any(static(r.dom.extent) is None for r in red):
             return False       # not a blocked input (rco, rh, rw, rci)
-        taps = taps or any(static(r.dom.extent) > 1 for r in red[1:3])
+        taps = taps or _taps(red)
     return taps
 
 
