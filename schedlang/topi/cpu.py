@@ -61,8 +61,9 @@ def schedule_matmul_register_tiled(s, C, mr: int = 4, k_unroll: int = 4):
     """A BLAS-style micro-kernel on the output of `nn.matmul_packed`: an mr x bn write-cache
     tile per (xo, yo) (bn: the panel width) with the whole k loop outside the fully unrolled
     tile, so its mr * bn / lanes accumulators stay in registers (4 x 16 float32: 8 AVX2 or 4
-    AVX-512 registers), k_unroll steps of the k loop unrolled where they divide it (as BLIS's
-    kernels do); tile rows and panels in parallel."""
+    AVX-512 registers), k_unroll copies of the k step where they divide the k loop (as BLIS's
+    kernels do; made by LLVM's unroller: the "unroll_count" pragma); tile rows and panels in
+    parallel."""
     packed = _packing(C, "schedule_matmul_register_tiled")
     CC = s.cache_write(C, "global")
     xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], mr, packed.shape[2])
@@ -72,8 +73,7 @@ def schedule_matmul_register_tiled(s, C, mr: int = 4, k_unroll: int = 4):
     s[CC].reorder(k, xc, yc)
     extent = k.dom.extent
     if k_unroll > 1 and isinstance(extent, int) and extent > k_unroll and extent % k_unroll == 0:
-        ko, ku = s[CC].split(k, factor=k_unroll)
-        s[CC].unroll(ku)
+        s[CC].pragma(k, "unroll_count", k_unroll)    # LLVM's unroller makes the copies
     s[CC].unroll(xc)
     s[CC].vectorize(yc)
     s[C].parallel(xo)

@@ -593,15 +593,16 @@ def _matmul_nn(s, anchor, matmuls, mr: int, nr: int, lanes_: int, target: Target
 
 
 def _unroll_k(mm, k) -> None:
-    """Unroll K_UNROLL steps of a register tile's k loop where they divide its extent (BLIS's
-    sgemm kernels unroll k by 4 too). Measured (an nn.Linear's kernel alone, 6 x 64 tile, both
-    ways in one process, paired rounds, a 2-core Intel Xeon Emerald Rapids): 1.05-1.12x at
-    128 x 768 x 3072 and 1.08x at 128 x 768 x 768 on one core, 1.09x at 128 x 2048 x 5632 on
-    two; the AVX2 6 x 16 tile 1.10-1.16x on the same machine."""
+    """K_UNROLL copies of a register tile's k step where they divide the k loop's extent (BLIS's
+    sgemm kernels unroll k by 4 too), made by LLVM's unroller (the "unroll_count" pragma), not
+    by a split unrolled in schedlang's IR, whose copies every later pass and the LLVM text
+    carry. Measured (an nn.Linear's kernel alone, 6 x 64 tile, both ways in one process, paired
+    rounds, a 2-core Intel Xeon Emerald Rapids): 1.05-1.12x at 128 x 768 x 3072 and 1.08x at
+    128 x 768 x 768 on one core, 1.09x at 128 x 2048 x 5632 on two; the AVX2 6 x 16 tile
+    1.10-1.16x on the same machine."""
     n = static(_extent(k))
     if n is not None and n > K_UNROLL and n % K_UNROLL == 0:
-        ko, ku = mm.split(k, factor=K_UNROLL)
-        mm.unroll(ku)
+        mm.pragma(k, "unroll_count", K_UNROLL)
 
 
 def _k_vector(k, lanes_: int) -> int:
