@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..expr.nodes import Buffer
 from ..loop.nodes import SERIAL, For, Let, Store
-from ..loop.printer import INDENT, StmtPrinter, buffer_decl
+from ..loop.printer import INDENT, StmtPrinter, buffer_decl, pragma_value
 from .nodes import Kernel, KernelModule, LaunchKind
 
 
@@ -13,7 +13,7 @@ class KernelPrinter(StmtPrinter):
 
     def loop(self, s: For) -> str:
         keyword = "for" if s.kind == SERIAL else s.kind
-        return f"{keyword} {s.var.name} in 0..{s.extent}:" + "".join(f"  # {k}: {v}" for k, v in s.pragmas)
+        return f"{keyword} {s.var.name} in 0..{s.extent}:" + "".join(f"  # {k}: {pragma_value(k, v)}" for k, v in s.pragmas)
 
     def store(self, s: Store) -> str:
         note = f"   # {s.value.dtype.short}" if s.value.dtype.lanes > 1 else ""

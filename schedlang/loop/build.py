@@ -21,7 +21,7 @@ from ..schedule.annotate import BIND, PARALLEL, UNROLL, VECTORIZE
 from ..tensor.axis import REDUCE, IterVar
 from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.reduce import Reduce
-from .nodes import (BOUND, PARALLEL as K_PARALLEL, SERIAL, UNROLLED, VECTORIZED, Allocate, For, Func,
+from .nodes import (BOUND, PARALLEL as K_PARALLEL, PREFETCH, SERIAL, UNROLLED, VECTORIZED, Allocate, For, Func,
                     IfThen, Let, StageNest, Stmt, Store, seq)
 from .plan import Program, StagePlan
 from .shared_nests import SharedNests
@@ -276,7 +276,13 @@ class _FuncBuilder:
         ann = plan.annotation(a)
         kind = _KIND[ann.kind] if ann is not None else SERIAL
         return For(a.var, self.extents[plan.name][a], body, kind, ann.thread_tag if ann is not None else "",
-                   plan.pragmas_of(a) + self.double_buffers_at(plan, a, attach))
+                   self.pragmas(plan, a) + self.double_buffers_at(plan, a, attach))
+
+    def pragmas(self, plan: StagePlan, a: IterVar) -> Tuple:
+        """Loop a's pragmas, a prefetch's tensor name replaced by its buffer (so that kernels
+        that differ only in their buffers still share code: kernel/dedup.py renames it)."""
+        return tuple((k, (self.buffers[v[0]], v[1])) if k == PREFETCH and v[0] in self.buffers else (k, v)
+                     for k, v in plan.pragmas_of(a))
 
     def double_buffers_at(self, plan: StagePlan, a: IterVar, attach: bool) -> Tuple:
         """("double_buffer_scope", buffer name) for each double-buffered stage computed at loop a

@@ -13,6 +13,8 @@ from typing import Optional, Tuple
 from ..expr.nodes import Buffer, Expr, Var
 
 SERIAL, UNROLLED, VECTORIZED, PARALLEL, BOUND = "serial", "unrolled", "vectorized", "parallel", "bound"
+# The loop pragma Stage.prefetch leaves: its value is (buffer name, iterations ahead).
+PREFETCH = "prefetch"
 
 
 class Stmt:

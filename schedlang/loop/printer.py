@@ -4,10 +4,18 @@ from __future__ import annotations
 from typing import List
 
 from ..expr.nodes import Buffer
-from .nodes import (SERIAL, Allocate, Barrier, CallPacked, Evaluate, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store,
+from .nodes import (PREFETCH, SERIAL, Allocate, Barrier, CallPacked, Evaluate, For, Func, IfThen, Let, Seq, StageNest, Stmt, Store,
                     ThreadAllReduce)
 
 INDENT = "  "
+
+
+def pragma_value(key: str, value) -> str:
+    """A loop pragma's value as printed: Stage.prefetch's (buffer, offset) as "buffer +offset"."""
+    if key == PREFETCH:
+        buffer, offset = value
+        return f"{getattr(buffer, 'name', buffer)} +{offset}"
+    return str(value)
 
 
 def buffer_decl(b: Buffer) -> str:
@@ -56,7 +64,7 @@ class StmtPrinter:
 
     def loop(self, s: For) -> str:
         keyword = f"bound[{s.thread_tag}]" if s.thread_tag else "for" if s.kind == SERIAL else s.kind
-        return f"{keyword} {s.var.name} in 0..{s.extent}:" + "".join(f"  # pragma {k}={v}" for k, v in s.pragmas)
+        return f"{keyword} {s.var.name} in 0..{s.extent}:" + "".join(f"  # pragma {k}={pragma_value(k, v)}" for k, v in s.pragmas)
 
     def store(self, s: Store) -> str:
         guard = f"  if {s.predicate}" if s.predicate is not None else ""

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from ..errors import ScheduleError
 from ..expr.nodes import as_expr
+from ..loop.nodes import PREFETCH
 from ..tensor.axis import DATA_PAR, REDUCE, THREAD, IterVar
 from . import steps
 
@@ -155,6 +156,26 @@ class AnnotationPrimitives:
         self._touch()                        # undone with the rest (Schedule.all_or_nothing, undo)
         self.store_predicate = predicate     # not a step: an expression has no JSON form (see build_key)
 
+    def prefetch(self, tensor, ivar: IterVar, offset: int) -> None:
+        """Prefetch, at the top of each iteration of ivar's loop, what the iteration offset
+        iterations later reads from tensor (one of the stage's inputs, or its name), as TVM's
+        Stage.prefetch. The CPU backend emits a prefetch into L1 (x86's prefetcht0) per cache
+        line of each contiguous read of the tensor whose address is known at the top of the
+        loop's body (target/llvm/prefetch.py); other backends ignore it. A prefetch is a hint
+        that never faults: the last offset iterations prefetch past what the loop reads."""
+        self._require_schedulable("prefetch")
+        self._require_leaf("prefetch", ivar)
+        names = [t.name for t in self.op.input_tensors]
+        name = tensor if isinstance(tensor, str) else getattr(tensor, "name", None)
+        if name not in names:
+            raise ScheduleError("prefetch", self.name, f"{tensor!r} is not a tensor the stage reads",
+                                axis=ivar.name, choices=names,
+                                hint="prefetch one of the stage's inputs (after cache_read, the cache stage)")
+        offset = self._require_positive("prefetch", "offset", offset, ivar)
+        self._touch()
+        self.pragmas.setdefault(ivar, []).append((PREFETCH, (name, offset)))
+        self._record(steps.Prefetch(self.name, ivar.name, name, offset))
+
     def pragma(self, ivar: IterVar, key: str, value=None) -> None:
         """Attach a pragma `key` (with an optional value) to a loop, as TVM's Stage.pragma.
 
@@ -167,6 +188,11 @@ class AnnotationPrimitives:
             return self.unroll(ivar)
         if key == "vectorize":
             return self.vectorize(ivar)
+        if key == PREFETCH:       # what prefetch() leaves on a loop (moved with it by a fuse)
+            if isinstance(value, tuple) and len(value) == 2:
+                return self.prefetch(value[0], ivar, value[1])
+            raise ScheduleError("pragma", self.name, f"the pragma {PREFETCH!r} is made by Stage.prefetch",
+                                axis=ivar.name, hint=f"s[{self.name}].prefetch(tensor, axis, offset)")
         if not isinstance(key, str) or not key:
             raise ScheduleError("pragma", self.name, f"the pragma key must be a non-empty string, got {key!r}",
                                 axis=ivar.name, hint=f"known keys: {', '.join(sorted(PRAGMAS))}")

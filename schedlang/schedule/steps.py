@@ -350,6 +350,22 @@ class Pragma(Step):
         return f"s[{self.stage!r}].pragma({names.get(self.stage, self.axis)}, {self.key!r}, {self.value!r})"
 
 
+@dataclass(frozen=True)
+class Prefetch(Step):
+    primitive: ClassVar[str] = "prefetch"
+    stage: str
+    axis: str
+    tensor: str
+    offset: int
+
+    def apply(self, s):
+        st = s[self.stage]
+        st.prefetch(self.tensor, st.axis(self.axis), self.offset)
+
+    def to_python(self, names):
+        return f"s[{self.stage!r}].prefetch({self.tensor!r}, {names.get(self.stage, self.axis)}, {self.offset!r})"
+
+
 class PythonNames:
     """Python variable names for axes while printing a step list; root axes are fetched
     from `s[stage].op.axis` / `.op.reduce_axis` the first time a step uses them."""

@@ -57,13 +57,13 @@ def schedule_matmul_cached(s, C, tile=(16, 16), k_factor: int = 4, scope: str = 
     return s
 
 
-def schedule_matmul_register_tiled(s, C, mr: int = 4, k_unroll: int = 4):
+def schedule_matmul_register_tiled(s, C, mr: int = 4, k_unroll: int = 4, prefetch: int = 16):
     """A BLAS-style micro-kernel on the output of `nn.matmul_packed`: an mr x bn write-cache
     tile per (xo, yo) (bn: the panel width) with the whole k loop outside the fully unrolled
     tile, so its mr * bn / lanes accumulators stay in registers (4 x 16 float32: 8 AVX2 or 4
     AVX-512 registers), k_unroll copies of the k step where they divide the k loop (as BLIS's
-    kernels do; made by LLVM's unroller: the "unroll_count" pragma); tile rows and panels in
-    parallel."""
+    kernels do; made by LLVM's unroller: the "unroll_count" pragma), B's panel row `prefetch`
+    k steps ahead prefetched at each step (0: none); tile rows and panels in parallel."""
     packed = _packing(C, "schedule_matmul_register_tiled")
     CC = s.cache_write(C, "global")
     xo, yo, xi, yi = s[C].tile(C.op.axis[0], C.op.axis[1], mr, packed.shape[2])
@@ -74,6 +74,8 @@ def schedule_matmul_register_tiled(s, C, mr: int = 4, k_unroll: int = 4):
     extent = k.dom.extent
     if k_unroll > 1 and isinstance(extent, int) and extent > k_unroll and extent % k_unroll == 0:
         s[CC].pragma(k, "unroll_count", k_unroll)    # LLVM's unroller makes the copies
+    if prefetch:
+        s[CC].prefetch(packed, k, prefetch)
     s[CC].unroll(xc)
     s[CC].vectorize(yc)
     s[C].parallel(xo)

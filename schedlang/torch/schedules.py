@@ -58,6 +58,7 @@ MR_MAX = 8               # the most rows of one
 NR = 16                  # columns of a matmul register tile, at least one native vector
 NR_VECTORS = 2           # native vectors across a register tile where NR is narrower
 WIDE_FILE_VECTORS = 4    # ... with 32 vector registers, where the output is that wide (panel_width)
+PREFETCH_AHEAD = 16      # k steps ahead that a packed B panel's rows are prefetched (_prefetch_panel)
 K_UNROLL = 4             # steps of a register tile's k loop unrolled (where they divide it)
 KC = 512                 # k steps of a block of a long reduction (k_block) ...
 K_BLOCK_PANEL_BYTES = 512 * 1024   # ... where a packed B panel of all k rows is larger
@@ -586,6 +587,7 @@ def _matmul_nn(s, anchor, matmuls, mr: int, nr: int, lanes_: int, target: Target
         else:
             mm.reorder(io, jo, k, ii, ji)
         _unroll_k(mm, k)
+        _prefetch_panel(s, mm, k)
         mm.unroll(ii)
         _vectorize_columns(mm, ji, nr, lanes_)
     _vectorize_columns(anchor, yi, nr, lanes_)
@@ -603,6 +605,25 @@ def _unroll_k(mm, k) -> None:
     n = static(_extent(k))
     if n is not None and n > K_UNROLL and n % K_UNROLL == 0:
         mm.pragma(k, "unroll_count", K_UNROLL)
+
+
+def _prefetch_panel(s: Schedule, mm, k) -> None:
+    """Prefetch the packed B panel's row PREFETCH_AHEAD k steps ahead (its nr floats, a cache
+    line per 16) at each step of a register tile's k loop, as BLAS micro-kernels do: the panel
+    is read from L2 (or, in a model, L3) once per row tile, and the hardware prefetchers alone
+    leave the loop short of B's rows. Measured (a 2-core Intel Xeon Emerald Rapids, both
+    schedules in one process, paired rounds): one thread, Linear 128 x 768 x 3072, 3072 x 768,
+    2048 x 5632 and 5632 x 2048 1.02-1.04x (8 to 64 steps ahead alike); stacks of Linears whose
+    weights come from L3, as in a model: 24 x (768 x 768) twice 1.017x on two threads and
+    1.034x on one, Llama's MLP shapes 1.039x, BERT's 72 Linears 1.014x (two threads); a lone
+    128 x 768 x 768 kept in L2, two threads, 0.94-0.98x. gcc-built C kernels of the same tile:
+    1.05-1.09x."""
+    if packed_width(s, mm) is None:
+        return
+    j = mm.op.axis[-1].var
+    for read in matmul_operands(mm.op.body.source[0]):
+        if any(uses_var(i, j) for i in read.indices) and read.tensor.name in {t.name for t in mm.op.input_tensors}:
+            mm.prefetch(read.tensor, k, PREFETCH_AHEAD)
 
 
 def _k_vector(k, lanes_: int) -> int:

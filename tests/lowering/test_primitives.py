@@ -218,6 +218,40 @@ def test_pragma_unroll_count_is_llvm_loop_metadata():
     assert '!{!"llvm.loop.unroll.count", i32 4}' in ll
 
 
+def test_prefetch_emits_a_prefetch_per_cache_line_ahead():
+    """prefetch(B, k, 16) on a k loop reading a 32-float row of B (two cache lines) and a
+    scalar of A: two prefetches of B's row 16 steps ahead at the top of each k step (A's read
+    is not asked for); none past the loop's own reads changes a result, the last 16 steps
+    included, whose prefetches fall past B."""
+    A, B, C = programs.gemm(5, 32, 20)
+    s = sl.create_schedule(C.op)
+    i, j = s[C].op.axis
+    (k,) = s[C].op.reduce_axis
+    s[C].reorder(i, k, j)
+    s[C].vectorize(j)
+    s[C].prefetch(B, k, 16)
+    assert "for k in 0..20:  # prefetch: B +16" in sl.lower(s, [A, B, C], level="kernel")
+    mod = assert_matches_reference(s, [A, B, C])
+    ll = mod.get_source("ll")
+    body = ll[ll.index("k.loop"):]
+    calls = re.findall(r"call void @llvm.prefetch.p0\(ptr (%\S+), i32 0, i32 3, i32 1\)", body)
+    assert len(calls) == 2, ll
+    asm = mod.get_source("asm")
+    assert asm.count("prefetcht0") == 2, asm
+
+
+def test_prefetch_of_reads_inside_a_nested_loop_is_skipped():
+    """A read whose index uses a loop inside the prefetched one has no address at the top of
+    its body: nothing is prefetched, and the result is unchanged."""
+    A = sl.placeholder((8, 12), name="A")
+    k = sl.reduce_axis((0, 12), name="k")
+    B = sl.compute((8,), lambda i: sl.sum(A[i, k], axis=k), name="B")
+    s = sl.create_schedule(B.op)
+    s[B].prefetch(A, B.op.axis[0], 2)
+    mod = assert_matches_reference(s, [A, B])
+    assert "llvm.prefetch" not in mod.get_source("ll")
+
+
 def test_multiple_outputs_and_intermediate_argument():
     A = sl.placeholder((6, 7), name="A")
     T = sl.compute((6, 7), lambda i, j: A[i, j] * 2.0, name="T")

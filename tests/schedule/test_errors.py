@@ -493,6 +493,19 @@ def test_pragma_unroll_count_not_a_positive_int_or_too_many_copies():
     raises(lambda: s[C].pragma(s[C].op.axis[0], "unroll_count", 4096), "pragma", "C", "i", says="MAX_UNROLL")
 
 
+def test_prefetch_of_a_tensor_the_stage_does_not_read_or_a_bad_offset():
+    A, B, C, s = scheduled(chain)
+    i, j = s[C].op.axis
+    raises(lambda: s[C].prefetch(A, i, 4), "prefetch", "C", "i", choices=["B"], hint=True,
+           says="not a tensor the stage reads")
+    raises(lambda: s[C].prefetch("D", i, 4), "prefetch", "C", "i", choices=["B"])
+    raises(lambda: s[C].prefetch(B, i, 0), "prefetch", "C", "i", says="offset")
+    raises(lambda: s[C].prefetch(B, i, 1.5), "prefetch", "C", "i", says="offset")
+    s[C].split(i, factor=2)
+    raises(lambda: s[C].prefetch(B, i, 2), "prefetch", "C", "i", says="was split")
+    raises(lambda: s[C].pragma(j, "prefetch", "B"), "pragma", "C", "j", hint=True, says="Stage.prefetch")
+
+
 # ---- looking stages and axes up ----------------------------------------------------------
 def test_index_the_schedule_with_a_tensor_not_in_it():
     A, B, C = chain()

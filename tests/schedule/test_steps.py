@@ -110,7 +110,7 @@ def fuse_bind():
 
 
 def misc():
-    """nparts split, fused reduction axes, compute_at undone by compute_root."""
+    """nparts split, fused reduction axes, compute_at undone by compute_root, a prefetch."""
     A = sl.placeholder((4, 8, 6), name="A")
     r = sl.reduce_axis((0, 8), name="r")
     q = sl.reduce_axis((0, 6), name="q")
@@ -124,6 +124,7 @@ def misc():
         s[B].compute_root()
         s[B].fuse(s[B].op.axis[1], s[B].op.axis[2])
         s[C].unroll(ri)
+        s[C].prefetch(B, ro, 1)
 
     return [A, C], [C.op], schedule, "llvm"
 

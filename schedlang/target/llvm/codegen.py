@@ -22,13 +22,14 @@ from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...kernel.sizes import buffer_exprs
 from ...limits import INT32_MAX
 from ...loop.functor import buffers_used, stmt_exprs, walk_stmts
-from ...loop.nodes import PARALLEL, SERIAL, Allocate, Barrier, CallPacked, Evaluate, For, IfThen, Let, Seq, Stmt, Store
+from ...loop.nodes import PARALLEL, PREFETCH, SERIAL, Allocate, Barrier, CallPacked, Evaluate, For, IfThen, Let, Seq, Stmt, Store
 from ..target import Target
 from . import packed
 from .builder import FunctionText
 from .emit_expr import ExprEmitter
 from .forksafe import SERIAL_FLAG
 from .memory import OOB_GLOBALS, MemoryEmitter
+from .prefetch import emit_prefetches
 from .streaming import SFENCE, streaming_buffers
 from .status import OOB_REPORT, STATUS, emit_alloc_failed
 from .types import compute_type, scalar_memory
@@ -230,6 +231,9 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         saved = self.env.get(var)
         self.env[var] = value
         with self.index_ranges.loop(var, extent):      # no range where extent is None
+            for key, ahead in pragmas:
+                if key == PREFETCH:
+                    emit_prefetches(self, body, var, *ahead)
             self.stmt(body)
         nxt = self.fn.emit(f"add nsw {ty} {value}, 1", var.name + ".next")
         more = self.fn.emit(f"icmp slt {ty} {nxt}, {end}", "more")
