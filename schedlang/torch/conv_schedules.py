@@ -756,7 +756,7 @@ def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[
             cache.reorder(cn, *rows, wco, rko, bo, rki, *reduce_axes[1:], *hci, wci, bi, clane)
         if len(caches) == 1 and _taps(reduce_axes):
             _unroll_reduction(cache, reduce_axes[-1])
-        _prefetch_weights(cache, reduce_axes[-1])
+        _prefetch_weights(cache, reduce_axes[-1], clane)
         for h in hci:
             cache.unroll(h)
         cache.unroll(wci)
@@ -790,15 +790,24 @@ def _unroll_reduction(cache, axis) -> None:
 
 
 TILE_PREFETCH_AHEAD = 16   # steps of a tile's innermost reduction that its weights are prefetched ahead
+LINE_BYTES = 64            # a cache line: the least of a weight vector that is prefetched
 
 
-def _prefetch_weights(cache, axis) -> None:
+def _prefetch_weights(cache, axis, lane) -> None:
     """Prefetch the weights a register tile reads TILE_PREFETCH_AHEAD steps of its innermost
-    reduction ahead (as the matmul tile's packed B panel: schedules._prefetch_panel). Measured
+    reduction ahead (as the matmul tile's packed B panel: schedules._prefetch_panel), where a
+    block's weight vector (lane: its channels) is a cache line or more. Measured
     (benchmarks/conv_layer_ab.py beside 4a84646, a 2-core Intel Xeon Emerald Rapids, one
     thread, CPU time): ResNet-50's convs 73.0 -> 66.6 ms (its 3x3 512->512 7x7 0.72-0.78x, the
     weight-heavy 1x1s at 7x7 0.87-0.96x; now 1.00x oneDNN's prepacked), the whole model 66.4 ->
-    63.7; ResNet-18's convs 28.5 -> 27.5 and 29.2 -> 28.0; MobileNetV2's 11.7 -> 11.6."""
+    63.7; ResNet-18's convs 28.5 -> 27.5 and 29.2 -> 28.0; MobileNetV2's 11.7 -> 11.6. With
+    AVX2's 8-lane blocks (half a line a step: each line prefetched twice, in tiles whose loads
+    already bound them) ResNet-50's convs went 80.6 -> 81.8 ms on the same machine (its 7x7
+    1x1 kernels 1.27x slower), so those are left to the hardware prefetchers."""
+    from .schedules import static
+    n = static(lane.dom.extent)
+    if n is None or n * cache.op.output_dtype(0).bits // 8 < LINE_BYTES:
+        return
     batch = cache.op.axis[0].var
     for t in cache.op.input_tensors:
         reads = [r for r in walk(cache.op.body.source[0]) if isinstance(r, TensorRead) and r.tensor == t]
