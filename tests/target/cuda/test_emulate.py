@@ -32,6 +32,17 @@ def test_tiled_gemm_with_a_local_accumulator():
     assert "__launch_bounds__(128)" in src
 
 
+def test_prefetch_is_ignored_by_the_cuda_backend():
+    """A schedule with Stage.prefetch (the CPU backend's hint) builds for cuda and computes
+    the same as without it; the CUDA C has no trace of it."""
+    s, args = schedules.tiled_gemm()
+    A, B, C = args
+    local = [st for st in s.stages if st.name == "C.local"][0]
+    local.prefetch(B, local.op.reduce_axis[0], 4)
+    mod = emulate_and_check(s, args)
+    assert "prefetch" not in mod.get_source("cuda")
+
+
 def test_row_sum_one_row_a_thread():
     emulate_and_check(*schedules.row_sum())
 
