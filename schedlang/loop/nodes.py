@@ -13,7 +13,8 @@ from typing import Optional, Tuple
 from ..expr.nodes import Buffer, Expr, Var
 
 SERIAL, UNROLLED, VECTORIZED, PARALLEL, BOUND = "serial", "unrolled", "vectorized", "parallel", "bound"
-# The loop pragma Stage.prefetch leaves: its value is (buffer name, iterations ahead).
+# The loop pragma Stage.prefetch leaves: its value is (tensor name, iterations ahead) on a
+# stage, (the tensor's Buffer, iterations ahead) on a loop of Loop IR and below (loop/build.py).
 PREFETCH = "prefetch"
 
 

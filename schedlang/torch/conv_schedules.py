@@ -664,17 +664,21 @@ def _input_outweighs_weights(s, group) -> bool:
     from .schedules import _product
     inputs = weights = 0
     for conv in group.convs:
-        batch = conv.op.axis[0].var
         for t in conv.op.input_tensors:
-            reads = [r for r in walk(conv.op.body.source[0]) if isinstance(r, TensorRead) and r.tensor == t]
             size = _product(t.shape)
             if size is None:
                 return False
-            if any(r.indices[0] is batch for r in reads):
-                inputs += size
-            else:
+            if _is_weight(conv.op, t):
                 weights += size
+            else:
+                inputs += size
     return inputs > weights
+
+
+def _is_weight(op, t) -> bool:
+    """Whether the convolution op reads tensor t without its batch index (a weight or a bias)."""
+    batch = op.axis[0].var
+    return not any(r.indices[0] is batch for r in walk(op.body.source[0]) if isinstance(r, TensorRead) and r.tensor == t)
 
 
 def _local_sums(s, group, prepare=None) -> list:
@@ -808,10 +812,8 @@ def _prefetch_weights(cache, axis, lane) -> None:
     n = static(lane.dom.extent)
     if n is None or n * cache.op.output_dtype(0).bits // 8 < LINE_BYTES:
         return
-    batch = cache.op.axis[0].var
     for t in cache.op.input_tensors:
-        reads = [r for r in walk(cache.op.body.source[0]) if isinstance(r, TensorRead) and r.tensor == t]
-        if reads and not any(r.indices[0] is batch for r in reads):
+        if _is_weight(cache.op, t):
             cache.prefetch(t, axis, TILE_PREFETCH_AHEAD)
 
 

@@ -14,21 +14,21 @@ poison), as TVM's prefetch does.
 """
 from __future__ import annotations
 
-from typing import List
+from typing import List, Tuple
 
 from ...expr.functor import free_vars, substitute, walk
-from ...expr.nodes import Const, Expr, Load, Ramp, Var
+from ...expr.nodes import Buffer, Const, Expr, Load, Ramp, Var
 from ...loop.functor import stmt_exprs, walk_stmts
 from .types import compute_type, scalar_memory
 
 LINE_BYTES = 64
-PREFETCH = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)"
+DECLARE = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)"
 
 
-def reads_ahead(body, var: Var, buffer_name: str, offset: int, bound) -> List[Expr]:
-    """The distinct scalar indices, offset iterations of var ahead, of the first element of
-    every cache line that body's reads of buffer_name touch; bound(v): whether a variable has
-    a value at the top of the body."""
+def reads_ahead(body, var: Var, buffer_name: str, offset: int, bound) -> List[Tuple[Buffer, Expr]]:
+    """(buffer, index) of the first element of every cache line that body's reads of
+    buffer_name touch, offset iterations of var ahead, each index once; bound(v): whether a
+    variable has a value at the top of the body."""
     ahead, seen, walked = [], set(), set()
     shift = {var: var + Const(offset, var.dtype)}
     for s in walk_stmts(body):
@@ -69,5 +69,5 @@ def emit_prefetches(em, body, var: Var, buffer, offset: int) -> None:
         if index.dtype.bits != 64:
             i = em.fn.emit(f"sext {compute_type(index.dtype)} {i} to i64", "pf.idx")
         addr = em.fn.emit(f"getelementptr {scalar_memory(buffer.dtype)}, ptr {em.ptrs[buffer]}, i64 {i}", "pf.addr")
-        em.declare(PREFETCH)
+        em.declare(DECLARE)
         em.fn.do(f"call void @llvm.prefetch.p0(ptr {addr}, i32 0, i32 3, i32 1)")
