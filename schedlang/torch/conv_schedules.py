@@ -787,10 +787,8 @@ def _unroll_reduction(cache, axis) -> None:
     7.9 s: the copies rendered and optimised as IR); by LLVM's unroller, ResNet-18's 34.2 ->
     31.0 ms, ResNet-50's 69.4 -> 68.3, for 1.16-1.23x the build's CPU time, hence 3x3 kernels
     of one convolution only (ResNet-50's are mostly 1x1)."""
-    from .schedules import static
-    n = static(axis.dom.extent)
-    if n is not None and n > TILE_K_UNROLL and n % TILE_K_UNROLL == 0:
-        cache.pragma(axis, "unroll_count", TILE_K_UNROLL)
+    from .schedules import unroll_by_llvm
+    unroll_by_llvm(cache, axis, TILE_K_UNROLL)
 
 
 TILE_PREFETCH_AHEAD = 16   # steps of a tile's innermost reduction that its weights are prefetched ahead

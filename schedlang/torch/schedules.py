@@ -594,6 +594,14 @@ def _matmul_nn(s, anchor, matmuls, mr: int, nr: int, lanes_: int, target: Target
     anchor.parallel(_fuse(anchor, batch + ([yo] if kc else [yo, xo])))
 
 
+def unroll_by_llvm(stage, axis, copies: int) -> None:
+    """Ask LLVM's unroller for copies of axis's loop body (the "unroll_count" pragma) where they
+    divide its static extent; otherwise leave the loop as it is."""
+    n = static(_extent(axis))
+    if n is not None and n > copies and n % copies == 0:
+        stage.pragma(axis, "unroll_count", copies)
+
+
 def _unroll_k(mm, k) -> None:
     """K_UNROLL copies of a register tile's k step where they divide the k loop's extent (BLIS's
     sgemm kernels unroll k by 4 too), made by LLVM's unroller (the "unroll_count" pragma), not
@@ -602,9 +610,7 @@ def _unroll_k(mm, k) -> None:
     rounds, a 2-core Intel Xeon Emerald Rapids): 1.05-1.12x at 128 x 768 x 3072 and 1.08x at
     128 x 768 x 768 on one core, 1.09x at 128 x 2048 x 5632 on two; the AVX2 6 x 16 tile
     1.10-1.16x on the same machine."""
-    n = static(_extent(k))
-    if n is not None and n > K_UNROLL and n % K_UNROLL == 0:
-        mm.pragma(k, "unroll_count", K_UNROLL)
+    unroll_by_llvm(mm, k, K_UNROLL)
 
 
 def _prefetch_panel(s: Schedule, mm, k) -> None:
