@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+from ...expr.equality import key
 from ...expr.functor import free_vars, substitute, walk
 from ...expr.nodes import Buffer, Const, Expr, Load, Ramp, Var
 from ...loop.functor import stmt_exprs, walk_stmts
@@ -50,9 +51,9 @@ def reads_ahead(body, var: Var, buffer_name: str, offset: int, bound) -> List[Tu
                 moved = substitute(base, shift)
                 for first in range(0, elems, per_line):
                     line = moved if first == 0 else moved + Const(first, moved.dtype)
-                    key = str(line)
-                    if key not in seen:
-                        seen.add(key)
+                    k = key(line)
+                    if k not in seen:
+                        seen.add(k)
                         ahead.append((n.buffer, line))
     return ahead
 
