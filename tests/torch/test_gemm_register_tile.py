@@ -60,10 +60,21 @@ def test_avx2_wide_panel_where_it_pads_less():
     assert panel_width(t, 768) == panel_width(t, 768, None, 768) == 16           # rows unknown
     assert panel_width(t, 20, 128, 64) == 16 and panel_width(t, 10, 128, 64) == 10   # narrow outputs
     t512 = sl.Target.create(AVX512)
-    for n, m, k in ((768, 128, 768), (2048, 128, 2048), (80, 3, 64)):
-        assert panel_width(t512, n, m, k) == panel_width(t512, n) == min(n, 64)
-    for k in (3072, 5632):
-        assert panel_width(t512, 768, 128, k) == 64
+    for n, m, k in ((768, 96, 768), (768, 197, 3072)):
+        assert panel_width(t512, n, m, k) == panel_width(t512, n) == min(n, 64)     # no less padding with 48
+
+
+def test_avx512_narrow_panel_where_it_pads_less():
+    """With 32 registers, a Linear takes 8 x 48 (as many accumulators as 6 x 64) where it computes
+    fewer padded outputs, whatever its reduction's length; rows unknown keep 6 x 64."""
+    t = sl.Target.create(AVX512)
+    for k in (768, 3072, 5632):
+        assert panel_width(t, 768, 128, k) == 48 and register_rows(t, 48) == 8   # 128 rows: none padded
+    assert panel_width(t, 5632, 128, 2048) == 48           # N pads to 5664 < 132 rows
+    assert panel_width(t, 3072, 32, 768) == 48             # 6 rows pad 32 to 36
+    assert panel_width(t, 768, 120, 768) == 64             # 6 divides 120: a tie keeps 6 x 64
+    assert panel_width(t, 80, 3, 64) == 48                 # 80 columns: two panels of 48, not of 64
+    assert panel_width(t, 768) == panel_width(t, 768, None, 768) == 64
 
 
 def test_avx2_wide_k_loop_is_twelve_fmas_without_spills():
@@ -163,7 +174,7 @@ def test_k_block_where_the_panel_outgrows_l2():
 
 @pytest.mark.parametrize("target,m,k,n,lead,blocks", [
     (AVX512, 70, 3072, 200, (), 6),      # blocks of 512, an M tail, an N tail of 8 in the last panel
-    (AVX512, 24, 2052, 260, (2,), 9),    # blocks of 228 (2052 = 9 x 228), a batch dim
+    (AVX512, 24, 2772, 260, (2,), 7),    # blocks of 396 (2772 = 7 x 396), a batch dim
     (AVX2, 13, 8320, 80, (), 20),        # AVX2: a 16-wide panel of 8320 rows, blocks of 416
 ])
 def test_k_blocked_linear_matches_eager(target, m, k, n, lead, blocks):
