@@ -28,12 +28,12 @@ from ..loop.nodes import (PARALLEL, UNROLLED, VECTORIZED, Allocate, For, Func, I
                           Store)
 from ..driver import check_before_lowering
 from ..target.registry import get_backend
+from ..target.target import CACHE_LINE_BYTES
 from ..tile import lower_to_tile_ir
 
 LEVELS = 5                 # bytes touched inside the 1st..5th innermost loops (then the whole nest)
 ACCESSES = 4               # the store's buffer and its three biggest loads
 OUTER = 3                  # extents of the three outermost loops
-CACHE_LINE = 64
 CACHES = (32 * 1024, 1024 * 1024)     # L1 and L2 sizes of a typical core (estimates, not the host's)
 UNROLL_PRAGMA = "auto_unroll_max_step"
 SYMBOLIC_EXTENT = 1024     # what a loop over a size variable counts as
@@ -138,7 +138,7 @@ class _Access:
         size = self.buffer.dtype.bytes
         if not spans:
             return float(size), 1.0
-        inner = math.ceil(spans[-1] * size / CACHE_LINE)
+        inner = math.ceil(spans[-1] * size / CACHE_LINE_BYTES)
         return float(math.prod(spans) * size), float(math.prod(spans[:-1]) * inner)
 
     def stride(self) -> float:

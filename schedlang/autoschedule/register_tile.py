@@ -27,11 +27,11 @@ from typing import List, Optional, Sequence, Tuple
 
 from ..expr.extent import ceil_div
 from ..schedule import legal
+from ..target.target import CACHE_LINE_BYTES
 from .sample import MAX_INNER_TILE
 
 SHAPE_P = 0.75          # how often a register block is drawn as one of block_shapes (else size by size)
 MAX_BLOCK_VECS = 4      # vectors per block row, at most (the loaded vectors take registers too)
-CACHE_LINE = 64         # bytes
 
 
 def block_shapes(registers: int, budget: int, max_vecs: int = MAX_BLOCK_VECS) -> List[Tuple[int, int, float]]:
@@ -98,7 +98,7 @@ def draw_block(rng: random.Random, target, dtype_bits: int, row_extents: Sequenc
         return None
     budget = budget or legal.register_tile_budget(target)
     lanes = target.native_lanes(dtype_bits)
-    line_elems = max(1, CACHE_LINE * 8 // dtype_bits)
+    line_elems = max(1, CACHE_LINE_BYTES * 8 // dtype_bits)
     for exact in (True, False):
         cands = []
         for rows, vecs, weight in block_shapes(target.native_registers(), budget):

@@ -38,6 +38,9 @@ def _check_host_options(opts) -> None:
     if regs is not None and (isinstance(regs, bool) or not isinstance(regs, int) or not 1 <= regs <= 256):
         raise ValueError(f"vector_registers must be a register count from 1 to 256, got {regs!r}")
 
+CACHE_LINE_BYTES = 64   # a cache line of the CPUs the llvm and c targets compile for (x86-64, AArch64's common cores)
+
+
 def vector_registers_for(vector_bits: int, machine: Optional[str] = None) -> int:
     """Vector registers a CPU of this vector width has: on x86-64, 32 zmm with AVX-512 and 16
     (ymm or xmm) below it; 32 on AArch64 (NEON/SVE) and on other architectures (RISC-V V,

@@ -35,7 +35,7 @@ from typing import NamedTuple, Optional, Tuple
 
 from ..expr.functor import uses_var, walk
 from ..expr.nodes import Binary
-from ..target.target import Target
+from ..target.target import CACHE_LINE_BYTES, Target
 from ..tensor.op import TensorRead
 
 MAX_TILE_VECTORS = 2      # vectors of output channels in a register tile (narrow vectors: AVX2)
@@ -792,7 +792,6 @@ def _unroll_reduction(cache, axis) -> None:
 
 
 TILE_PREFETCH_AHEAD = 16   # steps of a tile's innermost reduction that its weights are prefetched ahead
-LINE_BYTES = 64            # a cache line: the least of a weight vector that is prefetched
 
 
 def _prefetch_weights(cache, axis, lane) -> None:
@@ -808,7 +807,7 @@ def _prefetch_weights(cache, axis, lane) -> None:
     1x1 kernels 1.27x slower), so those are left to the hardware prefetchers."""
     from .schedules import static
     n = static(lane.dom.extent)
-    if n is None or n * cache.op.output_dtype(0).bits // 8 < LINE_BYTES:
+    if n is None or n * cache.op.output_dtype(0).bits // 8 < CACHE_LINE_BYTES:
         return
     for t in cache.op.input_tensors:
         if _is_weight(cache.op, t):

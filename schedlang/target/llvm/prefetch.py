@@ -20,9 +20,9 @@ from ...expr.equality import key
 from ...expr.functor import free_vars, substitute, walk
 from ...expr.nodes import Buffer, Const, Expr, Load, Ramp, Var
 from ...loop.functor import stmt_exprs, walk_stmts
+from ..target import CACHE_LINE_BYTES
 from .types import compute_type, scalar_memory
 
-LINE_BYTES = 64
 DECLARE = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)"
 
 
@@ -47,7 +47,7 @@ def reads_ahead(body, var: Var, buffer_name: str, offset: int, bound) -> List[Tu
                     base, elems = index.base, index.lanes
                 else:
                     base, elems = index, 1
-                per_line = max(1, LINE_BYTES // n.buffer.dtype.bytes)
+                per_line = max(1, CACHE_LINE_BYTES // n.buffer.dtype.bytes)
                 moved = substitute(base, shift)
                 for first in range(0, elems, per_line):
                     line = moved if first == 0 else moved + Const(first, moved.dtype)
