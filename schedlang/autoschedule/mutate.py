@@ -23,7 +23,7 @@ from .sample import decision_stage
 
 TILE_P = 0.6            # how often a mutation changes tile sizes (when there are any)
 NON_DIVISIBLE_P = 0.2   # how often a tile mutation draws a size that need not divide
-BLOCK_P = 0.25          # how often a tile mutation reshapes a register block, on a tight register file (search.py)
+BLOCK_P = 0.25          # how often a tile mutation reshapes a register block (search.py)
 
 
 def is_tile_key(key: str) -> bool:

@@ -52,7 +52,6 @@ from .fixed_nests import FixedNests, Lowered
 from .gpu_estimate import profile_summary
 from .measure import Measurer
 from .mutate import BLOCK_P, crossover, mutate
-from .register_tile import tight
 from .sample import sample
 from .sketch import Sketch, generate_sketches, sketch_rules
 from .task import SearchTask
@@ -456,13 +455,9 @@ def _summary(profile) -> Optional[Dict[str, float]]:
 
 
 def _block_p(task: SearchTask) -> float:
-    """mutate.BLOCK_P where the target's register file is tight for the task's float type
-    (register_tile.tight: AVX2, whose blocks must move two sizes together), else 0: AVX-512's
-    per-axis register blocks keep the search they had (and its random draws)."""
-    if not get_backend(task.target.kind).moves_register_blocks:
-        return 0.0
-    bits = max(t.dtype_obj.bits for t in task.outputs)
-    return BLOCK_P if tight(task.target, bits) else 0.0
+    """mutate.BLOCK_P where the target's backend moves register blocks (the CPU: a block's two
+    sizes move together, register_tile's shapes), else 0."""
+    return BLOCK_P if get_backend(task.target.kind).moves_register_blocks else 0.0
 
 
 def _same_score(a: Candidate, b: Candidate) -> bool:

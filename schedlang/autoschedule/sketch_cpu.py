@@ -17,8 +17,8 @@ that completes a CPU sample.
   matmul, batch matmul, conv2d) gets multi-level tiling, spatial loops in four levels
   and reduction loops in two, ordered S S R S R S; the innermost spatial level is a register
   block (the last axis vectorized, the others unrolled) drawn within the target's register
-  file (Target.native_registers, native_lanes: spatial_tiles), as is every tiling rule's; where
-  that file is tight (AVX2), mostly as a shape with few loads per FMA (register_tile.py);
+  file (Target.native_registers, native_lanes: spatial_tiles), as is every tiling rule's,
+  mostly as a shape with few loads per FMA (register_tile.py);
 - tile_cache_write: the same with the result accumulated in a local cache_write stage
   computed at the tiles of the output stage, whose rows are unrolled only where its
   accumulators fit the register file (unrolled_tile_fits; on a tight register file, AVX2,
@@ -286,7 +286,7 @@ def _tile_relayout(trace: Trace, s: Schedule, st, target) -> None:
     def prefer(rng, j):
         if not block:
             drawn = draw_block(rng, target, bits, [ext[a] for a in others], ext[v],
-                               budget=fit_rows(target, 1) if full else None)
+                               budget=fit_rows(target, 1)) if full else None
             block.append(None if drawn is None else dict(zip(others + [v], drawn[0] + [drawn[1]])))
         return None if block[0] is None else block[0][j]
 

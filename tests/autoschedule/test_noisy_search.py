@@ -67,7 +67,9 @@ def test_one_mutation_turns_an_8x1_gemm_block_into_the_hand_4x2():
     assert (4, 16) in blocks, blocks
     assert Evolver(task, random.Random(0)).block_p == BLOCK_P          # AVX2: on
     assert Evolver(SearchTask.from_outputs([programs.gemm(16, 16, 16)[-1]], target="llvm -mcpu=znver4"),
-                   random.Random(0)).block_p == 0                      # AVX-512: its search as before
+                   random.Random(0)).block_p == BLOCK_P                # AVX-512 too
+    assert Evolver(SearchTask.from_outputs([programs.gemm(16, 16, 16)[-1]], target="cuda"),
+                   random.Random(0)).block_p == 0                      # the GPU's blocks are thread tiles
 
 
 # ---- timing the leaders again ------------------------------------------------------------

@@ -43,11 +43,11 @@ def _programs():
 
 PINNED = {
     "gemm/llvm": (["tile:C", "tile_cache_write:C", "tile_pack:C"],
-                  "6cf0df935ae5a144"),     # issue 18: no row loop fused into tile_pack's panel loop (was 3c09a5831196f8cb)
+                  "241c807e5589b042"),     # issue 18: AVX-512 blocks drawn as shapes too (was 6cf0df935ae5a144)
     "gemm/cuda": (["gpu_tile:C"], "88b4f5a500f42f11"),
     "conv2d/llvm": (["tile:conv,inline:pad", "tile:conv", "tile_cache_write:conv,inline:pad", "tile_cache_write:conv",
                      "tile_relayout:conv,inline:pad", "tile_relayout:conv"],
-                    "81822e5d4bc67de4"),     # issue 18: the attach loop in a starved parallel fuse (was 02ab59721348b353)
+                    "6443b4194da1efd1"),     # issue 18: AVX-512 blocks drawn as shapes too (was 81822e5d4bc67de4)
     "conv2d/cuda": (["gpu_tile:conv,inline:pad"], "7d4bb7162c2f00ed"),
     "softmax/llvm": (["inline:expval", "inline:expval,rfactor:maxval", "plain", "rfactor:maxval",
                       "rfactor:total,inline:expval", "rfactor:total,inline:expval,rfactor:maxval", "rfactor:total",
