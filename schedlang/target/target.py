@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import ClassVar, Dict, Optional, Union
 
 _FEATURE = re.compile(r"[+-][A-Za-z0-9_.-]+$")
+CACHE_LINE_BYTES = 64   # a cache line of the CPUs the llvm and c targets compile for (x86-64, AArch64's common cores)
 
 
 
@@ -37,8 +38,6 @@ def _check_host_options(opts) -> None:
     regs = opts.vector_registers
     if regs is not None and (isinstance(regs, bool) or not isinstance(regs, int) or not 1 <= regs <= 256):
         raise ValueError(f"vector_registers must be a register count from 1 to 256, got {regs!r}")
-
-CACHE_LINE_BYTES = 64   # a cache line of the CPUs the llvm and c targets compile for (x86-64, AArch64's common cores)
 
 
 def vector_registers_for(vector_bits: int, machine: Optional[str] = None) -> int:
