@@ -393,9 +393,7 @@ def wide_panel(target: Target, nr: int) -> Optional[int]:
     if nr % lanes_ or register_rows(target, nr) >= MR_MAX or target.native_registers() >= 32:
         return None
     wide = nr + lanes_
-    if register_rows(target, wide) * (wide // lanes_) < register_rows(target, nr) * (nr // lanes_):
-        return None
-    return wide
+    return wide if accumulators(target, wide) >= accumulators(target, nr) else None
 
 
 def narrow_panel(target: Target, nr: int) -> Optional[int]:
@@ -410,9 +408,13 @@ def narrow_panel(target: Target, nr: int) -> Optional[int]:
     if target.native_registers() < 32 or nr % lanes_ or nr <= lanes_:
         return None
     narrow = nr - lanes_
-    if register_rows(target, narrow) * (narrow // lanes_) < register_rows(target, nr) * (nr // lanes_):
-        return None
-    return narrow
+    return narrow if accumulators(target, narrow) >= accumulators(target, nr) else None
+
+
+def accumulators(target: Target, nr: int) -> int:
+    """Vector accumulators of the register tile of a panel of nr columns (whole native vectors):
+    register_rows x vectors across."""
+    return register_rows(target, nr) * (nr // target.native_lanes(32))
 
 
 def padded_work(target: Target, m: int, n: int, nr: int) -> int:
