@@ -678,7 +678,8 @@ def _input_outweighs_weights(s, group) -> bool:
 def _is_weight(op, t) -> bool:
     """Whether the convolution op reads tensor t without its batch index (a weight or a bias)."""
     batch = op.axis[0].var
-    return not any(r.indices[0] is batch for r in walk(op.body.source[0]) if isinstance(r, TensorRead) and r.tensor == t)
+    reads = [r for r in walk(op.body.source[0]) if isinstance(r, TensorRead) and r.tensor == t]
+    return not any(r.indices[0] is batch for r in reads)
 
 
 def _local_sums(s, group, prepare=None) -> list:
