@@ -18,6 +18,7 @@ import schedlang as sl
 import schedlang.torch as st
 from schedlang.torch.conv_schedules import (MAX_PLANE_PIXELS, POINTWISE_TILE, SHORT_ROW_TILE, WIDE_POINTWISE_TILE,
                                            _divisor, _short_odd_rows, _tail_tile, nchwc_tile, row_tile)
+from schedlang.torch.ops import conv_winograd
 
 from .helpers import compile_each
 
@@ -77,10 +78,12 @@ def test_sums_first_tile_takes_the_most_accumulators(blocks, cols, tile):
 
 
 @pytest.mark.parametrize("cpu, sums_first", [("emeraldrapids", True), ("znver4", False)])
-def test_3x3_tile_follows_the_fma_pipes(cpu, sums_first):
+def test_3x3_tile_follows_the_fma_pipes(cpu, sums_first, monkeypatch):
     """A 3x3 64 -> 64 convolution at 56 x 56 into another takes 2 x 14 on an Intel Xeon
     (TWO_ZMM_FMA_CPUS), 4 x 4 on Zen 4; both match eager where the host runs them. (The last
-    convolution, computed in its NCHW result's loops, keeps its own tile.)"""
+    convolution, computed in its NCHW result's loops, keeps its own tile; the direct kernels,
+    Winograd off.)"""
+    monkeypatch.setattr(conv_winograd, "ENABLED", False)
     from schedlang.target.llvm.cpus import why_not_runnable
     from schedlang.target.llvm.jit import host_cpu
     from schedlang.torch.conv_schedules import TWO_ZMM_FMA_CPUS

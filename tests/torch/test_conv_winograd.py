@@ -1,9 +1,9 @@
 """Winograd F(4x4, 3x3) in the frontend (ops/conv_winograd.py): which convolutions take it
 (the rule, no build), and a ResNet-like block (two 3x3 64 -> 64 with batch norms folded, ReLU,
-a residual add over a 1x1 convolution) on a 9 x 10 input (partial tiles) compiled
-bounds-checked and for the host against eager torch, its kernels the Winograd stages over
-NCHWc activations; the first convolution's epilogue, read by the second's input tiles, a
-kernel of its own with the inverse's row pass Y placed inside it (fuse.py)."""
+a residual add over a 1x1 convolution) on a 13 x 14 input (16 tiles, partial ones: what
+AVX-512 needs) compiled bounds-checked and for the host against eager torch, its kernels the
+Winograd stages over NCHWc activations; the first convolution's epilogue, read by the second's
+input tiles, a kernel of its own with the inverse's row pass Y placed inside it (fuse.py)."""
 import warnings
 
 import pytest
@@ -22,6 +22,7 @@ from .helpers import compile_each, distinct_builds
 HOST = sl.Target.create("llvm")
 AVX2 = sl.Target.create("llvm -mcpu=znver1")
 ZEN3 = sl.Target.create("llvm -mcpu=znver3")
+AVX512 = sl.Target.create("llvm -mcpu=skylake-avx512")
 
 
 class Block(nn.Module):
@@ -67,12 +68,24 @@ def test_which_convolutions(change, expected):
     call = check_call(x, w, None, spec["stride"], spec["pad"], 1, 1)
     assert winograd_tile(_Ctx(AVX2), call) == expected
     assert winograd_tile(_Ctx(ZEN3), call) == expected
-    assert winograd_tile(_Ctx(sl.Target.create("llvm -mcpu=skylake-avx512")), call) is None   # 32 registers
+    # 32 registers: the same rule from 16 output tiles of 4 x 4 up (a 13 x 13 output and larger)
+    assert winograd_tile(_Ctx(AVX512), call) == (expected if min(call.out_shape[2:]) >= 13 else None)
+
+
+@pytest.mark.parametrize("h, w, expected", [
+    (13, 14, 4), (16, 13, 4), (56, 56, 4),        # 16 tiles and more
+    (12, 16, None), (7, 7, None), (14, 12, None),  # 12, 4 and 12 tiles: the direct kernel
+])
+def test_avx512_needs_sixteen_tiles(h, w, expected):
+    x = sl.placeholder((1, 64, h, w), name="x")
+    call = check_call(x, sl.placeholder((64, 64, 3, 3), name="w"), None, 1, 1, 1, 1)
+    assert winograd_tile(_Ctx(AVX512), call) == expected
+    assert winograd_tile(_Ctx(AVX2), call) == 4       # AVX2 from 4 tiles (7 x 7) up
 
 
 def test_block_matches_eager():
     torch.manual_seed(0)
-    model, x = Block(64), torch.randn(1, 64, 9, 10)
+    model, x = Block(64), torch.randn(1, 64, 13, 14)
     with torch.no_grad():
         want = model(x)
     with warnings.catch_warnings():
@@ -84,7 +97,7 @@ def test_block_matches_eager():
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     ops = [t.op for p in cm.program.parts for _, t in p.outputs]
     tags = {op.tag for op in sl.tensor.graph.post_order(ops) if hasattr(op, "tag")}
-    if winograd_tile(_Ctx(HOST), check_call(sl.placeholder((1, 64, 9, 10)), sl.placeholder((64, 64, 3, 3)),
+    if winograd_tile(_Ctx(HOST), check_call(sl.placeholder((1, 64, 13, 14)), sl.placeholder((64, 64, 3, 3)),
                                             None, 1, 1, 1, 1)) is not None:
         assert set(wg.TAGS) <= tags, "the host's 3x3 layers did not run as Winograd"
         stages = {op.name: op for op in sl.tensor.graph.post_order(ops)}

@@ -14,7 +14,12 @@ at 7x7 the bgemm (4 tiles per U element read, U 4x the direct weight) is bound b
 by the FMA pipes, yet still no slower than the direct kernel, and whole ResNet-18/50 were 2-10 %
 faster with it than with 7x7 direct; F(6x6) won at 56x56 only (0.44x) and not on the whole
 model. So one rule for both: F(4x4) wherever it applies.
-Not measured on AVX-512 (32 registers) nor below 64 channels: those keep the direct kernels.
+On AVX-512 (32 registers, two 512-bit FMA pipes: an Emerald Rapids Xeon,
+results-models-emr-avx512.txt) the direct kernel is twice as fast per FLOP, so the bgemm needs
+more reuse of U than 7x7's 4 tiles give: whole ResNet-18 at 2 threads took 0.76x the direct
+model's time with F(4x4) from 14x14 (16 tiles) up, 0.80x from 28x28 up, 1.05x (1 thread) with
+7x7 too; ResNet-50 0.95x and 0.93x. So there F(4x4) starts at 16 tiles (MIN_TILES).
+Not measured below 64 channels: those keep the direct kernels.
 """
 from __future__ import annotations
 
@@ -28,25 +33,31 @@ ENABLED = True           # benchmarks switch it off for an A/B of the whole mode
 TILE = 4                 # m of F(m x m, 3 x 3): 6 x 6 input tiles
 MIN_CHANNELS = 64        # the narrowest layer measured (ResNet's 64 at 56x56)
 MIN_SIZE = 7             # the smallest output measured (7 x 7: 4 tiles of 4 x 4, 1.31x the pixels)
-REGISTERS = 16           # the register file measured (AVX2); AVX-512's 32 are not measured
+MIN_TILES = {16: 4,      # vector registers -> the fewest output tiles per image (the reuse of each U
+             32: 16}     # element in the bgemm) where F(m x m) beat the direct kernel; other files: direct
 
 
 def winograd_tile(ctx, call) -> Optional[int]:
     """m when call (a ConvCall) runs as F(m x m, 3 x 3): ENABLED, a CPU target with packed
-    weights and REGISTERS vector registers, float32, groups 1, a 3x3 kernel of stride and
+    weights and a register file in MIN_TILES, float32, groups 1, a 3x3 kernel of stride and
     dilation 1, padding 0 or 1 (both dims alike), input and output channels at least
-    MIN_CHANNELS in native vectors, an output at least MIN_SIZE square; else None."""
+    MIN_CHANNELS in native vectors, an output at least MIN_SIZE square of at least the
+    register file's MIN_TILES m x m tiles; else None."""
     target = ctx.target
     if not ENABLED or not isinstance(target, sl.Target) or not sl.get_backend(target.kind).prepacks_weights:
         return None
-    if target.native_registers() != REGISTERS or str(call.x.dtype) != "float32" or call.x.ndim != 4:
+    min_tiles = MIN_TILES.get(target.native_registers())
+    if min_tiles is None or str(call.x.dtype) != "float32" or call.x.ndim != 4:
         return None
     oc, ic, kh, kw = call.weight.shape
     lanes = target.native_lanes(32)
     if call.groups != 1 or (kh, kw) != (3, 3) or call.stride != (1, 1) or call.dilation != (1, 1) \
             or call.padding not in ((0, 0), (1, 1)):
         return None
-    if min(ic, oc) < MIN_CHANNELS or ic % lanes or oc % lanes or min(call.out_shape[2:]) < MIN_SIZE:
+    oh, ow = call.out_shape[2:]
+    if min(ic, oc) < MIN_CHANNELS or ic % lanes or oc % lanes or min(oh, ow) < MIN_SIZE:
+        return None
+    if -(-oh // TILE) * -(-ow // TILE) < min_tiles:
         return None
     return TILE
 
