@@ -22,6 +22,11 @@ done before the clock starts): "cold" with an empty SCHEDLANG_CACHE_DIR, then "w
 cache": a second fresh process with the folder the first one filled (as slow as cold where
 schedlang writes no kernel cache to it); in parentheses, the part beyond torch.export (the
 goal counts from there). Tables go to stdout, progress to stderr.
+
+Work: each model's GFLOP per forward (torch.utils.flop_counter on the eager model: matmuls,
+convolutions and attention, counted dense; elementwise work not counted) and the machine's
+float32 FMA peak at --threads (peak.py, measured at the start), so that every latency reads
+as a fraction of the peak and a goal as the fraction it would need.
 """
 from __future__ import annotations
 
@@ -252,6 +257,18 @@ def onnxruntime_version() -> str:
     return onnxruntime.__version__
 
 
+def model_gflop(model, inputs) -> float:
+    """GFLOP of one forward of model (eager, torch.utils.flop_counter), the CPU's SDPA op
+    counted as the CUDA ones are (flop_counter knows only those)."""
+    from torch.utils import flop_counter as fc
+    cpu_sdpa = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    if cpu_sdpa not in fc.flop_registry:
+        fc.register_flop_formula(cpu_sdpa, get_raw=True)(fc.sdpa_flop)     # sdpa_flop is wrapped already
+    with torch.no_grad(), fc.FlopCounterMode(display=False) as counter:
+        model(*inputs)
+    return counter.get_total_flops() / 1e9
+
+
 def header(args, timing) -> str:
     import schedlang as sl
     return "\n".join([
@@ -263,6 +280,7 @@ def header(args, timing) -> str:
         f"software: python {sys.version.split()[0]}, torch {torch.__version__}, onnxruntime {onnxruntime_version() or 'not installed'}, "
         f"schedlang {sl.__version__}",
         f"load avg: {harness.load_average()} at start",
+        f"FMA peak: {args.peak:.1f} GFLOP/s float32 at {args.threads} threads (peak.py, measured now)",
     ])
 
 
@@ -272,6 +290,7 @@ def run_model(name: str, args, timing, first_rows: list) -> list:
     model, inputs = zoo.build(name, size)
     with torch.no_grad():
         want = model(*inputs)
+    gflop = model_gflop(model, inputs)
     harness_log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     harness_log(f"{name} ({size}):")
     makers = {"eager": lambda: eager(model, inputs)}
@@ -316,24 +335,43 @@ def run_model(name: str, args, timing, first_rows: list) -> list:
                                first_call(name, size, args.threads, cold, args.first_call_timeout)))
     del model
     torch._dynamo.reset()
-    return [name, entries, foreign, getattr(ours.fn, "fallbacks", None) if ours else None]
+    return [name, entries, foreign, getattr(ours.fn, "fallbacks", None) if ours else None, gflop]
+
+
+def _title(name: str, args) -> str:
+    return TITLES[name] if not args.quick else f"{name} (tiny)"
+
+
+def _table(head: list, rows: list) -> list:
+    """head and rows as lines of right-aligned columns (the first left-aligned)."""
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+    return ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+            for r in [head] + rows]
 
 
 def format_results(results, first_rows, args) -> str:
     lines = ["", "Latency, ms (median; lower is better). '-' = not timed, see the notes below."]
     head = ["model"] + list(COLUMNS) + ["fallback ops", "busy cores"]
     rows = []
-    for name, entries, foreign, fallbacks in results:
-        cells = [TITLES[name] if not args.quick else f"{name} (tiny)"]
+    for name, entries, foreign, fallbacks, _ in results:
+        cells = [_title(name, args)]
         cells += ["-" if e.skipped else f"{e.median_s * 1e3:.2f}" for e in entries]
         cells += ["?" if fallbacks is None else str(fallbacks), f"{foreign:.2f}"]
         rows.append(cells)
-    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
-    for r in [head] + rows:
-        lines.append("  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    lines += _table(head, rows)
+    lines.append("")
+    lines.append(f"Work: GFLOP per forward; floor = GFLOP / FMA peak ({args.peak:.1f} GFLOP/s at {args.threads} "
+                 "threads); each contender's GFLOP/s as % of that peak:")
+    head = ["model", "GFLOP", "floor ms"] + list(COLUMNS)
+    rows = []
+    for name, entries, _, _, gflop in results:
+        cells = [_title(name, args), f"{gflop:.3g}", f"{gflop / args.peak * 1e3:.3g}"]
+        cells += ["-" if e.skipped else f"{gflop / e.median_s / args.peak * 100:.0f} %" for e in entries]
+        rows.append(cells)
+    lines += _table(head, rows)
     lines.append("")
     lines.append("Setup + first call in this process (s), and notes:")
-    for name, entries, _, _ in results:
+    for name, entries, _, _, _ in results:
         lines.append(f"  {name}:")
         for e in entries:
             setup = "" if e.setup_s != e.setup_s else f"{e.setup_s:.2f} s; "
@@ -386,6 +424,8 @@ def main(argv=None) -> int:
         return 0
     repeat = args.repeat or (3 if args.quick else 10)
     timing = harness.Timing(repeat=repeat, min_round_s=0.0, warmup_s=0.05 if args.quick else 1.0)
+    import peak
+    args.peak = peak.fma_peak(args.threads)["all"]
     print(header(args, timing), flush=True)
     results, first_rows = [], []
     with tempfile.TemporaryDirectory(prefix="inductor-cache-") as inductor_cache:
@@ -393,7 +433,7 @@ def main(argv=None) -> int:
         for name in args.only or (QUICK if args.quick else MODELS):
             results.append(run_model(name, args, timing, first_rows))
     print(format_results(results, first_rows, args))
-    wrong = [f"{name}: {e.name}" for name, entries, _, _ in results for e in entries
+    wrong = [f"{name}: {e.name}" for name, entries, _, _, _ in results for e in entries
              if e.name.startswith("schedlang") and e.skipped.startswith(("WRONG", "failed"))]
     if wrong:
         print("schedlang failed or gave wrong results on " + ", ".join(wrong), file=sys.stderr)

@@ -58,10 +58,16 @@ def test_models_benchmark_quick_run():
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     assert "ISA flags" in out and "threads" in out
-    rows = {line.split()[0]: line.split() for line in out.splitlines()
-            if line.strip().startswith(("resnet18 (tiny)", "llama (tiny)"))}
-    assert set(rows) == {"resnet18", "llama"}, out
+    rows, work = {}, {}
+    for line in out.splitlines():            # the latency table, then the work table: the same row titles
+        if line.strip().startswith(("resnet18 (tiny)", "llama (tiny)")):
+            (work if line.split()[0] in rows else rows)[line.split()[0]] = line.split()
+    assert set(rows) == set(work) == {"resnet18", "llama"}, out
     assert rows["llama"][-2] == "0", "the tiny Llama runs an op in torch"
+    assert "FMA peak:" in out and "Work: GFLOP per forward" in out
+    for name, cells in work.items():         # model, (tiny), GFLOP, floor ms, eager's % of peak, ...
+        assert float(cells[2]) > 0 and float(cells[3]) > 0 and cells[5] == "%", (name, cells)
+        assert float(rows[name][2]) > float(cells[3]), "eager faster than the FMA peak allows"
     if importlib.util.find_spec("onnxruntime") is not None:     # the bench and dev extras install it
         assert "dynamo export" in out or "legacy export" in out
     assert "schedlang first call in a fresh process" in out and " s " in out.split("warm disk cache")[-1]
