@@ -35,6 +35,7 @@ from typing import NamedTuple, Optional, Tuple
 
 from ..expr.functor import uses_var, walk
 from ..expr.nodes import Binary
+from ..target.llvm.cpus import l2_bytes
 from ..target.target import CACHE_LINE_BYTES, Target
 from ..tensor.op import TensorRead
 
@@ -387,19 +388,22 @@ def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, w
     return NchwcChoice(vecs, wt, rt, pointwise, outweighs, outside)
 
 
-TILE_WEIGHTS_L2_BYTES = 512 * 1024     # the most weight bytes of a register tile's channel blocks (_l2_blocks)
+TILE_WEIGHTS_L2_SHARE = 2     # a register tile's channel blocks keep their weights in 1/2 of the L2 (_l2_blocks)
 
 
 def _l2_blocks(target: Target, s, group, width: int) -> int:
     """The most channel blocks of a register tile on a 32-register target: as many as keep
-    the weights they read (of all the kernel's convolutions) within TILE_WEIGHTS_L2_BYTES.
-    A tile of one output row reads its channel blocks' whole weights once per row, and the
-    next row's tile reads them again: from L2 while they fit. ResNet-50's 3x3 512->512 at 7x7
-    (a 2 x 7 tile: 590 KB of weights) ran 1.07-1.24x faster as 1 x 7 (295 KB; two runs),
-    ResNet-18's layers of that shape 0.92-1.06x (mixed: their epilogues differ); the 14x14
-    3x3 layers' 2 x 14 (295 KB) are the best of their variants (Zen 4, 1 MB L2, one thread,
-    CPU time; benchmarks/conv_variants.py, results-conv-zen4-avx512.txt). 16-register
-    targets: 4 (their tiles are _pointwise_tile's and the taps kernels' measured ones)."""
+    the weights they read (of all the kernel's convolutions) within 1 / TILE_WEIGHTS_L2_SHARE
+    of the CPU's L2 (cpus.l2_bytes). A tile of one output row reads its channel blocks' whole
+    weights once per row, and the next row's tile reads them again: from L2 while they fit.
+    On a Zen 4 (1 MB L2: 512 KB), ResNet-50's 3x3 512->512 at 7x7 (a 2 x 7 tile: 590 KB of
+    weights) ran 1.07-1.24x faster as 1 x 7 (295 KB; two runs), ResNet-18's layers of that
+    shape 0.92-1.06x (mixed: their epilogues differ); the 14x14 3x3 layers' 2 x 14 (295 KB) are
+    the best of their variants (one thread, CPU time; benchmarks/conv_variants.py,
+    results-conv-zen4-avx512.txt). On an Emerald Rapids Xeon (2 MB L2: 1 MB) the same 7x7
+    layers ran 0.78-0.80x the time as 2 x 7 (one thread, conv_layer_ab.py), whole ResNet-50
+    0.965x and ResNet-18 0.924x (two threads, paired). 16-register targets: 4 (their tiles are
+    _pointwise_tile's and the taps kernels' measured ones)."""
     from .schedules import static
     if target.native_registers() < 32:
         return 4
@@ -413,7 +417,7 @@ def _l2_blocks(target: Target, s, group, width: int) -> int:
                 return 4
             size *= extent
         block_bytes += size
-    return max(1, TILE_WEIGHTS_L2_BYTES // max(1, block_bytes))
+    return max(1, l2_bytes(target.options.cpu) // TILE_WEIGHTS_L2_SHARE // max(1, block_bytes))
 
 
 def _tail_tile(registers: int, blocks: int, cols: int) -> Optional[Tuple[int, int]]:

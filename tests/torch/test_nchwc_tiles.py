@@ -96,18 +96,21 @@ def test_small_channel_blocks_match_eager(name, cpu):
     compile_checked(model, torch.randn(*shape), targets=(target.with_options(bounds_check=True), target))
 
 
-@pytest.mark.parametrize("channels, hw, blocks", [(512, 7, 1), (256, 14, 2)])
-def test_avx512_tiles_keep_their_weights_in_l2(channels, hw, blocks, monkeypatch):
+@pytest.mark.parametrize("channels, hw, blocks, cpu", [(512, 7, 1, "skylake-avx512"), (256, 14, 2, "skylake-avx512"),
+                                                     (512, 7, 2, "emeraldrapids")])
+def test_avx512_tiles_keep_their_weights_in_l2(channels, hw, blocks, cpu, monkeypatch):
     """A 3x3 kernel's register tile takes no more channel blocks than keep their weights in
-    TILE_WEIGHTS_L2_BYTES (_l2_blocks): 512 channels at 7x7 one block (2 would be 590 KB),
-    256 at 14x14 still two (295 KB); its sums' local tile shows it. Against eager where AVX-512 runs.
-    (The direct kernel's: 14 x 14 would run as Winograd.)"""
+    half the CPU's L2 (_l2_blocks): 512 channels at 7x7 one block on a 1 MB L2 (2 would be
+    590 KB), two on Emerald Rapids' 2 MB; 256 at 14x14 two (295 KB); its sums' local tile
+    shows it. Against eager where the CPU's code runs. (The direct kernel's: 14 x 14 would run
+    as Winograd.)"""
     monkeypatch.setattr(conv_winograd, "ENABLED", False)
+    target = sl.Target.create(f"llvm -mcpu={cpu}")
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(channels, channels, 1), nn.ReLU(),     # the 3x3 reads and writes NCHWc
                           ConvBN(nn.Conv2d(channels, channels, 3, padding=1)), nn.Conv2d(channels, 16, 1)).eval()
     x = torch.randn(1, channels, hw, hw)
-    targets = (AVX512,) if runs_here(AVX512) else ()
-    cm = compile_checked(model, x, targets=targets) if targets else st.compile(model, (x,), target=AVX512)
+    targets = (target,) if runs_here(target) else ()
+    cm = compile_checked(model, x, targets=targets) if targets else st.compile(model, (x,), target=target)
     sums = re.findall(r"alloc _native_batch_norm\w+_conv\.local: f32\[1, (\d+), 1, (\d+), 16\]", cm.ir("tile"))
     assert sums == [(str(blocks), str(hw))]

@@ -129,3 +129,18 @@ def merge_features(base: str, changes: str) -> str:
     changed = {c[1:] for c in changes.split(",")} if changes else set()
     kept = [f for f in base.split(",") if f and f[1:] not in changed] if base else []
     return ",".join(kept + ([changes] if changes else []))
+
+
+# L2 bytes per core of the x86 server CPUs whose schedules size a working set by it
+# (conv_schedules._l2_blocks); vendors' figures. Others read as DEFAULT_L2_BYTES: Zen 4's 1 MB,
+# on which those budgets were first measured.
+L2_BYTES = {"skylake-avx512": 1 << 20, "cascadelake": 1 << 20, "cooperlake": 1 << 20,
+            "icelake-server": 1280 << 10, "sapphirerapids": 2 << 20, "emeraldrapids": 2 << 20,
+            "graniterapids": 2 << 20, "znver4": 1 << 20, "znver5": 1 << 20}
+DEFAULT_L2_BYTES = 1 << 20
+
+
+def l2_bytes(cpu: str) -> int:
+    """The L2 cache per core of the LLVM CPU name cpu (L2_BYTES; DEFAULT_L2_BYTES where not
+    listed). From the name, not the host, so that a target's code is the same on every host."""
+    return L2_BYTES.get(cpu, DEFAULT_L2_BYTES)
