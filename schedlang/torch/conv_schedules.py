@@ -35,7 +35,7 @@ from typing import NamedTuple, Optional, Tuple
 
 from ..expr.functor import uses_var, walk
 from ..expr.nodes import Binary
-from ..target.llvm.cpus import l2_bytes
+from ..target.llvm.cpus import TWO_ZMM_FMA_CPUS, l2_bytes
 from ..target.target import CACHE_LINE_BYTES, Target
 from ..tensor.op import TensorRead
 
@@ -252,14 +252,9 @@ def _loads_score(vecs: int, wt: int) -> Tuple[float, int]:
     return vecs * wt / (vecs + wt), vecs * wt
 
 
-# Cores with two 512-bit FMA pipes (Intel Xeon since Skylake-SP): 2 x 4 cycles of latency want
-# more sums in flight than a tile scored by its loads keeps (_sums_score)
-TWO_ZMM_FMA_CPUS = frozenset({"skylake-avx512", "cascadelake", "cooperlake", "icelake-server",
-                              "sapphirerapids", "emeraldrapids", "graniterapids"})
-
-
 def _sums_score(vecs: int, wt: int) -> Tuple[int, Tuple[bool, int]]:
-    """nchwc_tile's order on TWO_ZMM_FMA_CPUS for a kernel of one convolution with taps
+    """nchwc_tile's order on TWO_ZMM_FMA_CPUS (whose 2 x 4 cycles of FMA latency want more sums
+    in flight than a tile scored by its loads keeps) for a kernel of one convolution with taps
     (_one_conv_with_taps): the most accumulators, then two channel blocks (one broadcast feeds
     two FMAs), then the more blocks. Measured (benchmarks/conv_variants.py, a 2-core Intel Xeon
     Emerald Rapids, one thread, CPU time): ResNet-50's 3x3 64->64 at 56x56 and 128->128 at

@@ -131,6 +131,10 @@ def merge_features(base: str, changes: str) -> str:
     return ",".join(kept + ([changes] if changes else []))
 
 
+# Cores with two 512-bit FMA pipes (Intel Xeon since Skylake-SP; conv_schedules._sums_score)
+TWO_ZMM_FMA_CPUS = frozenset({"skylake-avx512", "cascadelake", "cooperlake", "icelake-server",
+                              "sapphirerapids", "emeraldrapids", "graniterapids"})
+
 # L2 bytes per core of the x86 server CPUs whose schedules size a working set by it
 # (conv_schedules._l2_blocks); vendors' figures. Others read as DEFAULT_L2_BYTES: Zen 4's 1 MB,
 # on which those budgets were first measured.
