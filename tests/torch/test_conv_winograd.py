@@ -105,6 +105,29 @@ def test_block_matches_eager():
         assert any(len(t.shape) == 5 for t in d.input_tensors), "the input tiles do not read NCHWc activations"
 
 
+@pytest.mark.parametrize("ic, oc, h, w, pad", [(64, 80, 13, 13, 1), (144, 112, 20, 19, 0)])
+def test_channels_off_the_panel_match_eager(ic, oc, h, w, pad):
+    """Output channels that are no multiple of the bgemm's register panel (80 and 112 against
+    AVX2's 24 and AVX-512's 48 or 64), partial tiles, padding 0 and 1, a batch norm folded:
+    bounds-checked and for the host against eager, as Winograd wherever the host's rule says so."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(ic, oc, 3, padding=pad), nn.BatchNorm2d(oc), nn.ReLU()).eval()
+    model[1].running_mean.uniform_(-0.5, 0.5)
+    model[1].running_var.uniform_(0.5, 2.0)
+    x = torch.randn(1, ic, h, w)
+    with torch.no_grad():
+        want = model(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        for target, cm in compile_each(model, (x,), distinct_builds((CHECKED, HOST))):
+            with torch.no_grad():
+                torch.testing.assert_close(cm(x), want, rtol=1e-4, atol=1e-4)
+    call = check_call(sl.placeholder((1, ic, h, w)), sl.placeholder((oc, ic, 3, 3)), None, 1, pad, 1, 1)
+    ops = [t.op for p in cm.program.parts for _, t in p.outputs]
+    tags = {getattr(op, "tag", "") for op in sl.tensor.graph.post_order(ops)}
+    assert (wg.TAG_D in tags) == (winograd_tile(_Ctx(HOST), call) is not None)
+
+
 def test_epilogue_before_winograd_is_its_own_kernel():
     """The first 3x3's epilogue (batch norm, ReLU) read by the second 3x3's input tiles is the
     anchor of a kernel (not inlined into the tiles), and every inverse row pass Y is computed
