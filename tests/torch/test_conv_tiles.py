@@ -84,9 +84,8 @@ def test_3x3_tile_follows_the_fma_pipes(cpu, sums_first, monkeypatch):
     convolution, computed in its NCHW result's loops, keeps its own tile; the direct kernels,
     Winograd off.)"""
     monkeypatch.setattr(conv_winograd, "ENABLED", False)
-    from schedlang.target.llvm.cpus import why_not_runnable
+    from schedlang.target.llvm.cpus import TWO_ZMM_FMA_CPUS, why_not_runnable
     from schedlang.target.llvm.jit import host_cpu
-    from schedlang.target.llvm.cpus import TWO_ZMM_FMA_CPUS
     assert (cpu in TWO_ZMM_FMA_CPUS) == sums_first
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1)).eval()
