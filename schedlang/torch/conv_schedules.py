@@ -9,7 +9,7 @@ On the CPU, three kernels:
   holds), the reduction outermost with the L input channels of a block innermost (the
   input read as broadcasts of consecutive values), the tile written back as whole vectors;
   (batch, channel tile, output rows) run in parallel, rows before channel tiles where the
-  input outweighs the weights (on 16-register targets: _input_outweighs_weights). Grouped
+  input outweighs the weights (_input_outweighs_weights). Grouped
   convolutions of whole blocks a group (blocked_grouped: RegNet's) too, a tile's channel
   blocks within one group (tile_blocks): RegNetY-800MF (groups of 16) ran 44.8 -> 17.7 ms
   (Inductor 21.0; Zen 4, one thread), its grouped 3x3 layers before on NCHW rows (stride-2
@@ -358,7 +358,7 @@ def nchwc_choice(target: Target, s, group, blocks: int, cols: int, rows: list, w
     row_tiles False, one row a tile). Called before _local_sums: it reads group.convs,
     which caching inlines."""
     outside = _input_channels_outside(target, s, group)
-    outweighs = target.native_registers() < 32 and _input_outweighs_weights(s, group)
+    outweighs = _input_outweighs_weights(s, group)
     tileable = tile_blocks(s, group, blocks)       # (grouped: a tile's blocks within one group)
     if outside and _short_odd_rows(tileable, cols):
         vecs, wt = SHORT_ROW_TILE
@@ -659,7 +659,13 @@ def _input_outweighs_weights(s, group) -> bool:
     input rows its row needs, the next tile finds them in cache (ResNet-50's 1x1 256->64 at
     56x56 read its 3.2 MB input once per channel tile from L3 at 12-14 GFLOP/s, Zen 3, one
     thread); where the weights are the larger (ResNet's 7x7 layers: 9.4 MB of a 3x3 512->512),
-    the channel tiles stay outermost and each one's weights are reused over all the rows."""
+    the channel tiles stay outermost and each one's weights are reused over all the rows.
+    With two threads, rows outermost also split the rows between the threads, each reading
+    its half of the input, which the kernel before wrote half in each core's cache; channel
+    tiles outermost had each thread read all of it. On AVX-512 too (once AVX2 only): a 2-core
+    Intel Xeon Emerald Rapids, whole models, both schedules in one process, paired rounds:
+    ResNet-50 0.917-0.944x the time on two threads (0.975x on one), MobileNetV2 0.974x,
+    ResNet-18 0.996x; rows outermost for every kernel, weights heavier or not, 1.065x."""
     from .schedules import _product
     inputs = weights = 0
     for conv in group.convs:
