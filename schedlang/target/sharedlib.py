@@ -35,10 +35,22 @@ def load_bytes(data: bytes, on_first_load: Optional[Callable[[ctypes.CDLL], None
     with _lock:
         lib = _HANDLES.get(key)
         if lib is None:
+            _keep_copy(data, key[:16])
             lib = _HANDLES[key] = _dlopen_copy(data, key[:16])
             if on_first_load is not None:
                 on_first_load(lib)
         return lib
+
+
+def _keep_copy(data: bytes, name: str) -> None:
+    """With SCHEDLANG_LIBRARY_DIR set, a copy of the library in that folder under the name its
+    memory file has (schedlang-<name>.so): a profiler sampling the process (perf) sees the
+    loaded file as deleted, and reads its symbols from the copy (benchmarks/model_perf.py)."""
+    folder = os.environ.get("SCHEDLANG_LIBRARY_DIR")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"schedlang-{name}.so"), "wb") as f:
+            f.write(data)
 
 
 def _dlopen_copy(data: bytes, name: str) -> ctypes.CDLL:

@@ -1,5 +1,6 @@
 """sl.load_module runs exactly the file's current contents, and refuses, with a clear error
 and without loading anything, a file that is not a whole schedlang library for this machine."""
+import hashlib
 import os
 import shutil
 import subprocess
@@ -51,6 +52,19 @@ def test_loading_the_same_contents_again_shares_one_library(tmp_path):
     assert len(_HANDLES) == held
     assert a._compiled.lib._handle == b._compiled.lib._handle == c._compiled.lib._handle
     np.testing.assert_array_equal(_run(c), np.arange(8) * 2.0 + 3.0)
+
+
+
+def test_library_dir_keeps_a_copy_of_each_library_loaded_under_its_memory_file_name(tmp_path, monkeypatch):
+    path = str(tmp_path / "m.so")
+    _adds(7.25).export_library(path)     # contents no other test loads: a first load
+    monkeypatch.setenv("SCHEDLANG_LIBRARY_DIR", str(tmp_path / "libs"))
+    mod = sl.load_module(path)
+    data = open(path, "rb").read()
+    (kept,) = os.listdir(tmp_path / "libs")
+    assert kept == f"schedlang-{hashlib.sha256(data).hexdigest()[:16]}.so"
+    assert (tmp_path / "libs" / kept).read_bytes() == data
+    np.testing.assert_array_equal(_run(mod), np.arange(8) * 2.0 + 7.25)
 
 
 def _bad_files(folder) -> dict:
