@@ -137,8 +137,11 @@ def measure(args, threads: int, work: str):
     proc = subprocess.Popen(me + [str(args.seconds), ready], env=env, stdout=subprocess.PIPE, text=True)
     while not os.path.exists(ready) and proc.poll() is None:
         time.sleep(0.2)
-    time.sleep(0.2)
-    pid = open(ready).read().strip()
+    if proc.poll() is not None:
+        raise SystemExit(f"the model's process at {threads} thread(s) ended before it was ready")
+    time.sleep(0.2)              # (the file is written whole by then)
+    with open(ready) as f:
+        pid = f.read().strip()
     subprocess.run(["perf", "record", "-q", "-F", str(args.frequency), "-p", pid, "-o", data, "--",
                     "sleep", str(args.seconds)], check=True, capture_output=True)
     out, _ = proc.communicate()

@@ -35,7 +35,7 @@ def load_bytes(data: bytes, on_first_load: Optional[Callable[[ctypes.CDLL], None
     with _lock:
         lib = _HANDLES.get(key)
         if lib is None:
-            _keep_copy(data, key[:16])
+            _keep_copy(data, key[:16])      # the memory file's name, as perf shows it
             lib = _HANDLES[key] = _dlopen_copy(data, key[:16])
             if on_first_load is not None:
                 on_first_load(lib)

@@ -54,7 +54,6 @@ def test_loading_the_same_contents_again_shares_one_library(tmp_path):
     np.testing.assert_array_equal(_run(c), np.arange(8) * 2.0 + 3.0)
 
 
-
 def test_library_dir_keeps_a_copy_of_each_library_loaded_under_its_memory_file_name(tmp_path, monkeypatch):
     path = str(tmp_path / "m.so")
     _adds(7.25).export_library(path)     # contents no other test loads: a first load
