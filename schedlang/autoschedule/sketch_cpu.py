@@ -639,7 +639,9 @@ class RFactor(SketchRule):
 def hand_seeds(task, sketches) -> List[Tuple[object, Dict[str, Any]]]:
     """(sketch, decisions) of the candidates that redo a hand schedule, which the search
     measures first (search.Evolver): the Winograd bgemm under tile_cache_write tiled as
-    topi.winograd.schedule_bgemm tiles it (_bgemm_seed), every stage without an unroll pragma.
+    topi.winograd.schedule_bgemm tiles it (_bgemm_seed; positions x panels in parallel, where
+    schedule_bgemm may split the tiles instead: tiles_between_threads), every stage without an
+    unroll pragma.
     Why: in 5 minutes (24 candidates, Zen 1) the search never drew the hand's 6 x 16 tile at the
     root, and in whole-model tuning its bgemm searches of 16-24 trials never came near the hand
     default (results-tune-zen1-avx2.txt); started from it, the search refines it."""

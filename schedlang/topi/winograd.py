@@ -21,6 +21,8 @@ register tile's rows) read zeros and are not written.
 """
 from __future__ import annotations
 
+import math
+
 from fractions import Fraction
 from typing import Optional, Tuple
 
@@ -264,11 +266,27 @@ def schedule_input_transform(s, V, lanes: int) -> None:
         s[st].vectorize(s[st].op.axis[-1])
 
 
+TILES_SPLIT = True      # tiles_between_threads may say yes (False: positions and channels, always)
+
+
+def tiles_between_threads(M) -> bool:
+    """Whether the bgemm M, and the inverse reading it, split the tiles between the threads as
+    the input transform does, rather than M's positions and the inverse's channel blocks: where
+    the transformed input V outweighs the transformed weight U (ResNet's 64-channel layers at
+    56x56: 1.8 MB against 0.6 MB). Each thread then reads the part of V its own core wrote and
+    writes the part of M its own inverse reads, and reads all of U; split the other way, each
+    reads half of V and of M from the other core's cache and half of U."""
+    (U,) = [t for t in M.op.input_tensors if t.ndim == 4]
+    inputs = [t for t in M.op.input_tensors if t.ndim != 4]
+    return TILES_SPLIT and len(inputs) == 1 and math.prod(map(int, inputs[0].shape)) > math.prod(map(int, U.shape))
+
+
 def schedule_bgemm(s, M, mr: int) -> None:
     """The alpha^2 GEMMs as mr x nr register tiles (nr: U's panel width) accumulated in a
     local cache, the reduction outside the unrolled tile rows and vectorized columns (as
     `schedule_matmul_register_tiled`); one position's panel after another, so the panel
-    stays in cache; positions x panels in parallel."""
+    stays in cache; positions x panels in parallel, or the tiles' row groups where
+    tiles_between_threads (each group then passes over every position's panels)."""
     (U,) = [t for t in M.op.input_tensors if t.ndim == 4]
     nr = int(U.shape[-1])
     rows = tile_rows(int(M.shape[1]), mr)
@@ -276,31 +294,40 @@ def schedule_bgemm(s, M, mr: int) -> None:
     mpos, mp, mo = s[M].op.axis
     po, pi = s[M].split(mp, factor=rows)
     oo, oi = s[M].split(mo, factor=nr)
-    s[M].reorder(mpos, oo, po, pi, oi)
-    s[MC].compute_at(s[M], po)
+    if tiles_between_threads(M):
+        s[M].reorder(po, mpos, oo, pi, oi)
+        s[MC].compute_at(s[M], oo)
+        task = po
+    else:
+        s[M].reorder(mpos, oo, po, pi, oi)
+        s[MC].compute_at(s[M], po)
+        task = None
     _, cp, co = s[MC].op.axis
     (k,) = s[MC].op.reduce_axis
     s[MC].reorder(k, cp, co)
     s[MC].unroll(cp)
     s[MC].vectorize(co)
     s[M].vectorize(oi)
-    s[M].parallel(s[M].fuse(mpos, oo))
+    s[M].parallel(task if task is not None else s[M].fuse(mpos, oo))
 
 
 def schedule_inverse(s, out, Y) -> None:
     """out (a stage reading Y at its own pixels: the inverse transform with an epilogue, NCHW
     or NCHWc) by m x m pixel tiles unrolled, Y's rows for the tile computed there; the
-    channels of a block vectorized (NCHWc); batch x channels (blocks) in parallel."""
+    channels of a block vectorized (NCHWc); batch x channels (blocks) in parallel, or batch x
+    rows of tiles where the bgemm splits the tiles between the threads (tiles_between_threads:
+    each thread reads the part of M its own core wrote)."""
     m = int(Y.shape[0])
     b, ob, y, x, *lane = s[out].op.axis
     yo, yi = s[out].split(y, factor=m)
     xo, xi = s[out].split(x, factor=m)
-    s[out].reorder(b, ob, yo, xo, yi, xi, *lane)
+    by_tiles = any(tiles_between_threads(M) for M in _tagged(Y, TAG_M))
+    s[out].reorder(b, *((yo, ob) if by_tiles else (ob, yo)), xo, yi, xi, *lane)
     s[out].unroll(yi)
     s[out].unroll(xi)
     if lane:
         s[out].vectorize(lane[0])
-    s[out].parallel(s[out].fuse(b, ob))
+    s[out].parallel(s[out].fuse(b, yo if by_tiles else ob))
     s[Y].compute_at(s[out], xo)
     i, yb, _, yc = s[Y].op.axis
     s[Y].unroll(i)

@@ -120,6 +120,22 @@ def test_channels_off_the_panel_match_eager(ic, oc, h, w, pad):
     assert (wg.TAG_D in _stage_tags(cm)) == _host_takes_winograd(ic, oc, h, w, pad)
 
 
+
+@pytest.mark.parametrize("oc, h, w", [(64, 37, 35), (80, 49, 46)])
+def test_tiles_split_between_threads_match_eager(oc, h, w):
+    """More 4x4 tiles than output channels (90 and 156 against 64, and 80 padded to 128): the transformed input
+    outweighs the transformed weight, so the bgemm and the inverse split the tiles between the
+    threads (tiles_between_threads), over partial tiles and a tile count the bgemm's register
+    rows do not divide: bounds-checked and for the host against eager."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(64, oc, 3, padding=1), nn.ReLU()).eval()
+    cm = compile_checked(model, torch.randn(1, 64, h, w))
+    if _host_takes_winograd(64, oc, h, w, 1):
+        ops = sl.tensor.graph.post_order([t.op for p in cm.program.parts for _, t in p.outputs])
+        bgemms = [op.output(0) for op in ops if getattr(op, "tag", "") == wg.TAG_M]
+        assert bgemms and all(wg.tiles_between_threads(m) for m in bgemms)
+
+
 def test_epilogue_before_winograd_is_its_own_kernel():
     """The first 3x3's epilogue (batch norm, ReLU) read by the second 3x3's input tiles is the
     anchor of a kernel (not inlined into the tiles), and every inverse row pass Y is computed
