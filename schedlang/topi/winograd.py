@@ -294,21 +294,16 @@ def schedule_bgemm(s, M, mr: int) -> None:
     mpos, mp, mo = s[M].op.axis
     po, pi = s[M].split(mp, factor=rows)
     oo, oi = s[M].split(mo, factor=nr)
-    if tiles_between_threads(M):
-        s[M].reorder(po, mpos, oo, pi, oi)
-        s[MC].compute_at(s[M], oo)
-        task = po
-    else:
-        s[M].reorder(mpos, oo, po, pi, oi)
-        s[MC].compute_at(s[M], po)
-        task = None
+    by_tiles = tiles_between_threads(M)
+    s[M].reorder(*((po, mpos, oo) if by_tiles else (mpos, oo, po)), pi, oi)
+    s[MC].compute_at(s[M], oo if by_tiles else po)      # (the register tile's loop)
     _, cp, co = s[MC].op.axis
     (k,) = s[MC].op.reduce_axis
     s[MC].reorder(k, cp, co)
     s[MC].unroll(cp)
     s[MC].vectorize(co)
     s[M].vectorize(oi)
-    s[M].parallel(task if task is not None else s[M].fuse(mpos, oo))
+    s[M].parallel(po if by_tiles else s[M].fuse(mpos, oo))
 
 
 def schedule_inverse(s, out, Y) -> None:
