@@ -22,7 +22,6 @@ register tile's rows) read zeros and are not written.
 from __future__ import annotations
 
 import math
-
 from fractions import Fraction
 from typing import Optional, Tuple
 

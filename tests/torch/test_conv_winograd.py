@@ -56,12 +56,14 @@ def _host_takes_winograd(ic: int, oc: int, h: int, w: int, pad: int) -> bool:
     return winograd_tile(_Ctx(HOST), call) is not None
 
 
+def _stages(cm) -> list:
+    """Every stage (operation) of the compiled module cm's parts."""
+    return sl.tensor.graph.post_order([t.op for p in cm.program.parts for _, t in p.outputs])
+
+
 def _stage_tags(cm) -> set:
     """The tags of every stage of the compiled module cm's parts."""
-    ops = [t.op for p in cm.program.parts for _, t in p.outputs]
-    return {op.tag for op in sl.tensor.graph.post_order(ops) if hasattr(op, "tag")}
-
-
+    return {op.tag for op in _stages(cm) if hasattr(op, "tag")}
 
 
 @pytest.mark.parametrize("change, expected", [
@@ -101,9 +103,7 @@ def test_block_matches_eager():
     cm = compile_checked(Block(64), torch.randn(1, 64, 13, 14))
     if _host_takes_winograd(64, 64, 13, 14, 1):
         assert set(wg.TAGS) <= _stage_tags(cm), "the host's 3x3 layers did not run as Winograd"
-        ops = [t.op for p in cm.program.parts for _, t in p.outputs]
-        stages = {op.name: op for op in sl.tensor.graph.post_order(ops)}
-        d = next(op for op in stages.values() if getattr(op, "tag", "") == wg.TAG_D)
+        d = next(op for op in _stages(cm) if getattr(op, "tag", "") == wg.TAG_D)
         assert any(len(t.shape) == 5 for t in d.input_tensors), "the input tiles do not read NCHWc activations"
 
 
@@ -120,19 +120,17 @@ def test_channels_off_the_panel_match_eager(ic, oc, h, w, pad):
     assert (wg.TAG_D in _stage_tags(cm)) == _host_takes_winograd(ic, oc, h, w, pad)
 
 
-
 @pytest.mark.parametrize("oc, h, w", [(64, 37, 35), (80, 49, 46)])
 def test_tiles_split_between_threads_match_eager(oc, h, w):
-    """More 4x4 tiles than output channels (90 and 156 against 64, and 80 padded to 128): the transformed input
-    outweighs the transformed weight, so the bgemm and the inverse split the tiles between the
-    threads (tiles_between_threads), over partial tiles and a tile count the bgemm's register
-    rows do not divide: bounds-checked and for the host against eager."""
+    """More 4x4 tiles than output channels (90 and 156 against 64, and 80 padded to 128): the
+    transformed input outweighs the transformed weight, so the bgemm and the inverse split the
+    tiles between the threads (tiles_between_threads), over partial tiles and a tile count the
+    bgemm's register rows do not divide: bounds-checked and for the host against eager."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(64, oc, 3, padding=1), nn.ReLU()).eval()
     cm = compile_checked(model, torch.randn(1, 64, h, w))
     if _host_takes_winograd(64, oc, h, w, 1):
-        ops = sl.tensor.graph.post_order([t.op for p in cm.program.parts for _, t in p.outputs])
-        bgemms = [op.output(0) for op in ops if getattr(op, "tag", "") == wg.TAG_M]
+        bgemms = [op.output(0) for op in _stages(cm) if getattr(op, "tag", "") == wg.TAG_M]
         assert bgemms and all(wg.tiles_between_threads(m) for m in bgemms)
 
 
