@@ -366,6 +366,15 @@ class CompiledModule:
             self._prepared = record if self._preparable else None
         return result
 
+    def profile(self, *args, number: int = 10):
+        """Each kernel's time per forward inside the model, as TVM's debug executor gives each
+        operator's: args are called once, then `number` times; returns a ModelProfile (print it
+        for the table, slowest kernel first). The model must be compiled for a target with the
+        profile option (target="llvm -profile"), whose kernels time themselves."""
+        from .profile import profile
+        with torch.no_grad():
+            return profile(self, args, number)
+
     def emulate(self, *args, engine: str = "shim"):
         """Run a module compiled for target 'cuda' on the CPU, on CPU tensors, with the
         result a GPU call gives (same outputs, dtypes and packing): each part's CUDA kernels

@@ -30,6 +30,7 @@ from .emit_expr import ExprEmitter
 from .forksafe import SERIAL_FLAG
 from .memory import OOB_GLOBALS, MemoryEmitter
 from .prefetch import emit_prefetches
+from .profile import KernelClock
 from .streaming import SFENCE, streaming_buffers
 from .status import OOB_REPORT, STATUS, emit_alloc_failed
 from .types import compute_type, scalar_memory
@@ -444,8 +445,9 @@ def _kernel_functions(module: ModuleState, m: KernelModule,
 def _entry_function(module: ModuleState, m: KernelModule, calls: List[Tuple[str, Tuple[Buffer, ...], Tuple[Var, ...]]]) -> str:
     """i32 @name(ptr args): args holds the parameters' pointers, the size variables' values,
     then the call's status record.
-    Allocates the temporaries, runs the kernels, frees; returns 1 (and runs nothing) when a
-    temporary cannot be allocated, 0 otherwise."""
+    Allocates the temporaries, runs the kernels (each timed, with the target's profile
+    option: profile.py), frees; returns 1 (and runs nothing) when a temporary cannot be
+    allocated, 0 otherwise."""
     name = symbol(m.name)
     fn = FunctionText(name, f"i32 @{name}(ptr %args)")
     ptrs: Dict[Buffer, str] = {}
@@ -481,10 +483,17 @@ def _entry_function(module: ModuleState, m: KernelModule, calls: List[Tuple[str,
             fn.do(f"call void @free(ptr {ptrs[b]})")     # free(NULL) does nothing
         fn.do("ret i32 1")
         fn.start_block(run_l)
-    for kname, params, size_vars in calls:
+    clock = KernelClock(fn, module.declarations, len(calls)) if module.target.profile else None
+    for j, (kname, params, size_vars) in enumerate(calls):
         args = ([f"ptr {ptrs[b]}" for b in params] + [f"{compute_type(v.dtype)} {sizes[v]}" for v in size_vars]
                 + [f"ptr {ptrs[STATUS]}"])
-        fn.do(f"call void @{kname}({', '.join(args)})")
+        call = f"call void @{kname}({', '.join(args)})"
+        if clock is None:
+            fn.do(call)
+        else:
+            clock.time_call(j, call)
+    if clock is not None:
+        clock.count_call()
     for b in heap:
         fn.do(f"call void @free(ptr {ptrs[b]})")
     fn.do("ret i32 0")

@@ -54,6 +54,7 @@ def module_info(mod) -> dict:
         "openmp": mod.parallel_runtime is not None,
         "size_vars": [{"name": v.name, "dtype": str(v.dtype), "nonnegative": v.nonnegative} for v in var_ids],
         "sizes": sizes,
+        **({"kernels": list(mod.kernel_names)} if mod.target.profile else {}),
     }
 
 

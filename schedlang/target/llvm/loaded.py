@@ -65,6 +65,7 @@ class LoadedModule(LLVMModule):
         self._bind_entry(info["entry"], bool(info["openmp"]), len(self._sizes.sizes) if self._sizes else 0)
         self._packed_hook = _HOOKS.get(lib._handle)
         self._not_runnable = None
+        self.kernel_names = list(info.get("kernels", []))
 
     def get_source(self, fmt: str = "ll") -> str:
         raise ValueError("a module loaded from a shared library keeps no source; "

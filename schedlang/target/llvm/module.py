@@ -13,6 +13,7 @@ from .codegen import symbol
 from .jit import CompiledModule
 from .library import export_library
 from .packed import raise_pending
+from .profile import SYMBOL as PROFILE_SYMBOL, KernelTime, read_times
 from .status import StatusRecord, raise_for_status
 
 
@@ -33,6 +34,7 @@ class LLVMModule(BuiltModule):
         self._compiled = compiled
         self._bind_entry(symbol(self.name), "@GOMP_parallel" in self._source, len(kernel_ir.sizes))
         self._not_runnable = not_runnable     # compiled for a CPU this machine is not: why
+        self.kernel_names = [k.name for k in kernel_ir.kernels]      # in call order
 
     def _bind_entry(self, entry: str, launches_threads: bool, num_sizes: int) -> None:
         """The entry function `i32 entry(ptr argv)`: argv holds the arguments' pointers, the size
@@ -51,6 +53,16 @@ class LLVMModule(BuiltModule):
         if fmt in ("asm", "s"):
             return self._compiled.assembly()
         raise ValueError(f"unknown source format {fmt!r}; use 'll', 'll.opt' or 'asm'")
+
+    def kernel_times(self, reset: bool = True) -> List[KernelTime]:
+        """Each kernel call of the module (in call order): its name, the calls of the module
+        it was timed in and the seconds it took in them, since the module was built or last
+        reset (reset: start counting again). Needs a target with the profile option
+        (Target("llvm -profile"); profile.py)."""
+        if not self.target.profile:
+            raise ValueError(f"{self.name} was not built to time its kernels; build it for a target with the "
+                             "profile option (target='llvm -profile')")
+        return read_times(self._compiled.global_address(PROFILE_SYMBOL), self.kernel_names, reset)
 
     def export_library(self, path: str) -> None:
         """Write the module as a shared library that sl.load_module(path) loads and calls like
