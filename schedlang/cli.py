@@ -147,6 +147,9 @@ def _tune_parser(commands) -> None:
     t.add_argument("--seed", type=int, default=0, help="seed of the inputs and the search (default 0)")
     t.add_argument("--threads", type=int, metavar="N",
                    help="the CPU target's threads, tuned and timed at (default: the target's; records say it)")
+    t.add_argument("--in-model", type=int, default=7, metavar="N",
+                   help="time each task whose record won alone inside the model, against its default, in N "
+                        "rounds, and keep the faster there (default 7; 0: not)")
     t.add_argument("--revalidate", action="store_true",
                    help="no search: re-time each task's chosen record in --log against today's default "
                         "schedule at the target's threads, and log the winner for them")
@@ -434,7 +437,7 @@ def run_tune(args) -> int:
             tuned = sl_torch.compile(model, inputs, target=target, tune=args.trials, log=args.log,
                                      timeout=args.timeout, strategy=args.strategy, per_round=args.per_round,
                                      seed=args.seed, executor=executor, verbose=0,
-                                     early_stopping=args.early_stopping,
+                                     early_stopping=args.early_stopping, in_model=args.in_model,
                                      callback=None if args.quiet else _print_round)
             untuned = sl_torch.compile(model, inputs, target=target)
     except Exception as e:  # noqa: BLE001 (reported in one line; --traceback shows it all)
@@ -446,6 +449,9 @@ def run_tune(args) -> int:
         print("nothing to tune: the module has no kernel of static shape")
         return 0
     print(task_table(tuned.tuning))
+    if args.in_model:
+        from schedlang.torch.in_model import summary
+        print(summary(tuned.tuning.in_model))
     with torch.no_grad():
         t_tuned, t_untuned = time_call(lambda: tuned(*inputs), lambda: untuned(*inputs))
     print(f"measured model latency (median, the two timed in alternation): {t_tuned * 1e3:.4g} ms tuned, "

@@ -45,6 +45,7 @@ def test_tune_writes_the_log_and_prints_the_table(tmp_path, capsys, monkeypatch)
     assert weights == [1, 1, 2] and sum(int(r[4]) for r in rows) == 4
     assert all(r[-1].endswith("x") for r in rows)
     assert "estimated model latency" in out and "measured model latency" in out
+    assert "inside the model" in out               # the in-model check's line (--in-model, 7 rounds)
     assert "run: matches eager PyTorch" in out
     recs = [json.loads(line) for line in log.read_text().splitlines()]
     defaults = [r for r in recs if r.get("sketch") == "default" and "final" not in r]

@@ -11,6 +11,7 @@ Importing this package imports torch; `import schedlang` alone does not.
 from __future__ import annotations
 
 import functools
+import warnings
 
 from typing import Optional, Sequence
 
@@ -34,7 +35,12 @@ def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None
     the estimated model latency drops most; timeout= (seconds) ends tuning early. Records go
     to `log` (required); each kernel is then built with its best record
     (default_schedule(..., log)) and `compiled.tuning` is the TaskScheduler (tasks, weights,
-    trials, best latencies). A log given without tune is only read. tune_options (seed,
+    trials, best latencies). Then, on the CPU, each task whose best record is not its default
+    schedule is timed inside the model with the record and with the default (in_model=7
+    alternating rounds of the two models, built for "llvm -profile"; 0: not), and the faster
+    there is logged as the task's choice (in_model.py; `compiled.tuning.in_model` has the
+    times): records that won alone may lose among their neighbours. A log given without tune
+    is only read. The other tune_options (seed,
     executor, a Dask client too, verbose, per_round, number, repeat, policy, final,
     early_stopping, callback, variants, alpha, beta, backward_window_size) go to tune.tune_program.
 
@@ -64,8 +70,25 @@ def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None
             # warm first call)
             return _built(graph, target, None, log, module, example_inputs, None)
         program = lower_graph(graph, target)
+    from .in_model import ROUNDS, compare_in_model
     from .tune import tune_program
+    in_model = tune_options.pop("in_model", ROUNDS)
+    if isinstance(in_model, bool) or not isinstance(in_model, int) or in_model < 0:
+        raise ValueError(f"schedlang.torch.compile: in_model must be a number of rounds >= 0, got {in_model!r}")
     tuning = tune_program(program, target, tune, log, **tune_options)
+    if tuning is not None:
+        tuning.in_model = []
+        if in_model and target.kind == "llvm":
+            def build(with_log):
+                with gc_paused():
+                    return CompiledModule(graph, target.with_options(profile=True), program, log=with_log,
+                                          module=module)
+            try:
+                tuning.in_model = compare_in_model(build, example_inputs, tuning.tasks, log, target, program,
+                                                   rounds=in_model, verbose=tune_options.get("verbose", 1))
+            except Exception as err:  # noqa: BLE001 (the search's records stand; its hours are not lost)
+                warnings.warn(f"tune: the in-model check of the tuned tasks failed ({type(err).__name__}: {err}); "
+                              "the search's choices stand", stacklevel=2)
     with gc_paused():
         return _built(graph, target, program, log, module, example_inputs, tuning)
 

@@ -13,8 +13,8 @@ from typing import List, NamedTuple, Sequence
 
 
 class KernelRow(NamedTuple):
-    """A kernel call of a forward: its part, its kernel's name (the root stage of its loop nest;
-    without the part's name before it), and milliseconds per forward."""
+    """A kernel call of a forward: its part, its kernel's name (the name of the root stage of its
+    loop nest: root_stage), and milliseconds per forward."""
     part: int
     name: str
     ms: float
@@ -58,6 +58,14 @@ class ModelProfile:
         return self.table()
 
 
+def root_stage(kernel: str, module: str) -> str:
+    """The name of the root stage a kernel of the module is named after (kernel/kernels.py:
+    "<module>_<stage>", and "<module>_kernel" for the stage named as the module)."""
+    if kernel == f"{module}_kernel":
+        return module
+    return kernel[len(module) + 1:] if kernel.startswith(f"{module}_") else kernel
+
+
 def profile(compiled, args: Sequence, number: int) -> ModelProfile:
     """Call compiled on args once (warm-up), then `number` times; each kernel's mean time per
     forward, and the mean forward."""
@@ -76,8 +84,6 @@ def profile(compiled, args: Sequence, number: int) -> ModelProfile:
     wall = (time.perf_counter() - start) / number
     rows = []
     for part, mod in sorted(modules.items()):
-        prefix = f"{mod.name}_"
         for k in mod.kernel_times(reset=True):
-            name = k.name[len(prefix):] if k.name.startswith(prefix) else k.name
-            rows.append(KernelRow(part, name, k.per_call * 1e3))
+            rows.append(KernelRow(part, root_stage(k.name, mod.name), k.per_call * 1e3))
     return ModelProfile(rows, wall * 1e3, number)

@@ -84,6 +84,8 @@ class KernelTask:
     name: str
     tag: str
     default_steps: str = field(repr=False, default="")   # its default schedule's steps (JSON)
+    # where it runs: (part index, the names of the stages its kernel computes) per occurrence
+    sites: List[Tuple[int, Tuple[str, ...]]] = field(repr=False, default_factory=list)
 
     @property
     def workload_key(self) -> str:
@@ -116,15 +118,17 @@ def extract_tasks(program: LoweredProgram, target) -> List[KernelTask]:
             except (TypeError, ValueError) as err:
                 warnings.warn(f"tune: kernel '{group.anchor.name}' is not tuned ({err})", stacklevel=3)
                 continue
+            site = (part.index, tuple(st.name for st in [group.anchor, *group.attached, group.pad] if st is not None))
             known = tasks.get(task.workload_key)
             if known is not None:
                 known.weight += 1
+                known.sites.append(site)
                 continue
             with warnings.catch_warnings():       # a kernel the rules leave plain: warned at build
                 warnings.simplefilter("ignore")
                 steps = default_schedule(prog.outputs, task.target).to_json()
             tasks[task.workload_key] = KernelTask(task, 1, kind, group.anchor.name,
-                                                  similarity_tag(kind, task.flops), steps)
+                                                  similarity_tag(kind, task.flops), steps, [site])
     return list(tasks.values())
 
 

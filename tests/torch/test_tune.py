@@ -148,7 +148,7 @@ def test_compile_tunes_the_kernels_and_builds_with_the_records(tmp_path):
     rounds = []
     with cf.ThreadPoolExecutor(1) as ex:
         cm = st.compile(model, (x,), tune=8, log=log, seed=0, executor=ex, per_round=2, strategy="round-robin",
-                        callback=rounds.append, **QUICK)
+                        callback=rounds.append, in_model=0, **QUICK)      # the log holds the search's records only
     sched = cm.tuning
     tasks = sched.tasks
     assert sched.order[:4] == [0, 1, 2, 3] and [r.task for r in rounds] == sched.order
@@ -171,7 +171,8 @@ def test_compile_tunes_the_kernels_and_builds_with_the_records(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(again(x), want, rtol=1e-4, atol=1e-5)
     with cf.ThreadPoolExecutor(1) as ex:                # tuning again resumes the log: no warm-up round
-        more = st.compile(model, (x,), tune=2, log=log, seed=1, executor=ex, per_round=2, **QUICK).tuning
+        more = st.compile(model, (x,), tune=2, log=log, seed=1, executor=ex, per_round=2, in_model=0,
+                          **QUICK).tuning
     assert more.resumed == sched.trials and sum(more.trials) == 2 and len(more.order) == 1
     assert len([r for r in records.load(log) if r.get("sketch") == "default"]) == len(tasks)   # measured once
 
