@@ -56,6 +56,9 @@ class Backend:
     # Whether the body passes of kernel_passes may run on each root stage nest alone, so
     # that a repeated nest is lowered once (kernel/lower.py: per_nest).
     kernel_passes_per_nest: bool = False
+    # Whether the target's option `profile` makes its modules time each kernel they run
+    # (mod.kernel_times(); the torch frontend's profile() and in-model check of tuned tasks).
+    profiles_kernels: bool = False
 
     def resolve_target(self, target: Target) -> Target:
         """The target with everything the machine decides filled in and checked."""

@@ -78,7 +78,7 @@ def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None
     tuning = tune_program(program, target, tune, log, **tune_options)
     if tuning is not None:
         tuning.in_model = []
-        if in_model and target.kind == "llvm":
+        if in_model and sl.get_backend(target.kind).profiles_kernels:
             def build(with_log):
                 with gc_paused():
                     return CompiledModule(graph, target.with_options(profile=True), program, log=with_log,

@@ -71,7 +71,7 @@ def profile(compiled, args: Sequence, number: int) -> ModelProfile:
     forward, and the mean forward."""
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
         raise ValueError(f"profile: number must be a positive integer, got {number!r}")
-    if not getattr(compiled.target.options, "profile", False):
+    if not getattr(compiled.target.options, "profile", False):     # a kind without the option too
         raise ValueError("profile() needs the kernels built to time themselves: compile for a target with the "
                          "profile option (schedlang.torch.compile(model, inputs, target='llvm -profile'))")
     compiled(*args)

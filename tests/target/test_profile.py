@@ -7,14 +7,14 @@ import pytest
 
 import schedlang as sl
 from schedlang.target.llvm import split
+from schedlang.topi import nn
 
 
 def _matmul_then_add(n: int):
     """A matmul (n^3 multiply-adds) then an elementwise add (n^2): two kernels, the first far heavier."""
     A = sl.placeholder((n, n), name="A")
     B = sl.placeholder((n, n), name="B")
-    k = sl.reduce_axis((0, n), name="k")
-    M = sl.compute((n, n), lambda i, j: sl.sum(A[i, k] * B[k, j], axis=k), name="M")
+    M = nn.matmul(A, B, name="M")
     C = sl.compute((n, n), lambda i, j: M[i, j] + 1.0, name="C")
     s = sl.create_schedule(C.op)
     return s, [A, B, C]

@@ -44,6 +44,7 @@ from .split import MODULE_BREAK, render_llvm_split, splits
 class LLVMBackend(HostCPUBackend):
     kind = "llvm"
     kernel_passes_per_nest = True      # none of kernel_passes looks beyond one stage nest
+    profiles_kernels = True            # "llvm -profile": target/llvm/profile.py
 
     def resolve_target(self, target: Target) -> Target:
         """Fill in the host CPU (cpu=""), merge -mattr switches into its features, check a
