@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"levels to print, comma-separated: {', '.join(LEVELS)} or all (implies --ir)")
     c.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     c.add_argument("--no-run", action="store_true", help="compile and print only; do not run against PyTorch")
+    c.add_argument("--profile", type=int, metavar="N",
+                   help="compile for the target with its profile option (each kernel times itself), run the "
+                        "module N times after the check and print each kernel's time per call, slowest first")
     c.add_argument("--traceback", action="store_true", help="show the full traceback when compiling fails")
     _tune_parser(commands)
     k = commands.add_parser("cache", help="show or empty the on-disk cache of compiled kernels",
@@ -378,6 +381,13 @@ def run_compile(args) -> int:
     levels = parse_levels(args.level) if (args.ir or args.level) else []
     dtype = check_dtype(args.dtype)
     target = check_target(args.target)
+    if args.profile is not None:
+        if args.profile < 1 or args.no_run:
+            raise UsageError("--profile N needs N >= 1 calls to time, and a run (not --no-run)")
+        if not get_backend(target.kind).profiles_kernels:
+            raise UsageError(f"--profile: the {target.kind} target's kernels cannot time themselves; "
+                             "profile on the CPU (--target llvm)")
+        target = target.with_options(profile=True)
     model, name, inputs = load_model(args, shapes, dtype)
 
     import torch
@@ -389,7 +399,7 @@ def run_compile(args) -> int:
     try:
         with torch.no_grad(), warnings.catch_warnings(record=True) as caught, _quiet_torch(not args.traceback):
             warnings.simplefilter("always")
-            compiled = sl_torch.compile(model, inputs, target=args.target)
+            compiled = sl_torch.compile(model, inputs, target=target)
     except Exception as e:  # noqa: BLE001 (reported in one line; --traceback shows it all)
         return report_failure(args, f"compiling {name}", e)
     for w in caught:                       # one line each (an op run by torch, for instance)
@@ -404,7 +414,11 @@ def run_compile(args) -> int:
     if args.no_run:
         return 0
     try:
-        return run_against_torch(compiled, model, inputs, target, dtype)
+        status = run_against_torch(compiled, model, inputs, target, dtype)
+        if args.profile is not None:
+            print(f"profile: each kernel's time per call, mean of {args.profile} calls")
+            print(compiled.profile(*inputs, number=args.profile).table())
+        return status
     except Exception as e:  # noqa: BLE001 (reported in one line, as a failed compile is)
         return report_failure(args, f"running {name}", e)
 

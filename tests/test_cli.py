@@ -2,6 +2,7 @@
 SiluAndMul example (compared with the golden text), the CUDA target without a GPU, and
 each user error as one line on stderr with exit status 2 and no traceback."""
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -112,6 +113,9 @@ ERRORS = [
     (["compile", SILU, "--shape", "9" * 30], "bad --shape"),
     (["compile", SILU, "--shape", "\u00b2"], "bad --shape"),
     (["compile", SILU, "--seed", "abc"], "argument --seed: invalid int value: 'abc'"),
+    (["compile", SILU, "--profile", "0"], "--profile N needs N >= 1 calls to time"),
+    (["compile", SILU, "--profile", "3", "--no-run"], "--profile N needs N >= 1 calls to time, and a run"),
+    (["compile", SILU, "--profile", "3", "--target", "cuda"], "the cuda target's kernels cannot time themselves"),
     (["compile"], "the following arguments are required: FILE"),
 ]
 INIT_RAISES = """
@@ -254,6 +258,17 @@ def test_chosen_levels_of_the_swiglu_mlp_with_its_example_inputs(capsys, monkeyp
         assert f"(--level {level})" not in out
     assert "down_weight: (256, 688) f32" in out          # parameters are named inputs of the Torch IR
     assert "run: matches eager PyTorch" in out
+
+
+def test_profile_prints_each_kernels_time(capsys, monkeypatch):
+    """--profile N compiles for the target's profile option and prints compiled.profile's table
+    after the check against eager."""
+    rc, out, err = run_main(capsys, monkeypatch, "compile", "examples/swiglu_mlp.py", "--profile", "3")
+    assert rc == 0, err
+    assert out.index("run: matches eager PyTorch") < out.index("profile: each kernel's time per call, mean of 3")
+    table = out[out.index("profile: "):].splitlines()
+    assert table[1].split() == ["part", "kernel", "ms", "%"] and "(outside the kernels)" in out
+    assert re.search(r"forward: [\d.]+ ms \(mean of 3\), [1-9]\d* kernel calls", out)
 
 
 def test_a_wrong_result_exits_1(tmp_path, capsys, monkeypatch):
