@@ -160,6 +160,10 @@ def schedlang_compiled(model, inputs, threads: int, log=None, tune: int = 0, tun
         t = compiled.tuning
         note += (f"; tuned {sum(t.trials)} trials over {len(t.tasks)} tasks in {time.perf_counter() - start:.0f} s "
                  f"(log {log})")
+        checked = getattr(t, "in_model", None)
+        if checked:             # the tuned tasks timed inside the model (torch/in_model.py)
+            kept = sum(r.kept == "record" for r in checked)
+            note += f"; inside the model {kept} of {len(checked)} records beat their default and were kept"
     elif log is not None:
         note += f"; records from {log}"
     fn = lambda: compiled(*inputs)  # noqa: E731

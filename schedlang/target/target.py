@@ -83,8 +83,8 @@ class LLVMOptions:
     triple: TVM's -mtriple; accepted when it names the host's architecture and OS (the
     code is always for the host's triple: no cross-compilation).
     profile: time each kernel of every call, as TVM's debug executor times each operator of a
-    graph: the module's kernel_times() reads the times (a clock read before and after each
-    kernel, about 40 ns a kernel; "llvm -profile").
+    graph: the module's kernel_times() reads the times (the clock read before and after each
+    kernel: tens of nanoseconds a kernel; "llvm -profile").
     """
 
     cpu: str = ""

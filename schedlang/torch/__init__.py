@@ -40,9 +40,9 @@ def compile(module, example_inputs: Sequence, target="llvm", dynamic_shapes=None
     alternating rounds of the two models, built for "llvm -profile"; 0: not), and the faster
     there is logged as the task's choice (in_model.py; `compiled.tuning.in_model` has the
     times): records that won alone may lose among their neighbours. A log given without tune
-    is only read. The other tune_options (seed,
-    executor, a Dask client too, verbose, per_round, number, repeat, policy, final,
-    early_stopping, callback, variants, alpha, beta, backward_window_size) go to tune.tune_program.
+    is only read. The other tune_options (seed, executor, a Dask client too, verbose,
+    per_round, number, repeat, policy, final, early_stopping, callback, variants, alpha,
+    beta, backward_window_size) go to tune.tune_program.
 
     target="cuda" builds static shapes only: with dynamic_shapes, the module is built for
     the example inputs' shapes here and again for each new shape it is called with.

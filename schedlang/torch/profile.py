@@ -82,8 +82,12 @@ def profile(compiled, args: Sequence, number: int) -> ModelProfile:
     for _ in range(number):
         compiled(*args)
     wall = (time.perf_counter() - start) / number
+    times = {}               # parts with equal programs may share one built module: read it once
+    for mod in modules.values():
+        if id(mod) not in times:
+            times[id(mod)] = mod.kernel_times(reset=True)
     rows = []
     for part, mod in sorted(modules.items()):
-        for k in mod.kernel_times(reset=True):
+        for k in times[id(mod)]:        # a module run by several parts: each call's mean time
             rows.append(KernelRow(part, root_stage(k.name, mod.name), k.per_call * 1e3))
     return ModelProfile(rows, wall * 1e3, number)
