@@ -71,13 +71,19 @@ class _Profiled:
         return ModelProfile(list(self.rows), sum(r.ms for r in self.rows), number)
 
 
-def test_the_faster_inside_the_model_is_logged_as_the_choice(tmp_path):
+def _tuned(log: str, in_model: int):
+    """TwoKernelMLP tuned with 4 stand-in trials into log (each task's searched record wins alone)."""
     torch.manual_seed(0)
     model, x = TwoKernelMLP().eval(), torch.randn(4, 16)
-    log = str(tmp_path / "in_model.jsonl")
     with cf.ThreadPoolExecutor(1) as ex:
         cm = st.compile(model, (x,), tune=4, log=log, seed=0, executor=ex, per_round=2, worker_fn=_searched_win(set()),
-                        strategy="round-robin", in_model=0, **QUICK)
+                        strategy="round-robin", in_model=in_model, **QUICK)
+    return model, x, cm
+
+
+def test_the_faster_inside_the_model_is_logged_as_the_choice(tmp_path):
+    log = str(tmp_path / "in_model.jsonl")
+    model, x, cm = _tuned(log, in_model=0)
     tasks, target = cm.tuning.tasks, cm.target
     index = RecordIndex(log)
     assert all(index.ranked(kt.workload_key, target)[0]["sketch"] != "default" for kt in tasks)   # won alone
@@ -112,12 +118,8 @@ def test_the_faster_inside_the_model_is_logged_as_the_choice(tmp_path):
 
 
 def test_compile_checks_the_tuned_tasks_inside_the_model(tmp_path):
-    torch.manual_seed(0)
-    model, x = TwoKernelMLP().eval(), torch.randn(4, 16)
     log = str(tmp_path / "checked.jsonl")
-    with cf.ThreadPoolExecutor(1) as ex:
-        cm = st.compile(model, (x,), tune=4, log=log, seed=0, executor=ex, per_round=2, worker_fn=_searched_win(set()),
-                        strategy="round-robin", in_model=2, **QUICK)
+    model, x, cm = _tuned(log, in_model=2)
     rows = cm.tuning.in_model
     assert sorted(r.task for r in rows) == list(range(len(cm.tuning.tasks)))
     assert all(r.kept in ("record", "default") and r.default_ms > 0 and r.tuned_ms > 0 for r in rows)
