@@ -16,6 +16,24 @@ from ..loop.nodes import BOUND, PARALLEL, Allocate, For, Seq, StageNest, Stmt
 from .nodes import Kernel, KernelModule, LaunchAxis, LaunchKind
 
 
+def stage_symbol(stage: str) -> str:
+    """A stage's name as a kernel's name spells it."""
+    return re.sub(r"\W", "_", stage)
+
+
+def kernel_name(module: str, stage: str) -> str:
+    """The name of the module's kernel whose root stage is `stage` (before a repeat's _2, _3)."""
+    stage = stage_symbol(stage)
+    return f"{module}_{stage}" if stage != module else f"{module}_kernel"
+
+
+def root_stage(kernel: str, module: str) -> str:
+    """kernel_name's inverse: the (spelled) root stage of the module's kernel named `kernel`."""
+    if kernel == f"{module}_kernel":
+        return module
+    return kernel[len(module) + 1:] if kernel.startswith(f"{module}_") else kernel
+
+
 class _LiftThreads(StmtMutator):
     """Remove loops bound to GPU thread axes, recording them as launch dimensions."""
 
@@ -50,8 +68,7 @@ def split_kernels(name: str, params: Tuple[Buffer, ...], body: Stmt) -> KernelMo
         if not isinstance(nest, StageNest):
             raise InternalError(f"Kernel IR expects one stage nest per root stage, found {type(nest).__name__}")
         part = nest.body
-        stage = re.sub(r"\W", "_", nest.stage)
-        kname = f"{name}_{stage}" if stage != name else f"{name}_kernel"
+        kname = kernel_name(name, nest.stage)
         base, n = kname, 1
         while kname in used_names:
             n += 1

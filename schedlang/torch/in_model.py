@@ -21,6 +21,7 @@ import time
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..autoschedule import records
+from ..kernel.kernels import stage_symbol
 from .kernel_tasks import RecordIndex
 from .tune import DEFAULT
 
@@ -35,11 +36,6 @@ class InModel(NamedTuple):
     default_ms: float
     tuned_ms: float
     kept: str             # "record" or "default"
-
-
-def _clean(name: str) -> str:
-    """A stage name as a kernel's name spells it (kernel/kernels.py: split_kernels)."""
-    return re.sub(r"\W", "_", name)
 
 
 class Sites(NamedTuple):
@@ -58,13 +54,13 @@ def site_index(tasks, program=None) -> Sites:
     pairs: Dict[int, List[Tuple[str, int]]] = {}
     for i, kt in enumerate(tasks):
         for part, names in kt.sites:
-            pairs.setdefault(part, []).extend((_clean(n), i) for n in names)
+            pairs.setdefault(part, []).extend((stage_symbol(n), i) for n in names)
     for found in pairs.values():
         found.sort(key=lambda p: -len(p[0]))
     aliases = {}
     for part in program.parts if program is not None else ():
         names = canonical_names([t for _, t in part.inputs], [t for _, t in part.outputs])
-        aliases[part.index] = {_clean(k): _clean(v) for k, v in names.items()}
+        aliases[part.index] = {stage_symbol(k): stage_symbol(v) for k, v in names.items()}
     return Sites(pairs, aliases)
 
 

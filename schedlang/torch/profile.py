@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import List, NamedTuple, Sequence
 
+from ..kernel.kernels import root_stage
+
 
 class KernelRow(NamedTuple):
     """A kernel call of a forward: its part, its kernel's name (the name of the root stage of its
@@ -56,14 +58,6 @@ class ModelProfile:
 
     def __str__(self) -> str:
         return self.table()
-
-
-def root_stage(kernel: str, module: str) -> str:
-    """The name of the root stage a kernel of the module is named after (kernel/kernels.py:
-    "<module>_<stage>", and "<module>_kernel" for the stage named as the module)."""
-    if kernel == f"{module}_kernel":
-        return module
-    return kernel[len(module) + 1:] if kernel.startswith(f"{module}_") else kernel
 
 
 def profile(compiled, args: Sequence, number: int) -> ModelProfile:
