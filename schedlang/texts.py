@@ -1,4 +1,5 @@
-"""LevelTexts: a module's `ir` (level or stage name -> text), each text printed when first read.
+"""LevelTexts: a module's `ir` (level or stage name -> text), each text printed when first read;
+and name_table, the aligned columns of the tables the torch frontend prints.
 
 A build keeps the text of every level (mod.ir["tile"], ...), but most builds are never
 printed: a model's kernels, the auto-scheduler's candidates, a benchmark's rebuilds.
@@ -10,7 +11,7 @@ Reading gives the same text as before; `dict(mod.ir)` prints them all.
 from __future__ import annotations
 
 from collections.abc import MutableMapping
-from typing import Callable, Dict, Iterator, Mapping, Union
+from typing import Callable, Dict, Iterator, List, Mapping, Sequence, Union
 
 Text = Union[str, Callable[[], str]]
 
@@ -49,3 +50,13 @@ class LevelTexts(MutableMapping):
 
     def __repr__(self) -> str:
         return f"LevelTexts({list(self._items)})"
+
+
+def name_table(rows: Sequence[Sequence[str]]) -> List[str]:
+    """Rows of cells as aligned lines: the second column (a name) to the left, the others to
+    the right, and a rule under the first row (the header)."""
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if k == 1 else c.rjust(w) for k, (c, w) in enumerate(zip(r, widths)))
+             for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return lines

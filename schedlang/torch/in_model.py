@@ -132,12 +132,12 @@ def compare_in_model(build, inputs: Sequence, tasks, log: str, target, program=N
     models = [build(None), build(log)]
     sites = site_index(tasks, program)
     times: List[Dict[int, List[float]]] = [{}, {}]
-    for r in range(rounds + 1):
+    for model in models:                  # untimed: a first call's costs
+        model.profile(*inputs, number=number)
+    for _ in range(rounds):
         for model, out in zip(models, times):
-            prof = model.profile(*inputs, number=number)
-            for i, ms in task_times(prof, sites).items():
-                if r:
-                    out.setdefault(i, []).append(ms)
+            for i, ms in task_times(model.profile(*inputs, number=number), sites).items():
+                out.setdefault(i, []).append(ms)
     stamp = time.time()
     here = {"cpu": records.this_cpu(), "register_file": records.register_file(target)}   # where the models ran
     threads = records.target_threads(target)

@@ -12,6 +12,7 @@ import time
 from typing import List, NamedTuple, Sequence
 
 from ..kernel.kernels import root_stage
+from ..texts import name_table
 
 
 class KernelRow(NamedTuple):
@@ -39,19 +40,17 @@ class ModelProfile:
     def table(self, top: int = 0) -> str:
         """The kernels by time, slowest first (top: only that many; 0: all), with their share of
         the forward and what the forward spent outside the kernels."""
-        rows = sorted(self.rows, key=lambda r: -r.ms)[:top or None]
+        ranked = sorted(self.rows, key=lambda r: -r.ms)
+        shown, rest = ranked[:top or None], ranked[top or len(ranked):]
         total = self.forward_ms or 1.0
         lines = [("part", "kernel", "ms", "%")]
-        lines += [(str(r.part), r.name, f"{r.ms:.4f}", f"{100 * r.ms / total:.1f}") for r in rows]
-        if top and len(self.rows) > top:
-            rest = sum(r.ms for r in sorted(self.rows, key=lambda r: -r.ms)[top:])
-            lines.append(("", f"({len(self.rows) - top} more kernels)", f"{rest:.4f}", f"{100 * rest / total:.1f}"))
+        lines += [(str(r.part), r.name, f"{r.ms:.4f}", f"{100 * r.ms / total:.1f}") for r in shown]
+        if rest:
+            ms = sum(r.ms for r in rest)
+            lines.append(("", f"({len(rest)} more kernels)", f"{ms:.4f}", f"{100 * ms / total:.1f}"))
         outside = self.forward_ms - self.kernels_ms
         lines.append(("", "(outside the kernels)", f"{outside:.4f}", f"{100 * outside / total:.1f}"))
-        widths = [max(len(line[k]) for line in lines) for k in range(4)]
-        text = ["  ".join(c.ljust(w) if k == 1 else c.rjust(w) for k, (c, w) in enumerate(zip(line, widths)))
-                for line in lines]
-        text.insert(1, "-" * len(text[0]))
+        text = name_table(lines)
         text.append(f"forward: {self.forward_ms:.4f} ms (mean of {self.runs}), "
                     f"{len(self.rows)} kernel calls: {self.kernels_ms:.4f} ms")
         return "\n".join(text)

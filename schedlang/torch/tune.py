@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..autoschedule.task import SearchTask
+from ..texts import name_table
 from ..tensor.op import PlaceholderOp
 from .lower import LoweredProgram
 
@@ -411,10 +412,7 @@ def task_table(sched) -> str:
         rows.append((str(i), f"{kt.kind} {kt.name}", str(kt.weight), str(sched.trials[i]),
                      f"{best * 1e3:.4g}" if known else "-", f"{kt.weight * best * 1e3:.4g}" if known else "-",
                      f"{default / best:.2f}x" if known and default else "-"))
-    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) if k == 1 else c.rjust(w) for k, (c, w) in enumerate(zip(r, widths)))
-             for r in rows]
-    lines.insert(1, "-" * len(lines[0]))
+    lines = name_table(rows)
     est = sched.known_estimate()
     base = sum(kt.weight * d for kt, d in zip(sched.tasks, sched.default_s)) \
         if all(d is not None for d in sched.default_s) else None
