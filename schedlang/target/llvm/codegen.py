@@ -28,6 +28,7 @@ from . import packed
 from .builder import FunctionText
 from .emit_expr import ExprEmitter
 from .forksafe import SERIAL_FLAG
+from .loop_hints import wraps_induction
 from .memory import OOB_GLOBALS, MemoryEmitter
 from .prefetch import emit_prefetches
 from .profile import KernelClock
@@ -52,23 +53,29 @@ class ModuleState:
     functions: List[str] = field(default_factory=list)
     buffer_names: List[str] = field(default_factory=list)       # bounds-check reports name buffers by id
     streaming: FrozenSet[Buffer] = frozenset()                 # stored non-temporally where aligned (streaming.py)
-    loop_ids: List[int] = field(default_factory=list)          # unroll counts of the !llvm.loop nodes (loop_id)
+    loop_ids: List[Tuple[Optional[int], bool]] = field(default_factory=list)   # the !llvm.loop nodes (loop_id)
 
     @property
     def bounds_check(self) -> bool:
         return self.target.bounds_check
 
-    def loop_id(self, unroll_count: int) -> str:
+    def loop_id(self, unroll_count: Optional[int], vectorize: bool = True) -> str:
         """A loop ID node asking LLVM's unroller for unroll_count copies of a loop's body
-        (the O3 pipeline unrolls only such loops: jit.optimize turns its own choice off)."""
-        self.loop_ids.append(unroll_count)
-        return f"!{2 * (len(self.loop_ids) - 1)}"
+        (the O3 pipeline unrolls only such loops: jit.optimize turns its own choice off), and,
+        with vectorize False, its loop vectorizer to leave the loop alone (loop_hints.py)."""
+        self.loop_ids.append((unroll_count, vectorize))
+        return f"!{3 * (len(self.loop_ids) - 1)}"
 
     def loop_metadata(self) -> List[str]:
         lines = []
-        for i, count in enumerate(self.loop_ids):
-            lines += [f"!{2 * i} = distinct !{{!{2 * i}, !{2 * i + 1}}}",
-                      f'!{2 * i + 1} = !{{!"llvm.loop.unroll.count", i32 {count}}}']
+        for i, (count, vectorize) in enumerate(self.loop_ids):
+            node, hints = 3 * i, []
+            if count:
+                hints.append((node + 1, f'!{{!"llvm.loop.unroll.count", i32 {count}}}'))
+            if not vectorize:
+                hints.append((node + 2, '!{!"llvm.loop.vectorize.enable", i1 false}'))
+            lines.append(f"!{node} = distinct !{{!{node}{''.join(f', !{n}' for n, _ in hints)}}}")
+            lines += [f"!{n} = {text}" for n, text in hints]
         return lines
 
     def buffer_id(self, buffer: Buffer) -> int:
@@ -239,7 +246,8 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         nxt = self.fn.emit(f"add nsw {ty} {value}, 1", var.name + ".next")
         more = self.fn.emit(f"icmp slt {ty} {nxt}, {end}", "more")
         count = dict(pragmas).get("unroll_count")
-        loop_md = f", !llvm.loop {self.module.loop_id(count)}" if count else ""
+        vectorize = not wraps_induction(body, var)
+        loop_md = f", !llvm.loop {self.module.loop_id(count, vectorize)}" if count or not vectorize else ""
         self.fn.do(f"br i1 {more}, label %{head}, label %{exit_l}{loop_md}")
         self.fn.lines[phi_at] = f"  {value} = phi {ty} [ {begin}, %{pre} ], [ {nxt}, %{self.fn.block} ]"
         self.fn.start_block(exit_l)
