@@ -60,6 +60,14 @@ class PlaceholderOp(Operation):
         return []
 
 
+# An attr of a compute op (compute(..., attrs={REALIZE_WHOLE: True})): bound inference realizes
+# the stage at the root over its whole domain even where its readers need less, so its loops
+# count from the domain's start. For a schedule that reads absolute coordinates from its loop
+# variables (the CPU attention's causal key skipping: torch/attention_schedule.py); a region
+# shrunk to what a slice reads shifts every loop by the region's start.
+REALIZE_WHOLE = "realize_whole"
+
+
 @dataclass(frozen=True, eq=False)
 class ComputeOp(Operation):
     """out[axis] = body; body is an expression of the axes, or one top-level Reduce.

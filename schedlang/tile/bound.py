@@ -24,7 +24,7 @@ from ..loop.plan import Program, StagePlan
 from ..schedule.annotate import BIND
 from ..schedule.relations import pass_up_values
 from ..tensor.extern import ExternOp
-from ..tensor.op import ComputeOp, TensorRead
+from ..tensor.op import REALIZE_WHOLE, ComputeOp, TensorRead
 from ..tensor.scan import ScanOp
 from .shared_regions import SharedRegions
 
@@ -95,6 +95,8 @@ class _Bounds:
             return full_region(plan)
         if plan.attach_type != "at" and any(isinstance(r.op, ExternOp) for r, _ in self.readers(plan)):
             return full_region(plan)      # an extern call reads its inputs whole
+        if plan.attach_type != "at" and dict(plan.op.attrs).get(REALIZE_WHOLE):
+            return full_region(plan)      # its schedule reads absolute coordinates from its loops
         # A root temporary, like TVM's, is sized by what its readers need over all their loops.
         fixed = self.path(plan)
         # Loops bound to threads that share the stage's memory do not fix its region (TVM's NeedRelax).

@@ -102,3 +102,26 @@ def test_a_mask_from_an_input_is_not_assumed_causal():
     torch.testing.assert_close(compiled(q, q, q, other), FromInput()(q, q, q, other), rtol=1e-5, atol=1e-5)
     assert _skips(compiled, CHECKED) == []
 
+
+
+class SlicedCausal(nn.Module):
+    """A causal attention whose output rows are read from an offset (a slice, as a model
+    dropping its first token does): the kernel's key skipping must count absolute query rows."""
+
+    def __init__(self, kind: str, rows: slice):
+        super().__init__()
+        self.fn, self.rows = MASKS[kind], rows
+
+    def forward(self, q, k, v):
+        return self.fn(q, k, v)[:, :, self.rows]
+
+
+@pytest.mark.parametrize("kind", ["sdpa_bool_tril", "masked_fill_tril"])
+@pytest.mark.parametrize("rows", [slice(1, None), slice(17, 40), slice(33, None, 2)], ids=["1:", "17:40", "33::2"])
+def test_causal_attention_read_from_a_row_offset_matches_eager(kind, rows):
+    q, k, v = torch.randn(1, 2, 70, 16), torch.randn(1, 2, 70, 16), torch.randn(1, 2, 70, 16)
+    compiled = check(SlicedCausal(kind, rows), (q, k, v))
+    # the attention is realized whole, so its loops count query rows from 0, and still skips keys
+    assert _skips(compiled, sl.Target.create("llvm"))
+    (out,) = [t for p in compiled.program.parts for _, t in p.outputs]
+    assert out.shape[-2] == len(range(70)[rows])

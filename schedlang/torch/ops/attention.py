@@ -28,6 +28,7 @@ from typing import Callable, Optional, Sequence
 import schedlang as sl
 
 from .. import attention_tensorcore
+from ...tensor.op import REALIZE_WHOLE
 from ..attention_schedule import CAUSAL, ROLE_TAG, TAG
 from .accum import acc_dtype, dtype_arg, is_float
 from .causal_mask import hides_later_keys
@@ -135,8 +136,11 @@ def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, hea
         return sl.select(y[-1] == Ev, sl.select(m == ninf, ninf, m + sl.log(t)), value)
     # is_causal, or a causal mask written out (tril/triu: causal_mask.py)
     causal = getattr(score, "causal", False) or hides_later_keys(score, nb, L, S, acc)
+    # A causal kernel skips key chunks by its loop variables (attention_schedule._skip_masked_keys),
+    # which count query rows only when the stage is realized whole (a slice of the output would
+    # shrink it and shift them)
     return compute(batch + (L, Ev + 1 if with_lse else Ev), result, ctx.name(), tag=TAG,
-                   attrs={CAUSAL: True} if causal else None)
+                   attrs={CAUSAL: True, REALIZE_WHOLE: True} if causal else None)
 
 
 # ---- scaled_dot_product_attention
