@@ -4,8 +4,9 @@ LLVM 22.1 (llvmlite 0.50) miscompiles a loop whose memory index wraps its own in
 variable: `for f in 0..112: C[f] += B[k * 16 + f % 16]` inside a loop over k came out
 reading B[k * 16 + 16 ..] for the second interleaved vector of each step (its address taken
 as the first's plus the vector width, as if f % 16 did not wrap), so 48 of 112 outputs
-were wrong. The pattern is what `fuse` then `split(nparts=...)` leaves in a serial loop; a
-random schedule of a 7 x 16 x 5 int32 matmul found it (tests/lowering/test_invariance.py).
+were wrong. The pattern is what `fuse` leaves in a serial loop (the fused axis read back as
+f // 16 and f % 16); a random schedule of a 7 x 16 x 5 int32 matmul found it
+(tests/lowering/test_invariance.py).
 LLVM's own report of the class: llvm/llvm-project#156849 ("Miscompile with masked IV").
 
 Our vectorizer has already turned every loop a schedule vectorizes into vector code, so
