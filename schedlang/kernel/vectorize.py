@@ -123,7 +123,9 @@ class LaneRewriter:
             return Select(cond if not vector_cond else _bcast(cond, lanes), _bcast(t, lanes), _bcast(f, lanes),
                           e.guarded)
         if isinstance(e, Load):
-            index = self.expr(e.indices[0], None)
+            # under the mask too: a load inside the index (a gather's t[sort_index[...]]) reads
+            # nothing for the lanes the mask leaves out (the untaken side of an if_then_else)
+            index = self.expr(e.indices[0], pred)
             mask = pred if pred is not None and pred.dtype.lanes > 1 else None
             if mask is None and index.dtype.lanes == 1:
                 return Load(e.buffer, (index,), e.predicate)
@@ -193,19 +195,19 @@ class LaneRewriter:
     # -- statements --
     def stmt(self, s: Stmt, pred: Optional[Expr] = None) -> Stmt:
         if isinstance(s, Store):
-            index = self.expr(s.indices[0], None)
+            index = self.expr(s.indices[0], pred)
             if index.dtype.lanes == 1:
                 raise Scalarize(f"every lane would store to the same element {s.buffer.name}[{s.indices[0]}]")
             value = _bcast(self.expr(s.value, pred), self.lanes)
             contiguous = isinstance(index, Ramp) and isinstance(index.stride, Const) and index.stride.value == 1
             if not contiguous and any(isinstance(n, Load) and n.buffer is s.buffer for n in walk(s.value)):
                 raise Scalarize(f"a scattered read-modify-write of {s.buffer.name} could race between lanes")
-            own = None if s.predicate is None else self.expr(s.predicate, None)
+            own = None if s.predicate is None else self.expr(s.predicate, pred)
             return Store(s.buffer, (index,), value, _and(pred, own))
         if isinstance(s, Seq):
             return seq(*(self.stmt(x, pred) for x in s.stmts))
         if isinstance(s, IfThen):
-            cond = self.expr(s.cond, None)
+            cond = self.expr(s.cond, pred)
             if cond.dtype.lanes == 1 and pred is None:
                 return IfThen(cond, self.stmt(s.then_body), None if s.else_body is None else self.stmt(s.else_body))
             then = self.stmt(s.then_body, _and(pred, cond))
