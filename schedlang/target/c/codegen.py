@@ -23,6 +23,7 @@ from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...limits import INT32_MAX
 from ...loop.nodes import PARALLEL, Allocate, CallPacked, For
 from ...tensor.intrin import EXTERN_PREFIX
+from ..library_names import LIBRARY_FUNCTIONS
 from ..cexpr import MATH, CRenderer, c_name
 from ..target import Target
 from .prelude import prelude
@@ -44,6 +45,7 @@ int long register restrict return short signed sizeof static struct switch typed
 _Bool _Complex _Imaginary bool true false NULL main malloc free memcpy args intptr_t size_t""".split())
 _RESERVED |= {f"{u}int{n}_t" for u in ("", "u") for n in (8, 16, 32, 64)}
 _RESERVED |= set(MATH.values()) | {fn[:-1] for fn in MATH.values()} | {"exp10f", "exp10", "rsqrtf", "rsqrt"}
+_RESERVED |= LIBRARY_FUNCTIONS
 _C_MATH = {"rsqrt": "sl_rsqrtf", "exp10": "sl_exp10f"}     # not in C99: the prelude's
 
 

@@ -23,6 +23,7 @@ from ...kernel.sizes import buffer_exprs
 from ...limits import INT32_MAX
 from ...loop.functor import buffers_used, stmt_exprs, walk_stmts
 from ...loop.nodes import PARALLEL, PREFETCH, SERIAL, Allocate, Barrier, CallPacked, Evaluate, For, IfThen, Let, Seq, Stmt, Store
+from ..library_names import is_library_name
 from ..target import Target
 from . import packed
 from .builder import FunctionText
@@ -99,6 +100,15 @@ def symbol(name: str) -> str:
     `@1x` as a malformed numbered value, and torch names parameters "0.weight")."""
     name = re.sub(r"[^A-Za-z0-9_.]", "_", name)
     return "_" + name if name[:1].isdigit() else name
+
+
+def function_symbol(name: str) -> str:
+    """The symbol of a function we define (a module's entry, a kernel) for an IR name: symbol(name),
+    with ".sl" after it where that may be a C library or runtime function's name
+    (library_names.py), so that the library's calls (LLVM's exp for float64 lanes, memcpy)
+    never land in our function (no C name has a dot)."""
+    sym = symbol(name)
+    return sym + ".sl" if is_library_name(sym) else sym
 
 
 class FunctionEmitter(ExprEmitter, MemoryEmitter):
@@ -412,7 +422,7 @@ def _kernel_function(module: ModuleState, k: Kernel) -> str:
         if axis.kind is not LaunchKind.CPU_WORKER:
             raise LoweringError("llvm codegen", f"kernel {k.name} is launched over {axis.tag}, a GPU thread axis; "
                                 "the llvm target runs CPU workers only (use parallel() instead of bind())")
-    name = symbol(k.name)
+    name = function_symbol(k.name)
     ptrs = {b: f"%arg{i}.{symbol(b.name)}" for i, b in enumerate(k.params)}
     sizes = {v: f"%size.{symbol(v.name)}" for v in k.sizes}
     params = ([f"ptr noalias {p}" for p in ptrs.values()] + [f"{compute_type(v.dtype)} {n}" for v, n in sizes.items()]
@@ -456,7 +466,7 @@ def _entry_function(module: ModuleState, m: KernelModule, calls: List[Tuple[str,
     Allocates the temporaries, runs the kernels (each timed, with the target's profile
     option: profile.py), frees; returns 1 (and runs nothing) when a temporary cannot be
     allocated, 0 otherwise."""
-    name = symbol(m.name)
+    name = function_symbol(m.name)
     fn = FunctionText(name, f"i32 @{name}(ptr %args)")
     ptrs: Dict[Buffer, str] = {}
     slots = list(enumerate(m.params)) + [(len(m.params) + len(m.sizes), STATUS)]    # sizes sit between

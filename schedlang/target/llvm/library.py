@@ -24,7 +24,7 @@ import tempfile
 
 from ...expr.extent import extent_to_json
 from ..elf import write_library
-from .codegen import symbol
+from .codegen import function_symbol
 from .forksafe import SERIAL_FLAG
 from .jit import emit_shared_object_code
 from .packed import SYMBOL, descriptor
@@ -47,7 +47,7 @@ def module_info(mod) -> dict:
         "format": FORMAT,
         "version": VERSION,
         "name": mod.name,
-        "entry": symbol(mod.name),
+        "entry": function_symbol(mod.name),
         "params": params,
         "options": dataclasses.asdict(mod.target.options),
         "buffer_names": list(mod._buffer_names),

@@ -9,7 +9,7 @@ from ...kernel.nodes import KernelModule
 from ..module import BuiltModule
 from ..target import Target
 from . import forksafe
-from .codegen import symbol
+from .codegen import function_symbol
 from .jit import CompiledModule
 from .library import export_library
 from .packed import raise_pending
@@ -32,7 +32,7 @@ class LLVMModule(BuiltModule):
         self._source = self.ir["llvm"]
         self._buffer_names = buffer_names
         self._compiled = compiled
-        self._bind_entry(symbol(self.name), "@GOMP_parallel" in self._source, len(kernel_ir.sizes))
+        self._bind_entry(function_symbol(self.name), "@GOMP_parallel" in self._source, len(kernel_ir.sizes))
         self._not_runnable = not_runnable     # compiled for a CPU this machine is not: why
         self.kernel_names = [k.name for k in kernel_ir.kernels]      # in call order
 
