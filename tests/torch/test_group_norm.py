@@ -76,3 +76,21 @@ def test_instance_norm_compiles_whole():
             warnings.simplefilter("error", st.FallbackWarning)
             compiled = st.compile(model, (x,))
             torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float16, (2e-3, 2e-3)), (torch.bfloat16, (2e-2, 2e-2)),
+                                        (torch.float64, (1e-10, 1e-10))])
+def test_batch_statistics_norm_dtypes(dtype, tol):
+    """The saved statistics come back in x's dtype, as torch's (they were float32 for half
+    inputs: an InstanceNorm2d in float16 raised an InternalError at compile)."""
+    x = (torch.randn(2, 5, 4, 6) * 2 + 1).to(dtype)
+    w, b = torch.randn(5).to(dtype), torch.randn(5).to(dtype)
+    check_lowering(aten._native_batch_norm_legit.no_stats, (x, w, b, True, 0.1, 1e-5), tol=tol)
+    model = nn.InstanceNorm2d(5, affine=True).eval().to(dtype)
+    with torch.no_grad():
+        got = st.compile(model, (x,))(x)
+        assert got.dtype == dtype
+        if dtype == torch.float64:
+            torch.testing.assert_close(got, model(x), rtol=tol[0], atol=tol[1])
+        else:     # against float32: ours computes the statistics in float32, eager in dtype
+            torch.testing.assert_close(got.float(), model.float()(x.float()), rtol=tol[0] * 2, atol=tol[1] * 2)

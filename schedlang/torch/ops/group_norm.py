@@ -80,7 +80,8 @@ def native_group_norm(ctx, x, weight, bias, N, C, HxW, group, eps):
 @register_lowering("aten._native_batch_norm_legit.no_stats")
 def batch_norm_batch_stats(ctx, x, weight, bias, training, momentum, eps):
     """(out, mean [C], rstd [C]): x normalized per channel (dim 1) by its own mean and biased
-    variance over every other dim (the statistics in float32 for float16/bfloat16)."""
+    variance over every other dim (computed in float32 for float16/bfloat16; the returned
+    statistics in x's dtype, as torch returns them)."""
     require_float("batch_norm", x)
     if not training:
         raise Unsupported("batch_norm in eval mode without running statistics")
@@ -95,14 +96,16 @@ def batch_norm_batch_stats(ctx, x, weight, bias, training, momentum, eps):
     dims = (0,) + tuple(range(2, x.ndim))
     count = count_of(x.shape, dims, acc)
     total = reduction(x.shape, dims, False, sl.sum, lambda idx: sl.cast(acc, x[tuple(idx)]), ctx.name("sum"))
-    mean = compute(total.shape, lambda idx: total[tuple(idx)] / count, ctx.name("mean"))
+    mean_name, mean_out = acc_and_result_names(ctx.name("mean"), acc, out)
+    mean = compute(total.shape, lambda idx: total[tuple(idx)] / count, mean_name)
 
     def centered(idx):
         return sl.cast(acc, x[tuple(idx)]) - mean[idx[1]]
     sqsum = reduction(x.shape, dims, False, sl.sum, lambda idx: centered(idx) * centered(idx), ctx.name("sqsum"))
+    rstd_name, rstd_out = acc_and_result_names(ctx.name("rstd"), acc, out)
     rstd = compute(sqsum.shape, lambda idx: sl.rsqrt(sqsum[tuple(idx)] / count + sl.const(float(eps), acc)),
-                   ctx.name("rstd"))
+                   rstd_name)
 
     def normalized(idx):
         return sl.cast(out, weight_and_bias(centered(idx) * rstd[idx[1]], weight, bias, (idx[1],), acc))
-    return compute(x.shape, normalized, ctx.name()), mean, rstd
+    return compute(x.shape, normalized, ctx.name()), cast_stage(mean, out, mean_out), cast_stage(rstd, out, rstd_out)
