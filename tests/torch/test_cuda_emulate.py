@@ -60,7 +60,19 @@ class RMSNormLinear(nn.Module):
         return self.fc(self.norm(x))
 
 
+class ReversedRows(nn.Module):
+    """A Linear's rows read back to front: the shim's checked pointer takes `A + i - j`."""
+
+    def __init__(self, d, h):
+        super().__init__()
+        self.fc = nn.Linear(d, h, bias=False)
+
+    def forward(self, x):
+        return self.fc(x).flip(1)
+
+
 MODULES = {
+    "reversed_rows": lambda: (ReversedRows(24, 48), (torch.randn(2, 18, 24),)),
     "silu_and_mul": lambda: (SiluAndMul(), (torch.randn(5, 74),)),
     "swiglu": lambda: (SwiGLUMLP(16, 37), (torch.randn(5, 16),)),
     "layer_norm": lambda: (nn.LayerNorm(37), (torch.randn(5, 37),)),

@@ -542,6 +542,7 @@ template <typename T> struct checked {
     return data[offset + i];
   }
   checked operator+(long long i) const { return {data, size, name, scope, offset + i}; }
+  checked operator-(long long i) const { return {data, size, name, scope, offset - i}; }   // (A + i - j: a reversed read)
   // (const float4*)(A + i): a vector access of the elements from A + i on
   template <typename U> explicit operator U*() const {
     constexpr long long lanes = (sizeof(U) + sizeof(T) - 1) / sizeof(T);
