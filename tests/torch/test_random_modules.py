@@ -1,7 +1,8 @@
 """Random small modules (random_modules.py: chains of the ops real models use, on odd shapes)
 compiled whole against eager torch; every third one bounds-checked, every fourth on one
 thread. A failure prints its seed: `python -m tests.torch.random_modules SEED` replays it.
-The default suite runs the first DEFAULT seeds, -m slow the rest of SEEDS."""
+The default suite runs the first DEFAULT seeds, -m slow the rest of SEEDS and the first CUDA_SEEDS
+for target="cuda" on the CPU shim."""
 import pytest
 import torch
 
@@ -43,3 +44,22 @@ def test_the_generator_is_deterministic_and_varied():
     assert torch.equal(xa, xb) and [s[0] for s in a.steps] == [s[0] for s in b.steps]
     kinds = {s[0] for seed in range(40) for s in random_module(seed)[0].steps}
     assert {"mod", "fn", "save"} <= kinds
+
+
+CUDA_SEEDS = 16
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(CUDA_SEEDS))
+def test_random_module_on_cuda_emulated(seed):
+    """The same modules for target="cuda", run by the CPU shim (the generated CUDA C under g++,
+    every access bounds-checked); the larger inputs are left to the llvm test."""
+    pytest.importorskip("cuda.bindings")
+    module, x = random_module(seed)
+    if x.numel() > 3000:
+        pytest.skip("input too large for the emulator")
+    with torch.no_grad():
+        want = module(x)
+    got = slt.compile(module, (x,), target="cuda").emulate(x, engine="shim")
+    tol = 1e-4 * max(1.0, want.abs().max().item())
+    torch.testing.assert_close(got, want, rtol=1e-3, atol=tol, equal_nan=True, msg=lambda m: f"seed {seed}: {m}")
