@@ -29,7 +29,7 @@ from . import packed
 from .builder import FunctionText
 from .emit_expr import ExprEmitter
 from .forksafe import SERIAL_FLAG
-from .loop_hints import wraps_induction
+from .loop_hints import wrapped_loop_vars
 from .memory import OOB_GLOBALS, MemoryEmitter
 from .prefetch import emit_prefetches
 from .profile import KernelClock
@@ -119,6 +119,8 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         self.ptrs = dict(ptrs)
         self.outlined = 0
         self.stack_bytes = 0     # local buffers on this function's stack so far
+        self._wrapped: Set[Var] = set()     # loop_hints.wrapped_loop_vars of the loop nests seen
+        self._nests: Set[Var] = set()       # the loops those nests hold
         self.index_ranges = LoopRanges()
         self.streamed = False    # a non-temporal store was emitted: end with sfence
 
@@ -230,11 +232,20 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         else:
             raise InternalError(f"loop kind '{s.kind}' reached the LLVM renderer; Kernel IR only has serial and parallel loops")
 
+    def wrapped_vars(self, var: Var, body: Stmt) -> Set[Var]:
+        """loop_hints.wrapped_loop_vars, found once per outermost loop: an inner loop's answer
+        is in its outermost loop's."""
+        if var not in self._nests:
+            self._wrapped |= wrapped_loop_vars(body)
+            self._nests |= {var} | {s.var for s in walk_stmts(body) if isinstance(s, For)}
+        return self._wrapped
+
     def loop(self, var: Var, begin: str, end: str, body: Stmt, constant: bool, extent: Optional[int] = None,
              pragmas: Tuple = ()) -> None:
         """A rotated loop: for var in begin..end (a range within 0..extent when extent is given);
         an "unroll_count" pragma becomes its latch's !llvm.loop node."""
         ty = compute_type(var.dtype)
+        vectorize = var not in self.wrapped_vars(var, body)     # before the body: its loops read the answer
         head, exit_l = self.fn.label(f"{var.name}.loop"), self.fn.label(f"{var.name}.exit")
         pre = self.fn.block
         if constant:
@@ -256,7 +267,6 @@ class FunctionEmitter(ExprEmitter, MemoryEmitter):
         nxt = self.fn.emit(f"add nsw {ty} {value}, 1", var.name + ".next")
         more = self.fn.emit(f"icmp slt {ty} {nxt}, {end}", "more")
         count = dict(pragmas).get("unroll_count")
-        vectorize = not wraps_induction(body, var)
         loop_md = f", !llvm.loop {self.module.loop_id(count, vectorize)}" if count or not vectorize else ""
         self.fn.do(f"br i1 {more}, label %{head}, label %{exit_l}{loop_md}")
         self.fn.lines[phi_at] = f"  {value} = phi {ty} [ {begin}, %{pre} ], [ {nxt}, %{self.fn.block} ]"

@@ -16,8 +16,10 @@ off. Such a loop's accesses are not contiguous runs, so LLVM would gather or ski
 """
 from __future__ import annotations
 
+from typing import Dict, List, Set
+
 from ...expr.functor import free_vars, walk
-from ...expr.nodes import Binary, Load, Var
+from ...expr.nodes import Binary, Expr, Load, Var
 from ...loop.functor import stmt_exprs, walk_stmts
 from ...loop.nodes import Let, Store, Stmt
 
@@ -26,16 +28,17 @@ from ...loop.nodes import Let, Store, Stmt
 WRAPPING_OPS = frozenset({"floordiv", "floormod", "truncdiv", "truncmod", "bitand", "shr"})
 
 
-def wraps_induction(body: Stmt, var: Var) -> bool:
-    """Whether a memory index in body (directly, or through a Let bound in body) applies a
-    WRAPPING_OPS operation to an expression of the loop variable var."""
-    tainted = {var}
-    indices = []
+def wrapped_loop_vars(body: Stmt) -> Set[Var]:
+    """The variables that a memory index in body (directly, or through a Let bound in body)
+    passes through a WRAPPING_OPS operation: for every loop nested in body, whether LLVM's
+    vectorizer must leave it alone is whether its variable is in this set (a loop's variable
+    is used only inside it), so one walk of the outermost loop answers for the whole nest."""
+    lets: Dict[Var, Expr] = {}
+    indices: List[Expr] = []
     seen: set = set()
-    for s in walk_stmts(body):              # parents first: a Let before the statements that use it
+    for s in walk_stmts(body):
         if isinstance(s, Let):
-            if _mentions(s.value, tainted):
-                tainted.add(s.var)
+            lets[s.var] = s.value
             indices.append(s.value)
         if isinstance(s, Store):
             indices.extend(s.indices)
@@ -43,13 +46,17 @@ def wraps_induction(body: Stmt, var: Var) -> bool:
             for n in walk(e, seen):
                 if isinstance(n, Load):
                     indices.extend(n.indices)
+    wrapped: Set[Var] = set()
     walked: set = set()
     for index in indices:
         for n in walk(index, walked):
-            if isinstance(n, Binary) and n.op in WRAPPING_OPS and _mentions(n.a, tainted):
-                return True
-    return False
-
-
-def _mentions(e, names: set) -> bool:
-    return any(v in names for v in free_vars(e))
+            if isinstance(n, Binary) and n.op in WRAPPING_OPS:
+                wrapped.update(free_vars(n.a))
+    todo = [v for v in wrapped if v in lets]        # a Let's variable stands for what it is bound to
+    while todo:
+        for v in free_vars(lets[todo.pop()]):
+            if v not in wrapped:
+                wrapped.add(v)
+                if v in lets:
+                    todo.append(v)
+    return wrapped
