@@ -54,7 +54,8 @@ def test_gather_through_a_shifted_index_under_a_vector_condition():
     np.testing.assert_array_equal(got, np.concatenate([[sv[0]], sv[ix + 1]]).astype("float32"))
 
 
-@pytest.mark.parametrize("shape", [(1, 5, 8), (1, 28, 24), (2, 9, 16)])
+@pytest.mark.parametrize("shape", [(1, 5, 8), pytest.param((1, 28, 24), marks=pytest.mark.slow),
+                                   pytest.param((2, 9, 16), marks=pytest.mark.slow)])
 def test_sorted_rows_through_a_padded_conv1d(shape):
     """The module the bug was found in: the padded input of the convolution reads the sorted
     values t[..., sort_index[...]] through an if_then_else over the padding."""

@@ -12,6 +12,7 @@ from schedlang.target.library_names import is_library_name
 from tests.cpu_targets import HAS_CC
 
 NAMES = ["exp", "log", "free", "memcpy", "malloc", "GOMP_parallel", "sqrtf", "C"]
+FAST = {"exp", "free", "GOMP_parallel", "C"}        # the rest with -m slow (the README suite's time)
 
 
 def _exp_log(name: str, n: int = 64):
@@ -24,7 +25,7 @@ def _exp_log(name: str, n: int = 64):
     return s, [A, B]
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [n if n in FAST else pytest.param(n, marks=pytest.mark.slow) for n in NAMES])
 def test_module_named_like_the_c_library_runs(name, tmp_path):
     s, args = _exp_log(name)
     a = np.random.default_rng(0).standard_normal(64)
@@ -45,7 +46,8 @@ def test_module_named_like_the_c_library_runs(name, tmp_path):
     assert (f"define i32 @{name}(" in mod.get_source("ll")) == (not is_library_name(name))
 
 
-@pytest.mark.parametrize("fn", ["exp", "log", "sin", "tanh"])
+@pytest.mark.parametrize("fn", ["exp", pytest.param("log", marks=pytest.mark.slow), "sin",
+                                pytest.param("tanh", marks=pytest.mark.slow)])
 def test_torch_float64_output_op_named_like_libm(fn):
     class M(nn.Module):
         def forward(self, t):

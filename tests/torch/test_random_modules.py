@@ -11,7 +11,7 @@ import schedlang.torch as slt
 from tests.torch.random_modules import random_module
 
 SEEDS = 120
-DEFAULT = 8
+DEFAULT = 4
 
 
 def _target(seed: int) -> sl.Target:
