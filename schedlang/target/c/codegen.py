@@ -23,8 +23,8 @@ from ...kernel.nodes import Kernel, KernelModule, LaunchKind
 from ...limits import INT32_MAX
 from ...loop.nodes import PARALLEL, Allocate, CallPacked, For
 from ...tensor.intrin import EXTERN_PREFIX
-from ..library_names import LIBRARY_FUNCTIONS
 from ..cexpr import MATH, CRenderer, c_name
+from ..library_names import LIBRARY_FUNCTIONS
 from ..target import Target
 from .prelude import prelude
 
@@ -44,8 +44,7 @@ _RESERVED = set("""auto break case char const continue default do double else en
 int long register restrict return short signed sizeof static struct switch typedef union unsigned void volatile while
 _Bool _Complex _Imaginary bool true false NULL main malloc free memcpy args intptr_t size_t""".split())
 _RESERVED |= {f"{u}int{n}_t" for u in ("", "u") for n in (8, 16, 32, 64)}
-_RESERVED |= set(MATH.values()) | {fn[:-1] for fn in MATH.values()} | {"exp10f", "exp10", "rsqrtf", "rsqrt"}
-_RESERVED |= LIBRARY_FUNCTIONS
+_RESERVED |= LIBRARY_FUNCTIONS     # the math functions (float and double) and the rest of the C library's
 _C_MATH = {"rsqrt": "sl_rsqrtf", "exp10": "sl_exp10f"}     # not in C99: the prelude's
 
 
