@@ -251,10 +251,15 @@ class _CausalAndNot(nn.Module):
         return self.causal(q, k, v), self.plain(q, k, v)
 
 
-@pytest.mark.parametrize("lead, lq, sk, d", [((1, 1), 150, 150, 64), ((), 150, 150, 32), ((2, 3), 100, 40, 16),
-                                           ((1, 2), 40, 150, 24)],
-                         ids=["parallel-chunks", "no-batch-dims", "one-chunk", "more-keys"])
-@pytest.mark.parametrize("isa", ["host", "avx2"])
+CAUSAL_SHAPES = {"parallel-chunks": ((1, 1), 150, 150, 64), "no-batch-dims": ((), 150, 150, 32),
+                 "one-chunk": ((2, 3), 100, 40, 16), "more-keys": ((1, 2), 40, 150, 24)}
+
+
+# every numbering on the host, one on AVX2 by default; the other three on AVX2 with -m slow
+@pytest.mark.parametrize("lead, lq, sk, d, isa", [
+    pytest.param(*shape, isa, id=f"{isa}-{name}",
+                 marks=[pytest.mark.slow] if isa == "avx2" and name != "one-chunk" else [])
+    for isa in ("host", "avx2") for name, shape in CAUSAL_SHAPES.items()])
 def test_causal_attention_skips_the_masked_key_chunks(lead, lq, sk, d, isa):
     """Causal SDPA: each block of query rows computes only the key chunks up to its last row
     (rounded up to two vectors), in every stage alike; against eager torch, bounds-checked,

@@ -107,7 +107,9 @@ def test_block_matches_eager():
         assert any(len(t.shape) == 5 for t in d.input_tensors), "the input tiles do not read NCHWc activations"
 
 
-@pytest.mark.parametrize("ic, oc, h, w, pad", [(64, 80, 13, 13, 1), (144, 112, 20, 19, 0)])
+# padding 1 by default; padding 0 and the wider panel with -m slow
+@pytest.mark.parametrize("ic, oc, h, w, pad", [(64, 80, 13, 13, 1),
+                                               pytest.param(144, 112, 20, 19, 0, marks=pytest.mark.slow)])
 def test_channels_off_the_panel_match_eager(ic, oc, h, w, pad):
     """Output channels that are no multiple of the bgemm's register panel (80 and 112 against
     AVX2's 24 and AVX-512's 48 or 64), partial tiles, padding 0 and 1, a batch norm folded:
@@ -120,7 +122,7 @@ def test_channels_off_the_panel_match_eager(ic, oc, h, w, pad):
     assert (wg.TAG_D in _stage_tags(cm)) == _host_takes_winograd(ic, oc, h, w, pad)
 
 
-@pytest.mark.parametrize("oc, h, w", [(64, 37, 35), (80, 49, 46)])
+@pytest.mark.parametrize("oc, h, w", [(64, 37, 35), pytest.param(80, 49, 46, marks=pytest.mark.slow)])
 def test_tiles_split_between_threads_match_eager(oc, h, w):
     """More 4x4 tiles than output channels (90 and 156 against 64, and 80 padded to 128): the
     transformed input outweighs the transformed weight, so the bgemm and the inverse split the

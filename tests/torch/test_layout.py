@@ -283,7 +283,8 @@ class Separable(nn.Module):
         return self.pw(self.dw(F.relu(self.bn(y)))) + y
 
 
-@pytest.mark.parametrize("cols", [9, 150])
+# 150 columns (the case that once unrolled too far) by default; 9 with -m slow
+@pytest.mark.parametrize("cols", [pytest.param(9, marks=pytest.mark.slow), 150])
 def test_a_depthwise_convolution_read_by_a_1x1_is_blocked(cols):
     """The depthwise result is the 1x1's blocked input (a seed of its own: no injective stage
     between them), and its kernel is scheduled for any row: 150 columns unrolled whole

@@ -72,9 +72,10 @@ def _odd_linears(bias: bool, in_place: bool):
     return _ODD_LINEARS[bias, in_place]
 
 
+# with a bias and weights read in place, and neither, by default; the mixed pairs with -m slow
 @pytest.mark.parametrize("m,k,n", ODD_SHAPES)
-@pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize("in_place", [False, True])
+@pytest.mark.parametrize("bias, in_place", [(False, False), pytest.param(True, False, marks=pytest.mark.slow),
+                                            pytest.param(False, True, marks=pytest.mark.slow), (True, True)])
 def test_linear_odd_shapes(m, k, n, bias, in_place):
     """Packed and read in place (ops/matmul.reads_weight_in_place forced each way): tails of
     M, N and K of both register tiles, N past a block of the in-place kernel's column tiles.
