@@ -1,9 +1,11 @@
 """Tensors with no elements, taken out of a captured graph before lowering (schedlang tensors
 have positive extents). transformers' key/value cache starts as `torch.tensor([])` (shape (0,)),
-which the attention concatenates with each step's keys: torch.cat skips it. So here a
-cat's operands without elements are dropped (they add nothing to its result), and the nodes
-that then compute only unread values from empty ones (the cache's clones) are removed. An
-empty value something else still reads is left alone: that op runs in torch.
+which the attention concatenates with each step's keys: torch.cat skips it; a partial rotary
+embedding concatenates the rotated features with a slice of the rest, empty when none is
+left. So here a cat's operands without elements are dropped (they add nothing to its result),
+and the nodes that then compute empty values no one reads (the cache's clones, the empty
+slice) are removed. An empty value something else still reads is left alone: that op runs in
+torch.
 """
 from __future__ import annotations
 
@@ -21,8 +23,8 @@ def no_elements(shape) -> bool:
 
 
 def drop_empty_values(graph: TorchGraph) -> TorchGraph:
-    """graph without empty cat operands and the nodes left computing only from empty values
-    for no reader (graph itself when there is nothing to drop)."""
+    """graph without empty cat operands and the nodes left computing empty values for no
+    reader (graph itself when there is nothing to drop)."""
     empty: Set[str] = {i.name for i in graph.inputs if i.kind != "size" and no_elements(i.shape)}
     empty |= {n.name for n in graph.nodes if not n.multi and no_elements(n.shape)}
     if not empty:
@@ -42,9 +44,8 @@ def drop_empty_values(graph: TorchGraph) -> TorchGraph:
         for r in n.refs():
             readers[r] = readers.get(r, 0) + 1
     outputs = {o.name for o in graph.outputs if isinstance(o, Ref)}
-    for n in reversed(nodes):            # unread nodes computed from empty values only
-        if n.name in empty and readers.get(n.name, 0) == 0 and n.name not in outputs \
-                and n.refs() and all(r in empty for r in n.refs()):
+    for n in reversed(nodes):            # empty values no one reads (a slice past the end, a cache's clone)
+        if n.name in empty and readers.get(n.name, 0) == 0 and n.name not in outputs:
             nodes.remove(n)
             changed = True
             for r in n.refs():

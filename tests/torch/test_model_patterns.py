@@ -136,6 +136,21 @@ class EmptyCache(nn.Module):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
+class PartialRotary(nn.Module):
+    """GPT-NeoX's rotary embedding of the first rot features, the rest concatenated back as they
+    were: with rot = all features, that rest is an empty slice no one else reads."""
+
+    def __init__(self, rot: int):
+        super().__init__()
+        self.rot = rot
+
+    def forward(self, x):
+        half = self.rot // 2
+        angle = torch.arange(x.shape[-2], dtype=torch.float32)[:, None] / 100 ** (torch.arange(half) / half)
+        a, b, rest = x[..., :half], x[..., half:self.rot], x[..., self.rot:]
+        return torch.cat([a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos(), rest], -1)
+
+
 q = torch.randn(2, 4, S, D)
 kv = torch.randn(2, 2, S, D)
 CASES = {
@@ -152,6 +167,8 @@ CASES = {
     "shifted_windows": (ShiftedWindows, (torch.randn(1, 8, 8, 3),)),
     "merged_windows": (MergedWindows, (torch.randn(4, 7, 7, 64),)),
     "empty_cache": (EmptyCache, (q, q, q)),
+    "rotary_whole": (lambda: PartialRotary(D), (q,)),          # an empty rest
+    "rotary_partial": (lambda: PartialRotary(D // 2), (q,)),
     "nan_guards": (NanGuards, (torch.tensor([[1.0, float("nan"), float("inf"), -2.0]]),
                                torch.tensor([0.0, 1.0, -1.0, 0.0]))),
 }
