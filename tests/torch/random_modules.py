@@ -3,11 +3,14 @@ test_random_modules.py (compiled whole, compared with eager torch). Replay one:
 
     python -m tests.torch.random_modules SEED      # prints the module and the max difference
 
-Two families, drawn by the seed: images (convolutions dense, grouped, depthwise and transposed;
-batch, group, instance and layer norms; activations; pooling incl. adaptive and ceil_mode;
-padding modes; resizing; pixel shuffle; slices; residual adds and concats) and sequences
-(Linear, layer norm, RMS norm, softmax, SDPA causal or not through a head split, a hand-written
-causal mask, conv1d, batched products, gathers, top-k and sort, chunked gates, slices). Each
+Two families, drawn by the seed: images (convolutions dense, grouped, depthwise and transposed,
+padded by each padding mode; batch, group, instance, layer and local response norms;
+activations; squeeze-and-excitation; pooling incl. adaptive, ceil_mode, dilation, power-average
+and a divisor override; padding modes; resizing to a size or by a factor; pixel shuffle; slices;
+residual adds and concats) and sequences (Linear, layer norm, RMS norm, softmax, SDPA causal or
+not through a head split, nn.MultiheadAttention, grouped-query attention, rotary embedding of
+some or all features, a hand-written causal mask, conv1d, batched products, embeddings, gathers,
+top-k and sort, chunked gates, slices). Each
 step is drawn for the shape the chain has reached; a step eager torch rejects is skipped.
 """
 from __future__ import annotations
@@ -59,7 +62,19 @@ def _cat_ok(a, b, dim: int) -> bool:
 
 def _act(r: random.Random) -> nn.Module:
     return r.choice([nn.ReLU(), nn.ReLU6(), nn.GELU(), nn.GELU("tanh"), nn.SiLU(), nn.Hardswish(), nn.Sigmoid(),
-                     nn.Tanh(), nn.LeakyReLU(0.1), nn.ELU(), nn.Mish(), nn.Hardsigmoid()])
+                     nn.Tanh(), nn.LeakyReLU(0.1), nn.ELU(), nn.Mish(), nn.Hardsigmoid(), nn.PReLU(), nn.Softplus(),
+                     nn.CELU(0.5), nn.SELU(), nn.Hardtanh(-0.3, 0.8), nn.Softsign(), nn.LogSigmoid()])
+
+
+class SqueezeExcite(nn.Module):
+    """MobileNetV3's channel attention: pooled, squeezed, excited, a hard sigmoid gate."""
+
+    def __init__(self, c: int):
+        super().__init__()
+        self.squeeze, self.excite = nn.Conv2d(c, max(1, c // 2), 1), nn.Conv2d(max(1, c // 2), c, 1)
+
+    def forward(self, x):
+        return x * F.hardsigmoid(self.excite(F.relu(self.squeeze(F.adaptive_avg_pool2d(x, 1)))))
 
 
 def _image_step(r: random.Random, shape, steps, mods) -> None:
@@ -69,13 +84,15 @@ def _image_step(r: random.Random, shape, steps, mods) -> None:
         mods.append(m)
         steps.append(("mod", len(mods) - 1))
     op = r.choice(["conv", "conv", "dw", "bn", "act", "act", "pool", "save", "add", "cat", "shuffle", "reduce",
-                   "group_norm", "conv_t", "pad", "pixel", "math", "layer_norm", "slice", "resize"])
+                   "group_norm", "conv_t", "pad", "pixel", "math", "layer_norm", "slice", "resize", "se"])
     if op in ("conv", "dw"):
         k, s, d = r.choice([1, 3, 3, 5]), r.choice([1, 1, 2]), r.choice([1, 1, 2])
         p = r.choice([0, k // 2, k // 2])
         groups = C if op == "dw" else (r.choice([1, 1, 2]) if C % 2 == 0 else 1)
         out = C * r.choice([1, 2]) if op == "dw" else r.choice([1, 4, 6, 8, 13, 16, 24])
-        mod(nn.Conv2d(C, max(groups, out // groups * groups), k, s, p, d, groups=groups, bias=r.random() < 0.5))
+        mode = r.choice(["zeros", "zeros", "reflect", "replicate", "circular"]) if p else "zeros"
+        mod(nn.Conv2d(C, max(groups, out // groups * groups), k, s, p, d, groups=groups, bias=r.random() < 0.5,
+                      padding_mode=mode))
     elif op == "bn":
         bn = nn.BatchNorm2d(C)
         bn.running_mean.uniform_(-1, 1)
@@ -90,7 +107,9 @@ def _image_step(r: random.Random, shape, steps, mods) -> None:
         p = r.choice([0, 1]) if k == 3 else 0
         mod(r.choice([nn.MaxPool2d(k, s, p, ceil_mode=r.random() < 0.3),
                       nn.AvgPool2d(k, s, p, ceil_mode=r.random() < 0.3, count_include_pad=r.random() < 0.5),
-                      nn.AdaptiveAvgPool2d((r.randint(1, 4), r.randint(1, 4))), nn.AdaptiveMaxPool2d(r.randint(1, 3))]))
+                      nn.AdaptiveAvgPool2d((r.randint(1, 4), r.randint(1, 4))), nn.AdaptiveMaxPool2d(r.randint(1, 3)),
+                      nn.MaxPool2d(3, s, 1, dilation=2), nn.AvgPool2d(3, 1, 1, divisor_override=r.choice([2, 5])),
+                      nn.LPPool2d(2, 2)]))
     elif op in ("save", "add"):
         steps.append((op,))
     elif op == "cat":
@@ -103,7 +122,7 @@ def _image_step(r: random.Random, shape, steps, mods) -> None:
                                       lambda t: t.sum(3, keepdim=True)])))
     elif op == "group_norm":
         mod(r.choice([nn.GroupNorm(r.choice([g for g in (1, 2, 4, C) if C % g == 0]), C),
-                      nn.InstanceNorm2d(C, affine=r.random() < 0.5)]))
+                      nn.InstanceNorm2d(C, affine=r.random() < 0.5), nn.LocalResponseNorm(r.choice([2, 3]))]))
     elif op == "conv_t":
         k, s = r.choice([2, 3, 4]), r.choice([1, 2])
         p = r.choice([0, 1]) if k > 2 else 0
@@ -129,7 +148,12 @@ def _image_step(r: random.Random, shape, steps, mods) -> None:
     elif op == "resize":
         size, mode = (r.randint(3, 17), r.randint(3, 17)), r.choice(["nearest", "bilinear", "bicubic", "area"])
         kw = {"align_corners": r.random() < 0.5} if mode in ("bilinear", "bicubic") else {}
+        if r.random() < 0.3:
+            kw["scale_factor"], size = r.choice([2, 0.5, 1.5]), None
+            mode = "nearest-exact" if mode == "area" else mode
         steps.append(("fn", lambda t: F.interpolate(t, size=size, mode=mode, **kw)))
+    elif op == "se":
+        mod(SqueezeExcite(C))
 
 
 def _attention(t, heads: int, causal: bool):
@@ -137,6 +161,52 @@ def _attention(t, heads: int, causal: bool):
     q = t.reshape(B, S, heads, E // heads).transpose(1, 2)
     o = F.scaled_dot_product_attention(q, q * 0.5, q + 1.0, is_causal=causal)
     return o.transpose(1, 2).reshape(B, S, E)
+
+
+def _rotary(t, features: int):
+    """The rotary position embedding of the first `features` (even) features; the rest (empty
+    when features is all of them) concatenated back."""
+    half = features // 2
+    angle = torch.arange(t.shape[1], dtype=torch.float32)[:, None] / 100 ** (torch.arange(half) / half)
+    a, b = t[..., :half], t[..., half:features]
+    return torch.cat([a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos(), t[..., features:]], -1)
+
+
+class MHA(nn.Module):
+    def __init__(self, d: int, heads: int, causal: bool):
+        super().__init__()
+        self.attn, self.causal = nn.MultiheadAttention(d, heads, batch_first=True), causal
+
+    def forward(self, x):
+        mask = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1) if self.causal else None
+        return self.attn(x, x, x, attn_mask=mask, need_weights=False)[0]
+
+
+class GroupedQuery(nn.Module):
+    """Llama's attention: fewer key/value heads than query heads, repeated to match."""
+
+    def __init__(self, d: int, heads: int, kv_heads: int, causal: bool):
+        super().__init__()
+        self.heads, self.kv_heads, self.causal = heads, kv_heads, causal
+        self.q, self.kv = nn.Linear(d, d, bias=False), nn.Linear(d, 2 * kv_heads * (d // heads), bias=False)
+
+    def forward(self, x):
+        B, S, D = x.shape
+        q = self.q(x).view(B, S, self.heads, D // self.heads).transpose(1, 2)
+        k, v = self.kv(x).view(B, S, 2 * self.kv_heads, D // self.heads).transpose(1, 2).chunk(2, 1)
+        k, v = (t.repeat_interleave(self.heads // self.kv_heads, 1) for t in (k, v))
+        return F.scaled_dot_product_attention(q, k, v, is_causal=self.causal).transpose(1, 2).reshape(B, S, D)
+
+
+class Embed(nn.Module):
+    """A lookup by indices computed from the values (|x| * 3, clamped to the table)."""
+
+    def __init__(self, rows: int, d: int):
+        super().__init__()
+        self.table = nn.Embedding(rows, d, padding_idx=0)
+
+    def forward(self, x):
+        return self.table((x[..., 0].abs() * 3).long().clamp(max=self.table.num_embeddings - 1))
 
 
 def _masked_attention(t):
@@ -152,7 +222,8 @@ def _sequence_step(r: random.Random, shape, steps, mods) -> None:
         mods.append(m)
         steps.append(("mod", len(mods) - 1))
     op = r.choice(["linear", "linear", "layer_norm", "act", "softmax", "save", "add", "attention", "reduce",
-                   "causal", "rms", "slice", "conv1d", "bmm", "gather", "math", "chunk"])
+                   "causal", "rms", "slice", "conv1d", "bmm", "gather", "math", "chunk", "rotary", "mha", "gqa",
+                   "embed"])
     if op == "linear":
         mod(nn.Linear(D, r.choice([1, 5, 16, 24, 48, 64, 100]), bias=r.random() < 0.5))
     elif op == "layer_norm":
@@ -161,7 +232,10 @@ def _sequence_step(r: random.Random, shape, steps, mods) -> None:
         ln.bias.data.uniform_(-0.5, 0.5)
         mod(ln)
     elif op == "rms":
-        steps.append(("fn", lambda t: t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6)))
+        if r.random() < 0.5:
+            mod(nn.RMSNorm(D, eps=1e-5))
+        else:
+            steps.append(("fn", lambda t: t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6)))
     elif op == "act":
         mod(_act(r))
     elif op == "softmax":
@@ -197,6 +271,17 @@ def _sequence_step(r: random.Random, shape, steps, mods) -> None:
             lambda t: t.logsumexp(-1, keepdim=True) - t, lambda t: t.cumprod(1).clamp(-9, 9),
             lambda t: F.normalize(t, dim=-1), lambda t: t.masked_fill(t > 0.5, 0.0),
             lambda t: t.mean(1, keepdim=True).expand_as(t) - t])))
+    elif op == "rotary" and D % 2 == 0:
+        features = r.choice([D, D // 2 + D // 2 % 2])
+        steps.append(("fn", lambda t: _rotary(t, features)))
+    elif op == "mha":
+        mod(MHA(D, r.choice([h for h in (1, 2, 4) if D % h == 0]), r.random() < 0.5))
+    elif op == "gqa":
+        heads = [(h, kv) for h in (2, 4, 8) for kv in (1, 2) if D % h == 0 and h % kv == 0 and h > kv]
+        if heads:
+            mod(GroupedQuery(D, *r.choice(heads), r.random() < 0.5))
+    elif op == "embed":
+        mod(Embed(r.choice([3, 10, 50]), r.choice([8, 16, 24])))
     elif op == "chunk" and D % 2 == 0:
         steps.append(("fn", r.choice([lambda t: t.chunk(2, -1)[0] * F.silu(t.chunk(2, -1)[1]),
                                       lambda t: torch.stack(t.chunk(2, -1), 1).sum(1), lambda t: torch.cat([t, -t], 1)])))
