@@ -12,7 +12,7 @@ from ..expr.functor import rewrite_post_order, substitute
 from ..expr.nodes import Expr, Var, const, logical, select
 from ..tensor.axis import DATA_PAR, REDUCE, IterVar, Range
 from ..tensor.op import ComputeOp, Operation, Tensor, TensorRead
-from ..tensor.reduce import Reduce
+from ..tensor.reduce import CommReducer, Reduce
 from . import scan as scan_rules, steps as steps_mod
 from .placement import SCOPES
 from .relations import SplitRel, is_reduce_relation, pass_down_values, pass_up_values, split_overshoots
@@ -127,6 +127,27 @@ def _output_by_name(s: "Schedule", x):
     return x
 
 
+def _combiner_at(combiner: CommReducer, vmap) -> CommReducer:
+    """combiner with vmap substituted into its result and identity: a custom reducer may read
+    the stage's own loop variables (TVM allows max(x + y, n) with n an axis of the compute),
+    which the cache stage renames. combiner itself when it reads none of them."""
+    result = tuple(substitute(r, vmap) for r in combiner.result)
+    identity = tuple(substitute(x, vmap) for x in combiner.identity)
+    if all(a is b for a, b in zip(result + identity, combiner.result + combiner.identity)):
+        return combiner
+    return CommReducer(combiner.name, combiner.lhs, combiner.rhs, result, identity)
+
+
+def _axis_at(axis: IterVar, vmap) -> IterVar:
+    """A reduction axis whose domain reads the stage's loop variables (TVM's sum over
+    reduce_axis((0, n)) with n an axis of the compute), with vmap substituted there; axis
+    itself otherwise. The variable stays: the sources read it."""
+    lo, extent = (substitute(b, vmap) if isinstance(b, Expr) else b for b in (axis.dom.min, axis.dom.extent))
+    if lo is axis.dom.min and extent is axis.dom.extent:
+        return axis
+    return IterVar(axis.var, Range(lo, extent), axis.kind, axis.thread_tag)
+
+
 def cache_write(s: "Schedule", tensor, scope: str):
     """Schedule.cache_write (its docstring says what the cache stage is): compute tensor
     into a new stage in scope; the original stage copies the result out."""
@@ -160,7 +181,8 @@ def cache_write(s: "Schedule", tensor, scope: str):
         rcond = red_cond if cond is None else (cond if red_cond is None else logical("and", cond, red_cond))
         sources = tuple(substitute(x, vmap) for x in first.source)
         inits = tuple(substitute(x, vmap) for x in first.init)
-        bodies = [Reduce(first.combiner, sources, first.axis, rcond, b.value_index, inits) for b in op.bodies]
+        combiner, raxes = _combiner_at(first.combiner, vmap), tuple(_axis_at(a, vmap) for a in first.axis)
+        bodies = [Reduce(combiner, sources, raxes, rcond, b.value_index, inits) for b in op.bodies]
     else:
         for body in op.bodies:
             body = substitute(body, vmap)

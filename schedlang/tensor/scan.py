@@ -157,7 +157,7 @@ def scan(init, update, state_placeholder, inputs=None, name: str = "scan", tag: 
             raise ValueError(f"scan '{name}': every state must have the same number of rows and init rows")
     _check_cell(name, updates, states, ins)
     rows, first = states[0].shape[0], inits[0].shape[0]
-    if first >= rows:
+    if isinstance(first, int) and isinstance(rows, int) and first >= rows:     # a symbolic length may be 1 at run time
         raise ValueError(f"scan '{name}': init has {first} rows, the state {rows}; nothing is left to scan")
     axis = IterVar(Var(f"{name}.idx", int32), Range(first, rows - first), DATA_PAR)
     op = ScanOp(name, axis, tuple(inits), tuple(updates), tuple(states), tuple(ins), tag,
