@@ -85,6 +85,13 @@ class Schedule:
             mapping[op] = new
         return mapping
 
+    def normalize(self) -> "Schedule":
+        """TVM's Schedule.normalize, which rebases every loop to start at 0 before its
+        InferBound and ScheduleOps. Nothing to do here: lowering takes axes with any start
+        (a scan's steps start at its init's rows). Returns the schedule itself, so TVM code
+        that calls `s = s.normalize()` runs unchanged."""
+        return self
+
     # ---- lookup ------------------------------------------------------------------------
     @property
     def stage_map(self) -> Mapping[Operation, Stage]:

@@ -1,7 +1,8 @@
 # Ported from apache/tvm tests/python/te/test_te_schedule_ops.py: `from tvm import te` became
 # `import schedlang as sl`, and each program, which TVM only lowers (InferBound + ScheduleOps), is
-# built and run against numpy here. Left out: the tensor-compute cases (tensor intrinsics that call
-# packed functions TVM's test never defines) and AutoInlineElemWise (no counterpart).
+# built and run against numpy here (s.normalize() returns the schedule itself). Left out: the
+# tensor-compute cases (tensor intrinsics that call packed functions TVM's test never defines) and
+# AutoInlineElemWise (no counterpart).
 import numpy as np
 import pytest
 
@@ -23,6 +24,7 @@ def test_inline_multi_reduce():
     T_idx, T_val = sl.compute((m,), lambda i: argmax((k.var, val2[i, k]), axis=k), name="T")
     s = sl.create_schedule(T_idx.op)
     s[val1].compute_inline()
+    s = s.normalize()
     a = np.random.rand(5, 7).astype("float32")
     idx, v = build_and_run(s, [val, T_idx, T_val], [a], [np.zeros(5, "int32"), np.zeros(5, "float32")])
     assert_close(idx, a.argmax(1))
@@ -39,6 +41,7 @@ def test_inline_mixed():
     xo, xi = s[C].split(C.op.axis[0], factor=8)
     s[A1].compute_at(s[C], xo)
     s[A2].compute_inline()
+    assert s.normalize() is s          # TVM rebases loops here; lowering does not need it
     assert "A2" not in str(sl.lower(s, [A, C]))
     a = np.random.rand(13).astype("float32")
     (c,) = build_and_run(s, [A, C], [a], [np.zeros(13, "float32")])
@@ -145,6 +148,7 @@ def test_schedule_cache(case):
         s = sl.create_schedule([C1.op, C2.op])
         s.cache_write([C1, C2], "local")
         args, want = [A, B, C1, C2], [a + 1, b / 2]
+    s = s.normalize()
     outs = build_and_run(s, args, [a, b], [np.zeros(w.shape, "float32") for w in want])
     for got, w in zip(outs, want):
         assert_close(got, w)
