@@ -14,6 +14,7 @@ from ..expr.functor import rewrite_post_order, substitute
 from ..expr.nodes import Cast, Expr, Var
 from ..tensor.axis import IterVar
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
+from ..schedule.dependent_domains import check_loop_order
 from . import scan as scan_plans
 from .scan import output_key
 
@@ -107,6 +108,7 @@ def scheduled_snapshot(schedule, args: Sequence[Tensor], name: Optional[str]) ->
     def plan(st, is_arg: bool) -> StagePlan:
         if st.attach_type == "inline":
             return _unscheduled(st, is_arg)
+        check_loop_order(st)
         return StagePlan(
             st.name, st.op, tuple(st.leaf_iter_vars), tuple(st.relations),
             tuple(st.annotations.items()), tuple((a, tuple(p)) for a, p in st.pragmas.items()),

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..dtypes import DType, to_bfloat16
 from ..expr.extent import evaluate_extent, linear_in_one
+from ..expr.functor import var_set
 from ..expr.nodes import (Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var)
 from ..packed import get_global_func
 from .graph import post_order
@@ -125,7 +126,7 @@ def _evaluate_op(op: ComputeOp, values, sizes) -> List[np.ndarray]:
     shape = _shape(op.shape, sizes)
     outs = [np.empty(shape, dtype=op.output_dtype(i).numpy) for i in range(op.num_outputs)]
     rows = shape[0] if shape else 1
-    reduce_size = math.prod(evaluate_extent(a.dom.extent, sizes) for a in op.reduce_axis) if op.reduce_axis else 1
+    reduce_size = math.prod(_largest_extent(op, a, sizes) for a in op.reduce_axis) if op.reduce_axis else 1
     per_row = max(1, math.prod(shape[1:]) * reduce_size)
     step = max(1, _CHUNK_ELEMENTS // per_row)
     for start in range(0, rows, step):
@@ -138,16 +139,51 @@ def _evaluate_op(op: ComputeOp, values, sizes) -> List[np.ndarray]:
     return outs
 
 
+def _reads_axes(op: ComputeOp, e) -> bool:
+    """Whether the expression e (a reduction domain's min or extent) reads op's own axes."""
+    own = {ax.var for ax in op.axis}
+    return isinstance(e, Expr) and any(v in own for v in var_set(e))
+
+
+def _largest_extent(op: ComputeOp, ax, sizes) -> int:
+    """The extent of reduction axis ax, the largest over op's output points where it reads
+    them (sum over reduce_axis((0, j + 1)): a triangle)."""
+    if not _reads_axes(op, ax.dom.extent):
+        return evaluate_extent(ax.dom.extent, sizes)
+    env = {v: np.int64(n) for v, n in sizes.items()}
+    for d, a in enumerate(op.axis):
+        shape = [1] * len(op.axis)
+        shape[d] = evaluate_extent(a.dom.extent, sizes)
+        env[a.var] = np.arange(a.dom.min, a.dom.min + shape[d], dtype=np.int64).reshape(shape)
+    extents = np.asarray(_Evaluator({}, env).eval(ax.dom.extent))      # an Expr: it reads the axes
+    return max(0, int(extents.max())) if extents.size else 0
+
+
 def _evaluate_rows(op: ComputeOp, values, start: int, stop: int, sizes) -> List[np.ndarray]:
     ndim = len(op.axis) + len(op.reduce_axis)
     env = {v: np.int64(n) for v, n in sizes.items()}
+    inside = []      # for reduction domains that read the output axes: where a point is in its domain
     for d, ax in enumerate(op.axis + op.reduce_axis):
-        lo, n = ((start, stop - start) if d == 0 and op.axis
-                 else (ax.dom.min, evaluate_extent(ax.dom.extent, sizes)))
         shape = [1] * ndim
+        if d == 0 and op.axis:
+            lo, n = start, stop - start
+        elif d < len(op.axis) or not (_reads_axes(op, ax.dom.min) or _reads_axes(op, ax.dom.extent)):
+            lo, n = ax.dom.min, evaluate_extent(ax.dom.extent, sizes)
+        else:
+            # the widest domain over these rows; each point counts the steps inside its own
+            own = _Evaluator(values, env)
+            lo, extent = (np.asarray(own.eval(b) if isinstance(b, Expr) else b, dtype=np.int64)
+                          for b in (ax.dom.min, ax.dom.extent))
+            n = max(0, int(extent.max())) if extent.size else 0
+            shape[d] = n
+            step = np.arange(n, dtype=np.int64).reshape(shape)
+            env[ax.var] = lo + step
+            inside.append(step < extent)
+            continue
         shape[d] = n
         env[ax.var] = np.arange(lo, lo + n, dtype=np.int64).reshape(shape)
-    ev = _Evaluator(values, env, exact_vars=frozenset(env))
+    # a point outside its own domain is masked out below, and may read anywhere (x[i, j - r])
+    ev = _Evaluator(values, env, guarded=bool(inside), exact_vars=frozenset(env))
     shape_now = _shape(op.shape, sizes)
     full = ((stop - start,) + shape_now[1:]) if shape_now else ()
     dtypes = [op.output_dtype(i).numpy for i in range(op.num_outputs)]
@@ -157,13 +193,16 @@ def _evaluate_rows(op: ComputeOp, values, start: int, stop: int, sizes) -> List[
             ev.own_rows = (tuple(ax.var for ax in op.axis), start, stop, full)
         return [np.broadcast_to(np.asarray(ev.eval(b)), full).astype(dt, copy=False)
                 for b, dt in zip(op.bodies, dtypes)]
-    return [np.asarray(r).astype(dt) for r, dt in zip(_reduce(body, ev, values, full, sizes), dtypes)]
+    steps = tuple(int(np.shape(env[ax.var])[len(op.axis) + k]) for k, ax in enumerate(op.reduce_axis))
+    return [np.asarray(r).astype(dt) for r, dt in zip(_reduce(body, ev, values, full, steps, inside), dtypes)]
 
 
-def _reduce(body: Reduce, ev: "_Evaluator", values, full, sizes) -> List[np.ndarray]:
-    """Every value of the reduction body (one array per source) over the output rows full."""
+def _reduce(body: Reduce, ev: "_Evaluator", values, full, steps, inside=()) -> List[np.ndarray]:
+    """Every value of the reduction body (one array per source) over the output rows full;
+    steps: each reduction axis's extent (the widest where it varies, with `inside` marking
+    the points within each output point's own domain)."""
     comb = body.combiner
-    shape = full + tuple(evaluate_extent(a.dom.extent, sizes) for a in body.axis)
+    shape = full + tuple(steps)
     flat_shape = full + (-1,)
     sources, identities, inits = [], [], []
     for i, src in enumerate(body.source):
@@ -174,8 +213,11 @@ def _reduce(body: Reduce, ev: "_Evaluator", values, full, sizes) -> List[np.ndar
             # init reads only output axes: evaluate with the reduction axes dropped.
             value = np.broadcast_to(np.asarray(ev.eval(body.init[i]), dtype=dt), shape)
             inits.append(value[(Ellipsis,) + (0,) * len(body.axis)])
+    conditions = [np.broadcast_to(m, shape) for m in inside]
     if body.condition is not None:
-        cond = np.broadcast_to(ev.eval(body.condition), shape)
+        conditions.append(np.broadcast_to(ev.eval(body.condition), shape))
+    if conditions:
+        cond = np.logical_and.reduce(conditions) if len(conditions) > 1 else conditions[0]
         sources = [np.where(cond, s, ident) for s, ident in zip(sources, identities)]
     axes = tuple(range(len(full), len(shape)))
     builtin = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}.get(comb.name)
