@@ -12,9 +12,9 @@ from ..errors import ScheduleError
 from ..expr.equality import key
 from ..expr.functor import rewrite_post_order, substitute
 from ..expr.nodes import Cast, Expr, Var
+from ..schedule.dependent_domains import check_loop_order
 from ..tensor.axis import IterVar
 from ..tensor.op import ComputeOp, Operation, PlaceholderOp, Tensor, TensorRead
-from ..schedule.dependent_domains import check_loop_order
 from . import scan as scan_plans
 from .scan import output_key
 
