@@ -14,7 +14,6 @@ from ..tensor.axis import DATA_PAR, REDUCE, IterVar, Range
 from ..tensor.op import ComputeOp, Operation, Tensor, TensorRead
 from ..tensor.reduce import CommReducer, Reduce
 from . import scan as scan_rules, steps as steps_mod
-from .dependent_domains import axes_read
 from .placement import SCOPES
 from .relations import SplitRel, is_reduce_relation, pass_down_values, pass_up_values, split_overshoots
 from .stage import Stage
@@ -285,7 +284,7 @@ def rfactor(s: "Schedule", tensor, axis: IterVar, factor_axis: int = 0) -> Tenso
         warnings.warn(f"rfactor: the data-parallel loop transformations and annotations of stage '{st.name}' "
                       f"({st.loops_str()}) are discarded, as in TVM: schedule the stages after rfactor",
                       stacklevel=3)
-    triangle = [r for r in op.reduce_axis if axes_read(op, r)]
+    triangle = [r for r in op.reduce_axis if op.axes_read_by(r)]
     if triangle:
         raise ScheduleError("rfactor", st.name, f"the domain {triangle[0].dom} of reduction axis '{triangle[0].name}' "
                             "reads the stage's own axes; the factored stage would make it a data-parallel axis "

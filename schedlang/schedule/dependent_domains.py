@@ -7,22 +7,9 @@ from typing import Dict, List
 
 from ..errors import ScheduleError
 from ..expr.functor import var_set
-from ..expr.nodes import Expr
 from ..tensor.axis import IterVar
 from ..tensor.op import ComputeOp
 from .relations import pass_up_values
-
-
-def axes_read(op, r: IterVar) -> List[IterVar]:
-    """The axes of op that reduction axis r's domain (min or extent) reads."""
-    if not isinstance(op, ComputeOp):
-        return []
-    own = {a.var: a for a in op.axis}
-    read = set()
-    for bound in (r.dom.min, r.dom.extent):
-        if isinstance(bound, Expr):
-            read |= {own[v] for v in var_set(bound) if v in own}
-    return [a for a in op.axis if a in read]
 
 
 def check_loop_order(st) -> None:
@@ -30,7 +17,9 @@ def check_loop_order(st) -> None:
     loop of that reduction (after reorder or fuse): its extent would read a variable not yet
     bound."""
     op = st.op
-    dependent: Dict[IterVar, List[IterVar]] = {r: axes_read(op, r) for r in getattr(op, "reduce_axis", ())}
+    if not isinstance(op, ComputeOp):
+        return
+    dependent: Dict[IterVar, List[IterVar]] = {r: op.axes_read_by(r) for r in op.reduce_axis}
     dependent = {r: axes for r, axes in dependent.items() if axes}
     if not dependent:
         return

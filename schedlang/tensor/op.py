@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Sequence, Tuple
 
 from ..dtypes import DType, dtype as parse_dtype, int32
-from ..expr.functor import walk
+from ..expr.functor import var_set, walk
 from ..expr.nodes import Const, Expr, ExprOps, Var, as_expr
 from ..expr.simplify import simplify
 from ..limits import check_expr_depth
@@ -106,6 +106,12 @@ class ComputeOp(Operation):
     @property
     def reduce_axis(self) -> Tuple[IterVar, ...]:
         return self.body.axis if isinstance(self.body, Reduce) else ()
+
+    def axes_read_by(self, r: IterVar) -> List[IterVar]:
+        """The axes of this op that the domain (min or extent) of its reduction axis r reads:
+        reduce_axis((0, j + 1)) in compute((n,), lambda j: ...), a prefix sum, reads j."""
+        read = {v for bound in (r.dom.min, r.dom.extent) if isinstance(bound, Expr) for v in var_set(bound)}
+        return [a for a in self.axis if a.var in read]
 
     @property
     def shape(self) -> Tuple[int, ...]:

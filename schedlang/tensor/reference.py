@@ -15,7 +15,6 @@ import numpy as np
 
 from ..dtypes import DType, to_bfloat16
 from ..expr.extent import evaluate_extent, linear_in_one
-from ..expr.functor import var_set
 from ..expr.nodes import (Binary, Call, Cast, Compare, Const, Expr, Logical, Not, Select, Var)
 from ..packed import get_global_func
 from .graph import post_order
@@ -139,23 +138,17 @@ def _evaluate_op(op: ComputeOp, values, sizes) -> List[np.ndarray]:
     return outs
 
 
-def _reads_axes(op: ComputeOp, e) -> bool:
-    """Whether the expression e (a reduction domain's min or extent) reads op's own axes."""
-    own = {ax.var for ax in op.axis}
-    return isinstance(e, Expr) and any(v in own for v in var_set(e))
-
-
 def _largest_extent(op: ComputeOp, ax, sizes) -> int:
     """The extent of reduction axis ax, the largest over op's output points where it reads
     them (sum over reduce_axis((0, j + 1)): a triangle)."""
-    if not _reads_axes(op, ax.dom.extent):
+    if not (isinstance(ax.dom.extent, Expr) and op.axes_read_by(ax)):
         return evaluate_extent(ax.dom.extent, sizes)
     env = {v: np.int64(n) for v, n in sizes.items()}
     for d, a in enumerate(op.axis):
         shape = [1] * len(op.axis)
         shape[d] = evaluate_extent(a.dom.extent, sizes)
         env[a.var] = np.arange(a.dom.min, a.dom.min + shape[d], dtype=np.int64).reshape(shape)
-    extents = np.asarray(_Evaluator({}, env).eval(ax.dom.extent))      # an Expr: it reads the axes
+    extents = np.asarray(_Evaluator({}, env).eval(ax.dom.extent))
     return max(0, int(extents.max())) if extents.size else 0
 
 
@@ -167,7 +160,7 @@ def _evaluate_rows(op: ComputeOp, values, start: int, stop: int, sizes) -> List[
         shape = [1] * ndim
         if d == 0 and op.axis:
             lo, n = start, stop - start
-        elif d < len(op.axis) or not (_reads_axes(op, ax.dom.min) or _reads_axes(op, ax.dom.extent)):
+        elif d < len(op.axis) or not op.axes_read_by(ax):
             lo, n = ax.dom.min, evaluate_extent(ax.dom.extent, sizes)
         else:
             # the widest domain over these rows; each point counts the steps inside its own
