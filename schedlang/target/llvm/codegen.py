@@ -25,7 +25,7 @@ from ...loop.functor import buffers_used, stmt_exprs, walk_stmts
 from ...loop.nodes import PARALLEL, PREFETCH, SERIAL, Allocate, Barrier, CallPacked, Evaluate, For, IfThen, Let, Seq, Stmt, Store
 from ..library_names import is_library_name
 from ..target import Target
-from . import packed
+from . import packed, temps
 from .builder import FunctionText
 from .emit_expr import ExprEmitter
 from .forksafe import SERIAL_FLAG
@@ -490,12 +490,14 @@ def _entry_function(module: ModuleState, m: KernelModule, calls: List[Tuple[str,
     if arena >= sum(_temp_bytes(b) for b in fixed):
         offsets = {}                 # nothing shared: each temporary its own allocation
     heap = [b for b in m.temps if b not in offsets] + ([ARENA] if offsets else [])
+    kept = temps.kept_slots(name, [b for b in heap if not b.is_symbolic])    # from call to call (temps.py)
     for b in heap:
         if b.is_symbolic:
             size = FunctionEmitter(module, fn, sizes, {}).symbolic_bytes(b)
+            ptrs[b] = fn.emit(f"call ptr @aligned_alloc(i64 {ALIGN}, i64 {size})", symbol(b.name))
         else:
             size = arena if b is ARENA else _temp_bytes(b)
-        ptrs[b] = fn.emit(f"call ptr @aligned_alloc(i64 {ALIGN}, i64 {size})", symbol(b.name))
+            ptrs[b] = temps.take(fn, kept[b], size, symbol(b.name))
         module.declarations.update({"declare ptr @aligned_alloc(i64, i64)", "declare void @free(ptr)"})
         null = fn.emit(f"icmp eq ptr {ptrs[b]}, null", "nomem")
         failed = fn.emit(f"select i1 {null}, i64 {size}, i64 {failed}", "failed")
@@ -507,8 +509,7 @@ def _entry_function(module: ModuleState, m: KernelModule, calls: List[Tuple[str,
         fn.do(f"br i1 {bad}, label %{fail_l}, label %{run_l}")
         fn.start_block(fail_l)
         emit_alloc_failed(fn, ptrs[STATUS], failed)
-        for b in heap:
-            fn.do(f"call void @free(ptr {ptrs[b]})")     # free(NULL) does nothing
+        _give_back(fn, heap, ptrs, kept)     # free(NULL) does nothing
         fn.do("ret i32 1")
         fn.start_block(run_l)
     clock = KernelClock(fn, module.declarations, len(calls)) if module.target.profile else None
@@ -522,10 +523,19 @@ def _entry_function(module: ModuleState, m: KernelModule, calls: List[Tuple[str,
             clock.time_call(j, call)
     if clock is not None:
         clock.count_call()
-    for b in heap:
-        fn.do(f"call void @free(ptr {ptrs[b]})")
+    _give_back(fn, heap, ptrs, kept)
     fn.do("ret i32 0")
-    return fn.render().replace("define internal", "define", 1)
+    text = fn.render().replace("define internal", "define", 1)
+    return text if not kept else temps.definitions(name, list(kept.values()), ALIGN) + "\n" + text
+
+
+def _give_back(fn: FunctionText, heap: List[Buffer], ptrs: Dict[Buffer, str], kept: Dict[Buffer, str]) -> None:
+    """The end of the entry's temporaries: kept ones back to their slots, the rest freed."""
+    for b in heap:
+        if b in kept:
+            temps.keep(fn, kept[b], ptrs[b])
+        else:
+            fn.do(f"call void @free(ptr {ptrs[b]})")
 
 
 # The one allocation of the temporaries that share memory (kernel/memory_plan.py).

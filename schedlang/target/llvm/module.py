@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+import weakref
 from typing import Dict, List, Optional, Sequence
 
 from ...kernel.nodes import KernelModule
@@ -15,6 +16,7 @@ from .library import export_library
 from .packed import raise_pending
 from .profile import SYMBOL as PROFILE_SYMBOL, KernelTime, read_times
 from .status import StatusRecord, raise_for_status
+from .temps import release_symbol
 
 
 class LLVMModule(BuiltModule):
@@ -43,6 +45,18 @@ class LLVMModule(BuiltModule):
         self._fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(self._compiled.address(entry))
         self._argv_type = ctypes.c_void_p * (len(self.params) + num_sizes + 1)
         self._launches_threads = launches_threads
+        self._release_temps_when_collected(entry)
+
+    def _release_temps_when_collected(self, entry: str) -> None:
+        """Free the temporaries the entry keeps from call to call (temps.py) when this module
+        is collected; the finalizer holds the compiled code until then. Not at interpreter
+        exit: the process's memory goes with it."""
+        try:
+            address = self._compiled.address(release_symbol(entry))
+        except (KeyError, AttributeError):       # no kept temporaries, or a library from before them
+            return
+        release = ctypes.CFUNCTYPE(None)(address)
+        weakref.finalize(self, _release, release, self._compiled).atexit = False
 
     def get_source(self, fmt: str = "ll") -> str:
         """The generated code: "ll" (LLVM IR as generated), "ll.opt" (after optimisation) or "asm"."""
@@ -120,6 +134,10 @@ class LLVMModule(BuiltModule):
             raise_pending()
             best = min(best, (clock() - start) / number)
         return best
+
+
+def _release(release, compiled) -> None:
+    release()          # compiled: the code release runs in, alive until this returns
 
 
 class PreparedCall:
