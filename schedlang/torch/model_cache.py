@@ -13,7 +13,8 @@ stored and compared, size cap shared with the kernel cache) is keyed by:
   torch's version;
 - the content hash of the tuning log when one is given.
 It holds the call plan (plan_json: each part's inputs and outputs by name with their static
-shapes and dtypes, aliases and guard checks; the packed-weight specs) and, per part, the key
+shapes and dtypes, aliases and guard checks; the packed-weight specs, a folded value's by the
+name of the node it folds, made again from the graph on load) and, per part, the key
 text of its module's kernel-cache entry. Any piece missing (an evicted kernel entry) makes
 it a miss, and the model is compiled as before.
 
@@ -200,11 +201,26 @@ def plan_json(program: LoweredProgram, modules: Dict[int, Any]) -> Optional[dict
                           "inputs": [[n, _shape(t.shape), str(t.dtype)] for n, t in p.inputs],
                           "outputs": [[n, _shape(t.shape), str(t.dtype)] for n, t in p.outputs],
                           "checks": {n: [_error_name(e), m] for n, (e, m) in p.checks.items()}})
-        packs = {n: [s.source, s.width, s.kind, list(s.more), _canon(list(s.params))]
-                 for n, s in program.packs.items()}
+        packs = {n: [s.source, s.width, s.kind, list(s.more), _pack_params(s)] for n, s in program.packs.items()}
     except _NotKeyable:
         return None
     return {"parts": parts, "packs": packs}
+
+
+def _pack_params(spec: PackSpec):
+    """A pack spec's params as JSON. A folded value's (kind "fold": a FoldGraph of the graph's
+    own nodes, const_fold.py) by the name of the node it folds: the graph, which the key holds
+    whole, gives it again (_plan). Stored whole, its nodes were not keyable, so a model with a
+    folded value (Llama's rotary tables) was never stored."""
+    if spec.kind == "fold":
+        return {"fold": spec.params[0].output}
+    return _canon(list(spec.params))
+
+
+def _unpack_params(value, folds):
+    if isinstance(value, dict) and set(value) == {"fold"}:
+        return (folds().roots[value["fold"]],)
+    return tuple(_uncanon(value))
 
 
 def _uncanon(value):
@@ -218,20 +234,23 @@ def _uncanon(value):
     return value
 
 
-def _plan(data: dict) -> CachedPlan:
+def _plan(data: dict, graph: TorchGraph) -> CachedPlan:
     steps = []
     for p in data["parts"]:
         steps.append(Part(int(p["index"]), [(n, _Type(tuple(s), d)) for n, s, d in p["inputs"]],
                           [(n, _Type(tuple(s), d)) for n, s, d in p["outputs"]], dict(p["aliases"]),
                           {n: (_error(e), m) for n, (e, m) in p["checks"].items()}))
-    packs = {n: PackSpec(src, int(width), kind, tuple(more), tuple(_uncanon(params)))
+    from functools import lru_cache
+    from .const_fold import fold_plan
+    folds = lru_cache(maxsize=1)(lambda: fold_plan(graph))
+    packs = {n: PackSpec(src, int(width), kind, tuple(more), _unpack_params(params, folds))
              for n, (src, width, kind, more, params) in data["packs"].items()}
     return CachedPlan(steps, packs)
 
 
 # ---------------------------------------------------------------- load and store
-def load(text: Optional[str], target) -> Optional[Tuple[CachedPlan, Dict[int, Any]]]:
-    """(plan, part index -> module) stored for a key text, or None."""
+def load(text: Optional[str], target, graph: TorchGraph) -> Optional[Tuple[CachedPlan, Dict[int, Any]]]:
+    """(plan, part index -> module) stored for graph's key text, or None."""
     if text is None:
         return None
     entry = kernel_cache.read(FOLDER, text)
@@ -240,7 +259,7 @@ def load(text: Optional[str], target) -> Optional[Tuple[CachedPlan, Dict[int, An
         return None
     data = entry[0].get("plan")
     try:
-        plan = _plan(data)
+        plan = _plan(data, graph)
         keys = {p["index"]: p["kernel"] for p in data["parts"]}
     except (TypeError, ValueError, KeyError, AttributeError):     # an entry of another layout
         kernel_cache.stats.rejected += 1

@@ -59,7 +59,7 @@ class CompiledModule:
         self._program, self._plan, disk_key = program, program, None
         if program is None:
             disk_key = model_cache.key_text(graph, self.target, log)
-            hit = model_cache.load(disk_key, self.target)
+            hit = model_cache.load(disk_key, self.target, graph)
             if hit is not None:
                 self._plan, disk_key = hit[0], None
                 self._modules.update(hit[1])

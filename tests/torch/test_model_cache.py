@@ -133,13 +133,44 @@ def test_weights_are_read_from_the_module_after_a_hit(cache, captured_once):
         torch.testing.assert_close(again(*inputs), model(*inputs), rtol=1e-4, atol=1e-4)
 
 
+class _Folded(torch.nn.Module):
+    """A Linear whose weight is a value of the state alone (w * exp(g), folded into a
+    constant at compile time, const_fold.py) and whose positions come from arange, as a
+    rotary embedding's tables do."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(24, 16))
+        self.g = torch.nn.Parameter(torch.randn(24, 1) * 0.1)
+
+    def forward(self, x):
+        pos = torch.arange(x.shape[0], dtype=x.dtype).unsqueeze(1)
+        return torch.nn.functional.linear(x + pos, self.w * self.g.exp())
+
+
+def test_a_model_with_a_folded_value_is_stored_and_answered(cache, monkeypatch):
+    torch.manual_seed(0)
+    model, inputs = _Folded().eval(), (torch.randn(5, 16),)
+    first = _compile(model, inputs)
+    assert model_cache.stats.stores == 1, "a FoldGraph in the plan kept the model from being stored"
+    assert "fold" in {s.kind for s in first._plan.packs.values()}
+    monkeypatch.setattr(runtime, "lower_graph", _refuse)
+    monkeypatch.setattr(sl, "build", _refuse)
+    again = _compile(model, inputs)
+    assert model_cache.stats.loads == 1
+    with torch.no_grad():
+        torch.testing.assert_close(again(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)
+        model.g.add_(0.3)                  # the folded value is made again from the new state
+        torch.testing.assert_close(again(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)
+
+
 def test_another_graph_target_or_log_misses(cache, captured_once, tmp_path):
     model, inputs = _model()
     _compile(model, inputs)
     graph = st.capture(model, inputs)
     host = sl.Target.create("llvm")
     text = model_cache.key_text(graph, host, None)
-    assert text is not None and model_cache.load(text, host) is not None
+    assert text is not None and model_cache.load(text, host, graph) is not None
     wider = st.capture(model, (torch.randn(1, 3, 40, 40),))
     assert model_cache.key_text(wider, host, None) != text
     assert model_cache.key_text(graph, host.with_options(num_threads=1), None) != text
