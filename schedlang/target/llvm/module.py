@@ -34,8 +34,8 @@ class LLVMModule(BuiltModule):
         self._source = self.ir["llvm"]
         self._buffer_names = buffer_names
         self._compiled = compiled
-        self._bind_entry(function_symbol(self.name), "@GOMP_parallel" in self._source, len(kernel_ir.sizes))
         self._not_runnable = not_runnable     # compiled for a CPU this machine is not: why
+        self._bind_entry(function_symbol(self.name), "@GOMP_parallel" in self._source, len(kernel_ir.sizes))
         self.kernel_names = [k.name for k in kernel_ir.kernels]      # in call order
 
     def _bind_entry(self, entry: str, launches_threads: bool, num_sizes: int) -> None:
@@ -50,7 +50,10 @@ class LLVMModule(BuiltModule):
     def _release_temps_when_collected(self, entry: str) -> None:
         """Free the temporaries the entry keeps from call to call (temps.py) when this module
         is collected; the finalizer holds the compiled code until then. Not at interpreter
-        exit: the process's memory goes with it."""
+        exit: the process's memory goes with it. Nor for code this machine cannot run (it
+        never ran: nothing is kept)."""
+        if getattr(self, "_not_runnable", None):
+            return
         try:
             address = self._compiled.address(release_symbol(entry))
         except (KeyError, AttributeError):       # no kept temporaries, or a library from before them
