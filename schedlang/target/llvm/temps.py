@@ -40,7 +40,7 @@ def definitions(entry: str, slots: List[str], align: int) -> str:
     text; the module declares aligned_alloc and free)."""
     lines = [f"{slot} = internal global ptr null, align 8" for slot in slots]
     lines += [
-        f"define internal ptr @{TAKE}(ptr %slot, i64 %size) #0 {{",
+        f"define private ptr @{TAKE}(ptr %slot, i64 %size) #0 {{",
         "  %held = atomicrmw xchg ptr %slot, ptr null acq_rel, align 8",
         "  %none = icmp eq ptr %held, null",
         "  br i1 %none, label %fresh, label %kept",
@@ -50,7 +50,7 @@ def definitions(entry: str, slots: List[str], align: int) -> str:
         "kept:",
         "  ret ptr %held",
         "}",
-        f"define internal void @{KEEP}(ptr %slot, ptr %block) #0 {{",
+        f"define private void @{KEEP}(ptr %slot, ptr %block) #0 {{",
         "  %held = atomicrmw xchg ptr %slot, ptr %block acq_rel, align 8",
         "  call void @free(ptr %held)",
         "  ret void",
