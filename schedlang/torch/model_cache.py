@@ -30,12 +30,14 @@ import builtins
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Dict, List, Optional, Tuple
 
 import schedlang as sl
 from schedlang import build_cache, errors, kernel_cache
 from schedlang.disk import write_entry
 
+from .const_fold import fold_plan
 from .lower import LoweredProgram, Part, TorchStep
 from .ops import conv_winograd
 from .prepack import PackSpec
@@ -240,9 +242,7 @@ def _plan(data: dict, graph: TorchGraph) -> CachedPlan:
         steps.append(Part(int(p["index"]), [(n, _Type(tuple(s), d)) for n, s, d in p["inputs"]],
                           [(n, _Type(tuple(s), d)) for n, s, d in p["outputs"]], dict(p["aliases"]),
                           {n: (_error(e), m) for n, (e, m) in p["checks"].items()}))
-    from functools import lru_cache
-    from .const_fold import fold_plan
-    folds = lru_cache(maxsize=1)(lambda: fold_plan(graph))
+    folds = lru_cache(maxsize=1)(lambda: fold_plan(graph))      # made only where a plan has a fold
     packs = {n: PackSpec(src, int(width), kind, tuple(more), _unpack_params(params, folds))
              for n, (src, width, kind, more, params) in data["packs"].items()}
     return CachedPlan(steps, packs)

@@ -31,10 +31,6 @@ def release_symbol(entry: str) -> str:
     return entry + RELEASE_SUFFIX
 
 
-def slot_names(entry: str, count: int) -> List[str]:
-    return [f"@{entry}.temps.{i}" for i in range(count)]
-
-
 def definitions(entry: str, slots: List[str], align: int) -> str:
     """The slots, the take/keep helpers the entry calls, and entry's release function (LLVM IR
     text; the module declares aligned_alloc and free)."""
@@ -75,6 +71,5 @@ def keep(fn, slot: str, pointer: str) -> None:
 
 
 def kept_slots(entry: str, buffers) -> Dict[object, str]:
-    """A slot for each buffer, in order."""
-    buffers = list(buffers)
-    return dict(zip(buffers, slot_names(entry, len(buffers))))
+    """A slot (the name of a global of the module) for each buffer, in order."""
+    return {b: f"@{entry}.temps.{i}" for i, b in enumerate(buffers)}
