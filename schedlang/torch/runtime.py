@@ -188,6 +188,11 @@ class CompiledModule:
                 self._module(part, modules)
             self._variant_packs[id(program)] = PackCache(program.packs, disk=True)
             variant = self._variants[key] = (program, modules)
+        if self._last is not None and self._last is not variant:
+            # the variants are kept, their temporaries not: one shape's at a time (a model called
+            # at many shapes would otherwise hold an arena per shape)
+            for mod in self._last[1].values():
+                getattr(mod, "release_temps", lambda: None)()
         self._last = variant
         return variant
 

@@ -30,8 +30,8 @@ def _build(scale: float = 2.0, cache: bool = True):
     return sl.build(sl.create_schedule(D.op), [A, D], target="llvm", cache=cache)
 
 
-def _slots(mod):
-    """The values of the module's temporaries' slots (0: empty)."""
+def kept_blocks(mod):
+    """The values of the module's temporaries' slots (0: empty), in order."""
     entry = function_symbol(mod.name)
     count = sum(1 for line in mod.get_source().splitlines() if line.startswith(f"@{entry}.temps."))
     return [ctypes.c_void_p.from_address(mod._compiled.global_address(f"{entry}.temps.{i}")).value or 0
@@ -47,23 +47,22 @@ def _check(mod, scale: float = 2.0, seed: int = 0):
 
 def test_a_call_takes_the_blocks_the_last_call_kept():
     mod = _build()
-    assert _slots(mod) == [0, 0]                 # nothing taken before the first call
+    assert kept_blocks(mod) == [0, 0]                 # nothing taken before the first call
     _check(mod)
-    kept = _slots(mod)
+    kept = kept_blocks(mod)
     assert len(kept) == 2 and all(kept) and kept[0] != kept[1]
     for seed in range(3):
         _check(mod, seed=seed)
-        assert _slots(mod) == kept
+        assert kept_blocks(mod) == kept
 
 
 def test_release_frees_the_kept_blocks_and_later_calls_allocate_again():
     mod = _build()
     _check(mod)
-    release = ctypes.CFUNCTYPE(None)(mod._compiled.address(release_symbol(function_symbol(mod.name))))
-    release()
-    assert _slots(mod) == [0, 0]
+    mod.release_temps()
+    assert kept_blocks(mod) == [0, 0]
     _check(mod, seed=1)
-    assert all(_slots(mod))
+    assert all(kept_blocks(mod))
 
 
 def test_overlapping_calls_on_threads_each_get_blocks_of_their_own():
@@ -82,7 +81,7 @@ def test_overlapping_calls_on_threads_each_get_blocks_of_their_own():
     for t in threads:
         t.join()
     assert not errors, errors[0]
-    assert all(_slots(mod))
+    assert all(kept_blocks(mod))
 
 
 def test_collecting_a_module_releases_its_blocks(monkeypatch):

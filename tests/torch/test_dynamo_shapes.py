@@ -17,6 +17,7 @@ from schedlang.torch import FallbackWarning, dynamo  # noqa: F401  (registers th
 
 from .helpers import spy_compile_fx
 from .modules import reverse
+from tests.target.test_kept_temps import kept_blocks
 
 
 @pytest.fixture
@@ -66,6 +67,10 @@ def test_a_cnn_at_three_image_sizes_builds_per_shape(compiled):
     dynamic = compiled[-1]
     assert dynamic.graph.size_vars and dynamic._per_shape
     assert len(dynamic._variants) == 2, "the second and third sizes, one build each"
+    # the variants stay built, but only the shape called last keeps its temporaries (temps.py)
+    first, last = (list(modules.values()) for _, modules in dynamic._variants.values())
+    assert any(any(kept_blocks(m)) for m in last)
+    assert not any(any(kept_blocks(m)) for m in first)
 
 
 def test_a_text_model_keeps_one_module_for_all_lengths(compiled):

@@ -58,8 +58,15 @@ class LLVMModule(BuiltModule):
             address = self._compiled.address(release_symbol(entry))
         except (KeyError, AttributeError):       # no kept temporaries, or a library from before them
             return
-        release = ctypes.CFUNCTYPE(None)(address)
-        weakref.finalize(self, _release, release, self._compiled).atexit = False
+        self._release_fn = ctypes.CFUNCTYPE(None)(address)
+        weakref.finalize(self, _release, self._release_fn, self._compiled).atexit = False
+
+    def release_temps(self) -> None:
+        """Free the temporaries the module keeps from call to call (temps.py) now; the next
+        call allocates them again. A call running meanwhile keeps its own and puts them back."""
+        release = getattr(self, "_release_fn", None)
+        if release is not None:
+            release()
 
     def get_source(self, fmt: str = "ll") -> str:
         """The generated code: "ll" (LLVM IR as generated), "ll.opt" (after optimisation) or "asm"."""
