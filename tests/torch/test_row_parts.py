@@ -7,7 +7,7 @@ import torch
 
 import schedlang as sl
 import schedlang.torch as slt
-from schedlang.torch.schedules import ROW_PART_TILES, STREAMED_B_BYTES
+from schedlang.torch.schedules import MR, ROW_PART_TILES, STREAMED_B_BYTES
 
 TWO = sl.Target.create("llvm").with_options(num_threads=2)
 K, N = 1024, STREAMED_B_BYTES // (1024 * 4)       # a weight of exactly STREAMED_B_BYTES
@@ -53,7 +53,7 @@ def test_the_fused_gate_and_up_and_the_down_linear_split_their_rows_bounds_check
 @pytest.mark.parametrize("rows,k,target", [
     (128, 256, TWO),                                      # a weight that stays in cache
     (128, K, TWO.with_options(num_threads=1)),            # one thread
-    (8 * ROW_PART_TILES, K, TWO),                         # too few row tiles for two parts
+    (2 * ROW_PART_TILES * MR - 4, K, TWO),                # too few row tiles for two parts, of any tile
 ])
 def test_otherwise_the_threads_take_column_panels(rows, k, target):
     torch.manual_seed(2)
