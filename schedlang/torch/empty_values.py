@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Dict, List, Set
 
+import torch
+
+from .dtypes import to_sl, to_torch
 from .ops.registry import op_name
 from .torch_ir import Ref, TorchGraph, TorchNode
 
@@ -20,6 +23,19 @@ CATS = ("aten.cat.default", "aten.concat.default")
 def no_elements(shape) -> bool:
     """Whether a (static part of a) shape has an extent 0."""
     return any(isinstance(e, int) and e == 0 for e in shape)
+
+
+def _promoted(graph: TorchGraph, operands) -> object:
+    """The dtype torch.cat gives operands (their promotion), or None for a non-tensor one. An
+    empty operand whose dtype the others' promotion leaves out (a float32 cache beside float16
+    keys: torch gives float32) is kept, and that cat runs in torch."""
+    out = None
+    for a in operands:
+        if not isinstance(a, Ref):
+            return None
+        d = to_torch(graph.value_type(a.name)[1])
+        out = d if out is None else torch.promote_types(out, d)
+    return to_sl(out)
 
 
 def drop_empty_values(graph: TorchGraph) -> TorchGraph:
@@ -34,7 +50,7 @@ def drop_empty_values(graph: TorchGraph) -> TorchGraph:
     for n in graph.nodes:
         if op_name(n.target) in CATS and n.args and isinstance(n.args[0], (list, tuple)):
             kept = [a for a in n.args[0] if not (isinstance(a, Ref) and a.name in empty)]
-            if kept and len(kept) != len(n.args[0]):
+            if kept and len(kept) != len(n.args[0]) and _promoted(graph, kept) == n.dtype:
                 n = TorchNode(n.name, n.op, n.target, (kept,) + tuple(n.args[1:]), n.kwargs, n.shape, n.dtype,
                               n.display_kwargs)
                 changed = True

@@ -84,6 +84,35 @@ def test_cat():
     check_lowering(aten.cat.default, ([torch.randn(2, 2, dtype=torch.float16)] * 2,))
 
 
+@pytest.mark.parametrize("dtypes,want", [
+    ((torch.float32, torch.float16), torch.float32),       # a float16 slice beside float32 rotary halves
+    ((torch.float16, torch.bfloat16), torch.float32),
+    ((torch.int32, torch.bool), torch.int32),
+    ((torch.uint8, torch.int8), torch.int16),
+    ((torch.float16, torch.int64, torch.float64), torch.float64),
+])
+def test_cat_promotes_mixed_dtypes_as_torch(dtypes, want):
+    parts = [(torch.randn(2, 3) * 5).abs().to(d) for d in dtypes]
+    assert torch.cat(parts, 1).dtype == want
+    check_lowering(aten.cat.default, (parts, 1))
+
+
+def test_an_empty_cat_operand_that_widens_the_result_stays_in_torch():
+    """torch.cat([x32, torch.empty(0, float64)]) is float64: dropping the empty operand
+    (empty_values.py) would change the dtype, so that cat runs in torch, correctly."""
+    import schedlang.torch as slt
+
+    class Cat(torch.nn.Module):
+        def forward(self, a, e, h):
+            return torch.cat([a, e], 1), torch.cat([h, a], 1)
+    args = (torch.randn(2, 3), torch.empty(0, dtype=torch.float64), torch.empty(0, dtype=torch.float16))
+    with torch.no_grad():
+        compiled = slt.compile(Cat(), args)
+        for got, want in zip(compiled(*args), Cat()(*args)):
+            assert got.dtype == want.dtype and torch.equal(got, want)
+    assert compiled.fallback_ops() == {"cat": 1}      # the float16 empty one is dropped: float32 either way
+
+
 def test_identity_maps_and_classification():
     for op in (aten.clone.default, aten.alias.default):
         check_lowering(op, (x,))

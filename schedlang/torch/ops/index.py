@@ -13,6 +13,7 @@ from schedlang.expr.nodes import Expr
 from schedlang.expr.simplify import simplify
 
 from .common import compute, is_one, norm_dim, numel, same_extent, static
+from .promote import result_type
 from .registry import LowerContext, Unsupported, register_lowering
 
 INT64_MAX = 2**63 - 1
@@ -394,9 +395,9 @@ def cat(ctx: LowerContext, tensors, dim=0):
         raise Unsupported("cat of empty tensors")
     ref = parts[0]
     d = norm_dim(dim, len(ref.shape))
-    dtypes = {str(t.dtype) for t in parts}
-    if len(dtypes) > 1:
-        raise Unsupported(f"cat of mixed dtypes {sorted(dtypes)}")
+    # torch promotes the tensors to their result type (the legacy empty ones count too): a
+    # float16 slice beside float32 rotary halves gives float32
+    dtype = result_type(*tensors)
     offsets, total = [], 0
     for t in parts:
         if len(t.shape) != len(ref.shape):
@@ -412,7 +413,7 @@ def cat(ctx: LowerContext, tensors, dim=0):
         for t, off, end in reversed(list(zip(parts, offsets, ends))):
             idx = list(i)
             idx[d] = i[d] - off if not (isinstance(off, int) and off == 0) else i[d]
-            read = t[tuple(idx)]
+            read = t[tuple(idx)] if str(t.dtype) == dtype else t[tuple(idx)].astype(dtype)
             value = read if value is None else sl.if_then_else(i[d] < end, read, value)
         return value
     return compute(shape, body, ctx.name())
