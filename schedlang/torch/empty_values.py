@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Set
 
-import torch
-
-from .dtypes import to_sl, to_torch
+from .ops.promote import promote_types
 from .ops.registry import op_name
 from .torch_ir import Ref, TorchGraph, TorchNode
 
@@ -29,13 +27,9 @@ def _promoted(graph: TorchGraph, operands) -> object:
     """The dtype torch.cat gives operands (their promotion), or None for a non-tensor one. An
     empty operand whose dtype the others' promotion leaves out (a float32 cache beside float16
     keys: torch gives float32) is kept, and that cat runs in torch."""
-    out = None
-    for a in operands:
-        if not isinstance(a, Ref):
-            return None
-        d = to_torch(graph.value_type(a.name)[1])
-        out = d if out is None else torch.promote_types(out, d)
-    return to_sl(out)
+    if not all(isinstance(a, Ref) for a in operands):
+        return None
+    return promote_types(*(graph.value_type(a.name)[1] for a in operands))
 
 
 def drop_empty_values(graph: TorchGraph) -> TorchGraph:

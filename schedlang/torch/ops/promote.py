@@ -43,6 +43,14 @@ def _promote(a: Optional[str], b: Optional[str]) -> Optional[str]:
     return to_sl(torch.promote_types(to_torch(a), to_torch(b)))
 
 
+def promote_types(*dtypes: str) -> str:
+    """torch.promote_types over dtypes (tensors of one priority: torch.cat's operands)."""
+    out = None
+    for d in dtypes:
+        out = _promote(out, str(d))
+    return out
+
+
 def _combine(higher: Optional[str], lower: Optional[str]) -> Optional[str]:
     """torch's combine_categories: the higher-priority dtype wins unless the lower one is
     of a higher category (then their promotion)."""
