@@ -30,10 +30,13 @@ from . import attention_tensorcore
 TAG = "attention"                 # the output stage
 ROLE_TAG = "attention."           # + role: the other stages
 ROLES = ("kt", "scores", "max", "exp", "sum", "pv")
+OPTIONAL_ROLES = ("q",)           # a copy of a block's query rows, where they are padded
 CAUSAL = "causal"                 # the output's attr: every key after the query's row is masked (-inf)
 QUERY_BLOCK = 16                  # query rows per block (the [L, S] stages hold this many rows)
 MR = 4                            # rows of a register tile (scores, value product) with 16 vector registers
 MR_WIDE = 8                       # with 32 (AVX-512): 8 x 2 vector accumulators
+KEY_VECTORS = 2                   # vectors of keys a score tile's row holds
+VALUE_ACCUMULATORS = 24           # the most vector accumulators of a value product tile over all of d
 CUDA_QUERY_BLOCK = 32             # query rows (threads) per CUDA block
 
 
@@ -72,6 +75,8 @@ def claim_attention(s, live: List, anchor_of: Dict, prefix: Dict) -> None:
 
 
 def _stages(s, group, roles=ROLES) -> Dict[str, object]:
+    """The attention's stages by role: every one of roles (a ScheduleError where one is
+    missing), and those of OPTIONAL_ROLES the kernel has."""
     found = {role(s[st]): s[st] for st in group.attached if is_attention(s[st])}
     missing = [r for r in roles if r not in found]
     if missing:
@@ -81,8 +86,8 @@ def _stages(s, group, roles=ROLES) -> Dict[str, object]:
 
 
 def _cols(n, lanes: int) -> int:
-    """Elements of one vectorized inner loop along an axis of n: two vectors, or all of n."""
-    return 2 * lanes if n is None or n > 2 * lanes else n
+    """Elements of one vectorized inner loop along an axis of n: KEY_VECTORS vectors, or all of n."""
+    return KEY_VECTORS * lanes if n is None or n > KEY_VECTORS * lanes else n
 
 
 def _row_reduction(s, st, lanes: int, at, loop):
@@ -105,19 +110,33 @@ def _row_reduction(s, st, lanes: int, at, loop):
     return st, j, 1
 
 
-def _tiled_product(st, lanes: int, rows: int):
-    """A block's matmul (scores or the value product): rows x two vectors of columns in
-    registers, the whole reduction inside the tile. Returns the column loop, the reduction
-    loop and the columns per column iteration."""
-    from .schedules import static    # (as above)
+def _value_tile(d, lanes: int, rows: int) -> tuple:
+    """(rows, cols) of the value product's register tile over a head dim of d: rows x two
+    vectors where those tile d; else all of d in one tile, with as many of the rows (a power
+    of two) as keep its vectors to VALUE_ACCUMULATORS registers, where d is whole vectors: a
+    last tile short of d would guard every step of the key loop (a head dim of 80 in tiles of
+    32 ran at a third of the speed of 64 or 96)."""
+    if d is None or d <= KEY_VECTORS * lanes or d % (KEY_VECTORS * lanes) == 0 or d % lanes:
+        return rows, None
+    vectors = ceil_div(d, lanes)
+    while rows > 1 and rows * vectors > VALUE_ACCUMULATORS:
+        rows //= 2
+    return rows, d
+
+
+def _tiled_product(st, lanes: int, rows: int, cols=None):
+    """A block's matmul (scores or the value product): rows x cols (default: two vectors)
+    of columns in registers, the whole reduction inside the tile. Returns the column loop,
+    the reduction loop and the columns per column iteration."""
+    from .schedules import _vectorize_columns, static    # (as above)
     *_, i, c = st.op.axis
     (r,) = st.op.reduce_axis
-    cols = _cols(static(c.dom.extent), lanes)
+    cols = cols or _cols(static(c.dom.extent), lanes)
     io, ii = st.split(i, factor=rows)
     co, ci = st.split(c, factor=cols)
     st.reorder(io, co, r, ii, ci)
     st.unroll(ii)
-    st.vectorize(ci)
+    _vectorize_columns(st, ci, cols, lanes)     # (5 vectors as 5 native ones, not one of 80 lanes)
     return co, r, cols
 
 
@@ -134,13 +153,35 @@ def _skip_masked_keys(block, qb: int, key_loops, grain: int) -> None:
         st.set_store_predicate(loop.var * keys < limit)
 
 
+def _chunks(blocks, nb, threads: int) -> int:
+    """The parallel chunks of the query blocks of each of nb batch entries: enough tasks for
+    the cores, and few of them per batch entry (K is transposed once per task)."""
+    if nb is None or blocks is None:
+        return 1
+    return max(1, min(blocks, ceil_div(2 * threads, nb)))
+
+
+def query_rows(L: int, nb, target) -> int:
+    """The rows the CPU schedule's blocks cover for L query rows of nb batch entries (None:
+    symbolic): whole QUERY_BLOCKs, as many in each parallel chunk (else the last chunk's
+    missing block would guard each row of the products), or whole MR_WIDE-row tiles where
+    L is one block."""
+    from .schedules import threads    # (as above)
+    if L <= QUERY_BLOCK:
+        return ceil_div(L, MR_WIDE) * MR_WIDE
+    blocks = ceil_div(L, QUERY_BLOCK)
+    chunks = _chunks(blocks, nb, threads(target))
+    return ceil_div(blocks, chunks) * chunks * QUERY_BLOCK
+
+
 def schedule_attention_cpu(s, group, target) -> None:
     from .schedules import static, threads    # (as above)
     out = s[group.anchor]
     parts = _stages(s, group)
     lanes = target.native_lanes(parts["scores"].op.output_dtype(0).bits)
     *batch, i, d = out.op.axis
-    L = static(i.dom.extent)
+    # the blocks of the products' rows, which may run past the output's (ops/attention.py pads)
+    L = static(parts["scores"].op.axis[-2].dom.extent)
     qb = QUERY_BLOCK if L is None else max(1, min(QUERY_BLOCK, L))
     io, ii = out.split(i, factor=qb)
     nb = 1
@@ -148,9 +189,7 @@ def schedule_attention_cpu(s, group, target) -> None:
         e = static(a.dom.extent)
         nb = None if nb is None or e is None else nb * e
     blocks = None if L is None else ceil_div(L, qb)
-    # Enough parallel tasks for the cores, and few of them per batch entry: K is transposed
-    # once per task.
-    chunks = 1 if nb is None or blocks is None else max(1, min(blocks, ceil_div(2 * threads(target), nb)))
+    chunks = _chunks(blocks, nb, threads(target))
     if chunks > 1:
         outer, io = out.split(io, nparts=chunks)
         out.reorder(*batch, outer, io, ii, d)
@@ -171,9 +210,14 @@ def schedule_attention_cpu(s, group, target) -> None:
     kt.vectorize(kji)
     for r in ("scores", "exp", "pv"):
         parts[r].compute_at(out, io)
+    if "q" in parts:                      # the block's padded query rows, copied once
+        qc = parts["q"]
+        qc.compute_at(out, io)
+        *_, qe = qc.op.axis
+        qc.vectorize(qc.split(qe, factor=lanes)[1] if (static(qe.dom.extent) or 0) > lanes else qe)
     rows = MR_WIDE if (target.options.vector_bits or 0) >= 512 else MR   # measured: 8 rows 1.3x faster there
     sco, _, scols = _tiled_product(parts["scores"], lanes, rows)
-    _, pr, _ = _tiled_product(parts["pv"], lanes, rows)
+    _, pr, _ = _tiled_product(parts["pv"], lanes, *_value_tile(static(d.dom.extent), lanes, rows))
     ex = parts["exp"]
     *_, ej = ex.op.axis
     ecols = _cols(static(ej.dom.extent), lanes)

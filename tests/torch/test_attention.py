@@ -103,8 +103,9 @@ def test_sdpa_matches_eager(shape, causal):
     q, k, v = torch.randn(b, h, lq, d), torch.randn(b, h, sk, d), torch.randn(b, h, sk, d)
     compiled = check(SDPA(is_causal=causal), (q, k, v))
     assert attention_kernels(compiled) == 1
-    # a block of query rows (and K transposed), never the whole score matrix
-    assert max(local_sizes(compiled)) <= max(QUERY_BLOCK, d) * max(sk, d)
+    # a block of query rows (and K transposed), never the whole score matrix (keys padded to
+    # whole tiles of two vectors)
+    assert max(local_sizes(compiled)) <= max(QUERY_BLOCK, d) * max(sk + 2 * CHECKED.native_lanes(32), d)
 
 
 # "bool" with -m slow: "bool_empty_row" takes the same boolean mask path (and a row of nothing).
@@ -274,3 +275,72 @@ def test_causal_attention_skips_the_masked_key_chunks(lead, lq, sk, d, isa):
         return [b for b in re.findall(rf"if [\w.]+ \* {chunk} < (.+):", c.ir("tile")) if not b.isdigit()]
     assert len(skips(compiled)) >= 2      # the scores' and the exp's (the reductions: per key or vector)
     assert skips(compile_whole(SDPA(is_causal=False), (q, k, v), target)) == []
+
+
+# ---- whole blocks: SDPA's stages padded to whole query blocks and key tiles (ops/attention.py)
+
+AVX2_CHECKED = sl.Target.create("llvm -mcpu=haswell").with_options(bounds_check=True)
+
+
+def _product_loop_guards(compiled) -> list:
+    """The conditions inside the two products' reduction loops (the scores' over the head
+    dim e, the value product's over the keys s): a guard there tests every step."""
+    guards, lines = [], compiled.ir("tile").splitlines()
+    for at, line in enumerate(lines):
+        if re.match(r"\s*for (e|s) in ", line):
+            depth = len(line) - len(line.lstrip())
+            for inner in lines[at + 1:]:
+                if len(inner) - len(inner.lstrip()) <= depth:
+                    break
+                if inner.strip().startswith("if "):
+                    guards.append(inner.strip())
+    return guards
+
+
+@pytest.mark.parametrize("shape, target", [
+    pytest.param((1, 2, 37, 37, 64), CHECKED, id="tails"),             # 37 rows and keys: 48 and 64
+    pytest.param((1, 1, 197, 197, 64), CHECKED, id="vit"),             # ViT-B/16's 196 patches + CLS
+    pytest.param((2, 2, 5, 7, 16), CHECKED, id="tiny"),                # one block of 8 rows, one vector of keys
+    pytest.param((1, 2, 20, 77, 80), CHECKED, id="d80"),               # a head dim of five AVX-512 vectors
+    pytest.param((1, 2, 37, 50, 72), CHECKED, id="d72"),               # not whole vectors: two-vector tiles
+    pytest.param((1, 2, 37, 37, 64), AVX2_CHECKED, id="avx2"),
+])
+def test_padded_sdpa_has_no_guard_in_its_products(shape, target):
+    """Rows and keys that are not whole blocks and tiles compute padded ones (the rows from
+    q's last row, copied per block; the keys from k's and v's last one, scored -inf), so no
+    step of the two products tests an index against the end; against eager torch,
+    bounds-checked."""
+    b, h, lq, sk, d = shape
+    q, k, v = torch.randn(b, h, lq, d), torch.randn(b, h, sk, d), torch.randn(b, h, sk, d)
+    compiled = check(SDPA(), (q, k, v), target=target)
+    guards = _product_loop_guards(compiled)
+    if d % target.native_lanes(32) == 0:
+        assert guards == [], guards
+    else:                                  # the value product's last column tile only
+        assert guards and all(f"< {d}" in g for g in guards), guards
+    if lq % 8:                             # rows padded: the blocks' copies of q
+        assert "_q: " in compiled.ir("tile")
+
+
+@pytest.mark.parametrize("mask_kind", ["float", "bool", "broadcast", "causal"])
+def test_padded_sdpa_reads_masks_inside_them(mask_kind):
+    """A mask [L, S] of padded scores is read at its last row and key past them (a
+    bounds-checked build raises otherwise), and padded keys stay -inf under every mask."""
+    b, h, n, d = 2, 2, 37, 16
+    q, k, v = (torch.randn(b, h, n, d) for _ in range(3))
+    if mask_kind == "causal":
+        compiled = check(SDPA(is_causal=True), (q, k, v))
+    else:
+        mask = {"float": torch.randn(b, h, n, n), "bool": torch.rand(n, n) > 0.3,
+                "broadcast": torch.zeros(b, 1, 1, n).masked_fill(torch.arange(n) >= 30, float("-inf"))}[mask_kind]
+        if mask_kind == "bool":
+            mask[:, 0] = True
+        compiled = check(SDPA(), (q, k, v, mask))
+    assert not [g for g in _product_loop_guards(compiled) if "< 37" in g]
+
+
+def test_padded_rows_of_a_hand_written_attention_keep_their_shape():
+    """A hand-written chain's masks are [L, S]: its stages are not padded (guards instead)."""
+    q, k, v = (torch.randn(2, 3, 37, 16) for _ in range(3))
+    compiled = check(HandWritten(), (q, k, v, torch.randn(2, 1, 37, 37)))
+    assert "_q: " not in compiled.ir("tile")

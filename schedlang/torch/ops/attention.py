@@ -5,6 +5,7 @@
 (torch/attention_schedule.py), each tagged with its role:
 
     <n>_kt[..., e, j]     = k[..., j, e]                       (K transposed: scores vectorize along j)
+    <n>_q[..., i, e]      = q[..., min(i, L - 1), e]            (padded rows only: see below)
     <n>_scores[..., i, j] = sum_e q[..., i, e] * kt[..., e, j]
     x(i, j)               = score(scores)                       (scale, masks: inlined, never stored)
     <n>_max[..., i]       = max_j x
@@ -18,6 +19,14 @@ hold one block of rows (linear in the sequence length), never the whole score ma
 output of a causal SDPA carries the attr "causal" (every key after the query's row is
 masked), as does one whose mask is causal written out (causal_mask.py): the schedule skips
 those keys.
+
+On the CPU, SDPA's stages cover whole blocks: L rounded up to whole query blocks and S to
+whole key tiles (padded_extents), the padded query rows reading q's last row (computed, never
+stored) and the padded keys k's and v's last one under a -inf score, so that no tile of the
+two products tests a row or a key against the end (a guard in their hot loops ran a
+197-token ViT attention at 0.4x torch's speed). As a padded Linear does (matmul.py). The
+clamped rows of q are copied per block (the "q" stage): read in the register tile, their
+eight min()s became one vector LLVM took apart again at every step of the dot product.
 """
 from __future__ import annotations
 
@@ -28,8 +37,9 @@ from typing import Callable, Optional, Sequence
 import schedlang as sl
 
 from .. import attention_tensorcore
+from ...expr.extent import ceil_div
 from ...tensor.op import REALIZE_WHOLE
-from ..attention_schedule import CAUSAL, ROLE_TAG, TAG
+from ..attention_schedule import CAUSAL, KEY_VECTORS, ROLE_TAG, TAG, query_rows
 from .accum import acc_dtype, dtype_arg, is_float
 from .causal_mask import hides_later_keys
 from .common import broadcast_shape, compute, mismatch, norm_dim, read_broadcast, same_extent, static
@@ -57,15 +67,33 @@ def safe_softmax(ctx: LowerContext, x, dim, dtype=None):
 
 # ---- the fused kernel's stages
 
-def _reader(t: sl.Tensor, batch: Sequence, heads_ratio: int):
+def _reader(t: sl.Tensor, batch: Sequence, heads_ratio: int, rows=None):
     """index (batch..., row, col) -> t's element, t's batch dims broadcast to batch and, for
-    grouped-query attention (heads_ratio > 1), query head h reading t's head h // ratio."""
+    grouped-query attention (heads_ratio > 1), query head h reading t's head h // ratio;
+    rows: t's row count where the index runs past it (a padded stage), read as the last row."""
     def read(index):
         lead = list(index[:-2])
         if heads_ratio > 1:
             lead[-1] = sl.floordiv(lead[-1], heads_ratio)
-        return read_broadcast(t, tuple(batch) + tuple(t.shape[-2:]), lead + list(index[-2:]))
+        row = index[-2] if rows is None else sl.min(index[-2], rows - 1)
+        return read_broadcast(t, tuple(batch) + tuple(t.shape[-2:]), lead + [row, index[-1]])
     return read
+
+
+def padded_extents(target, score: Callable, batch, L, S, acc: str) -> Optional[tuple]:
+    """(L, S) rounded up to whole blocks of the CPU schedule: L to the rows its blocks cover
+    (attention_schedule.query_rows), S to whole key tiles of KEY_VECTORS vectors (whole
+    vectors when it is one tile); None where nothing is padded, the sizes are symbolic, the
+    target is not the CPU or the score function cannot mask padded keys (only SDPA's own
+    can: a hand-written chain's masks are [L, S])."""
+    if not getattr(score, "pads", False) or not isinstance(target, sl.Target) \
+            or not sl.get_backend(target.kind).prepacks_weights or not (isinstance(L, int) and isinstance(S, int)):
+        return None
+    lanes = target.native_lanes(sl.dtypes.dtype(acc).bits)
+    tile = KEY_VECTORS * lanes if S > KEY_VECTORS * lanes else lanes
+    nb = math.prod(batch) if all(isinstance(e, int) for e in batch) else None
+    lp, sp = query_rows(L, nb, target), ceil_div(S, tile) * tile
+    return None if (lp, sp) == (L, S) else (lp, sp)
 
 
 def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, heads_ratio: int = 1,
@@ -96,32 +124,38 @@ def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, hea
     batch = broadcast_shape(tuple(q.shape[:-2]), *kv_batch)
     L, S, E, Ev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     acc, out_dtype = acc_dtype(q.dtype), str(q.dtype)
-    read_q = _reader(q, batch, 1)
-    read_k, read_v = _reader(k, batch, heads_ratio), _reader(v, batch, heads_ratio)
+    padded = padded_extents(ctx.target, score, batch, L, S, acc)
+    Lp, Sp = padded or (L, S)
+    read_q = _reader(q, batch, 1, L if Lp != L else None)
+    if Lp != L:
+        qp = compute(batch + (Lp, E), lambda x: read_q(x), ctx.name("q"), tag=ROLE_TAG + "q")
+        read_q = lambda x: qp[tuple(x)]      # noqa: E731
+    read_k = _reader(k, batch, heads_ratio, S if Sp != S else None)
+    read_v = _reader(v, batch, heads_ratio, S if Sp != S else None)
     nb = len(batch)
 
     def stage(shape, body, role):
         return compute(shape, body, ctx.name(role), tag=ROLE_TAG + role)
 
-    kt = stage(batch + (E, S), lambda x: read_k(x[:nb] + [x[nb + 1], x[nb]]), "kt")
+    kt = stage(batch + (E, Sp), lambda x: read_k(x[:nb] + [x[nb + 1], x[nb]]), "kt")
     e = sl.reduce_axis((0, E), name="e")
-    scores = stage(batch + (L, S), lambda x: sl.sum(sl.cast(acc, read_q(x[:nb] + [x[nb], e]))
-                                                    * sl.cast(acc, kt[tuple(x[:nb] + [e, x[nb + 1]])]), axis=e),
+    scores = stage(batch + (Lp, Sp), lambda x: sl.sum(sl.cast(acc, read_q(x[:nb] + [x[nb], e]))
+                                                      * sl.cast(acc, kt[tuple(x[:nb] + [e, x[nb + 1]])]), axis=e),
                    "scores")
-    x = score(scores)
-    rows = batch + (L,)
-    j = sl.reduce_axis((0, S), name="s")
+    x = score(scores, (L, S)) if padded else score(scores)
+    rows = batch + (Lp,)
+    j = sl.reduce_axis((0, Sp), name="s")
     top = stage(rows, lambda r: sl.max(x[tuple(r) + (j,)], axis=j), "max")
     ninf, zero = sl.const(float("-inf"), acc), sl.const(0.0, acc)
 
     def shift(r):
         m = top[tuple(r)]
         return sl.select(m == ninf, zero, m) if safe else m   # exp(-inf - 0) = 0 in a masked row
-    ex = stage(batch + (L, S), lambda y: sl.exp(x[tuple(y)] - shift(y[:-1])), "exp")
-    j2 = sl.reduce_axis((0, S), name="s")
+    ex = stage(batch + (Lp, Sp), lambda y: sl.exp(x[tuple(y)] - shift(y[:-1])), "exp")
+    j2 = sl.reduce_axis((0, Sp), name="s")
     total = stage(rows, lambda r: sl.sum(ex[tuple(r) + (j2,)], axis=j2), "sum")
-    j3 = sl.reduce_axis((0, S), name="s")
-    pv = stage(batch + (L, Ev), lambda y: sl.sum(ex[tuple(y[:-1]) + (j3,)]
+    j3 = sl.reduce_axis((0, Sp), name="s")
+    pv = stage(batch + (Lp, Ev), lambda y: sl.sum(ex[tuple(y[:-1]) + (j3,)]
                                                  * sl.cast(acc, read_v(y[:-2] + [j3, y[-1]])), axis=j3),
                "pv")
 
@@ -147,19 +181,25 @@ def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, hea
 
 def _sdpa_score(ctx: LowerContext, mask, scale: float, causal: bool, acc: str):
     """score(scores) for SDPA: scores * scale, plus a float mask, -inf where a bool mask is
-    false or (causal) the key comes after the query."""
-    def score(scores):
+    false or (causal) the key comes after the query. score(scores, (L, S)) of padded scores
+    (padded_extents): the mask read at the last row and key past them, -inf past S."""
+    def score(scores, extents=None):
         shape = scores.shape
         ninf = sl.const(float("-inf"), acc)
         sc = sl.const(scale, acc)
+        L, S = extents or shape[-2:]
 
         def body(idx):
             value = scores[tuple(idx)] * sc
             keep = None
             if causal:
                 keep = idx[-1] <= idx[-2]
+            if S != shape[-1]:
+                keep = idx[-1] < S if keep is None else sl.all(keep, idx[-1] < S)
             if mask is not None:
-                m = read_broadcast(mask, shape, idx)
+                at = list(idx[:-2]) + [sl.min(idx[-2], L - 1) if L != shape[-2] else idx[-2],
+                                       sl.min(idx[-1], S - 1) if S != shape[-1] else idx[-1]]
+                m = read_broadcast(mask, tuple(shape[:-2]) + (L, S), at)
                 if str(mask.dtype) == "bool":
                     keep = m if keep is None else sl.all(keep, m)
                 else:
@@ -167,6 +207,7 @@ def _sdpa_score(ctx: LowerContext, mask, scale: float, causal: bool, acc: str):
             return value if keep is None else sl.select(keep, value, ninf)
         return compute(shape, body, ctx.name("x"))
     score.causal = causal and mask is None
+    score.pads = True
     return score
 
 
