@@ -88,14 +88,16 @@ def test_linear_odd_shapes(m, k, n, bias, in_place):
 
 
 def test_in_place_where_measured_faster():
-    """On AVX2 a few rows read the weight in place; AVX-512 packs."""
+    """A few rows read the weight in place: up to 8 on AVX2, up to 4 on AVX-512."""
     avx2 = sl.Target.create("llvm -mcpu=haswell")
     assert matmul.reads_weight_in_place(avx2, 1, 768) and matmul.reads_weight_in_place(avx2, 8, 5632)
     assert not matmul.reads_weight_in_place(avx2, 128, 2048) and not matmul.reads_weight_in_place(avx2, None, 768)
-    assert not matmul.reads_weight_in_place(sl.Target.create("llvm -mcpu=skylake-avx512"), 1, 2048)
+    avx512 = sl.Target.create("llvm -mcpu=skylake-avx512")
+    assert matmul.reads_weight_in_place(avx512, 1, 2048) and matmul.reads_weight_in_place(avx512, 4, 768)
+    assert not matmul.reads_weight_in_place(avx512, 8, 2048) and not matmul.reads_weight_in_place(avx512, None, 768)
     torch.manual_seed(0)
     cm = check(nn.Linear(2048, 5).eval(), torch.randn(3, 2048))
-    assert not cm.program.packs or HOST.native_registers() >= 32
+    assert not cm.program.packs
 
 
 class HeadsOut(nn.Module):

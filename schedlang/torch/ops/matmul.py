@@ -21,6 +21,7 @@ from .common import axis_names, broadcast_shape, compute, is_one, mismatch, read
 from .registry import Unsupported, register_lowering
 
 IN_PLACE_ROWS = 8        # a Linear of at most this many rows reads its weight in place (AVX2)
+IN_PLACE_ROWS_WIDE = 4   # ... with 32 vector registers (AVX-512)
 
 
 def _operands(op: str, *tensors: sl.Tensor) -> str:
@@ -180,11 +181,13 @@ def reads_weight_in_place(target, m, k) -> bool:
     kernel (5.6x packed's time; schedules.runs_along now takes it). One Llama layer (dim 2048,
     M = 128, one Zen 1 core, CPU time) now reads in place in 1.07x packed's time (was 1.5x),
     the rest its fused gate/up kernel (1.2x: two matmuls share the tile's registers). So on
-    AVX2 only a Linear of at most IN_PLACE_ROWS rows reads in place. AVX-512 (32 registers,
-    a 4 x 4 tile) is not measured: it keeps packing."""
-    if target.native_registers() >= 32:
-        return False
-    return m is not None and m <= IN_PLACE_ROWS
+    AVX2 only a Linear of at most IN_PLACE_ROWS rows reads in place. With AVX-512 (a 2-core
+    Xeon VM, two threads, both ways in one process, time in place / packed): M = 1 at
+    768 x 3072, 3072 x 768, 2048 x 5632, 5632 x 2048, 4096 x 4096: 0.87, 0.88, 0.87, 0.76,
+    0.84; M = 2-4 at 768 x 3072 to 5632 x 2048: 0.77-0.95; M = 6 (2048 x 2048) 1.08, M = 8
+    (2048 x 5632) 1.11; a weight kept in L2 (768 x 768, M = 1 and 4) 1.10-1.14, there with
+    ~40 us of call overhead in either: so IN_PLACE_ROWS_WIDE there."""
+    return m is not None and m <= (IN_PLACE_ROWS_WIDE if target.native_registers() >= 32 else IN_PLACE_ROWS)
 
 
 def _padded_shape(target, shape: tuple, nr: int) -> tuple:
