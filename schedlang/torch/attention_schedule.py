@@ -30,7 +30,6 @@ from . import attention_tensorcore
 TAG = "attention"                 # the output stage
 ROLE_TAG = "attention."           # + role: the other stages
 ROLES = ("kt", "scores", "max", "exp", "sum", "pv")
-OPTIONAL_ROLES = ("q",)           # a copy of a block's query rows, where they are padded
 CAUSAL = "causal"                 # the output's attr: every key after the query's row is masked (-inf)
 QUERY_BLOCK = 16                  # query rows per block (the [L, S] stages hold this many rows)
 MR = 4                            # rows of a register tile (scores, value product) with 16 vector registers
@@ -76,7 +75,7 @@ def claim_attention(s, live: List, anchor_of: Dict, prefix: Dict) -> None:
 
 def _stages(s, group, roles=ROLES) -> Dict[str, object]:
     """The attention's stages by role: every one of roles (a ScheduleError where one is
-    missing), and those of OPTIONAL_ROLES the kernel has."""
+    missing), and "q" where the kernel has it (the blocks' copies of padded query rows)."""
     found = {role(s[st]): s[st] for st in group.attached if is_attention(s[st])}
     missing = [r for r in roles if r not in found]
     if missing:

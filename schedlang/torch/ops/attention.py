@@ -156,7 +156,7 @@ def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, hea
     total = stage(rows, lambda r: sl.sum(ex[tuple(r) + (j2,)], axis=j2), "sum")
     j3 = sl.reduce_axis((0, Sp), name="s")
     pv = stage(batch + (Lp, Ev), lambda y: sl.sum(ex[tuple(y[:-1]) + (j3,)]
-                                                 * sl.cast(acc, read_v(y[:-2] + [j3, y[-1]])), axis=j3),
+                                                  * sl.cast(acc, read_v(y[:-2] + [j3, y[-1]])), axis=j3),
                "pv")
 
     def result(y):
