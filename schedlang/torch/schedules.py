@@ -68,6 +68,7 @@ ROW_PART_TILES = 8             # ... where each thread keeps this many row tiles
 NT_TILE = 4              # columns of a k-vector (dot product) matmul tile
 NT_BLOCK = 16            # column tiles of such a tile's L2 block (16 vector registers)
 LONG_ROW = 4096          # a reduction this long is worth splitting over the cores
+PARTIAL_VECTORS = 4      # vector partials of each parallel chunk of such a reduction (_parallel_partials)
 CUDA_THREADS = 256       # threads per block for pointwise kernels
 CUDA_ROW_THREADS = 64    # threads (rows) per block for reductions
 CUDA_REDUCE_THREADS = 256  # threads of the block a reduction to a scalar runs on
@@ -256,17 +257,18 @@ def schedule_pointwise_cpu(s: Schedule, st, target: Target) -> None:
         stage.vectorize(inner)
 
 
-def _vector_rfactor(s: Schedule, red, lanes_: int):
-    """Split the reduction's last reduce axis by lanes_ and rfactor it, so the partial results
-    are a vector (the lane axis last, contiguous); returns the partial stage or None when the
-    reduction does not run along a contiguous axis in whole vectors."""
+def _vector_rfactor(s: Schedule, red, lanes_: int, vectors: int = 1):
+    """Split the reduction's last reduce axis by lanes_ (times vectors: that many independent
+    vector partials) and rfactor it, so the partial results are a vector (the lane axis last,
+    contiguous); returns the partial stage or None when the reduction does not run along a
+    contiguous axis in whole vectors."""
     stage = s[red]
     op = stage.op
     if op.num_outputs != 1 or op.body.combiner.name not in ("sum", "max", "min") or not op.reduce_axis:
         return None
     k = op.reduce_axis[-1]
     n = static(_extent(k))
-    kv = _k_vector(k, lanes_)
+    kv = _k_vector(k, lanes_) * vectors
     if n is None or n < kv or n % kv or kv < 4 or not contiguous_axis(s, stage, k.var):
         return None
     ko, ki = stage.split(k, factor=kv)
@@ -316,6 +318,43 @@ def schedule_rows_cpu(s: Schedule, group: Group, target: Target) -> None:
     anchor.parallel(row)
 
 
+def _local_partial(s: Schedule, rf):
+    """The chunk's partial result of rf (an rfactor's stage, one result per parallel chunk)
+    accumulated in a buffer of the chunk's own (an rfactor of a one-wide split of its last
+    reduce axis), not in rf's row of results that the threads share: a loop that kept its
+    accumulator there wrote a cache line the other thread's chunk wrote too (argmax of a
+    million floats, two threads: 56 ms, against 4.6 on one thread)."""
+    _, one = rf.split(rf.op.reduce_axis[-1], factor=1)
+    factored = s.rfactor(rf.op.output(0), one)
+    return s[factored[0] if isinstance(factored, (list, tuple)) else factored]
+
+
+def _parallel_partials(s: Schedule, stage, chunks: int, lanes_: int) -> None:
+    """A long reduction with few outputs: its first reduce axis in about `chunks` parallel
+    chunks, each reduced to a partial result (rfactor) on vector partials along a contiguous
+    last reduce axis (_vector_rfactor), the partials combined after. A lone reduce axis is
+    cut into chunks of whole vectors, so only the last chunk's last vector is masked;
+    PARTIAL_VECTORS independent vector partials hide the add's latency. Measured (x.sum() of
+    999,983 floats, 2 threads, a 2-core Xeon VM, AVX-512, beside torch's 0.11 ms): a scalar
+    loop per chunk with a guard on every element 4.2 ms; one vector partial 0.24 ms, four
+    0.20 (x.abs().amax(): 7.2, 0.28, 0.19 ms; torch 0.35)."""
+    op = stage.op
+    k = op.reduce_axis[0]
+    n = static(_extent(k))
+    step = _k_vector(k, lanes_) * PARTIAL_VECTORS if len(op.reduce_axis) == 1 and n is not None else 1
+    if n is not None:
+        ko, _ = stage.split(k, factor=ceil_div(ceil_div(n, chunks), step) * step)
+    else:
+        ko, _ = stage.split(k, nparts=chunks)
+    factored = s.rfactor(op.output(0), ko)          # a list for a tuple reduction (argmax)
+    rf = s[factored[0] if isinstance(factored, (list, tuple)) else factored]
+    partial = _vector_rfactor(s, rf, lanes_, PARTIAL_VECTORS) or _vector_rfactor(s, rf, lanes_) \
+        or _local_partial(s, rf)
+    if partial is not None:
+        partial.compute_at(rf, rf.op.axis[0])
+    rf.parallel(rf.op.axis[0])
+
+
 def schedule_reduction_cpu(s: Schedule, red, target: Target) -> None:
     """A reduction output: parallel over its outputs, the reduction on vector partials along a
     contiguous axis; with few outputs and a long reduction, parallel over chunks of the
@@ -327,10 +366,7 @@ def schedule_reduction_cpu(s: Schedule, red, target: Target) -> None:
     n_red = _product(_extent(a) for a in op.reduce_axis)
     nthreads = threads(target)
     if rows is not None and rows < nthreads and n_red is not None and n_red >= LONG_ROW and op.reduce_axis:
-        ko, _ = stage.split(op.reduce_axis[0], nparts=4 * nthreads)
-        rf = s[s.rfactor(op.output(0), ko)]
-        rf.parallel(rf.op.axis[0])
-        return
+        return _parallel_partials(s, stage, 4 * nthreads, lanes(target, stage))
     partial = _vector_rfactor(s, stage, lanes(target, stage))
     if not axes:
         return
