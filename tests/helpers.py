@@ -123,6 +123,22 @@ def assert_close(got, want, dtype: str, rtol=None, name: str = "output"):
         np.testing.assert_array_equal(got, want, err_msg=f"{name} differs from the reference")
 
 
+def guards_inside(tile_ir: str, loop: str) -> list:
+    """The conditions (`if` lines) nested in the loops of a Tile IR text whose header matches
+    the regex loop (from the loop's indentation): a guard in a hot loop tests every step."""
+    import re
+    guards, lines = [], tile_ir.splitlines()
+    for at, line in enumerate(lines):
+        if re.match(r"\s*" + loop, line):
+            depth = len(line) - len(line.lstrip())
+            for inner in lines[at + 1:]:
+                if len(inner) - len(inner.lstrip()) <= depth:
+                    break
+                if inner.strip().startswith("if "):
+                    guards.append(inner.strip())
+    return guards
+
+
 GOLDEN = __import__("pathlib").Path(__file__).resolve().parent / "golden"
 
 

@@ -17,7 +17,7 @@ import schedlang as sl
 import schedlang.torch as st
 from schedlang.torch.attention_match import AttentionPattern, match_attention
 from schedlang.torch.attention_schedule import QUERY_BLOCK
-from tests.helpers import CHECKED
+from tests.helpers import CHECKED, guards_inside
 
 torch.manual_seed(0)
 
@@ -285,16 +285,7 @@ AVX2_CHECKED = sl.Target.create("llvm -mcpu=haswell").with_options(bounds_check=
 def _product_loop_guards(compiled) -> list:
     """The conditions inside the two products' reduction loops (the scores' over the head
     dim e, the value product's over the keys s): a guard there tests every step."""
-    guards, lines = [], compiled.ir("tile").splitlines()
-    for at, line in enumerate(lines):
-        if re.match(r"\s*for (e|s) in ", line):
-            depth = len(line) - len(line.lstrip())
-            for inner in lines[at + 1:]:
-                if len(inner) - len(inner.lstrip()) <= depth:
-                    break
-                if inner.strip().startswith("if "):
-                    guards.append(inner.strip())
-    return guards
+    return guards_inside(compiled.ir("tile"), r"for (e|s) in ")
 
 
 @pytest.mark.parametrize("shape, target", [

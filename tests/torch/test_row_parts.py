@@ -8,6 +8,7 @@ import torch
 import schedlang as sl
 import schedlang.torch as slt
 from schedlang.torch.schedules import MR, ROW_PART_TILES, STREAMED_B_BYTES
+from tests.helpers import guards_inside
 
 TWO = sl.Target.create("llvm").with_options(num_threads=2)
 K, N = 1024, STREAMED_B_BYTES // (1024 * 4)       # a weight of exactly STREAMED_B_BYTES
@@ -38,16 +39,7 @@ def _compile(module, x, target=TWO):
 
 def _k_loop_guards(compiled) -> list:
     """The conditions inside the matmul's k loops (a register tile's FMAs under a guard)."""
-    guards, lines = [], compiled.ir("tile").splitlines()
-    for at, line in enumerate(lines):
-        if line.strip().startswith("for k"):
-            depth = len(line) - len(line.lstrip())
-            for inner in lines[at + 1:]:
-                if len(inner) - len(inner.lstrip()) <= depth:
-                    break
-                if inner.strip().startswith("if "):
-                    guards.append(inner.strip())
-    return guards
+    return guards_inside(compiled.ir("tile"), r"for k")
 
 
 def test_a_streamed_weight_splits_the_rows_between_the_threads():
