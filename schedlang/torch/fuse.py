@@ -21,7 +21,7 @@ from typing import Dict, List, Optional
 
 from ..expr.equality import equal, key as expr_key
 from ..expr.functor import children, walk
-from ..expr.nodes import Binary, Call, Cast, Select
+from ..expr.nodes import Binary, Call, Cast, Const, Select
 from ..schedule import legal
 from ..tensor.classify import ELEMENTWISE, INDEX_MAP, classify
 from ..tensor.op import ComputeOp, TensorRead
@@ -101,7 +101,8 @@ def is_conv(st) -> bool:
 
 
 def matmul_operands(e):
-    """(a, b): the two reads of a product a * b (through casts), or None."""
+    """(a, b): the two reads of a product a * b (through casts, and through an
+    if_then_else(cond, read, 0): a padded product's masked columns, ops/matmul.py), or None."""
     while isinstance(e, Cast):
         e = e.value
     if not (isinstance(e, Binary) and e.op == "mul"):
@@ -110,6 +111,8 @@ def matmul_operands(e):
     for x in (e.a, e.b):
         while isinstance(x, Cast):
             x = x.value
+        if isinstance(x, Select) and x.guarded and isinstance(x.false_value, Const) and x.false_value.value == 0:
+            x = x.true_value
         if not isinstance(x, TensorRead):
             return None
         parts.append(x)
