@@ -42,7 +42,7 @@ from ...tensor.op import REALIZE_WHOLE
 from ..attention_schedule import CAUSAL, KEY_VECTORS, ROLE_TAG, TAG, query_rows
 from .accum import acc_dtype, dtype_arg, is_float
 from .causal_mask import hides_later_keys
-from .common import broadcast_shape, compute, mismatch, norm_dim, read_broadcast, same_extent, static
+from .common import broadcast_shape, compute, cpu_layouts, mismatch, norm_dim, read_broadcast, same_extent, static
 from .norm import softmax_of
 from .reduce import all_reducer, reduced_index, reduction
 from .registry import LowerContext, Unsupported, lookup, register_lowering
@@ -86,8 +86,7 @@ def padded_extents(target, score: Callable, batch, L, S, acc: str) -> Optional[t
     vectors when it is one tile); None where nothing is padded, the sizes are symbolic, the
     target is not the CPU or the score function cannot mask padded keys (only SDPA's own
     can: a hand-written chain's masks are [L, S])."""
-    if not getattr(score, "pads", False) or not isinstance(target, sl.Target) \
-            or not sl.get_backend(target.kind).prepacks_weights or not (isinstance(L, int) and isinstance(S, int)):
+    if not getattr(score, "pads", False) or not cpu_layouts(target) or not (isinstance(L, int) and isinstance(S, int)):
         return None
     lanes = target.native_lanes(sl.dtypes.dtype(acc).bits)
     tile = KEY_VECTORS * lanes if S > KEY_VECTORS * lanes else lanes

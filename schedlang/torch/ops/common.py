@@ -31,6 +31,12 @@ def compute(shape: Sequence, fcompute: Callable, name: str, tag: str = "", attrs
     return sl.compute(tuple(shape), body, name=name, tag=tag, attrs=attrs)
 
 
+def cpu_layouts(target) -> bool:
+    """Whether target is one whose backend lays data out for the CPU's default schedules
+    (prepacks_weights: packed Linear panels, blocked convolutions, padded products)."""
+    return isinstance(target, sl.Target) and sl.get_backend(target.kind).prepacks_weights
+
+
 def same_extent(a, b) -> bool:
     """Whether two extents (ints or symbolic expressions) are known to be equal."""
     if isinstance(a, int) and isinstance(b, int):

@@ -39,7 +39,7 @@ from .conv3d import conv3d
 from .conv_transpose import conv_transpose
 from .conv_winograd import winograd_conv, winograd_tile
 from .accum import acc_dtype, require_float
-from .common import compute, static
+from .common import compute, cpu_layouts, static
 from .registry import Unsupported, register_lowering
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def block_width(ctx, call: ConvCall) -> int:
     otherwise (other grouped convolutions run along the width)."""
     target, oc = ctx.target, call.weight.shape[0]
     depthwise = call.groups == oc == call.x.shape[1]
-    if not isinstance(target, sl.Target) or not sl.get_backend(target.kind).prepacks_weights:
+    if not cpu_layouts(target):
         return 1
     lanes = target.native_lanes(dtype(acc_dtype(call.x.dtype)).bits)
     if ctx.conv_lanes:           # half a vector for this program (conv_lanes.py)

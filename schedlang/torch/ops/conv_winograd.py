@@ -28,6 +28,7 @@ from typing import Optional
 import schedlang as sl
 
 from ...topi.winograd import winograd_inverse
+from .common import cpu_layouts
 
 ENABLED = True           # benchmarks switch it off for an A/B of the whole model in one process
 TILE = 4                 # m of F(m x m, 3 x 3): 6 x 6 input tiles
@@ -44,7 +45,7 @@ def winograd_tile(ctx, call) -> Optional[int]:
     MIN_CHANNELS in native vectors, an output at least MIN_SIZE square of at least the
     register file's MIN_TILES m x m tiles; else None."""
     target = ctx.target
-    if not ENABLED or not isinstance(target, sl.Target) or not sl.get_backend(target.kind).prepacks_weights:
+    if not ENABLED or not cpu_layouts(target):
         return None
     min_tiles = MIN_TILES.get(target.native_registers())
     if min_tiles is None or str(call.x.dtype) != "float32" or call.x.ndim != 4:

@@ -17,7 +17,7 @@ from schedlang.expr.nodes import Expr
 from ...expr.extent import ceil_div
 from ..schedules import panel_width, register_rows
 from .accum import acc_and_result_names, acc_dtype, cast_stage, require_float
-from .common import axis_names, broadcast_shape, compute, is_one, mismatch, read_broadcast, same_extent
+from .common import axis_names, broadcast_shape, compute, cpu_layouts, is_one, mismatch, read_broadcast, same_extent
 from .registry import Unsupported, register_lowering
 
 IN_PLACE_ROWS = 8        # a Linear of at most this many rows reads its weight in place (AVX2)
@@ -56,14 +56,12 @@ def padded_contract(ctx, shape: Sequence, k, read_a: Callable, read_b: Callable,
     35 GFLOP/s against 208 at 512), as the padded Linear avoids (_padded_linear)."""
     target = ctx.target
     *lead, m, n = shape
-    if not isinstance(target, sl.Target) or not sl.get_backend(target.kind).prepacks_weights \
-            or not all(isinstance(e, int) for e in (m, n, k)) or m < 2:
+    if not cpu_layouts(target) or not all(isinstance(e, int) for e in (m, n, k)) or m < 2:
         return contract(shape, k, read_a, read_b, acc, name)
-    nr = panel_width(target, n)                  # the default schedule's tile (schedule_matmul_cpu)
-    mr = register_rows(target, nr)
-    mp, np_ = (ceil_div(m, mr) * mr if m > mr else m), ceil_div(n, nr) * nr
-    if (mp, np_) == (m, n):
+    padded = _padded_shape(target, tuple(shape), panel_width(target, n))   # the default schedule's tile
+    if padded == tuple(shape):
         return contract(shape, k, read_a, read_b, acc, name)
+    mp, np_ = padded[-2:]
     zero = sl.const(0, b_dtype)
 
     def rows_clamped(idx, r):
@@ -184,8 +182,7 @@ def _packed_read(ctx, weight, rows: Optional[int], m: Optional[int] = None) -> O
     target whose backend prepacks_weights (the CPU) unless it reads it in place
     (reads_weight_in_place), or None."""
     target = ctx.target
-    if not isinstance(target, sl.Target) or not sl.get_backend(target.kind).prepacks_weights \
-            or not isinstance(weight.shape[0], int):
+    if not cpu_layouts(target) or not isinstance(weight.shape[0], int):
         return None
     if isinstance(weight.shape[1], int) and reads_weight_in_place(target, rows, weight.shape[1]):
         return None
