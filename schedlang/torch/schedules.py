@@ -325,7 +325,12 @@ def _local_partial(s: Schedule, rf):
     accumulator there wrote a cache line the other thread's chunk wrote too (argmax of a
     million floats, two threads: 56 ms, against 4.6 on one thread)."""
     _, one = rf.split(rf.op.reduce_axis[-1], factor=1)
-    factored = s.rfactor(rf.op.output(0), one)
+    return _rfactor_stage(s, rf.op.output(0), one)
+
+
+def _rfactor_stage(s: Schedule, tensor, axis):
+    """The stage of s.rfactor(tensor, axis) (which gives a list for a tuple reduction: argmax)."""
+    factored = s.rfactor(tensor, axis)
     return s[factored[0] if isinstance(factored, (list, tuple)) else factored]
 
 
@@ -346,12 +351,10 @@ def _parallel_partials(s: Schedule, stage, chunks: int, lanes_: int) -> None:
         ko, _ = stage.split(k, factor=ceil_div(ceil_div(n, chunks), step) * step)
     else:
         ko, _ = stage.split(k, nparts=chunks)
-    factored = s.rfactor(op.output(0), ko)          # a list for a tuple reduction (argmax)
-    rf = s[factored[0] if isinstance(factored, (list, tuple)) else factored]
+    rf = _rfactor_stage(s, op.output(0), ko)
     partial = _vector_rfactor(s, rf, lanes_, PARTIAL_VECTORS) or _vector_rfactor(s, rf, lanes_) \
         or _local_partial(s, rf)
-    if partial is not None:
-        partial.compute_at(rf, rf.op.axis[0])
+    partial.compute_at(rf, rf.op.axis[0])
     rf.parallel(rf.op.axis[0])
 
 
