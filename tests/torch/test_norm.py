@@ -59,6 +59,15 @@ def test_rms_norm(x, shape, weight, eps):
     check_lowering(aten.rms_norm.default, [x, shape, w, eps])
 
 
+@pytest.mark.parametrize("x_dtype,w_dtype", [(torch.float32, torch.float16), (torch.float16, torch.float32),
+                                              (torch.float32, torch.float64)])
+def test_rms_norm_weight_of_another_float_dtype(x_dtype, w_dtype):
+    """A half model whose rotary tables are float32 normalizes a float32 input with a float16
+    weight: torch gives x's dtype; so does the lowering (it ran in torch)."""
+    (got,) = check_lowering(aten.rms_norm.default, [X3.to(x_dtype), [13], torch.randn(13, dtype=w_dtype), 1e-5])
+    assert got.dtype == x_dtype
+
+
 def test_rms_norm_default_eps_is_float32_epsilon_for_half():
     """A row of 1e-4: mean(x^2) = 1e-8 is far below float16's epsilon (1e-3), so the
     result (0.28 with float32's epsilon, 0.003 with float16's) shows which eps was used."""
@@ -76,7 +85,7 @@ def test_stage_names():
 @pytest.mark.parametrize("op,args", [
     (aten._softmax.default, [torch.arange(6).reshape(2, 3), 1, False]),
     (aten.native_layer_norm.default, [X3, [13], torch.randn(13).half(), None, 1e-5]),
-    (aten.rms_norm.default, [X3, [13], torch.randn(13).double(), None]),
+    (aten.rms_norm.default, [X3, [13], torch.randint(0, 3, (13,)), None]),     # an integer weight
 ])
 def test_unsupported(op, args):
     with pytest.raises(Unsupported):

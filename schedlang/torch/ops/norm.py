@@ -69,8 +69,9 @@ register_lowering("aten.log_softmax.int")(_softmax_int(True, "log_softmax"))
 
 # ---- layer_norm, rms_norm
 
-def _normalized_dims(x, normalized_shape, op: str, *params) -> tuple:
-    """The trailing dims normalized_shape names; the weight and bias must have that shape."""
+def _normalized_dims(x, normalized_shape, op: str, *params, any_float: bool = False) -> tuple:
+    """The trailing dims normalized_shape names; the weight and bias must have that shape and
+    x's dtype (any_float: any floating dtype)."""
     shape = tuple(normalized_shape)
     first = x.ndim - len(shape)
     if not shape or first < 0 or not all(same_extent(a, b) for a, b in zip(x.shape[first:], shape)):
@@ -78,7 +79,7 @@ def _normalized_dims(x, normalized_shape, op: str, *params) -> tuple:
     for p in params:
         if p is None:
             continue
-        if str(p.dtype) != str(x.dtype):
+        if str(p.dtype) != str(x.dtype) and not (any_float and str(p.dtype).startswith(("float", "bfloat"))):
             raise Unsupported(f"{op}: a {p.dtype} weight or bias with a {x.dtype} input is not lowered")
         if len(p.shape) != len(shape) or not all(same_extent(a, b) for a, b in zip(p.shape, shape)):
             raise ValueError(f"{op}: weight/bias of shape {list(p.shape)}, expected {list(shape)}")
@@ -137,9 +138,11 @@ def layer_norm(ctx, x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn
 def rms_norm(ctx, x, normalized_shape, weight=None, eps=None):
     """torch's rms_norm: x * rsqrt(mean(x^2) + eps) in float32 for float16/bfloat16 (eps
     defaults to the machine epsilon of that compute dtype), rounded to x's dtype, then
-    times weight: `<name>_sqsum`, `<name>_rstd`, `<name>`."""
+    times weight (of any float dtype: torch gives x's dtype, a float16 weight beside a float32
+    input as in a half model whose rotary tables are float32): `<name>_sqsum`, `<name>_rstd`,
+    `<name>`."""
     require_float("rms_norm", x)
-    dims = _normalized_dims(x, normalized_shape, "rms_norm", weight)
+    dims = _normalized_dims(x, normalized_shape, "rms_norm", weight, any_float=True)
     out, acc = str(x.dtype), acc_dtype(x.dtype)
     eps = torch.finfo(getattr(torch, acc)).eps if eps is None else _eps(eps, "rms_norm")
 
