@@ -7,7 +7,7 @@ import torch
 import schedlang as sl
 import schedlang.torch as slt
 from schedlang.torch.schedules import panel_width, register_rows
-from tests.helpers import assert_matches_reference
+from tests.helpers import assert_matches_reference, guards_inside
 from tests.torch import frontend_like as P
 from tests.torch.test_schedules import scheduled
 
@@ -70,7 +70,6 @@ def test_a_product_of_activations_pads_to_whole_tiles(isa, lead, m, k, n):
     """Rows and columns that are not whole register tiles: the product covers whole tiles (A's
     last row read again, B's columns past its end read as 0 under a mask), so no guard sits in
     the k loop; against torch, bounds-checked."""
-    from tests.helpers import guards_inside
     torch.manual_seed(m)
     a, b = torch.randn(*lead, m, k), torch.randn(*lead, k, n)
     target = TARGETS[isa].with_options(bounds_check=True)

@@ -53,7 +53,8 @@ def padded_contract(ctx, shape: Sequence, k, read_a: Callable, read_b: Callable,
     row, columns past B's as 0 under a masked read) and its [..., M, N] part as a stage
     reading it: a tile short of M or N guarded each of its rows and its vector of columns
     inside the k loop, and every tile kept its accumulators in memory (1 x 511 x 512 x 509:
-    35 GFLOP/s against 208 at 512), as the padded Linear avoids (_padded_linear)."""
+    35 GFLOP/s against 208 at 512), as the padded Linear avoids (_padded_linear). A single
+    row (a vector times a matrix) is left as it is."""
     target = ctx.target
     *lead, m, n = shape
     if not cpu_layouts(target) or not all(isinstance(e, int) for e in (m, n, k)) or m < 2:
