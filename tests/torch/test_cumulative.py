@@ -1,7 +1,8 @@
 """cumsum, cumprod, logcumsumexp, cummax and cummin (torch/ops/cumulative.py) against eager torch: every dim,
 integer and bool inputs accumulating to int64, dtype=, float16, a 0-d input, a symbolic
-length; a prefix longer than MAX_EXTENT stays in torch; the position ids transformers
-compute from an attention mask, compiled whole."""
+length; cumsum and cumprod of long dims (computed in blocks, short last blocks and several
+levels) and the block structure that keeps them linear; a cummax longer than MAX_EXTENT stays
+in torch; the position ids transformers compute from an attention mask, compiled whole."""
 import warnings
 
 import pytest
@@ -9,9 +10,12 @@ import torch
 import torch.nn as nn
 
 import schedlang.torch as st
-from schedlang.torch.ops.cumulative import MAX_EXTENT
+from schedlang.torch.ops.cumulative import BLOCK, DIRECT_EXTENT, MAX_EXTENT
 
-from .helpers import check_lowering
+from schedlang.tensor.graph import post_order
+
+from ..helpers import CHECKED
+from .helpers import check_lowering, lower
 
 aten = torch.ops.aten
 torch.manual_seed(0)
@@ -58,11 +62,45 @@ class Cumsum(nn.Module):
         return x.cumsum(-1)
 
 
-def test_a_long_prefix_runs_in_torch():
-    x = torch.randn(1, MAX_EXTENT + 1)
-    with pytest.warns(st.FallbackWarning, match="cumsum"):
+@pytest.mark.parametrize("n", [DIRECT_EXTENT + 1, 1000, BLOCK * DIRECT_EXTENT + 3])
+def test_long_cumsum_and_cumprod_in_blocks(n):
+    """Past DIRECT_EXTENT the prefix is computed in blocks (the last one short here; the
+    largest length takes a second level of blocks), bounds-checked, along a middle dim too."""
+    x = torch.randn(2, n)
+    check_lowering(aten.cumsum.default, (x, 1), tol=(1e-5, 1e-4))
+    check_lowering(aten.cumprod.default, (1 + x / n, -1), tol=(1e-5, 1e-5))
+    check_lowering(aten.cumsum.default, (torch.randint(-9, 9, (2, n), dtype=torch.int32), 1))
+    check_lowering(aten.cumsum.default, (x.reshape(2, n, 1).expand(2, n, 3).contiguous(), 1), tol=(1e-5, 1e-4))
+    check_lowering(aten.cumsum.default, (x.t().contiguous(), 0), tol=(1e-5, 1e-4))
+    compiled = st.compile(Cumsum(), (x,), target=CHECKED)          # the default schedules
+    torch.testing.assert_close(compiled(x), x.cumsum(-1), rtol=1e-5, atol=1e-4)
+
+
+def test_blocks_keep_a_long_cumsum_linear():
+    """No stage of a cumsum over 100,003 elements reduces over more than DIRECT_EXTENT terms,
+    and it compiles whole (it ran in torch past MAX_EXTENT before)."""
+    from schedlang.tensor.op import ComputeOp
+    x = torch.randn(1, 100_003)
+    made, outputs = lower(aten.cumsum.default, (x, -1))
+    longest = max(r.dom.extent for t in post_order([o.op for o in outputs])
+                  if isinstance(t, ComputeOp) for r in t.reduce_axis)
+    assert longest <= DIRECT_EXTENT
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
         compiled = st.compile(Cumsum(), (x,))
-    torch.testing.assert_close(compiled(x), x.cumsum(-1))
+    torch.testing.assert_close(compiled(x), x.cumsum(-1), rtol=1e-4, atol=1e-3)
+
+
+class Cummax(nn.Module):
+    def forward(self, x):
+        return x.cummax(-1).values
+
+
+def test_a_long_cummax_runs_in_torch():
+    x = torch.randn(1, MAX_EXTENT + 1)
+    with pytest.warns(st.FallbackWarning, match="cummax"):
+        compiled = st.compile(Cummax(), (x,))
+    torch.testing.assert_close(compiled(x), x.cummax(-1).values)
 
 
 def test_symbolic_length():
