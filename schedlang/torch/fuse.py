@@ -30,9 +30,11 @@ from ..topi.winograd import TAG_Y as WINOGRAD_ROWS, TAGS as WINOGRAD_TAGS
 from .attention_schedule import claim_attention, is_attention
 from .pad_fusion import CONV_PAD_TAG, CONV_TAG, pad_source, reads_conv
 
+# A product's B operand copied from [..., N, K] to [..., K, N] (ops/matmul.padded_contract)
+TRANSPOSED_TAG = "matmul_b_transposed"
 # Stages that are kernels of their own: never inlined into a reader, never computed inside
 # another kernel (a padded input copy, pad_fusion.py; Winograd's stages, winograd_schedules.py).
-OWN_KERNEL_TAGS = frozenset((CONV_PAD_TAG,) + WINOGRAD_TAGS)
+OWN_KERNEL_TAGS = frozenset((CONV_PAD_TAG, TRANSPOSED_TAG) + WINOGRAD_TAGS)
 
 
 def own_kernel(st) -> bool:

@@ -77,3 +77,52 @@ def test_a_product_of_activations_pads_to_whole_tiles(isa, lead, m, k, n):
         compiled = slt.compile(Product(), (a, b), target=target)
         torch.testing.assert_close(compiled(a, b), a @ b, rtol=1e-4, atol=1e-4)
     assert guards_inside(compiled.ir("tile"), r"for r in ") == []
+
+
+class ProductNT(torch.nn.Module):
+    """a @ b.transpose(-1, -2) of two activations: B stored with k contiguous."""
+
+    def forward(self, a, b):
+        return a @ b.transpose(-1, -2)
+
+
+class PermutedNT(torch.nn.Module):
+    """Scores as a hand-written attention computes them, through the head split and permute
+    (not an attention: no softmax follows)."""
+
+    def forward(self, q, k):
+        b, s, _ = q.shape
+        q = q.view(b, s, 4, -1).permute(0, 2, 1, 3)
+        k = k.view(b, s, 4, -1).permute(0, 2, 1, 3)
+        return (q @ k.transpose(-2, -1)).tanh()
+
+
+@pytest.mark.parametrize("isa", list(TARGETS))
+@pytest.mark.parametrize("lead, m, k, n", [((), 511, 64, 509), ((3,), 97, 33, 50), ((2,), 128, 64, 128),
+                                           ((2, 3), 9, 13, 100), ((), 7, 16, 40)])
+def test_a_product_with_b_transposed_runs_the_nn_kernel(isa, lead, m, k, n):
+    """B stored [..., N, K] is copied once to [..., K, N padded] and the product runs the nn
+    register tile (no horizontal sums of k lanes, no guard in the k loop); fewer rows than
+    TRANSPOSE_ROWS read it as it is. Against torch, bounds-checked."""
+    from schedlang.torch.ops.matmul import TRANSPOSE_ROWS
+    torch.manual_seed(m)
+    a, b = torch.randn(*lead, m, k), torch.randn(*lead, n, k)
+    target = TARGETS[isa].with_options(bounds_check=True)
+    with torch.no_grad():
+        compiled = slt.compile(ProductNT(), (a, b), target=target)
+        torch.testing.assert_close(compiled(a, b), a @ b.transpose(-1, -2), rtol=1e-4, atol=1e-4)
+    tile_ir = compiled.ir("tile")
+    assert ("matmul_b_t" in tile_ir) == (m >= TRANSPOSE_ROWS)
+    if m >= TRANSPOSE_ROWS:
+        assert guards_inside(tile_ir, r"for r in ") == []
+
+
+@pytest.mark.parametrize("isa", list(TARGETS))
+def test_permuted_scores_read_k_transposed_once(isa):
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 37, 64), torch.randn(2, 37, 64)
+    target = TARGETS[isa].with_options(bounds_check=True)
+    with torch.no_grad():
+        compiled = slt.compile(PermutedNT(), (q, k), target=target)
+        torch.testing.assert_close(compiled(q, k), PermutedNT()(q, k), rtol=1e-4, atol=1e-4)
+    assert compiled.fallback_ops() == {} and "_b_t" in compiled.ir("tile")
