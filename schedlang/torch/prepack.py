@@ -4,6 +4,8 @@ read fast:
 - "panels": a constant [N, K] matrix (a Linear's weight) re-laid as [ceil(N / width), K,
   width] panels, so a matmul kernel reads B contiguously along its output columns
   (benchmarks/sl_kernels.py's packed register-tiled GEMM);
+- "panels_kn": the same panels of a constant stored [K, N] (x @ W: GPT-2's Conv1D, a
+  hand-written projection), packed from its transpose;
 - "conv": a convolution's weight [OC, ICg, *K] as [ceil(OC / width), ICg, *K, width] blocks
   (the NCHWc kernels' packed weights: a vector of output channels innermost), optionally
   with a following eval-mode batch norm folded in (each output channel scaled by
@@ -188,8 +190,8 @@ def _bn_vector(kind: str, sources: Sequence, eps: float):
 
 def shape_of(kind: str, shapes: Sequence, width: int, params: tuple = ()) -> tuple:
     """The shape of the constant of kind (with params) made from sources of these shapes."""
-    if kind == "panels":
-        n, k = shapes[0]
+    if kind in ("panels", "panels_kn"):
+        n, k = shapes[0] if kind == "panels" else shapes[0][::-1]
         return (panels(n, width), k, width)
     if kind == "conv":
         oc, *rest = shapes[0]
@@ -209,6 +211,8 @@ def make(spec: PackSpec, tensors: Sequence):
         return spec.params[0].run(tensors)
     if spec.kind == "panels":
         return pack(tensors[0], spec.width)
+    if spec.kind == "panels_kn":
+        return pack(tensors[0].t().contiguous(), spec.width)
     if spec.kind == "conv":
         w, *bn = tensors
         return pack_conv(w, spec.width, *bn, *spec.params) if bn else pack_conv(w, spec.width)

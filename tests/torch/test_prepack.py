@@ -142,6 +142,31 @@ def test_float16_weights():
     check(nn.Linear(24, 19).half().eval(), torch.randn(6, 24).half(), rtol=2e-3, atol=2e-3)
 
 
+class Conv1D(nn.Module):
+    """GPT-2's Conv1D: addmm(bias, x, W) of a weight stored [K, N]; and x @ W of another."""
+
+    def __init__(self, k, n):
+        super().__init__()
+        self.weight, self.bias = nn.Parameter(torch.randn(k, n) / k ** 0.5), nn.Parameter(torch.randn(n))
+        self.proj = nn.Parameter(torch.randn(n, k) / n ** 0.5)
+
+    def forward(self, x):
+        h = torch.addmm(self.bias, x.reshape(-1, x.shape[-1]), self.weight).relu()
+        return h @ self.proj
+
+
+@pytest.mark.parametrize("m,k,n", [(37, 129, 37), (128, 64, 100), (3, 40, 70), (9, 131, 77)])
+def test_weights_stored_k_by_n_are_packed(m, k, n):
+    """addmm and mm with a parameter [K, N] (x @ W) pack it from its transpose ("panels_kn")
+    and run the packed, padded kernel, as a Linear's [N, K] weight does; a few rows read it in
+    place (the nn kernel, W's rows contiguous along the columns). Odd shapes, bounds-checked."""
+    torch.manual_seed(m)
+    cm = check(Conv1D(k, n).eval(), torch.randn(1, m, k))
+    packs = sorted((spec.source, spec.kind) for spec in cm.program.packs.values())
+    in_place = matmul.reads_weight_in_place(HOST, m, k)
+    assert packs == ([] if in_place else [("proj", "panels_kn"), ("weight", "panels_kn")])
+
+
 def test_weight_that_is_an_input_is_not_packed():
     class F_(nn.Module):
         def forward(self, x, w):

@@ -132,7 +132,11 @@ def mm(ctx, a, b):
         raise ValueError(f"mm: expected 2-d operands, got {a.ndim}-d and {b.ndim}-d")
     _check_k("mm", a.shape[1], b.shape[0])
     acc = acc_dtype(out)
-    p = padded_contract(ctx, (a.shape[0], b.shape[1]), a.shape[1], lambda idx, k: a[idx[0], k],
+    shape = (a.shape[0], b.shape[1])
+    packed = _packed_read(ctx, b, static_rows(shape[:-1]), static_rows(shape[:-1]), kn=True)
+    if packed is not None:                     # x @ W of a parameter W
+        return _packed_product(ctx, a, *packed, shape, acc, out, None)
+    p = padded_contract(ctx, shape, a.shape[1], lambda idx, k: a[idx[0], k],
                         lambda idx, k: b[k, idx[1]], str(b.dtype), acc, _product_name(ctx, acc, out, False))
     return finish(ctx, p, out)
 
@@ -178,8 +182,12 @@ def addmm(ctx, bias, a, b, *, beta=1, alpha=1):
     if broadcast_shape(bias.shape, shape) != shape:
         raise ValueError(f"addmm: the input of shape {list(bias.shape)} does not broadcast to {list(shape)}")
     acc = acc_dtype(out)
+    epilogue = _bias_epilogue(bias, shape, acc, beta, alpha)
+    packed = _packed_read(ctx, b, static_rows(shape[:-1]), static_rows(shape[:-1]), kn=True)
+    if packed is not None:                     # GPT-2's Conv1D: addmm(bias, x, W) of a parameter W
+        return _packed_product(ctx, a, *packed, shape, acc, out, epilogue)
     p = contract(shape, a.shape[1], lambda idx, k: a[idx[0], k], lambda idx, k: b[k, idx[1]], acc, ctx.name("mm"))
-    return finish(ctx, p, out, _bias_epilogue(bias, shape, acc, beta, alpha))
+    return finish(ctx, p, out, epilogue)
 
 
 @register_lowering("aten.linear.default")
@@ -196,14 +204,20 @@ def linear(ctx, x, weight, bias=None):
     m = shape[-2] if len(shape) > 1 and isinstance(shape[-2], int) else None
     packed = _packed_read(ctx, weight, static_rows(shape[:-1]), m)
     if packed is not None:
-        read_w, nr = packed
-        padded = _padded_shape(ctx.target, shape, nr)
-        if padded != shape:
-            return _padded_linear(ctx, x, read_w, shape, padded, acc, out, epilogue)
-    else:
-        read_w = lambda idx, k: weight[idx[-1], k]      # noqa: E731
-    p = contract(shape, x.shape[-1], lambda idx, k: x[tuple(idx[:-1]) + (k,)], read_w,
+        return _packed_product(ctx, x, *packed, shape, acc, out, epilogue)
+    p = contract(shape, x.shape[-1], lambda idx, k: x[tuple(idx[:-1]) + (k,)], lambda idx, k: weight[idx[-1], k],
                  acc, _product_name(ctx, acc, out, bias is not None))
+    return finish(ctx, p, out, epilogue)
+
+
+def _packed_product(ctx, x, read_w: Callable, nr: int, shape: tuple, acc: str, out: str, epilogue) -> sl.Tensor:
+    """x times a weight read from its packed panels of width nr, with the epilogue (or none)
+    and the cast to out: padded to whole tiles where shape is not (_padded_linear)."""
+    padded = _padded_shape(ctx.target, shape, nr)
+    if padded != shape:
+        return _padded_linear(ctx, x, read_w, shape, padded, acc, out, epilogue)
+    p = contract(shape, x.shape[-1], lambda idx, k: x[tuple(idx[:-1]) + (k,)], read_w,
+                 acc, _product_name(ctx, acc, out, epilogue is not None))
     return finish(ctx, p, out, epilogue)
 
 
@@ -217,18 +231,22 @@ def static_rows(lead) -> Optional[int]:
     return rows
 
 
-def _packed_read(ctx, weight, rows: Optional[int], m: Optional[int] = None) -> Optional[Tuple[Callable, int]]:
+def _packed_read(ctx, weight, rows: Optional[int], m: Optional[int] = None,
+                 kn: bool = False) -> Optional[Tuple[Callable, int]]:
     """(weight[j, k] read from its packed panels, the panel width nr) for a parameter on a
     target whose backend prepacks_weights (the CPU) unless it reads it in place
-    (reads_weight_in_place), or None."""
+    (reads_weight_in_place), or None. kn: the weight is stored [K, N] (weight[k, j]), as
+    x @ W multiplies it, and packed from its transpose (prepack.py's "panels_kn"); read in
+    place it is the nn kernel's B, rows contiguous along the output columns."""
     target = ctx.target
-    if not cpu_layouts(target) or not isinstance(weight.shape[0], int):
+    n, k = weight.shape[::-1] if kn else weight.shape
+    if not cpu_layouts(target) or not isinstance(n, int):
         return None
-    if isinstance(weight.shape[1], int) and reads_weight_in_place(target, rows, weight.shape[1]):
+    if isinstance(k, int) and reads_weight_in_place(target, rows, k):
         return None
-    k = weight.shape[1] if isinstance(weight.shape[1], int) else None
-    nr = panel_width(target, weight.shape[0], m, k)      # m: the rows _padded_shape pads
-    packed = ctx.packed(weight, nr)
+    k = k if isinstance(k, int) else None
+    nr = panel_width(target, n, m, k)      # m: the rows _padded_shape pads
+    packed = ctx.prepacked("panels_kn", (weight,), nr) if kn else ctx.packed(weight, nr)
     if packed is None:
         return None
     return (lambda idx, k: packed[idx[-1] // nr, k, idx[-1] % nr]), nr
@@ -307,6 +325,11 @@ def matmul(ctx, a, b):
         lead = _batch_index(b.shape[:-2], batch, idx[:len(batch)])
         return b[lead + (k,) + tuple(idx[len(batch) + len(rows):])]
     acc = acc_dtype(out)
+    if rows and cols and b.ndim == 2:          # x @ W of a parameter W: a Linear's kernel
+        m = shape[-2] if isinstance(shape[-2], int) else None
+        packed = _packed_read(ctx, b, static_rows(shape[:-1]), m, kn=True)
+        if packed is not None:
+            return _packed_product(ctx, a, *packed, shape, acc, out, None)
     if rows and cols:
         p = padded_contract(ctx, shape, a.shape[-1], read_a, read_b, str(b.dtype), acc,
                             _product_name(ctx, acc, out, False))
