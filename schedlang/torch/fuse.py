@@ -143,7 +143,7 @@ def fuse(s) -> List[Group]:
                 and not (feeds_own[st] and reads_rows[st]) \
                 and not _padded_epilogue(st, readers) and not _costly_broadcast(st, readers):
             inline[st] = None
-    _bound_inlining(stages, inline)
+    _bound_inlining(stages, inline, readers)
     for st in stages:
         if st in inline:
             st.compute_inline()
@@ -257,23 +257,36 @@ def _merge_pads(groups: Dict[object, Group], readers) -> None:
 # next layer's reductions (x = softmax(x) + x) recomputes every layer before it.
 MAX_INLINE_DEPTH = 96
 MAX_INLINE_SIZE = 2048
+# A stage with more than one reader whose body, inlined, loads more than MAX_SHARED_LOADS
+# distinct buffer elements stays a buffer too (as Inductor realizes a pointwise node of many
+# users past its reads threshold): each reader would load them all again. HF ConvNeXt's
+# residual stream, x + layer_scale * fc2(...) permuted back to NCHW, is read by the next
+# block's depthwise 7x7 (through its padding) and by the next residual add: inlined, each
+# block's convolution recomputed every earlier block's adds of its stage from transposed
+# reads of their products, its time growing block by block (0.23 to 1.2 ms in stage 3).
+MAX_SHARED_LOADS = 8
 
 
-def _bound_inlining(stages, inline: Dict[object, None]) -> None:
+def _bound_inlining(stages, inline: Dict[object, None], readers) -> None:
     """Remove from inline (producers first) the stages past the bounds above."""
     by_op = {st.op: st for st in stages}
-    cost: Dict[object, tuple] = {}          # inlined stage -> (depth, size) of its body, inlined
+    cost: Dict[object, tuple] = {}          # inlined stage -> (depth, size, loads) of its body, inlined
 
     def measure(e, memo, reads) -> tuple:
         if id(e) not in memo:
             kids = [measure(c, memo, reads) for c in children(e)]
             depth, size = 1 + max((k[0] for k in kids), default=0), 1 + sum(k[1] for k in kids)
-            if isinstance(e, TensorRead) and by_op.get(e.tensor.op) in cost:
-                d, n = cost[by_op[e.tensor.op]]
+            loads = sum(k[2] for k in kids)
+            if isinstance(e, TensorRead):
                 read = (id(e.tensor.op), e.tensor.value_index, expr_key(e.indices))
-                depth, size = max(depth, d + 1), size + (0 if read in reads else n)
+                if by_op.get(e.tensor.op) in cost:
+                    d, n, m = cost[by_op[e.tensor.op]]
+                    depth = max(depth, d + 1)
+                    size, loads = (size, loads) if read in reads else (size + n, loads + m)
+                elif read not in reads:
+                    loads += 1
                 reads.add(read)
-            memo[id(e)] = (depth, size)
+            memo[id(e)] = (depth, size, loads)
         return memo[id(e)]
 
     for st in stages:
@@ -282,11 +295,11 @@ def _bound_inlining(stages, inline: Dict[object, None]) -> None:
         memo: Dict[int, tuple] = {}
         reads: set = set()
         parts = [measure(body, memo, reads) for body in st.op.bodies]
-        depth, size = max(p[0] for p in parts), sum(p[1] for p in parts)
-        if depth > MAX_INLINE_DEPTH or size > MAX_INLINE_SIZE:
+        depth, size, loads = max(p[0] for p in parts), sum(p[1] for p in parts), sum(p[2] for p in parts)
+        if depth > MAX_INLINE_DEPTH or size > MAX_INLINE_SIZE or (loads > MAX_SHARED_LOADS and len(readers[st]) > 1):
             del inline[st]
         else:
-            cost[st] = (depth, size)
+            cost[st] = (depth, size, loads)
 
 
 def _should_inline(st, feeds_matmul: bool) -> bool:

@@ -3,7 +3,7 @@ computed inside which kernel, at how many leading axes."""
 import time
 
 import schedlang as sl
-from schedlang.torch.fuse import MAX_INLINE_DEPTH, fuse
+from schedlang.torch.fuse import MAX_INLINE_DEPTH, MAX_SHARED_LOADS, fuse
 from tests.torch import frontend_like as P
 
 
@@ -99,3 +99,33 @@ def test_fusion_of_a_shared_dag_is_linear():
     assert groups[0].anchor.name == "t200"
     assert 600 // MAX_INLINE_DEPTH < len(groups) <= 200 // 8
     assert [st.name for g in groups for st in g.attached] == ["r"]
+
+
+def test_a_shared_residual_stream_is_kept_where_it_loads_many_buffers():
+    """A residual stream x_n = x_(n-1) + y_n * w_n read by the next block's reduction and by the
+    next add: inlined, each block's reduction would load every earlier block's y and w again
+    (HF ConvNeXt). A stage of two readers loading more than MAX_SHARED_LOADS elements stays a
+    buffer, so no kernel loads more than about that many; a stage of one reader is inlined
+    whatever it loads."""
+    x = sl.placeholder((4, 16), name="x")
+    k = sl.reduce_axis((0, 16), name="k")
+    outs, blocks = [], 2 * MAX_SHARED_LOADS
+    for n in range(blocks):
+        y, w = sl.placeholder((4, 16), name=f"y{n}"), sl.placeholder((16,), name=f"w{n}")
+        prev = x
+        x = sl.compute((4, 16), lambda i, j: prev[i, j] + y[i, j] * w[j], name=f"x{n}")
+        outs.append(sl.compute((4,), lambda i: sl.sum(x[i, k], axis=k), name=f"sum{n}"))
+    s = sl.create_schedule([t.op for t in outs] + [x.op])
+    fuse(s)
+    kept = sorted(int(st.name[1:]) for st in s.stages if st.name.startswith("x") and st.attach_type != "inline"
+                  and st.name != "x")
+    assert kept and kept[-1] == blocks - 1              # (an output)
+    assert all(b - a <= MAX_SHARED_LOADS // 2 for a, b in zip([-1] + kept, kept)), kept
+    one = sl.placeholder((4, 16), name="one")
+    chain = one
+    for n in range(blocks):
+        y, prev = sl.placeholder((4, 16), name=f"z{n}"), chain
+        chain = sl.compute((4, 16), lambda i, j: prev[i, j] + y[i, j], name=f"c{n}")
+    s = sl.create_schedule(chain.op)
+    fuse(s)
+    assert all(st.attach_type == "inline" for st in s.stages if st.name.startswith("c") and st.name != f"c{blocks - 1}")
