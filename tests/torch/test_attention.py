@@ -110,12 +110,14 @@ def test_sdpa_matches_eager(shape, causal):
 
 # "bool" with -m slow: "bool_empty_row" takes the same boolean mask path (and a row of nothing).
 @pytest.mark.parametrize("mask_kind", ["float", pytest.param("bool", marks=pytest.mark.slow), "bool_empty_row",
-                                       "broadcast"])
+                                       "broadcast", "shifted_windows"])
 def test_sdpa_with_masks(mask_kind):
     b, h, n, d = 2, 3, 33, 8
     q, k, v = (torch.randn(b, h, n, d) for _ in range(3))
     if mask_kind == "float":
         mask = torch.randn(b, h, n, n)
+    elif mask_kind == "shifted_windows":  # Swin's -100 where windows meet: subnormal exps, flushed to 0
+        mask = torch.randn(1, h, n, n) + torch.where(torch.rand(b, 1, n, n) < 0.5, -100.0, 0.0)
     elif mask_kind == "broadcast":       # a padding mask [B, 1, 1, S], BERT's extended mask
         mask = torch.zeros(b, 1, 1, n)
         mask[1, ..., 20:] = torch.finfo(torch.float32).min

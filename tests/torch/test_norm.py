@@ -21,6 +21,20 @@ def test_softmax_log_softmax(op, x, dim):
     check_lowering(op, [x, dim, False])
 
 
+@pytest.mark.parametrize("dtype, gap", [(torch.float32, 95.0), (torch.float64, 720.0)])
+def test_softmax_flushes_subnormal_exps(dtype, gap):
+    """A score whose exp would be subnormal (x86 takes a microcode assist for each) counts as
+    0: the same softmax and log_softmax within the dtype's smallest normal, the subnormal
+    probability torch gives exactly 0 here; a larger one is kept."""
+    x = torch.tensor([[0.0, -gap, -1.0, -80.0 if dtype == torch.float32 else -700.0]], dtype=dtype)
+    made, outputs = lower(torch.ops.aten._softmax.default, (x, -1, False))
+    (got,) = run_lowered(made, outputs)
+    want = torch.softmax(x, -1)
+    assert want[0, 1] > 0 and got[0, 1] == 0 and got[0, 3] > 0
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=torch.finfo(dtype).tiny)
+    check_lowering(torch.ops.aten._log_softmax.default, (x, -1, False))
+
+
 def test_softmax_half_to_float():
     """torch's CPU kernel refuses half_to_float; the result must equal float32 softmax."""
     x = X3.half()

@@ -43,7 +43,7 @@ from ..attention_schedule import CAUSAL, KEY_VECTORS, ROLE_TAG, TAG, query_rows
 from .accum import acc_dtype, dtype_arg, is_float
 from .causal_mask import hides_later_keys
 from .common import broadcast_shape, compute, cpu_layouts, mismatch, norm_dim, read_broadcast, same_extent, static
-from .norm import softmax_of
+from .norm import softmax_exp, softmax_of
 from .reduce import all_reducer, reduced_index, reduction
 from .registry import LowerContext, Unsupported, lookup, register_lowering
 
@@ -150,7 +150,7 @@ def fused_attention(ctx: LowerContext, q, k, v, score: Callable, safe: bool, hea
     def shift(r):
         m = top[tuple(r)]
         return sl.select(m == ninf, zero, m) if safe else m   # exp(-inf - 0) = 0 in a masked row
-    ex = stage(batch + (Lp, Sp), lambda y: sl.exp(x[tuple(y)] - shift(y[:-1])), "exp")
+    ex = stage(batch + (Lp, Sp), lambda y: softmax_exp(x[tuple(y)] - shift(y[:-1])), "exp")
     j2 = sl.reduce_axis((0, Sp), name="s")
     total = stage(rows, lambda r: sl.sum(ex[tuple(r) + (j2,)], axis=j2), "sum")
     j3 = sl.reduce_axis((0, Sp), name="s")
