@@ -130,16 +130,14 @@ def fuse(s) -> List[Group]:
         for inp in s.inputs_of(st):
             readers[inp].append(st)
     feeds_matmul: Dict[object, bool] = {}
-    feeds_conv: Dict[object, bool] = {}
     feeds_own: Dict[object, bool] = {}
     reads_rows = _reads_winograd_rows(s, stages)
     inline: Dict[object, None] = {}
     for st in reversed(stages):        # consumers first: whether a reader is inlined is known
         feeds_matmul[st] = any(feeds_matmul[c] if c in inline else is_matmul(c) or is_conv(c)
                                for c in readers[st])
-        feeds_conv[st] = any(feeds_conv[c] if c in inline else is_conv(c) for c in readers[st])
         feeds_own[st] = any(feeds_own[c] if c in inline else own_kernel(c) for c in readers[st])
-        if _should_inline(st, feeds_matmul[st]) and not (feeds_conv[st] and _value_dependent(st)) \
+        if _should_inline(st, feeds_matmul[st]) and not (feeds_matmul[st] and _value_dependent(st)) \
                 and not (feeds_own[st] and reads_rows[st]) \
                 and not _padded_epilogue(st, readers) and not _costly_broadcast(st, readers):
             inline[st] = None
@@ -333,8 +331,10 @@ def _costly_broadcast(st, readers) -> bool:
 
 def _value_dependent(st) -> bool:
     """An index map that chooses by the values it reads (a ReLU: x < 0 ? 0 : x), not by
-    coordinates (padding): inlined into a convolution, it would run once per tap and output
-    channel block; kept, it is the producing convolution's epilogue."""
+    coordinates (padding): inlined into a convolution or a matmul, it would run once per tap
+    and output channel block, or per row and k step of every register tile; kept, it is the
+    producer's epilogue (OPT's fc1 -> ReLU -> fc2: its fc2 took 3.4 ms against BERT's 2.4
+    with the ReLU in its k loop)."""
     return any(isinstance(n, Select) and any(isinstance(r, TensorRead) for r in walk(n.cond))
                for n in walk(st.op.body))
 

@@ -137,6 +137,28 @@ def test_swiglu_and_residual_epilogues_stay_fused():
     assert cm.ir("tile").count("parallel") == 1, "bias, relu and the residual add are the matmul's epilogue"
 
 
+class ReluMLP(nn.Module):
+    """OPT's feed-forward: fc1, ReLU, fc2, residual."""
+
+    def __init__(self, d, hidden):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(d, hidden), nn.Linear(hidden, d)
+
+    def forward(self, x):
+        return x + self.fc2(torch.relu(self.fc1(x)))
+
+
+def test_a_relu_between_linears_is_the_first_ones_epilogue():
+    """A ReLU (a select by value) read by the next Linear is fc1's epilogue, not inlined into
+    fc2's k loop, where it ran per row and k step of every register tile (OPT-125m's fc2 took
+    1.4x BERT's); two kernels, the second's reduction with no select."""
+    torch.manual_seed(0)
+    cm = check(ReluMLP(48, 96).eval(), torch.randn(1, 37, 48))
+    kernels = cm.ir("tile").split("parallel")[1:]
+    assert len(kernels) == 2
+    assert "select(" in kernels[0] and "select(" not in kernels[1]
+
+
 def test_float16_weights():
     torch.manual_seed(0)
     check(nn.Linear(24, 19).half().eval(), torch.randn(6, 24).half(), rtol=2e-3, atol=2e-3)

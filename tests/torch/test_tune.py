@@ -31,15 +31,16 @@ class TwoKernelMLP(torch.nn.Module):
 
 
 class Repeated(torch.nn.Module):
-    """One Linear applied three times (the last two calls are the same kernel), then another
-    Linear with a softmax: five kernels, four distinct ones."""
+    """A Linear, then another one with a ReLU applied twice (the same kernel: the ReLU is its
+    epilogue), then a third with a softmax: five kernels, four distinct ones."""
 
     def __init__(self):
         super().__init__()
-        self.a, self.b = torch.nn.Linear(32, 32), torch.nn.Linear(32, 8)
+        self.c, self.a, self.b = torch.nn.Linear(32, 32), torch.nn.Linear(32, 32), torch.nn.Linear(32, 8)
 
     def forward(self, x):
-        for _ in range(3):
+        x = self.c(x)
+        for _ in range(2):
             x = torch.relu(self.a(x))
         return torch.softmax(self.b(x), -1)
 
