@@ -21,7 +21,7 @@ from .registry import Unsupported, register_lowering
 
 MAX_EXTENT = 4096     # a longer direct prefix (16M terms per row) runs in torch
 DIRECT_EXTENT = 64    # cumsum/cumprod of a longer static dim are computed in blocks
-BLOCK = 8            # ... of this many elements
+BLOCK = 8             # ... of this many elements
 
 
 def _prefix(read, shape, d: int, reducer, name: str) -> sl.Tensor:

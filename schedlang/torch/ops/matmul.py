@@ -25,6 +25,7 @@ from .registry import Unsupported, register_lowering
 
 IN_PLACE_ROWS = 8        # a Linear of at most this many rows reads its weight in place (AVX2)
 IN_PLACE_ROWS_WIDE = 4   # ... with 32 vector registers (AVX-512)
+TRANSPOSE_ROWS = 8       # a product of fewer rows reads a k-contiguous B as it is (padded_contract)
 
 
 def _operands(op: str, *tensors: sl.Tensor) -> str:
@@ -90,9 +91,6 @@ def padded_contract(ctx, shape: Sequence, k, read_a: Callable, read_b: Callable,
     return p if whole else compute(shape, lambda idx: p[tuple(idx)], name)
 
 
-TRANSPOSE_ROWS = 8                    # (fewer rows: the nt kernel reads B as it is)
-
-
 def k_major(shape: Sequence, read_b: Callable) -> bool:
     """Whether a product's B operand, read through its chain of views (computes whose body is
     one read), is stored with k contiguous and n not (b.transpose(-1, -2) of a [..., N, K]
@@ -133,9 +131,9 @@ def mm(ctx, a, b):
     _check_k("mm", a.shape[1], b.shape[0])
     acc = acc_dtype(out)
     shape = (a.shape[0], b.shape[1])
-    packed = _packed_read(ctx, b, static_rows(shape[:-1]), static_rows(shape[:-1]), kn=True)
-    if packed is not None:                     # x @ W of a parameter W
-        return _packed_product(ctx, a, *packed, shape, acc, out, None)
+    p = _parameter_product(ctx, a, b, shape, acc, out)
+    if p is not None:
+        return p
     p = padded_contract(ctx, shape, a.shape[1], lambda idx, k: a[idx[0], k],
                         lambda idx, k: b[k, idx[1]], str(b.dtype), acc, _product_name(ctx, acc, out, False))
     return finish(ctx, p, out)
@@ -183,9 +181,9 @@ def addmm(ctx, bias, a, b, *, beta=1, alpha=1):
         raise ValueError(f"addmm: the input of shape {list(bias.shape)} does not broadcast to {list(shape)}")
     acc = acc_dtype(out)
     epilogue = _bias_epilogue(bias, shape, acc, beta, alpha)
-    packed = _packed_read(ctx, b, static_rows(shape[:-1]), static_rows(shape[:-1]), kn=True)
-    if packed is not None:                     # GPT-2's Conv1D: addmm(bias, x, W) of a parameter W
-        return _packed_product(ctx, a, *packed, shape, acc, out, epilogue)
+    p = _parameter_product(ctx, a, b, shape, acc, out, epilogue)     # GPT-2's Conv1D: addmm(bias, x, W)
+    if p is not None:
+        return p
     p = contract(shape, a.shape[1], lambda idx, k: a[idx[0], k], lambda idx, k: b[k, idx[1]], acc, ctx.name("mm"))
     return finish(ctx, p, out, epilogue)
 
@@ -208,6 +206,15 @@ def linear(ctx, x, weight, bias=None):
     p = contract(shape, x.shape[-1], lambda idx, k: x[tuple(idx[:-1]) + (k,)], lambda idx, k: weight[idx[-1], k],
                  acc, _product_name(ctx, acc, out, bias is not None))
     return finish(ctx, p, out, epilogue)
+
+
+def _parameter_product(ctx, x, w, shape: tuple, acc: str, out: str, epilogue=None) -> Optional[sl.Tensor]:
+    """x @ w of a parameter w stored [K, N] (mm, addmm, matmul of a 2-d w) as a Linear
+    computes it, from w's packed panels (_packed_read's kn), or None where w is not packed
+    (not a parameter, another target, or read in place)."""
+    m = shape[-2] if isinstance(shape[-2], int) else None
+    packed = _packed_read(ctx, w, static_rows(shape[:-1]), m, kn=True)
+    return None if packed is None else _packed_product(ctx, x, *packed, shape, acc, out, epilogue)
 
 
 def _packed_product(ctx, x, read_w: Callable, nr: int, shape: tuple, acc: str, out: str, epilogue) -> sl.Tensor:
@@ -325,11 +332,9 @@ def matmul(ctx, a, b):
         lead = _batch_index(b.shape[:-2], batch, idx[:len(batch)])
         return b[lead + (k,) + tuple(idx[len(batch) + len(rows):])]
     acc = acc_dtype(out)
-    if rows and cols and b.ndim == 2:          # x @ W of a parameter W: a Linear's kernel
-        m = shape[-2] if isinstance(shape[-2], int) else None
-        packed = _packed_read(ctx, b, static_rows(shape[:-1]), m, kn=True)
-        if packed is not None:
-            return _packed_product(ctx, a, *packed, shape, acc, out, None)
+    p = _parameter_product(ctx, a, b, shape, acc, out) if rows and cols and b.ndim == 2 else None
+    if p is not None:
+        return p
     if rows and cols:
         p = padded_contract(ctx, shape, a.shape[-1], read_a, read_b, str(b.dtype), acc,
                             _product_name(ctx, acc, out, False))
