@@ -20,11 +20,12 @@ MODEL = """
     class Net(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.a, self.b = torch.nn.Linear(16, 16), torch.nn.Linear(16, 4)
+            self.c, self.a, self.b = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16), torch.nn.Linear(16, 4)
 
         def forward(self, x):
-            for _ in range(3):
-                x = torch.relu(self.a(x))
+            x = self.c(x)
+            for _ in range(2):
+                x = torch.relu(self.a(x))       # one kernel, run twice: the ReLU is its epilogue
             return self.b(x)
 """
 
