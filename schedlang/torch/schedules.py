@@ -33,7 +33,7 @@ plain loops, with a warning. With `log=`, a tuning record of the workload wins o
 from __future__ import annotations
 
 import warnings
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from ..expr.extent import ceil_div
 from ..expr.functor import substitute, uses_var, walk
@@ -45,7 +45,7 @@ from ..target.registry import get_backend
 from ..target.target import Target
 from ..tensor import thread_axis as _thread_axis
 from ..tensor.axis import IterVar
-from ..tensor.op import TensorRead
+from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.reduce import Reduce
 from .attention_schedule import is_attention
 from .fuse import Group, fuse, is_matmul, matmul_operands
@@ -186,16 +186,22 @@ def unit_stride(index, var: Var) -> bool:
     return False
 
 
+def read_through_views(read: TensorRead, through: Callable[[object], bool]) -> TensorRead:
+    """read, followed through the computes whose body is one read (a transpose, a view) and
+    that through(op) accepts: the read of the tensor they move data from."""
+    for _ in range(64):          # a chain of views; the bound keeps a cycle impossible to hang on
+        op = read.tensor.op
+        if not isinstance(op, ComputeOp) or not isinstance(op.body, TensorRead) or not through(op):
+            return read
+        mapping = {a.var: as_dtype_of(a.var, i) for a, i in zip(op.axis, read.indices)}
+        read = substitute(op.body, mapping)
+    return read
+
+
 def resolve_read(s: Schedule, read: TensorRead) -> TensorRead:
     """The read a kernel really makes: through inlined IndexMaps (a transpose, a view), the
     read of the tensor they move data from."""
-    for _ in range(64):          # a chain of views; the bound keeps a cycle impossible to hang on
-        st = s[read.tensor.op] if read.tensor.op in s.stage_map else None
-        if st is None or st.attach_type != "inline" or not isinstance(st.op.body, TensorRead):
-            return read
-        mapping = {a.var: as_dtype_of(a.var, i) for a, i in zip(st.op.axis, read.indices)}
-        read = substitute(st.op.body, mapping)
-    return read
+    return read_through_views(read, lambda op: op in s.stage_map and s[op].attach_type == "inline")
 
 
 def resolved_reads(s: Schedule, st):

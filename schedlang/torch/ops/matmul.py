@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence, Tuple
 
 import schedlang as sl
-from schedlang.expr.functor import substitute, uses_var
+from schedlang.expr.functor import uses_var
 from schedlang.expr.nodes import Expr
-from schedlang.tensor.op import ComputeOp, TensorRead
+from schedlang.tensor.op import TensorRead
 
 from ...expr.extent import ceil_div
 from ..fuse import TRANSPOSED_TAG
-from ..schedules import panel_width, register_rows, unit_stride
+from ..schedules import panel_width, read_through_views, register_rows, unit_stride
 from .accum import acc_and_result_names, acc_dtype, cast_stage, require_float
 from .common import axis_names, broadcast_shape, compute, cpu_layouts, is_one, mismatch, read_broadcast, same_extent
 from .registry import Unsupported, register_lowering
@@ -98,12 +98,10 @@ def k_major(shape: Sequence, read_b: Callable) -> bool:
     idx = [sl.var(f"i{d}") for d in range(len(shape))]
     r = sl.var("r")
     read = read_b(idx, r)
-    for _ in range(64):                 # (a chain of views; the bound only guards a cycle)
-        op = read.tensor.op if isinstance(read, TensorRead) else None
-        if not isinstance(op, ComputeOp) or not isinstance(op.body, TensorRead):
-            break
-        read = substitute(op.body, {a.var: i for a, i in zip(op.axis, read.indices)})
-    if not isinstance(read, TensorRead) or not read.indices:
+    if not isinstance(read, TensorRead):
+        return False
+    read = read_through_views(read, lambda op: True)
+    if not read.indices:
         return False
     last = read.indices[-1]
     used = lambda v: any(uses_var(i, v) for i in read.indices)  # noqa: E731
