@@ -12,6 +12,12 @@ tile to write NCHW rows, and the next convolution gathers one value per input-ch
   blocks: Xception's separable convolutions), or of a Winograd convolution's input
   tiles (ops/conv_winograd.py: V vectorized over L input channels), when it is a 4-d stage
   with C a multiple of L and not a program output;
+- channels-last seeds: a 4-d stage read as [N, H * W, C] (through views: a flatten and a
+  transpose to the tokens a LayerNorm or a Linear reads; SegFormer's patch embedding and
+  Mix-FFN depthwise convolution, ViT's) when every read its closure makes of other tensors at
+  the channel is channels-last too (a Linear's output viewed NCHW, a bias, a packed weight):
+  blocked, both sides are vectors of L contiguous channels, NCHW both are gathers of one
+  value a plane (an NCHW input read at the channel keeps the stage NCHW);
 - closure: what a blocked stage reads at its own channel coordinate (the inlined epilogue
   before it: bias, ReLU, the residual add's other operand, the convolution's sum itself,
   a depthwise convolution of packed blocks and its padded input, a grouped one of whole
@@ -45,6 +51,9 @@ from ..tensor.op import ComputeOp, Operation, Tensor, TensorRead
 from ..tensor.reduce import Reduce
 from ..topi.winograd import TAG_D as WINOGRAD_INPUT_TAG
 from .fuse import CONV_TAG
+
+MAX_VIEW_DEPTH = 4      # index maps followed from a stage to a reader's innermost axis or a source
+
 
 def block_activations(outputs: Sequence[Tuple[str, Tensor]]) -> List[Tuple[str, Tensor]]:
     """outputs (value name, tensor) of a lowered program, with the activations between dense
@@ -168,7 +177,8 @@ def _depthwise(op, width: int) -> bool:
 
 
 def _blocked_stages(ops, outs, readers, width: int) -> Set[Operation]:
-    """The stages to block: the closures of the seeds (module docstring). A grouped
+    """The stages to block: the closures of the seeds and of the channels-last seeds whose
+    closure reads channels-last (module docstring). A grouped
     convolution's input is a seed only where the convolution itself is blocked (its output
     read as blocks): a grouped kernel over blocked input and NCHW output would read its input
     rows through gathers (ResNeSt's radix convolutions, whose output is viewed 5-d)."""
@@ -194,6 +204,10 @@ def _blocked_stages(ops, outs, readers, width: int) -> Set[Operation]:
             if x is not None and _blockable(x, outs, readers, width) and (_channelwise(x) or _injective(x)):
                 seeds.append(x)                     # vectors of L input channels
     blocked: Set[Operation] = set()
+    for seed in [op for op in ops if _blockable(op, outs, readers, width) and _read_channels_last(op, readers)]:
+        found = _closure(seed, outs, readers, width)
+        if found is not None and _channels_last_inputs(found):
+            blocked |= found
     while seeds:
         for seed in seeds:
             found = _closure(seed, outs, readers, width)
@@ -203,6 +217,69 @@ def _blocked_stages(ops, outs, readers, width: int) -> Set[Operation]:
         for conv in [c for c in grouped if c in blocked]:
             del grouped[conv]
     return blocked
+
+
+def _read_channels_last(op, readers, dim: int = 1, depth: int = 0) -> bool:
+    """A reader reads op's index dim (the channel) as its own innermost axis, directly or
+    through index maps (a flatten, then a transpose): op viewed [N, H * W, C] (SegFormer's
+    Mix-FFN depthwise convolution before its GELU and Linear, ConvNeXt's before its permuted
+    LayerNorm). Blocked, that read is a vector of L contiguous channels; NCHW, a gather of one
+    value a plane."""
+    for r in readers[op]:
+        axes = [a.var for a in r.axis]
+        if not axes:
+            continue
+        for node in _reads_of(r, op):
+            if len(node.indices) <= dim:
+                continue
+            index = node.indices[dim]
+            if index is axes[-1]:
+                return True
+            at = next((k for k, a in enumerate(axes) if a is index), None)
+            if at is not None and depth < MAX_VIEW_DEPTH and classify(r) == INDEX_MAP \
+                    and _read_channels_last(r, readers, at, depth + 1):
+                return True
+    return False
+
+
+def _reads_of(reader, op) -> List[TensorRead]:
+    return [n for body in reader.bodies for n in walk(body) if isinstance(n, TensorRead) and n.tensor.op is op]
+
+
+def _through_views(node: TensorRead, depth: int = 0) -> List[TensorRead]:
+    """The reads that node makes once the index maps it reads (views, transposes) are
+    substituted: what it reads of materialized tensors."""
+    op = node.tensor.op
+    if depth >= MAX_VIEW_DEPTH or not isinstance(op, ComputeOp) or op.num_outputs != 1 \
+            or isinstance(op.body, Reduce) or classify(op) != INDEX_MAP:
+        return [node]
+    body = substitute(op.body, {a.var: i for a, i in zip(op.axis, node.indices)})
+    return [r for n in walk(body) if isinstance(n, TensorRead) for r in _through_views(n, depth + 1)]
+
+
+def _channels_last_inputs(found: Set[Operation]) -> bool:
+    """Every read by found's stages of a tensor outside found that depends on the reader's
+    channel c reads c innermost (through views): x[.., c] (a Linear's [N, H * W, C] output
+    viewed NCHW, a bias), or a packed weight's w[c // L, .., c % L]. Blocked, each is a
+    vector of L contiguous values; a read of an NCHW tensor at c would be a gather of L
+    planes."""
+    for x in found:
+        c = x.axis[1].var
+        for body in x.bodies:
+            for read in walk(body):
+                if not isinstance(read, TensorRead) or read.tensor.op in found:
+                    continue
+                for node in _through_views(read):
+                    *lead, last = node.indices
+                    if last is c and not any(uses_var(i, c) for i in lead):
+                        continue
+                    if isinstance(last, Binary) and last.op == "floormod" and last.a is c and all(
+                            not uses_var(i, c) or (isinstance(i, Binary) and i.op == "floordiv" and i.a is c)
+                            for i in lead):
+                        continue
+                    if any(uses_var(i, c) for i in node.indices):
+                        return False
+    return True
 
 
 def _winograd_input(op) -> Optional[Operation]:

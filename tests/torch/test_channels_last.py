@@ -1,0 +1,88 @@
+"""Convolutions between channels-last tensors run on blocked activations (layout.py's
+channels-last seeds): a stage read as [N, H * W, C] (a flatten and a transpose before a
+LayerNorm or a Linear) whose own reads are channels-last too (a Linear's output viewed NCHW,
+a packed weight, a bias) is kept NCHWc, so both sides are vectors of L contiguous channels
+instead of gathers of one value a plane. Numerics against eager torch (bounds-checked, AVX2's
+blocks of 8 and the host's), odd and non-square sizes, and where the layout is and is not
+blocked."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .test_layout import _checked_builds
+
+
+class MixFFN(nn.Module):
+    """SegFormer's Mix-FFN after a patch embedding: a strided convolution flattened to
+    tokens, a LayerNorm, Linear, the tokens viewed as an h x w image for a depthwise 3 x 3,
+    flattened back, GELU, Linear."""
+
+    def __init__(self, c: int, hidden: int, h: int, w: int):
+        super().__init__()
+        self.h, self.w = h, w
+        self.embed, self.norm = nn.Conv2d(3, c, 3, 2, 1), nn.LayerNorm(c)
+        self.fc1, self.fc2 = nn.Linear(c, hidden), nn.Linear(hidden, c)
+        self.dw = nn.Conv2d(hidden, hidden, 3, 1, 1, groups=hidden)
+        self.eval()
+
+    def forward(self, img):
+        x = self.norm(self.embed(img).flatten(2).transpose(1, 2))
+        y = self.fc1(x)
+        b, n, c = y.shape
+        y = self.dw(y.transpose(1, 2).reshape(b, c, self.h, self.w)).flatten(2).transpose(1, 2)
+        return self.fc2(F.gelu(y)) + x
+
+
+def _convs(cm):
+    from schedlang.tensor.graph import post_order
+    ops = post_order([t.op for p in cm.program.parts for _, t in p.outputs])
+    return [op for op in ops if getattr(op, "tag", "") == "conv"]
+
+
+# 7 x 9 tokens (odd, not square: the view's rows and columns differ) and a column tail
+@pytest.mark.parametrize("c, hidden, size", [(16, 48, (13, 17)), pytest.param(32, 64, (16, 16), marks=pytest.mark.slow)])
+def test_mix_ffn_convolutions_run_on_blocked_activations(c, hidden, size):
+    """The embedding (read by the LayerNorm as tokens) and the depthwise convolution (between
+    two Linears) are both NCHWc: their kernels write blocks of L channels that the token-major
+    readers load as vectors, and the depthwise one loads its input the same way."""
+    torch.manual_seed(0)
+    h, w = (size[0] + 1) // 2, (size[1] + 1) // 2
+    model = MixFFN(c, hidden, h, w)
+    for target, cm in _checked_builds(model, torch.randn(2, 3, *size)):
+        convs = _convs(cm)
+        assert len(convs) == 2 and all(len(op.shape) == 5 for op in convs), (target, convs)
+
+
+class Branches(nn.Module):
+    """A depthwise convolution of the NCHW input and a 1x1 of it, both read as tokens."""
+
+    def __init__(self, c: int):
+        super().__init__()
+        self.dw, self.pw = nn.Conv2d(c, c, 3, 1, 1, groups=c), nn.Conv2d(c, c, 1)
+        self.fc = nn.Linear(c, c)
+        self.eval()
+
+    def forward(self, x):
+        tokens = lambda t: t.flatten(2).transpose(1, 2)
+        return self.fc(tokens(self.dw(x))) + tokens(self.pw(x))
+
+
+def test_a_convolution_of_an_nchw_input_stays_nchw():
+    """Blocked, the depthwise convolution would read the NCHW input as gathers of L planes:
+    it stays NCHW (rows of the plane), while the 1x1 (which reads the input at its reduction,
+    not at its own channel) writes blocks for its token-major reader."""
+    torch.manual_seed(0)
+    for target, cm in _checked_builds(Branches(16), torch.randn(1, 16, 5, 7)):
+        shapes = {len(op.shape) for op in _convs(cm)}
+        assert shapes == {4, 5}, (target, [op.shape for op in _convs(cm)])
+
+
+def test_channels_not_a_multiple_of_the_block_match_eager():
+    """24 hidden channels (not a multiple of AVX-512's 16: the depthwise convolution stays
+    NCHW there, blocked on AVX2's 8) and a single row of tokens."""
+    torch.manual_seed(0)
+    for _ in _checked_builds(MixFFN(8, 24, 1, 5), torch.randn(1, 3, 2, 10)):
+        pass
