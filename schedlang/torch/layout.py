@@ -51,8 +51,9 @@ from ..tensor.op import ComputeOp, Operation, Tensor, TensorRead
 from ..tensor.reduce import Reduce
 from ..topi.winograd import TAG_D as WINOGRAD_INPUT_TAG
 from .fuse import CONV_TAG
+from .schedules import read_through_views
 
-MAX_VIEW_DEPTH = 4      # index maps followed from a stage to a reader's innermost axis or a source
+MAX_VIEW_DEPTH = 4      # index maps followed from a stage to the innermost axis of a reader
 
 
 def block_activations(outputs: Sequence[Tuple[str, Tensor]]) -> List[Tuple[str, Tensor]]:
@@ -246,17 +247,6 @@ def _reads_of(reader, op) -> List[TensorRead]:
     return [n for body in reader.bodies for n in walk(body) if isinstance(n, TensorRead) and n.tensor.op is op]
 
 
-def _through_views(node: TensorRead, depth: int = 0) -> List[TensorRead]:
-    """The reads that node makes once the index maps it reads (views, transposes) are
-    substituted: what it reads of materialized tensors."""
-    op = node.tensor.op
-    if depth >= MAX_VIEW_DEPTH or not isinstance(op, ComputeOp) or op.num_outputs != 1 \
-            or isinstance(op.body, Reduce) or classify(op) != INDEX_MAP:
-        return [node]
-    body = substitute(op.body, {a.var: i for a, i in zip(op.axis, node.indices)})
-    return [r for n in walk(body) if isinstance(n, TensorRead) for r in _through_views(n, depth + 1)]
-
-
 def _channels_last_inputs(found: Set[Operation]) -> bool:
     """Every read by found's stages of a tensor outside found that depends on the reader's
     channel c reads c innermost (through views): x[.., c] (a Linear's [N, H * W, C] output
@@ -269,16 +259,16 @@ def _channels_last_inputs(found: Set[Operation]) -> bool:
             for read in walk(body):
                 if not isinstance(read, TensorRead) or read.tensor.op in found:
                     continue
-                for node in _through_views(read):
-                    *lead, last = node.indices
-                    if last is c and not any(uses_var(i, c) for i in lead):
-                        continue
-                    if isinstance(last, Binary) and last.op == "floormod" and last.a is c and all(
-                            not uses_var(i, c) or (isinstance(i, Binary) and i.op == "floordiv" and i.a is c)
-                            for i in lead):
-                        continue
-                    if any(uses_var(i, c) for i in node.indices):
-                        return False
+                node = read_through_views(read, lambda op: True)    # a view's, a transpose's source
+                *lead, last = node.indices
+                if last is c and not any(uses_var(i, c) for i in lead):
+                    continue
+                if isinstance(last, Binary) and last.op == "floormod" and last.a is c and all(
+                        not uses_var(i, c) or (isinstance(i, Binary) and i.op == "floordiv" and i.a is c)
+                        for i in lead):
+                    continue
+                if any(uses_var(i, c) for i in node.indices):
+                    return False
     return True
 
 

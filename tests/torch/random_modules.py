@@ -27,7 +27,8 @@ import torch.nn.functional as F
 class Chain(nn.Module):
     """The drawn steps: ("mod", i) runs mods[i]; ("fn", f) runs f; ("save",) keeps the value;
     ("add",) / ("cat", dim) combine with the last kept one where the shapes allow;
-    ("channels_last", i) runs mods[i] on the channels-last view; ("conv1d", i) runs mods[i] on
+    ("channels_last", i) runs mods[i] on the channels-last view; ("tokens", i) on the image
+    flattened to [batch, positions, channels]; ("conv1d", i) runs mods[i] on
     [batch, features, positions]."""
 
     def __init__(self, steps: List[tuple], mods: List[nn.Module]):
@@ -51,6 +52,9 @@ class Chain(nn.Module):
                 x = torch.cat([x, kept[-1]], dim=step[1])
             elif kind == "channels_last":
                 x = self.mods[step[1]](x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+            elif kind == "tokens":           # [N, H * W, C] (SegFormer's, ViT's), then the image again
+                n, _, h, w = x.shape
+                x = self.mods[step[1]](x.flatten(2).transpose(1, 2)).transpose(1, 2).reshape(n, -1, h, w)
             elif kind == "conv1d":
                 x = self.mods[step[1]](x.transpose(1, 2)).transpose(1, 2)
         return x
@@ -84,7 +88,7 @@ def _image_step(r: random.Random, shape, steps, mods) -> None:
         mods.append(m)
         steps.append(("mod", len(mods) - 1))
     op = r.choice(["conv", "conv", "dw", "bn", "act", "act", "pool", "save", "add", "cat", "shuffle", "reduce",
-                   "group_norm", "conv_t", "pad", "pixel", "math", "layer_norm", "slice", "resize", "se"])
+                   "group_norm", "conv_t", "pad", "pixel", "math", "layer_norm", "slice", "resize", "se", "tokens"])
     if op in ("conv", "dw"):
         k, s, d = r.choice([1, 3, 3, 5]), r.choice([1, 1, 2]), r.choice([1, 1, 2])
         p = r.choice([0, k // 2, k // 2])
@@ -142,6 +146,9 @@ def _image_step(r: random.Random, shape, steps, mods) -> None:
     elif op == "layer_norm":
         mods.append(nn.LayerNorm(C))
         steps.append(("channels_last", len(mods) - 1))
+    elif op == "tokens":
+        mods.append(r.choice([nn.Linear(C, r.choice([C, 8, 16, 32, 2 * C])), nn.LayerNorm(C)]))
+        steps.append(("tokens", len(mods) - 1))
     elif op == "slice" and H > 3 and W > 3:
         steps.append(("fn", r.choice([lambda t: t[:, :, 1:, :-1], lambda t: t[:, :, ::2, 1::2],
                                       lambda t: t[:, 1:] if t.shape[1] > 1 else t])))
@@ -322,7 +329,7 @@ def _main(argv) -> None:
     module, x = random_module(seed)
     print(f"seed {seed}: input {tuple(x.shape)}")
     for step in module.steps:
-        print("  ", step[0], module.mods[step[1]] if step[0] in ("mod", "channels_last", "conv1d") else step[1:])
+        print("  ", step[0], module.mods[step[1]] if step[0] in ("mod", "channels_last", "tokens", "conv1d") else step[1:])
     with torch.no_grad():
         want = module(x)
         got = slt.compile(module, (x,))(x)

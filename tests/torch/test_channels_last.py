@@ -86,3 +86,25 @@ def test_channels_not_a_multiple_of_the_block_match_eager():
     torch.manual_seed(0)
     for _ in _checked_builds(MixFFN(8, 24, 1, 5), torch.randn(1, 3, 2, 10)):
         pass
+
+
+class ReflectNorm(nn.Module):
+    """A zero-padded input, a reflect-padded convolution (its input read through index maps of
+    int64 positions), a LayerNorm over the channels of the permuted result (a fuzzed module
+    whose index maps, followed to their source, once mixed int64 and int32 indices)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(5, 6, 5, 2, 2, 2, padding_mode="reflect")
+        self.norm = nn.LayerNorm(6)
+        self.eval()
+
+    def forward(self, x):
+        y = self.conv(F.pad(x, (2, 1, 0, 1)))
+        return self.norm(y.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+def test_a_channels_last_reader_of_a_reflect_padded_convolution_matches_eager():
+    torch.manual_seed(0)
+    for _ in _checked_builds(ReflectNorm(), torch.randn(2, 5, 8, 26)):
+        pass
