@@ -219,6 +219,25 @@ def contiguous_axis(s: Schedule, st, var: Var) -> bool:
                if any(uses_var(i, var) for i in r.indices))
 
 
+def _blocked_axis(s: Schedule, st, var: Var, width: int) -> bool:
+    """Every read of the stage that uses var reads a blocked layout (layout.py's NCHWc read
+    as channels: x[.., var // L, .., var % L]) with L a multiple of width, and some read does:
+    split by width, var walks memory within each block."""
+    found = False
+    for r in resolved_reads(s, st):
+        if not any(uses_var(i, var) for i in r.indices):
+            continue
+        *lead, last = r.indices
+        if not (isinstance(last, Binary) and last.op == "floormod" and last.a is var
+                and isinstance(last.b, Const) and isinstance(last.b.value, int) and last.b.value % width == 0):
+            return False
+        if not all(not uses_var(i, var) or (isinstance(i, Binary) and i.op == "floordiv" and i.a is var
+                                            and isinstance(i.b, Const) and i.b.value == last.b.value) for i in lead):
+            return False
+        found = True
+    return found
+
+
 def _reads_along(s: Schedule, st, var: Var) -> bool:
     """Some read of the stage uses var."""
     return any(uses_var(i, var) for r in resolved_reads(s, st) for i in r.indices)
@@ -275,7 +294,8 @@ def _vector_rfactor(s: Schedule, red, lanes_: int, vectors: int = 1):
     k = op.reduce_axis[-1]
     n = static(_extent(k))
     kv = _k_vector(k, lanes_) * vectors
-    if n is None or n < kv or n % kv or kv < 4 or not contiguous_axis(s, stage, k.var):
+    if n is None or n < kv or n % kv or kv < 4 \
+            or not (contiguous_axis(s, stage, k.var) or _blocked_axis(s, stage, k.var, kv)):
         return None
     ko, ki = stage.split(k, factor=kv)
     rf = s.rfactor(op.output(0), ki, factor_axis=len(op.axis))

@@ -108,3 +108,30 @@ def test_a_channels_last_reader_of_a_reflect_padded_convolution_matches_eager():
     torch.manual_seed(0)
     for _ in _checked_builds(ReflectNorm(), torch.randn(2, 5, 8, 26)):
         pass
+
+
+class TokenNorms(nn.Module):
+    """SegFormer's patch embedding: a strided convolution read as tokens by a LayerNorm whose
+    result is normalized again and added back (so the first one's sums are a reduction of
+    their own over the blocked convolution's output)."""
+
+    def __init__(self, c: int):
+        super().__init__()
+        self.conv, self.n1, self.n2 = nn.Conv2d(3, c, 3, 2, 1), nn.LayerNorm(c), nn.LayerNorm(c)
+        self.eval()
+
+    def forward(self, x):
+        y = self.n1(self.conv(x).flatten(2).transpose(1, 2))
+        return self.n2(y) + y
+
+
+def test_a_layer_norm_of_blocked_tokens_sums_vectors():
+    """The sums over channels read the blocked layout x[.., c // L, .., c % L]: split by a
+    vector, each block is contiguous, so every sum runs on vector partials (an rfactor) as
+    over a plain row, not one channel at a time."""
+    torch.manual_seed(0)
+    for target, cm in _checked_builds(TokenNorms(32), torch.randn(1, 3, 13, 17)):
+        sums = [line.split()[1].rstrip(":") for line in cm.ir("tile").splitlines()
+                if line.strip().startswith("alloc") and "sum" in line]
+        plain = {s for s in sums if not s.endswith(".rf")}
+        assert len(plain) == 4 and all(s + ".rf" in sums for s in plain), (target, sums)
