@@ -221,26 +221,25 @@ def _blocked_stages(ops, outs, readers, width: int) -> Set[Operation]:
 
 
 def _read_channels_last(op, readers, dim: int = 1, depth: int = 0) -> bool:
-    """A reader reads op's index dim (the channel) as its own innermost axis, directly or
+    """Every reader reads op's index dim (the channel) as its own innermost axis, directly or
     through index maps (a flatten, then a transpose): op viewed [N, H * W, C] (SegFormer's
-    Mix-FFN depthwise convolution before its GELU and Linear, ConvNeXt's before its permuted
+    Mix-FFN depthwise convolution before its GELU and Linear, a patch embedding before its
     LayerNorm). Blocked, that read is a vector of L contiguous channels; NCHW, a gather of one
-    value a plane."""
+    value a plane (and a reader that walks a row would gather from blocks instead: such a
+    stage stays NCHW)."""
+    if not readers[op] or depth > MAX_VIEW_DEPTH:
+        return False
     for r in readers[op]:
         axes = [a.var for a in r.axis]
-        if not axes:
-            continue
+        along = r.body.axis[-1].var if isinstance(r.body, Reduce) and r.body.axis else None
         for node in _reads_of(r, op):
-            if len(node.indices) <= dim:
-                continue
-            index = node.indices[dim]
-            if index is axes[-1]:
-                return True
+            index = node.indices[dim] if len(node.indices) > dim else None
+            if index is not None and (axes and index is axes[-1] or index is along):
+                continue        # the innermost axis, or a sum along the channels (a LayerNorm's)
             at = next((k for k, a in enumerate(axes) if a is index), None)
-            if at is not None and depth < MAX_VIEW_DEPTH and classify(r) == INDEX_MAP \
-                    and _read_channels_last(r, readers, at, depth + 1):
-                return True
-    return False
+            if at is None or classify(r) != INDEX_MAP or not _read_channels_last(r, readers, at, depth + 1):
+                return False
+    return True
 
 
 def _reads_of(reader, op) -> List[TensorRead]:
@@ -263,13 +262,24 @@ def _channels_last_inputs(found: Set[Operation]) -> bool:
                 *lead, last = node.indices
                 if last is c and not any(uses_var(i, c) for i in lead):
                     continue
-                if isinstance(last, Binary) and last.op == "floormod" and last.a is c and all(
-                        not uses_var(i, c) or (isinstance(i, Binary) and i.op == "floordiv" and i.a is c)
-                        for i in lead):
+                if isinstance(last, Binary) and last.op == "floormod" and last.a is c and isinstance(last.b, Const) \
+                        and all(_whole_blocks(i, c, last.b.value) for i in lead):
                     continue
                 if any(uses_var(i, c) for i in node.indices):
                     return False
     return True
+
+
+def _whole_blocks(e, c: Var, m) -> bool:
+    """e uses c only as c // k with k a multiple of m (a packed weight's block of output
+    channels, or of several blocks side by side: the same for the m lanes of a vector)."""
+    if e is c:
+        return False
+    if isinstance(e, Binary):
+        if e.op == "floordiv" and e.a is c:
+            return isinstance(e.b, Const) and isinstance(m, int) and m > 0 and e.b.value % m == 0
+        return _whole_blocks(e.a, c, m) and _whole_blocks(e.b, c, m)
+    return not uses_var(e, c)
 
 
 def _winograd_input(op) -> Optional[Operation]:

@@ -126,12 +126,35 @@ class TokenNorms(nn.Module):
 
 
 def test_a_layer_norm_of_blocked_tokens_sums_vectors():
-    """The sums over channels read the blocked layout x[.., c // L, .., c % L]: split by a
-    vector, each block is contiguous, so every sum runs on vector partials (an rfactor) as
-    over a plain row, not one channel at a time."""
+    """The convolution is blocked (its readers: the LayerNorm's sums along the channels and its
+    normalization, whose innermost axis is the channel), and the sums read the blocked layout
+    x[.., c // L, .., c % L]: split by a vector, each block is contiguous, so every sum runs on
+    vector partials (an rfactor) as over a plain row, not one channel at a time."""
     torch.manual_seed(0)
     for target, cm in _checked_builds(TokenNorms(32), torch.randn(1, 3, 13, 17)):
         sums = [line.split()[1].rstrip(":") for line in cm.ir("tile").splitlines()
                 if line.strip().startswith("alloc") and "sum" in line]
         plain = {s for s in sums if not s.endswith(".rf")}
         assert len(plain) == 4 and all(s + ".rf" in sums for s in plain), (target, sums)
+        assert [len(op.shape) for op in _convs(cm)] == [5], target      # its weight in tiles of blocks too
+
+
+class TokensAndRows(nn.Module):
+    """A convolution read as tokens by a Linear and along its rows by a mean over the width."""
+
+    def __init__(self, c: int):
+        super().__init__()
+        self.conv, self.fc = nn.Conv2d(3, c, 3, 1, 1), nn.Linear(c, c)
+        self.eval()
+
+    def forward(self, x):
+        y = self.conv(x)
+        return self.fc(y.flatten(2).transpose(1, 2)), y.mean(-1)
+
+
+def test_a_convolution_also_read_along_its_rows_stays_nchw():
+    """Blocked, the mean over the width would read one value a block (a gather); only a stage
+    whose every reader reads channels-last is blocked for them."""
+    torch.manual_seed(0)
+    for target, cm in _checked_builds(TokensAndRows(16), torch.randn(1, 3, 6, 9)):
+        assert [len(op.shape) for op in _convs(cm)] == [4], target
