@@ -12,12 +12,13 @@ tile to write NCHW rows, and the next convolution gathers one value per input-ch
   blocks: Xception's separable convolutions), or of a Winograd convolution's input
   tiles (ops/conv_winograd.py: V vectorized over L input channels), when it is a 4-d stage
   with C a multiple of L and not a program output;
-- channels-last seeds: a 4-d stage read as [N, H * W, C] (through views: a flatten and a
-  transpose to the tokens a LayerNorm or a Linear reads; SegFormer's patch embedding and
-  Mix-FFN depthwise convolution, ViT's) when every read its closure makes of other tensors at
-  the channel is channels-last too (a Linear's output viewed NCHW, a bias, a packed weight):
-  blocked, both sides are vectors of L contiguous channels, NCHW both are gathers of one
-  value a plane (an NCHW input read at the channel keeps the stage NCHW);
+- channels-last seeds: a 4-d stage that every reader reads as [N, H * W, C] (through views:
+  a flatten and a transpose to the tokens a LayerNorm or a Linear reads; SegFormer's patch
+  embeddings and Mix-FFN depthwise convolutions, ViT's) when every read its closure makes of
+  other tensors at the channel is channels-last too (a Linear's output viewed NCHW, a bias, a
+  packed weight): blocked, both sides are vectors of L contiguous channels, NCHW both are
+  gathers of one value a plane (an NCHW input read at the channel, or a reader walking a
+  row, keeps the stage NCHW);
 - closure: what a blocked stage reads at its own channel coordinate (the inlined epilogue
   before it: bias, ReLU, the residual add's other operand, the convolution's sum itself,
   a depthwise convolution of packed blocks and its padded input, a grouped one of whole
@@ -259,6 +260,8 @@ def _channels_last_inputs(found: Set[Operation]) -> bool:
                 if not isinstance(read, TensorRead) or read.tensor.op in found:
                     continue
                 node = read_through_views(read, lambda op: True)    # a view's, a transpose's source
+                if not node.indices:            # a 0-d tensor: the same for every channel
+                    continue
                 *lead, last = node.indices
                 if last is c and not any(uses_var(i, c) for i in lead):
                     continue

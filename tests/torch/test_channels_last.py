@@ -1,5 +1,5 @@
 """Convolutions between channels-last tensors run on blocked activations (layout.py's
-channels-last seeds): a stage read as [N, H * W, C] (a flatten and a transpose before a
+channels-last seeds): a stage every reader reads as [N, H * W, C] (a flatten and a transpose to a
 LayerNorm or a Linear) whose own reads are channels-last too (a Linear's output viewed NCHW,
 a packed weight, a bias) is kept NCHWc, so both sides are vectors of L contiguous channels
 instead of gathers of one value a plane. Numerics against eager torch (bounds-checked, AVX2's
@@ -12,6 +12,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import schedlang.torch as st
+
+from ..helpers import CHECKED
 from .test_layout import _checked_builds
 
 
@@ -158,3 +161,26 @@ def test_a_convolution_also_read_along_its_rows_stays_nchw():
     torch.manual_seed(0)
     for target, cm in _checked_builds(TokensAndRows(16), torch.randn(1, 3, 6, 9)):
         assert [len(op.shape) for op in _convs(cm)] == [4], target
+
+
+class Scaled(nn.Module):
+    """A convolution times a 0-d buffer and a 0-d input, read as tokens by a Linear."""
+
+    def __init__(self, c: int):
+        super().__init__()
+        self.conv, self.fc = nn.Conv2d(3, c, 3, 1, 1), nn.Linear(c, c)
+        self.register_buffer("scale", torch.tensor(0.5))
+        self.eval()
+
+    def forward(self, x, t):
+        return self.fc((self.conv(x) * self.scale * t).flatten(2).transpose(1, 2))
+
+
+def test_a_blocked_stage_reading_0d_tensors_matches_eager():
+    """A 0-d tensor's read has no channel index: the same value for every lane."""
+    torch.manual_seed(0)
+    model, x, t = Scaled(16), torch.randn(1, 3, 6, 9), torch.tensor(2.0)
+    with torch.no_grad():
+        cm = st.compile(model, (x, t), target=CHECKED)
+        torch.testing.assert_close(cm(x, t), model(x, t), rtol=1e-4, atol=1e-4)
+    assert [len(op.shape) for op in _convs(cm)] == [5]
