@@ -52,7 +52,7 @@ from ..tensor.op import ComputeOp, Operation, Tensor, TensorRead
 from ..tensor.reduce import Reduce
 from ..topi.winograd import TAG_D as WINOGRAD_INPUT_TAG
 from .fuse import CONV_TAG
-from .schedules import read_through_views
+from .schedules import blocked_lanes, read_through_views
 
 MAX_VIEW_DEPTH = 4      # index maps followed from a stage to the innermost axis of a reader
 
@@ -260,29 +260,12 @@ def _channels_last_inputs(found: Set[Operation]) -> bool:
                 if not isinstance(read, TensorRead) or read.tensor.op in found:
                     continue
                 node = read_through_views(read, lambda op: True)    # a view's, a transpose's source
-                if not node.indices:            # a 0-d tensor: the same for every channel
+                if not any(uses_var(i, c) for i in node.indices):     # (a 0-d tensor: no index)
                     continue
                 *lead, last = node.indices
-                if last is c and not any(uses_var(i, c) for i in lead):
-                    continue
-                if isinstance(last, Binary) and last.op == "floormod" and last.a is c and isinstance(last.b, Const) \
-                        and all(_whole_blocks(i, c, last.b.value) for i in lead):
-                    continue
-                if any(uses_var(i, c) for i in node.indices):
+                if not (last is c and not any(uses_var(i, c) for i in lead)) and blocked_lanes(node.indices, c) is None:
                     return False
     return True
-
-
-def _whole_blocks(e, c: Var, m) -> bool:
-    """e uses c only as c // k with k a multiple of m (a packed weight's block of output
-    channels, or of several blocks side by side: the same for the m lanes of a vector)."""
-    if e is c:
-        return False
-    if isinstance(e, Binary):
-        if e.op == "floordiv" and e.a is c:
-            return isinstance(e.b, Const) and isinstance(m, int) and m > 0 and e.b.value % m == 0
-        return _whole_blocks(e.a, c, m) and _whole_blocks(e.b, c, m)
-    return not uses_var(e, c)
 
 
 def _winograd_input(op) -> Optional[Operation]:

@@ -219,20 +219,39 @@ def contiguous_axis(s: Schedule, st, var: Var) -> bool:
                if any(uses_var(i, var) for i in r.indices))
 
 
+def blocked_lanes(indices, var: Var) -> Optional[int]:
+    """m when a read's indices walk a blocked layout with var (layout.py's NCHWc read at a
+    channel, a packed weight): the last index is var % m, and the others use var only as
+    var // k with k a multiple of m (the same for the m lanes of a block); else None."""
+    if not indices:
+        return None
+    *lead, last = indices
+    if not (isinstance(last, Binary) and last.op == "floormod" and last.a is var and isinstance(last.b, Const)
+            and isinstance(last.b.value, int) and last.b.value > 0):
+        return None
+    m = last.b.value
+
+    def whole_blocks(e) -> bool:
+        if e is var:
+            return False
+        if isinstance(e, Binary):
+            if e.op == "floordiv" and e.a is var:
+                return isinstance(e.b, Const) and isinstance(e.b.value, int) and e.b.value % m == 0
+            return whole_blocks(e.a) and whole_blocks(e.b)
+        return not uses_var(e, var)
+    return m if all(whole_blocks(i) for i in lead) else None
+
+
 def _blocked_axis(s: Schedule, st, var: Var, width: int) -> bool:
-    """Every read of the stage that uses var reads a blocked layout (layout.py's NCHWc read
-    as channels: x[.., var // L, .., var % L]) with L a multiple of width, and some read does:
-    split by width, var walks memory within each block."""
+    """Every read of the stage that uses var reads a blocked layout (blocked_lanes) of blocks
+    that are a multiple of width, and some read does: split by width, var walks memory within
+    each block."""
     found = False
     for r in resolved_reads(s, st):
         if not any(uses_var(i, var) for i in r.indices):
             continue
-        *lead, last = r.indices
-        if not (isinstance(last, Binary) and last.op == "floormod" and last.a is var
-                and isinstance(last.b, Const) and isinstance(last.b.value, int) and last.b.value % width == 0):
-            return False
-        if not all(not uses_var(i, var) or (isinstance(i, Binary) and i.op == "floordiv" and i.a is var
-                                            and isinstance(i.b, Const) and i.b.value == last.b.value) for i in lead):
+        m = blocked_lanes(r.indices, var)
+        if m is None or m % width:
             return False
         found = True
     return found

@@ -46,7 +46,8 @@ def _convs(cm):
 
 
 # 7 x 9 tokens (odd, not square: the view's rows and columns differ) and a column tail
-@pytest.mark.parametrize("c, hidden, size", [(16, 48, (13, 17)), pytest.param(32, 64, (16, 16), marks=pytest.mark.slow)])
+@pytest.mark.parametrize("c, hidden, size", [(16, 48, (13, 17)),
+                                             pytest.param(32, 64, (16, 16), marks=pytest.mark.slow)])
 def test_mix_ffn_convolutions_run_on_blocked_activations(c, hidden, size):
     """The embedding (read by the LayerNorm as tokens) and the depthwise convolution (between
     two Linears) are both NCHWc: their kernels write blocks of L channels that the token-major
