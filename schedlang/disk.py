@@ -31,7 +31,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 ENV = "SCHEDLANG_CACHE_DIR"
 TRAILER = b"\nschedlang-sha256:"     # + 64 hex digits of the bytes before it + "\n"
@@ -115,17 +115,24 @@ def write_atomically(path, data: bytes, mode: int = 0o755) -> None:
     write_parts_atomically(path, [data], mode)
 
 
-def write_parts_atomically(path, parts: Sequence, mode: int = 0o755) -> None:
+def write_parts_atomically(path, parts: Sequence, mode: int = 0o755,
+                           keep: Optional[Callable[[], bool]] = None) -> bool:
     """write_atomically of the concatenation of parts (bytes-like objects: numpy arrays are
-    written from their memory, never joined into one copy)."""
+    written from their memory, never joined into one copy). keep: asked once every byte is
+    written; False leaves no file (the parts changed while they were written). Returns
+    whether the file was put in place."""
     path = os.path.abspath(path)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=os.path.basename(path) + ".", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             for part in parts:
                 f.write(part)
+        if keep is not None and not keep():
+            os.unlink(tmp)
+            return False
         os.chmod(tmp, mode & ~_umask())
         os.replace(tmp, path)
+        return True
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

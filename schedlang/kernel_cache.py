@@ -104,8 +104,7 @@ def key_text(key, target) -> str:
 def read(folder: str, text: str):
     """(header, payload) of the entry of a key text in a cache folder, or None (an unusable
     file is counted in stats.rejected)."""
-    if (folder, text) in _pending_keys:     # stored earlier in this process, not yet written
-        flush()
+    wait_for(folder, text)
     entry, rejected = read_entry(folder, text)
     stats.rejected += rejected
     return entry
@@ -223,6 +222,12 @@ def _written(write: Callable[[], None], folder: str, text: str) -> None:
     finally:
         with _writer_lock:
             _pending_keys.discard((folder, text))
+
+
+def wait_for(folder: str, text: str) -> None:
+    """Return once the entry of text in folder, if this process stored it, is written."""
+    if (folder, text) in _pending_keys:     # stored earlier in this process, not yet written
+        flush()
 
 
 def flush() -> None:

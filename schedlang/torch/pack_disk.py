@@ -25,7 +25,10 @@ at all; the last of two writers wins) and mapped copy-on-write (MAP_PRIVATE): a 
 from it is a private copy of a page once written, and a file replaced or removed by another
 process leaves the mapped one intact. Only its header carries a checksum: the payload's
 (sha256 of hundreds of MB) would cost what the entry saves. An entry is stored by the first
-call of a process that packed a storable constant (CPU, contiguous tensors), and counts
+call of a process that packed a storable constant (CPU, contiguous tensors), written behind
+that call by the kernel cache's writer thread (kernel_cache.later: the call does not wait
+for hundreds of MB to reach the disk; a load in the process waits for it) and put in place
+only if no source was written in place meanwhile (its version unchanged), and counts
 towards the cache's size cap like any other (disk.evict); none is written bigger than the
 cap. The cache is off with the kernel cache (SCHEDLANG_KERNEL_CACHE=0, kernel_cache.ENABLED)
 or with ENABLED = False here.
@@ -43,7 +46,9 @@ from typing import Dict, List, Optional
 import numpy as np
 import torch
 
+from .. import kernel_cache
 from ..disk import DiskStats, code_cache_enabled, entry_path, evict, max_bytes, touch, write_parts_atomically
+from .state import key_of
 
 ENABLED = True
 FOLDER = "packed"
@@ -57,7 +62,6 @@ stats = DiskStats()        # loads: constants taken from disk
 
 
 def enabled() -> bool:
-    from .. import kernel_cache
     return ENABLED and kernel_cache.ENABLED and code_cache_enabled()
 
 
@@ -103,6 +107,7 @@ def key_text(specs: Dict[str, object], state: Dict[str, object]) -> Optional[str
 def load(key: str, specs: Dict[str, object], state: Dict[str, object]) -> Dict[str, torch.Tensor]:
     """name -> constant for each constant of the entry of key whose sources in state equal
     the ones it was made from (none where there is no usable entry)."""
+    kernel_cache.wait_for(FOLDER, key)
     path = entry_path(FOLDER, key)
     try:
         with open(path, "rb") as f:
@@ -177,14 +182,26 @@ def store(key: str, specs: Dict[str, object], state: Dict[str, object], values: 
         if _aligned(raw.size) != raw.size:
             parts.append(bytes(_aligned(raw.size) - raw.size))
     path = entry_path(FOLDER, key)
-    try:
-        write_parts_atomically(path, parts, mode=0o600)
-    except OSError:
-        stats.failed += 1
-        return
-    stats.stores += 1
-    if limit:
-        evict(limit, keep=path)
+    versions = {s: key_of(state[s]) for s in sources}
+
+    def unchanged() -> bool:
+        # a source written in place after it was packed (its version moves) may have been
+        # copied half old, half new: no entry rather than one that answers a stale pack
+        return all(key_of(state[s]) == v for s, v in versions.items())
+
+    def write() -> None:
+        try:
+            if not write_parts_atomically(path, parts, mode=0o600, keep=unchanged):
+                return
+        except OSError:
+            stats.failed += 1
+            return
+        stats.stores += 1
+        if limit:
+            evict(limit, keep=path)
+    # behind the call inside kernel_cache.deferred() (a compiled module's calls): the first
+    # call need not wait for hundreds of MB on disk (Llama's 1.6 GB: 3.3 s)
+    kernel_cache.later(write, FOLDER, key)
 
 
 def _aligned(n: int) -> int:

@@ -413,7 +413,8 @@ class CompiledModule:
         for o, buf in zip(self.graph.outputs, bufs or []):
             given.setdefault(o.name, buf)          # a value returned twice: the second one is a copy
         constants = dict(state)
-        constants.update((self._variant_packs[id(program)] if self._per_shape else self._packs).values(state))
+        with kernel_cache.deferred():           # a new pack_disk entry written behind the call
+            constants.update((self._variant_packs[id(program)] if self._per_shape else self._packs).values(state))
         values: Dict[str, Any] = {i.name: x for i, x in zip(self.graph.user_inputs, args)}
         values.update(constants)
         if record is not None:

@@ -3,7 +3,8 @@ same weights maps the first one's constants, byte for byte what packing makes, w
 packing; a changed weight (anywhere in it) is packed again, never answered by the stored
 value; a damaged, truncated or foreign entry is not used; writes into a mapped constant stay
 in the process; nothing is stored or read with the kernel cache off; concurrent writers
-leave one whole entry."""
+leave one whole entry; inside a compiled module's call the entry is written behind it, and
+none where a source changed before it was written."""
 import os
 import threading
 
@@ -166,6 +167,41 @@ def test_concurrent_writers_leave_one_whole_entry(cache):
     assert [p.name for p in folder.iterdir()] == [disk.entry_path(pack_disk.FOLDER, key).name], "no temporary left"
     got = pack_disk.load(key, specs, state)
     assert got.keys() == specs.keys() and all(_same_bytes(got[n], values[n]) for n in specs)
+
+
+def test_written_behind_a_deferred_call(cache):
+    """Inside kernel_cache.deferred() (a compiled module's calls) the entry is written by the
+    writer thread: the call returns first; a load in this process waits for it."""
+    from schedlang import kernel_cache
+    state, specs = _model()
+    gate = threading.Event()
+    with kernel_cache.deferred():
+        kernel_cache.later(gate.wait, "test", "gate")          # the writer busy until the gate opens
+        PackCache(specs, disk=True).values(state)
+    assert pack_disk.stats.stores == 0, "not written before the call returned"
+    gate.set()
+    got = PackCache(specs, disk=True).values(state)           # its load waits for the entry
+    assert pack_disk.stats.stores == 1 and pack_disk.stats.loads == len(specs)
+    assert all(_same_bytes(got[n], prepack.make(s, [None if x is None else state[x] for x in s.sources]))
+               for n, s in specs.items())
+
+
+def test_a_source_written_in_place_before_its_entry_is_written_leaves_none(cache):
+    """The stored copy of a source could be half old, half new: no entry is kept (its version
+    moved), and a later cache packs from the new weight."""
+    from schedlang import kernel_cache
+    state, specs = _model()
+    gate = threading.Event()
+    with kernel_cache.deferred():
+        kernel_cache.later(gate.wait, "test", "gate")
+        PackCache(specs, disk=True).values(state)
+    with torch.no_grad():
+        state["fc"].mul_(2)
+    gate.set()
+    kernel_cache.flush()
+    assert pack_disk.stats.stores == 0 and not any((cache / pack_disk.FOLDER).glob("*"))
+    got = PackCache(specs, disk=True).values(state)
+    assert pack_disk.stats.loads == 0 and _same_bytes(got["p"], prepack.pack(state["fc"], 16))
 
 
 def test_not_stored_beyond_the_size_cap(cache, monkeypatch):
