@@ -47,6 +47,7 @@ from ..target.registry import get_backend
 from ..target.target import Target
 from ..tensor import thread_axis as _thread_axis
 from ..tensor.axis import IterVar
+from ..tensor.commutes import commutes
 from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.reduce import Reduce
 from .attention_schedule import is_attention
@@ -378,10 +379,14 @@ def _vector_rfactor(s: Schedule, red, lanes_: int, vectors: int = 1):
     """Split the reduction's last reduce axis by lanes_ (times vectors: that many independent
     vector partials) and rfactor it, so the partial results are a vector (the lane axis last,
     contiguous); returns the partial stage or None when the reduction does not run along a
-    contiguous axis in whole vectors."""
+    contiguous axis in whole vectors. A tuple reduction (argmax) only where its combiner
+    commutes (tensor/commutes.py: torch's breaks ties by index; TVM's keeps loop order).
+    Measured (argmax of 256 x 4096 floats, 2 threads, Zen 5): 2.68 ms in scalar rows, 0.19
+    on vector partials (torch 0.31)."""
     stage = s[red]
     op = stage.op
-    if op.num_outputs != 1 or op.body.combiner.name not in ("sum", "max", "min") or not op.reduce_axis:
+    combiner = op.body.combiner
+    if not op.reduce_axis or not (combiner.name in ("sum", "max", "min") if combiner.arity == 1 else commutes(combiner)):
         return None
     k = op.reduce_axis[-1]
     n = static(_extent(k))
@@ -391,7 +396,7 @@ def _vector_rfactor(s: Schedule, red, lanes_: int, vectors: int = 1):
         return None
     ko, ki = stage.split(k, factor=kv)
     rf = s.rfactor(op.output(0), ki, factor_axis=len(op.axis))
-    rstage = s[rf]
+    rstage = s[rf[0] if isinstance(rf, (list, tuple)) else rf]
     *spatial, lane = rstage.op.axis
     rstage.reorder(*spatial, *rstage.op.reduce_axis, lane)
     rstage.vectorize(lane)

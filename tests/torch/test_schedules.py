@@ -131,7 +131,8 @@ def test_argmax_and_row_sum():
 def test_a_long_reduction_runs_in_parallel_chunks_on_vector_partials(program, shape):
     """Few outputs, a long reduction: parallel chunks of whole vectors (a prime length masks
     only the last one's tail), each reduced on vector partials, not one scalar at a time
-    (17x slower on a million floats); argmax's two outputs keep scalar chunks."""
+    (17x slower on a million floats); TVM's argmax, whose ties follow the loop's order (not
+    commutative), keeps scalar chunks."""
     s, args, outs = scheduled(program, *shape)
     assert_matches_reference(s, args)                    # (bounds-checked too)
     tile = tile_text(s, args)
