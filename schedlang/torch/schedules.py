@@ -73,6 +73,7 @@ NT_BLOCK = 16            # column tiles of such a tile's L2 block (16 vector reg
 LINE_BYTES = 64          # a cache line: the side of a transposing kernel's tile (schedule_transpose_cpu)
 TRANSPOSE_MIN_BYTES = 1 << 20      # ... for an input read transposed at least this large (smaller
                                    # ones come from a core's L2 either way: no faster in tiles)
+TAIL_VECTORS = 8         # a tuple reduction this many vectors long runs on vector partials, its tail masked
 LONG_ROW = 4096          # a reduction this long is worth splitting over the cores
 PARTIAL_VECTORS = 4      # vector partials of each parallel chunk of such a reduction (_parallel_partials)
 CUDA_THREADS = 256       # threads per block for pointwise kernels
@@ -380,7 +381,9 @@ def _vector_rfactor(s: Schedule, red, lanes_: int, vectors: int = 1):
     vector partials) and rfactor it, so the partial results are a vector (the lane axis last,
     contiguous); returns the partial stage or None when the reduction does not run along a
     contiguous axis in whole vectors. A tuple reduction (argmax) only where its combiner
-    commutes (tensor/commutes.py: torch's breaks ties by index; TVM's keeps loop order).
+    commutes (tensor/commutes.py: torch's breaks ties by index; TVM's keeps loop order), and
+    of TAIL_VECTORS vectors or more in whole vectors but for a masked tail (a vocabulary of
+    50257: LLVM's loop vectorizer takes a one-value reduction's scalar loop, not a tuple's).
     Measured (argmax of 256 x 4096 floats, 2 threads, Zen 5): 2.68 ms in scalar rows, 0.19
     on vector partials (torch 0.31)."""
     stage = s[red]
@@ -391,7 +394,7 @@ def _vector_rfactor(s: Schedule, red, lanes_: int, vectors: int = 1):
     k = op.reduce_axis[-1]
     n = static(_extent(k))
     kv = _k_vector(k, lanes_) * vectors
-    if n is None or n < kv or n % kv or kv < 4 \
+    if n is None or n < kv or (n % kv and (combiner.arity == 1 or n < TAIL_VECTORS * kv)) or kv < 4 \
             or not (contiguous_axis(s, stage, k.var) or _blocked_axis(s, stage, k.var, kv)):
         return None
     ko, ki = stage.split(k, factor=kv)

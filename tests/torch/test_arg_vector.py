@@ -47,6 +47,7 @@ def rows_with_ties(rows: int, cols: int, dtype=torch.float32) -> torch.Tensor:
         x[2] = float("-inf")
     x[3] = 0
     x[3, 65] = x[3, 2] = 9          # lane 1 of the second vector ... and lane 2 of the first
+    x[4, cols - 1] = x[4, cols - 2] = 7     # ties in the (masked) tail
     return x
 
 
@@ -59,7 +60,7 @@ FNS = {
 
 
 @pytest.mark.parametrize("name", sorted(FNS))
-@pytest.mark.parametrize("shape", [(8, 256), (5, 4096)])
+@pytest.mark.parametrize("shape", [(8, 256), (5, 4096), (7, 1013)])   # 1013: a masked tail
 def test_row_arg_reductions_match_eager_on_vector_partials(name, shape):
     tile = compiled_tile(FNS[name], rows_with_ties(*shape))
     assert re.search(r"vectorized r\.inner", tile), tile
@@ -67,7 +68,7 @@ def test_row_arg_reductions_match_eager_on_vector_partials(name, shape):
 
 @pytest.mark.parametrize("shape", [(1, 5003), (1, 32000)])
 def test_one_long_row_arg_reduction(shape):
-    x = rows_with_ties(4, shape[1])[3:4].clone()
+    x = rows_with_ties(5, shape[1])[3:4].clone()
     x[0, shape[1] - 1] = 9          # a tie in the last chunk
     compiled_tile(FNS["argmax"], x)
     compiled_tile(FNS["min.dim"], -x)
