@@ -17,7 +17,9 @@ from functools import lru_cache
 import numpy as np
 
 from ..expr.functor import substitute
+from .op import compute, placeholder
 from .reduce import BUILTIN_REDUCERS, CommReducer
+from .reference import evaluate
 
 _FLOATS = (0.0, 1.0, -1.0, 1.0, float("nan"), float("inf"), -float("inf"))
 _INTS = (0, 1, -1, 3, 1)
@@ -34,17 +36,15 @@ def commutes(combiner: CommReducer) -> bool:
     fields among them. A builtin one-value reducer commutes by definition."""
     if combiner.arity == 1:
         return combiner.name in BUILTIN_REDUCERS
-    from . import op as _op
-    from .reference import evaluate
     tuples = list(itertools.product(*(_samples(v.dtype) for v in combiner.lhs)))
     pairs = list(itertools.product(tuples, tuples))
     n = len(pairs)
-    a = [_op.placeholder((n,), v.dtype, name=f"a{k}") for k, v in enumerate(combiner.lhs)]
-    b = [_op.placeholder((n,), v.dtype, name=f"b{k}") for k, v in enumerate(combiner.lhs)]
+    a = [placeholder((n,), v.dtype, name=f"a{k}") for k, v in enumerate(combiner.lhs)]
+    b = [placeholder((n,), v.dtype, name=f"b{k}") for k, v in enumerate(combiner.lhs)]
 
     def combined(first, second, tag):
         def field(j):
-            return _op.compute((n,), lambda i: substitute(combiner.result[j], {
+            return compute((n,), lambda i: substitute(combiner.result[j], {
                 **{v: t[i] for v, t in zip(combiner.lhs, first)},
                 **{v: t[i] for v, t in zip(combiner.rhs, second)}}), name=f"{tag}{j}")
         return [field(j) for j in range(combiner.arity)]
