@@ -93,6 +93,19 @@ def test_softmax_reductions_use_vector_partials_along_the_row():
     assert f"vectorized k.inner in 0..{F32}:" in tile
 
 
+@pytest.mark.parametrize("shape", [(4, 64), (3, 97), (2, 3, 200)])
+def test_softmax_numerators_computed_once_a_row(shape):
+    """exp(x - max), read by the sum and by the output, is computed into a row buffer at the
+    row loop (vectorized), not once in each loop."""
+    s, args, _ = scheduled(P.softmax, shape)
+    assert_matches_reference(s, args)
+    tile = tile_text(s, args)
+    assert tile.count("exp(") == 1, tile
+    assert re.search(rf"alloc softmax_exp: f32\[1(, 1)*, {shape[-1]}\] local", tile), tile
+    assert tile.count("parallel") == 1, tile
+    assert re.search(r"vectorized [\w.]+ in 0\.\.\d+:\n(\s*if [^\n]*\n)?\s*softmax_exp\[", tile), tile
+
+
 def test_one_long_row_is_split_over_the_cores():
     s, args, _ = scheduled(P.softmax, (1, 5000))
     assert_matches_reference(s, args)
