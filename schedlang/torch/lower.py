@@ -30,6 +30,7 @@ from .layout import block_activations
 from .pad_fusion import share_padded
 from .ops.registry import LowerContext, NeedsStaticShape, Unsupported, lookup
 from .prepack import PackSpec, shape_of
+from .subpixel import rewrite_transposed_convolutions
 from .torch_ir import Ref, TorchGraph, TorchNode, map_refs, node_call_str, type_str
 
 
@@ -125,8 +126,12 @@ def user_error(e: Exception, node: TorchNode) -> Exception:
 
 def lower_graph(graph: TorchGraph, target=None, warn: bool = True) -> LoweredProgram:
     """The Tensor IR of graph, split into lowered parts and torch steps (hand-written
-    attention first replaced by the fused attention node, attention_match.py)."""
-    return _Lowering(match_attention(drop_empty_values(graph)), target).run(warn)
+    attention first replaced by the fused attention node, attention_match.py; transposed
+    convolutions by a convolution and a depth-to-space, subpixel.py)."""
+    graph = match_attention(drop_empty_values(graph))
+    if _folds_state(target):          # (the rewritten weight is a folded constant: const_fold.py)
+        graph = rewrite_transposed_convolutions(graph)
+    return _Lowering(graph, target).run(warn)
 
 
 class _Lowering:
