@@ -50,7 +50,7 @@ def _sigmoid64(x):
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
-REFERENCE = {"exp": np.exp, "log": np.log, "tanh": np.tanh,
+REFERENCE = {"exp": np.exp, "log": np.log, "log1p": np.log1p, "tanh": np.tanh,
              "sigmoid": _sigmoid64, "erf": _erf64}
 
 
@@ -261,6 +261,26 @@ def test_log_special_values(lanes):
     exact = [0, 1, 2, 3, 4, 5, 6, 9]
     assert same(got[exact], want[exact]), got
     assert np.allclose(got[[7, 8]], want[[7, 8]], rtol=2e-7, atol=0), got
+
+
+@pytest.mark.parametrize("lanes", LANES)
+def test_log1p_accuracy(lanes):
+    """Relative accuracy near 0 too (1 + x rounds away most of x's digits there)."""
+    for x in (uniform(-0.999, 1.0), log_uniform(1e-30, 1e-3), -log_uniform(1e-30, 1e-3),
+              uniform(-1e-3, 1e-3), log_uniform(1.0, 1e30), log_uniform(1e30, MAXF),
+              -log_uniform(1e-7, 0.999999)):
+        _, rel = errors("log1p", lanes, x)
+        assert rel <= 3e-7, (x.min(), x.max(), rel)
+
+
+@pytest.mark.parametrize("lanes", LANES)
+def test_log1p_special_values(lanes):
+    x = np.array([0.0, -0.0, -1.0, -2.0, -INF, INF, NAN, TINY, -TINY, MAXF], dtype=F32)
+    want = np.array([0.0, -0.0, -INF, NAN, NAN, INF, NAN, TINY, -TINY, 88.72284], dtype=F32)
+    got = compiled("log1p", lanes)(x)
+    exact = [0, 1, 2, 3, 4, 5, 6, 7, 8]
+    assert same(got[exact], want[exact]), got
+    assert np.allclose(got[[9]], want[[9]], rtol=2e-7, atol=0), got
 
 
 @pytest.mark.parametrize("lanes", LANES)

@@ -21,6 +21,9 @@ Accuracy (float32, measured against float64 references by the tests):
 * log: Cephes logf; a few ulp for positive inputs, subnormal inputs included
   (they are scaled by 2**23 first). log(+-0) = -inf, log(x < 0) = nan,
   log(inf) = inf, log(nan) = nan.
+* log1p: log(u) * x / (u - 1) with u = 1 + x rounded, x itself where u is 1
+  (Goldberg's correction: the rounding of u cancels), log's accuracy plus ~1 ulp;
+  log1p(-1) = -inf, log1p(x < -1) = nan, log1p(inf) = inf, log1p(-0) = -0.
 * tanh: Cephes tanhf (odd polynomial below 0.625, 1 - 2/(exp(2|x|) + 1)
   above); tanh(+-inf) = +-1, tanh(-0) = -0, tanh(nan) = nan.
 * sigmoid: 1/(1 + exp(-x)), relative accuracy kept down to 1.2e-38 (below
@@ -34,7 +37,7 @@ from __future__ import annotations
 import struct
 from typing import Sequence
 
-MATH_FUNCTIONS: frozenset[str] = frozenset({"exp", "log", "tanh", "sigmoid", "erf"})
+MATH_FUNCTIONS: frozenset[str] = frozenset({"exp", "log", "log1p", "tanh", "sigmoid", "erf"})
 
 # The intrinsics the definitions may call: name -> number of float operands.
 _INTRINSICS: tuple[tuple[str, int], ...] = (
@@ -243,6 +246,16 @@ def _log(b: _Body, x: str) -> str:
     return b.select(b.fcmp("oeq", x, b.f(0.0)), b.f(-_INF), y)  # +0 and -0
 
 
+def _log1p(b: _Body, x: str) -> str:
+    """log(1 + x) = log(u) * x / (u - 1), u = 1 + x in float32 (Goldberg): u - 1 is the x that
+    u's rounding kept, so the quotient puts back what it lost; x itself where u is 1 (|x| below
+    half an ulp of 1: log1p(x) rounds to x there, -0 included)."""
+    u = b.fop("fadd", x, b.f(1.0))
+    scaled = b.fop("fmul", _log(b, u), b.fop("fdiv", x, b.fop("fsub", u, b.f(1.0))))
+    y = b.select(b.fcmp("oeq", x, b.f(_INF)), b.f(_INF), scaled)      # (inf / inf in the quotient)
+    return b.select(b.fcmp("oeq", u, b.f(1.0)), x, y)
+
+
 def _tanh(b: _Body, x: str) -> str:
     """tanh(x), computed on |x| and given x's sign back (so tanh(-0) = -0)."""
     a = b.call("fabs", x)
@@ -272,7 +285,7 @@ def _erf(b: _Body, x: str) -> str:
     return b.select(b.fcmp("ogt", a, b.f(_ERF_SMALL)), large, small)  # nan: small, nan
 
 
-_EMITTERS = {"exp": _exp, "log": _log, "tanh": _tanh, "sigmoid": _sigmoid, "erf": _erf}
+_EMITTERS = {"exp": _exp, "log": _log, "log1p": _log1p, "tanh": _tanh, "sigmoid": _sigmoid, "erf": _erf}
 
 
 def _check_lanes(lanes: int) -> None:
