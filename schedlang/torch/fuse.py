@@ -311,7 +311,7 @@ def _should_inline(st, feeds_matmul: bool) -> bool:
 
 # Math calls the CPU target computes with one libm call per lane (no vector code of its own,
 # target/llvm/mathlib.py has none for them).
-SCALAR_CALLS = frozenset({"sin", "cos", "tan", "pow", "exp10", "log10", "log1p", "atan", "atan2", "cosh", "sinh",
+SCALAR_CALLS = frozenset({"sin", "cos", "tan", "pow", "exp10", "log10", "atan", "atan2", "cosh", "sinh",
                           "acos", "asin", "acosh", "asinh", "atanh", "fmod", "hypot"})
 
 

@@ -1,5 +1,5 @@
 """Upsampling lowerings (ops/resize.py) against torch: nearest, nearest-exact and linear in
-1-3 dims, by output size and by scale factor (torch then uses 1 / factor, not in / out),
+1-3 dims, bicubic in 2, by output size and by scale factor (torch then uses 1 / factor, not in / out),
 align_corners both ways, up and down, odd sizes. Built bounds-checked as well."""
 import warnings
 
@@ -26,6 +26,31 @@ def test_upsample_2d(size, factors):
     for align_corners in (False, True):
         if factors is None or not align_corners:
             check_lowering(aten.upsample_bilinear2d.vec, (X, size, align_corners, factors))
+
+
+@pytest.mark.parametrize("size,factors", SIZES, ids=repr)
+def test_upsample_bicubic(size, factors):
+    """Every output reads the four inputs around its source (clamped at the edges) with
+    torch's weights, up and down, align_corners both ways; .default as torch.export leaves it."""
+    for align_corners in (False, True):
+        if factors is None or not align_corners:
+            check_lowering(aten.upsample_bicubic2d.vec, (X * 3, size, align_corners, factors))
+    if size is not None:
+        check_lowering(aten.upsample_bicubic2d.default, (X.double(), size, True))
+
+
+def test_bicubic_module_is_one_lowered_op():
+    """interpolate(mode="bicubic") stays one op through torch.export (not sixteen gathers)."""
+    class Up(nn.Module):
+        def forward(self, x):
+            return F.interpolate(x, scale_factor=2, mode="bicubic") + 1
+
+    x = torch.randn(1, 3, 17, 9)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", st.FallbackWarning)
+        cm = st.compile(Up(), (x,), target="llvm -bounds-check")
+        torch.testing.assert_close(cm(x), Up()(x), rtol=1e-5, atol=1e-5)
+    assert "upsample_bicubic2d" in cm.ir("torch") and "index" not in cm.ir("torch")
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16]

@@ -1,12 +1,14 @@
-"""Upsampling over the last 1-3 dims: nearest, nearest-exact and (bi/tri)linear, with
-torch's CPU source coordinates (UpSample.h), so that every output reads the input elements
-torch reads and weighs them alike.
+"""Upsampling over the last 1-3 dims: nearest, nearest-exact, (bi/tri)linear and bicubic, with
+torch's CPU source coordinates and weights (UpSample.h, UpSampleKernel.cpp), so that every
+output reads the input elements torch reads and weighs them alike.
 
 Coordinates are computed in float32 (float64 for a float64 input) as torch's kernels do:
 a scale is 1 / scale_factor when the call gave one, else in / out; with align_corners the
 corners map onto each other ((in - 1) / (out - 1)). Every source index is clamped into the
-input, so no read is out of bounds. Bicubic upsampling reaches here decomposed into ops
-lowered elsewhere; the antialiased forms are in resize_aa.py.
+input, so no read is out of bounds. Bicubic runs along the width first (a kernel of its own,
+as bilinear's), then sums four rows of that; without this lowering torch.export decomposes
+it into sixteen clamped gathers, each a buffer of its own (3.6x torch's time). The
+antialiased forms are in resize_aa.py.
 """
 from __future__ import annotations
 
@@ -174,6 +176,69 @@ def _register_linear(n: int):
         given = list(scales) + [kw.get(d) for d in dims[len(scales):]]
         return _upsample_linear(ctx, x, n, output_size, align_corners, given, name)
     return vec, default
+
+
+CUBIC_A = -0.75       # torch's bicubic (Keys') coefficient
+
+
+def cubic_taps(o: Expr, size: int, out: int, factor: Optional[float], align_corners: bool, calc: str):
+    """(index of tap k, [w0, w1, w2, w3]): output o reads input min(max(i - 1 + k, 0), size - 1)
+    for k = 0..3 with weight wk, i = floor(real), t = real - i (torch's
+    compute_indices_weights_cubic and get_cubic_upsample_coefficients, same operation order)."""
+    scale = sl.const(_scale(size, out, factor, align_corners), calc)
+    pos = sl.cast(calc, o)
+    real = scale * pos if align_corners else scale * (pos + sl.const(0.5, calc)) - sl.const(0.5, calc)
+    i = sl.cast("int32", sl.floor(real))
+    t = real - sl.cast(calc, i)
+    c = lambda v: sl.const(v, calc)       # noqa: E731
+    a = CUBIC_A
+
+    def near(x):          # cubic_convolution1: ((A + 2) x - (A + 3)) x x + 1
+        return (c(a + 2) * x - c(a + 3)) * x * x + c(1.0)
+
+    def far(x):           # cubic_convolution2: ((A x - 5 A) x + 8 A) x - 4 A
+        return ((c(a) * x - c(5 * a)) * x + c(8 * a)) * x - c(4 * a)
+    rest = c(1.0) - t
+    weights = [far(t + c(1.0)), near(t), near(rest), far(rest + c(1.0))]
+
+    def index(k):
+        return sl.min(sl.max(i + (k - 1), sl.const(0, "int32")), sl.const(size - 1, "int32"))
+    return index, weights
+
+
+def _upsample_bicubic(ctx, x, output_size, align_corners, scales, op: str):
+    if not sl.dtype(str(x.dtype)).is_float:
+        raise Unsupported(f"{op} of a {x.dtype} tensor is not lowered (torch has float kernels only)")
+    if x.ndim != 4:
+        raise ValueError(f"{op}: expected a 4-d input, got {x.ndim}-d")
+    (h, w), (oh, ow), (fh, fw) = _sizes(x, 2, output_size, scales, op)
+    calc, acc, corners = _calc(x), acc_dtype(x.dtype), bool(align_corners)
+    tap = sl.reduce_axis((0, 4), name="tap")
+
+    def rows(i):
+        index, wts = cubic_taps(i[-1], w, ow, fw, corners, calc)
+        wt = sl.select(tap < 1, wts[0], sl.select(tap < 2, wts[1], sl.select(tap < 3, wts[2], wts[3])))
+        return sl.sum(sl.cast(acc, x[(i[0], i[1], i[2], index(tap))]) * sl.cast(acc, wt), axis=tap)
+    along = compute(list(x.shape[:3]) + [ow], rows, ctx.name("rows"))
+
+    def body(i):
+        index, wts = cubic_taps(i[2], h, oh, fh, corners, calc)
+        total = None
+        for k in range(4):      # torch's order: t0 * w0 + t1 * w1 + ...
+            term = along[(i[0], i[1], index(k), i[3])] * sl.cast(acc, wts[k])
+            total = term if total is None else total + term
+        return sl.cast(str(x.dtype), total)
+    return compute(list(x.shape[:2]) + [oh, ow], body, ctx.name())
+
+
+@register_lowering("aten.upsample_bicubic2d.vec")
+def upsample_bicubic2d_vec(ctx, x, output_size, align_corners, scale_factors):
+    return _upsample_bicubic(ctx, x, output_size, align_corners, scale_factors, "upsample_bicubic2d")
+
+
+@register_lowering("aten.upsample_bicubic2d.default")
+def upsample_bicubic2d(ctx, x, output_size, align_corners, scales_h=None, scales_w=None):
+    return _upsample_bicubic(ctx, x, output_size, align_corners, [scales_h, scales_w], "upsample_bicubic2d")
 
 
 for _n in (1, 2, 3):
