@@ -8,7 +8,7 @@ from . import index  # noqa: F401,E402
 from . import creation  # noqa: F401,E402
 from . import activation  # noqa: F401,E402
 from . import matmul, norm, reduce  # noqa: F401,E402  (registers their lowerings)
-from . import gather  # noqa: F401,E402
+from . import gather, pad_modes  # noqa: F401,E402
 from . import attention  # noqa: F401,E402
 from . import conv  # noqa: F401,E402
 from . import pool, resize, resize_aa  # noqa: F401,E402
