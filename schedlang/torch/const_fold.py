@@ -14,8 +14,8 @@ packs a parameter.
 `fold_plan` finds the folded values of a graph: the nodes every input of which is a state
 input or another such node (never a user input or a size), of static shape, deterministic,
 that a node outside them reads; a value folded only where the nodes computing it do more
-than view the state (a transposed or reshaped weight stays a view the lowerings see through),
-and is at most MAX_ELEMENTS large.
+than view the state (a transposed or reshaped weight stays a view the lowerings see through)
+or a convolution reads it as its weight, and is at most MAX_ELEMENTS large.
 """
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def fold_plan(graph: TorchGraph) -> FoldPlan:
         if not 0 < math.prod(n.shape) <= MAX_ELEMENTS:
             continue
         members = _ancestors(name, nodes, constant)
-        if all(nodes[m].op in VIEW_OPS for m in members):
+        if all(nodes[m].op in VIEW_OPS for m in members) and not _conv_weight(name, readers, nodes):
             continue
         order = [m.name for m in graph.nodes if m.name in members]
         sources = []
@@ -112,6 +112,17 @@ def fold_plan(graph: TorchGraph) -> FoldPlan:
                 and all(r in roots or r in skipped for r in readers.get(name, ())):
             skipped.add(name)
     return FoldPlan(roots, skipped)
+
+
+def _conv_weight(name: str, readers: Dict[str, List[str]], nodes: Dict[str, TorchNode]) -> bool:
+    """A convolution reads value name as its weight: folded even where it only views the state
+    (a 3-d weight viewed 2-d, conv3d_slices.py), since a convolution packs a constant alone."""
+    for r in readers.get(name, ()):
+        n = nodes.get(r)
+        if n is not None and n.op == "convolution" and len(n.args) > 1 and isinstance(n.args[1], Ref) \
+                and n.args[1].name == name:
+            return True
+    return False
 
 
 def _foldable_op(n: TorchNode) -> bool:

@@ -11,7 +11,7 @@ r = ph + s * t, so each phase is a plain convolution of the input with T = ceil(
 
 All phases are one convolution of s ** dims times the output channels (stride 1, padding
 T - 1 or more), and the output is y's channels moved into space (pixel_shuffle's order) and
-cropped; per spatial dim alike, with groups. The rewrite is made of ATen ops the lowering
+cropped; per spatial dim alike (1-d to 3-d), with groups. The rewrite is made of ATen ops the lowering
 already has: the weight's (constant_pad_nd, view, flip, permute, clone, view) depend on the
 module's state alone, so const_fold.py folds them into a constant that the convolution packs
 like a parameter (NCHWc blocks); the output's (view, permute, clone, view, slice, add) are index
@@ -20,7 +20,8 @@ maps fused behind the convolution.
 Why: ops/conv_transpose.py computes the gather form, every output visiting every tap and
 skipping the other phases' with a guarded read, in plain loops; ConvTranspose2d 64 -> 32, 4 x 4,
 stride 2 of a 56 x 56 image took 199 ms where torch takes 2.4 (2 threads, Zen 5).
-Left to the gather form: dilation other than 1, 3-d, symbolic shapes, non-float dtypes.
+A 3-d one becomes a 3-d convolution, which conv3d_slices.py rewrites in turn. Left to the
+gather form: dilation other than 1, symbolic shapes, non-float dtypes.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from typing import List, Optional
 
 import torch
 
+from .ops.registry import op_name
 from .torch_ir import Ref, TorchGraph, TorchNode
 
 aten = torch.ops.aten
@@ -77,7 +79,7 @@ def _rewrite(graph: TorchGraph, n: TorchNode, taken: set) -> Optional[List[Torch
     xs, xt = graph.value_type(x.name)
     ws, wt = graph.value_type(w.name)
     nsp = len(xs) - 2
-    if nsp not in (1, 2) or len(ws) != nsp + 2 or xt != n.dtype or wt != n.dtype:
+    if nsp not in (1, 2, 3) or len(ws) != nsp + 2 or xt != n.dtype or wt != n.dtype:
         return None
     stride, padding, dilation, extra = (list(v) * (nsp if len(v) == 1 else 1) for v in (stride, padding, dilation, extra))
     if not (_static(xs) and _static(ws) and _static(n.shape) and _static(stride + padding + dilation + extra)
@@ -108,7 +110,7 @@ def _rewrite(graph: TorchGraph, n: TorchNode, taken: set) -> Optional[List[Torch
         while name in taken:
             name += "_"
         taken.add(name)
-        made.append(TorchNode(name, suffix.split("_")[-1], target, tuple(args), dict(kwargs or {}), list(shape), dt))
+        made.append(TorchNode(name, op_name(target).split(".")[1], target, tuple(args), dict(kwargs or {}), list(shape), dt))
         return Ref(name)
 
     # w2 [OC * phases, ICg, *T]: w [IC, OCg, *K] padded to T * s taps, each tap split (t, phase),

@@ -1,7 +1,7 @@
 """Transposed convolutions of a module compiled whole as a convolution and a depth-to-space
 (torch/subpixel.py): against eager torch, bounds-checked and for the host, on strides that
 leave phases without taps (kernel < stride, kernel not a multiple of the stride), padding,
-output_padding, groups (depthwise too), 1-d and 2-d, with and without bias, float64; the
+output_padding, groups (depthwise too), 1-d to 3-d, with and without bias, float64; the
 rewritten weight is a folded constant; dilated ones keep the gather form."""
 import pytest
 import torch
@@ -48,6 +48,15 @@ def test_transposed_convolution_as_subpixel_matches_eager(name):
 def test_1d(spec):
     cm = compile_checked(_model(spec, nd=1), torch.randn(2, spec[0], 11))
     assert _rewritten(cm)
+
+
+def test_3d_through_a_3d_convolution():
+    """A ConvTranspose3d becomes a 3-d convolution (then 2-d slices: conv3d_slices.py)."""
+    m = nn.ConvTranspose3d(4, 3, 3, 2, 1, output_padding=(1, 0, 1)).eval()
+    compile_checked(m, torch.randn(1, 4, 3, 5, 4))
+    m = nn.ConvTranspose3d(6, 4, 2, 2, groups=2).eval()
+    cm = compile_checked(m, torch.randn(2, 6, 3, 4, 3))
+    assert "_depth_unfold" in cm.ir("tensor")
 
 
 def test_float64():

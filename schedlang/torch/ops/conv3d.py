@@ -6,7 +6,8 @@ dilation, groups and bias, as one plain sum reduction:
 
 It is not a kernel of the convolution kind (conv_schedules.py's register tiles and blocked
 layouts are 1-d/2-d): the default schedule of a reduction builds it, correct and compiled,
-not yet fast.
+not fast. A module's static 3-d convolutions without depth dilation reach the lowering as
+2-d ones instead (torch/conv3d_slices.py); this form is for the rest.
 """
 from __future__ import annotations
 
