@@ -53,6 +53,8 @@ def _modules():
         "conv3d_3x3x3": (lambda: nn.Conv3d(32, 32, 3, padding=1), (1, 32, 16, 28, 28), (1, 32, 4, 8, 8)),
         "conv3d_temporal": (lambda: nn.Conv3d(64, 64, (3, 1, 1), padding=(1, 0, 0)), (1, 64, 8, 28, 28), (1, 64, 4, 6, 6)),
         "conv_t3d_2x2x2_s2": (lambda: nn.ConvTranspose3d(32, 16, 2, 2), (1, 32, 8, 16, 16), (1, 32, 3, 4, 4)),
+        "index_add_rows": (lambda: Fn(lambda x: torch.zeros(1000, x.shape[1]).index_add(0, torch.arange(x.shape[0]) % 1000, x)),
+                           (4096, 64), (256, 16)),
         "gelu_tanh": (lambda: Fn(lambda x: F.gelu(x, approximate="tanh")), (128, 3072), (16, 256)),
         "layer_norm": (lambda: nn.LayerNorm(768), (128, 768), (16, 768)),
         "group_norm_silu": (lambda: Fn(lambda x: F.silu(F.group_norm(x, 32))), (1, 320, 64, 64), (1, 64, 8, 8)),
