@@ -63,3 +63,16 @@ def test_bad_arguments_name_the_op():
     x, w = torch.randn(1, 4, 5, 5), torch.randn(3, 2, 2, 2)     # 4 input channels, a weight for 3
     with pytest.raises(Exception, match="transposed convolution"):
         check_lowering(aten.convolution.default, (x, w, None, [2, 2], [0, 0], [1, 1], True, [0, 0], 1))
+
+
+def test_an_empty_result_is_torchs():
+    """A transposed convolution whose output has a 0 extent (padding eats it all) runs in torch,
+    which returns the empty tensor, instead of raising (found by fuzzing)."""
+    import warnings
+    import schedlang.torch as st
+    m = nn.ConvTranspose2d(6, 4, (3, 2), (1, 2), (4, 0), output_padding=(0, 1), groups=2, dilation=(2, 1)).eval()
+    x = torch.randn(2, 6, 4, 5)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = st.compile(m, (x,))(x)
+    assert got.shape == m(x).shape == (2, 4, 0, 11)

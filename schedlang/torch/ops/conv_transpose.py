@@ -47,8 +47,10 @@ def conv_transpose(ctx, x, weight, bias, stride, padding, dilation, output_paddi
     size = [static(e, "transposed convolution: input size") for e in x.shape[2:]]
     out_size = [(i - 1) * s - 2 * p + d * (k - 1) + e + 1
                 for i, s, p, d, k, e in zip(size, stride, pad, dil, kernel, extra)]
-    if min(out_size) < 1:
-        raise ValueError(f"transposed convolution: the output size {out_size} is empty")
+    if min(out_size) < 0:
+        raise ValueError(f"transposed convolution: the output size {out_size} is negative")
+    if min(out_size) == 0:      # (torch returns the empty tensor)
+        raise Unsupported("a transposed convolution with an empty result (schedlang tensors have positive extents)")
     out_dtype, acc = str(x.dtype), acc_dtype(x.dtype)
     rc = sl.reduce_axis((0, icg), name="rc")
     r = [sl.reduce_axis((0, k), name=nm) for k, nm in zip(kernel, ("rd", "rh", "rw")[3 - nsp:])]
