@@ -65,7 +65,7 @@ def _rewrite(graph: TorchGraph, n: TorchNode, taken: set) -> Optional[List[Torch
     OC, ICg, kd, kh, kw = ws
     _, _, OD, OH, OW = n.shape
     sd, pd = stride[0], padding[0]
-    if (D + 2 * pd - kd) // sd + 1 != OD:
+    if (D + 2 * pd - kd) // sd + 1 != OD or min(n.shape) < 1:
         return None
     dt = n.dtype
     made: List[TorchNode] = []

@@ -496,8 +496,8 @@ def _across_rows(s: Schedule, red, rank: Optional[int] = None) -> bool:
 
 
 def _column_loops(stage, lanes_: int):
-    """The stage's last axis split by a vector (the inner part returned, or the axis itself
-    when it is one vector or less wide) and its outer part, or (None, last)."""
+    """(outer, inner): the stage's last axis split by a vector; (None, last) where the axis is
+    one vector wide; (None, None) where it takes no vector."""
     last = stage.op.axis[-1]
     v = vector_factor(_extent(last), lanes_)
     if v is None or v <= 1:

@@ -86,15 +86,15 @@ def _rewrite(graph: TorchGraph, n: TorchNode, taken: set) -> Optional[List[Torch
             and isinstance(groups, int) and all(d == 1 for d in dilation) and all(s >= 1 for s in stride)
             and all(p >= 0 for p in padding)):
         return None
-    if b is not None:
-        bs, bt = graph.value_type(b.name)
-        if bt != n.dtype:
-            return None
+    if b is not None and graph.value_type(b.name)[1] != n.dtype:
+        return None
     N, IC, *size = xs
     _, OCg, *kernel = ws
     G = groups
     OC, ICg = OCg * G, IC // G
     out = list(n.shape[2:])
+    if min(out) < 1:
+        return None                   # (an empty result: torch's, ops/conv_transpose.py says so)
     taps = [math.ceil(k / s) for k, s in zip(kernel, stride)]
     rows = [(o - 1 + p) // s + 1 for o, p, s in zip(out, padding, stride)]        # q of the last output
     pads = [max(t - 1, q - L) for t, q, L in zip(taps, rows, size)]
