@@ -73,6 +73,7 @@ NT_BLOCK = 16            # column tiles of such a tile's L2 block (16 vector reg
 LINE_BYTES = 64          # a cache line: the side of a transposing kernel's tile (schedule_transpose_cpu)
 TRANSPOSE_MIN_BYTES = 1 << 20      # ... for an input read transposed at least this large (smaller
                                    # ones come from a core's L2 either way: no faster in tiles)
+COLUMN_VECTORS = 4       # native vectors of columns a reduction across rows accumulates at once (_column_loops)
 TAIL_VECTORS = 8         # a tuple reduction this many vectors long runs on vector partials, its tail masked
 LONG_ROW = 4096          # a reduction this long is worth splitting over the cores
 PARTIAL_VECTORS = 4      # vector partials of each parallel chunk of such a reduction (_parallel_partials)
@@ -496,12 +497,18 @@ def _across_rows(s: Schedule, red, rank: Optional[int] = None) -> bool:
 
 
 def _column_loops(stage, lanes_: int):
-    """(outer, inner): the stage's last axis split by a vector; (None, last) where the axis is
-    one vector wide; (None, None) where it takes no vector."""
+    """(outer, inner): the stage's last axis split by a chunk of columns (COLUMN_VECTORS native
+    vectors where it is that wide, else vector_factor's); (None, last) where the axis is one
+    chunk wide; (None, None) where it takes no vector. Why the wider chunk: each thread's
+    reads of a row are then 4 lines long, not 2 (x.mean(0) of 1024^2: 0.103 -> 0.070 ms,
+    torch 0.056; 2 threads, Zen 5)."""
     last = stage.op.axis[-1]
     v = vector_factor(_extent(last), lanes_)
     if v is None or v <= 1:
         return None, None
+    n = static(_extent(last))
+    if n is not None and n >= COLUMN_VECTORS * lanes_:
+        v = min(MAX_VECTOR, COLUMN_VECTORS * lanes_)
     if static(_extent(last)) == v:
         return None, last
     return stage.split(last, factor=v)
@@ -598,12 +605,13 @@ def schedule_reduction_cpu(s: Schedule, red, target: Target) -> None:
     last = axes[-1]
     if partial is None and _across_rows(s, stage):
         # a reduction across rows (x.sum(0)): the reduce loops outside a vector of columns
-        v = vector_factor(_extent(last), lanes(target, stage))
-        if v is not None and v > 1:
-            jo, ji = stage.split(last, factor=v)
-            stage.reorder(*axes[:-1], jo, *op.reduce_axis, ji)
+        jo, ji = _column_loops(stage, lanes(target, stage))
+        if ji is not None:
+            outer = axes[:-1] + ([jo] if jo is not None else [])
+            stage.reorder(*outer, *op.reduce_axis, ji)
             stage.vectorize(ji)
-            stage.parallel(_fuse(stage, axes[:-1] + [jo]))
+            if outer:
+                stage.parallel(_fuse(stage, outer))
             return
     row = _fuse(stage, axes)
     if partial is not None:
