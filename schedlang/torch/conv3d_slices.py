@@ -26,8 +26,7 @@ from typing import List, Optional
 
 import torch
 
-from .subpixel import FLOATS, _static
-from .ops.registry import op_name
+from .graph_rewrite import FLOATS, NodeMaker, rewrite_nodes, static_ints
 from .torch_ir import Ref, TorchGraph, TorchNode
 
 aten = torch.ops.aten
@@ -35,16 +34,7 @@ aten = torch.ops.aten
 
 def rewrite_conv3d(graph: TorchGraph) -> TorchGraph:
     """graph with each 3-d convolution it can take (module docstring) rewritten."""
-    taken = {i.name for i in graph.inputs} | {n.name for n in graph.nodes}
-    nodes: List[TorchNode] = []
-    changed = False
-    for n in graph.nodes:
-        new = _rewrite(graph, n, taken)
-        nodes.extend([n] if new is None else new)
-        changed = changed or new is not None
-    if not changed:
-        return graph
-    return TorchGraph(graph.inputs, nodes, graph.outputs, graph.output_kind, graph.size_vars, graph.out_spec)
+    return rewrite_nodes(graph, _rewrite)
 
 
 def _rewrite(graph: TorchGraph, n: TorchNode, taken: set) -> Optional[List[TorchNode]]:
@@ -58,7 +48,7 @@ def _rewrite(graph: TorchGraph, n: TorchNode, taken: set) -> Optional[List[Torch
     if len(xs) != 5 or len(ws) != 5 or xt != n.dtype or wt != n.dtype:
         return None
     stride, padding, dilation = (list(v) * (3 if len(v) == 1 else 1) for v in (stride, padding, dilation))
-    if not (_static(xs) and _static(ws) and _static(n.shape) and _static(stride + padding + dilation)
+    if not (static_ints(xs) and static_ints(ws) and static_ints(n.shape) and static_ints(stride + padding + dilation)
             and isinstance(groups, int) and dilation[0] == 1 and padding[0] >= 0):
         return None
     N, C, D, H, W = xs
@@ -67,16 +57,8 @@ def _rewrite(graph: TorchGraph, n: TorchNode, taken: set) -> Optional[List[Torch
     sd, pd = stride[0], padding[0]
     if (D + 2 * pd - kd) // sd + 1 != OD or min(n.shape) < 1:
         return None
-    dt = n.dtype
-    made: List[TorchNode] = []
-
-    def node(suffix, target, args, shape, kwargs=None):
-        name = f"{n.name}_{suffix}"
-        while name in taken:
-            name += "_"
-        taken.add(name)
-        made.append(TorchNode(name, op_name(target).split(".")[1], target, tuple(args), dict(kwargs or {}), list(shape), dt))
-        return Ref(name)
+    made = NodeMaker(n, taken)
+    node = made.node
 
     src = x
     if pd:
@@ -91,6 +73,4 @@ def _rewrite(graph: TorchGraph, n: TorchNode, taken: set) -> Optional[List[Torch
              (x2, w2, b, stride[1:], padding[1:], dilation[1:], False, [0, 0], groups), [N * OD, OC, OH, OW])
     yv = node("out_view", aten.view.default, (y, [N, OD, OC, OH, OW]), [N, OD, OC, OH, OW])
     node("out_permute", aten.permute.default, (yv, [0, 2, 1, 3, 4]), [N, OC, OD, OH, OW])
-    last = made[-1]
-    made[-1] = TorchNode(n.name, last.op, last.target, last.args, last.kwargs, last.shape, last.dtype)
-    return made
+    return made.done()

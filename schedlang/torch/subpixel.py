@@ -30,11 +30,10 @@ from typing import List, Optional
 
 import torch
 
-from .ops.registry import op_name
+from .graph_rewrite import FLOATS, NodeMaker, rewrite_nodes, static_ints
 from .torch_ir import Ref, TorchGraph, TorchNode
 
 aten = torch.ops.aten
-FLOATS = ("float32", "float64")
 
 
 def _args(n: TorchNode) -> Optional[tuple]:
@@ -50,23 +49,7 @@ def _args(n: TorchNode) -> Optional[tuple]:
 
 def rewrite_transposed_convolutions(graph: TorchGraph) -> TorchGraph:
     """graph with each transposed convolution it can take (module docstring) rewritten."""
-    taken = {i.name for i in graph.inputs} | {n.name for n in graph.nodes}
-    nodes: List[TorchNode] = []
-    changed = False
-    for n in graph.nodes:
-        new = _rewrite(graph, n, taken)
-        if new is None:
-            nodes.append(n)
-        else:
-            nodes.extend(new)
-            changed = True
-    if not changed:
-        return graph
-    return TorchGraph(graph.inputs, nodes, graph.outputs, graph.output_kind, graph.size_vars, graph.out_spec)
-
-
-def _static(values) -> bool:
-    return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    return rewrite_nodes(graph, _rewrite)
 
 
 def _rewrite(graph: TorchGraph, n: TorchNode, taken: set) -> Optional[List[TorchNode]]:
@@ -82,7 +65,7 @@ def _rewrite(graph: TorchGraph, n: TorchNode, taken: set) -> Optional[List[Torch
     if nsp not in (1, 2, 3) or len(ws) != nsp + 2 or xt != n.dtype or wt != n.dtype:
         return None
     stride, padding, dilation, extra = (list(v) * (nsp if len(v) == 1 else 1) for v in (stride, padding, dilation, extra))
-    if not (_static(xs) and _static(ws) and _static(n.shape) and _static(stride + padding + dilation + extra)
+    if not (static_ints(xs) and static_ints(ws) and static_ints(n.shape) and static_ints(stride + padding + dilation + extra)
             and isinstance(groups, int) and all(d == 1 for d in dilation) and all(s >= 1 for s in stride)
             and all(p >= 0 for p in padding)):
         return None
@@ -101,17 +84,9 @@ def _rewrite(graph: TorchGraph, n: TorchNode, taken: set) -> Optional[List[Torch
     offs = [P - (t - 1) for P, t in zip(pads, taps)]
     ys = [L + 2 * P - t + 1 for L, P, t in zip(size, pads, taps)]
     phases = math.prod(stride)
-    dt = n.dtype
 
-    made: List[TorchNode] = []
-
-    def node(suffix, target, args, shape, kwargs=None):
-        name = f"{n.name}_{suffix}"
-        while name in taken:
-            name += "_"
-        taken.add(name)
-        made.append(TorchNode(name, op_name(target).split(".")[1], target, tuple(args), dict(kwargs or {}), list(shape), dt))
-        return Ref(name)
+    made = NodeMaker(n, taken)
+    node = made.node
 
     # w2 [OC * phases, ICg, *T]: w [IC, OCg, *K] padded to T * s taps, each tap split (t, phase),
     # t reversed, then (group, oc, phases..., ic, t...)
@@ -148,6 +123,4 @@ def _rewrite(graph: TorchGraph, n: TorchNode, taken: set) -> Optional[List[Torch
     if b is not None:
         bv = node("bias_view", aten.view.default, (b, [1, OC] + [1] * nsp), [1, OC] + [1] * nsp)
         z = node("bias_add", aten.add.Tensor, (z, bv), shape)
-    last = made[-1]
-    made[-1] = TorchNode(n.name, last.op, last.target, last.args, last.kwargs, last.shape, last.dtype)
-    return made
+    return made.done()

@@ -239,3 +239,14 @@ def spy_compile_fx(monkeypatch, before=None, after=None) -> None:
         return module
 
     monkeypatch.setattr(sl_torch, "compile_fx", spy)
+
+
+class Lambda(nn.Module):
+    """A module whose forward is fn(*inputs): one op or a few written as a function."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)

@@ -15,19 +15,12 @@ from schedlang.torch.ops.reduce import argmax_reducer, argmin_reducer
 from schedlang.torch.schedules import default_schedule
 from tests import programs
 from tests.helpers import assert_matches_reference
+from .helpers import Lambda
 
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
 
 
 def compiled_tile(fn, x, target="llvm -bounds-check"):
-    m = Fn(fn)
+    m = Lambda(fn)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         c = slt.compile(m, [x], target=target)

@@ -9,15 +9,8 @@ import pytest
 import torch
 
 import schedlang.torch as slt
+from .helpers import Lambda
 
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
 
 
 CASES = {
@@ -32,7 +25,7 @@ CASES = {
 
 
 def _compiled(fn, x, target):
-    m = Fn(fn)
+    m = Lambda(fn)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         c = slt.compile(m, [x], target=target)

@@ -9,19 +9,12 @@ import torch
 
 import schedlang.torch as slt
 from schedlang.torch.schedules import TRANSPOSE_MIN_BYTES
+from .helpers import Lambda
 
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
 
 
 def compiled(fn, *xs, target="llvm -bounds-check"):
-    m = Fn(fn)
+    m = Lambda(fn)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         c = slt.compile(m, list(xs), target=target)

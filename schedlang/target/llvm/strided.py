@@ -44,10 +44,7 @@ def load_strided(em, e: Load, stride: int) -> str:
         spread = ", ".join(f"i32 {j // stride if j % stride == 0 else lanes}" for j in range(wide))
         mask = em.fn.emit(f"shufflevector <{lanes} x i1> {em.expr(e.predicate)}, <{lanes} x i1> zeroinitializer, "
                           f"<{wide} x i32> <{spread}>", "mask")
-    name = f"llvm.masked.load.{suffix(wty)}.p0"
-    em.declare(f"declare {wty} @{name}(ptr, i32, <{wide} x i1>, {wty})")
-    raw = em.fn.emit(f"call {wty} @{name}(ptr {base}, i32 {buf.dtype.bytes}, <{wide} x i1> {mask}, "
-                     f"{wty} zeroinitializer)", buf.name)
+    raw = _masked_load(em, wty, wide, base, mask, buf)
     keep = ", ".join(f"i32 {i * stride}" for i in range(lanes))
     return em.fn.emit(f"shufflevector {wty} {raw}, {wty} poison, <{lanes} x i32> <{keep}>", f"{buf.name}.strided")
 
@@ -64,8 +61,13 @@ def _load_reversed(em, e: Load, lanes: int, buf, elem: str) -> str:
     else:
         mask = em.fn.emit(f"shufflevector <{lanes} x i1> {em.expr(e.predicate)}, <{lanes} x i1> poison, "
                           f"<{lanes} x i32> <{backwards}>", "mask")
-        name = f"llvm.masked.load.{suffix(vty)}.p0"
-        em.declare(f"declare {vty} @{name}(ptr, i32, <{lanes} x i1>, {vty})")
-        raw = em.fn.emit(f"call {vty} @{name}(ptr {base}, i32 {buf.dtype.bytes}, <{lanes} x i1> {mask}, "
-                         f"{vty} zeroinitializer)", buf.name)
+        raw = _masked_load(em, vty, lanes, base, mask, buf)
     return em.fn.emit(f"shufflevector {vty} {raw}, {vty} poison, <{lanes} x i32> <{backwards}>", f"{buf.name}.reversed")
+
+
+def _masked_load(em, vty: str, lanes: int, base: str, mask: str, buf) -> str:
+    """llvm.masked.load of a <lanes x elem> vector (vty) at pointer base under mask, zeros off it."""
+    name = f"llvm.masked.load.{suffix(vty)}.p0"
+    em.declare(f"declare {vty} @{name}(ptr, i32, <{lanes} x i1>, {vty})")
+    return em.fn.emit(f"call {vty} @{name}(ptr {base}, i32 {buf.dtype.bytes}, <{lanes} x i1> {mask}, "
+                      f"{vty} zeroinitializer)", buf.name)
