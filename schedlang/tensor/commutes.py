@@ -12,7 +12,7 @@ indices, NaNs, infinities, both orders) with the reference evaluator.
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
+from typing import Dict
 
 import numpy as np
 
@@ -29,13 +29,25 @@ def _samples(dtype) -> tuple:
     return _FLOATS if dtype.is_float else tuple(v for v in _INTS if v >= 0 or dtype.kind != "uint")
 
 
-@lru_cache(maxsize=64)
 def commutes(combiner: CommReducer) -> bool:
     """combine(a, b) == combine(b, a) (NaN equal to NaN) on every pair of sample tuples: each
     field 0, +-1, +-inf and NaN (floats) or small integers, equal values with different other
-    fields among them. A builtin one-value reducer commutes by definition."""
+    fields among them. A builtin one-value reducer commutes by definition. Remembered by the
+    combiner's text and dtypes (each reduction traces a combiner object of its own; running
+    one takes ~2 ms)."""
     if combiner.arity == 1:
         return combiner.name in BUILTIN_REDUCERS
+    key = combiner.format() + repr([str(v.dtype) for v in combiner.lhs + combiner.rhs])
+    if key not in _KNOWN:
+        _KNOWN[key] = _run(combiner)
+    return _KNOWN[key]
+
+
+_KNOWN: Dict[str, bool] = {}       # combiner text and dtypes -> commutes
+
+
+def _run(combiner: CommReducer) -> bool:
+    """The check of commutes on the sample pairs, by the reference evaluator."""
     tuples = list(itertools.product(*(_samples(v.dtype) for v in combiner.lhs)))
     pairs = list(itertools.product(tuples, tuples))
     n = len(pairs)
