@@ -14,8 +14,9 @@ is w[:, c, rd]). With each output plane a batch entry:
 
 so a 3-d convolution takes the 2-d convolution's NCHWc register tiles and packed weights, at
 the cost of reading each input plane kd / sd times through the window copy (which the 2-d
-convolution's padded input copy absorbs). Taken where the shapes are static and the depth
-dilation is 1; ops/conv3d.py's plain reduction keeps the rest.
+convolution's padded input copy absorbs). Taken where the channels and spatial sizes are
+static (the batch may be symbolic) and the depth dilation is 1; ops/conv3d.py's plain
+reduction keeps the rest.
 
 Why: that plain reduction ran Conv3d 8 -> 16, 3 x 3 x 3 over 16 x 32 x 32 in 35.8 ms where
 torch takes 2.6 (2 threads, Zen 5).
@@ -48,14 +49,14 @@ def _rewrite(graph: TorchGraph, n: TorchNode, taken: set) -> Optional[List[Torch
     if len(xs) != 5 or len(ws) != 5 or xt != n.dtype or wt != n.dtype:
         return None
     stride, padding, dilation = (list(v) * (3 if len(v) == 1 else 1) for v in (stride, padding, dilation))
-    if not (static_ints(xs) and static_ints(ws) and static_ints(n.shape) and static_ints(stride + padding + dilation)
+    if not (static_ints(xs[1:]) and static_ints(ws) and static_ints(n.shape[1:]) and static_ints(stride + padding + dilation)
             and isinstance(groups, int) and dilation[0] == 1 and padding[0] >= 0):
         return None
     N, C, D, H, W = xs
     OC, ICg, kd, kh, kw = ws
     _, _, OD, OH, OW = n.shape
     sd, pd = stride[0], padding[0]
-    if (D + 2 * pd - kd) // sd + 1 != OD or min(n.shape) < 1:
+    if (D + 2 * pd - kd) // sd + 1 != OD or min(n.shape[1:]) < 1:
         return None
     made = NodeMaker(n, taken)
     node = made.node

@@ -21,7 +21,8 @@ Why: ops/conv_transpose.py computes the gather form, every output visiting every
 skipping the other phases' with a guarded read, in plain loops; ConvTranspose2d 64 -> 32, 4 x 4,
 stride 2 of a 56 x 56 image took 199 ms where torch takes 2.4 (2 threads, Zen 5).
 A 3-d one becomes a 3-d convolution, which conv3d_slices.py rewrites in turn. Left to the
-gather form: dilation other than 1, symbolic shapes, non-float dtypes.
+gather form: dilation other than 1, symbolic channels or spatial sizes (a symbolic batch is
+taken), non-float dtypes.
 """
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def _rewrite(graph: TorchGraph, n: TorchNode, taken: set) -> Optional[List[Torch
     if nsp not in (1, 2, 3) or len(ws) != nsp + 2 or xt != n.dtype or wt != n.dtype:
         return None
     stride, padding, dilation, extra = (list(v) * (nsp if len(v) == 1 else 1) for v in (stride, padding, dilation, extra))
-    if not (static_ints(xs) and static_ints(ws) and static_ints(n.shape) and static_ints(stride + padding + dilation + extra)
+    if not (static_ints(xs[1:]) and static_ints(ws) and static_ints(n.shape[1:]) and static_ints(stride + padding + dilation + extra)
             and isinstance(groups, int) and all(d == 1 for d in dilation) and all(s >= 1 for s in stride)
             and all(p >= 0 for p in padding)):
         return None

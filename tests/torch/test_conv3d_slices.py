@@ -41,6 +41,12 @@ def test_conv3d_as_2d_slices_matches_eager(name):
     assert "_w2d_view" in inputs, inputs      # the viewed weight a folded constant (packed where dense)
 
 
+def test_a_symbolic_batch_is_sliced_too():
+    from .test_subpixel import _dynamic_batch
+    cm = _dynamic_batch(nn.Conv3d(4, 5, 3, padding=1).eval(), (2, 4, 3, 6, 5))
+    assert _sliced(cm)
+
+
 def test_float64():
     cm = compile_checked(_model((3, 4, 3, 1, 1, 1, 1, True), torch.float64),
                          torch.randn(1, 3, 4, 5, 6, dtype=torch.float64), tol=1e-10)

@@ -59,6 +59,25 @@ def test_3d_through_a_3d_convolution():
     assert "_depth_unfold" in cm.ir("tensor")
 
 
+def _dynamic_batch(m, shape):
+    """Compiled bounds-checked with a symbolic batch, called at two batch sizes: eager's result."""
+    import warnings
+    import schedlang.torch as st
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cm = st.compile(m, [torch.randn(shape)], target="llvm -bounds-check",
+                        dynamic_shapes={"input": {0: torch.export.Dim("batch")}})
+        for n in (2, 3):
+            x = torch.randn(n, *shape[1:])
+            torch.testing.assert_close(cm(x), m(x), rtol=1e-4, atol=1e-4)
+    return cm
+
+
+def test_a_symbolic_batch_is_rewritten_too():
+    cm = _dynamic_batch(nn.ConvTranspose2d(6, 4, 4, 2, 1).eval(), (2, 6, 5, 7))
+    assert _rewritten(cm)
+
+
 def test_float64():
     cm = compile_checked(_model((3, 4, 3, 2, 1, 1, 1, True), dtype=torch.float64),
                          torch.randn(1, 3, 5, 6, dtype=torch.float64), tol=1e-10)
