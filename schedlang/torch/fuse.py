@@ -32,9 +32,12 @@ from .pad_fusion import CONV_PAD_TAG, CONV_TAG, pad_source, reads_conv
 
 # A product's B operand copied from [..., N, K] to [..., K, N] (ops/matmul.padded_contract)
 TRANSPOSED_TAG = "matmul_b_transposed"
+# The group of each row of a grouped product (ops/grouped_mm.py), which indexes its B: computed
+# inside the product's kernel, it would make that a kernel of rows, not a register-tiled matmul
+ROW_GROUP_TAG = "grouped_mm_rows"
 # Stages that are kernels of their own: never inlined into a reader, never computed inside
 # another kernel (a padded input copy, pad_fusion.py; Winograd's stages, winograd_schedules.py).
-OWN_KERNEL_TAGS = frozenset((CONV_PAD_TAG, TRANSPOSED_TAG) + WINOGRAD_TAGS)
+OWN_KERNEL_TAGS = frozenset((CONV_PAD_TAG, TRANSPOSED_TAG, ROW_GROUP_TAG) + WINOGRAD_TAGS)
 
 
 def own_kernel(st) -> bool:

@@ -6,6 +6,9 @@ read fast:
   (benchmarks/sl_kernels.py's packed register-tiled GEMM);
 - "panels_kn": the same panels of a constant stored [K, N] (x @ W: GPT-2's Conv1D, a
   hand-written projection), packed from its transpose;
+- "grouped_panels", "grouped_panels_kn": a stack of G such matrices, [G, N, K] (the experts of
+  a mixture-of-experts layer stored as Linear weights) or [G, K, N], as [G, ceil(N / width), K,
+  width]: each group's panels (ops/grouped_mm.py);
 - "conv": a convolution's weight [OC, ICg, *K] as [ceil(OC / width), ICg, *K, width] blocks
   (the NCHWc kernels' packed weights: a vector of output channels innermost), optionally
   with a following eval-mode batch norm folded in (each output channel scaled by
@@ -81,6 +84,20 @@ def pack(w, width: int):
         out[:full].copy_(w[:full * width].reshape(full, width, k).transpose(1, 2))
     if n % width:                     # the last panel's rows past N stay zero
         out[full, :, :n % width].copy_(w[full * width:].transpose(0, 1))
+    return out
+
+
+def pack_grouped(w, width: int):
+    """The [G, ceil(N / width), K, width] panels of each [N, K] matrix of the 3-d torch tensor w."""
+    import torch
+    g, n, k = w.shape
+    p = panels(n, width)
+    out = torch.zeros((g, p, k, width), dtype=w.dtype, device=w.device)
+    full = n // width
+    if full:
+        out[:, :full].copy_(w[:, :full * width].reshape(g, full, width, k).transpose(2, 3))
+    if n % width:                     # the last panel's rows past N stay zero
+        out[:, full, :, :n % width].copy_(w[:, full * width:].transpose(1, 2))
     return out
 
 
@@ -193,6 +210,9 @@ def shape_of(kind: str, shapes: Sequence, width: int, params: tuple = ()) -> tup
     if kind in ("panels", "panels_kn"):
         n, k = shapes[0] if kind == "panels" else shapes[0][::-1]
         return (panels(n, width), k, width)
+    if kind in ("grouped_panels", "grouped_panels_kn"):
+        g, n, k = shapes[0] if kind == "grouped_panels" else (shapes[0][0], shapes[0][2], shapes[0][1])
+        return (g, panels(n, width), k, width)
     if kind == "conv":
         oc, *rest = shapes[0]
         return (panels(oc, width), *rest, width)
@@ -213,6 +233,10 @@ def make(spec: PackSpec, tensors: Sequence):
         return pack(tensors[0], spec.width)
     if spec.kind == "panels_kn":
         return pack(tensors[0].t().contiguous(), spec.width)
+    if spec.kind == "grouped_panels":
+        return pack_grouped(tensors[0], spec.width)
+    if spec.kind == "grouped_panels_kn":
+        return pack_grouped(tensors[0].transpose(1, 2), spec.width)
     if spec.kind == "conv":
         w, *bn = tensors
         return pack_conv(w, spec.width, *bn, *spec.params) if bn else pack_conv(w, spec.width)

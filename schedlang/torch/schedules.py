@@ -721,14 +721,16 @@ def tail_free_rows(rows: int, m) -> int:
 
 
 def packed_width(s: Schedule, mm) -> Optional[int]:
-    """nr when the matmul reads B as packed panels B[j // nr, k, j % nr] (prepack.py), else None."""
+    """nr when the matmul reads B as packed panels B[j // nr, k, j % nr] (prepack.py), or as one
+    of a stack of them, B[g, j // nr, k, j % nr] with g free of j and k (a grouped product's
+    panels, ops/grouped_mm.py), else None."""
     op = s[mm].op
     j, (k,) = op.axis[-1].var, op.reduce_axis
     for r in matmul_operands(op.body.source[0]):
         idx = resolve_read(s, r).indices
-        if len(idx) != 3 or idx[1] is not k.var:
+        if len(idx) < 3 or idx[-2] is not k.var or any(uses_var(i, j) or uses_var(i, k.var) for i in idx[:-3]):
             continue
-        p, z = idx[0], idx[2]
+        p, z = idx[-3], idx[-1]
         if isinstance(p, Binary) and p.op == "floordiv" and p.a is j and isinstance(z, Binary) \
                 and z.op == "floormod" and z.a is j and static(p.b) is not None and static(p.b) == static(z.b):
             return static(p.b)

@@ -1,5 +1,5 @@
 """Writes at indexed positions (torch/ops/scatter.py) against torch: scatter_add along each
-dim with an index smaller than self, index_add with alpha, index_put at a leading and an
+dim with an index smaller than self, scatter (last write), index_add with alpha, index_put at a leading and an
 inner dim with negative indices, broadcast values and accumulate; an index out of range
 raises eager torch's error after the call (nothing written out of bounds: bounds-checked
 builds); max_unpool2d compiled whole; the new kernels of this kind on the cuda target,
@@ -25,6 +25,16 @@ def test_scatter_add():
     check_lowering(aten.scatter_add.default, (x, 0, torch.randint(0, 4, (5, 6)), torch.randn(5, 6)))
     check_lowering(aten.scatter_add.default, (x.int(), -1, torch.randint(0, 6, (4, 2)), torch.randint(0, 9, (4, 2),
                                                                                                    dtype=torch.int32)))
+
+
+def test_scatter():
+    """Duplicate indices keep the last write (torch's CPU order); an index and src smaller than
+    self; a scalar value (Phi-MoE masks its chosen experts' scores with -inf so)."""
+    idx = torch.tensor([[0, 5, 0, 2], [1, 1, 3, 3], [5, 4, 5, 0]])
+    check_lowering(aten.scatter.src, (x, 1, idx, torch.randn(4, 5)))
+    check_lowering(aten.scatter.src, (x, 0, torch.randint(0, 4, (3, 6)), torch.randn(5, 6)))
+    check_lowering(aten.scatter.value, (x, -1, torch.tensor([[1], [0], [5], [2]]), float("-inf")))
+    check_lowering(aten.scatter.value, (x.int(), 1, idx, 7))
 
 
 def test_index_add():

@@ -42,9 +42,11 @@ def reads_ahead(body, var: Var, buffer_name: str, offset: int, bound) -> List[Tu
                 if var not in used or not all(bound(v) for v in used):
                     continue
                 if isinstance(index, Ramp):
-                    if not (isinstance(index.stride, Const) and index.stride.value == 1):
+                    if not (isinstance(index.stride, Const) and index.stride.value == 1) or index.base.dtype.lanes != 1:
                         continue          # a gather: no contiguous lines
                     base, elems = index.base, index.lanes
+                elif index.dtype.lanes != 1:
+                    continue              # a gather (a vector of indices)
                 else:
                     base, elems = index, 1
                 per_line = max(1, CACHE_LINE_BYTES // n.buffer.dtype.bytes)

@@ -21,3 +21,4 @@ from . import grid_sample  # noqa: F401,E402
 from . import sort, search, fold  # noqa: F401,E402
 from . import scatter  # noqa: F401,E402
 from . import trilinear  # noqa: F401,E402
+from . import grouped_mm, histogram  # noqa: F401,E402

@@ -3,6 +3,8 @@ for the index entries that name it (a reduction over the index, so the work is t
 size times the index's extent along the written dim):
 
     scatter_add  out[p] = self[p] + sum over i of src[p, i along dim]     where index[p, i] == p[dim]
+    scatter      out[p] = src[p, i along dim] (or a value) of the last i with index[p, i] == p[dim],
+                 else self[p] (torch's CPU kernel writes in index order: the last write stays)
     index_add    out[p] = self[p] + alpha * sum over i of source[.., i, ..] where index[i] == p[dim]
     index_put    out[p] = values[.., i, ..] of the last i with index[i] == p[dim], else self[p]
                  (accumulate=True: self[p] + the sum of them)
@@ -44,6 +46,45 @@ def scatter_add(ctx: LowerContext, x, dim, index, src):
         return sl.sum(value, axis=r)
     total = compute(tuple(x.shape), body, ctx.name("sum"))
     return compute(tuple(x.shape), lambda p: x[tuple(p)] + total[tuple(p)], ctx.name())
+
+
+@register_lowering("aten.scatter.value", "aten.scatter.src")
+def scatter(ctx: LowerContext, x, dim, index, src):
+    d = norm_dim(dim, len(x.shape), "scatter: dim")
+    tensor_src = isinstance(src, sl.Tensor)
+    if len(index.shape) != len(x.shape) or (tensor_src and len(src.shape) != len(x.shape)):
+        raise ValueError(f"scatter: self {list(x.shape)}, index {list(index.shape)}"
+                         + (f" and src {list(src.shape)}" if tensor_src else "") + " need the same number of dims")
+    if not isinstance(src, (sl.Tensor, int, float, bool)):
+        raise Unsupported(f"scatter of a {type(src).__name__} value is not lowered")
+    ishape = [static(e, "scatter: index extents") for e in index.shape]
+    _guard_indices(ctx, index, x.shape[d], f"scatter: index out of bounds for dimension {d} of size "
+                   f"{x.shape[d]}", error=RuntimeError)
+    dt = str(x.dtype)
+    r = sl.reduce_axis((0, ishape[d]), name="ri")
+
+    def inside(p):
+        return [p[k] < ishape[k] for k in range(len(p))
+                if k != d and ishape[k] < static(x.shape[k], "scatter: self's extents")]
+
+    def last_body(p):
+        q = replaced(p, d, r)
+        hit = sl.cast("int64", index[q]) == sl.cast("int64", p[d])
+        found = sl.select(hit, sl.cast("int32", r), sl.const(-1, "int32"))
+        covered = inside(p)
+        if covered:         # index smaller than self along other dims: read only inside it
+            found = sl.if_then_else(sl.all(*covered), found, sl.const(-1, "int32"))
+        return sl.max(found, axis=r)
+    last = compute(tuple(x.shape), last_body, ctx.name("last"))
+
+    def body(p):
+        i = last[tuple(p)]
+        if tensor_src:
+            value = sl.cast(dt, src[replaced(p, d, sl.max(i, sl.const(0, "int32")))])
+        else:
+            value = sl.const(bool(src) if dt == "bool" else src if is_float(dt) else int(src), dt)
+        return sl.if_then_else(i >= 0, value, x[tuple(p)])
+    return compute(tuple(x.shape), body, ctx.name())
 
 
 @register_lowering("aten.index_add.default")
