@@ -52,6 +52,14 @@ def cases():
         "qwen2": (lambda: tf.Qwen2Model(tf.Qwen2Config(
             hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
             num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True)), "ids"),  # Qwen2-0.5B
+        # mixtures of experts at their published widths, a few layers (the whole models are 7-30 B)
+        "olmoe_2l": (lambda: tf.OlmoeModel(tf.OlmoeConfig(
+            hidden_size=2048, intermediate_size=1024, num_hidden_layers=2, num_attention_heads=16,
+            num_key_value_heads=16, num_experts=64, num_experts_per_tok=8, vocab_size=50304)), "ids"),  # OLMoE-1B-7B
+        "qwen3_moe_1l": (lambda: tf.Qwen3MoeModel(tf.Qwen3MoeConfig(
+            hidden_size=2048, moe_intermediate_size=768, num_hidden_layers=1, num_attention_heads=32,
+            num_key_value_heads=4, head_dim=128, num_experts=128, num_experts_per_tok=8,
+            vocab_size=151936)), "ids"),                                                # Qwen3-30B-A3B
         "vit": (lambda: tf.ViTModel(tf.ViTConfig()), "img"),                            # ViT-B/16, 197 tokens
         "clip_vision": (lambda: tf.CLIPVisionModel(tf.CLIPVisionConfig()), "img"),      # ViT-B/32, 50 tokens
         "beit": (lambda: tf.BeitModel(tf.BeitConfig(use_relative_position_bias=True)), "img"),

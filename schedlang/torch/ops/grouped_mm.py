@@ -11,7 +11,13 @@ its weight read is clamped to the last group, so no offs, however malformed, rea
 bounds. The product is a matmul whose B is indexed by the row's group: on the CPU, where the
 weight is a parameter (or a transpose of one), it is read from per-group panels [G, N / nr, K,
 nr] packed once (prepack.py "grouped_panels"), as a Linear reads its weight, so the default
-matmul schedule tiles it (each row of a register tile loads its own group's panel row).
+matmul schedule tiles it. Rows of several groups in one register tile each load their own
+group's panel row at every k step; where the rows are many, each group's rows start a tile of
+their own instead (_tiled), and a tile loads one panel row for all its rows.
+
+Measured (2 threads, a 2-core Zen 4; 256 rows sorted over 8 groups, K 1024, N 2048): rows of
+mixed groups per tile 110 GFLOP/s, tile-aligned groups 173 (300 rows computed for 256), a dense
+Linear of the same size 216, torch's loop of mm 81-94.
 """
 from __future__ import annotations
 
@@ -21,8 +27,8 @@ import schedlang as sl
 from schedlang.expr.nodes import Cast
 from schedlang.tensor.op import PlaceholderOp, TensorRead
 
-from ..fuse import ROW_GROUP_TAG
 from ...expr.extent import ceil_div
+from ..fuse import ROW_GROUP_TAG
 from ..schedules import panel_width, read_through_views, register_rows
 from .accum import acc_dtype
 from .common import compute, cpu_layouts, same_extent, static
