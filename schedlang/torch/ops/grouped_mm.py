@@ -100,7 +100,6 @@ def grouped_mm(ctx, x, w, offs, op: str) -> sl.Tensor:
     shape = (rows, w.shape[2])
     acc = acc_dtype(out)
     group = _row_groups(ctx, offs, rows, groups)
-    last = sl.const(groups - 1, "int32")
     packed = _packed_weight(ctx, w, rows if isinstance(rows, int) else None)
     if packed is not None:
         read, nr = packed
@@ -116,11 +115,17 @@ def grouped_mm(ctx, x, w, offs, op: str) -> sl.Tensor:
         return sl.min(i, rows - 1) if clamp else i
 
     def read_w(idx, kk):
-        return read(sl.min(group[row(idx[0])], last), idx[1], kk)
+        return read(_clamp(group[row(idx[0])], groups), idx[1], kk)
     p = contract(padded, k, lambda idx, kk: x[row(idx[0]), kk], read_w, acc, ctx.name("mm"))
     zero = sl.const(0, acc)
     return compute(shape, lambda idx: sl.cast(out, sl.select(group[idx[0]] < groups, p[idx[0], idx[1]], zero)),
                    ctx.name())
+
+
+def _clamp(i, n: int):
+    """Index i clamped into [0, n): every index read from a tensor is, so that a kernel tuned
+    alone (its index tensors random inputs, kernel_tasks.py) reads in bounds too."""
+    return sl.min(sl.max(i, sl.const(0, "int32")), sl.const(n - 1, "int32"))
 
 
 def _tiled_rows(rows: int, groups: int, mr: int) -> int:
@@ -136,7 +141,6 @@ def _tiled(ctx, x, offs, group, read, padded: tuple, mr: int, shape: tuple, acc:
     row_of[r] (its tile's group's start plus r's place in the group's tiles); the result reads
     the product's row of each input row back."""
     rows, groups, i32 = shape[0], offs.shape[0], "int32"
-    last = sl.const(groups - 1, i32)
     c = lambda v: sl.const(v, i32)          # noqa: E731
 
     def end(e):                             # where group e's rows end (clamped into the input)
@@ -158,16 +162,16 @@ def _tiled(ctx, x, offs, group, read, padded: tuple, mr: int, shape: tuple, acc:
 
     def row_of_body(idx):
         r = sl.cast(i32, idx[0])
-        g = sl.min(tile_group[idx[0] // mr], last)
+        g = _clamp(tile_group[idx[0] // mr], groups)
         return sl.min(sl.max(start(g) + r - first[g], c(0)), c(rows - 1))
     row_of = compute((padded[0],), row_of_body, ctx.name("row_of"), tag=ROW_GROUP_TAG)
-    p = contract(padded, x.shape[1], lambda idx, kk: x[row_of[idx[0]], kk],
-                 lambda idx, kk: read(sl.min(tile_group[idx[0] // mr], last), idx[1], kk), acc, ctx.name("mm"))
+    p = contract(padded, x.shape[1], lambda idx, kk: x[_clamp(row_of[idx[0]], rows), kk],
+                 lambda idx, kk: read(_clamp(tile_group[idx[0] // mr], groups), idx[1], kk), acc, ctx.name("mm"))
     zero = sl.const(0, acc)
 
     def body(idx):
         g = group[idx[0]]
-        gc = sl.min(g, last)
+        gc = _clamp(g, groups)
         at = sl.min(sl.max(first[gc] + sl.cast(i32, idx[0]) - start(gc), c(0)), c(padded[0] - 1))
         return sl.cast(out, sl.select(g < groups, p[at, idx[1]], zero))
     return compute(shape, body, ctx.name())
