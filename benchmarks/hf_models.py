@@ -65,6 +65,9 @@ def cases():
         "gpt_oss": (lambda: tf.GptOssModel(tf.GptOssConfig(**dict(GQA, num_key_value_heads=2), num_local_experts=4,
                                                            num_experts_per_tok=2, head_dim=16)), "ids"),
         "phimoe": (lambda: tf.PhimoeModel(tf.PhimoeConfig(**GQA, num_local_experts=4, num_experts_per_tok=2)), "ids"),
+        # MoE and a complex rotary embedding (complex_pairs.py)
+        "llama4": (lambda: tf.Llama4TextModel(tf.Llama4TextConfig(**GQA, num_local_experts=4, num_experts_per_tok=1,
+                                                                  intermediate_size_mlp=128, head_dim=16)), "ids"),
         "bert": (lambda: tf.BertModel(tf.BertConfig(**T, vocab_size=100)), "ids"),
         "roberta": (lambda: tf.RobertaModel(tf.RobertaConfig(**T, vocab_size=100)), "ids"),
         "albert": (lambda: tf.AlbertModel(tf.AlbertConfig(**T, embedding_size=32, vocab_size=100)), "ids"),

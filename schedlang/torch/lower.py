@@ -24,6 +24,7 @@ from schedlang.tensor.printer import print_tensor_ir
 from .dtypes import to_torch, torch_only
 from .attention_match import match_attention
 from .const_fold import fold_plan
+from .complex_pairs import rewrite_complex
 from .conv3d_slices import rewrite_conv3d
 from .conv_lanes import conv_lanes
 from .empty_values import drop_empty_values, no_elements
@@ -126,11 +127,12 @@ def user_error(e: Exception, node: TorchNode) -> Exception:
 
 
 def lower_graph(graph: TorchGraph, target=None, warn: bool = True) -> LoweredProgram:
-    """The Tensor IR of graph, split into lowered parts and torch steps (hand-written
-    attention first replaced by the fused attention node, attention_match.py; transposed
+    """The Tensor IR of graph, split into lowered parts and torch steps (complex values first
+    replaced by real pairs, complex_pairs.py; hand-written attention by the fused attention
+    node, attention_match.py; transposed
     convolutions by a convolution and a depth-to-space, subpixel.py; 3-d convolutions by a 2-d
     one over depth windows, conv3d_slices.py)."""
-    graph = match_attention(drop_empty_values(graph))
+    graph = match_attention(rewrite_complex(drop_empty_values(graph)))
     if _folds_state(target):          # (the rewritten weight is a folded constant: const_fold.py)
         graph = rewrite_conv3d(rewrite_transposed_convolutions(graph))
     return _Lowering(graph, target).run(warn)
