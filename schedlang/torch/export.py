@@ -78,7 +78,8 @@ def capture(module: torch.nn.Module, example_inputs: Sequence, dynamic_shapes=No
             ep = _without_effect_tokens(ep)
     names = _dim_names(module, ep, example_inputs, dynamic_shapes)
     sig = ep.graph_signature
-    mutated = list(sig.buffers_to_mutate.values()) + list(getattr(sig, "user_inputs_to_mutate", {}).values())
+    mutated = list(sig.buffers_to_mutate.values()) + list(getattr(sig, "parameters_to_mutate", {}).values()) \
+        + list(getattr(sig, "user_inputs_to_mutate", {}).values())
     if mutated:
         raise NotImplementedError(f"the module updates {', '.join(mutated)} in place; schedlang.torch "
                                   "compiles inference graphs without mutation (call module.eval() first?)")

@@ -175,6 +175,25 @@ def test_buffer_mutation_is_refused():
         st.compile(BatchNormTrain().train(), (torch.randn(3, 4),))
 
 
+class RescalesItsWeight(torch.nn.Module):
+    """As transformers' RWKV in eval mode does at its first call (weights halved in place)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.lin.weight.div_(2.0)
+        return self.lin(x)
+
+
+def test_parameter_mutation_is_refused():
+    """Refused by name (it was a ValueError from the output tree: 2 values for 1 output)."""
+    with pytest.raises(NotImplementedError, match="lin.weight in place"):
+        st.compile(RescalesItsWeight().eval(), (torch.randn(3, 4),))
+
+
 @pytest.mark.filterwarnings("ignore::schedlang.torch.lower.FallbackWarning")
 def test_sequential_mlp_and_eval_batchnorm():
     """nn.Sequential's parameters ("0.weight") get identifier names; eval BatchNorm reads buffers."""
