@@ -37,6 +37,14 @@ def test_scatter():
     check_lowering(aten.scatter.value, (x.int(), 1, idx, 7))
 
 
+def test_a_scatter_too_large_for_the_gather_form_runs_in_torch():
+    from schedlang.torch.ops.registry import Unsupported
+    from .helpers import lower
+    with pytest.raises(Unsupported, match="gather form"):
+        lower(aten.scatter.src, (torch.zeros(1 << 14, 8), 0, torch.zeros(1 << 13, 8, dtype=torch.int64),
+                                 torch.zeros(1 << 13, 8)))
+
+
 def test_index_add():
     check_lowering(aten.index_add.default, (x, 0, torch.tensor([0, 2, 0, 3]), torch.randn(4, 6)))
     check_lowering(aten.index_add.default, (x, 1, torch.tensor([5, 1]), torch.randn(4, 2)), {"alpha": 2.5})
