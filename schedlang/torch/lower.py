@@ -23,7 +23,7 @@ from schedlang.tensor.printer import print_tensor_ir
 
 from .dtypes import to_torch, torch_only
 from .attention_match import match_attention
-from .const_fold import fold_plan
+from .const_fold import VIEW_OPS, fold_plan
 from .complex_pairs import rewrite_complex
 from .conv3d_slices import rewrite_conv3d
 from .conv_lanes import conv_lanes
@@ -145,6 +145,10 @@ class _Lowering:
         self.where: Dict[str, Tuple[str, int]] = {}   # name -> ("input"|"part"|"torch", level)
         self.values: Dict[str, Any] = {}              # lowered name -> sl.Tensor or list of them
         self.placeholders: Dict[Tuple[int, str], sl.Tensor] = {}
+        # views of the state alone (a transposed weight): lowered again in each part reading them,
+        # so that a lowering there still sees the parameter (and packs it) through the view
+        self.state_views: Dict[str, TorchNode] = {}
+        self.views_in: Dict[Tuple[int, str], sl.Tensor] = {}
         self.inputs: Dict[str, sl.Tensor] = {}
         self.needed: Dict[str, None] = {}             # lowered values some later step reads
         self.torch_steps: List[Tuple[int, TorchStep]] = []
@@ -235,6 +239,13 @@ class _Lowering:
         if kind == "part" and k == part:
             return self.values[name]
         key = (part, name)
+        if kind == "part" and name in self.state_views:
+            if key not in self.views_in:
+                node = self.state_views[name]
+                args = map_refs(node.args, lambda r: self.value_in(part, r.name))
+                kwargs = map_refs(node.kwargs, lambda r: self.value_in(part, r.name))
+                self.views_in[key] = lookup(node.target)(LowerContext(node.name, self.target), *args, **kwargs)
+            return self.views_in[key]
         if key not in self.placeholders:
             if kind == "part":
                 t = self.values[name]
@@ -293,6 +304,9 @@ class _Lowering:
         self.check_result(node, result)
         self.values[node.name] = list(result) if isinstance(result, (list, tuple)) else result
         self.where[node.name] = ("part", part)
+        if node.op in VIEW_OPS and not node.multi and not guards and refs \
+                and all(self.where[r][0] == "input" or r in self.state_views for r in refs):
+            self.state_views[node.name] = node
         self.members.setdefault(part, []).append(node.name)
         for k, (flag, message, error) in enumerate(guards):
             # an output of the part, always computed (eager raises even if the result is unused)

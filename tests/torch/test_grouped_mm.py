@@ -242,3 +242,27 @@ def test_tuned_whole(tmp_path):
     with torch.no_grad():
         cm = st.compile(model, (x,), tune=12, log=str(tmp_path / "moe.jsonl"), timeout=60)
         torch.testing.assert_close(cm(x), model(x), rtol=1e-4, atol=1e-4)
+
+
+class SortedFirst(Experts):
+    """A step in torch before the product (a sort of more elements than the lowering ranks)."""
+
+    def forward(self, x, offs):
+        return super().forward(torch.sort(x.flatten()).values.view(x.shape), offs)
+
+
+def test_a_transposed_weight_read_after_a_torch_step_is_still_packed():
+    """The transposed expert weight, a view of the state made in the first part, is lowered again
+    in the part that reads it (lower.py's state_views): there the product still sees the
+    parameter and reads it packed, and no part writes the transposed copy out."""
+    counts, rows, k, n = [37, 0, 60, 29, 1, 27], 160, 33, 40
+    model = SortedFirst(len(counts), k, n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", st.FallbackWarning)
+        cm = st.compile(model, (torch.randn(rows, k), _offs(counts)))
+    x, offs = torch.randn(rows, k), _offs(counts)
+    with torch.no_grad():
+        torch.testing.assert_close(cm(x, offs), model(x, offs), rtol=1e-4, atol=1e-4)
+    assert len(cm.program.parts) == 2
+    assert "grouped_panels" in cm.ir("tensor")
+    assert not any(name.startswith("transpose") for p in cm.program.parts for name, _ in p.outputs)
