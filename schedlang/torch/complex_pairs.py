@@ -23,7 +23,7 @@ output, is left as it is (those ops then run in torch, as before).
 from __future__ import annotations
 
 import numbers
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import torch
 
@@ -82,7 +82,7 @@ def _rewritable(graph: TorchGraph, complex_names: set) -> bool:
             continue
         if makes and (t in SAME_ARGS or t in UNARY) and _refs(n.args[:1]) and n.args[0].name in complex_names:
             continue
-        if makes and t in ARITH and _arith_ok(n, complex_names):
+        if makes and t in ARITH and _arith_ok(n):
             continue
         if not makes and t in READ and len(n.args) == 1:
             continue
@@ -90,7 +90,7 @@ def _rewritable(graph: TorchGraph, complex_names: set) -> bool:
     return True
 
 
-def _arith_ok(n: TorchNode, complex_names: set) -> bool:
+def _arith_ok(n: TorchNode) -> bool:
     """mul/add/sub of complex values and real tensors or real numbers (add/sub without alpha)."""
     if len(n.args) != 2 or n.kwargs:
         return False
@@ -132,9 +132,6 @@ class _Rewrite:
         pairs = self._node(f"{name}_as_real", aten.view_as_real.default, (Ref(name),), shape + [2], part)
         self.parts[name] = tuple(self._node(f"{name}_{s}", aten.select.int, (pairs, -1, k), shape, part)
                                  for k, s in enumerate(("re", "im")))
-
-    def _shape_dtype(self, value):
-        return self.graph.value_type(value.name)
 
     def _make(self, n: TorchNode) -> Tuple[Ref, Ref]:
         t, shape, part = n.target, list(n.shape), PART[str(n.dtype)]

@@ -72,33 +72,27 @@ def panels(n: int, width: int) -> int:
 
 def pack(w, width: int):
     """The [ceil(N / width), K, width] panels of the 2-d torch tensor w (a fresh contiguous tensor)."""
-    import torch
     fast = pack_panels(w, width)      # CPU tensors: huge pages, panel by panel (pack_fast.py)
-    if fast is not None:
-        return fast
-    n, k = w.shape
-    p = panels(n, width)
-    out = torch.zeros((p, k, width), dtype=w.dtype, device=w.device)
+    return fast if fast is not None else _panels(w, width)
+
+
+def _panels(w, width: int):
+    """The [..., ceil(N / width), K, width] panels of each [N, K] matrix of the torch tensor w
+    [..., N, K] (zero past N)."""
+    import torch
+    *lead, n, k = w.shape
+    out = torch.zeros((*lead, panels(n, width), k, width), dtype=w.dtype, device=w.device)
     full = n // width
     if full:
-        out[:full].copy_(w[:full * width].reshape(full, width, k).transpose(1, 2))
+        out[..., :full, :, :].copy_(w[..., :full * width, :].reshape(*lead, full, width, k).transpose(-1, -2))
     if n % width:                     # the last panel's rows past N stay zero
-        out[full, :, :n % width].copy_(w[full * width:].transpose(0, 1))
+        out[..., full, :, :n % width].copy_(w[..., full * width:, :].transpose(-1, -2))
     return out
 
 
 def pack_grouped(w, width: int):
     """The [G, ceil(N / width), K, width] panels of each [N, K] matrix of the 3-d torch tensor w."""
-    import torch
-    g, n, k = w.shape
-    p = panels(n, width)
-    out = torch.zeros((g, p, k, width), dtype=w.dtype, device=w.device)
-    full = n // width
-    if full:
-        out[:, :full].copy_(w[:, :full * width].reshape(g, full, width, k).transpose(2, 3))
-    if n % width:                     # the last panel's rows past N stay zero
-        out[:, full, :, :n % width].copy_(w[:, full * width:].transpose(1, 2))
-    return out
+    return _panels(w, width)
 
 
 def bn_scale(gamma, var, eps: float):

@@ -17,7 +17,7 @@ import schedlang as sl
 from .common import compute, static
 from .registry import Unsupported, register_lowering
 
-MAX_WORK = 1 << 26       # bins x elements compared in the gather form; past it, torch's scatter
+MAX_WORK = 1 << 26       # bins x elements compared in the gather form; past it, torch's histc
 
 
 def _number(value, what: str) -> float:

@@ -70,29 +70,36 @@ def scatter(ctx: LowerContext, x, dim, index, src):
     _guard_indices(ctx, index, x.shape[d], f"scatter: index out of bounds for dimension {d} of size "
                    f"{x.shape[d]}", error=RuntimeError)
     dt = str(x.dtype)
-    r = sl.reduce_axis((0, ishape[d]), name="ri")
+    covered = [k for k in range(len(x.shape))
+               if k != d and ishape[k] < static(x.shape[k], "scatter: self's extents")]
 
-    def inside(p):
-        return [p[k] < ishape[k] for k in range(len(p))
-                if k != d and ishape[k] < static(x.shape[k], "scatter: self's extents")]
-
-    def last_body(p):
-        q = replaced(p, d, r)
-        hit = sl.cast("int64", index[q]) == sl.cast("int64", p[d])
-        found = sl.select(hit, sl.cast("int32", r), sl.const(-1, "int32"))
-        covered = inside(p)
+    def hit(p, i):
+        q = replaced(p, d, i)
+        found = sl.cast("int64", index[q]) == sl.cast("int64", p[d])
         if covered:         # index smaller than self along other dims: read only inside it
-            found = sl.if_then_else(sl.all(*covered), found, sl.const(-1, "int32"))
-        return sl.max(found, axis=r)
-    last = compute(tuple(x.shape), last_body, ctx.name("last"))
+            found = sl.if_then_else(sl.all(*(p[k] < ishape[k] for k in covered)), found, sl.const(False, "bool"))
+        return found
 
+    def value(p, i):
+        if tensor_src:
+            return sl.cast(dt, src[replaced(p, d, i)])
+        return sl.const(bool(src) if dt == "bool" else src if is_float(dt) else int(src), dt)
+    return _written_last(ctx, x, _last_hit(ctx, x.shape, ishape[d], hit), value)
+
+
+def _last_hit(ctx: LowerContext, shape, n: int, hit) -> sl.Tensor:
+    """`<name>_last`: per element p, the last i < n with hit(p, i), else -1 (the write that stays
+    where torch's CPU loop writes in index order)."""
+    r = sl.reduce_axis((0, n), name="ri")
+    return compute(tuple(shape), lambda p: sl.max(sl.select(hit(p, r), sl.cast("int32", r), sl.const(-1, "int32")),
+                                                  axis=r), ctx.name("last"))
+
+
+def _written_last(ctx: LowerContext, x, last: sl.Tensor, value) -> sl.Tensor:
+    """x with value(p, last[p]) where an index entry names p (last[p] >= 0)."""
     def body(p):
         i = last[tuple(p)]
-        if tensor_src:
-            value = sl.cast(dt, src[replaced(p, d, sl.max(i, sl.const(0, "int32")))])
-        else:
-            value = sl.const(bool(src) if dt == "bool" else src if is_float(dt) else int(src), dt)
-        return sl.if_then_else(i >= 0, value, x[tuple(p)])
+        return sl.if_then_else(i >= 0, value(p, sl.max(i, sl.const(0, "int32"))), x[tuple(p)])
     return compute(tuple(x.shape), body, ctx.name())
 
 
@@ -145,10 +152,4 @@ def index_put(ctx: LowerContext, x, indices, values, accumulate=False):
         total = compute(tuple(x.shape), lambda p: sl.sum(sl.select(hit(p, r), value(p, r), sl.const(0, dt)), axis=r),
                         ctx.name("sum"))
         return compute(tuple(x.shape), lambda p: x[tuple(p)] + total[tuple(p)], ctx.name())
-    last = compute(tuple(x.shape), lambda p: sl.max(sl.select(hit(p, r), sl.cast("int32", r), sl.const(-1, "int32")),
-                                                     axis=r), ctx.name("last"))
-
-    def body(p):
-        i = last[tuple(p)]
-        return sl.if_then_else(i >= 0, value(p, sl.max(i, sl.const(0, "int32"))), x[tuple(p)])
-    return compute(tuple(x.shape), body, ctx.name())
+    return _written_last(ctx, x, _last_hit(ctx, x.shape, n, hit), value)
