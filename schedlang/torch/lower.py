@@ -28,6 +28,7 @@ from .complex_pairs import rewrite_complex
 from .conv3d_slices import rewrite_conv3d
 from .conv_lanes import conv_lanes
 from .empty_values import drop_empty_values, no_elements
+from .inverse_permutation import rewrite_inverse_permutations
 from .layout import block_activations
 from .pad_fusion import share_padded
 from .ops.registry import LowerContext, NeedsStaticShape, Unsupported, lookup
@@ -128,11 +129,12 @@ def user_error(e: Exception, node: TorchNode) -> Exception:
 
 def lower_graph(graph: TorchGraph, target=None, warn: bool = True) -> LoweredProgram:
     """The Tensor IR of graph, split into lowered parts and torch steps (complex values first
-    replaced by real pairs, complex_pairs.py; hand-written attention by the fused attention
+    replaced by real pairs, complex_pairs.py; a sort's permutation inverted by index_put by a
+    sort of it, inverse_permutation.py; hand-written attention by the fused attention
     node, attention_match.py; transposed
     convolutions by a convolution and a depth-to-space, subpixel.py; 3-d convolutions by a 2-d
     one over depth windows, conv3d_slices.py)."""
-    graph = match_attention(rewrite_complex(drop_empty_values(graph)))
+    graph = match_attention(rewrite_inverse_permutations(rewrite_complex(drop_empty_values(graph))))
     if _folds_state(target):          # (the rewritten weight is a folded constant: const_fold.py)
         graph = rewrite_conv3d(rewrite_transposed_convolutions(graph))
     return _Lowering(graph, target).run(warn)

@@ -266,3 +266,17 @@ def test_a_transposed_weight_read_after_a_torch_step_is_still_packed():
     assert len(cm.program.parts) == 2
     assert "grouped_panels" in cm.ir("tensor")
     assert not any(name.startswith("transpose") for p in cm.program.parts for name, _ in p.outputs)
+
+
+def test_the_inverse_permutation_of_a_long_sort_is_a_sort():
+    """4200 routed rows: more than the sort lowering ranks, so the sorts run in torch and the
+    rows' inverse permutation (index_put of arange at the sort's indices, n^2 compares in gather
+    form) is a sort of the permutation (inverse_permutation.py)."""
+    model, x = MoE(dim=16, hidden=16, experts=4), torch.randn(2100, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", st.FallbackWarning)
+        cm = st.compile(model, (x,))
+    with torch.no_grad():
+        torch.testing.assert_close(cm(x), model(x), rtol=1e-4, atol=1e-4)
+    ir = cm.ir("tensor")
+    assert "index_put_argsort = sort(" in ir and "index_put_last" not in ir     # no n^2 gather form
