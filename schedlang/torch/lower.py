@@ -147,8 +147,9 @@ class _Lowering:
         self.where: Dict[str, Tuple[str, int]] = {}   # name -> ("input"|"part"|"torch", level)
         self.values: Dict[str, Any] = {}              # lowered name -> sl.Tensor or list of them
         self.placeholders: Dict[Tuple[int, str], sl.Tensor] = {}
-        # views of the state alone (a transposed weight): lowered again in each part reading them,
-        # so that a lowering there still sees the parameter (and packs it) through the view
+        # views of inputs alone (a transposed weight, a reshaped input): lowered again in each part
+        # reading them, not passed as a copy, so that a lowering there still sees the parameter
+        # through the view (and packs it)
         self.state_views: Dict[str, TorchNode] = {}
         self.views_in: Dict[Tuple[int, str], sl.Tensor] = {}
         self.inputs: Dict[str, sl.Tensor] = {}
