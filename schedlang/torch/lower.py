@@ -150,7 +150,7 @@ class _Lowering:
         # views of inputs alone (a transposed weight, a reshaped input): lowered again in each part
         # reading them, not passed as a copy, so that a lowering there still sees the parameter
         # through the view (and packs it)
-        self.state_views: Dict[str, TorchNode] = {}
+        self.input_views: Dict[str, TorchNode] = {}
         self.views_in: Dict[Tuple[int, str], sl.Tensor] = {}
         self.inputs: Dict[str, sl.Tensor] = {}
         self.needed: Dict[str, None] = {}             # lowered values some later step reads
@@ -242,9 +242,9 @@ class _Lowering:
         if kind == "part" and k == part:
             return self.values[name]
         key = (part, name)
-        if kind == "part" and name in self.state_views:
+        if kind == "part" and name in self.input_views:
             if key not in self.views_in:
-                node = self.state_views[name]
+                node = self.input_views[name]
                 args = map_refs(node.args, lambda r: self.value_in(part, r.name))
                 kwargs = map_refs(node.kwargs, lambda r: self.value_in(part, r.name))
                 self.views_in[key] = lookup(node.target)(LowerContext(node.name, self.target), *args, **kwargs)
@@ -308,8 +308,8 @@ class _Lowering:
         self.values[node.name] = list(result) if isinstance(result, (list, tuple)) else result
         self.where[node.name] = ("part", part)
         if node.op in VIEW_OPS and not node.multi and not guards and refs \
-                and all(self.where[r][0] == "input" or r in self.state_views for r in refs):
-            self.state_views[node.name] = node
+                and all(self.where[r][0] == "input" or r in self.input_views for r in refs):
+            self.input_views[node.name] = node
         self.members.setdefault(part, []).append(node.name)
         for k, (flag, message, error) in enumerate(guards):
             # an output of the part, always computed (eager raises even if the result is unused)

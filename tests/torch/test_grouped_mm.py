@@ -253,7 +253,7 @@ class SortedFirst(Experts):
 
 def test_a_transposed_weight_read_after_a_torch_step_is_still_packed():
     """The transposed expert weight, a view of the state made in the first part, is lowered again
-    in the part that reads it (lower.py's state_views): there the product still sees the
+    in the part that reads it (lower.py's input_views): there the product still sees the
     parameter and reads it packed, and no part writes the transposed copy out."""
     counts, rows, k, n = [37, 0, 60, 29, 1, 27], 160, 33, 40
     model = SortedFirst(len(counts), k, n)
