@@ -27,6 +27,7 @@ from typing import Dict, List, Tuple
 
 import torch
 
+from .graph_rewrite import new_node
 from .ops.registry import op_name
 from .torch_ir import Ref, TorchGraph, TorchNode
 
@@ -121,12 +122,9 @@ class _Rewrite:
 
     # ---- nodes
     def _node(self, name: str, target, args, shape, dtype: str, kwargs=None) -> Ref:
-        while name in self.taken:
-            name += "_"
-        self.taken.add(name)
-        self.nodes.append(TorchNode(name, op_name(target).split(".")[1], target, tuple(args), dict(kwargs or {}),
-                                    list(shape), dtype))
-        return Ref(name)
+        made = new_node(name, target, args, list(shape), dtype, self.taken, kwargs)
+        self.nodes.append(made)
+        return Ref(made.name)
 
     def _input(self, name: str, shape: list, part: str) -> None:
         pairs = self._node(f"{name}_as_real", aten.view_as_real.default, (Ref(name),), shape + [2], part)

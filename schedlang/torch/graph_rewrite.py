@@ -33,6 +33,15 @@ def rewrite_nodes(graph: TorchGraph, rewrite: Callable[[TorchGraph, TorchNode, s
     return TorchGraph(graph.inputs, nodes, graph.outputs, graph.output_kind, graph.size_vars, graph.out_spec)
 
 
+def new_node(name: str, target, args, shape, dtype, taken: set, kwargs=None) -> TorchNode:
+    """A node of target named name (with "_" added until it is not in taken; then taken),
+    its short op name the ATen packet's ("sort" for aten.sort.default)."""
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return TorchNode(name, op_name(target).split(".")[1], target, tuple(args), dict(kwargs or {}), shape, dtype)
+
+
 class NodeMaker:
     """The nodes replacing `replaced`, all of its dtype: node() adds one named
     `<replaced>_<suffix>` (made unique), done() returns them with the last renamed to
@@ -42,13 +51,10 @@ class NodeMaker:
         self.replaced, self.taken, self.made = replaced, taken, []
 
     def node(self, suffix: str, target, args, shape, kwargs=None) -> Ref:
-        name = f"{self.replaced.name}_{suffix}"
-        while name in self.taken:
-            name += "_"
-        self.taken.add(name)
-        self.made.append(TorchNode(name, op_name(target).split(".")[1], target, tuple(args), dict(kwargs or {}),
-                                   list(shape), self.replaced.dtype))
-        return Ref(name)
+        made = new_node(f"{self.replaced.name}_{suffix}", target, args, list(shape), self.replaced.dtype,
+                        self.taken, kwargs)
+        self.made.append(made)
+        return Ref(made.name)
 
     def done(self) -> List[TorchNode]:
         last = self.made[-1]

@@ -21,7 +21,7 @@ from typing import List, Optional
 
 import torch
 
-from .graph_rewrite import rewrite_nodes
+from .graph_rewrite import new_node, rewrite_nodes
 from .ops.sort import MAX_EXTENT
 from .torch_ir import Ref, TorchGraph, TorchNode
 
@@ -50,13 +50,9 @@ def _rewrite(nodes, n: TorchNode, taken: set) -> Optional[List[TorchNode]]:
             or perm.dtype != n.dtype \
             or not _arange(nodes.get(values.name), length, n.dtype):
         return None
-    name = f"{n.name}_argsort"
-    while name in taken:
-        name += "_"
-    taken.add(name)
-    sort = TorchNode(name, "sort", aten.sort.default, (Ref(perm.name),), {}, [[length], [length]],
-                     [perm.dtype, perm.dtype])
-    return [sort, TorchNode(n.name, "getitem", operator.getitem, (Ref(name), 1), {}, [length], n.dtype)]
+    sort = new_node(f"{n.name}_argsort", aten.sort.default, (Ref(perm.name),), [[length], [length]],
+                    [perm.dtype, perm.dtype], taken)
+    return [sort, TorchNode(n.name, "getitem", operator.getitem, (Ref(sort.name), 1), {}, [length], n.dtype)]
 
 
 def _sort_indices_length(nodes, perm: Optional[TorchNode]) -> Optional[int]:

@@ -15,6 +15,11 @@ from .registry import NeedsStaticShape, Unsupported
 _NAMES = "ijklmn"
 
 
+# Ops lowered in gather form (each output element searching an index: histc, scatter)
+# compare at most this many pairs; past it they run in torch, whose loop is one pass
+GATHER_MAX_COMPARES = 1 << 26
+
+
 def axis_names(ndim: int) -> List[str]:
     """i, j, k ... as the seed's Tensor IR; i0, i1 ... past six dimensions."""
     return list(_NAMES[:ndim]) if ndim <= len(_NAMES) else [f"i{d}" for d in range(ndim)]

@@ -5,8 +5,9 @@ to the last bin; values outside [min, max] and NaNs are not counted.
 
 Lowered in gather form: each bin is a sum over the input of "v falls here", bins x numel
 compares, which is cheap for the few bins a mixture-of-experts layer counts its rows' experts
-into (transformers' grouped experts call histc for the groups' offsets). More work than
-MAX_WORK runs in torch, as does min == max (torch then takes the data's own range).
+into (transformers' grouped experts call histc for the groups' offsets). More compares than
+GATHER_MAX_COMPARES (ops/common.py) run in torch, as does min == max (torch then takes the
+data's own range).
 """
 from __future__ import annotations
 
@@ -14,11 +15,8 @@ import math
 
 import schedlang as sl
 
-from .common import compute, static
+from .common import GATHER_MAX_COMPARES, compute, static
 from .registry import Unsupported, register_lowering
-
-MAX_WORK = 1 << 26       # bins x elements compared in the gather form; past it, torch's histc
-
 
 def _number(value, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -43,8 +41,9 @@ def histc(ctx, x, bins=100, min=0, max=0):
         raise ValueError("histc: max must be larger than min")
     shape = [static(e, "histc: the input's shape") for e in x.shape]
     n = math.prod(shape)
-    if n * bins > MAX_WORK:
-        raise Unsupported(f"histc of {n} values into {bins} bins is more than the gather form's {MAX_WORK} compares")
+    if n * bins > GATHER_MAX_COMPARES:
+        raise Unsupported(f"histc of {n} values into {bins} bins is more than the gather form's "
+                          f"{GATHER_MAX_COMPARES} compares")
     axes = [sl.reduce_axis((0, e), name=f"r{d}") for d, e in enumerate(shape)]
     left, right = sl.const(lo, dtype), sl.const(hi, dtype)
 

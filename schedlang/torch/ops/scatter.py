@@ -20,14 +20,10 @@ import math
 
 import schedlang as sl
 
-from .common import compute, norm_dim, read_broadcast, replaced, static
+from .common import GATHER_MAX_COMPARES, compute, norm_dim, read_broadcast, replaced, static
 from .gather import _guard_indices
 from .promote import is_float
 from .registry import LowerContext, Unsupported, register_lowering
-
-# scatter's gather form compares every output element with every index entry along the dim;
-# past this many compares the op runs in torch (whose scatter is one pass over the index)
-SCATTER_MAX_WORK = 1 << 26
 
 
 @register_lowering("aten.scatter_add.default")
@@ -64,9 +60,9 @@ def scatter(ctx: LowerContext, x, dim, index, src):
     if not isinstance(src, (sl.Tensor, int, float, bool)):
         raise Unsupported(f"scatter of a {type(src).__name__} value is not lowered")
     ishape = [static(e, "scatter: index extents") for e in index.shape]
-    if all(isinstance(e, int) for e in x.shape) and math.prod(x.shape) * ishape[d] > SCATTER_MAX_WORK:
+    if all(isinstance(e, int) for e in x.shape) and math.prod(x.shape) * ishape[d] > GATHER_MAX_COMPARES:
         raise Unsupported(f"scatter into {list(x.shape)} from {ishape[d]} positions along dim {d} is more than the "
-                          f"gather form's {SCATTER_MAX_WORK} compares")
+                          f"gather form's {GATHER_MAX_COMPARES} compares")
     _guard_indices(ctx, index, x.shape[d], f"scatter: index out of bounds for dimension {d} of size "
                    f"{x.shape[d]}", error=RuntimeError)
     dt = str(x.dtype)
