@@ -1,16 +1,17 @@
 """transformers models at their real widths (each config's published base size, random weights,
-eval mode, float32, batch 1), timed side by side: eager, Inductor (freezing, as models.py runs
-it) and schedlang.torch.compile, at torch's thread count; one model per process. Where
+eval mode, float32 or --dtype bfloat16, batch 1), timed side by side: eager, Inductor (freezing,
+as models.py runs it) and schedlang.torch.compile, at torch's thread count; one model per process. Where
 hf_models.py checks coverage on tiny configs, this finds the speed cliffs of architectures the
 default schedules were not tuned on (relative position biases, disentangled attention, long
 audio sequences, 1-d convolutions).
 
     pip install --target /tmp/hfpkgs transformers diffusers requests && rm -rf /tmp/hfpkgs/numpy*
-    PYTHONPATH=/tmp/hfpkgs python benchmarks/hf_speed.py [--only t5 whisper ...]
+    PYTHONPATH=/tmp/hfpkgs python benchmarks/hf_speed.py [--only t5 whisper ...] [--dtype bfloat16]
 
-Each row: the largest difference from eager relative to the output's largest magnitude, the
-compile time (first call included), what ran in torch, and the three latencies (median of
-interleaved rounds, harness.measure).
+Each row: the largest difference from eager relative to the output's largest magnitude (in
+bfloat16 also both eager's and schedlang's difference from the float32 model: how far each is
+from the exact sums), the compile time (first call included), what ran in torch, and the three
+latencies (median of interleaved rounds, harness.measure).
 """
 from __future__ import annotations
 
@@ -80,7 +81,11 @@ def inputs_of(kind: str):
             "mel": (torch.randn(1, 80, 3000),)}[kind]
 
 
-def run_one(name: str) -> str:
+def _rel(got, want) -> float:
+    return float((got.float() - want.float()).abs().max()) / max(float(want.float().abs().max()), 1e-6)
+
+
+def run_one(name: str, dtype: str = "float32") -> str:
     import torch
     import harness
     from hf_models import Main
@@ -92,8 +97,13 @@ def run_one(name: str) -> str:
     make, kind = cases()[name]
     model = Main(make().eval(), kind).eval()
     xs = inputs_of(kind)
+    exact = ""
     with torch.no_grad():
         unfold_constant_init(model)
+        if dtype != "float32":
+            want32 = model(*xs)
+            model = model.to(getattr(torch, dtype))
+            xs = tuple(x.to(getattr(torch, dtype)) if x.is_floating_point() else x for x in xs)
         want = model(*xs)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -101,14 +111,16 @@ def run_one(name: str) -> str:
             compiled = st.compile(model, xs)
             got = compiled(*xs)
             seconds = time.perf_counter() - start
-        rel = float((got - want).abs().max()) / max(float(want.abs().max()), 1e-6)
+        rel = _rel(got, want)
+        if dtype != "float32":
+            exact = f" (from float32: eager {_rel(want, want32):.1e}, schedlang {_rel(got, want32):.1e})"
         fell = sorted({str(w.message).split(": ", 1)[-1][:60] for w in caught
                        if type(w.message).__name__ == "FallbackWarning"})
         fast, _ = inductor(model, xs)
         fast()
         times = harness.measure([lambda: model(*xs), fast, lambda: compiled(*xs)], harness.Timing(repeat=5))
     eager_ms, inductor_ms, ours_ms = (1e3 * median for _, median in times)
-    return (f"{name:16s} rel {rel:.1e} {seconds:5.1f} s  eager {eager_ms:8.2f}  inductor {inductor_ms:8.2f}  "
+    return (f"{name:16s} rel {rel:.1e}{exact} {seconds:5.1f} s  eager {eager_ms:8.2f}  inductor {inductor_ms:8.2f}  "
             f"schedlang {ours_ms:8.2f} ms ({ours_ms / inductor_ms:4.2f}x Inductor)"
             + (f"  in torch: {fell}" if fell else ""))
 
@@ -118,15 +130,18 @@ def main() -> None:
     ap.add_argument("--only", nargs="+", default=None)
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                    help="the models' weights and floating inputs (bfloat16: model.to(torch.bfloat16))")
     args = ap.parse_args()
     if args.one:
-        print("RESULT", run_one(args.one), flush=True)
+        print("RESULT", run_one(args.one, args.dtype), flush=True)
         return
     import torch
-    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads, batch 1, float32, {TOKENS} tokens")
+    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads, batch 1, {args.dtype}, {TOKENS} tokens")
     for name in args.only or list(cases()):
         try:
-            done = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True,
+            done = subprocess.run([sys.executable, __file__, "--one", name, "--dtype", args.dtype],
+                                  capture_output=True, text=True,
                                   timeout=args.timeout)
             rows = [line[7:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
             last = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]

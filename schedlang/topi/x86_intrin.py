@@ -8,19 +8,27 @@ and dense_vnni): a u8 x s8 dot product of 4-element groups accumulated into int3
                                   B packed [N/lanes, K/4, lanes, 4], both padded with zeros to whole
                                   groups, so odd M, N, K compute with the intrinsic on whole tiles
     schedule_dense_int8(s, C, intrin)   tiles j by lanes and k by 4, tensorizes, parallel rows
+    dot_bf16_intrin(lanes)        c[lanes] (+)= a[2] . b[lanes, 2], bfloat16 pairs into float32
+                                  lanes (vdpbf16ps, avx512bf16): what a bfloat16 Linear's register
+                                  tile runs where bf16_dot_lanes(target) says the target has it
 """
 from __future__ import annotations
 
 import schedlang as sl
 
 GROUP = 4     # bytes a VNNI lane sums
+PAIR = 2      # bfloat16 values a vdpbf16ps lane sums
+
+
+def _features_on(target) -> set:
+    target = sl.Target.create(target)
+    return {f[1:] for f in (getattr(target, "features", "") or "").split(",") if f.startswith("+")}
 
 
 def vnni_lanes(target) -> int:
     """int32 lanes of the target's VNNI dot product: 16 (avx512vnni), 8 (avxvnni), 0 (none).
     Read from the target's feature switches: a named CPU without -mattr says none."""
-    target = sl.Target.create(target)
-    on = {f[1:] for f in (getattr(target, "features", "") or "").split(",") if f.startswith("+")}
+    on = _features_on(target)
     if "avx512vnni" in on and "avx512f" in on:
         return 16
     if "avxvnni" in on:
@@ -135,3 +143,43 @@ def schedule_dense_int8(s, C, intrin, lanes: int):
     if C_pad is C:
         s[C_pad].parallel(i)
     return s
+
+
+def bf16_dot_lanes(target) -> int:
+    """float32 lanes of the target's bfloat16 pair dot product (vdpbf16ps on zmm): 16 with
+    avx512bf16 (which implies AVX-512 in LLVM, unless avx512f is switched off), else 0. Read
+    from the target's feature switches, as vnni_lanes."""
+    target = sl.Target.create(target)
+    off = {f[1:] for f in (getattr(target, "features", "") or "").split(",") if f.startswith("-")}
+    return 16 if "avx512bf16" in _features_on(target) and "avx512f" not in off else 0
+
+
+def dot_bf16_intrin(lanes: int = 16):
+    """c[lanes] (+)= a[2] . b[lanes, 2] in float32 from bfloat16 pairs, with
+    llvm.x86.avx512bf16.dpbf16ps.512: a's pair broadcast as one 32-bit value to every lane,
+    b's lanes x 2 values one vector (B packed [N / nr, K / 2, nr, 2]: prepack.py's
+    "pair_panels"). Each lane adds the odd product, then the even one, to its sum (both
+    products exact in float32; the instruction flushes subnormals to zero and rounds to
+    nearest even)."""
+    if lanes != 16:
+        raise ValueError(f"dot_bf16_intrin: vdpbf16ps here has 16 float32 lanes, not {lanes}")
+    a = sl.placeholder((PAIR,), "bfloat16", name="a")
+    b = sl.placeholder((lanes, PAIR), "bfloat16", name="b")
+    k = sl.reduce_axis((0, PAIR), name="k")
+    c = sl.compute((lanes,), lambda j: sl.sum(a[k].astype("float32") * b[j, k].astype("float32"), axis=k),
+                   name="c")
+    acc = f"float32x{lanes}"
+
+    def intrin_func(ins, outs):
+        aa, bb = ins
+        cc = outs[0]
+        zero = sl.broadcast(sl.const(0, "float32"), lanes)
+
+        def step(accumulate: bool):
+            pair = sl.broadcast(sl.reinterpret("int32", aa.vload([0], f"bfloat16x{PAIR}")), lanes)
+            vec_a = sl.reinterpret(f"bfloat16x{lanes * PAIR}", pair)
+            vec_b = bb.vload([0, 0], f"bfloat16x{lanes * PAIR}")
+            start = cc.vload([0], acc) if accumulate else zero
+            return cc.vstore([0], sl.call_llvm_pure_intrin(acc, "llvm.x86.avx512bf16.dpbf16ps.512", start, vec_a, vec_b))
+        return step(False), cc.vstore([0], zero), step(True)
+    return sl.decl_tensor_intrin(c.op, intrin_func, name=f"dot_{lanes}x2_bf16f32_avx512")

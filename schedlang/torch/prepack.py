@@ -6,6 +6,9 @@ read fast:
   (benchmarks/sl_kernels.py's packed register-tiled GEMM);
 - "panels_kn": the same panels of a constant stored [K, N] (x @ W: GPT-2's Conv1D, a
   hand-written projection), packed from its transpose;
+- "pair_panels", "pair_panels_kn": the panels of a bfloat16 weight with consecutive k in
+  pairs, [ceil(N / width), K / 2, width, 2] (K even): a column's two values of a pair side by
+  side, as the bfloat16 dot product (vdpbf16ps, topi/x86_intrin.py) reads them;
 - "grouped_panels", "grouped_panels_kn": a stack of G such matrices, [G, N, K] (the experts of
   a mixture-of-experts layer stored as Linear weights) or [G, K, N], as [G, ceil(N / width), K,
   width]: each group's panels (ops/grouped_mm.py);
@@ -88,6 +91,17 @@ def _panels(w, width: int):
     if n % width:                     # the last panel's rows past N stay zero
         out[..., full, :, :n % width].copy_(w[..., full * width:, :].transpose(-1, -2))
     return out
+
+
+def pack_pairs(w, width: int):
+    """The [ceil(N / width), K / 2, width, 2] pair panels of the 2-d torch tensor w [N, K] (K
+    even), zero past N: one permuted copy of the weight padded to whole panels."""
+    import torch
+    n, k = w.shape
+    rows = panels(n, width) * width
+    if rows != n:
+        w = torch.cat([w, w.new_zeros((rows - n, k))])
+    return w.reshape(rows // width, width, k // 2, 2).permute(0, 2, 1, 3).contiguous()
 
 
 def pack_grouped(w, width: int):
@@ -204,6 +218,9 @@ def shape_of(kind: str, shapes: Sequence, width: int, params: tuple = ()) -> tup
     if kind in ("panels", "panels_kn"):
         n, k = shapes[0] if kind == "panels" else shapes[0][::-1]
         return (panels(n, width), k, width)
+    if kind in ("pair_panels", "pair_panels_kn"):
+        n, k = shapes[0] if kind == "pair_panels" else shapes[0][::-1]
+        return (panels(n, width), k // 2, width, 2)
     if kind in ("grouped_panels", "grouped_panels_kn"):
         g, n, k = shapes[0] if kind == "grouped_panels" else (shapes[0][0], shapes[0][2], shapes[0][1])
         return (g, panels(n, width), k, width)
@@ -227,6 +244,10 @@ def make(spec: PackSpec, tensors: Sequence):
         return pack(tensors[0], spec.width)
     if spec.kind == "panels_kn":
         return pack(tensors[0].t().contiguous(), spec.width)
+    if spec.kind == "pair_panels":
+        return pack_pairs(tensors[0], spec.width)
+    if spec.kind == "pair_panels_kn":
+        return pack_pairs(tensors[0].t().contiguous(), spec.width)
     if spec.kind == "grouped_panels":
         return pack_grouped(tensors[0], spec.width)
     if spec.kind == "grouped_panels_kn":

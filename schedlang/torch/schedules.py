@@ -21,7 +21,10 @@ Per kernel (a fuse.Group), on the CPU:
   6 x 16 with AVX2, or 4 x 24 where that pads a Linear less, 6 x 64 with AVX-512, or 8 x 48
   where that pads a Linear less; a Linear pads its product to whole tiles, ops/matmul.py);
   both operands contiguous along k (q @ k^T, a Linear whose weight is not a constant): an
-  mr x nr tile of k-vectors (rfactor over k lanes), summed across lanes at the end.
+  mr x nr tile of k-vectors (rfactor over k lanes), summed across lanes at the end; a
+  bfloat16 Linear's weight in [N / nr, K / 2, nr, 2] pair panels (a CPU with avx512bf16,
+  ops/matmul.reads_pairs): the same tile, each step a pair of k by vdpbf16ps (tensorized,
+  pair_width).
 - convolution (fuse.Group.convs) with its epilogue: conv_schedules.py (NCHWc register tiles,
   rows along the width for depthwise ones).
 On CUDA: blockIdx/threadIdx bound loops (one thread per element with a short vectorized
@@ -54,6 +57,7 @@ from .attention_schedule import is_attention
 from .fuse import Group, fuse, is_matmul, matmul_operands
 from .tensorcore_schedules import schedule_matmul_tensorcore, tensorcore_plan
 from .winograd_schedules import is_winograd_kernel, schedule_winograd_group
+from ..topi.x86_intrin import PAIR, bf16_dot_lanes, dot_bf16_intrin
 
 MAX_VECTOR = 64          # lanes of one vectorized loop (schedule.legal.MAX_VECTOR_EXTENT)
 MR = 4                   # the fewest rows of a matmul register tile
@@ -737,6 +741,46 @@ def packed_width(s: Schedule, mm) -> Optional[int]:
     return None
 
 
+def pair_width(s: Schedule, mm) -> Optional[int]:
+    """nr when the matmul reads B as bfloat16 pair panels B[j // nr, k // 2, j % nr, k % 2]
+    (prepack.py's "pair_panels"), else None."""
+    op = s[mm].op
+    j, (k,) = op.axis[-1].var, op.reduce_axis
+    form = (("floordiv", j, None), ("floordiv", k.var, PAIR), ("floormod", j, None), ("floormod", k.var, PAIR))
+    for r in matmul_operands(op.body.source[0]):
+        idx = resolve_read(s, r).indices
+        if len(idx) != 4 or not all(isinstance(e, Binary) for e in idx):
+            continue
+        nr = static(idx[0].b)
+        if nr is not None and all(e.op == o and e.a is v and static(e.b) == (c or nr)
+                                  for e, (o, v, c) in zip(idx, form)):
+            return nr
+    return None
+
+
+def _pair_dot(s: Schedule, mm, target: Target):
+    """(the bfloat16 pair dot product of topi/x86_intrin.py, its lanes) that mm's register
+    tile runs, or None: mm reads B as pair panels of whole intrinsic vectors (pair_width),
+    its other operand resolves to a bfloat16 buffer read with k as its last index (the
+    intrinsic loads a row's pair at once), and the target has the instruction. Otherwise
+    its plain loops compute the same sums."""
+    lanes_ = bf16_dot_lanes(target)
+    nr = pair_width(s, mm)
+    if not lanes_ or nr is None or nr % lanes_ or static(_extent(s[mm].op.reduce_axis[0])) is None:
+        return None
+    op = s[mm].op
+    j, (k,) = op.axis[-1].var, op.reduce_axis
+    for r in matmul_operands(op.body.source[0]):
+        read = resolve_read(s, r)
+        if any(uses_var(i, j) for i in read.indices):
+            continue                                    # B, the pair panels
+        inlined = read.tensor.op in s.stage_map and s[read.tensor.op].attach_type == "inline"
+        if str(read.tensor.dtype) != "bfloat16" or inlined or not read.indices or read.indices[-1] is not k.var \
+                or any(uses_var(i, k.var) for i in read.indices[:-1]):
+            return None
+    return dot_bf16_intrin(lanes_), lanes_
+
+
 def matmul_layout(s: Schedule, mm) -> Optional[str]:
     """"nn" when the operand indexed by the output's last axis is contiguous along it (B[k, j]);
     "packed" when it is read in packed panels (B[j // nr, k, j % nr]); "nt" when both operands
@@ -744,7 +788,7 @@ def matmul_layout(s: Schedule, mm) -> Optional[str]:
     op = s[mm].op
     j = op.axis[-1].var
     (k,) = op.reduce_axis
-    if packed_width(s, mm) is not None:
+    if packed_width(s, mm) is not None or pair_width(s, mm) is not None:
         return "packed"
     a, b = (resolve_read(s, r) for r in matmul_operands(op.body.source[0]))
     if any(uses_var(i, j) for i in a.indices):
@@ -790,7 +834,7 @@ def schedule_matmul_cpu(s: Schedule, anchor, matmuls: List, target: Target) -> N
         k = static(_extent(s[matmuls[0]].op.reduce_axis[0]))
         nr = panel_width(target, n if n is not None else NR, k=k)
         if layout == "packed":                     # the tile is one panel, so j // nr is the tile loop
-            widths = {packed_width(s, m) for m in matmuls}
+            widths = {packed_width(s, m) or pair_width(s, m) for m in matmuls}
             if len(widths) != 1:
                 raise ScheduleError("default_schedule", s[anchor].name,
                                     f"the fused matmuls read B in panels of different widths {sorted(widths)}")
@@ -912,6 +956,17 @@ def _matmul_nn(s, anchor, matmuls, mr: int, nr: int, lanes_: int, target: Target
             k = ki
         else:
             mm.reorder(io, jo, k, ii, ji)
+        dot = _pair_dot(s, mm, target)
+        if dot is not None:             # k in pairs: an mr x nr tile of vdpbf16ps per pair
+            k, kp = mm.split(k, factor=PAIR)
+            jv, jl = mm.split(ji, factor=dot[1])
+            mm.reorder(k, ii, jv, jl, kp)
+            _unroll_k(mm, k)
+            _prefetch_panel(s, mm, k)
+            mm.unroll(ii)
+            mm.unroll(jv)
+            mm.tensorize(jl, dot[0])
+            continue
         _unroll_k(mm, k)
         _prefetch_panel(s, mm, k)
         mm.unroll(ii)
@@ -953,7 +1008,7 @@ def _prefetch_panel(s: Schedule, mm, k) -> None:
     1.034x on one, Llama's MLP shapes 1.039x, BERT's 72 Linears 1.014x (two threads); a lone
     128 x 768 x 768 kept in L2, two threads, 0.94-0.98x. gcc-built C kernels of the same tile:
     1.05-1.09x."""
-    if packed_width(s, mm) is None:
+    if packed_width(s, mm) is None and pair_width(s, mm) is None:
         return
     j = mm.op.axis[-1].var
     for read in matmul_operands(mm.op.body.source[0]):

@@ -18,7 +18,7 @@ from ...expr.bounds import fits_without_wrap
 from ...expr.equality import equal
 from ...expr.ranges import LoopRanges
 from ...expr.nodes import FAST_MATH_MARKER, NEG
-from .types import compute_type, constant, literal, memory_type, scalar_compute, signed, suffix
+from .types import compute_type, constant, literal, memory_type, scalar_compute, signed, suffix, vec
 
 # Floating point is IEEE by default: no flags on the user's arithmetic. FAST_MATH is what
 # Target(fast_math=True) or a stage's "fast_math" pragma allow; ACCUMULATE is for the update of
@@ -326,11 +326,9 @@ class ExprEmitter(DivisionEmitter, BFloatEmitter, HalfEmitter):
         if e.name.startswith(EXTERN_PREFIX):
             return self.extern_call(e, args)
         if e.name.startswith(LLVM_PREFIX):
-            arg_types = [compute_type(a.dtype) for a in e.args]
-            self.declare(f"declare {ty} @{e.name}({', '.join(arg_types)})")
-            return self.fn.emit(f"call {ty} @{e.name}({', '.join(f'{t} {a}' for t, a in zip(arg_types, args))})", "intrin")
+            return self.llvm_intrinsic_call(e, args, ty)
         if e.name == REINTERPRET:
-            return self.fn.emit(f"bitcast {compute_type(e.args[0].dtype)} {args[0]} to {ty}", "cast")
+            return self.reinterpret(e.args[0].dtype, args[0], e.dtype)
         if e.name in ("copysign", "nearbyint"):
             return self.intrinsic(e.name, ty, args, e.name)
         if e.name == "popcount":
@@ -348,6 +346,41 @@ class ExprEmitter(DivisionEmitter, BFloatEmitter, HalfEmitter):
             name = e.name + ("f" if elem == "float" else "")   # tanf for float, tan for double
             return self.lanewise(e, args, name, [elem] * len(args), elem)
         raise InternalError(f"no LLVM rule for math function '{e.name}' on {e.dtype}")
+
+    def llvm_intrinsic_call(self, e: Call, args, ty: str) -> str:
+        """A call of the LLVM intrinsic e.name. bfloat16 arguments and results are LLVM's
+        bfloat vectors there (llvm.x86.avx512bf16.dpbf16ps.512 takes <32 x bfloat>), which the
+        renderer otherwise holds as floats: converted through their bits on the way in and out."""
+        arg_types, values = [], []
+        for a, v in zip(e.args, args):
+            if a.dtype.is_bfloat:
+                v = self.fn.emit(f"bitcast {vec('i16', a.dtype.lanes)} {self.float_to_bfloat_bits(v, a.dtype.lanes)} "
+                                 f"to {vec('bfloat', a.dtype.lanes)}", "bf.arg")
+                arg_types.append(vec("bfloat", a.dtype.lanes))
+            else:
+                arg_types.append(compute_type(a.dtype))
+            values.append(v)
+        ret = vec("bfloat", e.dtype.lanes) if e.dtype.is_bfloat else ty
+        self.declare(f"declare {ret} @{e.name}({', '.join(arg_types)})")
+        result = self.fn.emit(f"call {ret} @{e.name}({', '.join(f'{t} {a}' for t, a in zip(arg_types, values))})",
+                              "intrin")
+        if e.dtype.is_bfloat:
+            bits = self.fn.emit(f"bitcast {ret} {result} to {vec('i16', e.dtype.lanes)}", "bf.ret")
+            result = self.bfloat_to_float(bits, e.dtype.lanes)
+        return result
+
+    def reinterpret(self, src, value: str, dst) -> str:
+        """The bits of value (of dtype src) as dtype dst; a bfloat16 side goes through its i16
+        bits (held as floats, bfloat16 values are not their storage's width)."""
+        if src.is_bfloat:
+            value = self.float_to_bfloat_bits(value, src.lanes)
+            src_ty = vec("i16", src.lanes)
+        else:
+            src_ty = compute_type(src)
+        if dst.is_bfloat:
+            bits = self.fn.emit(f"bitcast {src_ty} {value} to {vec('i16', dst.lanes)}", "cast")
+            return self.bfloat_to_float(bits, dst.lanes)
+        return self.fn.emit(f"bitcast {src_ty} {value} to {compute_type(dst)}", "cast")
 
     def float_predicate(self, e: Call, x: str) -> str:
         src = e.args[0].dtype
@@ -432,10 +465,12 @@ class ExprEmitter(DivisionEmitter, BFloatEmitter, HalfEmitter):
 
 def _rounds(e: Expr) -> bool:
     """Whether e is an operation whose float result needs rounding to bfloat16 (casts round
-    in convert; loads, constants and selects are bfloat16 values already)."""
+    in convert; loads, constants and selects are bfloat16 values already, and so are the bits
+    a reinterpret or an LLVM intrinsic gives as bfloat16)."""
     if isinstance(e, Binary):
         return e.op not in _EXACT_BINARY
-    return isinstance(e, Call) and e.name not in _EXACT_CALLS
+    return isinstance(e, Call) and e.name not in _EXACT_CALLS and e.name != REINTERPRET \
+        and not e.name.startswith(LLVM_PREFIX)
 
 
 def _updates(s, value: Binary) -> bool:

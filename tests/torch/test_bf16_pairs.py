@@ -1,0 +1,168 @@
+"""bfloat16 Linears on the bfloat16 dot product: where the target has avx512bf16, a bfloat16
+weight is packed in pair panels (prepack.py's "pair_panels") and the register tile runs
+vdpbf16ps (topi/x86_intrin.dot_bf16_intrin, tensorized by schedules._matmul_nn). The
+numbers are checked against float32 sums of the same bfloat16 values, on a host that has
+the instruction; the choice of layout and the instruction in the code for any host (built
+for a named CPU, not run)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+import schedlang as sl
+import schedlang.torch as slt
+from schedlang.topi.x86_intrin import bf16_dot_lanes
+from schedlang.torch import prepack
+
+INTRINSIC = "llvm.x86.avx512bf16.dpbf16ps.512"
+host_has_dot = pytest.mark.skipif(not bf16_dot_lanes("llvm"), reason="this CPU has no avx512bf16")
+
+
+def _kinds(compiled) -> set:
+    return {spec.kind for spec in compiled.program.packs.values()}
+
+
+def test_pack_pairs_layout():
+    w = torch.randn(37, 6).bfloat16()
+    p = prepack.pack_pairs(w, 16)
+    assert tuple(p.shape) == prepack.shape_of("pair_panels", [tuple(w.shape)], 16) == (3, 3, 16, 2)
+    for j in range(48):
+        for k in range(6):
+            want = w[j, k] if j < 37 else torch.tensor(0, dtype=torch.bfloat16)
+            assert p[j // 16, k // 2, j % 16, k % 2] == want, (j, k)
+    kn = prepack.make(prepack.PackSpec("w", 16, "pair_panels_kn"), [w.t().contiguous()])
+    assert torch.equal(kn, p)
+
+
+def test_reinterpret_bfloat16_bits():
+    """reinterpret to and from bfloat16 is bit for bit: NaN payloads, signs and subnormals kept
+    (the renderer holds bfloat16 values as floats; their bits are what a reinterpret moves)."""
+    n = 8
+    a = sl.placeholder((n,), "bfloat16", name="a")
+    bits = sl.compute((n,), lambda i: sl.reinterpret("int16", a[i]), name="bits")
+    back = sl.compute((n,), lambda i: sl.reinterpret("bfloat16", bits[i]), name="back")
+    mod = sl.build(sl.create_schedule(back.op), [a, bits, back], "llvm")
+    raw = torch.tensor([0x3F80, -0x4080, 0x7F81, -0x003F, 0x0001, 0x7F80, 0x7FC1, 0x1234], dtype=torch.int16)
+    out_bits, out_back = torch.empty(n, dtype=torch.int16), torch.empty(n, dtype=torch.int16)
+    bf16 = sl.dtype("bfloat16").numpy
+    mod(raw.numpy().view(bf16), out_bits.numpy(), out_back.numpy().view(bf16))
+    assert torch.equal(out_bits, raw)
+    assert torch.equal(out_back, raw)
+
+
+class _Addmm(nn.Module):
+    """x @ W + b with W stored [K, N] (GPT-2's Conv1D): the "pair_panels_kn" packing."""
+
+    def __init__(self, k: int, n: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(k, n) / k ** 0.5)
+        self.bias = nn.Parameter(torch.randn(n))
+
+    def forward(self, x):
+        return torch.addmm(self.bias, x, self.weight)
+
+
+def _case(kind: str):
+    torch.manual_seed(0)
+    if kind == "rows7_bias":
+        return nn.Linear(64, 40), torch.randn(7, 64)
+    if kind == "rows13_odd_n_no_bias":
+        return nn.Linear(96, 100, bias=False), torch.randn(13, 96)
+    if kind == "rows130_gelu":
+        return nn.Sequential(nn.Linear(256, 192), nn.GELU()), torch.randn(130, 256)
+    if kind == "batched_3d":
+        return nn.Linear(128, 64), torch.randn(2, 9, 128)
+    if kind == "addmm_kn":
+        return _Addmm(96, 80), torch.randn(20, 96)
+    raise AssertionError(kind)
+
+
+CASES = ["rows7_bias", "rows13_odd_n_no_bias", "rows130_gelu", "batched_3d", "addmm_kn"]
+
+
+def _reference(model, x):
+    """float32 sums of the bfloat16 values (weights and input as the model holds them), rounded
+    to bfloat16 once at the end."""
+    return copy.deepcopy(model).float()(x.float()).bfloat16()
+
+
+@host_has_dot
+@pytest.mark.parametrize("kind", CASES)
+def test_linear_pairs_match_float32_sums(kind):
+    model, x = _case(kind)
+    model = model.eval().bfloat16()
+    x = x.bfloat16()
+    with torch.no_grad():
+        compiled = slt.compile(model, (x,))
+        out = compiled(x)
+        ref = _reference(model, x)
+    assert "pair_panels" in _kinds(compiled) or "pair_panels_kn" in _kinds(compiled)
+    assert INTRINSIC in compiled.ir("target")
+    # one bfloat16 rounding of sums that differ only in float32 order: within 2 ulps
+    torch.testing.assert_close(out.float(), ref.float(), rtol=2 ** -7, atol=1e-3)
+
+
+@host_has_dot
+def test_odd_k_keeps_float32_panels():
+    torch.manual_seed(1)
+    model = nn.Linear(63, 48).eval().bfloat16()
+    x = torch.randn(16, 63).bfloat16()
+    with torch.no_grad():
+        compiled = slt.compile(model, (x,))
+        out = compiled(x)
+        ref = _reference(model, x)
+    assert _kinds(compiled) == {"panels"}
+    assert INTRINSIC not in compiled.ir("target")
+    torch.testing.assert_close(out.float(), ref.float(), rtol=2 ** -7, atol=1e-3)
+
+
+@host_has_dot
+def test_torch_compile_backend_takes_pairs():
+    """torch.compile(backend="schedlang") under no_grad freezes the weight as the frontend
+    does: the same pair panels, the same results."""
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.Linear(64, 96), nn.ReLU()).eval().bfloat16()
+    x = torch.randn(24, 64).bfloat16()
+    with torch.no_grad():
+        out = torch.compile(model, backend="schedlang")(x)
+        ref = _reference(model, x)
+    torch.testing.assert_close(out.float(), ref.float(), rtol=2 ** -7, atol=1e-3)
+
+
+@pytest.mark.parametrize("target, pairs", [("llvm -mcpu=znver4 -mattr=+avx512f,+avx512bf16", True),
+                                           ("llvm -mcpu=sapphirerapids -mattr=+avx512bf16", True),
+                                           ("llvm -mcpu=znver3", False), ("llvm -mcpu=skylake-avx512", False),
+                                           ("llvm -mattr=-avx512bf16", False)])
+def test_layout_follows_the_target(target, pairs):
+    """Built (not run) for a target: pair panels and vdpbf16ps where its features have
+    avx512bf16 (a named CPU's implied features are not visible from llvmlite: -mattr says
+    it, as for VNNI), float32 panels where they have not, whatever this host is."""
+    model = nn.Linear(64, 48).eval().bfloat16()
+    x = torch.randn(16, 64).bfloat16()
+    with torch.no_grad():
+        compiled = slt.compile(model, (x,), target=target)
+    assert ("pair_panels" in _kinds(compiled)) == pairs
+    assert (INTRINSIC in compiled.ir("target")) == pairs
+
+
+def test_pair_panels_without_the_instruction(monkeypatch):
+    """Pair panels whose register tile is not tensorized (a read the intrinsic cannot take)
+    keep their plain loops and the same sums; forced here on any host: the lowering told the
+    target has the instruction, the schedule told it has not."""
+    from schedlang.torch import schedules
+    from schedlang.torch.ops import matmul
+    monkeypatch.setattr(matmul, "bf16_dot_lanes", lambda target: 16)
+    monkeypatch.setattr(schedules, "bf16_dot_lanes", lambda target: 0)
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(64, 32), nn.GELU()).eval().bfloat16()
+    x = torch.randn(19, 64).bfloat16()
+    with torch.no_grad():
+        compiled = slt.compile(model, (x,))
+        out = compiled(x)
+        ref = _reference(model, x)
+    assert "pair_panels" in _kinds(compiled)
+    assert INTRINSIC not in compiled.ir("target")
+    torch.testing.assert_close(out.float(), ref.float(), rtol=2 ** -7, atol=1e-3)
