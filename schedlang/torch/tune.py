@@ -96,12 +96,15 @@ class KernelTask:
 def extract_tasks(program: LoweredProgram, target) -> List[KernelTask]:
     """The tasks of every kernel of every part, equal kernels counted as one task's weight.
     Kept at their default schedule, untuned: attention kernels (one hand-made fused kernel,
-    outside the search's sketches) and kernels of symbolic shape (warned)."""
+    outside the search's sketches), CPU kernels whose default schedule tensorizes (a bfloat16
+    Linear's vdpbf16ps tile: the CPU sketches draw no tensor intrinsic, so every candidate
+    would be slower) and kernels of symbolic shape (warned)."""
     from ..schedule import create_schedule
     from .fuse import fuse
     from .kernel_tasks import group_program, kind_of, similarity_tag
     from .schedules import default_schedule
     tasks: Dict[str, KernelTask] = {}
+    kept: set = set()                 # workloads kept at their tensorized default
     for part in program.parts:
         outs = [t for _, t in part.outputs]
         if not all(isinstance(e, int) for t in outs for e in t.shape):
@@ -125,9 +128,15 @@ def extract_tasks(program: LoweredProgram, target) -> List[KernelTask]:
                 known.weight += 1
                 known.sites.append(site)
                 continue
+            if task.workload_key in kept:
+                continue
             with warnings.catch_warnings():       # a kernel the rules leave plain: warned at build
                 warnings.simplefilter("ignore")
-                steps = default_schedule(prog.outputs, task.target).to_json()
+                default = default_schedule(prog.outputs, task.target)
+            if task.target.kind == "llvm" and any(getattr(st, "tensorize_at", None) for st in default.stages):
+                kept.add(task.workload_key)
+                continue
+            steps = default.to_json()
             tasks[task.workload_key] = KernelTask(task, 1, kind, group.anchor.name,
                                                   similarity_tag(kind, task.flops), steps, [site])
     return list(tasks.values())
@@ -323,6 +332,9 @@ def tune_program(program: LoweredProgram, target, trials: int, log: str, executo
     begin = time.monotonic()      # the timeout covers the defaults and variants too, not only the search
     tasks = extract_tasks(program, target)
     if not tasks:
+        if verbose:
+            print("tune: no kernel to tune (each keeps its default schedule: attention, tensorized or "
+                  "symbolic-shape kernels only)", file=sys.stderr, flush=True)
         return None
     measurer = Measurer(executor, number, repeat, **({"worker_fn": worker_fn} if worker_fn else {}))
     searches = KernelSearches(tasks, log, measurer, seed, policy or SearchPolicy(), variants=variants)

@@ -166,3 +166,19 @@ def test_pair_panels_without_the_instruction(monkeypatch):
     assert "pair_panels" in _kinds(compiled)
     assert INTRINSIC not in compiled.ir("target")
     torch.testing.assert_close(out.float(), ref.float(), rtol=2 ** -7, atol=1e-3)
+
+
+def test_tuning_keeps_the_tensorized_tile():
+    """The whole-model tuner leaves a kernel whose default schedule tensorizes out of its tasks
+    (the CPU sketches draw no tensor intrinsic: every candidate would be slower); the other
+    kernels of the model stay tasks. Extracted for a target with avx512bf16, not run."""
+    from schedlang.torch.tune import extract_tasks
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(63, 96), nn.ReLU(), nn.LayerNorm(96), nn.Linear(96, 64)).eval().bfloat16()
+    x = torch.randn(24, 63).bfloat16()
+    with torch.no_grad():
+        with_dot = slt.compile(model, (x,), target="llvm -mcpu=znver4 -mattr=+avx512f,+avx512bf16")
+        without = slt.compile(model, (x,), target="llvm -mcpu=znver4")
+    kinds = sorted(t.kind for t in extract_tasks(with_dot.program, with_dot.target))
+    assert kinds == ["matmul", "rows"]          # the first Linear (odd K: float32 panels) and the norm
+    assert sorted(t.kind for t in extract_tasks(without.program, without.target)) == ["matmul", "matmul", "rows"]
