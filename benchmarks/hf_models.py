@@ -8,13 +8,17 @@ transformers and diffusers are not dependencies of the project; install them bes
 CPU torch; keep it out):
 
     pip install --target /tmp/hfpkgs transformers diffusers requests && rm -rf /tmp/hfpkgs/numpy*
-    PYTHONPATH=/tmp/hfpkgs python benchmarks/hf_models.py [--only gpt2 llama ...] [--dynamo]
+    PYTHONPATH=/tmp/hfpkgs python benchmarks/hf_models.py [--only gpt2 llama ...] [--dynamo] [--dtype bfloat16]
 
 --dynamo compiles through torch.compile(model, backend="schedlang") instead; --sizes (with
 --dynamo) calls it at three input sizes, the second making Dynamo recompile with symbolic sizes
 (a size the model itself refuses in eager, such as ViT's other image sizes, is skipped).
 Parameters a model starts at one constant (zero biases, unit norm weights) are spread by a
 random 0.1 first (random_init.py), so that each reaches the compared output.
+--dtype bfloat16 runs the models in bfloat16 (model.to, floating inputs too): eager bfloat16 is
+no exact reference there, so both eager's and schedlang's distance from the float32 model are
+given (relative to its largest magnitude), and a row is ok when schedlang's is at most twice
+eager's plus 2^-8.
 """
 from __future__ import annotations
 
@@ -177,13 +181,19 @@ def inputs_of(kind: str):
             "unet": (torch.randn(1, 4, 16, 16), torch.tensor([10]), torch.randn(1, 5, 32))}[kind]
 
 
-def check(name: str, make, kind: str, dynamo: bool) -> str:
+def check(name: str, make, kind: str, dynamo: bool, dtype: str = "float32") -> str:
     import schedlang.torch as st
     torch.manual_seed(0)
     model = Main(make().eval(), kind).eval()
     with torch.no_grad():
         unfold_constant_init(model)    # zero biases, unit norm weights: spread, so each is checked
     xs = inputs_of(kind)
+    want32 = None
+    if dtype != "float32":
+        with torch.no_grad():
+            want32 = model(*xs).float()
+        model = model.to(getattr(torch, dtype))
+        xs = tuple(x.to(getattr(torch, dtype)) if x.is_floating_point() else x for x in xs)
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         start = time.perf_counter()
@@ -197,11 +207,17 @@ def check(name: str, make, kind: str, dynamo: bool) -> str:
             got = compiled(*xs)
         seconds = time.perf_counter() - start
         want = model(*xs)
-    err = (got - want).abs().max().item()
+    err = (got.float() - want.float()).abs().max().item()
     fell = sorted({str(w.message).split(": ", 1)[-1][:80] for w in caught if type(w.message).__name__ == "FallbackWarning"})
     if dynamo and compiled_graphs() == before:
         return f"{name:16s} NOT COMPILED (Dynamo ran the model eagerly)"
     parts = "" if dynamo else f" parts={len(compiled.program.parts)}"
+    if want32 is not None:
+        scale = max(want32.abs().max().item(), 1e-6)
+        ours, eager = ((x.float() - want32).abs().max().item() / scale for x in (got, want))
+        verdict = "ok" if ours <= 2 * eager + 2 ** -8 else "MISMATCH"
+        return (f"{name:16s} {verdict:8s} from float32: eager {eager:.1e} schedlang {ours:.1e}{parts} "
+                f"in torch: {fell or 'none'}  ({seconds:.1f} s)")
     verdict = "ok" if err <= 1e-3 * max(1.0, want.abs().max().item()) else "MISMATCH"
     return f"{name:16s} {verdict:8s} max|diff|={err:.1e}{parts} in torch: {fell or 'none'}  ({seconds:.1f} s)"
 
@@ -260,17 +276,21 @@ def main() -> None:
     ap.add_argument("--only", nargs="+", default=None)
     ap.add_argument("--dynamo", action="store_true")
     ap.add_argument("--sizes", action="store_true", help="with --dynamo: call each model at three input sizes")
+    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                    help="the models' weights and floating inputs (not with --sizes)")
     args = ap.parse_args()
+    if args.sizes and args.dtype != "float32":
+        ap.error("--sizes checks float32 models")
     if args.sizes and not args.dynamo:
         ap.error("--sizes goes with --dynamo (schedlang.torch.compile takes dynamic_shapes instead)")
     import transformers
     print(f"torch {torch.__version__}, transformers {transformers.__version__}; "
-          f"{'torch.compile(backend=schedlang)' if args.dynamo else 'schedlang.torch.compile'}")
+          f"{'torch.compile(backend=schedlang)' if args.dynamo else 'schedlang.torch.compile'}; {args.dtype}")
     for name, (make, kind) in cases().items():
         if args.only and name not in args.only:
             continue
         try:
-            print(check_sizes(name, make, kind) if args.sizes else check(name, make, kind, args.dynamo), flush=True)
+            print(check_sizes(name, make, kind) if args.sizes else check(name, make, kind, args.dynamo, args.dtype), flush=True)
         except Exception as err:            # a model that does not compile: reported, the rest still run
             print(f"{name:16s} ERROR    {type(err).__name__}: {str(err)[:200]}", flush=True)
 
