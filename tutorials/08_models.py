@@ -15,7 +15,9 @@ against eager. Part 2 reads the kernels: how many, the convolution + batch norm 
 kernels, the one fused attention kernel. Part 3 does the same through torch.compile under
 torch.no_grad(). Part 4 is the on-disk kernel cache: where it is, what it holds, and a
 second process that compiles the same model from it. Part 5 times compiled against eager.
-Part 6 shows where a forward spends its time, kernel by kernel ("llvm -profile").
+Part 6 shows where a forward spends its time, kernel by kernel ("llvm -profile"). Part 7 runs
+the GPT-2 block in bfloat16, as models are often shipped: on a CPU with avx512bf16 its
+Linears multiply pairs of bfloat16 values per instruction (vdpbf16ps), as oneDNN does.
 
 The models come from schedlang.torch.zoo (written in the package: torchvision does not
 import beside the CPU torch), with random weights and batch-norm statistics from a seed.
@@ -24,6 +26,7 @@ compile in seconds, and a fresh temporary cache folder, so it starts cold; what 
 """
 
 import atexit
+import copy
 import os
 import re
 import shutil
@@ -106,8 +109,10 @@ for name in ("resnet18", "gpt2"):
 # norm that follows a convolution is folded into its weights when the module is compiled:
 # the kernel reads a prepacked weight named ..._conv<lanes>_bn or, where its register tile spans
 # several channel blocks (AVX2 3x3s), ..._conv_tiles<lanes>_bn (NCHWc-blocked, scaled by the
-# batch norm) and a per-channel shift ..._bn_shift<n>, and the ReLU (and a residual add)
-# is applied to the accumulator before the one store.
+# batch norm), or, for a 3x3 computed as Winograd F(4 x 4, 3 x 3) (wide enough layers on
+# AVX-512: its transforms are kernels of their own), ..._winograd<lanes>_bn, and a
+# per-channel shift ..._bn_shift<n>, and the ReLU (and a residual add) is applied to the
+# accumulator before the one store.
 def kernel_heads(compiled):
     """(name, arguments) of each kernel, and each kernel's text."""
     bodies = compiled.ir("kernel").split("\nkernel ")[1:]
@@ -123,7 +128,7 @@ print(f"{convs} convolutions and {bns} batch norms in the model; {len(heads)} ke
       f"{len(compiled.modules)} built part(s):")
 conv_bn = folded_convs = 0
 for kname, kargs, _body in heads:
-    folded = sum(bool(re.search(r"_conv(_tiles)?\d+_bn$", a.split(":")[0])) for a in kargs.split(", "))
+    folded = sum(bool(re.search(r"_(conv(_tiles)?|winograd)\d+_bn$", a.split(":")[0])) for a in kargs.split(", "))
     conv_bn += folded > 0
     folded_convs += folded
     print(f"  {kname:55s} {folded} conv+bn" if folded else f"  {kname}")
@@ -131,11 +136,14 @@ print(f"{conv_bn} kernels compute convolutions with their batch norms folded, th
       f"add in the epilogue (two convolutions where a downsampling shortcut is summed)")
 assert folded_convs == convs == bns, "each convolution should be fused with the batch norm after it"
 # a padded convolution reads a zero-padded copy of its input (a "_pad" kernel), so that its
-# inner loop has no bounds checks; a ReLU in a kernel of its own would make at least as many
-# other kernels as conv kernels
+# inner loop has no bounds checks; a Winograd one is three kernels: the input transform
+# ("_wino_V"), the batched product that reads the folded weight ("_wino_M") and the output
+# transform, whose epilogue adds the shift and applies the ReLU. A ReLU in a kernel of its own
+# would make at least as many other kernels as conv kernels
 pads = sum(kname.endswith("_pad") for kname, _, _ in heads)
-print(f"{pads} kernels make the zero-padded inputs of the padded convolutions")
-assert len(heads) - conv_bn - pads < conv_bn, "conv + bn + relu (+ the residual add) should be one kernel"
+wino = sum(kname.endswith("_wino_M") for kname, _, _ in heads)
+print(f"{pads} kernels make the zero-padded inputs of the padded convolutions; {wino} convolutions run as Winograd")
+assert len(heads) - conv_bn - pads - 2 * wino < conv_bn, "conv + bn + relu (+ the residual add) should be one kernel"
 assert "rsqrt" not in str(compiled.program), "the batch norms are folded into the weights, not computed"
 
 # Attention: scaled_dot_product_attention is one node in the Tensor IR and one kernel: the
@@ -263,3 +271,36 @@ with torch.no_grad():
 assert diff <= TOL * max(1.0, want.abs().max().item()), diff
 assert len(prof.rows) == sum(len(m.kernel_names) for m in profiled.modules.values())
 assert 0 < prof.kernels_ms <= prof.forward_ms * 1.05, "the kernels run within the forward"
+
+# ===========================================================================
+# Part 7: bfloat16
+# ===========================================================================
+# model.to(torch.bfloat16) compiles as it is: bfloat16 loads and stores, float32 sums. Where
+# the target's features have avx512bf16 (Zen 4, Sapphire Rapids and later; "llvm" is this
+# machine), a Linear's weight is packed with pairs of k side by side and its register tile
+# runs vdpbf16ps, two multiply-adds per lane and instruction (topi.x86_intrin.dot_bf16_intrin,
+# tensorized); elsewhere the float32 tile reads the bfloat16 values. Eager bfloat16 is no
+# exact reference, so both are measured against the float32 model.
+from schedlang.topi.x86_intrin import bf16_dot_lanes  # noqa: E402
+
+header("The GPT-2 block in bfloat16")
+model, inputs, _, want32 = models["gpt2"]
+model16 = copy.deepcopy(model).to(torch.bfloat16)
+inputs16 = tuple(x.to(torch.bfloat16) if x.is_floating_point() else x for x in inputs)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", schedlang.torch.FallbackWarning)
+    compiled16 = schedlang.torch.compile(model16, inputs16)
+with torch.no_grad():
+    got16, eager16 = compiled16(*inputs16), model16(*inputs16)
+scale = want32.abs().max().item()
+ours, eager = (max_diff(x.float(), want32) / scale for x in (got16, eager16))
+dots = compiled16.ir("target").count("@llvm.x86.avx512bf16.dpbf16ps.512(")
+print(f"this CPU has avx512bf16: {bool(bf16_dot_lanes('llvm'))}; vdpbf16ps calls in the LLVM IR: {dots}")
+print(f"distance from the float32 model: schedlang {ours:.1e}, eager bfloat16 {eager:.1e}")
+assert ours <= 2 * eager + 2 ** -8, (ours, eager)
+assert (dots > 0) == bool(bf16_dot_lanes("llvm"))
+with torch.no_grad():
+    t_eager = best_time(lambda: model16(*inputs16), repeat=REPEAT)
+    t_sl = best_time(lambda: compiled16(*inputs16), repeat=REPEAT)
+print(f"gpt2 bfloat16: eager {format_seconds(t_eager):>9}   schedlang {format_seconds(t_sl):>9}   "
+      f"({t_eager / t_sl:.2f}x)")
