@@ -290,7 +290,8 @@ def main() -> None:
         if args.only and name not in args.only:
             continue
         try:
-            print(check_sizes(name, make, kind) if args.sizes else check(name, make, kind, args.dynamo, args.dtype), flush=True)
+            row = check_sizes(name, make, kind) if args.sizes else check(name, make, kind, args.dynamo, args.dtype)
+            print(row, flush=True)
         except Exception as err:            # a model that does not compile: reported, the rest still run
             print(f"{name:16s} ERROR    {type(err).__name__}: {str(err)[:200]}", flush=True)
 

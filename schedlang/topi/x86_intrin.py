@@ -18,6 +18,7 @@ import schedlang as sl
 
 GROUP = 4     # bytes a VNNI lane sums
 PAIR = 2      # bfloat16 values a vdpbf16ps lane sums
+DPBF16PS = "llvm.x86.avx512bf16.dpbf16ps.512"
 
 
 def _features_on(target) -> set:
@@ -180,6 +181,6 @@ def dot_bf16_intrin(lanes: int = 16):
             vec_a = sl.reinterpret(f"bfloat16x{lanes * PAIR}", pair)
             vec_b = bb.vload([0, 0], f"bfloat16x{lanes * PAIR}")
             start = cc.vload([0], acc) if accumulate else zero
-            return cc.vstore([0], sl.call_llvm_pure_intrin(acc, "llvm.x86.avx512bf16.dpbf16ps.512", start, vec_a, vec_b))
+            return cc.vstore([0], sl.call_llvm_pure_intrin(acc, DPBF16PS, start, vec_a, vec_b))
         return step(False), cc.vstore([0], zero), step(True)
     return sl.decl_tensor_intrin(c.op, intrin_func, name=f"dot_{lanes}x2_bf16f32_avx512")

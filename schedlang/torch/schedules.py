@@ -41,6 +41,7 @@ import warnings
 from typing import Callable, List, Optional
 
 from ..expr.extent import ceil_div
+from ..expr.equality import equal
 from ..expr.functor import substitute, uses_var, walk
 from ..errors import ScheduleError
 from ..expr.nodes import Binary, Call, Const, Var
@@ -775,10 +776,25 @@ def _pair_dot(s: Schedule, mm, target: Target):
         if any(uses_var(i, j) for i in read.indices):
             continue                                    # B, the pair panels
         inlined = read.tensor.op in s.stage_map and s[read.tensor.op].attach_type == "inline"
-        if str(read.tensor.dtype) != "bfloat16" or inlined or not read.indices or read.indices[-1] is not k.var \
-                or any(uses_var(i, k.var) for i in read.indices[:-1]):
+        if str(read.tensor.dtype) != "bfloat16" or inlined or not pairs_contiguous(read.indices, k.var):
             return None
     return dot_bf16_intrin(lanes_), lanes_
+
+
+def pairs_contiguous(indices, k: Var) -> bool:
+    """Whether a read at indices holds each aligned pair of k side by side: its last index is
+    k, or (a unit stride in k) % c with c even and the others using k only as the same
+    expression // c (a head merge, k = h * D + d: runs_along); the others free of k."""
+    if not indices:
+        return False
+    *rest, last = indices
+    if last is k:
+        return not any(uses_var(i, k) for i in rest)
+    if not runs_along(last, k, PAIR):
+        return False
+    run = [i for i in rest if uses_var(i, k)]
+    return all(isinstance(i, Binary) and i.op == "floordiv" and equal(i.a, last.a) and static(i.b) == static(last.b)
+               for i in run)
 
 
 def matmul_layout(s: Schedule, mm) -> Optional[str]:

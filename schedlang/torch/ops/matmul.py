@@ -21,7 +21,7 @@ from schedlang.tensor.op import TensorRead
 from ...expr.extent import ceil_div
 from ...topi.x86_intrin import PAIR, bf16_dot_lanes
 from ..fuse import TRANSPOSED_TAG
-from ..schedules import panel_width, read_through_views, register_rows, unit_stride
+from ..schedules import pairs_contiguous, panel_width, read_through_views, register_rows, unit_stride
 from .accum import acc_and_result_names, acc_dtype, cast_stage, require_float
 from .common import axis_names, broadcast_shape, compute, cpu_layouts, is_one, mismatch, read_broadcast, same_extent
 from .registry import Unsupported, register_lowering
@@ -269,10 +269,10 @@ def reads_pairs(target, x, weight, k: Optional[int], nr: int) -> bool:
     """Whether a product of the bfloat16 activation x and the bfloat16 parameter weight
     multiplies k's pairs at once (vdpbf16ps: twice the float32 FMA's multiply-adds per
     instruction; schedules.pair_width): the target has the instruction, k is even, the panel
-    is whole vectors of it, and x, read through its views, walks k with unit stride (the
-    pair of a row is one 32-bit load). Measured (2-core Zen 4, two threads): a 132 x 768 x
-    768 tile alone 410 GFLOP/s against the float32 FMA peak's 227 (torch's oneDNN bfloat16:
-    380)."""
+    is whole vectors of it, and x, read through its views, holds each pair of k side by side
+    (schedules.pairs_contiguous: the pair of a row is one 32-bit load; attention's output
+    through its head merge too). Measured (2-core Zen 4, two threads): a 132 x 768 x 768
+    tile alone 410 GFLOP/s against the float32 FMA peak's 227 (torch's oneDNN bfloat16: 380)."""
     lanes = bf16_dot_lanes(target)
     if not lanes or k is None or k % PAIR or nr % lanes or str(weight.dtype) != "bfloat16" \
             or str(x.dtype) != "bfloat16":
@@ -280,7 +280,7 @@ def reads_pairs(target, x, weight, k: Optional[int], nr: int) -> bool:
     idx = [sl.var(f"i{d}") for d in range(x.ndim - 1)]
     r = sl.var("r")
     read = read_through_views(x[tuple(idx) + (r,)], lambda op: True)
-    return unit_stride(read.indices[-1], r) and not any(uses_var(i, r) for i in read.indices[:-1])
+    return pairs_contiguous(read.indices, r)
 
 
 def reads_weight_in_place(target, m, k) -> bool:
