@@ -108,6 +108,11 @@ class Backend:
     """The auto-scheduler's search may move a factor between two loops' register block tiles
     (autoschedule/mutate.py) where the target's register file is tight for the float type."""
 
+    sketches_tensorize: bool = False
+    """The auto-scheduler's sketches draw tensor intrinsics (CUDA's tensor cores): a kernel whose
+    default schedule tensorizes is worth a search. Where not (the CPU), whole-model tuning keeps
+    such a kernel at its default (torch/tune.py), as no candidate could reach it."""
+
     emulation_engines: Tuple[str, ...] = ()
     """The engines module.emulate(..., engine=) offers to run the kernels on the CPU instead of
     the device (empty: the module runs on the CPU anyway, and has no emulate)."""

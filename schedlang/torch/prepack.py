@@ -11,7 +11,8 @@ read fast:
   side, as the bfloat16 dot product (vdpbf16ps, topi/x86_intrin.py) reads them;
 - "grouped_panels", "grouped_panels_kn": a stack of G such matrices, [G, N, K] (the experts of
   a mixture-of-experts layer stored as Linear weights) or [G, K, N], as [G, ceil(N / width), K,
-  width]: each group's panels (ops/grouped_mm.py);
+  width]: each group's panels (ops/grouped_mm.py); "grouped_pair_panels", "grouped_pair_panels_kn":
+  each group's pair panels, [G, ceil(N / width), K / 2, width, 2];
 - "conv": a convolution's weight [OC, ICg, *K] as [ceil(OC / width), ICg, *K, width] blocks
   (the NCHWc kernels' packed weights: a vector of output channels innermost), optionally
   with a following eval-mode batch norm folded in (each output channel scaled by
@@ -94,14 +95,17 @@ def _panels(w, width: int):
 
 
 def pack_pairs(w, width: int):
-    """The [ceil(N / width), K / 2, width, 2] pair panels of the 2-d torch tensor w [N, K] (K
-    even), zero past N: one permuted copy of the weight padded to whole panels."""
+    """The [..., ceil(N / width), K / 2, width, 2] pair panels of each [N, K] matrix of the torch
+    tensor w [..., N, K] (K even), zero past N: one permuted copy of the weight padded to whole
+    panels."""
     import torch
-    n, k = w.shape
+    *lead, n, k = w.shape
     rows = panels(n, width) * width
     if rows != n:
-        w = torch.cat([w, w.new_zeros((rows - n, k))])
-    return w.reshape(rows // width, width, k // 2, 2).permute(0, 2, 1, 3).contiguous()
+        w = torch.cat([w, w.new_zeros((*lead, rows - n, k))], dim=-2)
+    d = len(lead)
+    blocked = w.reshape(*lead, rows // width, width, k // 2, 2)
+    return blocked.permute(*range(d), d, d + 2, d + 1, d + 3).contiguous()
 
 
 def pack_grouped(w, width: int):
@@ -221,9 +225,9 @@ def shape_of(kind: str, shapes: Sequence, width: int, params: tuple = ()) -> tup
     if kind in ("pair_panels", "pair_panels_kn"):
         n, k = shapes[0] if kind == "pair_panels" else shapes[0][::-1]
         return (panels(n, width), k // 2, width, 2)
-    if kind in ("grouped_panels", "grouped_panels_kn"):
-        g, n, k = shapes[0] if kind == "grouped_panels" else (shapes[0][0], shapes[0][2], shapes[0][1])
-        return (g, panels(n, width), k, width)
+    if kind in ("grouped_panels", "grouped_panels_kn", "grouped_pair_panels", "grouped_pair_panels_kn"):
+        g, n, k = shapes[0] if not kind.endswith("_kn") else (shapes[0][0], shapes[0][2], shapes[0][1])
+        return (g, panels(n, width), k, width) if "pair" not in kind else (g, panels(n, width), k // 2, width, 2)
     if kind == "conv":
         oc, *rest = shapes[0]
         return (panels(oc, width), *rest, width)
@@ -250,6 +254,10 @@ def make(spec: PackSpec, tensors: Sequence):
         return pack_pairs(tensors[0].t().contiguous(), spec.width)
     if spec.kind == "grouped_panels":
         return pack_grouped(tensors[0], spec.width)
+    if spec.kind == "grouped_pair_panels":
+        return pack_pairs(tensors[0], spec.width)
+    if spec.kind == "grouped_pair_panels_kn":
+        return pack_pairs(tensors[0].transpose(1, 2), spec.width)
     if spec.kind == "grouped_panels_kn":
         return pack_grouped(tensors[0].transpose(1, 2), spec.width)
     if spec.kind == "conv":

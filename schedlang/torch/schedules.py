@@ -744,17 +744,19 @@ def packed_width(s: Schedule, mm) -> Optional[int]:
 
 def pair_width(s: Schedule, mm) -> Optional[int]:
     """nr when the matmul reads B as bfloat16 pair panels B[j // nr, k // 2, j % nr, k % 2]
-    (prepack.py's "pair_panels"), else None."""
+    (prepack.py's "pair_panels"), or as one of a stack of them, B[g, ...] with g free of j and
+    k (a grouped product's, ops/grouped_mm.py), else None."""
     op = s[mm].op
     j, (k,) = op.axis[-1].var, op.reduce_axis
     form = (("floordiv", j, None), ("floordiv", k.var, PAIR), ("floormod", j, None), ("floormod", k.var, PAIR))
     for r in matmul_operands(op.body.source[0]):
         idx = resolve_read(s, r).indices
-        if len(idx) != 4 or not all(isinstance(e, Binary) for e in idx):
+        if len(idx) < 4 or not all(isinstance(e, Binary) for e in idx[-4:]) \
+                or any(uses_var(i, j) or uses_var(i, k.var) for i in idx[:-4]):
             continue
-        nr = static(idx[0].b)
+        nr = static(idx[-4].b)
         if nr is not None and all(e.op == o and e.a is v and static(e.b) == (c or nr)
-                                  for e, (o, v, c) in zip(idx, form)):
+                                  for e, (o, v, c) in zip(idx[-4:], form)):
             return nr
     return None
 

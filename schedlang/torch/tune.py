@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..autoschedule.task import SearchTask
+from ..target.registry import get_backend
 from ..texts import name_table
 from ..tensor.op import PlaceholderOp
 from .lower import LoweredProgram
@@ -96,9 +97,10 @@ class KernelTask:
 def extract_tasks(program: LoweredProgram, target) -> List[KernelTask]:
     """The tasks of every kernel of every part, equal kernels counted as one task's weight.
     Kept at their default schedule, untuned: attention kernels (one hand-made fused kernel,
-    outside the search's sketches), CPU kernels whose default schedule tensorizes (a bfloat16
-    Linear's vdpbf16ps tile: the CPU sketches draw no tensor intrinsic, so every candidate
-    would be slower) and kernels of symbolic shape (warned)."""
+    outside the search's sketches), kernels whose default schedule tensorizes where the
+    target's sketches draw no tensor intrinsic (Backend.sketches_tensorize: a bfloat16 Linear's
+    vdpbf16ps tile on the CPU, which every candidate would be slower than) and kernels of
+    symbolic shape (warned)."""
     from ..schedule import create_schedule
     from .fuse import fuse
     from .kernel_tasks import group_program, kind_of, similarity_tag
@@ -133,7 +135,8 @@ def extract_tasks(program: LoweredProgram, target) -> List[KernelTask]:
             with warnings.catch_warnings():       # a kernel the rules leave plain: warned at build
                 warnings.simplefilter("ignore")
                 default = default_schedule(prog.outputs, task.target)
-            if task.target.kind == "llvm" and any(getattr(st, "tensorize_at", None) for st in default.stages):
+            if any(getattr(st, "tensorize_at", None) for st in default.stages) \
+                    and not get_backend(task.target.kind).sketches_tensorize:
                 kept.add(task.workload_key)
                 continue
             steps = default.to_json()

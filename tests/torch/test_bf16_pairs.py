@@ -222,3 +222,22 @@ def test_tuning_keeps_the_tensorized_tile():
     kinds = sorted(t.kind for t in extract_tasks(with_dot.program, with_dot.target))
     assert kinds == ["matmul", "rows"]          # the first Linear (odd K: float32 panels) and the norm
     assert sorted(t.kind for t in extract_tasks(without.program, without.target)) == ["matmul", "matmul", "rows"]
+
+
+@host_has_dot
+@pytest.mark.parametrize("counts, rows, kn", [([5, 0, 9], 16, False), ([37, 0, 60, 29, 1, 27], 160, False),
+                                               ([50, 65, 31], 150, True)])
+def test_grouped_experts_take_pairs(counts, rows, kn):
+    """A mixture of experts' grouped product (ops/grouped_mm.py) in bfloat16: each expert's
+    weight in pair panels, rows of mixed experts per tile or each expert's rows tile-aligned."""
+    from .test_grouped_mm import Experts, _offs
+    torch.manual_seed(6)
+    model = Experts(len(counts), 32, 64, kn=kn, dtype=torch.bfloat16)
+    x, offs = torch.randn(rows, 32).bfloat16(), _offs(counts)
+    with torch.no_grad():
+        compiled = slt.compile(model, (x, offs))
+        out = compiled(x, offs)
+        ref = copy.deepcopy(model).float()(x.float(), offs).bfloat16()
+    assert _kinds(compiled) == {"grouped_pair_panels_kn" if kn else "grouped_pair_panels"}
+    assert _dot_kernels(compiled) == 1
+    torch.testing.assert_close(out.float(), ref.float(), rtol=2 ** -7, atol=1e-3)

@@ -95,6 +95,7 @@ class CUDABackend(Backend):
 
     builds_static_shapes = True       # a block's threads and its shared memory are fixed at compile time
     torch_device = "cuda"
+    sketches_tensorize = True         # the tensor-core sketch (autoschedule: mma.sync fragments)
     emulation_engines = ENGINES
     emulation_note = "(no CUDA GPU here): the CUDA C above, compiled by g++ with the shim"
     source_title = "CUDA C"

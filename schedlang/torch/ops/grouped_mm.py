@@ -32,7 +32,7 @@ from ..fuse import ROW_GROUP_TAG
 from ..schedules import panel_width, read_through_views, register_rows
 from .accum import acc_dtype
 from .common import compute, cpu_layouts, same_extent, static
-from .matmul import _operands, _padded_shape, contract
+from .matmul import PAIR, _operands, _padded_shape, contract, reads_pairs
 from .registry import Unsupported, register_lowering
 
 # The tile-aligned product (_tiled) computes up to min(groups, rows) * (mr - 1) more rows than
@@ -68,9 +68,10 @@ def _uncast(e):
     return e
 
 
-def _packed_weight(ctx, w, m: int) -> Optional[Tuple[Callable, int]]:
+def _packed_weight(ctx, x, w, m: int) -> Optional[Tuple[Callable, int]]:
     """(read(group, j, k) of w from its per-group packed panels, nr), or None where w is not a
-    (transposed) parameter of static shape on a target that packs weights."""
+    (transposed) parameter of static shape on a target that packs weights. The panels hold
+    pairs of k where the product of x and w takes the bfloat16 pair tile (reads_pairs)."""
     if not cpu_layouts(ctx.target) or not all(isinstance(e, int) for e in w.shape):
         return None
     source = _weight_source(w)
@@ -79,6 +80,10 @@ def _packed_weight(ctx, w, m: int) -> Optional[Tuple[Callable, int]]:
     p, kn = source
     _, k, n = w.shape
     nr = panel_width(ctx.target, n, m, k)
+    if reads_pairs(ctx.target, x, p, k, nr):      # bfloat16 on a CPU with vdpbf16ps (ops/matmul.py)
+        packed = ctx.prepacked("grouped_pair_panels_kn" if kn else "grouped_pair_panels", (p,), nr)
+        if packed is not None:
+            return (lambda g, j, kk: packed[g, j // nr, kk // PAIR, j % nr, kk % PAIR]), nr
     packed = ctx.prepacked("grouped_panels_kn" if kn else "grouped_panels", (p,), nr)
     if packed is None:
         return None
@@ -100,7 +105,7 @@ def grouped_mm(ctx, x, w, offs, op: str) -> sl.Tensor:
     shape = (rows, w.shape[2])
     acc = acc_dtype(out)
     group = _row_groups(ctx, offs, rows, groups)
-    packed = _packed_weight(ctx, w, rows if isinstance(rows, int) else None)
+    packed = _packed_weight(ctx, x, w, rows if isinstance(rows, int) else None)
     if packed is not None:
         read, nr = packed
         padded = _padded_shape(ctx.target, shape, nr)
