@@ -21,15 +21,16 @@ PAIR = 2      # bfloat16 values a vdpbf16ps lane sums
 DPBF16PS = "llvm.x86.avx512bf16.dpbf16ps.512"
 
 
-def _features_on(target) -> set:
+def _switched(target, sign: str = "+") -> set:
+    """The features the target's switches turn on ("+") or off ("-")."""
     target = sl.Target.create(target)
-    return {f[1:] for f in (getattr(target, "features", "") or "").split(",") if f.startswith("+")}
+    return {f[1:] for f in (getattr(target, "features", "") or "").split(",") if f.startswith(sign)}
 
 
 def vnni_lanes(target) -> int:
     """int32 lanes of the target's VNNI dot product: 16 (avx512vnni), 8 (avxvnni), 0 (none).
     Read from the target's feature switches: a named CPU without -mattr says none."""
-    on = _features_on(target)
+    on = _switched(target)
     if "avx512vnni" in on and "avx512f" in on:
         return 16
     if "avxvnni" in on:
@@ -150,9 +151,7 @@ def bf16_dot_lanes(target) -> int:
     """float32 lanes of the target's bfloat16 pair dot product (vdpbf16ps on zmm): 16 with
     avx512bf16 (which implies AVX-512 in LLVM, unless avx512f is switched off), else 0. Read
     from the target's feature switches, as vnni_lanes."""
-    target = sl.Target.create(target)
-    off = {f[1:] for f in (getattr(target, "features", "") or "").split(",") if f.startswith("-")}
-    return 16 if "avx512bf16" in _features_on(target) and "avx512f" not in off else 0
+    return 16 if "avx512bf16" in _switched(target) and "avx512f" not in _switched(target, "-") else 0
 
 
 def dot_bf16_intrin(lanes: int = 16):

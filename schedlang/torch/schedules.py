@@ -41,7 +41,6 @@ import warnings
 from typing import Callable, List, Optional
 
 from ..expr.extent import ceil_div
-from ..expr.equality import equal
 from ..expr.functor import substitute, uses_var, walk
 from ..errors import ScheduleError
 from ..expr.nodes import Binary, Call, Const, Var
@@ -784,19 +783,20 @@ def _pair_dot(s: Schedule, mm, target: Target):
 
 
 def pairs_contiguous(indices, k: Var) -> bool:
-    """Whether a read at indices holds each aligned pair of k side by side: its last index is
-    k, or (a unit stride in k) % c with c even and the others using k only as the same
-    expression // c (a head merge, k = h * D + d: runs_along); the others free of k."""
+    """Whether a read at indices holds each pair (2i, 2i + 1) of k side by side: its last index
+    is k plus a term free of k (a slice's offset) and the others are free of k; or its last is
+    k % c with c even and the others use k only as k // c (a head merge, k = h * D + d: a pair
+    never straddles two heads)."""
     if not indices:
         return False
     *rest, last = indices
-    if last is k:
+    if unit_stride(last, k) and not (isinstance(last, Binary) and last.op == "floormod"):
         return not any(uses_var(i, k) for i in rest)
-    if not runs_along(last, k, PAIR):
+    c = static(last.b) if isinstance(last, Binary) and last.op == "floormod" and last.a is k else None
+    if c is None or c % PAIR:
         return False
-    run = [i for i in rest if uses_var(i, k)]
-    return all(isinstance(i, Binary) and i.op == "floordiv" and equal(i.a, last.a) and static(i.b) == static(last.b)
-               for i in run)
+    return all(isinstance(i, Binary) and i.op == "floordiv" and i.a is k and static(i.b) == c
+               for i in rest if uses_var(i, k))
 
 
 def matmul_layout(s: Schedule, mm) -> Optional[str]:

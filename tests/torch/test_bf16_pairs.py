@@ -241,3 +241,19 @@ def test_grouped_experts_take_pairs(counts, rows, kn):
     assert _kinds(compiled) == {"grouped_pair_panels_kn" if kn else "grouped_pair_panels"}
     assert _dot_kernels(compiled) == 1
     torch.testing.assert_close(out.float(), ref.float(), rtol=2 ** -7, atol=1e-3)
+
+
+def test_pairs_contiguous_reads():
+    """Which activation reads hold each pair (2i, 2i + 1) of k side by side: k itself or offset
+    by a slice, and a head merge k // c, k % c with c even; not a merge of odd runs, nor one
+    whose inner index is offset (a pair could straddle two heads), nor a strided or leading k."""
+    from schedlang.torch.schedules import pairs_contiguous
+    i, k = sl.var("i"), sl.var("k")
+    assert pairs_contiguous([i, k], k)
+    assert pairs_contiguous([i, k + 1], k)
+    assert pairs_contiguous([k // 64, i, k % 64], k)
+    assert not pairs_contiguous([k // 63, i, k % 63], k)
+    assert not pairs_contiguous([(k + 1) // 64, i, (k + 1) % 64], k)
+    assert not pairs_contiguous([i, k * 2], k)
+    assert not pairs_contiguous([k, i], k)
+    assert not pairs_contiguous([k, k], k)
