@@ -32,7 +32,7 @@ from .inverse_permutation import rewrite_inverse_permutations
 from .layout import block_activations
 from .pad_fusion import share_padded
 from .ops.registry import LowerContext, NeedsStaticShape, Unsupported, lookup
-from .prepack import PackSpec, shape_of
+from .prepack import PackSpec, dtype_of, shape_of
 from .subpixel import rewrite_transposed_convolutions
 from .torch_ir import Ref, TorchGraph, TorchNode, map_refs, node_call_str, type_str
 
@@ -211,7 +211,7 @@ class _Lowering:
             while pname in self.inputs:      # another spec of the same source
                 pname += "_"
             shape = shape_of(kind, [None if t is None else tuple(t.shape) for t in tensors], width, params)
-            self.inputs[pname] = sl.placeholder(shape, tensors[0].dtype, name=pname)
+            self.inputs[pname] = sl.placeholder(shape, dtype_of(kind, tensors[0].dtype), name=pname)
             self.where[pname] = ("input", 0)
             self.packs[pname] = spec
         return self.inputs[pname]

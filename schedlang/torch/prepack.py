@@ -240,6 +240,14 @@ def shape_of(kind: str, shapes: Sequence, width: int, params: tuple = ()) -> tup
     return tuple(next(s for s in shapes if s is not None))
 
 
+def dtype_of(kind: str, dtype) -> str:
+    """The dtype of the constant of kind made from a source of dtype: a Winograd weight of a
+    bfloat16 one is float32 (its bgemm runs in float32 on float32 transforms, ops/conv_winograd.py,
+    so U = G w G^T is kept unrounded); every other the source's."""
+    dtype = str(dtype)
+    return "float32" if kind == "winograd" and dtype == "bfloat16" else dtype
+
+
 def make(spec: PackSpec, tensors: Sequence):
     """The constant of spec from its source tensors (None where a source is absent)."""
     if spec.kind == "fold":                 # a value of the state alone (const_fold.py)
@@ -268,7 +276,9 @@ def make(spec: PackSpec, tensors: Sequence):
         blocks, *eps = spec.params
         return pack_conv_tiles(w, spec.width, blocks, *bn, *eps) if bn else pack_conv_tiles(w, spec.width, blocks)
     if spec.kind == "winograd":
+        import torch
         w, *bn = tensors
+        w = w.float() if w.dtype == torch.bfloat16 else w     # U in float32 (dtype_of)
         m, *eps = spec.params
         return pack_winograd(w, spec.width, m, *bn, *eps) if bn else pack_winograd(w, spec.width, m)
     return _bn_vector(spec.kind, tensors, *spec.params)

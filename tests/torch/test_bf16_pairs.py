@@ -7,6 +7,7 @@ for a named CPU, not run)."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -257,3 +258,25 @@ def test_pairs_contiguous_reads():
     assert not pairs_contiguous([i, k * 2], k)
     assert not pairs_contiguous([k, i], k)
     assert not pairs_contiguous([k, k], k)
+
+
+def test_bfloat16_winograd_convolution():
+    """A bfloat16 3x3 convolution with its batch norm and ReLU runs Winograd F(4 x 4, 3 x 3) as a
+    float32 one does, its transforms and bgemm in float32 (U packed float32), the result
+    rounded once: as close to the float32 model as eager bfloat16 (any host)."""
+    torch.manual_seed(7)
+    model = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU())
+    with torch.no_grad():
+        model[1].running_mean.uniform_(-0.5, 0.5)
+        model[1].running_var.uniform_(0.5, 2.0)
+    model = model.eval().bfloat16()
+    x = torch.randn(1, 64, 18, 18).bfloat16()
+    with torch.no_grad():
+        compiled = slt.compile(model, (x,))
+        out, eager = compiled(x), model(x)
+        ref = copy.deepcopy(model).float()(x.float())
+    (name,) = [n for n, sp in compiled.program.packs.items() if sp.kind == "winograd"]
+    assert re.search(rf"{name}: \(36, \d+, 64, \d+\) f32", compiled.ir("tensor"))
+    scale = ref.abs().max()
+    ours, theirs = ((y.float() - ref).abs().max() / scale for y in (out, eager))
+    assert ours <= 2 * theirs + 2 ** -8, (ours, theirs)

@@ -40,15 +40,16 @@ MIN_TILES = {16: 4,      # vector registers -> the fewest output tiles per image
 
 def winograd_tile(ctx, call) -> Optional[int]:
     """m when call (a ConvCall) runs as F(m x m, 3 x 3): ENABLED, a CPU target with packed
-    weights and a register file in MIN_TILES, float32, groups 1, a 3x3 kernel of stride and
-    dilation 1, padding 0 or 1 (both dims alike), input and output channels at least
-    MIN_CHANNELS in native vectors, an output at least MIN_SIZE square of at least the
-    register file's MIN_TILES m x m tiles; else None."""
+    weights and a register file in MIN_TILES, float32 or bfloat16 (computed in float32: the
+    direct bfloat16 kernel converts every value it reads and runs the float32 tile anyway),
+    groups 1, a 3x3 kernel of stride and dilation 1, padding 0 or 1 (both dims alike), input
+    and output channels at least MIN_CHANNELS in native vectors, an output at least MIN_SIZE
+    square of at least the register file's MIN_TILES m x m tiles; else None."""
     target = ctx.target
     if not ENABLED or not cpu_layouts(target):
         return None
     min_tiles = MIN_TILES.get(target.native_registers())
-    if min_tiles is None or str(call.x.dtype) != "float32" or call.x.ndim != 4:
+    if min_tiles is None or str(call.x.dtype) not in ("float32", "bfloat16") or call.x.ndim != 4:
         return None
     oc, ic, kh, kw = call.weight.shape
     lanes = target.native_lanes(32)
@@ -80,11 +81,13 @@ def winograd_conv(ctx, call, m: int, bn: tuple = (), params: tuple = (), bias=No
         return None
     x = call.x
     oc = call.weight.shape[0]
-    value, _ = winograd_inverse(lambda n, c, y, w: x[n, c, y, w], x.shape, u, oc, m, call.padding[0], mr,
-                                name=ctx.name("wino"))
+    # the transforms and the bgemm in float32 (U is float32 for a bfloat16 weight: prepack.dtype_of),
+    # the result rounded to x's dtype once
+    value, _ = winograd_inverse(lambda n, c, y, w: sl.cast("float32", x[n, c, y, w]), x.shape, u, oc, m,
+                                call.padding[0], mr, name=ctx.name("wino"))
     bias = call.bias if bias is None else bias
 
     def body(n, o, y, w):
         v = value(n, o, y, w)
-        return v + bias[o] if bias is not None else v
+        return sl.cast(x.dtype, v + sl.cast("float32", bias[o]) if bias is not None else v)
     return sl.compute(call.out_shape, body, name=ctx.name())
