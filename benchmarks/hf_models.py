@@ -181,6 +181,20 @@ def inputs_of(kind: str):
             "unet": (torch.randn(1, 4, 16, 16), torch.tensor([10]), torch.randn(1, 5, 32))}[kind]
 
 
+def in_dtype(model, xs, dtype: str):
+    """(model, inputs) in dtype ("float32": as they are): the module converted in place and the
+    floating inputs (token ids stay integers)."""
+    if dtype == "float32":
+        return model, xs
+    dt = getattr(torch, dtype)
+    return model.to(dt), tuple(x.to(dt) if x.is_floating_point() else x for x in xs)
+
+
+def relative(got, want) -> float:
+    """max |got - want| over max |want|, in float32."""
+    return float((got.float() - want.float()).abs().max()) / max(float(want.float().abs().max()), 1e-6)
+
+
 def check(name: str, make, kind: str, dynamo: bool, dtype: str = "float32") -> str:
     import schedlang.torch as st
     torch.manual_seed(0)
@@ -192,8 +206,7 @@ def check(name: str, make, kind: str, dynamo: bool, dtype: str = "float32") -> s
     if dtype != "float32":
         with torch.no_grad():
             want32 = model(*xs).float()
-        model = model.to(getattr(torch, dtype))
-        xs = tuple(x.to(getattr(torch, dtype)) if x.is_floating_point() else x for x in xs)
+        model, xs = in_dtype(model, xs, dtype)
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         start = time.perf_counter()
@@ -213,8 +226,7 @@ def check(name: str, make, kind: str, dynamo: bool, dtype: str = "float32") -> s
         return f"{name:16s} NOT COMPILED (Dynamo ran the model eagerly)"
     parts = "" if dynamo else f" parts={len(compiled.program.parts)}"
     if want32 is not None:
-        scale = max(want32.abs().max().item(), 1e-6)
-        ours, eager = ((x.float() - want32).abs().max().item() / scale for x in (got, want))
+        ours, eager = relative(got, want32), relative(want, want32)
         verdict = "ok" if ours <= 2 * eager + 2 ** -8 else "MISMATCH"
         return (f"{name:16s} {verdict:8s} from float32: eager {eager:.1e} schedlang {ours:.1e}{parts} "
                 f"in torch: {fell or 'none'}  ({seconds:.1f} s)")

@@ -81,14 +81,10 @@ def inputs_of(kind: str):
             "mel": (torch.randn(1, 80, 3000),)}[kind]
 
 
-def _rel(got, want) -> float:
-    return float((got.float() - want.float()).abs().max()) / max(float(want.float().abs().max()), 1e-6)
-
-
 def run_one(name: str, dtype: str = "float32") -> str:
     import torch
     import harness
-    from hf_models import Main
+    from hf_models import Main, in_dtype, relative
     from models import inductor
     from random_init import unfold_constant_init
     import schedlang.torch as st
@@ -102,8 +98,7 @@ def run_one(name: str, dtype: str = "float32") -> str:
         unfold_constant_init(model)
         if dtype != "float32":
             want32 = model(*xs)
-            model = model.to(getattr(torch, dtype))
-            xs = tuple(x.to(getattr(torch, dtype)) if x.is_floating_point() else x for x in xs)
+            model, xs = in_dtype(model, xs, dtype)
         want = model(*xs)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -111,9 +106,9 @@ def run_one(name: str, dtype: str = "float32") -> str:
             compiled = st.compile(model, xs)
             got = compiled(*xs)
             seconds = time.perf_counter() - start
-        rel = _rel(got, want)
+        rel = relative(got, want)
         if dtype != "float32":
-            exact = f" (from float32: eager {_rel(want, want32):.1e}, schedlang {_rel(got, want32):.1e})"
+            exact = f" (from float32: eager {relative(want, want32):.1e}, schedlang {relative(got, want32):.1e})"
         fell = sorted({str(w.message).split(": ", 1)[-1][:60] for w in caught
                        if type(w.message).__name__ == "FallbackWarning"})
         fast, _ = inductor(model, xs)

@@ -70,6 +70,11 @@ class PackSpec:
         return (self.source,) + self.more
 
 
+# the panels of a matrix or of a stack of them, K whole or in pairs, stored [.., N, K] or [.., K, N]
+MATRIX_PANELS = frozenset(f"{group}{pair}panels{kn}" for group in ("", "grouped_") for pair in ("", "pair_")
+                          for kn in ("", "_kn"))
+
+
 def panels(n: int, width: int) -> int:
     return ceil_div(n, width)
 
@@ -219,15 +224,11 @@ def _bn_vector(kind: str, sources: Sequence, eps: float):
 
 def shape_of(kind: str, shapes: Sequence, width: int, params: tuple = ()) -> tuple:
     """The shape of the constant of kind (with params) made from sources of these shapes."""
-    if kind in ("panels", "panels_kn"):
-        n, k = shapes[0] if kind == "panels" else shapes[0][::-1]
-        return (panels(n, width), k, width)
-    if kind in ("pair_panels", "pair_panels_kn"):
-        n, k = shapes[0] if kind == "pair_panels" else shapes[0][::-1]
-        return (panels(n, width), k // 2, width, 2)
-    if kind in ("grouped_panels", "grouped_panels_kn", "grouped_pair_panels", "grouped_pair_panels_kn"):
-        g, n, k = shapes[0] if not kind.endswith("_kn") else (shapes[0][0], shapes[0][2], shapes[0][1])
-        return (g, panels(n, width), k, width) if "pair" not in kind else (g, panels(n, width), k // 2, width, 2)
+    if kind in MATRIX_PANELS:                # [..., N, K] (or [..., K, N] for _kn) per matrix
+        *lead, n, k = shapes[0]
+        if kind.endswith("_kn"):
+            n, k = k, n
+        return (*lead, panels(n, width)) + ((k // 2, width, 2) if "pair" in kind else (k, width))
     if kind == "conv":
         oc, *rest = shapes[0]
         return (panels(oc, width), *rest, width)
@@ -256,16 +257,12 @@ def make(spec: PackSpec, tensors: Sequence):
         return pack(tensors[0], spec.width)
     if spec.kind == "panels_kn":
         return pack(tensors[0].t().contiguous(), spec.width)
-    if spec.kind == "pair_panels":
+    if spec.kind in ("pair_panels", "grouped_pair_panels"):
         return pack_pairs(tensors[0], spec.width)
-    if spec.kind == "pair_panels_kn":
-        return pack_pairs(tensors[0].t().contiguous(), spec.width)
+    if spec.kind in ("pair_panels_kn", "grouped_pair_panels_kn"):
+        return pack_pairs(tensors[0].transpose(-1, -2), spec.width)
     if spec.kind == "grouped_panels":
         return pack_grouped(tensors[0], spec.width)
-    if spec.kind == "grouped_pair_panels":
-        return pack_pairs(tensors[0], spec.width)
-    if spec.kind == "grouped_pair_panels_kn":
-        return pack_pairs(tensors[0].transpose(1, 2), spec.width)
     if spec.kind == "grouped_panels_kn":
         return pack_grouped(tensors[0].transpose(1, 2), spec.width)
     if spec.kind == "conv":
