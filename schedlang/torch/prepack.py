@@ -50,6 +50,7 @@ from typing import Dict, Optional, Sequence, Tuple
 from ..build_pool import build_each
 from ..expr.extent import ceil_div
 from . import pack_disk
+from .dtypes import name_of
 from .pack_fast import pack_panels
 from .state import Version, key_of
 
@@ -241,12 +242,18 @@ def shape_of(kind: str, shapes: Sequence, width: int, params: tuple = ()) -> tup
     return tuple(next(s for s in shapes if s is not None))
 
 
+# kinds whose constant is float32 where the source is bfloat16 (dtype_of)
+FLOAT32_OF_BFLOAT16 = frozenset(("conv", "conv_tiles", "winograd"))
+
+
 def dtype_of(kind: str, dtype) -> str:
-    """The dtype of the constant of kind made from a source of dtype: a Winograd weight of a
-    bfloat16 one is float32 (its bgemm runs in float32 on float32 transforms, ops/conv_winograd.py,
-    so U = G w G^T is kept unrounded); every other the source's."""
+    """The dtype of the constant of kind made from a source of dtype: a convolution's weight of
+    a bfloat16 one is float32 (FLOAT32_OF_BFLOAT16): the convolution sums in float32 (ops/conv.py),
+    so the packed blocks are read as they are instead of converted at every step of the register
+    tile, a batch norm folded into them is kept unrounded, and a Winograd U = G w G^T too (its
+    bgemm runs in float32 on float32 transforms, ops/conv_winograd.py); every other the source's."""
     dtype = str(dtype)
-    return "float32" if kind == "winograd" and dtype == "bfloat16" else dtype
+    return "float32" if kind in FLOAT32_OF_BFLOAT16 and dtype == "bfloat16" else dtype
 
 
 def make(spec: PackSpec, tensors: Sequence):
@@ -265,6 +272,8 @@ def make(spec: PackSpec, tensors: Sequence):
         return pack_grouped(tensors[0], spec.width)
     if spec.kind == "grouped_panels_kn":
         return pack_grouped(tensors[0].transpose(1, 2), spec.width)
+    if spec.kind in FLOAT32_OF_BFLOAT16 and dtype_of(spec.kind, name_of(tensors[0].dtype)) == "float32":
+        tensors = (tensors[0].float(),) + tuple(tensors[1:])
     if spec.kind == "conv":
         w, *bn = tensors
         return pack_conv(w, spec.width, *bn, *spec.params) if bn else pack_conv(w, spec.width)
@@ -273,9 +282,7 @@ def make(spec: PackSpec, tensors: Sequence):
         blocks, *eps = spec.params
         return pack_conv_tiles(w, spec.width, blocks, *bn, *eps) if bn else pack_conv_tiles(w, spec.width, blocks)
     if spec.kind == "winograd":
-        import torch
         w, *bn = tensors
-        w = w.float() if w.dtype == torch.bfloat16 else w     # U in float32 (dtype_of)
         m, *eps = spec.params
         return pack_winograd(w, spec.width, m, *bn, *eps) if bn else pack_winograd(w, spec.width, m)
     return _bn_vector(spec.kind, tensors, *spec.params)

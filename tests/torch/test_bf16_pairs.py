@@ -285,3 +285,28 @@ def test_bfloat16_winograd_convolution():
     (name,) = [n for n, sp in compiled.program.packs.items() if sp.kind == "winograd"]
     assert re.search(rf"{name}: \(36, \d+, 64, \d+\) f32", compiled.ir("tensor"))
     _as_close_as_eager(out, eager, ref)
+
+
+@pytest.mark.parametrize("case", ["1d", "1d_padded", "2d_stem"])
+def test_bfloat16_unblocked_convolution_reads_float32(case):
+    """A bfloat16 dense convolution whose input stays unblocked (1-d; 2-d with channels not
+    whole blocks: an RGB stem) reads it converted once to float32 (a copy, or the padded copy,
+    in float32) and its weight packed in float32, instead of converting both at every step of
+    the register tile; as close to the float32 model as eager bfloat16 (any host)."""
+    torch.manual_seed(11)
+    if case == "2d_stem":
+        conv, x = nn.Conv2d(3, 32, 7, stride=2, padding=3, bias=False), torch.randn(1, 3, 37, 37)
+    else:
+        conv, x = nn.Conv1d(48, 64, 3, stride=2, padding=1 if case == "1d_padded" else 0), torch.randn(1, 48, 101)
+    model = nn.Sequential(nn.Conv1d(48, 48, 1) if case != "2d_stem" else nn.Identity(), conv, nn.GELU())
+    model = model.eval().bfloat16()
+    x = x.bfloat16()
+    with torch.no_grad():
+        compiled = slt.compile(model, (x,))
+        out, eager = compiled(x), model(x)
+        ref = copy.deepcopy(model).float()(x.float())
+    (name,) = [n for n, sp in compiled.program.packs.items() if sp.kind in ("conv", "conv_tiles")
+               and sp.sources[0] == "p_1_weight"]
+    assert re.search(rf"{name}: \([\d, ]+\) f32", compiled.ir("tensor"))
+    assert re.search(r"_(f32|pad): f32\[", compiled.ir("tile")), "the input is not converted once"
+    _as_close_as_eager(out, eager, ref)
