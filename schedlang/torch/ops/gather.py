@@ -68,7 +68,7 @@ def _int64(extent):
     return sl.const(extent, "int64") if isinstance(extent, int) else sl.cast("int64", extent)
 
 
-def _clamped(index, rows, wrap: bool = False):
+def clamped_index(index, rows, wrap: bool = False):
     """index clamped into [0, rows) as an int64 expression (rows: int or size expression);
     with wrap, a negative index counts from the end first (x[-1])."""
     i, zero, n = sl.cast("int64", index), sl.const(0, "int64"), _int64(rows)
@@ -109,7 +109,7 @@ def embedding(ctx: LowerContext, weight, indices, padding_idx=-1, scale_grad_by_
     n = len(indices.shape)
 
     def body(i):
-        return weight[_clamped(indices[tuple(i[:n])], rows), i[n]]
+        return weight[clamped_index(indices[tuple(i[:n])], rows), i[n]]
     return compute(tuple(indices.shape) + (weight.shape[1],), body, ctx.name())
 
 
@@ -129,7 +129,7 @@ def index_select(ctx: LowerContext, x, dim, index):
 
     def body(i):
         at = index[(i[d],)] if index.shape else index[()]
-        return x[tuple(i[:d]) + (_clamped(at, rows),) + tuple(i[d + 1:])]
+        return x[tuple(i[:d]) + (clamped_index(at, rows),) + tuple(i[d + 1:])]
     return compute(shape, body, ctx.name())
 
 
@@ -147,7 +147,7 @@ def gather(ctx: LowerContext, x, dim, index, sparse_grad=False):
                    error=RuntimeError)
 
     def body(i):
-        return x[tuple(i[:d]) + (_clamped(index[tuple(i)], rows),) + tuple(i[d + 1:])]
+        return x[tuple(i[:d]) + (clamped_index(index[tuple(i)], rows),) + tuple(i[d + 1:])]
     return compute(tuple(index.shape), body, ctx.name())
 
 
@@ -184,6 +184,6 @@ def index_tensor(ctx: LowerContext, x, indices):
         for k, d in enumerate(after):
             src[d] = i[nb + nB + k]
         for d in adv:
-            src[d] = _clamped(read_broadcast(idx[d], bshape, i[nb:nb + nB]), x.shape[d], wrap=True)
+            src[d] = clamped_index(read_broadcast(idx[d], bshape, i[nb:nb + nB]), x.shape[d], wrap=True)
         return x[tuple(src)]
     return compute([x.shape[d] for d in before] + list(bshape) + [x.shape[d] for d in after], body, ctx.name())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import schedlang as sl
 
 from .common import compute, norm_dim, replaced, static
+from .gather import clamped_index
 from .registry import Unsupported, register_lowering
 
 MAX_EXTENT = 4096
@@ -57,7 +58,8 @@ def _sorted(ctx, x, dim: int, descending: bool, count: int, op: str):
         i = sl.reduce_axis((0, n), name="ri")
         return sl.sum(sl.select(rank[replaced(idx, d, i)] == idx[d], sl.cast("int64", i), sl.const(0, "int64")), axis=i)
     index = compute(tuple(shape), index_body, ctx.name("index"))
-    values = compute(tuple(shape), lambda idx: x[replaced(idx, d, sl.cast("int32", index[tuple(idx)]))], ctx.name())
+    # the index clamped: always in range here, but not in a kernel tuned alone on random inputs
+    values = compute(tuple(shape), lambda idx: x[replaced(idx, d, clamped_index(index[tuple(idx)], n))], ctx.name())
     return values, index
 
 
