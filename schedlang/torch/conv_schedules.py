@@ -20,7 +20,9 @@ On the CPU, three kernels:
   of the target, innermost): per step of the reduction, wt broadcasts of input values,
   `vecs` vector loads of weights and wt * vecs FMAs into registers; the tile is then written
   back to NCHW through the epilogue, a row of wt columns per store. (batch, channel
-  block, output rows) run in parallel.
+  block, output rows) run in parallel. A bfloat16 one whose weight is packed in pairs of
+  input channels (ops/conv.reads_pairs) does a pair per step, each vector of L channels by
+  both of them one vdpbf16ps (_pair_dot, tensorized).
 - rows (a weight that is not a constant; depthwise and other grouped ones are depthwise_schedules.py's,
   rows over a padded plane): each output row split in
   vectors along the width, the whole reduction inside, on a vector accumulator (the input
@@ -37,12 +39,20 @@ from ..expr.functor import uses_var, walk
 from ..expr.nodes import Binary
 from ..target.llvm.cpus import TWO_ZMM_FMA_CPUS, l2_bytes
 from ..target.target import CACHE_LINE_BYTES, Target
+from ..topi.x86_intrin import PAIR, bf16_dot_lanes, dot_bf16_intrin
 from ..tensor.op import TensorRead
 
 MAX_TILE_VECTORS = 2      # vectors of output channels in a register tile (narrow vectors: AVX2)
 TILE_WIDTH = 8            # output columns of a register tile with one vector of channels
 TILE_WIDTH_2 = 6          # ... with two (12 accumulators of the 16 AVX2 registers)
 MAX_UNROLL_TAPS = 7       # a kernel extent the row schedule unrolls
+# The register tile of a bfloat16 pair dot product (vdpbf16ps, _pair_dot): vectors of output
+# channels by columns. Measured (1-d convolutions alone, 2-core Zen 4, 2 threads; ms for
+# 1 x 8 / 2 x 8 / 2 x 6 / 2 x 4, eager's oneDNN beside): wav2vec2's 512 -> 512 3 taps stride 2
+# over 3199: 9.9 / 7.1 / - / - (eager 6.5); 2 taps over 401: 1.18 / 0.74 / 0.95 / 1.25 (0.75);
+# Whisper's 80 -> 384 over 3000: 3.48 / 2.75 / 3.42 / 5.45 (1.9); 384 -> 384 stride 2:
+# 5.44 / 4.55 / 4.31 / 4.57 (3.6-4.3); 4 x 6 and 2 x 12 on the first: 11.8, 8.7-13.3.
+PAIR_TILE = (2, 8)
 
 
 def schedule_conv_cpu(s, group, target: Target, choice: Optional["NchwcChoice"] = None) -> None:
@@ -60,15 +70,19 @@ def schedule_conv_cpu(s, group, target: Target, choice: Optional["NchwcChoice"] 
     widths = {block_width(s[c]) if _dense(s[c]) or _packed_grouped(s[c]) else None for c in group.convs}
     width = widths.pop() if len(widths) == 1 else None
     if width is not None and width > 1:
-        return _conv_blocked_cpu(s, group, width)
+        return _conv_blocked_cpu(s, group, width, target)
     return _conv_rows_cpu(s, group, target)
 
 
 def block_width(conv) -> Optional[int]:
     """L when the convolution reads its weight as packed blocks w[oc // L, .., oc % L] (or
-    w[0, .., oc] where OC is one block: simplify drops the division), else None."""
+    w[0, .., oc] where OC is one block: simplify drops the division; or in pairs of input
+    channels, w[oc // L, rc // 2, .., oc % L, rc % 2]: _pair_read), else None."""
     from .schedules import static
     oc = conv.op.axis[1]
+    pair = _pair_read(conv)
+    if pair is not None:
+        return static(pair.indices[-2].b)
     for node in walk(conv.op.body.source[0]):
         if isinstance(node, TensorRead):
             last = node.indices[-1]
@@ -78,6 +92,45 @@ def block_width(conv) -> Optional[int]:
                     and static(node.tensor.shape[-1]) == static(oc.dom.extent):
                 return static(oc.dom.extent)
     return None
+
+
+def _pair_read(conv) -> Optional[TensorRead]:
+    """The convolution's read of a weight packed in pairs of input channels (prepack.py
+    "conv_pairs", ops/conv.reads_pairs): w[oc // L, rc // 2, *r, oc % L, rc % 2], rc its last
+    reduce axis, or None."""
+    from .schedules import static
+    op = conv.op
+    if not op.reduce_axis or len(op.axis) not in (3, 4):
+        return None
+    oc, rc = op.axis[1].var, op.reduce_axis[-1].var
+    for node in walk(op.body.source[0]):
+        if isinstance(node, TensorRead) and len(node.indices) >= 4:
+            *_, lane, pair = node.indices
+            if all(isinstance(e, Binary) and e.op == "floormod" for e in (lane, pair)) \
+                    and lane.a is oc and pair.a is rc and static(pair.b) == PAIR:
+                return node
+    return None
+
+
+def _pair_dot(s, conv, target: Target):
+    """The bfloat16 pair dot product (topi/x86_intrin.dot_bf16_intrin) conv's register tile
+    runs, or None: conv reads its weight in pairs (_pair_read) of the instruction's lanes and
+    its input pair by pair (ops/conv._padded: x[.., rc // 2, .., rc % 2]), on a target that
+    has it. Otherwise its plain loops compute the same sums."""
+    from .schedules import static
+    lanes_ = bf16_dot_lanes(target)
+    read = _pair_read(conv)
+    if not lanes_ or read is None or static(read.indices[-2].b) != lanes_ \
+            or static(conv.op.reduce_axis[-1].dom.extent) is None:
+        return None
+    rc = conv.op.reduce_axis[-1].var
+    for node in walk(conv.op.body.source[0]):
+        if isinstance(node, TensorRead) and node is not read and uses_var(node.indices[-1], rc):
+            last = node.indices[-1]
+            if str(node.tensor.dtype) != "bfloat16" or not (isinstance(last, Binary) and last.op == "floormod"
+                                                             and last.a is rc and static(last.b) == PAIR):
+                return None
+    return dot_bf16_intrin(lanes_)
 
 
 def _dense(conv) -> bool:
@@ -153,8 +206,9 @@ def _accumulators(s, group):
     return conv, [s[s.cache_write(conv.op.output(0), "local")]]
 
 
-def _conv_blocked_cpu(s, group, width: int) -> None:
+def _conv_blocked_cpu(s, group, width: int, target: Target) -> None:
     from .schedules import static
+    dots = [_pair_dot(s, s[c], target) for c in group.convs]
 
     def split_channels(conv):
         n, oc, *spatial = conv.op.axis
@@ -166,10 +220,12 @@ def _conv_blocked_cpu(s, group, width: int) -> None:
     channels, cols = static(oc.dom.extent), static(spatial[-1].dom.extent)
     vecs = MAX_TILE_VECTORS if width <= 8 and channels % (MAX_TILE_VECTORS * width) == 0 else 1
     wt = max(1, min(TILE_WIDTH if vecs == 1 else TILE_WIDTH_2, cols))
+    if any(dots) and channels % (PAIR_TILE[0] * width) == 0:
+        vecs, wt = PAIR_TILE[0], max(1, min(PAIR_TILE[1], cols))
     co, ci = out.split(oc, factor=vecs * width)
     wo, wi = out.split(spatial[-1], factor=wt)
     out.reorder(n, co, *spatial[:-1], wo, ci, wi)   # written back a row of columns at a time
-    _register_tile(out, caches, [n, co] + spatial[:-1], wo, ci, vecs, wt)
+    _register_tile(out, caches, [n, co] + spatial[:-1], wo, ci, vecs, wt, dots=dots)
     out.vectorize(wi)
 
 
@@ -706,7 +762,7 @@ def _local_sums(s, group, prepare=None) -> list:
 
 def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, chunks: Optional[list] = None,
                    channels_outside: bool = False, plane: bool = False, blocks_outer: bool = False,
-                   row_chunk: int = 1) -> None:
+                   row_chunk: int = 1, dots: Optional[list] = None) -> None:
     """The register tile of the blocked kernels: each [n, blocks, *spatial, L] cache computed
     at the loop over a row's column tiles (wo), its reduction outermost, then the tile's rt
     rows, wt columns and vecs channel blocks (unrolled) and a vector of L channels; the tasks
@@ -727,7 +783,7 @@ def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, 
         tile_sums(caches, out, task, vecs, wt, rt, chunks, channels_outside=True, plane=plane,
                   blocks_outer=blocks_outer, row_chunk=row_chunk)
     else:
-        tile_sums(caches, out, wo, vecs, wt, rt, chunks)
+        tile_sums(caches, out, wo, vecs, wt, rt, chunks, dots=dots)
         task = _fuse(out, tasks)
     out.parallel(task)
     out.unroll(ci)
@@ -735,14 +791,16 @@ def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, 
 
 def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[list] = None,
               channels_outside: bool = False, plane: bool = False, blocks_outer: bool = False,
-              row_chunk: int = 1) -> None:
+              row_chunk: int = 1, dots: Optional[list] = None) -> None:
     """Each local sum of caches (_local_sums) computed at loop wo of stage at as register tiles
     of rt rows, wt columns and vecs channel blocks (_register_tile says how); with
     channels_outside, wo is a loop over rows (a row of tiles a step) and the reduction's input
     channel blocks go outside the loop over the row's tiles (_input_channels_outside); with
     plane too, wo is the task of a whole plane and they go outside its rows; blocks_outer
     puts the tile's channel blocks outside its rows and columns (one weight vector live,
-    the tile's broadcasts reused across the blocks: _short_odd_rows)."""
+    the tile's broadcasts reused across the blocks: _short_odd_rows). dots: per cache, the pair
+    dot product its tile runs (_pair_dot) or None (the plain NCHW tile only: a pair of input
+    channels a step, a vector of output channels by both of them tensorized)."""
     for i, cache in enumerate(caches):
         cache.compute_at(at, wo)
         cn, cblock, *csp, clane = cache.op.axis
@@ -753,6 +811,16 @@ def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[
             hco, h = cache.split(csp[-2], factor=rt)
             rows, hci = csp[:-2] + [hco], [h]
         reduce_axes = list(cache.op.reduce_axis)
+        dot = dots[i] if dots else None
+        if dot is not None and chunks is None and not channels_outside:
+            *taps, rc = reduce_axes            # ops/conv.py: the pair axis last
+            rcp, kp = cache.split(rc, factor=PAIR)
+            cache.reorder(cn, bo, *rows, wco, rcp, *taps, *hci, wci, bi, clane, kp)
+            _prefetch_weights(cache, taps[-1] if taps else rcp, clane)
+            for ax in (*hci, wci, bi):
+                cache.unroll(ax)
+            cache.tensorize(clane, dot)
+            continue
         tile = [bi, *hci, wci] if blocks_outer else [*hci, wci, bi]
         if channels_outside and plane:
             cache.reorder(cn, bo, reduce_axes[0], *rows, wco, *reduce_axes[1:], *tile, clane)

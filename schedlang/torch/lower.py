@@ -206,7 +206,7 @@ class _Lowering:
         spec = PackSpec(names[0], width, kind, tuple(names[1:]), params)
         pname = next((n for n, sp in self.packs.items() if sp == spec), None)
         if pname is None:
-            folded = "_bn" if kind in ("conv", "conv_tiles", "winograd") and any(n is not None for n in names[1:]) else ""
+            folded = "_bn" if kind in ("conv", "conv_tiles", "conv_pairs", "winograd") and any(n is not None for n in names[1:]) else ""
             pname = f"{names[0]}_packed{width}" if kind == "panels" else f"{names[0]}_{kind}{width}{folded}"
             while pname in self.inputs:      # another spec of the same source
                 pname += "_"

@@ -16,12 +16,17 @@ read fast:
 - "conv": a convolution's weight [OC, ICg, *K] as [ceil(OC / width), ICg, *K, width] blocks
   (the NCHWc kernels' packed weights: a vector of output channels innermost), optionally
   with a following eval-mode batch norm folded in (each output channel scaled by
-  gamma / sqrt(var + eps), as Inductor's and TVM's FoldScaleAxis do);
+  gamma / sqrt(var + eps), as Inductor's and TVM's FoldScaleAxis do); float32 for a
+  bfloat16 weight, as "conv_tiles" and "winograd" (dtype_of);
 - "conv_tiles": the same with `blocks` consecutive blocks side by side and the input
   channels in blocks of width too, [OC / (blocks * width), ICg / width, *K, width, blocks,
   width] (params: (blocks,) then the batch norm's eps): what a register tile spanning that
   many channel blocks reads, with the input channels of a block innermost in its reduction,
   one contiguous stream (conv_schedules.weight_blocks);
+- "conv_pairs": a bfloat16 convolution's weight as [ceil(OC / width), ICg / 2, *K, width, 2]
+  (ICg even): "conv"'s blocks with consecutive input channels in pairs, a channel's two
+  values side by side, as the bfloat16 dot product reads them (ops/conv.py: a 1-d one on a
+  CPU with avx512bf16); folded as "conv", rounded to bfloat16 once;
 - "winograd": a 3x3 convolution's weight [OC, IC, 3, 3] transformed for Winograd F(m x m,
   3 x 3), U = G w G^T in float64 (topi/winograd.py), as [(m + 2)^2, ceil(OC / width), IC,
   width] panels of the bgemm (params: (m,) then the batch norm's eps, folded as in "conv");
@@ -49,6 +54,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from ..build_pool import build_each
 from ..expr.extent import ceil_div
+from ..topi.x86_intrin import PAIR
 from . import pack_disk
 from .dtypes import name_of
 from .pack_fast import pack_panels
@@ -156,6 +162,18 @@ def pack_conv_tiles(w, width: int, blocks: int, *bn):
     return wide.reshape(tuple(wide.shape[:-1]) + (blocks, width))
 
 
+def pack_conv_pairs(w, width: int, *bn):
+    """w [OC, ICg, *K] (ICg even) as [ceil(OC / width), ICg / 2, *K, width, 2]: pack_conv's
+    blocks (folded in float64 where bn is given, rounded once to w's dtype), each input
+    channel pair's two values side by side."""
+    oc, icg, *kernel = w.shape
+    if icg % PAIR:
+        raise ValueError(f"pack_conv_pairs: {icg} input channels are not pairs")
+    blocks = pack_conv(w, width, *bn)                   # [OCb, ICg, *K, width]
+    paired = blocks.reshape(blocks.shape[0], icg // PAIR, PAIR, *kernel, width)
+    return paired.movedim(2, -1).contiguous()
+
+
 def pack_winograd(w, width: int, m: int, gamma=None, mean=None, var=None, eps: float = 0.0):
     """w [OC, IC, 3, 3] as U = G w G^T of F(m x m, 3 x 3) in panels [(m + 2)^2, ceil(OC /
     width), IC, width] (zero past OC), each output channel scaled by the batch norm's gamma /
@@ -233,6 +251,9 @@ def shape_of(kind: str, shapes: Sequence, width: int, params: tuple = ()) -> tup
     if kind == "conv":
         oc, *rest = shapes[0]
         return (panels(oc, width), *rest, width)
+    if kind == "conv_pairs":
+        oc, icg, *kernel = shapes[0]
+        return (panels(oc, width), icg // PAIR, *kernel, width, PAIR)
     if kind == "conv_tiles":
         oc, icg, *kernel = shapes[0]
         return (panels(oc, width * params[0]), icg // width, *kernel, width, params[0], width)
@@ -277,6 +298,9 @@ def make(spec: PackSpec, tensors: Sequence):
     if spec.kind == "conv":
         w, *bn = tensors
         return pack_conv(w, spec.width, *bn, *spec.params) if bn else pack_conv(w, spec.width)
+    if spec.kind == "conv_pairs":
+        w, *bn = tensors
+        return pack_conv_pairs(w, spec.width, *bn, *spec.params) if bn else pack_conv_pairs(w, spec.width)
     if spec.kind == "conv_tiles":
         w, *bn = tensors
         blocks, *eps = spec.params

@@ -38,6 +38,18 @@ def test_pack_pairs_layout():
     assert torch.equal(kn, p)
 
 
+def test_pack_conv_pairs_layout():
+    w = torch.randn(20, 6, 3).bfloat16()
+    p = prepack.make(prepack.PackSpec("w", 16, "conv_pairs"), [w])
+    assert tuple(p.shape) == prepack.shape_of("conv_pairs", [tuple(w.shape)], 16) == (2, 3, 3, 16, 2)
+    assert p.dtype == torch.bfloat16
+    for o in range(32):
+        for c in range(6):
+            for r in range(3):
+                want = w[o, c, r] if o < 20 else torch.tensor(0, dtype=torch.bfloat16)
+                assert p[o // 16, c // 2, r, o % 16, c % 2] == want, (o, c, r)
+
+
 def test_reinterpret_bfloat16_bits():
     """reinterpret to and from bfloat16 is bit for bit: NaN payloads, signs and subnormals kept
     (the renderer holds bfloat16 values as floats; their bits are what a reinterpret moves)."""
@@ -292,7 +304,8 @@ def test_bfloat16_unblocked_convolution_reads_float32(case):
     """A bfloat16 dense convolution whose input stays unblocked (1-d; 2-d with channels not
     whole blocks: an RGB stem) reads it converted once to float32 (a copy, or the padded copy,
     in float32) and its weight packed in float32, instead of converting both at every step of
-    the register tile; as close to the float32 model as eager bfloat16 (any host)."""
+    the register tile; as close to the float32 model as eager bfloat16 (any host; the target
+    without avx512bf16, where a 1-d one would take the pair dot product)."""
     torch.manual_seed(11)
     if case == "2d_stem":
         conv, x = nn.Conv2d(3, 32, 7, stride=2, padding=3, bias=False), torch.randn(1, 3, 37, 37)
@@ -302,7 +315,7 @@ def test_bfloat16_unblocked_convolution_reads_float32(case):
     model = model.eval().bfloat16()
     x = x.bfloat16()
     with torch.no_grad():
-        compiled = slt.compile(model, (x,))
+        compiled = slt.compile(model, (x,), target="llvm -mattr=-avx512bf16")
         out, eager = compiled(x), model(x)
         ref = copy.deepcopy(model).float()(x.float())
     (name,) = [n for n, sp in compiled.program.packs.items() if sp.kind in ("conv", "conv_tiles")
@@ -310,3 +323,74 @@ def test_bfloat16_unblocked_convolution_reads_float32(case):
     assert re.search(rf"{name}: \([\d, ]+\) f32", compiled.ir("tensor"))
     assert re.search(r"_(f32|pad): f32\[", compiled.ir("tile")), "the input is not converted once"
     _as_close_as_eager(out, eager, ref)
+
+
+def _conv1d_case(kind: str):
+    """(a bfloat16 1-d convolution model, its input). With a batch norm, a 1x1 convolution
+    first, so that the pair copy reads a computed activation, as in wav2vec2's feature encoder
+    (the others read the program's input: float32 sums of it are their exact reference)."""
+    torch.manual_seed(12)
+    if kind == "padded_stride2_gelu":
+        conv, act = nn.Conv1d(48, 64, 3, stride=2, padding=1), nn.GELU()
+    elif kind == "two_taps_no_pad":
+        conv, act = nn.Conv1d(48, 32, 2, stride=2, bias=False), nn.ReLU()
+    elif kind == "dilated_batch_norm":
+        conv, act = nn.Sequential(nn.Conv1d(48, 64, 5, padding=3, dilation=2), nn.BatchNorm1d(64)), nn.ReLU()
+        with torch.no_grad():
+            conv[1].running_mean.uniform_(-0.5, 0.5)
+            conv[1].running_var.uniform_(0.5, 2.0)
+    else:
+        raise AssertionError(kind)
+    if kind != "dilated_batch_norm":
+        return nn.Sequential(conv, act).eval().bfloat16(), torch.randn(2, 48, 53).bfloat16()
+    return nn.Sequential(nn.Conv1d(30, 48, 1), conv, act).eval().bfloat16(), torch.randn(2, 30, 53).bfloat16()
+
+
+@host_has_dot
+@pytest.mark.parametrize("kind", ["padded_stride2_gelu", "two_taps_no_pad", "dilated_batch_norm"])
+def test_conv1d_pairs_match_float32_sums(kind):
+    """A bfloat16 1-d convolution's register tile runs vdpbf16ps on a pair of input channels a
+    step (weight packed "conv_pairs", input from a pair copy with its padding): float32 sums of
+    the same bfloat16 values, rounded once (a batch norm folded into the weight: rounded there
+    too, as close to the float32 model as eager)."""
+    model, x = _conv1d_case(kind)
+    with torch.no_grad():
+        compiled = slt.compile(model, (x,))
+        out = compiled(x)
+        ref = _reference(model, x)
+    assert "conv_pairs" in _kinds(compiled)
+    assert _dot_kernels(compiled) >= 1
+    if kind == "dilated_batch_norm":
+        _as_close_as_eager(out, model(x), copy.deepcopy(model).float()(x.float()))
+    else:
+        torch.testing.assert_close(out.float(), ref.float(), rtol=2 ** -7, atol=1e-3)
+
+
+@pytest.mark.parametrize("target, pairs", [("llvm -mcpu=znver4 -mattr=+avx512f,+avx512bf16", True),
+                                           ("llvm -mcpu=znver3", False)])
+def test_conv1d_pair_layout_follows_the_target(target, pairs):
+    """Built (not run) for a target: the pair layout and vdpbf16ps where it has avx512bf16,
+    the float32 path (a float32 copy of the input, float32 weight blocks) where not."""
+    model, x = _conv1d_case("padded_stride2_gelu")
+    with torch.no_grad():
+        compiled = slt.compile(model, (x,), target=target)
+    assert ("conv_pairs" in _kinds(compiled)) == pairs
+    assert (INTRINSIC in compiled.ir("target")) == pairs
+
+
+def test_conv1d_pairs_without_the_instruction(monkeypatch):
+    """A convolution lowered in pairs whose tile is not tensorized keeps plain loops and the
+    same sums; forced on any host (the lowering told the target has the instruction, the
+    schedule told it has not)."""
+    from schedlang.torch import conv_schedules
+    from schedlang.torch.ops import conv
+    monkeypatch.setattr(conv, "bf16_dot_lanes", lambda target: 16)
+    monkeypatch.setattr(conv_schedules, "bf16_dot_lanes", lambda target: 0)
+    model, x = _conv1d_case("padded_stride2_gelu")
+    with torch.no_grad():
+        compiled = slt.compile(model, (x,))
+        out = compiled(x)
+        ref = _reference(model, x)
+    assert "conv_pairs" in _kinds(compiled)
+    assert INTRINSIC not in compiled.ir("target")
+    torch.testing.assert_close(out.float(), ref.float(), rtol=2 ** -7, atol=1e-3)

@@ -23,7 +23,13 @@ NCHWc kernels of conv_schedules.py read it), or where it has taps and whole bloc
 input channels, as [OC / (B * width), ICg / width, *K, width, B, width] ("conv_tiles": in
 the order the kernel's reduction reads it, B blocks of the register tile side by side:
 conv_schedules.weight_blocks); `fold_batch_norm` builds the convolution again with a
-following eval-mode batch norm folded into those blocks and its bias."""
+following eval-mode batch norm folded into those blocks and its bias.
+
+bfloat16: the blocks are float32 (prepack.dtype_of); an input that stays unblocked (1-d, or
+channels not whole blocks) is read from a float32 copy (_as_float32, or _padded's), converted
+once. A dense 1-d one on a CPU with avx512bf16 runs the bfloat16 dot product instead
+(reads_pairs): its weight in pairs of input channels ("conv_pairs"), its input from a padded
+copy `<name>_pairs` with each pair side by side."""
 from __future__ import annotations
 
 import weakref
@@ -32,6 +38,7 @@ from typing import Optional, Tuple
 
 import schedlang as sl
 from schedlang.dtypes import dtype
+from schedlang.topi.x86_intrin import PAIR, bf16_dot_lanes
 
 from ..fuse import CONV_PAD_TAG, CONV_TAG
 from . import conv_tensorcore
@@ -141,12 +148,29 @@ def block_width(ctx, call: ConvCall) -> int:
     return width
 
 
+def reads_pairs(ctx, call: ConvCall, width: int) -> bool:
+    """Whether call runs on the bfloat16 dot product (vdpbf16ps, topi/x86_intrin.py): a dense
+    1-d bfloat16 convolution of an even number of input channels, its blocks of output
+    channels the instruction's vector, on a target that has it. Its weight is packed in
+    pairs (prepack.py "conv_pairs") and its input read from a copy with each pair of channels
+    side by side (_padded); the register tile (conv_schedules._conv_blocked_cpu) then does a
+    pair of input channels per instruction, as oneDNN's bfloat16 convolutions do: wav2vec2's
+    feature encoder (512 -> 512, 3 and 2 taps, stride 2) ran the float32 tile on converted
+    values at half the rate of eager's."""
+    icg = call.weight.shape[1]
+    return call.x.ndim == 3 and call.groups == 1 and icg % PAIR == 0 and str(call.x.dtype) == "bfloat16" \
+        and width == bf16_dot_lanes(ctx.target) > 0
+
+
 def packed_weight(ctx, call: ConvCall, width: int, bn: tuple = (), params: tuple = ()):
     """(the placeholder of call's weight packed in blocks of width output channels, with the
-    batch norm tensors bn folded in: prepack.py "conv_tiles" of conv_schedules.weight_blocks
-    blocks side by side, or "conv" where that is 0; those blocks), (None, 0) when the
-    weight is not a constant of the module."""
+    batch norm tensors bn folded in: prepack.py "conv_pairs" where reads_pairs holds,
+    "conv_tiles" of conv_schedules.weight_blocks blocks side by side, or "conv" where that is
+    0; those blocks), (None, 0) when the weight is not a constant of the module."""
     from ..conv_schedules import weight_blocks
+    if reads_pairs(ctx, call, width):
+        packed = ctx.prepacked("conv_pairs", (call.weight,) + bn, width, params)
+        return (packed, 0) if packed is not None else (None, 0)
     blocks = weight_blocks(ctx.target, tuple(call.weight.shape), call.out_shape[-1], width) \
         if call.groups == 1 and width > 1 else 0
     if blocks:
@@ -179,16 +203,22 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1, blocks:
 
     grouped_pad = call.groups > 1 and out_shape[-1] >= GROUPED_PAD_MIN_WIDTH   # depthwise_schedules.py
     dense_packed = width > 1 and (call.groups == 1 or icg > 1)    # (or grouped, a block within a group)
-    pad_copy = max(call.padding) > 0 and (dense_packed or max(kernel) >= PAD_COPY_KERNEL or grouped_pad)
+    pairs = packed is not None and reads_pairs(ctx, call, width)
+    pad_copy = max(call.padding) > 0 and (dense_packed or max(kernel) >= PAD_COPY_KERNEL or grouped_pad) \
+        and not pairs
     # a bfloat16 input of a register-tiled convolution that stays unblocked read as float32,
     # converted once (_as_float32)
     convert = dense_packed and str(x.dtype) == "bfloat16" and acc == "float32" and (nsp == 1 or icg % width)
-    if pad_copy:
+    if pairs:
+        x = _padded(ctx, call, pairs=True)
+    elif pad_copy:
         x = _padded(ctx, call, acc if convert else None)
     elif convert:
         x = _as_float32(ctx, x)
 
     def read_x(n, o, ic):
+        if pairs:
+            return x[(n, ic // PAIR, *[o[d] * call.stride[d] + r[d] * call.dilation[d] for d in range(nsp)], ic % PAIR)]
         if pad_copy:
             return x[(n, ic, *[o[d] * call.stride[d] + r[d] * call.dilation[d] for d in range(nsp)])]
         pos = [o[d] * call.stride[d] + r[d] * call.dilation[d] - call.padding[d] for d in range(nsp)]
@@ -207,6 +237,8 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1, blocks:
     def read_w(o):
         if packed is None:
             return w[(o, rc, *r)]
+        if pairs:
+            return packed[(o // width, rc // PAIR, *r, o % width, rc % PAIR)]
         if blocks:
             block = o // width
             return packed[(block // blocks, rc // width, *r, rc % width, block % blocks, o % width)]
@@ -216,7 +248,8 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1, blocks:
         n, o, sp = idx[0], idx[1], idx[2:]
         g = o if ocg == 1 else o // ocg
         ic = rc if call.groups == 1 else g * icg + rc if icg > 1 else g
-        return sl.sum(sl.cast(acc, read_x(n, sp, ic)) * sl.cast(acc, read_w(o)), axis=[rc, *r])
+        # pairs: rc the last reduce axis, which a tensor intrinsic's reduction is matched with
+        return sl.sum(sl.cast(acc, read_x(n, sp, ic)) * sl.cast(acc, read_w(o)), axis=[*r, rc] if pairs else [rc, *r])
 
     epilogue = bias is not None or acc != out
     result = sl.compute(out_shape, _named(body, nsp), name=ctx.name("conv") if epilogue else ctx.name(),
@@ -230,9 +263,11 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1, blocks:
     return result
 
 
-def _padded(ctx, call: ConvCall, dtype: Optional[str] = None) -> sl.Tensor:
+def _padded(ctx, call: ConvCall, dtype: Optional[str] = None, pairs: bool = False) -> sl.Tensor:
     """call's input with its zero padding on both sides of each spatial dim (as far as the
-    convolution reads: no row past its last window), converted to dtype when given."""
+    convolution reads: no row past its last window), converted to dtype when given; with
+    pairs, laid out [N, C / 2, *S, 2] (C even): each pair of channels side by side at every
+    position, so the dot product loads a pair as one 32-bit value (reads_pairs)."""
     x = call.x
     dtype = dtype or str(x.dtype)
     nsp = x.ndim - 2
@@ -240,12 +275,20 @@ def _padded(ctx, call: ConvCall, dtype: Optional[str] = None) -> sl.Tensor:
     ext = [(o - 1) * s + (k - 1) * d + 1 for o, s, k, d in zip(call.out_shape[2:], call.stride, kernel, call.dilation)]
 
     def body(idx):
-        n, c, sp = idx[0], idx[1], idx[2:]
+        n, c, sp = idx[0], idx[1], idx[2:2 + nsp]
+        if pairs:
+            c = c * PAIR + idx[-1]
         pos = [sp[d] - call.padding[d] for d in range(nsp)]
         conds = [cond for d in range(nsp) for cond in (pos[d] >= 0, pos[d] < x.shape[2 + d])]
         return sl.if_then_else(sl.all(*conds), sl.cast(dtype, x[(n, c, *pos)]), sl.const(0, dtype))
-    fn = (lambda n, c, h, w: body([n, c, h, w])) if nsp == 2 else (lambda n, c, w: body([n, c, w]))
-    return sl.compute(tuple(x.shape[:2]) + tuple(ext), fn, name=ctx.name("pad"), tag=CONV_PAD_TAG)
+    if pairs:
+        shape = (x.shape[0], x.shape[1] // PAIR, *ext, PAIR)
+        fn = (lambda n, c, w, e: body([n, c, w, e])) if nsp == 1 else (lambda n, c, h, w, e: body([n, c, h, w, e]))
+    else:
+        shape = tuple(x.shape[:2]) + tuple(ext)
+        fn = (lambda n, c, h, w: body([n, c, h, w])) if nsp == 2 else (lambda n, c, w: body([n, c, w]))
+    # a kernel of its own (CONV_PAD_TAG), never inlined into the convolution (fuse.py)
+    return sl.compute(shape, fn, name=ctx.name("pairs" if pairs else "pad"), tag=CONV_PAD_TAG)
 
 
 def _as_float32(ctx, x: sl.Tensor) -> sl.Tensor:
