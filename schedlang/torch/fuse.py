@@ -28,7 +28,7 @@ from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.reduce import Reduce
 from ..topi.winograd import TAG_Y as WINOGRAD_ROWS, TAGS as WINOGRAD_TAGS
 from .attention_schedule import claim_attention, is_attention
-from .pad_fusion import CONV_PAD_TAG, CONV_TAG, pad_source, reads_conv
+from .pad_fusion import CONV_PAD_TAG, CONV_PAIRS_TAG, CONV_TAG, pad_source, reads_conv
 
 # A product's B operand copied from [..., N, K] to [..., K, N] (ops/matmul.padded_contract)
 TRANSPOSED_TAG = "matmul_b_transposed"
@@ -36,8 +36,9 @@ TRANSPOSED_TAG = "matmul_b_transposed"
 # inside the product's kernel, it would make that a kernel of rows, not a register-tiled matmul
 ROW_GROUP_TAG = "grouped_mm_rows"
 # Stages that are kernels of their own: never inlined into a reader, never computed inside
-# another kernel (a padded input copy, pad_fusion.py; Winograd's stages, winograd_schedules.py).
-OWN_KERNEL_TAGS = frozenset((CONV_PAD_TAG, TRANSPOSED_TAG, ROW_GROUP_TAG) + WINOGRAD_TAGS)
+# another kernel (a padded input copy, pad_fusion.py, or its channel pairs; Winograd's stages,
+# winograd_schedules.py).
+OWN_KERNEL_TAGS = frozenset((CONV_PAD_TAG, CONV_PAIRS_TAG, TRANSPOSED_TAG, ROW_GROUP_TAG) + WINOGRAD_TAGS)
 
 
 def own_kernel(st) -> bool:

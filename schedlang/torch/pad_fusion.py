@@ -26,6 +26,7 @@ from ..tensor.op import ComputeOp, Operation, Tensor, TensorRead
 
 CONV_TAG = "conv"           # the tag of a convolution's sum (ops/conv.py)
 CONV_PAD_TAG = "conv_pad"   # a zero-padded input copy a convolution reads (ops/conv.py)
+CONV_PAIRS_TAG = "conv_pair_copy"   # the same with each pair of channels side by side (ops/conv._padded)
 BLOCKED_RANK = 5            # [N, C / L, H, W, L] (layout.py)
 
 

@@ -55,7 +55,7 @@ from ..tensor.op import ComputeOp, TensorRead
 from ..tensor.reduce import Reduce
 from .attention_schedule import is_attention
 from .fuse import Group, fuse, is_matmul, matmul_operands
-from .pad_fusion import CONV_PAD_TAG
+from .pad_fusion import CONV_PAIRS_TAG
 from .tensorcore_schedules import schedule_matmul_tensorcore, tensorcore_plan
 from .winograd_schedules import is_winograd_kernel, schedule_winograd_group
 from ..topi.x86_intrin import PAIR, bf16_dot_lanes, dot_bf16_intrin
@@ -342,9 +342,8 @@ def schedule_pointwise_cpu(s: Schedule, st, target: Target) -> None:
 
 def is_pair_copy(stage) -> bool:
     """A convolution's input copy with each pair of channels side by side, [N, C / 2, *S, 2]
-    (ops/conv._padded with pairs): a padded copy whose last axis is the pair."""
-    op = stage.op
-    return getattr(op, "tag", "") == CONV_PAD_TAG and len(op.axis) >= 4 and static(_extent(op.axis[-1])) == PAIR
+    (ops/conv._padded with pairs, tagged CONV_PAIRS_TAG)."""
+    return getattr(stage.op, "tag", "") == CONV_PAIRS_TAG
 
 
 def schedule_pair_copy_cpu(stage, target: Target) -> None:

@@ -208,26 +208,6 @@ def test_layout_follows_the_target(target, pairs):
     assert (INTRINSIC in compiled.ir("target")) == pairs
 
 
-def test_pair_panels_without_the_instruction(monkeypatch):
-    """Pair panels whose register tile is not tensorized (a read the intrinsic cannot take)
-    keep their plain loops and the same sums; forced here on any host: the lowering told the
-    target has the instruction, the schedule told it has not."""
-    from schedlang.torch import schedules
-    from schedlang.torch.ops import matmul
-    monkeypatch.setattr(matmul, "bf16_dot_lanes", lambda target: 16)
-    monkeypatch.setattr(schedules, "bf16_dot_lanes", lambda target: 0)
-    torch.manual_seed(3)
-    model = nn.Sequential(nn.Linear(64, 32), nn.GELU()).eval().bfloat16()
-    x = torch.randn(19, 64).bfloat16()
-    with torch.no_grad():
-        compiled = slt.compile(model, (x,))
-        out = compiled(x)
-        ref = _reference(model, x)
-    assert "pair_panels" in _kinds(compiled)
-    assert INTRINSIC not in compiled.ir("target")
-    torch.testing.assert_close(out.float(), ref.float(), rtol=2 ** -7, atol=1e-3)
-
-
 def test_tuning_keeps_the_tensorized_tile():
     """The whole-model tuner leaves a kernel whose default schedule tensorizes out of its tasks
     (the CPU sketches draw no tensor intrinsic: every candidate would be slower); the other
@@ -378,19 +358,26 @@ def test_conv1d_pair_layout_follows_the_target(target, pairs):
     assert (INTRINSIC in compiled.ir("target")) == pairs
 
 
-def test_conv1d_pairs_without_the_instruction(monkeypatch):
-    """A convolution lowered in pairs whose tile is not tensorized keeps plain loops and the
-    same sums; forced on any host (the lowering told the target has the instruction, the
-    schedule told it has not)."""
-    from schedlang.torch import conv_schedules
-    from schedlang.torch.ops import conv
-    monkeypatch.setattr(conv, "bf16_dot_lanes", lambda target: 16)
-    monkeypatch.setattr(conv_schedules, "bf16_dot_lanes", lambda target: 0)
-    model, x = _conv1d_case("padded_stride2_gelu")
+@pytest.mark.parametrize("what", ["linear", "conv1d"])
+def test_pairs_without_the_instruction(monkeypatch, what):
+    """Pairs whose register tile is not tensorized (a read the intrinsic cannot take) keep
+    their plain loops and the same sums; forced here on any host: the lowering told the target
+    has the instruction, the schedule told it has not."""
+    from schedlang.torch import conv_schedules, schedules
+    from schedlang.torch.ops import conv, matmul
+    lowering, schedule, kind = (matmul, schedules, "pair_panels") if what == "linear" else \
+        (conv, conv_schedules, "conv_pairs")
+    monkeypatch.setattr(lowering, "bf16_dot_lanes", lambda target: 16)
+    monkeypatch.setattr(schedule, "bf16_dot_lanes", lambda target: 0)
+    if what == "linear":
+        torch.manual_seed(3)
+        model, x = nn.Sequential(nn.Linear(64, 32), nn.GELU()).eval().bfloat16(), torch.randn(19, 64).bfloat16()
+    else:
+        model, x = _conv1d_case("padded_stride2_gelu")
     with torch.no_grad():
         compiled = slt.compile(model, (x,))
         out = compiled(x)
         ref = _reference(model, x)
-    assert "conv_pairs" in _kinds(compiled)
+    assert kind in _kinds(compiled)
     assert INTRINSIC not in compiled.ir("target")
     torch.testing.assert_close(out.float(), ref.float(), rtol=2 ** -7, atol=1e-3)

@@ -40,7 +40,7 @@ import schedlang as sl
 from schedlang.dtypes import dtype
 from schedlang.topi.x86_intrin import PAIR, bf16_dot_lanes
 
-from ..fuse import CONV_PAD_TAG, CONV_TAG
+from ..fuse import CONV_PAD_TAG, CONV_PAIRS_TAG, CONV_TAG
 from . import conv_tensorcore
 from .conv3d import conv3d
 from .conv_transpose import conv_transpose
@@ -287,8 +287,9 @@ def _padded(ctx, call: ConvCall, dtype: Optional[str] = None, pairs: bool = Fals
     else:
         shape = tuple(x.shape[:2]) + tuple(ext)
         fn = (lambda n, c, h, w: body([n, c, h, w])) if nsp == 2 else (lambda n, c, w: body([n, c, w]))
-    # a kernel of its own (CONV_PAD_TAG), never inlined into the convolution (fuse.py)
-    return sl.compute(shape, fn, name=ctx.name("pairs" if pairs else "pad"), tag=CONV_PAD_TAG)
+    # a kernel of its own (fuse.OWN_KERNEL_TAGS), never inlined into the convolution
+    tag = CONV_PAIRS_TAG if pairs else CONV_PAD_TAG
+    return sl.compute(shape, fn, name=ctx.name("pairs" if pairs else "pad"), tag=tag)
 
 
 def _as_float32(ctx, x: sl.Tensor) -> sl.Tensor:
