@@ -115,9 +115,10 @@ def _pair_read(conv) -> Optional[TensorRead]:
 def _pair_dot(s, conv, target: Target):
     """The bfloat16 pair dot product (topi/x86_intrin.dot_bf16_intrin) conv's register tile
     runs, or None: conv reads its weight in pairs (_pair_read) of the instruction's lanes and
-    its input pair by pair (ops/conv._padded: x[.., rc // 2, .., rc % 2]), on a target that
-    has it. Otherwise its plain loops compute the same sums."""
-    from .schedules import static
+    its input's bfloat16 pairs side by side (schedules.pairs_contiguous: ops/conv._padded's
+    x[.., rc // 2, .., rc % 2]), on a target that has it. Otherwise its plain loops compute
+    the same sums."""
+    from .schedules import pairs_contiguous, static
     lanes_ = bf16_dot_lanes(target)
     read = _pair_read(conv)
     if not lanes_ or read is None or static(read.indices[-2].b) != lanes_ \
@@ -125,10 +126,8 @@ def _pair_dot(s, conv, target: Target):
         return None
     rc = conv.op.reduce_axis[-1].var
     for node in walk(conv.op.body.source[0]):
-        if isinstance(node, TensorRead) and node is not read and uses_var(node.indices[-1], rc):
-            last = node.indices[-1]
-            if str(node.tensor.dtype) != "bfloat16" or not (isinstance(last, Binary) and last.op == "floormod"
-                                                             and last.a is rc and static(last.b) == PAIR):
+        if isinstance(node, TensorRead) and node is not read and any(uses_var(i, rc) for i in node.indices):
+            if str(node.tensor.dtype) != "bfloat16" or not pairs_contiguous(node.indices, rc):
                 return None
     return dot_bf16_intrin(lanes_)
 
@@ -220,7 +219,7 @@ def _conv_blocked_cpu(s, group, width: int, target: Target) -> None:
     channels, cols = static(oc.dom.extent), static(spatial[-1].dom.extent)
     vecs = MAX_TILE_VECTORS if width <= 8 and channels % (MAX_TILE_VECTORS * width) == 0 else 1
     wt = max(1, min(TILE_WIDTH if vecs == 1 else TILE_WIDTH_2, cols))
-    if any(dots) and channels % (PAIR_TILE[0] * width) == 0:
+    if any(d is not None for d in dots) and channels % (PAIR_TILE[0] * width) == 0:
         vecs, wt = PAIR_TILE[0], max(1, min(PAIR_TILE[1], cols))
     co, ci = out.split(oc, factor=vecs * width)
     wo, wi = out.split(spatial[-1], factor=wt)
