@@ -7,8 +7,9 @@ Stages after Kernel IR, in order, each one's text kept in mod.ir:
   "jit"       machine code in memory (jit.CompiledModule: position-independent, its object
               kept for export_library); mod.get_source("asm") prints it
 A module of many kernels (a model part) is rendered as several LLVM modules (split.py),
-each optimised in a worker thread while the next is rendered; the stage texts then hold
-them all, one after another.
+each optimised on a worker thread while the next is rendered (two workers, each in an LLVM
+context of its own, where the machine has two cores: private.py); the stage texts then
+hold them all, one after another.
 The auto-scheduler's CPU sketch rules and timing and the torch frontend's CPU default schedules
 come with HostCPUBackend (target/backend.py).
 """
@@ -25,9 +26,10 @@ from ...kernel.unroll import unroll_loops
 from ...kernel.vectorize import vectorize_loops
 from ...kernel.widen import widen_index_arith
 from ...loop.simplify import simplify_stmt
+from ...build_pool import default_workers
 from ..backend import BuildState, HostCPUBackend, run_stages
 from ..target import Target
-from . import forksafe
+from . import forksafe, private
 from .codegen import is_parallel_body, render_llvm
 from ..host import host_cpu, vector_bits_of
 from ..shapes import check_index_width
@@ -125,19 +127,25 @@ def jit_stage(st: BuildState) -> None:
 
 def compile_split(st: BuildState) -> None:
     """The three stages for a module of many kernels (split.py): each LLVM module goes
-    through the O3 pipeline in a worker thread as soon as it is rendered (LLVM releases the
+    through the O3 pipeline on a worker thread as soon as it is rendered (LLVM releases the
     GIL, so the rendering of the next runs meanwhile); the optimised modules are linked into
-    one, which the JIT compiles (one object, as a module of few kernels)."""
+    one, which the JIT compiles (one object, as a module of few kernels). With two cores,
+    two workers each optimise in an LLVM context of their own (private.py) and hand over
+    bitcode; else one worker in the global context."""
     target = st.target
     st.runtime = openmp_library() if target.threading == "openmp" else None
     triple, layout = triple_and_layout(target.cpu, target.features)
     texts, optimized = [], []
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sl-llvm") as worker:
+    apart = default_workers() >= 2 and private.supported()
+    run = private.optimize_to_bitcode if apart else optimize
+    with ThreadPoolExecutor(max_workers=2 if apart else 1, thread_name_prefix="sl-llvm") as worker:
         def emit(text: str) -> None:
             texts.append(text)
-            optimized.append(worker.submit(optimize, text, target.cpu, target.features, is_parallel_body))
+            optimized.append(worker.submit(run, text, target.cpu, target.features, is_parallel_body))
         st.buffer_names = render_llvm_split(st.kernel, target, triple, layout, st.runtime is not None, emit)
         mods = [f.result() for f in optimized]
+    if apart:
+        mods = [private.read_bitcode(data) for data in mods]
     st.source = st.texts["llvm"] = MODULE_BREAK.join(texts)
     st.optimized = link_modules(mods)
     st.texts["llvm.opt"] = str(st.optimized)

@@ -49,26 +49,31 @@ def optimize(text: str, cpu: str, features: str, out_of_line: Optional[Callable[
     Functions for which out_of_line(name) holds get `noinline` first (see keep_out_of_line).
     Returns the optimised llvmlite module (str() of it is the stage's text)."""
     with _llvm_lock:
-        tm = pipeline_machine(cpu, features)
         mod = llvm.parse_assembly(text)
-        mod.verify()
-        if out_of_line is not None:
-            keep_out_of_line(mod, out_of_line)
-        options = llvm.create_pipeline_tuning_options(speed_level=3)
-        options.loop_vectorization = True
-        options.slp_vectorization = True
-        # Unrolling is the schedule's decision (unroll, auto_unroll_max_step). LLVM's own full
-        # unrolling of odd-width vector loops made some builds 50x slower to compile (10 s).
-        options.loop_unrolling = False
-        builder = llvm.create_pass_builder(tm, options)
-        passes = builder.getModulePassManager()
-        try:
-            passes.run(mod, builder)
-        finally:
-            free_pass_manager(passes)
-            builder.close()
-            options.close()
+        run_o3(mod, pipeline_machine(cpu, features), out_of_line)
         return mod
+
+
+def run_o3(mod, tm, out_of_line: Optional[Callable[[str], bool]] = None) -> None:
+    """Verify a parsed module and run the O3 pipeline of target machine tm on it, in place
+    (the caller holds the lock its module's context needs: optimize, private.py)."""
+    mod.verify()
+    if out_of_line is not None:
+        keep_out_of_line(mod, out_of_line)
+    options = llvm.create_pipeline_tuning_options(speed_level=3)
+    options.loop_vectorization = True
+    options.slp_vectorization = True
+    # Unrolling is the schedule's decision (unroll, auto_unroll_max_step). LLVM's own full
+    # unrolling of odd-width vector loops made some builds 50x slower to compile (10 s).
+    options.loop_unrolling = False
+    builder = llvm.create_pass_builder(tm, options)
+    passes = builder.getModulePassManager()
+    try:
+        passes.run(mod, builder)
+    finally:
+        free_pass_manager(passes)
+        builder.close()
+        options.close()
 
 
 def link_modules(mods):
