@@ -27,7 +27,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import llvmlite.binding as llvm
 
 from ..host import init_llvm
-from .jit import run_o3
+from .jit import _llvm_lock, run_o3
 
 _thread = threading.local()
 _install_lock = threading.Lock()
@@ -132,7 +132,6 @@ def optimize_to_bitcode(text: str, cpu: str, features: str,
 
 def read_bitcode(data: bytes):
     """A module of LLVM's global context from optimize_to_bitcode's bytes."""
-    from .jit import _llvm_lock
     with _llvm_lock:
         mod = llvm.parse_bitcode(data)
         mod.name = "<string>"         # as parse_assembly names a module (its "; ModuleID" line)
