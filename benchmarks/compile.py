@@ -88,7 +88,8 @@ PHASES = [("schedlang.torch.schedules", "default_schedule", "schedule"),
           ("schedlang.target.llvm.backend", "render_llvm", "llvm text"),
           ("schedlang.target.llvm.backend", "render_llvm_split", "llvm text"),   # a many-kernel module (split.py)
           ("schedlang.target.llvm.backend", "optimize", "llvm opt"),
-          ("schedlang.target.llvm.private", "optimize_to_bitcode", "llvm opt"),   # on two threads (private.py)
+          ("schedlang.target.llvm.private", "compile_to_object", "llvm opt + code, two threads"),   # private.py
+          ("schedlang.target.llvm.backend", "LinkedObjects", "jit"),          # the objects of those linked (orc.py)
           ("schedlang.target.llvm.backend", "link_modules", "llvm link"),     # a many-kernel module's parts
           ("schedlang.target.llvm.backend", "CompiledModule", "jit"),
           ("schedlang.kernel_cache", "store", "disk store"),

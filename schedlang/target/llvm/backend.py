@@ -7,14 +7,16 @@ Stages after Kernel IR, in order, each one's text kept in mod.ir:
   "jit"       machine code in memory (jit.CompiledModule: position-independent, its object
               kept for export_library); mod.get_source("asm") prints it
 A module of many kernels (a model part) is rendered as several LLVM modules (split.py),
-each optimised on a worker thread while the next is rendered (two workers, each in an LLVM
-context of its own, where the machine has two cores: private.py); the stage texts then
-hold them all, one after another.
+each optimised on a worker thread while the next is rendered (where the machine has two
+cores: two workers, each in an LLVM context of its own, which also generate each module's
+code, linked in memory: private.py, orc.py); the "llvm" text holds them all, one after
+another.
 The auto-scheduler's CPU sketch rules and timing and the torch frontend's CPU default schedules
 come with HostCPUBackend (target/backend.py).
 """
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Dict, Sequence
@@ -36,6 +38,7 @@ from ..shapes import check_index_width
 from .cpus import check_cpu, merge_features, why_not_runnable
 from .jit import CompiledModule, link_modules, optimize, triple_and_layout
 from .loaded import load_module
+from .orc import LinkedObjects, exported_functions
 from .module import LLVMModule
 from .runtime import openmp_library
 from .split import MODULE_BREAK, render_llvm_split, splits
@@ -128,28 +131,47 @@ def jit_stage(st: BuildState) -> None:
 def compile_split(st: BuildState) -> None:
     """The three stages for a module of many kernels (split.py): each LLVM module goes
     through the O3 pipeline on a worker thread as soon as it is rendered (LLVM releases the
-    GIL, so the rendering of the next runs meanwhile); the optimised modules are linked into
-    one, which the JIT compiles (one object, as a module of few kernels). With two cores,
-    two workers each optimise in an LLVM context of their own (private.py) and hand over
-    bitcode; else one worker in the global context."""
+    GIL, so the rendering of the next runs meanwhile). With two cores, two workers each
+    optimise and compile a module to an object in an LLVM context of their own (private.py),
+    and the objects are linked in memory (orc.py); the "llvm.opt" text (the modules read
+    into the global context and linked into one) is made when read. Else one worker
+    optimises in the global context, and the modules, linked into one, are compiled by the
+    JIT (one object, as a module of few kernels). A profiled module takes the second way
+    (its counters are a global the JIT finds by name)."""
     target = st.target
     st.runtime = openmp_library() if target.threading == "openmp" else None
     triple, layout = triple_and_layout(target.cpu, target.features)
     texts, optimized = [], []
-    apart = default_workers() >= 2 and private.supported()
-    run = private.optimize_to_bitcode if apart else optimize
+    apart = default_workers() >= 2 and private.supported() and not target.profile
+    run = private.compile_to_object if apart else optimize
     with ThreadPoolExecutor(max_workers=2 if apart else 1, thread_name_prefix="sl-llvm") as worker:
         def emit(text: str) -> None:
             texts.append(text)
             optimized.append(worker.submit(run, text, target.cpu, target.features, is_parallel_body))
         st.buffer_names = render_llvm_split(st.kernel, target, triple, layout, st.runtime is not None, emit)
-        mods = [f.result() for f in optimized]
-    if apart:
-        mods = [private.read_bitcode(data) for data in mods]
+        done = [f.result() for f in optimized]
     st.source = st.texts["llvm"] = MODULE_BREAK.join(texts)
-    st.optimized = link_modules(mods)
-    st.texts["llvm.opt"] = str(st.optimized)
-    jit_stage(st)
+    if not apart:
+        st.optimized = link_modules(done)
+        st.texts["llvm.opt"] = str(st.optimized)
+        jit_stage(st)
+        return
+    linked = _once(lambda: private.in_global_context([bitcode for bitcode, _ in done]))
+    st.texts["llvm.opt"] = lambda: str(linked())
+    st.compiled = LinkedObjects([code for _, code in done], exported_functions(texts[-1]), linked,
+                                target.cpu, target.features)
+
+
+def _once(make):
+    """make, called on the first call only (from any thread); its result kept."""
+    made, lock = [], threading.Lock()
+
+    def get():
+        with lock:
+            if not made:
+                made.append(make())
+            return made[0]
+    return get
 
 
 def check_triple(triple: str) -> None:

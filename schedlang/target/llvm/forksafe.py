@@ -29,7 +29,12 @@ _warn_pending = False              # a forked child that has not warned yet
 
 def bind_flag() -> None:
     """Make the flag's address known to the JIT (idempotent)."""
-    llvm.add_symbol(SERIAL_FLAG, ctypes.addressof(_serial_only))
+    llvm.add_symbol(*flag_symbol())
+
+
+def flag_symbol():
+    """(name, address) of the process's flag, for a JIT told symbols one library at a time (orc.py)."""
+    return SERIAL_FLAG, ctypes.addressof(_serial_only)
 
 
 def add_library_flag(address: int) -> None:

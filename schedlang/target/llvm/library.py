@@ -1,8 +1,9 @@
 """export_library: a built CPU module as a shared library, with what a loader needs to
 check arguments stored inside it.
 
-The library links two objects: the module's code, which is the object the JIT compiled
-(position-independent: jit.target_machine), so exporting generates no code again; and a
+The library links the module's code, which is the object the JIT compiled (several for a
+split module: orc.py) (position-independent: jit.target_machine), so exporting generates no
+code again; and a
 small object of what only the library has: one constant, `schedlang_module_info`, a
 NUL-terminated JSON record of the entry symbol, the parameters (name, shape, dtype, output
 or not), the target options, the buffer names that bounds-check reports refer to, the size
@@ -125,11 +126,11 @@ def export_library(mod, path: str) -> None:
     if packed_calls:
         info["packed"] = packed_calls
     cpu, features = mod.target.cpu, mod.target.features
-    code = mod._compiled.object
-    if code is None:            # llvmlite kept the JIT's object to itself: compile the text again
-        code = emit_shared_object_code(text, cpu, features)
-    objects = {"module.o": code,
-               "globals.o": emit_shared_object_code(_library_globals(text, info, packed_calls), cpu, features)}
+    codes = list(getattr(mod._compiled, "objects", None) or [mod._compiled.object])   # several: orc.py
+    if None in codes:            # llvmlite kept the JIT's object to itself: compile the text again
+        codes = [emit_shared_object_code(text, cpu, features)]
+    objects = {f"module{i}.o": code for i, code in enumerate(codes)}
+    objects["globals.o"] = emit_shared_object_code(_library_globals(text, info, packed_calls), cpu, features)
     with tempfile.TemporaryDirectory(prefix="schedlang-export-") as tmp:
         paths = []
         for name, data in objects.items():

@@ -93,6 +93,11 @@ def install() -> None:
         _installed = True
 
 
+def trampoline_symbol():
+    """(name, address) of the JIT symbol extern calls go through, once install() bound it; else None."""
+    return (SYMBOL, ctypes.cast(_TRAMPOLINE, ctypes.c_void_p).value) if _installed else None
+
+
 def raise_pending() -> None:
     """Re-raise the first exception a registered function raised during the last call."""
     error = getattr(_pending, "error", None)

@@ -1,13 +1,15 @@
-"""The O3 pipeline on threads of their own: each module parsed, optimised and written out as
-bitcode in an LLVM context that only its thread uses, so that two of them run at once.
+"""LLVM on threads of their own: each module parsed, optimised and compiled to an object (and
+written out as bitcode) in an LLVM context that only its thread uses, so that two of them
+run at once.
 
 llvmlite lets one thread into LLVM at a time: one lock (ffi.lib._lock) around every call,
 as its modules live in LLVM's global context, which is not thread-safe. LLVM itself is
 thread-safe across contexts: a thread whose context, module, target machine and pass
 builder are all its own needs no lock. A thread inside own_llvm() calls llvmlite without
 taking that lock (the lock's class is switched once, for this process, to one that lets
-such threads by); every other thread takes it as before. The main thread then reads the
-bitcode into the global context to link and JIT it (backend.compile_split).
+such threads by); every other thread takes it as before. The objects are linked in memory
+(orc.py); the bitcode is read into the global context only for the "llvm.opt" text and the
+assembly (backend.compile_split).
 
 Measured on a split ResNet-50 build (benchmarks/compile.py, 2-core Zen 4): the O3 pipeline
 of its ~20 modules took 1.5 s on the one worker thread, most of it after the rendering had
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import llvmlite.binding as llvm
 
@@ -111,10 +113,12 @@ def _machine(cpu: str, features: str):
             _machines[key].append(tm)
 
 
-def optimize_to_bitcode(text: str, cpu: str, features: str,
-                        out_of_line: Optional[Callable[[str], bool]] = None) -> bytes:
-    """jit.optimize in a context of this thread's own, without llvmlite's lock: the
-    optimised module as bitcode (read it with read_bitcode)."""
+def compile_to_object(text: str, cpu: str, features: str,
+                      out_of_line: Optional[Callable[[str], bool]] = None) -> Tuple[bytes, bytes]:
+    """jit.optimize and the JIT's code generation, in a context of this thread's own, without
+    llvmlite's lock: (the optimised module as bitcode, written before code generation, which
+    changes the module in place (CodeGenPrepare, loop strength reduction); its
+    position-independent object code, as jit.CompiledModule's: orc.py links the objects)."""
     init_llvm()
     with own_llvm():
         context = llvm.create_context()
@@ -123,16 +127,22 @@ def optimize_to_bitcode(text: str, cpu: str, features: str,
             mod = llvm.parse_assembly(text, context=context)
             with _machine(cpu, features) as tm:
                 run_o3(mod, tm, out_of_line)
-            return mod.as_bitcode()
+                bitcode = mod.as_bitcode()
+                return bitcode, tm.emit_object(mod)
         finally:
             if mod is not None:
                 mod.close()
             context.close()
 
 
-def read_bitcode(data: bytes):
-    """A module of LLVM's global context from optimize_to_bitcode's bytes."""
+def in_global_context(bitcodes: Sequence[bytes]):
+    """compile_to_object's optimised modules read into LLVM's global context and linked into
+    one (the "llvm.opt" text, the assembly)."""
+    from .jit import link_modules
     with _llvm_lock:
-        mod = llvm.parse_bitcode(data)
-        mod.name = "<string>"         # as parse_assembly names a module (its "; ModuleID" line)
-        return mod
+        read = []
+        for data in bitcodes:
+            mod = llvm.parse_bitcode(data)
+            mod.name = "<string>"         # as parse_assembly names a module (its "; ModuleID" line)
+            read.append(mod)
+        return link_modules(read)
