@@ -3,8 +3,9 @@
 A build is Python lowering followed by LLVM work (the O3 pipeline and the JIT). llvmlite
 releases the GIL inside LLVM but lets one thread into LLVM's global context at a time (its
 own global lock, and target/llvm/jit.py's), so threads overlap one build's Python lowering
-with another's LLVM work; only the O3 pipelines of a many-kernel module run two at once, each
-in a context of its own (target/llvm/private.py). Measured with benchmarks/compile.py.
+with another's LLVM work; only a many-kernel module's LLVM modules are optimised and compiled
+two at once, each in a context of its own (target/llvm/private.py). Measured with
+benchmarks/compile.py.
 
 Results do not depend on the number of workers or on their timing: every build is
 independent (sl.build's cache is locked), each result lands at its item's index, and an

@@ -1,14 +1,13 @@
 """export_library: a built CPU module as a shared library, with what a loader needs to
 check arguments stored inside it.
 
-The library links the module's code, which is the object the JIT compiled (several for a
-split module: orc.py) (position-independent: jit.target_machine), so exporting generates no
-code again; and a
-small object of what only the library has: one constant, `schedlang_module_info`, a
-NUL-terminated JSON record of the entry symbol, the parameters (name, shape, dtype, output
-or not), the target options, the buffer names that bounds-check reports refer to, the size
-variables and checks of symbolic shapes, and the extern calls (by registered name) the code
-makes; the library's own fork flag; the hook of extern calls. The objects are linked
+The library links the module's code, which is the object the JIT compiled (several objects
+for a split module: orc.py; position-independent: jit.target_machine), so exporting generates
+no code again; and a small object of what only the library has: one constant,
+`schedlang_module_info`, a NUL-terminated JSON record of the entry symbol, the parameters
+(name, shape, dtype, output or not), the target options, the buffer names that bounds-check
+reports refer to, the size variables and checks of symbolic shapes, and the extern calls (by
+registered name) the code makes; the library's own fork flag; the hook of extern calls. The objects are linked
 into a shared library with the system C compiler; a module with parallel loops links
 the same libgomp the JIT uses. The file ends with a checksum that load_module verifies
 before loading, and it is replaced atomically (a reader sees the old file or the new one).

@@ -78,16 +78,13 @@ class LinkedObjects:
             self._library = builder.link(_lljit(), f"schedlang.{next(_names)}")
 
     def address(self, name: str) -> int:
-        address = self._library_address(name)
+        try:
+            address = self._library[name]
+        except KeyError:
+            address = 0
         if not address:
             raise KeyError(f"function {name} is not in the compiled module")
         return address
-
-    def _library_address(self, name: str) -> int:
-        try:
-            return self._library[name]
-        except KeyError:
-            return 0
 
     def global_address(self, name: str) -> int:
         return self.address(name)

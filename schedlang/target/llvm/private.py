@@ -13,9 +13,11 @@ assembly (backend.compile_split).
 
 Measured on a split ResNet-50 build (benchmarks/compile.py, 2-core Zen 4): the O3 pipeline
 of its ~20 modules took 1.5 s on the one worker thread, most of it after the rendering had
-ended, with the second core idle; on two threads the build is ~0.5 s shorter. The code is
-the same: the optimised modules print the same but for use-list order (the `; preds`
-comments), which bitcode does not keep.
+ended, and the JIT of the linked module 0.6 s more, with the second core idle; on two
+threads, code generation included, the cold compile took 15 % less
+(benchmarks/results-compile-zen4-avx512.txt). The optimised modules are the same: read back,
+they print the same but for use-list order (the `; preds` comments) and attribute numbering,
+which bitcode does not keep.
 
 Where llvmlite's lock is not the object this module knows (another llvmlite), supported()
 is False and the O3 pipeline stays on one thread in the global context.
