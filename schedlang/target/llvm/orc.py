@@ -23,7 +23,7 @@ from typing import Callable, Dict, Iterable, List
 import llvmlite.binding as llvm
 
 from . import forksafe, packed
-from .jit import _llvm_lock
+from .jit import _llvm_lock, target_machine
 
 _names = itertools.count()
 _jit_lock = threading.Lock()
@@ -92,7 +92,6 @@ class LinkedObjects:
     def assembly(self) -> str:
         """The optimised modules linked into one, compiled to assembly by a target machine of
         the objects' settings (as jit.CompiledModule.assembly compiles its module again)."""
-        from .jit import target_machine
         linked = self._linked()
         with _llvm_lock:
             return target_machine(self._cpu, self._features).emit_assembly(linked)

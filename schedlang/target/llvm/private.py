@@ -31,7 +31,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import llvmlite.binding as llvm
 
 from ..host import init_llvm
-from .jit import _llvm_lock, run_o3
+from .jit import _llvm_lock, link_modules, run_o3
 
 _thread = threading.local()
 _install_lock = threading.Lock()
@@ -140,7 +140,6 @@ def compile_to_object(text: str, cpu: str, features: str,
 def in_global_context(bitcodes: Sequence[bytes]):
     """compile_to_object's optimised modules read into LLVM's global context and linked into
     one (the "llvm.opt" text, the assembly)."""
-    from .jit import link_modules
     with _llvm_lock:
         read = []
         for data in bitcodes:
