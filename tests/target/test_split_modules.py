@@ -62,9 +62,10 @@ def test_split_module_computes_as_one(small_split, parallel):
 
 
 def test_split_module_text_of_one_module_below_threshold(monkeypatch):
-    s, args = _chain(257, 8, True)
+    stages = split.MIN_KERNELS - 1                  # one kernel short of a split
+    s, args = _chain(257, stages, True)
     one = sl.build(s, args, cache=False).ir["llvm"]
-    monkeypatch.setattr(split, "MIN_KERNELS", 9)     # 8 kernels: still one module
+    monkeypatch.setattr(split, "MIN_KERNELS", stages + 2)
     assert sl.build(s, args, cache=False).ir["llvm"] == one
     assert split.MODULE_BREAK not in one
 

@@ -26,8 +26,10 @@ from ...kernel.nodes import KernelModule
 from ..target import Target
 from .codegen import _entry_function, _kernel_functions, module_state, module_text
 
-# A module with fewer distinct kernel functions is rendered as one LLVM module.
-MIN_KERNELS = 16
+# A module with fewer distinct kernel functions is rendered as one LLVM module. 8, where it was
+# 16 before its modules were optimised and compiled on two threads (private.py): GPT-2's cold
+# compile 2.45 -> 2.14 s, Llama's 1.78 -> 1.64 (benchmarks/compile.py, 2-core Zen 4).
+MIN_KERNELS = 8
 # Kernel functions per LLVM module: small, so that LLVM starts early; one module's fixed
 # cost (an O3 pipeline and a code generator made and run) is ~5 ms of CPU.
 KERNELS_PER_MODULE = 4
