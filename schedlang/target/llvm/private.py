@@ -31,7 +31,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import llvmlite.binding as llvm
 
 from ..host import init_llvm
-from .jit import _llvm_lock, link_modules, run_o3
+from .jit import _llvm_lock, link_modules, run_o3, target_machine
 
 _thread = threading.local()
 _install_lock = threading.Lock()
@@ -106,8 +106,7 @@ def _machine(cpu: str, features: str):
         free = _machines.setdefault(key, [])
         tm = free.pop() if free else None
     if tm is None:
-        target = llvm.Target.from_default_triple()
-        tm = target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic", codemodel="large")
+        tm = target_machine(cpu, features)       # the JIT's settings: the objects are the JIT's
     try:
         yield tm
     finally:
