@@ -9,7 +9,10 @@ On the CPU, three kernels:
   holds), the reduction outermost with the L input channels of a block innermost (the
   input read as broadcasts of consecutive values), the tile written back as whole vectors;
   (batch, channel tile, output rows) run in parallel, rows before channel tiles where the
-  input outweighs the weights (_input_outweighs_weights). Grouped
+  input outweighs the weights (_input_outweighs_weights). A bfloat16 one of weights in pairs
+  of input channels (ops/conv.reads_pairs) splits a block's input channels in pairs, each
+  vector of L output channels by a pair one vdpbf16ps (_pair_dot, tensorized; the same
+  tiles). Grouped
   convolutions of whole blocks a group (blocked_grouped: RegNet's) too, a tile's channel
   blocks within one group (tile_blocks): RegNetY-800MF (groups of 16) ran 44.8 -> 17.7 ms
   (Inductor 21.0; Zen 4, one thread), its grouped 3x3 layers before on NCHW rows (stride-2
@@ -82,7 +85,7 @@ def block_width(conv) -> Optional[int]:
     oc = conv.op.axis[1]
     pair = _pair_read(conv)
     if pair is not None:
-        return static(pair.indices[-2].b)
+        return _pair_lanes(conv, pair)
     for node in walk(conv.op.body.source[0]):
         if isinstance(node, TensorRead):
             last = node.indices[-1]
@@ -97,31 +100,42 @@ def block_width(conv) -> Optional[int]:
 def _pair_read(conv) -> Optional[TensorRead]:
     """The convolution's read of a weight packed in pairs of input channels (prepack.py
     "conv_pairs", ops/conv.reads_pairs): w[oc // L, rc // 2, *r, oc % L, rc % 2], rc its last
-    reduce axis, or None."""
+    reduce axis; over blocked activations (layout.py: out[n, cb, h, w, l], the reduction
+    (rco, *r, rci)) w[cb, rco * L / 2 + rci // 2, *r, l, rci % 2]; or None."""
     from .schedules import static
     op = conv.op
-    if not op.reduce_axis or len(op.axis) not in (3, 4):
+    if not op.reduce_axis or len(op.axis) not in (3, 4, 5):
         return None
     oc, rc = op.axis[1].var, op.reduce_axis[-1].var
+    lane = op.axis[-1].var if len(op.axis) == 5 else None
     for node in walk(op.body.source[0]):
         if isinstance(node, TensorRead) and len(node.indices) >= 4:
-            *_, lane, pair = node.indices
-            if all(isinstance(e, Binary) and e.op == "floormod" for e in (lane, pair)) \
-                    and lane.a is oc and pair.a is rc and static(pair.b) == PAIR:
+            *_, index, pair = node.indices
+            if isinstance(pair, Binary) and pair.op == "floormod" and pair.a is rc and static(pair.b) == PAIR \
+                    and (index is lane is not None
+                         or isinstance(index, Binary) and index.op == "floormod" and index.a is oc):
                 return node
     return None
+
+
+def _pair_lanes(conv, read: TensorRead) -> Optional[int]:
+    """The output channels of a block of the pair read (_pair_read): L of oc % L, or the
+    extent of a blocked output's lane axis."""
+    from .schedules import static
+    index = read.indices[-2]
+    return static(index.b) if isinstance(index, Binary) else static(conv.op.axis[-1].dom.extent)
 
 
 def _pair_dot(s, conv, target: Target):
     """The bfloat16 pair dot product (topi/x86_intrin.dot_bf16_intrin) conv's register tile
     runs, or None: conv reads its weight in pairs (_pair_read) of the instruction's lanes and
     its input's bfloat16 pairs side by side (schedules.pairs_contiguous: ops/conv._padded's
-    x[.., rc // 2, .., rc % 2]), on a target that has it. Otherwise its plain loops compute
-    the same sums."""
+    x[.., rc // 2, .., rc % 2], or a blocked input's x[.., rco, .., rci]), on a target that has
+    it. Otherwise its plain loops compute the same sums."""
     from .schedules import pairs_contiguous, static
     lanes_ = bf16_dot_lanes(target)
     read = _pair_read(conv)
-    if not lanes_ or read is None or static(read.indices[-2].b) != lanes_ \
+    if not lanes_ or read is None or _pair_lanes(conv, read) != lanes_ \
             or static(conv.op.reduce_axis[-1].dom.extent) is None:
         return None
     rc = conv.op.reduce_axis[-1].var
@@ -130,6 +144,13 @@ def _pair_dot(s, conv, target: Target):
             if str(node.tensor.dtype) != "bfloat16" or not pairs_contiguous(node.indices, rc):
                 return None
     return dot_bf16_intrin(lanes_)
+
+
+def pair_dots(s, group, target: Target) -> Optional[list]:
+    """Per convolution of the kernel group, the pair dot product its register tile runs
+    (_pair_dot) or None; None when none does."""
+    dots = [_pair_dot(s, s[c], target) for c in group.convs]
+    return dots if any(d is not None for d in dots) else None
 
 
 def _dense(conv) -> bool:
@@ -363,6 +384,7 @@ def _conv_nchwc_cpu(s, group, target: Target, choice: Optional["NchwcChoice"] = 
         target, s, group, static(cb.dom.extent), static(spatial[-1].dom.extent),
         [static(a.dom.extent) for a in spatial[:-1]], static(lane.dom.extent))
     vecs, wt, rt, pointwise, outweighs, channels_outside = choice[:6]
+    dots = pair_dots(s, group, target)
     caches = _local_sums(s, group)
     co, ci = out.split(cb, factor=vecs)
     wo, wi = out.split(spatial[-1], factor=wt)
@@ -384,7 +406,7 @@ def _conv_nchwc_cpu(s, group, target: Target, choice: Optional["NchwcChoice"] = 
     else:
         out.reorder(*tasks, wo, *tile, *hi, ci, wi, lane)
     _register_tile(out, caches, tasks, wo, ci, vecs, wt, rt, None if pointwise is None else pointwise[1],
-                   channels_outside, choice.plane, choice.blocks_outer, choice.row_chunk)
+                   channels_outside, choice.plane, choice.blocks_outer, choice.row_chunk, block_dots=dots)
     out.unroll(wi)
     for h in hi:
         out.unroll(h)
@@ -761,7 +783,7 @@ def _local_sums(s, group, prepare=None) -> list:
 
 def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, chunks: Optional[list] = None,
                    channels_outside: bool = False, plane: bool = False, blocks_outer: bool = False,
-                   row_chunk: int = 1, dots: Optional[list] = None) -> None:
+                   row_chunk: int = 1, dots: Optional[list] = None, block_dots: Optional[list] = None) -> None:
     """The register tile of the blocked kernels: each [n, blocks, *spatial, L] cache computed
     at the loop over a row's column tiles (wo), its reduction outermost, then the tile's rt
     rows, wt columns and vecs channel blocks (unrolled) and a vector of L channels; the tasks
@@ -780,9 +802,9 @@ def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, 
     if channels_outside:
         task = _fuse(out, tasks)
         tile_sums(caches, out, task, vecs, wt, rt, chunks, channels_outside=True, plane=plane,
-                  blocks_outer=blocks_outer, row_chunk=row_chunk)
+                  blocks_outer=blocks_outer, row_chunk=row_chunk, block_dots=block_dots)
     else:
-        tile_sums(caches, out, wo, vecs, wt, rt, chunks, dots=dots)
+        tile_sums(caches, out, wo, vecs, wt, rt, chunks, dots=dots, block_dots=block_dots)
         task = _fuse(out, tasks)
     out.parallel(task)
     out.unroll(ci)
@@ -790,7 +812,7 @@ def _register_tile(out, caches, tasks, wo, ci, vecs: int, wt: int, rt: int = 1, 
 
 def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[list] = None,
               channels_outside: bool = False, plane: bool = False, blocks_outer: bool = False,
-              row_chunk: int = 1, dots: Optional[list] = None) -> None:
+              row_chunk: int = 1, dots: Optional[list] = None, block_dots: Optional[list] = None) -> None:
     """Each local sum of caches (_local_sums) computed at loop wo of stage at as register tiles
     of rt rows, wt columns and vecs channel blocks (_register_tile says how); with
     channels_outside, wo is a loop over rows (a row of tiles a step) and the reduction's input
@@ -799,7 +821,9 @@ def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[
     puts the tile's channel blocks outside its rows and columns (one weight vector live,
     the tile's broadcasts reused across the blocks: _short_odd_rows). dots: per cache, the pair
     dot product its tile runs (_pair_dot) or None (the plain NCHW tile only: a pair of input
-    channels a step, a vector of output channels by both of them tensorized)."""
+    channels a step, a vector of output channels by both of them tensorized); block_dots: the
+    same for tiles over blocked activations (the reduction's last axis, a block's input
+    channels, split in pairs: a vector of output channels by each pair tensorized)."""
     for i, cache in enumerate(caches):
         cache.compute_at(at, wo)
         cn, cblock, *csp, clane = cache.op.axis
@@ -820,19 +844,24 @@ def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[
                 cache.unroll(ax)
             cache.tensorize(clane, dot)
             continue
+        lane = [clane]
+        dot = block_dots[i] if block_dots else None
+        if dot is not None:                  # a block's input channels rci in pairs: (rci // 2, k)
+            rcp, kp = cache.split(reduce_axes[-1], factor=PAIR)
+            reduce_axes[-1], lane = rcp, [clane, kp]
         tile = [bi, *hci, wci] if blocks_outer else [*hci, wci, bi]
         if channels_outside and plane:
-            cache.reorder(cn, bo, reduce_axes[0], *rows, wco, *reduce_axes[1:], *tile, clane)
+            cache.reorder(cn, bo, reduce_axes[0], *rows, wco, *reduce_axes[1:], *tile, *lane)
         elif channels_outside and row_chunk > 1:
             rko, rki = cache.split(reduce_axes[0], factor=row_chunk)
-            cache.reorder(cn, bo, *rows, rko, wco, rki, *reduce_axes[1:], *tile, clane)
+            cache.reorder(cn, bo, *rows, rko, wco, rki, *reduce_axes[1:], *tile, *lane)
         elif channels_outside:
-            cache.reorder(cn, bo, *rows, reduce_axes[0], wco, *reduce_axes[1:], *tile, clane)
+            cache.reorder(cn, bo, *rows, reduce_axes[0], wco, *reduce_axes[1:], *tile, *lane)
         elif chunks is None:
-            cache.reorder(cn, bo, *rows, wco, *reduce_axes, *hci, wci, bi, clane)
+            cache.reorder(cn, bo, *rows, wco, *reduce_axes, *hci, wci, bi, *lane)
         else:
             rko, rki = cache.split(reduce_axes[0], factor=chunks[i])
-            cache.reorder(cn, *rows, wco, rko, bo, rki, *reduce_axes[1:], *hci, wci, bi, clane)
+            cache.reorder(cn, *rows, wco, rko, bo, rki, *reduce_axes[1:], *hci, wci, bi, *lane)
         if len(caches) == 1 and _taps(reduce_axes):
             _unroll_reduction(cache, reduce_axes[-1])
         _prefetch_weights(cache, reduce_axes[-1], clane)
@@ -840,7 +869,10 @@ def tile_sums(caches, at, wo, vecs: int, wt: int, rt: int = 1, chunks: Optional[
             cache.unroll(h)
         cache.unroll(wci)
         cache.unroll(bi)
-        cache.vectorize(clane)
+        if dot is not None:
+            cache.tensorize(clane, dot)
+        else:
+            cache.vectorize(clane)
 
 
 TILE_K_UNROLL = 4    # copies of a register tile's innermost reduction step (_unroll_reduction)

@@ -81,17 +81,43 @@ def block_activations(outputs: Sequence[Tuple[str, Tensor]]) -> List[Tuple[str, 
 def packed_width(op) -> Optional[int]:
     """L when op is a dense convolution reading its weight as packed blocks
     w[oc // L, rc, *r, oc % L] (ops/conv.py; or w[.., rc // L, *r, rc % L, .., oc % L]: B blocks side
-    by side, prepack.py "conv_tiles"), or a grouped one reading them and its input at
+    by side, prepack.py "conv_tiles"; or w[oc // L, rc // 2, *r, oc % L, rc % 2]: in pairs of input
+    channels, "conv_pairs"), or a grouped one reading them and its input at
     g * ICg + rc (ops/conv.block_width: ICg and OCg multiples of L), else None."""
     if not (isinstance(op, ComputeOp) and op.tag == CONV_TAG and isinstance(op.body, Reduce)) or len(op.axis) != 4:
         return None
     oc = op.axis[1].var
     for node in walk(op.body.source[0]):
-        if isinstance(node, TensorRead) and len(node.indices) in (5, 7):
-            last = node.indices[-1]
+        if isinstance(node, TensorRead) and len(node.indices) in (5, 6, 7):
+            last = node.indices[-1] if len(node.indices) != 6 else node.indices[-2]
+            if len(node.indices) == 6 and not _pair_index(node.indices[-1], op.body.axis[0].var):
+                continue
             if isinstance(last, Binary) and last.op == "floormod" and last.a is oc and _const(last.b) > 1 \
                     and _channel_read(op) is not None:
                 return _const(last.b)
+    return None
+
+
+def _pair_index(index, rc: Var) -> bool:
+    """Whether a packed weight's last index is rc % 2: its blocks in pairs of input channels
+    (prepack.py "conv_pairs", w[oc // L, rc // 2, *r, oc % L, rc % 2]: a 2-d bfloat16 convolution
+    on the bfloat16 dot product, ops/conv.reads_pairs)."""
+    return isinstance(index, Binary) and index.op == "floormod" and index.a is rc and _const(index.b) == 2
+
+
+def _paired_copy_width(op) -> Optional[int]:
+    """L when op is a dense convolution reading its weight in pairs of input channels,
+    w[oc // L, rc // 2, *r, oc % L, rc % 2] with rc its last reduce axis, and its input from a copy
+    in pairs (ops/conv.pair_copy: the program's input, which is never blocked): its output may
+    be blocked all the same (its kernel then writes whole vectors of L channels)."""
+    if not (isinstance(op, ComputeOp) and op.tag == CONV_TAG and isinstance(op.body, Reduce)) or len(op.axis) != 4:
+        return None
+    oc, rc = op.axis[1].var, op.body.axis[-1].var
+    for node in walk(op.body.source[0]):
+        if isinstance(node, TensorRead) and len(node.indices) == 6 and _pair_index(node.indices[-1], rc):
+            lane = node.indices[-2]
+            if isinstance(lane, Binary) and lane.op == "floormod" and lane.a is oc and _const(lane.b) > 1:
+                return _const(lane.b)
     return None
 
 
@@ -296,11 +322,11 @@ def _closure(seed, outs, readers, width: int) -> Optional[Set[Operation]]:
                 if shift is None:
                     continue
                 y = node.tensor.op
-                if shift == 0 and getattr(y, "tag", "") == CONV_TAG and packed_width(y) != width \
-                        and not _depthwise(y, width):
+                packed = packed_width(y) == width or _paired_copy_width(y) == width
+                if shift == 0 and getattr(y, "tag", "") == CONV_TAG and not packed and not _depthwise(y, width):
                     return None
                 if y not in found and _blockable(y, outs, readers, width) \
-                        and (_injective(y) or _channelwise(y) or packed_width(y) == width or _depthwise(y, width)):
+                        and (_injective(y) or _channelwise(y) or packed or _depthwise(y, width)):
                     work.append(y)
     return found
 

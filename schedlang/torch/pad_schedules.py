@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..target.target import Target
-from .conv_schedules import NchwcChoice, _local_sums, nchwc_choice, tile_sums
+from .conv_schedules import NchwcChoice, _local_sums, nchwc_choice, pair_dots, tile_sums
 from .schedules import _fuse, static
 
 
@@ -40,6 +40,7 @@ def schedule_padded_conv_cpu(s, group, target: Target, choice: Optional[NchwcCho
     choice = choice or nchwc_choice(target, s, group, static(ycb.dom.extent), static(yw.dom.extent),
                           [static(yh.dom.extent)], static(ylane.dom.extent), row_tiles=False)
     vecs, wt, pointwise = choice.vecs, choice.wt, choice.pointwise
+    dots = pair_dots(s, group, target)          # (before the sums are cached: their reads)
     caches = _local_sums(s, group)
     co, ci = pad.split(cb, factor=vecs)
     if pointwise is not None:
@@ -65,9 +66,9 @@ def schedule_padded_conv_cpu(s, group, target: Target, choice: Optional[NchwcCho
     if choice.channels_outside:               # the row's tiles at once, input channel blocks outside them
         plane = choice.plane and inner == [hp]    # (or the plane's rows: conv_schedules._short_odd_rows)
         tile_sums(caches, y, bo if plane else yh, vecs, wt, 1, channels_outside=True, plane=plane,
-                  blocks_outer=choice.blocks_outer, row_chunk=choice.row_chunk)
+                  blocks_outer=choice.blocks_outer, row_chunk=choice.row_chunk, block_dots=dots)
     else:
-        tile_sums(caches, y, wo, vecs, wt, 1, None if pointwise is None else pointwise[1])
+        tile_sums(caches, y, wo, vecs, wt, 1, None if pointwise is None else pointwise[1], block_dots=dots)
     y.unroll(bi)
     y.unroll(wi)
     y.vectorize(ylane)

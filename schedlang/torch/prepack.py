@@ -25,7 +25,7 @@ read fast:
   one contiguous stream (conv_schedules.weight_blocks);
 - "conv_pairs": a bfloat16 convolution's weight as [ceil(OC / width), ICg / 2, *K, width, 2]
   (ICg even): "conv"'s blocks with consecutive input channels in pairs, a channel's two
-  values side by side, as the bfloat16 dot product reads them (ops/conv.py: a 1-d one on a
+  values side by side, as the bfloat16 dot product reads them (ops/conv.reads_pairs: on a
   CPU with avx512bf16); folded as "conv", rounded to bfloat16 once;
 - "winograd": a 3x3 convolution's weight [OC, IC, 3, 3] transformed for Winograd F(m x m,
   3 x 3), U = G w G^T in float64 (topi/winograd.py), as [(m + 2)^2, ceil(OC / width), IC,

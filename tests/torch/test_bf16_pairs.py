@@ -367,7 +367,8 @@ def test_pairs_without_the_instruction(monkeypatch, what):
     from schedlang.torch.ops import conv, matmul
     lowering, schedule, kind = (matmul, schedules, "pair_panels") if what == "linear" else \
         (conv, conv_schedules, "conv_pairs")
-    monkeypatch.setattr(lowering, "bf16_dot_lanes", lambda target: 16)
+    # the instruction's lanes the target's float32 vector (8 on an AVX2 host: its blocks)
+    monkeypatch.setattr(lowering, "bf16_dot_lanes", lambda target: target.native_lanes(32))
     monkeypatch.setattr(schedule, "bf16_dot_lanes", lambda target: 0)
     if what == "linear":
         torch.manual_seed(3)

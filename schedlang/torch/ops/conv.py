@@ -27,9 +27,11 @@ following eval-mode batch norm folded into those blocks and its bias.
 
 bfloat16: the blocks are float32 (prepack.dtype_of); an input that stays unblocked (1-d, or
 channels not whole blocks) is read from a float32 copy (_as_float32, or _padded's), converted
-once. A dense 1-d one on a CPU with avx512bf16 runs the bfloat16 dot product instead
-(reads_pairs): its weight in pairs of input channels ("conv_pairs"), its input from a padded
-copy `<name>_pairs` with each pair side by side."""
+once. On a CPU with avx512bf16 a dense one with pairs of input channels runs the bfloat16 dot
+product instead (reads_pairs): its weight in pairs of input channels ("conv_pairs"); a 2-d one
+of whole blocks of input channels reads its input blocked (layout.py: a pair of a block's
+channels side by side), a 1-d one (or a 2-d one of the program's input, unpadded: pair_copy)
+from a padded copy `<name>_pairs` with each pair side by side."""
 from __future__ import annotations
 
 import weakref
@@ -38,6 +40,7 @@ from typing import Optional, Tuple
 
 import schedlang as sl
 from schedlang.dtypes import dtype
+from schedlang.tensor.op import ComputeOp
 from schedlang.topi.x86_intrin import PAIR, bf16_dot_lanes
 
 from ..fuse import CONV_PAD_TAG, CONV_PAIRS_TAG, CONV_TAG
@@ -150,16 +153,31 @@ def block_width(ctx, call: ConvCall) -> int:
 
 def reads_pairs(ctx, call: ConvCall, width: int) -> bool:
     """Whether call runs on the bfloat16 dot product (vdpbf16ps, topi/x86_intrin.py): a dense
-    1-d bfloat16 convolution of an even number of input channels, its blocks of output
-    channels the instruction's vector, on a target that has it. Its weight is packed in
-    pairs (prepack.py "conv_pairs") and its input read from a copy with each pair of channels
-    side by side (_padded); the register tile (conv_schedules._conv_blocked_cpu) then does a
-    pair of input channels per instruction, as oneDNN's bfloat16 convolutions do: wav2vec2's
-    feature encoder (512 -> 512, 3 and 2 taps, stride 2) ran the float32 tile on converted
-    values at half the rate of eager's."""
+    bfloat16 convolution, 1-d of an even number of input channels or 2-d of whole blocks of
+    them, its blocks of output channels the instruction's vector, on a target that has it.
+    Its weight is packed in pairs (prepack.py "conv_pairs"); a 2-d one reads its blocked input
+    (layout.py) and a 1-d one a copy with each pair of channels side by side (pair_copy); the
+    register tile (conv_schedules.tile_sums) then does a pair of input channels per
+    instruction, as oneDNN's bfloat16 convolutions do: wav2vec2's feature encoder (512 -> 512,
+    3 and 2 taps, stride 2) ran the float32 tile on converted values at half the rate of
+    eager's; bfloat16 ResNet-50, its 1x1 and strided convolutions on the float32 tile, 34-35 ms
+    against 22-25 ms with pairs (2-core Zen 4, 2 threads; Inductor 23-24)."""
     icg = call.weight.shape[1]
-    return call.x.ndim == 3 and call.groups == 1 and icg % PAIR == 0 and str(call.x.dtype) == "bfloat16" \
-        and width == bf16_dot_lanes(ctx.target) > 0
+    if not (call.groups == 1 and icg % PAIR == 0 and str(call.x.dtype) == "bfloat16"
+            and width == bf16_dot_lanes(ctx.target) > 0):
+        return False
+    # 2-d: whole blocks of input channels, read from blocked activations (layout.py), where
+    # each pair of a block's channels is side by side already
+    return call.x.ndim == 3 or (call.x.ndim == 4 and icg % width == 0)
+
+
+def pair_copy(call: ConvCall) -> bool:
+    """Whether a convolution on the bfloat16 dot product (reads_pairs) reads its input from a
+    copy with each pair of channels side by side (_padded with pairs): a 1-d one, and a 2-d one
+    that reads a program input (a placeholder: never blocked) with no padding. Any other 2-d one
+    reads its input, or its padded copy, blocked [N, C / L, H, W, L] (layout.py), a pair of a
+    block's channels side by side (conv_schedules._pair_dot)."""
+    return call.x.ndim == 3 or (max(call.padding) == 0 and not isinstance(call.x.op, ComputeOp))
 
 
 def packed_weight(ctx, call: ConvCall, width: int, bn: tuple = (), params: tuple = ()):
@@ -204,12 +222,13 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1, blocks:
     grouped_pad = call.groups > 1 and out_shape[-1] >= GROUPED_PAD_MIN_WIDTH   # depthwise_schedules.py
     dense_packed = width > 1 and (call.groups == 1 or icg > 1)    # (or grouped, a block within a group)
     pairs = packed is not None and reads_pairs(ctx, call, width)
+    paired = pairs and pair_copy(call)          # the input read from a copy in pairs
     pad_copy = max(call.padding) > 0 and (dense_packed or max(kernel) >= PAD_COPY_KERNEL or grouped_pad) \
-        and not pairs
+        and not paired
     # a bfloat16 input of a register-tiled convolution that stays unblocked read as float32,
     # converted once (_as_float32)
     convert = dense_packed and str(x.dtype) == "bfloat16" and acc == "float32" and (nsp == 1 or icg % width)
-    if pairs:
+    if paired:
         x = _padded(ctx, call, pairs=True)
     elif pad_copy:
         x = _padded(ctx, call, acc if convert else None)
@@ -217,7 +236,7 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1, blocks:
         x = _as_float32(ctx, x)
 
     def read_x(n, o, ic):
-        if pairs:
+        if paired:
             return x[(n, ic // PAIR, *[o[d] * call.stride[d] + r[d] * call.dilation[d] for d in range(nsp)], ic % PAIR)]
         if pad_copy:
             return x[(n, ic, *[o[d] * call.stride[d] + r[d] * call.dilation[d] for d in range(nsp)])]
@@ -248,8 +267,9 @@ def conv_of(ctx, call: ConvCall, packed=None, bias=None, width: int = 1, blocks:
         n, o, sp = idx[0], idx[1], idx[2:]
         g = o if ocg == 1 else o // ocg
         ic = rc if call.groups == 1 else g * icg + rc if icg > 1 else g
-        # pairs: rc the last reduce axis, which a tensor intrinsic's reduction is matched with
-        return sl.sum(sl.cast(acc, read_x(n, sp, ic)) * sl.cast(acc, read_w(o)), axis=[*r, rc] if pairs else [rc, *r])
+        # paired: rc the last reduce axis, which a tensor intrinsic's reduction is matched with
+        # (blocked, layout.py splits rc in (rco, .., rci), rci last)
+        return sl.sum(sl.cast(acc, read_x(n, sp, ic)) * sl.cast(acc, read_w(o)), axis=[*r, rc] if paired else [rc, *r])
 
     epilogue = bias is not None or acc != out
     result = sl.compute(out_shape, _named(body, nsp), name=ctx.name("conv") if epilogue else ctx.name(),
