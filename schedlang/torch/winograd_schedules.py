@@ -14,6 +14,12 @@ from ..tensor.reduce import Reduce
 def winograd_rows(s, st) -> Optional[object]:
     """The Y stage (inverse transform's row pass) that stage st reads, directly or through
     inlined stages (the convolution's result with its bias, inlined into a ReLU), or None."""
+    found = _rows_read(s, st)
+    return found[0] if len(found) == 1 else None
+
+
+def _rows_read(s, st) -> list:
+    """The Y stages st reads, directly or through inlined stages."""
     found, stack, seen = [], [st], set()
     while stack:
         for i in s.inputs_of(stack.pop()):
@@ -22,7 +28,7 @@ def winograd_rows(s, st) -> Optional[object]:
             elif i.attach_type == "inline" and i not in seen:
                 seen.add(i)
                 stack.append(i)
-    return found[0] if len(found) == 1 else None
+    return found
 
 
 def is_winograd_kernel(s, group) -> bool:
@@ -33,10 +39,16 @@ def is_winograd_kernel(s, group) -> bool:
 
 def places_rows(s, st) -> bool:
     """st reads one Winograd row pass Y (winograd_rows) and computes it inside its loops: an
-    element-wise stage of 4 or 5 axes (NCHW, NCHWc) read by the output tile (schedule_inverse).
-    A reduction reading a result (a pooling of the last layer) or a stage reading two (the sum
-    of two Winograd convolutions) leaves Y a kernel of its own (schedule_rows)."""
-    return not isinstance(st.op.body, Reduce) and len(st.op.axis) in (4, 5) and winograd_rows(s, st) is not None
+    element-wise stage of 4 or 5 axes (NCHW, NCHWc) read by the output tile (schedule_inverse),
+    Y's only reader. A reduction reading a result (a pooling of the last layer), a stage
+    reading two (the sum of two Winograd convolutions), or a Y two kernels read (a
+    pre-activation ResNet's residual stream: the next block's batch norm and ReLU, and the
+    residual add after it) leaves Y a kernel of its own (schedule_rows)."""
+    if isinstance(st.op.body, Reduce) or len(st.op.axis) not in (4, 5):
+        return False
+    y = winograd_rows(s, st)
+    return y is not None and all(other is st for other in s.stages if other.attach_type != "inline"
+                                 and hasattr(other.op, "body") and y in _rows_read(s, other))
 
 
 def _placed(s, y) -> bool:
