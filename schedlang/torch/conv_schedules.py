@@ -39,7 +39,7 @@ import math
 from typing import NamedTuple, Optional, Tuple
 
 from ..expr.functor import uses_var, walk
-from ..expr.nodes import Binary
+from ..expr.nodes import Binary, Cast
 from ..target.llvm.cpus import TWO_ZMM_FMA_CPUS, l2_bytes
 from ..target.target import CACHE_LINE_BYTES, Target
 from ..topi.x86_intrin import PAIR, bf16_dot_lanes, dot_bf16_intrin
@@ -139,11 +139,23 @@ def _pair_dot(s, conv, target: Target):
             or static(conv.op.reduce_axis[-1].dom.extent) is None:
         return None
     rc = conv.op.reduce_axis[-1].var
-    for node in walk(conv.op.body.source[0]):
-        if isinstance(node, TensorRead) and node is not read and any(uses_var(i, rc) for i in node.indices):
-            if str(node.tensor.dtype) != "bfloat16" or not pairs_contiguous(node.indices, rc):
-                return None
+    x = _product_reads(conv.op.body.source[0])
+    if x is None or read not in x:
+        return None
+    (x,) = [r for r in x if r is not read]
+    if str(x.tensor.dtype) != "bfloat16" or not pairs_contiguous(x.indices, rc):
+        return None
     return dot_bf16_intrin(lanes_)
+
+
+def _product_reads(e) -> Optional[Tuple[TensorRead, TensorRead]]:
+    """(a, b) when e is a * b of two reads, each cast or not (the intrinsic's product, which
+    tensorize matches), else None: an input read through a selection (a concatenation
+    inlined into the convolution) is not that product."""
+    if not (isinstance(e, Binary) and e.op == "mul"):
+        return None
+    reads = tuple(v.value if isinstance(v, Cast) else v for v in (e.a, e.b))
+    return reads if all(isinstance(r, TensorRead) for r in reads) else None
 
 
 def pair_dots(s, group, target: Target) -> Optional[list]:

@@ -55,7 +55,26 @@ def _case(kind: str):
         return model.eval().bfloat16(), torch.randn(2, 16, 9, 15).bfloat16()
     if kind == "input_also_an_output":
         return _Tapped().eval().bfloat16(), torch.randn(1, 32, 7, 10).bfloat16()
+    if kind == "concatenation":
+        return _Concatenated().eval().bfloat16(), torch.randn(1, 16, 9, 12).bfloat16()
     raise AssertionError(kind)
+
+
+class _Concatenated(nn.Module):
+    """A concatenation read by a 1x1 convolution (DenseNet's, VoVNet's, CSPNet's): fusion inlines
+    it into the convolution, whose input read then selects between two tensors, no pair of one
+    tensor's channels: it keeps float32 blocks; a padded 3x3 reads a padded copy of it, pairs."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Sequential(nn.Conv2d(16, 32, 3, padding=1, bias=False), _batch_norm(32), nn.ReLU())
+        self.b = nn.Sequential(nn.Conv2d(16, 16, 1, bias=False), _batch_norm(16), nn.ReLU())
+        self.pointwise = nn.Conv2d(48, 32, 1)
+        self.spatial = nn.Conv2d(48, 16, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.cat([self.a(x), self.b(x)], dim=1)
+        return torch.relu(self.pointwise(y)), torch.relu(self.spatial(y))
 
 
 class _Tapped(nn.Module):
@@ -74,7 +93,8 @@ class _Tapped(nn.Module):
 
 
 @host_has_dot
-@pytest.mark.parametrize("kind", ["bottleneck_odd_plane", "dilated_5x5_bias_batch2", "input_also_an_output"])
+@pytest.mark.parametrize("kind", ["bottleneck_odd_plane", "dilated_5x5_bias_batch2", "input_also_an_output",
+                                  "concatenation"])
 def test_conv2d_pairs_as_close_as_eager(kind):
     """Every dense convolution of whole blocks takes pair blocks, and each blocked one's tile
     runs vdpbf16ps; the model is as close to its float32 self as eager bfloat16 (roundings
@@ -91,6 +111,9 @@ def test_conv2d_pairs_as_close_as_eager(kind):
         assert _dot_kernels(compiled) >= 4
     elif kind == "dilated_5x5_bias_batch2":
         assert packs.count("conv_pairs") == 2 and _dot_kernels(compiled) >= 1
+    elif kind == "concatenation":      # a and spatial in pairs, pointwise float32 blocks; b: 16 channels
+        assert packs.count("conv_pairs") == 3 and len(packs) - packs.count("bn_shift") == 4
+        assert _dot_kernels(compiled) >= 2
     else:
         assert "conv_pairs" in packs
     for o, e, r in zip(*((t,) if isinstance(t, torch.Tensor) else t for t in (out, eager, ref))):

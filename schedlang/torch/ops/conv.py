@@ -40,6 +40,7 @@ from typing import Optional, Tuple
 
 import schedlang as sl
 from schedlang.dtypes import dtype
+from schedlang.tensor.classify import INDEX_MAP, classify
 from schedlang.tensor.op import ComputeOp
 from schedlang.topi.x86_intrin import PAIR, bf16_dot_lanes
 
@@ -167,8 +168,16 @@ def reads_pairs(ctx, call: ConvCall, width: int) -> bool:
             and width == bf16_dot_lanes(ctx.target) > 0):
         return False
     # 2-d: whole blocks of input channels, read from blocked activations (layout.py), where
-    # each pair of a block's channels is side by side already
-    return call.x.ndim == 3 or (call.x.ndim == 4 and icg % width == 0)
+    # each pair of a block's channels is side by side already; not an unpadded one of an index
+    # map (a concatenation, a channel shuffle), which fusion inlines into it: a read through
+    # it is no pair of one tensor's channels (its padded copy is a tensor of its own)
+    return call.x.ndim == 3 or (call.x.ndim == 4 and icg % width == 0
+                                and (max(call.padding) > 0 or not _index_map(call.x)))
+
+
+def _index_map(x: sl.Tensor) -> bool:
+    """Whether x is computed by an index map (fuse.py inlines those into their readers)."""
+    return isinstance(x.op, ComputeOp) and classify(x.op) == INDEX_MAP
 
 
 def pair_copy(call: ConvCall) -> bool:
