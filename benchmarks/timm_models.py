@@ -19,6 +19,9 @@ smallest model of each of timm's model families (by parameter count, up to 60 M)
 --batches (with --dynamo) calls it at batch 3, then 2 (Dynamo recompiles with a symbolic batch);
 --sizes (with --dynamo) calls it again 32 pixels larger each way, where eager accepts that size.
 --speed also times eager, Inductor (freezing, as models.py) and the compiled model, side by side.
+--dtype bfloat16 runs the model and its input in bfloat16 and checks the compiled model as close
+to the float32 model as eager bfloat16 is (at most twice eager's largest difference, plus 2^-8,
+relative to the largest logit: roundings between kernels make eager's values no exact reference).
 Parameters timm starts at one constant (zero gammas closing residual branches, layer scales of
 1e-5) are spread by a random 0.1 first, so that every branch reaches the logits
 (unfold_constant_init; --plain-init keeps timm's).
@@ -97,7 +100,7 @@ def torchvision_stub() -> str:
 
 
 def run_one(name: str, dynamo: bool, batches: bool, sizes: bool = False, speed: bool = False,
-            plain_init: bool = False) -> str:
+            plain_init: bool = False, dtype: str = "float32") -> str:
     """Compile one model in this process; the result's line."""
     import torch
     import timm
@@ -116,36 +119,38 @@ def run_one(name: str, dynamo: bool, batches: bool, sizes: bool = False, speed: 
         if not plain_init:
             from random_init import unfold_constant_init
             unfold_constant_init(model)
+    model, x = model.to(getattr(torch, dtype)), x.to(getattr(torch, dtype))
+    check = _checker(model)
     try:
         with warnings.catch_warnings(record=True) as caught, torch.no_grad():
             warnings.simplefilter("always")
             start = time.perf_counter()
             compiled = torch.compile(model, backend="schedlang") if dynamo else st.compile(model, (x,))
             if dynamo and batches:
-                x3 = torch.randn(3, *size)
-                _check(compiled(x3), model(x3), "batch 3")
-                x = torch.randn(2, *size)
+                x3 = torch.randn(3, *size, dtype=x.dtype)
+                check(compiled(x3), x3, "batch 3")
+                x = torch.randn(2, *size, dtype=x.dtype)
             got = compiled(x)
             seconds = time.perf_counter() - start
-            rel = _check(got, model(x), "")
+            rel = check(got, x, "")
             if dynamo and sizes:                 # a second image size: Dynamo recompiles symbolically
-                bigger = torch.randn(1, size[0], size[1] + 32, size[2] + 32)
+                bigger = torch.randn(1, size[0], size[1] + 32, size[2] + 32, dtype=x.dtype)
                 try:
                     want = model(bigger)
                 except Exception:                # the model takes its own size only
                     want = None
                 if want is not None:
-                    _check(compiled(bigger), want, f"{size[1] + 32}x{size[2] + 32}")
+                    check(compiled(bigger), bigger, f"{size[1] + 32}x{size[2] + 32}")
         fallbacks = sorted({str(w.message).split(": ", 1)[-1][:120] for w in caught
                             if type(w.message).__name__ == "FallbackWarning"})
-        times = _speeds(model, compiled, x) if speed else ""
+        times = _speeds(model, compiled, x, check) if speed else ""
         left = "in torch: " + "; ".join(fallbacks) if fallbacks else ""
         return f"ok  rel {rel:.1e}  {seconds:5.1f} s  {times}{left}"
     except Exception as e:      # the row says what failed; the sweep goes on
         return f"FAILED {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:240]}"
 
 
-def _speeds(model, compiled, x) -> str:
+def _speeds(model, compiled, x, check) -> str:
     """Latency (ms, median of interleaved rounds, harness.measure) of eager, Inductor (with
     freezing, as models.py runs it) and the compiled model, at torch's thread count."""
     import torch
@@ -153,7 +158,7 @@ def _speeds(model, compiled, x) -> str:
     from models import inductor
     with torch.no_grad():
         fast, _ = inductor(model, (x,))
-        _check(fast(), model(x), "Inductor")
+        check(fast(), x, "Inductor")
         times = harness.measure([lambda: model(x), fast, lambda: compiled(x)], harness.Timing(repeat=5))
     eager_ms, inductor_ms, ours_ms = (1e3 * median for _, median in times)
     return (f"eager {eager_ms:7.2f}  inductor {inductor_ms:7.2f}  schedlang {ours_ms:7.2f} ms "
@@ -167,6 +172,28 @@ def _check(got, want, what: str) -> float:
     return rel
 
 
+def _checker(model):
+    """check(got, x, what): got, a compiled model's result for x, against model's (_check); for a
+    model in bfloat16 or float16, its largest difference from the model in float32 (the same
+    rounded weights), relative to that result's largest value, at most twice eager's plus 2^-8
+    (roundings between kernels make eager's values no exact reference). Returns the difference."""
+    import copy
+    import torch
+    dtype = next(model.parameters()).dtype
+    if dtype == torch.float32:
+        return lambda got, x, what: _check(got, model(x), what)
+    exact = copy.deepcopy(model).float()
+
+    def check(got, x, what: str) -> float:
+        want = exact(x.float())
+        scale = max(float(want.abs().max()), 1e-6)
+        ours, eager = (float((y.float() - want).abs().max()) / scale for y in (got, model(x)))
+        if ours > 2 * eager + 2 ** -8:
+            raise AssertionError(f"{what} is {ours:.1e} from the float32 model, eager {dtype} {eager:.1e}")
+        return ours
+    return check
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="+", default=None)
@@ -178,13 +205,14 @@ def main() -> None:
                     "(batch 1, torch's thread count; Inductor compiles each model too)")
     ap.add_argument("--plain-init", action="store_true", help="keep timm's constant initialisations "
                     "(zero gammas of residual branches: see unfold_constant_init)")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per model")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         sys.path.insert(0, HERE)
-        print("RESULT", run_one(args.one, args.dynamo, args.batches, args.sizes, args.speed, args.plain_init),
-              flush=True)
+        print("RESULT", run_one(args.one, args.dynamo, args.batches, args.sizes, args.speed, args.plain_init,
+                                args.dtype), flush=True)
         return
     env = dict(os.environ)
     try:
@@ -194,7 +222,7 @@ def main() -> None:
     sys.path.insert(0, HERE)
     import harness
     import schedlang as sl
-    print(f"timm models through {'torch.compile' if args.dynamo else 'schedlang.torch.compile'}"
+    print(f"timm models in {args.dtype} through {'torch.compile' if args.dynamo else 'schedlang.torch.compile'}"
           f"{' at batch 3 then 2' if args.batches else ''}{' and 32 pixels larger' if args.sizes else ''}; "
           f"{harness.cpu_model()} "
           f"({harness.vector_isa(sl.Target.create('llvm'))}), {harness.core_count()} cores", flush=True)
@@ -202,7 +230,8 @@ def main() -> None:
     for name in args.only or DEFAULT:
         cmd = [sys.executable, os.path.abspath(__file__), "--one", name] + (["--dynamo"] if args.dynamo else []) \
             + (["--batches"] if args.batches else []) + (["--sizes"] if args.sizes else []) \
-            + (["--speed"] if args.speed else []) + (["--plain-init"] if args.plain_init else [])
+            + (["--speed"] if args.speed else []) + (["--plain-init"] if args.plain_init else []) \
+            + ["--dtype", args.dtype]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
             lines = [line[7:] for line in r.stdout.splitlines() if line.startswith("RESULT ")]
