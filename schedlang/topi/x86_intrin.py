@@ -19,6 +19,7 @@ import schedlang as sl
 GROUP = 4     # bytes a VNNI lane sums
 PAIR = 2      # bfloat16 values a vdpbf16ps lane sums
 DPBF16PS = "llvm.x86.avx512bf16.dpbf16ps.512"
+DPBF16PS_256 = "llvm.x86.avx512bf16.dpbf16ps.256"      # ymm: avx512bf16 with avx512vl
 
 
 def _switched(target, sign: str = "+") -> set:
@@ -156,13 +157,13 @@ def bf16_dot_lanes(target) -> int:
 
 def dot_bf16_intrin(lanes: int = 16):
     """c[lanes] (+)= a[2] . b[lanes, 2] in float32 from bfloat16 pairs, with
-    llvm.x86.avx512bf16.dpbf16ps.512: a's pair broadcast as one 32-bit value to every lane,
+    llvm.x86.avx512bf16.dpbf16ps.512 (lanes 16; .256, its ymm form, for 8): a's pair broadcast as one 32-bit value to every lane,
     b's lanes x 2 values one vector (B packed [N / nr, K / 2, nr, 2]: prepack.py's
     "pair_panels"). Each lane adds the odd product, then the even one, to its sum (both
     products exact in float32; the instruction flushes subnormals to zero and rounds to
     nearest even)."""
-    if lanes != 16:
-        raise ValueError(f"dot_bf16_intrin: vdpbf16ps here has 16 float32 lanes, not {lanes}")
+    if lanes not in (16, 8):
+        raise ValueError(f"dot_bf16_intrin: vdpbf16ps has 16 (zmm) or 8 (ymm) float32 lanes, not {lanes}")
     a = sl.placeholder((PAIR,), "bfloat16", name="a")
     b = sl.placeholder((lanes, PAIR), "bfloat16", name="b")
     k = sl.reduce_axis((0, PAIR), name="k")
@@ -180,6 +181,7 @@ def dot_bf16_intrin(lanes: int = 16):
             vec_a = sl.reinterpret(f"bfloat16x{lanes * PAIR}", pair)
             vec_b = bb.vload([0, 0], f"bfloat16x{lanes * PAIR}")
             start = cc.vload([0], acc) if accumulate else zero
-            return cc.vstore([0], sl.call_llvm_pure_intrin(acc, DPBF16PS, start, vec_a, vec_b))
+            return cc.vstore([0], sl.call_llvm_pure_intrin(acc, DPBF16PS if lanes == 16 else DPBF16PS_256,
+                                                           start, vec_a, vec_b))
         return step(False), cc.vstore([0], zero), step(True)
     return sl.decl_tensor_intrin(c.op, intrin_func, name=f"dot_{lanes}x2_bf16f32_avx512")

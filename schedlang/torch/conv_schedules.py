@@ -133,10 +133,10 @@ def _pair_dot(s, conv, target: Target):
     x[.., rc // 2, .., rc % 2], or a blocked input's x[.., rco, .., rci]), on a target that has
     it. Otherwise its plain loops compute the same sums."""
     from .schedules import pairs_contiguous, static
-    lanes_ = bf16_dot_lanes(target)
+    from .ops.conv import dot_widths
     read = _pair_read(conv)
-    if not lanes_ or read is None or _pair_lanes(conv, read) != lanes_ \
-            or static(conv.op.reduce_axis[-1].dom.extent) is None:
+    lanes_ = _pair_lanes(conv, read) if read is not None else None
+    if lanes_ not in dot_widths(bf16_dot_lanes(target)) or static(conv.op.reduce_axis[-1].dom.extent) is None:
         return None
     rc = conv.op.reduce_axis[-1].var
     x = _product_reads(conv.op.body.source[0])

@@ -1,8 +1,9 @@
 """bfloat16 2-d convolutions on the bfloat16 dot product: where the target has avx512bf16, a
 dense one of whole blocks of input channels packs its weight in pairs of input channels
 (prepack.py "conv_pairs") and its NCHWc register tile, over blocked activations (layout.py),
-runs vdpbf16ps on each pair of a block's channels (conv_schedules._pair_dot); one that reads
-the program's input unpadded reads a copy of it in pairs. Checked against the float32 model
+runs vdpbf16ps on each pair of a block's channels (conv_schedules._pair_dot; blocks of 8
+channels its ymm form); one that reads the program's input unpadded reads a copy of it in
+pairs. Checked against the float32 model
 (as close as eager bfloat16) on a host with the instruction; the layout and the instruction
 in the code for any host (built for a named CPU, not run)."""
 from __future__ import annotations
@@ -16,6 +17,8 @@ import torch.nn as nn
 import schedlang.torch as slt
 
 from .test_bf16_pairs import INTRINSIC, _as_close_as_eager, _dot_kernels, _kinds, host_has_dot
+
+INTRINSIC_YMM = "llvm.x86.avx512bf16.dpbf16ps.256"
 
 
 def _batch_norm(c: int) -> nn.BatchNorm2d:
@@ -57,6 +60,10 @@ def _case(kind: str):
         return _Tapped().eval().bfloat16(), torch.randn(1, 32, 7, 10).bfloat16()
     if kind == "concatenation":
         return _Concatenated().eval().bfloat16(), torch.randn(1, 16, 9, 12).bfloat16()
+    if kind == "blocks_of_8":     # channels multiples of 8, not 16: conv_lanes.py's 8-channel blocks
+        model = nn.Sequential(nn.Conv2d(24, 40, 1, bias=False), _batch_norm(40), nn.ReLU(),
+                              nn.Conv2d(40, 24, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(24, 56, 1), nn.ReLU())
+        return model.eval().bfloat16(), torch.randn(1, 24, 15, 14).bfloat16()
     raise AssertionError(kind)
 
 
@@ -94,7 +101,7 @@ class _Tapped(nn.Module):
 
 @host_has_dot
 @pytest.mark.parametrize("kind", ["bottleneck_odd_plane", "dilated_5x5_bias_batch2", "input_also_an_output",
-                                  "concatenation"])
+                                  "concatenation", "blocks_of_8"])
 def test_conv2d_pairs_as_close_as_eager(kind):
     """Every dense convolution of whole blocks takes pair blocks, and each blocked one's tile
     runs vdpbf16ps; the model is as close to its float32 self as eager bfloat16 (roundings
@@ -111,6 +118,9 @@ def test_conv2d_pairs_as_close_as_eager(kind):
         assert _dot_kernels(compiled) >= 4
     elif kind == "dilated_5x5_bias_batch2":
         assert packs.count("conv_pairs") == 2 and _dot_kernels(compiled) >= 1
+    elif kind == "blocks_of_8":        # vdpbf16ps on ymm: 8 output channels a vector
+        assert packs.count("conv_pairs") == 3 and INTRINSIC_YMM in compiled.ir("target")
+        assert sum(INTRINSIC_YMM + "(" in f for f in compiled.ir("target").split("\ndefine ")[1:]) >= 2
     elif kind == "concatenation":      # a and spatial in pairs, pointwise float32 blocks; b: 16 channels
         assert packs.count("conv_pairs") == 3 and len(packs) - packs.count("bn_shift") == 4
         assert _dot_kernels(compiled) >= 2

@@ -165,7 +165,7 @@ def reads_pairs(ctx, call: ConvCall, width: int) -> bool:
     against 22-25 ms with pairs (2-core Zen 4, 2 threads; Inductor 23-24)."""
     icg = call.weight.shape[1]
     if not (call.groups == 1 and icg % PAIR == 0 and str(call.x.dtype) == "bfloat16"
-            and width == bf16_dot_lanes(ctx.target) > 0):
+            and width in dot_widths(bf16_dot_lanes(ctx.target))):
         return False
     # 2-d: whole blocks of input channels, read from blocked activations (layout.py), where
     # each pair of a block's channels is side by side already; not an unpadded one of an index
@@ -178,6 +178,14 @@ def reads_pairs(ctx, call: ConvCall, width: int) -> bool:
 def _index_map(x: sl.Tensor) -> bool:
     """Whether x is computed by an index map (fuse.py inlines those into their readers)."""
     return isinstance(x.op, ComputeOp) and classify(x.op) == INDEX_MAP
+
+
+def dot_widths(lanes: int) -> tuple:
+    """The blocks of output channels the bfloat16 dot product of a target of that many lanes
+    takes (topi/x86_intrin.bf16_dot_lanes): its zmm vector, and its ymm form's half (the
+    8-channel blocks conv_lanes.py takes for models whose channels are multiples of 8, not 16:
+    SelecSLS, Xception), or none."""
+    return (lanes, lanes // 2) if lanes else ()
 
 
 def pair_copy(call: ConvCall) -> bool:
