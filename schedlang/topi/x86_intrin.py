@@ -155,10 +155,17 @@ def bf16_dot_lanes(target) -> int:
     return 16 if "avx512bf16" in _switched(target) and "avx512f" not in _switched(target, "-") else 0
 
 
+def bf16_dot_widths(lanes: int) -> tuple:
+    """The float32 lanes of vdpbf16ps's forms on a target whose widest has lanes
+    (bf16_dot_lanes): the zmm vector and the ymm one (avx512bf16 comes with avx512vl), or
+    none where lanes is 0."""
+    return (lanes, lanes // 2) if lanes else ()
+
+
 def dot_bf16_intrin(lanes: int = 16):
     """c[lanes] (+)= a[2] . b[lanes, 2] in float32 from bfloat16 pairs, with
-    llvm.x86.avx512bf16.dpbf16ps.512 (lanes 16; .256, its ymm form, for 8): a's pair broadcast as one 32-bit value to every lane,
-    b's lanes x 2 values one vector (B packed [N / nr, K / 2, nr, 2]: prepack.py's
+    llvm.x86.avx512bf16.dpbf16ps.512 (lanes 16; .256, its ymm form, for 8): a's pair
+    broadcast as one 32-bit value to every lane, b's lanes x 2 values one vector (B packed [N / nr, K / 2, nr, 2]: prepack.py's
     "pair_panels"). Each lane adds the odd product, then the even one, to its sum (both
     products exact in float32; the instruction flushes subnormals to zero and rounds to
     nearest even)."""

@@ -42,7 +42,7 @@ from ..expr.functor import uses_var, walk
 from ..expr.nodes import Binary, Cast
 from ..target.llvm.cpus import TWO_ZMM_FMA_CPUS, l2_bytes
 from ..target.target import CACHE_LINE_BYTES, Target
-from ..topi.x86_intrin import PAIR, bf16_dot_lanes, dot_bf16_intrin
+from ..topi.x86_intrin import PAIR, bf16_dot_lanes, bf16_dot_widths, dot_bf16_intrin
 from ..tensor.op import TensorRead
 
 MAX_TILE_VECTORS = 2      # vectors of output channels in a register tile (narrow vectors: AVX2)
@@ -133,10 +133,9 @@ def _pair_dot(s, conv, target: Target):
     x[.., rc // 2, .., rc % 2], or a blocked input's x[.., rco, .., rci]), on a target that has
     it. Otherwise its plain loops compute the same sums."""
     from .schedules import pairs_contiguous, static
-    from .ops.conv import dot_widths
     read = _pair_read(conv)
     lanes_ = _pair_lanes(conv, read) if read is not None else None
-    if lanes_ not in dot_widths(bf16_dot_lanes(target)) or static(conv.op.reduce_axis[-1].dom.extent) is None:
+    if lanes_ not in bf16_dot_widths(bf16_dot_lanes(target)) or static(conv.op.reduce_axis[-1].dom.extent) is None:
         return None
     rc = conv.op.reduce_axis[-1].var
     x = _product_reads(conv.op.body.source[0])
@@ -240,7 +239,7 @@ def _accumulators(s, group):
 
 def _conv_blocked_cpu(s, group, width: int, target: Target) -> None:
     from .schedules import static
-    dots = [_pair_dot(s, s[c], target) for c in group.convs]
+    dots = pair_dots(s, group, target)
 
     def split_channels(conv):
         n, oc, *spatial = conv.op.axis
@@ -252,7 +251,7 @@ def _conv_blocked_cpu(s, group, width: int, target: Target) -> None:
     channels, cols = static(oc.dom.extent), static(spatial[-1].dom.extent)
     vecs = MAX_TILE_VECTORS if width <= 8 and channels % (MAX_TILE_VECTORS * width) == 0 else 1
     wt = max(1, min(TILE_WIDTH if vecs == 1 else TILE_WIDTH_2, cols))
-    if any(d is not None for d in dots) and channels % (PAIR_TILE[0] * width) == 0:
+    if dots is not None and channels % (PAIR_TILE[0] * width) == 0:
         vecs, wt = PAIR_TILE[0], max(1, min(PAIR_TILE[1], cols))
     co, ci = out.split(oc, factor=vecs * width)
     wo, wi = out.split(spatial[-1], factor=wt)

@@ -42,7 +42,7 @@ import schedlang as sl
 from schedlang.dtypes import dtype
 from schedlang.tensor.classify import INDEX_MAP, classify
 from schedlang.tensor.op import ComputeOp
-from schedlang.topi.x86_intrin import PAIR, bf16_dot_lanes
+from schedlang.topi.x86_intrin import PAIR, bf16_dot_lanes, bf16_dot_widths
 
 from ..fuse import CONV_PAD_TAG, CONV_PAIRS_TAG, CONV_TAG
 from . import conv_tensorcore
@@ -155,7 +155,8 @@ def block_width(ctx, call: ConvCall) -> int:
 def reads_pairs(ctx, call: ConvCall, width: int) -> bool:
     """Whether call runs on the bfloat16 dot product (vdpbf16ps, topi/x86_intrin.py): a dense
     bfloat16 convolution, 1-d of an even number of input channels or 2-d of whole blocks of
-    them, its blocks of output channels the instruction's vector, on a target that has it.
+    them, its blocks of output channels one of the instruction's vectors (zmm, or ymm for the
+    8-channel blocks of conv_lanes.py: SelecSLS, Xception), on a target that has it.
     Its weight is packed in pairs (prepack.py "conv_pairs"); a 2-d one reads its blocked input
     (layout.py) and a 1-d one a copy with each pair of channels side by side (pair_copy); the
     register tile (conv_schedules.tile_sums) then does a pair of input channels per
@@ -165,7 +166,7 @@ def reads_pairs(ctx, call: ConvCall, width: int) -> bool:
     against 22-25 ms with pairs (2-core Zen 4, 2 threads; Inductor 23-24)."""
     icg = call.weight.shape[1]
     if not (call.groups == 1 and icg % PAIR == 0 and str(call.x.dtype) == "bfloat16"
-            and width in dot_widths(bf16_dot_lanes(ctx.target))):
+            and width in bf16_dot_widths(bf16_dot_lanes(ctx.target))):
         return False
     # 2-d: whole blocks of input channels, read from blocked activations (layout.py), where
     # each pair of a block's channels is side by side already; not an unpadded one of an index
@@ -178,14 +179,6 @@ def reads_pairs(ctx, call: ConvCall, width: int) -> bool:
 def _index_map(x: sl.Tensor) -> bool:
     """Whether x is computed by an index map (fuse.py inlines those into their readers)."""
     return isinstance(x.op, ComputeOp) and classify(x.op) == INDEX_MAP
-
-
-def dot_widths(lanes: int) -> tuple:
-    """The blocks of output channels the bfloat16 dot product of a target of that many lanes
-    takes (topi/x86_intrin.bf16_dot_lanes): its zmm vector, and its ymm form's half (the
-    8-channel blocks conv_lanes.py takes for models whose channels are multiples of 8, not 16:
-    SelecSLS, Xception), or none."""
-    return (lanes, lanes // 2) if lanes else ()
 
 
 def pair_copy(call: ConvCall) -> bool:
