@@ -88,37 +88,37 @@ def packed_width(op) -> Optional[int]:
         return None
     oc = op.axis[1].var
     for node in walk(op.body.source[0]):
-        if isinstance(node, TensorRead) and len(node.indices) in (5, 6, 7):
-            last = node.indices[-1] if len(node.indices) != 6 else node.indices[-2]
-            if len(node.indices) == 6 and not _pair_index(node.indices[-1], op.body.axis[0].var):
-                continue
+        if isinstance(node, TensorRead) and len(node.indices) in (5, 7):
+            last = node.indices[-1]
             if isinstance(last, Binary) and last.op == "floormod" and last.a is oc and _const(last.b) > 1 \
                     and _channel_read(op) is not None:
                 return _const(last.b)
+    pair = _pair_weight_width(op, op.body.axis[0].var)
+    return pair if pair is not None and _channel_read(op) is not None else None
+
+
+def _pair_weight_width(op, rc: Var) -> Optional[int]:
+    """L when the convolution op reads a weight packed in pairs of its input channels rc,
+    w[oc // L, rc // 2, *r, oc % L, rc % 2] (prepack.py "conv_pairs": a 2-d bfloat16 convolution on
+    the bfloat16 dot product, ops/conv.reads_pairs), else None."""
+    oc = op.axis[1].var
+    for node in walk(op.body.source[0]):
+        if isinstance(node, TensorRead) and len(node.indices) == 6:
+            *_, lane, pair = node.indices
+            if all(isinstance(e, Binary) and e.op == "floormod" for e in (lane, pair)) and pair.a is rc \
+                    and _const(pair.b) == 2 and lane.a is oc and _const(lane.b) > 1:
+                return _const(lane.b)
     return None
-
-
-def _pair_index(index, rc: Var) -> bool:
-    """Whether a packed weight's last index is rc % 2: its blocks in pairs of input channels
-    (prepack.py "conv_pairs", w[oc // L, rc // 2, *r, oc % L, rc % 2]: a 2-d bfloat16 convolution
-    on the bfloat16 dot product, ops/conv.reads_pairs)."""
-    return isinstance(index, Binary) and index.op == "floormod" and index.a is rc and _const(index.b) == 2
 
 
 def _paired_copy_width(op) -> Optional[int]:
-    """L when op is a dense convolution reading its weight in pairs of input channels,
-    w[oc // L, rc // 2, *r, oc % L, rc % 2] with rc its last reduce axis, and its input from a copy
-    in pairs (ops/conv.pair_copy: the program's input, which is never blocked): its output may
-    be blocked all the same (its kernel then writes whole vectors of L channels)."""
+    """L when op is a dense convolution reading its weight in pairs of input channels with rc its
+    last reduce axis (_pair_weight_width) and its input from a copy in pairs (ops/conv.pair_copy:
+    the program's input, which is never blocked): its output may be blocked all the same (its
+    kernel then writes whole vectors of L channels)."""
     if not (isinstance(op, ComputeOp) and op.tag == CONV_TAG and isinstance(op.body, Reduce)) or len(op.axis) != 4:
         return None
-    oc, rc = op.axis[1].var, op.body.axis[-1].var
-    for node in walk(op.body.source[0]):
-        if isinstance(node, TensorRead) and len(node.indices) == 6 and _pair_index(node.indices[-1], rc):
-            lane = node.indices[-2]
-            if isinstance(lane, Binary) and lane.op == "floormod" and lane.a is oc and _const(lane.b) > 1:
-                return _const(lane.b)
-    return None
+    return _pair_weight_width(op, op.body.axis[-1].var)
 
 
 def _const(e) -> int:
